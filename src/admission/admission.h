@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shared/time-util.h"
+
+/* The admission controller of API.md section 5, as a pure state machine:
+ * no I/O, no clock reads, no allocation except its own tables. Every call
+ * takes "now" on CLOCK_MONOTONIC and first applies every expiry due at or
+ * before "now", so the machine is correct even if a timer fires late. The
+ * sd-event glue (admission-timers.c) re-arms one timer at
+ * admission_next_deadline() after every call.
+ *
+ * Complexity: join, leave, status (including the position), claim and each
+ * expiry are O(log n) amortised in the number of tickets; listing is O(n).
+ *
+ * Sessions are identified by a SessionKey: the SHA-256 of the session token,
+ * never the token itself. */
+
+typedef struct Admission Admission;
+
+typedef struct SessionKey {
+        uint8_t bytes[32];
+} SessionKey;
+
+typedef enum AdmissionState {
+        ADMISSION_IDLE,
+        ADMISSION_RESERVED,
+        ADMISSION_RUNNING,
+        _ADMISSION_STATE_MAX,
+        _ADMISSION_STATE_INVALID = -EINVAL,
+} AdmissionState;
+
+typedef enum TicketStatus {
+        TICKET_WAITING,
+        TICKET_RESERVED,
+        _TICKET_STATUS_MAX,
+        _TICKET_STATUS_INVALID = -EINVAL,
+} TicketStatus;
+
+typedef enum RemoveReason {
+        REMOVE_LEFT,
+        REMOVE_CLAIMED,
+        REMOVE_HEARTBEAT,
+        REMOVE_RESERVATION,
+        _REMOVE_REASON_MAX,
+        _REMOVE_REASON_INVALID = -EINVAL,
+} RemoveReason;
+
+/* "idle", "reserved", "running" */
+const char *admission_state_to_string(AdmissionState s);
+/* "waiting", "reserved" */
+const char *ticket_status_to_string(TicketStatus s);
+/* "left", "claimed", "heartbeat", "reservation" */
+const char *remove_reason_to_string(RemoveReason r);
+
+/* "tk_" + 32 lowercase hex digits + NUL */
+#define TICKET_ID_MAX 40
+/* "qr_" + 32 lowercase hex digits + NUL */
+#define QUERY_ID_MAX 40
+
+typedef struct AdmissionSettings {
+        usec_t reservation_usec; /* 1..3600 s */
+        usec_t heartbeat_usec;   /* 1..3600 s */
+        uint64_t max_length;     /* 0..1000000 */
+} AdmissionSettings;
+
+/* Writes a fresh opaque ticket id ("tk_...", NUL-terminated) into buf.
+ * The daemon uses the kernel's random source; tests may use a counter. */
+typedef void (*AdmissionIdGenerator)(char buf[static TICKET_ID_MAX], void *userdata);
+
+typedef enum AdmissionEventType {
+        ADMISSION_EVENT_TICKET_ADDED,    /* ticket_id */
+        ADMISSION_EVENT_TICKET_PROMOTED, /* ticket_id */
+        ADMISSION_EVENT_TICKET_REMOVED,  /* ticket_id, reason */
+        ADMISSION_EVENT_STATE_CHANGED,   /* state (the new one) */
+        ADMISSION_EVENT_QUERY_FINISHED,  /* query_id, duration_usec */
+        _ADMISSION_EVENT_MAX,
+        _ADMISSION_EVENT_INVALID = -EINVAL,
+} AdmissionEventType;
+
+typedef struct AdmissionEvent {
+        AdmissionEventType type;
+        const char *ticket_id; /* borrowed, valid during the callback */
+        RemoveReason reason;
+        AdmissionState state;
+        const char *query_id; /* borrowed */
+        usec_t duration_usec;
+} AdmissionEvent;
+
+/* Called synchronously from inside the transition that caused the event,
+ * after the machine is consistent again. It must not call back into the
+ * machine. */
+typedef void (*AdmissionEventHandler)(const AdmissionEvent *event, void *userdata);
+
+/* A ticket as shown to its holder or to an admin. Deadlines are monotonic;
+ * reservation_deadline is USEC_INFINITY for a waiting ticket. */
+typedef struct TicketView {
+        char id[TICKET_ID_MAX];
+        TicketStatus status;
+        uint64_t position;
+        usec_t joined;
+        usec_t heartbeat_deadline;
+        usec_t reservation_deadline;
+} TicketView;
+
+/* The status object of API.md section 6, seen by one session. */
+typedef struct AdmissionStatus {
+        AdmissionState state;
+        uint64_t queue_length; /* all tickets, waiting and reserved */
+        uint64_t max_length;
+        bool has_ticket;
+        TicketView ticket;            /* valid when has_ticket */
+        bool estimate_known;          /* false: estimated_wait_seconds is null */
+        double estimated_wait_seconds;
+        bool average_known;           /* false: average_query_seconds is null */
+        double average_query_seconds;
+} AdmissionStatus;
+
+/* Counters for D-Bus and the STATUS line. */
+typedef struct AdmissionCounters {
+        uint64_t queries_started;
+        uint64_t tickets_expired; /* heartbeat + reservation removals */
+} AdmissionCounters;
+
+/* Returns 0 and a new machine in *ret (owned by the caller, free with
+ * admission_free()), -EINVAL for settings out of range, -ENOMEM. */
+int admission_new(const AdmissionSettings *settings, Admission **ret);
+Admission *admission_free(Admission *a);
+
+void admission_set_event_handler(Admission *a, AdmissionEventHandler handler, void *userdata);
+void admission_set_id_generator(Admission *a, AdmissionIdGenerator generator, void *userdata);
+
+/* join(S): 1 when a ticket was created, 0 when S already had one (its
+ * heartbeat refreshed), -ENOSPC (queue_full), -ENOMEM. */
+int admission_join(Admission *a, const SessionKey *session, usec_t now);
+
+/* Heartbeat S's ticket if it has one, then fill *ret as S sees the queue.
+ * Always succeeds (returns 0). */
+int admission_status(Admission *a, const SessionKey *session, usec_t now, AdmissionStatus *ret);
+
+/* Like admission_status() but without a heartbeat (for callers that are not
+ * a queue call: health, D-Bus, the STATUS line). session may be NULL. */
+void admission_peek(Admission *a, const SessionKey *session, usec_t now, AdmissionStatus *ret);
+
+/* leave(S): 0, or -ENOENT (ticket_not_found). */
+int admission_leave(Admission *a, const SessionKey *session, usec_t now);
+
+/* claim(S) for the query query_id (copied): 0 and the controller is
+ * running; -EBUSY (busy; a waiting ticket of S is kept); -ENOSPC
+ * (queue_full: idle with max_length 0). */
+int admission_claim(Admission *a, const SessionKey *session, const char *query_id, usec_t now);
+
+/* finish: the running query ended and its cleanup is confirmed. Updates the
+ * average with now - claim time, goes idle, promotes. -ESRCH when not
+ * running. */
+int admission_finish(Admission *a, usec_t now);
+
+/* Apply every expiry due at or before now. Returns the number of tickets
+ * removed. */
+size_t admission_expire(Admission *a, usec_t now);
+
+/* The earliest pending deadline (heartbeat or reservation), USEC_INFINITY
+ * when none. */
+usec_t admission_next_deadline(const Admission *a);
+
+AdmissionState admission_get_state(const Admission *a);
+uint64_t admission_queue_length(const Admission *a);
+uint64_t admission_waiting_count(const Admission *a);
+const AdmissionSettings *admission_get_settings(const Admission *a);
+/* Average query time in usec, 0 when unknown. */
+usec_t admission_average_usec(const Admission *a);
+/* The running query's id, "" when not running. Borrowed. */
+const char *admission_running_query_id(const Admission *a);
+/* Monotonic claim time of the running query, USEC_INFINITY when not running. */
+usec_t admission_running_since(const Admission *a);
+void admission_get_counters(const Admission *a, AdmissionCounters *ret);
+
+/* Calls f for each ticket in FIFO order (the reserved one first). */
+typedef void (*AdmissionTicketVisitor)(const TicketView *ticket, void *userdata);
+void admission_foreach_ticket(const Admission *a, AdmissionTicketVisitor f, void *userdata);

@@ -1,0 +1,365 @@
+/* SPDX-License-Identifier: MIT */
+#include <fcntl.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+
+#include "shared/config.h"
+#include "shared/macro.h"
+#include "shared/parse-util.h"
+
+#define SECRET_MAX_BYTES 4096
+#define LIST_MAX_ITEMS 256
+#define STRING_MAX_BYTES 2048
+
+const char *config_getenv_process(const char *name, void *userdata) {
+        return getenv(name);
+}
+
+static char **strv_free(char **l) {
+        if (l)
+                for (char **p = l; *p; p++)
+                        free(*p);
+        free(l);
+        return NULL;
+}
+
+void config_done(Config *c) {
+        if (!c)
+                return;
+        c->allowed_origins = strv_free(c->allowed_origins);
+        c->allowed_destinations = strv_free(c->allowed_destinations);
+        free(c->wiki_api_url);
+        free(c->wiki_username);
+        free(c->llm_url);
+        free(c->llm_model);
+        free(c->state_directory);
+        if (c->wiki_password)
+                explicit_bzero(c->wiki_password, strlen(c->wiki_password));
+        if (c->llm_api_key)
+                explicit_bzero(c->llm_api_key, strlen(c->llm_api_key));
+        free(c->wiki_password);
+        free(c->llm_api_key);
+        *c = (Config) { 0 };
+}
+
+static int fail(char **ret_error, int r, const char *fmt, ...) _printf_(3, 4);
+static int fail(char **ret_error, int r, const char *fmt, ...) {
+        va_list ap;
+
+        if (ret_error) {
+                va_start(ap, fmt);
+                if (vasprintf(ret_error, fmt, ap) < 0)
+                        *ret_error = NULL;
+                va_end(ap);
+        }
+        return r;
+}
+
+static int load_uint(const char *name, uint64_t def, uint64_t min, uint64_t max, uint64_t *ret,
+                     ConfigGetenv g, void *u, char **ret_error) {
+        const char *v = g(name, u);
+        int r;
+
+        if (!v) {
+                *ret = def;
+                return 0;
+        }
+        r = parse_uint64_range(v, min, max, ret);
+        if (r < 0)
+                return fail(ret_error, -EINVAL, "%s: invalid value, expected an integer in %" PRIu64 "..%" PRIu64,
+                            name, min, max);
+        return 0;
+}
+
+static int load_string(const char *name, char **ret, ConfigGetenv g, void *u, char **ret_error) {
+        const char *v = g(name, u);
+
+        *ret = NULL;
+        if (!v || !*v)
+                return 0;
+        if (strlen(v) > STRING_MAX_BYTES)
+                return fail(ret_error, -EINVAL, "%s: longer than %d bytes", name, STRING_MAX_BYTES);
+        for (const char *p = v; *p; p++)
+                if ((unsigned char) *p < 0x20 || *p == 0x7f)
+                        return fail(ret_error, -EINVAL, "%s: contains a control character", name);
+        *ret = strdup(v);
+        return *ret ? 0 : -ENOMEM;
+}
+
+static bool is_host_char(char ch) {
+        return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+               ch == '-' || ch == '.' || ch == '_' || ch == '[' || ch == ']' || ch == ':';
+}
+
+/* "http://host[:port]" or "https://host[:port]", no path, no user info. */
+static bool origin_is_valid(const char *o) {
+        const char *h;
+
+        if (strneq(o, "http://", 7))
+                h = o + 7;
+        else if (strneq(o, "https://", 8))
+                h = o + 8;
+        else
+                return false;
+        if (!*h)
+                return false;
+        for (const char *p = h; *p; p++)
+                if (!is_host_char(*p))
+                        return false;
+        return true;
+}
+
+static bool host_is_valid(const char *h) {
+        if (!*h || strlen(h) > 253)
+                return false;
+        for (const char *p = h; *p; p++)
+                if (!is_host_char(*p) || *p == ':')
+                        return h[0] == '[' ? is_host_char(*p) : false;
+        return true;
+}
+
+/* A comma-separated list; blanks around items are dropped, empty items
+ * ignored. */
+static int load_list(const char *name, bool (*valid)(const char *), char ***ret,
+                     ConfigGetenv g, void *u, char **ret_error) {
+        const char *v = g(name, u);
+        char **l;
+        size_t n = 0;
+
+        *ret = NULL;
+        l = calloc(LIST_MAX_ITEMS + 1, sizeof(char *));
+        if (!l)
+                return -ENOMEM;
+        if (!v) {
+                *ret = l;
+                return 0;
+        }
+        if (strlen(v) > STRING_MAX_BYTES * 4) {
+                strv_free(l);
+                return fail(ret_error, -EINVAL, "%s: longer than %d bytes", name, STRING_MAX_BYTES * 4);
+        }
+        for (const char *p = v; *p;) {
+                const char *e = strchrnul(p, ',');
+                const char *s = p, *t = e;
+                char *item;
+
+                while (s < t && (*s == ' ' || *s == '\t'))
+                        s++;
+                while (t > s && (t[-1] == ' ' || t[-1] == '\t'))
+                        t--;
+                if (t > s) {
+                        if (n >= LIST_MAX_ITEMS) {
+                                strv_free(l);
+                                return fail(ret_error, -EINVAL, "%s: more than %d items", name, LIST_MAX_ITEMS);
+                        }
+                        item = strndup(s, (size_t) (t - s));
+                        if (!item) {
+                                strv_free(l);
+                                return -ENOMEM;
+                        }
+                        /* Trailing "/" on an origin is a common slip; an origin never has one. */
+                        if (valid == origin_is_valid && strlen(item) > 0 && item[strlen(item) - 1] == '/')
+                                item[strlen(item) - 1] = 0;
+                        if (!valid(item)) {
+                                int r = fail(ret_error, -EINVAL, "%s: invalid item \"%s\"", name, item);
+                                free(item);
+                                strv_free(l);
+                                return r;
+                        }
+                        l[n++] = item;
+                }
+                p = *e ? e + 1 : e;
+        }
+        *ret = l;
+        return 0;
+}
+
+static int read_secret_file(const char *path, char **ret) {
+        _cleanup_close_ int fd = -1;
+        char buf[SECRET_MAX_BYTES + 1];
+        size_t n = 0;
+
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return negative_errno();
+        for (;;) {
+                ssize_t k = read(fd, buf + n, sizeof buf - n);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return negative_errno();
+                }
+                if (k == 0)
+                        break;
+                n += (size_t) k;
+                if (n >= sizeof buf) {
+                        explicit_bzero(buf, sizeof buf);
+                        return -EFBIG;
+                }
+        }
+        while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+                n--;
+        if (memchr(buf, 0, n)) {
+                explicit_bzero(buf, sizeof buf);
+                return -EBADMSG;
+        }
+        *ret = strndup(buf, n);
+        explicit_bzero(buf, sizeof buf);
+        return *ret ? 0 : -ENOMEM;
+}
+
+/* A secret comes from $CREDENTIALS_DIRECTORY/<credential> (systemd's
+ * LoadCredential=) or from the file named by <file_var>. A missing
+ * credential is fine (the secret is optional); an unreadable file is not. */
+static int load_secret(const char *credential, const char *file_var, char **ret,
+                       ConfigGetenv g, void *u, char **ret_error) {
+        const char *dir = g("CREDENTIALS_DIRECTORY", u);
+        const char *file = g(file_var, u);
+        int r;
+
+        *ret = NULL;
+        if (file && *file) {
+                r = read_secret_file(file, ret);
+                if (r < 0)
+                        return fail(ret_error, -EINVAL, "%s: cannot read the secret file: %s", file_var, strerror(-r));
+                return 0;
+        }
+        if (dir && *dir) {
+                _cleanup_free_ char *path = NULL;
+
+                if (asprintf(&path, "%s/%s", dir, credential) < 0)
+                        return -ENOMEM;
+                r = read_secret_file(path, ret);
+                if (r == -ENOENT)
+                        return 0;
+                if (r < 0)
+                        return fail(ret_error, -EINVAL, "credential %s: cannot read it: %s", credential, strerror(-r));
+        }
+        return 0;
+}
+
+static bool url_is_valid(const char *s) {
+        return strneq(s, "http://", 7) || strneq(s, "https://", 8);
+}
+
+int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
+        const char *v;
+        uint64_t level;
+        int r;
+
+        if (ret_error)
+                *ret_error = NULL;
+        *c = (Config) { .cookie_secure = true, .log_level = 6 };
+
+#define UINT(name, field, def, min, max)                                            \
+        do {                                                                        \
+                r = load_uint(name, def, min, max, &c->field, g, u, ret_error);     \
+                if (r < 0)                                                          \
+                        goto fail;                                                  \
+        } while (0)
+
+        UINT("WIKI_WEB_MAX_REQUEST_BYTES", max_request_bytes, 65536, 256, 16 * 1024 * 1024);
+        UINT("WIKI_WEB_SESSION_MAX_AGE_SECONDS", session_max_age_seconds, 2592000, 60, 315360000);
+        UINT("WIKI_WEB_QUEUE_RESERVATION_SECONDS", queue_reservation_seconds, 60, 1, 3600);
+        UINT("WIKI_WEB_QUEUE_HEARTBEAT_SECONDS", queue_heartbeat_seconds, 30, 1, 3600);
+        UINT("WIKI_WEB_QUEUE_MAX_LENGTH", queue_max_length, 100, 0, 1000000);
+        UINT("WIKI_WEB_QUERY_MAX_STEPS", query_max_steps, 8, 1, 64);
+        UINT("WIKI_WEB_MODEL_CONTEXT_TOKENS", model_context_tokens, 32768, 256, 10000000);
+        UINT("WIKI_WEB_MODEL_MAX_OUTPUT_BYTES", model_max_output_bytes, 65536, 1024, 16 * 1024 * 1024);
+        UINT("WIKI_WEB_QUERY_TIMEOUT_SECONDS", query_timeout_seconds, 120, 1, 86400);
+        UINT("WIKI_WEB_UPSTREAM_MAX_RESPONSE_BYTES", upstream_max_response_bytes, 8 * 1024 * 1024, 1024,
+             1024 * 1024 * 1024);
+#undef UINT
+
+        v = g("WIKI_WEB_COOKIE_SECURE", u);
+        if (v && parse_boolean(v, &c->cookie_secure) < 0) {
+                r = fail(ret_error, -EINVAL, "WIKI_WEB_COOKIE_SECURE: invalid value, expected true or false");
+                goto fail;
+        }
+
+        v = g("WIKI_WEB_LOG_LEVEL", u);
+        if (v) {
+                if (parse_uint64_range(v, 0, 7, &level) < 0) {
+                        r = fail(ret_error, -EINVAL, "WIKI_WEB_LOG_LEVEL: invalid value, expected an integer in 0..7");
+                        goto fail;
+                }
+                c->log_level = (int) level;
+        }
+
+        r = load_list("WIKI_WEB_ALLOWED_ORIGINS", origin_is_valid, &c->allowed_origins, g, u, ret_error);
+        if (r < 0)
+                goto fail;
+        r = load_list("WIKI_WEB_ALLOWED_DESTINATIONS", host_is_valid, &c->allowed_destinations, g, u, ret_error);
+        if (r < 0)
+                goto fail;
+
+        if ((r = load_string("WIKI_WEB_WIKI_API_URL", &c->wiki_api_url, g, u, ret_error)) < 0 ||
+            (r = load_string("WIKI_WEB_WIKI_USERNAME", &c->wiki_username, g, u, ret_error)) < 0 ||
+            (r = load_string("WIKI_WEB_LLM_URL", &c->llm_url, g, u, ret_error)) < 0 ||
+            (r = load_string("WIKI_WEB_LLM_MODEL", &c->llm_model, g, u, ret_error)) < 0 ||
+            (r = load_string("WIKI_WEB_STATE_DIRECTORY", &c->state_directory, g, u, ret_error)) < 0)
+                goto fail;
+        if (c->wiki_api_url && !url_is_valid(c->wiki_api_url)) {
+                r = fail(ret_error, -EINVAL, "WIKI_WEB_WIKI_API_URL: expected an http:// or https:// URL");
+                goto fail;
+        }
+        if (c->llm_url && !url_is_valid(c->llm_url)) {
+                r = fail(ret_error, -EINVAL, "WIKI_WEB_LLM_URL: expected an http:// or https:// URL");
+                goto fail;
+        }
+        if (!c->state_directory) {
+                /* systemd's StateDirectory= may list several, colon-separated: take the first. */
+                v = g("STATE_DIRECTORY", u);
+                if (v && *v) {
+                        c->state_directory = strndup(v, strcspn(v, ":"));
+                        if (!c->state_directory) {
+                                r = -ENOMEM;
+                                goto fail;
+                        }
+                }
+        }
+
+        r = load_secret("wiki-password", "WIKI_WEB_WIKI_PASSWORD_FILE", &c->wiki_password, g, u, ret_error);
+        if (r < 0)
+                goto fail;
+        r = load_secret("llm-api-key", "WIKI_WEB_LLM_API_KEY_FILE", &c->llm_api_key, g, u, ret_error);
+        if (r < 0)
+                goto fail;
+        return 0;
+
+fail:
+        config_done(c);
+        return r;
+}
+
+static void dump_list(FILE *f, const char *name, char **l) {
+        fprintf(f, "%s=", name);
+        for (char **p = l; p && *p; p++)
+                fprintf(f, "%s%s", p == l ? "" : ",", *p);
+        fputc('\n', f);
+}
+
+void config_dump(const Config *c, FILE *f) {
+        fprintf(f, "WIKI_WEB_MAX_REQUEST_BYTES=%" PRIu64 "\n", c->max_request_bytes);
+        fprintf(f, "WIKI_WEB_SESSION_MAX_AGE_SECONDS=%" PRIu64 "\n", c->session_max_age_seconds);
+        fprintf(f, "WIKI_WEB_COOKIE_SECURE=%s\n", c->cookie_secure ? "true" : "false");
+        dump_list(f, "WIKI_WEB_ALLOWED_ORIGINS", c->allowed_origins);
+        fprintf(f, "WIKI_WEB_QUEUE_RESERVATION_SECONDS=%" PRIu64 "\n", c->queue_reservation_seconds);
+        fprintf(f, "WIKI_WEB_QUEUE_HEARTBEAT_SECONDS=%" PRIu64 "\n", c->queue_heartbeat_seconds);
+        fprintf(f, "WIKI_WEB_QUEUE_MAX_LENGTH=%" PRIu64 "\n", c->queue_max_length);
+        fprintf(f, "WIKI_WEB_WIKI_API_URL=%s\n", c->wiki_api_url ? c->wiki_api_url : "");
+        fprintf(f, "WIKI_WEB_WIKI_USERNAME=%s\n", c->wiki_username ? c->wiki_username : "");
+        fprintf(f, "WIKI_WEB_LLM_URL=%s\n", c->llm_url ? c->llm_url : "");
+        fprintf(f, "WIKI_WEB_LLM_MODEL=%s\n", c->llm_model ? c->llm_model : "");
+        fprintf(f, "WIKI_WEB_QUERY_MAX_STEPS=%" PRIu64 "\n", c->query_max_steps);
+        fprintf(f, "WIKI_WEB_MODEL_CONTEXT_TOKENS=%" PRIu64 "\n", c->model_context_tokens);
+        fprintf(f, "WIKI_WEB_MODEL_MAX_OUTPUT_BYTES=%" PRIu64 "\n", c->model_max_output_bytes);
+        fprintf(f, "WIKI_WEB_QUERY_TIMEOUT_SECONDS=%" PRIu64 "\n", c->query_timeout_seconds);
+        fprintf(f, "WIKI_WEB_UPSTREAM_MAX_RESPONSE_BYTES=%" PRIu64 "\n", c->upstream_max_response_bytes);
+        dump_list(f, "WIKI_WEB_ALLOWED_DESTINATIONS", c->allowed_destinations);
+        fprintf(f, "WIKI_WEB_STATE_DIRECTORY=%s\n", c->state_directory ? c->state_directory : "");
+        fprintf(f, "WIKI_WEB_LOG_LEVEL=%d\n", c->log_level);
+        /* Secrets: only whether they are present. */
+        fprintf(f, "credential wiki-password=%s\n", c->wiki_password ? "(set, masked)" : "(unset)");
+        fprintf(f, "credential llm-api-key=%s\n", c->llm_api_key ? "(set, masked)" : "(unset)");
+}

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* The daemon's configuration: the WIKI_WEB_* environment variables of
+ * API.md, with their defaults and ranges, plus the two secrets read from
+ * systemd credentials ($CREDENTIALS_DIRECTORY/wiki-password and
+ * .../llm-api-key) or from the files named by WIKI_WEB_WIKI_PASSWORD_FILE and
+ * WIKI_WEB_LLM_API_KEY_FILE. A secret is never printed: config_dump() masks it.
+ *
+ * A Config owns all its strings; config_done() frees them. */
+
+typedef struct Config {
+        /* HTTP (API.md 1, 3, 4) */
+        uint64_t max_request_bytes;
+        uint64_t session_max_age_seconds;
+        bool cookie_secure;
+        char **allowed_origins; /* NULL-terminated, normalised "scheme://host[:port]" */
+
+        /* Admission (API.md 5) */
+        uint64_t queue_reservation_seconds;
+        uint64_t queue_heartbeat_seconds;
+        uint64_t queue_max_length;
+
+        /* Query (API.md 8) */
+        char *wiki_api_url;  /* NULL when unset */
+        char *wiki_username; /* NULL when unset */
+        char *llm_url;       /* NULL when unset */
+        char *llm_model;     /* NULL when unset */
+        uint64_t query_max_steps;
+        uint64_t model_context_tokens;
+        uint64_t model_max_output_bytes;
+        uint64_t query_timeout_seconds;
+        uint64_t upstream_max_response_bytes;
+        char **allowed_destinations; /* NULL-terminated hosts */
+
+        /* Daemon (extensions) */
+        char *state_directory; /* WIKI_WEB_STATE_DIRECTORY, else $STATE_DIRECTORY, else NULL */
+        int log_level;         /* WIKI_WEB_LOG_LEVEL: syslog level 0..7, default 6 (info) */
+
+        /* Secrets: never log, never print. NULL when absent. */
+        char *wiki_password;
+        char *llm_api_key;
+} Config;
+
+/* Where settings come from: getenv() in the daemon, a table in tests. */
+typedef const char *(*ConfigGetenv)(const char *name, void *userdata);
+
+/* Fill *c from the environment. Returns 0, or a negative errno with a
+ * human-readable message naming the variable and its allowed range in
+ * *ret_error (owned by the caller). On failure *c is left freed. */
+int config_load(Config *c, ConfigGetenv getenv_fn, void *userdata, char **ret_error);
+
+void config_done(Config *c);
+
+/* Print the effective configuration, one "NAME=value" line each, secrets
+ * shown as "(set)" or "(unset)". */
+void config_dump(const Config *c, FILE *f);
+
+/* The getenv() adapter for config_load(). */
+const char *config_getenv_process(const char *name, void *userdata);

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+/* Small macros used everywhere, after systemd's macro.h and fd-util.h.
+ * Include this after the system headers: it ends with banned.h. */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define _cleanup_(f) __attribute__((cleanup(f)))
+#define _unused_ __attribute__((unused))
+#define _printf_(a, b) __attribute__((format(printf, a, b)))
+#define _noreturn_ __attribute__((noreturn))
+#define _likely_(x) (__builtin_expect(!!(x), 1))
+#define _unlikely_(x) (__builtin_expect(!!(x), 0))
+#define _warn_unused_result_ __attribute__((warn_unused_result))
+
+#define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
+
+#define MIN(a, b)                          \
+        __extension__({                    \
+                const __auto_type _a = (a); \
+                const __auto_type _b = (b); \
+                _a < _b ? _a : _b;         \
+        })
+#define MAX(a, b)                          \
+        __extension__({                    \
+                const __auto_type _a = (a); \
+                const __auto_type _b = (b); \
+                _a > _b ? _a : _b;         \
+        })
+
+#define STRLEN(s) (sizeof("" s "") - 1)
+#define streq(a, b) (strcmp((a), (b)) == 0)
+#define strneq(a, b, n) (strncmp((a), (b), (n)) == 0)
+
+/* Return -errno for the current errno, but never 0 (so a caller's "r < 0"
+ * check holds even for libraries that forget to set errno). */
+static inline int negative_errno(void) {
+        return errno > 0 ? -errno : -EIO;
+}
+
+static inline void freep(void *p) {
+        free(*(void **) p);
+}
+#define _cleanup_free_ _cleanup_(freep)
+
+static inline void closep(int *fd) {
+        if (*fd >= 0) {
+                int saved = errno;
+                (void) close(*fd);
+                errno = saved;
+        }
+}
+#define _cleanup_close_ _cleanup_(closep)
+
+static inline void fclosep(FILE **f) {
+        if (*f)
+                (void) fclose(*f);
+}
+#define _cleanup_fclose_ _cleanup_(fclosep)
+
+/* Hand an owned pointer over to somebody else, leaving NULL behind. */
+#define TAKE_PTR(p)                            \
+        __extension__({                        \
+                __auto_type _p_ = (p);         \
+                (p) = NULL;                    \
+                _p_;                           \
+        })
+#define TAKE_FD(fd)                            \
+        __extension__({                        \
+                int _fd_ = (fd);               \
+                (fd) = -1;                     \
+                _fd_;                          \
+        })
+
+#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func)  \
+        static inline void func##p(type *p) {    \
+                if (*p)                          \
+                        func(*p);                \
+        }
+
+#include "shared/banned.h"
