@@ -1,0 +1,448 @@
+/* SPDX-License-Identifier: MIT */
+#include <sys/types.h>
+#include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
+
+#include "bus/queue-bus.h"
+#include "shared/log.h"
+#include "shared/macro.h"
+
+#define QUEUE_BUS_NAME "org.wikiweb.Queue1"
+#define QUEUE_BUS_PATH "/org/wikiweb/Queue1"
+#define QUEUE_BUS_INTERFACE "org.wikiweb.Queue1"
+
+/* The values of every property that emits PropertiesChanged, as last
+ * emitted (or as read at start-up). */
+typedef struct QueueBusSnapshot {
+        AdmissionState state;
+        uint64_t queue_length;
+        usec_t average_usec;
+        char running_query_id[QUERY_ID_MAX];
+        bool degraded;
+        uint64_t queries_started;
+        uint64_t queries_failed;
+        uint64_t tickets_expired;
+} QueueBusSnapshot;
+
+struct QueueBus {
+        sd_event *event;      /* borrowed */
+        Admission *admission; /* borrowed */
+
+        sd_bus *bus;
+        sd_bus_slot *object_slot;
+        sd_bus_slot *disconnected_slot;
+        sd_event_source *flush_source; /* one-shot defer: PropertiesChanged */
+
+        bool degraded;
+        bool disconnected;
+        uint64_t queries_failed;
+
+        QueueBusSnapshot last;
+};
+
+static void snapshot_take(const QueueBus *b, QueueBusSnapshot *ret) {
+        AdmissionCounters counters;
+        const char *running = admission_running_query_id(b->admission);
+
+        admission_get_counters(b->admission, &counters);
+        *ret = (QueueBusSnapshot) {
+                .state = admission_get_state(b->admission),
+                .queue_length = admission_queue_length(b->admission),
+                .average_usec = admission_average_usec(b->admission),
+                .degraded = b->degraded,
+                .queries_started = counters.queries_started,
+                .queries_failed = b->queries_failed,
+                .tickets_expired = counters.tickets_expired,
+        };
+        (void) snprintf(ret->running_query_id, sizeof ret->running_query_id, "%s", running ? running : "");
+}
+
+/* D-Bus "u" properties: the machine counts in uint64_t, its caps (1000000
+ * tickets) fit, but never wrap silently. */
+static uint32_t clamp_u32(uint64_t v) {
+        return v > UINT32_MAX ? UINT32_MAX : (uint32_t) v;
+}
+
+static int property_get_state(sd_bus *bus, const char *path, const char *interface, const char *property,
+                              sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        QueueBus *b = userdata;
+
+        return sd_bus_message_append(reply, "s", admission_state_to_string(admission_get_state(b->admission)));
+}
+
+static int property_get_queue_length(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                     sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        QueueBus *b = userdata;
+
+        return sd_bus_message_append(reply, "u", clamp_u32(admission_queue_length(b->admission)));
+}
+
+static int property_get_max_length(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                   sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        QueueBus *b = userdata;
+
+        return sd_bus_message_append(reply, "u", clamp_u32(admission_get_settings(b->admission)->max_length));
+}
+
+static int property_get_reservation(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                    sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        QueueBus *b = userdata;
+
+        return sd_bus_message_append(reply, "t", (uint64_t) admission_get_settings(b->admission)->reservation_usec);
+}
+
+static int property_get_heartbeat(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                  sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        QueueBus *b = userdata;
+
+        return sd_bus_message_append(reply, "t", (uint64_t) admission_get_settings(b->admission)->heartbeat_usec);
+}
+
+static int property_get_average(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        QueueBus *b = userdata;
+
+        return sd_bus_message_append(reply, "t", (uint64_t) admission_average_usec(b->admission));
+}
+
+static int property_get_running_query_id(sd_bus *bus, const char *path, const char *interface,
+                                         const char *property, sd_bus_message *reply, void *userdata,
+                                         sd_bus_error *error) {
+        QueueBus *b = userdata;
+        const char *id = admission_running_query_id(b->admission);
+
+        return sd_bus_message_append(reply, "s", id ? id : "");
+}
+
+static int property_get_health(sd_bus *bus, const char *path, const char *interface, const char *property,
+                               sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        QueueBus *b = userdata;
+
+        return sd_bus_message_append(reply, "s", b->degraded ? "degraded" : "ok");
+}
+
+static int property_get_counter(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+        QueueBus *b = userdata;
+        AdmissionCounters counters;
+        uint64_t v;
+
+        admission_get_counters(b->admission, &counters);
+        if (streq(property, "QueriesStarted"))
+                v = counters.queries_started;
+        else if (streq(property, "TicketsExpired"))
+                v = counters.tickets_expired;
+        else if (streq(property, "QueriesFailed"))
+                v = b->queries_failed;
+        else
+                return -EINVAL;
+        return sd_bus_message_append(reply, "t", v);
+}
+
+typedef struct ListContext {
+        sd_bus_message *reply;
+        usec_t now_mono;
+        usec_t now_real;
+        int r; /* first error */
+} ListContext;
+
+static void list_one(const TicketView *t, void *userdata) {
+        ListContext *c = userdata;
+        usec_t reservation = 0;
+        int r;
+
+        if (c->r < 0)
+                return;
+        if (t->reservation_deadline != USEC_INFINITY)
+                reservation = monotonic_to_realtime(t->reservation_deadline, c->now_mono, c->now_real);
+        r = sd_bus_message_append(c->reply, "(ssuttt)", t->id, ticket_status_to_string(t->status),
+                                  clamp_u32(t->position),
+                                  (uint64_t) monotonic_to_realtime(t->joined, c->now_mono, c->now_real),
+                                  (uint64_t) monotonic_to_realtime(t->heartbeat_deadline, c->now_mono, c->now_real),
+                                  (uint64_t) reservation);
+        if (r < 0)
+                c->r = r;
+}
+
+/* Only root may see the tickets. The bus policy says so too; this check
+ * holds even on a bus without our policy (a private test bus, or a
+ * misinstalled policy file). */
+static int check_caller_is_root(sd_bus_message *m, sd_bus_error *error) {
+        _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
+        uid_t euid;
+        int r;
+
+        r = sd_bus_query_sender_creds(m, SD_BUS_CREDS_EUID, &creds);
+        if (r < 0)
+                return r;
+        r = sd_bus_creds_get_euid(creds, &euid);
+        if (r < 0)
+                return sd_bus_error_set(error, SD_BUS_ERROR_ACCESS_DENIED,
+                                        "Cannot determine the caller's user; access denied.");
+        if (euid != 0)
+                return sd_bus_error_set(error, SD_BUS_ERROR_ACCESS_DENIED, "Only root may list tickets.");
+        return 0;
+}
+
+static int method_list_tickets(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        QueueBus *b = userdata;
+        AdmissionStatus status;
+        ListContext c;
+        int r;
+
+        r = check_caller_is_root(m, error);
+        if (r < 0)
+                return r;
+
+        c = (ListContext) { .now_mono = now(CLOCK_MONOTONIC), .now_real = now(CLOCK_REALTIME) };
+        /* Apply the expiries due now first (without heartbeating anybody),
+         * so a late timer never shows an expired ticket. */
+        admission_peek(b->admission, NULL, c.now_mono, &status);
+
+        r = sd_bus_message_new_method_return(m, &reply);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(reply, 'a', "(ssuttt)");
+        if (r < 0)
+                return r;
+        c.reply = reply;
+        admission_foreach_ticket(b->admission, list_one, &c);
+        if (c.r < 0)
+                return c.r;
+        r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+/* The order here is the order of dbus/org.wikiweb.Queue1.xml. Methods are
+ * marked UNPRIVILEGED so sd-bus does not apply its own CAP_SYS_ADMIN check
+ * (which needs /proc of the caller; ProtectProc=invisible hides it): the
+ * root check is ours, plus the bus policy. */
+static const sd_bus_vtable queue_vtable[] = {
+        SD_BUS_VTABLE_START(0),
+        SD_BUS_PROPERTY("State", "s", property_get_state, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("QueueLength", "u", property_get_queue_length, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("MaxLength", "u", property_get_max_length, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("ReservationUSec", "t", property_get_reservation, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("HeartbeatUSec", "t", property_get_heartbeat, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("AverageQueryUSec", "t", property_get_average, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("RunningQueryId", "s", property_get_running_query_id, 0,
+                        SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Health", "s", property_get_health, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("QueriesStarted", "t", property_get_counter, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("QueriesFailed", "t", property_get_counter, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("TicketsExpired", "t", property_get_counter, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_METHOD_WITH_NAMES("ListTickets", "", SD_BUS_PARAM(), "a(ssuttt)", SD_BUS_PARAM(tickets),
+                                 method_list_tickets, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_SIGNAL_WITH_NAMES("TicketPromoted", "s", SD_BUS_PARAM(id), 0),
+        SD_BUS_SIGNAL_WITH_NAMES("TicketRemoved", "ss", SD_BUS_PARAM(id) SD_BUS_PARAM(reason), 0),
+        SD_BUS_SIGNAL_WITH_NAMES("QueryFinished", "sst",
+                                 SD_BUS_PARAM(query_id) SD_BUS_PARAM(status) SD_BUS_PARAM(duration_usec), 0),
+        SD_BUS_VTABLE_END,
+};
+
+int queue_bus_flush_properties(QueueBus *b) {
+        const char *changed[9];
+        QueueBusSnapshot s;
+        size_t n = 0;
+        int r;
+
+        if (!b || b->disconnected)
+                return 0;
+
+        snapshot_take(b, &s);
+        if (s.state != b->last.state)
+                changed[n++] = "State";
+        if (s.queue_length != b->last.queue_length)
+                changed[n++] = "QueueLength";
+        if (s.average_usec != b->last.average_usec)
+                changed[n++] = "AverageQueryUSec";
+        if (!streq(s.running_query_id, b->last.running_query_id))
+                changed[n++] = "RunningQueryId";
+        if (s.degraded != b->last.degraded)
+                changed[n++] = "Health";
+        if (s.queries_started != b->last.queries_started)
+                changed[n++] = "QueriesStarted";
+        if (s.queries_failed != b->last.queries_failed)
+                changed[n++] = "QueriesFailed";
+        if (s.tickets_expired != b->last.tickets_expired)
+                changed[n++] = "TicketsExpired";
+        changed[n] = NULL;
+
+        if (n == 0)
+                return 0;
+
+        /* The getters read the same live values the snapshot was taken from:
+         * nothing runs in between. */
+        r = sd_bus_emit_properties_changed_strv(b->bus, QUEUE_BUS_PATH, QUEUE_BUS_INTERFACE, (char **) changed);
+        if (r < 0)
+                return log_warning_errno(r, "D-Bus: cannot emit PropertiesChanged: %s", strerror(-r));
+        b->last = s;
+        return 0;
+}
+
+static int on_flush(sd_event_source *s, void *userdata) {
+        (void) queue_bus_flush_properties(userdata);
+        return 0;
+}
+
+static void schedule_flush(QueueBus *b) {
+        int r;
+
+        r = sd_event_source_set_enabled(b->flush_source, SD_EVENT_ONESHOT);
+        if (r < 0) {
+                /* Cannot defer: compare now rather than lose the change. */
+                log_warning_errno(r, "D-Bus: cannot schedule the property update: %s", strerror(-r));
+                (void) queue_bus_flush_properties(b);
+        }
+}
+
+static int on_disconnected(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        /* The HTTP service goes on without its admin view; dbus-daemon is
+         * not restartable on a running system anyway. */
+        QueueBus *b = userdata;
+
+        log_warning("D-Bus: disconnected from the bus; the %s object is gone.", QUEUE_BUS_NAME);
+        b->disconnected = true;
+        return 0;
+}
+
+int queue_bus_new(sd_event *event, Admission *admission, const char *address, QueueBus **ret) {
+        _cleanup_(queue_bus_freep) QueueBus *b = NULL;
+        int r;
+
+        if (!event || !admission || !ret)
+                return -EINVAL;
+
+        b = calloc(1, sizeof *b);
+        if (!b)
+                return -ENOMEM;
+        b->event = event;
+        b->admission = admission;
+
+        if (address) {
+                r = sd_bus_new(&b->bus);
+                if (r < 0)
+                        return r;
+                r = sd_bus_set_address(b->bus, address);
+                if (r < 0)
+                        return r;
+                r = sd_bus_set_bus_client(b->bus, true);
+                if (r < 0)
+                        return r;
+                r = sd_bus_start(b->bus);
+        } else
+                r = sd_bus_open_system(&b->bus);
+        if (r < 0)
+                return log_error_errno(r, "D-Bus: cannot connect to the %s bus: %s", address ? address : "system",
+                                       strerror(-r));
+
+        (void) sd_bus_set_description(b->bus, "queue-bus");
+
+        r = sd_bus_attach_event(b->bus, event, SD_EVENT_PRIORITY_NORMAL);
+        if (r < 0)
+                return r;
+
+        r = sd_bus_add_object_vtable(b->bus, &b->object_slot, QUEUE_BUS_PATH, QUEUE_BUS_INTERFACE, queue_vtable, b);
+        if (r < 0)
+                return log_error_errno(r, "D-Bus: cannot add the object %s: %s", QUEUE_BUS_PATH, strerror(-r));
+
+        r = sd_bus_match_signal(b->bus, &b->disconnected_slot, "org.freedesktop.DBus.Local",
+                                "/org/freedesktop/DBus/Local", "org.freedesktop.DBus.Local", "Disconnected",
+                                on_disconnected, b);
+        if (r < 0)
+                return r;
+
+        r = sd_event_add_defer(event, &b->flush_source, on_flush, b);
+        if (r < 0)
+                return r;
+        r = sd_event_source_set_enabled(b->flush_source, SD_EVENT_OFF);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_description(b->flush_source, "queue-bus-flush");
+
+        /* What the object shows now is the baseline for PropertiesChanged. */
+        snapshot_take(b, &b->last);
+
+        /* Synchronous on purpose: the object is added first, so nobody sees
+         * the name without it, and a daemon that cannot own the name (a
+         * second instance, a missing policy) learns it here. */
+        r = sd_bus_request_name(b->bus, QUEUE_BUS_NAME, 0);
+        if (r < 0)
+                return log_error_errno(r, "D-Bus: cannot own the name %s: %s", QUEUE_BUS_NAME, strerror(-r));
+
+        log_debug("D-Bus: %s ready at %s.", QUEUE_BUS_NAME, QUEUE_BUS_PATH);
+        *ret = TAKE_PTR(b);
+        return 0;
+}
+
+QueueBus *queue_bus_free(QueueBus *b) {
+        if (!b)
+                return NULL;
+
+        sd_event_source_disable_unref(b->flush_source);
+        sd_bus_slot_unref(b->object_slot);
+        sd_bus_slot_unref(b->disconnected_slot);
+        /* Queued signals (a last QueryFinished on shutdown) go out first;
+         * closing releases the name. */
+        sd_bus_flush_close_unref(b->bus);
+        free(b);
+        return NULL;
+}
+
+void queue_bus_admission_event(QueueBus *b, const AdmissionEvent *event) {
+        int r = 0;
+
+        if (!b || !event || b->disconnected)
+                return;
+
+        switch (event->type) {
+        case ADMISSION_EVENT_TICKET_PROMOTED:
+                r = sd_bus_emit_signal(b->bus, QUEUE_BUS_PATH, QUEUE_BUS_INTERFACE, "TicketPromoted", "s",
+                                       event->ticket_id);
+                break;
+        case ADMISSION_EVENT_TICKET_REMOVED:
+                r = sd_bus_emit_signal(b->bus, QUEUE_BUS_PATH, QUEUE_BUS_INTERFACE, "TicketRemoved", "ss",
+                                       event->ticket_id, remove_reason_to_string(event->reason));
+                break;
+        default:
+                /* TICKET_ADDED, STATE_CHANGED and QUERY_FINISHED show only in
+                 * the properties (QueryFinished, the signal, comes from
+                 * queue_bus_query_finished() with the query's status). */
+                break;
+        }
+        if (r < 0)
+                log_warning_errno(r, "D-Bus: cannot emit a signal: %s", strerror(-r));
+
+        schedule_flush(b);
+}
+
+void queue_bus_query_finished(QueueBus *b, const char *query_id, const char *status, usec_t duration_usec) {
+        int r;
+
+        if (!b || !query_id || !status)
+                return;
+
+        if (streq(status, "failed"))
+                b->queries_failed++;
+        if (b->disconnected)
+                return;
+        r = sd_bus_emit_signal(b->bus, QUEUE_BUS_PATH, QUEUE_BUS_INTERFACE, "QueryFinished", "sst", query_id, status,
+                               (uint64_t) duration_usec);
+        if (r < 0)
+                log_warning_errno(r, "D-Bus: cannot emit QueryFinished: %s", strerror(-r));
+        schedule_flush(b);
+}
+
+void queue_bus_set_health(QueueBus *b, bool degraded) {
+        if (!b || b->degraded == degraded)
+                return;
+        b->degraded = degraded;
+        schedule_flush(b);
+}
+
+sd_bus *queue_bus_get_bus(QueueBus *b) {
+        return b ? b->bus : NULL;
+}
