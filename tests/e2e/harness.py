@@ -1,0 +1,627 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Shared harness for the e2e suite (h2o style: the real daemon on a free port).
+
+Every test starts its own wikiwebd behind `systemd-socket-activate` on a free
+loopback port, talks to it over HTTP with the standard library only, stops it
+with SIGTERM and checks that it exits 0. Nothing here knows the daemon's
+internals: only API.md.
+
+Usage from a test file:
+
+    import harness
+    class T(harness.DaemonTestCase):
+        def test_x(self):
+            d = self.daemon(WIKI_WEB_QUEUE_MAX_LENGTH=2)
+            b = d.browser()
+            r = b.post('/api/v1/queue/join')
+            self.assertEqual(r.status, 201)
+    if __name__ == '__main__':
+        harness.main()
+
+The test is run as `python3 test_x.py /path/to/wikiwebd` (meson passes the
+executable). Exit code 77 (skip) when systemd-socket-activate is missing,
+unless WIKIWEB_TEST_NO_SKIP=1.
+"""
+
+import base64
+import calendar
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+SKIP = 77
+API = '/api/v1'
+COOKIE_NAME = 'wikiweb_session'
+TOKEN_RE = re.compile(r'^[A-Za-z0-9_-]{43}$')
+TICKET_ID_RE = re.compile(r'^tk_[A-Za-z0-9_-]+$')
+QUERY_ID_RE = re.compile(r'^qr_[A-Za-z0-9_-]+$')
+TIME_RE = re.compile(r'^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.(\d{3})Z$')
+
+# API.md section 2: code -> HTTP status.
+ERRORS = {
+    'invalid_input': 400,
+    'model_context_exceeded': 400,
+    'origin_denied': 403,
+    'destination_denied': 403,
+    'wiki_auth_failed': 403,
+    'artifact_not_found': 404,
+    'ticket_not_found': 404,
+    'query_not_found': 404,
+    'not_found': 404,
+    'method_not_allowed': 405,
+    'busy': 409,
+    'request_too_large': 413,
+    'upstream_failed': 502,
+    'upstream_response_too_large': 502,
+    'tls_failed': 502,
+    'connectivity_failed': 502,
+    'model_output_limit': 502,
+    'query_timeout': 504,
+    'execution_failed': 500,
+    'cleanup_failed': 500,
+    'internal_error': 500,
+    'queue_full': 503,
+}
+
+STATUS_KEYS = {'state', 'queue_length', 'max_length', 'ticket', 'estimated_wait_seconds',
+               'average_query_seconds', 'reservation_seconds', 'heartbeat_seconds',
+               'poll_after_seconds'}
+TICKET_KEYS = {'id', 'status', 'position', 'joined_at', 'heartbeat_expires_at',
+               'reservation_expires_at'}
+
+WIKIWEBD = None  # set by main() from argv[1] or $WIKIWEBD
+SSA = shutil.which('systemd-socket-activate') or '/usr/bin/systemd-socket-activate'
+
+
+def skip_or_fail(why):
+    """Exit 77 (meson: skipped) with a reason, or 1 under WIKIWEB_TEST_NO_SKIP=1."""
+    print(f'SKIP: {why}', file=sys.stderr)
+    if os.environ.get('WIKIWEB_TEST_NO_SKIP') == '1':
+        print('WIKIWEB_TEST_NO_SKIP=1: a skip is a failure', file=sys.stderr)
+        sys.exit(1)
+    sys.exit(SKIP)
+
+
+def free_port():
+    """A port that was free a moment ago (the caller retries on a bind race)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def parse_time(s):
+    """RFC 3339 UTC with milliseconds ("2026-11-22T10:00:00.000Z") -> epoch seconds."""
+    m = TIME_RE.match(s)
+    if not m:
+        raise AssertionError(f'not an RFC 3339 UTC millisecond time: {s!r}')
+    y, mo, d, h, mi, sec, ms = (int(x) for x in m.groups())
+    return calendar.timegm((y, mo, d, h, mi, sec, 0, 0, 0)) + ms / 1000.0
+
+
+def _strict_object(pairs):
+    keys = [k for k, _ in pairs]
+    if len(keys) != len(set(keys)):
+        raise AssertionError(f'duplicate keys in a response object: {keys}')
+    return dict(pairs)
+
+
+def strict_json(data):
+    """Parse a response body: UTF-8, JSON, no duplicate keys, no NaN."""
+    text = data.decode('utf-8')  # raises on invalid UTF-8
+
+    def bad_constant(c):
+        raise AssertionError(f'non-JSON constant {c} in a response')
+    return json.loads(text, object_pairs_hook=_strict_object, parse_constant=bad_constant)
+
+
+def is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def is_number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+class Response:
+    """One HTTP response: status, headers (case-insensitive), raw body, JSON."""
+
+    def __init__(self, status, reason, headers, body, elapsed):
+        self.status = status
+        self.reason = reason
+        self.headers = headers  # http.client.HTTPMessage
+        self.body = body
+        self.elapsed = elapsed
+        self._json = None
+
+    def header(self, name):
+        return self.headers.get(name)
+
+    def header_all(self, name):
+        return self.headers.get_all(name) or []
+
+    @property
+    def json(self):
+        if self._json is None:
+            self._json = strict_json(self.body)
+        return self._json
+
+    def set_cookies(self):
+        return self.header_all('Set-Cookie')
+
+    def __repr__(self):
+        return (f'<Response {self.status} {self.reason} headers={list(self.headers.items())} '
+                f'body={self.body[:300]!r}>')
+
+
+def read_response(sock, method, timeout):
+    """Parse one HTTP response from a connected socket."""
+    sock.settimeout(timeout)
+    t0 = time.monotonic()
+    r = http.client.HTTPResponse(sock, method=method)
+    r.begin()
+    body = r.read()
+    return Response(r.status, r.reason, r.msg, body, time.monotonic() - t0)
+
+
+class Daemon:
+    """A wikiwebd under systemd-socket-activate (or with --listen) on a free port.
+
+    env: WIKI_WEB_* settings passed with -E; a value of None drops a default.
+    Defaults: WIKI_WEB_COOKIE_SECURE=false (plain-http tests),
+    WIKI_WEB_LOG_LEVEL=7 (so the secrecy checks see debug lines too),
+    WIKI_WEB_STATE_DIRECTORY=<a temporary directory>.
+    """
+
+    def __init__(self, testcase=None, socket_activation=True, args=(), **env):
+        self.testcase = testcase
+        self.socket_activation = socket_activation
+        self.args = list(args)
+        self.tmp = tempfile.mkdtemp(prefix='wikiweb-e2e-')
+        state = os.path.join(self.tmp, 'state')
+        os.mkdir(state)
+        self.env = {
+            'WIKI_WEB_COOKIE_SECURE': 'false',
+            'WIKI_WEB_LOG_LEVEL': '7',
+            'WIKI_WEB_STATE_DIRECTORY': state,
+        }
+        for k in ('ASAN_OPTIONS', 'UBSAN_OPTIONS', 'LSAN_OPTIONS'):
+            if k in os.environ:
+                self.env[k] = os.environ[k]
+        for k, v in env.items():
+            if v is None:
+                self.env.pop(k, None)
+            else:
+                self.env[k] = str(v)
+        self.proc = None
+        self.port = None
+        self.log_path = os.path.join(self.tmp, 'daemon.log')
+        self.tokens = set()   # every session token seen or sent: never in a body or the log
+        self.secrets = set()  # other strings that must never appear in the log or a body
+        self.stopped = False
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def _command(self, port):
+        if self.socket_activation:
+            cmd = [SSA, '-l', f'127.0.0.1:{port}', '--fdname=http']
+            for k, v in self.env.items():
+                cmd += ['-E', f'{k}={v}']
+            return cmd + [WIKIWEBD] + self.args
+        return [WIKIWEBD, '--listen', f'127.0.0.1:{port}'] + self.args
+
+    def start(self, timeout=10.0):
+        for _ in range(5):
+            port = free_port()
+            log = open(self.log_path, 'ab')
+            env = None
+            if not self.socket_activation:
+                env = {'PATH': os.environ.get('PATH', '/usr/bin:/bin')}
+                env.update(self.env)
+            self.proc = subprocess.Popen(self._command(port), stdin=subprocess.DEVNULL,
+                                         stdout=log, stderr=subprocess.STDOUT, env=env,
+                                         start_new_session=True)
+            log.close()
+            self.port = port
+            if self._wait_ready(timeout):
+                return self
+            rc = self.proc.poll()
+            if rc is None:
+                self._kill()
+                raise AssertionError(f'daemon not answering on port {port} after {timeout} s; '
+                                     f'log:\n{self.log()}')
+            if 'in use' in self.log():
+                continue  # lost the race for the port: try another one
+            raise AssertionError(f'daemon exited with {rc} before answering; log:\n{self.log()}')
+        raise AssertionError('could not find a free port')
+
+    def _wait_ready(self, timeout):
+        """Ready = a GET /api/v1/health answered (the first connection also
+        makes systemd-socket-activate start the daemon)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            try:
+                with socket.create_connection(('127.0.0.1', self.port), timeout=2) as s:
+                    s.sendall(b'GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n'
+                              b'Connection: close\r\n\r\n' % self.port)
+                    r = read_response(s, 'GET', max(0.5, deadline - time.monotonic()))
+                    for c in r.set_cookies():
+                        self._note_cookie(c)
+                    return True
+            except (OSError, http.client.HTTPException):
+                time.sleep(0.05)
+        return False
+
+    def _kill(self):
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout=5.0):
+        """SIGTERM; the daemon must exit 0 within `timeout`. Then the secrecy
+        checks on the log. Raises AssertionError on any violation."""
+        if self.stopped:
+            return
+        self.stopped = True
+        rc = self.proc.poll()
+        if rc is not None:
+            raise AssertionError(f'daemon died during the test with status {rc}; log:\n{self.log()}')
+        t0 = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._kill()
+            raise AssertionError(f'daemon did not exit within {timeout} s of SIGTERM; log:\n{self.log()}')
+        if rc != 0:
+            raise AssertionError(f'daemon exited with {rc} after SIGTERM '
+                                 f'({time.monotonic() - t0:.2f} s); log:\n{self.log()}')
+        self.check_log_secrecy()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def check_log_secrecy(self):
+        log = self.log()
+        for t in self.tokens:
+            if t in log:
+                raise AssertionError(f'a session token appears in the daemon log: {t}\n{log}')
+        for s in self.secrets:
+            if s in log:
+                raise AssertionError(f'a secret appears in the daemon log: {s}\n{log}')
+
+    def log(self):
+        try:
+            with open(self.log_path, 'rb') as f:
+                return f.read().decode('utf-8', 'replace')
+        except FileNotFoundError:
+            return ''
+
+    # -- clients -------------------------------------------------------------
+
+    @property
+    def host(self):
+        return f'127.0.0.1:{self.port}'
+
+    def browser(self, origin=None, cookie=None):
+        return Browser(self, origin=origin, cookie=cookie)
+
+    def _note_cookie(self, header):
+        name, _, rest = header.partition('=')
+        if name.strip() == COOKIE_NAME:
+            self.tokens.add(rest.split(';', 1)[0].strip())
+
+    def raw(self, data, method='GET', timeout=5.0, half_close=False):
+        """Send raw bytes on a fresh connection, return the parsed Response."""
+        with socket.create_connection(('127.0.0.1', self.port), timeout=timeout) as s:
+            s.sendall(data)
+            if half_close:
+                s.shutdown(socket.SHUT_WR)
+            r = read_response(s, method, timeout)
+        self.check_response(r)
+        return r
+
+    def check_response(self, r, method='GET'):
+        """The rules every response follows (API.md 1, 2, 3)."""
+        tc = unittest.TestCase()
+        ctx = repr(r)
+        tc.assertEqual(r.header('Cache-Control'), 'no-store', ctx)
+        tc.assertEqual(r.header('X-Content-Type-Options'), 'nosniff', ctx)
+        tc.assertLessEqual(len(r.header_all('Set-Cookie')), 1, ctx)
+        for c in r.set_cookies():
+            self._note_cookie(c)
+        if r.status == 204 or method == 'HEAD':
+            tc.assertEqual(r.body, b'', ctx)
+        else:
+            tc.assertEqual(r.header('Content-Type'), 'application/json; charset=utf-8', ctx)
+            r.json  # parses strictly or raises
+        if r.status >= 400:
+            check_error_envelope(r)
+        for t in self.tokens:
+            tc.assertNotIn(t.encode(), r.body, 'session token in a response body')
+            for k, v in r.headers.items():
+                if k.lower() != 'set-cookie':
+                    tc.assertNotIn(t, v, f'session token in response header {k}')
+        for s in self.secrets:
+            tc.assertNotIn(s.encode(), r.body, 'secret in a response body')
+
+
+def check_error_envelope(r, code=None):
+    """Exactly {"error": {"code": ..., "message": ...}}, status from the table."""
+    tc = unittest.TestCase()
+    ctx = repr(r)
+    j = r.json
+    tc.assertIsInstance(j, dict, ctx)
+    tc.assertEqual(set(j.keys()), {'error'}, ctx)
+    e = j['error']
+    tc.assertIsInstance(e, dict, ctx)
+    tc.assertEqual(set(e.keys()), {'code', 'message'}, ctx)
+    tc.assertIsInstance(e['code'], str, ctx)
+    tc.assertIsInstance(e['message'], str, ctx)
+    tc.assertIn(e['code'], ERRORS, ctx)
+    tc.assertEqual(r.status, ERRORS[e['code']], ctx)
+    tc.assertLessEqual(len(e['message'].encode()), 1024, ctx)
+    tc.assertNotIn('\n', e['message'], ctx)
+    tc.assertNotIn('\r', e['message'], ctx)
+    if code is not None:
+        tc.assertEqual(e['code'], code, ctx)
+    if e['code'] in ('busy', 'queue_full'):
+        ra = r.header('Retry-After')
+        tc.assertIsNotNone(ra, f'{e["code"]} without Retry-After: {ctx}')
+        tc.assertRegex(ra, r'^[0-9]+$', ctx)
+        tc.assertGreaterEqual(int(ra), 1, ctx)
+
+
+class Browser:
+    """One browser: a cookie jar holding the wikiweb_session cookie, an
+    optional Origin header sent with every request, one connection per
+    request (unless a persistent one is asked for)."""
+
+    def __init__(self, daemon, origin=None, cookie=None):
+        self.d = daemon
+        self.origin = origin
+        self.cookie = cookie
+        if cookie:
+            daemon.tokens.add(cookie)
+        self.last = None
+
+    def request(self, method, path, body=None, headers=None, content_type='application/json',
+                send_cookie=True, origin=True, timeout=10.0):
+        h = {'Host': self.d.host, 'Connection': 'close'}
+        if origin is True and self.origin:
+            h['Origin'] = self.origin
+        elif isinstance(origin, str):
+            h['Origin'] = origin
+        if send_cookie and self.cookie:
+            h['Cookie'] = f'{COOKIE_NAME}={self.cookie}'
+        if body is not None:
+            if isinstance(body, (dict, list)):
+                body = json.dumps(body).encode()
+            elif isinstance(body, str):
+                body = body.encode()
+            if content_type:
+                h['Content-Type'] = content_type
+        if headers:
+            for k, v in headers.items():
+                if v is None:
+                    h.pop(k, None)
+                else:
+                    h[k] = v
+        conn = http.client.HTTPConnection('127.0.0.1', self.d.port, timeout=timeout)
+        t0 = time.monotonic()
+        try:
+            conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+            for k, v in h.items():
+                conn.putheader(k, v)
+            if body is not None and not any(k.lower() in ('content-length', 'transfer-encoding')
+                                            for k in h):
+                conn.putheader('Content-Length', str(len(body)))
+            conn.endheaders(body)
+            resp = conn.getresponse()
+            data = resp.read()
+            r = Response(resp.status, resp.reason, resp.msg, data, time.monotonic() - t0)
+        finally:
+            conn.close()
+        self.d.check_response(r, method)
+        for c in r.set_cookies():
+            name, _, rest = c.partition('=')
+            if name.strip() == COOKIE_NAME:
+                self.cookie = rest.split(';', 1)[0].strip()
+        self.last = r
+        return r
+
+    def get(self, path, **kw):
+        return self.request('GET', path, **kw)
+
+    def post(self, path, body=None, **kw):
+        return self.request('POST', path, body=body, **kw)
+
+    def delete(self, path, **kw):
+        return self.request('DELETE', path, **kw)
+
+    # -- API shortcuts -------------------------------------------------------
+
+    def join(self, **kw):
+        return self.post(API + '/queue/join', **kw)
+
+    def status(self, **kw):
+        return self.get(API + '/queue/status', **kw)
+
+    def leave(self, **kw):
+        return self.delete(API + '/queue/ticket', **kw)
+
+    def query(self, question='What is an apple?', **kw):
+        body = kw.pop('body', None)
+        if body is None:
+            body = {'question': question}
+        return self.post(API + '/query', body=body, **kw)
+
+
+def check_status_object(obj, now=None):
+    """The status object of API.md 6: exact keys, exact types, consistency."""
+    tc = unittest.TestCase()
+    ctx = json.dumps(obj)
+    tc.assertIsInstance(obj, dict, ctx)
+    tc.assertEqual(set(obj.keys()), STATUS_KEYS, ctx)
+    tc.assertIn(obj['state'], ('idle', 'reserved', 'running'), ctx)
+    for k in ('queue_length', 'max_length', 'reservation_seconds', 'heartbeat_seconds',
+              'poll_after_seconds'):
+        tc.assertTrue(is_int(obj[k]), f'{k} is not an integer: {ctx}')
+        tc.assertGreaterEqual(obj[k], 0, ctx)
+    tc.assertLessEqual(obj['queue_length'], obj['max_length'], ctx)
+    tc.assertEqual(obj['poll_after_seconds'], max(1, obj['heartbeat_seconds'] // 3), ctx)
+    for k in ('estimated_wait_seconds', 'average_query_seconds'):
+        v = obj[k]
+        tc.assertTrue(v is None or is_number(v), f'{k} is neither null nor a number: {ctx}')
+        if v is not None:
+            tc.assertGreaterEqual(v, 0, ctx)
+    if obj['state'] == 'idle':
+        # Promotion is immediate: never observably idle while a ticket waits.
+        tc.assertEqual(obj['queue_length'], 0, ctx)
+    t = obj['ticket']
+    if t is not None:
+        check_ticket_object(t, obj['heartbeat_seconds'], obj['reservation_seconds'], now)
+        tc.assertGreaterEqual(obj['queue_length'], 1, ctx)
+        tc.assertLess(t['position'], obj['queue_length'] + (0 if t['status'] == 'reserved' else 1), ctx)
+        if t['status'] == 'reserved':
+            tc.assertEqual(obj['state'], 'reserved', ctx)
+            tc.assertEqual(obj['estimated_wait_seconds'], 0, ctx)
+        else:
+            tc.assertNotEqual(obj['state'], 'idle', ctx)
+    return obj
+
+
+def check_ticket_object(t, hb, res, now=None):
+    tc = unittest.TestCase()
+    ctx = json.dumps(t)
+    tc.assertIsInstance(t, dict, ctx)
+    tc.assertEqual(set(t.keys()), TICKET_KEYS, ctx)
+    tc.assertIsInstance(t['id'], str, ctx)
+    tc.assertRegex(t['id'], TICKET_ID_RE, ctx)
+    tc.assertIn(t['status'], ('waiting', 'reserved'), ctx)
+    tc.assertTrue(is_int(t['position']), ctx)
+    joined = parse_time(t['joined_at'])
+    hb_exp = parse_time(t['heartbeat_expires_at'])
+    tc.assertGreaterEqual(hb_exp, joined + hb - 0.01, ctx)
+    if now is not None:
+        tc.assertLessEqual(joined, now + 1.0, ctx)
+        tc.assertGreater(hb_exp, now - 0.5, ctx)
+        tc.assertLessEqual(hb_exp, now + hb + 1.0, ctx)
+    if t['status'] == 'reserved':
+        tc.assertEqual(t['position'], 0, ctx)
+        tc.assertIsInstance(t['reservation_expires_at'], str, ctx)
+        r = parse_time(t['reservation_expires_at'])
+        tc.assertGreaterEqual(r, joined + res - 0.01, ctx)
+        if now is not None:
+            tc.assertLessEqual(r, now + res + 1.0, ctx)
+    else:
+        tc.assertGreaterEqual(t['position'], 1, ctx)
+        tc.assertIsNone(t['reservation_expires_at'], ctx)
+
+
+def check_set_cookie(tc, header, secure, max_age=2592000):
+    """Exactly `wikiweb_session=<43 base64url>; Path=/; HttpOnly; SameSite=Lax;
+    Max-Age=N` plus `Secure` when secure (attribute order free). Returns the token."""
+    parts = [p.strip() for p in header.split(';')]
+    name, _, value = parts[0].partition('=')
+    tc.assertEqual(name, COOKIE_NAME, header)
+    tc.assertRegex(value, TOKEN_RE, header)
+    # 32 random bytes: 43 characters, the last one carrying 4 bits.
+    tc.assertEqual(len(base64.urlsafe_b64decode(value + '=')), 32, header)
+    want = {'Path=/', 'HttpOnly', 'SameSite=Lax', f'Max-Age={max_age}'}
+    if secure:
+        want.add('Secure')
+    tc.assertEqual(sorted(parts[1:]), sorted(want), header)
+    return value
+
+
+class DaemonTestCase(unittest.TestCase):
+    """Base class: self.daemon(**env) starts a daemon stopped (and checked)
+    at the end of the test."""
+
+    maxDiff = None
+
+    def daemon(self, socket_activation=True, args=(), **env):
+        d = Daemon(self, socket_activation=socket_activation, args=args, **env)
+        d.start()
+        self.addCleanup(d.stop)
+        return d
+
+    def assertError(self, r, code):
+        check_error_envelope(r, code)
+
+    def assertStatus(self, r, status):
+        self.assertEqual(r.status, status, repr(r))
+
+    def queue_length(self, d):
+        """queue_length as seen by a fresh session (which gets no ticket)."""
+        r = d.browser().status()
+        self.assertStatus(r, 200)
+        return check_status_object(r.json)['queue_length']
+
+    def peek(self, d):
+        r = d.browser().status()
+        self.assertStatus(r, 200)
+        return check_status_object(r.json)
+
+    def wait_state(self, d, state, timeout=5.0):
+        """Poll (from fresh sessions, which hold no ticket) until the
+        controller is in `state`; returns the status object."""
+        deadline = time.monotonic() + timeout
+        while True:
+            s = self.peek(d)
+            if s['state'] == state or time.monotonic() > deadline:
+                self.assertEqual(s['state'], state, json.dumps(s))
+                return s
+            time.sleep(0.02)
+
+    def wait_ticket(self, browser, status, timeout=5.0):
+        """Poll browser's own status (a heartbeat too) until its ticket has
+        `status`; returns the status object."""
+        deadline = time.monotonic() + timeout
+        while True:
+            r = browser.status()
+            self.assertStatus(r, 200)
+            s = check_status_object(r.json)
+            t = s['ticket']
+            if (t and t['status'] == status) or time.monotonic() > deadline:
+                self.assertIsNotNone(t, json.dumps(s))
+                self.assertEqual(t['status'], status, json.dumps(s))
+                return s
+            time.sleep(0.02)
+
+
+def main():
+    global WIKIWEBD
+    args = sys.argv[1:]
+    if args and not args[0].startswith('-'):
+        WIKIWEBD = os.path.abspath(args.pop(0))
+    else:
+        WIKIWEBD = os.environ.get('WIKIWEBD')
+    if not WIKIWEBD or not os.access(WIKIWEBD, os.X_OK):
+        print(f'wikiwebd executable not found ({WIKIWEBD!r}); pass it as the first argument',
+              file=sys.stderr)
+        sys.exit(1)
+    if not os.access(SSA, os.X_OK):
+        skip_or_fail('systemd-socket-activate not found (install the systemd package)')
+    prog = unittest.main(argv=[sys.argv[0]] + args, exit=False, verbosity=2)
+    r = prog.result
+    if not r.wasSuccessful():
+        sys.exit(1)
+    if r.testsRun == 0:
+        skip_or_fail('no test ran')
+    sys.exit(0)
