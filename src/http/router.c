@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: MIT */
+#include "shared/macro.h"
+#include "http/router.h"
+
+static const char *const http_method_table[_HTTP_METHOD_MAX] = {
+        [HTTP_METHOD_GET] = "GET",
+        [HTTP_METHOD_HEAD] = "HEAD",
+        [HTTP_METHOD_POST] = "POST",
+        [HTTP_METHOD_PUT] = "PUT",
+        [HTTP_METHOD_DELETE] = "DELETE",
+        [HTTP_METHOD_PATCH] = "PATCH",
+        [HTTP_METHOD_OPTIONS] = "OPTIONS",
+};
+
+HttpMethod http_method_from_string(const char *s) {
+        if (!s)
+                return _HTTP_METHOD_INVALID;
+        for (HttpMethod m = 0; m < HTTP_METHOD_OTHER; m++)
+                if (streq(s, http_method_table[m]))
+                        return m;
+        return HTTP_METHOD_OTHER;
+}
+
+const char *http_method_to_string(HttpMethod m) {
+        if (m < 0 || m >= _HTTP_METHOD_MAX)
+                return NULL;
+        return http_method_table[m];
+}
+
+#define M(m) (1U << (m))
+
+static const struct {
+        const char *name;
+        const char *path;   /* exact path, or the prefix before {id} */
+        const char *id_prefix; /* NULL: no {id} segment */
+        unsigned methods;
+        const char *allow;
+} route_table[_ROUTE_MAX] = {
+        [ROUTE_HEALTH] = { "health", "/api/v1/health", NULL,
+                           M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD), "GET, HEAD" },
+        [ROUTE_QUEUE_JOIN] = { "queue-join", "/api/v1/queue/join", NULL,
+                               M(HTTP_METHOD_POST), "POST" },
+        [ROUTE_QUEUE_STATUS] = { "queue-status", "/api/v1/queue/status", NULL,
+                                 M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD), "GET, HEAD" },
+        [ROUTE_QUEUE_TICKET] = { "queue-ticket", "/api/v1/queue/ticket", NULL,
+                                 M(HTTP_METHOD_DELETE), "DELETE" },
+        [ROUTE_QUERY] = { "query", "/api/v1/query", NULL,
+                          M(HTTP_METHOD_POST), "POST" },
+        [ROUTE_HISTORY] = { "history", "/api/v1/history", NULL,
+                            M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD), "GET, HEAD" },
+        [ROUTE_HISTORY_ITEM] = { "history-item", "/api/v1/history/", "qr_",
+                                 M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD) | M(HTTP_METHOD_DELETE),
+                                 "GET, HEAD, DELETE" },
+        [ROUTE_ARTIFACT] = { "artifact", "/api/v1/artifacts/", "af_",
+                             M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD), "GET, HEAD" },
+};
+
+const char *route_to_string(Route r) {
+        if (r < 0 || r >= _ROUTE_MAX)
+                return NULL;
+        return route_table[r].name;
+}
+
+/* prefix + exactly 32 lowercase hex digits, nothing after. */
+static bool id_is_valid(const char *s, const char *prefix) {
+        size_t l = strlen(prefix);
+
+        if (!strneq(s, prefix, l))
+                return false;
+        s += l;
+        for (size_t i = 0; i < 32; i++)
+                if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+                        return false; /* also stops at the NUL */
+        return s[32] == '\0';
+}
+
+int router_match(const char *path, RouteMatch *ret) {
+        if (!path || !ret)
+                return -EINVAL;
+
+        for (Route r = 0; r < _ROUTE_MAX; r++) {
+                const char *id;
+
+                if (!route_table[r].id_prefix) {
+                        if (!streq(path, route_table[r].path))
+                                continue;
+                        *ret = (RouteMatch) { .route = r };
+                        return 0;
+                }
+
+                if (!strneq(path, route_table[r].path, strlen(route_table[r].path)))
+                        continue;
+                id = path + strlen(route_table[r].path);
+                if (!id_is_valid(id, route_table[r].id_prefix))
+                        continue;
+
+                _Static_assert(3 + 32 < ROUTE_ID_MAX, "an id fits in RouteMatch.id");
+                *ret = (RouteMatch) { .route = r };
+                memcpy(ret->id, id, strlen(id) + 1);
+                return 0;
+        }
+
+        return -ENOENT;
+}
+
+bool router_path_is_api(const char *path) {
+        if (!path || !strneq(path, "/api/v1", STRLEN("/api/v1")))
+                return false;
+        return path[STRLEN("/api/v1")] == '\0' || path[STRLEN("/api/v1")] == '/';
+}
+
+bool route_allows_method(Route r, HttpMethod m) {
+        if (r < 0 || r >= _ROUTE_MAX || m < 0 || m >= _HTTP_METHOD_MAX)
+                return false;
+        return route_table[r].methods & M(m);
+}
+
+const char *route_allow_header(Route r) {
+        if (r < 0 || r >= _ROUTE_MAX)
+                return NULL;
+        return route_table[r].allow;
+}

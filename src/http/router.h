@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <errno.h>
+#include <stdbool.h>
+
+/* The API's paths and methods (API.md 1, 6, 7, 9): which route a path is,
+ * which methods a route takes, and the Allow header of a 405. Pure string
+ * matching; the glue in httpd.c does the rest. */
+
+typedef enum HttpMethod {
+        HTTP_METHOD_GET,
+        HTTP_METHOD_HEAD,
+        HTTP_METHOD_POST,
+        HTTP_METHOD_PUT,
+        HTTP_METHOD_DELETE,
+        HTTP_METHOD_PATCH,
+        HTTP_METHOD_OPTIONS,
+        HTTP_METHOD_OTHER, /* any other token: 405 on a known path */
+        _HTTP_METHOD_MAX,
+        _HTTP_METHOD_INVALID = -EINVAL,
+} HttpMethod;
+
+/* Exact and case-sensitive, as methods are (RFC 9110 section 9.1): "get" is
+ * HTTP_METHOD_OTHER. NULL is _HTTP_METHOD_INVALID. */
+HttpMethod http_method_from_string(const char *s);
+/* "GET", ...; NULL for HTTP_METHOD_OTHER and out-of-range values. */
+const char *http_method_to_string(HttpMethod m);
+
+typedef enum Route {
+        ROUTE_HEALTH,        /* /api/v1/health */
+        ROUTE_QUEUE_JOIN,    /* /api/v1/queue/join */
+        ROUTE_QUEUE_STATUS,  /* /api/v1/queue/status */
+        ROUTE_QUEUE_TICKET,  /* /api/v1/queue/ticket */
+        ROUTE_QUERY,         /* /api/v1/query */
+        ROUTE_HISTORY,       /* /api/v1/history */
+        ROUTE_HISTORY_ITEM,  /* /api/v1/history/qr_<32 hex> */
+        ROUTE_ARTIFACT,      /* /api/v1/artifacts/af_<32 hex> */
+        _ROUTE_MAX,
+        _ROUTE_INVALID = -EINVAL,
+} Route;
+
+/* "health", "queue-join", ...: for logs; NULL for out-of-range values. */
+const char *route_to_string(Route r);
+
+#define ROUTE_ID_MAX 64
+
+typedef struct RouteMatch {
+        Route route;
+        char id[ROUTE_ID_MAX]; /* the {id} segment for HISTORY_ITEM and ARTIFACT, "" otherwise */
+} RouteMatch;
+
+/* Match a request path (without the query string). Returns 0 and fills
+ * *ret, or -ENOENT (not_found) for every other path, and -EINVAL for NULL.
+ * Matching is exact: no trailing slash, no case variants, no "//", no dot
+ * segments, no percent-decoding. Ids are "qr_" (history) or "af_"
+ * (artifacts) followed by exactly 32 lowercase hex digits. */
+int router_match(const char *path, RouteMatch *ret);
+
+/* True for "/api/v1" and anything starting with "/api/v1/": the paths that
+ * get sessions, the origin policy and JSON errors. */
+bool router_path_is_api(const char *path);
+
+/* Methods per route (OPTIONS is answered as a preflight before routing, so
+ * no route lists it):
+ *   health, queue/status, history, artifact: GET, HEAD
+ *   history item: GET, HEAD, DELETE
+ *   queue/join, query: POST
+ *   queue/ticket: DELETE */
+bool route_allows_method(Route r, HttpMethod m);
+
+/* The Allow header value for a 405 on route r, e.g. "GET, HEAD"; NULL for
+ * an out-of-range route. Static. */
+const char *route_allow_header(Route r);
+
+/* Access-Control-Allow-Methods of a preflight: every method the API uses. */
+#define HTTP_CORS_ALLOW_METHODS "GET, HEAD, POST, DELETE, OPTIONS"
