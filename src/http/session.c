@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+#include "shared/macro.h"
+#include "shared/base64url.h"
+#include "shared/random-util.h"
+#include "shared/sha256.h"
+#include "http/session.h"
+
+bool session_token_is_valid(const char *s, size_t len) {
+        if (!s || len != SESSION_TOKEN_LEN)
+                return false;
+        for (size_t i = 0; i < len; i++)
+                if (!base64url_char_is_valid(s[i]))
+                        return false;
+        return true;
+}
+
+static bool is_ows(char c) {
+        return c == ' ' || c == '\t';
+}
+
+/* Cookie header grammar (RFC 6265 section 4.2.1 and 5.4), parsed the
+ * lenient way browsers and servers do:
+ *
+ *   cookie-string = pair *( ";" pair ),  pair = OWS name "=" value OWS
+ *
+ * with OWS being SP and HTAB, allowed around names and values. A pair
+ * without "=" has no name and matches nothing. The name must be exactly
+ * "wikiweb_session" (case-sensitive, so "xwikiweb_session" or
+ * "WIKIWEB_SESSION" are other cookies). Only the first cookie of that name
+ * counts: if its value is malformed the answer is 0 even when a later one
+ * is well-formed, so a cookie injected ahead of ours (e.g. by a sibling
+ * subdomain) cannot be skipped over to pick a different session.
+ *
+ * Quoted values: RFC 6265 allows cookie-value = DQUOTE *cookie-octet DQUOTE
+ * and says the quotes are part of the value, but some clients quote on
+ * their own. We never quote, so a value in one pair of double quotes is
+ * taken without them and then validated like any other (43 base64url
+ * characters); a stray or unbalanced quote makes the value malformed. */
+int session_cookie_parse(const char *header, char ret[static SESSION_TOKEN_LEN + 1]) {
+        const char *p;
+
+        if (!header)
+                return 0;
+
+        p = header;
+        for (;;) {
+                const char *pair_end, *eq, *name, *name_end, *value, *value_end;
+
+                pair_end = strchrnul(p, ';');
+
+                /* Trim the pair, then split at the first '='. */
+                name = p;
+                while (name < pair_end && is_ows(*name))
+                        name++;
+                eq = memchr(name, '=', (size_t) (pair_end - name));
+                if (eq) {
+                        name_end = eq;
+                        while (name_end > name && is_ows(name_end[-1]))
+                                name_end--;
+
+                        if ((size_t) (name_end - name) == STRLEN(SESSION_COOKIE_NAME) &&
+                            memcmp(name, SESSION_COOKIE_NAME, STRLEN(SESSION_COOKIE_NAME)) == 0) {
+                                value = eq + 1;
+                                value_end = pair_end;
+                                while (value < value_end && is_ows(*value))
+                                        value++;
+                                while (value_end > value && is_ows(value_end[-1]))
+                                        value_end--;
+
+                                if (value_end - value >= 2 && *value == '"' && value_end[-1] == '"') {
+                                        value++;
+                                        value_end--;
+                                }
+
+                                if (!session_token_is_valid(value, (size_t) (value_end - value)))
+                                        return 0;
+
+                                memcpy(ret, value, SESSION_TOKEN_LEN);
+                                ret[SESSION_TOKEN_LEN] = '\0';
+                                return 1;
+                        }
+                }
+
+                if (*pair_end == '\0')
+                        return 0;
+                p = pair_end + 1;
+        }
+}
+
+int session_token_new(char ret[static SESSION_TOKEN_LEN + 1]) {
+        uint8_t bytes[SESSION_TOKEN_BYTES];
+        int r;
+
+        r = random_bytes(bytes, sizeof bytes);
+        if (r < 0)
+                return r;
+
+        base64url_encode(bytes, sizeof bytes, ret);
+        explicit_bzero(bytes, sizeof bytes);
+        return 0;
+}
+
+void session_key_from_token(const char *token, SessionKey *ret) {
+        _Static_assert(sizeof ret->bytes == SHA256_DIGEST_SIZE, "SessionKey is a SHA-256 digest");
+        sha256(token, SESSION_TOKEN_LEN, ret->bytes);
+}
+
+int session_set_cookie_header(const char *token, uint64_t max_age_seconds, bool secure, char **ret) {
+        char *s;
+
+        if (!token || !session_token_is_valid(token, strnlen(token, SESSION_TOKEN_LEN + 1)))
+                return -EINVAL;
+
+        if (asprintf(&s, SESSION_COOKIE_NAME "=%s; Path=/; HttpOnly; SameSite=Lax; Max-Age=%" PRIu64 "%s",
+                     token, max_age_seconds, secure ? "; Secure" : "") < 0)
+                return -ENOMEM;
+
+        *ret = s;
+        return 0;
+}
