@@ -1,0 +1,686 @@
+/* SPDX-License-Identifier: MIT */
+#include <json-c/json.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <strings.h>
+
+#include "shared/macro.h"
+#include "http/request.h"
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct json_tokener *, json_tokener_free);
+
+/* Set *ret_message to a copy of a fixed message and return -EINVAL, or
+ * -ENOMEM if even that fails. Messages never contain request bytes except
+ * a field name that passed field_name_is_printable(). */
+static int fail(char **ret_message, const char *message) {
+        if (ret_message) {
+                char *m = strdup(message);
+                if (!m)
+                        return -ENOMEM;
+                *ret_message = m;
+        }
+        return -EINVAL;
+}
+
+_printf_(2, 3) static int failf(char **ret_message, const char *format, ...) {
+        if (ret_message) {
+                va_list ap;
+                char *m;
+                int k;
+
+                va_start(ap, format);
+                k = vasprintf(&m, format, ap);
+                va_end(ap);
+                if (k < 0)
+                        return -ENOMEM;
+                *ret_message = m;
+        }
+        return -EINVAL;
+}
+
+static bool is_ows(char c) {
+        return c == ' ' || c == '\t';
+}
+
+static bool is_tchar(char c) {
+        /* RFC 9110 section 5.6.2 token characters. */
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+bool request_content_type_is_json(const char *content_type) {
+        const char *p = content_type;
+
+        if (!p)
+                return false;
+
+        while (is_ows(*p))
+                p++;
+        if (strncasecmp(p, "application/json", STRLEN("application/json")) != 0)
+                return false;
+        p += STRLEN("application/json");
+
+        /* parameters = *( OWS ";" OWS [ parameter ] ), RFC 9110 section 5.6.6 */
+        for (;;) {
+                const char *name;
+                size_t name_len;
+
+                while (is_ows(*p))
+                        p++;
+                if (*p == '\0')
+                        return true;
+                if (*p != ';')
+                        return false; /* "application/jsonx", "application/json x" */
+                p++;
+                while (is_ows(*p))
+                        p++;
+                if (*p == ';' || *p == '\0')
+                        continue; /* an empty parameter */
+
+                name = p;
+                while (is_tchar(*p))
+                        p++;
+                name_len = (size_t) (p - name);
+                if (name_len != STRLEN("charset") || strncasecmp(name, "charset", name_len) != 0)
+                        return false; /* any other parameter: we do not know what it means */
+                if (*p++ != '=')
+                        return false;
+
+                if (*p == '"') {
+                        if (strncasecmp(p, "\"utf-8\"", STRLEN("\"utf-8\"")) != 0)
+                                return false;
+                        p += STRLEN("\"utf-8\"");
+                } else {
+                        if (strncasecmp(p, "utf-8", STRLEN("utf-8")) != 0)
+                                return false;
+                        p += STRLEN("utf-8");
+                        if (is_tchar(*p))
+                                return false; /* "utf-8x" */
+                }
+        }
+}
+
+/* Decode one UTF-8 sequence at s (n > 0 bytes available) strictly as RFC
+ * 3629: shortest form only, no surrogates, at most U+10FFFF. Returns its
+ * length and the code point in *ret_cp, or 0 when it is malformed. */
+static size_t utf8_decode(const uint8_t *s, size_t n, uint32_t *ret_cp) {
+        uint32_t cp;
+        size_t len;
+
+        if (s[0] < 0x80) {
+                *ret_cp = s[0];
+                return 1;
+        }
+        if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+                len = 2;
+                cp = s[0] & 0x1f;
+        } else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+                len = 3;
+                cp = s[0] & 0x0f;
+        } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+                len = 4;
+                cp = s[0] & 0x07;
+        } else
+                return 0; /* a continuation byte, C0/C1 (always overlong), F5..FF */
+
+        if (n < len)
+                return 0;
+        for (size_t i = 1; i < len; i++) {
+                if ((s[i] & 0xc0) != 0x80)
+                        return 0;
+                cp = cp << 6 | (s[i] & 0x3f);
+        }
+
+        if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || /* overlong */
+            (cp >= 0xd800 && cp <= 0xdfff) ||                         /* surrogate */
+            cp > 0x10ffff)
+                return 0;
+
+        *ret_cp = cp;
+        return len;
+}
+
+/* Valid UTF-8 throughout? Counts the code points into *ret_n if non-NULL. */
+static bool utf8_is_valid(const uint8_t *s, size_t n, size_t *ret_n) {
+        size_t count = 0;
+
+        for (size_t i = 0; i < n; count++) {
+                uint32_t cp;
+                size_t l = utf8_decode(s + i, n - i, &cp);
+
+                if (l == 0)
+                        return false;
+                i += l;
+        }
+        if (ret_n)
+                *ret_n = count;
+        return true;
+}
+
+/* A strict RFC 8259 validator. json-c's JSON_TOKENER_STRICT still accepts
+ * single-quoted strings, raw control characters in strings, NaN, Infinity,
+ * "1." and unpaired surrogate escapes (which it silently turns into
+ * U+FFFD), and keeps the last of duplicate keys; so the body is checked
+ * here first and json-c only builds the tree of a document already known to
+ * be good. The input has been checked to be valid UTF-8, so bytes >= 0x80
+ * are only ever inside strings. Recursion is bounded by
+ * REQUEST_JSON_MAX_DEPTH. */
+typedef enum JsonScanError {
+        JSON_SCAN_OK,
+        JSON_SCAN_SYNTAX,
+        JSON_SCAN_TOO_DEEP,
+} JsonScanError;
+
+typedef struct JsonScan {
+        const uint8_t *p, *end;
+        size_t n_keys;     /* object members seen, at any depth */
+        bool key_has_nul;  /* some key contains \u0000 */
+        bool string_has_nul; /* the last string scanned contains \u0000 */
+        JsonScanError error;
+} JsonScan;
+
+static bool json_is_ws(uint8_t c) {
+        return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+static void json_skip_ws(JsonScan *s) {
+        while (s->p < s->end && json_is_ws(*s->p))
+                s->p++;
+}
+
+static bool json_fail(JsonScan *s, JsonScanError e) {
+        if (s->error == JSON_SCAN_OK)
+                s->error = e;
+        return false;
+}
+
+static int hex_value(uint8_t c) {
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -1;
+}
+
+/* "\uXXXX" at s->p (after the backslash and 'u' have been consumed: s->p at
+ * the first hex digit). */
+static bool json_scan_hex4(JsonScan *s, uint32_t *ret) {
+        uint32_t v = 0;
+
+        if (s->end - s->p < 4)
+                return json_fail(s, JSON_SCAN_SYNTAX);
+        for (size_t i = 0; i < 4; i++) {
+                int h = hex_value(s->p[i]);
+                if (h < 0)
+                        return json_fail(s, JSON_SCAN_SYNTAX);
+                v = v << 4 | (uint32_t) h;
+        }
+        s->p += 4;
+        *ret = v;
+        return true;
+}
+
+static bool json_scan_string(JsonScan *s) {
+        s->p++; /* the opening quote */
+        s->string_has_nul = false;
+
+        for (;;) {
+                uint8_t c;
+
+                if (s->p >= s->end)
+                        return json_fail(s, JSON_SCAN_SYNTAX);
+                c = *s->p++;
+
+                if (c == '"')
+                        return true;
+                if (c < 0x20)
+                        return json_fail(s, JSON_SCAN_SYNTAX); /* raw control character */
+                if (c != '\\')
+                        continue;
+
+                if (s->p >= s->end)
+                        return json_fail(s, JSON_SCAN_SYNTAX);
+                c = *s->p++;
+                if (strchr("\"\\/bfnrt", c) && c != '\0')
+                        continue;
+                if (c != 'u')
+                        return json_fail(s, JSON_SCAN_SYNTAX);
+
+                uint32_t u;
+                if (!json_scan_hex4(s, &u))
+                        return false;
+                if (u == 0)
+                        s->string_has_nul = true;
+                if (u >= 0xdc00 && u <= 0xdfff)
+                        return json_fail(s, JSON_SCAN_SYNTAX); /* a low surrogate alone */
+                if (u >= 0xd800 && u <= 0xdbff) {
+                        /* A high surrogate must be followed by an escaped low one. */
+                        if (s->end - s->p < 2 || s->p[0] != '\\' || s->p[1] != 'u')
+                                return json_fail(s, JSON_SCAN_SYNTAX);
+                        s->p += 2;
+                        if (!json_scan_hex4(s, &u))
+                                return false;
+                        if (u < 0xdc00 || u > 0xdfff)
+                                return json_fail(s, JSON_SCAN_SYNTAX);
+                }
+        }
+}
+
+static bool json_scan_digits(JsonScan *s) {
+        const uint8_t *start = s->p;
+
+        while (s->p < s->end && *s->p >= '0' && *s->p <= '9')
+                s->p++;
+        return s->p > start || json_fail(s, JSON_SCAN_SYNTAX);
+}
+
+/* number = [ "-" ] int [ frac ] [ exp ], int = "0" / digit1-9 *DIGIT */
+static bool json_scan_number(JsonScan *s) {
+        if (*s->p == '-')
+                s->p++;
+        if (s->p >= s->end)
+                return json_fail(s, JSON_SCAN_SYNTAX);
+        if (*s->p == '0')
+                s->p++;
+        else if (!json_scan_digits(s))
+                return false;
+
+        if (s->p < s->end && *s->p == '.') {
+                s->p++;
+                if (!json_scan_digits(s))
+                        return false;
+        }
+        if (s->p < s->end && (*s->p == 'e' || *s->p == 'E')) {
+                s->p++;
+                if (s->p < s->end && (*s->p == '+' || *s->p == '-'))
+                        s->p++;
+                if (!json_scan_digits(s))
+                        return false;
+        }
+        return true;
+}
+
+static bool json_scan_literal(JsonScan *s, const char *word) {
+        size_t l = strlen(word);
+
+        if ((size_t) (s->end - s->p) < l || memcmp(s->p, word, l) != 0)
+                return json_fail(s, JSON_SCAN_SYNTAX);
+        s->p += l;
+        return true;
+}
+
+static bool json_scan_value(JsonScan *s, unsigned depth);
+
+/* An object or array at s->p, containers being nested depth deep around it. */
+static bool json_scan_container(JsonScan *s, unsigned depth) {
+        bool object = *s->p == '{';
+        uint8_t close = object ? '}' : ']';
+
+        if (depth >= REQUEST_JSON_MAX_DEPTH)
+                return json_fail(s, JSON_SCAN_TOO_DEEP);
+        s->p++;
+
+        json_skip_ws(s);
+        if (s->p < s->end && *s->p == close) {
+                s->p++;
+                return true;
+        }
+
+        for (;;) {
+                if (object) {
+                        json_skip_ws(s);
+                        if (s->p >= s->end || *s->p != '"')
+                                return json_fail(s, JSON_SCAN_SYNTAX);
+                        if (!json_scan_string(s))
+                                return false;
+                        if (s->string_has_nul)
+                                s->key_has_nul = true;
+                        json_skip_ws(s);
+                        if (s->p >= s->end || *s->p != ':')
+                                return json_fail(s, JSON_SCAN_SYNTAX);
+                        s->p++;
+                        s->n_keys++;
+                }
+                if (!json_scan_value(s, depth + 1))
+                        return false;
+                json_skip_ws(s);
+                if (s->p >= s->end)
+                        return json_fail(s, JSON_SCAN_SYNTAX);
+                if (*s->p == close) {
+                        s->p++;
+                        return true;
+                }
+                if (*s->p != ',')
+                        return json_fail(s, JSON_SCAN_SYNTAX);
+                s->p++;
+        }
+}
+
+static bool json_scan_value(JsonScan *s, unsigned depth) {
+        json_skip_ws(s);
+        if (s->p >= s->end)
+                return json_fail(s, JSON_SCAN_SYNTAX);
+
+        switch (*s->p) {
+        case '{':
+        case '[':
+                return json_scan_container(s, depth);
+        case '"':
+                return json_scan_string(s);
+        case 't':
+                return json_scan_literal(s, "true");
+        case 'f':
+                return json_scan_literal(s, "false");
+        case 'n':
+                return json_scan_literal(s, "null");
+        default:
+                if (*s->p == '-' || (*s->p >= '0' && *s->p <= '9'))
+                        return json_scan_number(s);
+                return json_fail(s, JSON_SCAN_SYNTAX);
+        }
+}
+
+/* Sum of the member counts of all objects in the tree. Equal to the
+ * validator's n_keys exactly when no object had a duplicate key: json-c
+ * keeps one member per distinct key (dropping the earlier values, and with
+ * them any members nested inside those). */
+static size_t json_count_members(json_object *o) {
+        size_t n = 0;
+
+        switch (json_object_get_type(o)) {
+        case json_type_object: {
+                json_object_object_foreach(o, key, value) {
+                        (void) key;
+                        n += 1 + json_count_members(value);
+                }
+                break;
+        }
+        case json_type_array:
+                for (size_t i = 0; i < json_object_array_length(o); i++)
+                        n += json_count_members(json_object_array_get_idx(o, i));
+                break;
+        default:
+                break;
+        }
+        return n;
+}
+
+/* The common part of both bodies: UTF-8, strict JSON, a single object,
+ * nothing after it but whitespace, no duplicate keys. Returns 0 and the
+ * object in *ret, or -EINVAL/-ENOMEM as documented in request.h. */
+static int parse_json_object(const uint8_t *body, size_t size, json_object **ret, char **ret_message) {
+        _cleanup_(json_tokener_freep) struct json_tokener *tok = NULL;
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        const uint8_t *start, *value_end;
+        JsonScan s;
+
+        /* json-c takes an int length; the caller's limit is far below. */
+        if (size > INT_MAX / 2)
+                return fail(ret_message, "body is too large");
+        if (size == 0)
+                return fail(ret_message, "body is empty");
+        if (memchr(body, '\0', size))
+                return fail(ret_message, "body contains a NUL byte");
+        if (!utf8_is_valid(body, size, NULL))
+                return fail(ret_message, "body is not valid UTF-8");
+
+        s = (JsonScan) { .p = body, .end = body + size };
+        json_skip_ws(&s);
+        start = s.p;
+        if (s.p < s.end && *s.p != '{') {
+                /* Say "not an object" only for something that is JSON. */
+                if (!json_scan_value(&s, 0) || (json_skip_ws(&s), s.p != s.end))
+                        return fail(ret_message, s.error == JSON_SCAN_TOO_DEEP ?
+                                                         "body is nested too deeply" :
+                                                         "body is not valid JSON");
+                return fail(ret_message, "body must be a JSON object");
+        }
+        if (!json_scan_value(&s, 0))
+                return fail(ret_message, s.error == JSON_SCAN_TOO_DEEP ? "body is nested too deeply" :
+                                                                         "body is not valid JSON");
+        value_end = s.p;
+        json_skip_ws(&s);
+        if (s.p != s.end)
+                return fail(ret_message, "body is not valid JSON");
+
+        /* Only the object itself goes to json-c: its idea of whitespace is
+         * wider than JSON's, and we have checked what surrounds it. The
+         * depth is set above ours so that our limit is the one that bites. */
+        tok = json_tokener_new_ex(REQUEST_JSON_MAX_DEPTH + 2);
+        if (!tok)
+                return -ENOMEM;
+        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+        o = json_tokener_parse_ex(tok, (const char *) start, (int) (value_end - start));
+        if (!o) {
+                /* Should not happen after our validation, except on OOM,
+                 * which json-c does not tell apart. */
+                if (json_tokener_get_error(tok) == json_tokener_success)
+                        return -ENOMEM;
+                return fail(ret_message, "body is not valid JSON");
+        }
+        if (!json_object_is_type(o, json_type_object))
+                return fail(ret_message, "body must be a JSON object");
+
+        /* json-c keeps keys as C strings, so "question\u0000x" would
+         * become "question": such a key is never one we know. */
+        if (s.key_has_nul)
+                return fail(ret_message, "unknown field");
+
+        if (json_count_members(o) != s.n_keys)
+                return fail(ret_message, "body has a duplicate field");
+
+        *ret = TAKE_PTR(o);
+        return 0;
+}
+
+/* A field name short and plain enough to be named in a message: it cannot
+ * carry markup, control characters or anything the sanitizer would have to
+ * redact. */
+static bool field_name_is_printable(const char *s) {
+        size_t l = strlen(s);
+
+        if (l == 0 || l > 31)
+                return false;
+        for (; *s; s++)
+                if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+                      *s == '_' || *s == '-' || *s == '.'))
+                        return false;
+        return true;
+}
+
+static int fail_unknown_field(char **ret_message, const char *key) {
+        if (field_name_is_printable(key))
+                return failf(ret_message, "unknown field \"%s\"", key);
+        return fail(ret_message, "unknown field");
+}
+
+static bool is_ascii_space(char c) {
+        return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+static int parse_question(json_object *v, char **ret, char **ret_message) {
+        const char *s, *e;
+        size_t n_chars;
+        char *q;
+
+        if (!json_object_is_type(v, json_type_string))
+                return fail(ret_message, "question: must be a string");
+
+        s = json_object_get_string(v);
+        e = s + json_object_get_string_len(v);
+
+        /* \u0000 decodes to a NUL, which would silently cut the question
+         * short wherever it is used as a C string. */
+        if (memchr(s, '\0', (size_t) (e - s)))
+                return fail(ret_message, "question: must not contain NUL characters");
+
+        while (s < e && is_ascii_space(*s))
+                s++;
+        while (e > s && is_ascii_space(e[-1]))
+                e--;
+
+        /* Characters are code points; the decoded string is valid UTF-8
+         * since the body was and unpaired surrogates were refused, but
+         * counting checks it once more. */
+        if (!utf8_is_valid((const uint8_t *) s, (size_t) (e - s), &n_chars))
+                return fail(ret_message, "question: is not valid Unicode");
+        if (n_chars < 1 || n_chars > QUERY_QUESTION_MAX_CHARS)
+                return fail(ret_message, "question: must be 1 to 4000 characters");
+
+        q = strndup(s, (size_t) (e - s));
+        if (!q)
+                return -ENOMEM;
+        *ret = q;
+        return 0;
+}
+
+/* C0 controls, DEL and the C1 controls (U+0080..U+009F). */
+static bool title_has_control(const uint8_t *s, size_t n) {
+        for (size_t i = 0; i < n;) {
+                uint32_t cp;
+                size_t l = utf8_decode(s + i, n - i, &cp);
+
+                if (l == 0)
+                        return true; /* not reached: validated before */
+                if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
+                        return true;
+                i += l;
+        }
+        return false;
+}
+
+static void strv_free(char **l) {
+        for (char **i = l; i && *i; i++)
+                free(*i);
+        free(l);
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(char **, strv_free);
+
+static int parse_pages(json_object *v, char ***ret, size_t *ret_n, char **ret_message) {
+        _cleanup_(strv_freep) char **pages = NULL;
+        size_t n;
+
+        if (!json_object_is_type(v, json_type_array))
+                return fail(ret_message, "pages: must be an array of strings");
+
+        n = json_object_array_length(v);
+        if (n > QUERY_PAGES_MAX)
+                return fail(ret_message, "pages: at most 20 titles");
+
+        pages = calloc(n + 1, sizeof(char *));
+        if (!pages)
+                return -ENOMEM;
+
+        for (size_t i = 0; i < n; i++) {
+                json_object *item = json_object_array_get_idx(v, i);
+                const char *t;
+                size_t l;
+
+                if (!json_object_is_type(item, json_type_string))
+                        return failf(ret_message, "pages[%zu]: must be a string", i);
+
+                t = json_object_get_string(item);
+                l = (size_t) json_object_get_string_len(item);
+                if (l < 1 || l > QUERY_PAGE_TITLE_MAX_BYTES)
+                        return failf(ret_message, "pages[%zu]: must be 1 to 255 bytes", i);
+                if (!utf8_is_valid((const uint8_t *) t, l, NULL))
+                        return failf(ret_message, "pages[%zu]: is not valid Unicode", i);
+                if (title_has_control((const uint8_t *) t, l))
+                        return failf(ret_message, "pages[%zu]: must not contain control characters", i);
+
+                pages[i] = strndup(t, l);
+                if (!pages[i])
+                        return -ENOMEM;
+        }
+
+        *ret = TAKE_PTR(pages);
+        *ret_n = n;
+        return 0;
+}
+
+void query_body_done(QueryBody *b) {
+        if (!b)
+                return;
+        free(b->question);
+        strv_free(b->pages);
+        *b = (QueryBody) { .question = NULL };
+}
+
+int request_parse_query(const char *content_type, const uint8_t *body, size_t size, QueryBody *ret,
+                        char **ret_message) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        _cleanup_(query_body_done) QueryBody b = { .question = NULL };
+        /* JSON null is a NULL json_object: presence is tracked apart. */
+        json_object *question = NULL, *pages = NULL;
+        bool has_question = false, has_pages = false;
+        int r;
+
+        if (!request_content_type_is_json(content_type))
+                return fail(ret_message, "Content-Type must be application/json");
+        if (!body && size > 0)
+                return -EINVAL;
+
+        r = parse_json_object(body, size, &o, ret_message);
+        if (r < 0)
+                return r;
+
+        /* Unknown fields first, in document order, so the message names the
+         * first offending one whatever else is wrong. */
+        json_object_object_foreach(o, key, value) {
+                if (streq(key, "question")) {
+                        question = value;
+                        has_question = true;
+                } else if (streq(key, "pages")) {
+                        pages = value;
+                        has_pages = true;
+                } else
+                        return fail_unknown_field(ret_message, key);
+        }
+
+        if (!has_question)
+                return fail(ret_message, "question: is required");
+        r = parse_question(question, &b.question, ret_message);
+        if (r < 0)
+                return r;
+
+        if (has_pages) {
+                r = parse_pages(pages, &b.pages, &b.n_pages, ret_message);
+                if (r < 0)
+                        return r;
+        } else {
+                b.pages = calloc(1, sizeof(char *));
+                if (!b.pages)
+                        return -ENOMEM;
+        }
+
+        *ret = b;
+        b = (QueryBody) { .question = NULL };
+        return 0;
+}
+
+int request_parse_join(const char *content_type, const uint8_t *body, size_t size, char **ret_message) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        int r;
+
+        /* No body at all: what most clients send for a bare POST. */
+        if (size == 0)
+                return 0;
+
+        if (!request_content_type_is_json(content_type))
+                return fail(ret_message, "Content-Type must be application/json");
+        if (!body)
+                return -EINVAL;
+
+        r = parse_json_object(body, size, &o, ret_message);
+        if (r < 0)
+                return r;
+
+        json_object_object_foreach(o, key, value) {
+                (void) value;
+                return fail_unknown_field(ret_message, key);
+        }
+        return 0;
+}

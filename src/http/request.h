@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Validation of request bodies (API.md 1 and 7): pure, bytes in, structs
+ * out. Anything that is not exactly what the contract allows is
+ * invalid_input, with a short message that says what is wrong without
+ * quoting the body. The size limit (413) is the caller's: it is decided
+ * before the body is read. */
+
+/* Deepest nesting of arrays and objects accepted in a body. A valid query
+ * needs 2; more is only ever an attack on the parser. */
+#define REQUEST_JSON_MAX_DEPTH 8
+#define QUERY_QUESTION_MAX_CHARS 4000
+#define QUERY_PAGES_MAX 20
+#define QUERY_PAGE_TITLE_MAX_BYTES 255
+
+/* True for "application/json", ASCII case-insensitive, optionally followed
+ * by parameters of which only charset=utf-8 (value case-insensitive,
+ * optionally quoted) is accepted; OWS around the whole value and around
+ * ";" is tolerated, an empty parameter ("application/json;") too. Anything
+ * else, and NULL, is false. */
+bool request_content_type_is_json(const char *content_type);
+
+typedef struct QueryBody {
+        char *question; /* trimmed, valid UTF-8 without NUL, owned */
+        char **pages;   /* NULL-terminated, owned, never NULL (may be empty) */
+        size_t n_pages;
+} QueryBody;
+
+/* Free what a QueryBody owns and zero it; safe on a zeroed or already
+ * done QueryBody. */
+void query_body_done(QueryBody *b);
+
+/* Validate a POST /query body. Accepted is exactly:
+ *   - a JSON Content-Type (request_content_type_is_json());
+ *   - valid UTF-8 (RFC 3629: no overlongs, no surrogates, nothing above
+ *     U+10FFFF) without NUL bytes;
+ *   - one JSON object (RFC 8259, strictly: no comments, single quotes,
+ *     NaN/Infinity, leading '+', "1.", raw control characters in strings,
+ *     unpaired \u surrogate escapes, byte order mark) with only JSON
+ *     whitespace after it, nested at most REQUEST_JSON_MAX_DEPTH deep, and
+ *     without duplicate keys;
+ *   - with the keys "question" (required, a string) and "pages" (optional,
+ *     an array; null is a wrong type, not "absent"), and no others;
+ *   - question: 1..4000 code points after trimming ASCII whitespace
+ *     (SP, \t, \n, \v, \f, \r) at both ends, no U+0000;
+ *   - pages: at most 20 strings of 1..255 bytes each, without control
+ *     characters (U+0000..U+001F, U+007F..U+009F). Kept as sent.
+ * Returns 0 and fills *ret (owned by the caller, free with
+ * query_body_done()); -EINVAL and an allocated human message in
+ * *ret_message (if ret_message is not NULL; the caller frees); -ENOMEM.
+ * *ret is only written on success. */
+int request_parse_query(const char *content_type, const uint8_t *body, size_t size, QueryBody *ret,
+                        char **ret_message);
+
+/* Validate a POST /queue/join body: either empty (any or no Content-Type),
+ * or the JSON object {} (JSON Content-Type, JSON whitespace around and
+ * inside allowed). Returns 0; -EINVAL with a message as above; -ENOMEM. */
+int request_parse_join(const char *content_type, const uint8_t *body, size_t size, char **ret_message);
