@@ -36,6 +36,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -180,9 +181,11 @@ class Daemon:
     Defaults: WIKI_WEB_COOKIE_SECURE=false (plain-http tests),
     WIKI_WEB_LOG_LEVEL=7 (so the secrecy checks see debug lines too),
     WIKI_WEB_STATE_DIRECTORY=<a temporary directory>.
+    notify: listen on a NOTIFY_SOCKET of our own and record every sd_notify
+    message with its arrival time (self.notifications: [(epoch, text)]).
     """
 
-    def __init__(self, testcase=None, socket_activation=True, args=(), **env):
+    def __init__(self, testcase=None, socket_activation=True, args=(), notify=False, **env):
         self.testcase = testcase
         self.socket_activation = socket_activation
         self.args = list(args)
@@ -208,6 +211,32 @@ class Daemon:
         self.tokens = set()   # every session token seen or sent: never in a body or the log
         self.secrets = set()  # other strings that must never appear in the log or a body
         self.stopped = False
+        self.notifications = []
+        self.notify_sock = None
+        if notify:
+            path = os.path.join(self.tmp, 'notify')
+            self.notify_sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            self.notify_sock.bind(path)
+            self.env['NOTIFY_SOCKET'] = path
+            threading.Thread(target=self._notify_reader, daemon=True).start()
+
+    def _notify_reader(self):
+        sock = self.notify_sock
+        sock.settimeout(0.2)
+        while not self.stopped:
+            try:
+                data = sock.recv(4096)
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            self.notifications.append((time.time(), data.decode('utf-8', 'replace')))
+
+    def notifications_between(self, t0, t1, prefix='STATUS='):
+        """sd_notify messages received in [t0, t1] (epoch seconds) that
+        carry a line starting with prefix."""
+        return [(t, m) for t, m in list(self.notifications)
+                if t0 <= t <= t1 and any(line.startswith(prefix) for line in m.split('\n'))]
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -293,6 +322,8 @@ class Daemon:
             raise AssertionError(f'daemon exited with {rc} after SIGTERM '
                                  f'({time.monotonic() - t0:.2f} s); log:\n{self.log()}')
         self.check_log_secrecy()
+        if self.notify_sock:
+            self.notify_sock.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def check_log_secrecy(self):
@@ -555,8 +586,8 @@ class DaemonTestCase(unittest.TestCase):
 
     maxDiff = None
 
-    def daemon(self, socket_activation=True, args=(), **env):
-        d = Daemon(self, socket_activation=socket_activation, args=args, **env)
+    def daemon(self, socket_activation=True, args=(), notify=False, **env):
+        d = Daemon(self, socket_activation=socket_activation, args=args, notify=notify, **env)
         d.start()
         self.addCleanup(d.stop)
         return d

@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""API.md section 1 (transport) and 2 (error envelope), black-box over HTTP."""
+
+import json
+import socket
+import time
+
+import harness
+from harness import API
+
+
+def header_tokens(value):
+    return [t.strip() for t in (value or '').split(',') if t.strip()]
+
+
+class Transport(harness.DaemonTestCase):
+
+    def test_health(self):
+        d = self.daemon()
+        b = d.browser()
+        r = b.get(API + '/health')
+        self.assertStatus(r, 200)
+        j = r.json
+        self.assertEqual(set(j.keys()), {'status', 'contract_revision', 'version', 'state'}, r)
+        self.assertEqual(j['status'], 'ok')
+        self.assertTrue(harness.is_int(j['contract_revision']))
+        self.assertEqual(j['contract_revision'], 1)
+        self.assertIsInstance(j['version'], str)
+        self.assertTrue(j['version'])
+        self.assertEqual(j['state'], 'idle')
+        self.assertStatus(b.join(), 201)
+        r = b.get(API + '/health')
+        self.assertEqual(r.json['state'], 'reserved', r)
+
+    def test_unknown_path_not_found(self):
+        d = self.daemon()
+        b = d.browser()
+        for method, path in [('GET', '/'), ('GET', '/nope'), ('GET', '/api'), ('GET', '/api/v1'),
+                             ('GET', '/api/v1/'), ('GET', '/api/v1/nope'), ('POST', '/api/v1/nope'),
+                             ('GET', '/api/v2/health'), ('GET', '/api/v1/queue'),
+                             ('GET', '/api/v1/queue/status/extra'), ('GET', '/api/v1/healthz'),
+                             ('DELETE', '/api/v1/queue/tickets')]:
+            r = b.request(method, path)
+            self.assertStatus(r, 404)
+            self.assertError(r, 'not_found')
+
+    def test_wrong_method_allow_header(self):
+        d = self.daemon()
+        b = d.browser()
+        endpoints = {
+            '/health': 'GET',
+            '/queue/join': 'POST',
+            '/queue/status': 'GET',
+            '/queue/ticket': 'DELETE',
+            '/query': 'POST',
+        }
+        for path, allowed in endpoints.items():
+            for method in ('GET', 'POST', 'PUT', 'DELETE', 'PATCH'):
+                if method == allowed:
+                    continue
+                r = b.request(method, API + path)
+                self.assertStatus(r, 405)
+                self.assertError(r, 'method_not_allowed')
+                allow = [m.upper() for m in header_tokens(r.header('Allow'))]
+                self.assertIn(allowed, allow, f'{method} {path}: {r!r}')
+                self.assertNotIn(method, allow, f'{method} {path}: {r!r}')
+        # None of those changed anything.
+        s = self.peek(d)
+        self.assertEqual((s['state'], s['queue_length'], s['average_query_seconds']), ('idle', 0, None))
+
+    def test_common_headers_on_every_status(self):
+        """The harness checks Cache-Control, nosniff, Content-Type and the
+        envelope on every response; this walks through one of each status."""
+        d = self.daemon(WIKI_WEB_QUEUE_MAX_LENGTH=1, WIKI_WEB_MAX_REQUEST_BYTES=1024)
+        a, b = d.browser(), d.browser()
+        seen = set()
+        for r in [a.get(API + '/health'), a.join(), a.join(), a.status(),
+                  b.leave(), b.join(), b.query(), b.query(body='{'), b.get('/x'),
+                  b.request('PUT', API + '/health'), b.query(body={'question': 'x' * 2000}),
+                  b.query(origin='http://evil.example'), a.query(), a.leave(), a.join(),
+                  a.leave()]:
+            seen.add(r.status)
+        self.assertEqual(seen, {200, 201, 204, 400, 403, 404, 405, 409, 413, 500, 503})
+
+    def test_keep_alive(self):
+        d = self.daemon()
+        with socket.create_connection(('127.0.0.1', d.port), timeout=5) as s:
+            req = (b'GET /api/v1/health HTTP/1.1\r\nHost: %s\r\n\r\n' % d.host.encode())
+            for _ in range(3):
+                s.sendall(req)
+                r = harness.read_response(s, 'GET', 5)
+                d.check_response(r)
+                self.assertStatus(r, 200)
+
+    # -- request_too_large ---------------------------------------------------
+
+    def test_content_length_too_large_before_body(self):
+        """413 is decided from Content-Length: it arrives while the body is
+        still unsent."""
+        d = self.daemon()
+        for path in ('/query', '/queue/join'):
+            with socket.create_connection(('127.0.0.1', d.port), timeout=5) as s:
+                s.sendall(b'POST /api/v1%s HTTP/1.1\r\nHost: %s\r\n'
+                          b'Content-Type: application/json\r\n'
+                          b'Content-Length: 1000000000\r\n\r\n{"question":'
+                          % (path.encode(), d.host.encode()))
+                t0 = time.monotonic()
+                r = harness.read_response(s, 'POST', 3)
+                self.assertLess(time.monotonic() - t0, 2.0)
+            d.check_response(r)
+            self.assertError(r, 'request_too_large')
+        s = self.peek(d)
+        self.assertEqual((s['state'], s['queue_length'], s['average_query_seconds']), ('idle', 0, None))
+
+    def test_size_limit_boundary(self):
+        """Exactly WIKI_WEB_MAX_REQUEST_BYTES is accepted, one more byte is not."""
+        d = self.daemon(WIKI_WEB_MAX_REQUEST_BYTES=256)
+        b = d.browser()
+        base = '{"question":"hi"}'
+        over = base + ' ' * (257 - len(base))
+        r = b.query(body=over)
+        self.assertError(r, 'request_too_large')
+        s = self.peek(d)
+        self.assertEqual((s['state'], s['queue_length'], s['average_query_seconds']), ('idle', 0, None))
+        exact = base + ' ' * (256 - len(base))
+        r = b.query(body=exact)
+        self.assertError(r, 'execution_failed')  # validated and claimed: execution not configured
+
+    def test_chunked_over_limit_decided_while_streaming(self):
+        """A chunked body is cut off as soon as it passes the limit: the 413
+        arrives although the body never ends."""
+        d = self.daemon(WIKI_WEB_MAX_REQUEST_BYTES=1024)
+        with socket.create_connection(('127.0.0.1', d.port), timeout=5) as s:
+            s.sendall(b'POST /api/v1/query HTTP/1.1\r\nHost: %s\r\n'
+                      b'Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n'
+                      % d.host.encode())
+            s.sendall(b'c\r\n{"question":\r\n')
+            for _ in range(6):
+                s.sendall(b'100\r\n' + b' ' * 256 + b'\r\n')
+            # No terminating chunk: the server must answer without waiting for one.
+            r = harness.read_response(s, 'POST', 3)
+        d.check_response(r)
+        self.assertError(r, 'request_too_large')
+        s = self.peek(d)
+        self.assertEqual((s['state'], s['queue_length'], s['average_query_seconds']), ('idle', 0, None))
+
+    def test_chunked_complete_over_limit_and_under_limit(self):
+        d = self.daemon(WIKI_WEB_MAX_REQUEST_BYTES=1024)
+        body = json.dumps({'question': 'y' * 1100}).encode()
+        chunks = b''.join(b'%x\r\n%s\r\n' % (len(body[i:i + 100]), body[i:i + 100])
+                          for i in range(0, len(body), 100)) + b'0\r\n\r\n'
+        head = (b'POST /api/v1/query HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n'
+                b'Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n' % d.host.encode())
+        r = d.raw(head + chunks, 'POST')
+        self.assertError(r, 'request_too_large')
+        s = self.peek(d)
+        self.assertEqual((s['state'], s['queue_length'], s['average_query_seconds']), ('idle', 0, None))
+        # A small chunked body is read and validated like any other.
+        r = d.raw(head + b'5\r\n{"que\r\nc\r\nstion":"hi"}\r\n0\r\n\r\n', 'POST')
+        self.assertError(r, 'execution_failed')
+        r = d.raw(head + b'5\r\n{"que\r\n7\r\nstion":\r\n0\r\n\r\n', 'POST')
+        self.assertError(r, 'invalid_input')
+
+    # -- invalid_input ---------------------------------------------------------
+
+    def test_invalid_query_bodies(self):
+        d = self.daemon()
+        b = d.browser()
+        cases = [
+            ('text/plain', b'{"question":"hi"}'),
+            ('application/x-www-form-urlencoded', b'question=hi'),
+            ('application/json; charset=iso-8859-1', b'{"question":"hi"}'),
+            ('application/jsonx', b'{"question":"hi"}'),
+            (None, b'{"question":"hi"}'),
+            ('application/json', b''),
+            ('application/json', b'{"question":"\xff\xfe"}'),
+            ('application/json', b'{"question":"\xc3"}'),
+            ('application/json', b'{"question":"\xed\xa0\x80"}'),  # UTF-8 encoded surrogate
+            ('application/json', b'{"question":"\xc0\xaf"}'),      # overlong
+            ('application/json', b'{"question":'),
+            ('application/json', b'{"question":"hi"'),
+            ('application/json', b"{'question':'hi'}"),
+            ('application/json', b'{"question":"hi",}'),
+            ('application/json', b'{"question":"hi"} x'),
+            ('application/json', b'{"question":"hi"}{}'),
+            ('application/json', b'{"question":"hi"}]'),
+            ('application/json', b'{"question":"hi","extra":1}'),
+            ('application/json', b'{"question":"hi","pages":[],"x":null}'),
+            ('application/json', b'{}'),
+            ('application/json', b'{"pages":["A"]}'),
+            ('application/json', b'null'),
+            ('application/json', b'[]'),
+            ('application/json', b'"hi"'),
+            ('application/json', b'{"question":1}'),
+            ('application/json', b'{"question":null}'),
+            ('application/json', b'{"question":true}'),
+            ('application/json', b'{"question":["hi"]}'),
+            ('application/json', b'{"question":{"a":"b"}}'),
+            ('application/json', b'{"question":"hi","pages":"A"}'),
+            ('application/json', b'{"question":"hi","pages":[1]}'),
+            ('application/json', b'{"question":"hi","pages":[null]}'),
+            ('application/json', b'{"question":"hi","pages":{"a":1}}'),
+            ('application/json', b'{"question":"a","question":"b"}'),
+            ('application/json', b'{"question":"hi","pages":[],"pages":[]}'),
+            ('application/json', b'{"question":""}'),
+            ('application/json', b'{"question":"  \\t\\n "}'),
+        ]
+        for ctype, body in cases:
+            r = b.query(body=body, content_type=ctype)
+            self.assertEqual(r.status, 400, f'{ctype} {body!r}: {r!r}')
+            self.assertError(r, 'invalid_input')
+        s = self.peek(d)
+        # No claim happened (a claim would have produced a finished query).
+        self.assertEqual((s['state'], s['queue_length'], s['average_query_seconds']), ('idle', 0, None))
+
+    def test_invalid_join_bodies(self):
+        d = self.daemon()
+        b = d.browser()
+        cases = [
+            ('application/json', b'{"x":1}'),
+            ('application/json', b'[]'),
+            ('application/json', b'{'),
+            ('application/json', b'{} x'),
+            ('application/json', b'\xff'),
+            ('text/plain', b'{}'),
+        ]
+        for ctype, body in cases:
+            r = b.join(body=body, content_type=ctype)
+            self.assertEqual(r.status, 400, f'{ctype} {body!r}: {r!r}')
+            self.assertError(r, 'invalid_input')
+        self.assertEqual(self.queue_length(d), 0)
+        r = b.join(body=b'{}')
+        self.assertStatus(r, 201)
+        r = d.browser().join()
+        self.assertStatus(r, 201)
+        r = d.browser().join(body=b'{}', content_type='application/json; charset=utf-8')
+        self.assertStatus(r, 201)
+        self.assertEqual(self.queue_length(d), 3)
+
+    # -- order of checks: origin -> size -> validation -> admission -------------
+
+    def test_order_origin_before_size(self):
+        d = self.daemon(WIKI_WEB_MAX_REQUEST_BYTES=1024)
+        with socket.create_connection(('127.0.0.1', d.port), timeout=5) as s:
+            s.sendall(b'POST /api/v1/query HTTP/1.1\r\nHost: %s\r\nOrigin: http://evil.example\r\n'
+                      b'Content-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n'
+                      % d.host.encode())
+            r = harness.read_response(s, 'POST', 3)
+        d.check_response(r)
+        self.assertError(r, 'origin_denied')
+        r = d.browser(origin='http://evil.example').query(body='{' + ' ' * 2000)
+        self.assertError(r, 'origin_denied')
+
+    def test_order_size_before_validation(self):
+        d = self.daemon(WIKI_WEB_MAX_REQUEST_BYTES=1024)
+        b = d.browser()
+        r = b.query(body=b'\xff{' + b' ' * 2000, content_type='text/plain')
+        self.assertError(r, 'request_too_large')
+
+    def test_order_validation_before_admission(self):
+        d = self.daemon(WIKI_WEB_MAX_REQUEST_BYTES=1024)
+        holder, other = d.browser(), d.browser()
+        self.assertStatus(holder.join(), 201)
+        before = holder.status().json['ticket']
+        # Busy for `other`, but its invalid body is rejected first.
+        r = other.query(body='{"question":')
+        self.assertError(r, 'invalid_input')
+        r = other.query(body={'question': 'x' * 2000})
+        self.assertError(r, 'request_too_large')
+        r = other.query()
+        self.assertError(r, 'busy')
+        r = other.status()
+        self.assertIsNone(r.json['ticket'])
+        s = holder.status().json
+        self.assertEqual(s['state'], 'reserved')
+        self.assertEqual(s['queue_length'], 1)
+        self.assertEqual(s['ticket']['id'], before['id'])
+        self.assertEqual(s['ticket']['reservation_expires_at'], before['reservation_expires_at'])
+        # The holder's own invalid body does not consume its reservation.
+        r = holder.query(body='{"question":"hi","x":1}')
+        self.assertError(r, 'invalid_input')
+        s = holder.status().json
+        self.assertEqual((s['state'], s['ticket']['status']), ('reserved', 'reserved'))
+
+
+if __name__ == '__main__':
+    harness.main()
