@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Throughput and latency of GET /api/v1/queue/status with 1,000 tickets held
+# by other sessions, next to nginx serving a static file of the same size,
+# in the same run, on loopback, with wrk. Prints both req/s, the ratio and
+# p99 latencies. Target: ratio >= 0.8. A script that prints figures, not a
+# test: it exits 0 whatever the ratio (non-zero only when it cannot measure).
+#
+#   tests/bench/bench-http.sh [path/to/wikiwebd]
+#
+# Environment: TICKETS (1000), THREADS (2), CONNECTIONS (50), DURATION (10s),
+# WARMUP (2s).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+wikiwebd=${1:-}
+if [[ -z $wikiwebd ]]; then
+        for b in build-e2e build build-main; do
+                if [[ -x $root/$b/wikiwebd ]]; then wikiwebd=$root/$b/wikiwebd; break; fi
+        done
+fi
+[[ -n $wikiwebd && -x $wikiwebd ]] || { echo "wikiwebd not found; pass its path" >&2; exit 2; }
+for tool in wrk nginx curl python3; do
+        command -v "$tool" >/dev/null || [[ -x /usr/sbin/$tool ]] ||
+                { echo "$tool is missing (apt-get install wrk nginx curl)" >&2; exit 2; }
+done
+nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
+
+TICKETS=${TICKETS:-1000}
+THREADS=${THREADS:-2}
+CONNECTIONS=${CONNECTIONS:-50}
+DURATION=${DURATION:-10s}
+WARMUP=${WARMUP:-2s}
+
+tmp=$(mktemp -d /tmp/wikiweb-bench.XXXXXX)
+chmod 755 "$tmp"
+pids=()
+cleanup() {
+        for p in "${pids[@]}"; do
+                kill -TERM "$p" 2>/dev/null || true
+                wait "$p" 2>/dev/null || true
+        done
+        rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+free_port() {
+        python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+wait_http() {  # URL
+        for _ in $(seq 100); do
+                curl -fsS -o /dev/null "$1" 2>/dev/null && return 0
+                sleep 0.05
+        done
+        echo "no answer from $1" >&2
+        return 1
+}
+
+# --- wikiwebd with TICKETS tickets held by other sessions --------------------
+port=$(free_port)
+env -i PATH="$PATH" \
+        WIKI_WEB_QUEUE_MAX_LENGTH=$((TICKETS + 10)) \
+        WIKI_WEB_QUEUE_HEARTBEAT_SECONDS=3600 \
+        WIKI_WEB_QUEUE_RESERVATION_SECONDS=3600 \
+        WIKI_WEB_COOKIE_SECURE=false \
+        WIKI_WEB_STATE_DIRECTORY="$tmp" \
+        "$wikiwebd" --listen "127.0.0.1:$port" >"$tmp/wikiwebd.log" 2>&1 &
+pids+=($!)
+wait_http "http://127.0.0.1:$port/api/v1/health"
+
+token=$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')
+python3 "$here/bench-fill.py" "127.0.0.1:$port" "$TICKETS" "$token" >"$tmp/status.json"
+size=$(stat -c %s "$tmp/status.json")
+
+# --- nginx: one worker, a static file of the same size ------------------------
+nport=$(free_port)
+mkdir -p "$tmp/www" "$tmp/nginx"
+cp "$tmp/status.json" "$tmp/www/status.json"
+chmod -R a+rX "$tmp/www"
+cat >"$tmp/nginx.conf" <<EOF
+daemon off;
+worker_processes 1;
+pid $tmp/nginx/nginx.pid;
+error_log $tmp/nginx/error.log warn;
+events { worker_connections 1024; }
+http {
+        access_log off;
+        client_body_temp_path $tmp/nginx/body;
+        proxy_temp_path $tmp/nginx/proxy;
+        fastcgi_temp_path $tmp/nginx/fastcgi;
+        uwsgi_temp_path $tmp/nginx/uwsgi;
+        scgi_temp_path $tmp/nginx/scgi;
+        keepalive_requests 100000000;
+        server {
+                listen 127.0.0.1:$nport;
+                location = /api/v1/queue/status {
+                        root $tmp/www;
+                        try_files /status.json =404;
+                        default_type "application/json; charset=utf-8";
+                        add_header Cache-Control no-store;
+                        add_header X-Content-Type-Options nosniff;
+                }
+        }
+}
+EOF
+"$nginx_bin" -c "$tmp/nginx.conf" -p "$tmp/nginx" >"$tmp/nginx/stdout.log" 2>&1 &
+pids+=($!)
+wait_http "http://127.0.0.1:$nport/api/v1/queue/status"
+nsize=$(curl -fsS "http://127.0.0.1:$nport/api/v1/queue/status" | wc -c)
+[[ $nsize == "$size" ]] || { echo "nginx body is $nsize bytes, wikiwebd's $size" >&2; exit 1; }
+
+# --- measure -------------------------------------------------------------------
+run_wrk() {  # NAME URL
+        local out=$tmp/wrk-$1.txt
+        wrk -t"$THREADS" -c"$CONNECTIONS" -d"$WARMUP" -H "Cookie: wikiweb_session=$token" "$2" >/dev/null
+        wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency \
+                -H "Cookie: wikiweb_session=$token" "$2" >"$out"
+        if grep -q -e 'Non-2xx' -e 'Socket errors' "$out"; then
+                echo "errors during the $1 run:" >&2
+                cat "$out" >&2
+        fi
+}
+run_wrk wikiwebd "http://127.0.0.1:$port/api/v1/queue/status"
+run_wrk nginx "http://127.0.0.1:$nport/api/v1/queue/status"
+
+rps() { awk '/^Requests\/sec:/ { print $2 }' "$tmp/wrk-$1.txt"; }
+p99() { awk '$1 == "99%" { print $2 }' "$tmp/wrk-$1.txt"; }
+p50() { awk '$1 == "50%" { print $2 }' "$tmp/wrk-$1.txt"; }
+
+w_rps=$(rps wikiwebd); n_rps=$(rps nginx)
+ratio=$(awk -v a="$w_rps" -v b="$n_rps" 'BEGIN { printf "%.2f", a / b }')
+verdict=$(awk -v r="$ratio" 'BEGIN { print (r >= 0.8) ? "meets" : "BELOW" }')
+
+echo "GET /api/v1/queue/status, $TICKETS tickets held by other sessions (+1 for the caller, position $TICKETS),"
+echo "response body $size bytes; wrk -t$THREADS -c$CONNECTIONS -d$DURATION on loopback, $(nproc) CPUs"
+printf '%-10s %12s %10s %10s\n' server 'req/s' p50 p99
+printf '%-10s %12s %10s %10s\n' wikiwebd "$w_rps" "$(p50 wikiwebd)" "$(p99 wikiwebd)"
+printf '%-10s %12s %10s %10s\n' nginx "$n_rps" "$(p50 nginx)" "$(p99 nginx)"
+echo "ratio wikiwebd/nginx: $ratio ($verdict the 0.8 target)"
+if [[ -n ${VERBOSE:-} ]]; then
+        cat "$tmp/wrk-wikiwebd.txt" "$tmp/wrk-nginx.txt"
+fi
