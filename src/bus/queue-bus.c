@@ -234,12 +234,11 @@ static const sd_bus_vtable queue_vtable[] = {
         SD_BUS_PROPERTY("QueriesStarted", "t", property_get_counter, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("QueriesFailed", "t", property_get_counter, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("TicketsExpired", "t", property_get_counter, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
-        SD_BUS_METHOD_WITH_NAMES("ListTickets", "", SD_BUS_PARAM(), "a(ssuttt)", SD_BUS_PARAM(tickets),
-                                 method_list_tickets, SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_SIGNAL_WITH_NAMES("TicketPromoted", "s", SD_BUS_PARAM(id), 0),
-        SD_BUS_SIGNAL_WITH_NAMES("TicketRemoved", "ss", SD_BUS_PARAM(id) SD_BUS_PARAM(reason), 0),
-        SD_BUS_SIGNAL_WITH_NAMES("QueryFinished", "sst",
-                                 SD_BUS_PARAM(query_id) SD_BUS_PARAM(status) SD_BUS_PARAM(duration_usec), 0),
+        SD_BUS_METHOD_WITH_ARGS("ListTickets", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(ssuttt)", tickets),
+                                method_list_tickets, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_SIGNAL_WITH_ARGS("TicketPromoted", SD_BUS_ARGS("s", id), 0),
+        SD_BUS_SIGNAL_WITH_ARGS("TicketRemoved", SD_BUS_ARGS("s", id, "s", reason), 0),
+        SD_BUS_SIGNAL_WITH_ARGS("QueryFinished", SD_BUS_ARGS("s", query_id, "s", status, "t", duration_usec), 0),
         SD_BUS_VTABLE_END,
 };
 
@@ -278,7 +277,7 @@ int queue_bus_flush_properties(QueueBus *b) {
          * nothing runs in between. */
         r = sd_bus_emit_properties_changed_strv(b->bus, QUEUE_BUS_PATH, QUEUE_BUS_INTERFACE, (char **) changed);
         if (r < 0)
-                return log_warning_errno(r, "D-Bus: cannot emit PropertiesChanged: %s", strerror(-r));
+                return log_warning_errno(r, "D-Bus: cannot emit PropertiesChanged");
         b->last = s;
         return 0;
 }
@@ -294,7 +293,7 @@ static void schedule_flush(QueueBus *b) {
         r = sd_event_source_set_enabled(b->flush_source, SD_EVENT_ONESHOT);
         if (r < 0) {
                 /* Cannot defer: compare now rather than lose the change. */
-                log_warning_errno(r, "D-Bus: cannot schedule the property update: %s", strerror(-r));
+                log_warning_errno(r, "D-Bus: cannot schedule the property update");
                 (void) queue_bus_flush_properties(b);
         }
 }
@@ -336,8 +335,7 @@ int queue_bus_new(sd_event *event, Admission *admission, const char *address, Qu
         } else
                 r = sd_bus_open_system(&b->bus);
         if (r < 0)
-                return log_error_errno(r, "D-Bus: cannot connect to the %s bus: %s", address ? address : "system",
-                                       strerror(-r));
+                return log_error_errno(r, "D-Bus: cannot connect to the %s bus", address ? address : "system");
 
         (void) sd_bus_set_description(b->bus, "queue-bus");
 
@@ -347,7 +345,7 @@ int queue_bus_new(sd_event *event, Admission *admission, const char *address, Qu
 
         r = sd_bus_add_object_vtable(b->bus, &b->object_slot, QUEUE_BUS_PATH, QUEUE_BUS_INTERFACE, queue_vtable, b);
         if (r < 0)
-                return log_error_errno(r, "D-Bus: cannot add the object %s: %s", QUEUE_BUS_PATH, strerror(-r));
+                return log_error_errno(r, "D-Bus: cannot add the object %s", QUEUE_BUS_PATH);
 
         r = sd_bus_match_signal(b->bus, &b->disconnected_slot, "org.freedesktop.DBus.Local",
                                 "/org/freedesktop/DBus/Local", "org.freedesktop.DBus.Local", "Disconnected",
@@ -371,7 +369,7 @@ int queue_bus_new(sd_event *event, Admission *admission, const char *address, Qu
          * second instance, a missing policy) learns it here. */
         r = sd_bus_request_name(b->bus, QUEUE_BUS_NAME, 0);
         if (r < 0)
-                return log_error_errno(r, "D-Bus: cannot own the name %s: %s", QUEUE_BUS_NAME, strerror(-r));
+                return log_error_errno(r, "D-Bus: cannot own the name %s", QUEUE_BUS_NAME);
 
         log_debug("D-Bus: %s ready at %s.", QUEUE_BUS_NAME, QUEUE_BUS_PATH);
         *ret = TAKE_PTR(b);
@@ -414,7 +412,7 @@ void queue_bus_admission_event(QueueBus *b, const AdmissionEvent *event) {
                 break;
         }
         if (r < 0)
-                log_warning_errno(r, "D-Bus: cannot emit a signal: %s", strerror(-r));
+                log_warning_errno(r, "D-Bus: cannot emit a signal");
 
         schedule_flush(b);
 }
@@ -432,7 +430,7 @@ void queue_bus_query_finished(QueueBus *b, const char *query_id, const char *sta
         r = sd_bus_emit_signal(b->bus, QUEUE_BUS_PATH, QUEUE_BUS_INTERFACE, "QueryFinished", "sst", query_id, status,
                                (uint64_t) duration_usec);
         if (r < 0)
-                log_warning_errno(r, "D-Bus: cannot emit QueryFinished: %s", strerror(-r));
+                log_warning_errno(r, "D-Bus: cannot emit QueryFinished");
         schedule_flush(b);
 }
 

@@ -1,0 +1,503 @@
+/* SPDX-License-Identifier: MIT */
+/* The org.wikiweb.Queue1 object against a private dbus-daemon: the live
+ * introspection equals dbus/org.wikiweb.Queue1.xml, properties follow the
+ * admission machine, PropertiesChanged carries exactly the changed
+ * properties once per event-loop iteration, signals carry ids and reasons,
+ * ListTickets converts times and checks the caller. The real system bus
+ * and policy are tested by the system suite (tests/system). */
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <systemd/sd-bus.h>
+#include <systemd/sd-event.h>
+
+#include "admission/admission.h"
+#include "bus/queue-bus.h"
+#include "shared/macro.h"
+#include "tests.h"
+
+#define NAME "org.wikiweb.Queue1"
+#define PATH "/org/wikiweb/Queue1"
+#define IFACE "org.wikiweb.Queue1"
+
+typedef struct Received {
+        char member[64];
+        char arg0[64];
+        char arg1[64];
+        uint64_t number;
+        char changed[256]; /* PropertiesChanged: "Name,Name," in order */
+} Received;
+
+typedef struct Test {
+        sd_event *event;
+        Admission *admission;
+        QueueBus *qb;
+        sd_bus *client;
+        Received received[64];
+        size_t n_received;
+        unsigned next_id;
+} Test;
+
+static pid_t bus_pid = -1;
+
+/* Start "dbus-daemon --session" on a socket of its own; returns its
+ * address. The daemon dies with us, even when an assertion aborts. */
+static int start_bus(char *address, size_t size) {
+        int pipefd[2];
+        size_t n = 0;
+
+        if (access("/usr/bin/dbus-daemon", X_OK) < 0)
+                return -ENOENT;
+        if (pipe2(pipefd, O_CLOEXEC) < 0)
+                return -errno;
+        bus_pid = fork();
+        if (bus_pid < 0)
+                return -errno;
+        if (bus_pid == 0) {
+                int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+                (void) prctl(PR_SET_PDEATHSIG, SIGTERM);
+                if (null < 0 || dup2(pipefd[1], 3) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
+                        _exit(127);
+                execl("/usr/bin/dbus-daemon", "dbus-daemon", "--session", "--nofork", "--nopidfile",
+                      "--print-address=3", (char *) NULL);
+                _exit(127);
+        }
+        close(pipefd[1]);
+        while (n < size - 1) {
+                ssize_t k = read(pipefd[0], address + n, size - 1 - n);
+                if (k <= 0)
+                        break;
+                n += (size_t) k;
+                if (memchr(address, '\n', n))
+                        break;
+        }
+        close(pipefd[0]);
+        address[n] = 0;
+        address[strcspn(address, "\n")] = 0;
+        return n > 0 ? 0 : -EIO;
+}
+
+static void stop_bus(void) {
+        if (bus_pid > 0) {
+                kill(bus_pid, SIGTERM);
+                (void) waitpid(bus_pid, NULL, 0);
+                bus_pid = -1;
+        }
+}
+
+static void counter_ids(char buf[static TICKET_ID_MAX], void *userdata) {
+        Test *t = userdata;
+
+        snprintf(buf, TICKET_ID_MAX, "tk_%032x", ++t->next_id);
+}
+
+static void on_admission_event(const AdmissionEvent *event, void *userdata) {
+        Test *t = userdata;
+
+        queue_bus_admission_event(t->qb, event);
+}
+
+static int on_signal(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        Test *t = userdata;
+        Received *rv;
+        const char *member = sd_bus_message_get_member(m);
+
+        if (!streq(sd_bus_message_get_path(m), PATH))
+                return 0;
+        ASSERT_TRUE(t->n_received < ELEMENTSOF(t->received));
+        rv = &t->received[t->n_received++];
+        *rv = (Received) { .number = 0 };
+        snprintf(rv->member, sizeof rv->member, "%s", member);
+
+        if (streq(member, "TicketPromoted")) {
+                const char *id;
+                ASSERT_OK(sd_bus_message_read(m, "s", &id));
+                snprintf(rv->arg0, sizeof rv->arg0, "%s", id);
+        } else if (streq(member, "TicketRemoved")) {
+                const char *id, *reason;
+                ASSERT_OK(sd_bus_message_read(m, "ss", &id, &reason));
+                snprintf(rv->arg0, sizeof rv->arg0, "%s", id);
+                snprintf(rv->arg1, sizeof rv->arg1, "%s", reason);
+        } else if (streq(member, "QueryFinished")) {
+                const char *id, *status;
+                ASSERT_OK(sd_bus_message_read(m, "sst", &id, &status, &rv->number));
+                snprintf(rv->arg0, sizeof rv->arg0, "%s", id);
+                snprintf(rv->arg1, sizeof rv->arg1, "%s", status);
+        } else if (streq(member, "PropertiesChanged")) {
+                const char *iface, *prop;
+                size_t len = 0;
+
+                ASSERT_OK(sd_bus_message_read(m, "s", &iface));
+                ASSERT_EQ_STR(iface, IFACE);
+                ASSERT_OK(sd_bus_message_enter_container(m, 'a', "{sv}"));
+                while (sd_bus_message_enter_container(m, 'e', "sv") > 0) {
+                        ASSERT_OK(sd_bus_message_read(m, "s", &prop));
+                        ASSERT_OK(sd_bus_message_skip(m, "v"));
+                        ASSERT_OK(sd_bus_message_exit_container(m));
+                        len += (size_t) snprintf(rv->changed + len, sizeof rv->changed - len, "%s,", prop);
+                        ASSERT_TRUE(len < sizeof rv->changed);
+                }
+                ASSERT_OK(sd_bus_message_exit_container(m));
+        }
+        return 0;
+}
+
+/* Run the shared event loop until it is idle for a moment: the server and
+ * the client live in the same loop, so every call is asynchronous. */
+static void settle(Test *t) {
+        for (int idle = 0; idle < 3;) {
+                int r = sd_event_run(t->event, 20 * USEC_PER_MSEC);
+                ASSERT_OK(r);
+                idle = r == 0 ? idle + 1 : 0;
+        }
+}
+
+typedef struct Reply {
+        bool done;
+        sd_bus_message *m;
+} Reply;
+
+static int on_reply(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        Reply *rp = userdata;
+
+        rp->done = true;
+        rp->m = sd_bus_message_ref(m);
+        return 0;
+}
+
+static sd_bus_message *call(Test *t, sd_bus_message *m) {
+        Reply rp = { .done = false };
+
+        ASSERT_OK(sd_bus_call_async(t->client, NULL, m, on_reply, &rp, 5 * USEC_PER_SEC));
+        while (!rp.done)
+                ASSERT_OK(sd_event_run(t->event, USEC_INFINITY));
+        return rp.m;
+}
+
+static sd_bus_message *call_method(Test *t, const char *iface, const char *member, const char *types, ...) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL;
+        va_list ap;
+
+        ASSERT_OK(sd_bus_message_new_method_call(t->client, &m, NAME, PATH, iface, member));
+        if (types) {
+                va_start(ap, types);
+                ASSERT_OK(sd_bus_message_appendv(m, types, ap));
+                va_end(ap);
+        }
+        return call(t, m);
+}
+
+static sd_bus_message *get_property(Test *t, const char *property, const char *type) {
+        sd_bus_message *reply = call_method(t, "org.freedesktop.DBus.Properties", "Get", "ss", IFACE, property);
+
+        ASSERT_TRUE(!sd_bus_message_is_method_error(reply, NULL));
+        ASSERT_OK(sd_bus_message_enter_container(reply, 'v', type));
+        return reply;
+}
+
+static uint64_t get_t(Test *t, const char *property) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = get_property(t, property, "t");
+        uint64_t v;
+
+        ASSERT_OK(sd_bus_message_read(reply, "t", &v));
+        return v;
+}
+
+static uint32_t get_u(Test *t, const char *property) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = get_property(t, property, "u");
+        uint32_t v;
+
+        ASSERT_OK(sd_bus_message_read(reply, "u", &v));
+        return v;
+}
+
+static void expect_s(Test *t, const char *property, const char *expected) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = get_property(t, property, "s");
+        const char *v;
+
+        ASSERT_OK(sd_bus_message_read(reply, "s", &v));
+        ASSERT_EQ_STR(v, expected);
+}
+
+static const Received *expect_received(Test *t, size_t *i, const char *member) {
+        ASSERT_TRUE(*i < t->n_received);
+        if (!streq(t->received[*i].member, member)) {
+                fprintf(stderr, "signal %zu: expected %s, got %s\n", *i, member, t->received[*i].member);
+                abort();
+        }
+        return &t->received[(*i)++];
+}
+
+static SessionKey key(uint8_t b) {
+        SessionKey k;
+
+        memset(k.bytes, b, sizeof k.bytes);
+        return k;
+}
+
+/* Keep the lines of the <interface name="org.wikiweb.Queue1"> element,
+ * without comments and blank lines, each trimmed. */
+static char *interface_block(const char *xml) {
+        const char *start = strstr(xml, "<interface name=\"" IFACE "\">");
+        const char *end;
+        char *out, *o;
+        bool in_comment = false;
+
+        ASSERT_TRUE(start);
+        end = strstr(start, "</interface>");
+        ASSERT_TRUE(end);
+        end += STRLEN("</interface>");
+        out = o = calloc(1, (size_t) (end - start) + 2);
+        ASSERT_TRUE(out);
+        for (const char *p = start; p < end;) {
+                const char *eol = memchr(p, '\n', (size_t) (end - p));
+                const char *line_end = eol ? eol : end;
+                const char *a = p, *z = line_end;
+
+                while (a < z && (*a == ' ' || *a == '\t'))
+                        a++;
+                while (z > a && (z[-1] == ' ' || z[-1] == '\t' || z[-1] == '\r'))
+                        z--;
+                if (in_comment) {
+                        if (z - a >= 3 && strneq(z - 3, "-->", 3))
+                                in_comment = false;
+                } else if (z - a >= 4 && strneq(a, "<!--", 4)) {
+                        if (!(z - a >= 3 && strneq(z - 3, "-->", 3)))
+                                in_comment = true;
+                } else if (z > a) {
+                        memcpy(o, a, (size_t) (z - a));
+                        o += z - a;
+                        *o++ = '\n';
+                }
+                p = eol ? eol + 1 : end;
+        }
+        *o = 0;
+        return out;
+}
+
+static char *read_file_all(const char *path) {
+        _cleanup_fclose_ FILE *f = fopen(path, "re");
+        char *buf;
+        size_t n;
+
+        ASSERT_TRUE(f);
+        buf = calloc(1, 65536);
+        ASSERT_TRUE(buf);
+        n = fread(buf, 1, 65535, f);
+        ASSERT_TRUE(n > 0 && n < 65535);
+        return buf;
+}
+
+static void test_introspection(Test *t) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_free_ char *live = NULL, *want = NULL, *file = NULL;
+        char path[4096];
+        const char *xml;
+
+        reply = call_method(t, "org.freedesktop.DBus.Introspectable", "Introspect", NULL);
+        ASSERT_TRUE(!sd_bus_message_is_method_error(reply, NULL));
+        ASSERT_OK(sd_bus_message_read(reply, "s", &xml));
+
+        snprintf(path, sizeof path, "%s/../../../dbus/org.wikiweb.Queue1.xml", test_data_dir());
+        file = read_file_all(path);
+        live = interface_block(xml);
+        want = interface_block(file);
+        if (!streq(live, want)) {
+                fprintf(stderr, "live introspection:\n%s\ndbus/org.wikiweb.Queue1.xml:\n%s\n", live, want);
+                abort();
+        }
+}
+
+static void test_flow(Test *t) {
+        SessionKey a = key(1), b = key(2), c = key(3);
+        usec_t t0 = now(CLOCK_MONOTONIC);
+        const Received *rv;
+        size_t i = 0;
+
+        /* Settings are const; the rest starts at zero. */
+        ASSERT_EQ_INT(get_u(t, "MaxLength"), 3);
+        ASSERT_EQ_INT(get_t(t, "ReservationUSec"), 2 * USEC_PER_SEC);
+        ASSERT_EQ_INT(get_t(t, "HeartbeatUSec"), 5 * USEC_PER_SEC);
+        expect_s(t, "State", "idle");
+        expect_s(t, "Health", "ok");
+        expect_s(t, "RunningQueryId", "");
+        ASSERT_EQ_INT(get_u(t, "QueueLength"), 0);
+        ASSERT_EQ_INT(get_t(t, "AverageQueryUSec"), 0);
+
+        /* A joins: promoted at once. One PropertiesChanged, with final values. */
+        ASSERT_EQ_INT(admission_join(t->admission, &a, t0), 1);
+        ASSERT_EQ_INT(admission_join(t->admission, &b, t0), 1);
+        settle(t);
+        rv = expect_received(t, &i, "TicketPromoted");
+        ASSERT_EQ_STR(rv->arg0, "tk_00000000000000000000000000000001");
+        rv = expect_received(t, &i, "PropertiesChanged");
+        ASSERT_EQ_STR(rv->changed, "State,QueueLength,");
+        ASSERT_EQ_INT(t->n_received, i);
+        expect_s(t, "State", "reserved");
+        ASSERT_EQ_INT(get_u(t, "QueueLength"), 2);
+
+        /* ListTickets (we are root here, or we are refused). */
+        {
+                _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = call_method(t, IFACE, "ListTickets", NULL);
+                const char *id, *status;
+                uint32_t pos;
+                uint64_t joined, hb, res;
+                usec_t real = now(CLOCK_REALTIME);
+
+                if (geteuid() != 0) {
+                        ASSERT_TRUE(sd_bus_message_is_method_error(reply, SD_BUS_ERROR_ACCESS_DENIED));
+                } else {
+                        ASSERT_TRUE(!sd_bus_message_is_method_error(reply, NULL));
+                        ASSERT_OK(sd_bus_message_enter_container(reply, 'a', "(ssuttt)"));
+                        ASSERT_EQ_INT(sd_bus_message_read(reply, "(ssuttt)", &id, &status, &pos, &joined, &hb, &res), 1);
+                        ASSERT_EQ_STR(id, "tk_00000000000000000000000000000001");
+                        ASSERT_EQ_STR(status, "reserved");
+                        ASSERT_EQ_INT(pos, 0);
+                        ASSERT_TRUE(joined <= real && joined + 10 * USEC_PER_SEC > real);
+                        ASSERT_TRUE(hb > real + 4 * USEC_PER_SEC && hb <= real + 5 * USEC_PER_SEC);
+                        ASSERT_TRUE(res > real + 1 * USEC_PER_SEC && res <= real + 2 * USEC_PER_SEC);
+                        ASSERT_EQ_INT(sd_bus_message_read(reply, "(ssuttt)", &id, &status, &pos, &joined, &hb, &res), 1);
+                        ASSERT_EQ_STR(id, "tk_00000000000000000000000000000002");
+                        ASSERT_EQ_STR(status, "waiting");
+                        ASSERT_EQ_INT(pos, 1);
+                        ASSERT_EQ_INT(res, 0);
+                        ASSERT_EQ_INT(sd_bus_message_read(reply, "(ssuttt)", &id, &status, &pos, &joined, &hb, &res), 0);
+                        ASSERT_OK(sd_bus_message_exit_container(reply));
+                }
+        }
+
+        /* Reservation expiry of A: removed, B promoted; State stays
+         * "reserved", so only QueueLength and TicketsExpired change. */
+        ASSERT_EQ_INT(admission_expire(t->admission, t0 + 2 * USEC_PER_SEC), 1);
+        settle(t);
+        rv = expect_received(t, &i, "TicketRemoved");
+        ASSERT_EQ_STR(rv->arg0, "tk_00000000000000000000000000000001");
+        ASSERT_EQ_STR(rv->arg1, "reservation");
+        rv = expect_received(t, &i, "TicketPromoted");
+        ASSERT_EQ_STR(rv->arg0, "tk_00000000000000000000000000000002");
+        rv = expect_received(t, &i, "PropertiesChanged");
+        ASSERT_EQ_STR(rv->changed, "QueueLength,TicketsExpired,");
+        ASSERT_EQ_INT(t->n_received, i);
+        ASSERT_EQ_INT(get_t(t, "TicketsExpired"), 1);
+
+        /* C joins and leaves. */
+        ASSERT_EQ_INT(admission_join(t->admission, &c, t0 + 2 * USEC_PER_SEC), 1);
+        ASSERT_OK(admission_leave(t->admission, &c, t0 + 2 * USEC_PER_SEC));
+        settle(t);
+        rv = expect_received(t, &i, "TicketRemoved");
+        ASSERT_EQ_STR(rv->arg0, "tk_00000000000000000000000000000003");
+        ASSERT_EQ_STR(rv->arg1, "left");
+        /* Length went 1 -> 2 -> 1 within one iteration: nothing to report. */
+        ASSERT_EQ_INT(t->n_received, i);
+
+        /* B claims: running. */
+        ASSERT_OK(admission_claim(t->admission, &b, "qr_0123456789abcdef0123456789abcdef", t0 + 3 * USEC_PER_SEC));
+        settle(t);
+        rv = expect_received(t, &i, "TicketRemoved");
+        ASSERT_EQ_STR(rv->arg1, "claimed");
+        rv = expect_received(t, &i, "PropertiesChanged");
+        ASSERT_EQ_STR(rv->changed, "State,QueueLength,RunningQueryId,QueriesStarted,");
+        expect_s(t, "State", "running");
+        expect_s(t, "RunningQueryId", "qr_0123456789abcdef0123456789abcdef");
+        ASSERT_EQ_INT(get_t(t, "QueriesStarted"), 1);
+
+        /* While it runs, C joins and stops polling: expired by heartbeat. */
+        ASSERT_EQ_INT(admission_join(t->admission, &c, t0 + 3 * USEC_PER_SEC), 1);
+        settle(t);
+        rv = expect_received(t, &i, "PropertiesChanged");
+        ASSERT_EQ_STR(rv->changed, "QueueLength,");
+        ASSERT_EQ_INT(admission_expire(t->admission, t0 + 8 * USEC_PER_SEC), 1);
+        settle(t);
+        rv = expect_received(t, &i, "TicketRemoved");
+        ASSERT_EQ_STR(rv->arg0, "tk_00000000000000000000000000000004");
+        ASSERT_EQ_STR(rv->arg1, "heartbeat");
+        rv = expect_received(t, &i, "PropertiesChanged");
+        ASSERT_EQ_STR(rv->changed, "QueueLength,TicketsExpired,");
+        ASSERT_EQ_INT(get_t(t, "TicketsExpired"), 2);
+        expect_s(t, "State", "running");
+
+        /* The query fails; cleanup is not confirmed at first. */
+        queue_bus_query_finished(t->qb, "qr_0123456789abcdef0123456789abcdef", "failed", 1500 * USEC_PER_MSEC);
+        queue_bus_set_health(t->qb, true);
+        settle(t);
+        rv = expect_received(t, &i, "QueryFinished");
+        ASSERT_EQ_STR(rv->arg0, "qr_0123456789abcdef0123456789abcdef");
+        ASSERT_EQ_STR(rv->arg1, "failed");
+        ASSERT_EQ_INT(rv->number, 1500 * USEC_PER_MSEC);
+        rv = expect_received(t, &i, "PropertiesChanged");
+        ASSERT_EQ_STR(rv->changed, "Health,QueriesFailed,");
+        expect_s(t, "Health", "degraded");
+        ASSERT_EQ_INT(get_t(t, "QueriesFailed"), 1);
+
+        /* Cleanup confirmed: finish, idle, average known (claim to finish). */
+        queue_bus_set_health(t->qb, false);
+        ASSERT_OK(admission_finish(t->admission, t0 + 9 * USEC_PER_SEC));
+        settle(t);
+        rv = expect_received(t, &i, "PropertiesChanged");
+        ASSERT_EQ_STR(rv->changed, "State,AverageQueryUSec,RunningQueryId,Health,");
+        expect_s(t, "State", "idle");
+        expect_s(t, "RunningQueryId", "");
+        ASSERT_EQ_INT(get_t(t, "AverageQueryUSec"), 6 * USEC_PER_SEC);
+        ASSERT_EQ_INT(t->n_received, i);
+
+        /* Nothing else is there: no setter, no other method. */
+        {
+                _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply =
+                        call_method(t, "org.freedesktop.DBus.Properties", "Set", "ssv", IFACE, "State", "s", "idle");
+                ASSERT_TRUE(sd_bus_message_is_method_error(reply, NULL));
+        }
+        {
+                _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = call_method(t, IFACE, "Claim", NULL);
+                ASSERT_TRUE(sd_bus_message_is_method_error(reply, SD_BUS_ERROR_UNKNOWN_METHOD));
+        }
+}
+
+static void test_second_owner_refused(Test *t, const char *address) {
+        QueueBus *other = NULL;
+
+        /* The name is ours; a second daemon on the same bus learns it. */
+        ASSERT_EQ_INT(queue_bus_new(t->event, t->admission, address, &other), -EEXIST);
+        ASSERT_TRUE(!other);
+}
+
+int main(void) {
+        AdmissionSettings settings = {
+                .reservation_usec = 2 * USEC_PER_SEC,
+                .heartbeat_usec = 5 * USEC_PER_SEC,
+                .max_length = 3,
+        };
+        char address[512];
+        Test t = { .n_received = 0 };
+        int r;
+
+        r = start_bus(address, sizeof address);
+        if (r < 0)
+                return test_skip("cannot start dbus-daemon --session");
+
+        ASSERT_OK(sd_event_new(&t.event));
+        ASSERT_OK(admission_new(&settings, &t.admission));
+        admission_set_id_generator(t.admission, counter_ids, &t);
+        admission_set_event_handler(t.admission, on_admission_event, &t);
+        ASSERT_OK(queue_bus_new(t.event, t.admission, address, &t.qb));
+
+        ASSERT_OK(sd_bus_new(&t.client));
+        ASSERT_OK(sd_bus_set_address(t.client, address));
+        ASSERT_OK(sd_bus_set_bus_client(t.client, true));
+        ASSERT_OK(sd_bus_start(t.client));
+        ASSERT_OK(sd_bus_attach_event(t.client, t.event, 0));
+        ASSERT_OK(sd_bus_match_signal(t.client, NULL, NULL, PATH, NULL, NULL, on_signal, &t));
+        settle(&t);
+
+        test_introspection(&t);
+        test_flow(&t);
+        test_second_owner_refused(&t, address);
+
+        t.client = sd_bus_flush_close_unref(t.client);
+        t.qb = queue_bus_free(t.qb);
+        t.admission = admission_free(t.admission);
+        t.event = sd_event_unref(t.event);
+        stop_bus();
+        return 0;
+}
