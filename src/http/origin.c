@@ -122,12 +122,18 @@ static bool origin_parts_equal(const OriginParts *a, const OriginParts *b) {
 static bool own_origin(const char *host, bool cookie_secure, OriginParts *ret) {
         const char *scheme = cookie_secure ? "https" : "http";
         const char *end;
+        size_t len;
 
         if (!host)
                 return false;
         while (is_ows(*host))
                 host++;
-        end = host + strnlen(host, ORIGIN_MAX_LEN + 1);
+        /* Measured before trimming, so a cut cannot make a long value look
+         * like a short one. */
+        len = strnlen(host, ORIGIN_MAX_LEN + 1);
+        if (len > ORIGIN_MAX_LEN)
+                return false;
+        end = host + len;
         while (end > host && is_ows(end[-1]))
                 end--;
 
@@ -139,12 +145,16 @@ static bool own_origin(const char *host, bool cookie_secure, OriginParts *ret) {
 
 static bool sec_fetch_site_is_cross_site(const char *v) {
         const char *end;
+        size_t len;
 
         if (!v)
                 return false;
         while (is_ows(*v))
                 v++;
-        end = v + strnlen(v, 64);
+        len = strnlen(v, 64);
+        if (len >= 64)
+                return false; /* not "cross-site" with some OWS */
+        end = v + len;
         while (end > v && is_ows(end[-1]))
                 end--;
         return (size_t) (end - v) == STRLEN("cross-site") && strncasecmp(v, "cross-site", STRLEN("cross-site")) == 0;

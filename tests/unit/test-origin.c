@@ -39,6 +39,22 @@ static void test_no_origin(void) {
         CHECK(ORIGIN_DENY, NULL, "wiki.example", "CROSS-SITE", false, NULL);
         CHECK(ORIGIN_DENY, NULL, "wiki.example", " cross-site\t", false, NULL);
         CHECK(ORIGIN_DENY, NULL, NULL, "cross-site", false, NULL);
+
+        /* A long value that merely starts with "cross-site" is not it, even
+         * past the length where the check stops looking. */
+        {
+                char v[256];
+
+                memset(v, ' ', sizeof v);
+                memcpy(v, "cross-site", STRLEN("cross-site"));
+                v[sizeof v - 2] = 'x';
+                v[sizeof v - 1] = '\0';
+                CHECK(ORIGIN_ALLOW, NULL, "wiki.example", v, true, NULL);
+                v[sizeof v - 2] = ' ';
+                CHECK(ORIGIN_ALLOW, NULL, "wiki.example", v, true, NULL);
+                v[20] = '\0';
+                CHECK(ORIGIN_DENY, NULL, "wiki.example", v, true, NULL);
+        }
 }
 
 static void test_same_origin(void) {
@@ -207,6 +223,14 @@ static void test_long_origin(void) {
         o[ORIGIN_MAX_LEN + 1] = '\0';
         memcpy(host, o + prefix, ORIGIN_MAX_LEN + 1 - prefix + 1);
         CHECK(ORIGIN_DENY, o, host, NULL, true, NULL);
+
+        /* A Host padded past the limit with OWS is not cut back into shape. */
+        memcpy(host, "wiki.example", STRLEN("wiki.example"));
+        memset(host + STRLEN("wiki.example"), ' ', 1500);
+        host[STRLEN("wiki.example") + 1500] = '\0';
+        CHECK(ORIGIN_DENY, "https://wiki.example", host, NULL, true, NULL);
+        host[STRLEN("wiki.example") + 100] = '\0';
+        CHECK(ORIGIN_ALLOW, "https://wiki.example", host, NULL, true, NULL);
         {
                 char *const l[] = { o, NULL };
                 CHECK(ORIGIN_DENY, o, host, NULL, true, l);
