@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: MIT */
+#include <systemd/sd-event.h>
+
+#include "admission/admission-timers.h"
+#include "shared/log.h"
+#include "shared/macro.h"
+
+/* How late the expiry timer may fire, so sd-event can coalesce wake-ups.
+ * Correctness does not depend on it (every call applies due expiries and
+ * promotes at the deadline itself); it bounds how stale the D-Bus view and
+ * the signals can get. sd-event's default of 250 ms is a bit coarse for
+ * that. */
+#define ADMISSION_TIMER_ACCURACY_USEC (10 * USEC_PER_MSEC)
+
+struct AdmissionTimer {
+        sd_event *event;     /* borrowed */
+        Admission *admission; /* borrowed */
+        sd_event_source *time_source;
+        sd_event_source *post_source;
+        usec_t armed; /* the deadline the time source is set to, USEC_INFINITY when off */
+        AdmissionTimerHook hook;
+        void *hook_userdata;
+};
+
+int admission_timer_rearm(AdmissionTimer *t) {
+        usec_t deadline = admission_next_deadline(t->admission);
+        int r;
+
+        if (deadline == t->armed)
+                return 0;
+
+        if (deadline == USEC_INFINITY) {
+                r = sd_event_source_set_enabled(t->time_source, SD_EVENT_OFF);
+                if (r < 0)
+                        return r;
+        } else {
+                r = sd_event_source_set_time(t->time_source, deadline);
+                if (r < 0)
+                        return r;
+                r = sd_event_source_set_enabled(t->time_source, SD_EVENT_ONESHOT);
+                if (r < 0)
+                        return r;
+        }
+
+        t->armed = deadline;
+        return 0;
+}
+
+static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
+        AdmissionTimer *t = userdata;
+        int r;
+
+        /* A oneshot source is off once dispatched; remember that, so the
+         * re-arm below really sets it again even for the same deadline. */
+        t->armed = USEC_INFINITY;
+
+        /* The actual clock, not "usec" (the deadline that was armed): with
+         * coalescing we may be a little late, and anything else due by now
+         * should go in the same pass. */
+        (void) admission_expire(t->admission, now(CLOCK_MONOTONIC));
+
+        r = admission_timer_rearm(t);
+        if (r < 0)
+                log_warning_errno(r, "Failed to re-arm the admission timer, ignoring");
+
+        if (t->hook)
+                t->hook(t->hook_userdata);
+        return 0;
+}
+
+/* sd-event runs post sources once after every loop iteration in which some
+ * other (non-post) source was dispatched, and a post source dispatching does
+ * not mark the post sources pending again, so this cannot spin. Whatever
+ * handler changed the admission machine in that iteration, the timer follows
+ * its new earliest deadline. */
+static int on_post(sd_event_source *s, void *userdata) {
+        AdmissionTimer *t = userdata;
+        int r;
+
+        r = admission_timer_rearm(t);
+        if (r < 0)
+                /* Returning an error would disable the post source for good;
+                 * the next iteration retries instead. */
+                log_warning_errno(r, "Failed to re-arm the admission timer, ignoring");
+        return 0;
+}
+
+AdmissionTimer *admission_timer_free(AdmissionTimer *t) {
+        if (!t)
+                return NULL;
+
+        sd_event_source_disable_unref(t->time_source);
+        sd_event_source_disable_unref(t->post_source);
+        free(t);
+        return NULL;
+}
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(AdmissionTimer *, admission_timer_free);
+
+int admission_timer_new(sd_event *event, Admission *a, AdmissionTimer **ret) {
+        _cleanup_(admission_timer_freep) AdmissionTimer *t = NULL;
+        int r;
+
+        if (!event || !a || !ret)
+                return -EINVAL;
+
+        t = calloc(1, sizeof(AdmissionTimer));
+        if (!t)
+                return -ENOMEM;
+        t->event = event;
+        t->admission = a;
+        t->armed = USEC_INFINITY;
+
+        /* Created disabled; admission_timer_rearm() below sets the time. */
+        r = sd_event_add_time(event, &t->time_source, CLOCK_MONOTONIC, USEC_INFINITY,
+                              ADMISSION_TIMER_ACCURACY_USEC, on_deadline, t);
+        if (r < 0)
+                return r;
+        r = sd_event_source_set_enabled(t->time_source, SD_EVENT_OFF);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_description(t->time_source, "admission-deadline");
+
+        r = sd_event_add_post(event, &t->post_source, on_post, t);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_description(t->post_source, "admission-rearm");
+
+        r = admission_timer_rearm(t);
+        if (r < 0)
+                return r;
+
+        *ret = TAKE_PTR(t);
+        return 0;
+}
+
+void admission_timer_set_hook(AdmissionTimer *t, AdmissionTimerHook hook, void *userdata) {
+        t->hook = hook;
+        t->hook_userdata = userdata;
+}

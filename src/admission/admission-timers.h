@@ -24,3 +24,6 @@ AdmissionTimer *admission_timer_free(AdmissionTimer *t);
 /* Re-arm at once (the post source does this too; call it when a transition
  * happened outside the event loop, e.g. at start-up). */
 int admission_timer_rearm(AdmissionTimer *t);
+/* Install a hook called after each expiry pass of the timer (NULL to
+ * remove). userdata is borrowed. */
+void admission_timer_set_hook(AdmissionTimer *t, AdmissionTimerHook hook, void *userdata);

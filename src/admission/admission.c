@@ -1,0 +1,938 @@
+/* SPDX-License-Identifier: MIT */
+#include <math.h>
+
+#include "admission/admission.h"
+#include "shared/macro.h"
+
+/* Data layout (everything O(log n) amortised, see admission.h):
+ *
+ *  - Tickets live in one pool array and refer to each other by 32-bit index,
+ *    so a ticket costs 104 bytes with no per-ticket malloc header. Freed
+ *    entries form a free list; the pool never shrinks (it is bounded by
+ *    max_length).
+ *  - Sessions find their ticket through an open-addressing hash table of
+ *    pool indices and key hashes (linear probing, load at most 1/2,
+ *    backward-shift deletion, no tombstones).
+ *  Measured: about 150 bytes per ticket in all, tables included.
+ *  - The FIFO is a slot array in join order plus a Fenwick tree counting the
+ *    live slots: a position is a prefix sum, the head is a Fenwick search.
+ *    New tickets take the next slot; when the array is used up the live
+ *    tickets are compacted to the front and the tree rebuilt in O(n), which
+ *    leaves at least n free slots, so this is amortised O(1) per join.
+ *  - Heartbeat deadlines are now + heartbeat_usec with a constant
+ *    heartbeat_usec and a clamped, non-decreasing now, so a list in order of
+ *    last heartbeat (moved to the tail on each heartbeat) is also in order of
+ *    deadline: the earliest is at the head.
+ *  - The reserved ticket, when there is one, is always the FIFO head, and
+ *    only it has a reservation deadline, kept here in Admission. */
+
+#define IDX_NONE UINT32_MAX
+#define SLOTS_MIN 64u
+#define HASH_MIN 64u
+
+typedef struct Ticket {
+        SessionKey key;
+        char id[TICKET_ID_MAX];
+        usec_t joined;
+        usec_t heartbeat_deadline;
+        uint32_t hb_prev; /* heartbeat list; hb_next doubles as free-list link */
+        uint32_t hb_next;
+        uint32_t slot; /* index into Admission.slots */
+        bool hb_linked;
+} Ticket;
+
+struct Admission {
+        AdmissionSettings settings;
+
+        AdmissionState state;
+        usec_t last_now; /* the largest "now" seen: earlier ones are clamped to it */
+
+        /* Ticket pool */
+        Ticket *pool;
+        uint32_t pool_allocated; /* entries allocated */
+        uint32_t pool_used;      /* high-water mark: entries ever handed out */
+        uint32_t pool_free;      /* head of the free list */
+        uint32_t n_tickets;
+
+        /* Session -> pool index */
+        struct Bucket *hash;
+        uint32_t hash_size; /* power of two, or 0 */
+
+        /* FIFO: slots[i] is a pool index or IDX_NONE; fenwick[1..n_slots]
+         * counts the live slots. */
+        uint32_t *slots;
+        uint32_t *fenwick;
+        uint32_t n_slots;
+        uint32_t slots_end; /* next slot to hand out */
+
+        /* Heartbeat list, earliest deadline first */
+        uint32_t hb_head;
+        uint32_t hb_tail;
+
+        uint32_t reserved; /* pool index of the reserved ticket, or IDX_NONE */
+        usec_t reservation_deadline;
+
+        /* Running query */
+        char query_id[QUERY_ID_MAX];
+        usec_t claimed_at;
+
+        bool average_known;
+        double average_seconds;
+
+        AdmissionCounters counters;
+
+        AdmissionEventHandler event_handler;
+        void *event_userdata;
+        AdmissionIdGenerator id_generator;
+        void *id_userdata;
+        uint64_t id_counter;
+};
+
+static const char *const admission_state_table[_ADMISSION_STATE_MAX] = {
+        [ADMISSION_IDLE] = "idle",
+        [ADMISSION_RESERVED] = "reserved",
+        [ADMISSION_RUNNING] = "running",
+};
+
+static const char *const ticket_status_table[_TICKET_STATUS_MAX] = {
+        [TICKET_WAITING] = "waiting",
+        [TICKET_RESERVED] = "reserved",
+};
+
+static const char *const remove_reason_table[_REMOVE_REASON_MAX] = {
+        [REMOVE_LEFT] = "left",
+        [REMOVE_CLAIMED] = "claimed",
+        [REMOVE_HEARTBEAT] = "heartbeat",
+        [REMOVE_RESERVATION] = "reservation",
+};
+
+const char *admission_state_to_string(AdmissionState s) {
+        if (s < 0 || s >= _ADMISSION_STATE_MAX)
+                return NULL;
+        return admission_state_table[s];
+}
+
+const char *ticket_status_to_string(TicketStatus s) {
+        if (s < 0 || s >= _TICKET_STATUS_MAX)
+                return NULL;
+        return ticket_status_table[s];
+}
+
+const char *remove_reason_to_string(RemoveReason r) {
+        if (r < 0 || r >= _REMOVE_REASON_MAX)
+                return NULL;
+        return remove_reason_table[r];
+}
+
+/* The default id generator: a counter, so ids are unique and predictable
+ * (tests rely on it). The daemon installs one that reads the kernel's random
+ * source, so that ids do not tell how many tickets were issued. Formatted by
+ * hand: snprintf() would be the most expensive part of a join. */
+static void default_id_generator(char buf[static TICKET_ID_MAX], void *userdata) {
+        static const char hex[16] = "0123456789abcdef";
+        Admission *a = userdata;
+        uint64_t n = ++a->id_counter;
+
+        memcpy(buf, "tk_", 3);
+        memset(buf + 3, '0', 16);
+        for (size_t i = 0; i < 16; i++)
+                buf[3 + 16 + 15 - i] = hex[(n >> (4 * i)) & 0xf];
+        buf[3 + 32] = '\0';
+}
+
+static bool settings_valid(const AdmissionSettings *s) {
+        return s->reservation_usec >= 1 * USEC_PER_SEC && s->reservation_usec <= 3600 * USEC_PER_SEC &&
+                s->heartbeat_usec >= 1 * USEC_PER_SEC && s->heartbeat_usec <= 3600 * USEC_PER_SEC &&
+                s->max_length <= 1000000;
+}
+
+int admission_new(const AdmissionSettings *settings, Admission **ret) {
+        Admission *a;
+
+        if (!settings || !ret)
+                return -EINVAL;
+        if (!settings_valid(settings))
+                return -EINVAL;
+
+        a = calloc(1, sizeof(Admission));
+        if (!a)
+                return -ENOMEM;
+
+        *a = (Admission) {
+                .settings = *settings,
+                .state = ADMISSION_IDLE,
+                .pool_free = IDX_NONE,
+                .hb_head = IDX_NONE,
+                .hb_tail = IDX_NONE,
+                .reserved = IDX_NONE,
+                .reservation_deadline = USEC_INFINITY,
+                .claimed_at = USEC_INFINITY,
+                .id_generator = default_id_generator,
+        };
+        a->id_userdata = a;
+
+        *ret = a;
+        return 0;
+}
+
+Admission *admission_free(Admission *a) {
+        if (!a)
+                return NULL;
+
+        free(a->pool);
+        free(a->hash);
+        free(a->slots);
+        free(a->fenwick);
+        free(a);
+        return NULL;
+}
+
+void admission_set_event_handler(Admission *a, AdmissionEventHandler handler, void *userdata) {
+        a->event_handler = handler;
+        a->event_userdata = userdata;
+}
+
+void admission_set_id_generator(Admission *a, AdmissionIdGenerator generator, void *userdata) {
+        if (generator) {
+                a->id_generator = generator;
+                a->id_userdata = userdata;
+        } else {
+                a->id_generator = default_id_generator;
+                a->id_userdata = a;
+        }
+}
+
+/* ---- events ---- */
+
+static void emit(Admission *a, const AdmissionEvent *ev) {
+        if (a->event_handler)
+                a->event_handler(ev, a->event_userdata);
+}
+
+static void emit_ticket(Admission *a, AdmissionEventType type, const char *id, RemoveReason reason) {
+        emit(a, &(const AdmissionEvent) {
+                .type = type,
+                .ticket_id = id,
+                .reason = type == ADMISSION_EVENT_TICKET_REMOVED ? reason : _REMOVE_REASON_INVALID,
+                .state = a->state,
+                .duration_usec = 0,
+        });
+}
+
+static void emit_state(Admission *a) {
+        emit(a, &(const AdmissionEvent) {
+                .type = ADMISSION_EVENT_STATE_CHANGED,
+                .reason = _REMOVE_REASON_INVALID,
+                .state = a->state,
+        });
+}
+
+/* ---- time ---- */
+
+/* Callers pass CLOCK_MONOTONIC readings, but nothing stops one from passing
+ * a stale value it read earlier. A time going backwards would break the
+ * sorted heartbeat list, so treat it as the latest time seen. */
+static usec_t clamp_now(Admission *a, usec_t now) {
+        if (now < a->last_now)
+                return a->last_now;
+        a->last_now = now;
+        return now;
+}
+
+/* ---- hash table ---- */
+
+/* The key's 32-bit hash is stored next to the index: probing past other
+ * entries, the backward shift on removal and rehashing never have to read
+ * the tickets themselves, which matters once the pool no longer fits in the
+ * cache (each miss there costs more than the rest of the operation). */
+typedef struct Bucket {
+        uint32_t idx; /* pool index, IDX_NONE when empty */
+        uint32_t hash;
+} Bucket;
+
+static uint32_t key_hash(const SessionKey *key) {
+        uint64_t h;
+
+        /* The key is a SHA-256 already, so its first 8 bytes are uniform;
+         * the multiply (Fibonacci hashing) only protects against test keys
+         * and other structured inputs. */
+        memcpy(&h, key->bytes, sizeof(h));
+        return (uint32_t) ((h * UINT64_C(0x9E3779B97F4A7C15)) >> 32);
+}
+
+static uint32_t home_bucket(const Admission *a, uint32_t hash) {
+        /* The top bits, which the multiply mixed best. */
+        return hash >> (32 - __builtin_ctz(a->hash_size));
+}
+
+static uint32_t hash_find(const Admission *a, const SessionKey *key) {
+        uint32_t hash, mask;
+
+        if (a->hash_size == 0)
+                return IDX_NONE;
+
+        hash = key_hash(key);
+        mask = a->hash_size - 1;
+        for (uint32_t b = home_bucket(a, hash);; b = (b + 1) & mask) {
+                const Bucket *e = &a->hash[b];
+                if (e->idx == IDX_NONE)
+                        return IDX_NONE;
+                if (e->hash == hash && memcmp(a->pool[e->idx].key.bytes, key->bytes, sizeof(key->bytes)) == 0)
+                        return e->idx;
+        }
+}
+
+static void hash_insert_raw(Admission *a, uint32_t idx, uint32_t hash) {
+        uint32_t mask = a->hash_size - 1;
+        uint32_t b = home_bucket(a, hash);
+
+        while (a->hash[b].idx != IDX_NONE)
+                b = (b + 1) & mask;
+        a->hash[b] = (Bucket) { .idx = idx, .hash = hash };
+}
+
+/* Make room for n entries, keeping the load factor at most 1/2. */
+static int hash_reserve(Admission *a, uint32_t n) {
+        uint32_t size, old_size = a->hash_size;
+        Bucket *h, *old = a->hash;
+
+        if ((uint64_t) n * 2 <= a->hash_size)
+                return 0;
+
+        size = MAX(a->hash_size * 2, HASH_MIN);
+        while ((uint64_t) n * 2 > size)
+                size *= 2;
+
+        h = malloc(sizeof(Bucket) * size);
+        if (!h)
+                return -ENOMEM;
+        for (uint32_t i = 0; i < size; i++)
+                h[i] = (Bucket) { .idx = IDX_NONE };
+
+        a->hash = h;
+        a->hash_size = size;
+        for (uint32_t i = 0; i < old_size; i++)
+                if (old[i].idx != IDX_NONE)
+                        hash_insert_raw(a, old[i].idx, old[i].hash);
+        free(old);
+        return 0;
+}
+
+static void hash_remove(Admission *a, uint32_t idx) {
+        uint32_t mask = a->hash_size - 1;
+        uint32_t b = home_bucket(a, key_hash(&a->pool[idx].key));
+
+        while (a->hash[b].idx != idx)
+                b = (b + 1) & mask;
+
+        /* Backward-shift deletion: pull later members of the probe run into
+         * the hole, so lookups never need tombstones. */
+        for (uint32_t j = (b + 1) & mask;; j = (j + 1) & mask) {
+                Bucket e = a->hash[j];
+                if (e.idx == IDX_NONE)
+                        break;
+                uint32_t home = home_bucket(a, e.hash);
+                /* It stays when its home lies cyclically in (b, j]: moved
+                 * to b it would sit before its home and not be found. */
+                bool stays = b <= j ? (home > b && home <= j) : (home > b || home <= j);
+                if (!stays) {
+                        a->hash[b] = e;
+                        b = j;
+                }
+        }
+        a->hash[b] = (Bucket) { .idx = IDX_NONE };
+}
+
+/* ---- Fenwick tree over the FIFO slots ---- */
+
+static void fenwick_add(Admission *a, uint32_t slot, int32_t delta) {
+        for (uint32_t i = slot + 1; i <= a->n_slots; i += i & (~i + 1))
+                a->fenwick[i] += (uint32_t) delta;
+}
+
+/* Number of live slots in [0, slot]. */
+static uint32_t fenwick_prefix(const Admission *a, uint32_t slot) {
+        uint32_t sum = 0;
+
+        for (uint32_t i = slot + 1; i > 0; i -= i & (~i + 1))
+                sum += a->fenwick[i];
+        return sum;
+}
+
+/* The smallest live slot. Only called with at least one ticket. */
+static uint32_t fenwick_first(const Admission *a) {
+        uint32_t pos = 0, step = 1;
+
+        while (step * 2 <= a->n_slots)
+                step *= 2;
+        for (; step > 0; step /= 2)
+                if (pos + step <= a->n_slots && a->fenwick[pos + step] == 0)
+                        pos += step;
+        /* fenwick index pos + 1 is the first with a non-zero prefix, i.e. slot pos */
+        return pos;
+}
+
+/* Make sure slots_end < n_slots, compacting (and resizing to max(64, 2n))
+ * when the slot array is used up. On failure nothing is changed. */
+static int slots_reserve(Admission *a) {
+        uint32_t n = a->n_tickets, size, *slots, *fen, k = 0;
+
+        if (a->slots_end < a->n_slots)
+                return 0;
+
+        size = MAX(SLOTS_MIN, 2 * n);
+        slots = malloc(sizeof(uint32_t) * size);
+        fen = calloc((size_t) size + 1, sizeof(uint32_t));
+        if (!slots || !fen) {
+                free(slots);
+                free(fen);
+                return -ENOMEM;
+        }
+
+        for (uint32_t i = 0; i < a->slots_end; i++) {
+                uint32_t idx = a->slots[i];
+                if (idx == IDX_NONE)
+                        continue;
+                slots[k] = idx;
+                a->pool[idx].slot = k;
+                k++;
+        }
+        for (uint32_t i = k; i < size; i++)
+                slots[i] = IDX_NONE;
+
+        /* O(n) build: every node passes its total to its parent. */
+        for (uint32_t i = 1; i <= size; i++) {
+                if (i <= k)
+                        fen[i] += 1;
+                uint32_t parent = i + (i & (~i + 1));
+                if (parent <= size)
+                        fen[parent] += fen[i];
+        }
+
+        free(a->slots);
+        free(a->fenwick);
+        a->slots = slots;
+        a->fenwick = fen;
+        a->n_slots = size;
+        a->slots_end = k;
+        return 0;
+}
+
+/* ---- ticket pool ---- */
+
+static int pool_reserve(Admission *a) {
+        uint32_t size;
+        Ticket *p;
+
+        if (a->pool_free != IDX_NONE || a->pool_used < a->pool_allocated)
+                return 0;
+
+        size = MAX(a->pool_allocated * 2, 16u);
+        p = realloc(a->pool, sizeof(Ticket) * size);
+        if (!p)
+                return -ENOMEM;
+        a->pool = p;
+        a->pool_allocated = size;
+        return 0;
+}
+
+/* Only after pool_reserve() succeeded. */
+static uint32_t pool_take(Admission *a) {
+        uint32_t idx;
+
+        if (a->pool_free != IDX_NONE) {
+                idx = a->pool_free;
+                a->pool_free = a->pool[idx].hb_next;
+        } else
+                idx = a->pool_used++;
+        return idx;
+}
+
+static void pool_put(Admission *a, uint32_t idx) {
+        a->pool[idx].hb_next = a->pool_free;
+        a->pool_free = idx;
+}
+
+/* ---- heartbeat list ---- */
+
+static void hb_unlink(Admission *a, uint32_t idx) {
+        Ticket *t = &a->pool[idx];
+
+        if (!t->hb_linked)
+                return;
+        if (t->hb_prev != IDX_NONE)
+                a->pool[t->hb_prev].hb_next = t->hb_next;
+        else
+                a->hb_head = t->hb_next;
+        if (t->hb_next != IDX_NONE)
+                a->pool[t->hb_next].hb_prev = t->hb_prev;
+        else
+                a->hb_tail = t->hb_prev;
+        t->hb_prev = t->hb_next = IDX_NONE;
+        t->hb_linked = false;
+}
+
+static void hb_append(Admission *a, uint32_t idx) {
+        Ticket *t = &a->pool[idx];
+
+        t->hb_prev = a->hb_tail;
+        t->hb_next = IDX_NONE;
+        if (a->hb_tail != IDX_NONE)
+                a->pool[a->hb_tail].hb_next = idx;
+        else
+                a->hb_head = idx;
+        a->hb_tail = idx;
+        t->hb_linked = true;
+}
+
+static void heartbeat(Admission *a, uint32_t idx, usec_t now) {
+        hb_unlink(a, idx);
+        a->pool[idx].heartbeat_deadline = usec_add(now, a->settings.heartbeat_usec);
+        hb_append(a, idx);
+}
+
+/* ---- transitions ---- */
+
+/* Take a ticket out of every table. The caller copies its id first if it
+ * wants to report it, and fixes up the controller state. */
+static void ticket_unlink(Admission *a, uint32_t idx) {
+        Ticket *t = &a->pool[idx];
+
+        hash_remove(a, idx);
+        hb_unlink(a, idx);
+        fenwick_add(a, t->slot, -1);
+        a->slots[t->slot] = IDX_NONE;
+        a->n_tickets--;
+        if (a->reserved == idx) {
+                a->reserved = IDX_NONE;
+                a->reservation_deadline = USEC_INFINITY;
+                a->state = ADMISSION_IDLE;
+        }
+        pool_put(a, idx);
+}
+
+/* promote: when idle and a ticket waits, the FIFO head becomes reserved.
+ * Returns the promoted ticket or IDX_NONE. Emits nothing: callers report
+ * once the whole transition is done. */
+static uint32_t promote(Admission *a, usec_t now) {
+        uint32_t idx;
+
+        if (a->state != ADMISSION_IDLE || a->n_tickets == 0)
+                return IDX_NONE;
+
+        idx = a->slots[fenwick_first(a)];
+        a->reserved = idx;
+        a->reservation_deadline = usec_add(now, a->settings.reservation_usec);
+        a->state = ADMISSION_RESERVED;
+        return idx;
+}
+
+/* Report what promote() did, and the state change if the transition as a
+ * whole changed the state. A step through "idle" that promotion undoes at
+ * once is not reported: the controller is never observably idle while a
+ * ticket waits (API.md 5), so e.g. the reserved ticket leaving with another
+ * one waiting emits TICKET_REMOVED and TICKET_PROMOTED, but no
+ * STATE_CHANGED. */
+static void emit_promotion(Admission *a, uint32_t promoted, AdmissionState old_state) {
+        if (promoted != IDX_NONE)
+                emit_ticket(a, ADMISSION_EVENT_TICKET_PROMOTED, a->pool[promoted].id, 0);
+        if (a->state != old_state)
+                emit_state(a);
+}
+
+/* Remove a ticket that leaves or whose reservation (or heartbeat) ran out
+ * while it was reserved, promote the next one at "now", and report. */
+static void ticket_remove(Admission *a, uint32_t idx, RemoveReason reason, usec_t now) {
+        AdmissionState old_state = a->state;
+        char id[TICKET_ID_MAX];
+        uint32_t promoted;
+
+        memcpy(id, a->pool[idx].id, sizeof(id));
+        ticket_unlink(a, idx);
+        if (reason == REMOVE_HEARTBEAT || reason == REMOVE_RESERVATION)
+                a->counters.tickets_expired++;
+        promoted = promote(a, now);
+
+        emit_ticket(a, ADMISSION_EVENT_TICKET_REMOVED, id, reason);
+        emit_promotion(a, promoted, old_state);
+}
+
+/* Everything due at exactly time t: first the waiting tickets whose
+ * heartbeat deadline passed (each removal leaves the machine consistent, so
+ * it is reported at once), then the reserved ticket if its heartbeat or
+ * reservation deadline passed (heartbeat wins a tie), then promotion at t.
+ * Promoting at the deadline rather than at the caller's "now" makes the
+ * result independent of how late the timer fired. */
+static size_t expire_at(Admission *a, usec_t t) {
+        RemoveReason reserved_reason = _REMOVE_REASON_INVALID;
+        size_t removed = 0;
+
+        if (a->reserved != IDX_NONE) {
+                if (a->pool[a->reserved].heartbeat_deadline <= t)
+                        reserved_reason = REMOVE_HEARTBEAT;
+                else if (a->reservation_deadline <= t)
+                        reserved_reason = REMOVE_RESERVATION;
+                /* Keep it out of the loop below; it goes last. */
+                if (reserved_reason >= 0)
+                        hb_unlink(a, a->reserved);
+        }
+
+        while (a->hb_head != IDX_NONE && a->pool[a->hb_head].heartbeat_deadline <= t) {
+                uint32_t idx = a->hb_head;
+                char id[TICKET_ID_MAX];
+
+                memcpy(id, a->pool[idx].id, sizeof(id));
+                ticket_unlink(a, idx);
+                a->counters.tickets_expired++;
+                removed++;
+                emit_ticket(a, ADMISSION_EVENT_TICKET_REMOVED, id, REMOVE_HEARTBEAT);
+        }
+
+        if (reserved_reason >= 0) {
+                ticket_remove(a, a->reserved, reserved_reason, t);
+                removed++;
+        }
+
+        return removed;
+}
+
+usec_t admission_next_deadline(const Admission *a) {
+        usec_t d = a->reservation_deadline;
+
+        if (a->hb_head != IDX_NONE)
+                d = MIN(d, a->pool[a->hb_head].heartbeat_deadline);
+        return d;
+}
+
+/* Walk the deadlines up to now in time order. Each step removes at least
+ * one ticket (the earliest deadline is a heartbeat of a linked ticket or the
+ * reservation), so this ends after at most n steps. */
+static size_t expire(Admission *a, usec_t now) {
+        size_t removed = 0;
+
+        for (;;) {
+                usec_t t = admission_next_deadline(a);
+                if (t > now)
+                        break;
+                removed += expire_at(a, t);
+        }
+        return removed;
+}
+
+size_t admission_expire(Admission *a, usec_t now) {
+        return expire(a, clamp_now(a, now));
+}
+
+/* Apply expiries and return the time to use for the operation. */
+static usec_t begin(Admission *a, usec_t now) {
+        now = clamp_now(a, now);
+        (void) expire(a, now);
+        return now;
+}
+
+int admission_join(Admission *a, const SessionKey *session, usec_t now) {
+        AdmissionState old_state;
+        uint32_t idx, promoted;
+        Ticket *t;
+        int r;
+
+        now = begin(a, now);
+
+        idx = hash_find(a, session);
+        if (idx != IDX_NONE) {
+                heartbeat(a, idx, now);
+                return 0;
+        }
+
+        if (a->n_tickets >= a->settings.max_length)
+                return -ENOSPC;
+
+        /* Allocate everything first, so that -ENOMEM changes nothing. */
+        r = pool_reserve(a);
+        if (r < 0)
+                return r;
+        r = hash_reserve(a, a->n_tickets + 1);
+        if (r < 0)
+                return r;
+        r = slots_reserve(a);
+        if (r < 0)
+                return r;
+
+        idx = pool_take(a);
+        t = &a->pool[idx];
+        *t = (Ticket) {
+                .key = *session,
+                .joined = now,
+                .slot = a->slots_end++,
+                .hb_prev = IDX_NONE,
+                .hb_next = IDX_NONE,
+        };
+        a->id_generator(t->id, a->id_userdata);
+        t->id[TICKET_ID_MAX - 1] = '\0';
+
+        a->slots[t->slot] = idx;
+        fenwick_add(a, t->slot, +1);
+        hash_insert_raw(a, idx, key_hash(session));
+        heartbeat(a, idx, now);
+        a->n_tickets++;
+
+        old_state = a->state;
+        promoted = promote(a, now);
+
+        emit_ticket(a, ADMISSION_EVENT_TICKET_ADDED, a->pool[idx].id, 0);
+        emit_promotion(a, promoted, old_state);
+        return 1;
+}
+
+static uint64_t waiting_count(const Admission *a) {
+        return a->n_tickets - (a->reserved != IDX_NONE ? 1 : 0);
+}
+
+static void fill_view(const Admission *a, uint32_t idx, uint64_t position, TicketView *v) {
+        const Ticket *t = &a->pool[idx];
+
+        memcpy(v->id, t->id, sizeof(v->id));
+        v->status = idx == a->reserved ? TICKET_RESERVED : TICKET_WAITING;
+        v->position = position;
+        v->joined = t->joined;
+        v->heartbeat_deadline = t->heartbeat_deadline;
+        v->reservation_deadline = idx == a->reserved ? a->reservation_deadline : USEC_INFINITY;
+}
+
+/* Position: tickets ahead in the FIFO, plus one unless the head is the
+ * reserved ticket (which alone has position 0). */
+static uint64_t position_of(const Admission *a, uint32_t idx) {
+        uint64_t ahead = fenwick_prefix(a, a->pool[idx].slot) - 1;
+
+        return ahead + (a->reserved != IDX_NONE ? 0 : 1);
+}
+
+/* The estimate for a waiting ticket at position p >= 1 (API.md 5). */
+static bool estimate_for_position(const Admission *a, uint64_t p, usec_t now, double *ret) {
+        double base;
+
+        switch (a->state) {
+        case ADMISSION_IDLE:
+                /* Only reachable for a caller without a ticket (p == 1):
+                 * the claim would start at once, known or not. */
+                base = 0;
+                if (p <= 1) {
+                        *ret = 0;
+                        return true;
+                }
+                break;
+        case ADMISSION_RESERVED:
+                base = a->average_seconds;
+                break;
+        case ADMISSION_RUNNING: {
+                double running = (double) (now - MIN(now, a->claimed_at)) / (double) USEC_PER_SEC;
+                base = MAX(0.0, a->average_seconds - running);
+                break;
+        }
+        default:
+                return false;
+        }
+
+        if (!a->average_known)
+                return false;
+
+        *ret = base + (double) (p - 1) * a->average_seconds;
+        return true;
+}
+
+static void fill_status(const Admission *a, uint32_t idx, usec_t now, AdmissionStatus *ret) {
+        *ret = (AdmissionStatus) {
+                .state = a->state,
+                .queue_length = a->n_tickets,
+                .max_length = a->settings.max_length,
+                .has_ticket = idx != IDX_NONE,
+                .average_known = a->average_known,
+                .average_query_seconds = a->average_known ? a->average_seconds : 0,
+        };
+
+        if (idx == IDX_NONE) {
+                ret->ticket.status = _TICKET_STATUS_INVALID;
+                ret->estimate_known = estimate_for_position(a, waiting_count(a) + 1, now,
+                                                            &ret->estimated_wait_seconds);
+        } else {
+                fill_view(a, idx, position_of(a, idx), &ret->ticket);
+                if (idx == a->reserved) {
+                        ret->estimate_known = true;
+                        ret->estimated_wait_seconds = 0;
+                } else
+                        ret->estimate_known = estimate_for_position(a, ret->ticket.position, now,
+                                                                    &ret->estimated_wait_seconds);
+        }
+        if (!ret->estimate_known)
+                ret->estimated_wait_seconds = 0;
+}
+
+int admission_status(Admission *a, const SessionKey *session, usec_t now, AdmissionStatus *ret) {
+        uint32_t idx;
+
+        now = begin(a, now);
+
+        idx = session ? hash_find(a, session) : IDX_NONE;
+        if (idx != IDX_NONE)
+                heartbeat(a, idx, now);
+
+        fill_status(a, idx, now, ret);
+        return 0;
+}
+
+void admission_peek(Admission *a, const SessionKey *session, usec_t now, AdmissionStatus *ret) {
+        now = begin(a, now);
+        fill_status(a, session ? hash_find(a, session) : IDX_NONE, now, ret);
+}
+
+int admission_leave(Admission *a, const SessionKey *session, usec_t now) {
+        uint32_t idx;
+
+        now = begin(a, now);
+
+        idx = hash_find(a, session);
+        if (idx == IDX_NONE)
+                return -ENOENT;
+
+        ticket_remove(a, idx, REMOVE_LEFT, now);
+        return 0;
+}
+
+int admission_claim(Admission *a, const SessionKey *session, const char *query_id, usec_t now) {
+        char id[TICKET_ID_MAX];
+        size_t len;
+
+        /* Checked before anything changes: a bad id is the caller's bug. */
+        if (!query_id)
+                return -EINVAL;
+        len = strnlen(query_id, QUERY_ID_MAX);
+        if (len >= QUERY_ID_MAX)
+                return -EINVAL;
+
+        now = begin(a, now);
+
+        switch (a->state) {
+        case ADMISSION_RESERVED:
+                if (memcmp(a->pool[a->reserved].key.bytes, session->bytes, sizeof(session->bytes)) != 0)
+                        return -EBUSY;
+
+                memcpy(id, a->pool[a->reserved].id, sizeof(id));
+                ticket_unlink(a, a->reserved);
+                /* ticket_unlink() left the controller idle: it is not
+                 * observable, we go straight on to running. */
+                break;
+
+        case ADMISSION_IDLE:
+                /* Implicit join and claim in one step: the join is subject
+                 * to the queue length, so max_length 0 refuses it. The
+                 * ticket would be added and claimed in the same instant,
+                 * so no TICKET_ADDED/PROMOTED/REMOVED is reported for it:
+                 * nobody could ever have seen it. */
+                if (a->settings.max_length == 0)
+                        return -ENOSPC;
+                id[0] = '\0';
+                break;
+
+        default:
+                return -EBUSY;
+        }
+
+        memcpy(a->query_id, query_id, len + 1);
+        a->claimed_at = now;
+        a->state = ADMISSION_RUNNING;
+        a->counters.queries_started++;
+
+        if (id[0] != '\0')
+                emit_ticket(a, ADMISSION_EVENT_TICKET_REMOVED, id, REMOVE_CLAIMED);
+        emit_state(a);
+        return 0;
+}
+
+int admission_finish(Admission *a, usec_t now) {
+        AdmissionState old_state;
+        char query_id[QUERY_ID_MAX];
+        usec_t duration;
+        double d;
+        uint32_t promoted;
+
+        now = begin(a, now);
+
+        if (a->state != ADMISSION_RUNNING)
+                return -ESRCH;
+
+        duration = now - MIN(now, a->claimed_at);
+        d = (double) duration / (double) USEC_PER_SEC;
+        if (a->average_known)
+                a->average_seconds = 0.2 * d + 0.8 * a->average_seconds;
+        else {
+                a->average_seconds = d;
+                a->average_known = true;
+        }
+
+        memcpy(query_id, a->query_id, sizeof(query_id));
+        a->query_id[0] = '\0';
+        a->claimed_at = USEC_INFINITY;
+        old_state = a->state;
+        a->state = ADMISSION_IDLE;
+        promoted = promote(a, now);
+
+        emit(a, &(const AdmissionEvent) {
+                .type = ADMISSION_EVENT_QUERY_FINISHED,
+                .reason = _REMOVE_REASON_INVALID,
+                .state = a->state,
+                .query_id = query_id,
+                .duration_usec = duration,
+        });
+        emit_promotion(a, promoted, old_state);
+        return 0;
+}
+
+AdmissionState admission_get_state(const Admission *a) {
+        return a->state;
+}
+
+uint64_t admission_queue_length(const Admission *a) {
+        return a->n_tickets;
+}
+
+uint64_t admission_waiting_count(const Admission *a) {
+        return waiting_count(a);
+}
+
+const AdmissionSettings *admission_get_settings(const Admission *a) {
+        return &a->settings;
+}
+
+usec_t admission_average_usec(const Admission *a) {
+        if (!a->average_known)
+                return 0;
+        /* A sub-microsecond average would read as "unknown"; round up. */
+        return MAX((usec_t) llround(a->average_seconds * (double) USEC_PER_SEC), (usec_t) 1);
+}
+
+const char *admission_running_query_id(const Admission *a) {
+        return a->state == ADMISSION_RUNNING ? a->query_id : "";
+}
+
+usec_t admission_running_since(const Admission *a) {
+        return a->state == ADMISSION_RUNNING ? a->claimed_at : USEC_INFINITY;
+}
+
+void admission_get_counters(const Admission *a, AdmissionCounters *ret) {
+        *ret = a->counters;
+}
+
+void admission_foreach_ticket(const Admission *a, AdmissionTicketVisitor f, void *userdata) {
+        uint64_t position = a->reserved != IDX_NONE ? 0 : 1;
+
+        /* Slots are in FIFO order; the reserved ticket is the first live one. */
+        for (uint32_t i = 0; i < a->slots_end; i++) {
+                uint32_t idx = a->slots[i];
+                TicketView v;
+
+                if (idx == IDX_NONE)
+                        continue;
+                fill_view(a, idx, position++, &v);
+                f(&v, userdata);
+        }
+}

@@ -94,7 +94,19 @@ typedef struct AdmissionEvent {
 
 /* Called synchronously from inside the transition that caused the event,
  * after the machine is consistent again. It must not call back into the
- * machine. */
+ * machine.
+ *
+ * Order within one transition: TICKET_REMOVED / TICKET_ADDED /
+ * QUERY_FINISHED first, then TICKET_PROMOTED, then STATE_CHANGED. The
+ * momentary "idle" between losing the reserved ticket (or finishing) and
+ * promoting the next one is not reported, since the controller is never
+ * observably idle while a ticket waits: STATE_CHANGED is emitted only when
+ * the state after the whole transition differs from the state before.
+ * The implicit ticket of a claim from idle is not reported either (it is
+ * added and claimed in the same instant): that claim emits only
+ * STATE_CHANGED(running). Expiries are applied as of their deadlines, so a
+ * ticket promoted by an expiry gets its reservation deadline counted from
+ * the deadline that expired, however late the timer fired. */
 typedef void (*AdmissionEventHandler)(const AdmissionEvent *event, void *userdata);
 
 /* A ticket as shown to its holder or to an admin. Deadlines are monotonic;
@@ -152,7 +164,8 @@ int admission_leave(Admission *a, const SessionKey *session, usec_t now);
 
 /* claim(S) for the query query_id (copied): 0 and the controller is
  * running; -EBUSY (busy; a waiting ticket of S is kept); -ENOSPC
- * (queue_full: idle with max_length 0). */
+ * (queue_full: idle with max_length 0); -EINVAL when query_id is NULL or
+ * not shorter than QUERY_ID_MAX (nothing changed). */
 int admission_claim(Admission *a, const SessionKey *session, const char *query_id, usec_t now);
 
 /* finish: the running query ended and its cleanup is confirmed. Updates the
