@@ -1,0 +1,260 @@
+/* SPDX-License-Identifier: MIT */
+#include <math.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "admission/admission.h"
+#include "shared/macro.h"
+
+/* In-process benchmark of the admission machine: ns per join (of a new
+ * session), status (of a random holder: hash lookup, heartbeat, position)
+ * and leave (of a random holder) while the queue holds N tickets, for N =
+ * 10^2, 10^4, 10^6. The size is kept roughly constant by alternating
+ * batches: leave B, join B, status B; the best of 5 rounds is shown, as
+ * the machine is shared. Also the memory per ticket: peak RSS
+ * growth while holding 10^5 tickets, measured first, in this fresh process.
+ * Prints figures only; not a pass/fail test.
+ *
+ *   bench-admission [--quick]   (--quick: fewer operations, 10^5 at most) */
+
+#define BATCH 1000u
+
+static uint64_t rng_state = 42;
+
+static uint64_t rng(void) {
+        uint64_t z = (rng_state += 0x9E3779B97F4A7C15ULL);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+        return z ^ (z >> 31);
+}
+
+/* Sessions are SHA-256 values in the daemon: random bytes here. */
+static SessionKey random_key(void) {
+        SessionKey k;
+
+        for (size_t i = 0; i < sizeof(k.bytes); i += 8) {
+                uint64_t x = rng();
+                memcpy(k.bytes + i, &x, 8);
+        }
+        return k;
+}
+
+static uint64_t now_ns(void) {
+        struct timespec ts;
+
+        (void) clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000ULL + (uint64_t) ts.tv_nsec;
+}
+
+static long max_rss_kib(void) {
+        struct rusage ru;
+
+        if (getrusage(RUSAGE_SELF, &ru) < 0)
+                return -1;
+        return ru.ru_maxrss;
+}
+
+static Admission *new_machine(void) {
+        /* Long deadlines: nothing expires during a run, so each operation
+         * does its own work only. */
+        AdmissionSettings s = {
+                .reservation_usec = 3600 * USEC_PER_SEC,
+                .heartbeat_usec = 3600 * USEC_PER_SEC,
+                .max_length = 1000000,
+        };
+        Admission *a = NULL;
+        int r;
+
+        r = admission_new(&s, &a);
+        if (r < 0) {
+                fprintf(stderr, "admission_new: %s\n", strerror(-r));
+                exit(EXIT_FAILURE);
+        }
+        return a;
+}
+
+static void must_join(Admission *a, const SessionKey *k, usec_t now) {
+        int r = admission_join(a, k, now);
+        if (r != 1) {
+                fprintf(stderr, "join: unexpected %d\n", r);
+                exit(EXIT_FAILURE);
+        }
+}
+
+typedef struct Figures {
+        double join_ns, status_ns, leave_ns;
+} Figures;
+
+/* Work done inside the timed loops is collected here so that nothing is
+ * optimised away. */
+static volatile uint64_t sink;
+
+/* One round: ops operations of each kind, in batches. */
+static Figures run_round(Admission *a, SessionKey *live, size_t n, size_t ops, usec_t *now) {
+        SessionKey batch[BATCH];
+        size_t n_live = n, b = MIN((size_t) BATCH, n / 2), done = 0;
+        uint64_t t_join = 0, t_status = 0, t_leave = 0;
+
+        while (done < ops) {
+                uint64_t t;
+
+                /* leave b random holders */
+                for (size_t i = 0; i < b; i++) {
+                        size_t j = rng() % n_live;
+                        batch[i] = live[j];
+                        live[j] = live[--n_live];
+                }
+                t = now_ns();
+                for (size_t i = 0; i < b; i++)
+                        sink += (uint64_t) admission_leave(a, &batch[i], *now);
+                t_leave += now_ns() - t;
+
+                /* join b new sessions */
+                for (size_t i = 0; i < b; i++)
+                        batch[i] = random_key();
+                t = now_ns();
+                for (size_t i = 0; i < b; i++)
+                        sink += (uint64_t) admission_join(a, &batch[i], *now);
+                t_join += now_ns() - t;
+                for (size_t i = 0; i < b; i++)
+                        live[n_live++] = batch[i];
+
+                /* status of b random holders */
+                for (size_t i = 0; i < b; i++)
+                        batch[i] = live[rng() % n_live];
+                t = now_ns();
+                for (size_t i = 0; i < b; i++) {
+                        AdmissionStatus st;
+                        (void) admission_status(a, &batch[i], *now, &st);
+                        sink += st.ticket.position;
+                }
+                t_status += now_ns() - t;
+
+                done += b;
+                *now += 1; /* time moves, nothing expires */
+        }
+
+        if (admission_queue_length(a) != n) {
+                fprintf(stderr, "size drifted: %" PRIu64 " != %zu\n", admission_queue_length(a), n);
+                exit(EXIT_FAILURE);
+        }
+
+        return (Figures) {
+                .join_ns = (double) t_join / (double) done,
+                .status_ns = (double) t_status / (double) done,
+                .leave_ns = (double) t_leave / (double) done,
+        };
+}
+
+/* Fill a machine with n tickets, then run several rounds and keep the best
+ * figure of each kind: the machine this runs on is shared, and the
+ * interference only ever adds time. */
+static Figures run_size(size_t n, size_t ops, unsigned rounds) {
+        Admission *a = new_machine();
+        usec_t now = 1000 * USEC_PER_SEC;
+        SessionKey *live;
+        Figures best = { INFINITY, INFINITY, INFINITY };
+
+        live = malloc(sizeof(SessionKey) * n);
+        if (!live) {
+                fprintf(stderr, "out of memory\n");
+                exit(EXIT_FAILURE);
+        }
+        for (size_t i = 0; i < n; i++) {
+                live[i] = random_key();
+                must_join(a, &live[i], now);
+        }
+
+        for (unsigned r = 0; r < rounds; r++) {
+                Figures f = run_round(a, live, n, ops, &now);
+                best.join_ns = MIN(best.join_ns, f.join_ns);
+                best.status_ns = MIN(best.status_ns, f.status_ns);
+                best.leave_ns = MIN(best.leave_ns, f.leave_ns);
+        }
+
+        free(live);
+        admission_free(a);
+        return best;
+}
+
+/* For scale: the time of one dependent random load from a working set of
+ * the given size (a pointer chase around one random cycle, Sattolo's
+ * shuffle). At 10^6 tickets the tables are far larger than the caches, and
+ * every operation needs a few such loads whatever the algorithm. */
+static double load_latency_ns(size_t bytes) {
+        size_t n = bytes / sizeof(uint32_t);
+        uint32_t *next = malloc(n * sizeof(uint32_t)), p = 0;
+        uint64_t t;
+        size_t steps = 1000000;
+
+        if (!next)
+                return NAN;
+        for (size_t i = 0; i < n; i++)
+                next[i] = (uint32_t) i;
+        for (size_t i = n - 1; i > 0; i--) {
+                size_t j = rng() % i;
+                uint32_t x = next[i];
+                next[i] = next[j];
+                next[j] = x;
+        }
+        t = now_ns();
+        for (size_t i = 0; i < steps; i++)
+                p = next[p];
+        t = now_ns() - t;
+        sink += p;
+        free(next);
+        return (double) t / (double) steps;
+}
+
+/* Peak RSS growth while holding n tickets. The keys are generated on the
+ * fly and not kept, so the figure is the machine's own memory. */
+static void measure_memory(size_t n) {
+        long before = max_rss_kib(), after;
+        Admission *a = new_machine();
+
+        for (size_t i = 0; i < n; i++) {
+                SessionKey k = random_key();
+                must_join(a, &k, 1000 * USEC_PER_SEC);
+        }
+        after = max_rss_kib();
+        printf("memory: holding %zu tickets: peak RSS %ld KiB (was %ld KiB before): %.0f bytes per ticket\n",
+               n, after, before, (double) (after - before) * 1024.0 / (double) n);
+        admission_free(a);
+}
+
+int main(int argc, char *argv[]) {
+        bool quick = argc > 1 && streq(argv[1], "--quick");
+        size_t sizes[] = { 100, 10000, quick ? 100000 : 1000000 };
+        size_t ops = quick ? 10000 : 100000;
+        unsigned rounds = quick ? 3 : 5;
+        Figures f[ELEMENTSOF(sizes)];
+
+        if (argc > 1 && !quick) {
+                fprintf(stderr, "usage: %s [--quick]\n", argv[0]);
+                return EXIT_FAILURE;
+        }
+
+        /* First, in a fresh process, before anything big was allocated. */
+        measure_memory(100000);
+
+        printf("\nns per operation, best of %u rounds of %zu operations of each kind\n"
+               "(batches of up to %u leaves, joins, statuses; the size stays within %u of N)\n",
+               rounds, ops, BATCH, BATCH);
+        printf("%10s %12s %12s %12s\n", "tickets", "join ns", "status ns", "leave ns");
+        for (size_t i = 0; i < ELEMENTSOF(sizes); i++) {
+                f[i] = run_size(sizes[i], ops, rounds);
+                printf("%10zu %12.1f %12.1f %12.1f\n", sizes[i], f[i].join_ns, f[i].status_ns, f[i].leave_ns);
+                fflush(stdout);
+        }
+
+        printf("peak RSS after the largest size: %ld KiB (with the benchmark's own %zu-byte key per ticket)\n",
+               max_rss_kib(), sizeof(SessionKey));
+        for (size_t i = 1; i < ELEMENTSOF(sizes); i++)
+                printf("%10s %11.2fx %11.2fx %11.2fx   (%zu vs %zu tickets)\n", "ratio",
+                       f[i].join_ns / f[0].join_ns, f[i].status_ns / f[0].status_ns,
+                       f[i].leave_ns / f[0].leave_ns, sizes[i], sizes[0]);
+        printf("for scale: one dependent random load costs %.1f ns within 64 KiB, %.1f ns within %zu MiB\n",
+               load_latency_ns(64 * 1024), load_latency_ns(quick ? 16 << 20 : 128 << 20),
+               (size_t) (quick ? 16 : 128));
+        return EXIT_SUCCESS;
+}
