@@ -359,6 +359,16 @@ int queue_bus_new(sd_event *event, Admission *admission, const char *address, Qu
         r = sd_event_source_set_enabled(b->flush_source, SD_EVENT_OFF);
         if (r < 0)
                 return r;
+        /* sd-event dispatches one source per iteration, highest priority
+         * first: at this priority the comparison runs right after the source
+         * that caused the change (an HTTP request, an expiry timer, the end
+         * of a query), before anything else can change the machine again.
+         * So a transition is never lost to coalescing (a query that fails at
+         * once still shows State "running"), while the several events of one
+         * transition still give one PropertiesChanged. */
+        r = sd_event_source_set_priority(b->flush_source, SD_EVENT_PRIORITY_IMPORTANT);
+        if (r < 0)
+                return r;
         (void) sd_event_source_set_description(b->flush_source, "queue-bus-flush");
 
         /* What the object shows now is the baseline for PropertiesChanged. */
@@ -380,6 +390,9 @@ QueueBus *queue_bus_free(QueueBus *b) {
         if (!b)
                 return NULL;
 
+        /* A change made just before the loop exited still goes out. */
+        if (b->flush_source && sd_event_source_get_enabled(b->flush_source, NULL) > 0)
+                (void) queue_bus_flush_properties(b);
         sd_event_source_disable_unref(b->flush_source);
         sd_bus_slot_unref(b->object_slot);
         sd_bus_slot_unref(b->disconnected_slot);

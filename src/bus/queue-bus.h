@@ -15,10 +15,11 @@
  *
  * Signals (TicketPromoted, TicketRemoved) are emitted at once from the
  * forwarded admission events. Properties are compared against the last
- * emitted snapshot from a one-shot defer event source, so every transition
- * that changes a property yields exactly one PropertiesChanged carrying the
- * final values of that event-loop iteration (the machine is never seen
- * half-way, e.g. "idle" between a removal and the next promotion).
+ * emitted snapshot from a one-shot defer event source of the highest
+ * priority, which runs right after the event source that caused the change:
+ * each transition that changes a property yields one PropertiesChanged,
+ * after its signals, with the values after the transition (never the
+ * momentary "idle" between a removal and the next promotion).
  *
  * Nothing derived from a session (token or key) is ever put on the bus:
  * the machine hands out ticket ids only.

@@ -3,10 +3,12 @@
  * introspection equals dbus/org.wikiweb.Queue1.xml, properties follow the
  * admission machine, PropertiesChanged carries exactly the changed
  * properties once per event-loop iteration, signals carry ids and reasons,
- * ListTickets converts times and checks the caller. The real system bus
+ * ListTickets converts times and refuses a caller that is not root (on a
+ * bus whose policy allows everything). The real system bus
  * and policy are tested by the system suite (tests/system). */
 #include <fcntl.h>
 #include <signal.h>
+#include <grp.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <systemd/sd-bus.h>
@@ -41,14 +43,43 @@ typedef struct Test {
 
 static pid_t bus_pid = -1;
 
-/* Start "dbus-daemon --session" on a socket of its own; returns its
- * address. The daemon dies with us, even when an assertion aborts. */
+/* A bus where everything is allowed and every user may connect: the
+ * daemon's own checks are what is tested here. */
+static const char bus_config[] =
+        "<!DOCTYPE busconfig PUBLIC \"-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN\"\n"
+        " \"http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd\">\n"
+        "<busconfig>\n"
+        " <type>session</type>\n"
+        " <listen>unix:tmpdir=/tmp</listen>\n"
+        " <auth>EXTERNAL</auth>\n"
+        " <policy context=\"default\">\n"
+        "  <allow user=\"*\"/>\n"
+        "  <allow send_destination=\"*\" eavesdrop=\"true\"/>\n"
+        "  <allow eavesdrop=\"true\"/>\n"
+        "  <allow own=\"*\"/>\n"
+        " </policy>\n"
+        "</busconfig>\n";
+
+static char config_path[] = "/tmp/test-queue-bus-XXXXXX";
+
+/* Start a private dbus-daemon on a socket of its own; returns its address.
+ * The daemon dies with us, even when an assertion aborts. */
 static int start_bus(char *address, size_t size) {
-        int pipefd[2];
+        char config_arg[64];
+        int pipefd[2], cfd;
         size_t n = 0;
 
         if (access("/usr/bin/dbus-daemon", X_OK) < 0)
                 return -ENOENT;
+        cfd = mkstemp(config_path);
+        if (cfd < 0)
+                return -errno;
+        if (write(cfd, bus_config, sizeof bus_config - 1) != (ssize_t) (sizeof bus_config - 1)) {
+                close(cfd);
+                return -EIO;
+        }
+        close(cfd);
+        snprintf(config_arg, sizeof config_arg, "--config-file=%s", config_path);
         if (pipe2(pipefd, O_CLOEXEC) < 0)
                 return -errno;
         bus_pid = fork();
@@ -60,7 +91,7 @@ static int start_bus(char *address, size_t size) {
                 (void) prctl(PR_SET_PDEATHSIG, SIGTERM);
                 if (null < 0 || dup2(pipefd[1], 3) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
                         _exit(127);
-                execl("/usr/bin/dbus-daemon", "dbus-daemon", "--session", "--nofork", "--nopidfile",
+                execl("/usr/bin/dbus-daemon", "dbus-daemon", config_arg, "--nofork", "--nopidfile",
                       "--print-address=3", (char *) NULL);
                 _exit(127);
         }
@@ -80,6 +111,7 @@ static int start_bus(char *address, size_t size) {
 }
 
 static void stop_bus(void) {
+        (void) unlink(config_path);
         if (bus_pid > 0) {
                 kill(bus_pid, SIGTERM);
                 (void) waitpid(bus_pid, NULL, 0);
@@ -454,6 +486,49 @@ static void test_flow(Test *t) {
         }
 }
 
+/* A caller that is not root is refused by the daemon itself, whatever the
+ * bus policy says (this bus allows everything). */
+static void test_list_tickets_needs_root(Test *t, const char *address) {
+        pid_t pid;
+        int status;
+
+        if (geteuid() != 0) {
+                fprintf(stderr, "not root: skipping the non-root caller check\n");
+                return;
+        }
+        pid = fork();
+        ASSERT_TRUE(pid >= 0);
+        if (pid == 0) {
+                _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+                _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+                sd_bus *bus = NULL;
+                int r;
+
+                if (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 ||
+                    setresuid(65534, 65534, 65534) < 0)
+                        _exit(2);
+                if (sd_bus_new(&bus) < 0 || sd_bus_set_address(bus, address) < 0 ||
+                    sd_bus_set_bus_client(bus, true) < 0 || sd_bus_start(bus) < 0)
+                        _exit(3);
+                r = sd_bus_call_method(bus, NAME, PATH, IFACE, "ListTickets", &error, &reply, NULL);
+                if (r >= 0 || !sd_bus_error_has_name(&error, SD_BUS_ERROR_ACCESS_DENIED))
+                        _exit(4);
+                /* Properties stay readable. */
+                sd_bus_error_free(&error);
+                r = sd_bus_get_property_trivial(bus, NAME, PATH, IFACE, "QueueLength", &error, 'u', &(uint32_t) { 0 });
+                _exit(r >= 0 ? 0 : 5);
+        }
+        for (;;) {
+                pid_t k = waitpid(pid, &status, WNOHANG);
+                ASSERT_TRUE(k >= 0);
+                if (k == pid)
+                        break;
+                ASSERT_OK(sd_event_run(t->event, 10 * USEC_PER_MSEC));
+        }
+        ASSERT_TRUE(WIFEXITED(status));
+        ASSERT_EQ_INT(WEXITSTATUS(status), 0);
+}
+
 static void test_second_owner_refused(Test *t, const char *address) {
         QueueBus *other = NULL;
 
@@ -492,6 +567,7 @@ int main(void) {
 
         test_introspection(&t);
         test_flow(&t);
+        test_list_tickets_needs_root(&t, address);
         test_second_owner_refused(&t, address);
 
         t.client = sd_bus_flush_close_unref(t.client);
