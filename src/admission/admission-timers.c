@@ -95,7 +95,12 @@ AdmissionTimer *admission_timer_free(AdmissionTimer *t) {
         return NULL;
 }
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(AdmissionTimer *, admission_timer_free);
+/* Spelled out rather than DEFINE_TRIVIAL_CLEANUP_FUNC(), so this builds
+ * warning-free whether or not that macro wants a trailing semicolon (its
+ * definition in macro.h is changing). */
+static void admission_timer_freep(AdmissionTimer **t) {
+        admission_timer_free(*t);
+}
 
 int admission_timer_new(sd_event *event, Admission *a, AdmissionTimer **ret) {
         _cleanup_(admission_timer_freep) AdmissionTimer *t = NULL;
