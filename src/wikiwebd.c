@@ -1,1 +1,420 @@
-int main(void){return 0;}
+/* SPDX-License-Identifier: MIT */
+/* wikiwebd: configuration, event loop wiring, signals; nothing else. */
+
+#include <arpa/inet.h>
+#include <getopt.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <systemd/sd-daemon.h>
+#include <systemd/sd-event.h>
+
+#include "admission/admission-timers.h"
+#include "admission/admission.h"
+#include "bus/queue-bus.h"
+#include "config-version.h"
+#include "http/api.h"
+#include "http/httpd.h"
+#include "query/executor.h"
+#include "shared/config.h"
+#include "shared/log.h"
+#include "shared/macro.h"
+#include "shared/random-util.h"
+
+typedef struct Manager {
+        Config config;
+        sd_event *event;
+        Admission *admission;
+        AdmissionTimer *admission_timer;
+        QueryExecutor *executor;
+        Api *api;
+        HttpServer *http;
+        QueueBus *bus;
+        uint64_t queries_failed;
+        bool stopping;
+        sd_event_source *exit_timer;
+} Manager;
+
+static const char *arg_listen = NULL;
+static bool arg_check_config = false;
+
+static void help(void) {
+        printf("%s [OPTIONS...]\n\n"
+               "Answers questions about a MediaWiki with a language model, one query at a time.\n\n"
+               "  -h --help            Show this help\n"
+               "     --version         Show the version\n"
+               "     --check-config    Print the effective configuration (secrets masked) and exit;\n"
+               "                       exits non-zero if a setting is invalid\n"
+               "     --listen ADDR:PORT\n"
+               "                       Listen on this address when not socket-activated\n"
+               "                       (e.g. 127.0.0.1:8080 or [::1]:8080)\n\n"
+               "Settings are WIKI_WEB_* environment variables; see the README or\n"
+               "--check-config for the full list and their effective values.\n",
+               program_invocation_short_name);
+}
+
+static int parse_argv(int argc, char *argv[]) {
+        enum { ARG_VERSION = 0x100, ARG_CHECK_CONFIG, ARG_LISTEN };
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, ARG_VERSION },
+                { "check-config", no_argument, NULL, ARG_CHECK_CONFIG },
+                { "listen", required_argument, NULL, ARG_LISTEN },
+                { 0 },
+        };
+        int c;
+
+        while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0)
+                switch (c) {
+                case 'h':
+                        help();
+                        return 0;
+                case ARG_VERSION:
+                        printf("wikiwebd %s (contract revision %d)\n", PACKAGE_VERSION, CONTRACT_REVISION);
+                        return 0;
+                case ARG_CHECK_CONFIG:
+                        arg_check_config = true;
+                        break;
+                case ARG_LISTEN:
+                        arg_listen = optarg;
+                        break;
+                default:
+                        return -EINVAL;
+                }
+        if (optind < argc) {
+                log_error("%s takes no positional arguments.", program_invocation_short_name);
+                return -EINVAL;
+        }
+        return 1;
+}
+
+/* "127.0.0.1:8080", "[::1]:8080", "localhost:8080": a listening TCP socket. */
+static int listen_on(const char *spec) {
+        _cleanup_free_ char *host = NULL;
+        struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
+        struct addrinfo *res = NULL;
+        const char *colon = strrchr(spec, ':');
+        const char *port;
+        int fd, r, one = 1;
+
+        if (!colon || colon == spec || !colon[1])
+                return -EINVAL;
+        port = colon + 1;
+        if (spec[0] == '[' && colon[-1] == ']')
+                host = strndup(spec + 1, (size_t) (colon - spec - 2));
+        else
+                host = strndup(spec, (size_t) (colon - spec));
+        if (!host)
+                return -ENOMEM;
+
+        r = getaddrinfo(host, port, &hints, &res);
+        if (r != 0)
+                return -EADDRNOTAVAIL;
+        fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) {
+                r = negative_errno();
+                freeaddrinfo(res);
+                return r;
+        }
+        (void) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, SOMAXCONN) < 0) {
+                r = negative_errno();
+                freeaddrinfo(res);
+                (void) close(fd);
+                return r;
+        }
+        freeaddrinfo(res);
+        return fd;
+}
+
+/* The socket from systemd (named "http", or the only one passed), else
+ * --listen. */
+static int acquire_listen_fd(void) {
+        char **names = NULL;
+        int n, fd = -1;
+
+        n = sd_listen_fds_with_names(true, &names);
+        if (n < 0)
+                return log_error_errno(n, "Failed to read the sockets passed by systemd");
+        for (int i = 0; i < n; i++) {
+                if (fd < 0 && (n == 1 || streq(names[i], "http")))
+                        fd = SD_LISTEN_FDS_START + i;
+                else
+                        (void) close(SD_LISTEN_FDS_START + i);
+        }
+        for (int i = 0; names && i < n; i++)
+                free(names[i]);
+        free(names);
+
+        if (fd >= 0) {
+                if (sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, 1) <= 0)
+                        return log_error_errno(EINVAL, "The socket passed by systemd is not a listening stream socket.");
+                log_info("Using the listening socket passed by systemd.");
+                return fd;
+        }
+        if (!arg_listen)
+                return log_error_errno(EINVAL, "No socket was passed by systemd and --listen was not given.");
+        fd = listen_on(arg_listen);
+        if (fd < 0)
+                return log_error_errno(fd, "Failed to listen on %s", arg_listen);
+        log_info("Listening on %s.", arg_listen);
+        return fd;
+}
+
+static void update_status(Manager *m) {
+        const char *id = admission_running_query_id(m->admission);
+        usec_t avg = admission_average_usec(m->admission);
+        char avg_buf[32];
+
+        if (avg > 0)
+                snprintf(avg_buf, sizeof avg_buf, "%.1fs", (double) avg / USEC_PER_SEC);
+        else
+                snprintf(avg_buf, sizeof avg_buf, "n/a");
+
+        (void) sd_notifyf(false, "STATUS=%s%s; waiting: %" PRIu64 "; running: %s; average query: %s%s",
+                          m->stopping ? "Stopping; " : "",
+                          admission_state_to_string(admission_get_state(m->admission)),
+                          admission_waiting_count(m->admission), id && *id ? id : "none", avg_buf,
+                          api_is_degraded(m->api) ? "; health: degraded" : "");
+}
+
+static void on_admission_event(const AdmissionEvent *ev, void *userdata) {
+        Manager *m = userdata;
+        char f_event[64], f_ticket[64];
+        const char *fields[] = { f_event, f_ticket, NULL };
+
+        switch (ev->type) {
+        case ADMISSION_EVENT_TICKET_ADDED:
+                snprintf(f_event, sizeof f_event, "WIKIWEB_EVENT=ticket_added");
+                snprintf(f_ticket, sizeof f_ticket, "TICKET_ID=%s", ev->ticket_id);
+                log_fields(LOG_INFO, fields, "Ticket %s joined the queue.", ev->ticket_id);
+                break;
+        case ADMISSION_EVENT_TICKET_PROMOTED:
+                snprintf(f_event, sizeof f_event, "WIKIWEB_EVENT=ticket_promoted");
+                snprintf(f_ticket, sizeof f_ticket, "TICKET_ID=%s", ev->ticket_id);
+                log_fields(LOG_INFO, fields, "Ticket %s was promoted to reserved.", ev->ticket_id);
+                break;
+        case ADMISSION_EVENT_TICKET_REMOVED:
+                snprintf(f_event, sizeof f_event, "WIKIWEB_EVENT=ticket_removed");
+                snprintf(f_ticket, sizeof f_ticket, "TICKET_ID=%s", ev->ticket_id);
+                log_fields(LOG_INFO, fields, "Ticket %s was removed (%s).", ev->ticket_id,
+                           remove_reason_to_string(ev->reason));
+                break;
+        case ADMISSION_EVENT_STATE_CHANGED:
+                log_debug("Admission state is now %s.", admission_state_to_string(ev->state));
+                break;
+        default:
+                break;
+        }
+
+        if (m->bus)
+                queue_bus_admission_event(m->bus, ev);
+        update_status(m);
+}
+
+static void on_query_finished(const char *query_id, const char *status, usec_t duration_usec,
+                              bool cleanup_confirmed, void *userdata) {
+        Manager *m = userdata;
+
+        if (streq(status, "failed"))
+                m->queries_failed++;
+        if (m->bus) {
+                queue_bus_query_finished(m->bus, query_id, status, duration_usec);
+                if (!cleanup_confirmed)
+                        queue_bus_set_health(m->bus, true);
+        }
+        update_status(m);
+}
+
+static void random_ticket_id(char buf[static TICKET_ID_MAX], void *userdata) {
+        static uint64_t fallback = 0;
+
+        if (random_id("tk_", buf, TICKET_ID_MAX) < 0)
+                /* getrandom() does not fail once the pool is ready; be total anyway. */
+                snprintf(buf, TICKET_ID_MAX, "tk_%032" PRIx64, ++fallback);
+}
+
+static int on_exit_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        return sd_event_exit(m->event, 0);
+}
+
+/* Exit once nothing is in flight; the short delay lets the last response
+ * reach its client. */
+static void maybe_exit(Manager *m) {
+        int r;
+
+        if (!m->stopping || query_executor_busy(m->executor) || m->exit_timer)
+                return;
+        r = sd_event_add_time_relative(m->event, &m->exit_timer, CLOCK_MONOTONIC, 100 * USEC_PER_MSEC, 0,
+                                       on_exit_timer, m);
+        if (r < 0)
+                (void) sd_event_exit(m->event, 0);
+}
+
+static int on_post(sd_event_source *s, void *userdata) {
+        maybe_exit(userdata);
+        return 0;
+}
+
+static int on_stop_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        Manager *m = userdata;
+
+        if (m->stopping)
+                return 0;
+        m->stopping = true;
+        log_info("Received %s, stopping: no new connections%s.", strsignal((int) si->ssi_signo),
+                 query_executor_busy(m->executor) ? ", waiting for the running query" : "");
+        (void) sd_notify(false, "STOPPING=1");
+        http_server_quiesce(m->http);
+        update_status(m);
+        maybe_exit(m);
+        return 0;
+}
+
+/* Test-only fault switch (WIKI_WEB_TEST_FAULTS=1): SIGUSR2 hangs the event
+ * loop, so the watchdog test can see systemd restart a hung daemon. */
+static int on_fault_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        log_warning("Test fault: hanging the event loop on purpose.");
+        for (;;)
+                pause();
+        return 0;
+}
+
+static void manager_free(Manager *m) {
+        m->exit_timer = sd_event_source_disable_unref(m->exit_timer);
+        m->http = http_server_free(m->http);
+        m->api = api_free(m->api);
+        m->executor = query_executor_free(m->executor);
+        m->bus = queue_bus_free(m->bus);
+        m->admission_timer = admission_timer_free(m->admission_timer);
+        m->admission = admission_free(m->admission);
+        m->event = sd_event_unref(m->event);
+        config_done(&m->config);
+}
+
+static int ensure_state_directory(const char *path) {
+        if (!path)
+                return 0;
+        if (mkdir(path, 0750) < 0 && errno != EEXIST)
+                return log_error_errno(errno, "Failed to create the state directory %s", path);
+        return 0;
+}
+
+static int run(int argc, char *argv[]) {
+        _cleanup_(manager_free) Manager m = { 0 };
+        _cleanup_free_ char *error = NULL;
+        sigset_t mask;
+        int r, fd;
+
+        log_open();
+
+        r = parse_argv(argc, argv);
+        if (r <= 0)
+                return r;
+
+        r = config_load(&m.config, config_getenv_process, NULL, &error);
+        if (r < 0) {
+                return log_error_errno(r, "Invalid configuration: %s", error ? error : "see above");
+        }
+        log_set_max_level(m.config.log_level);
+
+        if (arg_check_config) {
+                config_dump(&m.config, stdout);
+                return 0;
+        }
+
+        /* The sandbox spawns container runtimes whose children may be
+         * orphaned; reap them ourselves rather than leaving zombies. */
+        (void) prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+
+        r = ensure_state_directory(m.config.state_directory);
+        if (r < 0)
+                return r;
+
+        r = sd_event_default(&m.event);
+        if (r < 0)
+                return log_error_errno(r, "Failed to allocate the event loop");
+
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        if (getenv("WIKI_WEB_TEST_FAULTS") && streq(getenv("WIKI_WEB_TEST_FAULTS"), "1"))
+                sigaddset(&mask, SIGUSR2);
+        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+                return log_error_errno(errno, "Failed to block signals");
+        r = sd_event_add_signal(m.event, NULL, SIGTERM, on_stop_signal, &m);
+        if (r >= 0)
+                r = sd_event_add_signal(m.event, NULL, SIGINT, on_stop_signal, &m);
+        if (r >= 0 && sigismember(&mask, SIGUSR2))
+                r = sd_event_add_signal(m.event, NULL, SIGUSR2, on_fault_signal, &m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to watch signals");
+
+        /* WATCHDOG=1 is sent from the loop itself, at half WatchdogSec=. */
+        r = sd_event_set_watchdog(m.event, true);
+        if (r < 0)
+                log_warning_errno(r, "Failed to enable the watchdog");
+
+        r = admission_new(&(AdmissionSettings) {
+                                  .reservation_usec = m.config.queue_reservation_seconds * USEC_PER_SEC,
+                                  .heartbeat_usec = m.config.queue_heartbeat_seconds * USEC_PER_SEC,
+                                  .max_length = m.config.queue_max_length,
+                          },
+                          &m.admission);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the admission controller");
+        admission_set_id_generator(m.admission, random_ticket_id, NULL);
+        admission_set_event_handler(m.admission, on_admission_event, &m);
+
+        r = admission_timer_new(m.event, m.admission, &m.admission_timer);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the admission timers");
+
+        r = query_executor_new(m.event, &m.config, &m.executor);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the query executor");
+        if (!query_executor_is_configured(m.executor))
+                log_warning("Query execution is not configured: every query will fail with execution_failed.");
+
+        r = api_new(&m.config, m.admission, m.executor, &m.api);
+        if (r < 0)
+                return log_oom();
+        api_set_query_finished_hook(m.api, on_query_finished, &m);
+
+        /* Admins read the queue on the system bus; without one (a developer's
+         * machine) the daemon still serves HTTP. */
+        r = queue_bus_new(m.event, m.admission, NULL, &m.bus);
+        if (r < 0)
+                log_warning_errno(r, "Not publishing the queue on D-Bus");
+
+        fd = acquire_listen_fd();
+        if (fd < 0)
+                return fd;
+        r = http_server_new(m.event, fd, &m.config, api_handle, m.api, &m.http);
+        if (r < 0)
+                return log_error_errno(r, "Failed to start the HTTP server");
+
+        r = sd_event_add_post(m.event, NULL, on_post, &m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to add the post source");
+
+        log_info("wikiwebd %s started (contract revision %d).", PACKAGE_VERSION, CONTRACT_REVISION);
+        (void) sd_notify(false, "READY=1");
+        update_status(&m);
+
+        r = sd_event_loop(m.event);
+        if (r < 0)
+                return log_error_errno(r, "Event loop failed");
+        log_info("wikiwebd stopped.");
+        return 0;
+}
+
+int main(int argc, char *argv[]) {
+        int r = run(argc, argv);
+        return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}

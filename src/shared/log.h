@@ -20,7 +20,9 @@ void log_open(void);
 void log_set_max_level(int level);
 int log_get_max_level(void);
 
-/* Returns -abs(error), so "return log_error_errno(r, ...)" works. */
+/* Returns -abs(error), so "return log_error_errno(r, ...)" works. With a
+ * non-zero error, ": <strerror>" is appended to the message: do not use %m
+ * (it is not ISO C and would read the wrong errno). */
 int log_internal(int level, int error, const char *file, int line, const char *func,
                  const char *format, ...) _printf_(6, 7);
 

@@ -80,10 +80,12 @@ static inline void fclosep(FILE **f) {
                 _fd_;                          \
         })
 
+/* Use with a trailing semicolon, like a declaration. */
 #define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func)  \
         static inline void func##p(type *p) {    \
                 if (*p)                          \
                         func(*p);                \
-        }
+        }                                        \
+        struct __useless_struct_to_allow_trailing_semicolon__
 
 #include "shared/banned.h"

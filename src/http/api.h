@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include "admission/admission.h"
+#include "http/httpd.h"
+#include "query/executor.h"
+#include "shared/config.h"
+
+/* The endpoints of API.md 6, 7 and the health check of 9: they turn a
+ * validated request into calls on the admission machine and the executor,
+ * and their results into the JSON bodies of the contract.
+ *
+ * An Api borrows the config, the admission machine and the executor. */
+
+typedef struct Api Api;
+
+/* Called when a query has ended (its cleanup confirmed or not), for the
+ * D-Bus signal and the counters. status is "succeeded" or "failed". */
+typedef void (*ApiQueryFinishedHook)(const char *query_id, const char *status, usec_t duration_usec,
+                                     bool cleanup_confirmed, void *userdata);
+
+int api_new(const Config *config, Admission *admission, QueryExecutor *executor, Api **ret);
+Api *api_free(Api *api);
+void api_set_query_finished_hook(Api *api, ApiQueryFinishedHook hook, void *userdata);
+void api_set_degraded(Api *api, bool degraded);
+bool api_is_degraded(const Api *api);
+
+/* The HttpHandler for http_server_new(); userdata is the Api. */
+HttpHandlerResult api_handle(HttpRequest *req, void *userdata);

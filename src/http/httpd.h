@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <microhttpd.h>
+#include <systemd/sd-event.h>
+
+#include "admission/admission.h"
+#include "http/origin.h"
+#include "http/router.h"
+#include "http/session.h"
+#include "shared/api-error.h"
+#include "shared/config.h"
+
+/* libmicrohttpd inside the sd-event loop, as systemd's journal-remote does:
+ * MHD runs with MHD_USE_EPOLL and no threads of its own; its epoll fd is an
+ * sd-event I/O source and its connection timeout an sd-event time source.
+ *
+ * The server owns the request lifecycle that every endpoint shares, in the
+ * order API.md 1, 3, 4 and 7 fix: origin policy (403, changes nothing),
+ * CORS preflight, routing (404/405), the size limit (413, decided from
+ * Content-Length before the body is read, and while streaming a chunked
+ * body), body accumulation, the session cookie, then the endpoint handler
+ * (http/api.c). Every response carries the common headers. */
+
+typedef struct HttpServer HttpServer;
+typedef struct HttpRequest HttpRequest;
+
+/* What a handler returns: a response was queued, or the request is
+ * suspended until http_request_complete() is called. */
+typedef enum HttpHandlerResult {
+        HTTP_HANDLED,
+        HTTP_SUSPENDED,
+} HttpHandlerResult;
+
+typedef HttpHandlerResult (*HttpHandler)(HttpRequest *req, void *userdata);
+
+/* Start serving on listen_fd (taken over: closed by the server, even on
+ * error). The config is borrowed and must outlive the server. */
+int http_server_new(sd_event *event, int listen_fd, const Config *config, HttpHandler handler,
+                    void *userdata, HttpServer **ret);
+HttpServer *http_server_free(HttpServer *s);
+/* Stop accepting new connections (clean shutdown); the listening socket is
+ * closed by us, but socket activation keeps its own copy. */
+void http_server_quiesce(HttpServer *s);
+/* Number of requests currently suspended (waiting for a query). */
+unsigned http_server_suspended_count(const HttpServer *s);
+
+/* Accessors for handlers. All returned pointers are borrowed from the
+ * request and valid until the response is queued. */
+HttpMethod http_request_method(const HttpRequest *req);
+const RouteMatch *http_request_route(const HttpRequest *req);
+const SessionKey *http_request_session(const HttpRequest *req);
+const char *http_request_content_type(const HttpRequest *req);
+const uint8_t *http_request_body(const HttpRequest *req, size_t *ret_size);
+/* A query-string argument, NULL if absent. */
+const char *http_request_argument(const HttpRequest *req, const char *name);
+
+/* Build and queue a response. body is a JSON text (copied); NULL for an
+ * empty body (e.g. 204). Extra headers: NULL-terminated name/value pairs.
+ * Returns HTTP_HANDLED; on a suspended request, stores the response and
+ * resumes the connection. */
+HttpHandlerResult http_reply(HttpRequest *req, unsigned status, const char *json_body,
+                             const char *const *extra_headers);
+/* The error envelope of API.md 2; message NULL means the default message;
+ * the message goes through the sanitizer. */
+HttpHandlerResult http_reply_error(HttpRequest *req, ApiError error, const char *message,
+                                   const char *const *extra_headers);
+
+/* Suspend the request (the handler then returns HTTP_SUSPENDED) and later
+ * complete it with http_reply()/http_reply_error(). If the client went away
+ * in between, the reply is dropped when the connection closes. */
+void http_request_suspend(HttpRequest *req);

@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: MIT */
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "shared/config.h"
+#include "shared/macro.h"
+#include "shared/parse-util.h"
+#include "tests.h"
+
+/* A fake environment: NULL-terminated "NAME=value" strings. */
+static const char *fake_getenv(const char *name, void *userdata) {
+        const char *const *env = userdata;
+        size_t n = strlen(name);
+
+        for (; env && *env; env++)
+                if (strncmp(*env, name, n) == 0 && (*env)[n] == '=')
+                        return *env + n + 1;
+        return NULL;
+}
+
+static int load(const char *const *env, Config *c, char **err) {
+        return config_load(c, fake_getenv, (void *) env, err);
+}
+
+static void test_defaults(void) {
+        Config c;
+        char *err = NULL;
+
+        ASSERT_OK(load(NULL, &c, &err));
+        ASSERT_EQ_INT(c.max_request_bytes, 65536);
+        ASSERT_EQ_INT(c.session_max_age_seconds, 2592000);
+        ASSERT_TRUE(c.cookie_secure);
+        ASSERT_TRUE(c.allowed_origins && !c.allowed_origins[0]);
+        ASSERT_EQ_INT(c.queue_reservation_seconds, 60);
+        ASSERT_EQ_INT(c.queue_heartbeat_seconds, 30);
+        ASSERT_EQ_INT(c.queue_max_length, 100);
+        ASSERT_EQ_INT(c.query_max_steps, 8);
+        ASSERT_EQ_INT(c.query_timeout_seconds, 120);
+        ASSERT_EQ_INT(c.upstream_max_response_bytes, 8 * 1024 * 1024);
+        ASSERT_TRUE(!c.wiki_password && !c.llm_api_key);
+        config_done(&c);
+}
+
+static void expect_bad(const char *setting, const char *needle) {
+        const char *env[] = { setting, NULL };
+        Config c;
+        char *err = NULL;
+
+        ASSERT_TRUE(load(env, &c, &err) < 0);
+        ASSERT_TRUE(err);
+        if (!strstr(err, needle)) {
+                fprintf(stderr, "error for %s lacks \"%s\": %s\n", setting, needle, err);
+                abort();
+        }
+        free(err);
+}
+
+static void test_ranges(void) {
+        const char *ok[] = {
+                "WIKI_WEB_QUEUE_RESERVATION_SECONDS=1", "WIKI_WEB_QUEUE_HEARTBEAT_SECONDS=3600",
+                "WIKI_WEB_QUEUE_MAX_LENGTH=0", "WIKI_WEB_COOKIE_SECURE=false",
+                "WIKI_WEB_ALLOWED_ORIGINS= https://a.example , http://b.example:8080/ ,",
+                "WIKI_WEB_ALLOWED_DESTINATIONS=wiki.example,10.0.0.1", NULL,
+        };
+        Config c;
+        char *err = NULL;
+
+        ASSERT_OK(load(ok, &c, &err));
+        ASSERT_EQ_INT(c.queue_reservation_seconds, 1);
+        ASSERT_EQ_INT(c.queue_heartbeat_seconds, 3600);
+        ASSERT_EQ_INT(c.queue_max_length, 0);
+        ASSERT_TRUE(!c.cookie_secure);
+        ASSERT_EQ_STR(c.allowed_origins[0], "https://a.example");
+        ASSERT_EQ_STR(c.allowed_origins[1], "http://b.example:8080");
+        ASSERT_TRUE(!c.allowed_origins[2]);
+        ASSERT_EQ_STR(c.allowed_destinations[1], "10.0.0.1");
+        config_done(&c);
+
+        /* The message names the variable and the allowed range. */
+        expect_bad("WIKI_WEB_QUEUE_RESERVATION_SECONDS=0", "WIKI_WEB_QUEUE_RESERVATION_SECONDS");
+        expect_bad("WIKI_WEB_QUEUE_RESERVATION_SECONDS=3601", "1..3600");
+        expect_bad("WIKI_WEB_QUEUE_HEARTBEAT_SECONDS=-1", "1..3600");
+        expect_bad("WIKI_WEB_QUEUE_MAX_LENGTH=1000001", "0..1000000");
+        expect_bad("WIKI_WEB_QUEUE_MAX_LENGTH= 5", "WIKI_WEB_QUEUE_MAX_LENGTH");
+        expect_bad("WIKI_WEB_QUEUE_MAX_LENGTH=0x10", "WIKI_WEB_QUEUE_MAX_LENGTH");
+        expect_bad("WIKI_WEB_QUEUE_MAX_LENGTH=", "WIKI_WEB_QUEUE_MAX_LENGTH");
+        expect_bad("WIKI_WEB_QUEUE_MAX_LENGTH=99999999999999999999999", "WIKI_WEB_QUEUE_MAX_LENGTH");
+        expect_bad("WIKI_WEB_COOKIE_SECURE=maybe", "WIKI_WEB_COOKIE_SECURE");
+        expect_bad("WIKI_WEB_ALLOWED_ORIGINS=ftp://x", "WIKI_WEB_ALLOWED_ORIGINS");
+        expect_bad("WIKI_WEB_ALLOWED_ORIGINS=https://x/path", "WIKI_WEB_ALLOWED_ORIGINS");
+        expect_bad("WIKI_WEB_WIKI_API_URL=file:///etc/passwd", "WIKI_WEB_WIKI_API_URL");
+        expect_bad("WIKI_WEB_LOG_LEVEL=8", "WIKI_WEB_LOG_LEVEL");
+}
+
+static void test_secrets(void) {
+        char dir[] = "/tmp/wikiweb-test-config-XXXXXX";
+        char path[256], env_dir[300], env_file[300];
+        FILE *f;
+        Config c;
+        char *err = NULL;
+        char *dump = NULL;
+        size_t dump_size = 0;
+
+        ASSERT_TRUE(mkdtemp(dir));
+        snprintf(path, sizeof path, "%s/llm-api-key", dir);
+        f = fopen(path, "w");
+        ASSERT_TRUE(f);
+        fputs("sk-test-secret-value-1234567890\n", f);
+        fclose(f);
+        snprintf(env_dir, sizeof env_dir, "CREDENTIALS_DIRECTORY=%s", dir);
+        {
+                const char *env[] = { env_dir, NULL };
+
+                ASSERT_OK(load(env, &c, &err));
+                ASSERT_EQ_STR(c.llm_api_key, "sk-test-secret-value-1234567890");
+                ASSERT_TRUE(!c.wiki_password); /* absent credential: fine */
+
+                /* --check-config output never shows the secret. */
+                f = open_memstream(&dump, &dump_size);
+                ASSERT_TRUE(f);
+                config_dump(&c, f);
+                fclose(f);
+                ASSERT_TRUE(!strstr(dump, "sk-test-secret"));
+                ASSERT_TRUE(strstr(dump, "llm-api-key=(set, masked)"));
+                free(dump);
+                config_done(&c);
+        }
+
+        /* An explicit *_FILE that cannot be read is an error, not silence. */
+        snprintf(env_file, sizeof env_file, "WIKI_WEB_WIKI_PASSWORD_FILE=%s/missing", dir);
+        {
+                const char *env[] = { env_file, NULL };
+
+                ASSERT_TRUE(load(env, &c, &err) < 0);
+                ASSERT_TRUE(strstr(err, "WIKI_WEB_WIKI_PASSWORD_FILE"));
+                free(err);
+        }
+        (void) unlink(path);
+        (void) rmdir(dir);
+}
+
+static void test_parse_uint(void) {
+        uint64_t v;
+
+        ASSERT_OK(parse_uint64_range("0", 0, 5, &v));
+        ASSERT_EQ_INT(v, 0);
+        ASSERT_OK(parse_uint64_range("18446744073709551615", 0, UINT64_MAX, &v));
+        ASSERT_TRUE(v == UINT64_MAX);
+        ASSERT_EQ_INT(parse_uint64_range("18446744073709551616", 0, UINT64_MAX, &v), -ERANGE);
+        ASSERT_EQ_INT(parse_uint64_range("6", 0, 5, &v), -ERANGE);
+        ASSERT_EQ_INT(parse_uint64_range("+1", 0, 5, &v), -EINVAL);
+        ASSERT_EQ_INT(parse_uint64_range("1 ", 0, 5, &v), -EINVAL);
+        ASSERT_EQ_INT(parse_uint64_range("", 0, 5, &v), -EINVAL);
+        ASSERT_EQ_INT(parse_uint64_range(NULL, 0, 5, &v), -EINVAL);
+}
+
+int main(void) {
+        test_defaults();
+        test_ranges();
+        test_secrets();
+        test_parse_uint();
+        printf("test-config: ok\n");
+        return 0;
+}
