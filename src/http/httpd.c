@@ -332,7 +332,10 @@ static void request_append(HttpRequest *req, const char *data, size_t n) {
                 size_t a = MAX(req->body_allocated * 2, (size_t) 1024);
                 uint8_t *b;
 
-                a = MIN(MAX(a, req->body_size + n), limit);
+                if (a < req->body_size + n)
+                        a = req->body_size + n;
+                if (a > limit)
+                        a = limit;
                 b = realloc(req->body, a);
                 if (!b) {
                         req->too_large = true;
