@@ -1,0 +1,1062 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The system suite: wikiwebd as it runs in production, black-box.
+
+A real systemd (PID 1) is booted with systemd-nspawn from the host's own /usr
+(volatile root, ~0.3 s; see /work/shared/notes/test-environment.md). The
+built units, the sysusers.d and tmpfiles.d files and the D-Bus policy are
+installed into it at boot, the real D-Bus system bus runs there, and the
+daemon is started by real socket activation on its first connection. The
+tests use only what an admin has: HTTP (python's stdlib), busctl,
+systemctl, systemd-analyze and journalctl.
+
+Exit status: 0 all passed, 1 a failure, 77 skipped (nspawn cannot run here;
+WIKIWEB_TEST_NO_SKIP=1 turns a skip into a failure).
+
+Usage: test-system.py --wikiwebd BUILD/wikiwebd --source-root SRC [--keep]
+       [--only NAME[,NAME...]] [--list]
+"""
+
+import argparse
+import base64
+import contextlib
+import hashlib
+import http.client
+import http.server
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import xml.etree.ElementTree as ET
+
+SKIP = 77
+NAME = "org.wikiweb.Queue1"
+OPATH = "/org/wikiweb/Queue1"
+IFACE = "org.wikiweb.Queue1"
+SERVICE = "wikiwebd.service"
+SOCKET = "wikiwebd.socket"
+
+# Settings of the test instance: short enough to watch expiries happen,
+# long enough (>= 1 s apart) to tell them apart.
+RESERVATION_S = 2
+HEARTBEAT_S = 3
+
+CONTAINER_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "LANG": "C.UTF-8",
+    "SYSTEMD_PAGER": "",
+    "PAGER": "cat",
+    "SYSTEMD_COLORS": "0",
+    "SYSTEMD_LOG_COLOR": "0",
+}
+
+
+def log(*args):
+    print(*args, flush=True)
+
+
+def skip(why):
+    log(f"SKIP: {why}")
+    if os.environ.get("WIKIWEB_TEST_NO_SKIP") == "1":
+        log("WIKIWEB_TEST_NO_SKIP=1: a skip is a failure")
+        sys.exit(1)
+    sys.exit(SKIP)
+
+
+class TestFailure(Exception):
+    pass
+
+
+class BootFailure(Exception):
+    """nspawn could not boot a container here: a skip, not a failure."""
+
+
+def check(cond, what):
+    if not cond:
+        raise TestFailure(what)
+
+
+def wait_until(pred, timeout, interval=0.05, what="condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() >= deadline:
+            raise TestFailure(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def new_token():
+    """A session token as the daemon issues them: 43 base64url characters."""
+    return base64.urlsafe_b64encode(secrets.token_bytes(32)).rstrip(b"=").decode()
+
+
+# --------------------------------------------------------------------------
+# The container
+
+
+class Container:
+    """A booted systemd in nspawn, on the host's /usr, volatile."""
+
+    def __init__(self, work, name, binds_ro):
+        self.work = work
+        self.name = name
+        self.binds_ro = binds_ro
+        self.nspawn = None
+        self.leader = None
+        self.cgroups = []
+        self.console = os.path.join(work, "console.log")
+
+    def _cgroup_setup(self):
+        cg = f"wikiweb-system-{os.getpid()}"
+        if os.path.exists("/sys/fs/cgroup/unified/cgroup.procs"):
+            roots = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd"]
+        elif os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
+            roots = ["/sys/fs/cgroup"]
+        else:
+            skip("no usable cgroup hierarchy for systemd-nspawn")
+        for r in roots:
+            if not os.path.exists(r):
+                continue
+            d = os.path.join(r, cg)
+            os.makedirs(d, exist_ok=True)
+            self.cgroups.append(d)
+
+    def boot(self, timeout=60):
+        self._cgroup_setup()
+        machine_id = os.path.join(self.work, "machine-id")
+        with open(machine_id, "w") as f:
+            f.write(secrets.token_hex(16) + "\n")
+        cmd = ["systemd-nspawn", "--boot", "--register=no", "--keep-unit",
+               "--console=pipe", f"--machine={self.name}", "-D", "/",
+               "--volatile=yes", f"--bind-ro={machine_id}:/etc/machine-id",
+               "--bind-ro=/etc/pam.d", "--bind-ro=/etc/security",
+               "--bind-ro=/etc/login.defs"]
+        cmd += [f"--bind-ro={src}:{dst}" for src, dst in self.binds_ro]
+        cmd += ["systemd.mask=systemd-machine-id-commit.service"]
+        env = dict(os.environ, SYSTEMD_NSPAWN_UNIFIED_HIERARCHY="1")
+        cgroups = list(self.cgroups)
+
+        def into_cgroups():
+            # nspawn must not start in the root cgroup of a hybrid host.
+            for d in cgroups:
+                with open(os.path.join(d, "cgroup.procs"), "w") as f:
+                    f.write(str(os.getpid()))
+
+        out = open(self.console, "wb")
+        self.nspawn = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
+                                       stderr=subprocess.STDOUT, env=env,
+                                       preexec_fn=into_cgroups)
+        out.close()
+
+        def find_leader():
+            if self.nspawn.poll() is not None:
+                raise TestFailure("systemd-nspawn exited during boot:\n" + self.console_tail())
+            for pid in os.listdir("/proc"):
+                if not pid.isdigit():
+                    continue
+                try:
+                    with open(f"/proc/{pid}/stat") as f:
+                        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                    if ppid == self.nspawn.pid and \
+                            os.readlink(f"/proc/{pid}/exe") == "/usr/lib/systemd/systemd":
+                        return int(pid)
+                except (OSError, ValueError, IndexError):
+                    continue
+            return None
+
+        self.leader = wait_until(find_leader, 20, what="the container's PID 1")
+        wait_until(lambda: os.path.exists(self.root("/run/systemd/private")), 20,
+                   what="the container's manager")
+        r = self.run(["systemctl", "is-system-running", "--wait"], check=False, timeout=timeout)
+        state = r.stdout.strip()
+        if state != "running":
+            failed = self.run(["systemctl", "--failed", "--no-legend"], check=False).stdout
+            log(f"# container boot: {state}; failed units:\n{failed}")
+
+    def root(self, path):
+        return f"/proc/{self.leader}/root{path}"
+
+    def write(self, path, content, mode=0o644):
+        p = self.root(path)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "w") as f:
+            f.write(content)
+        os.chmod(p, mode)
+
+    def remove(self, path):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.root(path))
+
+    def _cmd(self, cmd, user=None):
+        prefix = ["nsenter", "-t", str(self.leader), "-a"]
+        if user is not None:
+            prefix += ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups"]
+        return prefix + list(cmd)
+
+    def run(self, cmd, check=True, timeout=30, user=None):
+        r = subprocess.run(self._cmd(cmd, user), stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, env=CONTAINER_ENV,
+                           timeout=timeout)
+        if check and r.returncode != 0:
+            raise TestFailure(f"{' '.join(cmd)}: exit {r.returncode}\n{r.stdout}{r.stderr}")
+        return r
+
+    def popen(self, cmd, user=None):
+        return subprocess.Popen(self._cmd(cmd, user), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=CONTAINER_ENV)
+
+    def console_tail(self, n=40):
+        try:
+            with open(self.console, "rb") as f:
+                lines = f.read().decode(errors="replace").splitlines()
+            return "\n".join(lines[-n:])
+        except OSError:
+            return ""
+
+    def shutdown(self):
+        if self.nspawn is None:
+            return
+        if self.nspawn.poll() is None and self.leader:
+            with contextlib.suppress(Exception):
+                self.run(["systemctl", "poweroff", "--no-block"], check=False, timeout=10)
+            try:
+                self.nspawn.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                # A SIGKILL to nspawn would orphan the container: kill its
+                # PID 1 instead, nspawn then exits.
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.leader, signal.SIGKILL)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.nspawn.wait(timeout=10)
+        for d in self.cgroups:
+            for dirpath, dirnames, _ in os.walk(d, topdown=False):
+                for sub in dirnames:
+                    with contextlib.suppress(OSError):
+                        os.rmdir(os.path.join(dirpath, sub))
+            with contextlib.suppress(OSError):
+                os.rmdir(d)
+
+
+# --------------------------------------------------------------------------
+# Fake upstreams on the host (the container shares the host's network)
+
+
+class SlowUpstream(http.server.ThreadingHTTPServer):
+    """A MediaWiki API and an OpenAI-compatible model, both trivial; the
+    model answers after `delay` seconds, so a query with a real executor is
+    still running when the stop test sends SIGTERM."""
+
+    daemon_threads = True
+
+    def __init__(self, delay):
+        self.delay = delay
+        self.requests = []
+        super().__init__(("127.0.0.1", 0), SlowUpstreamHandler)
+
+
+class SlowUpstreamHandler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def _reply(self, obj):
+        body = json.dumps(obj).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        self.server.requests.append(("GET", self.path))
+        self._reply({"batchcomplete": True, "query": {"search": [], "pages": []}})
+
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(n)
+        self.server.requests.append(("POST", self.path))
+        if "chat/completions" in self.path:
+            time.sleep(self.server.delay)
+            self._reply({"id": "c1", "object": "chat.completion", "model": "test-model",
+                         "choices": [{"index": 0, "finish_reason": "stop",
+                                      "message": {"role": "assistant", "content": "42"}}],
+                         "usage": {"prompt_tokens": 1, "completion_tokens": 1}})
+        else:
+            self._reply({"batchcomplete": True, "query": {"search": []}})
+
+
+# --------------------------------------------------------------------------
+# The test bed
+
+
+class Bed:
+    def __init__(self, args):
+        self.args = args
+        self.src = os.path.abspath(args.source_root)
+        self.wikiwebd = os.path.abspath(args.wikiwebd)
+        self.work = tempfile.mkdtemp(prefix="wikiweb-system-")
+        self.port = free_port()
+        self.ct = None
+        self.upstream = None
+        self.tokens = []  # every session token used: none may reach bus or journal
+        self.monitor = None
+
+    # -- setup
+
+    def setup(self):
+        unitdir = os.path.join(self.work, "units")
+        os.makedirs(unitdir)
+        with open(os.path.join(self.src, "units/wikiwebd.service.in")) as f:
+            service = f.read().replace("@WIKIWEBD@", self.wikiwebd)
+        check(not re.search(r"@[A-Z_]+@", service), "unsubstituted @VAR@ in the service")
+        with open(os.path.join(unitdir, SERVICE), "w") as f:
+            f.write(service)
+
+        self.upstream = SlowUpstream(delay=3)
+        threading.Thread(target=self.upstream.serve_forever, daemon=True).start()
+
+        binds = [
+            (os.path.join(unitdir, SERVICE), f"/etc/systemd/system/{SERVICE}"),
+            (os.path.join(self.src, "units", SOCKET), f"/etc/systemd/system/{SOCKET}"),
+            (os.path.join(self.src, "units/sysusers.d/wikiweb.conf"), "/etc/sysusers.d/wikiweb.conf"),
+            (os.path.join(self.src, "units/tmpfiles.d/wikiweb.conf"), "/etc/tmpfiles.d/wikiweb.conf"),
+            (os.path.join(self.src, "dbus/org.wikiweb.Queue1.conf"),
+             "/etc/dbus-1/system.d/org.wikiweb.Queue1.conf"),
+            (os.path.dirname(self.wikiwebd), os.path.dirname(self.wikiwebd)),
+        ]
+        self.ct = Container(self.work, f"wikiweb-sys-{os.getpid()}", binds)
+        t0 = time.monotonic()
+        try:
+            self.ct.boot()
+        except (TestFailure, OSError, subprocess.SubprocessError) as e:
+            raise BootFailure(str(e)) from e
+        log(f"# container booted in {time.monotonic() - t0:.2f}s (PID 1 = host pid {self.ct.leader}), "
+            f"HTTP port {self.port}")
+
+        # Production settings file, with test values; the listening port
+        # through a runtime drop-in, as an admin would (systemctl edit).
+        upstream = f"http://127.0.0.1:{self.upstream.server_address[1]}"
+        self.ct.write("/etc/wikiweb/wikiweb.conf",
+                      f"WIKI_WEB_QUEUE_RESERVATION_SECONDS={RESERVATION_S}\n"
+                      f"WIKI_WEB_QUEUE_HEARTBEAT_SECONDS={HEARTBEAT_S}\n"
+                      "WIKI_WEB_QUEUE_MAX_LENGTH=10\n"
+                      "WIKI_WEB_COOKIE_SECURE=false\n"
+                      f"WIKI_WEB_WIKI_API_URL={upstream}/api.php\n"
+                      f"WIKI_WEB_LLM_URL={upstream}/v1\n"
+                      "WIKI_WEB_LLM_MODEL=test-model\n"
+                      "WIKI_WEB_ALLOWED_DESTINATIONS=127.0.0.1\n"
+                      "WIKI_WEB_QUERY_TIMEOUT_SECONDS=20\n")
+        self.ct.write(f"/run/systemd/system/{SOCKET}.d/50-test-port.conf",
+                      f"[Socket]\nListenStream=\nListenStream=127.0.0.1:{self.port}\n")
+        # One secret present, one absent: both are optional.
+        self.ct.write("/etc/credstore/wikiweb.llm-api-key", "sk-test-" + secrets.token_hex(20) + "\n", 0o600)
+        self.ct.run(["systemctl", "daemon-reload"])
+
+    def teardown(self):
+        if self.monitor:
+            self.monitor.stop()
+        if self.ct:
+            if self.args.keep:
+                log(f"# --keep: container left running, PID 1 = host pid {self.ct.leader}; "
+                    f"nsenter -t {self.ct.leader} -a bash")
+                return
+            self.ct.shutdown()
+        if self.upstream:
+            self.upstream.shutdown()
+        shutil.rmtree(self.work, ignore_errors=True)
+
+    # -- helpers
+
+    def http(self, method, path, token=None, body=None, timeout=15):
+        headers = {}
+        data = None
+        if token:
+            headers["Cookie"] = f"wikiweb_session={token}"
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            conn.request(method, path, body=data, headers=headers)
+            r = conn.getresponse()
+            raw = r.read()
+            hdrs = {k.lower(): v for k, v in r.getheaders()}
+        finally:
+            conn.close()
+        obj = None
+        if raw and hdrs.get("content-type", "").startswith("application/json"):
+            obj = json.loads(raw)
+        return r.status, hdrs, obj
+
+    def session(self):
+        t = new_token()
+        self.tokens.append(t)
+        return t
+
+    def show(self, unit, *props):
+        r = self.ct.run(["systemctl", "show", unit, "-p", ",".join(props)])
+        out = {}
+        for line in r.stdout.splitlines():
+            k, _, v = line.partition("=")
+            out[k] = v
+        return out
+
+    def prop(self, name, user=None):
+        r = self.ct.run(["busctl", "--json=short", "get-property", NAME, OPATH, IFACE, name], user=user)
+        return json.loads(r.stdout)["data"]
+
+    def list_tickets(self):
+        r = self.ct.run(["busctl", "--json=short", "call", NAME, OPATH, IFACE, "ListTickets"])
+        return json.loads(r.stdout)["data"][0]
+
+    def journal(self, *extra):
+        r = self.ct.run(["journalctl", "--no-pager", "-u", SERVICE, *extra], check=False, timeout=30)
+        return r.stdout
+
+    def journal_json(self):
+        out = []
+        for line in self.journal("-o", "json").splitlines():
+            with contextlib.suppress(ValueError):
+                out.append(json.loads(line))
+        return out
+
+    def service_up(self):
+        s = self.show(SERVICE, "ActiveState", "SubState")
+        return s["ActiveState"] == "active" and s["SubState"] == "running"
+
+    def reset_start_limit(self):
+        # The tests restart far more often than the default start limit
+        # (5 in 10 s) allows; in production that limit stays.
+        self.ct.run(["systemctl", "reset-failed", SERVICE, SOCKET], check=False)
+        self.ct.run(["systemctl", "start", SOCKET])
+
+    def restart_clean(self):
+        """Back to a fresh daemon with an empty queue."""
+        self.reset_start_limit()
+        self.ct.run(["systemctl", "restart", SERVICE], timeout=60)
+        wait_until(self.service_up, 20, what="wikiwebd active")
+        wait_until(lambda: self.ct.run(["busctl", "status", NAME], check=False).returncode == 0,
+                   10, what=f"{NAME} on the bus")
+
+    def diagnostics(self):
+        if not self.ct or not self.ct.leader:
+            return
+        r = self.ct.run(["systemctl", "status", "--no-pager", "-l", SOCKET, SERVICE], check=False)
+        log("# --- systemctl status ---\n" + r.stdout + r.stderr)
+        log("# --- journal (last 40) ---\n" + "\n".join(self.journal().splitlines()[-40:]))
+
+
+class Monitor:
+    """busctl monitor on the real system bus, one JSON object per message,
+    stamped with the time it reached the monitor."""
+
+    def __init__(self, ct):
+        self.msgs = []
+        self.lock = threading.Lock()
+        self.p = ct.popen(["stdbuf", "-oL", "busctl", "monitor", "--json=short", NAME])
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        for line in self.p.stdout:
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            with contextlib.suppress(ValueError):
+                m = json.loads(line)
+                m["_host_time"] = time.time()
+                with self.lock:
+                    self.msgs.append(m)
+
+    def signals(self, member=None, since=0.0):
+        with self.lock:
+            return [m for m in self.msgs
+                    if m.get("type") == "signal" and m.get("path") == OPATH
+                    and (member is None or m.get("member") == member)
+                    and m["_host_time"] >= since]
+
+    def raw(self):
+        with self.lock:
+            return json.dumps(self.msgs)
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.p.wait(timeout=5)
+
+
+def msg_time(m):
+    ts = m.get("timestamp-realtime")
+    return ts / 1e6 if ts else m["_host_time"]
+
+
+def changed(m):
+    """PropertiesChanged payload -> {name: value}."""
+    iface, props, _ = m["payload"]["data"]
+    check(iface == IFACE, f"PropertiesChanged for {iface}")
+    return {k: v["data"] for k, v in props.items()}
+
+
+# --------------------------------------------------------------------------
+# The tests, in order; each leaves the daemon running.
+
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+@test
+def verify_units(bed):
+    """systemd-analyze verify passes for the installed units."""
+    r = bed.ct.run(["systemd-analyze", "verify", f"/etc/systemd/system/{SOCKET}",
+                    f"/etc/systemd/system/{SERVICE}"], check=False, timeout=60)
+    out = (r.stdout + r.stderr).strip()
+    log(f"# systemd-analyze verify: exit {r.returncode}" + (f"\n{out}" if out else ", no output"))
+    check(r.returncode == 0, "systemd-analyze verify failed")
+    check("wikiweb" not in out, "systemd-analyze verify complains about our units")
+
+
+@test
+def security_exposure(bed):
+    """systemd-analyze security: exposure 2.0 or lower."""
+    r = bed.ct.run(["systemd-analyze", "security", "--no-pager", SERVICE], check=False, timeout=60)
+    m = re.search(r"Overall exposure level for \S+: (\d+\.\d+) (\S+)", r.stdout)
+    check(m, f"no exposure figure in:\n{r.stdout}{r.stderr}")
+    exposure = float(m.group(1))
+    flagged = [line for line in r.stdout.splitlines() if line.startswith("✗")]
+    log(f"# EXPOSURE wikiwebd.service: {exposure} {m.group(2)}")
+    for line in flagged:
+        log(f"#   {' '.join(line.split())}")
+    check(exposure <= 2.0, f"exposure {exposure} > 2.0")
+
+
+@test
+def installed_bits(bed):
+    """sysusers.d created the user, tmpfiles.d the directories."""
+    r = bed.ct.run(["getent", "passwd", "wikiweb"])
+    log(f"# {r.stdout.strip()}")
+    st = os.stat(bed.ct.root("/etc/credstore"))
+    check(oct(st.st_mode & 0o777) == "0o700", "/etc/credstore is not 0700")
+    check(os.path.isdir(bed.ct.root("/etc/wikiweb")), "/etc/wikiweb missing")
+
+
+@test
+def socket_activation(bed):
+    """The first connection starts the service; it is active with Type=notify."""
+    bed.ct.run(["systemctl", "enable", "--now", SOCKET])
+    s = bed.show(SERVICE, "ActiveState")
+    check(s["ActiveState"] == "inactive", f"service already {s['ActiveState']} before any connection")
+    s = bed.show(SOCKET, "ActiveState", "SubState", "Listen")
+    check(s["ActiveState"] == "active" and s["SubState"] == "listening", f"socket: {s}")
+    log(f"# socket: {s['Listen']}")
+
+    t0 = time.monotonic()
+    status, _, body = bed.http("GET", "/api/v1/health")
+    log(f"# first request answered in {time.monotonic() - t0:.3f}s: {status} {body}")
+    check(status == 200, f"health: {status}")
+    s = bed.show(SERVICE, "ActiveState", "SubState", "Type", "NotifyAccess", "StatusText",
+                 "MainPID", "User", "WatchdogUSec", "TriggeredBy", "ExecMainStartTimestamp")
+    log(f"# {s}")
+    check(s["ActiveState"] == "active" and s["SubState"] == "running", "service not running")
+    # For Type=notify, "active" means READY=1 arrived.
+    check(s["Type"] == "notify", f"Type={s['Type']}")
+    check(s["User"] == "wikiweb", f"User={s['User']}")
+    check(s["StatusText"], "no STATUS= line")
+    check(s["WatchdogUSec"] not in ("", "0", "infinity"), "no watchdog")
+
+    # The process really is unprivileged.
+    with open(bed.ct.root(f"/proc/{s['MainPID']}/status")) as f:
+        st = f.read()
+    uid_line = re.search(r"^Uid:\s+(.*)$", st, re.M).group(1).split()
+    cap_eff = re.search(r"^CapEff:\s+(\S+)", st, re.M).group(1)
+    check(len(set(uid_line)) == 1 and uid_line[0] != "0", f"Uid: {uid_line}")
+    check(int(cap_eff, 16) == 0, f"CapEff: {cap_eff}")
+    # Credentials: the present one is passed, the absent one is not.
+    creds = bed.ct.root(f"/run/credentials/{SERVICE}")
+    present = sorted(os.listdir(creds)) if os.path.isdir(creds) else []
+    log(f"# credentials passed: {present}")
+    check(present == ["llm-api-key"], f"credentials: {present}")
+
+
+@test
+def status_line_and_properties(bed):
+    """The STATUS line and the properties follow joins, leaves and claims."""
+    bed.restart_clean()
+    idle_status = bed.show(SERVICE, "StatusText")["StatusText"]
+    log(f"# STATUS idle: {idle_status!r}")
+    check("idle" in idle_status, "STATUS does not say idle")
+
+    check(bed.prop("State") == "idle", "not idle")
+    check(bed.prop("QueueLength") == 0, "queue not empty")
+    check(bed.prop("MaxLength") == 10, "MaxLength")
+    check(bed.prop("ReservationUSec") == RESERVATION_S * 10**6, "ReservationUSec")
+    check(bed.prop("HeartbeatUSec") == HEARTBEAT_S * 10**6, "HeartbeatUSec")
+    check(bed.prop("Health") == "ok", "Health")
+    check(bed.prop("RunningQueryId") == "", "RunningQueryId")
+
+    a, b = bed.session(), bed.session()
+    status, _, sa = bed.http("POST", "/api/v1/queue/join", a)
+    check(status == 201, f"join A: {status}")
+    status, _, sb = bed.http("POST", "/api/v1/queue/join", b)
+    check(status == 201, f"join B: {status}")
+    check(bed.prop("State") == "reserved", "not reserved after joins")
+    check(bed.prop("QueueLength") == 2, "QueueLength after joins")
+    busy_status = bed.show(SERVICE, "StatusText")["StatusText"]
+    log(f"# STATUS with 2 tickets: {busy_status!r}")
+    check(busy_status != idle_status and "reserved" in busy_status, "STATUS did not change")
+
+    # ListTickets (root): the ids the clients were given, nothing else.
+    tickets = bed.list_tickets()
+    log(f"# ListTickets: {tickets}")
+    now = time.time() * 1e6
+    check([t[0] for t in tickets] == [sa["ticket"]["id"], sb["ticket"]["id"]], "ticket ids")
+    check([t[1] for t in tickets] == ["reserved", "waiting"], "statuses")
+    check([t[2] for t in tickets] == [0, 1], "positions")
+    for t in tickets:
+        check(abs(t[3] - now) < 10e6, "joined is not the realtime clock")
+        check(abs(t[4] - (t[3] + HEARTBEAT_S * 1e6)) < 1e6, "heartbeat deadline")
+    check(abs(tickets[0][5] - (tickets[0][3] + RESERVATION_S * 1e6)) < 1e6, "reservation deadline")
+    check(tickets[1][5] == 0, "a waiting ticket has no reservation deadline")
+
+    # Leave: B goes.
+    status, _, _ = bed.http("DELETE", "/api/v1/queue/ticket", b)
+    check(status == 204, f"leave: {status}")
+    check(bed.prop("QueueLength") == 1, "QueueLength after leave")
+
+    # Claim: A (reserved) runs a query; with no real executor it fails at once.
+    started = bed.prop("QueriesStarted")
+    failed = bed.prop("QueriesFailed")
+    status, hdrs, body = bed.http("POST", "/api/v1/query", a, {"question": "What is wikiweb?"})
+    qid = hdrs.get("wikiweb-query-id")
+    log(f"# query: {status} {qid} {body}")
+    check(qid and qid.startswith("qr_"), "no Wikiweb-Query-Id")
+    wait_until(lambda: bed.prop("State") == "idle", 30, what="the query to end")
+    check(bed.prop("QueriesStarted") == started + 1, "QueriesStarted")
+    if status != 200:
+        check(bed.prop("QueriesFailed") == failed + 1, "QueriesFailed")
+    check(bed.prop("QueueLength") == 0, "QueueLength after claim")
+    check(bed.prop("RunningQueryId") == "", "RunningQueryId after the query")
+
+
+@test
+def signals_and_expiry(bed):
+    """busctl monitor sees PropertiesChanged, TicketPromoted, TicketRemoved
+    with reasons heartbeat and reservation at the right time, while no HTTP
+    request arrives; and QueryFinished, claimed, left."""
+    bed.restart_clean()
+    mon = bed.monitor = Monitor(bed.ct)
+    time.sleep(0.5)  # the monitor is connected
+
+    # Left and claimed.
+    c = bed.session()
+    bed.http("POST", "/api/v1/queue/join", c)
+    bed.http("DELETE", "/api/v1/queue/ticket", c)
+    d = bed.session()
+    _, _, sd = bed.http("POST", "/api/v1/queue/join", d)
+    status, hdrs, _ = bed.http("POST", "/api/v1/query", d, {"question": "How many pages?"})
+    qid = hdrs.get("wikiweb-query-id")
+    wait_until(lambda: mon.signals("QueryFinished"), 30, what="QueryFinished")
+
+    # Expiries: A reserved (reservation deadline +2 s, heartbeat +3 s),
+    # B waiting (heartbeat +3 s). Then silence on HTTP:
+    #   +2 s: A removed (reservation), B promoted
+    #   +3 s: B removed (heartbeat)
+    a, b = bed.session(), bed.session()
+    t_a0 = time.time()
+    _, _, sa = bed.http("POST", "/api/v1/queue/join", a)
+    t_a1 = time.time()
+    _, _, sb = bed.http("POST", "/api/v1/queue/join", b)
+    t_b1 = time.time()
+    time.sleep(HEARTBEAT_S + 1.5)
+    ida, idb = sa["ticket"]["id"], sb["ticket"]["id"]
+
+    removed = {m["payload"]["data"][0]: (m["payload"]["data"][1], msg_time(m))
+               for m in mon.signals("TicketRemoved")}
+    promoted = {m["payload"]["data"][0]: msg_time(m) for m in mon.signals("TicketPromoted")}
+    log("# signals seen:")
+    for m in mon.signals():
+        log(f"#   {msg_time(m):.3f} {m['member']} {json.dumps(m['payload']['data'])}")
+
+    check(removed.get(sd["ticket"]["id"], ("",))[0] == "claimed", "claimed")
+    left = [r for r in removed.values() if r[0] == "left"]
+    check(len(left) == 1, "left")
+    fin = mon.signals("QueryFinished")
+    check(fin and fin[0]["payload"]["data"][0] == qid, "QueryFinished carries the query id")
+    check(fin[0]["payload"]["data"][1] in ("succeeded", "failed"), "QueryFinished status")
+    log(f"# QueryFinished: {fin[0]['payload']['data']} (HTTP {status})")
+
+    check(ida in promoted and promoted[ida] <= t_a1 + 0.5, "A promoted at join")
+    check(removed.get(ida, ("",))[0] == "reservation", f"A removed: {removed.get(ida)}")
+    ta = removed[ida][1]
+    log(f"# A: reservation expiry after {ta - t_a0:.3f}s (expected {RESERVATION_S})")
+    check(t_a0 + RESERVATION_S - 0.05 <= ta <= t_a1 + RESERVATION_S + 0.75, "reservation expiry time")
+    check(idb in promoted and abs(promoted[idb] - ta) < 0.25, "B promoted when A expired")
+    check(removed.get(idb, ("",))[0] == "heartbeat", f"B removed: {removed.get(idb)}")
+    tb = removed[idb][1]
+    log(f"# B: heartbeat expiry after {tb - t_a1:.3f}s (expected {HEARTBEAT_S})")
+    check(t_a1 + HEARTBEAT_S - 0.05 <= tb <= t_b1 + HEARTBEAT_S + 0.75, "heartbeat expiry time")
+
+    # PropertiesChanged followed every step; the last ones say idle, empty.
+    pcs = [(msg_time(m), changed(m)) for m in mon.signals("PropertiesChanged")]
+    states = [p["State"] for _, p in pcs if "State" in p]
+    lengths = [p["QueueLength"] for _, p in pcs if "QueueLength" in p]
+    log(f"# State sequence: {states}; QueueLength sequence: {lengths}")
+    check("running" in states, "State running was never announced")
+    check(states[-1] == "idle", "last State is not idle")
+    tail = [p["QueueLength"] for t, p in pcs if t >= t_a0 - 0.01 and "QueueLength" in p]
+    check(tail == [1, 2, 1, 0], f"QueueLength during the expiry phase: {tail}, expected [1, 2, 1, 0]")
+    expired = [p["TicketsExpired"] for _, p in pcs if "TicketsExpired" in p]
+    check(expired[-2:] == [1, 2], f"TicketsExpired sequence {expired}")
+    # Each expiry's PropertiesChanged came with it, not with a later request.
+    check(any(abs(t - ta) < 0.25 and "TicketsExpired" in p for t, p in pcs), "no PropertiesChanged at A's expiry")
+    check(any(abs(t - tb) < 0.25 and "TicketsExpired" in p for t, p in pcs), "no PropertiesChanged at B's expiry")
+    check(bed.prop("TicketsExpired") == 2, "TicketsExpired")
+
+
+@test
+def introspection_matches_xml(bed):
+    """The live introspection equals dbus/org.wikiweb.Queue1.xml."""
+
+    def canon(xml_text):
+        root = ET.fromstring(xml_text)
+        ifaces = [i for i in root.iter("interface") if i.get("name") == IFACE]
+        check(len(ifaces) == 1, f"{IFACE} found {len(ifaces)} times")
+        out = []
+        for el in ifaces[0]:
+            args = [(a.get("type"), a.get("name"), a.get("direction") or ("out" if el.tag == "signal" else "in"))
+                    for a in el.findall("arg")]
+            ann = sorted((a.get("name"), a.get("value")) for a in el.findall("annotation"))
+            out.append((el.tag, el.get("name"), el.get("type"), el.get("access"), tuple(args), tuple(ann)))
+        return out
+
+    with open(os.path.join(bed.src, "dbus/org.wikiweb.Queue1.xml")) as f:
+        want = canon(f.read())
+    r = bed.ct.run(["busctl", "introspect", "--xml-interface", NAME, OPATH])
+    live = canon(r.stdout)
+    if live != want:
+        log("# live:\n" + "\n".join(map(str, live)) + "\n# file:\n" + "\n".join(map(str, want)))
+    check(live == want, "live introspection differs from dbus/org.wikiweb.Queue1.xml")
+    custom = [i.get("name") for i in ET.fromstring(r.stdout).iter("interface")
+              if not i.get("name").startswith("org.freedesktop.DBus.")]
+    check(custom == [IFACE], f"unexpected interfaces {custom}")
+
+    # And the table an admin reads.
+    table = bed.ct.run(["busctl", "introspect", "--no-pager", NAME, OPATH, IFACE]).stdout
+    log("# busctl introspect:\n" + "\n".join("#   " + line for line in table.splitlines()))
+    for tag, name, typ, _, args, ann in want:
+        row = next((line.split() for line in table.splitlines() if line.startswith("." + name + " ")), None)
+        check(row, f"{name} missing from busctl introspect")
+        kind = {"property": "property", "method": "method", "signal": "signal"}[tag]
+        check(row[1] == kind, f"{name}: {row[1]} != {kind}")
+        if tag == "property":
+            check(row[2] == typ, f"{name}: signature {row[2]}")
+            flag = "const" if ("org.freedesktop.DBus.Property.EmitsChangedSignal", "const") in ann else "emits-change"
+            check(flag in row[-1], f"{name}: flags {row[-1]}")
+    log(f"# {len(want)} members match")
+
+
+@test
+def bus_policy(bed):
+    """Anyone reads properties and introspects; only root calls ListTickets;
+    only the service user owns the name; nothing else is allowed."""
+    nobody = "65534"
+    check(bed.prop("State", user=nobody) in ("idle", "reserved", "running"), "nobody cannot read State")
+    r = bed.ct.run(["busctl", "introspect", NAME, OPATH], user=nobody, check=False)
+    check(r.returncode == 0, f"nobody cannot introspect: {r.stderr}")
+    r = bed.ct.run(["busctl", "--json=short", "call", NAME, OPATH, "org.freedesktop.DBus.Properties",
+                    "GetAll", "s", IFACE], user=nobody, check=False)
+    check(r.returncode == 0, f"nobody cannot GetAll: {r.stderr}")
+
+    r = bed.ct.run(["busctl", "call", NAME, OPATH, IFACE, "ListTickets"], user=nobody, check=False)
+    log(f"# nobody ListTickets: exit {r.returncode}: {r.stderr.strip()}")
+    check(r.returncode != 0, "nobody may call ListTickets")
+    check(re.search(r"denied|Rejected", r.stderr, re.I), "not an access denial")
+
+    for who in (nobody, None):
+        r = bed.ct.run(["busctl", "call", "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                        "org.freedesktop.DBus", "RequestName", "su", NAME, "4"], user=who, check=False)
+        log(f"# {'nobody' if who else 'root'} RequestName: exit {r.returncode}: {(r.stdout + r.stderr).strip()}")
+        check(r.returncode != 0 and re.search(r"not allowed to own|denied", r.stderr, re.I),
+              f"{'nobody' if who else 'root'} may own the name")
+    # The service user may own it (it is taken: EXISTS, 3).
+    uid = bed.ct.run(["id", "-u", "wikiweb"]).stdout.strip()
+    r = bed.ct.run(["busctl", "call", "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                    "org.freedesktop.DBus", "RequestName", "su", NAME, "4"], user=uid, check=False)
+    log(f"# wikiweb RequestName: exit {r.returncode}: {(r.stdout + r.stderr).strip()}")
+    check(r.returncode == 0 and r.stdout.strip() == "u 3", "the service user may not own the name")
+
+    # Nothing else, not even for root.
+    r = bed.ct.run(["busctl", "set-property", NAME, OPATH, IFACE, "State", "s", "idle"], check=False)
+    check(r.returncode != 0, "Set allowed")
+    r = bed.ct.run(["busctl", "call", NAME, OPATH, "org.freedesktop.DBus.Peer", "Ping"], check=False)
+    check(r.returncode != 0 and re.search(r"denied|Rejected", r.stderr, re.I), "Peer.Ping allowed")
+
+
+@test
+def no_secrets_on_bus_or_journal(bed):
+    """No session token (or its SHA-256) on the bus or in the journal; one
+    line per event, with journal fields."""
+    forbidden = []
+    for t in bed.tokens:
+        forbidden += [t, hashlib.sha256(t.encode()).hexdigest(),
+                      base64.urlsafe_b64encode(hashlib.sha256(t.encode()).digest()).rstrip(b"=").decode()]
+    bus = bed.monitor.raw() if bed.monitor else ""
+    entries = bed.journal_json()
+    text = json.dumps(entries)
+    leaks = [f for f in forbidden if f in bus or f in text]
+    check(not leaks, f"{len(leaks)} session secrets leaked")
+    check(len(bus) > 1000, "the bus monitor saw nothing")
+
+    events = [e for e in entries if e.get("SYSLOG_IDENTIFIER") == "wikiwebd"]
+    check(events, "no journal entries from wikiwebd")
+    multi = [e["MESSAGE"] for e in events if isinstance(e.get("MESSAGE"), str) and "\n" in e["MESSAGE"]]
+    check(not multi, f"multi-line log messages: {multi[:3]}")
+    standard = {"MESSAGE", "PRIORITY", "SYSLOG_IDENTIFIER", "CODE_FILE", "CODE_LINE", "CODE_FUNC",
+                "ERRNO", "SYSLOG_FACILITY", "SYSLOG_PID", "SYSLOG_TIMESTAMP", "SYSLOG_RAW",
+                "MESSAGE_ID", "TID", "INVOCATION_ID", "UNIT", "USER_UNIT", "USER_INVOCATION_ID"}
+    with_fields = [e for e in events if any(k for k in e if not k.startswith("_") and
+                                            not k.startswith("__") and k not in standard)]
+    sample = {k: v for k, v in (with_fields[-1] if with_fields else {}).items()
+              if not k.startswith("_") and k not in standard}
+    log(f"# journal: {len(events)} wikiwebd entries, {len(with_fields)} with their own fields, e.g. {sample}")
+    check(with_fields, "no journal entry carries its own fields")
+    check(any(e.get("CODE_FILE") for e in events), "no CODE_FILE fields: not logging natively to journald")
+
+
+@test
+def restart_loses_no_request(bed):
+    """systemctl restart under a polling client: every request answered."""
+    stop = threading.Event()
+    results = {"ok": 0, "errors": []}
+
+    def poll():
+        token = new_token()
+        while not stop.is_set():
+            try:
+                status, _, _ = bed.http("GET", "/api/v1/queue/status", token, timeout=20)
+                if status == 200:
+                    results["ok"] += 1
+                else:
+                    results["errors"].append(f"HTTP {status}")
+            except Exception as e:  # noqa: BLE001 - every failure counts
+                results["errors"].append(repr(e))
+            time.sleep(0.01)
+
+    bed.restart_clean()
+    bed.reset_start_limit()
+    pids = [bed.show(SERVICE, "MainPID")["MainPID"]]
+    th = threading.Thread(target=poll)
+    th.start()
+    try:
+        time.sleep(0.3)
+        for _ in range(3):
+            bed.ct.run(["systemctl", "restart", SERVICE], timeout=60)
+            pids.append(bed.show(SERVICE, "MainPID")["MainPID"])
+            time.sleep(0.4)
+    finally:
+        stop.set()
+        th.join()
+    log(f"# restarts: MainPID {' -> '.join(pids)}; {results['ok']} requests answered, "
+        f"{len(results['errors'])} failed {results['errors'][:5]}")
+    check(len(set(pids)) == 4, "the daemon was not restarted")
+    check(not results["errors"], "requests failed during restarts")
+    check(results["ok"] > 20, "too few requests to tell")
+
+
+@test
+def stop_with_query_running(bed):
+    """SIGTERM while a query runs: stop accepting, let it finish, record the
+    outcome, exit cleanly."""
+    bed.restart_clean()
+    token = bed.session()
+    answer = {}
+
+    def run_query():
+        try:
+            answer["resp"] = bed.http("POST", "/api/v1/query", token,
+                                      {"question": "What does the wiki say about apples?"}, timeout=60)
+        except Exception as e:  # noqa: BLE001
+            answer["error"] = repr(e)
+
+    th = threading.Thread(target=run_query)
+    th.start()
+    running = False
+    deadline = time.monotonic() + 5
+    while th.is_alive() and time.monotonic() < deadline:
+        if bed.prop("State") == "running":
+            running = True
+            break
+        time.sleep(0.02)
+    invocation = bed.show(SERVICE, "InvocationID")["InvocationID"]
+    t_stop = time.monotonic()
+    bed.ct.run(["systemctl", "stop", SERVICE], timeout=200)
+    stop_s = time.monotonic() - t_stop
+    th.join(60)
+    check("resp" in answer, f"the query's client got no response: {answer.get('error')}")
+    status, hdrs, body = answer["resp"]
+    qid = hdrs.get("wikiweb-query-id")
+    s = bed.show(SERVICE, "ActiveState", "Result", "ExecMainStatus", "ExecMainCode")
+    log(f"# query {qid}: HTTP {status} {body}; stop took {stop_s:.2f}s; {s}")
+    check(s["ActiveState"] in ("inactive", "failed") and s["Result"] == "success"
+          and s["ExecMainStatus"] == "0", "the daemon did not exit cleanly")
+    if running:
+        log("# the query was running when SIGTERM arrived")
+        check(status in (200, 500, 502, 504), "the running query was cut off")
+    else:
+        # TODO(query pipeline): with the stub executor a query fails at
+        # once (execution_failed), so it is over before SIGTERM. When real
+        # execution exists, the slow fake model (3 s) keeps it running:
+        # then this branch must become a failure.
+        log("# TODO: the query ended before SIGTERM (stub executor); the "
+            "'query running at SIGTERM' path is not exercised yet")
+
+    lines = bed.ct.run(["journalctl", "--no-pager", "-o", "cat",
+                        f"_SYSTEMD_INVOCATION_ID={invocation}"], check=False).stdout.splitlines()
+    i_term = next((i for i, line in enumerate(lines) if re.search(r"stopping", line, re.I)), None)
+    i_query = next((i for i, line in enumerate(lines) if qid and qid in line and re.search(r"succeeded|failed", line)), None)
+    i_end = next((i for i, line in enumerate(lines) if re.search(r"wikiwebd stopped", line)), None)
+    log(f"# journal: stopping at {i_term}, outcome of {qid} at {i_query}, stopped at {i_end}")
+    check(i_query is not None, "the query's outcome is not in the journal")
+    check(i_term is not None and i_end is not None and i_term < i_end, "stop sequence not logged")
+    if running:
+        check(i_term < i_query < i_end, "the query did not finish between SIGTERM and exit")
+
+    # The history record (API.md 9) says how it ended.
+    status, _, rec = bed.http("GET", f"/api/v1/history/{qid}", token)
+    if status == 404 and rec and rec.get("error", {}).get("code") == "not_found":
+        # TODO(history): the store does not exist yet; the journal line above
+        # is the record for now.
+        log("# TODO: /api/v1/history not implemented yet; outcome checked in the journal only")
+    else:
+        check(status == 200 and rec.get("status") in ("succeeded", "failed"), f"history record: {status} {rec}")
+    wait_until(bed.service_up, 20, what="socket activation after stop")
+
+
+@test
+def watchdog_restarts_hung_daemon(bed):
+    """A hung event loop stops sending WATCHDOG=1: systemd kills and
+    restarts the daemon."""
+    bed.ct.write(f"/run/systemd/system/{SERVICE}.d/60-watchdog-test.conf",
+                 "[Service]\nWatchdogSec=2s\nEnvironment=WIKI_WEB_TEST_FAULTS=1\n")
+    try:
+        bed.ct.run(["systemctl", "daemon-reload"])
+        bed.restart_clean()
+        s = bed.show(SERVICE, "MainPID", "NRestarts", "WatchdogUSec")
+        check(s["WatchdogUSec"] == "2s" or s["WatchdogUSec"] == "2000000", f"WatchdogUSec={s['WatchdogUSec']}")
+        # Sending WATCHDOG=1 from the loop keeps it alive past the limit.
+        time.sleep(3)
+        check(bed.show(SERVICE, "MainPID")["MainPID"] == s["MainPID"], "restarted while healthy")
+        t0 = time.monotonic()
+        bed.ct.run(["systemctl", "kill", "--kill-who=main", "--signal=SIGUSR2", SERVICE])
+
+        def restarted():
+            n = bed.show(SERVICE, "MainPID", "NRestarts", "ActiveState")
+            return n["MainPID"] not in ("0", s["MainPID"]) and n["ActiveState"] == "active" and n
+        n = wait_until(restarted, 15, interval=0.1, what="the watchdog restart")
+        log(f"# hung daemon {s['MainPID']} replaced by {n['MainPID']} after {time.monotonic() - t0:.2f}s, "
+            f"NRestarts {s['NRestarts']} -> {n['NRestarts']}")
+        check(int(n["NRestarts"]) == int(s["NRestarts"]) + 1, "NRestarts did not grow")
+        wd = [line for line in bed.journal("-o", "cat").splitlines() if "Watchdog timeout" in line]
+        log(f"# {wd[-1] if wd else 'no watchdog line'}")
+        check(wd, "no 'Watchdog timeout' in the journal")
+        status, _, _ = bed.http("GET", "/api/v1/health")
+        check(status == 200, "not serving after the restart")
+    finally:
+        bed.ct.remove(f"/run/systemd/system/{SERVICE}.d/60-watchdog-test.conf")
+        bed.ct.run(["systemctl", "daemon-reload"], check=False)
+
+
+# --------------------------------------------------------------------------
+
+
+def preflight():
+    if os.geteuid() != 0:
+        skip("needs root (systemd-nspawn)")
+    for tool in ("systemd-nspawn", "nsenter", "busctl"):
+        if not shutil.which(tool):
+            skip(f"{tool} not installed (apt-get install systemd-container)")
+    if not os.access("/usr/lib/systemd/systemd", os.X_OK):
+        skip("no /usr/lib/systemd/systemd to boot")
+    if os.path.exists("/run/systemd/container") or os.path.exists("/.dockerenv"):
+        pass  # nested containers may still work; boot() will tell
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--wikiwebd", required=False)
+    ap.add_argument("--source-root", default=os.path.join(os.path.dirname(__file__), "..", ".."))
+    ap.add_argument("--keep", action="store_true", help="leave the container running")
+    ap.add_argument("--only", help="comma-separated test names")
+    ap.add_argument("--list", action="store_true")
+    args = ap.parse_args()
+
+    if args.list:
+        for t in TESTS:
+            print(f"{t.__name__}: {t.__doc__.splitlines()[0]}")
+        return 0
+    if not args.wikiwebd:
+        ap.error("--wikiwebd is required")
+    preflight()
+    selected = TESTS
+    if args.only:
+        names = args.only.split(",")
+        selected = [t for t in TESTS if t.__name__ in names]
+        # socket_activation enables the socket: everything after needs it.
+        if socket_activation not in selected and any(TESTS.index(t) > TESTS.index(socket_activation)
+                                                     for t in selected):
+            selected.insert(0, socket_activation)
+
+    bed = Bed(args)
+    failures = []
+    t_start = time.monotonic()
+    try:
+        try:
+            bed.setup()
+        except BootFailure as e:
+            log(f"# container boot failed: {e}\n{bed.ct.console_tail() if bed.ct else ''}")
+            bed.teardown()
+            skip("systemd-nspawn cannot boot a container here")
+        for n, t in enumerate(selected, 1):
+            t0 = time.monotonic()
+            try:
+                t(bed)
+                log(f"ok {n} - {t.__name__} ({time.monotonic() - t0:.1f}s)")
+            except Exception as e:  # noqa: BLE001 - report and go on
+                failures.append(t.__name__)
+                log(f"not ok {n} - {t.__name__}: {e}")
+                if not isinstance(e, TestFailure):
+                    traceback.print_exc(file=sys.stdout)
+                bed.diagnostics()
+                with contextlib.suppress(Exception):
+                    bed.restart_clean()
+    finally:
+        bed.teardown()
+    log(f"1..{len(selected)}")
+    log(f"# {len(selected) - len(failures)}/{len(selected)} passed in {time.monotonic() - t_start:.1f}s"
+        + (f"; failed: {', '.join(failures)}" if failures else ""))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
