@@ -45,7 +45,7 @@ static void snapshot_take(const QueueBus *b, QueueBusSnapshot *ret) {
         const char *running = admission_running_query_id(b->admission);
 
         admission_get_counters(b->admission, &counters);
-        *ret = (QueueBusSnapshot) {
+        *ret = (QueueBusSnapshot){
                 .state = admission_get_state(b->admission),
                 .queue_length = admission_queue_length(b->admission),
                 .average_usec = admission_average_usec(b->admission),
@@ -63,66 +63,121 @@ static uint32_t clamp_u32(uint64_t v) {
         return v > UINT32_MAX ? UINT32_MAX : (uint32_t) v;
 }
 
-static int property_get_state(sd_bus *bus, const char *path, const char *interface, const char *property,
-                              sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+static int property_get_state(
+        sd_bus *bus,
+        const char *path,
+        const char *interface,
+        const char *property,
+        sd_bus_message *reply,
+        void *userdata,
+        sd_bus_error *error) {
         QueueBus *b = userdata;
 
         return sd_bus_message_append(reply, "s", admission_state_to_string(admission_get_state(b->admission)));
 }
 
-static int property_get_queue_length(sd_bus *bus, const char *path, const char *interface, const char *property,
-                                     sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+static int property_get_queue_length(
+        sd_bus *bus,
+        const char *path,
+        const char *interface,
+        const char *property,
+        sd_bus_message *reply,
+        void *userdata,
+        sd_bus_error *error) {
         QueueBus *b = userdata;
 
         return sd_bus_message_append(reply, "u", clamp_u32(admission_queue_length(b->admission)));
 }
 
-static int property_get_max_length(sd_bus *bus, const char *path, const char *interface, const char *property,
-                                   sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+static int property_get_max_length(
+        sd_bus *bus,
+        const char *path,
+        const char *interface,
+        const char *property,
+        sd_bus_message *reply,
+        void *userdata,
+        sd_bus_error *error) {
         QueueBus *b = userdata;
 
         return sd_bus_message_append(reply, "u", clamp_u32(admission_get_settings(b->admission)->max_length));
 }
 
-static int property_get_reservation(sd_bus *bus, const char *path, const char *interface, const char *property,
-                                    sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+static int property_get_reservation(
+        sd_bus *bus,
+        const char *path,
+        const char *interface,
+        const char *property,
+        sd_bus_message *reply,
+        void *userdata,
+        sd_bus_error *error) {
         QueueBus *b = userdata;
 
-        return sd_bus_message_append(reply, "t", (uint64_t) admission_get_settings(b->admission)->reservation_usec);
+        return sd_bus_message_append(
+                reply, "t", (uint64_t) admission_get_settings(b->admission)->reservation_usec);
 }
 
-static int property_get_heartbeat(sd_bus *bus, const char *path, const char *interface, const char *property,
-                                  sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+static int property_get_heartbeat(
+        sd_bus *bus,
+        const char *path,
+        const char *interface,
+        const char *property,
+        sd_bus_message *reply,
+        void *userdata,
+        sd_bus_error *error) {
         QueueBus *b = userdata;
 
-        return sd_bus_message_append(reply, "t", (uint64_t) admission_get_settings(b->admission)->heartbeat_usec);
+        return sd_bus_message_append(
+                reply, "t", (uint64_t) admission_get_settings(b->admission)->heartbeat_usec);
 }
 
-static int property_get_average(sd_bus *bus, const char *path, const char *interface, const char *property,
-                                sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+static int property_get_average(
+        sd_bus *bus,
+        const char *path,
+        const char *interface,
+        const char *property,
+        sd_bus_message *reply,
+        void *userdata,
+        sd_bus_error *error) {
         QueueBus *b = userdata;
 
         return sd_bus_message_append(reply, "t", (uint64_t) admission_average_usec(b->admission));
 }
 
-static int property_get_running_query_id(sd_bus *bus, const char *path, const char *interface,
-                                         const char *property, sd_bus_message *reply, void *userdata,
-                                         sd_bus_error *error) {
+static int property_get_running_query_id(
+        sd_bus *bus,
+        const char *path,
+        const char *interface,
+        const char *property,
+        sd_bus_message *reply,
+        void *userdata,
+        sd_bus_error *error) {
         QueueBus *b = userdata;
         const char *id = admission_running_query_id(b->admission);
 
         return sd_bus_message_append(reply, "s", id ? id : "");
 }
 
-static int property_get_health(sd_bus *bus, const char *path, const char *interface, const char *property,
-                               sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+static int property_get_health(
+        sd_bus *bus,
+        const char *path,
+        const char *interface,
+        const char *property,
+        sd_bus_message *reply,
+        void *userdata,
+        sd_bus_error *error) {
         QueueBus *b = userdata;
 
         return sd_bus_message_append(reply, "s", b->degraded ? "degraded" : "ok");
 }
 
-static int property_get_counter(sd_bus *bus, const char *path, const char *interface, const char *property,
-                                sd_bus_message *reply, void *userdata, sd_bus_error *error) {
+static int property_get_counter(
+        sd_bus *bus,
+        const char *path,
+        const char *interface,
+        const char *property,
+        sd_bus_message *reply,
+        void *userdata,
+        sd_bus_error *error) {
         QueueBus *b = userdata;
         AdmissionCounters counters;
         uint64_t v;
@@ -155,11 +210,15 @@ static void list_one(const TicketView *t, void *userdata) {
                 return;
         if (t->reservation_deadline != USEC_INFINITY)
                 reservation = monotonic_to_realtime(t->reservation_deadline, c->now_mono, c->now_real);
-        r = sd_bus_message_append(c->reply, "(ssuttt)", t->id, ticket_status_to_string(t->status),
-                                  clamp_u32(t->position),
-                                  (uint64_t) monotonic_to_realtime(t->joined, c->now_mono, c->now_real),
-                                  (uint64_t) monotonic_to_realtime(t->heartbeat_deadline, c->now_mono, c->now_real),
-                                  (uint64_t) reservation);
+        r = sd_bus_message_append(
+                c->reply,
+                "(ssuttt)",
+                t->id,
+                ticket_status_to_string(t->status),
+                clamp_u32(t->position),
+                (uint64_t) monotonic_to_realtime(t->joined, c->now_mono, c->now_real),
+                (uint64_t) monotonic_to_realtime(t->heartbeat_deadline, c->now_mono, c->now_real),
+                (uint64_t) reservation);
         if (r < 0)
                 c->r = r;
 }
@@ -177,8 +236,8 @@ static int check_caller_is_root(sd_bus_message *m, sd_bus_error *error) {
                 return r;
         r = sd_bus_creds_get_euid(creds, &euid);
         if (r < 0)
-                return sd_bus_error_set(error, SD_BUS_ERROR_ACCESS_DENIED,
-                                        "Cannot determine the caller's user; access denied.");
+                return sd_bus_error_set(
+                        error, SD_BUS_ERROR_ACCESS_DENIED, "Cannot determine the caller's user; access denied.");
         if (euid != 0)
                 return sd_bus_error_set(error, SD_BUS_ERROR_ACCESS_DENIED, "Only root may list tickets.");
         return 0;
@@ -195,7 +254,7 @@ static int method_list_tickets(sd_bus_message *m, void *userdata, sd_bus_error *
         if (r < 0)
                 return r;
 
-        c = (ListContext) { .now_mono = now(CLOCK_MONOTONIC), .now_real = now(CLOCK_REALTIME) };
+        c = (ListContext){ .now_mono = now(CLOCK_MONOTONIC), .now_real = now(CLOCK_REALTIME) };
         /* Apply the expiries due now first (without heartbeating anybody),
          * so a late timer never shows an expired ticket. */
         admission_peek(b->admission, NULL, c.now_mono, &status);
@@ -228,14 +287,18 @@ static const sd_bus_vtable queue_vtable[] = {
         SD_BUS_PROPERTY("ReservationUSec", "t", property_get_reservation, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("HeartbeatUSec", "t", property_get_heartbeat, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("AverageQueryUSec", "t", property_get_average, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
-        SD_BUS_PROPERTY("RunningQueryId", "s", property_get_running_query_id, 0,
-                        SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY(
+                "RunningQueryId", "s", property_get_running_query_id, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Health", "s", property_get_health, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("QueriesStarted", "t", property_get_counter, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("QueriesFailed", "t", property_get_counter, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("TicketsExpired", "t", property_get_counter, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
-        SD_BUS_METHOD_WITH_ARGS("ListTickets", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(ssuttt)", tickets),
-                                method_list_tickets, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS(
+                "ListTickets",
+                SD_BUS_NO_ARGS,
+                SD_BUS_RESULT("a(ssuttt)", tickets),
+                method_list_tickets,
+                SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_SIGNAL_WITH_ARGS("TicketPromoted", SD_BUS_ARGS("s", id), 0),
         SD_BUS_SIGNAL_WITH_ARGS("TicketRemoved", SD_BUS_ARGS("s", id, "s", reason), 0),
         SD_BUS_SIGNAL_WITH_ARGS("QueryFinished", SD_BUS_ARGS("s", query_id, "s", status, "t", duration_usec), 0),
@@ -343,13 +406,20 @@ int queue_bus_new(sd_event *event, Admission *admission, const char *address, Qu
         if (r < 0)
                 return r;
 
-        r = sd_bus_add_object_vtable(b->bus, &b->object_slot, QUEUE_BUS_PATH, QUEUE_BUS_INTERFACE, queue_vtable, b);
+        r = sd_bus_add_object_vtable(
+                b->bus, &b->object_slot, QUEUE_BUS_PATH, QUEUE_BUS_INTERFACE, queue_vtable, b);
         if (r < 0)
                 return log_error_errno(r, "D-Bus: cannot add the object %s", QUEUE_BUS_PATH);
 
-        r = sd_bus_match_signal(b->bus, &b->disconnected_slot, "org.freedesktop.DBus.Local",
-                                "/org/freedesktop/DBus/Local", "org.freedesktop.DBus.Local", "Disconnected",
-                                on_disconnected, b);
+        r = sd_bus_match_signal(
+                b->bus,
+                &b->disconnected_slot,
+                "org.freedesktop.DBus.Local",
+                "/org/freedesktop/DBus/Local",
+                "org.freedesktop.DBus.Local",
+                "Disconnected",
+                on_disconnected,
+                b);
         if (r < 0)
                 return r;
 
@@ -411,12 +481,18 @@ void queue_bus_admission_event(QueueBus *b, const AdmissionEvent *event) {
 
         switch (event->type) {
         case ADMISSION_EVENT_TICKET_PROMOTED:
-                r = sd_bus_emit_signal(b->bus, QUEUE_BUS_PATH, QUEUE_BUS_INTERFACE, "TicketPromoted", "s",
-                                       event->ticket_id);
+                r = sd_bus_emit_signal(
+                        b->bus, QUEUE_BUS_PATH, QUEUE_BUS_INTERFACE, "TicketPromoted", "s", event->ticket_id);
                 break;
         case ADMISSION_EVENT_TICKET_REMOVED:
-                r = sd_bus_emit_signal(b->bus, QUEUE_BUS_PATH, QUEUE_BUS_INTERFACE, "TicketRemoved", "ss",
-                                       event->ticket_id, remove_reason_to_string(event->reason));
+                r = sd_bus_emit_signal(
+                        b->bus,
+                        QUEUE_BUS_PATH,
+                        QUEUE_BUS_INTERFACE,
+                        "TicketRemoved",
+                        "ss",
+                        event->ticket_id,
+                        remove_reason_to_string(event->reason));
                 break;
         default:
                 /* TICKET_ADDED, STATE_CHANGED and QUERY_FINISHED show only in
@@ -440,8 +516,15 @@ void queue_bus_query_finished(QueueBus *b, const char *query_id, const char *sta
                 b->queries_failed++;
         if (b->disconnected)
                 return;
-        r = sd_bus_emit_signal(b->bus, QUEUE_BUS_PATH, QUEUE_BUS_INTERFACE, "QueryFinished", "sst", query_id, status,
-                               (uint64_t) duration_usec);
+        r = sd_bus_emit_signal(
+                b->bus,
+                QUEUE_BUS_PATH,
+                QUEUE_BUS_INTERFACE,
+                "QueryFinished",
+                "sst",
+                query_id,
+                status,
+                (uint64_t) duration_usec);
         if (r < 0)
                 log_warning_errno(r, "D-Bus: cannot emit QueryFinished");
         schedule_flush(b);

@@ -91,8 +91,13 @@ static int start_bus(char *address, size_t size) {
                 (void) prctl(PR_SET_PDEATHSIG, SIGTERM);
                 if (null < 0 || dup2(pipefd[1], 3) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
                         _exit(127);
-                execl("/usr/bin/dbus-daemon", "dbus-daemon", config_arg, "--nofork", "--nopidfile",
-                      "--print-address=3", (char *) NULL);
+                execl("/usr/bin/dbus-daemon",
+                      "dbus-daemon",
+                      config_arg,
+                      "--nofork",
+                      "--nopidfile",
+                      "--print-address=3",
+                      (char *) NULL);
                 _exit(127);
         }
         close(pipefd[1]);
@@ -140,7 +145,7 @@ static int on_signal(sd_bus_message *m, void *userdata, sd_bus_error *error) {
                 return 0;
         ASSERT_TRUE(t->n_received < ELEMENTSOF(t->received));
         rv = &t->received[t->n_received++];
-        *rv = (Received) { .number = 0 };
+        *rv = (Received){ .number = 0 };
         snprintf(rv->member, sizeof rv->member, "%s", member);
 
         if (streq(member, "TicketPromoted")) {
@@ -372,7 +377,8 @@ static void test_flow(Test *t) {
 
         /* ListTickets (we are root here, or we are refused). */
         {
-                _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = call_method(t, IFACE, "ListTickets", NULL);
+                _cleanup_(sd_bus_message_unrefp)
+                        sd_bus_message *reply = call_method(t, IFACE, "ListTickets", NULL);
                 const char *id, *status;
                 uint32_t pos;
                 uint64_t joined, hb, res;
@@ -383,19 +389,25 @@ static void test_flow(Test *t) {
                 } else {
                         ASSERT_TRUE(!sd_bus_message_is_method_error(reply, NULL));
                         ASSERT_OK(sd_bus_message_enter_container(reply, 'a', "(ssuttt)"));
-                        ASSERT_EQ_INT(sd_bus_message_read(reply, "(ssuttt)", &id, &status, &pos, &joined, &hb, &res), 1);
+                        ASSERT_EQ_INT(
+                                sd_bus_message_read(reply, "(ssuttt)", &id, &status, &pos, &joined, &hb, &res),
+                                1);
                         ASSERT_EQ_STR(id, "tk_00000000000000000000000000000001");
                         ASSERT_EQ_STR(status, "reserved");
                         ASSERT_EQ_INT(pos, 0);
                         ASSERT_TRUE(joined <= real && joined + 10 * USEC_PER_SEC > real);
                         ASSERT_TRUE(hb > real + 4 * USEC_PER_SEC && hb <= real + 5 * USEC_PER_SEC);
                         ASSERT_TRUE(res > real + 1 * USEC_PER_SEC && res <= real + 2 * USEC_PER_SEC);
-                        ASSERT_EQ_INT(sd_bus_message_read(reply, "(ssuttt)", &id, &status, &pos, &joined, &hb, &res), 1);
+                        ASSERT_EQ_INT(
+                                sd_bus_message_read(reply, "(ssuttt)", &id, &status, &pos, &joined, &hb, &res),
+                                1);
                         ASSERT_EQ_STR(id, "tk_00000000000000000000000000000002");
                         ASSERT_EQ_STR(status, "waiting");
                         ASSERT_EQ_INT(pos, 1);
                         ASSERT_EQ_INT(res, 0);
-                        ASSERT_EQ_INT(sd_bus_message_read(reply, "(ssuttt)", &id, &status, &pos, &joined, &hb, &res), 0);
+                        ASSERT_EQ_INT(
+                                sd_bus_message_read(reply, "(ssuttt)", &id, &status, &pos, &joined, &hb, &res),
+                                0);
                         ASSERT_OK(sd_bus_message_exit_container(reply));
                 }
         }
@@ -425,7 +437,8 @@ static void test_flow(Test *t) {
         ASSERT_EQ_INT(t->n_received, i);
 
         /* B claims: running. */
-        ASSERT_OK(admission_claim(t->admission, &b, "qr_0123456789abcdef0123456789abcdef", t0 + 3 * USEC_PER_SEC));
+        ASSERT_OK(admission_claim(
+                t->admission, &b, "qr_0123456789abcdef0123456789abcdef", t0 + 3 * USEC_PER_SEC));
         settle(t);
         rv = expect_received(t, &i, "TicketRemoved");
         ASSERT_EQ_STR(rv->arg1, "claimed");
@@ -476,8 +489,8 @@ static void test_flow(Test *t) {
 
         /* Nothing else is there: no setter, no other method. */
         {
-                _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply =
-                        call_method(t, "org.freedesktop.DBus.Properties", "Set", "ssv", IFACE, "State", "s", "idle");
+                _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = call_method(
+                        t, "org.freedesktop.DBus.Properties", "Set", "ssv", IFACE, "State", "s", "idle");
                 ASSERT_TRUE(sd_bus_message_is_method_error(reply, NULL));
         }
         {
@@ -515,7 +528,8 @@ static void test_list_tickets_needs_root(Test *t, const char *address) {
                         _exit(4);
                 /* Properties stay readable. */
                 sd_bus_error_free(&error);
-                r = sd_bus_get_property_trivial(bus, NAME, PATH, IFACE, "QueueLength", &error, 'u', &(uint32_t) { 0 });
+                r = sd_bus_get_property_trivial(
+                        bus, NAME, PATH, IFACE, "QueueLength", &error, 'u', &(uint32_t){ 0 });
                 _exit(r >= 0 ? 0 : 5);
         }
         for (;;) {
