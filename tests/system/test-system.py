@@ -585,6 +585,16 @@ def socket_activation(bed):
     check(s["StatusText"], "no STATUS= line")
     check(s["WatchdogUSec"] not in ("", "0", "infinity"), "no watchdog")
 
+    # Readiness is READY=1: systemd calls it started only after the daemon
+    # said so itself (with Type=simple it would be the other way round).
+    entries = [e for e in bed.journal_json() if isinstance(e.get("MESSAGE"), str)]
+    i_daemon = next((i for i, e in enumerate(entries) if e.get("SYSLOG_IDENTIFIER") == "wikiwebd"
+                     and re.search(r"\bstarted\b", e["MESSAGE"])), None)
+    i_manager = next((i for i, e in enumerate(entries) if e.get("_PID") == "1"
+                      and e["MESSAGE"].startswith("Started wikiwebd.service")), None)
+    check(i_daemon is not None and i_manager is not None and i_daemon < i_manager,
+          f"READY=1 ordering: daemon started at {i_daemon}, manager's Started at {i_manager}")
+
     # The process really is unprivileged.
     with open(bed.ct.root(f"/proc/{s['MainPID']}/status")) as f:
         st = f.read()
@@ -941,6 +951,10 @@ def stop_with_query_running(bed):
     check(i_term is not None and i_end is not None and i_term < i_end, "stop sequence not logged")
     if running:
         check(i_term < i_query < i_end, "the query did not finish between SIGTERM and exit")
+
+    # Cleanup confirmed: no sandbox scope outlives the daemon.
+    scopes = bed.ct.run(["systemctl", "list-units", "--all", "--no-legend", "wikiweb-q-*"]).stdout.strip()
+    check(not scopes, f"sandbox scopes left behind: {scopes}")
 
     # The history record (API.md 9) says how it ended.
     status, _, rec = bed.http("GET", f"/api/v1/history/{qid}", token)
