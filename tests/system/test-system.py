@@ -1041,6 +1041,8 @@ def main():
                                                      for t in selected):
             selected.insert(0, socket_activation)
 
+    # meson's timeout sends SIGTERM: tear the container down, do not orphan it.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     bed = Bed(args)
     failures = []
     t_start = time.monotonic()
