@@ -520,6 +520,14 @@ def changed(m):
 
 TESTS = []
 
+# Known failures of the daemon, reported as TAP "# TODO": shown, not fatal.
+# Remove a name once fixed (the suite then says so: "unexpectedly passed").
+KNOWN_ISSUES = {
+    # wikiwebd exits 100 ms after SIGTERM once no query runs, closing
+    # connections whose request is still arriving (seen: empty reply).
+    "inflight_request_survives_restart",
+}
+
 
 def test(fn):
     TESTS.append(fn)
@@ -895,6 +903,33 @@ def restart_loses_no_request(bed):
 
 
 @test
+def inflight_request_survives_restart(bed):
+    """A request whose body is still arriving when SIGTERM comes is answered
+    before the daemon exits (a restart must not lose it either)."""
+    bed.restart_clean()
+    s = socket.create_connection(("127.0.0.1", bed.port), timeout=10)
+    try:
+        s.sendall(b"POST /api/v1/queue/join HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                  b"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{")
+        time.sleep(0.2)
+        bed.ct.run(["systemctl", "restart", "--no-block", SERVICE])
+        time.sleep(0.5)
+        reply = b""
+        with contextlib.suppress(OSError):
+            s.sendall(b"}")
+            while not reply.endswith(b"}") and len(reply) < 65536:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                reply += chunk
+    finally:
+        s.close()
+    log(f"# in-flight request: {reply[:60]!r}")
+    wait_until(bed.service_up, 20, what="the restarted daemon")
+    check(reply.startswith(b"HTTP/1.1 201"), "the in-flight request was dropped by the restart")
+
+
+@test
 def stop_with_query_running(bed):
     """SIGTERM while a query runs: stop accepting, let it finish, record the
     outcome, exit cleanly."""
@@ -1045,6 +1080,7 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     bed = Bed(args)
     failures = []
+    todo = []
     t_start = time.monotonic()
     try:
         try:
@@ -1055,10 +1091,18 @@ def main():
             skip("systemd-nspawn cannot boot a container here")
         for n, t in enumerate(selected, 1):
             t0 = time.monotonic()
+            known = t.__name__ in KNOWN_ISSUES
             try:
                 t(bed)
-                log(f"ok {n} - {t.__name__} ({time.monotonic() - t0:.1f}s)")
+                log(f"ok {n} - {t.__name__} ({time.monotonic() - t0:.1f}s)"
+                    + (" # TODO known issue unexpectedly passed: remove it from KNOWN_ISSUES" if known else ""))
             except Exception as e:  # noqa: BLE001 - report and go on
+                if known and isinstance(e, TestFailure):
+                    todo.append(t.__name__)
+                    log(f"not ok {n} - {t.__name__}: {e} # TODO known issue")
+                    with contextlib.suppress(Exception):
+                        bed.restart_clean()
+                    continue
                 failures.append(t.__name__)
                 log(f"not ok {n} - {t.__name__}: {e}")
                 if not isinstance(e, TestFailure):
@@ -1069,7 +1113,9 @@ def main():
     finally:
         bed.teardown()
     log(f"1..{len(selected)}")
-    log(f"# {len(selected) - len(failures)}/{len(selected)} passed in {time.monotonic() - t_start:.1f}s"
+    log(f"# {len(selected) - len(failures) - len(todo)}/{len(selected)} passed in "
+        f"{time.monotonic() - t_start:.1f}s"
+        + (f"; known issues (TODO): {', '.join(todo)}" if todo else "")
         + (f"; failed: {', '.join(failures)}" if failures else ""))
     return 1 if failures else 0
 
