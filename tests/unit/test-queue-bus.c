@@ -110,6 +110,8 @@ static int start_bus(char *address, size_t size) {
                         break;
         }
         close(pipefd[0]);
+        /* Read by now: do not leave it behind even if an assertion aborts. */
+        (void) unlink(config_path);
         address[n] = 0;
         address[strcspn(address, "\n")] = 0;
         return n > 0 ? 0 : -EIO;
