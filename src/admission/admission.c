@@ -16,8 +16,9 @@
  *    pool indices and key hashes (linear probing, load at most 1/2,
  *    backward-shift deletion, no tombstones).
  *  Measured: about 150 bytes per ticket in all, tables included.
- *  - The FIFO is a slot array in join order plus a Fenwick tree counting the
- *    live slots: a position is a prefix sum, the head is a Fenwick search.
+ *  - The FIFO is a slot array in join order, a bitmap of the live slots and
+ *    a Fenwick tree counting them per bitmap word: a position is a prefix
+ *    sum plus a popcount, the head is a Fenwick search.
  *    New tickets take the next slot; when the array is used up the live
  *    tickets are compacted to the front and the tree rebuilt in O(n), which
  *    leaves at least n free slots, so this is amortised O(1) per join.
@@ -59,11 +60,15 @@ struct Admission {
         struct Bucket *hash;
         uint32_t hash_size; /* power of two, or 0 */
 
-        /* FIFO: slots[i] is a pool index or IDX_NONE; fenwick[1..n_slots]
-         * counts the live slots. */
+        /* FIFO: slot i is live when bit i of live[] is set, and then
+         * slots[i] is its pool index; fenwick[1..n_words] counts the live
+         * slots per bitmap word. */
         uint32_t *slots;
+        uint64_t *live;
         uint32_t *fenwick;
-        uint32_t n_slots;
+        uint32_t n_slots; /* a multiple of 64 */
+        uint32_t n_words; /* n_slots / 64 */
+        uint32_t fenwick_top; /* the largest power of two <= n_words */
         uint32_t slots_end; /* next slot to hand out */
 
         /* Heartbeat list, earliest deadline first */
@@ -231,6 +236,7 @@ Admission *admission_free(Admission *a) {
         free(a->pool);
         free(a->hash);
         free(a->slots);
+        free(a->live);
         free(a->fenwick);
         free(a);
         return NULL;
@@ -392,77 +398,128 @@ static void hash_remove(Admission *a, uint32_t idx) {
         a->hash[b] = (Bucket) { .idx = IDX_NONE };
 }
 
-/* ---- Fenwick tree over the FIFO slots ---- */
+/* ---- FIFO slots: a bitmap of the live ones, and a Fenwick tree over its
+ * words ----
+ *
+ * A position needs the number of live slots up to a ticket's slot. A
+ * Fenwick tree over the slots themselves would be 4 bytes per slot, and at
+ * 10^6 tickets its lower levels alone are far larger than the caches: each
+ * position would cost a few misses. Here the tree counts per 64-slot bitmap
+ * word, and the rest is a popcount within the word: at 2 * 10^6 slots the
+ * bitmap is 256 KiB and the tree 128 KiB, both small enough to stay in the
+ * cache, and the slot array itself (slot -> pool index, for the head and
+ * for listing) is only read for the head, written only at the tail, and
+ * never cleared: the bitmap says which entries are meaningful. */
 
-static void fenwick_add(Admission *a, uint32_t slot, int32_t delta) {
-        for (uint32_t i = slot + 1; i <= a->n_slots; i += i & (~i + 1))
+static unsigned popcount64(uint64_t x) {
+#ifdef __POPCNT__
+        return (unsigned) __builtin_popcountll(x);
+#else
+        /* Without -mpopcnt, __builtin_popcountll() is a library call. */
+        x = x - ((x >> 1) & UINT64_C(0x5555555555555555));
+        x = (x & UINT64_C(0x3333333333333333)) + ((x >> 2) & UINT64_C(0x3333333333333333));
+        x = (x + (x >> 4)) & UINT64_C(0x0f0f0f0f0f0f0f0f);
+        return (unsigned) ((x * UINT64_C(0x0101010101010101)) >> 56);
+#endif
+}
+
+static void fenwick_add(Admission *a, uint32_t word, int32_t delta) {
+        for (uint32_t i = word + 1; i <= a->n_words; i += i & (~i + 1))
                 a->fenwick[i] += (uint32_t) delta;
 }
 
-/* Number of live slots in [0, slot]. */
-static uint32_t fenwick_prefix(const Admission *a, uint32_t slot) {
+/* Number of live slots in the words [0, word). */
+static uint32_t fenwick_prefix(const Admission *a, uint32_t word) {
         uint32_t sum = 0;
 
-        for (uint32_t i = slot + 1; i > 0; i -= i & (~i + 1))
+        for (uint32_t i = word; i > 0; i -= i & (~i + 1))
                 sum += a->fenwick[i];
         return sum;
 }
 
-/* The smallest live slot. Only called with at least one ticket. */
-static uint32_t fenwick_first(const Admission *a) {
-        uint32_t pos = 0, step = 1;
-
-        while (step * 2 <= a->n_slots)
-                step *= 2;
-        for (; step > 0; step /= 2)
-                if (pos + step <= a->n_slots && a->fenwick[pos + step] == 0)
-                        pos += step;
-        /* fenwick index pos + 1 is the first with a non-zero prefix, i.e. slot pos */
-        return pos;
+static void slot_set(Admission *a, uint32_t slot) {
+        a->live[slot / 64] |= UINT64_C(1) << (slot % 64);
+        fenwick_add(a, slot / 64, +1);
 }
 
-/* Make sure slots_end < n_slots, compacting (and resizing to max(64, 2n))
- * when the slot array is used up. On failure nothing is changed. */
+static void slot_clear(Admission *a, uint32_t slot) {
+        a->live[slot / 64] &= ~(UINT64_C(1) << (slot % 64));
+        fenwick_add(a, slot / 64, -1);
+}
+
+/* Number of live slots in [0, slot]. */
+static uint32_t slot_rank(const Admission *a, uint32_t slot) {
+        uint32_t w = slot / 64;
+
+        return fenwick_prefix(a, w) + popcount64(a->live[w] & (UINT64_MAX >> (63 - slot % 64)));
+}
+
+/* The smallest live slot. Only called with at least one ticket. */
+static uint32_t slot_first(const Admission *a) {
+        uint32_t pos = 0;
+
+        /* The largest pos with no live slot in the words [0, pos). */
+        for (uint32_t step = a->fenwick_top; step > 0; step /= 2)
+                if (pos + step <= a->n_words && a->fenwick[pos + step] == 0)
+                        pos += step;
+        return pos * 64 + (uint32_t) __builtin_ctzll(a->live[pos]);
+}
+
+/* Make sure slots_end < n_slots, compacting (and resizing to max(64, 2n),
+ * rounded up to whole words) when the slot array is used up. On failure
+ * nothing is changed. */
 static int slots_reserve(Admission *a) {
-        uint32_t n = a->n_tickets, size, *slots, *fen, k = 0;
+        uint32_t n = a->n_tickets, size, n_words, top, *slots, *fen, k = 0;
+        uint64_t *live;
 
         if (a->slots_end < a->n_slots)
                 return 0;
 
-        size = MAX(SLOTS_MIN, 2 * n);
+        size = (MAX(SLOTS_MIN, 2 * n) + 63) & ~UINT32_C(63);
+        n_words = size / 64;
         slots = table_alloc(sizeof(uint32_t) * size);
-        fen = table_calloc((size_t) size + 1, sizeof(uint32_t));
-        if (!slots || !fen) {
+        live = table_calloc(n_words, sizeof(uint64_t));
+        fen = table_calloc((size_t) n_words + 1, sizeof(uint32_t));
+        if (!slots || !live || !fen) {
                 free(slots);
+                free(live);
                 free(fen);
                 return -ENOMEM;
         }
 
-        for (uint32_t i = 0; i < a->slots_end; i++) {
-                uint32_t idx = a->slots[i];
-                if (idx == IDX_NONE)
-                        continue;
-                slots[k] = idx;
-                a->pool[idx].slot = k;
-                k++;
-        }
-        for (uint32_t i = k; i < size; i++)
-                slots[i] = IDX_NONE;
+        for (uint32_t w = 0; w < a->n_words; w++)
+                for (uint64_t bits = a->live[w]; bits != 0; bits &= bits - 1) {
+                        uint32_t idx = a->slots[w * 64 + (uint32_t) __builtin_ctzll(bits)];
+
+                        slots[k] = idx;
+                        a->pool[idx].slot = k;
+                        k++;
+                }
+
+        for (uint32_t i = 0; i < k / 64; i++)
+                live[i] = UINT64_MAX;
+        if (k % 64 != 0)
+                live[k / 64] = UINT64_MAX >> (64 - k % 64);
 
         /* O(n) build: every node passes its total to its parent. */
-        for (uint32_t i = 1; i <= size; i++) {
-                if (i <= k)
-                        fen[i] += 1;
+        for (uint32_t i = 1; i <= n_words; i++) {
+                fen[i] += popcount64(live[i - 1]);
                 uint32_t parent = i + (i & (~i + 1));
-                if (parent <= size)
+                if (parent <= n_words)
                         fen[parent] += fen[i];
         }
+        for (top = 1; top * 2 <= n_words; top *= 2)
+                ;
 
         free(a->slots);
+        free(a->live);
         free(a->fenwick);
         a->slots = slots;
+        a->live = live;
         a->fenwick = fen;
         a->n_slots = size;
+        a->n_words = n_words;
+        a->fenwick_top = top;
         a->slots_end = k;
         return 0;
 }
@@ -533,8 +590,7 @@ static void ticket_unlink(Admission *a, uint32_t idx) {
 
         hash_remove(a, idx);
         hb_unlink(a, idx);
-        fenwick_add(a, t->slot, -1);
-        a->slots[t->slot] = IDX_NONE;
+        slot_clear(a, t->slot);
         a->n_tickets--;
         if (a->reserved == idx) {
                 a->reserved = IDX_NONE;
@@ -553,7 +609,7 @@ static uint32_t promote(Admission *a, usec_t now) {
         if (a->state != ADMISSION_IDLE || a->n_tickets == 0)
                 return IDX_NONE;
 
-        idx = a->slots[fenwick_first(a)];
+        idx = a->slots[slot_first(a)];
         a->reserved = idx;
         a->reservation_deadline = usec_add(now, a->settings.reservation_usec);
         a->state = ADMISSION_RESERVED;
@@ -701,7 +757,7 @@ int admission_join(Admission *a, const SessionKey *session, usec_t now) {
         t->id[TICKET_ID_MAX - 1] = '\0';
 
         a->slots[t->slot] = idx;
-        fenwick_add(a, t->slot, +1);
+        slot_set(a, t->slot);
         hash_insert_raw(a, idx, key_hash(session));
         heartbeat(a, idx, now);
         a->n_tickets++;
@@ -732,7 +788,7 @@ static void fill_view(const Admission *a, uint32_t idx, uint64_t position, Ticke
 /* Position: tickets ahead in the FIFO, plus one unless the head is the
  * reserved ticket (which alone has position 0). */
 static uint64_t position_of(const Admission *a, uint32_t idx) {
-        uint64_t ahead = fenwick_prefix(a, a->pool[idx].slot) - 1;
+        uint64_t ahead = slot_rank(a, a->pool[idx].slot) - 1;
 
         return ahead + (a->reserved != IDX_NONE ? 0 : 1);
 }
@@ -956,13 +1012,11 @@ void admission_foreach_ticket(const Admission *a, AdmissionTicketVisitor f, void
         uint64_t position = a->reserved != IDX_NONE ? 0 : 1;
 
         /* Slots are in FIFO order; the reserved ticket is the first live one. */
-        for (uint32_t i = 0; i < a->slots_end; i++) {
-                uint32_t idx = a->slots[i];
-                TicketView v;
+        for (uint32_t w = 0; w < a->n_words; w++)
+                for (uint64_t bits = a->live[w]; bits != 0; bits &= bits - 1) {
+                        TicketView v;
 
-                if (idx == IDX_NONE)
-                        continue;
-                fill_view(a, idx, position++, &v);
-                f(&v, userdata);
-        }
+                        fill_view(a, a->slots[w * 64 + (uint32_t) __builtin_ctzll(bits)], position++, &v);
+                        f(&v, userdata);
+                }
 }
