@@ -35,6 +35,7 @@ typedef struct Manager {
         QueueBus *bus;
         uint64_t queries_failed;
         bool stopping;
+        usec_t stop_deadline;
         sd_event_source *exit_timer;
 } Manager;
 
@@ -237,23 +238,24 @@ static void random_ticket_id(char buf[static TICKET_ID_MAX], void *userdata) {
                 snprintf(buf, TICKET_ID_MAX, "tk_%032" PRIx64, ++fallback);
 }
 
-static int on_exit_timer(sd_event_source *s, uint64_t usec, void *userdata) {
-        Manager *m = userdata;
+/* How long a stop may wait for requests in flight (a body still arriving,
+ * a response still being sent) once no query runs. */
+#define STOP_DRAIN_USEC (10 * USEC_PER_SEC)
 
-        return sd_event_exit(m->event, 0);
+/* Exit once nothing is in flight: no query running and no request begun
+ * but not completed, or when the drain time is over. Called after every
+ * loop iteration while stopping. */
+static void maybe_exit(Manager *m) {
+        if (!m->stopping || query_executor_busy(m->executor))
+                return;
+        if (http_server_active_count(m->http) > 0 && now(CLOCK_MONOTONIC) < m->stop_deadline)
+                return;
+        (void) sd_event_exit(m->event, 0);
 }
 
-/* Exit once nothing is in flight; the short delay lets the last response
- * reach its client. */
-static void maybe_exit(Manager *m) {
-        int r;
-
-        if (!m->stopping || query_executor_busy(m->executor) || m->exit_timer)
-                return;
-        r = sd_event_add_time_relative(m->event, &m->exit_timer, CLOCK_MONOTONIC, 100 * USEC_PER_MSEC, 0,
-                                       on_exit_timer, m);
-        if (r < 0)
-                (void) sd_event_exit(m->event, 0);
+static int on_exit_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        maybe_exit(userdata);
+        return 0;
 }
 
 static int on_post(sd_event_source *s, void *userdata) {
@@ -267,6 +269,9 @@ static int on_stop_signal(sd_event_source *s, const struct signalfd_siginfo *si,
         if (m->stopping)
                 return 0;
         m->stopping = true;
+        m->stop_deadline = usec_add(now(CLOCK_MONOTONIC), STOP_DRAIN_USEC);
+        /* Wake up at the drain deadline even if nothing else happens. */
+        (void) sd_event_add_time(m->event, &m->exit_timer, CLOCK_MONOTONIC, m->stop_deadline, 0, on_exit_timer, m);
         log_info("Received %s, stopping: no new connections%s.", strsignal((int) si->ssi_signo),
                  query_executor_busy(m->executor) ? ", waiting for the running query" : "");
         (void) sd_notify(false, "STOPPING=1");

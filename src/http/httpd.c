@@ -20,6 +20,7 @@ struct HttpServer {
         HttpHandler handler;
         void *userdata;
         unsigned n_suspended;
+        unsigned n_requests; /* requests alive (begun, not yet completed) */
         bool quiesced;
 };
 
@@ -103,6 +104,10 @@ static int add_common_headers(HttpRequest *req, struct MHD_Response *r, bool jso
                 k |= add_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json; charset=utf-8");
         k |= add_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
         k |= add_header(r, "X-Content-Type-Options", "nosniff");
+        if (req->server->quiesced)
+                /* Stopping: finish this exchange, then let the client
+                 * reconnect (to the next instance, via socket activation). */
+                k |= add_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
 
         if (req->origin == ORIGIN_ALLOW_CORS && req->origin_value) {
                 k |= add_header(r, "Access-Control-Allow-Origin", req->origin_value);
@@ -218,6 +223,10 @@ void http_request_suspend(HttpRequest *req) {
 
 unsigned http_server_suspended_count(const HttpServer *s) {
         return s->n_suspended;
+}
+
+unsigned http_server_active_count(const HttpServer *s) {
+        return s ? s->n_requests : 0;
 }
 
 static const char *header(struct MHD_Connection *c, const char *name) {
@@ -361,6 +370,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
                 req->server = s;
                 req->connection = connection;
                 *con_cls = req;
+                s->n_requests++;
                 (void) request_begin(req, url, method);
                 return MHD_YES;
         }
@@ -415,8 +425,11 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
                          enum MHD_RequestTerminationCode toe) {
         HttpRequest *req = *con_cls;
 
-        if (req && req->suspended)
-                req->server->n_suspended--;
+        if (req) {
+                if (req->suspended)
+                        req->server->n_suspended--;
+                req->server->n_requests--;
+        }
         request_free(req);
         *con_cls = NULL;
 }

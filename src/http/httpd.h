@@ -44,6 +44,9 @@ HttpServer *http_server_free(HttpServer *s);
 void http_server_quiesce(HttpServer *s);
 /* Number of requests currently suspended (waiting for a query). */
 unsigned http_server_suspended_count(const HttpServer *s);
+/* Number of requests begun and not yet completed (an idle keep-alive
+ * connection has none). */
+unsigned http_server_active_count(const HttpServer *s);
 
 /* Accessors for handlers. All returned pointers are borrowed from the
  * request and valid until the response is queued. */

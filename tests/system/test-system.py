@@ -522,11 +522,8 @@ TESTS = []
 
 # Known failures of the daemon, reported as TAP "# TODO": shown, not fatal.
 # Remove a name once fixed (the suite then says so: "unexpectedly passed").
-KNOWN_ISSUES = {
-    # wikiwebd exits 100 ms after SIGTERM once no query runs, closing
-    # connections whose request is still arriving (seen: empty reply).
-    "inflight_request_survives_restart",
-}
+# Tests expected to fail for a known reason, reported as TODO: none now.
+KNOWN_ISSUES: set[str] = set()
 
 
 def test(fn):
