@@ -24,6 +24,7 @@ executable). Exit code 77 (skip) when systemd-socket-activate is missing,
 unless WIKIWEB_TEST_NO_SKIP=1.
 """
 
+import atexit
 import base64
 import calendar
 import http.client
@@ -81,6 +82,7 @@ TICKET_KEYS = {'id', 'status', 'position', 'joined_at', 'heartbeat_expires_at',
                'reservation_expires_at'}
 
 WIKIWEBD = None  # set by main() from argv[1] or $WIKIWEBD
+_LIVE = set()    # daemons started and not yet stopped, killed if the test runner dies
 SSA = shutil.which('systemd-socket-activate') or '/usr/bin/systemd-socket-activate'
 
 
@@ -260,6 +262,7 @@ class Daemon:
                                          stdout=log, stderr=subprocess.STDOUT, env=env,
                                          start_new_session=True)
             log.close()
+            _LIVE.add(self)
             self.port = port
             if self._wait_ready(timeout):
                 return self
@@ -298,6 +301,7 @@ class Daemon:
         except ProcessLookupError:
             pass
         self.proc.wait()
+        _LIVE.discard(self)
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
@@ -310,11 +314,13 @@ class Daemon:
         self.stopped = True
         rc = self.proc.poll()
         if rc is not None:
+            _LIVE.discard(self)
             raise AssertionError(f'daemon died during the test with status {rc}; log:\n{self.log()}')
         t0 = time.monotonic()
         self.proc.send_signal(signal.SIGTERM)
         try:
             rc = self.proc.wait(timeout)
+            _LIVE.discard(self)
         except subprocess.TimeoutExpired:
             self._kill()
             raise AssertionError(f'daemon did not exit within {timeout} s of SIGTERM; log:\n{self.log()}')
@@ -636,8 +642,22 @@ class DaemonTestCase(unittest.TestCase):
             time.sleep(0.02)
 
 
+def _kill_live():
+    for d in list(_LIVE):
+        if d.proc.poll() is None:
+            d._kill()
+
+
+def _on_sigterm(signo, frame):
+    _kill_live()
+    os._exit(1)
+
+
 def main():
     global WIKIWEBD
+    # meson's timeout sends SIGTERM: leave no daemon behind.
+    atexit.register(_kill_live)
+    signal.signal(signal.SIGTERM, _on_sigterm)
     args = sys.argv[1:]
     if args and not args[0].startswith('-'):
         WIKIWEBD = os.path.abspath(args.pop(0))
