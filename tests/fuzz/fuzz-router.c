@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/* router_match() and router_path_is_api() on an arbitrary path (the input
+ * as a C string). Checks: a match is a known route whose method table and
+ * Allow header exist, its id has the documented shape, and every match is
+ * an API path. */
+
+#include <stdint.h>
+
+#include "shared/macro.h"
+#include "http/router.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+        RouteMatch m;
+        char *s;
+        bool api;
+        int r;
+
+        s = malloc(size + 1);
+        if (!s)
+                return 0;
+        memcpy(s, data, size);
+        s[size] = '\0';
+
+        api = router_path_is_api(s);
+        r = router_match(s, &m);
+        if (r == 0) {
+                if (!api || m.route < 0 || m.route >= _ROUTE_MAX || !route_allow_header(m.route))
+                        abort();
+                if (strstr(s, "//") || strstr(s, "/.") || s[strlen(s) - 1] == '/')
+                        abort();
+                if (m.route == ROUTE_HISTORY_ITEM || m.route == ROUTE_ARTIFACT) {
+                        if (strlen(m.id) != 35 || !strneq(m.id, m.route == ROUTE_ARTIFACT ? "af_" : "qr_", 3))
+                                abort();
+                        for (size_t i = 3; i < 35; i++)
+                                if (!strchr("0123456789abcdef", m.id[i]))
+                                        abort();
+                        if (!strstr(s, m.id))
+                                abort();
+                } else if (m.id[0] != '\0')
+                        abort();
+                for (HttpMethod meth = 0; meth < _HTTP_METHOD_MAX; meth++)
+                        (void) route_allows_method(m.route, meth);
+        } else if (r != -ENOENT)
+                abort();
+
+        (void) http_method_from_string(s);
+
+        free(s);
+        return 0;
+}
