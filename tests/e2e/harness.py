@@ -308,11 +308,22 @@ class Daemon:
 
     def stop(self, timeout=5.0):
         """SIGTERM; the daemon must exit 0 within `timeout`. Then the secrecy
-        checks on the log. Raises AssertionError on any violation."""
+        checks on the log. Raises AssertionError on any violation (with the
+        log in the message); the temporary directory goes either way."""
         if self.stopped:
             return
         self.stopped = True
-        rc = self.proc.poll()
+        try:
+            self._stop(timeout)
+        finally:
+            if self.notify_sock:
+                self.notify_sock.close()
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def _stop(self, timeout):
+        rc = self.proc.poll() if self.proc else None
+        if self.proc is None:
+            return
         if rc is not None:
             _LIVE.discard(self)
             raise AssertionError(f'daemon died during the test with status {rc}; log:\n{self.log()}')
@@ -328,6 +339,13 @@ class Daemon:
             raise AssertionError(f'daemon exited with {rc} after SIGTERM '
                                  f'({time.monotonic() - t0:.2f} s); log:\n{self.log()}')
         self.check_log_secrecy()
+
+    def discard(self):
+        """Kill without checks and remove the temporary directory."""
+        self.stopped = True
+        if self.proc and self.proc.poll() is None:
+            self._kill()
+        _LIVE.discard(self)
         if self.notify_sock:
             self.notify_sock.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
@@ -594,7 +612,11 @@ class DaemonTestCase(unittest.TestCase):
 
     def daemon(self, socket_activation=True, args=(), notify=False, **env):
         d = Daemon(self, socket_activation=socket_activation, args=args, notify=notify, **env)
-        d.start()
+        try:
+            d.start()
+        except BaseException:
+            d.discard()
+            raise
         self.addCleanup(d.stop)
         return d
 
@@ -644,8 +666,7 @@ class DaemonTestCase(unittest.TestCase):
 
 def _kill_live():
     for d in list(_LIVE):
-        if d.proc.poll() is None:
-            d._kill()
+        d.discard()
 
 
 def _on_sigterm(signo, frame):

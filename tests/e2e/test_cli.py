@@ -5,6 +5,7 @@ the daemon does with bad settings and with secrets."""
 
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -139,6 +140,7 @@ class Cli(harness.DaemonTestCase):
         """The daemon refuses to serve with a bad setting: the first
         connection starts it, it exits non-zero naming the variable."""
         d = harness.Daemon(self, WIKI_WEB_QUEUE_MAX_LENGTH='-1')
+        self.addCleanup(shutil.rmtree, d.tmp, True)
         d.port = harness.free_port()
         with open(d.log_path, 'ab') as log:
             d.proc = subprocess.Popen(d._command(d.port), stdin=subprocess.DEVNULL,
