@@ -23,25 +23,27 @@
  *    tickets are compacted to the front and the tree rebuilt in O(n), which
  *    leaves at least n free slots, so this is amortised O(1) per join.
  *  - Heartbeat deadlines are now + heartbeat_usec with a constant
- *    heartbeat_usec and a clamped, non-decreasing now, so a list in order of
- *    last heartbeat (moved to the tail on each heartbeat) is also in order of
- *    deadline: the earliest is at the head.
+ *    heartbeat_usec and a clamped, non-decreasing now, so a queue in order of
+ *    last heartbeat is also in order of deadline: the earliest is at the
+ *    head. A heartbeat marks the ticket's old entry dead and appends a new
+ *    one; dead entries are skipped at the head (which is always live, so the
+ *    next deadline is exact) and squeezed out when the queue is full, which
+ *    is amortised O(1).
  *  - The reserved ticket, when there is one, is always the FIFO head, and
  *    only it has a reservation deadline, kept here in Admission. */
 
 #define IDX_NONE UINT32_MAX
 #define SLOTS_MIN 64u
 #define HASH_MIN 64u
+#define HBQ_MIN 64u
 
 typedef struct Ticket {
         SessionKey key;
         char id[TICKET_ID_MAX];
         usec_t joined;
         usec_t heartbeat_deadline;
-        uint32_t hb_prev; /* heartbeat list; hb_next doubles as free-list link */
-        uint32_t hb_next;
-        uint32_t slot; /* index into Admission.slots */
-        bool hb_linked;
+        uint32_t slot;   /* index into Admission.slots; the free-list link while free */
+        uint32_t hb_pos; /* its entry in Admission.hbq, IDX_NONE when not queued */
 } Ticket;
 
 struct Admission {
@@ -71,9 +73,14 @@ struct Admission {
         uint32_t fenwick_top; /* the largest power of two <= n_words */
         uint32_t slots_end; /* next slot to hand out */
 
-        /* Heartbeat list, earliest deadline first */
-        uint32_t hb_head;
-        uint32_t hb_tail;
+        /* Heartbeat queue: pool indices in order of last heartbeat, so of
+         * heartbeat deadline. hbq[hbq_head..hbq_tail) holds them, IDX_NONE
+         * for a dead entry; hbq[hbq_head] is live whenever the queue is not
+         * empty. hbq_size >= 2 * n_tickets. */
+        uint32_t *hbq;
+        uint32_t hbq_size;
+        uint32_t hbq_head;
+        uint32_t hbq_tail;
 
         uint32_t reserved; /* pool index of the reserved ticket, or IDX_NONE */
         usec_t reservation_deadline;
@@ -204,8 +211,6 @@ int admission_new(const AdmissionSettings *settings, Admission **ret) {
                 .settings = *settings,
                 .state = ADMISSION_IDLE,
                 .pool_free = IDX_NONE,
-                .hb_head = IDX_NONE,
-                .hb_tail = IDX_NONE,
                 .reserved = IDX_NONE,
                 .reservation_deadline = USEC_INFINITY,
                 .claimed_at = USEC_INFINITY,
@@ -238,6 +243,7 @@ Admission *admission_free(Admission *a) {
         free(a->slots);
         free(a->live);
         free(a->fenwick);
+        free(a->hbq);
         free(a);
         return NULL;
 }
@@ -532,47 +538,87 @@ static uint32_t pool_take(Admission *a) {
 
         if (a->pool_free != IDX_NONE) {
                 idx = a->pool_free;
-                a->pool_free = a->pool[idx].hb_next;
+                a->pool_free = a->pool[idx].slot;
         } else
                 idx = a->pool_used++;
         return idx;
 }
 
 static void pool_put(Admission *a, uint32_t idx) {
-        a->pool[idx].hb_next = a->pool_free;
+        a->pool[idx].slot = a->pool_free;
         a->pool_free = idx;
 }
 
 /* ---- heartbeat list ---- */
 
+static void hbq_skip_dead(Admission *a) {
+        while (a->hbq_head < a->hbq_tail && a->hbq[a->hbq_head] == IDX_NONE)
+                a->hbq_head++;
+        if (a->hbq_head == a->hbq_tail)
+                a->hbq_head = a->hbq_tail = 0;
+}
+
+/* Move the live entries to the front of hbq (of the given size), in order,
+ * and tell their tickets where they went. */
+static void hbq_compact_into(Admission *a, uint32_t *hbq, uint32_t size) {
+        uint32_t k = 0;
+
+        for (uint32_t i = a->hbq_head; i < a->hbq_tail; i++) {
+                uint32_t idx = a->hbq[i];
+                if (idx == IDX_NONE)
+                        continue;
+                hbq[k] = idx;
+                a->pool[idx].hb_pos = k;
+                k++;
+        }
+        a->hbq = hbq;
+        a->hbq_size = size;
+        a->hbq_head = 0;
+        a->hbq_tail = k;
+}
+
+/* Make room for the entries of n tickets, keeping hbq_size >= 2n. On
+ * failure nothing is changed. */
+static int hbq_reserve(Admission *a, uint32_t n) {
+        uint32_t *old = a->hbq, *hbq, size;
+
+        if ((uint64_t) n * 2 <= a->hbq_size)
+                return 0;
+
+        size = MAX(a->hbq_size * 2, HBQ_MIN);
+        while ((uint64_t) n * 2 > size)
+                size *= 2;
+        hbq = table_alloc(sizeof(uint32_t) * size);
+        if (!hbq)
+                return -ENOMEM;
+        hbq_compact_into(a, hbq, size);
+        free(old);
+        return 0;
+}
+
 static void hb_unlink(Admission *a, uint32_t idx) {
         Ticket *t = &a->pool[idx];
+        uint32_t pos = t->hb_pos;
 
-        if (!t->hb_linked)
+        if (pos == IDX_NONE)
                 return;
-        if (t->hb_prev != IDX_NONE)
-                a->pool[t->hb_prev].hb_next = t->hb_next;
-        else
-                a->hb_head = t->hb_next;
-        if (t->hb_next != IDX_NONE)
-                a->pool[t->hb_next].hb_prev = t->hb_prev;
-        else
-                a->hb_tail = t->hb_prev;
-        t->hb_prev = t->hb_next = IDX_NONE;
-        t->hb_linked = false;
+        /* Only the entry itself is touched, never the neighbours: a
+         * doubly-linked list would cost two more cache misses here. */
+        a->hbq[pos] = IDX_NONE;
+        t->hb_pos = IDX_NONE;
+        if (pos == a->hbq_head)
+                hbq_skip_dead(a);
 }
 
 static void hb_append(Admission *a, uint32_t idx) {
-        Ticket *t = &a->pool[idx];
-
-        t->hb_prev = a->hb_tail;
-        t->hb_next = IDX_NONE;
-        if (a->hb_tail != IDX_NONE)
-                a->pool[a->hb_tail].hb_next = idx;
-        else
-                a->hb_head = idx;
-        a->hb_tail = idx;
-        t->hb_linked = true;
+        /* Full: at most n_tickets <= hbq_size / 2 entries are live, so
+         * compacting in place frees at least half the queue, and the O(n)
+         * compaction is paid for by the hbq_size / 2 appends before the
+         * next one. No allocation, so a heartbeat cannot fail. */
+        if (a->hbq_tail == a->hbq_size)
+                hbq_compact_into(a, a->hbq, a->hbq_size);
+        a->hbq[a->hbq_tail] = idx;
+        a->pool[idx].hb_pos = a->hbq_tail++;
 }
 
 static void heartbeat(Admission *a, uint32_t idx, usec_t now) {
@@ -666,8 +712,8 @@ static size_t expire_at(Admission *a, usec_t t) {
                         hb_unlink(a, a->reserved);
         }
 
-        while (a->hb_head != IDX_NONE && a->pool[a->hb_head].heartbeat_deadline <= t) {
-                uint32_t idx = a->hb_head;
+        while (a->hbq_head < a->hbq_tail && a->pool[a->hbq[a->hbq_head]].heartbeat_deadline <= t) {
+                uint32_t idx = a->hbq[a->hbq_head];
                 char id[TICKET_ID_MAX];
 
                 memcpy(id, a->pool[idx].id, sizeof(id));
@@ -688,8 +734,8 @@ static size_t expire_at(Admission *a, usec_t t) {
 usec_t admission_next_deadline(const Admission *a) {
         usec_t d = a->reservation_deadline;
 
-        if (a->hb_head != IDX_NONE)
-                d = MIN(d, a->pool[a->hb_head].heartbeat_deadline);
+        if (a->hbq_head < a->hbq_tail)
+                d = MIN(d, a->pool[a->hbq[a->hbq_head]].heartbeat_deadline);
         return d;
 }
 
@@ -743,6 +789,9 @@ int admission_join(Admission *a, const SessionKey *session, usec_t now) {
         r = slots_reserve(a);
         if (r < 0)
                 return r;
+        r = hbq_reserve(a, a->n_tickets + 1);
+        if (r < 0)
+                return r;
 
         idx = pool_take(a);
         t = &a->pool[idx];
@@ -750,8 +799,7 @@ int admission_join(Admission *a, const SessionKey *session, usec_t now) {
                 .key = *session,
                 .joined = now,
                 .slot = a->slots_end++,
-                .hb_prev = IDX_NONE,
-                .hb_next = IDX_NONE,
+                .hb_pos = IDX_NONE,
         };
         a->id_generator(t->id, a->id_userdata);
         t->id[TICKET_ID_MAX - 1] = '\0';

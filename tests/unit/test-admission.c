@@ -777,6 +777,81 @@ static void test_churn_large(void) {
         admission_free(a);
 }
 
+/* Many tickets heartbeating in random order, many times each, with time
+ * moving so that some expire between heartbeats: exercises the heartbeat
+ * queue's dead entries, its compaction when full and its growth, at a
+ * scale the reference model below does not reach. After every operation
+ * the queue length and the next deadline must match a plain array of last
+ * heartbeats; now and then every session's ticket is checked too. */
+static void test_heartbeat_churn(void) {
+        enum { N = 2000 };
+        AdmissionSettings s = { .reservation_usec = SEC(3600), .heartbeat_usec = SEC(5), .max_length = 1500 };
+        Admission *a = new_admission(&s, NULL);
+        static usec_t last[N + 1]; /* last heartbeat, 0: no ticket */
+        usec_t now = T0;
+        uint64_t x = 777;
+
+        for (unsigned op = 0; op < 100000; op++) {
+                usec_t want = USEC_INFINITY;
+                unsigned n, count = 0;
+                int r;
+
+                x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+                n = 1 + (unsigned) ((x >> 33) % N);
+                /* Time moves by 0 to 20 ms every fourth operation or so:
+                 * about 250 s in all, so a session's ticket often expires
+                 * before its next turn, and no reservation ever does. */
+                if ((x >> 20) % 4 == 0)
+                        now += (x >> 40) % (20 * USEC_PER_MSEC);
+
+                /* What the machine must expire first, at "now". */
+                for (unsigned i = 1; i <= N; i++)
+                        if (last[i] != 0 && last[i] + s.heartbeat_usec <= now)
+                                last[i] = 0;
+
+                switch ((x >> 24) % 4) {
+                case 0:
+                case 1:
+                        r = join(a, n, now);
+                        if (last[n] != 0)
+                                ASSERT_EQ_INT(r, 0);
+                        else if (r == -ENOSPC)
+                                break;
+                        else
+                                ASSERT_EQ_INT(r, 1);
+                        last[n] = now;
+                        break;
+                case 2:
+                        ASSERT_EQ_INT(status_of(a, n, now).has_ticket, last[n] != 0);
+                        if (last[n] != 0)
+                                last[n] = now;
+                        break;
+                default:
+                        ASSERT_EQ_INT(leave(a, n, now), last[n] != 0 ? 0 : -ENOENT);
+                        last[n] = 0;
+                }
+
+                /* The reservation deadline is an hour away, later than any
+                 * heartbeat deadline (the reserved ticket has one too). */
+                for (unsigned i = 1; i <= N; i++)
+                        if (last[i] != 0) {
+                                count++;
+                                want = MIN(want, last[i] + s.heartbeat_usec);
+                        }
+                ASSERT_EQ_INT(admission_queue_length(a), count);
+                ASSERT_EQ_INT(admission_next_deadline(a), want);
+
+                if (op % 5000 == 0)
+                        for (unsigned i = 1; i <= N; i++) {
+                                AdmissionStatus st = peek_of(a, i, now);
+                                ASSERT_EQ_INT(st.has_ticket, last[i] != 0);
+                                if (st.has_ticket)
+                                        ASSERT_EQ_INT(st.ticket.heartbeat_deadline, last[i] + s.heartbeat_usec);
+                        }
+        }
+        admission_free(a);
+}
+
 /* ---- the reference model ---- */
 
 #define N_SESSIONS 50
@@ -1306,6 +1381,7 @@ int main(void) {
         test_peek_no_heartbeat();
         test_id_generator();
         test_churn_large();
+        test_heartbeat_churn();
         test_random();
         return 0;
 }
