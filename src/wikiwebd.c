@@ -152,7 +152,8 @@ static int acquire_listen_fd(void) {
 
         if (fd >= 0) {
                 if (sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, 1) <= 0)
-                        return log_error_errno(EINVAL, "The socket passed by systemd is not a listening stream socket.");
+                        return log_error_errno(
+                                EINVAL, "The socket passed by systemd is not a listening stream socket.");
                 log_info("Using the listening socket passed by systemd.");
                 return fd;
         }
@@ -175,11 +176,15 @@ static void update_status(Manager *m) {
         else
                 snprintf(avg_buf, sizeof avg_buf, "n/a");
 
-        (void) sd_notifyf(false, "STATUS=%s%s; waiting: %" PRIu64 "; running: %s; average query: %s%s",
-                          m->stopping ? "Stopping; " : "",
-                          admission_state_to_string(admission_get_state(m->admission)),
-                          admission_waiting_count(m->admission), id && *id ? id : "none", avg_buf,
-                          api_is_degraded(m->api) ? "; health: degraded" : "");
+        (void) sd_notifyf(
+                false,
+                "STATUS=%s%s; waiting: %" PRIu64 "; running: %s; average query: %s%s",
+                m->stopping ? "Stopping; " : "",
+                admission_state_to_string(admission_get_state(m->admission)),
+                admission_waiting_count(m->admission),
+                id && *id ? id : "none",
+                avg_buf,
+                api_is_degraded(m->api) ? "; health: degraded" : "");
 }
 
 static void on_admission_event(const AdmissionEvent *ev, void *userdata) {
@@ -201,8 +206,12 @@ static void on_admission_event(const AdmissionEvent *ev, void *userdata) {
         case ADMISSION_EVENT_TICKET_REMOVED:
                 snprintf(f_event, sizeof f_event, "WIKIWEB_EVENT=ticket_removed");
                 snprintf(f_ticket, sizeof f_ticket, "TICKET_ID=%s", ev->ticket_id);
-                log_fields(LOG_INFO, fields, "Ticket %s was removed (%s).", ev->ticket_id,
-                           remove_reason_to_string(ev->reason));
+                log_fields(
+                        LOG_INFO,
+                        fields,
+                        "Ticket %s was removed (%s).",
+                        ev->ticket_id,
+                        remove_reason_to_string(ev->reason));
                 break;
         case ADMISSION_EVENT_STATE_CHANGED:
                 log_debug("Admission state is now %s.", admission_state_to_string(ev->state));
@@ -216,8 +225,8 @@ static void on_admission_event(const AdmissionEvent *ev, void *userdata) {
         update_status(m);
 }
 
-static void on_query_finished(const char *query_id, const char *status, usec_t duration_usec,
-                              bool cleanup_confirmed, void *userdata) {
+static void on_query_finished(
+        const char *query_id, const char *status, usec_t duration_usec, bool cleanup_confirmed, void *userdata) {
         Manager *m = userdata;
 
         if (streq(status, "failed"))
@@ -271,9 +280,12 @@ static int on_stop_signal(sd_event_source *s, const struct signalfd_siginfo *si,
         m->stopping = true;
         m->stop_deadline = usec_add(now(CLOCK_MONOTONIC), STOP_DRAIN_USEC);
         /* Wake up at the drain deadline even if nothing else happens. */
-        (void) sd_event_add_time(m->event, &m->exit_timer, CLOCK_MONOTONIC, m->stop_deadline, 0, on_exit_timer, m);
-        log_info("Received %s, stopping: no new connections%s.", strsignal((int) si->ssi_signo),
-                 query_executor_busy(m->executor) ? ", waiting for the running query" : "");
+        (void) sd_event_add_time(
+                m->event, &m->exit_timer, CLOCK_MONOTONIC, m->stop_deadline, 0, on_exit_timer, m);
+        log_info(
+                "Received %s, stopping: no new connections%s.",
+                strsignal((int) si->ssi_signo),
+                query_executor_busy(m->executor) ? ", waiting for the running query" : "");
         (void) sd_notify(false, "STOPPING=1");
         http_server_quiesce(m->http);
         update_status(m);
@@ -365,12 +377,13 @@ static int run(int argc, char *argv[]) {
         if (r < 0)
                 log_warning_errno(r, "Failed to enable the watchdog");
 
-        r = admission_new(&(AdmissionSettings) {
-                                  .reservation_usec = m.config.queue_reservation_seconds * USEC_PER_SEC,
-                                  .heartbeat_usec = m.config.queue_heartbeat_seconds * USEC_PER_SEC,
-                                  .max_length = m.config.queue_max_length,
-                          },
-                          &m.admission);
+        r = admission_new(
+                &(AdmissionSettings){
+                        .reservation_usec = m.config.queue_reservation_seconds * USEC_PER_SEC,
+                        .heartbeat_usec = m.config.queue_heartbeat_seconds * USEC_PER_SEC,
+                        .max_length = m.config.queue_max_length,
+                },
+                &m.admission);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the admission controller");
         admission_set_id_generator(m.admission, random_ticket_id, NULL);

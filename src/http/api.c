@@ -90,9 +90,10 @@ static json_object *ticket_to_json(const TicketView *t, usec_t now_mono, usec_t 
         json_object_object_add(o, "position", json_object_new_uint64(t->position));
         json_object_object_add(o, "joined_at", json_time(t->joined, now_mono, now_real));
         json_object_object_add(o, "heartbeat_expires_at", json_time(t->heartbeat_deadline, now_mono, now_real));
-        json_object_object_add(o, "reservation_expires_at",
-                               t->status == TICKET_RESERVED ? json_time(t->reservation_deadline, now_mono, now_real)
-                                                            : NULL);
+        json_object_object_add(
+                o,
+                "reservation_expires_at",
+                t->status == TICKET_RESERVED ? json_time(t->reservation_deadline, now_mono, now_real) : NULL);
         return o;
 }
 
@@ -107,12 +108,16 @@ static char *status_to_json(const Api *api, const AdmissionStatus *st, usec_t no
         json_object_object_add(o, "state", json_object_new_string(admission_state_to_string(st->state)));
         json_object_object_add(o, "queue_length", json_object_new_uint64(st->queue_length));
         json_object_object_add(o, "max_length", json_object_new_uint64(st->max_length));
-        json_object_object_add(o, "ticket", st->has_ticket ? ticket_to_json(&st->ticket, now_mono, now_real) : NULL);
-        json_object_object_add(o, "estimated_wait_seconds",
-                               st->estimate_known ? json_seconds(st->estimated_wait_seconds) : NULL);
-        json_object_object_add(o, "average_query_seconds",
-                               st->average_known ? json_seconds(st->average_query_seconds) : NULL);
-        json_object_object_add(o, "reservation_seconds", json_object_new_uint64(api->config->queue_reservation_seconds));
+        json_object_object_add(
+                o, "ticket", st->has_ticket ? ticket_to_json(&st->ticket, now_mono, now_real) : NULL);
+        json_object_object_add(
+                o,
+                "estimated_wait_seconds",
+                st->estimate_known ? json_seconds(st->estimated_wait_seconds) : NULL);
+        json_object_object_add(
+                o, "average_query_seconds", st->average_known ? json_seconds(st->average_query_seconds) : NULL);
+        json_object_object_add(
+                o, "reservation_seconds", json_object_new_uint64(api->config->queue_reservation_seconds));
         json_object_object_add(o, "heartbeat_seconds", json_object_new_uint64(hb));
         json_object_object_add(o, "poll_after_seconds", json_object_new_uint64(hb / 3 > 0 ? hb / 3 : 1));
 
@@ -161,8 +166,10 @@ static HttpHandlerResult handle_health(Api *api, HttpRequest *req) {
         json_object_object_add(o, "status", json_object_new_string(api->degraded ? "degraded" : "ok"));
         json_object_object_add(o, "contract_revision", json_object_new_int(CONTRACT_REVISION));
         json_object_object_add(o, "version", json_object_new_string(PACKAGE_VERSION));
-        json_object_object_add(o, "state",
-                               json_object_new_string(admission_state_to_string(admission_get_state(api->admission))));
+        json_object_object_add(
+                o,
+                "state",
+                json_object_new_string(admission_state_to_string(admission_get_state(api->admission))));
         return http_reply(req, 200, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN), NULL);
 }
 
@@ -224,9 +231,15 @@ static void on_query_done(const QueryOutcome *o, void *userdata) {
                 snprintf(f2, sizeof f2, "QUERY_STATUS=%s", status);
                 fields[1] = f1;
                 fields[2] = f2;
-                log_fields(LOG_INFO, fields, "Query %s %s after %" PRIu64 " ms%s%s.", o->query_id, status,
-                           duration / USEC_PER_MSEC, o->succeeded ? "" : ": ",
-                           o->succeeded ? "" : api_error_to_string(o->error));
+                log_fields(
+                        LOG_INFO,
+                        fields,
+                        "Query %s %s after %" PRIu64 " ms%s%s.",
+                        o->query_id,
+                        status,
+                        duration / USEC_PER_MSEC,
+                        o->succeeded ? "" : ": ",
+                        o->succeeded ? "" : api_error_to_string(o->error));
         }
 
         if (api->hook)

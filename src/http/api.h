@@ -16,8 +16,8 @@ typedef struct Api Api;
 
 /* Called when a query has ended (its cleanup confirmed or not), for the
  * D-Bus signal and the counters. status is "succeeded" or "failed". */
-typedef void (*ApiQueryFinishedHook)(const char *query_id, const char *status, usec_t duration_usec,
-                                     bool cleanup_confirmed, void *userdata);
+typedef void (*ApiQueryFinishedHook)(
+        const char *query_id, const char *status, usec_t duration_usec, bool cleanup_confirmed, void *userdata);
 
 int api_new(const Config *config, Admission *admission, QueryExecutor *executor, Api **ret);
 Api *api_free(Api *api);

@@ -44,7 +44,7 @@ struct HttpRequest {
         bool too_large;
         size_t discarded;
 
-        bool responded;             /* a response was queued */
+        bool responded; /* a response was queued */
         bool suspended;
         struct MHD_Response *pending; /* completed while suspended */
         unsigned pending_status;
@@ -121,7 +121,8 @@ static int add_common_headers(HttpRequest *req, struct MHD_Response *r, bool jso
         if (req->is_api && req->new_session && req->origin != ORIGIN_DENY) {
                 _cleanup_free_ char *cookie = NULL;
 
-                if (session_set_cookie_header(req->token, c->session_max_age_seconds, c->cookie_secure, &cookie) < 0)
+                if (session_set_cookie_header(
+                            req->token, c->session_max_age_seconds, c->cookie_secure, &cookie) < 0)
                         return -ENOMEM;
                 k |= add_header(r, MHD_HTTP_HEADER_SET_COOKIE, cookie);
         }
@@ -159,8 +160,8 @@ static HttpHandlerResult queue_or_store(HttpRequest *req, struct MHD_Response *r
         return HTTP_HANDLED;
 }
 
-HttpHandlerResult http_reply(HttpRequest *req, unsigned status, const char *json_body,
-                             const char *const *extra_headers) {
+HttpHandlerResult http_reply(
+        HttpRequest *req, unsigned status, const char *json_body, const char *const *extra_headers) {
         struct MHD_Response *r;
         size_t n = json_body ? strlen(json_body) : 0;
 
@@ -198,17 +199,21 @@ static char *json_quote(const char *s) {
         return out;
 }
 
-HttpHandlerResult http_reply_error(HttpRequest *req, ApiError error, const char *message,
-                                   const char *const *extra_headers) {
+HttpHandlerResult http_reply_error(
+        HttpRequest *req, ApiError error, const char *message, const char *const *extra_headers) {
         _cleanup_free_ char *clean = NULL, *quoted = NULL, *body = NULL;
         const char *m = message ? message : api_error_default_message(error);
 
         if (sanitize_message(m, strlen(m), &clean) < 0 || !(quoted = json_quote(clean)) ||
-            asprintf(&body, "{\"error\":{\"code\":\"%s\",\"message\":%s}}", api_error_to_string(error), quoted) < 0) {
+            asprintf(&body, "{\"error\":{\"code\":\"%s\",\"message\":%s}}", api_error_to_string(error), quoted) <
+                    0) {
                 body = NULL;
                 log_oom();
-                return http_reply(req, 500, "{\"error\":{\"code\":\"internal_error\",\"message\":\"Internal error\"}}",
-                                  extra_headers);
+                return http_reply(
+                        req,
+                        500,
+                        "{\"error\":{\"code\":\"internal_error\",\"message\":\"Internal error\"}}",
+                        extra_headers);
         }
         return http_reply(req, api_error_http_status(error), body, extra_headers);
 }
@@ -235,9 +240,12 @@ static const char *header(struct MHD_Connection *c, const char *name) {
 
 static HttpHandlerResult reply_preflight(HttpRequest *req) {
         static const char *const h[] = {
-                "Access-Control-Allow-Methods", HTTP_CORS_ALLOW_METHODS,
-                "Access-Control-Allow-Headers", "Content-Type",
-                "Access-Control-Max-Age", "600",
+                "Access-Control-Allow-Methods",
+                HTTP_CORS_ALLOW_METHODS,
+                "Access-Control-Allow-Headers",
+                "Content-Type",
+                "Access-Control-Max-Age",
+                "600",
                 NULL,
         };
         return http_reply(req, 204, NULL, h);
@@ -261,8 +269,12 @@ static bool request_begin(HttpRequest *req, const char *url, const char *method)
         }
 
         v = header(c, "Origin");
-        req->origin = origin_check(v, header(c, MHD_HTTP_HEADER_HOST), header(c, "Sec-Fetch-Site"),
-                                   cfg->cookie_secure, cfg->allowed_origins);
+        req->origin = origin_check(
+                v,
+                header(c, MHD_HTTP_HEADER_HOST),
+                header(c, "Sec-Fetch-Site"),
+                cfg->cookie_secure,
+                cfg->allowed_origins);
         if (req->origin == ORIGIN_ALLOW_CORS) {
                 req->origin_value = strdup(v);
                 if (!req->origin_value)
@@ -357,9 +369,15 @@ static void request_append(HttpRequest *req, const char *data, size_t n) {
         req->body_size += n;
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, const char *url,
-                                  const char *method, const char *version, const char *upload_data,
-                                  size_t *upload_data_size, void **con_cls) {
+static enum MHD_Result on_request(
+        void *cls,
+        struct MHD_Connection *connection,
+        const char *url,
+        const char *method,
+        const char *version,
+        const char *upload_data,
+        size_t *upload_data_size,
+        void **con_cls) {
         HttpServer *s = cls;
         HttpRequest *req = *con_cls;
 
@@ -421,8 +439,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         return MHD_YES;
 }
 
-static void on_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
-                         enum MHD_RequestTerminationCode toe) {
+static void on_completed(
+        void *cls, struct MHD_Connection *connection, void **con_cls, enum MHD_RequestTerminationCode toe) {
         HttpRequest *req = *con_cls;
 
         if (req) {
@@ -449,8 +467,8 @@ static int arm_timer(HttpServer *s) {
                 return sd_event_source_set_enabled(s->timer_source, SD_EVENT_OFF);
 
         /* MHD_get_timeout() is relative, in milliseconds. */
-        r = sd_event_source_set_time(s->timer_source,
-                                     usec_add(now(CLOCK_MONOTONIC), (usec_t) timeout_ms * USEC_PER_MSEC));
+        r = sd_event_source_set_time(
+                s->timer_source, usec_add(now(CLOCK_MONOTONIC), (usec_t) timeout_ms * USEC_PER_MSEC));
         if (r < 0)
                 return r;
         return sd_event_source_set_enabled(s->timer_source, SD_EVENT_ONESHOT);
@@ -479,8 +497,13 @@ static int on_wake(sd_event_source *es, void *userdata) {
         return run_mhd(userdata);
 }
 
-int http_server_new(sd_event *event, int listen_fd, const Config *config, HttpHandler handler,
-                    void *userdata, HttpServer **ret) {
+int http_server_new(
+        sd_event *event,
+        int listen_fd,
+        const Config *config,
+        HttpHandler handler,
+        void *userdata,
+        HttpServer **ret) {
         _cleanup_close_ int fd = listen_fd;
         const union MHD_DaemonInfo *info;
         HttpServer *s;
@@ -496,14 +519,25 @@ int http_server_new(sd_event *event, int listen_fd, const Config *config, HttpHa
 
         s->daemon = MHD_start_daemon(
                 MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
-                0, NULL, NULL,
-                on_request, s,
-                MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
-                MHD_OPTION_LISTEN_SOCKET, fd,
-                MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                MHD_OPTION_CONNECTION_LIMIT, (unsigned) 1024,
-                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned) 60,
-                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t) (64 * 1024),
+                0,
+                NULL,
+                NULL,
+                on_request,
+                s,
+                MHD_OPTION_EXTERNAL_LOGGER,
+                on_mhd_log,
+                s,
+                MHD_OPTION_LISTEN_SOCKET,
+                fd,
+                MHD_OPTION_NOTIFY_COMPLETED,
+                on_completed,
+                s,
+                MHD_OPTION_CONNECTION_LIMIT,
+                (unsigned) 1024,
+                MHD_OPTION_CONNECTION_TIMEOUT,
+                (unsigned) 60,
+                MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                (size_t) (64 * 1024),
                 MHD_OPTION_END);
         if (!s->daemon) {
                 http_server_free(s);

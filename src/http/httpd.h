@@ -36,8 +36,13 @@ typedef HttpHandlerResult (*HttpHandler)(HttpRequest *req, void *userdata);
 
 /* Start serving on listen_fd (taken over: closed by the server, even on
  * error). The config is borrowed and must outlive the server. */
-int http_server_new(sd_event *event, int listen_fd, const Config *config, HttpHandler handler,
-                    void *userdata, HttpServer **ret);
+int http_server_new(
+        sd_event *event,
+        int listen_fd,
+        const Config *config,
+        HttpHandler handler,
+        void *userdata,
+        HttpServer **ret);
 HttpServer *http_server_free(HttpServer *s);
 /* Stop accepting new connections (clean shutdown); the listening socket is
  * closed by us, but socket activation keeps its own copy. */
@@ -62,12 +67,12 @@ const char *http_request_argument(const HttpRequest *req, const char *name);
  * empty body (e.g. 204). Extra headers: NULL-terminated name/value pairs.
  * Returns HTTP_HANDLED; on a suspended request, stores the response and
  * resumes the connection. */
-HttpHandlerResult http_reply(HttpRequest *req, unsigned status, const char *json_body,
-                             const char *const *extra_headers);
+HttpHandlerResult http_reply(
+        HttpRequest *req, unsigned status, const char *json_body, const char *const *extra_headers);
 /* The error envelope of API.md 2; message NULL means the default message;
  * the message goes through the sanitizer. */
-HttpHandlerResult http_reply_error(HttpRequest *req, ApiError error, const char *message,
-                                   const char *const *extra_headers);
+HttpHandlerResult http_reply_error(
+        HttpRequest *req, ApiError error, const char *message, const char *const *extra_headers);
 
 /* Suspend the request (the handler then returns HTTP_SUSPENDED) and later
  * complete it with http_reply()/http_reply_error(). If the client went away

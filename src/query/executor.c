@@ -58,7 +58,7 @@ static int on_unconfigured(sd_event_source *s, void *userdata) {
         x->done = NULL;
         x->userdata = NULL;
 
-        o = (QueryOutcome) {
+        o = (QueryOutcome){
                 .query_id = id,
                 .succeeded = false,
                 .error = API_ERROR_EXECUTION_FAILED,

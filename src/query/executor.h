@@ -18,17 +18,17 @@
 typedef struct QueryJob {
         char id[QUERY_ID_MAX];
         SessionKey session;
-        const char *question;     /* borrowed for the duration of start() */
-        char *const *pages;       /* borrowed, NULL-terminated */
+        const char *question; /* borrowed for the duration of start() */
+        char *const *pages;   /* borrowed, NULL-terminated */
 } QueryJob;
 
 typedef struct QueryOutcome {
         const char *query_id;
         bool succeeded;
-        ApiError error;           /* when !succeeded */
-        const char *message;      /* raw, the caller sanitizes; NULL: the default */
-        const char *answer;       /* when succeeded */
-        bool cleanup_confirmed;   /* false: the slot must not be promoted yet */
+        ApiError error;         /* when !succeeded */
+        const char *message;    /* raw, the caller sanitizes; NULL: the default */
+        const char *answer;     /* when succeeded */
+        bool cleanup_confirmed; /* false: the slot must not be promoted yet */
 } QueryOutcome;
 
 /* Called once per started job, from the event loop, never from inside

@@ -39,7 +39,7 @@ void config_done(Config *c) {
                 explicit_bzero(c->llm_api_key, strlen(c->llm_api_key));
         free(c->wiki_password);
         free(c->llm_api_key);
-        *c = (Config) { 0 };
+        *c = (Config){ 0 };
 }
 
 static int fail(char **ret_error, int r, const char *fmt, ...) _printf_(3, 4);
@@ -55,8 +55,15 @@ static int fail(char **ret_error, int r, const char *fmt, ...) {
         return r;
 }
 
-static int load_uint(const char *name, uint64_t def, uint64_t min, uint64_t max, uint64_t *ret,
-                     ConfigGetenv g, void *u, char **ret_error) {
+static int load_uint(
+        const char *name,
+        uint64_t def,
+        uint64_t min,
+        uint64_t max,
+        uint64_t *ret,
+        ConfigGetenv g,
+        void *u,
+        char **ret_error) {
         const char *v = g(name, u);
         int r;
 
@@ -66,8 +73,13 @@ static int load_uint(const char *name, uint64_t def, uint64_t min, uint64_t max,
         }
         r = parse_uint64_range(v, min, max, ret);
         if (r < 0)
-                return fail(ret_error, -EINVAL, "%s: invalid value, expected an integer in %" PRIu64 "..%" PRIu64,
-                            name, min, max);
+                return fail(
+                        ret_error,
+                        -EINVAL,
+                        "%s: invalid value, expected an integer in %" PRIu64 "..%" PRIu64,
+                        name,
+                        min,
+                        max);
         return 0;
 }
 
@@ -88,7 +100,7 @@ static int load_string(const char *name, char **ret, ConfigGetenv g, void *u, ch
 
 static bool is_host_char(char ch) {
         return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-               ch == '-' || ch == '.' || ch == '_' || ch == '[' || ch == ']' || ch == ':';
+                ch == '-' || ch == '.' || ch == '_' || ch == '[' || ch == ']' || ch == ':';
 }
 
 /* "http://host[:port]" or "https://host[:port]", no path, no user info. */
@@ -120,8 +132,8 @@ static bool host_is_valid(const char *h) {
 
 /* A comma-separated list; blanks around items are dropped, empty items
  * ignored. */
-static int load_list(const char *name, bool (*valid)(const char *), char ***ret,
-                     ConfigGetenv g, void *u, char **ret_error) {
+static int load_list(
+        const char *name, bool (*valid)(const char *), char ***ret, ConfigGetenv g, void *u, char **ret_error) {
         const char *v = g(name, u);
         char **l;
         size_t n = 0;
@@ -211,8 +223,8 @@ static int read_secret_file(const char *path, char **ret) {
 /* A secret comes from $CREDENTIALS_DIRECTORY/<credential> (systemd's
  * LoadCredential=) or from the file named by <file_var>. A missing
  * credential is fine (the secret is optional); an unreadable file is not. */
-static int load_secret(const char *credential, const char *file_var, char **ret,
-                       ConfigGetenv g, void *u, char **ret_error) {
+static int load_secret(
+        const char *credential, const char *file_var, char **ret, ConfigGetenv g, void *u, char **ret_error) {
         const char *dir = g("CREDENTIALS_DIRECTORY", u);
         const char *file = g(file_var, u);
         int r;
@@ -221,7 +233,12 @@ static int load_secret(const char *credential, const char *file_var, char **ret,
         if (file && *file) {
                 r = read_secret_file(file, ret);
                 if (r < 0)
-                        return fail(ret_error, -EINVAL, "%s: cannot read the secret file: %s", file_var, strerror(-r));
+                        return fail(
+                                ret_error,
+                                -EINVAL,
+                                "%s: cannot read the secret file: %s",
+                                file_var,
+                                strerror(-r));
                 return 0;
         }
         if (dir && *dir) {
@@ -233,7 +250,12 @@ static int load_secret(const char *credential, const char *file_var, char **ret,
                 if (r == -ENOENT)
                         return 0;
                 if (r < 0)
-                        return fail(ret_error, -EINVAL, "credential %s: cannot read it: %s", credential, strerror(-r));
+                        return fail(
+                                ret_error,
+                                -EINVAL,
+                                "credential %s: cannot read it: %s",
+                                credential,
+                                strerror(-r));
         }
         return 0;
 }
@@ -249,13 +271,13 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
 
         if (ret_error)
                 *ret_error = NULL;
-        *c = (Config) { .cookie_secure = true, .log_level = 6 };
+        *c = (Config){ .cookie_secure = true, .log_level = 6 };
 
-#define UINT(name, field, def, min, max)                                            \
-        do {                                                                        \
-                r = load_uint(name, def, min, max, &c->field, g, u, ret_error);     \
-                if (r < 0)                                                          \
-                        goto fail;                                                  \
+#define UINT(name, field, def, min, max)                                        \
+        do {                                                                    \
+                r = load_uint(name, def, min, max, &c->field, g, u, ret_error); \
+                if (r < 0)                                                      \
+                        goto fail;                                              \
         } while (0)
 
         UINT("WIKI_WEB_MAX_REQUEST_BYTES", max_request_bytes, 65536, 256, 16 * 1024 * 1024);
@@ -267,7 +289,10 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
         UINT("WIKI_WEB_MODEL_CONTEXT_TOKENS", model_context_tokens, 32768, 256, 10000000);
         UINT("WIKI_WEB_MODEL_MAX_OUTPUT_BYTES", model_max_output_bytes, 65536, 1024, 16 * 1024 * 1024);
         UINT("WIKI_WEB_QUERY_TIMEOUT_SECONDS", query_timeout_seconds, 120, 1, 86400);
-        UINT("WIKI_WEB_UPSTREAM_MAX_RESPONSE_BYTES", upstream_max_response_bytes, 8 * 1024 * 1024, 1024,
+        UINT("WIKI_WEB_UPSTREAM_MAX_RESPONSE_BYTES",
+             upstream_max_response_bytes,
+             8 * 1024 * 1024,
+             1024,
              1024 * 1024 * 1024);
 #undef UINT
 
@@ -280,7 +305,10 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
         v = g("WIKI_WEB_LOG_LEVEL", u);
         if (v) {
                 if (parse_uint64_range(v, 0, 7, &level) < 0) {
-                        r = fail(ret_error, -EINVAL, "WIKI_WEB_LOG_LEVEL: invalid value, expected an integer in 0..7");
+                        r = fail(
+                                ret_error,
+                                -EINVAL,
+                                "WIKI_WEB_LOG_LEVEL: invalid value, expected an integer in 0..7");
                         goto fail;
                 }
                 c->log_level = (int) level;
@@ -289,7 +317,8 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
         r = load_list("WIKI_WEB_ALLOWED_ORIGINS", origin_is_valid, &c->allowed_origins, g, u, ret_error);
         if (r < 0)
                 goto fail;
-        r = load_list("WIKI_WEB_ALLOWED_DESTINATIONS", host_is_valid, &c->allowed_destinations, g, u, ret_error);
+        r = load_list(
+                "WIKI_WEB_ALLOWED_DESTINATIONS", host_is_valid, &c->allowed_destinations, g, u, ret_error);
         if (r < 0)
                 goto fail;
 

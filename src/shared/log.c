@@ -30,8 +30,15 @@ int log_get_max_level(void) {
         return max_level;
 }
 
-_printf_(7, 0) static int log_dispatch(int level, int error, const char *file, int line, const char *func,
-                        const char *const *fields, const char *format, va_list ap) {
+_printf_(7, 0) static int log_dispatch(
+        int level,
+        int error,
+        const char *file,
+        int line,
+        const char *func,
+        const char *const *fields,
+        const char *format,
+        va_list ap) {
         char message[2048];
         size_t n_fields = 0;
 
@@ -61,18 +68,19 @@ _printf_(7, 0) static int log_dispatch(int level, int error, const char *file, i
                 snprintf(file_f, sizeof file_f, "CODE_FILE=%s", file);
                 snprintf(line_f, sizeof line_f, "CODE_LINE=%d", line);
                 snprintf(func_f, sizeof func_f, "CODE_FUNC=%s", func);
-                iov[k++] = (struct iovec) { msg_f, strlen(msg_f) };
-                iov[k++] = (struct iovec) { prio_f, strlen(prio_f) };
-                iov[k++] = (struct iovec) { (char *) "SYSLOG_IDENTIFIER=wikiwebd", STRLEN("SYSLOG_IDENTIFIER=wikiwebd") };
-                iov[k++] = (struct iovec) { file_f, strlen(file_f) };
-                iov[k++] = (struct iovec) { line_f, strlen(line_f) };
-                iov[k++] = (struct iovec) { func_f, strlen(func_f) };
+                iov[k++] = (struct iovec){ msg_f, strlen(msg_f) };
+                iov[k++] = (struct iovec){ prio_f, strlen(prio_f) };
+                iov[k++] = (struct iovec){ (char *) "SYSLOG_IDENTIFIER=wikiwebd",
+                                           STRLEN("SYSLOG_IDENTIFIER=wikiwebd") };
+                iov[k++] = (struct iovec){ file_f, strlen(file_f) };
+                iov[k++] = (struct iovec){ line_f, strlen(line_f) };
+                iov[k++] = (struct iovec){ func_f, strlen(func_f) };
                 if (error > 0) {
                         snprintf(errno_f, sizeof errno_f, "ERRNO=%d", error);
-                        iov[k++] = (struct iovec) { errno_f, strlen(errno_f) };
+                        iov[k++] = (struct iovec){ errno_f, strlen(errno_f) };
                 }
                 for (size_t i = 0; i < n_fields && k < ELEMENTSOF(iov); i++)
-                        iov[k++] = (struct iovec) { (char *) fields[i], strlen(fields[i]) };
+                        iov[k++] = (struct iovec){ (char *) fields[i], strlen(fields[i]) };
                 if (sd_journal_sendv(iov, (int) k) >= 0)
                         return -error;
                 /* fall back to stderr */
@@ -84,10 +92,11 @@ _printf_(7, 0) static int log_dispatch(int level, int error, const char *file, i
 
                 off += (size_t) snprintf(line_buf, sizeof line_buf, "%s", message);
                 if (error > 0 && off < sizeof line_buf)
-                        off += (size_t) snprintf(line_buf + off, sizeof line_buf - off, ": %s", strerror(error));
+                        off += (size_t) snprintf(
+                                line_buf + off, sizeof line_buf - off, ": %s", strerror(error));
                 for (size_t i = 0; i < n_fields && off < sizeof line_buf; i++)
-                        off += (size_t) snprintf(line_buf + off, sizeof line_buf - off, "%s%s",
-                                                 i == 0 ? " [" : " ", fields[i]);
+                        off += (size_t) snprintf(
+                                line_buf + off, sizeof line_buf - off, "%s%s", i == 0 ? " [" : " ", fields[i]);
                 if (n_fields > 0 && off < sizeof line_buf)
                         (void) snprintf(line_buf + off, sizeof line_buf - off, "]");
                 fprintf(stderr, "%s\n", line_buf);
@@ -105,8 +114,15 @@ int log_internal(int level, int error, const char *file, int line, const char *f
         return r;
 }
 
-int log_fields_internal(int level, int error, const char *file, int line, const char *func,
-                        const char *const *fields, const char *format, ...) {
+int log_fields_internal(
+        int level,
+        int error,
+        const char *file,
+        int line,
+        const char *func,
+        const char *const *fields,
+        const char *format,
+        ...) {
         va_list ap;
         int r;
 

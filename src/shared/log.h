@@ -23,13 +23,20 @@ int log_get_max_level(void);
 /* Returns -abs(error), so "return log_error_errno(r, ...)" works. With a
  * non-zero error, ": <strerror>" is appended to the message: do not use %m
  * (it is not ISO C and would read the wrong errno). */
-int log_internal(int level, int error, const char *file, int line, const char *func,
-                 const char *format, ...) _printf_(6, 7);
+int log_internal(int level, int error, const char *file, int line, const char *func, const char *format, ...)
+        _printf_(6, 7);
 
 /* Like log_internal(), with extra journal fields: a NULL-terminated array of
  * "KEY=value" strings (KEY in upper case, as journald requires). */
-int log_fields_internal(int level, int error, const char *file, int line, const char *func,
-                        const char *const *fields, const char *format, ...) _printf_(7, 8);
+int log_fields_internal(
+        int level,
+        int error,
+        const char *file,
+        int line,
+        const char *func,
+        const char *const *fields,
+        const char *format,
+        ...) _printf_(7, 8);
 
 #define log_full_errno(level, error, ...) \
         log_internal((level), (error), __FILE__, __LINE__, __func__, __VA_ARGS__)

@@ -23,17 +23,17 @@
 
 #define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
 
-#define MIN(a, b)                          \
-        __extension__({                    \
+#define MIN(a, b)                           \
+        __extension__({                     \
                 const __auto_type _a = (a); \
                 const __auto_type _b = (b); \
-                _a < _b ? _a : _b;         \
+                _a < _b ? _a : _b;          \
         })
-#define MAX(a, b)                          \
-        __extension__({                    \
+#define MAX(a, b)                           \
+        __extension__({                     \
                 const __auto_type _a = (a); \
                 const __auto_type _b = (b); \
-                _a > _b ? _a : _b;         \
+                _a > _b ? _a : _b;          \
         })
 
 #define STRLEN(s) (sizeof("" s "") - 1)
@@ -67,25 +67,25 @@ static inline void fclosep(FILE **f) {
 #define _cleanup_fclose_ _cleanup_(fclosep)
 
 /* Hand an owned pointer over to somebody else, leaving NULL behind. */
-#define TAKE_PTR(p)                            \
-        __extension__({                        \
-                __auto_type _p_ = (p);         \
-                (p) = NULL;                    \
-                _p_;                           \
+#define TAKE_PTR(p)                    \
+        __extension__({                \
+                __auto_type _p_ = (p); \
+                (p) = NULL;            \
+                _p_;                   \
         })
-#define TAKE_FD(fd)                            \
-        __extension__({                        \
-                int _fd_ = (fd);               \
-                (fd) = -1;                     \
-                _fd_;                          \
+#define TAKE_FD(fd)              \
+        __extension__({          \
+                int _fd_ = (fd); \
+                (fd) = -1;       \
+                _fd_;            \
         })
 
 /* Use with a trailing semicolon, like a declaration. */
-#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func)  \
-        static inline void func##p(type *p) {    \
-                if (*p)                          \
-                        func(*p);                \
-        }                                        \
+#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func) \
+        static inline void func##p(type *p) {   \
+                if (*p)                         \
+                        func(*p);               \
+        }                                       \
         struct __useless_struct_to_allow_trailing_semicolon__
 
 #include "shared/banned.h"

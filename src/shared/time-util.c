@@ -31,8 +31,16 @@ char *format_rfc3339_ms(char buf[static RFC3339_MS_MAX], usec_t realtime) {
                 snprintf(buf, RFC3339_MS_MAX, "1970-01-01T00:00:00.000Z");
                 return buf;
         }
-        snprintf(buf, RFC3339_MS_MAX, "%04d-%02d-%02dT%02d:%02d:%02d.%03uZ",
-                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                 tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+        snprintf(
+                buf,
+                RFC3339_MS_MAX,
+                "%04d-%02d-%02dT%02d:%02d:%02d.%03uZ",
+                tm.tm_year + 1900,
+                tm.tm_mon + 1,
+                tm.tm_mday,
+                tm.tm_hour,
+                tm.tm_min,
+                tm.tm_sec,
+                ms);
         return buf;
 }

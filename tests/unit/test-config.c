@@ -57,10 +57,13 @@ static void expect_bad(const char *setting, const char *needle) {
 
 static void test_ranges(void) {
         const char *ok[] = {
-                "WIKI_WEB_QUEUE_RESERVATION_SECONDS=1", "WIKI_WEB_QUEUE_HEARTBEAT_SECONDS=3600",
-                "WIKI_WEB_QUEUE_MAX_LENGTH=0", "WIKI_WEB_COOKIE_SECURE=false",
+                "WIKI_WEB_QUEUE_RESERVATION_SECONDS=1",
+                "WIKI_WEB_QUEUE_HEARTBEAT_SECONDS=3600",
+                "WIKI_WEB_QUEUE_MAX_LENGTH=0",
+                "WIKI_WEB_COOKIE_SECURE=false",
                 "WIKI_WEB_ALLOWED_ORIGINS= https://a.example , http://b.example:8080/ ,",
-                "WIKI_WEB_ALLOWED_DESTINATIONS=wiki.example,10.0.0.1", NULL,
+                "WIKI_WEB_ALLOWED_DESTINATIONS=wiki.example,10.0.0.1",
+                NULL,
         };
         Config c;
         char *err = NULL;

@@ -10,44 +10,62 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ASSERT_TRUE(expr)                                                              \
-        do {                                                                           \
-                if (!(expr)) {                                                         \
-                        fprintf(stderr, "%s:%d: %s: assertion failed: %s\n", __FILE__, \
-                                __LINE__, __func__, #expr);                            \
-                        abort();                                                       \
-                }                                                                      \
+#define ASSERT_TRUE(expr)                                                                                          \
+        do {                                                                                                       \
+                if (!(expr)) {                                                                                     \
+                        fprintf(stderr, "%s:%d: %s: assertion failed: %s\n", __FILE__, __LINE__, __func__, #expr); \
+                        abort();                                                                                   \
+                }                                                                                                  \
         } while (0)
 
-#define ASSERT_EQ_INT(a, b)                                                                    \
-        do {                                                                                   \
-                long long _a = (long long) (a), _b = (long long) (b);                          \
-                if (_a != _b) {                                                                \
-                        fprintf(stderr, "%s:%d: %s: %s == %s failed: %lld != %lld\n", __FILE__, \
-                                __LINE__, __func__, #a, #b, _a, _b);                           \
-                        abort();                                                               \
-                }                                                                              \
+#define ASSERT_EQ_INT(a, b)                                                   \
+        do {                                                                  \
+                long long _a = (long long) (a), _b = (long long) (b);         \
+                if (_a != _b) {                                               \
+                        fprintf(stderr,                                       \
+                                "%s:%d: %s: %s == %s failed: %lld != %lld\n", \
+                                __FILE__,                                     \
+                                __LINE__,                                     \
+                                __func__,                                     \
+                                #a,                                           \
+                                #b,                                           \
+                                _a,                                           \
+                                _b);                                          \
+                        abort();                                              \
+                }                                                             \
         } while (0)
 
-#define ASSERT_EQ_STR(a, b)                                                                   \
-        do {                                                                                  \
-                const char *_a = (a), *_b = (b);                                              \
-                if (!_a || !_b || strcmp(_a, _b) != 0) {                                      \
-                        fprintf(stderr, "%s:%d: %s: %s == %s failed:\n  \"%s\"\n  \"%s\"\n",  \
-                                __FILE__, __LINE__, __func__, #a, #b, _a ? _a : "(null)",     \
-                                _b ? _b : "(null)");                                          \
-                        abort();                                                              \
-                }                                                                             \
+#define ASSERT_EQ_STR(a, b)                                                          \
+        do {                                                                         \
+                const char *_a = (a), *_b = (b);                                     \
+                if (!_a || !_b || strcmp(_a, _b) != 0) {                             \
+                        fprintf(stderr,                                              \
+                                "%s:%d: %s: %s == %s failed:\n  \"%s\"\n  \"%s\"\n", \
+                                __FILE__,                                            \
+                                __LINE__,                                            \
+                                __func__,                                            \
+                                #a,                                                  \
+                                #b,                                                  \
+                                _a ? _a : "(null)",                                  \
+                                _b ? _b : "(null)");                                 \
+                        abort();                                                     \
+                }                                                                    \
         } while (0)
 
-#define ASSERT_OK(expr)                                                                         \
-        do {                                                                                    \
-                long long _r = (long long) (expr);                                              \
-                if (_r < 0) {                                                                   \
-                        fprintf(stderr, "%s:%d: %s: %s failed: %lld (%s)\n", __FILE__, __LINE__, \
-                                __func__, #expr, _r, strerror((int) -_r));                      \
-                        abort();                                                                \
-                }                                                                               \
+#define ASSERT_OK(expr)                                              \
+        do {                                                         \
+                long long _r = (long long) (expr);                   \
+                if (_r < 0) {                                        \
+                        fprintf(stderr,                              \
+                                "%s:%d: %s: %s failed: %lld (%s)\n", \
+                                __FILE__,                            \
+                                __LINE__,                            \
+                                __func__,                            \
+                                #expr,                               \
+                                _r,                                  \
+                                strerror((int) -_r));                \
+                        abort();                                     \
+                }                                                    \
         } while (0)
 
 static inline int test_skip(const char *why) {
