@@ -13,7 +13,7 @@
 #define ADMISSION_TIMER_ACCURACY_USEC (10 * USEC_PER_MSEC)
 
 struct AdmissionTimer {
-        sd_event *event;     /* borrowed */
+        sd_event *event;      /* borrowed */
         Admission *admission; /* borrowed */
         sd_event_source *time_source;
         sd_event_source *post_source;
@@ -117,8 +117,14 @@ int admission_timer_new(sd_event *event, Admission *a, AdmissionTimer **ret) {
         t->armed = USEC_INFINITY;
 
         /* Created disabled; admission_timer_rearm() below sets the time. */
-        r = sd_event_add_time(event, &t->time_source, CLOCK_MONOTONIC, USEC_INFINITY,
-                              ADMISSION_TIMER_ACCURACY_USEC, on_deadline, t);
+        r = sd_event_add_time(
+                event,
+                &t->time_source,
+                CLOCK_MONOTONIC,
+                USEC_INFINITY,
+                ADMISSION_TIMER_ACCURACY_USEC,
+                on_deadline,
+                t);
         if (r < 0)
                 return r;
         r = sd_event_source_set_enabled(t->time_source, SD_EVENT_OFF);

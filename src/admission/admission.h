@@ -126,10 +126,10 @@ typedef struct AdmissionStatus {
         uint64_t queue_length; /* all tickets, waiting and reserved */
         uint64_t max_length;
         bool has_ticket;
-        TicketView ticket;            /* valid when has_ticket */
-        bool estimate_known;          /* false: estimated_wait_seconds is null */
+        TicketView ticket;   /* valid when has_ticket */
+        bool estimate_known; /* false: estimated_wait_seconds is null */
         double estimated_wait_seconds;
-        bool average_known;           /* false: average_query_seconds is null */
+        bool average_known; /* false: average_query_seconds is null */
         double average_query_seconds;
 } AdmissionStatus;
 

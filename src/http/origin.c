@@ -24,14 +24,14 @@ static bool is_ows(char c) {
  * characters, quotes, ',' and non-ASCII bytes are not. Percent-encoding is
  * not accepted either: browsers never send it in an Origin. */
 static bool authority_char_is_valid(char c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-               c == '-' || c == '.' || c == '_' || c == '~' || c == ':' || c == '[' || c == ']';
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+                c == '.' || c == '_' || c == '~' || c == ':' || c == '[' || c == ']';
 }
 
 /* Validate and split host[:port] of len bytes at s, dropping the default
  * port of the scheme. */
-static bool authority_parse(const char *s, size_t len, const char *scheme, size_t scheme_len,
-                            const char **ret, size_t *ret_len) {
+static bool authority_parse(
+        const char *s, size_t len, const char *scheme, size_t scheme_len, const char **ret, size_t *ret_len) {
         const char *colon = NULL;
         size_t host_len;
 
@@ -107,14 +107,19 @@ static bool origin_parse(const char *s, OriginParts *ret) {
 
         ret->scheme = s;
         ret->scheme_len = (size_t) (sep - s);
-        return authority_parse(sep + 3, len - ret->scheme_len - 3, ret->scheme, ret->scheme_len,
-                               &ret->authority, &ret->authority_len);
+        return authority_parse(
+                sep + 3,
+                len - ret->scheme_len - 3,
+                ret->scheme,
+                ret->scheme_len,
+                &ret->authority,
+                &ret->authority_len);
 }
 
 static bool origin_parts_equal(const OriginParts *a, const OriginParts *b) {
         return a->scheme_len == b->scheme_len && memcmp(a->scheme, b->scheme, a->scheme_len) == 0 &&
-               a->authority_len == b->authority_len &&
-               strncasecmp(a->authority, b->authority, a->authority_len) == 0;
+                a->authority_len == b->authority_len &&
+                strncasecmp(a->authority, b->authority, a->authority_len) == 0;
 }
 
 /* Our own origin: the scheme from the cookie setting, the authority from
@@ -139,8 +144,8 @@ static bool own_origin(const char *host, bool cookie_secure, OriginParts *ret) {
 
         ret->scheme = scheme;
         ret->scheme_len = strlen(scheme);
-        return authority_parse(host, (size_t) (end - host), ret->scheme, ret->scheme_len,
-                               &ret->authority, &ret->authority_len);
+        return authority_parse(
+                host, (size_t) (end - host), ret->scheme, ret->scheme_len, &ret->authority, &ret->authority_len);
 }
 
 static bool sec_fetch_site_is_cross_site(const char *v) {
@@ -157,11 +162,16 @@ static bool sec_fetch_site_is_cross_site(const char *v) {
         end = v + len;
         while (end > v && is_ows(end[-1]))
                 end--;
-        return (size_t) (end - v) == STRLEN("cross-site") && strncasecmp(v, "cross-site", STRLEN("cross-site")) == 0;
+        return (size_t) (end - v) == STRLEN("cross-site") &&
+                strncasecmp(v, "cross-site", STRLEN("cross-site")) == 0;
 }
 
-OriginVerdict origin_check(const char *origin, const char *host, const char *sec_fetch_site,
-                           bool cookie_secure, char *const *allowed) {
+OriginVerdict origin_check(
+        const char *origin,
+        const char *host,
+        const char *sec_fetch_site,
+        bool cookie_secure,
+        char *const *allowed) {
         OriginParts o, own;
 
         if (!origin)

@@ -38,8 +38,12 @@ typedef enum OriginVerdict {
  * Origins compare with the scheme exact and host[:port] ASCII
  * case-insensitive, a default port (":80" for http, ":443" for https)
  * being the same as none. */
-OriginVerdict origin_check(const char *origin, const char *host, const char *sec_fetch_site,
-                           bool cookie_secure, char *const *allowed);
+OriginVerdict origin_check(
+        const char *origin,
+        const char *host,
+        const char *sec_fetch_site,
+        bool cookie_secure,
+        char *const *allowed);
 
 /* "allow", "allow-cors", "deny" */
 const char *origin_verdict_to_string(OriginVerdict v);

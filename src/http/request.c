@@ -46,7 +46,7 @@ static bool is_ows(char c) {
 static bool is_tchar(char c) {
         /* RFC 9110 section 5.6.2 token characters. */
         return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-               (c && strchr("!#$%&'*+-.^_`|~", c));
+                (c && strchr("!#$%&'*+-.^_`|~", c));
 }
 
 bool request_content_type_is_json(const char *content_type) {
@@ -174,8 +174,8 @@ typedef enum JsonScanError {
 
 typedef struct JsonScan {
         const uint8_t *p, *end;
-        size_t n_keys;     /* object members seen, at any depth */
-        bool key_has_nul;  /* some key contains \u0000 */
+        size_t n_keys;       /* object members seen, at any depth */
+        bool key_has_nul;    /* some key contains \u0000 */
         bool string_has_nul; /* the last string scanned contains \u0000 */
         JsonScanError error;
 } JsonScan;
@@ -427,20 +427,23 @@ static int parse_json_object(const uint8_t *body, size_t size, json_object **ret
         if (!utf8_is_valid(body, size, NULL))
                 return fail(ret_message, "body is not valid UTF-8");
 
-        s = (JsonScan) { .p = body, .end = body + size };
+        s = (JsonScan){ .p = body, .end = body + size };
         json_skip_ws(&s);
         start = s.p;
         if (s.p < s.end && *s.p != '{') {
                 /* Say "not an object" only for something that is JSON. */
                 if (!json_scan_value(&s, 0) || (json_skip_ws(&s), s.p != s.end))
-                        return fail(ret_message, s.error == JSON_SCAN_TOO_DEEP ?
-                                                         "body is nested too deeply" :
-                                                         "body is not valid JSON");
+                        return fail(
+                                ret_message,
+                                s.error == JSON_SCAN_TOO_DEEP ? "body is nested too deeply" :
+                                                                "body is not valid JSON");
                 return fail(ret_message, "body must be a JSON object");
         }
         if (!json_scan_value(&s, 0))
-                return fail(ret_message, s.error == JSON_SCAN_TOO_DEEP ? "body is nested too deeply" :
-                                                                         "body is not valid JSON");
+                return fail(
+                        ret_message,
+                        s.error == JSON_SCAN_TOO_DEEP ? "body is nested too deeply" :
+                                                        "body is not valid JSON");
         value_end = s.p;
         json_skip_ws(&s);
         if (s.p != s.end)
@@ -606,11 +609,11 @@ void query_body_done(QueryBody *b) {
                 return;
         free(b->question);
         strv_free(b->pages);
-        *b = (QueryBody) { .question = NULL };
+        *b = (QueryBody){ .question = NULL };
 }
 
-int request_parse_query(const char *content_type, const uint8_t *body, size_t size, QueryBody *ret,
-                        char **ret_message) {
+int request_parse_query(
+        const char *content_type, const uint8_t *body, size_t size, QueryBody *ret, char **ret_message) {
         _cleanup_(json_object_putp) json_object *o = NULL;
         _cleanup_(query_body_done) QueryBody b = { .question = NULL };
         /* JSON null is a NULL json_object: presence is tracked apart. */
@@ -657,7 +660,7 @@ int request_parse_query(const char *content_type, const uint8_t *body, size_t si
         }
 
         *ret = b;
-        b = (QueryBody) { .question = NULL };
+        b = (QueryBody){ .question = NULL };
         return 0;
 }
 

@@ -54,8 +54,8 @@ void query_body_done(QueryBody *b);
  * query_body_done()); -EINVAL and an allocated human message in
  * *ret_message (if ret_message is not NULL; the caller frees); -ENOMEM.
  * *ret is only written on success. */
-int request_parse_query(const char *content_type, const uint8_t *body, size_t size, QueryBody *ret,
-                        char **ret_message);
+int request_parse_query(
+        const char *content_type, const uint8_t *body, size_t size, QueryBody *ret, char **ret_message);
 
 /* Validate a POST /queue/join body: either empty (any or no Content-Type),
  * or the JSON object {} (JSON Content-Type, JSON whitespace around and

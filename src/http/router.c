@@ -3,12 +3,8 @@
 #include "http/router.h"
 
 static const char *const http_method_table[_HTTP_METHOD_MAX] = {
-        [HTTP_METHOD_GET] = "GET",
-        [HTTP_METHOD_HEAD] = "HEAD",
-        [HTTP_METHOD_POST] = "POST",
-        [HTTP_METHOD_PUT] = "PUT",
-        [HTTP_METHOD_DELETE] = "DELETE",
-        [HTTP_METHOD_PATCH] = "PATCH",
+        [HTTP_METHOD_GET] = "GET",         [HTTP_METHOD_HEAD] = "HEAD",     [HTTP_METHOD_POST] = "POST",
+        [HTTP_METHOD_PUT] = "PUT",         [HTTP_METHOD_DELETE] = "DELETE", [HTTP_METHOD_PATCH] = "PATCH",
         [HTTP_METHOD_OPTIONS] = "OPTIONS",
 };
 
@@ -31,28 +27,35 @@ const char *http_method_to_string(HttpMethod m) {
 
 static const struct {
         const char *name;
-        const char *path;   /* exact path, or the prefix before {id} */
+        const char *path;      /* exact path, or the prefix before {id} */
         const char *id_prefix; /* NULL: no {id} segment */
         unsigned methods;
         const char *allow;
 } route_table[_ROUTE_MAX] = {
-        [ROUTE_HEALTH] = { "health", "/api/v1/health", NULL,
-                           M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD), "GET, HEAD" },
-        [ROUTE_QUEUE_JOIN] = { "queue-join", "/api/v1/queue/join", NULL,
-                               M(HTTP_METHOD_POST), "POST" },
-        [ROUTE_QUEUE_STATUS] = { "queue-status", "/api/v1/queue/status", NULL,
-                                 M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD), "GET, HEAD" },
-        [ROUTE_QUEUE_TICKET] = { "queue-ticket", "/api/v1/queue/ticket", NULL,
-                                 M(HTTP_METHOD_DELETE), "DELETE" },
-        [ROUTE_QUERY] = { "query", "/api/v1/query", NULL,
-                          M(HTTP_METHOD_POST), "POST" },
-        [ROUTE_HISTORY] = { "history", "/api/v1/history", NULL,
-                            M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD), "GET, HEAD" },
-        [ROUTE_HISTORY_ITEM] = { "history-item", "/api/v1/history/", "qr_",
+        [ROUTE_HEALTH] = { "health", "/api/v1/health", NULL, M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD), "GET, HEAD" },
+        [ROUTE_QUEUE_JOIN] = { "queue-join", "/api/v1/queue/join", NULL, M(HTTP_METHOD_POST), "POST" },
+        [ROUTE_QUEUE_STATUS] = { "queue-status",
+                                 "/api/v1/queue/status",
+                                 NULL,
+                                 M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD),
+                                 "GET, HEAD" },
+        [ROUTE_QUEUE_TICKET] = { "queue-ticket", "/api/v1/queue/ticket", NULL, M(HTTP_METHOD_DELETE), "DELETE" },
+        [ROUTE_QUERY] = { "query", "/api/v1/query", NULL, M(HTTP_METHOD_POST), "POST" },
+        [ROUTE_HISTORY] = { "history",
+                            "/api/v1/history",
+                            NULL,
+                            M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD),
+                            "GET, HEAD" },
+        [ROUTE_HISTORY_ITEM] = { "history-item",
+                                 "/api/v1/history/",
+                                 "qr_",
                                  M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD) | M(HTTP_METHOD_DELETE),
                                  "GET, HEAD, DELETE" },
-        [ROUTE_ARTIFACT] = { "artifact", "/api/v1/artifacts/", "af_",
-                             M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD), "GET, HEAD" },
+        [ROUTE_ARTIFACT] = { "artifact",
+                             "/api/v1/artifacts/",
+                             "af_",
+                             M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD),
+                             "GET, HEAD" },
 };
 
 const char *route_to_string(Route r) {
@@ -84,7 +87,7 @@ int router_match(const char *path, RouteMatch *ret) {
                 if (!route_table[r].id_prefix) {
                         if (!streq(path, route_table[r].path))
                                 continue;
-                        *ret = (RouteMatch) { .route = r };
+                        *ret = (RouteMatch){ .route = r };
                         return 0;
                 }
 
@@ -95,7 +98,7 @@ int router_match(const char *path, RouteMatch *ret) {
                         continue;
 
                 _Static_assert(3 + 32 < ROUTE_ID_MAX, "an id fits in RouteMatch.id");
-                *ret = (RouteMatch) { .route = r };
+                *ret = (RouteMatch){ .route = r };
                 memcpy(ret->id, id, strlen(id) + 1);
                 return 0;
         }

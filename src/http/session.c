@@ -111,8 +111,12 @@ int session_set_cookie_header(const char *token, uint64_t max_age_seconds, bool 
         if (!token || !session_token_is_valid(token, strnlen(token, SESSION_TOKEN_LEN + 1)))
                 return -EINVAL;
 
-        if (asprintf(&s, SESSION_COOKIE_NAME "=%s; Path=/; HttpOnly; SameSite=Lax; Max-Age=%" PRIu64 "%s",
-                     token, max_age_seconds, secure ? "; Secure" : "") < 0)
+        if (asprintf(
+                    &s,
+                    SESSION_COOKIE_NAME "=%s; Path=/; HttpOnly; SameSite=Lax; Max-Age=%" PRIu64 "%s",
+                    token,
+                    max_age_seconds,
+                    secure ? "; Secure" : "") < 0)
                 return -ENOMEM;
 
         *ret = s;

@@ -39,6 +39,6 @@ void base64url_encode(const uint8_t *data, size_t n, char *ret) {
 }
 
 bool base64url_char_is_valid(char c) {
-        return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-               c == '-' || c == '_';
+        return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+                c == '_';
 }

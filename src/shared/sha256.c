@@ -70,9 +70,8 @@ static void sha256_block(uint32_t state[static 8], const uint8_t block[static SH
 }
 
 void sha256_init(Sha256Ctx *ctx) {
-        *ctx = (Sha256Ctx) {
-                .state = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                           0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19 },
+        *ctx = (Sha256Ctx){
+                .state = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19 },
         };
 }
 

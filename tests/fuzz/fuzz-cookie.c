@@ -61,7 +61,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 case ORIGIN_ALLOW_CORS:
                         /* The list alone decides: Host and Sec-Fetch-Site do not
                          * matter, and without the list it is not CORS. */
-                        if (!origin || origin_check(origin, NULL, "cross-site", secure, allowed) != ORIGIN_ALLOW_CORS ||
+                        if (!origin ||
+                            origin_check(origin, NULL, "cross-site", secure, allowed) != ORIGIN_ALLOW_CORS ||
                             origin_check(origin, host, sfs, secure, NULL) == ORIGIN_ALLOW_CORS)
                                 abort();
                         break;

@@ -59,8 +59,8 @@ static int on_join_later(sd_event_source *s, uint64_t usec, void *userdata) {
 static void run_for(sd_event *e, usec_t duration) {
         sd_event_source *exit_source = NULL;
 
-        ASSERT_OK(sd_event_add_time_relative(e, &exit_source, CLOCK_MONOTONIC, duration, 1,
-                                             on_exit_timer, NULL));
+        ASSERT_OK(sd_event_add_time_relative(
+                e, &exit_source, CLOCK_MONOTONIC, duration, 1, on_exit_timer, NULL));
         ASSERT_OK(sd_event_loop(e));
         sd_event_source_unref(exit_source);
 }
@@ -125,8 +125,8 @@ int main(void) {
         o.removed_heartbeat = 0;
         o.hook_calls = 0;
         start = now(CLOCK_MONOTONIC);
-        ASSERT_OK(sd_event_add_time_relative(e, &join_source, CLOCK_MONOTONIC, 100 * USEC_PER_MSEC, 1,
-                                             on_join_later, &o));
+        ASSERT_OK(sd_event_add_time_relative(
+                e, &join_source, CLOCK_MONOTONIC, 100 * USEC_PER_MSEC, 1, on_join_later, &o));
         ASSERT_OK(sd_event_get_iteration(e, &iterations));
         run_for(e, 1300 * USEC_PER_MSEC);
 

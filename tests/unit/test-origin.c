@@ -3,14 +3,27 @@
 #include "http/origin.h"
 #include "tests.h"
 
-static void check(int line, OriginVerdict expected, const char *origin, const char *host,
-                  const char *sfs, bool secure, char *const *allowed) {
+static void
+        check(int line,
+              OriginVerdict expected,
+              const char *origin,
+              const char *host,
+              const char *sfs,
+              bool secure,
+              char *const *allowed) {
         OriginVerdict v = origin_check(origin, host, sfs, secure, allowed);
 
         if (v != expected) {
-                fprintf(stderr, "%s:%d: origin=%s host=%s sfs=%s secure=%d: %s != %s\n", __FILE__, line,
-                        origin ? origin : "(null)", host ? host : "(null)", sfs ? sfs : "(null)",
-                        (int) secure, origin_verdict_to_string(v), origin_verdict_to_string(expected));
+                fprintf(stderr,
+                        "%s:%d: origin=%s host=%s sfs=%s secure=%d: %s != %s\n",
+                        __FILE__,
+                        line,
+                        origin ? origin : "(null)",
+                        host ? host : "(null)",
+                        sfs ? sfs : "(null)",
+                        (int) secure,
+                        origin_verdict_to_string(v),
+                        origin_verdict_to_string(expected));
                 abort();
         }
 }
@@ -153,8 +166,9 @@ static void test_allow_list(void) {
 
         /* Malformed list entries never match, not even themselves. */
         {
-                char *const bad[] = { (char *) "null", (char *) "https://x.example/", (char *) "",
-                                      (char *) "*", NULL };
+                char *const bad[] = {
+                        (char *) "null", (char *) "https://x.example/", (char *) "", (char *) "*", NULL
+                };
 
                 CHECK(ORIGIN_DENY, "null", "wiki.example", NULL, true, bad);
                 CHECK(ORIGIN_DENY, "https://x.example/", "wiki.example", NULL, true, bad);

@@ -99,8 +99,12 @@ static void bad_n(const char *ct, const char *body, size_t size, const char *exp
         int r = request_parse_query(ct, (const uint8_t *) body, size, &q, &msg);
 
         if (r != -EINVAL || !msg || !streq(msg, expected)) {
-                fprintf(stderr, "body %.200s\n  got %d \"%s\", expected \"%s\"\n", body, r,
-                        msg ? msg : "(null)", expected);
+                fprintf(stderr,
+                        "body %.200s\n  got %d \"%s\", expected \"%s\"\n",
+                        body,
+                        r,
+                        msg ? msg : "(null)",
+                        expected);
                 abort();
         }
         ASSERT_EQ_STR(q.question, "untouched");
@@ -156,26 +160,28 @@ static void test_query_content_type(void) {
 }
 
 static void test_query_utf8(void) {
-        BAD("{\"question\":\"\xc0\xaf\"}", "body is not valid UTF-8");            /* overlong '/' */
-        BAD("{\"question\":\"\xe0\x80\xaf\"}", "body is not valid UTF-8");        /* overlong, 3 bytes */
-        BAD("{\"question\":\"\xf0\x80\x80\xaf\"}", "body is not valid UTF-8");    /* overlong, 4 bytes */
+        BAD("{\"question\":\"\xc0\xaf\"}", "body is not valid UTF-8");         /* overlong '/' */
+        BAD("{\"question\":\"\xe0\x80\xaf\"}", "body is not valid UTF-8");     /* overlong, 3 bytes */
+        BAD("{\"question\":\"\xf0\x80\x80\xaf\"}", "body is not valid UTF-8"); /* overlong, 4 bytes */
         BAD("{\"question\":\"\xc1\xbf\"}", "body is not valid UTF-8");
-        BAD("{\"question\":\"\xed\xa0\x80\"}", "body is not valid UTF-8");        /* U+D800 */
-        BAD("{\"question\":\"\xed\xbf\xbf\"}", "body is not valid UTF-8");        /* U+DFFF */
-        BAD("{\"question\":\"\xf4\x90\x80\x80\"}", "body is not valid UTF-8");    /* > U+10FFFF */
+        BAD("{\"question\":\"\xed\xa0\x80\"}", "body is not valid UTF-8");     /* U+D800 */
+        BAD("{\"question\":\"\xed\xbf\xbf\"}", "body is not valid UTF-8");     /* U+DFFF */
+        BAD("{\"question\":\"\xf4\x90\x80\x80\"}", "body is not valid UTF-8"); /* > U+10FFFF */
         BAD("{\"question\":\"\xf5\x80\x80\x80\"}", "body is not valid UTF-8");
         BAD("{\"question\":\"\xff\"}", "body is not valid UTF-8");
-        BAD("{\"question\":\"\x80\"}", "body is not valid UTF-8");                /* lone continuation */
-        BAD("{\"question\":\"\xc3\"}", "body is not valid UTF-8");                /* truncated */
+        BAD("{\"question\":\"\x80\"}", "body is not valid UTF-8"); /* lone continuation */
+        BAD("{\"question\":\"\xc3\"}", "body is not valid UTF-8"); /* truncated */
         BAD("{\"question\":\"\xe2\x82\"}", "body is not valid UTF-8");
-        BAD("{\"question\":\"x\"}\xc3", "body is not valid UTF-8");               /* truncated at the end */
-        BAD("\xef\xbb\xbf{\"question\":\"x\"}", "body is not valid JSON");        /* a BOM is valid UTF-8 but not JSON */
+        BAD("{\"question\":\"x\"}\xc3", "body is not valid UTF-8"); /* truncated at the end */
+        BAD("\xef\xbb\xbf{\"question\":\"x\"}",
+            "body is not valid JSON"); /* a BOM is valid UTF-8 but not JSON */
 
         /* The edges that are valid. */
         {
                 QueryBody q;
 
-                OK("{\"question\":\"\xed\x9f\xbf\xee\x80\x80\xf4\x8f\xbf\xbf\xc2\x80\xe0\xa0\x80\xf0\x90\x80\x80\"}", &q);
+                OK("{\"question\":\"\xed\x9f\xbf\xee\x80\x80\xf4\x8f\xbf\xbf\xc2\x80\xe0\xa0\x80\xf0\x90\x80\x80\"}",
+                   &q);
                 query_body_done(&q);
         }
 
@@ -216,13 +222,13 @@ static void test_query_syntax(void) {
                 "{\"question\":\"x\"}}",
                 "{\"question\":\"x\"}{\"question\":\"y\"}",
                 "{\"question\":\"x\"} {}",
-                "{\"question\":\"x\"}\x0b",  /* VT is not JSON whitespace */
-                "\x0c{\"question\":\"x\"}",  /* nor is FF */
+                "{\"question\":\"x\"}\x0b", /* VT is not JSON whitespace */
+                "\x0c{\"question\":\"x\"}", /* nor is FF */
                 "/*c*/{\"question\":\"x\"}",
                 "{\"question\":\"x\"}//c",
                 "{\"question\":\"x\"}#",
                 "{\"question\":\"x\" /* c */}",
-                "{\"question\":\"a\tb\"}",   /* raw control characters in strings */
+                "{\"question\":\"a\tb\"}", /* raw control characters in strings */
                 "{\"question\":\"a\nb\"}",
                 "{\"question\":\"a\x01\"}",
                 "{\"question\":\"a\x1f\"}",
@@ -263,7 +269,9 @@ static void test_query_syntax(void) {
         };
 
         for (size_t i = 0; i < ELEMENTSOF(bad_json); i++)
-                bad_n(JSON, bad_json[i], strlen(bad_json[i]),
+                bad_n(JSON,
+                      bad_json[i],
+                      strlen(bad_json[i]),
                       strlen(bad_json[i]) == 0 ? "body is empty" : "body is not valid JSON");
 
         /* Valid JSON, but not an object. */
@@ -311,7 +319,8 @@ static void test_query_fields(void) {
         BAD("{\"<script>\":\"x\"}", "unknown field");
         BAD("{\"sk-abcdefghijklmnopqrstuvwxyz0123456789\":\"x\"}", "unknown field"); /* never echoed */
         BAD("{\"abcdefghijklmnopqrstuvwxyz012345\":1}", "unknown field"); /* 32 bytes: too long to name */
-        BAD("{\"abcdefghijklmnopqrstuvwxyz01234\":1}", "unknown field \"abcdefghijklmnopqrstuvwxyz01234\""); /* 31 */
+        BAD("{\"abcdefghijklmnopqrstuvwxyz01234\":1}",
+            "unknown field \"abcdefghijklmnopqrstuvwxyz01234\""); /* 31 */
 
         /* Wrong types. */
         BAD("{\"question\":1}", "question: must be a string");
@@ -370,7 +379,7 @@ static void test_query_question(void) {
         check_question_len("a", 1, 4001, false);
         check_question_len("\xc3\xa9", 2, 4000, true); /* é: 8000 bytes */
         check_question_len("\xc3\xa9", 2, 4001, false);
-        check_question_len("\xe2\x82\xac", 3, 4000, true); /* € */
+        check_question_len("\xe2\x82\xac", 3, 4000, true);     /* € */
         check_question_len("\xf0\x9f\x98\x80", 4, 4000, true); /* 😀: 16000 bytes */
         check_question_len("\xf0\x9f\x98\x80", 4, 4001, false);
         check_question_len("\\u00e9", 2, 4000, true); /* escaped: 24000 bytes of JSON */
@@ -416,7 +425,8 @@ static void test_query_pages(void) {
         char body[16384], *p;
         QueryBody q;
 
-        OK("{\"question\":\"x\",\"pages\":[\"Apple\",\"Caf\\u00e9\",\"\xe6\x97\xa5\xe6\x9c\xac\",\" spaced \"]}", &q);
+        OK("{\"question\":\"x\",\"pages\":[\"Apple\",\"Caf\\u00e9\",\"\xe6\x97\xa5\xe6\x9c\xac\",\" spaced \"]}",
+           &q);
         ASSERT_EQ_INT(q.n_pages, 4);
         ASSERT_EQ_STR(q.pages[1], "Caf\xc3\xa9");
         ASSERT_EQ_STR(q.pages[2], "\xe6\x97\xa5\xe6\x9c\xac");
@@ -478,7 +488,8 @@ static void test_query_pages(void) {
 
         /* Control characters. */
         BAD("{\"question\":\"x\",\"pages\":[\"a\\nb\"]}", "pages[0]: must not contain control characters");
-        BAD("{\"question\":\"x\",\"pages\":[\"ok\",\"a\\tb\"]}", "pages[1]: must not contain control characters");
+        BAD("{\"question\":\"x\",\"pages\":[\"ok\",\"a\\tb\"]}",
+            "pages[1]: must not contain control characters");
         BAD("{\"question\":\"x\",\"pages\":[\"\\u0000\"]}", "pages[0]: must not contain control characters");
         BAD("{\"question\":\"x\",\"pages\":[\"\\u001f\"]}", "pages[0]: must not contain control characters");
         BAD("{\"question\":\"x\",\"pages\":[\"\\u007f\"]}", "pages[0]: must not contain control characters");
@@ -567,8 +578,12 @@ static void join_bad(const char *ct, const char *body, size_t size, const char *
         int r = request_parse_join(ct, (const uint8_t *) body, size, &msg);
 
         if (r != -EINVAL || !msg || !streq(msg, expected)) {
-                fprintf(stderr, "join body %s\n  got %d \"%s\", expected \"%s\"\n", body, r,
-                        msg ? msg : "(null)", expected);
+                fprintf(stderr,
+                        "join body %s\n  got %d \"%s\", expected \"%s\"\n",
+                        body,
+                        r,
+                        msg ? msg : "(null)",
+                        expected);
                 abort();
         }
         free(msg);

@@ -114,7 +114,7 @@ static void test_no_match(void) {
                 "/api/v1/history/qr_0123456789abcdeg0123456789abcdef",
                 "/api/v1/history/qr-0123456789abcdef0123456789abcdef",
                 "/api/v1/history/0123456789abcdef0123456789abcdef",
-                "/api/v1/history/" AF,                                  /* wrong prefix */
+                "/api/v1/history/" AF, /* wrong prefix */
                 "/api/v1/history/tk_0123456789abcdef0123456789abcdef",
                 "/api/v1/history/qr_",
                 "/api/v1/history/" QR "/x",
@@ -223,8 +223,10 @@ static void test_methods(void) {
                         }
 
                         if (route_allows_method(r, m) != listed) {
-                                fprintf(stderr, "route %s method %s: expected %s\n",
-                                        route_to_string(r), name ? name : "(other)",
+                                fprintf(stderr,
+                                        "route %s method %s: expected %s\n",
+                                        route_to_string(r),
+                                        name ? name : "(other)",
                                         listed ? "allowed" : "not allowed");
                                 abort();
                         }

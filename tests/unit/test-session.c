@@ -70,7 +70,7 @@ static void test_cookie_parse(void) {
         expect_token("a=b; wikiweb_session=" TOK, TOK);
         expect_token("wikiweb_session=" TOK "; a=b", TOK);
         expect_token("a=b;wikiweb_session=" TOK ";c=d", TOK);
-        expect_token("a; wikiweb_session=" TOK, TOK); /* a pair without '=' */
+        expect_token("a; wikiweb_session=" TOK, TOK);  /* a pair without '=' */
         expect_token("=x; wikiweb_session=" TOK, TOK); /* an empty name */
         expect_token(";;; wikiweb_session=" TOK ";;", TOK);
 
@@ -78,9 +78,11 @@ static void test_cookie_parse(void) {
         expect_token("  wikiweb_session=" TOK "  ", TOK);
         expect_token("\twikiweb_session\t=\t" TOK "\t", TOK);
         expect_token("a=b ;  wikiweb_session = " TOK " ; c=d", TOK);
-        expect_none("wikiweb_session=" TOK "\n");   /* LF is not OWS */
+        expect_none("wikiweb_session=" TOK "\n"); /* LF is not OWS */
         expect_none("wiki web_session=" TOK);
-        expect_none("wikiweb_session=" "abcdefghijklmnopqrstu vwxyzABCDEFGHIJ0123-_Z");
+        expect_none(
+                "wikiweb_session="
+                "abcdefghijklmnopqrstu vwxyzABCDEFGHIJ0123-_Z");
 
         /* Quoted: the quotes are dropped, the rest validated. */
         expect_token("wikiweb_session=\"" TOK "\"", TOK);
@@ -249,7 +251,10 @@ static void test_set_cookie_header(void) {
         free(h);
 
         ASSERT_OK(session_set_cookie_header(TOK, UINT64_MAX, true, &h));
-        ASSERT_EQ_STR(h, "wikiweb_session=" TOK "; Path=/; HttpOnly; SameSite=Lax; Max-Age=18446744073709551615; Secure");
+        ASSERT_EQ_STR(
+                h,
+                "wikiweb_session=" TOK
+                "; Path=/; HttpOnly; SameSite=Lax; Max-Age=18446744073709551615; Secure");
         free(h);
 
         /* Nothing that is not a token gets into a header. */

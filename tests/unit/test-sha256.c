@@ -32,10 +32,12 @@ static void check(const void *data, size_t len, const char *expected) {
 static void test_vectors(void) {
         check("", 0, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
         check("abc", 3, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-        check("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56,
+        check("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+              56,
               "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
         check("abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu",
-              112, "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1");
+              112,
+              "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1");
 }
 
 static void test_million_a(void) {
