@@ -170,6 +170,7 @@ typedef enum JsonScanError {
         JSON_SCAN_OK,
         JSON_SCAN_SYNTAX,
         JSON_SCAN_TOO_DEEP,
+        JSON_SCAN_SURROGATE, /* well-formed JSON, but an escape no UTF-8 text can hold */
 } JsonScanError;
 
 typedef struct JsonScan {
@@ -255,16 +256,18 @@ static bool json_scan_string(JsonScan *s) {
                 if (u == 0)
                         s->string_has_nul = true;
                 if (u >= 0xdc00 && u <= 0xdfff)
-                        return json_fail(s, JSON_SCAN_SYNTAX); /* a low surrogate alone */
+                        return json_fail(s, JSON_SCAN_SURROGATE); /* a low surrogate alone */
                 if (u >= 0xd800 && u <= 0xdbff) {
                         /* A high surrogate must be followed by an escaped low one. */
-                        if (s->end - s->p < 2 || s->p[0] != '\\' || s->p[1] != 'u')
-                                return json_fail(s, JSON_SCAN_SYNTAX);
+                        if (s->end - s->p < 2)
+                                return json_fail(s, JSON_SCAN_SYNTAX); /* cut short */
+                        if (s->p[0] != '\\' || s->p[1] != 'u')
+                                return json_fail(s, JSON_SCAN_SURROGATE);
                         s->p += 2;
                         if (!json_scan_hex4(s, &u))
                                 return false;
                         if (u < 0xdc00 || u > 0xdfff)
-                                return json_fail(s, JSON_SCAN_SYNTAX);
+                                return json_fail(s, JSON_SCAN_SURROGATE);
                 }
         }
 }
@@ -408,6 +411,17 @@ static size_t json_count_members(json_object *o) {
         return n;
 }
 
+static const char *json_scan_message(const JsonScan *s) {
+        switch (s->error) {
+        case JSON_SCAN_TOO_DEEP:
+                return "body is nested too deeply";
+        case JSON_SCAN_SURROGATE:
+                return "body contains an unpaired UTF-16 surrogate escape";
+        default:
+                return "body is not valid JSON";
+        }
+}
+
 /* The common part of both bodies: UTF-8, strict JSON, a single object,
  * nothing after it but whitespace, no duplicate keys. Returns 0 and the
  * object in *ret, or -EINVAL/-ENOMEM as documented in request.h. */
@@ -433,17 +447,11 @@ static int parse_json_object(const uint8_t *body, size_t size, json_object **ret
         if (s.p < s.end && *s.p != '{') {
                 /* Say "not an object" only for something that is JSON. */
                 if (!json_scan_value(&s, 0) || (json_skip_ws(&s), s.p != s.end))
-                        return fail(
-                                ret_message,
-                                s.error == JSON_SCAN_TOO_DEEP ? "body is nested too deeply" :
-                                                                "body is not valid JSON");
+                        return fail(ret_message, json_scan_message(&s));
                 return fail(ret_message, "body must be a JSON object");
         }
         if (!json_scan_value(&s, 0))
-                return fail(
-                        ret_message,
-                        s.error == JSON_SCAN_TOO_DEEP ? "body is nested too deeply" :
-                                                        "body is not valid JSON");
+                return fail(ret_message, json_scan_message(&s));
         value_end = s.p;
         json_skip_ws(&s);
         if (s.p != s.end)

@@ -191,12 +191,12 @@ static void test_query_utf8(void) {
         bad_n(JSON, "\0", 1, "body contains a NUL byte");
 
         /* Unpaired surrogate escapes: json-c would turn them into U+FFFD. */
-        BAD("{\"question\":\"\\ud800\"}", "body is not valid JSON");
-        BAD("{\"question\":\"\\udc00\"}", "body is not valid JSON");
-        BAD("{\"question\":\"\\ud800x\"}", "body is not valid JSON");
-        BAD("{\"question\":\"\\ud800\\u0041\"}", "body is not valid JSON");
-        BAD("{\"question\":\"\\ud800\\ud800\"}", "body is not valid JSON");
-        BAD("{\"question\":\"\\ude00\\ud83d\"}", "body is not valid JSON");
+        BAD("{\"question\":\"\\ud800\"}", "body contains an unpaired UTF-16 surrogate escape");
+        BAD("{\"question\":\"\\udc00\"}", "body contains an unpaired UTF-16 surrogate escape");
+        BAD("{\"question\":\"\\ud800x\"}", "body contains an unpaired UTF-16 surrogate escape");
+        BAD("{\"question\":\"\\ud800\\u0041\"}", "body contains an unpaired UTF-16 surrogate escape");
+        BAD("{\"question\":\"\\ud800\\ud800\"}", "body contains an unpaired UTF-16 surrogate escape");
+        BAD("{\"question\":\"\\ude00\\ud83d\"}", "body contains an unpaired UTF-16 surrogate escape");
         BAD("{\"question\":\"\\ud83d\\", "body is not valid JSON");
 
         /* An escaped NUL is valid JSON, but no question contains one. */
