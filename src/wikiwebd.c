@@ -22,6 +22,7 @@
 #include "shared/config.h"
 #include "shared/log.h"
 #include "shared/macro.h"
+#include "shared/parse-util.h"
 #include "shared/random-util.h"
 
 typedef struct Manager {
@@ -35,7 +36,7 @@ typedef struct Manager {
         QueueBus *bus;
         uint64_t queries_failed;
         bool stopping;
-        usec_t stop_deadline;
+        usec_t drain_deadline; /* 0 until no query runs while stopping */
         sd_event_source *exit_timer;
 } Manager;
 
@@ -251,19 +252,46 @@ static void random_ticket_id(char buf[static TICKET_ID_MAX], void *userdata) {
  * a response still being sent) once no query runs. */
 #define STOP_DRAIN_USEC (10 * USEC_PER_SEC)
 
+static int on_exit_timer(sd_event_source *s, uint64_t usec, void *userdata);
+
 /* Exit once nothing is in flight: no query running and no request begun
- * but not completed, or when the drain time is over. Called after every
- * loop iteration while stopping. */
+ * but not completed, or when the drain time (counted from the end of the
+ * query) is over. Called after every loop iteration while stopping. */
 static void maybe_exit(Manager *m) {
+        usec_t t = now(CLOCK_MONOTONIC);
+
         if (!m->stopping || query_executor_busy(m->executor))
                 return;
-        if (http_server_active_count(m->http) > 0 && now(CLOCK_MONOTONIC) < m->stop_deadline)
+        if (m->drain_deadline == 0) {
+                m->drain_deadline = usec_add(t, STOP_DRAIN_USEC);
+                /* Wake up at the deadline even if nothing else happens. */
+                m->exit_timer = sd_event_source_disable_unref(m->exit_timer);
+                (void) sd_event_add_time(
+                        m->event, &m->exit_timer, CLOCK_MONOTONIC, m->drain_deadline, 0, on_exit_timer, m);
+        }
+        if (http_server_active_count(m->http) > 0 && t < m->drain_deadline)
                 return;
         (void) sd_event_exit(m->event, 0);
 }
 
+/* The exit timer: the drain deadline, or, while a query still runs, the end
+ * of the stop grace, when the query is aborted. */
 static int on_exit_timer(sd_event_source *s, uint64_t usec, void *userdata) {
-        maybe_exit(userdata);
+        Manager *m = userdata;
+        int r;
+
+        if (query_executor_busy(m->executor)) {
+                log_warning(
+                        "The running query %s did not end within %" PRIu64
+                        " s of the stop request: aborting it.",
+                        admission_running_query_id(m->admission),
+                        m->config.stop_grace_seconds);
+                r = query_executor_abort(m->executor, "query aborted: the service is stopping");
+                if (r < 0)
+                        (void) sd_event_exit(m->event, 0);
+                return 0;
+        }
+        maybe_exit(m);
         return 0;
 }
 
@@ -274,20 +302,29 @@ static int on_post(sd_event_source *s, void *userdata) {
 
 static int on_stop_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
         Manager *m = userdata;
+        bool busy = query_executor_busy(m->executor);
 
         if (m->stopping)
                 return 0;
         m->stopping = true;
-        m->stop_deadline = usec_add(now(CLOCK_MONOTONIC), STOP_DRAIN_USEC);
-        /* Wake up at the drain deadline even if nothing else happens. */
-        (void) sd_event_add_time(
-                m->event, &m->exit_timer, CLOCK_MONOTONIC, m->stop_deadline, 0, on_exit_timer, m);
         log_info(
                 "Received %s, stopping: no new connections%s.",
                 strsignal((int) si->ssi_signo),
-                query_executor_busy(m->executor) ? ", waiting for the running query" : "");
+                busy ? ", waiting for the running query" : "");
         (void) sd_notify(false, "STOPPING=1");
         http_server_quiesce(m->http);
+        if (busy)
+                /* Let the query finish, but not past the stop grace: systemd
+                 * kills us at TimeoutStopSec=, and the outcome must be
+                 * recorded before that. */
+                (void) sd_event_add_time_relative(
+                        m->event,
+                        &m->exit_timer,
+                        CLOCK_MONOTONIC,
+                        m->config.stop_grace_seconds * USEC_PER_SEC,
+                        0,
+                        on_exit_timer,
+                        m);
         update_status(m);
         maybe_exit(m);
         return 0;
@@ -396,6 +433,15 @@ static int run(int argc, char *argv[]) {
         r = query_executor_new(m.event, &m.config, &m.executor);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the query executor");
+        if (getenv("WIKI_WEB_TEST_FAULTS") && streq(getenv("WIKI_WEB_TEST_FAULTS"), "1") &&
+            getenv("WIKI_WEB_TEST_QUERY_DELAY_MS")) {
+                uint64_t ms;
+
+                if (parse_uint64_range(getenv("WIKI_WEB_TEST_QUERY_DELAY_MS"), 0, 3600000, &ms) < 0)
+                        return log_error_errno(EINVAL, "WIKI_WEB_TEST_QUERY_DELAY_MS: expected 0..3600000");
+                log_warning("Test fault: every query takes %" PRIu64 " ms.", ms);
+                query_executor_set_test_delay(m.executor, ms * USEC_PER_MSEC);
+        }
         if (!query_executor_is_configured(m.executor))
                 log_warning("Query execution is not configured: every query will fail with execution_failed.");
 

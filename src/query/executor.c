@@ -13,6 +13,9 @@ struct QueryExecutor {
         QueryDoneHandler done;
         void *userdata;
         sd_event_source *defer;
+        const char *abort_reason; /* static string, set by query_executor_abort() */
+
+        usec_t test_delay;
 };
 
 int query_executor_new(sd_event *event, const Config *config, QueryExecutor **ret) {
@@ -45,8 +48,8 @@ bool query_executor_busy(const QueryExecutor *x) {
         return x->busy;
 }
 
-static int on_unconfigured(sd_event_source *s, void *userdata) {
-        QueryExecutor *x = userdata;
+/* Report the job's end: a job that nothing ran needs no cleanup. */
+static void complete(QueryExecutor *x) {
         QueryDoneHandler done = x->done;
         void *u = x->userdata;
         char id[QUERY_ID_MAX];
@@ -62,12 +65,40 @@ static int on_unconfigured(sd_event_source *s, void *userdata) {
                 .query_id = id,
                 .succeeded = false,
                 .error = API_ERROR_EXECUTION_FAILED,
-                .message = "query execution is not configured",
+                .message = x->abort_reason ? x->abort_reason : "query execution is not configured",
                 /* Nothing was started, so there is nothing to clean up. */
                 .cleanup_confirmed = true,
         };
+        x->abort_reason = NULL;
         done(&o, u);
+}
+
+static int on_unconfigured(sd_event_source *s, void *userdata) {
+        complete(userdata);
         return 0;
+}
+
+static int on_unconfigured_later(sd_event_source *s, uint64_t usec, void *userdata) {
+        complete(userdata);
+        return 0;
+}
+
+int query_executor_abort(QueryExecutor *x, const char *reason) {
+        int r;
+
+        if (!x->busy)
+                return -ESRCH;
+        x->abort_reason = reason;
+        /* Still report from the loop, never from inside the caller. */
+        x->defer = sd_event_source_disable_unref(x->defer);
+        r = sd_event_add_defer(x->event, &x->defer, on_unconfigured, x);
+        if (r < 0)
+                return r;
+        return 0;
+}
+
+void query_executor_set_test_delay(QueryExecutor *x, usec_t delay) {
+        x->test_delay = delay;
 }
 
 int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryDoneHandler done, void *userdata) {
@@ -78,7 +109,11 @@ int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryDoneHandler
 
         /* Complete from the event loop, never from inside start(), so the
          * caller sees the same ordering as with a real pipeline. */
-        r = sd_event_add_defer(x->event, &x->defer, on_unconfigured, x);
+        if (x->test_delay > 0)
+                r = sd_event_add_time_relative(
+                        x->event, &x->defer, CLOCK_MONOTONIC, x->test_delay, 0, on_unconfigured_later, x);
+        else
+                r = sd_event_add_defer(x->event, &x->defer, on_unconfigured, x);
         if (r < 0)
                 return r;
         (void) sd_event_source_set_description(x->defer, "query-unconfigured");

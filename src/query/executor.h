@@ -48,3 +48,12 @@ bool query_executor_is_configured(const QueryExecutor *x);
 int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryDoneHandler done, void *userdata);
 /* Whether a job is running. */
 bool query_executor_busy(const QueryExecutor *x);
+
+/* End the running job now (the service is stopping and cannot wait any
+ * longer): done is called from the event loop with execution_failed and
+ * the reason, after cleanup. Returns 0, or -ESRCH when no job runs. */
+int query_executor_abort(QueryExecutor *x, const char *reason);
+
+/* Test-only (WIKI_WEB_TEST_FAULTS=1): make each job take this long before
+ * it reports, so tests can stop the service while a query runs. */
+void query_executor_set_test_delay(QueryExecutor *x, usec_t delay);

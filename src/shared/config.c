@@ -294,6 +294,7 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
              8 * 1024 * 1024,
              1024,
              1024 * 1024 * 1024);
+        UINT("WIKI_WEB_STOP_GRACE_SECONDS", stop_grace_seconds, 90, 1, 3600);
 #undef UINT
 
         v = g("WIKI_WEB_COOKIE_SECURE", u);
@@ -388,6 +389,7 @@ void config_dump(const Config *c, FILE *f) {
         dump_list(f, "WIKI_WEB_ALLOWED_DESTINATIONS", c->allowed_destinations);
         fprintf(f, "WIKI_WEB_STATE_DIRECTORY=%s\n", c->state_directory ? c->state_directory : "");
         fprintf(f, "WIKI_WEB_LOG_LEVEL=%d\n", c->log_level);
+        fprintf(f, "WIKI_WEB_STOP_GRACE_SECONDS=%" PRIu64 "\n", c->stop_grace_seconds);
         /* Secrets: only whether they are present. */
         fprintf(f, "credential wiki-password=%s\n", c->wiki_password ? "(set, masked)" : "(unset)");
         fprintf(f, "credential llm-api-key=%s\n", c->llm_api_key ? "(set, masked)" : "(unset)");

@@ -38,8 +38,9 @@ typedef struct Config {
         char **allowed_destinations; /* NULL-terminated hosts */
 
         /* Daemon (extensions) */
-        char *state_directory; /* WIKI_WEB_STATE_DIRECTORY, else $STATE_DIRECTORY, else NULL */
-        int log_level;         /* WIKI_WEB_LOG_LEVEL: syslog level 0..7, default 6 (info) */
+        char *state_directory;       /* WIKI_WEB_STATE_DIRECTORY, else $STATE_DIRECTORY, else NULL */
+        int log_level;               /* WIKI_WEB_LOG_LEVEL: syslog level 0..7, default 6 (info) */
+        uint64_t stop_grace_seconds; /* WIKI_WEB_STOP_GRACE_SECONDS: how long a stop waits for a query */
 
         /* Secrets: never log, never print. NULL when absent. */
         char *wiki_password;
