@@ -306,6 +306,9 @@ class SlowUpstreamHandler(http.server.BaseHTTPRequestHandler):
 # The test bed
 
 
+WIKIWEBD_IN_CT = "/opt/wikiweb-test/wikiwebd"
+
+
 class Bed:
     def __init__(self, args):
         self.args = args
@@ -324,7 +327,10 @@ class Bed:
         unitdir = os.path.join(self.work, "units")
         os.makedirs(unitdir)
         with open(os.path.join(self.src, "units/wikiwebd.service.in")) as f:
-            service = f.read().replace("@WIKIWEBD@", self.wikiwebd)
+            # The binary is bound to a fixed path in the container: the build
+            # directory may be under /tmp or /home, which the service's
+            # PrivateTmp= and ProtectHome= hide from it.
+            service = f.read().replace("@WIKIWEBD@", WIKIWEBD_IN_CT)
         check(not re.search(r"@[A-Z_]+@", service), "unsubstituted @VAR@ in the service")
         with open(os.path.join(unitdir, SERVICE), "w") as f:
             f.write(service)
@@ -339,7 +345,7 @@ class Bed:
             (os.path.join(self.src, "units/tmpfiles.d/wikiweb.conf"), "/etc/tmpfiles.d/wikiweb.conf"),
             (os.path.join(self.src, "dbus/org.wikiweb.Queue1.conf"),
              "/etc/dbus-1/system.d/org.wikiweb.Queue1.conf"),
-            (os.path.dirname(self.wikiwebd), os.path.dirname(self.wikiwebd)),
+            (self.wikiwebd, WIKIWEBD_IN_CT),
         ]
         self.ct = Container(self.work, f"wikiweb-sys-{os.getpid()}", binds)
         t0 = time.monotonic()
