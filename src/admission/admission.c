@@ -173,19 +173,36 @@ const char *remove_reason_to_string(RemoveReason r) {
         return remove_reason_table[r];
 }
 
+/* The 8 lowercase hex digits of v, most significant first, as 8 bytes in
+ * memory order: the nibbles are spread into bytes and turned into ASCII
+ * with a few 64-bit operations rather than one table lookup each. */
+static uint64_t hex8(uint32_t v) {
+        uint64_t x = v;
+
+        x = (x | (x << 16)) & UINT64_C(0x0000ffff0000ffff);
+        x = (x | (x << 8)) & UINT64_C(0x00ff00ff00ff00ff);
+        x = (x | (x << 4)) & UINT64_C(0x0f0f0f0f0f0f0f0f);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        /* The least significant nibble is in the first byte now. */
+        x = __builtin_bswap64(x);
+#endif
+        /* Each byte is a digit d <= 15: '0' + d, plus 'a' - '0' - 10 if d >= 10. */
+        return x + UINT64_C(0x3030303030303030) +
+                (((x + UINT64_C(0x0606060606060606)) >> 4) & UINT64_C(0x0101010101010101)) * ('a' - '0' - 10);
+}
+
 /* The default id generator: a counter, so ids are unique and predictable
  * (tests rely on it). The daemon installs one that reads the kernel's random
  * source, so that ids do not tell how many tickets were issued. Formatted by
  * hand: snprintf() would be the most expensive part of a join. */
 static void default_id_generator(char buf[static TICKET_ID_MAX], void *userdata) {
-        static const char hex[16] = "0123456789abcdef";
         Admission *a = userdata;
-        uint64_t n = ++a->id_counter;
+        uint64_t n = ++a->id_counter, hi = hex8((uint32_t) (n >> 32)), lo = hex8((uint32_t) n);
 
         memcpy(buf, "tk_", 3);
         memset(buf + 3, '0', 16);
-        for (size_t i = 0; i < 16; i++)
-                buf[3 + 16 + 15 - i] = hex[(n >> (4 * i)) & 0xf];
+        memcpy(buf + 3 + 16, &hi, 8);
+        memcpy(buf + 3 + 24, &lo, 8);
         buf[3 + 32] = '\0';
 }
 
@@ -271,6 +288,8 @@ static void emit(Admission *a, const AdmissionEvent *ev) {
 }
 
 static void emit_ticket(Admission *a, AdmissionEventType type, const char *id, RemoveReason reason) {
+        if (!a->event_handler)
+                return;
         emit(a, &(const AdmissionEvent) {
                 .type = type,
                 .ticket_id = id,
@@ -281,6 +300,8 @@ static void emit_ticket(Admission *a, AdmissionEventType type, const char *id, R
 }
 
 static void emit_state(Admission *a) {
+        if (!a->event_handler)
+                return;
         emit(a, &(const AdmissionEvent) {
                 .type = ADMISSION_EVENT_STATE_CHANGED,
                 .reason = _REMOVE_REASON_INVALID,
@@ -326,7 +347,9 @@ static uint32_t home_bucket(const Admission *a, uint32_t hash) {
         return hash >> (32 - __builtin_ctz(a->hash_size));
 }
 
-static uint32_t hash_find(const Admission *a, const SessionKey *key) {
+/* The pool index of key's ticket, or IDX_NONE; then *ret_bucket (if not
+ * NULL) is the empty bucket where key would be inserted. */
+static uint32_t hash_find_bucket(const Admission *a, const SessionKey *key, uint32_t *ret_bucket) {
         uint32_t hash, mask;
 
         if (a->hash_size == 0)
@@ -336,11 +359,18 @@ static uint32_t hash_find(const Admission *a, const SessionKey *key) {
         mask = a->hash_size - 1;
         for (uint32_t b = home_bucket(a, hash);; b = (b + 1) & mask) {
                 const Bucket *e = &a->hash[b];
-                if (e->idx == IDX_NONE)
+                if (e->idx == IDX_NONE) {
+                        if (ret_bucket)
+                                *ret_bucket = b;
                         return IDX_NONE;
+                }
                 if (e->hash == hash && memcmp(a->pool[e->idx].key.bytes, key->bytes, sizeof(key->bytes)) == 0)
                         return e->idx;
         }
+}
+
+static uint32_t hash_find(const Admission *a, const SessionKey *key) {
+        return hash_find_bucket(a, key, NULL);
 }
 
 static void hash_insert_raw(Admission *a, uint32_t idx, uint32_t hash) {
@@ -731,12 +761,16 @@ static size_t expire_at(Admission *a, usec_t t) {
         return removed;
 }
 
-usec_t admission_next_deadline(const Admission *a) {
+static usec_t next_deadline(const Admission *a) {
         usec_t d = a->reservation_deadline;
 
         if (a->hbq_head < a->hbq_tail)
                 d = MIN(d, a->pool[a->hbq[a->hbq_head]].heartbeat_deadline);
         return d;
+}
+
+usec_t admission_next_deadline(const Admission *a) {
+        return next_deadline(a);
 }
 
 /* Walk the deadlines up to now in time order. Each step removes at least
@@ -746,7 +780,7 @@ static size_t expire(Admission *a, usec_t now) {
         size_t removed = 0;
 
         for (;;) {
-                usec_t t = admission_next_deadline(a);
+                usec_t t = next_deadline(a);
                 if (t > now)
                         break;
                 removed += expire_at(a, t);
@@ -767,13 +801,13 @@ static usec_t begin(Admission *a, usec_t now) {
 
 int admission_join(Admission *a, const SessionKey *session, usec_t now) {
         AdmissionState old_state;
-        uint32_t idx, promoted;
+        uint32_t idx, promoted, bucket = 0, hash_size;
         Ticket *t;
         int r;
 
         now = begin(a, now);
 
-        idx = hash_find(a, session);
+        idx = hash_find_bucket(a, session, &bucket);
         if (idx != IDX_NONE) {
                 heartbeat(a, idx, now);
                 return 0;
@@ -783,6 +817,7 @@ int admission_join(Admission *a, const SessionKey *session, usec_t now) {
                 return -ENOSPC;
 
         /* Allocate everything first, so that -ENOMEM changes nothing. */
+        hash_size = a->hash_size;
         r = hash_reserve(a, a->n_tickets + 1);
         if (r < 0)
                 return r;
@@ -806,7 +841,11 @@ int admission_join(Admission *a, const SessionKey *session, usec_t now) {
 
         a->slots[t->slot] = idx;
         slot_set(a, t->slot);
-        hash_insert_raw(a, idx, key_hash(session));
+        if (a->hash_size == hash_size)
+                /* Not rehashed: the empty bucket the search ended at. */
+                a->hash[bucket] = (Bucket) { .idx = idx, .hash = key_hash(session) };
+        else
+                hash_insert_raw(a, idx, key_hash(session));
         heartbeat(a, idx, now);
         a->n_tickets++;
 
