@@ -61,8 +61,8 @@ struct Admission {
 
         /* Ticket pool */
         Ticket *pool;
-        uint32_t pool_used;      /* high-water mark: entries ever handed out */
-        uint32_t pool_free;      /* head of the free list */
+        uint32_t pool_used; /* high-water mark: entries ever handed out */
+        uint32_t pool_free; /* head of the free list */
         uint32_t n_tickets;
 
         /* Session -> pool index */
@@ -75,10 +75,10 @@ struct Admission {
         uint32_t *slots;
         uint64_t *live;
         uint32_t *fenwick;
-        uint32_t n_slots; /* a multiple of 64 */
-        uint32_t n_words; /* n_slots / 64 */
+        uint32_t n_slots;     /* a multiple of 64 */
+        uint32_t n_words;     /* n_slots / 64 */
         uint32_t fenwick_top; /* the largest power of two <= n_words */
-        uint32_t slots_end; /* next slot to hand out */
+        uint32_t slots_end;   /* next slot to hand out */
 
         /* Heartbeat queue: pool indices in order of last heartbeat, so of
          * heartbeat deadline. hbq[hbq_head..hbq_tail) holds them, IDX_NONE
@@ -231,7 +231,7 @@ int admission_new(const AdmissionSettings *settings, Admission **ret) {
         if (!a)
                 return -ENOMEM;
 
-        *a = (Admission) {
+        *a = (Admission){
                 .settings = *settings,
                 .state = ADMISSION_IDLE,
                 .pool_free = IDX_NONE,
@@ -297,23 +297,25 @@ static void emit(Admission *a, const AdmissionEvent *ev) {
 static void emit_ticket(Admission *a, AdmissionEventType type, const char *id, RemoveReason reason) {
         if (!a->event_handler)
                 return;
-        emit(a, &(const AdmissionEvent) {
-                .type = type,
-                .ticket_id = id,
-                .reason = type == ADMISSION_EVENT_TICKET_REMOVED ? reason : _REMOVE_REASON_INVALID,
-                .state = a->state,
-                .duration_usec = 0,
-        });
+        emit(a,
+             &(const AdmissionEvent){
+                     .type = type,
+                     .ticket_id = id,
+                     .reason = type == ADMISSION_EVENT_TICKET_REMOVED ? reason : _REMOVE_REASON_INVALID,
+                     .state = a->state,
+                     .duration_usec = 0,
+             });
 }
 
 static void emit_state(Admission *a) {
         if (!a->event_handler)
                 return;
-        emit(a, &(const AdmissionEvent) {
-                .type = ADMISSION_EVENT_STATE_CHANGED,
-                .reason = _REMOVE_REASON_INVALID,
-                .state = a->state,
-        });
+        emit(a,
+             &(const AdmissionEvent){
+                     .type = ADMISSION_EVENT_STATE_CHANGED,
+                     .reason = _REMOVE_REASON_INVALID,
+                     .state = a->state,
+             });
 }
 
 /* ---- time ---- */
@@ -386,7 +388,7 @@ static void hash_insert_raw(Admission *a, uint32_t idx, uint32_t hash) {
 
         while (a->hash[b].idx != IDX_NONE)
                 b = (b + 1) & mask;
-        a->hash[b] = (Bucket) { .idx = idx, .hash = hash };
+        a->hash[b] = (Bucket){ .idx = idx, .hash = hash };
 }
 
 /* Make room for n entries, keeping the load factor at most 1/2. */
@@ -405,7 +407,7 @@ static int hash_reserve(Admission *a, uint32_t n) {
         if (!h)
                 return -ENOMEM;
         for (uint32_t i = 0; i < size; i++)
-                h[i] = (Bucket) { .idx = IDX_NONE };
+                h[i] = (Bucket){ .idx = IDX_NONE };
 
         a->hash = h;
         a->hash_size = size;
@@ -438,7 +440,7 @@ static void hash_remove(Admission *a, uint32_t idx) {
                         b = j;
                 }
         }
-        a->hash[b] = (Bucket) { .idx = IDX_NONE };
+        a->hash[b] = (Bucket){ .idx = IDX_NONE };
 }
 
 /* ---- FIFO slots: a bitmap of the live ones, and a Fenwick tree over its
@@ -837,7 +839,7 @@ int admission_join(Admission *a, const SessionKey *session, usec_t now) {
 
         idx = pool_take(a);
         t = &a->pool[idx];
-        *t = (Ticket) {
+        *t = (Ticket){
                 .key = *session,
                 .joined = now,
                 .slot = a->slots_end++,
@@ -850,7 +852,7 @@ int admission_join(Admission *a, const SessionKey *session, usec_t now) {
         slot_set(a, t->slot);
         if (a->hash_size == hash_size)
                 /* Not rehashed: the empty bucket the search ended at. */
-                a->hash[bucket] = (Bucket) { .idx = idx, .hash = key_hash(session) };
+                a->hash[bucket] = (Bucket){ .idx = idx, .hash = key_hash(session) };
         else
                 hash_insert_raw(a, idx, key_hash(session));
         heartbeat(a, idx, now);
@@ -921,7 +923,7 @@ static bool estimate_for_position(const Admission *a, uint64_t p, usec_t now, do
 }
 
 static void fill_status(const Admission *a, uint32_t idx, usec_t now, AdmissionStatus *ret) {
-        *ret = (AdmissionStatus) {
+        *ret = (AdmissionStatus){
                 .state = a->state,
                 .queue_length = a->n_tickets,
                 .max_length = a->settings.max_length,
@@ -932,16 +934,16 @@ static void fill_status(const Admission *a, uint32_t idx, usec_t now, AdmissionS
 
         if (idx == IDX_NONE) {
                 ret->ticket.status = _TICKET_STATUS_INVALID;
-                ret->estimate_known = estimate_for_position(a, waiting_count(a) + 1, now,
-                                                            &ret->estimated_wait_seconds);
+                ret->estimate_known = estimate_for_position(
+                        a, waiting_count(a) + 1, now, &ret->estimated_wait_seconds);
         } else {
                 fill_view(a, idx, position_of(a, idx), &ret->ticket);
                 if (idx == a->reserved) {
                         ret->estimate_known = true;
                         ret->estimated_wait_seconds = 0;
                 } else
-                        ret->estimate_known = estimate_for_position(a, ret->ticket.position, now,
-                                                                    &ret->estimated_wait_seconds);
+                        ret->estimate_known = estimate_for_position(
+                                a, ret->ticket.position, now, &ret->estimated_wait_seconds);
         }
         if (!ret->estimate_known)
                 ret->estimated_wait_seconds = 0;
@@ -1056,13 +1058,14 @@ int admission_finish(Admission *a, usec_t now) {
         a->state = ADMISSION_IDLE;
         promoted = promote(a, now);
 
-        emit(a, &(const AdmissionEvent) {
-                .type = ADMISSION_EVENT_QUERY_FINISHED,
-                .reason = _REMOVE_REASON_INVALID,
-                .state = a->state,
-                .query_id = query_id,
-                .duration_usec = duration,
-        });
+        emit(a,
+             &(const AdmissionEvent){
+                     .type = ADMISSION_EVENT_QUERY_FINISHED,
+                     .reason = _REMOVE_REASON_INVALID,
+                     .state = a->state,
+                     .query_id = query_id,
+                     .duration_usec = duration,
+             });
         emit_promotion(a, promoted, old_state);
         return 0;
 }

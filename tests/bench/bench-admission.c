@@ -141,7 +141,7 @@ static Figures run_round(Admission *a, SessionKey *live, size_t n, size_t ops, u
                 exit(EXIT_FAILURE);
         }
 
-        return (Figures) {
+        return (Figures){
                 .join_ns = (double) t_join / (double) done,
                 .status_ns = (double) t_status / (double) done,
                 .leave_ns = (double) t_leave / (double) done,
@@ -189,7 +189,7 @@ static Figures run_size(size_t n, size_t ops, unsigned rounds, Figures *ret_medi
                 status[r] = f.status_ns;
                 leave[r] = f.leave_ns;
         }
-        *ret_median = (Figures) {
+        *ret_median = (Figures){
                 .join_ns = median(join, rounds),
                 .status_ns = median(status, rounds),
                 .leave_ns = median(leave, rounds),
@@ -251,7 +251,10 @@ static void measure_memory(size_t n) {
         }
         after = max_rss_kib();
         printf("memory: holding %zu tickets: peak RSS %ld KiB (was %ld KiB before): %.0f bytes per ticket\n",
-               n, after, before, (double) (after - before) * 1024.0 / (double) n);
+               n,
+               after,
+               before,
+               (double) (after - before) * 1024.0 / (double) n);
         admission_free(a);
 }
 
@@ -272,7 +275,10 @@ int main(int argc, char *argv[]) {
 
         printf("\nns per operation, best of %u rounds of %zu operations of each kind\n"
                "(batches of up to %u leaves, joins, statuses; the size stays within %u of N)\n",
-               rounds, ops, BATCH, BATCH);
+               rounds,
+               ops,
+               BATCH,
+               BATCH);
         printf("%10s %12s %12s %12s\n", "tickets", "join ns", "status ns", "leave ns");
         for (size_t i = 0; i < ELEMENTSOF(sizes); i++) {
                 f[i] = run_size(sizes[i], ops, rounds, &med[i]);
@@ -282,18 +288,29 @@ int main(int argc, char *argv[]) {
 
         printf("median of the %u rounds:\n", rounds);
         for (size_t i = 0; i < ELEMENTSOF(sizes); i++)
-                printf("%10s %12.1f %12.1f %12.1f   (%zu tickets)\n", "median", med[i].join_ns, med[i].status_ns,
-                       med[i].leave_ns, sizes[i]);
+                printf("%10s %12.1f %12.1f %12.1f   (%zu tickets)\n",
+                       "median",
+                       med[i].join_ns,
+                       med[i].status_ns,
+                       med[i].leave_ns,
+                       sizes[i]);
         printf("peak RSS after the largest size: %ld KiB (with the benchmark's own %zu-byte key per ticket)\n",
-               max_rss_kib(), sizeof(SessionKey));
+               max_rss_kib(),
+               sizeof(SessionKey));
         for (size_t i = 1; i < ELEMENTSOF(sizes); i++)
-                printf("%10s %11.2fx %11.2fx %11.2fx   (%zu vs %zu tickets)\n", "ratio",
-                       f[i].join_ns / f[0].join_ns, f[i].status_ns / f[0].status_ns,
-                       f[i].leave_ns / f[0].leave_ns, sizes[i], sizes[0]);
+                printf("%10s %11.2fx %11.2fx %11.2fx   (%zu vs %zu tickets)\n",
+                       "ratio",
+                       f[i].join_ns / f[0].join_ns,
+                       f[i].status_ns / f[0].status_ns,
+                       f[i].leave_ns / f[0].leave_ns,
+                       sizes[i],
+                       sizes[0]);
         printf("for scale: one dependent random load costs %.1f ns within 64 KiB, %.1f ns within %zu MiB,\n"
                "           %.1f ns within %zu MiB with 2 MiB (transparent huge) pages\n",
-               load_latency_ns(64 * 1024, false), load_latency_ns(quick ? 16 << 20 : 128 << 20, false),
-               (size_t) (quick ? 16 : 128), load_latency_ns(quick ? 16 << 20 : 128 << 20, true),
+               load_latency_ns(64 * 1024, false),
+               load_latency_ns(quick ? 16 << 20 : 128 << 20, false),
+               (size_t) (quick ? 16 : 128),
+               load_latency_ns(quick ? 16 << 20 : 128 << 20, true),
                (size_t) (quick ? 16 : 128));
         return EXIT_SUCCESS;
 }

@@ -10,7 +10,7 @@
  * run checked after each operation against a deliberately naive reference
  * model (a plain array in FIFO order, O(n) everything). */
 
-#define SEC(x) ((usec_t) (x) * USEC_PER_SEC)
+#define SEC(x) ((usec_t) (x) *USEC_PER_SEC)
 #define T0 SEC(1000) /* an arbitrary, non-zero start time */
 
 static const AdmissionSettings default_settings = {
@@ -62,7 +62,7 @@ static void record(const AdmissionEvent *ev, void *userdata) {
 
         ASSERT_TRUE(rec->n < ELEMENTSOF(rec->events));
         e = &rec->events[rec->n++];
-        *e = (RecordedEvent) {
+        *e = (RecordedEvent){
                 .type = ev->type,
                 .reason = ev->reason,
                 .state = ev->state,
@@ -75,8 +75,8 @@ static void record(const AdmissionEvent *ev, void *userdata) {
 
         /* "After the machine is consistent": never idle with tickets. */
         if (rec->a)
-                ASSERT_TRUE(admission_get_state(rec->a) != ADMISSION_IDLE ||
-                            admission_queue_length(rec->a) == 0);
+                ASSERT_TRUE(
+                        admission_get_state(rec->a) != ADMISSION_IDLE || admission_queue_length(rec->a) == 0);
         if (ev->type == ADMISSION_EVENT_STATE_CHANGED && rec->a)
                 ASSERT_EQ_INT(ev->state, admission_get_state(rec->a));
 }
@@ -87,7 +87,7 @@ static Admission *new_admission(const AdmissionSettings *s, Recorder *rec) {
         ASSERT_OK(admission_new(s, &a));
         ASSERT_TRUE(a);
         if (rec) {
-                *rec = (Recorder) { .a = a };
+                *rec = (Recorder){ .a = a };
                 admission_set_event_handler(a, record, rec);
         }
         return a;
@@ -184,7 +184,9 @@ static void test_settings(void) {
         ASSERT_EQ_INT(admission_new(&s, &a), -EINVAL);
         ASSERT_TRUE(!a);
 
-        s = (AdmissionSettings) { .reservation_usec = SEC(3600), .heartbeat_usec = SEC(1), .max_length = 1000000 };
+        s = (AdmissionSettings){ .reservation_usec = SEC(3600),
+                                 .heartbeat_usec = SEC(1),
+                                 .max_length = 1000000 };
         ASSERT_OK(admission_new(&s, &a));
         ASSERT_TRUE(admission_get_settings(a)->reservation_usec == SEC(3600));
         ASSERT_TRUE(admission_get_settings(a)->heartbeat_usec == SEC(1));
@@ -336,9 +338,9 @@ static void test_heartbeat_expiry(void) {
         AdmissionCounters c;
         AdmissionStatus st;
 
-        ASSERT_EQ_INT(join(a, 1, T0), 1);                   /* reserved, hb T0+30 */
-        ASSERT_EQ_INT(join(a, 2, T0 + SEC(5)), 1);          /* waiting, hb T0+35 */
-        ASSERT_EQ_INT(join(a, 3, T0 + SEC(6)), 1);          /* waiting, hb T0+36 */
+        ASSERT_EQ_INT(join(a, 1, T0), 1);          /* reserved, hb T0+30 */
+        ASSERT_EQ_INT(join(a, 2, T0 + SEC(5)), 1); /* waiting, hb T0+35 */
+        ASSERT_EQ_INT(join(a, 3, T0 + SEC(6)), 1); /* waiting, hb T0+36 */
         ASSERT_TRUE(admission_next_deadline(a) == T0 + SEC(30));
 
         /* Keep 2 alive; 3 goes silent. */
@@ -631,16 +633,16 @@ static void test_estimates(void) {
 
         /* Reserved for someone else: base = avg. */
         expect_estimate(peek_of(a, 2, T0 + SEC(10)), true, 0);
-        expect_estimate(peek_of(a, 3, T0 + SEC(10)), true, 10);  /* p = 1 */
-        expect_estimate(peek_of(a, 4, T0 + SEC(10)), true, 20);  /* p = 2 */
-        expect_estimate(peek_of(a, 9, T0 + SEC(10)), true, 30);  /* p = waiting + 1 = 3 */
+        expect_estimate(peek_of(a, 3, T0 + SEC(10)), true, 10); /* p = 1 */
+        expect_estimate(peek_of(a, 4, T0 + SEC(10)), true, 20); /* p = 2 */
+        expect_estimate(peek_of(a, 9, T0 + SEC(10)), true, 30); /* p = waiting + 1 = 3 */
         assert_near(peek_of(a, 9, T0 + SEC(10)).average_query_seconds, 10);
 
         /* Running for 4 s: base = max(0, 10 - 4) = 6. */
         ASSERT_EQ_INT(claim(a, 2, "qr_2", T0 + SEC(20)), 0);
-        expect_estimate(peek_of(a, 3, T0 + SEC(24)), true, 6);   /* p = 1 */
-        expect_estimate(peek_of(a, 4, T0 + SEC(24)), true, 16);  /* p = 2 */
-        expect_estimate(peek_of(a, 9, T0 + SEC(24)), true, 26);  /* p = 3 */
+        expect_estimate(peek_of(a, 3, T0 + SEC(24)), true, 6);  /* p = 1 */
+        expect_estimate(peek_of(a, 4, T0 + SEC(24)), true, 16); /* p = 2 */
+        expect_estimate(peek_of(a, 9, T0 + SEC(24)), true, 26); /* p = 3 */
         /* Running longer than the average: base 0. */
         expect_estimate(peek_of(a, 3, T0 + SEC(35)), true, 0);
         expect_estimate(peek_of(a, 4, T0 + SEC(35)), true, 10);
@@ -976,7 +978,7 @@ static int ref_join(Ref *m, unsigned s, usec_t now) {
         }
         if (m->n >= m->settings.max_length)
                 return -ENOSPC;
-        m->q[m->n++] = (RefTicket) {
+        m->q[m->n++] = (RefTicket){
                 .session = s,
                 .id = ++m->next_id,
                 .joined = now,
@@ -1048,7 +1050,7 @@ static void ref_status(Ref *m, unsigned s, usec_t now, bool heartbeat, Admission
         if (i >= 0 && heartbeat)
                 m->q[i].heartbeat_deadline = now + m->settings.heartbeat_usec;
 
-        *ret = (AdmissionStatus) {
+        *ret = (AdmissionStatus){
                 .state = m->state,
                 .queue_length = m->n,
                 .max_length = m->settings.max_length,
@@ -1234,12 +1236,16 @@ static void random_run(const AdmissionSettings *s, unsigned ops, uint64_t seed) 
         usec_t now = T0;
         unsigned qn = 0;
 
-        fprintf(stderr, "random run: seed %" PRIu64 ", %u operations, reservation %" PRIu64
-                " s, heartbeat %" PRIu64 " s, max_length %" PRIu64 "\n",
-                seed, ops, s->reservation_usec / USEC_PER_SEC, s->heartbeat_usec / USEC_PER_SEC,
+        fprintf(stderr,
+                "random run: seed %" PRIu64 ", %u operations, reservation %" PRIu64 " s, heartbeat %" PRIu64
+                " s, max_length %" PRIu64 "\n",
+                seed,
+                ops,
+                s->reservation_usec / USEC_PER_SEC,
+                s->heartbeat_usec / USEC_PER_SEC,
                 s->max_length);
         rng_state = seed;
-        m = (Ref) { .settings = *s, .state = ADMISSION_IDLE, .claimed_at = USEC_INFINITY };
+        m = (Ref){ .settings = *s, .state = ADMISSION_IDLE, .claimed_at = USEC_INFINITY };
         admission_set_event_handler(a, tally, NULL);
         /* What the run exercised, so a run that never reaches some case
          * is visible (and checked below). */
@@ -1309,15 +1315,17 @@ static void random_run(const AdmissionSettings *s, unsigned ops, uint64_t seed) 
                 ASSERT_EQ_INT(admission_queue_length(a), m.n);
                 ASSERT_EQ_INT(admission_waiting_count(a), m.n - (m.state == ADMISSION_RESERVED));
                 ASSERT_TRUE(admission_next_deadline(a) == ref_next_deadline(&m));
-                ASSERT_TRUE(admission_running_since(a) ==
-                            (m.state == ADMISSION_RUNNING ? m.claimed_at : USEC_INFINITY));
+                ASSERT_TRUE(
+                        admission_running_since(a) ==
+                        (m.state == ADMISSION_RUNNING ? m.claimed_at : USEC_INFINITY));
                 ASSERT_EQ_STR(admission_running_query_id(a), m.state == ADMISSION_RUNNING ? m.query_id : "");
                 AdmissionCounters c;
                 admission_get_counters(a, &c);
                 ASSERT_EQ_INT(c.queries_started, m.started);
                 ASSERT_EQ_INT(c.tickets_expired, m.expired);
-                ASSERT_TRUE(admission_average_usec(a) ==
-                            (m.avg_known ? MAX((usec_t) llround(m.avg * 1e6), (usec_t) 1) : 0));
+                ASSERT_TRUE(
+                        admission_average_usec(a) ==
+                        (m.avg_known ? MAX((usec_t) llround(m.avg * 1e6), (usec_t) 1) : 0));
 
                 for (unsigned i = 0; i < N_SESSIONS; i++) {
                         SessionKey ki = key(i);
@@ -1334,10 +1342,18 @@ static void random_run(const AdmissionSettings *s, unsigned ops, uint64_t seed) 
                 ASSERT_EQ_INT(lc.i, m.n);
         }
 
-        fprintf(stderr, "  created %u, queue_full %u, claimed %u, busy %u, finished %u, removed: left %u, "
+        fprintf(stderr,
+                "  created %u, queue_full %u, claimed %u, busy %u, finished %u, removed: left %u, "
                 "claimed %u, heartbeat %u, reservation %u\n",
-                n_created, n_full, n_claimed, n_busy, n_finished, n_expired[REMOVE_LEFT],
-                n_expired[REMOVE_CLAIMED], n_expired[REMOVE_HEARTBEAT], n_expired[REMOVE_RESERVATION]);
+                n_created,
+                n_full,
+                n_claimed,
+                n_busy,
+                n_finished,
+                n_expired[REMOVE_LEFT],
+                n_expired[REMOVE_CLAIMED],
+                n_expired[REMOVE_HEARTBEAT],
+                n_expired[REMOVE_RESERVATION]);
         if (s->max_length > 0) {
                 ASSERT_TRUE(n_claimed > 0 && n_busy > 0 && n_finished > 0);
                 ASSERT_TRUE(n_created > 0);
@@ -1355,14 +1371,22 @@ static void test_random(void) {
 
         /* Short deadlines relative to the time steps, so expiries of every
          * kind happen often; a small max_length so queue_full does too. */
-        random_run(&(AdmissionSettings) { .reservation_usec = SEC(10), .heartbeat_usec = SEC(30), .max_length = 12 },
-                   60000, seed);
-        random_run(&(AdmissionSettings) { .reservation_usec = SEC(2), .heartbeat_usec = SEC(8), .max_length = 1000 },
-                   40000, seed + 1);
-        random_run(&(AdmissionSettings) { .reservation_usec = SEC(1), .heartbeat_usec = SEC(1), .max_length = 5 },
-                   10000, seed + 2);
-        random_run(&(AdmissionSettings) { .reservation_usec = SEC(3), .heartbeat_usec = SEC(3), .max_length = 0 },
-                   5000, seed + 3);
+        random_run(
+                &(AdmissionSettings){ .reservation_usec = SEC(10), .heartbeat_usec = SEC(30), .max_length = 12 },
+                60000,
+                seed);
+        random_run(
+                &(AdmissionSettings){ .reservation_usec = SEC(2), .heartbeat_usec = SEC(8), .max_length = 1000 },
+                40000,
+                seed + 1);
+        random_run(
+                &(AdmissionSettings){ .reservation_usec = SEC(1), .heartbeat_usec = SEC(1), .max_length = 5 },
+                10000,
+                seed + 2);
+        random_run(
+                &(AdmissionSettings){ .reservation_usec = SEC(3), .heartbeat_usec = SEC(3), .max_length = 0 },
+                5000,
+                seed + 3);
 }
 
 int main(void) {
