@@ -197,7 +197,6 @@ static int property_get_counter(
 typedef struct ListContext {
         sd_bus_message *reply;
         usec_t now_mono;
-        usec_t now_real;
         int r; /* first error */
 } ListContext;
 
@@ -209,15 +208,15 @@ static void list_one(const TicketView *t, void *userdata) {
         if (c->r < 0)
                 return;
         if (t->reservation_deadline != USEC_INFINITY)
-                reservation = monotonic_to_realtime(t->reservation_deadline, c->now_mono, c->now_real);
+                reservation = monotonic_to_wallclock(t->reservation_deadline);
         r = sd_bus_message_append(
                 c->reply,
                 "(ssuttt)",
                 t->id,
                 ticket_status_to_string(t->status),
                 clamp_u32(t->position),
-                (uint64_t) monotonic_to_realtime(t->joined, c->now_mono, c->now_real),
-                (uint64_t) monotonic_to_realtime(t->heartbeat_deadline, c->now_mono, c->now_real),
+                (uint64_t) monotonic_to_wallclock(t->joined),
+                (uint64_t) monotonic_to_wallclock(t->heartbeat_deadline),
                 (uint64_t) reservation);
         if (r < 0)
                 c->r = r;
@@ -254,7 +253,7 @@ static int method_list_tickets(sd_bus_message *m, void *userdata, sd_bus_error *
         if (r < 0)
                 return r;
 
-        c = (ListContext){ .now_mono = now(CLOCK_MONOTONIC), .now_real = now(CLOCK_REALTIME) };
+        c = (ListContext){ .now_mono = now(CLOCK_MONOTONIC) };
         /* Apply the expiries due now first (without heartbeating anybody),
          * so a late timer never shows an expired ticket. */
         admission_peek(b->admission, NULL, c.now_mono, &status);

@@ -72,15 +72,15 @@ static json_object *json_seconds(double seconds) {
         return json_object_new_double_s(seconds, buf);
 }
 
-static json_object *json_time(usec_t mono, usec_t now_mono, usec_t now_real) {
+static json_object *json_time(usec_t mono) {
         char buf[RFC3339_MS_MAX];
 
         if (mono == USEC_INFINITY)
                 return NULL;
-        return json_object_new_string(format_rfc3339_ms(buf, monotonic_to_realtime(mono, now_mono, now_real)));
+        return json_object_new_string(format_rfc3339_ms(buf, monotonic_to_wallclock(mono)));
 }
 
-static json_object *ticket_to_json(const TicketView *t, usec_t now_mono, usec_t now_real) {
+static json_object *ticket_to_json(const TicketView *t) {
         json_object *o = json_object_new_object();
 
         if (!o)
@@ -88,17 +88,17 @@ static json_object *ticket_to_json(const TicketView *t, usec_t now_mono, usec_t 
         json_object_object_add(o, "id", json_object_new_string(t->id));
         json_object_object_add(o, "status", json_object_new_string(ticket_status_to_string(t->status)));
         json_object_object_add(o, "position", json_object_new_uint64(t->position));
-        json_object_object_add(o, "joined_at", json_time(t->joined, now_mono, now_real));
-        json_object_object_add(o, "heartbeat_expires_at", json_time(t->heartbeat_deadline, now_mono, now_real));
+        json_object_object_add(o, "joined_at", json_time(t->joined));
+        json_object_object_add(o, "heartbeat_expires_at", json_time(t->heartbeat_deadline));
         json_object_object_add(
                 o,
                 "reservation_expires_at",
-                t->status == TICKET_RESERVED ? json_time(t->reservation_deadline, now_mono, now_real) : NULL);
+                t->status == TICKET_RESERVED ? json_time(t->reservation_deadline) : NULL);
         return o;
 }
 
 /* The status object of API.md 6. */
-static char *status_to_json(const Api *api, const AdmissionStatus *st, usec_t now_mono, usec_t now_real) {
+static char *status_to_json(const Api *api, const AdmissionStatus *st) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         uint64_t hb = api->config->queue_heartbeat_seconds;
         char *s;
@@ -108,8 +108,7 @@ static char *status_to_json(const Api *api, const AdmissionStatus *st, usec_t no
         json_object_object_add(o, "state", json_object_new_string(admission_state_to_string(st->state)));
         json_object_object_add(o, "queue_length", json_object_new_uint64(st->queue_length));
         json_object_object_add(o, "max_length", json_object_new_uint64(st->max_length));
-        json_object_object_add(
-                o, "ticket", st->has_ticket ? ticket_to_json(&st->ticket, now_mono, now_real) : NULL);
+        json_object_object_add(o, "ticket", st->has_ticket ? ticket_to_json(&st->ticket) : NULL);
         json_object_object_add(
                 o,
                 "estimated_wait_seconds",
@@ -152,7 +151,7 @@ static HttpHandlerResult reply_status(Api *api, HttpRequest *req, unsigned code,
         AdmissionStatus st;
 
         admission_status(api->admission, http_request_session(req), now_mono, &st);
-        body = status_to_json(api, &st, now_mono, now(CLOCK_REALTIME));
+        body = status_to_json(api, &st);
         if (!body)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         return http_reply(req, code, body, NULL);

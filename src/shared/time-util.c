@@ -12,14 +12,22 @@ usec_t now(clockid_t clock) {
         return (usec_t) ts.tv_sec * USEC_PER_SEC + (usec_t) ts.tv_nsec / NSEC_PER_USEC;
 }
 
-usec_t monotonic_to_realtime(usec_t mono, usec_t now_mono, usec_t now_real) {
+usec_t monotonic_to_wallclock(usec_t mono) {
+        static int64_t cached_offset = 0;
+        static bool have_offset = false;
+        int64_t offset, diff;
+
         if (mono == USEC_INFINITY)
                 return USEC_INFINITY;
-        if (mono >= now_mono)
-                return usec_add(now_real, mono - now_mono);
-        if (now_mono - mono > now_real)
+        offset = (int64_t) now(CLOCK_REALTIME) - (int64_t) now(CLOCK_MONOTONIC);
+        diff = offset - cached_offset;
+        if (!have_offset || diff >= (int64_t) USEC_PER_SEC || diff <= -(int64_t) USEC_PER_SEC) {
+                cached_offset = offset;
+                have_offset = true;
+        }
+        if (cached_offset < 0 && (uint64_t) -cached_offset > mono)
                 return 0;
-        return now_real - (now_mono - mono);
+        return (usec_t) ((int64_t) mono + cached_offset);
 }
 
 char *format_rfc3339_ms(char buf[static RFC3339_MS_MAX], usec_t realtime) {

@@ -20,9 +20,12 @@ static inline usec_t usec_add(usec_t a, usec_t b) {
         return a > USEC_INFINITY - b ? USEC_INFINITY : a + b;
 }
 
-/* Convert a monotonic time point to the wall clock, using a pair of "now"
- * readings taken together. USEC_INFINITY stays USEC_INFINITY. */
-usec_t monotonic_to_realtime(usec_t mono, usec_t now_mono, usec_t now_real);
+/* The wall-clock time of a monotonic time point, through an offset that is
+ * cached and re-read only when the wall clock has been stepped by a second
+ * or more: the same point then shows the same time in every response (two
+ * separate readings of the two clocks would jitter by a millisecond).
+ * USEC_INFINITY stays USEC_INFINITY. */
+usec_t monotonic_to_wallclock(usec_t mono);
 
 /* Writes "2026-11-22T10:00:00.000Z" (24 chars + NUL) into buf.
  * Returns buf. */
