@@ -63,112 +63,35 @@ static uint32_t clamp_u32(uint64_t v) {
         return v > UINT32_MAX ? UINT32_MAX : (uint32_t) v;
 }
 
-static int property_get_state(
-        sd_bus *bus,
-        const char *path,
-        const char *interface,
-        const char *property,
-        sd_bus_message *reply,
-        void *userdata,
-        sd_bus_error *error) {
-        QueueBus *b = userdata;
+/* One sd-bus property getter per property: expr computes the value from b,
+ * the QueueBus, and it is appended with the D-Bus signature sig. */
+#define DEFINE_PROPERTY_GETTER(name, sig, type, expr)                    \
+        static int property_get_##name(                                  \
+                sd_bus *bus,                                             \
+                const char *path,                                        \
+                const char *interface,                                   \
+                const char *property,                                    \
+                sd_bus_message *reply,                                   \
+                void *userdata,                                          \
+                sd_bus_error *error) {                                   \
+                QueueBus *b = userdata;                                  \
+                return sd_bus_message_append(reply, sig, (type) (expr)); \
+        }                                                                \
+        struct __useless_struct_to_allow_trailing_semicolon__
 
-        return sd_bus_message_append(reply, "s", admission_state_to_string(admission_get_state(b->admission)));
-}
-
-static int property_get_queue_length(
-        sd_bus *bus,
-        const char *path,
-        const char *interface,
-        const char *property,
-        sd_bus_message *reply,
-        void *userdata,
-        sd_bus_error *error) {
-        QueueBus *b = userdata;
-
-        return sd_bus_message_append(reply, "u", clamp_u32(admission_queue_length(b->admission)));
-}
-
-static int property_get_max_length(
-        sd_bus *bus,
-        const char *path,
-        const char *interface,
-        const char *property,
-        sd_bus_message *reply,
-        void *userdata,
-        sd_bus_error *error) {
-        QueueBus *b = userdata;
-
-        return sd_bus_message_append(reply, "u", clamp_u32(admission_get_settings(b->admission)->max_length));
-}
-
-static int property_get_reservation(
-        sd_bus *bus,
-        const char *path,
-        const char *interface,
-        const char *property,
-        sd_bus_message *reply,
-        void *userdata,
-        sd_bus_error *error) {
-        QueueBus *b = userdata;
-
-        return sd_bus_message_append(
-                reply, "t", (uint64_t) admission_get_settings(b->admission)->reservation_usec);
-}
-
-static int property_get_heartbeat(
-        sd_bus *bus,
-        const char *path,
-        const char *interface,
-        const char *property,
-        sd_bus_message *reply,
-        void *userdata,
-        sd_bus_error *error) {
-        QueueBus *b = userdata;
-
-        return sd_bus_message_append(
-                reply, "t", (uint64_t) admission_get_settings(b->admission)->heartbeat_usec);
-}
-
-static int property_get_average(
-        sd_bus *bus,
-        const char *path,
-        const char *interface,
-        const char *property,
-        sd_bus_message *reply,
-        void *userdata,
-        sd_bus_error *error) {
-        QueueBus *b = userdata;
-
-        return sd_bus_message_append(reply, "t", (uint64_t) admission_average_usec(b->admission));
-}
-
-static int property_get_running_query_id(
-        sd_bus *bus,
-        const char *path,
-        const char *interface,
-        const char *property,
-        sd_bus_message *reply,
-        void *userdata,
-        sd_bus_error *error) {
-        QueueBus *b = userdata;
+static const char *running_query_id(const QueueBus *b) {
         const char *id = admission_running_query_id(b->admission);
-
-        return sd_bus_message_append(reply, "s", id ? id : "");
+        return id ? id : "";
 }
 
-static int property_get_health(
-        sd_bus *bus,
-        const char *path,
-        const char *interface,
-        const char *property,
-        sd_bus_message *reply,
-        void *userdata,
-        sd_bus_error *error) {
-        QueueBus *b = userdata;
-
-        return sd_bus_message_append(reply, "s", b->degraded ? "degraded" : "ok");
-}
+DEFINE_PROPERTY_GETTER(state, "s", const char *, admission_state_to_string(admission_get_state(b->admission)));
+DEFINE_PROPERTY_GETTER(queue_length, "u", uint32_t, clamp_u32(admission_queue_length(b->admission)));
+DEFINE_PROPERTY_GETTER(max_length, "u", uint32_t, clamp_u32(admission_get_settings(b->admission)->max_length));
+DEFINE_PROPERTY_GETTER(reservation, "t", uint64_t, admission_get_settings(b->admission)->reservation_usec);
+DEFINE_PROPERTY_GETTER(heartbeat, "t", uint64_t, admission_get_settings(b->admission)->heartbeat_usec);
+DEFINE_PROPERTY_GETTER(average, "t", uint64_t, admission_average_usec(b->admission));
+DEFINE_PROPERTY_GETTER(running_query_id, "s", const char *, running_query_id(b));
+DEFINE_PROPERTY_GETTER(health, "s", const char *, b->degraded ? "degraded" : "ok");
 
 static int property_get_counter(
         sd_bus *bus,
