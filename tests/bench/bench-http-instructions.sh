@@ -14,17 +14,10 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-wikiwebd=${1:-}
-if [[ -z $wikiwebd ]]; then
-        for b in build-e2e build build-main; do
-                if [[ -x $root/$b/wikiwebd ]]; then wikiwebd=$root/$b/wikiwebd; break; fi
-        done
-fi
-[[ -n $wikiwebd && -x $wikiwebd ]] || { echo "wikiwebd not found; pass its path" >&2; exit 2; }
-for tool in valgrind callgrind_annotate curl python3; do
-        command -v "$tool" >/dev/null || { echo "$tool is missing (apt-get install valgrind curl)" >&2; exit 2; }
-done
+# shellcheck source=tests/bench/lib.sh
+. "$here/lib.sh"
+bench_find_wikiwebd "${1:-}"
+bench_need valgrind callgrind_annotate curl python3 -- "apt-get install valgrind curl"
 
 TICKETS=${TICKETS:-1000}
 REQUESTS=${REQUESTS:-5000}

@@ -16,18 +16,10 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-wikiwebd=${1:-}
-if [[ -z $wikiwebd ]]; then
-        for b in build-e2e build build-main; do
-                if [[ -x $root/$b/wikiwebd ]]; then wikiwebd=$root/$b/wikiwebd; break; fi
-        done
-fi
-[[ -n $wikiwebd && -x $wikiwebd ]] || { echo "wikiwebd not found; pass its path" >&2; exit 2; }
-for tool in wrk nginx curl python3; do
-        command -v "$tool" >/dev/null || [[ -x /usr/sbin/$tool ]] ||
-                { echo "$tool is missing (apt-get install wrk nginx curl)" >&2; exit 2; }
-done
+# shellcheck source=tests/bench/lib.sh
+. "$here/lib.sh"
+bench_find_wikiwebd "${1:-}"
+bench_need wrk nginx curl python3 -- "apt-get install wrk nginx curl"
 nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 
 TICKETS=${TICKETS:-1000}
