@@ -34,7 +34,6 @@ typedef struct Manager {
         Api *api;
         HttpServer *http;
         QueueBus *bus;
-        uint64_t queries_failed;
         bool stopping;
         usec_t drain_deadline; /* 0 until no query runs while stopping */
         sd_event_source *exit_timer;
@@ -192,33 +191,41 @@ static void on_admission_event(const AdmissionEvent *ev, void *userdata) {
         Manager *m = userdata;
         char f_event[64], f_ticket[64];
         const char *fields[] = { f_event, f_ticket, NULL };
+        const char *event = NULL, *what = NULL;
 
         switch (ev->type) {
         case ADMISSION_EVENT_TICKET_ADDED:
-                snprintf(f_event, sizeof f_event, "WIKIWEB_EVENT=ticket_added");
-                snprintf(f_ticket, sizeof f_ticket, "TICKET_ID=%s", ev->ticket_id);
-                log_fields(LOG_INFO, fields, "Ticket %s joined the queue.", ev->ticket_id);
+                event = "ticket_added";
+                what = "joined the queue";
                 break;
         case ADMISSION_EVENT_TICKET_PROMOTED:
-                snprintf(f_event, sizeof f_event, "WIKIWEB_EVENT=ticket_promoted");
-                snprintf(f_ticket, sizeof f_ticket, "TICKET_ID=%s", ev->ticket_id);
-                log_fields(LOG_INFO, fields, "Ticket %s was promoted to reserved.", ev->ticket_id);
+                event = "ticket_promoted";
+                what = "was promoted to reserved";
                 break;
         case ADMISSION_EVENT_TICKET_REMOVED:
-                snprintf(f_event, sizeof f_event, "WIKIWEB_EVENT=ticket_removed");
-                snprintf(f_ticket, sizeof f_ticket, "TICKET_ID=%s", ev->ticket_id);
-                log_fields(
-                        LOG_INFO,
-                        fields,
-                        "Ticket %s was removed (%s).",
-                        ev->ticket_id,
-                        remove_reason_to_string(ev->reason));
+                event = "ticket_removed";
+                what = "was removed";
                 break;
         case ADMISSION_EVENT_STATE_CHANGED:
                 log_debug("Admission state is now %s.", admission_state_to_string(ev->state));
                 break;
         default:
                 break;
+        }
+
+        if (event) {
+                snprintf(f_event, sizeof f_event, "WIKIWEB_EVENT=%s", event);
+                snprintf(f_ticket, sizeof f_ticket, "TICKET_ID=%s", ev->ticket_id);
+                if (ev->type == ADMISSION_EVENT_TICKET_REMOVED)
+                        log_fields(
+                                LOG_INFO,
+                                fields,
+                                "Ticket %s %s (%s).",
+                                ev->ticket_id,
+                                what,
+                                remove_reason_to_string(ev->reason));
+                else
+                        log_fields(LOG_INFO, fields, "Ticket %s %s.", ev->ticket_id, what);
         }
 
         if (m->bus)
@@ -230,8 +237,6 @@ static void on_query_finished(
         const char *query_id, const char *status, usec_t duration_usec, bool cleanup_confirmed, void *userdata) {
         Manager *m = userdata;
 
-        if (streq(status, "failed"))
-                m->queries_failed++;
         if (m->bus) {
                 queue_bus_query_finished(m->bus, query_id, status, duration_usec);
                 if (!cleanup_confirmed)

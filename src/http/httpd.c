@@ -19,7 +19,6 @@ struct HttpServer {
         sd_event_source *wake_source; /* runs MHD once more after a resume */
         HttpHandler handler;
         void *userdata;
-        unsigned n_suspended;
         unsigned n_requests; /* requests alive (begun, not yet completed) */
         bool quiesced;
 };
@@ -138,7 +137,6 @@ static HttpHandlerResult queue_or_store(HttpRequest *req, struct MHD_Response *r
                 req->pending = r;
                 req->pending_status = status;
                 req->suspended = false;
-                req->server->n_suspended--;
                 MHD_resume_connection(req->connection);
                 /* MHD picks up a resumed connection only when it runs, and
                  * nothing on its sockets may wake it: run it from the loop. */
@@ -222,12 +220,7 @@ void http_request_suspend(HttpRequest *req) {
         if (req->suspended)
                 return;
         req->suspended = true;
-        req->server->n_suspended++;
         MHD_suspend_connection(req->connection);
-}
-
-unsigned http_server_suspended_count(const HttpServer *s) {
-        return s->n_suspended;
 }
 
 unsigned http_server_active_count(const HttpServer *s) {
@@ -443,11 +436,8 @@ static void on_completed(
         void *cls, struct MHD_Connection *connection, void **con_cls, enum MHD_RequestTerminationCode toe) {
         HttpRequest *req = *con_cls;
 
-        if (req) {
-                if (req->suspended)
-                        req->server->n_suspended--;
+        if (req)
                 req->server->n_requests--;
-        }
         request_free(req);
         *con_cls = NULL;
 }

@@ -47,8 +47,6 @@ HttpServer *http_server_free(HttpServer *s);
 /* Stop accepting new connections (clean shutdown); the listening socket is
  * closed by us, but socket activation keeps its own copy. */
 void http_server_quiesce(HttpServer *s);
-/* Number of requests currently suspended (waiting for a query). */
-unsigned http_server_suspended_count(const HttpServer *s);
 /* Number of requests begun and not yet completed (an idle keep-alive
  * connection has none). */
 unsigned http_server_active_count(const HttpServer *s);
