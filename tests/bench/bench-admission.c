@@ -15,7 +15,8 @@
  * the machine is shared, then the median of the rounds. Also the memory
  * per ticket: peak RSS
  * growth while holding 10^5 tickets, measured first, in this fresh process.
- * Prints figures only; not a pass/fail test.
+ * Then the floor under any design (floor_lookup_ns()) and the cost of one
+ * memory access, for scale. Prints figures only; not a pass/fail test.
  *
  *   bench-admission [--quick]   (--quick: fewer operations, 10^5 at most) */
 
@@ -239,6 +240,100 @@ static double load_latency_ns(size_t bytes, bool huge) {
         return (double) t / (double) steps;
 }
 
+/* The floor under any design, for judging the figures above: the bare
+ * lookup of a present session in an ideal table (open addressing at load
+ * 1/2, one 64-byte cache line per session holding its whole key and its
+ * FIFO slot, nothing else done), then optionally its position (a Fenwick
+ * tree over 64-slot bitmap words, as the machine has), with the same
+ * batches as the status loop. A status must at least do both, and then the
+ * heartbeat and the answer. */
+typedef struct FloorEntry {
+        SessionKey key;
+        uint32_t slot; /* 0: empty; else the FIFO slot + 1 */
+        uint8_t pad[28];
+} FloorEntry;
+
+static double floor_ns(size_t n, size_t ops, bool with_position) {
+        size_t size = 64, mask, n_words = n / 64 + 1, b = MIN((size_t) BATCH, n);
+        FloorEntry *t = NULL;
+        SessionKey *keys, batch[BATCH];
+        uint64_t *live;
+        uint32_t *fen;
+        double best = INFINITY;
+
+        while (size < 2 * n)
+                size *= 2;
+        mask = size - 1;
+        if (posix_memalign((void **) &t, 2 << 20, size * sizeof(FloorEntry)) != 0)
+                return NAN;
+        (void) madvise(t, size * sizeof(FloorEntry), MADV_HUGEPAGE);
+        memset(t, 0, size * sizeof(FloorEntry));
+        keys = malloc(n * sizeof(SessionKey));
+        live = calloc(n_words, sizeof(uint64_t));
+        fen = calloc(n_words + 1, sizeof(uint32_t));
+        if (!keys || !live || !fen) {
+                free(t);
+                free(keys);
+                free(live);
+                free(fen);
+                return NAN;
+        }
+
+        for (size_t i = 0; i < n; i++) {
+                uint64_t h;
+
+                keys[i] = random_key();
+                memcpy(&h, keys[i].bytes, sizeof(h));
+                for (size_t j = (h * UINT64_C(0x9E3779B97F4A7C15)) & mask;; j = (j + 1) & mask)
+                        if (t[j].slot == 0) {
+                                t[j].key = keys[i];
+                                t[j].slot = (uint32_t) i + 1;
+                                break;
+                        }
+                live[i / 64] |= UINT64_C(1) << (i % 64);
+                for (size_t w = i / 64 + 1; w <= n_words; w += w & (~w + 1))
+                        fen[w]++;
+        }
+
+        for (unsigned r = 0; r < 5; r++) {
+                uint64_t total = 0;
+
+                for (size_t done = 0; done < ops; done += b) {
+                        uint64_t t0;
+
+                        for (size_t i = 0; i < b; i++)
+                                batch[i] = keys[rng() % n];
+                        t0 = now_ns();
+                        for (size_t i = 0; i < b; i++) {
+                                uint64_t h;
+                                size_t j;
+
+                                memcpy(&h, batch[i].bytes, sizeof(h));
+                                for (j = (h * UINT64_C(0x9E3779B97F4A7C15)) & mask;
+                                     memcmp(t[j].key.bytes, batch[i].bytes, sizeof(batch[i].bytes)) != 0;
+                                     j = (j + 1) & mask)
+                                        ;
+                                uint32_t slot = t[j].slot - 1, rank = 0;
+                                if (with_position) {
+                                        for (uint32_t w = slot / 64; w > 0; w -= w & (~w + 1))
+                                                rank += fen[w];
+                                        rank += (uint32_t) __builtin_popcountll(
+                                                live[slot / 64] & (UINT64_MAX >> (63 - slot % 64)));
+                                }
+                                sink += slot + rank;
+                        }
+                        total += now_ns() - t0;
+                }
+                best = MIN(best, (double) total / (double) ops);
+        }
+
+        free(keys);
+        free(live);
+        free(fen);
+        free(t);
+        return best;
+}
+
 /* Peak RSS growth while holding n tickets. The keys are generated on the
  * fly and not kept, so the figure is the machine's own memory. */
 static void measure_memory(size_t n) {
@@ -305,6 +400,35 @@ int main(int argc, char *argv[]) {
                        f[i].leave_ns / f[0].leave_ns,
                        sizes[i],
                        sizes[0]);
+        {
+                size_t big = sizes[ELEMENTSOF(sizes) - 1];
+                double l0 = floor_ns(sizes[0], ops, false), l1 = floor_ns(big, ops, false);
+                double p0 = floor_ns(sizes[0], ops, true), p1 = floor_ns(big, ops, true);
+
+                printf("floor: in an ideal table (one cache line per session, nothing else), best of 5\n"
+                       "%10s %12s %12s\n"
+                       "%10zu %12.1f %12.1f\n"
+                       "%10zu %12.1f %12.1f\n"
+                       "%10s %11.2fx %11.2fx   (%zu vs %zu sessions)\n",
+                       "sessions",
+                       "lookup ns",
+                       "+position ns",
+                       sizes[0],
+                       l0,
+                       p0,
+                       big,
+                       l1,
+                       p1,
+                       "ratio",
+                       l1 / l0,
+                       p1 / p0,
+                       big,
+                       sizes[0]);
+                printf("       lookup and position alone at %zu: %.2fx the whole status at %zu\n",
+                       big,
+                       p1 / f[0].status_ns,
+                       sizes[0]);
+        }
         printf("for scale: one dependent random load costs %.1f ns within 64 KiB, %.1f ns within %zu MiB,\n"
                "           %.1f ns within %zu MiB with 2 MiB (transparent huge) pages\n",
                load_latency_ns(64 * 1024, false),
