@@ -24,6 +24,7 @@
 #include "shared/macro.h"
 #include "shared/parse-util.h"
 #include "shared/random-util.h"
+#include "store/history.h"
 
 typedef struct Manager {
         Config config;
@@ -31,6 +32,7 @@ typedef struct Manager {
         Admission *admission;
         AdmissionTimer *admission_timer;
         QueryExecutor *executor;
+        History *history;
         Api *api;
         HttpServer *http;
         QueueBus *bus;
@@ -348,6 +350,7 @@ static void manager_free(Manager *m) {
         m->exit_timer = sd_event_source_disable_unref(m->exit_timer);
         m->http = http_server_free(m->http);
         m->api = api_free(m->api);
+        m->history = history_free(m->history);
         m->executor = query_executor_free(m->executor);
         m->bus = queue_bus_free(m->bus);
         m->admission_timer = admission_timer_free(m->admission_timer);
@@ -356,11 +359,26 @@ static void manager_free(Manager *m) {
         config_done(&m->config);
 }
 
-static int ensure_state_directory(const char *path) {
-        if (!path)
-                return 0;
+/* The state directory holds the history, which is authoritative: without
+ * one the daemon does not start. */
+static int open_history(const char *path, History **ret) {
+        unsigned recovered = 0;
+        int r;
+
+        if (!path) {
+                log_error("No state directory: set WIKI_WEB_STATE_DIRECTORY, or run under systemd with StateDirectory=.");
+                return -EINVAL;
+        }
         if (mkdir(path, 0750) < 0 && errno != EEXIST)
                 return log_error_errno(errno, "Failed to create the state directory %s", path);
+
+        r = history_open(path, ret, &recovered);
+        if (r < 0)
+                return log_error_errno(r, "Failed to open the history in %s", path);
+        if (recovered > 0)
+                log_warning(
+                        "%u queries were still running when the service last stopped; recorded them as failed.",
+                        recovered);
         return 0;
 }
 
@@ -391,7 +409,7 @@ static int run(int argc, char *argv[]) {
          * orphaned; reap them ourselves rather than leaving zombies. */
         (void) prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 
-        r = ensure_state_directory(m.config.state_directory);
+        r = open_history(m.config.state_directory, &m.history);
         if (r < 0)
                 return r;
 
@@ -450,7 +468,7 @@ static int run(int argc, char *argv[]) {
         if (!query_executor_is_configured(m.executor))
                 log_warning("Query execution is not configured: every query will fail with execution_failed.");
 
-        r = api_new(&m.config, m.admission, m.executor, &m.api);
+        r = api_new(&m.config, m.admission, m.executor, m.history, &m.api);
         if (r < 0)
                 return log_oom();
         api_set_query_finished_hook(m.api, on_query_finished, &m);

@@ -6,6 +6,7 @@
 #include "http/api.h"
 #include "http/request.h"
 #include "shared/log.h"
+#include "shared/sanitize.h"
 #include "shared/macro.h"
 #include "shared/random-util.h"
 #include "shared/time-util.h"
@@ -14,6 +15,7 @@ struct Api {
         const Config *config;
         Admission *admission;
         QueryExecutor *executor;
+        History *history;
         ApiQueryFinishedHook hook;
         void *hook_userdata;
         bool degraded;
@@ -22,12 +24,14 @@ struct Api {
          * executor reports back (even if the client has gone). */
         HttpRequest *running_request;
         char running_query_id[QUERY_ID_MAX];
-        usec_t running_since;
+        usec_t running_since;   /* monotonic, the claim */
+        usec_t running_created; /* realtime, the claim */
+        usec_t running_queued;  /* how long its ticket waited before the claim */
 };
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
 
-int api_new(const Config *config, Admission *admission, QueryExecutor *executor, Api **ret) {
+int api_new(const Config *config, Admission *admission, QueryExecutor *executor, History *history, Api **ret) {
         Api *api = calloc(1, sizeof *api);
 
         if (!api)
@@ -35,6 +39,7 @@ int api_new(const Config *config, Admission *admission, QueryExecutor *executor,
         api->config = config;
         api->admission = admission;
         api->executor = executor;
+        api->history = history;
         *ret = api;
         return 0;
 }
@@ -204,6 +209,41 @@ static HttpHandlerResult handle_leave(Api *api, HttpRequest *req) {
         return http_reply(req, 204, NULL, NULL);
 }
 
+/* Complete the query's record (API.md 9): it was written as "running"
+ * before execution started. A failure here is logged; the record then stays
+ * "running" until the next start marks it failed. */
+static void record_outcome(Api *api, const QueryOutcome *o, usec_t duration) {
+        _cleanup_free_ char *message = NULL;
+        const char *raw = o->message ? o->message : api_error_default_message(o->error);
+        HistoryOutcome h = {
+                .succeeded = o->succeeded,
+                .answer = o->succeeded ? (o->answer ? o->answer : "") : NULL,
+                .error_code = o->succeeded ? NULL : api_error_to_string(o->error),
+                .timings = {
+                        .queue_ms = api->running_queued / USEC_PER_MSEC,
+                        .total_ms = (api->running_queued + duration) / USEC_PER_MSEC,
+                },
+                .model = api->config->llm_model,
+                .finished_at = now(CLOCK_REALTIME),
+        };
+        int r;
+
+        /* The same sanitizer as the response (API.md 2). */
+        if (!o->succeeded) {
+                if (sanitize_message(raw, strlen(raw), &message) < 0) {
+                        log_oom();
+                        return;
+                }
+                h.error_message = message;
+        }
+
+        r = history_finish(api->history, o->query_id, &h);
+        if (r == -ENOENT)
+                log_warning("Query %s ended, but its record is gone.", o->query_id);
+        else if (r < 0)
+                log_error_errno(r, "Failed to record the outcome of query %s", o->query_id);
+}
+
 static void on_query_done(const QueryOutcome *o, void *userdata) {
         Api *api = userdata;
         HttpRequest *req = TAKE_PTR(api->running_request);
@@ -244,12 +284,20 @@ static void on_query_done(const QueryOutcome *o, void *userdata) {
         if (api->hook)
                 api->hook(o->query_id, status, duration, o->cleanup_confirmed, api->hook_userdata);
 
+        record_outcome(api, o, duration);
+
         if (!req)
                 return;
-        if (o->succeeded)
-                /* The query record arrives with the pipeline and history. */
-                http_reply(req, 200, "{}", h);
-        else
+        if (o->succeeded) {
+                _cleanup_(json_object_putp) json_object *record = NULL;
+
+                r = history_get(api->history, o->query_id, http_request_session(req), &record);
+                if (r < 0) {
+                        log_error_errno(r, "Query %s succeeded but its record cannot be read", o->query_id);
+                        http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, h);
+                } else
+                        http_reply(req, 200, json_object_to_json_string_ext(record, JSON_C_TO_STRING_PLAIN), h);
+        } else
                 http_reply_error(req, o->error, o->message, h);
 }
 
@@ -259,6 +307,8 @@ static HttpHandlerResult handle_query(Api *api, HttpRequest *req) {
         usec_t t = now(CLOCK_MONOTONIC);
         const uint8_t *body;
         QueryJob job = { 0 };
+        AdmissionStatus st;
+        usec_t queued, created = now(CLOCK_REALTIME);
         size_t size;
         int r;
 
@@ -269,6 +319,11 @@ static HttpHandlerResult handle_query(Api *api, HttpRequest *req) {
         r = random_id("qr_", job.id, sizeof job.id);
         if (r < 0)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+
+        /* How long the session's ticket waited, if it had one (an implicit
+         * join from idle waited for nothing). */
+        admission_peek(api->admission, http_request_session(req), t, &st);
+        queued = st.has_ticket ? t - MIN(t, st.ticket.joined) : 0;
 
         r = admission_claim(api->admission, http_request_session(req), job.id, t);
         if (r == -EBUSY)
@@ -282,11 +337,31 @@ static HttpHandlerResult handle_query(Api *api, HttpRequest *req) {
         job.question = q.question;
         job.pages = q.pages;
 
+        /* The history is authoritative: the record exists before execution
+         * starts (API.md 9). Without it the query does not run. */
+        r = history_begin(api->history, job.id, &job.session, q.question, created);
+        if (r < 0) {
+                log_error_errno(r, "Failed to record query %s; not running it", job.id);
+                (void) admission_finish(api->admission, now(CLOCK_MONOTONIC));
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        }
+
+        memcpy(api->running_query_id, job.id, sizeof job.id);
+        api->running_since = t;
+        api->running_created = created;
+        api->running_queued = queued;
+
         r = query_executor_start(api->executor, &job, on_query_done, api);
         if (r < 0) {
                 const char *h[] = { "Wikiweb-Query-Id", job.id, NULL };
+                QueryOutcome failed = {
+                        .query_id = job.id,
+                        .error = API_ERROR_INTERNAL_ERROR,
+                        .cleanup_confirmed = true,
+                };
 
                 log_error_errno(r, "Failed to start query %s", job.id);
+                record_outcome(api, &failed, now(CLOCK_MONOTONIC) - t);
                 (void) admission_finish(api->admission, now(CLOCK_MONOTONIC));
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, h);
         }
@@ -300,11 +375,123 @@ static HttpHandlerResult handle_query(Api *api, HttpRequest *req) {
                 log_fields(LOG_INFO, fields, "Query %s started.", job.id);
         }
 
-        memcpy(api->running_query_id, job.id, sizeof job.id);
-        api->running_since = t;
         api->running_request = req;
         http_request_suspend(req);
         return HTTP_SUSPENDED;
+}
+
+static HttpHandlerResult reply_json_object(HttpRequest *req, json_object *o) {
+        return http_reply(req, 200, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN), NULL);
+}
+
+static HttpHandlerResult handle_history_list(Api *api, HttpRequest *req) {
+        _cleanup_(json_object_putp) json_object *page = NULL;
+        const char *cursor = http_request_argument(req, "cursor"), *message = NULL;
+        unsigned limit;
+        int r;
+
+        r = history_parse_list_arguments(http_request_argument(req, "limit"), cursor, &limit, &message);
+        if (r < 0)
+                return http_reply_error(req, API_ERROR_INVALID_INPUT, message, NULL);
+
+        r = history_list(api->history, http_request_session(req), limit, cursor, &page);
+        if (r < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        return reply_json_object(req, page);
+}
+
+static HttpHandlerResult handle_history_get(Api *api, HttpRequest *req, const char *id) {
+        _cleanup_(json_object_putp) json_object *record = NULL;
+        int r;
+
+        r = history_get(api->history, id, http_request_session(req), &record);
+        if (r == -ENOENT)
+                return http_reply_error(req, API_ERROR_QUERY_NOT_FOUND, NULL, NULL);
+        if (r < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        return reply_json_object(req, record);
+}
+
+static HttpHandlerResult handle_history_delete(Api *api, HttpRequest *req, const char *id) {
+        int r;
+
+        r = history_delete(api->history, id, http_request_session(req));
+        if (r == -ENOENT)
+                return http_reply_error(req, API_ERROR_QUERY_NOT_FOUND, NULL, NULL);
+        if (r == -EBUSY) {
+                /* Its outcome is still to be written: delete it after. */
+                char seconds[32];
+                const char *h[] = { "Retry-After", seconds, NULL };
+
+                retry_after(api, http_request_session(req), now(CLOCK_MONOTONIC), seconds);
+                return http_reply_error(req, API_ERROR_BUSY, "The query is still running", h);
+        }
+        if (r < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        return http_reply(req, 204, NULL, NULL);
+}
+
+/* RFC 8187 ext-value for Content-Disposition: UTF-8'' then every byte
+ * outside attr-char percent-encoded. */
+static char *disposition_filename(const char *name) {
+        static const char prefix[] = "attachment; filename*=UTF-8''", attr[] = "!#$&+-.^_`|~",
+                          hex[] = "0123456789ABCDEF";
+        size_t k = sizeof(prefix) - 1;
+        char *out = malloc(k + strlen(name) * 3 + 1);
+
+        if (!out)
+                return NULL;
+        memcpy(out, prefix, k);
+        for (const unsigned char *p = (const unsigned char *) name; *p; p++)
+                if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                    strchr(attr, *p))
+                        out[k++] = (char) *p;
+                else {
+                        out[k++] = '%';
+                        out[k++] = hex[*p >> 4];
+                        out[k++] = hex[*p & 15];
+                }
+        out[k] = 0;
+        return out;
+}
+
+static HttpHandlerResult handle_artifact(Api *api, HttpRequest *req, const char *id) {
+        _cleanup_(history_artifact_done) HistoryArtifact a = { 0 };
+        _cleanup_free_ char *disposition = NULL;
+        char etag[64 + 3];
+        int r;
+
+        r = history_get_artifact(api->history, id, http_request_session(req), &a);
+        if (r == -ENOENT)
+                return http_reply_error(req, API_ERROR_ARTIFACT_NOT_FOUND, NULL, NULL);
+        if (r < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+
+        /* The store's media type goes into a header: anything but printable
+         * ASCII there is not a media type. */
+        for (const char *p = a.media_type; *p; p++)
+                if (*p < 0x20 || *p > 0x7e) {
+                        log_warning(
+                                "Artifact %s has an invalid media type; serving it as application/octet-stream.",
+                                id);
+                        free(a.media_type);
+                        a.media_type = strdup("application/octet-stream");
+                        if (!a.media_type)
+                                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+                        break;
+                }
+
+        disposition = disposition_filename(a.name);
+        if (!disposition)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        snprintf(etag, sizeof etag, "\"%s\"", a.sha256);
+        {
+                const char *h[] = {
+                        "Content-Disposition",     disposition, "ETag", etag,
+                        "Content-Security-Policy", "sandbox",   NULL,
+                };
+                return http_reply_bytes(req, 200, a.media_type, a.data, a.size, h);
+        }
 }
 
 HttpHandlerResult api_handle(HttpRequest *req, void *userdata) {
@@ -323,11 +510,13 @@ HttpHandlerResult api_handle(HttpRequest *req, void *userdata) {
         case ROUTE_QUERY:
                 return handle_query(api, req);
         case ROUTE_HISTORY:
+                return handle_history_list(api, req);
         case ROUTE_HISTORY_ITEM:
-                /* The history store is a later piece of work: say so. */
-                return http_reply_error(req, API_ERROR_NOT_FOUND, "Query history is not implemented yet", NULL);
+                if (http_request_method(req) == HTTP_METHOD_DELETE)
+                        return handle_history_delete(api, req, m->id);
+                return handle_history_get(api, req, m->id);
         case ROUTE_ARTIFACT:
-                return http_reply_error(req, API_ERROR_ARTIFACT_NOT_FOUND, NULL, NULL);
+                return handle_artifact(api, req, m->id);
         default:
                 return http_reply_error(req, API_ERROR_NOT_FOUND, NULL, NULL);
         }

@@ -5,12 +5,14 @@
 #include "http/httpd.h"
 #include "query/executor.h"
 #include "shared/config.h"
+#include "store/history.h"
 
-/* The endpoints of API.md 6, 7 and the health check of 9: they turn a
- * validated request into calls on the admission machine and the executor,
- * and their results into the JSON bodies of the contract.
+/* The endpoints of API.md 6, 7 and 9: they turn a validated request into
+ * calls on the admission machine, the executor and the history store, and
+ * their results into the JSON bodies of the contract.
  *
- * An Api borrows the config, the admission machine and the executor. */
+ * An Api borrows the config, the admission machine, the executor and the
+ * history store. */
 
 typedef struct Api Api;
 
@@ -19,7 +21,7 @@ typedef struct Api Api;
 typedef void (*ApiQueryFinishedHook)(
         const char *query_id, const char *status, usec_t duration_usec, bool cleanup_confirmed, void *userdata);
 
-int api_new(const Config *config, Admission *admission, QueryExecutor *executor, Api **ret);
+int api_new(const Config *config, Admission *admission, QueryExecutor *executor, History *history, Api **ret);
 Api *api_free(Api *api);
 void api_set_query_finished_hook(Api *api, ApiQueryFinishedHook hook, void *userdata);
 void api_set_degraded(Api *api, bool degraded);

@@ -175,6 +175,28 @@ HttpHandlerResult http_reply(
         return queue_or_store(req, r, status);
 }
 
+HttpHandlerResult http_reply_bytes(
+        HttpRequest *req,
+        unsigned status,
+        const char *content_type,
+        const void *data,
+        size_t size,
+        const char *const *extra_headers) {
+        struct MHD_Response *r;
+
+        r = MHD_create_response_from_buffer(size, (void *) (size > 0 ? data : ""), MHD_RESPMEM_MUST_COPY);
+        if (!r) {
+                log_oom();
+                return HTTP_HANDLED;
+        }
+        if (add_common_headers(req, r, false) < 0 ||
+            add_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) < 0)
+                log_oom();
+        for (const char *const *h = extra_headers; h && h[0] && h[1]; h += 2)
+                (void) add_header(r, h[0], h[1]);
+        return queue_or_store(req, r, status);
+}
+
 /* Escape a UTF-8 string as a JSON string literal (with quotes). */
 static char *json_quote(const char *s) {
         size_t n = strlen(s), k = 0;

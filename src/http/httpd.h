@@ -67,6 +67,16 @@ const char *http_request_argument(const HttpRequest *req, const char *name);
  * resumes the connection. */
 HttpHandlerResult http_reply(
         HttpRequest *req, unsigned status, const char *json_body, const char *const *extra_headers);
+/* A response of raw bytes (copied) with the given Content-Type, for
+ * artifact downloads; otherwise as http_reply(). */
+HttpHandlerResult http_reply_bytes(
+        HttpRequest *req,
+        unsigned status,
+        const char *content_type,
+        const void *data,
+        size_t size,
+        const char *const *extra_headers);
+
 /* The error envelope of API.md 2; message NULL means the default message;
  * the message goes through the sanitizer. */
 HttpHandlerResult http_reply_error(

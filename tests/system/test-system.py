@@ -1021,6 +1021,67 @@ def stop_aborts_query_past_grace(bed):
 
 
 @test
+def history_in_state_directory(bed):
+    """The history lives in StateDirectory= (owned by the service user, not
+    readable by others), keeps every query across restarts, and a query
+    killed with the daemon (SIGKILL, as a crash) is recorded as failed by the
+    next start, which systemd makes (Restart=on-failure)."""
+    bed.restart_clean()
+    token = bed.session()
+    status, hdrs, body = bed.http("POST", "/api/v1/query", token, {"question": "Apples?"})
+    qid = hdrs.get("wikiweb-query-id", "")
+    check(status == 500 and qid.startswith("qr_"), f"query: {status} {body}")
+    status, _, rec = bed.http("GET", f"/api/v1/history/{qid}", token)
+    check(status == 200 and rec["status"] == "failed" and rec["error"]["code"] == "execution_failed",
+          f"record: {status} {rec}")
+
+    path = bed.ct.root("/var/lib/wikiweb/history.sqlite3")
+    check(os.path.isfile(path), "no history.sqlite3 in /var/lib/wikiweb")
+    st = os.stat(path)
+    svc_uid = os.stat(bed.ct.root("/var/lib/wikiweb")).st_uid
+    check(st.st_uid == svc_uid and st.st_uid != 0, f"history owned by uid {st.st_uid}")
+    check(os.stat(bed.ct.root("/var/lib/wikiweb")).st_mode & 0o077 == 0, "state directory readable by others")
+
+    bed.restart_clean()
+    status, _, again = bed.http("GET", f"/api/v1/history/{qid}", token)
+    check(status == 200 and again == rec, "the record changed across a restart")
+
+    dropin = f"/run/systemd/system/{SERVICE}.d/60-crash-test.conf"
+    bed.ct.write(dropin, "[Service]\nEnvironment=WIKI_WEB_TEST_FAULTS=1\n"
+                         "Environment=WIKI_WEB_TEST_QUERY_DELAY_MS=60000\nRestartSec=100ms\n")
+    try:
+        bed.ct.run(["systemctl", "daemon-reload"])
+        bed.restart_clean()
+        th = threading.Thread(target=lambda: _quietly(lambda: bed.http(
+            "POST", "/api/v1/query", token, {"question": "slow"}, timeout=30)), daemon=True)
+        th.start()
+        wait_until(lambda: bed.prop("State") == "running", 5, interval=0.02, what="State running")
+        crashed = bed.prop("RunningQueryId")
+        status, _, rec = bed.http("GET", f"/api/v1/history/{crashed}", token)
+        check(status == 200 and rec["status"] == "running", f"running record: {status} {rec}")
+        old_pid = bed.show(SERVICE, "MainPID")["MainPID"]
+        bed.ct.run(["systemctl", "kill", "-s", "KILL", SERVICE])
+        wait_until(lambda: bed.service_up() and bed.show(SERVICE, "MainPID")["MainPID"] not in ("0", old_pid),
+                   20, what="the restarted daemon")
+        status, _, rec = bed.http("GET", f"/api/v1/history/{crashed}", token)
+        log(f"# after SIGKILL: {crashed} is {rec['status']}: {rec['error']}")
+        check(status == 200 and rec["status"] == "failed" and rec["error"]["code"] == "execution_failed",
+              f"the crashed query's record: {status} {rec}")
+        check("recorded them as failed" in bed.journal("-n", "50"), "the recovery is not in the journal")
+    finally:
+        bed.ct.remove(dropin)
+        bed.ct.run(["systemctl", "daemon-reload"], check=False)
+        bed.restart_clean()
+
+
+def _quietly(f):
+    try:
+        f()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+@test
 def watchdog_restarts_hung_daemon(bed):
     """A hung event loop stops sending WATCHDOG=1: systemd kills and
     restarts the daemon."""

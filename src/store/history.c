@@ -1,0 +1,619 @@
+/* SPDX-License-Identifier: MIT */
+#include <fcntl.h>
+#include <sqlite3.h>
+
+#include "shared/log.h"
+#include "shared/macro.h"
+#include "store/history.h"
+
+/* Schema version 1. The records keep their insertion order in seq, which
+ * orders a listing (newest first) and makes its cursor: a cursor is the seq
+ * of the last record of the previous page, in decimal. */
+#define SCHEMA_VERSION 1
+
+static const char schema_sql[] =
+        "CREATE TABLE queries ("
+        "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+        "  id TEXT NOT NULL UNIQUE,"
+        "  session BLOB NOT NULL CHECK (length(session) = 32),"
+        "  status TEXT NOT NULL CHECK (status IN ('running', 'succeeded', 'failed')),"
+        "  question TEXT NOT NULL,"
+        "  answer TEXT,"
+        "  sources TEXT NOT NULL DEFAULT '[]',"
+        "  error_code TEXT,"
+        "  error_message TEXT,"
+        "  queue_ms INTEGER NOT NULL DEFAULT 0,"
+        "  wiki_ms INTEGER NOT NULL DEFAULT 0,"
+        "  model_ms INTEGER NOT NULL DEFAULT 0,"
+        "  sandbox_ms INTEGER NOT NULL DEFAULT 0,"
+        "  cleanup_ms INTEGER NOT NULL DEFAULT 0,"
+        "  total_ms INTEGER NOT NULL DEFAULT 0,"
+        "  model TEXT NOT NULL DEFAULT '',"
+        "  prompt_tokens INTEGER NOT NULL DEFAULT 0,"
+        "  completion_tokens INTEGER NOT NULL DEFAULT 0,"
+        "  created_at INTEGER NOT NULL,"
+        "  finished_at INTEGER"
+        ");"
+        "CREATE INDEX queries_by_session ON queries (session, seq);"
+        "CREATE TABLE artifacts ("
+        "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+        "  id TEXT NOT NULL UNIQUE,"
+        "  query_id TEXT NOT NULL REFERENCES queries (id) ON DELETE CASCADE,"
+        "  name TEXT NOT NULL,"
+        "  media_type TEXT NOT NULL,"
+        "  size_bytes INTEGER NOT NULL,"
+        "  sha256 TEXT NOT NULL CHECK (length(sha256) = 64),"
+        "  data BLOB NOT NULL"
+        ");"
+        "CREATE INDEX artifacts_by_query ON artifacts (query_id, seq);";
+
+#define RECORD_COLUMNS                                                                                      \
+        "seq, id, status, question, answer, sources, error_code, error_message, queue_ms, wiki_ms, "        \
+        "model_ms, sandbox_ms, cleanup_ms, total_ms, model, prompt_tokens, completion_tokens, created_at, " \
+        "finished_at"
+
+struct History {
+        sqlite3 *db;
+};
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(sqlite3_stmt *, sqlite3_finalize);
+DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
+
+/* Log an SQLite failure (its message names no secret: the statements carry
+ * only bound parameters) and return -EIO. */
+static int db_error(History *h, const char *what) {
+        log_error("History store: %s: %s", what, sqlite3_errmsg(h->db));
+        return -EIO;
+}
+
+static int prepare(History *h, const char *sql, sqlite3_stmt **ret) {
+        if (sqlite3_prepare_v2(h->db, sql, -1, ret, NULL) != SQLITE_OK)
+                return db_error(h, "prepare");
+        return 0;
+}
+
+static int exec(History *h, const char *sql) {
+        if (sqlite3_exec(h->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+                return db_error(h, sql);
+        return 0;
+}
+
+static int bind_session(sqlite3_stmt *s, int i, const SessionKey *session) {
+        return sqlite3_bind_blob(s, i, session->bytes, sizeof(session->bytes), SQLITE_STATIC);
+}
+
+static int user_version(History *h, int *ret) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+        int r;
+
+        r = prepare(h, "PRAGMA user_version", &s);
+        if (r < 0)
+                return r;
+        if (sqlite3_step(s) != SQLITE_ROW)
+                return db_error(h, "read the schema version");
+        *ret = sqlite3_column_int(s, 0);
+        return 0;
+}
+
+static int create_or_check_schema(History *h) {
+        int version, r;
+
+        r = user_version(h, &version);
+        if (r < 0)
+                return r;
+        if (version == SCHEMA_VERSION)
+                return 0;
+        if (version > SCHEMA_VERSION) {
+                log_error(
+                        "History store: schema version %d is newer than this wikiwebd's (%d); refusing to touch it.",
+                        version,
+                        SCHEMA_VERSION);
+                return -ENOTSUP;
+        }
+
+        /* Version 0: a new file (or an unrelated database, which the
+         * CREATE TABLE then refuses). */
+        r = exec(h, "BEGIN IMMEDIATE");
+        if (r < 0)
+                return r;
+        if (sqlite3_exec(h->db, schema_sql, NULL, NULL, NULL) != SQLITE_OK ||
+            sqlite3_exec(h->db, "PRAGMA user_version = 1", NULL, NULL, NULL) != SQLITE_OK) {
+                r = db_error(h, "create the schema");
+                (void) sqlite3_exec(h->db, "ROLLBACK", NULL, NULL, NULL);
+                return r;
+        }
+        return exec(h, "COMMIT");
+}
+
+/* Records still "running" belong to a daemon that died: they failed. */
+static int recover(History *h, unsigned *ret) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+        int r;
+
+        r = prepare(
+                h,
+                "UPDATE queries SET status = 'failed', error_code = 'execution_failed',"
+                " error_message = 'The service stopped while the query ran',"
+                " finished_at = ?1, total_ms = max(0, (?1 - created_at) / 1000)"
+                " WHERE status = 'running'",
+                &s);
+        if (r < 0)
+                return r;
+        sqlite3_bind_int64(s, 1, (sqlite3_int64) now(CLOCK_REALTIME));
+        if (sqlite3_step(s) != SQLITE_DONE)
+                return db_error(h, "recover running records");
+        *ret = (unsigned) sqlite3_changes(h->db);
+        return 0;
+}
+
+int history_open(const char *directory, History **ret, unsigned *ret_recovered) {
+        _cleanup_free_ char *path = NULL;
+        History *h;
+        unsigned recovered = 0;
+        int r;
+
+        if (asprintf(&path, "%s/history.sqlite3", directory) < 0)
+                return -ENOMEM;
+
+        h = calloc(1, sizeof *h);
+        if (!h)
+                return -ENOMEM;
+
+        if (sqlite3_open_v2(
+                    path, &h->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) !=
+            SQLITE_OK) {
+                log_error(
+                        "History store: cannot open %s: %s",
+                        path,
+                        h->db ? sqlite3_errmsg(h->db) : "out of memory");
+                history_free(h);
+                return -EIO;
+        }
+        (void) sqlite3_extended_result_codes(h->db, 1);
+        /* A busy database (another process holding a lock) is waited for
+         * briefly rather than failing the request at once. */
+        (void) sqlite3_busy_timeout(h->db, 5000);
+
+        /* WAL: readers never wait for the writer; synchronous=FULL: a
+         * committed record survives a power cut, as an authoritative
+         * history must. */
+        r = exec(h, "PRAGMA journal_mode = WAL");
+        if (r >= 0)
+                r = exec(h, "PRAGMA synchronous = FULL");
+        if (r >= 0)
+                r = exec(h, "PRAGMA foreign_keys = ON");
+        if (r >= 0)
+                r = create_or_check_schema(h);
+        if (r >= 0)
+                r = recover(h, &recovered);
+        if (r < 0) {
+                log_error("History store: %s is not usable.", path);
+                history_free(h);
+                return r;
+        }
+
+        if (ret_recovered)
+                *ret_recovered = recovered;
+        *ret = h;
+        return 0;
+}
+
+History *history_free(History *h) {
+        if (!h)
+                return NULL;
+        (void) sqlite3_close_v2(h->db);
+        free(h);
+        return NULL;
+}
+
+int history_begin(History *h, const char *id, const SessionKey *session, const char *question, usec_t created_at) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+        int r;
+
+        r = prepare(
+                h,
+                "INSERT INTO queries (id, session, status, question, created_at)"
+                " VALUES (?1, ?2, 'running', ?3, ?4)",
+                &s);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+        bind_session(s, 2, session);
+        sqlite3_bind_text(s, 3, question, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 4, (sqlite3_int64) created_at);
+
+        r = sqlite3_step(s);
+        if (r == SQLITE_CONSTRAINT_UNIQUE || r == SQLITE_CONSTRAINT_PRIMARYKEY)
+                return -EEXIST;
+        if (r != SQLITE_DONE)
+                return db_error(h, "insert a record");
+        return 0;
+}
+
+static bool is_json_array(const char *text) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+
+        if (!text)
+                return true;
+        o = json_tokener_parse(text);
+        return o && json_object_is_type(o, json_type_array);
+}
+
+int history_finish(History *h, const char *id, const HistoryOutcome *o) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+        int r;
+
+        if (!is_json_array(o->sources_json))
+                return -EINVAL;
+
+        r = prepare(
+                h,
+                "UPDATE queries SET status = ?2, answer = ?3, sources = ?4, error_code = ?5,"
+                " error_message = ?6, queue_ms = ?7, wiki_ms = ?8, model_ms = ?9, sandbox_ms = ?10,"
+                " cleanup_ms = ?11, total_ms = ?12, model = ?13, prompt_tokens = ?14,"
+                " completion_tokens = ?15, finished_at = ?16"
+                " WHERE id = ?1 AND status = 'running'",
+                &s);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 2, o->succeeded ? "succeeded" : "failed", -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 3, o->succeeded ? o->answer : NULL, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 4, o->sources_json ? o->sources_json : "[]", -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 5, o->succeeded ? NULL : o->error_code, -1, SQLITE_STATIC);
+        sqlite3_bind_text(
+                s, 6, o->succeeded ? NULL : (o->error_message ? o->error_message : ""), -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 7, (sqlite3_int64) MIN(o->timings.queue_ms, (uint64_t) INT64_MAX));
+        sqlite3_bind_int64(s, 8, (sqlite3_int64) MIN(o->timings.wiki_ms, (uint64_t) INT64_MAX));
+        sqlite3_bind_int64(s, 9, (sqlite3_int64) MIN(o->timings.model_ms, (uint64_t) INT64_MAX));
+        sqlite3_bind_int64(s, 10, (sqlite3_int64) MIN(o->timings.sandbox_ms, (uint64_t) INT64_MAX));
+        sqlite3_bind_int64(s, 11, (sqlite3_int64) MIN(o->timings.cleanup_ms, (uint64_t) INT64_MAX));
+        sqlite3_bind_int64(s, 12, (sqlite3_int64) MIN(o->timings.total_ms, (uint64_t) INT64_MAX));
+        sqlite3_bind_text(s, 13, o->model ? o->model : "", -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 14, (sqlite3_int64) MIN(o->prompt_tokens, (uint64_t) INT64_MAX));
+        sqlite3_bind_int64(s, 15, (sqlite3_int64) MIN(o->completion_tokens, (uint64_t) INT64_MAX));
+        sqlite3_bind_int64(s, 16, (sqlite3_int64) o->finished_at);
+
+        if (sqlite3_step(s) != SQLITE_DONE)
+                return db_error(h, "complete a record");
+        return sqlite3_changes(h->db) == 1 ? 0 : -ENOENT;
+}
+
+/* ---- reading records ---- */
+
+static json_object *json_time(sqlite3_stmt *s, int col) {
+        char buf[RFC3339_MS_MAX];
+
+        if (sqlite3_column_type(s, col) == SQLITE_NULL)
+                return NULL;
+        return json_object_new_string(format_rfc3339_ms(buf, (usec_t) sqlite3_column_int64(s, col)));
+}
+
+/* A text column, or fallback when it is NULL (the schema forbids that for
+ * the columns read this way, but the file is not ours alone). */
+static const char *column_text(sqlite3_stmt *s, int col, const char *fallback) {
+        const char *t = (const char *) sqlite3_column_text(s, col);
+
+        return t ? t : fallback;
+}
+
+static json_object *json_text(sqlite3_stmt *s, int col) {
+        if (sqlite3_column_type(s, col) == SQLITE_NULL)
+                return NULL;
+        return json_object_new_string_len(
+                (const char *) sqlite3_column_text(s, col), sqlite3_column_bytes(s, col));
+}
+
+static json_object *json_int(sqlite3_stmt *s, int col) {
+        return json_object_new_int64(sqlite3_column_int64(s, col));
+}
+
+static int artifacts_of(History *h, const char *query_id, json_object **ret) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+        _cleanup_(json_object_putp) json_object *a = json_object_new_array();
+        int r;
+
+        if (!a)
+                return -ENOMEM;
+        r = prepare(
+                h,
+                "SELECT id, name, media_type, size_bytes, sha256 FROM artifacts"
+                " WHERE query_id = ?1 ORDER BY seq",
+                &s);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(s, 1, query_id, -1, SQLITE_STATIC);
+
+        while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+                _cleanup_free_ char *url = NULL;
+                json_object *o = json_object_new_object();
+
+                if (!o || asprintf(&url, "/api/v1/artifacts/%s", column_text(s, 0, "")) < 0) {
+                        json_object_put(o);
+                        return -ENOMEM;
+                }
+                json_object_object_add(o, "id", json_text(s, 0));
+                json_object_object_add(o, "name", json_text(s, 1));
+                json_object_object_add(o, "media_type", json_text(s, 2));
+                json_object_object_add(o, "size_bytes", json_int(s, 3));
+                json_object_object_add(o, "sha256", json_text(s, 4));
+                json_object_object_add(o, "download_url", json_object_new_string(url));
+                json_object_array_add(a, o);
+        }
+        if (r != SQLITE_DONE)
+                return db_error(h, "read artifacts");
+
+        *ret = TAKE_PTR(a);
+        return 0;
+}
+
+/* The record at the current row of a statement selecting RECORD_COLUMNS. */
+static int record_from_row(History *h, sqlite3_stmt *s, json_object **ret) {
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+        json_object *sources, *artifacts = NULL, *timings, *usage;
+        int r;
+
+        if (!o)
+                return -ENOMEM;
+
+        json_object_object_add(o, "id", json_text(s, 1));
+        json_object_object_add(o, "status", json_text(s, 2));
+        json_object_object_add(o, "question", json_text(s, 3));
+        json_object_object_add(o, "answer", json_text(s, 4));
+
+        /* Written by history_finish() only after checking it is an array. */
+        sources = json_tokener_parse(column_text(s, 5, "[]"));
+        if (!json_object_is_type(sources, json_type_array)) {
+                json_object_put(sources);
+                sources = json_object_new_array();
+        }
+        json_object_object_add(o, "sources", sources);
+
+        r = artifacts_of(h, column_text(s, 1, ""), &artifacts);
+        if (r < 0)
+                return r;
+        json_object_object_add(o, "artifacts", artifacts);
+
+        if (sqlite3_column_type(s, 6) == SQLITE_NULL)
+                json_object_object_add(o, "error", NULL);
+        else {
+                json_object *e = json_object_new_object();
+                if (!e)
+                        return -ENOMEM;
+                json_object_object_add(e, "code", json_text(s, 6));
+                json_object_object_add(e, "message", json_text(s, 7));
+                json_object_object_add(o, "error", e);
+        }
+
+        timings = json_object_new_object();
+        if (!timings)
+                return -ENOMEM;
+        json_object_object_add(timings, "queue", json_int(s, 8));
+        json_object_object_add(timings, "wiki", json_int(s, 9));
+        json_object_object_add(timings, "model", json_int(s, 10));
+        json_object_object_add(timings, "sandbox", json_int(s, 11));
+        json_object_object_add(timings, "cleanup", json_int(s, 12));
+        json_object_object_add(timings, "total", json_int(s, 13));
+        json_object_object_add(o, "timings_ms", timings);
+
+        usage = json_object_new_object();
+        if (!usage)
+                return -ENOMEM;
+        json_object_object_add(usage, "model", json_text(s, 14));
+        json_object_object_add(usage, "prompt_tokens", json_int(s, 15));
+        json_object_object_add(usage, "completion_tokens", json_int(s, 16));
+        json_object_object_add(o, "usage", usage);
+
+        json_object_object_add(o, "created_at", json_time(s, 17));
+        json_object_object_add(o, "finished_at", json_time(s, 18));
+
+        *ret = TAKE_PTR(o);
+        return 0;
+}
+
+int history_get(History *h, const char *id, const SessionKey *session, json_object **ret) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+        int r;
+
+        r = prepare(h, "SELECT " RECORD_COLUMNS " FROM queries WHERE id = ?1 AND session = ?2", &s);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+        bind_session(s, 2, session);
+
+        r = sqlite3_step(s);
+        if (r == SQLITE_DONE)
+                return -ENOENT;
+        if (r != SQLITE_ROW)
+                return db_error(h, "read a record");
+        return record_from_row(h, s, ret);
+}
+
+int history_is_running(History *h, const char *id, const SessionKey *session) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+        int r;
+
+        r = prepare(h, "SELECT status = 'running' FROM queries WHERE id = ?1 AND session = ?2", &s);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+        bind_session(s, 2, session);
+
+        r = sqlite3_step(s);
+        if (r == SQLITE_DONE)
+                return 0;
+        if (r != SQLITE_ROW)
+                return db_error(h, "read a record");
+        return sqlite3_column_int(s, 0) ? 1 : 0;
+}
+
+/* A decimal integer without sign, spaces or leading zeros, at most max. */
+static int parse_strict_uint(const char *text, uint64_t max, uint64_t *ret) {
+        uint64_t v = 0;
+
+        if (!text || text[0] == '\0' || (text[0] == '0' && text[1] != '\0'))
+                return -EINVAL;
+        for (const char *p = text; *p; p++) {
+                if (*p < '0' || *p > '9')
+                        return -EINVAL;
+                if (v > (max - (uint64_t) (*p - '0')) / 10)
+                        return -EINVAL;
+                v = v * 10 + (uint64_t) (*p - '0');
+        }
+        *ret = v;
+        return 0;
+}
+
+static int parse_cursor(const char *cursor, int64_t *ret) {
+        uint64_t v;
+
+        if (!cursor) {
+                *ret = INT64_MAX;
+                return 0;
+        }
+        if (parse_strict_uint(cursor, INT64_MAX, &v) < 0 || v == 0)
+                return -EINVAL;
+        *ret = (int64_t) v;
+        return 0;
+}
+
+int history_parse_list_arguments(
+        const char *limit, const char *cursor, unsigned *ret_limit, const char **ret_message) {
+        uint64_t l = HISTORY_LIMIT_DEFAULT;
+        int64_t c;
+
+        if (limit && (parse_strict_uint(limit, HISTORY_LIMIT_MAX, &l) < 0 || l < HISTORY_LIMIT_MIN)) {
+                *ret_message = "limit must be an integer from 1 to 100";
+                return -EINVAL;
+        }
+        if (parse_cursor(cursor, &c) < 0) {
+                *ret_message = "cursor is not a cursor from a previous page";
+                return -EINVAL;
+        }
+        *ret_limit = (unsigned) l;
+        return 0;
+}
+
+int history_list(History *h, const SessionKey *session, unsigned limit, const char *cursor, json_object **ret) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object(),
+                                                *items = json_object_new_array();
+        int64_t before, last = 0;
+        unsigned n = 0;
+        bool more = false;
+        int r;
+
+        if (!o || !items)
+                return -ENOMEM;
+        if (limit < HISTORY_LIMIT_MIN || limit > HISTORY_LIMIT_MAX || parse_cursor(cursor, &before) < 0)
+                return -EINVAL;
+
+        r = prepare(
+                h,
+                "SELECT " RECORD_COLUMNS
+                " FROM queries WHERE session = ?1 AND seq < ?2"
+                " ORDER BY seq DESC LIMIT ?3",
+                &s);
+        if (r < 0)
+                return r;
+        bind_session(s, 1, session);
+        sqlite3_bind_int64(s, 2, before);
+        /* One more than asked: whether there is a next page. */
+        sqlite3_bind_int(s, 3, (int) limit + 1);
+
+        while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+                json_object *record = NULL;
+
+                if (n == limit) {
+                        more = true;
+                        break;
+                }
+                r = record_from_row(h, s, &record);
+                if (r < 0)
+                        return r;
+                json_object_array_add(items, record);
+                last = sqlite3_column_int64(s, 0);
+                n++;
+        }
+        if (r != SQLITE_DONE && r != SQLITE_ROW)
+                return db_error(h, "list records");
+
+        json_object_object_add(o, "items", TAKE_PTR(items));
+        if (more) {
+                char buf[32];
+                snprintf(buf, sizeof buf, "%" PRId64, last);
+                json_object_object_add(o, "next_cursor", json_object_new_string(buf));
+        } else
+                json_object_object_add(o, "next_cursor", NULL);
+
+        *ret = TAKE_PTR(o);
+        return 0;
+}
+
+int history_delete(History *h, const char *id, const SessionKey *session) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+        int r;
+
+        r = history_is_running(h, id, session);
+        if (r < 0)
+                return r;
+        if (r > 0)
+                return -EBUSY;
+
+        /* The artifacts go with it (ON DELETE CASCADE), in one statement. */
+        r = prepare(h, "DELETE FROM queries WHERE id = ?1 AND session = ?2 AND status != 'running'", &s);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+        bind_session(s, 2, session);
+        if (sqlite3_step(s) != SQLITE_DONE)
+                return db_error(h, "delete a record");
+        return sqlite3_changes(h->db) == 1 ? 0 : -ENOENT;
+}
+
+void history_artifact_done(HistoryArtifact *a) {
+        free(a->name);
+        free(a->media_type);
+        free(a->data);
+        *a = (HistoryArtifact){ 0 };
+}
+
+int history_get_artifact(History *h, const char *id, const SessionKey *session, HistoryArtifact *ret) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+        HistoryArtifact a = { 0 };
+        const void *data;
+        int r, size;
+
+        r = prepare(
+                h,
+                "SELECT a.name, a.media_type, a.sha256, a.data FROM artifacts a"
+                " JOIN queries q ON q.id = a.query_id WHERE a.id = ?1 AND q.session = ?2",
+                &s);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+        bind_session(s, 2, session);
+
+        r = sqlite3_step(s);
+        if (r == SQLITE_DONE)
+                return -ENOENT;
+        if (r != SQLITE_ROW)
+                return db_error(h, "read an artifact");
+
+        data = sqlite3_column_blob(s, 3);
+        size = sqlite3_column_bytes(s, 3);
+        a.name = strdup(column_text(s, 0, ""));
+        a.media_type = strdup(column_text(s, 1, "application/octet-stream"));
+        a.data = malloc(size > 0 ? (size_t) size : 1);
+        if (!a.name || !a.media_type || !a.data) {
+                history_artifact_done(&a);
+                return -ENOMEM;
+        }
+        if (size > 0)
+                memcpy(a.data, data, (size_t) size);
+        a.size = (size_t) size;
+        snprintf(a.sha256, sizeof a.sha256, "%s", column_text(s, 2, ""));
+
+        *ret = a;
+        return 0;
+}

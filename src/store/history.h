@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "admission/admission.h"
+#include "shared/time-util.h"
+
+/* The authoritative query history of API.md 9, in SQLite: one file,
+ * history.sqlite3, in the state directory. Each query is written as
+ * "running" before its execution starts and completed when it ends; a
+ * record still "running" when the store is opened (the daemon crashed or
+ * was killed) becomes "failed" with execution_failed. Records and their
+ * artifacts belong to a session, identified by the SHA-256 of its token
+ * (never the token), and are only ever shown to that session.
+ *
+ * All calls are synchronous, from the event loop: a write is one short
+ * transaction (two per query), a read one indexed lookup. */
+
+typedef struct History History;
+
+/* Bounds of a listing (API.md 9). */
+#define HISTORY_LIMIT_MIN 1u
+#define HISTORY_LIMIT_MAX 100u
+#define HISTORY_LIMIT_DEFAULT 20u
+
+/* Open (creating it if needed) the store in directory. *ret_recovered (if
+ * not NULL) is the number of records that were still "running" and are now
+ * "failed". Returns 0, -ENOMEM, or -EIO / -ENOTSUP (with a logged reason)
+ * when the file cannot be opened, is not a history store, or is of a newer
+ * schema. */
+int history_open(const char *directory, History **ret, unsigned *ret_recovered);
+History *history_free(History *h);
+
+/* A new record in state "running". question is stored as given (the
+ * request validator has checked it). created_at is CLOCK_REALTIME. Returns
+ * 0, -EEXIST for a duplicate id, -EIO. */
+int history_begin(History *h, const char *id, const SessionKey *session, const char *question, usec_t created_at);
+
+typedef struct HistoryTimings {
+        uint64_t queue_ms, wiki_ms, model_ms, sandbox_ms, cleanup_ms, total_ms;
+} HistoryTimings;
+
+typedef struct HistoryOutcome {
+        bool succeeded;
+        const char *answer;        /* when succeeded, else NULL */
+        const char *sources_json;  /* a JSON array, NULL for [] */
+        const char *error_code;    /* when failed */
+        const char *error_message; /* when failed: already sanitized */
+        HistoryTimings timings;
+        const char *model; /* the model name of the usage object */
+        uint64_t prompt_tokens, completion_tokens;
+        usec_t finished_at; /* CLOCK_REALTIME */
+} HistoryOutcome;
+
+/* Complete the running record id. Returns 0, -ENOENT (no running record
+ * of that id, e.g. it was deleted meanwhile), -EINVAL (sources_json is not
+ * an array), -EIO. */
+int history_finish(History *h, const char *id, const HistoryOutcome *outcome);
+
+/* The query record of API.md 9 for id, if it belongs to session: 0 and a
+ * new json object (the caller puts it), -ENOENT, -ENOMEM, -EIO. */
+int history_get(History *h, const char *id, const SessionKey *session, json_object **ret);
+
+/* Whether the record exists, belongs to session and is still running:
+ * 1, 0, or -EIO. */
+int history_is_running(History *h, const char *id, const SessionKey *session);
+
+/* One page of the session's records, newest first: limit records (1..100)
+ * older than the cursor (NULL: from the newest). Returns 0 and the object
+ * {"items": [...], "next_cursor": "..." or null}, -EINVAL for a cursor this
+ * store did not hand out (malformed), -ENOMEM, -EIO. */
+int history_list(History *h, const SessionKey *session, unsigned limit, const char *cursor, json_object **ret);
+
+/* Parse a listing's query arguments: limit (NULL: the default) as a decimal
+ * integer 1..100 without sign, spaces or leading zeros, and cursor (NULL:
+ * none) as handed out by history_list(). Returns 0, or -EINVAL and a static
+ * message naming the argument. Untrusted input: fuzzed. */
+int history_parse_list_arguments(
+        const char *limit, const char *cursor, unsigned *ret_limit, const char **ret_message);
+
+/* Delete the session's record id and its artifacts. Returns 0, -ENOENT
+ * (none of this session), -EBUSY (it is still running), -EIO. */
+int history_delete(History *h, const char *id, const SessionKey *session);
+
+typedef struct HistoryArtifact {
+        char *name;
+        char *media_type;
+        char sha256[65];
+        void *data;
+        size_t size;
+} HistoryArtifact;
+
+void history_artifact_done(HistoryArtifact *a);
+
+/* The artifact id, if its query belongs to session. Returns 0 and *ret
+ * filled (free with history_artifact_done()), -ENOENT, -ENOMEM, -EIO. */
+int history_get_artifact(History *h, const char *id, const SessionKey *session, HistoryArtifact *ret);
