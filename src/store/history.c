@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-#include <fcntl.h>
+#include <limits.h>
 #include <sqlite3.h>
 
 #include "shared/log.h"
@@ -95,7 +95,12 @@ static int user_version(History *h, int *ret) {
         return 0;
 }
 
-static int create_or_check_schema(History *h) {
+/* Decide from the file as it is, before changing anything in it: a schema
+ * of a newer wikiwebd, or a database that is not a wikiweb history, is
+ * refused and left untouched. Returns 1 when the schema must be created, 0
+ * when it is there, or a negative errno. */
+static int check_schema(History *h) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
         int version, r;
 
         r = user_version(h, &version);
@@ -111,8 +116,21 @@ static int create_or_check_schema(History *h) {
                 return -ENOTSUP;
         }
 
-        /* Version 0: a new file (or an unrelated database, which the
-         * CREATE TABLE then refuses). */
+        r = prepare(h, "SELECT count(*) FROM sqlite_master", &s);
+        if (r < 0)
+                return r;
+        if (sqlite3_step(s) != SQLITE_ROW)
+                return db_error(h, "read the schema");
+        if (sqlite3_column_int(s, 0) != 0) {
+                log_error("History store: the file holds another database, not a wikiweb history; refusing to touch it.");
+                return -ENOTSUP;
+        }
+        return 1;
+}
+
+static int create_schema(History *h) {
+        int r;
+
         r = exec(h, "BEGIN IMMEDIATE");
         if (r < 0)
                 return r;
@@ -150,7 +168,7 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
         _cleanup_free_ char *path = NULL;
         History *h;
         unsigned recovered = 0;
-        int r;
+        int r, create;
 
         if (asprintf(&path, "%s/history.sqlite3", directory) < 0)
                 return -ENOMEM;
@@ -174,16 +192,19 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
          * briefly rather than failing the request at once. */
         (void) sqlite3_busy_timeout(h->db, 5000);
 
-        /* WAL: readers never wait for the writer; synchronous=FULL: a
-         * committed record survives a power cut, as an authoritative
+        /* Then WAL: readers never wait for the writer; synchronous=FULL:
+         * a committed record survives a power cut, as an authoritative
          * history must. */
-        r = exec(h, "PRAGMA journal_mode = WAL");
+        create = check_schema(h);
+        r = MIN(create, 0);
+        if (r >= 0)
+                r = exec(h, "PRAGMA journal_mode = WAL");
         if (r >= 0)
                 r = exec(h, "PRAGMA synchronous = FULL");
         if (r >= 0)
                 r = exec(h, "PRAGMA foreign_keys = ON");
-        if (r >= 0)
-                r = create_or_check_schema(h);
+        if (r >= 0 && create > 0)
+                r = create_schema(h);
         if (r >= 0)
                 r = recover(h, &recovered);
         if (r < 0) {
@@ -230,13 +251,33 @@ int history_begin(History *h, const char *id, const SessionKey *session, const c
         return 0;
 }
 
+/* Exactly one JSON array and nothing after it (json_tokener_parse() would
+ * accept "[1] x" and keep "[1]"). */
 static bool is_json_array(const char *text) {
         _cleanup_(json_object_putp) json_object *o = NULL;
+        json_tokener *tok;
+        size_t n;
+        bool ok;
 
         if (!text)
                 return true;
-        o = json_tokener_parse(text);
-        return o && json_object_is_type(o, json_type_array);
+        n = strlen(text);
+        if (n > INT_MAX)
+                return false;
+        tok = json_tokener_new();
+        if (!tok)
+                return false;
+        o = json_tokener_parse_ex(tok, text, (int) n);
+        ok = o && json_tokener_get_error(tok) == json_tokener_success &&
+                json_object_is_type(o, json_type_array);
+        /* Only whitespace may follow the array. */
+        for (size_t i = ok ? json_tokener_get_parse_end(tok) : n; i < n; i++)
+                if (!strchr(" \t\r\n", text[i])) {
+                        ok = false;
+                        break;
+                }
+        json_tokener_free(tok);
+        return ok;
 }
 
 int history_finish(History *h, const char *id, const HistoryOutcome *o) {
@@ -260,7 +301,9 @@ int history_finish(History *h, const char *id, const HistoryOutcome *o) {
         sqlite3_bind_text(s, 2, o->succeeded ? "succeeded" : "failed", -1, SQLITE_STATIC);
         sqlite3_bind_text(s, 3, o->succeeded ? o->answer : NULL, -1, SQLITE_STATIC);
         sqlite3_bind_text(s, 4, o->sources_json ? o->sources_json : "[]", -1, SQLITE_STATIC);
-        sqlite3_bind_text(s, 5, o->succeeded ? NULL : o->error_code, -1, SQLITE_STATIC);
+        /* A failure always has a code: internal_error if the caller gave none. */
+        sqlite3_bind_text(
+                s, 5, o->succeeded ? NULL : (o->error_code ? o->error_code : "internal_error"), -1, SQLITE_STATIC);
         sqlite3_bind_text(
                 s, 6, o->succeeded ? NULL : (o->error_message ? o->error_message : ""), -1, SQLITE_STATIC);
         sqlite3_bind_int64(s, 7, (sqlite3_int64) MIN(o->timings.queue_ms, (uint64_t) INT64_MAX));

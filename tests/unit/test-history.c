@@ -1,0 +1,1014 @@
+/* SPDX-License-Identifier: MIT */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "shared/macro.h"
+#include "shared/sha256.h"
+#include "store/history.h"
+#include "tests.h"
+
+/* Tests of the SQLite query history (API.md 9) against a real file in a
+ * fresh temporary directory: the record shape, the state transitions,
+ * session isolation, paging, the strict argument parser, deletion, crash
+ * recovery, artifacts (written directly with SQL, as the sandbox stage
+ * will), and refusing files that are not ours. */
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
+
+/* 2025-11-22T10:00:00.123456Z: sub-millisecond digits that must be cut. */
+#define T0 ((usec_t) 1763805600123456ULL)
+
+static char tmpdir[] = "/tmp/test-history-XXXXXX";
+
+/* ---- helpers ---- */
+
+static SessionKey key(uint8_t n) {
+        SessionKey k;
+
+        memset(k.bytes, n, sizeof(k.bytes));
+        return k;
+}
+
+static const char *qid(unsigned n) {
+        static char buf[8][40];
+        static unsigned i;
+        char *b = buf[i++ % ELEMENTSOF(buf)];
+
+        (void) snprintf(b, sizeof(buf[0]), "qr_%032x", n);
+        return b;
+}
+
+static char *path_in(const char *dir, const char *name) {
+        char *p;
+
+        ASSERT_TRUE(asprintf(&p, "%s/%s", dir, name) >= 0);
+        return p;
+}
+
+static char *make_subdir(const char *name) {
+        char *p = path_in(tmpdir, name);
+
+        ASSERT_TRUE(mkdir(p, 0700) == 0);
+        return p;
+}
+
+/* Remove dir and the files in it, recursing into subdirectories. */
+static void rm_rf(const char *dir) {
+        DIR *d = opendir(dir);
+        struct dirent *de;
+
+        ASSERT_TRUE(d);
+        while ((de = readdir(d))) {
+                _cleanup_free_ char *p = NULL;
+                struct stat st;
+
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                p = path_in(dir, de->d_name);
+                ASSERT_TRUE(lstat(p, &st) == 0);
+                if (S_ISDIR(st.st_mode))
+                        rm_rf(p);
+                else
+                        ASSERT_TRUE(unlink(p) == 0);
+        }
+        closedir(d);
+        ASSERT_TRUE(rmdir(dir) == 0);
+}
+
+static void write_file(const char *path, const void *data, size_t size) {
+        FILE *f = fopen(path, "wbe");
+
+        ASSERT_TRUE(f);
+        ASSERT_TRUE(fwrite(data, 1, size, f) == size);
+        ASSERT_TRUE(fclose(f) == 0);
+}
+
+/* The whole file into a new buffer, *ret_size its length. */
+static char *read_file(const char *path, size_t *ret_size) {
+        FILE *f = fopen(path, "rbe");
+        char *buf;
+        long n;
+
+        ASSERT_TRUE(f);
+        ASSERT_TRUE(fseek(f, 0, SEEK_END) == 0);
+        n = ftell(f);
+        ASSERT_TRUE(n >= 0);
+        ASSERT_TRUE(fseek(f, 0, SEEK_SET) == 0);
+        buf = malloc((size_t) n + 1);
+        ASSERT_TRUE(buf);
+        ASSERT_TRUE(fread(buf, 1, (size_t) n, f) == (size_t) n);
+        ASSERT_TRUE(fclose(f) == 0);
+        *ret_size = (size_t) n;
+        return buf;
+}
+
+static History *open_store(const char *dir, unsigned expected_recovered) {
+        History *h = NULL;
+        unsigned recovered = 12345;
+
+        ASSERT_OK(history_open(dir, &h, &recovered));
+        ASSERT_TRUE(h);
+        ASSERT_EQ_INT(recovered, expected_recovered);
+        return h;
+}
+
+/* Run SQL directly on the store file (the daemon's store must be closed). */
+static void sql_exec(const char *dir, const char *sql) {
+        _cleanup_free_ char *p = path_in(dir, "history.sqlite3");
+        sqlite3 *db = NULL;
+        char *err = NULL;
+
+        ASSERT_EQ_INT(sqlite3_open_v2(p, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL), SQLITE_OK);
+        if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) {
+                fprintf(stderr, "SQL failed: %s: %s\n", sql, err ? err : "?");
+                abort();
+        }
+        ASSERT_EQ_INT(sqlite3_close(db), SQLITE_OK);
+}
+
+/* A single integer result of SQL run directly on the store file. */
+static long long sql_int(const char *dir, const char *sql) {
+        _cleanup_free_ char *p = path_in(dir, "history.sqlite3");
+        sqlite3_stmt *s = NULL;
+        sqlite3 *db = NULL;
+        long long v;
+
+        ASSERT_EQ_INT(sqlite3_open_v2(p, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+        ASSERT_EQ_INT(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
+        ASSERT_EQ_INT(sqlite3_step(s), SQLITE_ROW);
+        v = sqlite3_column_int64(s, 0);
+        ASSERT_EQ_INT(sqlite3_step(s), SQLITE_DONE);
+        ASSERT_EQ_INT(sqlite3_finalize(s), SQLITE_OK);
+        ASSERT_EQ_INT(sqlite3_close(db), SQLITE_OK);
+        return v;
+}
+
+static json_object *get_key(json_object *o, const char *k) {
+        json_object *v = NULL;
+
+        if (!json_object_object_get_ex(o, k, &v)) {
+                fprintf(stderr, "key \"%s\" missing in %s\n", k, json_object_to_json_string(o));
+                abort();
+        }
+        return v;
+}
+
+static const char *get_str(json_object *o, const char *k) {
+        json_object *v = get_key(o, k);
+
+        ASSERT_TRUE(json_object_is_type(v, json_type_string));
+        return json_object_get_string(v);
+}
+
+static int64_t get_int(json_object *o, const char *k) {
+        json_object *v = get_key(o, k);
+
+        ASSERT_TRUE(json_object_is_type(v, json_type_int));
+        return json_object_get_int64(v);
+}
+
+static void assert_null(json_object *o, const char *k) {
+        ASSERT_TRUE(get_key(o, k) == NULL);
+}
+
+/* o is an object whose keys are exactly those of keys (in any order). */
+static void assert_keys(json_object *o, const char *const *keys, size_t n) {
+        size_t count = 0;
+
+        ASSERT_TRUE(json_object_is_type(o, json_type_object));
+        json_object_object_foreach(o, k, v) {
+                bool known = false;
+
+                (void) v;
+                for (size_t i = 0; i < n; i++)
+                        if (streq(k, keys[i]))
+                                known = true;
+                if (!known) {
+                        fprintf(stderr, "unexpected key \"%s\" in %s\n", k, json_object_to_json_string(o));
+                        abort();
+                }
+                count++;
+        }
+        ASSERT_EQ_INT(count, n);
+}
+
+static void assert_json(json_object *o, const char *expected) {
+        ASSERT_EQ_STR(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN), expected);
+}
+
+static const char *const record_keys[] = {
+        "id",    "status",     "question", "answer",     "sources",     "artifacts",
+        "error", "timings_ms", "usage",    "created_at", "finished_at",
+};
+
+/* RFC 3339 in UTC with exactly three fractional digits. */
+static void assert_rfc3339_ms(const char *t) {
+        static const char pattern[] = "dddd-dd-ddTdd:dd:dd.dddZ";
+
+        ASSERT_TRUE(t);
+        ASSERT_EQ_INT(strlen(t), sizeof(pattern) - 1);
+        for (size_t i = 0; i < sizeof(pattern) - 1; i++)
+                if (pattern[i] == 'd')
+                        ASSERT_TRUE(t[i] >= '0' && t[i] <= '9');
+                else
+                        ASSERT_TRUE(t[i] == pattern[i]);
+}
+
+static json_object *get_record(History *h, const char *id, const SessionKey *k) {
+        json_object *o = NULL;
+
+        ASSERT_OK(history_get(h, id, k, &o));
+        ASSERT_TRUE(o);
+        assert_keys(o, record_keys, ELEMENTSOF(record_keys));
+        ASSERT_EQ_STR(get_str(o, "id"), id);
+        assert_rfc3339_ms(get_str(o, "created_at"));
+        return o;
+}
+
+static void assert_status(History *h, const char *id, const SessionKey *k, const char *status) {
+        _cleanup_(json_object_putp) json_object *o = get_record(h, id, k);
+
+        ASSERT_EQ_STR(get_str(o, "status"), status);
+}
+
+static void finish_ok(History *h, const char *id, usec_t finished_at) {
+        HistoryOutcome o = {
+                .succeeded = true,
+                .answer = "42",
+                .model = "m",
+                .finished_at = finished_at,
+        };
+
+        ASSERT_OK(history_finish(h, id, &o));
+}
+
+/* ---- tests ---- */
+
+static void test_open_creates_file(void) {
+        _cleanup_free_ char *dir = make_subdir("create"), *p = path_in(dir, "history.sqlite3");
+        struct stat st;
+        History *h;
+
+        ASSERT_TRUE(stat(p, &st) < 0 && errno == ENOENT);
+        h = open_store(dir, 0);
+        ASSERT_TRUE(stat(p, &st) == 0 && S_ISREG(st.st_mode));
+        history_free(h);
+
+        /* Without ret_recovered, and a second open of an existing store. */
+        h = NULL;
+        ASSERT_OK(history_open(dir, &h, NULL));
+        ASSERT_TRUE(h);
+        ASSERT_TRUE(history_free(h) == NULL);
+        ASSERT_TRUE(history_free(NULL) == NULL);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 1);
+
+        /* A directory that does not exist. */
+        {
+                _cleanup_free_ char *missing = path_in(dir, "no/such/dir");
+                History *h2 = NULL;
+
+                ASSERT_TRUE(history_open(missing, &h2, NULL) < 0);
+                ASSERT_TRUE(h2 == NULL);
+        }
+}
+
+static void test_running_record(History *h) {
+        const SessionKey k = key(1);
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        json_object *timings, *usage;
+        const char *question = "Wie hoch ist der \"Zugspitze\"-Gipfel? \xe2\x9b\xb0 'x' \\ ;--";
+
+        ASSERT_OK(history_begin(h, qid(1), &k, question, T0));
+        ASSERT_EQ_INT(history_is_running(h, qid(1), &k), 1);
+
+        o = get_record(h, qid(1), &k);
+        ASSERT_EQ_STR(get_str(o, "status"), "running");
+        ASSERT_EQ_STR(get_str(o, "question"), question);
+        assert_null(o, "answer");
+        assert_null(o, "error");
+        assert_null(o, "finished_at");
+        ASSERT_EQ_STR(get_str(o, "created_at"), "2025-11-22T10:00:00.123Z");
+        assert_json(get_key(o, "sources"), "[]");
+        assert_json(get_key(o, "artifacts"), "[]");
+
+        timings = get_key(o, "timings_ms");
+        assert_keys(
+                timings, (const char *const[]){ "queue", "wiki", "model", "sandbox", "cleanup", "total" }, 6);
+        json_object_object_foreach(timings, name, value) {
+                (void) name;
+                ASSERT_TRUE(json_object_is_type(value, json_type_int));
+                ASSERT_EQ_INT(json_object_get_int64(value), 0);
+        }
+        usage = get_key(o, "usage");
+        assert_keys(usage, (const char *const[]){ "model", "prompt_tokens", "completion_tokens" }, 3);
+        ASSERT_EQ_INT(get_int(usage, "prompt_tokens"), 0);
+        ASSERT_EQ_INT(get_int(usage, "completion_tokens"), 0);
+}
+
+static void test_finish_failed(History *h) {
+        const SessionKey k = key(1);
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        json_object *e;
+        HistoryOutcome out = {
+                .succeeded = false,
+                .answer = "must not be stored",
+                .error_code = "upstream_unavailable",
+                .error_message = "The wiki did not answer in time",
+                .timings = { .queue_ms = 1, .wiki_ms = 30000, .total_ms = 30001 },
+                .model = "llama-3",
+                .finished_at = T0 + 30 * USEC_PER_SEC + 999,
+        };
+
+        ASSERT_OK(history_begin(h, qid(2), &k, "q2", T0 + USEC_PER_SEC));
+        ASSERT_OK(history_finish(h, qid(2), &out));
+        ASSERT_EQ_INT(history_is_running(h, qid(2), &k), 0);
+
+        o = get_record(h, qid(2), &k);
+        ASSERT_EQ_STR(get_str(o, "status"), "failed");
+        ASSERT_EQ_STR(get_str(o, "question"), "q2");
+        assert_null(o, "answer");
+        assert_json(get_key(o, "sources"), "[]");
+        assert_json(get_key(o, "artifacts"), "[]");
+        e = get_key(o, "error");
+        assert_keys(e, (const char *const[]){ "code", "message" }, 2);
+        ASSERT_EQ_STR(get_str(e, "code"), "upstream_unavailable");
+        ASSERT_EQ_STR(get_str(e, "message"), "The wiki did not answer in time");
+        assert_json(
+                get_key(o, "timings_ms"),
+                "{\"queue\":1,\"wiki\":30000,\"model\":0,\"sandbox\":0,\"cleanup\":0,\"total\":30001}");
+        ASSERT_EQ_STR(get_str(o, "created_at"), "2025-11-22T10:00:01.123Z");
+        ASSERT_EQ_STR(get_str(o, "finished_at"), "2025-11-22T10:00:30.124Z");
+}
+
+static void test_finish_succeeded(History *h) {
+        const SessionKey k = key(1);
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        json_object *src, *s0;
+        static const char sources[] =
+                "[{\"title\":\"Apple\",\"url\":\"https://en.wikipedia.org/wiki/Apple\",\"revision_id\":123},"
+                "{\"title\":\"B\\u00e4r \\\"x\\\"\",\"url\":\"https://de.wikipedia.org/wiki/B%C3%A4r\","
+                "\"revision_id\":9007199254740993}]";
+        HistoryOutcome out = {
+                .succeeded = true,
+                .answer = "Apples are \"pomes\".\nSecond line: \xc3\xa4\xc3\xb6\xc3\xbc",
+                .sources_json = sources,
+                .error_code = "must_not_be_stored",
+                .error_message = "must not be stored",
+                .timings = { 11, 22, 33, 44, 55, 165 },
+                .model = "gpt-test-1",
+                .prompt_tokens = 1234,
+                .completion_tokens = 567,
+                .finished_at = T0 + 5 * USEC_PER_SEC,
+        };
+
+        ASSERT_OK(history_begin(h, qid(3), &k, "What is an apple?", T0 + 2 * USEC_PER_SEC));
+        ASSERT_OK(history_finish(h, qid(3), &out));
+
+        o = get_record(h, qid(3), &k);
+        ASSERT_EQ_STR(get_str(o, "status"), "succeeded");
+        ASSERT_EQ_STR(get_str(o, "question"), "What is an apple?");
+        ASSERT_EQ_STR(get_str(o, "answer"), out.answer);
+        assert_null(o, "error");
+
+        src = get_key(o, "sources");
+        ASSERT_TRUE(json_object_is_type(src, json_type_array));
+        ASSERT_EQ_INT(json_object_array_length(src), 2);
+        s0 = json_object_array_get_idx(src, 0);
+        assert_keys(s0, (const char *const[]){ "title", "url", "revision_id" }, 3);
+        ASSERT_EQ_STR(get_str(s0, "title"), "Apple");
+        ASSERT_EQ_STR(get_str(s0, "url"), "https://en.wikipedia.org/wiki/Apple");
+        ASSERT_EQ_INT(get_int(s0, "revision_id"), 123);
+        ASSERT_EQ_STR(get_str(json_object_array_get_idx(src, 1), "title"), "B\xc3\xa4r \"x\"");
+        ASSERT_EQ_INT(get_int(json_object_array_get_idx(src, 1), "revision_id"), 9007199254740993LL);
+
+        assert_json(get_key(o, "artifacts"), "[]");
+        assert_json(
+                get_key(o, "timings_ms"),
+                "{\"queue\":11,\"wiki\":22,\"model\":33,\"sandbox\":44,\"cleanup\":55,\"total\":165}");
+        assert_json(
+                get_key(o, "usage"),
+                "{\"model\":\"gpt-test-1\",\"prompt_tokens\":1234,\"completion_tokens\":567}");
+        ASSERT_EQ_STR(get_str(o, "created_at"), "2025-11-22T10:00:02.123Z");
+        ASSERT_EQ_STR(get_str(o, "finished_at"), "2025-11-22T10:00:05.123Z");
+
+        /* Completed once only. */
+        ASSERT_EQ_INT(history_finish(h, qid(3), &out), -ENOENT);
+        ASSERT_EQ_INT(history_finish(h, qid(2), &out), -ENOENT);
+        ASSERT_EQ_INT(history_finish(h, qid(999), &out), -ENOENT);
+        json_object_put(o);
+        o = get_record(h, qid(3), &k);
+        ASSERT_EQ_STR(get_str(o, "status"), "succeeded");
+        ASSERT_EQ_INT(get_int(get_key(o, "usage"), "prompt_tokens"), 1234);
+}
+
+static void test_finish_saturates(History *h) {
+        const SessionKey k = key(1);
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        HistoryOutcome out = {
+                .succeeded = true,
+                .answer = "",
+                .timings = { UINT64_MAX, 0, 0, 0, 0, (uint64_t) INT64_MAX + 1 },
+                .prompt_tokens = UINT64_MAX,
+                .finished_at = T0 + 7 * USEC_PER_SEC,
+        };
+
+        ASSERT_OK(history_begin(h, qid(4), &k, "big", T0 + 6 * USEC_PER_SEC));
+        ASSERT_OK(history_finish(h, qid(4), &out));
+        o = get_record(h, qid(4), &k);
+        ASSERT_EQ_STR(get_str(o, "answer"), "");
+        ASSERT_EQ_INT(get_int(get_key(o, "timings_ms"), "queue"), INT64_MAX);
+        ASSERT_EQ_INT(get_int(get_key(o, "timings_ms"), "total"), INT64_MAX);
+        ASSERT_EQ_INT(get_int(get_key(o, "usage"), "prompt_tokens"), INT64_MAX);
+        ASSERT_EQ_STR(get_str(get_key(o, "usage"), "model"), "");
+}
+
+static void test_finish_rejects_bad_sources(History *h) {
+        const SessionKey k = key(1);
+        static const char *const bad[] = {
+                "{}",
+                "[",
+                "1",
+                "",
+                "null",
+                "\"[]\"",
+                "{\"a\":[]}",
+                "[1,",
+                "nope",
+                /* One array, then more: refused whole, not cut to the array. */
+                "[1] [2]",
+                "[1]]",
+                "[] x",
+                "[]{}",
+                "[]\n[]",
+        };
+
+        ASSERT_OK(history_begin(h, qid(5), &k, "q5", T0 + 8 * USEC_PER_SEC));
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                HistoryOutcome out = {
+                        .succeeded = true,
+                        .answer = "a",
+                        .sources_json = bad[i],
+                        .finished_at = T0 + 9 * USEC_PER_SEC,
+                };
+                _cleanup_(json_object_putp) json_object *o = NULL;
+
+                if (history_finish(h, qid(5), &out) != -EINVAL) {
+                        fprintf(stderr, "sources_json '%s' was not refused\n", bad[i]);
+                        abort();
+                }
+                o = get_record(h, qid(5), &k);
+                ASSERT_EQ_STR(get_str(o, "status"), "running");
+                assert_null(o, "answer");
+                assert_null(o, "finished_at");
+                ASSERT_EQ_INT(history_is_running(h, qid(5), &k), 1);
+        }
+
+        /* NULL is the empty list. */
+        {
+                HistoryOutcome out = { .succeeded = true, .answer = "a", .finished_at = T0 + 9 * USEC_PER_SEC };
+                _cleanup_(json_object_putp) json_object *o = NULL;
+
+                ASSERT_OK(history_finish(h, qid(5), &out));
+                o = get_record(h, qid(5), &k);
+                ASSERT_EQ_STR(get_str(o, "status"), "succeeded");
+                assert_json(get_key(o, "sources"), "[]");
+        }
+}
+
+static void test_begin_duplicate(History *h) {
+        const SessionKey k = key(1), other = key(2);
+
+        ASSERT_EQ_INT(history_begin(h, qid(1), &k, "again", T0), -EEXIST);
+        ASSERT_EQ_INT(history_begin(h, qid(3), &k, "again", T0), -EEXIST);
+        /* The id is unique across sessions too. */
+        ASSERT_EQ_INT(history_begin(h, qid(3), &other, "again", T0), -EEXIST);
+        assert_status(h, qid(1), &k, "running");
+        assert_status(h, qid(3), &k, "succeeded");
+}
+
+static void test_other_session(History *h) {
+        const SessionKey owner = key(1), other = key(2);
+        _cleanup_(json_object_putp) json_object *list = NULL;
+        HistoryArtifact a = { 0 };
+        json_object *o = NULL;
+
+        for (unsigned i = 1; i <= 5; i++) {
+                ASSERT_EQ_INT(history_get(h, qid(i), &other, &o), -ENOENT);
+                ASSERT_TRUE(o == NULL);
+                ASSERT_EQ_INT(history_delete(h, qid(i), &other), -ENOENT);
+                ASSERT_EQ_INT(history_is_running(h, qid(i), &other), 0);
+        }
+        ASSERT_EQ_INT(history_get_artifact(h, "af_00000000000000000000000000000001", &other, &a), -ENOENT);
+        ASSERT_TRUE(a.data == NULL && a.name == NULL);
+
+        ASSERT_OK(history_list(h, &other, 20, NULL, &list));
+        assert_json(list, "{\"items\":[],\"next_cursor\":null}");
+
+        /* Still there for the owner. */
+        assert_status(h, qid(1), &owner, "running");
+}
+
+static void collect_ids(json_object *items, const char **ids, size_t *n, size_t max) {
+        for (size_t i = 0; i < json_object_array_length(items); i++) {
+                json_object *r = json_object_array_get_idx(items, i);
+
+                assert_keys(r, record_keys, ELEMENTSOF(record_keys));
+                ASSERT_TRUE(*n < max);
+                ids[(*n)++] = get_str(r, "id");
+        }
+}
+
+static void test_list(History *h) {
+        const SessionKey k = key(3), noise = key(4);
+        char expected[5][40];
+        json_object *pages[8] = { NULL };
+        const char *ids[16];
+        size_t n = 0, n_pages = 0;
+        const char *cursor = NULL;
+
+        /* Interleave another session's records: the cursor must skip them. */
+        for (unsigned i = 0; i < 5; i++) {
+                ASSERT_OK(history_begin(h, qid(100 + i), &k, "listed", T0 + i * USEC_PER_SEC));
+                ASSERT_OK(history_begin(h, qid(200 + i), &noise, "noise", T0 + i * USEC_PER_SEC));
+                (void) snprintf(expected[4 - i], sizeof(expected[0]), "%s", qid(100 + i));
+        }
+        ASSERT_EQ_STR(expected[0], "qr_00000000000000000000000000000068");
+
+        /* Pages of two: 2, 2, 1. */
+        do {
+                json_object *items, *next;
+
+                ASSERT_TRUE(n_pages < ELEMENTSOF(pages));
+                ASSERT_OK(history_list(h, &k, 2, cursor, &pages[n_pages]));
+                assert_keys(pages[n_pages], (const char *const[]){ "items", "next_cursor" }, 2);
+                items = get_key(pages[n_pages], "items");
+                next = get_key(pages[n_pages], "next_cursor");
+                ASSERT_TRUE(json_object_is_type(items, json_type_array));
+                ASSERT_EQ_INT(json_object_array_length(items), n_pages < 2 ? 2 : 1);
+                collect_ids(items, ids, &n, ELEMENTSOF(ids));
+                if (n_pages < 2) {
+                        ASSERT_TRUE(json_object_is_type(next, json_type_string));
+                        cursor = json_object_get_string(next);
+                        /* A cursor is what the parser accepts. */
+                        {
+                                unsigned l = 0;
+                                const char *msg = NULL;
+                                ASSERT_OK(history_parse_list_arguments(NULL, cursor, &l, &msg));
+                                ASSERT_EQ_INT(l, HISTORY_LIMIT_DEFAULT);
+                        }
+                } else {
+                        ASSERT_TRUE(next == NULL);
+                        cursor = NULL;
+                }
+                n_pages++;
+        } while (cursor);
+        ASSERT_EQ_INT(n_pages, 3);
+        ASSERT_EQ_INT(n, 5);
+        for (size_t i = 0; i < 5; i++) {
+                ASSERT_EQ_STR(ids[i], expected[i]);
+                for (size_t j = 0; j < i; j++)
+                        ASSERT_TRUE(!streq(ids[i], ids[j]));
+        }
+        for (size_t i = 0; i < n_pages; i++)
+                json_object_put(pages[i]);
+
+        /* An exact fit has no next page; larger limits return everything. */
+        for (unsigned limit = 5; limit <= HISTORY_LIMIT_MAX; limit += 95) {
+                _cleanup_(json_object_putp) json_object *o = NULL;
+                json_object *items;
+
+                n = 0;
+                ASSERT_OK(history_list(h, &k, limit, NULL, &o));
+                items = get_key(o, "items");
+                ASSERT_EQ_INT(json_object_array_length(items), 5);
+                assert_null(o, "next_cursor");
+                collect_ids(items, ids, &n, ELEMENTSOF(ids));
+                for (size_t i = 0; i < 5; i++)
+                        ASSERT_EQ_STR(ids[i], expected[i]);
+        }
+
+        /* Limit 4 leaves one for a second page. */
+        {
+                _cleanup_(json_object_putp) json_object *o1 = NULL, *o2 = NULL;
+
+                ASSERT_OK(history_list(h, &k, 4, NULL, &o1));
+                ASSERT_EQ_INT(json_object_array_length(get_key(o1, "items")), 4);
+                ASSERT_OK(history_list(h, &k, 4, get_str(o1, "next_cursor"), &o2));
+                ASSERT_EQ_INT(json_object_array_length(get_key(o2, "items")), 1);
+                ASSERT_EQ_STR(get_str(json_object_array_get_idx(get_key(o2, "items"), 0), "id"), expected[4]);
+                assert_null(o2, "next_cursor");
+        }
+
+        /* A cursor past the oldest record: an empty page. */
+        {
+                _cleanup_(json_object_putp) json_object *o = NULL;
+
+                ASSERT_OK(history_list(h, &k, 20, "1", &o));
+                assert_json(o, "{\"items\":[],\"next_cursor\":null}");
+        }
+        /* The largest cursor is "from the newest". */
+        {
+                _cleanup_(json_object_putp) json_object *o = NULL;
+
+                ASSERT_OK(history_list(h, &k, 1, "9223372036854775807", &o));
+                ASSERT_EQ_STR(get_str(json_object_array_get_idx(get_key(o, "items"), 0), "id"), expected[0]);
+        }
+
+        /* Bad arguments, and *ret untouched. */
+        {
+                static const char *const bad_cursors[] = { "", "0", "abc", "-3", "01", "9223372036854775808" };
+                json_object *o = NULL;
+
+                ASSERT_EQ_INT(history_list(h, &k, 0, NULL, &o), -EINVAL);
+                ASSERT_EQ_INT(history_list(h, &k, 101, NULL, &o), -EINVAL);
+                ASSERT_EQ_INT(history_list(h, &k, UINT32_MAX, NULL, &o), -EINVAL);
+                for (size_t i = 0; i < ELEMENTSOF(bad_cursors); i++)
+                        ASSERT_EQ_INT(history_list(h, &k, 20, bad_cursors[i], &o), -EINVAL);
+                ASSERT_TRUE(o == NULL);
+        }
+
+        for (unsigned i = 0; i < 5; i++) {
+                finish_ok(h, qid(100 + i), T0 + 10 * USEC_PER_SEC);
+                finish_ok(h, qid(200 + i), T0 + 10 * USEC_PER_SEC);
+        }
+}
+
+static void test_parse_list_arguments(void) {
+        static const struct {
+                const char *limit, *cursor;
+                unsigned expected;
+        } good[] = {
+                { NULL, NULL, 20 },
+                { "1", NULL, 1 },
+                { "100", NULL, 100 },
+                { "99", NULL, 99 },
+                { "20", "1", 20 },
+                { NULL, "1", 20 },
+                { NULL, "9223372036854775807", 20 },
+                { "7", "123456", 7 },
+        };
+        static const char *const bad_limits[] = {
+                "",           "0",   "00",  "101", "1000",     "007",          "01",
+                "+5",         "-1",  " 5",  "5 ",  "5x",       "1e2",          "0x10",
+                "5\n",        "\t5", "1.0", "1,2", "\xd9\xa5", "\xef\xbc\x91", "99999999999999999999999",
+                "4294967297",
+        };
+        static const char *const bad_cursors[] = {
+                "0",
+                "",
+                "abc",
+                "-3",
+                "+3",
+                " 3",
+                "3 ",
+                "03",
+                "3.0",
+                "9223372036854775808",
+                "18446744073709551616",
+                "99999999999999999999999999999999",
+                "1;DROP TABLE queries",
+                "1 OR 1=1",
+                "0x1",
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(good); i++) {
+                unsigned limit = 12345;
+                const char *msg = NULL;
+
+                if (history_parse_list_arguments(good[i].limit, good[i].cursor, &limit, &msg) != 0) {
+                        fprintf(stderr,
+                                "refused limit=%s cursor=%s: %s\n",
+                                good[i].limit ? good[i].limit : "(null)",
+                                good[i].cursor ? good[i].cursor : "(null)",
+                                msg ? msg : "(null)");
+                        abort();
+                }
+                ASSERT_EQ_INT(limit, good[i].expected);
+        }
+
+        for (size_t i = 0; i < ELEMENTSOF(bad_limits); i++)
+                for (int with_cursor = 0; with_cursor <= 1; with_cursor++) {
+                        unsigned limit = 12345;
+                        const char *msg = NULL;
+
+                        if (history_parse_list_arguments(
+                                    bad_limits[i], with_cursor ? "5" : NULL, &limit, &msg) != -EINVAL) {
+                                fprintf(stderr, "limit \"%s\" was not refused\n", bad_limits[i]);
+                                abort();
+                        }
+                        ASSERT_TRUE(msg && strstr(msg, "limit"));
+                        ASSERT_EQ_INT(limit, 12345);
+                }
+
+        for (size_t i = 0; i < ELEMENTSOF(bad_cursors); i++)
+                for (int with_limit = 0; with_limit <= 1; with_limit++) {
+                        unsigned limit = 12345;
+                        const char *msg = NULL;
+
+                        if (history_parse_list_arguments(
+                                    with_limit ? "5" : NULL, bad_cursors[i], &limit, &msg) != -EINVAL) {
+                                fprintf(stderr, "cursor \"%s\" was not refused\n", bad_cursors[i]);
+                                abort();
+                        }
+                        ASSERT_TRUE(msg && strstr(msg, "cursor"));
+                        ASSERT_EQ_INT(limit, 12345);
+                }
+}
+
+static void test_delete(History *h) {
+        const SessionKey k = key(5), other = key(6);
+        HistoryOutcome out = { .succeeded = false, .error_code = "x", .error_message = "y" };
+
+        ASSERT_OK(history_begin(h, qid(300), &k, "to delete", T0));
+        ASSERT_EQ_INT(history_delete(h, qid(300), &k), -EBUSY);
+        assert_status(h, qid(300), &k, "running");
+
+        ASSERT_OK(history_finish(h, qid(300), &out));
+        ASSERT_EQ_INT(history_delete(h, qid(300), &other), -ENOENT);
+        ASSERT_OK(history_delete(h, qid(300), &k));
+        {
+                json_object *o = NULL;
+
+                ASSERT_EQ_INT(history_get(h, qid(300), &k, &o), -ENOENT);
+                ASSERT_TRUE(o == NULL);
+        }
+        ASSERT_EQ_INT(history_delete(h, qid(300), &k), -ENOENT);
+        ASSERT_EQ_INT(history_delete(h, qid(301), &k), -ENOENT);
+        ASSERT_EQ_INT(history_is_running(h, qid(300), &k), 0);
+
+        /* A finish after the delete finds nothing to complete. */
+        ASSERT_EQ_INT(history_finish(h, qid(300), &out), -ENOENT);
+        /* The id is free again. */
+        ASSERT_OK(history_begin(h, qid(300), &k, "reused", T0));
+        ASSERT_OK(history_finish(h, qid(300), &out));
+}
+
+static void test_recovery(void) {
+        _cleanup_free_ char *dir = make_subdir("recovery");
+        const SessionKey k = key(7);
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        usec_t created = now(CLOCK_REALTIME) - 2 * USEC_PER_SEC;
+        History *h;
+        json_object *e;
+        int64_t total;
+
+        h = open_store(dir, 0);
+        ASSERT_OK(history_begin(h, qid(400), &k, "interrupted", created));
+        ASSERT_OK(history_begin(h, qid(401), &k, "done", created));
+        finish_ok(h, qid(401), created + USEC_PER_SEC);
+        h = history_free(h);
+
+        h = open_store(dir, 1);
+        o = get_record(h, qid(400), &k);
+        ASSERT_EQ_STR(get_str(o, "status"), "failed");
+        ASSERT_EQ_STR(get_str(o, "question"), "interrupted");
+        assert_null(o, "answer");
+        e = get_key(o, "error");
+        assert_keys(e, (const char *const[]){ "code", "message" }, 2);
+        ASSERT_EQ_STR(get_str(e, "code"), "execution_failed");
+        ASSERT_TRUE(strlen(get_str(e, "message")) > 0);
+        assert_rfc3339_ms(get_str(o, "finished_at"));
+        ASSERT_TRUE(strcmp(get_str(o, "finished_at"), get_str(o, "created_at")) > 0);
+        /* total: from created_at to the recovery, in milliseconds. */
+        total = get_int(get_key(o, "timings_ms"), "total");
+        ASSERT_TRUE(total >= 2000 && total < 2000 + 60 * 1000);
+        ASSERT_EQ_INT(history_is_running(h, qid(400), &k), 0);
+        /* A finished record is left alone. */
+        assert_status(h, qid(401), &k, "succeeded");
+        h = history_free(h);
+
+        h = open_store(dir, 0);
+        assert_status(h, qid(400), &k, "failed");
+        /* No longer running: deletable. */
+        ASSERT_OK(history_delete(h, qid(400), &k));
+        history_free(h);
+}
+
+static void test_artifacts(void) {
+        _cleanup_free_ char *dir = make_subdir("artifacts"), *sql = NULL;
+        const SessionKey k = key(8), other = key(9);
+        static const uint8_t data[] = { 0, 'a', 0, 'b', 0, 0, 'c', 0xff, '\n', 0, 'Z' };
+        static const char name[] =
+                "Gr\xc3\xb6\xc3\x9f"
+                "e Tabelle \xe2\x82\xac.csv";
+        static const char af1[] = "af_0123456789abcdef0123456789abcdef";
+        static const char af2[] = "af_fedcba9876543210fedcba9876543210";
+        char hex_data[2 * sizeof(data) + 1], sha[65], sha_empty[65];
+        uint8_t digest[SHA256_DIGEST_SIZE];
+        HistoryArtifact a = { 0 };
+        History *h;
+
+        sha256(data, sizeof(data), digest);
+        sha256_to_hex(digest, sha);
+        sha256(NULL, 0, digest);
+        sha256_to_hex(digest, sha_empty);
+        for (size_t i = 0; i < sizeof(data); i++)
+                (void) snprintf(hex_data + 2 * i, 3, "%02x", data[i]);
+
+        h = open_store(dir, 0);
+        ASSERT_OK(history_begin(h, qid(500), &k, "make a table", T0));
+        finish_ok(h, qid(500), T0 + USEC_PER_SEC);
+        ASSERT_OK(history_begin(h, qid(501), &k, "unrelated", T0));
+        finish_ok(h, qid(501), T0 + USEC_PER_SEC);
+        h = history_free(h);
+
+        ASSERT_TRUE(
+                asprintf(
+                        &sql,
+                        "INSERT INTO artifacts (id, query_id, name, media_type, size_bytes, sha256, data) VALUES"
+                        " ('%s', '%s', '%s', 'text/csv', %zu, '%s', X'%s'),"
+                        " ('%s', '%s', 'empty.bin', 'application/octet-stream', 0, '%s', zeroblob(0))",
+                        af1,
+                        qid(500),
+                        name,
+                        sizeof(data),
+                        sha,
+                        hex_data,
+                        af2,
+                        qid(500),
+                        sha_empty) >= 0);
+        sql_exec(dir, sql);
+        ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM artifacts"), 2);
+
+        h = open_store(dir, 0);
+
+        ASSERT_EQ_INT(history_get_artifact(h, af1, &other, &a), -ENOENT);
+        ASSERT_EQ_INT(history_get_artifact(h, "af_00000000000000000000000000000000", &k, &a), -ENOENT);
+        ASSERT_TRUE(a.data == NULL);
+
+        ASSERT_OK(history_get_artifact(h, af1, &k, &a));
+        ASSERT_EQ_INT(a.size, sizeof(data));
+        ASSERT_TRUE(memcmp(a.data, data, sizeof(data)) == 0);
+        ASSERT_EQ_STR(a.name, name);
+        ASSERT_EQ_STR(a.media_type, "text/csv");
+        ASSERT_EQ_STR(a.sha256, sha);
+        history_artifact_done(&a);
+        ASSERT_TRUE(a.data == NULL && a.name == NULL && a.media_type == NULL && a.size == 0);
+
+        ASSERT_OK(history_get_artifact(h, af2, &k, &a));
+        ASSERT_EQ_INT(a.size, 0);
+        ASSERT_TRUE(a.data);
+        ASSERT_EQ_STR(a.name, "empty.bin");
+        ASSERT_EQ_STR(a.media_type, "application/octet-stream");
+        ASSERT_EQ_STR(a.sha256, sha_empty);
+        history_artifact_done(&a);
+
+        {
+                _cleanup_(json_object_putp) json_object *o = get_record(h, qid(500), &k),
+                                                        *o2 = get_record(h, qid(501), &k);
+                json_object *arts = get_key(o, "artifacts"), *x;
+                static const char *const artifact_keys[] = {
+                        "id", "name", "media_type", "size_bytes", "sha256", "download_url",
+                };
+
+                ASSERT_TRUE(json_object_is_type(arts, json_type_array));
+                ASSERT_EQ_INT(json_object_array_length(arts), 2);
+                x = json_object_array_get_idx(arts, 0);
+                assert_keys(x, artifact_keys, ELEMENTSOF(artifact_keys));
+                ASSERT_EQ_STR(get_str(x, "id"), af1);
+                ASSERT_EQ_STR(get_str(x, "name"), name);
+                ASSERT_EQ_STR(get_str(x, "media_type"), "text/csv");
+                ASSERT_EQ_INT(get_int(x, "size_bytes"), sizeof(data));
+                ASSERT_EQ_STR(get_str(x, "sha256"), sha);
+                ASSERT_EQ_STR(
+                        get_str(x, "download_url"), "/api/v1/artifacts/af_0123456789abcdef0123456789abcdef");
+                x = json_object_array_get_idx(arts, 1);
+                assert_keys(x, artifact_keys, ELEMENTSOF(artifact_keys));
+                ASSERT_EQ_STR(get_str(x, "id"), af2);
+                ASSERT_EQ_INT(get_int(x, "size_bytes"), 0);
+                ASSERT_EQ_STR(
+                        get_str(x, "download_url"), "/api/v1/artifacts/af_fedcba9876543210fedcba9876543210");
+
+                assert_json(get_key(o2, "artifacts"), "[]");
+        }
+        /* The listing shows them too. */
+        {
+                _cleanup_(json_object_putp) json_object *o = NULL;
+                json_object *items;
+
+                ASSERT_OK(history_list(h, &k, 20, NULL, &o));
+                items = get_key(o, "items");
+                ASSERT_EQ_INT(json_object_array_length(items), 2);
+                ASSERT_EQ_STR(get_str(json_object_array_get_idx(items, 1), "id"), qid(500));
+                ASSERT_EQ_INT(
+                        json_object_array_length(get_key(json_object_array_get_idx(items, 1), "artifacts")),
+                        2);
+        }
+
+        ASSERT_EQ_INT(history_delete(h, qid(500), &other), -ENOENT);
+        ASSERT_OK(history_get_artifact(h, af1, &k, &a));
+        history_artifact_done(&a);
+
+        ASSERT_OK(history_delete(h, qid(500), &k));
+        ASSERT_EQ_INT(history_get_artifact(h, af1, &k, &a), -ENOENT);
+        ASSERT_EQ_INT(history_get_artifact(h, af2, &k, &a), -ENOENT);
+        history_free(h);
+
+        /* Gone from the file, not only unreachable through the join. */
+        ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM artifacts"), 0);
+        ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM queries"), 1);
+}
+
+static void test_refuse_garbage(void) {
+        _cleanup_free_ char *dir = make_subdir("garbage"), *p = path_in(dir, "history.sqlite3"), *after = NULL;
+        char garbage[4096];
+        size_t size;
+        History *h = NULL;
+        int r;
+
+        for (size_t i = 0; i < sizeof(garbage); i++)
+                garbage[i] = "This is not an SQLite database, only text.\n"[i % 43];
+        write_file(p, garbage, sizeof(garbage));
+
+        r = history_open(dir, &h, NULL);
+        ASSERT_TRUE(r < 0);
+        ASSERT_TRUE(r != -ENOMEM);
+        ASSERT_TRUE(h == NULL);
+
+        /* Left as it was. */
+        after = read_file(p, &size);
+        ASSERT_EQ_INT(size, sizeof(garbage));
+        ASSERT_TRUE(memcmp(after, garbage, size) == 0);
+
+        /* A short file too. */
+        write_file(p, "SQLite format 3", 15);
+        r = history_open(dir, &h, NULL);
+        ASSERT_TRUE(r < 0);
+        ASSERT_TRUE(h == NULL);
+}
+
+static void test_refuse_newer_schema(void) {
+        _cleanup_free_ char *dir = make_subdir("newer");
+        History *h = NULL;
+
+        _cleanup_free_ char *p = path_in(dir, "history.sqlite3"), *before = NULL, *after = NULL;
+        size_t n_before, n_after;
+
+        sql_exec(dir, "CREATE TABLE future (x); PRAGMA user_version = 99;");
+        before = read_file(p, &n_before);
+        ASSERT_EQ_INT(history_open(dir, &h, NULL), -ENOTSUP);
+        ASSERT_TRUE(h == NULL);
+        /* Not a byte changed: not even the journal mode. */
+        after = read_file(p, &n_after);
+        ASSERT_EQ_INT(n_after, n_before);
+        ASSERT_TRUE(memcmp(after, before, n_before) == 0);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 99);
+        ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM sqlite_master WHERE name = 'queries'"), 0);
+}
+
+static void test_refuse_unrelated_database(void) {
+        _cleanup_free_ char *dir = make_subdir("unrelated");
+        History *h = NULL;
+
+        /* Version 0 but not empty: someone else's table named queries. */
+        _cleanup_free_ char *p = path_in(dir, "history.sqlite3"), *before = NULL, *after = NULL;
+        size_t n_before, n_after;
+
+        sql_exec(dir, "CREATE TABLE queries (x); INSERT INTO queries VALUES (1);");
+        before = read_file(p, &n_before);
+        ASSERT_EQ_INT(history_open(dir, &h, NULL), -ENOTSUP);
+        ASSERT_TRUE(h == NULL);
+        after = read_file(p, &n_after);
+        ASSERT_EQ_INT(n_after, n_before);
+        ASSERT_TRUE(memcmp(after, before, n_before) == 0);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 0);
+        ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM queries"), 1);
+        ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM sqlite_master WHERE name = 'artifacts'"), 0);
+}
+
+int main(void) {
+        _cleanup_free_ char *dir = NULL;
+        History *h;
+
+        ASSERT_TRUE(mkdtemp(tmpdir));
+
+        test_open_creates_file();
+        test_parse_list_arguments();
+
+        dir = make_subdir("main");
+        h = open_store(dir, 0);
+        test_running_record(h);
+        test_finish_failed(h);
+        test_finish_succeeded(h);
+        test_finish_saturates(h);
+        test_finish_rejects_bad_sources(h);
+        test_begin_duplicate(h);
+        test_other_session(h);
+        test_list(h);
+        test_delete(h);
+        history_free(h);
+
+        test_recovery();
+        test_artifacts();
+        test_refuse_garbage();
+        test_refuse_newer_schema();
+        test_refuse_unrelated_database();
+
+        rm_rf(tmpdir);
+        printf("test-history: all passed\n");
+        return EXIT_SUCCESS;
+}
