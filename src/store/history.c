@@ -4,6 +4,7 @@
 
 #include "shared/log.h"
 #include "shared/macro.h"
+#include "shared/parse-util.h"
 #include "store/history.h"
 
 /* Schema version 1. The records keep their insertion order in seq, which
@@ -490,21 +491,12 @@ int history_is_running(History *h, const char *id, const SessionKey *session) {
         return sqlite3_column_int(s, 0) ? 1 : 0;
 }
 
-/* A decimal integer without sign, spaces or leading zeros, at most max. */
+/* A decimal integer without sign, spaces or leading zeros, at most max:
+ * the settings' parser, which allows leading zeros, minus those. */
 static int parse_strict_uint(const char *text, uint64_t max, uint64_t *ret) {
-        uint64_t v = 0;
-
-        if (!text || text[0] == '\0' || (text[0] == '0' && text[1] != '\0'))
+        if (text && text[0] == '0' && text[1] != '\0')
                 return -EINVAL;
-        for (const char *p = text; *p; p++) {
-                if (*p < '0' || *p > '9')
-                        return -EINVAL;
-                if (v > (max - (uint64_t) (*p - '0')) / 10)
-                        return -EINVAL;
-                v = v * 10 + (uint64_t) (*p - '0');
-        }
-        *ret = v;
-        return 0;
+        return parse_uint64_range(text, 0, max, ret) < 0 ? -EINVAL : 0;
 }
 
 static int parse_cursor(const char *cursor, int64_t *ret) {
