@@ -6,9 +6,9 @@
 #include "http/api.h"
 #include "http/request.h"
 #include "shared/log.h"
-#include "shared/sanitize.h"
 #include "shared/macro.h"
 #include "shared/random-util.h"
+#include "shared/sanitize.h"
 #include "shared/time-util.h"
 
 struct Api {
@@ -24,9 +24,8 @@ struct Api {
          * executor reports back (even if the client has gone). */
         HttpRequest *running_request;
         char running_query_id[QUERY_ID_MAX];
-        usec_t running_since;   /* monotonic, the claim */
-        usec_t running_created; /* realtime, the claim */
-        usec_t running_queued;  /* how long its ticket waited before the claim */
+        usec_t running_since;  /* monotonic, the claim */
+        usec_t running_queued; /* how long its ticket waited before the claim */
 };
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
@@ -348,7 +347,6 @@ static HttpHandlerResult handle_query(Api *api, HttpRequest *req) {
 
         memcpy(api->running_query_id, job.id, sizeof job.id);
         api->running_since = t;
-        api->running_created = created;
         api->running_queued = queued;
 
         r = query_executor_start(api->executor, &job, on_query_done, api);
