@@ -95,12 +95,10 @@ static int add_header(struct MHD_Response *r, const char *name, const char *valu
 }
 
 /* The headers every response carries (API.md 1, 3, 4). */
-static int add_common_headers(HttpRequest *req, struct MHD_Response *r, bool json) {
+static int add_common_headers(HttpRequest *req, struct MHD_Response *r) {
         const Config *c = req->server->config;
         int k = 0;
 
-        if (json)
-                k |= add_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json; charset=utf-8");
         k |= add_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
         k |= add_header(r, "X-Content-Type-Options", "nosniff");
         if (req->server->quiesced)
@@ -158,23 +156,6 @@ static HttpHandlerResult queue_or_store(HttpRequest *req, struct MHD_Response *r
         return HTTP_HANDLED;
 }
 
-HttpHandlerResult http_reply(
-        HttpRequest *req, unsigned status, const char *json_body, const char *const *extra_headers) {
-        struct MHD_Response *r;
-        size_t n = json_body ? strlen(json_body) : 0;
-
-        r = MHD_create_response_from_buffer(n, (void *) (json_body ? json_body : ""), MHD_RESPMEM_MUST_COPY);
-        if (!r) {
-                log_oom();
-                return HTTP_HANDLED;
-        }
-        if (add_common_headers(req, r, json_body != NULL) < 0)
-                log_oom();
-        for (const char *const *h = extra_headers; h && h[0] && h[1]; h += 2)
-                (void) add_header(r, h[0], h[1]);
-        return queue_or_store(req, r, status);
-}
-
 HttpHandlerResult http_reply_bytes(
         HttpRequest *req,
         unsigned status,
@@ -189,12 +170,23 @@ HttpHandlerResult http_reply_bytes(
                 log_oom();
                 return HTTP_HANDLED;
         }
-        if (add_common_headers(req, r, false) < 0 ||
-            add_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) < 0)
+        if (add_common_headers(req, r) < 0 ||
+            (content_type && add_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) < 0))
                 log_oom();
         for (const char *const *h = extra_headers; h && h[0] && h[1]; h += 2)
                 (void) add_header(r, h[0], h[1]);
         return queue_or_store(req, r, status);
+}
+
+HttpHandlerResult http_reply(
+        HttpRequest *req, unsigned status, const char *json_body, const char *const *extra_headers) {
+        return http_reply_bytes(
+                req,
+                status,
+                json_body ? "application/json; charset=utf-8" : NULL,
+                json_body,
+                json_body ? strlen(json_body) : 0,
+                extra_headers);
 }
 
 /* Escape a UTF-8 string as a JSON string literal (with quotes). */

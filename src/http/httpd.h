@@ -67,8 +67,8 @@ const char *http_request_argument(const HttpRequest *req, const char *name);
  * resumes the connection. */
 HttpHandlerResult http_reply(
         HttpRequest *req, unsigned status, const char *json_body, const char *const *extra_headers);
-/* A response of raw bytes (copied) with the given Content-Type, for
- * artifact downloads; otherwise as http_reply(). */
+/* A response of raw bytes (copied) with the given Content-Type (NULL:
+ * none), for artifact downloads; otherwise as http_reply(). */
 HttpHandlerResult http_reply_bytes(
         HttpRequest *req,
         unsigned status,
