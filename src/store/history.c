@@ -455,29 +455,15 @@ static int record_from_row(History *h, sqlite3_stmt *s, json_object **ret) {
         return 0;
 }
 
-int history_get(History *h, const char *id, const SessionKey *session, json_object **ret) {
+/* Run sql, a SELECT with ?1 the id and ?2 the session, up to its first row:
+ * 1 and the statement at that row in *ret (the caller finalizes it), 0 when
+ * there is none (id unknown, or another session's), or -EIO. */
+static int select_owned(
+        History *h, const char *sql, const char *id, const SessionKey *session, sqlite3_stmt **ret) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
         int r;
 
-        r = prepare(h, "SELECT " RECORD_COLUMNS " FROM queries WHERE id = ?1 AND session = ?2", &s);
-        if (r < 0)
-                return r;
-        sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-        bind_session(s, 2, session);
-
-        r = sqlite3_step(s);
-        if (r == SQLITE_DONE)
-                return -ENOENT;
-        if (r != SQLITE_ROW)
-                return db_error(h, "read a record");
-        return record_from_row(h, s, ret);
-}
-
-int history_is_running(History *h, const char *id, const SessionKey *session) {
-        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
-        int r;
-
-        r = prepare(h, "SELECT status = 'running' FROM queries WHERE id = ?1 AND session = ?2", &s);
+        r = prepare(h, sql, &s);
         if (r < 0)
                 return r;
         sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
@@ -488,6 +474,29 @@ int history_is_running(History *h, const char *id, const SessionKey *session) {
                 return 0;
         if (r != SQLITE_ROW)
                 return db_error(h, "read a record");
+        *ret = TAKE_PTR(s);
+        return 1;
+}
+
+int history_get(History *h, const char *id, const SessionKey *session, json_object **ret) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+        int r;
+
+        r = select_owned(
+                h, "SELECT " RECORD_COLUMNS " FROM queries WHERE id = ?1 AND session = ?2", id, session, &s);
+        if (r <= 0)
+                return r == 0 ? -ENOENT : r;
+        return record_from_row(h, s, ret);
+}
+
+int history_is_running(History *h, const char *id, const SessionKey *session) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+        int r;
+
+        r = select_owned(
+                h, "SELECT status = 'running' FROM queries WHERE id = ?1 AND session = ?2", id, session, &s);
+        if (r <= 0)
+                return r;
         return sqlite3_column_int(s, 0) ? 1 : 0;
 }
 
@@ -619,21 +628,15 @@ int history_get_artifact(History *h, const char *id, const SessionKey *session, 
         const void *data;
         int r, size;
 
-        r = prepare(
+        r = select_owned(
                 h,
                 "SELECT a.name, a.media_type, a.sha256, a.data FROM artifacts a"
                 " JOIN queries q ON q.id = a.query_id WHERE a.id = ?1 AND q.session = ?2",
+                id,
+                session,
                 &s);
-        if (r < 0)
-                return r;
-        sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-        bind_session(s, 2, session);
-
-        r = sqlite3_step(s);
-        if (r == SQLITE_DONE)
-                return -ENOENT;
-        if (r != SQLITE_ROW)
-                return db_error(h, "read an artifact");
+        if (r <= 0)
+                return r == 0 ? -ENOENT : r;
 
         data = sqlite3_column_blob(s, 3);
         size = sqlite3_column_bytes(s, 3);
