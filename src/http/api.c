@@ -142,12 +142,14 @@ static void retry_after(const Api *api, const SessionKey *session, usec_t now_mo
         snprintf(buf, 32, "%" PRIu64, MAX(seconds, (uint64_t) 1));
 }
 
-static HttpHandlerResult reply_with_retry_after(Api *api, HttpRequest *req, ApiError error, usec_t now_mono) {
+/* busy or queue_full with Retry-After; message NULL: the default one. */
+static HttpHandlerResult reply_with_retry_after(
+        Api *api, HttpRequest *req, ApiError error, const char *message, usec_t now_mono) {
         char seconds[32];
         const char *h[] = { "Retry-After", seconds, NULL };
 
         retry_after(api, http_request_session(req), now_mono, seconds);
-        return http_reply_error(req, error, NULL, h);
+        return http_reply_error(req, error, message, h);
 }
 
 static HttpHandlerResult reply_status(Api *api, HttpRequest *req, unsigned code, usec_t now_mono) {
@@ -189,7 +191,7 @@ static HttpHandlerResult handle_join(Api *api, HttpRequest *req) {
 
         r = admission_join(api->admission, http_request_session(req), t);
         if (r == -ENOSPC)
-                return reply_with_retry_after(api, req, API_ERROR_QUEUE_FULL, t);
+                return reply_with_retry_after(api, req, API_ERROR_QUEUE_FULL, NULL, t);
         if (r < 0) {
                 log_error_errno(r, "Failed to join the queue");
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
@@ -326,9 +328,9 @@ static HttpHandlerResult handle_query(Api *api, HttpRequest *req) {
 
         r = admission_claim(api->admission, http_request_session(req), job.id, t);
         if (r == -EBUSY)
-                return reply_with_retry_after(api, req, API_ERROR_BUSY, t);
+                return reply_with_retry_after(api, req, API_ERROR_BUSY, NULL, t);
         if (r == -ENOSPC)
-                return reply_with_retry_after(api, req, API_ERROR_QUEUE_FULL, t);
+                return reply_with_retry_after(api, req, API_ERROR_QUEUE_FULL, NULL, t);
         if (r < 0)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
 
@@ -416,14 +418,10 @@ static HttpHandlerResult handle_history_delete(Api *api, HttpRequest *req, const
         r = history_delete(api->history, id, http_request_session(req));
         if (r == -ENOENT)
                 return http_reply_error(req, API_ERROR_QUERY_NOT_FOUND, NULL, NULL);
-        if (r == -EBUSY) {
+        if (r == -EBUSY)
                 /* Its outcome is still to be written: delete it after. */
-                char seconds[32];
-                const char *h[] = { "Retry-After", seconds, NULL };
-
-                retry_after(api, http_request_session(req), now(CLOCK_MONOTONIC), seconds);
-                return http_reply_error(req, API_ERROR_BUSY, "The query is still running", h);
-        }
+                return reply_with_retry_after(
+                        api, req, API_ERROR_BUSY, "The query is still running", now(CLOCK_MONOTONIC));
         if (r < 0)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         return http_reply(req, 204, NULL, NULL);
