@@ -32,6 +32,8 @@ void config_done(Config *c) {
         free(c->wiki_username);
         free(c->llm_url);
         free(c->llm_model);
+        free(c->sandbox_runtime);
+        free(c->sandbox_rootfs);
         free(c->state_directory);
         if (c->wiki_password)
                 explicit_bzero(c->wiki_password, strlen(c->wiki_password));
@@ -294,6 +296,17 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
              8 * 1024 * 1024,
              1024,
              1024 * 1024 * 1024);
+        UINT("WIKI_WEB_TOOL_RESULT_MAX_BYTES", tool_result_max_bytes, 16384, 1024, 1048576);
+        UINT("WIKI_WEB_SANDBOX_TIMEOUT_SECONDS", sandbox_timeout_seconds, 30, 1, 3600);
+        UINT("WIKI_WEB_SANDBOX_MEMORY_MAX_BYTES",
+             sandbox_memory_max_bytes,
+             UINT64_C(536870912),
+             UINT64_C(16777216),
+             UINT64_C(68719476736));
+        UINT("WIKI_WEB_SANDBOX_TASKS_MAX", sandbox_tasks_max, 64, 4, 4096);
+        UINT("WIKI_WEB_SANDBOX_OUTPUT_MAX_BYTES", sandbox_output_max_bytes, 16384, 1024, 1048576);
+        UINT("WIKI_WEB_ARTIFACT_MAX_FILES", artifact_max_files, 16, 0, 1000);
+        UINT("WIKI_WEB_ARTIFACT_MAX_BYTES", artifact_max_bytes, UINT64_C(67108864), 0, UINT64_C(17179869184));
         UINT("WIKI_WEB_STOP_GRACE_SECONDS", stop_grace_seconds, 90, 1, 3600);
 #undef UINT
 
@@ -327,8 +340,21 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
             (r = load_string("WIKI_WEB_WIKI_USERNAME", &c->wiki_username, g, u, ret_error)) < 0 ||
             (r = load_string("WIKI_WEB_LLM_URL", &c->llm_url, g, u, ret_error)) < 0 ||
             (r = load_string("WIKI_WEB_LLM_MODEL", &c->llm_model, g, u, ret_error)) < 0 ||
+            (r = load_string("WIKI_WEB_SANDBOX_RUNTIME", &c->sandbox_runtime, g, u, ret_error)) < 0 ||
+            (r = load_string("WIKI_WEB_SANDBOX_ROOTFS", &c->sandbox_rootfs, g, u, ret_error)) < 0 ||
             (r = load_string("WIKI_WEB_STATE_DIRECTORY", &c->state_directory, g, u, ret_error)) < 0)
                 goto fail;
+        if (!c->sandbox_runtime) {
+                c->sandbox_runtime = strdup("crun");
+                if (!c->sandbox_runtime) {
+                        r = -ENOMEM;
+                        goto fail;
+                }
+        }
+        if (c->sandbox_rootfs && c->sandbox_rootfs[0] != '/') {
+                r = fail(ret_error, -EINVAL, "WIKI_WEB_SANDBOX_ROOTFS: expected an absolute path");
+                goto fail;
+        }
         if (c->wiki_api_url && !url_is_valid(c->wiki_api_url)) {
                 r = fail(ret_error, -EINVAL, "WIKI_WEB_WIKI_API_URL: expected an http:// or https:// URL");
                 goto fail;
@@ -387,6 +413,15 @@ void config_dump(const Config *c, FILE *f) {
         fprintf(f, "WIKI_WEB_QUERY_TIMEOUT_SECONDS=%" PRIu64 "\n", c->query_timeout_seconds);
         fprintf(f, "WIKI_WEB_UPSTREAM_MAX_RESPONSE_BYTES=%" PRIu64 "\n", c->upstream_max_response_bytes);
         dump_list(f, "WIKI_WEB_ALLOWED_DESTINATIONS", c->allowed_destinations);
+        fprintf(f, "WIKI_WEB_TOOL_RESULT_MAX_BYTES=%" PRIu64 "\n", c->tool_result_max_bytes);
+        fprintf(f, "WIKI_WEB_SANDBOX_RUNTIME=%s\n", c->sandbox_runtime ? c->sandbox_runtime : "");
+        fprintf(f, "WIKI_WEB_SANDBOX_ROOTFS=%s\n", c->sandbox_rootfs ? c->sandbox_rootfs : "");
+        fprintf(f, "WIKI_WEB_SANDBOX_TIMEOUT_SECONDS=%" PRIu64 "\n", c->sandbox_timeout_seconds);
+        fprintf(f, "WIKI_WEB_SANDBOX_MEMORY_MAX_BYTES=%" PRIu64 "\n", c->sandbox_memory_max_bytes);
+        fprintf(f, "WIKI_WEB_SANDBOX_TASKS_MAX=%" PRIu64 "\n", c->sandbox_tasks_max);
+        fprintf(f, "WIKI_WEB_SANDBOX_OUTPUT_MAX_BYTES=%" PRIu64 "\n", c->sandbox_output_max_bytes);
+        fprintf(f, "WIKI_WEB_ARTIFACT_MAX_FILES=%" PRIu64 "\n", c->artifact_max_files);
+        fprintf(f, "WIKI_WEB_ARTIFACT_MAX_BYTES=%" PRIu64 "\n", c->artifact_max_bytes);
         fprintf(f, "WIKI_WEB_STATE_DIRECTORY=%s\n", c->state_directory ? c->state_directory : "");
         fprintf(f, "WIKI_WEB_LOG_LEVEL=%d\n", c->log_level);
         fprintf(f, "WIKI_WEB_STOP_GRACE_SECONDS=%" PRIu64 "\n", c->stop_grace_seconds);

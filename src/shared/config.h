@@ -36,6 +36,17 @@ typedef struct Config {
         uint64_t query_timeout_seconds;
         uint64_t upstream_max_response_bytes;
         char **allowed_destinations; /* NULL-terminated hosts */
+        uint64_t tool_result_max_bytes;
+
+        /* Sandbox (API.md 8.3, 8.8) */
+        char *sandbox_runtime; /* "crun" by default; a name on PATH or an absolute path */
+        char *sandbox_rootfs;  /* NULL: a generated skeleton with the host's /usr read-only */
+        uint64_t sandbox_timeout_seconds;
+        uint64_t sandbox_memory_max_bytes;
+        uint64_t sandbox_tasks_max;
+        uint64_t sandbox_output_max_bytes;
+        uint64_t artifact_max_files;
+        uint64_t artifact_max_bytes;
 
         /* Daemon (extensions) */
         char *state_directory;       /* WIKI_WEB_STATE_DIRECTORY, else $STATE_DIRECTORY, else NULL */

@@ -37,6 +37,15 @@ static void test_defaults(void) {
         ASSERT_EQ_INT(c.query_max_steps, 8);
         ASSERT_EQ_INT(c.query_timeout_seconds, 120);
         ASSERT_EQ_INT(c.upstream_max_response_bytes, 8 * 1024 * 1024);
+        ASSERT_EQ_INT(c.tool_result_max_bytes, 16384);
+        ASSERT_EQ_STR(c.sandbox_runtime, "crun");
+        ASSERT_TRUE(!c.sandbox_rootfs);
+        ASSERT_EQ_INT(c.sandbox_timeout_seconds, 30);
+        ASSERT_EQ_INT(c.sandbox_memory_max_bytes, 536870912);
+        ASSERT_EQ_INT(c.sandbox_tasks_max, 64);
+        ASSERT_EQ_INT(c.sandbox_output_max_bytes, 16384);
+        ASSERT_EQ_INT(c.artifact_max_files, 16);
+        ASSERT_EQ_INT(c.artifact_max_bytes, 67108864);
         ASSERT_TRUE(!c.wiki_password && !c.llm_api_key);
         config_done(&c);
 }
@@ -93,6 +102,14 @@ static void test_ranges(void) {
         expect_bad("WIKI_WEB_ALLOWED_ORIGINS=https://x/path", "WIKI_WEB_ALLOWED_ORIGINS");
         expect_bad("WIKI_WEB_WIKI_API_URL=file:///etc/passwd", "WIKI_WEB_WIKI_API_URL");
         expect_bad("WIKI_WEB_LOG_LEVEL=8", "WIKI_WEB_LOG_LEVEL");
+        expect_bad("WIKI_WEB_TOOL_RESULT_MAX_BYTES=1023", "1024..1048576");
+        expect_bad("WIKI_WEB_SANDBOX_TIMEOUT_SECONDS=0", "1..3600");
+        expect_bad("WIKI_WEB_SANDBOX_MEMORY_MAX_BYTES=68719476737", "16777216..68719476736");
+        expect_bad("WIKI_WEB_SANDBOX_TASKS_MAX=3", "4..4096");
+        expect_bad("WIKI_WEB_SANDBOX_OUTPUT_MAX_BYTES=1048577", "1024..1048576");
+        expect_bad("WIKI_WEB_ARTIFACT_MAX_FILES=1001", "0..1000");
+        expect_bad("WIKI_WEB_ARTIFACT_MAX_BYTES=17179869185", "0..17179869184");
+        expect_bad("WIKI_WEB_SANDBOX_ROOTFS=relative/dir", "WIKI_WEB_SANDBOX_ROOTFS");
 }
 
 static void test_secrets(void) {
