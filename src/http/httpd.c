@@ -303,7 +303,12 @@ static bool request_begin(HttpRequest *req, const char *url, const char *method)
                 }
                 req->new_session = true;
         }
-        session_key_from_token(req->token, &req->session);
+        r = session_key_from_token(req->token, &req->session);
+        if (r < 0) {
+                log_error_errno(r, "Failed to hash the session token");
+                http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+                return true;
+        }
 
         if (req->method == HTTP_METHOD_OPTIONS) {
                 reply_preflight(req);

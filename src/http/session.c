@@ -100,9 +100,9 @@ int session_token_new(char ret[static SESSION_TOKEN_LEN + 1]) {
         return 0;
 }
 
-void session_key_from_token(const char *token, SessionKey *ret) {
+int session_key_from_token(const char *token, SessionKey *ret) {
         _Static_assert(sizeof ret->bytes == SHA256_DIGEST_SIZE, "SessionKey is a SHA-256 digest");
-        sha256(token, SESSION_TOKEN_LEN, ret->bytes);
+        return sha256(token, SESSION_TOKEN_LEN, ret->bytes);
 }
 
 int session_set_cookie_header(const char *token, uint64_t max_age_seconds, bool secure, char **ret) {

@@ -32,8 +32,9 @@ int session_token_new(char ret[static SESSION_TOKEN_LEN + 1]);
 
 /* The SessionKey of a token: SHA-256 of its 43 characters (no NUL). The
  * caller passes a valid token (from session_cookie_parse() or
- * session_token_new()); only the first 43 bytes are read. */
-void session_key_from_token(const char *token, SessionKey *ret);
+ * session_token_new()); only the first 43 bytes are read. Returns 0, or
+ * -ENOMEM from the digest with *ret untouched. */
+int session_key_from_token(const char *token, SessionKey *ret);
 
 /* The Set-Cookie header value
  *   "wikiweb_session=<token>; Path=/; HttpOnly; SameSite=Lax; Max-Age=<n>[; Secure]"

@@ -4,30 +4,30 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* SHA-256 (FIPS 180-4), self-contained: the project links no crypto
- * library. Used for session keys (API.md 3) and artifact digests (API.md 9).
- * Not constant-time with respect to anything secret beyond what SHA-256
- * itself is; no key material goes through it except session tokens, whose
- * digest is the point. */
+/* SHA-256 through libcrypto (OpenSSL 3's EVP interface), which is on every
+ * machine already as libcurl's TLS library. Used for session keys (API.md 3)
+ * and artifact digests (API.md 9). libcrypto is used by this module only. */
 
 #define SHA256_DIGEST_SIZE 32
-#define SHA256_BLOCK_SIZE 64
 
 typedef struct Sha256Ctx {
-        uint32_t state[8];
-        uint64_t total_bytes; /* message length so far */
-        uint8_t buffer[SHA256_BLOCK_SIZE];
-        size_t buffer_len; /* 0..63 bytes waiting in buffer */
+        void *md_ctx; /* EVP_MD_CTX *, owned; NULL before init and after final/done */
 } Sha256Ctx;
 
-/* Incremental API: init, any number of updates, final. After final the
- * context is wiped; init it again to reuse it. */
-void sha256_init(Sha256Ctx *ctx);
-void sha256_update(Sha256Ctx *ctx, const void *data, size_t len);
-void sha256_final(Sha256Ctx *ctx, uint8_t ret[static SHA256_DIGEST_SIZE]);
+/* Incremental API: init, any number of updates, final. Returns 0 or a
+ * negative errno (-ENOMEM from init; -EIO if libcrypto fails, which it does
+ * not for SHA-256 short of memory). final and done free the context; done
+ * is safe on a context that was never initialised (zeroed), finalised or
+ * already done, so it can sit in a _cleanup_ handler. After final the
+ * context must be initialised again before reuse. */
+int sha256_init(Sha256Ctx *ctx);
+int sha256_update(Sha256Ctx *ctx, const void *data, size_t len);
+int sha256_final(Sha256Ctx *ctx, uint8_t ret[static SHA256_DIGEST_SIZE]);
+void sha256_done(Sha256Ctx *ctx);
 
-/* One-shot digest of len bytes at data (data may be NULL when len is 0). */
-void sha256(const void *data, size_t len, uint8_t ret[static SHA256_DIGEST_SIZE]);
+/* One-shot digest of len bytes at data (data may be NULL when len is 0).
+ * Returns 0, or -ENOMEM / -EIO with ret untouched. */
+int sha256(const void *data, size_t len, uint8_t ret[static SHA256_DIGEST_SIZE]);
 
 /* 64 lowercase hex digits and a NUL into ret. */
 void sha256_to_hex(const uint8_t d[static SHA256_DIGEST_SIZE], char ret[static 65]);

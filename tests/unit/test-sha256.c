@@ -9,7 +9,7 @@ static void check(const void *data, size_t len, const char *expected) {
         uint8_t d[SHA256_DIGEST_SIZE];
         char hex[65];
 
-        sha256(data, len, d);
+        ASSERT_OK(sha256(data, len, d));
         sha256_to_hex(d, hex);
         ASSERT_EQ_STR(hex, expected);
 
@@ -19,10 +19,11 @@ static void check(const void *data, size_t len, const char *expected) {
                 Sha256Ctx ctx;
                 const uint8_t *p = data;
 
-                sha256_init(&ctx);
+                ASSERT_OK(sha256_init(&ctx));
                 for (size_t i = 0; i < len; i += step)
-                        sha256_update(&ctx, p + i, MIN(step, len - i));
-                sha256_final(&ctx, d);
+                        ASSERT_OK(sha256_update(&ctx, p + i, MIN(step, len - i)));
+                ASSERT_OK(sha256_final(&ctx, d));
+                ASSERT_TRUE(!ctx.md_ctx);
                 sha256_to_hex(d, hex);
                 ASSERT_EQ_STR(hex, expected);
         }
@@ -52,10 +53,10 @@ static void test_million_a(void) {
         check(buf, n, expected);
 
         /* And a byte at a time. */
-        sha256_init(&ctx);
+        ASSERT_OK(sha256_init(&ctx));
         for (size_t i = 0; i < n; i++)
-                sha256_update(&ctx, "a", 1);
-        sha256_final(&ctx, d);
+                ASSERT_OK(sha256_update(&ctx, "a", 1));
+        ASSERT_OK(sha256_final(&ctx, d));
         sha256_to_hex(d, hex);
         ASSERT_EQ_STR(hex, expected);
         free(buf);
@@ -91,10 +92,24 @@ static void test_to_hex(void) {
         ASSERT_EQ_STR(hex, "070f171f272f373f474f575f676f777f878f979fa7afb7bfc7cfd7dfe7eff7ff");
 }
 
+/* done is safe on a zeroed, a live and an already freed context. */
+static void test_done(void) {
+        Sha256Ctx ctx = { 0 };
+
+        sha256_done(&ctx);
+        ASSERT_OK(sha256_init(&ctx));
+        ASSERT_OK(sha256_update(&ctx, "abc", 3));
+        sha256_done(&ctx);
+        ASSERT_TRUE(!ctx.md_ctx);
+        sha256_done(&ctx);
+        sha256_done(NULL);
+}
+
 int main(void) {
         test_vectors();
         test_million_a();
         test_padding_edges();
         test_to_hex();
+        test_done();
         return 0;
 }
