@@ -1335,17 +1335,21 @@ def _package_steps(bed, ct, deb):
     status, _ = _pkg_http(port, "GET", "/api/v1/health")
     check(status == 200, f"health after fixing the setting: {status}")
 
+    # A sandbox root as wikiweb-build-sandbox-rootfs makes it (root's, not
+    # the package's files): data, kept on remove, gone on purge.
+    ct.write("/var/lib/wikiweb-sandbox/rootfs/usr/bin/python3", "#!/bin/false\n", 0o755)
+
     # Remove: nothing runs any more; configuration and data stay.
     r = ct.run(apt_env + ["apt-get", "remove", "-y", "wikiweb"], check=False, timeout=300)
     check(r.returncode == 0, f"apt-get remove failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
     live = _pkg_live_state(ct, uid)
     check(not live, f"still running after apt-get remove: {live}")
     dstate = ct.run(["dpkg-query", "-W", "-f=${Status}", "wikiweb"], check=False).stdout.strip()
-    kept = [p for p in (conf, "/var/lib/wikiweb/history.sqlite3", "/etc/credstore/wikiweb.llm-api-key")
-            if os.path.exists(ct.root(p))]
+    kept = [p for p in (conf, "/var/lib/wikiweb/history.sqlite3", "/etc/credstore/wikiweb.llm-api-key",
+                        "/var/lib/wikiweb-sandbox/rootfs/usr/bin/python3") if os.path.exists(ct.root(p))]
     log(f"# after remove: dpkg status '{dstate}', nothing running, kept: {', '.join(kept)}")
     check(dstate == "deinstall ok config-files", f"dpkg status after remove: {dstate}")
-    check(len(kept) == 3, f"remove must keep configuration and data, kept only {kept}")
+    check(len(kept) == 4, f"remove must keep configuration and data, kept only {kept}")
     check(not os.path.exists(ct.root("/usr/libexec/wikiwebd")), "the daemon is still there")
 
     # Purge: configuration and data go; the system user stays (Debian does
@@ -1354,7 +1358,7 @@ def _package_steps(bed, ct, deb):
     check(r.returncode == 0, f"apt-get purge failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
     live = _pkg_live_state(ct, uid)
     check(not live, f"still running after apt-get purge: {live}")
-    gone = ["/etc/wikiweb", "/var/lib/wikiweb", "/etc/credstore/wikiweb.llm-api-key",
+    gone = ["/etc/wikiweb", "/var/lib/wikiweb", "/etc/credstore/wikiweb.llm-api-key", "/var/lib/wikiweb-sandbox",
             "/var/lib/systemd/linger/wikiweb", "/usr/libexec/wikiwebd", "/lib/systemd/system/wikiwebd.service",
             "/lib/systemd/system/wikiwebd.socket", "/usr/share/dbus-1/system.d/org.wikiweb.Queue1.conf",
             "/etc/systemd/system/sockets.target.wants/wikiwebd.socket"]
