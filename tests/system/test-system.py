@@ -1322,6 +1322,8 @@ def _package_steps(bed, ct, deb):
         f"{named[0].get('MESSAGE') if named else None!r}")
     check(len(named) == 1, f"{len(named)} journal lines name WIKI_WEB_QUEUE_MAX_LENGTH, want one")
     check(all(e.get("MESSAGE") == bad for e in named), f"unexpected wording: {[e.get('MESSAGE') for e in named]}")
+    # Logged natively (stderr is the journal, JOURNAL_STREAM), not as text.
+    check(all(e.get("CODE_FUNC") for e in named), "the line came without the daemon's journal fields")
     # Who wrote it: _CMDLINE is often missing for a process this short-lived,
     # so ask systemd which command failed.
     pre = ct.run(["systemctl", "show", SERVICE, "-p", "ExecStartPre", "-p", "Result"]).stdout
