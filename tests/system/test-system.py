@@ -20,6 +20,7 @@ Usage: test-system.py --wikiwebd BUILD/wikiwebd --source-root SRC [--keep]
 import argparse
 import base64
 import contextlib
+import glob
 import hashlib
 import http.client
 import http.server
@@ -114,17 +115,21 @@ def new_token():
 class Container:
     """A booted systemd in nspawn, on the host's /usr, volatile."""
 
-    def __init__(self, work, name, binds_ro):
+    def __init__(self, work, name, binds_ro, directory="/", volatile="yes", prefix=(), kernel_args=()):
         self.work = work
         self.name = name
         self.binds_ro = binds_ro
+        self.directory = directory
+        self.volatile = volatile
+        self.prefix = list(prefix)  # runs nspawn: "CMD... nspawn ARGS..."
+        self.kernel_args = list(kernel_args)
         self.nspawn = None
         self.leader = None
         self.cgroups = []
-        self.console = os.path.join(work, "console.log")
+        self.console = os.path.join(work, f"console-{name}.log")
 
     def _cgroup_setup(self):
-        cg = f"wikiweb-system-{os.getpid()}"
+        cg = f"wikiweb-system-{os.getpid()}-{self.name}"
         if os.path.exists("/sys/fs/cgroup/unified/cgroup.procs"):
             roots = ["/sys/fs/cgroup/unified", "/sys/fs/cgroup/systemd"]
         elif os.path.exists("/sys/fs/cgroup/cgroup.controllers"):
@@ -140,16 +145,16 @@ class Container:
 
     def boot(self, timeout=60):
         self._cgroup_setup()
-        machine_id = os.path.join(self.work, "machine-id")
+        machine_id = os.path.join(self.work, f"machine-id-{self.name}")
         with open(machine_id, "w") as f:
             f.write(secrets.token_hex(16) + "\n")
         cmd = ["systemd-nspawn", "--boot", "--register=no", "--keep-unit",
-               "--console=pipe", f"--machine={self.name}", "-D", "/",
-               "--volatile=yes", f"--bind-ro={machine_id}:/etc/machine-id",
+               "--console=pipe", f"--machine={self.name}", "-D", self.directory,
+               f"--volatile={self.volatile}", f"--bind-ro={machine_id}:/etc/machine-id",
                "--bind-ro=/etc/pam.d", "--bind-ro=/etc/security",
                "--bind-ro=/etc/login.defs"]
         cmd += [f"--bind-ro={src}:{dst}" for src, dst in self.binds_ro]
-        cmd += ["systemd.mask=systemd-machine-id-commit.service"]
+        cmd = self.prefix + cmd + ["systemd.mask=systemd-machine-id-commit.service"] + self.kernel_args
         env = dict(os.environ, SYSTEMD_NSPAWN_UNIFIED_HIERARCHY="1")
         cgroups = list(self.cgroups)
 
@@ -1025,7 +1030,7 @@ def history_in_state_directory(bed):
     """The history lives in StateDirectory= (owned by the service user, not
     readable by others), keeps every query across restarts, and a query
     killed with the daemon (SIGKILL, as a crash) is recorded as failed by the
-    next start, which systemd makes (Restart=on-failure)."""
+    next start, which systemd makes (Restart=on-abnormal)."""
     bed.restart_clean()
     token = bed.session()
     status, hdrs, body = bed.http("POST", "/api/v1/query", token, {"question": "Apples?"})
@@ -1113,6 +1118,261 @@ def watchdog_restarts_hung_daemon(bed):
     finally:
         bed.ct.remove(f"/run/systemd/system/{SERVICE}.d/60-watchdog-test.conf")
         bed.ct.run(["systemctl", "daemon-reload"], check=False)
+
+
+# --------------------------------------------------------------------------
+# Packaging: the Debian package, installed, used, removed and purged in a
+# container of its own. The other tests' root is a tmpfs with /usr
+# read-only, where dpkg has no database and cannot write. This container's
+# root is the host's whole root under a writable overlay whose upper layer
+# is a tmpfs (nspawn refuses --volatile=overlay on "/", so the overlay is
+# mounted by hand, in a private mount namespace that dies with nspawn: the
+# host sees no mount). dpkg there sees the host's installed packages (crun,
+# dbus, systemd: the package's dependencies) and writes only to the tmpfs.
+# The services the host enables (nginx, postgresql, the apt timers, ...)
+# are masked in it: it shares the host's network.
+
+OVERLAY_ROOT_SH = """set -e
+mount -t tmpfs -o mode=0755 wikiweb-pkg "$1/layers"
+mkdir "$1/layers/upper" "$1/layers/work"
+mount -t overlay overlay -o "lowerdir=/,upperdir=$1/layers/upper,workdir=$1/layers/work" "$1/root"
+shift
+exec "$@"
+"""
+
+PKG_DIR_IN_CT = "/opt/wikiweb-pkg"
+
+
+def _package_deb(bed):
+    """The .deb under test: $WIKIWEB_TEST_DEB (CI builds it once), else one
+    built from this tree now with packaging/build-deb (no unit tests)."""
+    given = os.environ.get("WIKIWEB_TEST_DEB")
+    if given:
+        check(os.path.isfile(given), f"WIKIWEB_TEST_DEB={given}: no such file")
+        return os.path.abspath(given)
+    for tool in ("dpkg-buildpackage", "dh"):
+        check(shutil.which(tool), f"{tool} is missing: the package test builds the .deb "
+              "(packaging/install-deps.sh installs dpkg-dev and debhelper)")
+    out = os.path.join(bed.work, "deb")
+    t0 = time.monotonic()
+    r = subprocess.run([os.path.join(bed.src, "packaging/build-deb"), out],
+                       env=dict(os.environ, DEB_BUILD_OPTIONS="nocheck"), stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=900)
+    check(r.returncode == 0, f"packaging/build-deb failed:\n{(r.stdout + r.stderr)[-4000:]}")
+    debs = sorted(f for f in os.listdir(out) if re.match(r"wikiweb_[^_]+_[a-z0-9]+\.deb$", f))
+    check(len(debs) == 1, f"expected one wikiweb_*.deb in {out}: {os.listdir(out)}")
+    log(f"# built {debs[0]} in {time.monotonic() - t0:.1f}s (packaging/build-deb, nocheck)")
+    return os.path.join(out, debs[0])
+
+
+def _pkg_http(port, method, path, token=None):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=15)
+    try:
+        conn.request(method, path, headers={"Cookie": f"wikiweb_session={token}"} if token else {})
+        r = conn.getresponse()
+        raw = r.read()
+    finally:
+        conn.close()
+    return r.status, (json.loads(raw) if raw.startswith(b"{") else None)
+
+
+def _pkg_unit_states(ct):
+    r = ct.run(["systemctl", "list-units", "--all", "--plain", "--no-legend", "--no-pager",
+                "wikiwebd*", "wikiweb-q-*", "user@*"], check=False)
+    return [line.split() for line in r.stdout.splitlines() if line.strip()]
+
+
+def _pkg_live_state(ct, uid):
+    """What of wikiweb still runs: active units, processes of its user."""
+    live = [f"unit {u[0]} {u[2]}/{u[3]}" for u in _pkg_unit_states(ct)
+            if (u[0].startswith("wikiweb") or u[0] == f"user@{uid}.service") and u[2] != "inactive"]
+    r = ct.run(["pgrep", "-a", "-u", uid], check=False)
+    live += [f"process {line}" for line in r.stdout.splitlines()]
+    return live
+
+
+@test
+def package_install_use_purge(bed):
+    """The .deb: installs with its dependencies present, enables the socket
+    without starting it, serves once configured, rejects a bad setting at
+    start with one journal line naming it, and leaves nothing running on
+    remove and nothing but the system user on purge."""
+    deb = _package_deb(bed)
+    deb_in_ct = f"{PKG_DIR_IN_CT}/{os.path.basename(deb)}"
+    masks = set()
+    for wants in glob.glob("/etc/systemd/system/*.wants"):
+        masks.update(f"systemd.mask={u}" for u in os.listdir(wants))
+    base = os.path.join(bed.work, "pkg-root")
+    os.makedirs(os.path.join(base, "layers"))
+    os.makedirs(os.path.join(base, "root"))
+    ct = Container(bed.work, f"wikiweb-pkg-{os.getpid()}", [(deb, deb_in_ct)],
+                   directory=os.path.join(base, "root"), volatile="no",
+                   prefix=["unshare", "--mount", "--propagation=private", "sh", "-c", OVERLAY_ROOT_SH,
+                           "sh", base],
+                   kernel_args=sorted(masks))
+    try:
+        t0 = time.monotonic()
+        ct.boot()
+        log(f"# package container booted in {time.monotonic() - t0:.2f}s (overlay root, "
+            f"{len(masks)} host units masked)")
+        _package_steps(bed, ct, deb_in_ct)
+    finally:
+        ct.shutdown()
+
+
+def _package_steps(bed, ct, deb):
+    apt_env = ["env", "DEBIAN_FRONTEND=noninteractive"]
+    conf = "/etc/wikiweb/wikiweb.conf"
+    check(ct.run(["dpkg-query", "-W", "wikiweb"], check=False).returncode != 0
+          and not os.path.exists(ct.root("/usr/libexec/wikiwebd")),
+          "wikiweb is already on the host's root: the package test needs a root without it")
+
+    # A docker-built host has a policy-rc.d that forbids every service start
+    # from maintainer scripts; a booted system has none.
+    if os.path.exists(ct.root("/usr/sbin/policy-rc.d")):
+        ct.remove("/usr/sbin/policy-rc.d")
+        log("# removed the host's /usr/sbin/policy-rc.d in the container (it forbids service starts)")
+
+    # Install. The dependencies are on the host already: nothing to download.
+    t0 = time.monotonic()
+    r = ct.run(apt_env + ["apt-get", "install", "-y", "--no-install-recommends", deb],
+               check=False, timeout=300)
+    check(r.returncode == 0, f"apt-get install failed:\n{r.stdout[-3000:]}{r.stderr[-2000:]}")
+    check(" 1 newly installed" in r.stdout, f"apt-get installed more than the package:\n{r.stdout[-2000:]}")
+    log(f"# apt-get install ./{os.path.basename(deb)}: {time.monotonic() - t0:.1f}s")
+    check("wikiwebd.socket is enabled, not started" in r.stdout,
+          f"postinst did not say the socket waits for configuration:\n{r.stdout[-2000:]}")
+    enabled = ct.run(["systemctl", "is-enabled", SOCKET], check=False).stdout.strip()
+    active = ct.run(["systemctl", "is-active", SOCKET, SERVICE], check=False).stdout.split()
+    log(f"# unconfigured: {SOCKET} {enabled}, socket/service {'/'.join(active)}")
+    check(enabled == "enabled", f"{SOCKET} is {enabled} after installation")
+    check(active == ["inactive", "inactive"], f"started before being configured: {active}")
+    pw = ct.run(["getent", "passwd", "wikiweb"]).stdout.strip()
+    uid = pw.split(":")[2]
+    log(f"# {pw}")
+    conffiles = ct.run(["dpkg-query", "-W", "-f=${Conffiles}", "wikiweb"]).stdout
+    check(conf in conffiles, f"{conf} is not a conffile: {conffiles!r}")
+    check(oct(os.stat(ct.root("/etc/credstore")).st_mode & 0o777) == "0o700", "/etc/credstore not 0700")
+    with open(ct.root("/usr/lib/tmpfiles.d/wikiweb.conf")) as f:
+        lingers = "/var/lib/systemd/linger/wikiweb" in f.read()
+    if lingers:
+        check(os.path.exists(ct.root("/var/lib/systemd/linger/wikiweb")), "tmpfiles.d lists the linger "
+              "file, but the installation did not create it")
+        wait_until(lambda: ct.run(["systemctl", "is-active", f"user@{uid}.service"], check=False)
+                   .stdout.strip() == "active", 15, what=f"user@{uid}.service (lingering)")
+        log(f"# the service user lingers: user@{uid}.service active")
+    else:
+        log("# tmpfiles.d has no linger entry for wikiweb (the sandbox adds it): no user manager")
+
+    # Configure: the fixtures' URLs, plain-HTTP cookies, a free port (a
+    # drop-in, as an admin would), one secret. Then the package's own
+    # configure step sees a configured wikiweb and starts the socket.
+    port = free_port()
+    upstream = f"http://127.0.0.1:{bed.upstream.server_address[1]}"
+    with open(ct.root(conf)) as f:
+        original = f.read()
+    settings = (f"WIKI_WEB_WIKI_API_URL={upstream}/api.php\n"
+                f"WIKI_WEB_LLM_URL={upstream}/v1\n"
+                "WIKI_WEB_LLM_MODEL=test-model\n"
+                "WIKI_WEB_ALLOWED_DESTINATIONS=127.0.0.1\n"
+                "WIKI_WEB_COOKIE_SECURE=false\n")
+    ct.write(conf, original + settings)
+    ct.write(f"/etc/systemd/system/{SOCKET}.d/50-port.conf",
+             f"[Socket]\nListenStream=\nListenStream=127.0.0.1:{port}\n")
+    secret = "sk-pkg-" + secrets.token_hex(16)
+    ct.write("/etc/credstore/wikiweb.llm-api-key", secret + "\n", 0o600)
+    ct.run(["systemctl", "daemon-reload"])
+    r = ct.run(apt_env + ["dpkg-reconfigure", "wikiweb"], check=False, timeout=120)
+    check(r.returncode == 0, f"dpkg-reconfigure failed: {r.stdout}{r.stderr}")
+    state = ct.run(["systemctl", "is-active", SOCKET], check=False).stdout.strip()
+    check(state == "active", f"configured, but the package's configure step left {SOCKET} {state}")
+
+    status, obj = _pkg_http(port, "GET", "/api/v1/health")
+    log(f"# GET /api/v1/health: {status} {obj}")
+    check(status == 200 and obj and obj.get("status") == "ok", f"health: {status} {obj}")
+    token = new_token()
+    status, obj = _pkg_http(port, "POST", "/api/v1/queue/join", token)
+    check(status == 201 and obj and obj.get("ticket"), f"join: {status} {obj}")
+    status, obj = _pkg_http(port, "GET", "/api/v1/queue/status", token)
+    log(f"# GET /api/v1/queue/status: {status} state {obj and obj.get('state')}, "
+        f"queue_length {obj and obj.get('queue_length')}")
+    check(status == 200 and obj and obj.get("queue_length") == 1, f"status: {status} {obj}")
+    r = ct.run(["busctl", "--json=short", "get-property", NAME, OPATH, IFACE, "State"], user="65534",
+               check=False)
+    check(r.returncode == 0, f"busctl as nobody: {r.stdout}{r.stderr}")
+    bus_state = json.loads(r.stdout)["data"]
+    log(f"# busctl get-property ... State, as nobody: {bus_state}")
+    check(bus_state == obj["state"], f"State {bus_state} on the bus, {obj['state']} over HTTP")
+    check(os.path.exists(ct.root("/var/lib/wikiweb/history.sqlite3")), "no history in /var/lib/wikiweb")
+
+    # A bad setting: the start fails, and the journal names the setting.
+    bad = "Invalid configuration: WIKI_WEB_QUEUE_MAX_LENGTH: invalid value, expected an integer in 0..1000000"
+    ct.write(conf, original + settings + "WIKI_WEB_QUEUE_MAX_LENGTH=lots\n")
+    r = ct.run(["systemctl", "restart", SERVICE], check=False, timeout=60)
+    check(r.returncode != 0, "systemctl restart succeeded with WIKI_WEB_QUEUE_MAX_LENGTH=lots")
+    time.sleep(2.5)  # past RestartSec=1s: a restart loop would add lines
+    entries = []
+    jr = ct.run(["journalctl", "--no-pager", "-u", SERVICE, "-o", "json"], check=False, timeout=30)
+    for line in jr.stdout.splitlines():
+        with contextlib.suppress(ValueError):
+            entries.append(json.loads(line))
+    named = [e for e in entries if "WIKI_WEB_QUEUE_MAX_LENGTH" in str(e.get("MESSAGE"))
+             and "Invalid" in str(e.get("MESSAGE"))]
+    log(f"# systemctl restart: exit {r.returncode}; {len(named)} journal line(s) like: "
+        f"{named[0].get('MESSAGE') if named else None!r}")
+    check(len(named) == 1, f"{len(named)} journal lines name WIKI_WEB_QUEUE_MAX_LENGTH, want one")
+    check(all(e.get("MESSAGE") == bad for e in named), f"unexpected wording: {[e.get('MESSAGE') for e in named]}")
+    # Logged natively (stderr is the journal, JOURNAL_STREAM), not as text.
+    check(all(e.get("CODE_FUNC") for e in named), "the line came without the daemon's journal fields")
+    # Who wrote it: _CMDLINE is often missing for a process this short-lived,
+    # so ask systemd which command failed.
+    pre = ct.run(["systemctl", "show", SERVICE, "-p", "ExecStartPre", "-p", "Result"]).stdout
+    log(f"# {' '.join(pre.split())}")
+    check(re.search(r"argv\[\]=/usr/libexec/wikiwebd --check-config ;.*status=1\b", pre)
+          and "Result=exit-code" in pre, "the start did not fail in ExecStartPre=wikiwebd --check-config")
+    check(secret not in jr.stdout, "the API key is in the journal")
+    ct.write(conf, original + settings)
+    ct.run(["systemctl", "reset-failed", SERVICE, SOCKET], check=False)
+    ct.run(["systemctl", "start", SOCKET])
+    status, _ = _pkg_http(port, "GET", "/api/v1/health")
+    check(status == 200, f"health after fixing the setting: {status}")
+
+    # A sandbox root as wikiweb-build-sandbox-rootfs makes it (root's, not
+    # the package's files): data, kept on remove, gone on purge.
+    ct.write("/var/lib/wikiweb-sandbox/rootfs/usr/bin/python3", "#!/bin/false\n", 0o755)
+
+    # Remove: nothing runs any more; configuration and data stay.
+    r = ct.run(apt_env + ["apt-get", "remove", "-y", "wikiweb"], check=False, timeout=300)
+    check(r.returncode == 0, f"apt-get remove failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
+    live = _pkg_live_state(ct, uid)
+    check(not live, f"still running after apt-get remove: {live}")
+    dstate = ct.run(["dpkg-query", "-W", "-f=${Status}", "wikiweb"], check=False).stdout.strip()
+    kept = [p for p in (conf, "/var/lib/wikiweb/history.sqlite3", "/etc/credstore/wikiweb.llm-api-key",
+                        "/var/lib/wikiweb-sandbox/rootfs/usr/bin/python3") if os.path.exists(ct.root(p))]
+    log(f"# after remove: dpkg status '{dstate}', nothing running, kept: {', '.join(kept)}")
+    check(dstate == "deinstall ok config-files", f"dpkg status after remove: {dstate}")
+    check(len(kept) == 4, f"remove must keep configuration and data, kept only {kept}")
+    check(not os.path.exists(ct.root("/usr/libexec/wikiwebd")), "the daemon is still there")
+
+    # Purge: configuration and data go; the system user stays (Debian does
+    # not remove system users: files may still belong to it).
+    r = ct.run(apt_env + ["apt-get", "purge", "-y", "wikiweb"], check=False, timeout=300)
+    check(r.returncode == 0, f"apt-get purge failed:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
+    live = _pkg_live_state(ct, uid)
+    check(not live, f"still running after apt-get purge: {live}")
+    gone = ["/etc/wikiweb", "/var/lib/wikiweb", "/etc/credstore/wikiweb.llm-api-key", "/var/lib/wikiweb-sandbox",
+            "/var/lib/systemd/linger/wikiweb", "/usr/libexec/wikiwebd", "/lib/systemd/system/wikiwebd.service",
+            "/lib/systemd/system/wikiwebd.socket", "/usr/share/dbus-1/system.d/org.wikiweb.Queue1.conf",
+            "/etc/systemd/system/sockets.target.wants/wikiwebd.socket"]
+    left = [p for p in gone if os.path.lexists(ct.root(p))]
+    check(not left, f"left after purge: {left}")
+    check(ct.run(["dpkg-query", "-W", "-f=${Status}", "wikiweb"], check=False).stdout.strip()
+          in ("", "unknown ok not-installed"), "dpkg still knows wikiweb after purge")
+    remains = [p for p in ("/etc/credstore", f"/etc/systemd/system/{SOCKET}.d/50-port.conf")
+               if os.path.exists(ct.root(p))]
+    user = ct.run(["getent", "passwd", "wikiweb"], check=False).stdout.strip()
+    log(f"# after purge: removed {len(gone)} paths checked; remain: user '{user.split(':')[0] or 'none'}', "
+        f"{', '.join(remains)} (the admin's drop-in and the shared credential store)")
 
 
 # --------------------------------------------------------------------------
