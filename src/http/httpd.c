@@ -903,7 +903,7 @@ int http_server_new(
         s->userdata = userdata;
 
         s->connection_limit = http_connection_limit(config);
-        log_debug(
+        log_info(
                 "HTTP: at most %u connections, %" PRIu64 " per client address (0: no limit).",
                 s->connection_limit,
                 config->http_max_connections_per_ip);
