@@ -338,6 +338,18 @@ static enum MHD_Result scan_field(
                 h->malformed = true;
         h->prev_end = value + value_size;
 
+        /* RFC 9110 5.1: a field name is a token. libmicrohttpd 0.9.75 keeps
+         * "Content-Length " (a space before the colon) as a name of its own
+         * and would then not frame the body by it. */
+        if (key_size == 0)
+                h->malformed = true;
+        for (size_t i = 0; i < key_size; i++) {
+                char ch = key[i];
+                if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                      (ch && strchr("!#$%&'*+-.^_`|~", ch))))
+                        h->malformed = true;
+        }
+
         /* RFC 9110 5.5: field values are visible characters, SP and HTAB. */
         for (size_t i = 0; i < value_size; i++) {
                 unsigned char ch = (unsigned char) value[i];

@@ -29,7 +29,7 @@
 #define HTTP_HEAD_MAX_FIELDS 64
 /* libmicrohttpd's per-connection memory: the head, MHD's copy of the
  * Cookie field, one small struct per field, and the response head. */
-#define HTTP_CONNECTION_POOL_BYTES (32 * 1024)
+#define HTTP_CONNECTION_POOL_BYTES (24 * 1024)
 /* Descriptors kept for the daemon's own use below RLIMIT_NOFILE. */
 #define HTTP_FD_RESERVE 128
 
