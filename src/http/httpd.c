@@ -805,13 +805,13 @@ static void warn_limit(HttpServer *s, const char *what) {
         }
         log_warning(
                 "HTTP: %s (%u connections open, limit %u, %" PRIu64
-                " per client address)%s; "
+                " per client address; %u more such events since the last warning); "
                 "further clients are refused or wait.",
                 what,
                 s->n_connections,
                 s->connection_limit,
                 s->config->http_max_connections_per_ip,
-                s->limit_suppressed > 0 ? ", more since the last warning" : "");
+                s->limit_suppressed);
         s->limit_warned_at = t;
         s->limit_suppressed = 0;
 }
@@ -884,10 +884,8 @@ unsigned http_connection_limit(const Config *config) {
         /* Every connection is a descriptor; the daemon's own (the store,
          * the journal, the bus, upstream sockets, the sandbox's pipes) get
          * HTTP_FD_RESERVE of the soft limit. */
-        if (getrlimit(RLIMIT_NOFILE, &rl) >= 0 && rl.rlim_cur != RLIM_INFINITY)
-                limit = rl.rlim_cur;
-        else if (rl.rlim_cur == RLIM_INFINITY)
-                limit = 1000000;
+        if (getrlimit(RLIMIT_NOFILE, &rl) >= 0)
+                limit = rl.rlim_cur == RLIM_INFINITY ? 1000000 : (uint64_t) rl.rlim_cur;
         limit = limit > HTTP_FD_RESERVE + 16 ? limit - HTTP_FD_RESERVE : 16;
         if (config->http_max_connections > 0)
                 limit = MIN(limit, config->http_max_connections);
