@@ -377,8 +377,10 @@ static int open_history(const char *path, History **ret) {
                 return log_error_errno(r, "Failed to open the history in %s", path);
         if (recovered > 0)
                 log_warning(
-                        "%u queries were still running when the service last stopped; recorded them as failed.",
-                        recovered);
+                        "%u %s still running when the service last stopped; recorded %s as failed.",
+                        recovered,
+                        recovered == 1 ? "query was" : "queries were",
+                        recovered == 1 ? "it" : "them");
         return 0;
 }
 

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #include <microhttpd.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 
 #include "http/httpd.h"
 #include "shared/log.h"
@@ -10,22 +13,55 @@
 #include "shared/sanitize.h"
 #include "shared/time-util.h"
 
+typedef struct HttpConnection HttpConnection;
+
 struct HttpServer {
         sd_event *event;
         const Config *config;
         struct MHD_Daemon *daemon;
         sd_event_source *io_source;
         sd_event_source *timer_source;
-        sd_event_source *wake_source; /* runs MHD once more after a resume */
+        sd_event_source *wake_source;     /* runs MHD once more (resume, closed connections) */
+        sd_event_source *deadline_source; /* the oldest request deadline */
         HttpHandler handler;
         void *userdata;
-        unsigned n_requests; /* requests alive (begun, not yet completed) */
+        unsigned n_requests;    /* requests alive (begun, not yet completed) */
+        unsigned n_connections; /* connections MHD holds */
+        unsigned connection_limit;
+        bool closed_in_run; /* a connection closed during the current MHD_run() */
         bool quiesced;
+
+        /* Connections waiting for a complete request, oldest deadline
+         * first: every deadline is "now + the same timeout", so appending
+         * keeps the list sorted. */
+        HttpConnection *waiting_head, *waiting_tail;
+
+        /* Rate-limited warnings about refused connections. */
+        usec_t limit_warned_at;
+        unsigned limit_suppressed;
+};
+
+/* One client connection (MHD's socket context). From accept, and again
+ * after each response, the next request (request line, header fields and
+ * body) must arrive in full within the request timeout: a trickle of
+ * bytes does not extend it, unlike MHD's own idle timeout. */
+struct HttpConnection {
+        HttpServer *server;
+        int fd;
+        usec_t deadline; /* USEC_INFINITY when not waiting */
+        HttpConnection *prev, *next;
 };
 
 struct HttpRequest {
         HttpServer *server;
         struct MHD_Connection *connection;
+        bool begun; /* the access handler has seen it */
+
+        /* The request target as received (before unescaping), from the
+         * URI log callback: its length, and where it ended. */
+        const char *raw_uri;
+        size_t raw_uri_len;
+        bool bare; /* a framing refusal: no session, no CORS, close */
 
         HttpMethod method;
         RouteMatch route;
@@ -101,6 +137,12 @@ static int add_common_headers(HttpRequest *req, struct MHD_Response *r) {
 
         k |= add_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
         k |= add_header(r, "X-Content-Type-Options", "nosniff");
+        if (req->bare)
+                /* A request refused for its framing or size: nothing in it
+                 * is trusted, the connection is not reused, and the
+                 * response is as small as it can be (it must fit in what
+                 * is left of the connection's memory pool). */
+                return add_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
         if (req->server->quiesced)
                 /* Stopping: finish this exchange, then let the client
                  * reconnect (to the next instance, via socket activation). */
@@ -258,14 +300,141 @@ static HttpHandlerResult reply_preflight(HttpRequest *req) {
         return http_reply(req, 204, NULL, h);
 }
 
+/* What the request line and header fields look like, from MHD's parsed
+ * copy of them. */
+typedef struct HeadScan {
+        size_t size; /* header fields as "name: value" CRLF */
+        size_t n_fields;
+        unsigned n_host, n_content_length, n_transfer_encoding;
+        const char *transfer_encoding;
+        const char *prev_end; /* where the previous field's value ended */
+        bool malformed;
+} HeadScan;
+
+/* MHD parses the head in place: each field stays where it arrived, in
+ * order, with its line end (CRLF or LF) overwritten by NULs, and it takes a
+ * value as a C string. A NUL byte inside a value therefore cuts it short
+ * without a trace, except that between the end of the value MHD saw and
+ * the next field's name there are then more than the 1..2 NULs of a line
+ * end. Pointers from MHD's buffer are compared as integers. */
+static bool is_line_end(const char *from, const char *to) {
+        uintptr_t f = (uintptr_t) from, t = (uintptr_t) to;
+
+        if (t <= f || t - f > 2)
+                return false;
+        for (; f < t; f++)
+                if (*(const char *) f != '\0')
+                        return false;
+        return true;
+}
+
+static enum MHD_Result scan_field(
+        void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size, const char *value, size_t value_size) {
+        HeadScan *h = cls;
+
+        h->n_fields++;
+        h->size += key_size + value_size + 4;
+        if (h->prev_end && !is_line_end(h->prev_end, key))
+                h->malformed = true;
+        h->prev_end = value + value_size;
+
+        /* RFC 9110 5.1: a field name is a token. libmicrohttpd 0.9.75 keeps
+         * "Content-Length " (a space before the colon) as a name of its own
+         * and would then not frame the body by it. */
+        if (key_size == 0)
+                h->malformed = true;
+        for (size_t i = 0; i < key_size; i++) {
+                char ch = key[i];
+                if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                      (ch && strchr("!#$%&'*+-.^_`|~", ch))))
+                        h->malformed = true;
+        }
+
+        /* RFC 9110 5.5: field values are visible characters, SP and HTAB. */
+        for (size_t i = 0; i < value_size; i++) {
+                unsigned char ch = (unsigned char) value[i];
+                if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
+                        h->malformed = true;
+        }
+
+        if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0)
+                h->n_host++;
+        else if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0)
+                h->n_content_length++;
+        else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+                h->n_transfer_encoding++;
+                h->transfer_encoding = value;
+        }
+        return MHD_YES;
+}
+
+/* Strict framing (RFC 9112), checked before anything else: a request that
+ * a front proxy might frame differently from us is refused with 400 and
+ * the connection closed; a head above the limit is 431. These responses
+ * carry no session cookie. Returns true when a response was queued. */
+static bool request_refuse_framing(HttpRequest *req, const char *method, const char *version) {
+        HeadScan h = { 0 };
+        const char *message = NULL;
+        ApiError error = API_ERROR_INVALID_INPUT;
+
+        (void) MHD_get_connection_values_n(req->connection, MHD_HEADER_KIND, scan_field, &h);
+        /* The last value ends with its line end, then the empty line. */
+        if (h.prev_end && (h.prev_end[0] != '\0' || h.prev_end[1] != '\0'))
+                h.malformed = true;
+        /* Request line, fields, the empty line. */
+        h.size += strlen(method) + 1 + req->raw_uri_len + 1 + strlen(version) + 2 + 2;
+
+        if (h.size > HTTP_HEAD_MAX_BYTES || h.n_fields > HTTP_HEAD_MAX_FIELDS)
+                error = API_ERROR_HEADER_TOO_LARGE;
+        else if (!req->raw_uri || version != req->raw_uri + req->raw_uri_len + 1)
+                /* A NUL, a space or a control character in the target (the
+                 * URI log callback left raw_uri unset for those). */
+                message = "Malformed request line";
+        else if (h.malformed)
+                message = "Malformed header field";
+        else if (h.n_host > 1 || (h.n_host == 0 && !streq(version, MHD_HTTP_VERSION_1_0)))
+                message = "Exactly one Host header is required";
+        else if (h.n_content_length > 1)
+                message = "Repeated Content-Length header";
+        else if (h.n_transfer_encoding > 1 || (h.n_transfer_encoding == 1 && strcasecmp(h.transfer_encoding, "chunked") != 0))
+                message = "Unsupported Transfer-Encoding";
+        else if (h.n_transfer_encoding > 0 && h.n_content_length > 0)
+                message = "Content-Length together with Transfer-Encoding";
+        else
+                return false;
+
+        req->bare = true;
+        http_reply_error(req, error, message, NULL);
+        return true;
+}
+
+typedef struct CookieScan {
+        char *token;
+        int found; /* 1: a well-formed session cookie, 0: a malformed one, -ENOENT: none yet */
+} CookieScan;
+
+static enum MHD_Result scan_cookie(
+        void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size, const char *value, size_t value_size) {
+        CookieScan *cs = cls;
+
+        if (cs->found != -ENOENT || strcasecmp(key, MHD_HTTP_HEADER_COOKIE) != 0)
+                return MHD_YES;
+        cs->found = session_cookie_find(value, cs->token);
+        return MHD_YES;
+}
+
 /* Everything decided from the request line and headers alone, before any
  * body byte is read (API.md 7: origin → size → ...). Returns true when a
  * response was queued. */
-static bool request_begin(HttpRequest *req, const char *url, const char *method) {
+static bool request_begin(HttpRequest *req, const char *url, const char *method, const char *version) {
         struct MHD_Connection *c = req->connection;
         const Config *cfg = req->server->config;
+        CookieScan cs = { .token = req->token, .found = -ENOENT };
         const char *v;
         int r;
+
+        if (request_refuse_framing(req, method, version))
+                return true;
 
         req->method = http_method_from_string(method);
         req->is_api = router_path_is_api(url);
@@ -294,7 +463,10 @@ static bool request_begin(HttpRequest *req, const char *url, const char *method)
 
         /* The session: a well-formed cookie is used as it is, anything else
          * gets a fresh token. Only its SHA-256 is kept. */
-        if (session_cookie_parse(header(c, MHD_HTTP_HEADER_COOKIE), req->token) <= 0) {
+        /* Several Cookie fields count as one joined with "; " (RFC 9113
+         * 8.2.3): the first wikiweb_session pair among them decides. */
+        (void) MHD_get_connection_values_n(c, MHD_HEADER_KIND, scan_cookie, &cs);
+        if (cs.found <= 0) {
                 r = session_token_new(req->token);
                 if (r < 0) {
                         log_error_errno(r, "Failed to make a session token");
@@ -381,6 +553,136 @@ static void request_append(HttpRequest *req, const char *data, size_t n) {
         req->body_size += n;
 }
 
+/* --- Connections and their request deadline ------------------------------ */
+
+static HttpConnection *connection_of(struct MHD_Connection *c) {
+        const union MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+        return info ? info->socket_context : NULL;
+}
+
+static void connection_unlink(HttpConnection *hc) {
+        HttpServer *s = hc->server;
+
+        if (hc->deadline == USEC_INFINITY)
+                return;
+        if (hc->prev)
+                hc->prev->next = hc->next;
+        else
+                s->waiting_head = hc->next;
+        if (hc->next)
+                hc->next->prev = hc->prev;
+        else
+                s->waiting_tail = hc->prev;
+        hc->prev = hc->next = NULL;
+        hc->deadline = USEC_INFINITY;
+}
+
+static void arm_deadline(HttpServer *s) {
+        if (!s->waiting_head) {
+                (void) sd_event_source_set_enabled(s->deadline_source, SD_EVENT_OFF);
+                return;
+        }
+        if (sd_event_source_set_time(s->deadline_source, s->waiting_head->deadline) >= 0)
+                (void) sd_event_source_set_enabled(s->deadline_source, SD_EVENT_ONESHOT);
+}
+
+/* The connection now waits for a request: it has the request timeout from
+ * now to deliver all of it. */
+static void connection_wait(HttpConnection *hc) {
+        HttpServer *s;
+
+        if (!hc)
+                return;
+        s = hc->server;
+        connection_unlink(hc);
+        hc->deadline = usec_add(now(CLOCK_MONOTONIC), s->config->http_request_timeout_seconds * USEC_PER_SEC);
+        hc->prev = s->waiting_tail;
+        if (s->waiting_tail)
+                s->waiting_tail->next = hc;
+        else
+                s->waiting_head = hc;
+        s->waiting_tail = hc;
+        if (s->waiting_head == hc)
+                arm_deadline(s);
+}
+
+/* The request has arrived in full, or it was answered early: from here
+ * MHD's own (idle) timeout covers the response. */
+static void request_received(HttpRequest *req) {
+        HttpConnection *hc = connection_of(req->connection);
+        bool was_head;
+
+        if (!hc || hc->deadline == USEC_INFINITY)
+                return;
+        was_head = hc->server->waiting_head == hc;
+        connection_unlink(hc);
+        if (was_head)
+                arm_deadline(hc->server);
+}
+
+static void on_connection_notify(
+        void *cls,
+        struct MHD_Connection *connection,
+        void **socket_context,
+        enum MHD_ConnectionNotificationCode toe) {
+        HttpServer *s = cls;
+        HttpConnection *hc = *socket_context;
+
+        if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+                const union MHD_ConnectionInfo *info = MHD_get_connection_info(
+                        connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+                s->n_connections++;
+                hc = calloc(1, sizeof *hc);
+                if (!hc) {
+                        log_oom();
+                        return; /* no deadline for this one: MHD's idle timeout still applies */
+                }
+                hc->server = s;
+                hc->fd = info ? info->connect_fd : -1;
+                hc->deadline = USEC_INFINITY;
+                *socket_context = hc;
+                connection_wait(hc);
+                return;
+        }
+
+        /* MHD_CONNECTION_NOTIFY_CLOSED */
+        s->n_connections--;
+        s->closed_in_run = true;
+        if (hc) {
+                bool was_head = s->waiting_head == hc;
+
+                connection_unlink(hc);
+                if (was_head)
+                        arm_deadline(s);
+                free(hc);
+        }
+        *socket_context = NULL;
+}
+
+/* Connections past their deadline are shut down: MHD then sees the end of
+ * the stream on its next run and closes them itself (the descriptor stays
+ * MHD's, so nothing can be closed twice). */
+static int on_deadline(sd_event_source *es, uint64_t usec, void *userdata) {
+        HttpServer *s = userdata;
+        usec_t t = now(CLOCK_MONOTONIC);
+        unsigned n = 0;
+
+        while (s->waiting_head && s->waiting_head->deadline <= t) {
+                HttpConnection *hc = s->waiting_head;
+
+                connection_unlink(hc);
+                if (hc->fd >= 0)
+                        (void) shutdown(hc->fd, SHUT_RDWR);
+                n++;
+        }
+        if (n > 0)
+                log_debug("HTTP: closed %u connection(s) that did not deliver a request in time.", n);
+        arm_deadline(s);
+        return 0;
+}
+
 static enum MHD_Result on_request(
         void *cls,
         struct MHD_Connection *connection,
@@ -393,15 +695,13 @@ static enum MHD_Result on_request(
         HttpServer *s = cls;
         HttpRequest *req = *con_cls;
 
-        if (!req) {
-                req = calloc(1, sizeof *req);
-                if (!req)
-                        return MHD_NO;
-                req->server = s;
-                req->connection = connection;
-                *con_cls = req;
+        if (!req)
+                return MHD_NO; /* the URI log callback could not allocate it */
+        if (!req->begun) {
+                req->begun = true;
                 s->n_requests++;
-                (void) request_begin(req, url, method);
+                if (request_begin(req, url, method, version))
+                        request_received(req);
                 return MHD_YES;
         }
 
@@ -442,6 +742,7 @@ static enum MHD_Result on_request(
         }
 
         /* The whole request is here. */
+        request_received(req);
         if (req->too_large) {
                 http_reply_error(req, API_ERROR_REQUEST_TOO_LARGE, NULL, NULL);
                 return MHD_YES;
@@ -453,18 +754,82 @@ static enum MHD_Result on_request(
 
 static void on_completed(
         void *cls, struct MHD_Connection *connection, void **con_cls, enum MHD_RequestTerminationCode toe) {
+        HttpServer *s = cls;
         HttpRequest *req = *con_cls;
 
-        if (req)
-                req->server->n_requests--;
+        if (req && req->begun)
+                s->n_requests--;
         request_free(req);
         *con_cls = NULL;
+
+        /* The connection stays for the next request: its clock starts now. */
+        if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+                connection_wait(connection_of(connection));
+}
+
+/* Called by MHD with the request target as received, before it unescapes
+ * it or splits off the query: the request object starts here, so that the
+ * framing check knows the raw target. Its return value is the request's
+ * con_cls; MHD calls on_completed() for it from here on. */
+static void *on_uri_log(void *cls, const char *uri, struct MHD_Connection *connection) {
+        HttpServer *s = cls;
+        HttpRequest *req = calloc(1, sizeof *req);
+        bool bad = false;
+
+        if (!req)
+                return NULL;
+        req->server = s;
+        req->connection = connection;
+        if (uri) {
+                req->raw_uri_len = strlen(uri);
+                for (const char *p = uri; *p; p++)
+                        if ((unsigned char) *p <= 0x20 || *p == 0x7f)
+                                bad = true;
+                if (!bad)
+                        req->raw_uri = uri;
+        }
+        return req;
+}
+
+/* Percent-decoding of the path and the query arguments, in place, except
+ * that "%00" stays as it is (http_percent_decode()). */
+static size_t on_unescape(void *cls, struct MHD_Connection *connection, char *s) {
+        return http_percent_decode(s);
+}
+
+/* Rate-limited: at most one warning per LIMIT_WARN_INTERVAL_USEC, with the
+ * number of refusals folded into it. */
+#define LIMIT_WARN_INTERVAL_USEC (10 * USEC_PER_SEC)
+
+static void warn_limit(HttpServer *s, const char *what) {
+        usec_t t = now(CLOCK_MONOTONIC);
+
+        if (s->limit_warned_at != 0 && t < s->limit_warned_at + LIMIT_WARN_INTERVAL_USEC) {
+                s->limit_suppressed++;
+                return;
+        }
+        log_warning(
+                "HTTP: %s (%u connections open, limit %u, %" PRIu64
+                " per client address; %u more such events since the last warning); "
+                "further clients are refused or wait.",
+                what,
+                s->n_connections,
+                s->connection_limit,
+                s->config->http_max_connections_per_ip,
+                s->limit_suppressed);
+        s->limit_warned_at = t;
+        s->limit_suppressed = 0;
 }
 
 _printf_(2, 0) static void on_mhd_log(void *arg, const char *fmt, va_list ap) {
+        HttpServer *s = arg;
         char buf[512];
 
         (void) vsnprintf(buf, sizeof buf, fmt, ap);
+        /* MHD says this both for its total limit and for the per-address
+         * one; the total is also noticed after each run. */
+        if (strstr(buf, "reached connection limit"))
+                warn_limit(s, "a connection limit was reached, a connection was refused");
         log_debug("microhttpd: %s", buf);
 }
 
@@ -486,11 +851,22 @@ static int arm_timer(HttpServer *s) {
 static int run_mhd(HttpServer *s) {
         int r;
 
+        s->closed_in_run = false;
         if (MHD_run(s->daemon) != MHD_YES)
                 log_warning("MHD_run() failed.");
         r = arm_timer(s);
         if (r < 0)
                 log_warning_errno(r, "Failed to arm the HTTP timer");
+
+        /* At its connection limit MHD takes the listening socket out of its
+         * epoll set, and it puts it back only at the start of a run, while
+         * connections are freed at the end of one: after a run that closed
+         * any, run once more, or pending clients wait in the accept queue
+         * until some unrelated event comes. */
+        if (s->closed_in_run)
+                (void) sd_event_source_set_enabled(s->wake_source, SD_EVENT_ONESHOT);
+        if (s->n_connections >= s->connection_limit)
+                warn_limit(s, "the connection limit is reached");
         return 0;
 }
 
@@ -504,6 +880,21 @@ static int on_timer(sd_event_source *es, uint64_t usec, void *userdata) {
 
 static int on_wake(sd_event_source *es, void *userdata) {
         return run_mhd(userdata);
+}
+
+unsigned http_connection_limit(const Config *config) {
+        struct rlimit rl;
+        uint64_t limit = HTTP_FD_RESERVE * 2;
+
+        /* Every connection is a descriptor; the daemon's own (the store,
+         * the journal, the bus, upstream sockets, the sandbox's pipes) get
+         * HTTP_FD_RESERVE of the soft limit. */
+        if (getrlimit(RLIMIT_NOFILE, &rl) >= 0)
+                limit = rl.rlim_cur == RLIM_INFINITY ? 1000000 : (uint64_t) rl.rlim_cur;
+        limit = limit > HTTP_FD_RESERVE + 16 ? limit - HTTP_FD_RESERVE : 16;
+        if (config->http_max_connections > 0)
+                limit = MIN(limit, config->http_max_connections);
+        return (unsigned) MIN(limit, (uint64_t) 1000000);
 }
 
 int http_server_new(
@@ -526,6 +917,12 @@ int http_server_new(
         s->handler = handler;
         s->userdata = userdata;
 
+        s->connection_limit = http_connection_limit(config);
+        log_info(
+                "HTTP: at most %u connections, %" PRIu64 " per client address (0: no limit).",
+                s->connection_limit,
+                config->http_max_connections_per_ip);
+
         s->daemon = MHD_start_daemon(
                 MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
                 0,
@@ -541,15 +938,31 @@ int http_server_new(
                 MHD_OPTION_NOTIFY_COMPLETED,
                 on_completed,
                 s,
+                MHD_OPTION_NOTIFY_CONNECTION,
+                on_connection_notify,
+                s,
+                MHD_OPTION_URI_LOG_CALLBACK,
+                on_uri_log,
+                s,
+                MHD_OPTION_UNESCAPE_CALLBACK,
+                on_unescape,
+                s,
                 MHD_OPTION_CONNECTION_LIMIT,
-                (unsigned) 1024,
+                s->connection_limit,
+                MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+                (unsigned) MIN(config->http_max_connections_per_ip, (uint64_t) UINT_MAX),
+                /* The idle timeout, for a response the client does not
+                 * read; a request has its own deadline (connection_wait()). */
                 MHD_OPTION_CONNECTION_TIMEOUT,
                 (unsigned) 60,
-                /* MHD clears this per-connection pool on every request: at
-                 * 64 KiB that was 61% of the instructions of a status request
-                 * (callgrind). Headers must fit in it; bodies are ours. */
+                /* MHD clears this per-connection pool on every request (at
+                 * 64 KiB that was 61% of the instructions of a status
+                 * request, callgrind). It holds the request head, a copy of
+                 * the Cookie field and the response head: sized so that any
+                 * head within HTTP_HEAD_MAX_BYTES still leaves room for the
+                 * largest response head we make. Bodies are ours. */
                 MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                (size_t) (16 * 1024),
+                (size_t) HTTP_CONNECTION_POOL_BYTES,
                 MHD_OPTION_END);
         if (!s->daemon) {
                 http_server_free(s);
@@ -581,6 +994,13 @@ int http_server_new(
         }
         (void) sd_event_source_set_enabled(s->wake_source, SD_EVENT_OFF);
         (void) sd_event_source_set_description(s->wake_source, "http-wake");
+        r = sd_event_add_time(event, &s->deadline_source, CLOCK_MONOTONIC, USEC_INFINITY, 0, on_deadline, s);
+        if (r < 0) {
+                http_server_free(s);
+                return r;
+        }
+        (void) sd_event_source_set_enabled(s->deadline_source, SD_EVENT_OFF);
+        (void) sd_event_source_set_description(s->deadline_source, "http-request-deadline");
 
         *ret = s;
         return 0;
@@ -603,6 +1023,7 @@ HttpServer *http_server_free(HttpServer *s) {
         sd_event_source_disable_unref(s->io_source);
         sd_event_source_disable_unref(s->timer_source);
         sd_event_source_disable_unref(s->wake_source);
+        sd_event_source_disable_unref(s->deadline_source);
         if (s->daemon)
                 MHD_stop_daemon(s->daemon);
         sd_event_unref(s->event);

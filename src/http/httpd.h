@@ -22,6 +22,17 @@
  * body), body accumulation, the session cookie, then the endpoint handler
  * (http/api.c). Every response carries the common headers. */
 
+/* The request line and header fields together, counted as received with
+ * CRLF line ends ("name: value"), at most this many bytes and fields: past
+ * either, 431. */
+#define HTTP_HEAD_MAX_BYTES 8192
+#define HTTP_HEAD_MAX_FIELDS 64
+/* libmicrohttpd's per-connection memory: the head, MHD's copy of the
+ * Cookie field, one small struct per field, and the response head. */
+#define HTTP_CONNECTION_POOL_BYTES (24 * 1024)
+/* Descriptors kept for the daemon's own use below RLIMIT_NOFILE. */
+#define HTTP_FD_RESERVE 128
+
 typedef struct HttpServer HttpServer;
 typedef struct HttpRequest HttpRequest;
 
@@ -44,6 +55,9 @@ int http_server_new(
         void *userdata,
         HttpServer **ret);
 HttpServer *http_server_free(HttpServer *s);
+/* The connection limit: RLIMIT_NOFILE's soft limit less HTTP_FD_RESERVE,
+ * lowered to WIKI_WEB_HTTP_MAX_CONNECTIONS when that is set. */
+unsigned http_connection_limit(const Config *config);
 /* Stop accepting new connections (clean shutdown); the listening socket is
  * closed by us, but socket activation keeps its own copy. */
 void http_server_quiesce(HttpServer *s);

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 /* The API's paths and methods (API.md 1, 6, 7, 9): which route a path is,
  * which methods a route takes, and the Allow header of a 405. Pure string
@@ -75,3 +76,10 @@ const char *route_allow_header(Route r);
 
 /* Access-Control-Allow-Methods of a preflight: every method the API uses. */
 #define HTTP_CORS_ALLOW_METHODS "GET, HEAD, POST, DELETE, OPTIONS"
+
+/* Percent-decode a request path or query argument in place (RFC 3986
+ * 2.1), as libmicrohttpd does (a "%" not followed by two hex digits stays),
+ * except that "%00" stays "%00": a NUL would cut the string short, so that
+ * "/api/v1/health%00x" would be routed as "/api/v1/health". Returns the new
+ * length, which is strlen(s) afterwards. */
+size_t http_percent_decode(char *s);

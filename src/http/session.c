@@ -36,11 +36,11 @@ static bool is_ows(char c) {
  * their own. We never quote, so a value in one pair of double quotes is
  * taken without them and then validated like any other (43 base64url
  * characters); a stray or unbalanced quote makes the value malformed. */
-int session_cookie_parse(const char *header, char ret[static SESSION_TOKEN_LEN + 1]) {
+int session_cookie_find(const char *header, char ret[static SESSION_TOKEN_LEN + 1]) {
         const char *p;
 
         if (!header)
-                return 0;
+                return -ENOENT;
 
         p = header;
         for (;;) {
@@ -82,9 +82,13 @@ int session_cookie_parse(const char *header, char ret[static SESSION_TOKEN_LEN +
                 }
 
                 if (*pair_end == '\0')
-                        return 0;
+                        return -ENOENT;
                 p = pair_end + 1;
         }
+}
+
+int session_cookie_parse(const char *header, char ret[static SESSION_TOKEN_LEN + 1]) {
+        return MAX(session_cookie_find(header, ret), 0);
 }
 
 int session_token_new(char ret[static SESSION_TOKEN_LEN + 1]) {

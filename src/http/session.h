@@ -26,6 +26,10 @@ bool session_token_is_valid(const char *s, size_t len);
  * malformed (the caller then makes a fresh session). ret is untouched when
  * 0 is returned. Never reads past the NUL. */
 int session_cookie_parse(const char *header, char ret[static SESSION_TOKEN_LEN + 1]);
+/* The same, telling "no such cookie" (-ENOENT) from "malformed" (0), for a
+ * caller that looks through several Cookie header fields in order: the
+ * first field that has a wikiweb_session pair decides. */
+int session_cookie_find(const char *header, char ret[static SESSION_TOKEN_LEN + 1]);
 
 /* A fresh token from 32 random bytes: 0, or an error of random_bytes(). */
 int session_token_new(char ret[static SESSION_TOKEN_LEN + 1]);

@@ -31,6 +31,9 @@ static const struct {
         [API_ERROR_CLEANUP_FAILED] = { "cleanup_failed", 500, "Container cleanup could not be confirmed" },
         [API_ERROR_INTERNAL_ERROR] = { "internal_error", 500, "Internal error" },
         [API_ERROR_QUEUE_FULL] = { "queue_full", 503, "The queue is full" },
+        [API_ERROR_HEADER_TOO_LARGE] = { "request_header_too_large",
+                                         431,
+                                         "Request line and header fields exceed the maximum allowed size" },
 };
 
 const char *api_error_to_string(ApiError e) {

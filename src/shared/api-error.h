@@ -29,6 +29,7 @@ typedef enum ApiError {
         API_ERROR_CLEANUP_FAILED,
         API_ERROR_INTERNAL_ERROR,
         API_ERROR_QUEUE_FULL,
+        API_ERROR_HEADER_TOO_LARGE, /* extension: 431 */
         _API_ERROR_MAX,
         _API_ERROR_INVALID = -EINVAL,
 } ApiError;

@@ -308,6 +308,9 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
         UINT("WIKI_WEB_ARTIFACT_MAX_FILES", artifact_max_files, 16, 0, 1000);
         UINT("WIKI_WEB_ARTIFACT_MAX_BYTES", artifact_max_bytes, UINT64_C(67108864), 0, UINT64_C(17179869184));
         UINT("WIKI_WEB_STOP_GRACE_SECONDS", stop_grace_seconds, 90, 1, 3600);
+        UINT("WIKI_WEB_HTTP_MAX_CONNECTIONS", http_max_connections, 0, 0, 1000000);
+        UINT("WIKI_WEB_HTTP_MAX_CONNECTIONS_PER_IP", http_max_connections_per_ip, 64, 0, 1000000);
+        UINT("WIKI_WEB_HTTP_REQUEST_TIMEOUT_SECONDS", http_request_timeout_seconds, 10, 1, 3600);
 #undef UINT
 
         v = g("WIKI_WEB_COOKIE_SECURE", u);
@@ -425,6 +428,9 @@ void config_dump(const Config *c, FILE *f) {
         fprintf(f, "WIKI_WEB_STATE_DIRECTORY=%s\n", c->state_directory ? c->state_directory : "");
         fprintf(f, "WIKI_WEB_LOG_LEVEL=%d\n", c->log_level);
         fprintf(f, "WIKI_WEB_STOP_GRACE_SECONDS=%" PRIu64 "\n", c->stop_grace_seconds);
+        fprintf(f, "WIKI_WEB_HTTP_MAX_CONNECTIONS=%" PRIu64 "\n", c->http_max_connections);
+        fprintf(f, "WIKI_WEB_HTTP_MAX_CONNECTIONS_PER_IP=%" PRIu64 "\n", c->http_max_connections_per_ip);
+        fprintf(f, "WIKI_WEB_HTTP_REQUEST_TIMEOUT_SECONDS=%" PRIu64 "\n", c->http_request_timeout_seconds);
         /* Secrets: only whether they are present. */
         fprintf(f, "credential wiki-password=%s\n", c->wiki_password ? "(set, masked)" : "(unset)");
         fprintf(f, "credential llm-api-key=%s\n", c->llm_api_key ? "(set, masked)" : "(unset)");

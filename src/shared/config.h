@@ -53,6 +53,11 @@ typedef struct Config {
         int log_level;               /* WIKI_WEB_LOG_LEVEL: syslog level 0..7, default 6 (info) */
         uint64_t stop_grace_seconds; /* WIKI_WEB_STOP_GRACE_SECONDS: how long a stop waits for a query */
 
+        /* HTTP connections (extensions) */
+        uint64_t http_max_connections;         /* WIKI_WEB_HTTP_MAX_CONNECTIONS: 0 = from RLIMIT_NOFILE */
+        uint64_t http_max_connections_per_ip;  /* WIKI_WEB_HTTP_MAX_CONNECTIONS_PER_IP: 0 = no limit */
+        uint64_t http_request_timeout_seconds; /* WIKI_WEB_HTTP_REQUEST_TIMEOUT_SECONDS: whole request */
+
         /* Secrets: never log, never print. NULL when absent. */
         char *wiki_password;
         char *llm_api_key;

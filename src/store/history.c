@@ -144,21 +144,26 @@ static int create_schema(History *h) {
         return exec(h, "COMMIT");
 }
 
-/* Records still "running" belong to a daemon that died: they failed. */
+/* Records still "running" belong to a daemon that died: they failed. When
+ * it died is not known; the last time the store knows it was alive is the
+ * newest time written in any record, which is at least the record's own
+ * start. finished_at is that time and total_ms counts up to it (the queue
+ * wait plus what is known of the run): the downtime is not counted. */
 static int recover(History *h, unsigned *ret) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
         int r;
 
         r = prepare(
                 h,
-                "UPDATE queries SET status = 'failed', error_code = 'execution_failed',"
+                "WITH last(t) AS (SELECT max(max(created_at), coalesce(max(finished_at), 0)) FROM queries)"
+                " UPDATE queries SET status = 'failed', error_code = 'execution_failed',"
                 " error_message = 'The service stopped while the query ran',"
-                " finished_at = ?1, total_ms = max(0, (?1 - created_at) / 1000)"
+                " finished_at = max(created_at, (SELECT t FROM last)),"
+                " total_ms = queue_ms + max(0, ((SELECT t FROM last) - created_at) / 1000)"
                 " WHERE status = 'running'",
                 &s);
         if (r < 0)
                 return r;
-        sqlite3_bind_int64(s, 1, (sqlite3_int64) now(CLOCK_REALTIME));
         if (sqlite3_step(s) != SQLITE_DONE)
                 return db_error(h, "recover running records");
         *ret = (unsigned) sqlite3_changes(h->db);

@@ -73,6 +73,7 @@ ERRORS = {
     'cleanup_failed': 500,
     'internal_error': 500,
     'queue_full': 503,
+    'request_header_too_large': 431,  # extension (README: HTTP under hostile clients)
 }
 
 STATUS_KEYS = {'state', 'queue_length', 'max_length', 'ticket', 'estimated_wait_seconds',

@@ -195,7 +195,7 @@ class History(harness.DaemonTestCase):
         self.assertError(b.delete(f'{API}/history/{qid}'), 'busy')
 
         d.restart(hard=True)
-        self.assertIn('recorded them as failed', d.log())
+        self.assertIn('1 query was still running when the service last stopped; recorded it as failed', d.log())
         r = b.get(f'{API}/history/{qid}')
         self.assertStatus(r, 200)
         rec = check_record(self, r.json)

@@ -2,7 +2,8 @@
 /* router_match() and router_path_is_api() on an arbitrary path (the input
  * as a C string). Checks: a match is a known route whose method table and
  * Allow header exist, its id has the documented shape, and every match is
- * an API path. */
+ * an API path. Then http_percent_decode() on it: never longer, never a NUL
+ * inside, unchanged without a '%', and the decoded path routes as well. */
 
 #include <stdint.h>
 
@@ -46,6 +47,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 abort();
 
         (void) http_method_from_string(s);
+
+        {
+                size_t before = strlen(s), after;
+                bool had_percent = strchr(s, '%') != NULL;
+                char *copy = strdup(s);
+
+                if (!copy)
+                        abort();
+                after = http_percent_decode(s);
+                if (after > before || after != strlen(s))
+                        abort();
+                if (!had_percent && !streq(copy, s))
+                        abort();
+                free(copy);
+                (void) router_match(s, &m);
+        }
 
         free(s);
         return 0;

@@ -1072,7 +1072,8 @@ def history_in_state_directory(bed):
         log(f"# after SIGKILL: {crashed} is {rec['status']}: {rec['error']}")
         check(status == 200 and rec["status"] == "failed" and rec["error"]["code"] == "execution_failed",
               f"the crashed query's record: {status} {rec}")
-        check("recorded them as failed" in bed.journal("-n", "50"), "the recovery is not in the journal")
+        check("1 query was still running when the service last stopped; recorded it as failed"
+              in bed.journal("-n", "50"), "the recovery is not in the journal")
     finally:
         bed.ct.remove(dropin)
         bed.ct.run(["systemctl", "daemon-reload"], check=False)
@@ -1118,6 +1119,23 @@ def watchdog_restarts_hung_daemon(bed):
     finally:
         bed.ct.remove(f"/run/systemd/system/{SERVICE}.d/60-watchdog-test.conf")
         bed.ct.run(["systemctl", "daemon-reload"], check=False)
+
+
+# -- HTTP under hostile clients (issue 10) -----------------------------------
+
+
+@test
+def connection_limit_from_unit(bed):
+    """LimitNOFILE= in the unit sizes the connection limit (less 128 for the
+    daemon's own descriptors), and the daemon says so in the journal."""
+    bed.restart_clean()
+    s = bed.show(SERVICE, "LimitNOFILE", "LimitNOFILESoft")
+    log(f"# LimitNOFILE={s['LimitNOFILE']} LimitNOFILESoft={s['LimitNOFILESoft']}")
+    check(s["LimitNOFILESoft"] == "16384", f"LimitNOFILESoft={s['LimitNOFILESoft']}")
+    lines = [line for line in bed.journal("-o", "cat").splitlines() if line.startswith("HTTP: at most")]
+    log(f"# {lines[-1] if lines else 'no HTTP limit line'}")
+    check(lines and lines[-1].startswith("HTTP: at most 16256 connections, 64 per client address"),
+          "the connection limit is not 16384 - 128")
 
 
 # --------------------------------------------------------------------------

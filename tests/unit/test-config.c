@@ -46,6 +46,9 @@ static void test_defaults(void) {
         ASSERT_EQ_INT(c.sandbox_output_max_bytes, 16384);
         ASSERT_EQ_INT(c.artifact_max_files, 16);
         ASSERT_EQ_INT(c.artifact_max_bytes, 67108864);
+        ASSERT_EQ_INT(c.http_max_connections, 0);
+        ASSERT_EQ_INT(c.http_max_connections_per_ip, 64);
+        ASSERT_EQ_INT(c.http_request_timeout_seconds, 10);
         ASSERT_TRUE(!c.wiki_password && !c.llm_api_key);
         config_done(&c);
 }
@@ -110,6 +113,9 @@ static void test_ranges(void) {
         expect_bad("WIKI_WEB_ARTIFACT_MAX_FILES=1001", "0..1000");
         expect_bad("WIKI_WEB_ARTIFACT_MAX_BYTES=17179869185", "0..17179869184");
         expect_bad("WIKI_WEB_SANDBOX_ROOTFS=relative/dir", "WIKI_WEB_SANDBOX_ROOTFS");
+        expect_bad("WIKI_WEB_HTTP_MAX_CONNECTIONS=1000001", "0..1000000");
+        expect_bad("WIKI_WEB_HTTP_MAX_CONNECTIONS_PER_IP=-1", "0..1000000");
+        expect_bad("WIKI_WEB_HTTP_REQUEST_TIMEOUT_SECONDS=0", "1..3600");
 }
 
 static void test_secrets(void) {

@@ -258,8 +258,46 @@ static void test_methods(void) {
         ASSERT_EQ_STR(HTTP_CORS_ALLOW_METHODS, "GET, HEAD, POST, DELETE, OPTIONS");
 }
 
+static void check_decode(const char *in, const char *out) {
+        char buf[256];
+        size_t n;
+
+        snprintf(buf, sizeof buf, "%s", in);
+        n = http_percent_decode(buf);
+        ASSERT_EQ_STR(buf, out);
+        ASSERT_EQ_INT(n, strlen(out));
+}
+
+static void test_percent_decode(void) {
+        check_decode("", "");
+        check_decode("/api/v1/health", "/api/v1/health");
+        check_decode("/api/v1/h%65alth", "/api/v1/health");
+        check_decode("%41%4a%4A%7e", "AJJ~");
+        /* %00 stays: no NUL ever comes out. */
+        check_decode("/api/v1/health%00x", "/api/v1/health%00x");
+        check_decode("%00%00", "%00%00");
+        check_decode("%2500", "%00"); /* one pass only, as RFC 3986 wants */
+        /* Not an escape: left as it is. */
+        check_decode("%", "%");
+        check_decode("%4", "%4");
+        check_decode("%4g", "%4g");
+        check_decode("%g4", "%g4");
+        check_decode("a%", "a%");
+        check_decode("%%41", "%A");
+        check_decode("%C3%A9", "\xc3\xa9");
+        check_decode("%ff", "\xff");
+        {
+                RouteMatch m;
+                char path[] = "/api/v1/health%00x";
+
+                http_percent_decode(path);
+                ASSERT_EQ_INT(router_match(path, &m), -ENOENT);
+        }
+}
+
 int main(void) {
         test_method_from_string();
+        test_percent_decode();
         test_match();
         test_no_match();
         test_huge_path();

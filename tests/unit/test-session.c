@@ -266,8 +266,25 @@ static void test_set_cookie_header(void) {
         ASSERT_TRUE(!h);
 }
 
+/* session_cookie_find() tells "none" from "malformed", which is what lets
+ * the caller look through several Cookie fields in order. */
+static void test_cookie_find(void) {
+        char t[SESSION_TOKEN_LEN + 1];
+
+        ASSERT_EQ_INT(session_cookie_find(NULL, t), -ENOENT);
+        ASSERT_EQ_INT(session_cookie_find("", t), -ENOENT);
+        ASSERT_EQ_INT(session_cookie_find("other=1; x", t), -ENOENT);
+        ASSERT_EQ_INT(session_cookie_find("wikiweb_session=bad", t), 0);
+        ASSERT_EQ_INT(session_cookie_find("wikiweb_session=bad; wikiweb_session=" TOK, t), 0);
+        ASSERT_EQ_INT(session_cookie_find("a=b; wikiweb_session=" TOK, t), 1);
+        ASSERT_EQ_STR(t, TOK);
+        /* parse() is find() with "none" folded into 0. */
+        ASSERT_EQ_INT(session_cookie_parse("other=1", t), 0);
+}
+
 int main(void) {
         test_token_is_valid();
+        test_cookie_find();
         test_cookie_parse();
         test_cookie_parse_huge();
         test_cookie_parse_exact_buffer();
