@@ -47,6 +47,7 @@ typedef struct Tool {
         bool confirmed_late;
         usec_t unconfirmed_at;
         int exit_code;
+        bool finished;
         /* bench */
         unsigned bench_n, bench_i;
         usec_t bench_t0;
@@ -102,6 +103,10 @@ static bool tool_wait(Tool *t, bool (*pred)(Tool *), usec_t timeout) {
                 if (sd_event_run(t->event, 100 * USEC_PER_MSEC) < 0)
                         return false;
         return pred(t);
+}
+
+static bool tool_finished(Tool *t) {
+        return t->finished;
 }
 
 static bool tool_available(Tool *t) {
@@ -174,14 +179,14 @@ static void tool_start_next(Tool *t) {
         int r;
 
         if (t->next >= t->n_files) {
-                (void) sd_event_exit(t->event, 0);
+                t->finished = true;
                 return;
         }
         r = read_file(t->files[t->next++], &code, &len);
         if (r < 0) {
                 log_error_errno(r, "Cannot read %s", t->files[t->next - 1]);
                 t->exit_code = 1;
-                (void) sd_event_exit(t->event, 0);
+                t->finished = true;
                 return;
         }
         r = sandbox_run_start(t->query, code, len, tool_on_done, t, &t->run);
@@ -189,7 +194,7 @@ static void tool_start_next(Tool *t) {
                 printf("{\"event\": \"start_failed\", \"error\": %d}\n", r);
                 fflush(stdout);
                 t->exit_code = 1;
-                (void) sd_event_exit(t->event, 0);
+                t->finished = true;
                 return;
         }
         if (t->cancel_after_ms > 0 && t->next == 1)
@@ -237,9 +242,8 @@ static int cmd_run(Tool *t) {
         if (arg_unconfirmable > 0)
                 sandbox_set_test_unconfirmable(t->sandbox, arg_unconfirmable);
         tool_start_next(t);
-        r = sd_event_loop(t->event);
-        if (r < 0)
-                return r;
+        if (!tool_wait(t, tool_finished, USEC_INFINITY))
+                return -EIO;
         if (arg_wait_confirmed_s > 0 && sandbox_cleanup_pending(t->sandbox)) {
                 (void) tool_wait(t, tool_not_pending, arg_wait_confirmed_s * USEC_PER_SEC);
                 print_availability(t);
@@ -289,7 +293,7 @@ static void bench_on_done(SandboxRun *run, int error, const SandboxResult *r, vo
         if (error < 0 || !r->cleanup_confirmed || !r->has_exit_code || r->exit_code != 0) {
                 log_error("bench run %u failed: error %d, exit %d", t->bench_i, error, r->exit_code);
                 t->exit_code = 1;
-                (void) sd_event_exit(t->event, 0);
+                t->finished = true;
                 return;
         }
         t->bench_ms[t->bench_i++] = (double) (now(CLOCK_MONOTONIC) - t->bench_t0) / 1000.0;
@@ -301,7 +305,7 @@ static void bench_next(Tool *t) {
         int r;
 
         if (t->bench_i >= t->bench_n) {
-                (void) sd_event_exit(t->event, 0);
+                t->finished = true;
                 return;
         }
         t->bench_t0 = now(CLOCK_MONOTONIC);
@@ -309,7 +313,7 @@ static void bench_next(Tool *t) {
         if (r < 0) {
                 log_error_errno(r, "bench: cannot start a run");
                 t->exit_code = 1;
-                (void) sd_event_exit(t->event, 0);
+                t->finished = true;
         }
 }
 
@@ -324,8 +328,7 @@ static int cmd_bench(Tool *t, unsigned n) {
         if (r < 0)
                 return r;
         bench_next(t);
-        r = sd_event_loop(t->event);
-        if (r < 0 || t->exit_code)
+        if (!tool_wait(t, tool_finished, USEC_INFINITY) || t->exit_code)
                 return -EIO;
         printf("{\"event\": \"bench\", \"runs\": %u, \"median_ms\": %.2f, \"min_ms\": %.2f, \"max_ms\": %.2f}\n",
                n,
