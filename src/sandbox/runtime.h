@@ -47,7 +47,8 @@ typedef struct RuntimeSpec {
 #define RUNTIME_NOFILE 256
 
 /* The bundle's config.json (OCI runtime spec 1.0) for s: a new user, pid,
- * network (only lo), ipc, uts, mount and cgroup namespace; no capabilities;
+ * network (only lo) and mount namespace (not uts, ipc, cgroup: see
+ * runtime.c); no capabilities;
  * noNewPrivileges; the strict seccomp filter; podman's masked and read-only
  * /proc paths; a read-only root; /data read-only, /out read-write, /tmp a
  * small tmpfs; rlimits NPROC, DATA, CPU, FSIZE, NOFILE and CORE=0;

@@ -55,6 +55,7 @@ struct ScopeOp {
 struct ScopeManager {
         sd_event *event;
         char *address;
+        bool address_auto;
         sd_bus *bus;
         bool ready;
         char reason[256];
@@ -531,10 +532,33 @@ static int scope_on_subscribe(sd_bus_message *reply, void *userdata, sd_bus_erro
         return 0;
 }
 
+/* Where the user bus is: under the runtime directory when the unit binds
+ * /run/user there (ProtectHome= hides the real one), else /run/user. */
+static int scope_manager_pick_address(ScopeManager *m) {
+        const char *rd = getenv("RUNTIME_DIRECTORY");
+        _cleanup_free_ char *p = NULL;
+        char *a = NULL;
+
+        if (rd && *rd && !strchr(rd, ':') && asprintf(&p, "%s/user/%u/bus", rd, (unsigned) getuid()) >= 0 &&
+            access(p, F_OK) == 0) {
+                if (asprintf(&a, "unix:path=%s", p) < 0)
+                        return -ENOMEM;
+        } else if (asprintf(&a, "unix:path=/run/user/%u/bus", (unsigned) getuid()) < 0)
+                return -ENOMEM;
+        free(m->address);
+        m->address = a;
+        return 0;
+}
+
 static void scope_manager_connect(ScopeManager *m) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         char reason[256];
         int r;
+
+        if (m->address_auto && scope_manager_pick_address(m) < 0) {
+                scope_manager_lose(m, "out of memory");
+                return;
+        }
 
         r = sd_bus_new(&bus);
         if (r >= 0)
@@ -570,12 +594,12 @@ int scope_manager_new(sd_event *event, const char *address, ScopeManager **ret) 
         if (!m)
                 return -ENOMEM;
         m->event = sd_event_ref(event);
-        if (address)
+        if (address) {
                 m->address = strdup(address);
-        else if (asprintf(&m->address, "unix:path=/run/user/%u/bus", (unsigned) getuid()) < 0)
-                m->address = NULL;
-        if (!m->address)
-                return -ENOMEM;
+                if (!m->address)
+                        return -ENOMEM;
+        } else
+                m->address_auto = true;
         scope_manager_connect(m);
         *ret = TAKE_PTR(m);
         return 0;

@@ -1150,9 +1150,12 @@ def _sb_service_properties(bed):
             k, _, v = line.partition("=")
             if k in _SB_SKIP:
                 continue
+            # The runtime directory is not shared with wikiwebd.service: it
+            # goes when either stops.
             if k == "RuntimeDirectory":
-                # Not shared with wikiwebd.service: it goes when either stops.
                 v = "wikiweb-sbtool"
+            if k == "BindReadOnlyPaths":
+                v = v.replace(":/run/wikiweb/", ":/run/wikiweb-sbtool/")
             props += ["-p", f"{k}={v}"]
     return props
 
@@ -1379,6 +1382,8 @@ res["keyctl"] = sc("syscall", 250, 0, 0, 0, 0)
 res["io_uring_setup"] = sc("syscall", 425, 1, None)
 res["userfaultfd"] = sc("syscall", 323, 0)
 res["ptrace"] = sc("ptrace", 0, 0, None, None)
+res["shmget"] = sc("shmget", 0, 4096, 0o1600)
+res["msgget"] = sc("msgget", 0, 0o1600)
 res["uid"] = os.getuid()
 res["pid"] = os.getpid()
 print(json.dumps(res))
@@ -1417,7 +1422,7 @@ def sandbox_hostile_code_contained(bed):
     check(h["CapEff"] == "0000000000000000" and h["CapPrm"] == "0000000000000000"
           and h["CapBnd"] == "0000000000000000", f"capabilities {h}")
     check(h["NoNewPrivs"] == "1" and h["Seccomp"] == "2", f"NoNewPrivs {h['NoNewPrivs']} Seccomp {h['Seccomp']}")
-    for k in ("unshare", "mount", "keyctl", "io_uring_setup", "userfaultfd", "ptrace"):
+    for k in ("unshare", "mount", "keyctl", "io_uring_setup", "userfaultfd", "ptrace", "shmget", "msgget"):
         check(h[k][0] == -1 and h[k][1] in (1, 38), f"{k}: {h[k]}")
     check(h["uid"] == 0 and h["pid"] == 1, f"uid {h['uid']} pid {h['pid']}")
     status, _, body = bed.http("GET", "/api/v1/health")
