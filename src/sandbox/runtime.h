@@ -64,7 +64,7 @@ int runtime_write_bundle(int bundle_fd, const RuntimeSpec *s);
  * array (free with runtime_argv_free()). state_root is the runtime's
  * --root (a directory of ours: the start-up sweep lists it). */
 typedef enum RuntimeVerb {
-        RUNTIME_RUN,    /* run --no-new-keyring --bundle B --pid-file B/container.pid ID (crun: --cgroup-manager=disabled) */
+        RUNTIME_RUN, /* run --no-new-keyring --bundle B --pid-file B/container.pid ID (crun: --cgroup-manager=disabled) */
         RUNTIME_DELETE, /* delete -f ID: 0 even when ID does not exist */
         RUNTIME_STATE,  /* state ID: fails once ID is gone (the confirmation) */
         RUNTIME_KILL,   /* kill ID KILL */

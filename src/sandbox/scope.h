@@ -64,7 +64,13 @@ typedef struct ScopeLimits {
  * ignores SIGTERM) and the limits (which the manager ignores where no
  * controller is delegated to it); callback when its job is removed. */
 int scope_start(
-        ScopeManager *m, const char *name, pid_t pid, const ScopeLimits *limits, ScopeCallback cb, void *userdata, ScopeOp **ret);
+        ScopeManager *m,
+        const char *name,
+        pid_t pid,
+        const ScopeLimits *limits,
+        ScopeCallback cb,
+        void *userdata,
+        ScopeOp **ret);
 
 /* KillUnit(name, "all", SIGKILL): every process of the scope, at once.
  * -ENOENT (NoSuchUnit) when the unit is gone already. */

@@ -109,14 +109,24 @@ static void check_config_invariants(const RuntimeSpec *spec) {
         ASSERT_EQ_INT(json_object_object_length(caps), 5);
         /* Every rlimit the notes need, CORE 0. */
         rl = key(process, "rlimits");
-        for (const char *const *t = (const char *const[]){ "RLIMIT_NPROC", "RLIMIT_DATA", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_CORE", NULL }; *t; t++) {
+        for (const char *const *t = (const char *const[]){ "RLIMIT_NPROC",
+                                                           "RLIMIT_DATA",
+                                                           "RLIMIT_CPU",
+                                                           "RLIMIT_FSIZE",
+                                                           "RLIMIT_NOFILE",
+                                                           "RLIMIT_CORE",
+                                                           NULL };
+             *t;
+             t++) {
                 bool found = false;
                 for (size_t i = 0; i < json_object_array_length(rl); i++) {
                         json_object *l = json_object_array_get_idx(rl, i);
                         if (!streq(json_object_get_string(key(l, "type")), *t))
                                 continue;
                         found = true;
-                        ASSERT_TRUE(json_object_get_uint64(key(l, "hard")) == json_object_get_uint64(key(l, "soft")));
+                        ASSERT_TRUE(
+                                json_object_get_uint64(key(l, "hard")) ==
+                                json_object_get_uint64(key(l, "soft")));
                         if (streq(*t, "RLIMIT_CORE"))
                                 ASSERT_EQ_INT(json_object_get_uint64(key(l, "hard")), 0);
                         if (streq(*t, "RLIMIT_NPROC"))
@@ -161,7 +171,22 @@ static void check_config_invariants(const RuntimeSpec *spec) {
                 json_object *sc = key(linux_, "seccomp"), *calls = key(sc, "syscalls"), *denied;
                 ASSERT_EQ_STR(json_object_get_string(key(sc, "defaultAction")), "SCMP_ACT_ALLOW");
                 denied = key(json_object_array_get_idx(calls, 0), "names");
-                for (const char *const *t = (const char *const[]){ "unshare", "setns", "mount", "keyctl", "io_uring_setup", "io_uring_enter", "userfaultfd", "ptrace", "bpf", "shmget", "msgget", "semget", "mq_open", NULL }; *t; t++)
+                for (const char *const *t = (const char *const[]){ "unshare",
+                                                                   "setns",
+                                                                   "mount",
+                                                                   "keyctl",
+                                                                   "io_uring_setup",
+                                                                   "io_uring_enter",
+                                                                   "userfaultfd",
+                                                                   "ptrace",
+                                                                   "bpf",
+                                                                   "shmget",
+                                                                   "msgget",
+                                                                   "semget",
+                                                                   "mq_open",
+                                                                   NULL };
+                     *t;
+                     t++)
                         ASSERT_TRUE(array_has_string(denied, *t));
         }
 
@@ -218,7 +243,8 @@ static void check_name(const char *title, size_t len, const char *expected) {
         ASSERT_TRUE(!strchr(n, '/'));
         ASSERT_TRUE(!streq(n, ".") && !streq(n, ".."));
         for (const char *p = n; *p; p++)
-                ASSERT_TRUE(strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.(),%~", *p));
+                ASSERT_TRUE(
+                        strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.(),%~", *p));
         ASSERT_TRUE(streq(n + strlen(n) - 5, ".wiki"));
 }
 
@@ -287,7 +313,7 @@ static void test_data_file_names(void) {
 }
 
 static void test_data_write(void) {
-        _cleanup_free_ char *dir = make_tmpdir(), *json = NULL;
+        _cleanup_free_ char *dir = make_tmpdir();
         _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         SandboxPage pages[2] = {
                 { .title = "Apple", .revision_id = 7, .url = "https://w/Apple", .content = "red", .content_len = 3 },
@@ -306,9 +332,10 @@ static void test_data_write(void) {
         close(f);
         ASSERT_TRUE(k > 0);
         buf[k] = 0;
-        ASSERT_EQ_STR(buf,
-                      "[{\"title\":\"Apple\",\"file\":\"Apple.wiki\",\"revision_id\":7,\"url\":\"https:\\/\\/w\\/Apple\"},"
-                      "{\"title\":\"..\\/x\",\"file\":\"..%2Fx.wiki\",\"revision_id\":9,\"url\":\"https:\\/\\/w\\/x\"}]");
+        ASSERT_EQ_STR(
+                buf,
+                "[{\"title\":\"Apple\",\"file\":\"Apple.wiki\",\"revision_id\":7,\"url\":\"https:\\/\\/w\\/Apple\"},"
+                "{\"title\":\"..\\/x\",\"file\":\"..%2Fx.wiki\",\"revision_id\":9,\"url\":\"https:\\/\\/w\\/x\"}]");
         f = openat(fd, "Apple.wiki", O_RDONLY | O_CLOEXEC);
         ASSERT_TRUE(f >= 0);
         ASSERT_EQ_INT(read(f, buf, sizeof buf), 3);
@@ -400,7 +427,8 @@ static void test_collector_hostile(void) {
         ASSERT_TRUE(f >= 0);
         ASSERT_TRUE(ftruncate(f, (off_t) 10 << 30) == 0);
         close(f);
-        ASSERT_TRUE((size_t) snprintf(sa.sun_path, sizeof sa.sun_path, "%s/h-socket", dir) < sizeof sa.sun_path);
+        ASSERT_TRUE(
+                (size_t) snprintf(sa.sun_path, sizeof sa.sun_path, "%s/h-socket", dir) < sizeof sa.sun_path);
         sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         ASSERT_TRUE(sock >= 0 && bind(sock, (struct sockaddr *) &sa, sizeof sa) == 0);
         close(sock);
@@ -487,7 +515,8 @@ static void test_rm_rf_hostile(void) {
 static void test_output_reference(void) {
         srand(12);
         for (int round = 0; round < 300; round++) {
-                size_t cap = 2 + (size_t) rand() % 200, total = 0, head_cap = cap / 2 + cap % 2, tail_cap = cap / 2;
+                size_t cap = 2 + (size_t) rand() % 200, total = 0, head_cap = cap / 2 + cap % 2,
+                       tail_cap = cap / 2;
                 uint8_t *all = malloc(20000);
                 OutputBuffer b;
                 int pieces = rand() % 30;
@@ -540,8 +569,14 @@ static void test_output_sanitize(void) {
         } cases[] = {
                 { "plain\ttext\n", 11, "plain\ttext\n" },
                 { "crlf\r\nline", 10, "crlf\nline" },
-                { "lone\rcr", 7, "lone\xef\xbf\xbd" "cr" },
-                { "nul\0byte", 8, "nul\xef\xbf\xbd" "byte" },
+                { "lone\rcr",
+                  7,
+                  "lone\xef\xbf\xbd"
+                  "cr" },
+                { "nul\0byte",
+                  8,
+                  "nul\xef\xbf\xbd"
+                  "byte" },
                 { "esc\x1b[31m", 8, "esc\xef\xbf\xbd[31m" },
                 { "bad\xff", 4, "bad\xef\xbf\xbd" },
                 { "cut\xe2\x82", 5, "cut\xef\xbf\xbd\xef\xbf\xbd" },
@@ -582,7 +617,8 @@ static void test_scope_names(void) {
 static void test_runtime_argv(void) {
         char **a = NULL;
 
-        ASSERT_OK(runtime_argv(RUNTIME_CRUN, "/usr/bin/crun", "/run/wikiweb/runtime", RUNTIME_RUN, "wikiweb-q-x-1", "/b", &a));
+        ASSERT_OK(runtime_argv(
+                RUNTIME_CRUN, "/usr/bin/crun", "/run/wikiweb/runtime", RUNTIME_RUN, "wikiweb-q-x-1", "/b", &a));
         ASSERT_EQ_STR(a[1], "--root");
         ASSERT_EQ_STR(a[2], "/run/wikiweb/runtime");
         ASSERT_EQ_STR(a[3], "--cgroup-manager=disabled");
@@ -615,16 +651,24 @@ static void test_runtime_argv(void) {
 static void test_result_json(void) {
         SandboxFile files[] = { { .name = (char *) "a.csv", .size_bytes = 12 } };
         SandboxResult r = {
-                .has_exit_code = true, .exit_code = 3, .stdout_text = (char *) "out\n", .stderr_text = (char *) "",
-                .files = files, .n_files = 1,
+                .has_exit_code = true,
+                .exit_code = 3,
+                .stdout_text = (char *) "out\n",
+                .stderr_text = (char *) "",
+                .files = files,
+                .n_files = 1,
         };
         _cleanup_free_ char *j = NULL, *k = NULL;
 
         ASSERT_OK(sandbox_result_to_json(&r, &j));
-        ASSERT_EQ_STR(j, "{\"files\":[{\"name\":\"a.csv\",\"size_bytes\":12}],\"exit_code\":3,\"signal\":null,\"timed_out\":false,\"stdout\":\"out\\n\",\"stderr\":\"\"}");
+        ASSERT_EQ_STR(
+                j,
+                "{\"files\":[{\"name\":\"a.csv\",\"size_bytes\":12}],\"exit_code\":3,\"signal\":null,\"timed_out\":false,\"stdout\":\"out\\n\",\"stderr\":\"\"}");
         r = (SandboxResult){ .signal = "SIGKILL", .timed_out = true };
         ASSERT_OK(sandbox_result_to_json(&r, &k));
-        ASSERT_EQ_STR(k, "{\"files\":[],\"exit_code\":null,\"signal\":\"SIGKILL\",\"timed_out\":true,\"stdout\":\"\",\"stderr\":\"\"}");
+        ASSERT_EQ_STR(
+                k,
+                "{\"files\":[],\"exit_code\":null,\"signal\":\"SIGKILL\",\"timed_out\":true,\"stdout\":\"\",\"stderr\":\"\"}");
 }
 
 int main(void) {

@@ -88,10 +88,11 @@ static int read_file(const char *path, char **ret, size_t *ret_len) {
 static void tool_on_state(Sandbox *s, void *userdata) {
         Tool *t = userdata;
 
-        log_info("sandbox: available=%d pending=%d reason=%s",
-                 sandbox_is_available(s),
-                 sandbox_cleanup_pending(s),
-                 sandbox_unavailable_reason(s));
+        log_info(
+                "sandbox: available=%d pending=%d reason=%s",
+                sandbox_is_available(s),
+                sandbox_cleanup_pending(s),
+                sandbox_unavailable_reason(s));
         (void) t;
 }
 
@@ -134,7 +135,8 @@ static void tool_on_confirmed(SandboxQuery *q, void *userdata) {
         Tool *t = userdata;
 
         t->confirmed_late = true;
-        printf("{\"event\": \"confirmed\", \"after_ms\": %.1f}\n", (double) (now(CLOCK_MONOTONIC) - t->unconfirmed_at) / 1000.0);
+        printf("{\"event\": \"confirmed\", \"after_ms\": %.1f}\n",
+               (double) (now(CLOCK_MONOTONIC) - t->unconfirmed_at) / 1000.0);
         fflush(stdout);
 }
 
@@ -147,7 +149,8 @@ static void tool_on_done(SandboxRun *run, int error, const SandboxResult *r, voi
         if (sandbox_result_to_json(r, &json) < 0)
                 json = strdup("null");
         printf("{\"event\": \"result\", \"error\": %d, \"result\": %s, \"cleanup_confirmed\": %s, \"cancelled\": %s, "
-               "\"stdout_bytes\": %" PRIu64 ", \"stderr_bytes\": %" PRIu64 ", \"run_ms\": %.1f, \"cleanup_ms\": %.1f, "
+               "\"stdout_bytes\": %" PRIu64 ", \"stderr_bytes\": %" PRIu64
+               ", \"run_ms\": %.1f, \"cleanup_ms\": %.1f, "
                "\"health_degraded\": %s}\n",
                error,
                json ? json : "null",
@@ -199,7 +202,13 @@ static void tool_start_next(Tool *t) {
         }
         if (t->cancel_after_ms > 0 && t->next == 1)
                 (void) sd_event_add_time_relative(
-                        t->event, &t->cancel_timer, CLOCK_MONOTONIC, t->cancel_after_ms * USEC_PER_MSEC, 0, tool_on_cancel, t);
+                        t->event,
+                        &t->cancel_timer,
+                        CLOCK_MONOTONIC,
+                        t->cancel_after_ms * USEC_PER_MSEC,
+                        0,
+                        tool_on_cancel,
+                        t);
 }
 
 static int add_pages(Tool *t) {
@@ -260,7 +269,8 @@ static int cmd_run(Tool *t) {
                a.skipped_unreadable);
         for (size_t i = 0; i < a.n; i++) {
                 json_object *name = json_object_new_string(a.items[i].name);
-                printf("%s{\"name\": %s, \"media_type\": \"%s\", \"size_bytes\": %" PRIu64 ", \"sha256\": \"%s\"}",
+                printf("%s{\"name\": %s, \"media_type\": \"%s\", \"size_bytes\": %" PRIu64
+                       ", \"sha256\": \"%s\"}",
                        i ? ", " : "",
                        json_object_to_json_string(name),
                        a.items[i].media_type,
