@@ -1514,6 +1514,44 @@ def sandbox_unconfirmed_cleanup_retried(bed):
     _sb_check_clean(bed)
 
 
+@test
+def sandbox_daemon_health_and_sweep(bed):
+    """wikiwebd: "sandbox": "ok" in health, its start-up sweep removes a leftover scope, "unavailable" says why."""
+    bed.restart_clean()
+    wait_until(lambda: bed.http("GET", "/api/v1/health")[2].get("sandbox") == "ok", 15,
+               what='"sandbox": "ok" in /api/v1/health')
+    check("Sandbox available" in bed.journal(), "no journal line about the sandbox")
+    # A container left running by a process killed with -9, then the
+    # daemon restarts: its sweep removes the scope and the processes.
+    path = _sb_write_code(bed, "sleeper2.py", "import time\nwhile True:\n    time.sleep(0.1)\n")
+    unit = _sb_tool(bed, ["run", path], wait=False, unit="wikiweb-sbtool-kill9-daemon")
+    wait_until(lambda: _sb_user_units(bed), 20, what="the run's scope")
+    bed.ct.run(["systemctl", "kill", "-s", "KILL", unit])
+    time.sleep(0.5)
+    check(_sb_user_units(bed), "the scope did not survive the kill")
+    since = time.time()
+    bed.restart_clean()
+    wait_until(lambda: not _sb_user_units(bed), 15, what="the daemon's sweep to remove the scope")
+    j = bed.journal("--since", f"@{int(since) - 1}")
+    check("Removed the leftover container" in j, f"no sweep line in the journal:\n{j[-2000:]}")
+    uid = _sb_uid(bed)
+    r = bed.ct.run(["pgrep", "-u", str(uid), "-f", "python3 -"], check=False)
+    check(not r.stdout.strip(), f"container processes left: {r.stdout}")
+    # No runtime: unavailable, the journal says why, queries still served.
+    dropin = f"/run/systemd/system/{SERVICE}.d/60-no-runtime.conf"
+    bed.ct.write(dropin, "[Service]\nEnvironment=WIKI_WEB_SANDBOX_RUNTIME=/nonexistent/crun\n")
+    try:
+        bed.ct.run(["systemctl", "daemon-reload"])
+        bed.restart_clean()
+        status, _, body = bed.http("GET", "/api/v1/health")
+        check(status == 200 and body["sandbox"] == "unavailable" and body["status"] == "ok", f"health {body}")
+        check('the OCI runtime "/nonexistent/crun" was not found' in bed.journal(), "the journal does not say why")
+    finally:
+        bed.ct.remove(dropin)
+        bed.ct.run(["systemctl", "daemon-reload"], check=False)
+        bed.restart_clean()
+
+
 # --------------------------------------------------------------------------
 
 
