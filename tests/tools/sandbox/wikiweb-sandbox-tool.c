@@ -24,11 +24,14 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <systemd/sd-event.h>
 
 #include "sandbox/files.h"
 #include "sandbox/reaper.h"
+#include "sandbox/runtime.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/scope.h"
 #include "shared/config.h"
 #include "shared/log.h"
 #include "shared/macro.h"
@@ -52,6 +55,8 @@ typedef struct Tool {
         unsigned bench_n, bench_i;
         usec_t bench_t0;
         double *bench_ms;
+        bool scope_done;
+        int scope_error;
 } Tool;
 
 static const char *arg_query_id = "test_query";
@@ -327,6 +332,177 @@ static void bench_next(Tool *t) {
         }
 }
 
+/* A bare "run" + "delete -f" + "state" (which must fail) of one bundle, as
+ * notes/sandbox.md measured it: no scope, no event loop, waitpid(). */
+static int wait_pid(pid_t pid) {
+        int status;
+
+        while (waitpid(pid, &status, 0) < 0)
+                if (errno != EINTR)
+                        return negative_errno();
+        return status;
+}
+
+static int bare_once(RuntimeKind kind, const char *runtime, const char *root, const char *bundle, double *ret_ms) {
+        static const char code[] = "print(1)\n";
+        usec_t t0 = now(CLOCK_MONOTONIC);
+        char **argv = NULL;
+        int p[2], status, r;
+        pid_t pid;
+
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return negative_errno();
+        if (write(p[1], code, sizeof code - 1) != (ssize_t) (sizeof code - 1))
+                return -EIO;
+        (void) close(p[1]);
+        r = runtime_argv(kind, runtime, root, RUNTIME_RUN, "wikiweb-q-bench_bare-1", bundle, &argv);
+        if (r >= 0)
+                r = runtime_spawn(argv, p[0], -1, -1, -1, &pid);
+        runtime_argv_free(argv);
+        (void) close(p[0]);
+        if (r < 0)
+                return r;
+        status = wait_pid(pid);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                return -EIO;
+        for (RuntimeVerb v = RUNTIME_DELETE; v <= RUNTIME_STATE; v++) {
+                r = runtime_argv(kind, runtime, root, v, "wikiweb-q-bench_bare-1", NULL, &argv);
+                if (r >= 0)
+                        r = runtime_spawn(argv, -1, -1, -1, -1, &pid);
+                runtime_argv_free(argv);
+                if (r < 0)
+                        return r;
+                status = wait_pid(pid);
+                if (v == RUNTIME_STATE && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+                        return -EBUSY; /* not gone */
+        }
+        *ret_ms = (double) (now(CLOCK_MONOTONIC) - t0) / 1000.0;
+        return 0;
+}
+
+static int bench_bare(Tool *t, unsigned n, double *ret_median) {
+        const Config *c = &t->config;
+        _cleanup_free_ char *runtime = NULL, *dir = NULL, *bundle = NULL, *data = NULL, *out = NULL,
+                            *rootfs = NULL, *root = NULL;
+        _cleanup_free_ double *ms = calloc(n, sizeof(double));
+        const char *rd = getenv("RUNTIME_DIRECTORY");
+        _cleanup_close_ int fd = -1;
+        int r;
+
+        if (!ms || !c->state_directory)
+                return -ENOMEM;
+        r = runtime_find(c->sandbox_runtime ? c->sandbox_runtime : "crun", &runtime);
+        if (r < 0)
+                return r;
+        if (asprintf(&dir, "%s/sandbox/bench_bare", c->state_directory) < 0 ||
+            asprintf(&bundle, "%s/bundle", dir) < 0 || asprintf(&data, "%s/data", dir) < 0 ||
+            asprintf(&out, "%s/out", dir) < 0 ||
+            asprintf(&rootfs, "%s/sandbox/rootfs", c->state_directory) < 0 ||
+            asprintf(&root, "%s/runtime", rd ? rd : dir) < 0)
+                return -ENOMEM;
+        (void) sandbox_rm_rf(AT_FDCWD, dir);
+        if (mkdir(dir, 0700) < 0 || mkdir(bundle, 0700) < 0 || mkdir(data, 0700) < 0 || mkdir(out, 0700) < 0)
+                return negative_errno();
+        (void) mkdir(root, 0700);
+        fd = open(bundle, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        r = runtime_write_bundle(
+                fd,
+                &(RuntimeSpec){
+                        .rootfs = c->sandbox_rootfs ? c->sandbox_rootfs : rootfs,
+                        .usr = c->sandbox_rootfs ? NULL : "/usr",
+                        .data_dir = data,
+                        .out_dir = out,
+                        .uid = getuid(),
+                        .gid = getgid(),
+                        .memory_max_bytes = c->sandbox_memory_max_bytes,
+                        .tasks_max = c->sandbox_tasks_max,
+                        .cpu_seconds = c->sandbox_timeout_seconds,
+                        .file_max_bytes = c->artifact_max_bytes,
+                        .tmp_max_bytes = RUNTIME_TMP_MAX_BYTES,
+                        .seccomp = true,
+                });
+        for (unsigned i = 0; r >= 0 && i < n; i++)
+                r = bare_once(runtime_kind_from_path(runtime), runtime, root, bundle, &ms[i]);
+        (void) sandbox_rm_rf(AT_FDCWD, dir);
+        if (r < 0)
+                return r;
+        *ret_median = median(ms, n);
+        return 0;
+}
+
+/* Scope start and stop alone: a child that waits, its scope started, then
+ * stopped and confirmed gone. */
+static void scope_bench_cb(int error, void *userdata) {
+        Tool *t = userdata;
+
+        t->scope_done = true;
+        t->scope_error = error;
+}
+
+static bool scope_bench_done(Tool *t) {
+        return t->scope_done;
+}
+
+static int bench_scope(Tool *t, unsigned n, double *ret_start, double *ret_stop) {
+        _cleanup_(scope_manager_freep) ScopeManager *m = NULL;
+        _cleanup_free_ double *start_ms = calloc(n, sizeof(double)), *stop_ms = calloc(n, sizeof(double));
+        int r = 0;
+
+        if (!start_ms || !stop_ms)
+                return -ENOMEM;
+        r = scope_manager_new(t->event, NULL, &m);
+        if (r < 0)
+                return r;
+        for (unsigned i = 0; i < n && r >= 0; i++) {
+                _cleanup_free_ char *name = NULL;
+                usec_t t0, t1;
+                pid_t pid;
+
+                while (!scope_manager_is_ready(m))
+                        if (sd_event_run(t->event, 100 * USEC_PER_MSEC) < 0)
+                                break;
+                pid = fork();
+                if (pid < 0) {
+                        r = negative_errno();
+                        break;
+                }
+                if (pid == 0) {
+                        sigset_t none;
+                        sigemptyset(&none);
+                        (void) sigprocmask(SIG_SETMASK, &none, NULL);
+                        for (;;)
+                                pause();
+                }
+                if (asprintf(&name, "wikiweb-q-bench_scope-%u.scope", i + 1) < 0) {
+                        r = -ENOMEM;
+                        break;
+                }
+                t->scope_done = false;
+                t0 = now(CLOCK_MONOTONIC);
+                r = scope_start(m, name, pid, NULL, scope_bench_cb, t, NULL);
+                if (r >= 0)
+                        r = tool_wait(t, scope_bench_done, 10 * USEC_PER_SEC) ? t->scope_error : -ETIMEDOUT;
+                t1 = now(CLOCK_MONOTONIC);
+                if (r >= 0) {
+                        t->scope_done = false;
+                        r = scope_stop(m, name, scope_bench_cb, t, NULL);
+                        if (r >= 0)
+                                r = tool_wait(t, scope_bench_done, 10 * USEC_PER_SEC) ? t->scope_error :
+                                                                                        -ETIMEDOUT;
+                }
+                (void) kill(pid, SIGKILL);
+                start_ms[i] = (double) (t1 - t0) / 1000.0;
+                stop_ms[i] = (double) (now(CLOCK_MONOTONIC) - t1) / 1000.0;
+        }
+        if (r < 0)
+                return r;
+        *ret_start = median(start_ms, n);
+        *ret_stop = median(stop_ms, n);
+        return 0;
+}
+
 static int cmd_bench(Tool *t, unsigned n) {
         int r;
 
@@ -340,13 +516,30 @@ static int cmd_bench(Tool *t, unsigned n) {
         bench_next(t);
         if (!tool_wait(t, tool_finished, USEC_INFINITY) || t->exit_code)
                 return -EIO;
-        printf("{\"event\": \"bench\", \"runs\": %u, \"median_ms\": %.2f, \"min_ms\": %.2f, \"max_ms\": %.2f}\n",
-               n,
-               median(t->bench_ms, n),
-               t->bench_ms[0],
-               t->bench_ms[n - 1]);
-        t->query = sandbox_query_free(t->query);
-        free(t->bench_ms);
+        {
+                double sandbox_ms = median(t->bench_ms, n), min = t->bench_ms[0], max = t->bench_ms[n - 1];
+                double bare_ms = 0, scope_start_ms = 0, scope_stop_ms = 0;
+
+                t->query = sandbox_query_free(t->query);
+                free(TAKE_PTR(t->bench_ms));
+                r = bench_bare(t, n, &bare_ms);
+                if (r < 0)
+                        return log_error_errno(r, "bench: bare runtime runs failed");
+                r = bench_scope(t, n, &scope_start_ms, &scope_stop_ms);
+                if (r < 0)
+                        return log_error_errno(r, "bench: scope start/stop failed");
+                printf("{\"event\": \"bench\", \"runs\": %u, \"sandbox_median_ms\": %.2f, \"sandbox_min_ms\": %.2f, "
+                       "\"sandbox_max_ms\": %.2f, \"bare_median_ms\": %.2f, \"ratio\": %.3f, "
+                       "\"scope_start_median_ms\": %.2f, \"scope_stop_confirm_median_ms\": %.2f}\n",
+                       n,
+                       sandbox_ms,
+                       min,
+                       max,
+                       bare_ms,
+                       bare_ms > 0 ? sandbox_ms / bare_ms : 0,
+                       scope_start_ms,
+                       scope_stop_ms);
+        }
         return 0;
 }
 
