@@ -105,6 +105,14 @@ void sandbox_query_set_confirmed_handler(SandboxQuery *q, SandboxQueryConfirmedH
  * query, also when it failed, before sandbox_query_free(). */
 int sandbox_query_collect(SandboxQuery *q, SandboxArtifacts *ret);
 
+/* Collect (as above) and keep every artifact in the store under the
+ * query's record (store/history.h: SHA-256, size, media type, safe name).
+ * A file the store refuses (too large for a blob, or gone short) is
+ * skipped and logged. Returns the number kept, or a negative errno from
+ * the collection or the store (-ENOENT: no record of that id). */
+struct History;
+int sandbox_query_store_artifacts(SandboxQuery *q, struct History *history);
+
 typedef struct SandboxFile {
         char *name; /* made safe as an artifact name */
         uint64_t size_bytes;

@@ -18,8 +18,10 @@
 #include "sandbox/runtime.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/scope.h"
+#include "shared/config.h"
 #include "shared/macro.h"
 #include "shared/sha256.h"
+#include "store/history.h"
 #include "tests.h"
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
@@ -671,6 +673,97 @@ static void test_result_json(void) {
                 "{\"files\":[],\"exit_code\":null,\"signal\":\"SIGKILL\",\"timed_out\":true,\"stdout\":\"\",\"stderr\":\"\"}");
 }
 
+static const char *no_env(const char *name, void *userdata) {
+        return NULL;
+}
+
+/* A query's /out into the store: the record lists the artifacts, the
+ * artifact endpoint's lookup returns the bytes; links are not followed. */
+static void test_store_artifacts(void) {
+        _cleanup_free_ char *dir = make_tmpdir(), *work = NULL, *state = NULL, *out = NULL, *cfg_error = NULL;
+        _cleanup_close_ int out_fd = -1;
+        _cleanup_(json_object_putp) json_object *rec = NULL;
+        sd_event *e = NULL;
+        Config config = { 0 };
+        Sandbox *s = NULL;
+        SandboxQuery *q = NULL;
+        History *h = NULL;
+        SessionKey k = { .bytes = { 1, 2, 3 } };
+        HistoryArtifact a = { 0 };
+        json_object *arts, *x, *v;
+        static const char png[] = "\x89PNG\r\n\x1a\n fake";
+        char hex[65];
+        uint8_t d[SHA256_DIGEST_SIZE];
+
+        ASSERT_TRUE(asprintf(&work, "%s/sandbox", dir) > 0 && asprintf(&state, "%s/runtime", dir) > 0);
+        ASSERT_OK(config_load(&config, no_env, NULL, &cfg_error));
+        ASSERT_OK(sd_event_new(&e));
+        ASSERT_OK(sandbox_new(
+                e,
+                &config,
+                &(SandboxOptions){
+                        .bus_address = "unix:path=/nonexistent/bus", .work_dir = work, .state_root = state },
+                &s));
+        ASSERT_TRUE(!sandbox_is_available(s));
+        ASSERT_TRUE(strlen(sandbox_unavailable_reason(s)) > 0);
+        ASSERT_EQ_INT(sandbox_query_new(s, "qr/../x", &q), -EINVAL);
+        ASSERT_OK(sandbox_query_new(s, "qr_0123456789abcdef0123456789abcdef", &q));
+        ASSERT_EQ_INT(sandbox_run_start(q, "print(1)", 8, NULL, NULL, NULL), -EAGAIN);
+        ASSERT_TRUE(asprintf(&out, "%s/qr_0123456789abcdef0123456789abcdef/out", work) > 0);
+        out_fd = open(out, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        ASSERT_TRUE(out_fd >= 0);
+        write_at(out_fd, "plot.png", png);
+        write_at(out_fd, "notes.md", "# notes\n");
+        ASSERT_TRUE(symlinkat("/etc/passwd", out_fd, "passwd.txt") == 0);
+
+        ASSERT_OK(history_open(dir, &h, NULL));
+        /* No record yet: refused. */
+        ASSERT_EQ_INT(sandbox_query_store_artifacts(q, h), -ENOENT);
+        ASSERT_OK(history_begin(h, "qr_0123456789abcdef0123456789abcdef", &k, "q?", 1000000));
+        ASSERT_EQ_INT(sandbox_query_store_artifacts(q, h), 2);
+        ASSERT_OK(history_get(h, "qr_0123456789abcdef0123456789abcdef", &k, &rec));
+        ASSERT_TRUE(json_object_object_get_ex(rec, "artifacts", &arts));
+        ASSERT_EQ_INT(json_object_array_length(arts), 2);
+        x = json_object_array_get_idx(arts, 0); /* name order: notes.md, plot.png */
+        ASSERT_TRUE(json_object_object_get_ex(x, "name", &v));
+        ASSERT_EQ_STR(json_object_get_string(v), "notes.md");
+        ASSERT_TRUE(json_object_object_get_ex(x, "media_type", &v));
+        ASSERT_EQ_STR(json_object_get_string(v), "text/markdown");
+        x = json_object_array_get_idx(arts, 1);
+        ASSERT_TRUE(json_object_object_get_ex(x, "size_bytes", &v));
+        ASSERT_EQ_INT(json_object_get_int64(v), sizeof png - 1);
+        ASSERT_TRUE(json_object_object_get_ex(x, "sha256", &v));
+        sha256(png, sizeof png - 1, d);
+        sha256_to_hex(d, hex);
+        ASSERT_EQ_STR(json_object_get_string(v), hex);
+        ASSERT_TRUE(json_object_object_get_ex(x, "id", &v));
+        ASSERT_OK(history_get_artifact(h, json_object_get_string(v), &k, &a));
+        ASSERT_EQ_INT(a.size, sizeof png - 1);
+        ASSERT_TRUE(memcmp(a.data, png, a.size) == 0);
+        ASSERT_EQ_STR(a.media_type, "image/png");
+        ASSERT_EQ_STR(a.sha256, hex);
+        history_artifact_done(&a);
+        {
+                char id[HISTORY_ARTIFACT_ID_MAX];
+                ASSERT_EQ_INT(
+                        history_add_artifact(
+                                h, "qr_0123456789abcdef0123456789abcdef", "x", "text/plain", hex, out_fd, 10, id),
+                        -EIO); /* a directory: not readable as bytes */
+                ASSERT_EQ_INT(
+                        history_add_artifact(
+                                h, "qr_0123456789abcdef0123456789abcdef", "x", "text/plain", "short", out_fd, 1, id),
+                        -EINVAL);
+        }
+
+        q = sandbox_query_free(q);
+        ASSERT_TRUE(access(out, F_OK) < 0 && errno == ENOENT);
+        h = history_free(h);
+        s = sandbox_free(s);
+        e = sd_event_unref(e);
+        config_done(&config);
+        ASSERT_OK(sandbox_rm_rf(AT_FDCWD, dir));
+}
+
 int main(void) {
         test_config_golden();
         test_config_invariants();
@@ -685,5 +778,6 @@ int main(void) {
         test_scope_names();
         test_runtime_argv();
         test_result_json();
+        test_store_artifacts();
         return 0;
 }
