@@ -508,6 +508,15 @@ static int run(int argc, char *argv[]) {
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the sandbox");
         sandbox_set_state_handler(m.sandbox, on_sandbox_state, &m);
+        if (getenv("WIKI_WEB_TEST_FAULTS") && streq(getenv("WIKI_WEB_TEST_FAULTS"), "1") &&
+            getenv("WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE")) {
+                uint64_t n;
+
+                if (parse_uint64_range(getenv("WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE"), 0, 100, &n) < 0)
+                        return log_error_errno(EINVAL, "WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE: expected 0..100");
+                log_warning("Test fault: the next %" PRIu64 " sandbox scope confirmations fail.", n);
+                sandbox_set_test_unconfirmable(m.sandbox, (unsigned) n);
+        }
         api_set_sandbox_state(m.api, sandbox_is_available(m.sandbox), sandbox_cleanup_pending(m.sandbox));
 
         fd = acquire_listen_fd();

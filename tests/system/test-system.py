@@ -1552,6 +1552,35 @@ def sandbox_daemon_health_and_sweep(bed):
         bed.restart_clean()
 
 
+@test
+def sandbox_daemon_unconfirmed_degrades_health(bed):
+    """wikiwebd: an unconfirmable cleanup (fault switch, in its start-up sweep) makes Health degraded until confirmed."""
+    path = _sb_write_code(bed, "sleeper3.py", "import time\nwhile True:\n    time.sleep(0.1)\n")
+    unit = _sb_tool(bed, ["run", path], wait=False, unit="wikiweb-sbtool-kill9-health")
+    wait_until(lambda: _sb_user_units(bed), 20, what="the run's scope")
+    bed.ct.run(["systemctl", "kill", "-s", "KILL", unit])
+    dropin = f"/run/systemd/system/{SERVICE}.d/60-unconfirmable.conf"
+    bed.ct.write(dropin, "[Service]\nEnvironment=WIKI_WEB_TEST_FAULTS=1 WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE=2\n")
+    try:
+        bed.ct.run(["systemctl", "daemon-reload"])
+        bed.restart_clean()
+        t0 = time.monotonic()
+        wait_until(lambda: bed.prop("Health") == "degraded", 10, what="D-Bus Health degraded")
+        status, _, body = bed.http("GET", "/api/v1/health")
+        check(status == 200 and body["status"] == "degraded" and body["sandbox"] == "ok", f"health {body}")
+        wait_until(lambda: bed.prop("Health") == "ok", 15, what="D-Bus Health ok again")
+        status, _, body = bed.http("GET", "/api/v1/health")
+        check(body["status"] == "ok", f"health after confirmation {body}")
+        log(f"# Health degraded, then ok {time.monotonic() - t0:.1f}s after the restart")
+        j = bed.journal()
+        check("confirmed after 3 attempts" in j, "no confirmation line in the journal")
+        _sb_check_clean(bed)
+    finally:
+        bed.ct.remove(dropin)
+        bed.ct.run(["systemctl", "daemon-reload"], check=False)
+        bed.restart_clean()
+
+
 # --------------------------------------------------------------------------
 
 
