@@ -15,6 +15,7 @@
 #include "sandbox/scope.h"
 #include "shared/log.h"
 #include "shared/macro.h"
+#include "shared/parse-util.h"
 #include "store/history.h"
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
@@ -75,6 +76,7 @@ struct SandboxRun {
         bool exited;
         int status;
         int hold_fd, out_fd, err_fd;
+        int status_fd; /* the container init's report of the code's end */
         sd_event_source *out_src, *err_src;
         OutputBuffer out, err;
         ScopeOp *op;
@@ -295,7 +297,7 @@ static void cleanup_step(Cleanup *c) {
                 NULL,
                 &argv);
         if (r >= 0)
-                r = runtime_spawn(argv, -1, -1, -1, -1, &c->pid);
+                r = runtime_spawn(argv, -1, -1, -1, -1, -1, &c->pid);
         runtime_argv_free(argv);
         if (r >= 0)
                 r = reaper_watch(s->reaper, c->pid, cleanup_on_exit, c, &c->watch);
@@ -449,7 +451,7 @@ static void sweep_start(Sandbox *s) {
         }
         if (l && l->fd >= 0 &&
             runtime_argv(s->kind, s->runtime, s->state_root, RUNTIME_LIST, NULL, NULL, &argv) >= 0 &&
-            runtime_spawn(argv, -1, l->fd, -1, -1, &pid) >= 0 &&
+            runtime_spawn(argv, -1, l->fd, -1, -1, -1, &pid) >= 0 &&
             reaper_watch(s->reaper, pid, sweep_on_list_exit, l, NULL) >= 0) {
                 s->sweep_outstanding++;
                 l = NULL;
@@ -1035,6 +1037,8 @@ static void sandbox_run_free(SandboxRun *run) {
                 (void) close(run->out_fd);
         if (run->err_fd >= 0)
                 (void) close(run->err_fd);
+        if (run->status_fd >= 0)
+                (void) close(run->status_fd);
         output_buffer_done(&run->out);
         output_buffer_done(&run->err);
         sandbox_result_done(&run->result);
@@ -1075,9 +1079,29 @@ static bool pid_file_exists(const SandboxRun *run) {
 
 /* The runtime and its pipes are done (or given up on): fill the result and
  * clean up. */
+/* The init's report on the status pipe: "<exit code>" or "-<signal>". */
+static bool read_init_status(SandboxRun *run, int *ret) {
+        char buf[16];
+        uint64_t v;
+        ssize_t k;
+        bool neg;
+
+        if (run->status_fd < 0)
+                return false;
+        k = read(run->status_fd, buf, sizeof buf - 1);
+        if (k <= 0)
+                return false;
+        buf[k] = 0;
+        neg = buf[0] == '-';
+        if (parse_uint64_range(buf + neg, neg ? 1 : 0, neg ? 64 : 255, &v) < 0)
+                return false;
+        *ret = neg ? -(int) v : (int) v;
+        return true;
+}
+
 static void run_finish(SandboxRun *run) {
         SandboxResult *res = &run->result;
-        int r;
+        int init_status, r;
 
         if (run->state >= RUN_CLEANING)
                 return;
@@ -1107,7 +1131,17 @@ static void run_finish(SandboxRun *run) {
                                 if (output_buffer_render(&run->err, &msg, NULL) >= 0)
                                         log_error("Runtime said: %.400s", msg);
                                 run->error = -EIO;
-                        } else if (code > 128 && code < 128 + 65 && (run->timed_out || run->cancelled)) {
+                        } else if (read_init_status(run, &init_status)) {
+                                /* The code's own end, from the container's
+                                 * init: exit code, or minus the signal. */
+                                if (init_status >= 0) {
+                                        res->has_exit_code = true;
+                                        res->exit_code = init_status;
+                                } else
+                                        res->signal = signal_name(-init_status);
+                        } else if (code > 128 && code < 128 + 65) {
+                                /* No report (the init itself was killed):
+                                 * the runtime's 128 + signal. */
                                 res->signal = signal_name(code - 128);
                         } else {
                                 res->has_exit_code = true;
@@ -1352,7 +1386,7 @@ int sandbox_run_start(
         SandboxQuery *q, const char *code, size_t len, SandboxRunDone done, void *userdata, SandboxRun **ret) {
         Sandbox *s = q->sandbox;
         const Config *c = s->config;
-        _cleanup_close_ int code_fd = -1, out_w = -1, err_w = -1, hold_r = -1, bundle_fd = -1;
+        _cleanup_close_ int code_fd = -1, out_w = -1, err_w = -1, hold_r = -1, status_w = -1, bundle_fd = -1;
         SandboxRun *run;
         char **argv = NULL;
         size_t cap;
@@ -1372,6 +1406,7 @@ int sandbox_run_start(
                 .sandbox = s,
                 .query = q,
                 .hold_fd = -1,
+                .status_fd = -1,
                 .out_fd = -1,
                 .err_fd = -1,
                 .done = done,
@@ -1433,9 +1468,11 @@ int sandbox_run_start(
         if (r >= 0)
                 r = make_pipe(&run->hold_fd, &hold_r, false);
         if (r >= 0)
+                r = make_pipe(&run->status_fd, &status_w, true);
+        if (r >= 0)
                 r = runtime_argv(s->kind, s->runtime, s->state_root, RUNTIME_RUN, run->id, run->bundle, &argv);
         if (r >= 0)
-                r = runtime_spawn(argv, code_fd, out_w, err_w, hold_r, &run->pid);
+                r = runtime_spawn(argv, code_fd, out_w, err_w, status_w, hold_r, &run->pid);
         runtime_argv_free(argv);
         if (r < 0)
                 goto fail;
