@@ -30,6 +30,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
 #define SANDBOX_RETRY_MAX_USEC (30 * USEC_PER_SEC)
 /* Names of /out files in a run's result. */
 #define SANDBOX_RESULT_FILES_MAX 100
+/* How often the size of /out is checked while a run runs. */
+#define SANDBOX_OUT_CHECK_USEC (25 * USEC_PER_MSEC)
 
 typedef struct Cleanup Cleanup;
 typedef void (*CleanupDone)(Cleanup *c, int error);
@@ -81,6 +83,8 @@ struct SandboxRun {
         OutputBuffer out, err;
         ScopeOp *op;
         sd_event_source *timer;
+        sd_event_source *out_watch; /* the /out size check while it runs */
+        uint64_t out_exceeded;      /* bytes in /out when it passed the cap, 0: never */
         sd_event_source *report;
         bool timed_out, cancelled, kill_sent;
         int error; /* the first error: nothing could run */
@@ -1030,6 +1034,7 @@ static void sandbox_run_free(SandboxRun *run) {
         sd_event_source_disable_unref(run->out_src);
         sd_event_source_disable_unref(run->err_src);
         sd_event_source_disable_unref(run->timer);
+        sd_event_source_disable_unref(run->out_watch);
         sd_event_source_disable_unref(run->report);
         if (run->hold_fd >= 0)
                 (void) close(run->hold_fd);
@@ -1108,8 +1113,20 @@ static void run_finish(SandboxRun *run) {
         run->state = RUN_CLEANING;
         run->t_end = now(CLOCK_MONOTONIC);
         run->timer = sd_event_source_disable_unref(run->timer);
+        run->out_watch = sd_event_source_disable_unref(run->out_watch);
         run->out_src = sd_event_source_disable_unref(run->out_src);
         run->err_src = sd_event_source_disable_unref(run->err_src);
+        if (run->out_exceeded > 0) {
+                char note[160];
+                int k = snprintf(
+                        note,
+                        sizeof note,
+                        "\n[sandbox: /out held %" PRIu64 " bytes, more than the %" PRIu64
+                        " allowed; the run was stopped]\n",
+                        run->out_exceeded,
+                        run->sandbox->config->artifact_max_bytes);
+                output_buffer_append(&run->err, note, (size_t) MAX(k, 0));
+        }
 
         res->timed_out = run->timed_out;
         res->cancelled = run->cancelled;
@@ -1287,6 +1304,65 @@ static void run_on_exit(pid_t pid, int status, void *userdata) {
         run_advance(run);
 }
 
+/* Disk used below dir_fd (st_blocks, not following links), bounded work
+ * on a hostile tree: at most max_depth levels and *budget entries. */
+static uint64_t tree_usage(int dir_fd, unsigned max_depth, unsigned *budget) {
+        int fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        struct dirent *de;
+        uint64_t total = 0;
+
+        if (!d) {
+                if (fd >= 0)
+                        (void) close(fd);
+                return 0;
+        }
+        rewinddir(d);
+        while (*budget > 0 && (de = readdir(d))) {
+                struct stat st;
+
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                (*budget)--;
+                if (fstatat(dir_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue;
+                total += (uint64_t) st.st_blocks * 512;
+                if (S_ISDIR(st.st_mode) && max_depth > 0) {
+                        int sub = openat(dir_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (sub >= 0) {
+                                total += tree_usage(sub, max_depth - 1, budget);
+                                (void) close(sub);
+                        }
+                }
+        }
+        closedir(d);
+        return total;
+}
+
+/* /out is a directory of the host: RLIMIT_FSIZE caps one file, this caps
+ * them all. Checked while the run runs; past WIKI_WEB_ARTIFACT_MAX_BYTES
+ * the run is stopped like at its timeout (what it wrote in the last
+ * interval may pass the cap). */
+static int run_on_out_watch(sd_event_source *src, uint64_t usec, void *userdata) {
+        SandboxRun *run = userdata;
+        unsigned budget = 20000;
+        uint64_t used;
+
+        if (run->state != RUN_RUNNING || !run->query)
+                return 0;
+        used = tree_usage(run->query->out_fd, 8, &budget);
+        if (used > run->sandbox->config->artifact_max_bytes && !run->kill_sent) {
+                log_info("Run %s: /out holds %" PRIu64 " bytes, more than allowed: stopping it.", run->id, used);
+                run->out_exceeded = used;
+                run->out_watch = sd_event_source_disable_unref(run->out_watch);
+                run_kill(run);
+                return 0;
+        }
+        (void) sd_event_source_set_time_relative(src, SANDBOX_OUT_CHECK_USEC);
+        (void) sd_event_source_set_enabled(src, SD_EVENT_ONESHOT);
+        return 0;
+}
+
 static void run_on_scope_started(int error, void *userdata) {
         SandboxRun *run = userdata;
         const Config *c = run->sandbox->config;
@@ -1322,6 +1398,14 @@ static void run_on_scope_started(int error, void *userdata) {
                 c->sandbox_timeout_seconds * USEC_PER_SEC,
                 0,
                 run_on_timer,
+                run);
+        (void) sd_event_add_time_relative(
+                run->sandbox->event,
+                &run->out_watch,
+                CLOCK_MONOTONIC,
+                SANDBOX_OUT_CHECK_USEC,
+                0,
+                run_on_out_watch,
                 run);
         if (run->cancelled)
                 run_kill(run);

@@ -1488,6 +1488,18 @@ def sandbox_resource_bombs(bed):
     check(h["out"][1] == 27 and h["out"][0] <= 64, f"/out flood: {h['out']} (expected EFBIG at 64 MiB)")
     check(h["tmp"][1] in (27, 28) and h["tmp"][0] <= 64, f"/tmp flood: {h['tmp']}")
     check(arts and [a["name"] for a in arts["items"]] == ["flood.bin"], f"artifacts {arts}")
+    # Many files: the total cap (WIKI_WEB_ARTIFACT_MAX_BYTES, 32 MiB here)
+    # stops the run; at most 1 GiB is written.
+    many = ("import os\nchunk = b'\\1' * (4 << 20)\n"
+            "for i in range(256):\n    with open('/out/part%03d.bin' % i, 'wb') as f:\n        f.write(chunk)\n"
+            "    print(i + 1, flush=True)\n")
+    res, arts, _ = _sb_run(bed, many, env={"WIKI_WEB_ARTIFACT_MAX_BYTES": str(32 << 20)})
+    r = res["result"]
+    written = int(r["stdout"].split()[-1]) if r["stdout"].strip() else 0
+    log(f"# /out flood of 4 MiB files, cap 32 MiB: {written} files written before the stop, signal {r['signal']}")
+    check(r["signal"] == "SIGKILL" and written < 256 and "more than the 33554432 allowed" in r["stderr"],
+          f"many-file flood not stopped: {r}")
+    check(arts and sum(a["size_bytes"] for a in arts["items"]) <= 32 << 20, f"artifacts over the cap: {arts}")
     _sb_check_clean(bed)
     status, _, body = bed.http("GET", "/api/v1/health")
     check(status == 200 and body["status"] == "ok", f"daemon health {status} {body}")
