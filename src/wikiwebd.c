@@ -19,6 +19,7 @@
 #include "http/api.h"
 #include "http/httpd.h"
 #include "query/executor.h"
+#include "sandbox/sandbox.h"
 #include "shared/config.h"
 #include "shared/log.h"
 #include "shared/macro.h"
@@ -36,6 +37,7 @@ typedef struct Manager {
         Api *api;
         HttpServer *http;
         QueueBus *bus;
+        Sandbox *sandbox;
         bool stopping;
         usec_t drain_deadline; /* 0 until no query runs while stopping */
         sd_event_source *exit_timer;
@@ -247,6 +249,24 @@ static void on_query_finished(
         update_status(m);
 }
 
+/* Availability for /api/v1/health and the journal; D-Bus Health is
+ * degraded while a sandbox cleanup is not confirmed (API.md 8.4). */
+static void on_sandbox_state(Sandbox *s, void *userdata) {
+        Manager *m = userdata;
+        bool available = sandbox_is_available(s), pending = sandbox_cleanup_pending(s);
+
+        if (available)
+                log_info("Sandbox available: run_python can be offered.");
+        else
+                log_warning(
+                        "Sandbox unavailable, run_python is not offered: %s.", sandbox_unavailable_reason(s));
+        if (m->api)
+                api_set_sandbox_state(m->api, available, pending);
+        if (m->bus)
+                queue_bus_set_health(m->bus, pending || (m->api && api_is_degraded(m->api)));
+        update_status(m);
+}
+
 static void random_ticket_id(char buf[static TICKET_ID_MAX], void *userdata) {
         static uint64_t fallback = 0;
 
@@ -353,6 +373,7 @@ static void manager_free(Manager *m) {
         m->history = history_free(m->history);
         m->executor = query_executor_free(m->executor);
         m->bus = queue_bus_free(m->bus);
+        m->sandbox = sandbox_free(m->sandbox);
         m->admission_timer = admission_timer_free(m->admission_timer);
         m->admission = admission_free(m->admission);
         m->event = sd_event_unref(m->event);
@@ -480,6 +501,25 @@ static int run(int argc, char *argv[]) {
         r = queue_bus_new(m.event, m.admission, NULL, &m.bus);
         if (r < 0)
                 log_warning_errno(r, "Not publishing the queue on D-Bus");
+
+        /* The sandbox owns SIGCHLD (we are a subreaper, see above), checks
+         * runtime, rootfs and the user manager, and sweeps what a previous
+         * run left behind. Unavailable is a state, not an error: queries
+         * still answer from the wiki. */
+        r = sandbox_new(m.event, &m.config, NULL, &m.sandbox);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the sandbox");
+        sandbox_set_state_handler(m.sandbox, on_sandbox_state, &m);
+        if (getenv("WIKI_WEB_TEST_FAULTS") && streq(getenv("WIKI_WEB_TEST_FAULTS"), "1") &&
+            getenv("WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE")) {
+                uint64_t n;
+
+                if (parse_uint64_range(getenv("WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE"), 0, 100, &n) < 0)
+                        return log_error_errno(EINVAL, "WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE: expected 0..100");
+                log_warning("Test fault: the next %" PRIu64 " sandbox scope confirmations fail.", n);
+                sandbox_set_test_unconfirmable(m.sandbox, (unsigned) n);
+        }
+        api_set_sandbox_state(m.api, sandbox_is_available(m.sandbox), sandbox_cleanup_pending(m.sandbox));
 
         fd = acquire_listen_fd();
         if (fd < 0)

@@ -19,6 +19,7 @@ struct Api {
         ApiQueryFinishedHook hook;
         void *hook_userdata;
         bool degraded;
+        bool sandbox_available, sandbox_cleanup_pending;
 
         /* The query in flight: its request stays suspended until the
          * executor reports back (even if the client has gone). */
@@ -59,6 +60,11 @@ void api_set_degraded(Api *api, bool degraded) {
 
 bool api_is_degraded(const Api *api) {
         return api->degraded;
+}
+
+void api_set_sandbox_state(Api *api, bool available, bool cleanup_pending) {
+        api->sandbox_available = available;
+        api->sandbox_cleanup_pending = cleanup_pending;
 }
 
 /* Seconds as a JSON number with millisecond precision ("84.0", "12.345"). */
@@ -168,13 +174,18 @@ static HttpHandlerResult handle_health(Api *api, HttpRequest *req) {
 
         if (!o)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-        json_object_object_add(o, "status", json_object_new_string(api->degraded ? "degraded" : "ok"));
+        json_object_object_add(
+                o,
+                "status",
+                json_object_new_string(api->degraded || api->sandbox_cleanup_pending ? "degraded" : "ok"));
         json_object_object_add(o, "contract_revision", json_object_new_int(CONTRACT_REVISION));
         json_object_object_add(o, "version", json_object_new_string(PACKAGE_VERSION));
         json_object_object_add(
                 o,
                 "state",
                 json_object_new_string(admission_state_to_string(admission_get_state(api->admission))));
+        json_object_object_add(
+                o, "sandbox", json_object_new_string(api->sandbox_available ? "ok" : "unavailable"));
         return http_reply(req, 200, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN), NULL);
 }
 

@@ -26,6 +26,9 @@ Api *api_free(Api *api);
 void api_set_query_finished_hook(Api *api, ApiQueryFinishedHook hook, void *userdata);
 void api_set_degraded(Api *api, bool degraded);
 bool api_is_degraded(const Api *api);
+/* The sandbox's state for /api/v1/health: "sandbox": "ok"|"unavailable",
+ * and "status": "degraded" while a sandbox cleanup is not confirmed. */
+void api_set_sandbox_state(Api *api, bool available, bool cleanup_pending);
 
 /* The HttpHandler for http_server_new(); userdata is the Api. */
 HttpHandlerResult api_handle(HttpRequest *req, void *userdata);
