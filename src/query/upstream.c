@@ -105,6 +105,10 @@ Upstream *upstream_free(Upstream *u) {
         return NULL;
 }
 
+sd_event *upstream_get_event(const Upstream *u) {
+        return u->event;
+}
+
 const char *upstream_user_agent(const Upstream *u) {
         return u->user_agent;
 }

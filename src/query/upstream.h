@@ -53,6 +53,9 @@ int upstream_new(sd_event *event, const DestinationPolicy *policy, uint64_t max_
 Upstream *upstream_free(Upstream *u);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Upstream *, upstream_free);
 
+/* The event loop the Upstream runs on (borrowed). */
+sd_event *upstream_get_event(const Upstream *u);
+
 /* The User-Agent sent with every request (owned by u). */
 const char *upstream_user_agent(const Upstream *u);
 

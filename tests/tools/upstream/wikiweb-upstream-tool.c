@@ -18,8 +18,10 @@
 
 #include "query/destination.h"
 #include "query/upstream.h"
+#include "query/wiki-client.h"
 #include "shared/macro.h"
 #include "shared/time-util.h"
+#include "tools.h"
 
 #define MAX_HEADERS 16
 
@@ -41,7 +43,18 @@ static sd_event *event;
 static Upstream *upstream;
 static unsigned pending;
 
-static void print_json(json_object *o) {
+static unsigned arg_limit = 5;
+
+unsigned tool_limit(void) {
+        return arg_limit;
+}
+
+const char *tool_startswith(const char *s, const char *prefix) {
+        size_t n = strlen(prefix);
+        return strncmp(s, prefix, n) == 0 ? s + n : NULL;
+}
+
+void tool_print_json(json_object *o) {
         fputs(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE),
               stdout);
         fputc('\n', stdout);
@@ -100,7 +113,7 @@ static void on_fetch_done(UpstreamOperation *op, const UpstreamResponse *r, void
 
         if (f->print) {
                 json_object *o = response_json(r, now(CLOCK_MONOTONIC) - f->started);
-                print_json(o);
+                tool_print_json(o);
                 json_object_put(o);
         }
         f->op = upstream_operation_free(f->op); /* r is gone now */
@@ -165,7 +178,7 @@ static int cmd_fetch_n(unsigned n, const char *url) {
         json_object_object_add(o, "failures", json_object_new_int((int) s.failures));
         json_object_object_add(
                 o, "elapsed_ms", json_object_new_double((double) (now(CLOCK_MONOTONIC) - t0) / 1000.0));
-        print_json(o);
+        tool_print_json(o);
         json_object_put(o);
         upstream_operation_free(s.op);
         return s.failures > 0 ? 3 : r;
@@ -229,7 +242,7 @@ static int cmd_lateness(unsigned n, const char *url) {
                 o,
                 "mean_lateness_ms",
                 json_object_new_double(t.ticks ? (double) t.sum_late / t.ticks / 1000.0 : 0.0));
-        print_json(o);
+        tool_print_json(o);
         json_object_put(o);
         for (unsigned i = 0; i < n; i++)
                 upstream_operation_free(f[i].op);
@@ -248,6 +261,22 @@ static int parse_u64(const char *s, uint64_t *ret) {
         return 0;
 }
 
+static int read_password(const char *path, char **ret) {
+        _cleanup_fclose_ FILE *f = fopen(path, "re");
+        char buf[1024];
+        size_t n;
+
+        if (!f)
+                return -errno;
+        n = fread(buf, 1, sizeof buf - 1, f);
+        buf[n] = 0;
+        while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+                buf[--n] = 0;
+        *ret = strdup(buf);
+        explicit_bzero(buf, sizeof buf);
+        return *ret ? 0 : -ENOMEM;
+}
+
 int main(int argc, char **argv) {
         static const struct option options[] = {
                 { "allow", required_argument, NULL, 'a' },
@@ -261,6 +290,7 @@ int main(int argc, char **argv) {
                 { "data", required_argument, NULL, 'd' },
                 { "header", required_argument, NULL, 'H' },
                 { "content-type", required_argument, NULL, 'c' },
+                { "limit", required_argument, NULL, 'n' },
                 { 0 },
         };
         _cleanup_(destination_policy_freep) DestinationPolicy *policy = NULL;
@@ -308,6 +338,13 @@ int main(int argc, char **argv) {
                 case 'c':
                         arg_content_type = optarg;
                         break;
+                case 'n': {
+                        uint64_t v;
+                        if (parse_u64(optarg, &v) < 0 || v > 1000)
+                                return 2;
+                        arg_limit = (unsigned) v;
+                        break;
+                }
                 default:
                         return 2;
                 }
@@ -342,6 +379,24 @@ int main(int argc, char **argv) {
                         r = cmd_fetch_n((unsigned) n, argv[optind + 2]);
                 else
                         r = cmd_lateness((unsigned) n, argv[optind + 2]);
+        } else if (streq(cmd, "wiki") && arg_wiki_url) {
+                _cleanup_free_ char *password = NULL;
+                WikiClientSettings ws = {
+                        .api_url = arg_wiki_url,
+                        .username = arg_wiki_user,
+                        .deadline = usec_add(now(CLOCK_MONOTONIC), arg_timeout_ms * USEC_PER_MSEC),
+                };
+                if (arg_wiki_password_file) {
+                        r = read_password(arg_wiki_password_file, &password);
+                        if (r < 0) {
+                                fprintf(stderr, "cannot read the password file\n");
+                                return 2;
+                        }
+                        ws.password = password;
+                }
+                r = wiki_main(upstream, event, argc - optind - 1, argv + optind + 1, &ws);
+                if (password)
+                        explicit_bzero(password, strlen(password));
         } else {
                 fprintf(stderr, "bad command line\n");
                 r = -EINVAL;
