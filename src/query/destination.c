@@ -67,7 +67,8 @@ static int normalise_host(const char *in, size_t len, char out[static DESTINATIO
                 return -EINVAL;
 
         /* Labels of [A-Za-z0-9_-], 1..63 bytes, separated by single dots. */
-        for (size_t i = 0, label = 0; i < len; i++) {
+        size_t label = 0;
+        for (size_t i = 0; i < len; i++) {
                 char c = in[i];
 
                 if (c == '.') {
@@ -81,6 +82,8 @@ static int normalise_host(const char *in, size_t len, char out[static DESTINATIO
                 if (++label > 63)
                         return -EINVAL;
         }
+        if (label == 0) /* "a.." : an empty last label */
+                return -EINVAL;
         for (size_t i = 0; i < len; i++)
                 buf[i] = lower(in[i]);
         buf[len] = 0;
