@@ -188,11 +188,19 @@ static int cmd_fetch_n(unsigned n, const char *url) {
 
 #define TICK_USEC (10 * USEC_PER_MSEC)
 
+#define TICK_SAMPLES 100000
+
 typedef struct Ticker {
         usec_t next;
         usec_t max_late, sum_late;
         unsigned ticks;
+        usec_t *samples;
 } Ticker;
+
+static int cmp_usec(const void *a, const void *b) {
+        usec_t x = *(const usec_t *) a, y = *(const usec_t *) b;
+        return x < y ? -1 : x > y;
+}
 
 static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
         Ticker *t = userdata;
@@ -201,6 +209,8 @@ static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
 
         t->max_late = MAX(t->max_late, late);
         t->sum_late += late;
+        if (t->ticks < TICK_SAMPLES)
+                t->samples[t->ticks] = late;
         t->ticks++;
         t->next = n + TICK_USEC;
         (void) sd_event_source_set_time(s, t->next);
@@ -211,6 +221,7 @@ static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
 static int cmd_lateness(unsigned n, const char *url) {
         _cleanup_free_ Fetch *f = NULL;
         Ticker t = { 0 };
+        _cleanup_free_ usec_t *samples = calloc(TICK_SAMPLES, sizeof(usec_t));
         sd_event_source *tick = NULL;
         json_object *o;
         int r;
@@ -218,8 +229,9 @@ static int cmd_lateness(unsigned n, const char *url) {
         if (n == 0 || n > 64)
                 return -EINVAL;
         f = calloc(n, sizeof *f);
-        if (!f)
+        if (!f || !samples)
                 return -ENOMEM;
+        t.samples = samples;
         for (unsigned i = 0; i < n; i++) {
                 UpstreamRequest req = make_request(url);
                 f[i] = (Fetch){ .started = now(CLOCK_MONOTONIC), .print = true };
@@ -238,6 +250,14 @@ static int cmd_lateness(unsigned n, const char *url) {
         o = json_object_new_object();
         json_object_object_add(o, "ticks", json_object_new_int((int) t.ticks));
         json_object_object_add(o, "max_lateness_ms", json_object_new_double((double) t.max_late / 1000.0));
+        {
+                size_t k = MIN((size_t) t.ticks, (size_t) TICK_SAMPLES);
+                qsort(samples, k, sizeof(usec_t), cmp_usec);
+                json_object_object_add(
+                        o,
+                        "p99_lateness_ms",
+                        json_object_new_double(k ? (double) samples[k * 99 / 100] / 1000.0 : 0.0));
+        }
         json_object_object_add(
                 o,
                 "mean_lateness_ms",
