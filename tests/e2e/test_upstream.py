@@ -8,7 +8,7 @@ Every address any of these tests sends traffic to is a loopback address,
 also the ones the policy must refuse (localhost, 127.0.0.2): were the policy
 broken, the traffic would still stay on this machine.
 
-Usage: test_upstream.py TOOL"""
+Usage: test_upstream.py TOOL WIKIWEBD"""
 
 import json
 import os
@@ -264,6 +264,35 @@ class Upstream(unittest.TestCase):
         self.assertLess(best, 10)
 
 
+class CheckConfig(unittest.TestCase):
+    """wikiwebd --check-config refuses upstream settings the destination
+    policy would refuse at every query, without printing them."""
+
+    def check(self, **env):
+        e = {'PATH': os.environ.get('PATH', '/usr/bin:/bin'), 'WIKI_WEB_STATE_DIRECTORY': tempfile.gettempdir()}
+        e.update(env)
+        return subprocess.run([WIKIWEBD, '--check-config'], env=e, capture_output=True, text=True, timeout=10)
+
+    def test_good(self):
+        p = self.check(WIKI_WEB_WIKI_API_URL='http://127.0.0.1:8080/api.php', WIKI_WEB_LLM_URL='https://[::1]/v1',
+                       WIKI_WEB_ALLOWED_DESTINATIONS='wiki.example.org,127.0.0.2')
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn('WIKI_WEB_ALLOWED_DESTINATIONS=wiki.example.org,127.0.0.2', p.stdout)
+
+    def test_refused(self):
+        for env in ({'WIKI_WEB_WIKI_API_URL': 'http://bot:s3cr3t-in-url@wiki.example.org/api.php'},
+                    {'WIKI_WEB_WIKI_API_URL': 'http://127.1/api.php'},
+                    {'WIKI_WEB_LLM_URL': 'http://[fe80::1%25eth0]/v1'},
+                    {'WIKI_WEB_ALLOWED_DESTINATIONS': '2130706433'}):
+            p = self.check(**env)
+            self.assertNotEqual(p.returncode, 0, env)
+            self.assertIn('WIKI_WEB_', p.stderr)
+            self.assertNotIn('s3cr3t', p.stderr + p.stdout)
+
+
+WIKIWEBD = None
+
+
 def us_skip(why):
     print('SKIP: ' + why, file=sys.stderr)
     sys.exit(1 if os.environ.get('WIKIWEB_TEST_NO_SKIP') == '1' else 77)
@@ -271,5 +300,6 @@ def us_skip(why):
 
 if __name__ == '__main__':
     TOOL = os.path.abspath(sys.argv.pop(1))
+    WIKIWEBD = os.path.abspath(sys.argv.pop(1))
     prog = unittest.main(exit=False, verbosity=2)
     sys.exit(0 if prog.result.wasSuccessful() and prog.result.testsRun else 1)
