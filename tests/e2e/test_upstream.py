@@ -112,6 +112,21 @@ class Upstream(unittest.TestCase):
             self.assertGreaterEqual(r['elapsed_ms'], 1400)
             self.assertLess(took, 5)
 
+    def test_connect_timeout(self):
+        with us.FullBacklog() as s:
+            t0 = time.monotonic()
+            r = fetch(s.url('/'), '--connect-timeout-ms', '500', '--timeout-ms', '10000')
+            self.assertError(r, 'connectivity_failed')
+            self.assertIn('Timeout', r['message'])
+            self.assertGreaterEqual(r['elapsed_ms'], 450)
+            self.assertLess(time.monotonic() - t0, 5)
+
+    def test_deadline_while_connecting(self):
+        with us.FullBacklog() as s:
+            r = fetch(s.url('/'), '--timeout-ms', '700')
+            self.assertError(r, 'query_timeout')
+            self.assertGreaterEqual(r['elapsed_ms'], 650)
+
     def test_body_over_cap_with_content_length(self):
         with us.ScriptedServer() as s:
             r = fetch(s.url('/big?n=2000000&cl=1'), '--max-bytes', '1048576')

@@ -10,7 +10,10 @@
  *                                                      10 ms timer measures loop lateness
  * options: --allow HOST (repeatable) --wiki-url URL --llm-url URL
  *          --max-bytes N --timeout-ms N --method GET|POST --data STRING
- *          --header "Name: value" (repeatable) --content-type TYPE */
+ *          --header "Name: value" (repeatable) --content-type TYPE
+ *          --connect-timeout-ms N --limit N (wiki search)
+ *   wikiweb-upstream-tool --wiki-url URL [--wiki-user U --wiki-password-file F]
+ *          wiki search:QUERY read:TITLE ...   (or "wiki -": commands on stdin) */
 
 #include <getopt.h>
 #include <json-c/json.h>
@@ -38,6 +41,7 @@ static const char *arg_wiki_user;
 static const char *arg_wiki_password_file;
 static uint64_t arg_max_bytes = 8 * 1024 * 1024;
 static uint64_t arg_timeout_ms = 30000;
+static uint64_t arg_connect_timeout_ms = 0;
 
 static sd_event *event;
 static Upstream *upstream;
@@ -311,6 +315,7 @@ int main(int argc, char **argv) {
                 { "header", required_argument, NULL, 'H' },
                 { "content-type", required_argument, NULL, 'c' },
                 { "limit", required_argument, NULL, 'n' },
+                { "connect-timeout-ms", required_argument, NULL, 'C' },
                 { 0 },
         };
         _cleanup_(destination_policy_freep) DestinationPolicy *policy = NULL;
@@ -358,6 +363,10 @@ int main(int argc, char **argv) {
                 case 'c':
                         arg_content_type = optarg;
                         break;
+                case 'C':
+                        if (parse_u64(optarg, &arg_connect_timeout_ms) < 0)
+                                return 2;
+                        break;
                 case 'n': {
                         uint64_t v;
                         if (parse_u64(optarg, &v) < 0 || v > 1000)
@@ -388,6 +397,7 @@ int main(int argc, char **argv) {
         r = upstream_new(event, policy, arg_max_bytes, &upstream);
         if (r < 0)
                 return 1;
+        upstream_set_connect_timeout(upstream, arg_connect_timeout_ms * USEC_PER_MSEC);
 
         if (streq(cmd, "fetch") && argc - optind == 2)
                 r = cmd_fetch(argv[optind + 1]);
