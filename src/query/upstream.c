@@ -278,6 +278,10 @@ UpstreamOperation *upstream_operation_free(UpstreamOperation *op) {
         sd_event_source_disable_unref(op->defer);
         free(op->method);
         free(op->url);
+        /* Headers may carry a secret (Authorization: Bearer ...). */
+        for (struct curl_slist *l = op->headers; l; l = l->next)
+                if (l->data)
+                        explicit_bzero(l->data, strlen(l->data));
         curl_slist_free_all(op->headers);
         if (op->body) {
                 explicit_bzero(op->body, op->body_size);
