@@ -7,6 +7,7 @@
 #include <systemd/sd-event.h>
 
 #include "query/upstream.h"
+#include "query/wiki-client.h"
 #include "shared/macro.h"
 #include "tests.h"
 
@@ -28,6 +29,14 @@ static void on_done(UpstreamOperation *op, const UpstreamResponse *r, void *user
         s->message = r->message ? strdup(r->message) : NULL;
         s->denied_by = r->denied_by;
         ASSERT_TRUE(upstream_operation_response(op) == r);
+}
+
+static void on_wiki(WikiOperation *op, const WikiResult *r, void *userdata) {
+        unsigned *calls = userdata;
+
+        (*calls)++;
+        ASSERT_EQ_INT(r->error, API_ERROR_DESTINATION_DENIED);
+        ASSERT_TRUE(r->message != NULL);
 }
 
 static void run(sd_event *e) {
@@ -119,6 +128,31 @@ int main(void) {
                 op = upstream_operation_free(op);
                 run(e);
                 ASSERT_EQ_INT(s.calls, 0);
+        }
+
+        /* The wiki client: one operation at a time, arguments checked. */
+        {
+                WikiClient *c = NULL;
+                WikiOperation *w1 = NULL, *w2 = NULL;
+                WikiClientSettings no_password = { .api_url = "http://127.0.0.1:9/api.php", .username = "U@a" };
+                WikiClientSettings ok = { .api_url = "http://127.0.0.1:9/api.php" };
+                unsigned calls = 0;
+
+                ASSERT_EQ_INT(wiki_client_new(u, &no_password, &c), -EINVAL); /* a username needs a password */
+                ASSERT_OK(wiki_client_new(u, &ok, &c));
+                ASSERT_EQ_INT(wiki_client_read(c, "A|B", on_wiki, &calls, &w1), -EINVAL);
+                ASSERT_EQ_INT(wiki_client_read(c, "", on_wiki, &calls, &w1), -EINVAL);
+                ASSERT_EQ_INT(wiki_client_search(c, "q", 0, on_wiki, &calls, &w1), -EINVAL);
+                ASSERT_OK(wiki_client_read(c, "Apple", on_wiki, &calls, &w1));
+                ASSERT_EQ_INT(wiki_client_search(c, "q", 5, on_wiki, &calls, &w2), -EBUSY);
+                run(e);
+                ASSERT_EQ_INT(calls, 1); /* 127.0.0.1 is not named: denied, from the loop */
+                w1 = wiki_operation_free(w1);
+                ASSERT_OK(wiki_client_search(c, "q", 5, on_wiki, &calls, &w2));
+                w2 = wiki_operation_free(w2); /* freed before it ran: no callback */
+                run(e);
+                ASSERT_EQ_INT(calls, 1);
+                wiki_client_free(c);
         }
 
         free(s.message);
