@@ -1406,8 +1406,8 @@ def _package_steps(bed, ct, deb):
 SBTOOL_IN_CT = "/opt/wikiweb-test/wikiweb-sandbox-tool"
 SB_DIR = "/run/wikiweb-sbtest"  # code files and pages, readable by the service user
 # Settings of the production unit that make no sense for a one-shot tool.
-_SB_SKIP = {"Type", "NotifyAccess", "ExecStart", "WatchdogSec", "Restart", "RestartSec",
-            "TimeoutStopSec", "KillMode"}
+_SB_SKIP = {"Type", "NotifyAccess", "ExecStart", "ExecStartPre", "WatchdogSec", "Restart", "RestartSec",
+            "TimeoutStopSec", "KillMode", "StandardOutput"}
 _sb_counter = [0]
 
 
