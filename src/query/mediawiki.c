@@ -1,0 +1,664 @@
+/* SPDX-License-Identifier: MIT */
+#include <json-c/json.h>
+#include <limits.h>
+
+#include "query/mediawiki.h"
+#include "shared/macro.h"
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct json_tokener *, json_tokener_free);
+
+void mediawiki_error_done(MediaWikiError *e) {
+        if (!e)
+                return;
+        free(e->code);
+        free(e->info);
+        *e = (MediaWikiError){ 0 };
+}
+
+void mediawiki_page_done(MediaWikiPage *p) {
+        if (!p)
+                return;
+        free(p->title);
+        free(p->redirected_from);
+        free(p->url);
+        free(p->content);
+        *p = (MediaWikiPage){ 0 };
+}
+
+void mediawiki_search_hits_free(MediaWikiSearchHit *hits, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                free(hits[i].title);
+                free(hits[i].snippet);
+        }
+        free(hits);
+}
+
+/* Strict UTF-8 (no overlong forms, no surrogates, at most U+10FFFF). */
+static bool utf8_valid(const uint8_t *p, size_t n) {
+        for (size_t i = 0; i < n;) {
+                uint8_t c = p[i];
+                uint32_t cp;
+                size_t len;
+
+                if (c < 0x80) {
+                        i++;
+                        continue;
+                }
+                if (c >= 0xC2 && c <= 0xDF)
+                        len = 2, cp = c & 0x1F;
+                else if (c >= 0xE0 && c <= 0xEF)
+                        len = 3, cp = c & 0x0F;
+                else if (c >= 0xF0 && c <= 0xF4)
+                        len = 4, cp = c & 0x07;
+                else
+                        return false;
+                if (n - i < len)
+                        return false;
+                for (size_t k = 1; k < len; k++) {
+                        if ((p[i + k] & 0xC0) != 0x80)
+                                return false;
+                        cp = cp << 6 | (p[i + k] & 0x3F);
+                }
+                if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+                    (cp >= 0xD800 && cp <= 0xDFFF))
+                        return false;
+                i += len;
+        }
+        return true;
+}
+
+static bool text_is_valid(const char *s, size_t max, bool forbid_bar) {
+        size_t n;
+
+        if (!s)
+                return false;
+        n = strnlen(s, max + 1);
+        if (n == 0 || n > max)
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                unsigned char c = (unsigned char) s[i];
+                if (c < 0x20 || c == 0x7f || (forbid_bar && c == '|'))
+                        return false;
+        }
+        return utf8_valid((const uint8_t *) s, n);
+}
+
+bool mediawiki_title_is_valid(const char *title) {
+        return text_is_valid(title, MEDIAWIKI_TITLE_MAX, true);
+}
+
+bool mediawiki_query_is_valid(const char *query) {
+        return text_is_valid(query, MEDIAWIKI_QUERY_MAX, false);
+}
+
+/* ---- builders ---- */
+
+typedef struct Buf {
+        char *p;
+        size_t n, a;
+        bool oom;
+} Buf;
+
+static void buf_add(Buf *b, const char *s, size_t n) {
+        if (b->oom)
+                return;
+        if (b->n + n + 1 > b->a) {
+                size_t a = MAX(b->a * 2, (size_t) 256);
+                char *q;
+                while (a < b->n + n + 1)
+                        a *= 2;
+                q = realloc(b->p, a);
+                if (!q) {
+                        b->oom = true;
+                        return;
+                }
+                b->p = q;
+                b->a = a;
+        }
+        memcpy(b->p + b->n, s, n);
+        b->n += n;
+        b->p[b->n] = 0;
+}
+
+static void buf_adds(Buf *b, const char *s) {
+        buf_add(b, s, strlen(s));
+}
+
+/* Percent-encode everything but RFC 3986's unreserved characters. */
+static void buf_add_encoded(Buf *b, const char *s) {
+        static const char hex[] = "0123456789ABCDEF";
+
+        for (; *s; s++) {
+                unsigned char c = (unsigned char) *s;
+                if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+                    c == '.' || c == '_' || c == '~')
+                        buf_add(b, (const char *) &c, 1);
+                else {
+                        char e[3] = { '%', hex[c >> 4], hex[c & 15] };
+                        buf_add(b, e, 3);
+                }
+        }
+}
+
+static void buf_param(Buf *b, const char *name, const char *value) {
+        if (b->n > 0)
+                buf_adds(b, "&");
+        buf_adds(b, name);
+        buf_adds(b, "=");
+        buf_add_encoded(b, value);
+}
+
+static int buf_finish(Buf *b, char **ret) {
+        if (b->oom) {
+                free(b->p);
+                return -ENOMEM;
+        }
+        *ret = b->p;
+        return 0;
+}
+
+static void buf_common(Buf *b, bool assert_user) {
+        buf_param(b, "format", "json");
+        buf_param(b, "formatversion", "2");
+        buf_param(b, "errorformat", "bc");
+        /* API:Etiquette: tell a lagged wiki's replicas to refuse us. */
+        buf_param(b, "maxlag", "5");
+        if (assert_user)
+                buf_param(b, "assert", "user");
+}
+
+int mediawiki_build_search(const char *query, unsigned limit, bool assert_user, char **ret) {
+        Buf b = { 0 };
+        char n[16];
+
+        if (!mediawiki_query_is_valid(query) || limit < 1 || limit > MEDIAWIKI_SEARCH_MAX)
+                return -EINVAL;
+        (void) snprintf(n, sizeof n, "%u", limit);
+        buf_param(&b, "action", "query");
+        buf_param(&b, "list", "search");
+        buf_param(&b, "srsearch", query);
+        buf_param(&b, "srwhat", "text");
+        buf_param(&b, "srnamespace", "0");
+        buf_param(&b, "srlimit", n);
+        buf_param(&b, "srprop", "snippet");
+        buf_common(&b, assert_user);
+        return buf_finish(&b, ret);
+}
+
+int mediawiki_build_read(const char *title, bool assert_user, char **ret) {
+        Buf b = { 0 };
+
+        if (!mediawiki_title_is_valid(title))
+                return -EINVAL;
+        buf_param(&b, "action", "query");
+        buf_param(&b, "prop", "revisions|info");
+        buf_param(&b, "titles", title);
+        buf_param(&b, "rvslots", "main");
+        buf_param(&b, "rvprop", "content|ids");
+        buf_param(&b, "inprop", "url");
+        buf_param(&b, "redirects", "1");
+        buf_common(&b, assert_user);
+        return buf_finish(&b, ret);
+}
+
+int mediawiki_build_login_token(char **ret) {
+        Buf b = { 0 };
+
+        buf_param(&b, "action", "query");
+        buf_param(&b, "meta", "tokens");
+        buf_param(&b, "type", "login");
+        buf_common(&b, false);
+        return buf_finish(&b, ret);
+}
+
+int mediawiki_build_login(const char *user, const char *password, const char *token, char **ret) {
+        Buf b = { 0 };
+
+        if (!user || !password || !token || !*user || !*password || !*token)
+                return -EINVAL;
+        buf_param(&b, "action", "login");
+        buf_param(&b, "lgname", user);
+        buf_param(&b, "lgpassword", password);
+        buf_param(&b, "lgtoken", token);
+        buf_common(&b, false);
+        if (b.oom && b.p)
+                explicit_bzero(b.p, b.a);
+        return buf_finish(&b, ret);
+}
+
+int mediawiki_url(const char *api_url, const char *query, char **ret) {
+        if (asprintf(ret, "%s%c%s", api_url, strchr(api_url, '?') ? '&' : '?', query) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
+/* ---- parsers ---- */
+
+static int parse_json(const char *body, size_t size, json_object **ret) {
+        _cleanup_(json_tokener_freep) struct json_tokener *tok = NULL;
+        json_object *o;
+        size_t end;
+
+        if (!body || size == 0 || size > INT_MAX / 2)
+                return -EBADMSG;
+        /* json-c stops at a NUL; JSON text never holds a raw one. */
+        if (memchr(body, 0, size))
+                return -EBADMSG;
+        if (!utf8_valid((const uint8_t *) body, size))
+                return -EBADMSG;
+        tok = json_tokener_new_ex(MEDIAWIKI_JSON_MAX_DEPTH);
+        if (!tok)
+                return -ENOMEM;
+        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+        o = json_tokener_parse_ex(tok, body, (int) size);
+        if (!o)
+                return json_tokener_get_error(tok) == json_tokener_success ? -ENOMEM : -EBADMSG;
+        end = json_tokener_get_parse_end(tok);
+        for (; end < size; end++)
+                if (!strchr(" \t\r\n", body[end])) {
+                        json_object_put(o);
+                        return -EBADMSG;
+                }
+        if (!json_object_is_type(o, json_type_object)) {
+                json_object_put(o);
+                return -EBADMSG;
+        }
+        *ret = o;
+        return 0;
+}
+
+static json_object *get(json_object *o, const char *key, json_type type) {
+        json_object *v;
+
+        if (!o || !json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, key, &v))
+                return NULL;
+        return json_object_is_type(v, type) ? v : NULL;
+}
+
+/* A string member without NUL, of at most max bytes; NULL else. */
+static const char *get_string(json_object *o, const char *key, size_t max) {
+        json_object *v = get(o, key, json_type_string);
+        const char *s;
+        int n;
+
+        if (!v)
+                return NULL;
+        s = json_object_get_string(v);
+        n = json_object_get_string_len(v);
+        if (n < 0 || (size_t) n > max || strlen(s) != (size_t) n)
+                return NULL;
+        return s;
+}
+
+static bool code_is_plain(const char *s) {
+        size_t n = strlen(s);
+
+        if (n == 0 || n > MEDIAWIKI_CODE_MAX)
+                return false;
+        for (; *s; s++)
+                if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+                      *s == '_' || *s == '-'))
+                        return false;
+        return true;
+}
+
+/* 1: the object is an error reply (filled in), 0: not one, < 0 failure. */
+static int take_error(json_object *o, MediaWikiError *ret) {
+        json_object *e;
+        const char *code, *info;
+        MediaWikiError err = { 0 };
+
+        if (!json_object_object_get_ex(o, "error", &e))
+                return 0;
+        if (!json_object_is_type(e, json_type_object))
+                return -EBADMSG;
+        code = get_string(e, "code", 1024);
+        info = get_string(e, "info", 64 * 1024);
+        err.code = strdup(code && code_is_plain(code) ? code : "(invalid)");
+        err.info = info ? strdup(info) : NULL;
+        if (!err.code || (info && !err.info)) {
+                mediawiki_error_done(&err);
+                return -ENOMEM;
+        }
+        if (ret)
+                *ret = err;
+        else
+                mediawiki_error_done(&err);
+        return 1;
+}
+
+static int parse_reply(const char *body, size_t size, json_object **ret, MediaWikiError *ret_error) {
+        json_object *o = NULL;
+        int r;
+
+        r = parse_json(body, size, &o);
+        if (r < 0)
+                return r;
+        r = take_error(o, ret_error);
+        if (r != 0) {
+                json_object_put(o);
+                return r < 0 ? r : -EREMOTEIO;
+        }
+        *ret = o;
+        return 0;
+}
+
+int mediawiki_parse_error(const char *body, size_t size, MediaWikiError *ret_error) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        return parse_reply(body, size, &o, ret_error);
+}
+
+static int strdup_checked(const char *s, char **ret) {
+        *ret = strdup(s);
+        return *ret ? 0 : -ENOMEM;
+}
+
+int mediawiki_parse_search(
+        const char *body, size_t size, MediaWikiSearchHit **ret_hits, size_t *ret_n, MediaWikiError *ret_error) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        json_object *query, *list;
+        MediaWikiSearchHit *hits = NULL;
+        size_t n;
+        int r;
+
+        r = parse_reply(body, size, &o, ret_error);
+        if (r < 0)
+                return r;
+        query = get(o, "query", json_type_object);
+        list = get(query, "search", json_type_array);
+        if (!list)
+                return -EBADMSG;
+        n = json_object_array_length(list);
+        if (n > 500)
+                return -EBADMSG;
+        if (n > 0) {
+                hits = calloc(n, sizeof *hits);
+                if (!hits)
+                        return -ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++) {
+                json_object *h = json_object_array_get_idx(list, i);
+                const char *title = get_string(h, "title", MEDIAWIKI_TITLE_MAX);
+                const char *snippet = get_string(h, "snippet", 64 * 1024);
+
+                if (!title || !*title) {
+                        r = -EBADMSG;
+                        goto fail;
+                }
+                if (get(h, "snippet", json_type_null) == NULL &&
+                    json_object_object_get_ex(h, "snippet", NULL) && !snippet) {
+                        r = -EBADMSG; /* present, but not a string */
+                        goto fail;
+                }
+                r = strdup_checked(title, &hits[i].title);
+                if (r < 0)
+                        goto fail;
+                r = mediawiki_snippet_to_text(snippet ? snippet : "", &hits[i].snippet);
+                if (r < 0)
+                        goto fail;
+        }
+        *ret_hits = hits;
+        *ret_n = n;
+        return 0;
+fail:
+        mediawiki_search_hits_free(hits, n);
+        return r;
+}
+
+static int take_uint(json_object *o, const char *key, uint64_t *ret) {
+        json_object *v = get(o, key, json_type_int);
+        int64_t x;
+
+        if (!v)
+                return -EBADMSG;
+        errno = 0;
+        x = json_object_get_int64(v);
+        /* json-c saturates an overflowing number at INT64_MAX/MIN. */
+        if (x <= 0 || x == INT64_MAX || errno != 0)
+                return -EBADMSG;
+        *ret = (uint64_t) x;
+        return 0;
+}
+
+int mediawiki_parse_page(const char *body, size_t size, MediaWikiPage *ret, MediaWikiError *ret_error) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        _cleanup_(mediawiki_page_done) MediaWikiPage p = { 0 };
+        json_object *query, *pages, *page, *redirects, *revs, *rev, *slots, *main_slot, *content_o;
+        const char *title, *url, *content;
+        int r, n;
+
+        r = parse_reply(body, size, &o, ret_error);
+        if (r < 0)
+                return r;
+        query = get(o, "query", json_type_object);
+        pages = get(query, "pages", json_type_array);
+        /* One title asked for: exactly one page comes back. */
+        if (!pages || json_object_array_length(pages) != 1)
+                return -EBADMSG;
+        page = json_object_array_get_idx(pages, 0);
+        title = get_string(page, "title", MEDIAWIKI_TITLE_MAX);
+        if (!title || !*title)
+                return -EBADMSG;
+        r = strdup_checked(title, &p.title);
+        if (r < 0)
+                return r;
+
+        redirects = get(query, "redirects", json_type_array);
+        if (redirects) {
+                size_t k = json_object_array_length(redirects);
+                json_object *first;
+                const char *from;
+
+                if (k == 0 || k > 64)
+                        return -EBADMSG;
+                first = json_object_array_get_idx(redirects, 0);
+                from = get_string(first, "from", MEDIAWIKI_TITLE_MAX);
+                if (!from || !*from)
+                        return -EBADMSG;
+                r = strdup_checked(from, &p.redirected_from);
+                if (r < 0)
+                        return r;
+        }
+
+        if (get(page, "missing", json_type_boolean) || get(page, "invalid", json_type_boolean)) {
+                if (!json_object_get_boolean(get(page, "missing", json_type_boolean)) &&
+                    !json_object_get_boolean(get(page, "invalid", json_type_boolean)))
+                        return -EBADMSG;
+                p.missing = true;
+                *ret = p;
+                p = (MediaWikiPage){ 0 };
+                return 0;
+        }
+
+        revs = get(page, "revisions", json_type_array);
+        if (!revs || json_object_array_length(revs) != 1)
+                return -EBADMSG;
+        rev = json_object_array_get_idx(revs, 0);
+        r = take_uint(rev, "revid", &p.revision_id);
+        if (r < 0)
+                return r;
+        slots = get(rev, "slots", json_type_object);
+        main_slot = get(slots, "main", json_type_object);
+        content_o = get(main_slot, "content", json_type_string);
+        if (!content_o)
+                return -EBADMSG;
+        content = json_object_get_string(content_o);
+        n = json_object_get_string_len(content_o);
+        if (n < 0)
+                return -EBADMSG;
+        p.content = malloc((size_t) n + 1);
+        if (!p.content)
+                return -ENOMEM;
+        memcpy(p.content, content, (size_t) n);
+        p.content[n] = 0;
+        p.content_size = (size_t) n;
+
+        url = get_string(page, "canonicalurl", 8192);
+        if (!url)
+                url = get_string(page, "fullurl", 8192);
+        if (!url || !(strneq(url, "http://", 7) || strneq(url, "https://", 8)))
+                return -EBADMSG;
+        r = strdup_checked(url, &p.url);
+        if (r < 0)
+                return r;
+
+        *ret = p;
+        p = (MediaWikiPage){ 0 };
+        return 0;
+}
+
+int mediawiki_parse_login_token(const char *body, size_t size, char **ret_token, MediaWikiError *ret_error) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        const char *token;
+        int r;
+
+        r = parse_reply(body, size, &o, ret_error);
+        if (r < 0)
+                return r;
+        token = get_string(
+                get(get(o, "query", json_type_object), "tokens", json_type_object),
+                "logintoken",
+                MEDIAWIKI_TOKEN_MAX);
+        /* A real token is 40 hex digits and "+\\"; "+\\" alone is the
+         * anonymous token, which a login cannot use. */
+        if (!token || strlen(token) < 3)
+                return -EBADMSG;
+        for (const char *c = token; *c; c++)
+                if ((unsigned char) *c < 0x21 || (unsigned char) *c > 0x7e)
+                        return -EBADMSG;
+        return strdup_checked(token, ret_token);
+}
+
+static const char *const login_results[] = {
+        [MEDIAWIKI_LOGIN_SUCCESS] = "Success",        [MEDIAWIKI_LOGIN_FAILED] = "Failed",
+        [MEDIAWIKI_LOGIN_WRONG_TOKEN] = "WrongToken", [MEDIAWIKI_LOGIN_NEED_TOKEN] = "NeedToken",
+        [MEDIAWIKI_LOGIN_ABORTED] = "Aborted",        [MEDIAWIKI_LOGIN_OTHER] = "other",
+};
+
+const char *mediawiki_login_result_to_string(MediaWikiLoginResult r) {
+        if ((unsigned) r >= ELEMENTSOF(login_results))
+                return NULL;
+        return login_results[r];
+}
+
+int mediawiki_parse_login(
+        const char *body, size_t size, MediaWikiLoginResult *ret, char **ret_reason, MediaWikiError *ret_error) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        json_object *login;
+        const char *result, *reason;
+        MediaWikiLoginResult res = MEDIAWIKI_LOGIN_OTHER;
+        int r;
+
+        r = parse_reply(body, size, &o, ret_error);
+        if (r < 0)
+                return r;
+        login = get(o, "login", json_type_object);
+        result = get_string(login, "result", 64);
+        if (!result)
+                return -EBADMSG;
+        for (size_t i = 0; i < MEDIAWIKI_LOGIN_OTHER; i++)
+                if (streq(result, login_results[i]))
+                        res = (MediaWikiLoginResult) i;
+        if (ret_reason) {
+                /* errorformat=bc: a string; newer formats: an object. */
+                reason = get_string(login, "reason", 4096);
+                if (!reason) {
+                        json_object *ro = get(login, "reason", json_type_object);
+                        reason = get_string(ro, "text", 4096);
+                        if (!reason)
+                                reason = get_string(ro, "code", 4096);
+                }
+                *ret_reason = reason ? strdup(reason) : NULL;
+                if (reason && !*ret_reason)
+                        return -ENOMEM;
+        }
+        *ret = res;
+        return 0;
+}
+
+/* ---- snippets ---- */
+
+static void buf_add_codepoint(Buf *b, uint32_t cp) {
+        char e[4];
+        size_t n;
+
+        if (cp == 0 || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+                cp = 0xFFFD;
+        if (cp < 0x80)
+                e[0] = (char) cp, n = 1;
+        else if (cp < 0x800)
+                e[0] = (char) (0xC0 | cp >> 6), e[1] = (char) (0x80 | (cp & 0x3F)), n = 2;
+        else if (cp < 0x10000)
+                e[0] = (char) (0xE0 | cp >> 12), e[1] = (char) (0x80 | ((cp >> 6) & 0x3F)),
+                e[2] = (char) (0x80 | (cp & 0x3F)), n = 3;
+        else
+                e[0] = (char) (0xF0 | cp >> 18), e[1] = (char) (0x80 | ((cp >> 12) & 0x3F)),
+                e[2] = (char) (0x80 | ((cp >> 6) & 0x3F)), e[3] = (char) (0x80 | (cp & 0x3F)), n = 4;
+        buf_add(b, e, n);
+}
+
+/* Decode the entity at s ("&...;"); returns the bytes consumed, 0 if it is
+ * not one we know (then "&" is kept as text). */
+static size_t decode_entity(const char *s, Buf *b) {
+        static const struct {
+                const char *name;
+                char c;
+        } named[] = { { "&amp;", '&' }, { "&lt;", '<' }, { "&gt;", '>' }, { "&quot;", '"' }, { "&apos;", '\'' } };
+
+        for (size_t i = 0; i < ELEMENTSOF(named); i++)
+                if (strneq(s, named[i].name, strlen(named[i].name))) {
+                        buf_add(b, &named[i].c, 1);
+                        return strlen(named[i].name);
+                }
+        if (s[1] == '#') {
+                bool hex = s[2] == 'x' || s[2] == 'X';
+                const char *p = s + (hex ? 3 : 2);
+                uint32_t cp = 0;
+                size_t digits = 0;
+
+                for (; digits < 8; p++, digits++) {
+                        unsigned d;
+                        if (*p >= '0' && *p <= '9')
+                                d = (unsigned) (*p - '0');
+                        else if (hex && *p >= 'a' && *p <= 'f')
+                                d = (unsigned) (*p - 'a' + 10);
+                        else if (hex && *p >= 'A' && *p <= 'F')
+                                d = (unsigned) (*p - 'A' + 10);
+                        else
+                                break;
+                        cp = cp * (hex ? 16 : 10) + d;
+                }
+                if (digits == 0 || *p != ';')
+                        return 0;
+                buf_add_codepoint(b, cp);
+                return (size_t) (p + 1 - s);
+        }
+        return 0;
+}
+
+int mediawiki_snippet_to_text(const char *html, char **ret) {
+        Buf b = { 0 };
+
+        buf_add(&b, "", 0);
+        for (const char *s = html; *s;) {
+                if (*s == '<') {
+                        const char *close = strchr(s, '>');
+                        if (!close)
+                                break; /* a cut-off tag: drop the rest */
+                        s = close + 1;
+                } else if (*s == '&') {
+                        size_t n = decode_entity(s, &b);
+                        if (n == 0) {
+                                buf_add(&b, "&", 1);
+                                s++;
+                        } else
+                                s += n;
+                } else {
+                        size_t n = strcspn(s, "<&");
+                        buf_add(&b, s, n);
+                        s += n;
+                }
+        }
+        return buf_finish(&b, ret);
+}

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shared/macro.h"
+
+/* The MediaWiki Action API (1.39, API.md 8.1), pure: request builders and
+ * parsers of the replies, no I/O (the exchange is src/query/wiki-client.c
+ * over src/query/upstream.c). Every reply is untrusted bytes: the parsers
+ * take JSON only if it is strict, valid UTF-8, at most
+ * MEDIAWIKI_JSON_MAX_DEPTH deep, with the documented types, and refuse
+ * (-EBADMSG) anything else. Every request uses format=json and
+ * formatversion=2. Strings returned are owned by the caller. */
+
+#define MEDIAWIKI_JSON_MAX_DEPTH 64
+#define MEDIAWIKI_TITLE_MAX 255 /* bytes, as MediaWiki's own limit */
+#define MEDIAWIKI_QUERY_MAX 300 /* bytes of a search query (API.md 8.6) */
+#define MEDIAWIKI_SEARCH_MAX 50 /* hits asked for at most */
+#define MEDIAWIKI_CODE_MAX 64   /* bytes of an error code */
+#define MEDIAWIKI_TOKEN_MAX 256 /* bytes of a login token */
+
+/* An API error reply ({"error": {"code", "info"}}, HTTP 200). */
+typedef struct MediaWikiError {
+        char *code; /* plain [A-Za-z0-9_-], at most MEDIAWIKI_CODE_MAX bytes; else "(invalid)" */
+        char *info; /* raw text from the wiki (sanitize before use), may be NULL */
+} MediaWikiError;
+void mediawiki_error_done(MediaWikiError *e);
+
+typedef struct MediaWikiSearchHit {
+        char *title;
+        char *snippet; /* plain text: tags removed, entities decoded */
+} MediaWikiSearchHit;
+
+typedef struct MediaWikiPage {
+        bool missing;          /* the page does not exist (or the title is invalid) */
+        char *title;           /* after redirects */
+        char *redirected_from; /* the title asked for, when a redirect was followed; NULL else */
+        uint64_t revision_id;  /* 0 when missing */
+        char *url;             /* canonical URL (canonicalurl, else fullurl); NULL when missing */
+        char *content;         /* wikitext, NUL-terminated; NULL when missing */
+        size_t content_size;
+} MediaWikiPage;
+void mediawiki_page_done(MediaWikiPage *p);
+
+typedef enum MediaWikiLoginResult {
+        MEDIAWIKI_LOGIN_SUCCESS,
+        MEDIAWIKI_LOGIN_FAILED,
+        MEDIAWIKI_LOGIN_WRONG_TOKEN,
+        MEDIAWIKI_LOGIN_NEED_TOKEN,
+        MEDIAWIKI_LOGIN_ABORTED,
+        MEDIAWIKI_LOGIN_OTHER,
+} MediaWikiLoginResult;
+
+/* Whether a title / search query may be asked for: 1..max bytes of valid
+ * UTF-8 without control characters, and for a title without "|" (which
+ * would ask for several pages). */
+bool mediawiki_title_is_valid(const char *title);
+bool mediawiki_query_is_valid(const char *query);
+
+/* Request builders: the query string (without "?") or the POST body, each
+ * parameter percent-encoded. assert_user adds "assert=user". All return 0,
+ * -EINVAL for an invalid argument, or -ENOMEM. */
+int mediawiki_build_search(const char *query, unsigned limit, bool assert_user, char **ret);
+int mediawiki_build_read(const char *title, bool assert_user, char **ret);
+int mediawiki_build_login_token(char **ret);
+/* The POST body of action=login: holds the password; wipe it after use. */
+int mediawiki_build_login(const char *user, const char *password, const char *token, char **ret);
+/* api_url + "?" + query (or "&" when api_url has a query already). */
+int mediawiki_url(const char *api_url, const char *query, char **ret);
+
+/* Parsers. Each returns 0 on success; -EREMOTEIO when the body is an API
+ * error reply, with it in *ret_error (which the caller then frees with
+ * mediawiki_error_done()); -EBADMSG when the body is not what MediaWiki
+ * sends; -ENOMEM. ret_error may be NULL. */
+int mediawiki_parse_error(const char *body, size_t size, MediaWikiError *ret_error);
+int mediawiki_parse_search(
+        const char *body, size_t size, MediaWikiSearchHit **ret_hits, size_t *ret_n, MediaWikiError *ret_error);
+void mediawiki_search_hits_free(MediaWikiSearchHit *hits, size_t n);
+int mediawiki_parse_page(const char *body, size_t size, MediaWikiPage *ret, MediaWikiError *ret_error);
+int mediawiki_parse_login_token(const char *body, size_t size, char **ret_token, MediaWikiError *ret_error);
+/* ret_reason: the wiki's reason for a failure (raw: sanitize), or NULL. */
+int mediawiki_parse_login(
+        const char *body, size_t size, MediaWikiLoginResult *ret, char **ret_reason, MediaWikiError *ret_error);
+const char *mediawiki_login_result_to_string(MediaWikiLoginResult r);
+
+/* A search snippet (HTML with <span class="searchmatch">) as plain text:
+ * tags dropped, the five named entities and numeric references decoded
+ * (a reference to U+0000, a surrogate or beyond U+10FFFF becomes U+FFFD).
+ * Returns 0 or -ENOMEM. */
+int mediawiki_snippet_to_text(const char *html, char **ret);

@@ -1,0 +1,701 @@
+/* SPDX-License-Identifier: MIT */
+#include <arpa/inet.h>
+#include <assert.h>
+#include <curl/curl.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "config-version.h"
+#include "query/curl-glue.h"
+#include "query/upstream.h"
+#include "shared/log.h"
+#include "shared/macro.h"
+#include "shared/sanitize.h"
+
+struct Upstream {
+        sd_event *event;
+        CurlGlue *glue;
+        const DestinationPolicy *policy;
+        uint64_t max_response_bytes;
+        char *user_agent;
+};
+
+struct UpstreamJar {
+        CURLSH *share;
+};
+
+struct UpstreamOperation {
+        Upstream *upstream;
+        UpstreamDone done;
+        void *userdata;
+
+        /* The request, copied. */
+        char *method;
+        char *url; /* the current hop's */
+        struct curl_slist *headers;
+        char *body;
+        size_t body_size;
+        usec_t deadline;
+        UpstreamJar *jar;
+
+        /* The current hop. */
+        CURL *easy;
+        DestinationUrl hop;
+        char errbuf[CURL_ERROR_SIZE];
+        char *buf;
+        size_t buf_size, buf_alloc;
+        bool over_cap;
+        bool denied_address;
+        char denied_address_text[INET6_ADDRSTRLEN];
+
+        sd_event_source *defer; /* reports the result */
+        bool finished;
+        UpstreamResponse response;
+};
+
+static void upstream_glue_finished(CurlGlue *g, CURL *easy, CURLcode result, void *userdata);
+
+int upstream_new(sd_event *event, const DestinationPolicy *policy, uint64_t max_response_bytes, Upstream **ret) {
+        _cleanup_(upstream_freep) Upstream *u = NULL;
+        const curl_version_info_data *v;
+        int r;
+
+        assert(event);
+        assert(policy);
+        assert(ret);
+
+        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+                return -EIO;
+
+        u = calloc(1, sizeof *u);
+        if (!u)
+                return -ENOMEM;
+        u->event = sd_event_ref(event);
+        u->policy = policy;
+        u->max_response_bytes = max_response_bytes;
+
+        v = curl_version_info(CURLVERSION_NOW);
+        if (asprintf(
+                    &u->user_agent,
+                    "%s/%s (+%s) libcurl/%s",
+                    PACKAGE_NAME,
+                    PACKAGE_VERSION,
+                    PACKAGE_URL,
+                    v && v->version ? v->version : "unknown") < 0) {
+                u->user_agent = NULL;
+                return -ENOMEM;
+        }
+
+        r = curl_glue_new(event, upstream_glue_finished, u, &u->glue);
+        if (r < 0)
+                return r;
+
+        *ret = TAKE_PTR(u);
+        return 0;
+}
+
+Upstream *upstream_free(Upstream *u) {
+        if (!u)
+                return NULL;
+        curl_glue_free(u->glue);
+        sd_event_unref(u->event);
+        free(u->user_agent);
+        free(u);
+        return NULL;
+}
+
+sd_event *upstream_get_event(const Upstream *u) {
+        return u->event;
+}
+
+const char *upstream_user_agent(const Upstream *u) {
+        return u->user_agent;
+}
+
+int upstream_jar_new(Upstream *u, UpstreamJar **ret) {
+        UpstreamJar *j;
+
+        j = calloc(1, sizeof *j);
+        if (!j)
+                return -ENOMEM;
+        j->share = curl_share_init();
+        if (!j->share || curl_share_setopt(j->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_COOKIE) != CURLSHE_OK) {
+                upstream_jar_free(j);
+                return -ENOMEM;
+        }
+        *ret = j;
+        return 0;
+}
+
+UpstreamJar *upstream_jar_free(UpstreamJar *j) {
+        if (!j)
+                return NULL;
+        if (j->share)
+                curl_share_cleanup(j->share);
+        free(j);
+        return NULL;
+}
+
+/* ---- classification ---- */
+
+ApiError upstream_classify(const UpstreamOutcome *o) {
+        assert(o);
+
+        if (o->denied)
+                return API_ERROR_DESTINATION_DENIED;
+        if (o->over_cap || o->curl_code == CURLE_FILESIZE_EXCEEDED)
+                return API_ERROR_UPSTREAM_RESPONSE_TOO_LARGE;
+
+        switch ((CURLcode) o->curl_code) {
+        case CURLE_OK:
+                if (o->too_many_redirects || o->bad_redirect)
+                        return API_ERROR_UPSTREAM_FAILED;
+                if (o->http_status >= 200 && o->http_status <= 299)
+                        return _API_ERROR_INVALID;
+                return API_ERROR_UPSTREAM_FAILED;
+
+        case CURLE_OPERATION_TIMEDOUT:
+                /* curl's overall timeout is the deadline; only a timeout
+                 * before any connection, with time left, is the connect
+                 * timeout. */
+                if (o->deadline_passed || o->connected)
+                        return API_ERROR_QUERY_TIMEOUT;
+                return API_ERROR_CONNECTIVITY_FAILED;
+
+        case CURLE_COULDNT_RESOLVE_HOST:
+        case CURLE_COULDNT_RESOLVE_PROXY:
+        case CURLE_COULDNT_CONNECT:
+                return API_ERROR_CONNECTIVITY_FAILED;
+
+        case CURLE_SSL_CONNECT_ERROR:
+        case CURLE_PEER_FAILED_VERIFICATION:
+        case CURLE_SSL_CERTPROBLEM:
+        case CURLE_SSL_CIPHER:
+        case CURLE_SSL_CACERT_BADFILE:
+        case CURLE_SSL_ISSUER_ERROR:
+        case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+        case CURLE_SSL_INVALIDCERTSTATUS:
+        case CURLE_SSL_CRL_BADFILE:
+        case CURLE_SSL_ENGINE_NOTFOUND:
+        case CURLE_SSL_ENGINE_SETFAILED:
+        case CURLE_SSL_ENGINE_INITFAILED:
+        case CURLE_USE_SSL_FAILED:
+                return API_ERROR_TLS_FAILED;
+
+        case CURLE_UNSUPPORTED_PROTOCOL:
+                return API_ERROR_DESTINATION_DENIED;
+
+        case CURLE_OUT_OF_MEMORY:
+                return API_ERROR_INTERNAL_ERROR;
+
+        default:
+                /* Send/receive errors, an empty reply, bad encoding, a
+                 * weird reply, ...: the upstream failed. */
+                if (o->deadline_passed)
+                        return API_ERROR_QUERY_TIMEOUT;
+                return API_ERROR_UPSTREAM_FAILED;
+        }
+}
+
+int upstream_parse_retry_after(const char *value, usec_t now_realtime, usec_t *ret_usec) {
+        struct tm tm = { 0 };
+        const char *end;
+        time_t t;
+
+        if (!value)
+                return -EINVAL;
+        while (*value == ' ' || *value == '\t')
+                value++;
+        if (*value >= '0' && *value <= '9') {
+                uint64_t s = 0;
+                const char *p = value;
+
+                for (; *p >= '0' && *p <= '9'; p++) {
+                        s = s * 10 + (uint64_t) (*p - '0');
+                        if (s > 86400)
+                                return -EINVAL;
+                }
+                while (*p == ' ' || *p == '\t')
+                        p++;
+                if (*p)
+                        return -EINVAL;
+                *ret_usec = s * USEC_PER_SEC;
+                return 0;
+        }
+        /* IMF-fixdate: "Sun, 06 Nov 1994 08:49:37 GMT". */
+        end = strptime(value, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+        if (!end || *end)
+                return -EINVAL;
+        t = timegm(&tm);
+        if (t < 0)
+                return -EINVAL;
+        if ((usec_t) t * USEC_PER_SEC <= now_realtime)
+                *ret_usec = 0;
+        else if ((usec_t) t * USEC_PER_SEC - now_realtime > 86400 * USEC_PER_SEC)
+                return -EINVAL;
+        else
+                *ret_usec = (usec_t) t * USEC_PER_SEC - now_realtime;
+        return 0;
+}
+
+/* ---- one operation ---- */
+
+static void upstream_response_done(UpstreamResponse *r) {
+        free(r->message);
+        free(r->body);
+        free(r->content_type);
+        free(r->retry_after);
+        free(r->mediawiki_api_error);
+        free(r->url);
+        *r = (UpstreamResponse){ 0 };
+}
+
+static void upstream_operation_stop_hop(UpstreamOperation *op) {
+        if (op->easy) {
+                curl_glue_remove(op->upstream->glue, op->easy);
+                curl_easy_cleanup(op->easy);
+                op->easy = NULL;
+        }
+        free(op->buf);
+        op->buf = NULL;
+        op->buf_size = op->buf_alloc = 0;
+        op->over_cap = false;
+        op->denied_address = false;
+        op->errbuf[0] = 0;
+}
+
+UpstreamOperation *upstream_operation_free(UpstreamOperation *op) {
+        if (!op)
+                return NULL;
+        upstream_operation_stop_hop(op);
+        sd_event_source_disable_unref(op->defer);
+        free(op->method);
+        free(op->url);
+        curl_slist_free_all(op->headers);
+        if (op->body) {
+                explicit_bzero(op->body, op->body_size);
+                free(op->body);
+        }
+        upstream_response_done(&op->response);
+        free(op);
+        return NULL;
+}
+
+const UpstreamResponse *upstream_operation_response(const UpstreamOperation *op) {
+        return op->finished ? &op->response : NULL;
+}
+
+char *upstream_operation_take_body(UpstreamOperation *op, size_t *ret_size) {
+        if (ret_size)
+                *ret_size = op->response.body_size;
+        op->response.body_size = 0;
+        return TAKE_PTR(op->response.body);
+}
+
+static int upstream_on_defer(sd_event_source *s, void *userdata) {
+        UpstreamOperation *op = userdata;
+
+        (void) sd_event_source_set_enabled(op->defer, SD_EVENT_OFF);
+        /* The callback may free op: nothing after it. */
+        op->done(op, &op->response, op->userdata);
+        return 0;
+}
+
+/* Record the end of the operation and schedule the report. message: raw,
+ * sanitized here; NULL for the API error's default message. */
+static void upstream_operation_finish(UpstreamOperation *op, ApiError error, const char *message) {
+        int r;
+
+        op->finished = true;
+        op->response.error = error;
+        if (!op->response.url)
+                op->response.url = strdup(op->url);
+        if (error >= 0) {
+                const char *m = message ? message : api_error_default_message(error);
+                if (sanitize_message(m, strlen(m), &op->response.message) < 0)
+                        op->response.message = NULL;
+        }
+        upstream_operation_stop_hop(op);
+        r = sd_event_source_set_enabled(op->defer, SD_EVENT_ONESHOT);
+        if (r < 0)
+                log_error_errno(r, "upstream: cannot schedule a completion");
+}
+
+static size_t upstream_write_callback(char *ptr, size_t size, size_t nmemb, void *userdata) {
+        UpstreamOperation *op = userdata;
+        size_t n = size * nmemb;
+        uint64_t cap = op->upstream->max_response_bytes;
+
+        if (n > cap || op->buf_size > cap - n) {
+                op->over_cap = true;
+                return 0; /* CURLE_WRITE_ERROR */
+        }
+        if (op->buf_size + n + 1 > op->buf_alloc) {
+                size_t a = MAX(op->buf_alloc * 2, (size_t) 4096);
+                char *b;
+
+                while (a < op->buf_size + n + 1)
+                        a *= 2;
+                a = MIN(a, (size_t) cap + 1);
+                b = realloc(op->buf, a);
+                if (!b)
+                        return 0;
+                op->buf = b;
+                op->buf_alloc = a;
+        }
+        memcpy(op->buf + op->buf_size, ptr, n);
+        op->buf_size += n;
+        op->buf[op->buf_size] = 0;
+        return n;
+}
+
+static curl_socket_t
+        upstream_opensocket_callback(void *userdata, curlsocktype purpose, struct curl_sockaddr *address) {
+        UpstreamOperation *op = userdata;
+        int fd;
+
+        if (purpose != CURLSOCKTYPE_IPCXN || !address)
+                return CURL_SOCKET_BAD;
+        if (!destination_address_allowed(
+                    op->upstream->policy, op->hop.host, &address->addr, (socklen_t) address->addrlen)) {
+                const void *a = NULL;
+
+                op->denied_address = true;
+                if (address->family == AF_INET)
+                        a = &((const struct sockaddr_in *) &address->addr)->sin_addr;
+                else if (address->family == AF_INET6)
+                        a = &((const struct sockaddr_in6 *) &address->addr)->sin6_addr;
+                if (!a ||
+                    !inet_ntop(address->family, a, op->denied_address_text, sizeof op->denied_address_text))
+                        memcpy(op->denied_address_text, "?", 2);
+                return CURL_SOCKET_BAD;
+        }
+        fd = socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
+        return fd < 0 ? CURL_SOCKET_BAD : fd;
+}
+
+static bool upstream_operation_deadline_passed(const UpstreamOperation *op) {
+        return op->deadline != 0 && op->deadline != USEC_INFINITY && now(CLOCK_MONOTONIC) >= op->deadline;
+}
+
+#define SETOPT(easy, opt, val)                                          \
+        do {                                                            \
+                if (curl_easy_setopt((easy), (opt), (val)) != CURLE_OK) \
+                        return -EIO;                                    \
+        } while (0)
+
+/* Start op->url as a new hop. Returns 0, or a negative errno; a policy
+ * refusal is not an error here: the caller checked the URL. */
+static int upstream_operation_start_hop(UpstreamOperation *op) {
+        Upstream *u = op->upstream;
+        CURL *e;
+        usec_t timeout = 0, connect_timeout = UPSTREAM_CONNECT_TIMEOUT_USEC;
+        int r;
+
+        if (op->deadline != 0 && op->deadline != USEC_INFINITY) {
+                usec_t n = now(CLOCK_MONOTONIC);
+                timeout = op->deadline > n ? op->deadline - n : 1;
+                connect_timeout = MIN(connect_timeout, timeout);
+        }
+
+        e = op->easy = curl_easy_init();
+        if (!e)
+                return -ENOMEM;
+        SETOPT(e, CURLOPT_URL, op->url);
+        SETOPT(e, CURLOPT_PROTOCOLS_STR, "http,https");
+        SETOPT(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+        SETOPT(e, CURLOPT_FOLLOWLOCATION, 0L);
+        SETOPT(e, CURLOPT_PROXY, "");
+        SETOPT(e, CURLOPT_NOPROXY, "*");
+        SETOPT(e, CURLOPT_NOSIGNAL, 1L);
+        SETOPT(e, CURLOPT_SSL_VERIFYPEER, 1L);
+        SETOPT(e, CURLOPT_SSL_VERIFYHOST, 2L);
+        SETOPT(e, CURLOPT_ACCEPT_ENCODING, "");
+        SETOPT(e, CURLOPT_USERAGENT, u->user_agent);
+        SETOPT(e, CURLOPT_PRIVATE, op);
+        SETOPT(e, CURLOPT_ERRORBUFFER, op->errbuf);
+        SETOPT(e, CURLOPT_WRITEFUNCTION, upstream_write_callback);
+        SETOPT(e, CURLOPT_WRITEDATA, op);
+        SETOPT(e, CURLOPT_OPENSOCKETFUNCTION, upstream_opensocket_callback);
+        SETOPT(e, CURLOPT_OPENSOCKETDATA, op);
+        SETOPT(e, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t) u->max_response_bytes);
+        SETOPT(e, CURLOPT_CONNECTTIMEOUT_MS, (long) MAX(connect_timeout / USEC_PER_MSEC, (usec_t) 1));
+        if (timeout > 0)
+                SETOPT(e, CURLOPT_TIMEOUT_MS, (long) MAX(timeout / USEC_PER_MSEC, (usec_t) 1));
+        SETOPT(e, CURLOPT_HTTPHEADER, op->headers);
+        if (op->jar) {
+                SETOPT(e, CURLOPT_SHARE, op->jar->share);
+                SETOPT(e, CURLOPT_COOKIEFILE, ""); /* the cookie engine, no file */
+        }
+        if (streq(op->method, "POST")) {
+                SETOPT(e, CURLOPT_POST, 1L);
+                SETOPT(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t) op->body_size);
+                SETOPT(e, CURLOPT_POSTFIELDS, op->body ? op->body : "");
+        } else
+                SETOPT(e, CURLOPT_HTTPGET, 1L);
+
+        r = curl_glue_add(u->glue, e);
+        if (r < 0)
+                return r;
+        return 0;
+}
+
+static char *upstream_header_dup(CURL *e, const char *name) {
+        struct curl_header *h = NULL;
+
+        if (curl_easy_header(e, name, 0, CURLH_HEADER, -1, &h) != CURLHE_OK || !h || !h->value)
+                return NULL;
+        return strdup(h->value);
+}
+
+static void upstream_glue_finished(CurlGlue *g, CURL *easy, CURLcode result, void *userdata) {
+        UpstreamOperation *op = NULL;
+        UpstreamOutcome o = { .curl_code = result };
+        ApiError error;
+        long status = 0;
+        char *redirect = NULL;
+        long connect_code = 0;
+        _cleanup_free_ char *msg = NULL;
+
+        if (curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **) &op) != CURLE_OK || !op) {
+                curl_glue_remove(g, easy);
+                return;
+        }
+        assert(op->easy == easy);
+
+        (void) curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+        (void) curl_easy_getinfo(easy, CURLINFO_HTTP_CONNECTCODE, &connect_code);
+        {
+                char *ip = NULL;
+                o.connected = curl_easy_getinfo(easy, CURLINFO_PRIMARY_IP, &ip) == CURLE_OK && ip && *ip &&
+                        !op->denied_address;
+                if (status > 0)
+                        o.connected = true;
+        }
+
+        /* Keep the last hop's response. */
+        {
+                unsigned redirects = op->response.redirects;
+                upstream_response_done(&op->response);
+                op->response.redirects = redirects;
+        }
+        op->response.status = status;
+        op->response.url = strdup(op->url);
+        if (status > 0) {
+                op->response.content_type = upstream_header_dup(easy, "Content-Type");
+                op->response.retry_after = upstream_header_dup(easy, "Retry-After");
+                op->response.mediawiki_api_error = upstream_header_dup(easy, "MediaWiki-API-Error");
+                op->response.body = op->buf ? TAKE_PTR(op->buf) : strdup("");
+                op->response.body_size = op->buf_size;
+                op->buf_size = op->buf_alloc = 0;
+        }
+
+        o.http_status = status;
+        o.denied = op->denied_address;
+        o.over_cap = op->over_cap;
+        o.deadline_passed = upstream_operation_deadline_passed(op);
+
+        if (result == CURLE_OK &&
+            (status == 301 || status == 302 || status == 303 || status == 307 || status == 308)) {
+                DestinationUrl next;
+                int r;
+
+                (void) curl_easy_getinfo(easy, CURLINFO_REDIRECT_URL, &redirect);
+                if (!redirect) {
+                        o.bad_redirect = true;
+                        upstream_operation_finish(
+                                op, upstream_classify(&o), "Upstream redirect without a usable Location");
+                        return;
+                }
+                if (op->response.redirects >= UPSTREAM_MAX_REDIRECTS) {
+                        o.too_many_redirects = true;
+                        (void) asprintf(&msg, "Upstream redirected more than %d times", UPSTREAM_MAX_REDIRECTS);
+                        upstream_operation_finish(op, upstream_classify(&o), msg);
+                        return;
+                }
+                r = destination_check_redirect(op->upstream->policy, &op->hop, redirect, &next);
+                if (r < 0) {
+                        o.denied = true;
+                        op->response.denied_by = "redirect";
+                        upstream_operation_finish(
+                                op, upstream_classify(&o), "Redirect to a destination denied by policy");
+                        return;
+                }
+                /* Follow: 303, and 301/302 after a POST, become a GET. */
+                {
+                        unsigned redirects = op->response.redirects + 1;
+                        char *url = strdup(redirect);
+
+                        if (!url) {
+                                upstream_operation_finish(op, API_ERROR_INTERNAL_ERROR, NULL);
+                                return;
+                        }
+                        free(op->url);
+                        op->url = url;
+                        op->hop = next;
+                        if (status == 303 || ((status == 301 || status == 302) && streq(op->method, "POST"))) {
+                                free(op->method);
+                                op->method = strdup("GET");
+                                if (!op->method) {
+                                        upstream_operation_finish(op, API_ERROR_INTERNAL_ERROR, NULL);
+                                        return;
+                                }
+                        }
+                        upstream_operation_stop_hop(op);
+                        upstream_response_done(&op->response);
+                        op->response.redirects = redirects;
+                        r = upstream_operation_start_hop(op);
+                        if (r < 0) {
+                                op->response.redirects = redirects;
+                                upstream_operation_finish(op, API_ERROR_INTERNAL_ERROR, NULL);
+                        }
+                        return;
+                }
+        }
+
+        error = upstream_classify(&o);
+        if (error < 0) {
+                upstream_operation_finish(op, error, NULL);
+                return;
+        }
+        if (o.denied) {
+                op->response.denied_by = "address";
+                (void) asprintf(
+                        &msg, "Connection to %s (%s) denied by policy", op->hop.host, op->denied_address_text);
+        } else if (error == API_ERROR_UPSTREAM_RESPONSE_TOO_LARGE)
+                (void) asprintf(
+                        &msg, "Upstream response exceeds %" PRIu64 " bytes", op->upstream->max_response_bytes);
+        else if (error == API_ERROR_QUERY_TIMEOUT)
+                msg = NULL; /* the default message says it */
+        else if (result == CURLE_OK)
+                (void) asprintf(&msg, "Upstream %s answered HTTP %ld", op->hop.host, status);
+        else
+                (void) asprintf(
+                        &msg,
+                        "Upstream %s: %s",
+                        op->hop.host,
+                        op->errbuf[0] ? op->errbuf : curl_easy_strerror(result));
+        upstream_operation_finish(op, error, msg);
+}
+
+int upstream_start(
+        Upstream *u, const UpstreamRequest *req, UpstreamDone done, void *userdata, UpstreamOperation **ret) {
+        _cleanup_(upstream_operation_freep) UpstreamOperation *op = NULL;
+        const char *method;
+        int r;
+
+        assert(u);
+        assert(req);
+        assert(done);
+        assert(ret);
+
+        method = req->method ? req->method : "GET";
+        if (!streq(method, "GET") && !streq(method, "POST"))
+                return -EINVAL;
+        if (!req->url)
+                return -EINVAL;
+
+        op = calloc(1, sizeof *op);
+        if (!op)
+                return -ENOMEM;
+        op->upstream = u;
+        op->done = done;
+        op->userdata = userdata;
+        op->deadline = req->deadline;
+        op->jar = req->jar;
+        op->response.error = _API_ERROR_INVALID;
+        op->method = strdup(method);
+        op->url = strdup(req->url);
+        if (!op->method || !op->url)
+                return -ENOMEM;
+        for (const char *const *h = req->headers; h && *h; h++) {
+                struct curl_slist *l;
+
+                if (strpbrk(*h, "\r\n") || !strchr(*h, ':'))
+                        return -EINVAL;
+                l = curl_slist_append(op->headers, *h);
+                if (!l)
+                        return -ENOMEM;
+                op->headers = l;
+        }
+        {
+                /* No "Expect: 100-continue" round trip. */
+                struct curl_slist *l = curl_slist_append(op->headers, "Expect:");
+                if (!l)
+                        return -ENOMEM;
+                op->headers = l;
+        }
+        if (req->content_type) {
+                _cleanup_free_ char *h = NULL;
+                struct curl_slist *l;
+
+                if (strpbrk(req->content_type, "\r\n") ||
+                    asprintf(&h, "Content-Type: %s", req->content_type) < 0)
+                        return -EINVAL;
+                l = curl_slist_append(op->headers, h);
+                if (!l)
+                        return -ENOMEM;
+                op->headers = l;
+        }
+        if (req->body_size > 0) {
+                op->body = malloc(req->body_size);
+                if (!op->body)
+                        return -ENOMEM;
+                memcpy(op->body, req->body, req->body_size);
+                op->body_size = req->body_size;
+        }
+
+        r = sd_event_add_defer(u->event, &op->defer, upstream_on_defer, op);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_enabled(op->defer, SD_EVENT_OFF);
+        (void) sd_event_source_set_description(op->defer, "upstream-done");
+
+        /* Check 1 before anything else: a refused URL is never requested. */
+        r = destination_check_url(u->policy, op->url, &op->hop);
+        if (r < 0) {
+                op->response.denied_by = "url";
+                upstream_operation_finish(
+                        op,
+                        API_ERROR_DESTINATION_DENIED,
+                        r == -EPERM ? "Destination denied by policy" :
+                                      "Destination denied by policy: not a valid http(s) URL");
+        } else if (upstream_operation_deadline_passed(op))
+                upstream_operation_finish(op, API_ERROR_QUERY_TIMEOUT, NULL);
+        else {
+                /* The URL as libcurl parses it must name the host we checked,
+                 * or a parser differential could reach another host. */
+                CURLU *cu = curl_url();
+                char *h = NULL;
+                bool same = false;
+
+                if (cu && curl_url_set(cu, CURLUPART_URL, op->url, 0) == CURLUE_OK &&
+                    curl_url_get(cu, CURLUPART_HOST, &h, 0) == CURLUE_OK && h) {
+                        size_t n = strlen(h);
+                        if (h[0] == '[' && n > 2) {
+                                h[n - 1] = 0;
+                                same = strcasecmp(h + 1, op->hop.host) == 0 ||
+                                        destination_host_named(u->policy, h + 1);
+                        } else
+                                same = destination_host_named(u->policy, h) &&
+                                        (strcasecmp(h, op->hop.host) == 0 ||
+                                         (n > 0 && h[n - 1] == '.' &&
+                                          strncasecmp(h, op->hop.host, n - 1) == 0));
+                }
+                curl_free(h);
+                curl_url_cleanup(cu);
+                if (!same) {
+                        op->response.denied_by = "url";
+                        upstream_operation_finish(
+                                op, API_ERROR_DESTINATION_DENIED, "Destination denied by policy");
+                } else {
+                        r = upstream_operation_start_hop(op);
+                        if (r < 0)
+                                return r;
+                }
+        }
+
+        *ret = TAKE_PTR(op);
+        return 0;
+}

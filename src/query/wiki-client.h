@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "query/mediawiki.h"
+#include "query/upstream.h"
+#include "shared/api-error.h"
+#include "shared/macro.h"
+#include "shared/time-util.h"
+
+/* The MediaWiki client of one query (API.md 8.1): search and read pages
+ * through src/query/upstream.c, strictly one request at a time.
+ *
+ * A WikiClient belongs to one query and owns that query's wiki session:
+ * the cookie jar (a libcurl share) and the login state. With a username
+ * (bot password "User@AppId"), the first operation logs in
+ * (meta=tokens&type=login, then action=login with the same jar), and every
+ * request then carries assert=user; an "assertuserfailed" (the session was
+ * lost) logs in again once per operation and repeats the request. Without a
+ * username the wiki is read anonymously.
+ *
+ * Failures (API.md 8.1, 8 "Upstream failures"): a login whose result is not
+ * Success, "readapidenied", HTTP 401 or 403: wiki_auth_failed; "maxlag", or
+ * HTTP 429/503 with Retry-After: waited for (the Retry-After value, or 5 s)
+ * and retried up to 3 times while the query deadline allows, else
+ * query_timeout; any other API error: upstream_failed with its code in the
+ * message; transport failures as upstream_classify() says. The password
+ * never appears in a message, a log line or a result.
+ *
+ * Threading and ownership: the event loop's thread only. The client borrows
+ * the Upstream (which must outlive it) and copies its settings (the
+ * password is wiped when the client is freed). An operation is owned by the
+ * caller until wiki_operation_free(); its callback runs exactly once, from
+ * a defer source (never inside the starting call, never inside a libcurl
+ * callback), unless the operation is freed first, which cancels it with no
+ * callback. Every operation must be freed before its client. */
+
+#define WIKI_RETRY_MAX 3
+#define WIKI_RETRY_DEFAULT_USEC (5 * USEC_PER_SEC)
+
+typedef struct WikiClient WikiClient;
+typedef struct WikiOperation WikiOperation;
+
+typedef struct WikiClientSettings {
+        const char *api_url;  /* WIKI_WEB_WIKI_API_URL */
+        const char *username; /* "User@AppId", or NULL: anonymous */
+        const char *password; /* the bot password; NULL when anonymous */
+        usec_t deadline;      /* the query's, CLOCK_MONOTONIC; 0: none */
+} WikiClientSettings;
+
+/* Returns 0, -EINVAL (a username without a password), -ENOMEM. */
+int wiki_client_new(Upstream *u, const WikiClientSettings *s, WikiClient **ret);
+WikiClient *wiki_client_free(WikiClient *c);
+DEFINE_TRIVIAL_CLEANUP_FUNC(WikiClient *, wiki_client_free);
+
+/* How many logins succeeded so far (a re-login counts), for tests and logs. */
+unsigned wiki_client_logins(const WikiClient *c);
+
+typedef struct WikiResult {
+        ApiError error; /* < 0 (_API_ERROR_INVALID) on success */
+        char *message;  /* already sanitized; NULL on success */
+        /* search */
+        MediaWikiSearchHit *hits;
+        size_t n_hits;
+        /* read: page.missing for a page that does not exist */
+        MediaWikiPage page;
+} WikiResult;
+
+/* r is borrowed for the duration of the call. */
+typedef void (*WikiDone)(WikiOperation *op, const WikiResult *r, void *userdata);
+
+/* list=search&srwhat=text: limit 1..MEDIAWIKI_SEARCH_MAX. Returns 0, -EINVAL
+ * for an invalid query or limit, -EBUSY while another operation of this
+ * client runs, -ENOMEM. */
+int wiki_client_search(
+        WikiClient *c, const char *query, unsigned limit, WikiDone done, void *userdata, WikiOperation **ret);
+/* One page with content, revision id and canonical URL, after redirects.
+ * Returns as wiki_client_search(). */
+int wiki_client_read(WikiClient *c, const char *title, WikiDone done, void *userdata, WikiOperation **ret);
+
+WikiOperation *wiki_operation_free(WikiOperation *op);
+DEFINE_TRIVIAL_CLEANUP_FUNC(WikiOperation *, wiki_operation_free);
