@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+#include "shared/macro.h"
+#include "shared/utf8.h"
+#include "tests.h"
+
+static void test_valid(void) {
+        ASSERT_TRUE(utf8_is_valid("", 0));
+        ASSERT_TRUE(utf8_is_valid("a\0b", 3));
+        ASSERT_TRUE(utf8_is_valid("\xc3\xa9\xe2\x82\xac\xf0\x9f\x8d\x8e", 9));
+        ASSERT_TRUE(!utf8_is_valid("\xc3", 1));             /* truncated */
+        ASSERT_TRUE(!utf8_is_valid("\xc0\xaf", 2));         /* overlong */
+        ASSERT_TRUE(!utf8_is_valid("\xe0\x80\xaf", 3));     /* overlong */
+        ASSERT_TRUE(!utf8_is_valid("\xed\xa0\x80", 3));     /* surrogate */
+        ASSERT_TRUE(!utf8_is_valid("\xf4\x90\x80\x80", 4)); /* above U+10FFFF */
+        ASSERT_TRUE(!utf8_is_valid("\x80", 1));
+        ASSERT_TRUE(!utf8_is_valid("\xff", 1));
+}
+
+static void test_cut_count(void) {
+        const char *s = "a\xc3\xa9\xe2\x82\xac"; /* a é € : 1 + 2 + 3 bytes */
+
+        ASSERT_EQ_INT(utf8_count(s, 6), 3);
+        ASSERT_EQ_INT(utf8_cut(s, 6, 100), 6);
+        ASSERT_EQ_INT(utf8_cut(s, 6, 6), 6);
+        ASSERT_EQ_INT(utf8_cut(s, 6, 5), 3);
+        ASSERT_EQ_INT(utf8_cut(s, 6, 4), 3);
+        ASSERT_EQ_INT(utf8_cut(s, 6, 3), 3);
+        ASSERT_EQ_INT(utf8_cut(s, 6, 2), 1);
+        ASSERT_EQ_INT(utf8_cut(s, 6, 1), 1);
+        ASSERT_EQ_INT(utf8_cut(s, 6, 0), 0);
+}
+
+static void test_make_valid(void) {
+        char *r;
+        size_t n;
+
+        ASSERT_OK(utf8_make_valid(
+                "a\xff"
+                "b\0c\xc3\xa9",
+                7,
+                &r,
+                &n));
+        ASSERT_EQ_STR(
+                r,
+                "a\xef\xbf\xbd"
+                "b\xef\xbf\xbd"
+                "c\xc3\xa9");
+        ASSERT_EQ_INT(n, strlen(r));
+        ASSERT_TRUE(utf8_is_valid(r, n));
+        free(r);
+        ASSERT_OK(utf8_make_valid("", 0, &r, &n));
+        ASSERT_EQ_STR(r, "");
+        ASSERT_EQ_INT(n, 0);
+        free(r);
+        ASSERT_OK(utf8_make_valid("\xe2\x82", 2, &r, NULL));
+        ASSERT_EQ_STR(r, "\xef\xbf\xbd\xef\xbf\xbd");
+        free(r);
+}
+
+int main(void) {
+        test_valid();
+        test_cut_count();
+        test_make_valid();
+        return 0;
+}
