@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: MIT */
+#include <stdbool.h>
+
+#include "sandbox/output.h"
+#include "shared/macro.h"
+
+#define OUTPUT_CAP_MAX ((size_t) 1 << 30)
+
+int output_buffer_init(OutputBuffer *b, size_t cap) {
+        size_t head_cap = cap / 2 + cap % 2, tail_cap = cap / 2;
+
+        if (cap < 2 || cap > OUTPUT_CAP_MAX)
+                return -EINVAL;
+        *b = (OutputBuffer){ .cap = cap };
+        b->head = malloc(head_cap);
+        b->tail = malloc(tail_cap);
+        if (!b->head || !b->tail) {
+                output_buffer_done(b);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+void output_buffer_done(OutputBuffer *b) {
+        free(b->head);
+        free(b->tail);
+        *b = (OutputBuffer){ 0 };
+}
+
+void output_buffer_append(OutputBuffer *b, const void *data, size_t len) {
+        const uint8_t *p = data;
+        size_t head_cap = b->cap / 2 + b->cap % 2, tail_cap = b->cap / 2, n;
+
+        b->total += len;
+        n = MIN(len, head_cap - b->head_len);
+        memcpy(b->head + b->head_len, p, n);
+        b->head_len += n;
+        p += n;
+        len -= n;
+        if (len == 0 || tail_cap == 0)
+                return;
+
+        /* Only the last tail_cap bytes of this piece can survive. */
+        if (len >= tail_cap) {
+                memcpy(b->tail, p + len - tail_cap, tail_cap);
+                b->tail_start = 0;
+                b->tail_len = tail_cap;
+                return;
+        }
+        while (len > 0) {
+                size_t end = (b->tail_start + b->tail_len) % tail_cap, chunk;
+
+                if (b->tail_len < tail_cap) {
+                        chunk = MIN(len, tail_cap - b->tail_len);
+                        chunk = MIN(chunk, tail_cap - end);
+                        memcpy(b->tail + end, p, chunk);
+                        b->tail_len += chunk;
+                } else {
+                        /* Full: overwrite the oldest bytes. */
+                        chunk = MIN(len, tail_cap - b->tail_start);
+                        memcpy(b->tail + b->tail_start, p, chunk);
+                        b->tail_start = (b->tail_start + chunk) % tail_cap;
+                }
+                p += chunk;
+                len -= chunk;
+        }
+}
+
+uint64_t output_buffer_dropped(const OutputBuffer *b) {
+        return b->total - b->head_len - b->tail_len;
+}
+
+/* Length of the valid UTF-8 sequence at p (1..4), or 0 if it is invalid
+ * (overlong, surrogate, above U+10FFFF, truncated). */
+static size_t utf8_valid_length(const uint8_t *p, size_t avail) {
+        uint8_t c = p[0];
+        size_t n;
+        uint32_t cp;
+
+        if (c < 0x80)
+                return 1;
+        if (c >= 0xc2 && c <= 0xdf) {
+                n = 2;
+                cp = c & 0x1f;
+        } else if (c >= 0xe0 && c <= 0xef) {
+                n = 3;
+                cp = c & 0x0f;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+                n = 4;
+                cp = c & 0x07;
+        } else
+                return 0;
+        if (avail < n)
+                return 0;
+        for (size_t i = 1; i < n; i++) {
+                if ((p[i] & 0xc0) != 0x80)
+                        return 0;
+                cp = (cp << 6) | (p[i] & 0x3f);
+        }
+        if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+                return 0;
+        /* C1 controls (U+0080..U+009F) are controls too. */
+        if (n == 2 && cp < 0xa0)
+                return 0;
+        return n;
+}
+
+static const char replacement[] = "\xef\xbf\xbd";
+
+int output_sanitize(const uint8_t *data, size_t len, char **ret, size_t *ret_len) {
+        char *out;
+        size_t o = 0;
+
+        if (len > (SIZE_MAX - 1) / 3)
+                return -ENOMEM;
+        out = malloc(3 * len + 1);
+        if (!out)
+                return -ENOMEM;
+        for (size_t i = 0; i < len;) {
+                uint8_t c = data[i];
+                size_t n;
+
+                if (c == '\r' && i + 1 < len && data[i + 1] == '\n') {
+                        i++; /* CR LF: keep the LF only */
+                        continue;
+                }
+                if (c == '\n' || c == '\t' || (c >= 0x20 && c < 0x7f)) {
+                        out[o++] = (char) c;
+                        i++;
+                        continue;
+                }
+                n = c >= 0x80 ? utf8_valid_length(data + i, len - i) : 0;
+                if (n == 0) {
+                        memcpy(out + o, replacement, 3);
+                        o += 3;
+                        i++;
+                        continue;
+                }
+                memcpy(out + o, data + i, n);
+                o += n;
+                i += n;
+        }
+        out[o] = 0;
+        *ret = out;
+        if (ret_len)
+                *ret_len = o;
+        return 0;
+}
+
+#define OMITTED_MAX 64 /* "\n[... 18446744073709551615 bytes omitted ...]\n" */
+
+size_t output_render_max(size_t cap) {
+        return 3 * (cap + OMITTED_MAX) + 1;
+}
+
+int output_buffer_render(const OutputBuffer *b, char **ret, size_t *ret_len) {
+        size_t tail_cap = b->cap / 2, n = 0, len;
+        uint64_t dropped = output_buffer_dropped(b);
+        _cleanup_free_ uint8_t *raw = malloc(b->head_len + b->tail_len + OMITTED_MAX);
+        char *text;
+        int r;
+
+        if (!raw)
+                return -ENOMEM;
+        memcpy(raw, b->head, b->head_len);
+        n = b->head_len;
+        if (dropped > 0) {
+                int k = snprintf(
+                        (char *) raw + n, OMITTED_MAX, "\n[... %" PRIu64 " bytes omitted ...]\n", dropped);
+                n += (size_t) MAX(k, 0);
+        }
+        for (size_t i = 0; i < b->tail_len; i++)
+                raw[n++] = b->tail[(b->tail_start + i) % tail_cap];
+
+        r = output_sanitize(raw, n, &text, &len);
+        if (r < 0)
+                return r;
+        *ret = text;
+        if (ret_len)
+                *ret_len = len;
+        return 0;
+}

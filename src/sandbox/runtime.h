@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* The OCI runtime (crun or runc): the bundle's config.json, the command
+ * lines, and fork/exec of the runtime. No event loop here: the caller
+ * (sandbox.c) watches the pids through the reaper and the fds through IO
+ * sources. */
+
+typedef enum RuntimeKind {
+        RUNTIME_CRUN,
+        RUNTIME_RUNC,
+        _RUNTIME_KIND_MAX,
+        _RUNTIME_KIND_INVALID = -EINVAL,
+} RuntimeKind;
+
+/* By the file name of the binary: "runc" anywhere in it is runc, anything
+ * else is treated as crun. */
+RuntimeKind runtime_kind_from_path(const char *path);
+
+/* Resolve name_or_path (an absolute path, or a name looked up in PATH,
+ * else /usr/bin:/bin) to an executable file. Returns 0 and a new string,
+ * -ENOENT, -ENOMEM. */
+int runtime_find(const char *name_or_path, char **ret);
+
+typedef struct RuntimeSpec {
+        const char *rootfs;   /* the container's root, mounted read-only */
+        const char *usr;      /* NULL, or a host directory bound read-only at /usr (the default skeleton) */
+        const char *data_dir; /* host directory bound read-only at /data */
+        const char *out_dir;  /* host directory bound read-write at /out */
+        uid_t uid;            /* the daemon's uid and gid: container 0 maps to them, nothing else */
+        gid_t gid;
+        uint64_t memory_max_bytes; /* RLIMIT_DATA of every process */
+        uint64_t tasks_max;        /* RLIMIT_NPROC */
+        uint64_t cpu_seconds;      /* RLIMIT_CPU */
+        uint64_t file_max_bytes;   /* RLIMIT_FSIZE: one file in /out or /tmp */
+        uint64_t tmp_max_bytes;    /* the /tmp tmpfs */
+        bool seccomp;              /* the strict filter (always on in production) */
+} RuntimeSpec;
+
+/* Sizes the daemon uses. */
+#define RUNTIME_TMP_MAX_BYTES (UINT64_C(64) << 20)
+#define RUNTIME_NOFILE 256
+
+/* The bundle's config.json (OCI runtime spec 1.0) for s: a new user, pid,
+ * network (only lo), ipc, uts, mount and cgroup namespace; no capabilities;
+ * noNewPrivileges; the strict seccomp filter; podman's masked and read-only
+ * /proc paths; a read-only root; /data read-only, /out read-write, /tmp a
+ * small tmpfs; rlimits NPROC, DATA, CPU, FSIZE, NOFILE and CORE=0;
+ * python3 reading the program from its stdin ("python3 -"), cwd /tmp,
+ * HOME=/tmp. Pure. Returns 0 and a new NUL-terminated string, or -ENOMEM,
+ * -EINVAL (a missing path). */
+int runtime_config_render(const RuntimeSpec *s, char **ret);
+
+/* Write config.json into the directory bundle_fd (borrowed). */
+int runtime_write_bundle(int bundle_fd, const RuntimeSpec *s);
+
+/* The command lines, NULL-terminated, every string owned by the returned
+ * array (free with runtime_argv_free()). state_root is the runtime's
+ * --root (a directory of ours: the start-up sweep lists it). */
+typedef enum RuntimeVerb {
+        RUNTIME_RUN,    /* run --no-new-keyring --bundle B --pid-file B/container.pid ID (crun: --cgroup-manager=disabled) */
+        RUNTIME_DELETE, /* delete -f ID: 0 even when ID does not exist */
+        RUNTIME_STATE,  /* state ID: fails once ID is gone (the confirmation) */
+        RUNTIME_KILL,   /* kill ID KILL */
+        RUNTIME_LIST,   /* list -q: one id per line */
+        _RUNTIME_VERB_MAX,
+} RuntimeVerb;
+
+#define RUNTIME_PID_FILE "container.pid"
+
+int runtime_argv(
+        RuntimeKind kind,
+        const char *binary,
+        const char *state_root,
+        RuntimeVerb verb,
+        const char *id,
+        const char *bundle,
+        char ***ret);
+void runtime_argv_free(char **argv);
+
+/* Fork and exec argv (argv[0] an absolute path) with a minimal environment,
+ * every signal unblocked and at its default, and fds 0, 1, 2 from the given
+ * ones (-1: /dev/null); every other fd is closed. With hold_fd >= 0 (the
+ * read end of a pipe) the child first waits for one byte on it and exits
+ * with 127 without executing if the pipe is closed without one: that is
+ * how a child is put into its scope before the runtime runs. The fds stay
+ * the caller's. Returns 0 and the pid, or a negative errno. */
+int runtime_spawn(char *const *argv, int stdin_fd, int stdout_fd, int stderr_fd, int hold_fd, pid_t *ret_pid);

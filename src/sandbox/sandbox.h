@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#include "sandbox/files.h"
+#include "shared/config.h"
+#include "shared/macro.h"
+#include "shared/time-util.h"
+
+/* run_python (API.md 8.3, 8.4, 8.6, 8.7): one run = a rootless OCI
+ * container (runtime.h) whose runtime process is put into a transient scope
+ * of the service user's manager (scope.h) before it executes, then
+ * confirmed cleanup: the runtime deletes the container by id, its "state"
+ * fails, the scope is stopped and GetUnit answers NoSuchUnit.
+ *
+ * Who owns what:
+ * - The daemon owns the Sandbox (sandbox_new() at start-up, on its
+ *   sd-event loop, sandbox_free() at exit). The Sandbox owns the SIGCHLD
+ *   reaper (reaper.h: the one owner of SIGCHLD; wikiwebd is a subreaper),
+ *   the connection to the user manager, and every cleanup that is not
+ *   confirmed yet (retried with backoff, 1 s doubling to 30 s, until it is).
+ * - The pipeline owns a SandboxQuery per query (sandbox_query_new() when
+ *   the query starts, sandbox_query_free() at its end). It owns the query's
+ *   directory <state directory>/sandbox/<query id>/ with data/ (/data, read
+ *   only in the container), out/ (/out, shared by the query's runs) and one
+ *   bundle per run; sandbox_query_free() removes it all. The state
+ *   directory, not the runtime directory: /out may hold up to
+ *   WIKI_WEB_ARTIFACT_MAX_BYTES, and /run is memory.
+ * - A SandboxRun belongs to the Sandbox from sandbox_run_start() until its
+ *   done callback has returned; the pointer is invalid after that. At most
+ *   one run per query at a time. A SandboxQuery must not be freed while a
+ *   run of it is in flight: cancel it and wait for the callback.
+ *
+ * Callbacks are always called from the event loop (a defer), never from
+ * inside the call that started the work. */
+
+typedef struct Sandbox Sandbox;
+typedef struct SandboxQuery SandboxQuery;
+typedef struct SandboxRun SandboxRun;
+
+typedef struct SandboxOptions {
+        const char *bus_address; /* NULL: unix:path=/run/user/UID/bus */
+        const char *work_dir;    /* NULL: <state directory>/sandbox */
+        const char *state_root;  /* the runtime's --root; NULL: $RUNTIME_DIRECTORY/runtime, else <work_dir>/runtime */
+} SandboxOptions;
+
+/* Set up the sandbox from config (borrowed, must outlive it) and start the
+ * availability check: the runtime (WIKI_WEB_SANDBOX_RUNTIME) is found, the
+ * rootfs is usable (WIKI_WEB_SANDBOX_ROOTFS with usr/bin/python3 and the
+ * mount points, or the generated skeleton with the host's /usr and
+ * /usr/bin/python3), and the user manager answers on its bus. Once the user
+ * manager answers the first time, the start-up sweep runs: every loaded
+ * "wikiweb-q-*" scope is stopped, every container in the runtime's state
+ * root is deleted, every leftover query directory is removed. Returns 0
+ * (even when the sandbox is unavailable: that is a state, see below),
+ * -ENOMEM, or an error creating the reaper. */
+int sandbox_new(sd_event *event, const Config *config, const SandboxOptions *options, Sandbox **ret);
+Sandbox *sandbox_free(Sandbox *s);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Sandbox *, sandbox_free);
+
+/* Whether run_python can be offered: runtime, rootfs and user manager are
+ * there and the start-up sweep is done. */
+bool sandbox_is_available(const Sandbox *s);
+/* Why not (a sentence for the journal), or "" when available. Borrowed. */
+const char *sandbox_unavailable_reason(const Sandbox *s);
+/* Whether a cleanup is not confirmed yet (D-Bus Health "degraded"). */
+bool sandbox_cleanup_pending(const Sandbox *s);
+
+/* Called whenever availability or cleanup_pending changes. */
+typedef void (*SandboxStateHandler)(Sandbox *s, void *userdata);
+void sandbox_set_state_handler(Sandbox *s, SandboxStateHandler handler, void *userdata);
+
+/* Test-only fault switch: the next n scope confirmations find the unit
+ * still there, as a stuck unit would (API.md 8.4). */
+void sandbox_set_test_unconfirmable(Sandbox *s, unsigned n);
+
+/* A query's sandbox context. query_id: [A-Za-z0-9_]+, at most 64 bytes.
+ * Creates the directories (an existing one is emptied first: /out is empty
+ * at the start of a query). Returns 0, -EINVAL, -EEXIST (a context for
+ * this id exists), -ENOMEM, or a file system error. */
+int sandbox_query_new(Sandbox *s, const char *query_id, SandboxQuery **ret);
+/* Remove the query's directory; returns NULL. The query must have no run
+ * in flight (asserted). Unconfirmed cleanups of its runs go on without it. */
+SandboxQuery *sandbox_query_free(SandboxQuery *q);
+DEFINE_TRIVIAL_CLEANUP_FUNC(SandboxQuery *, sandbox_query_free);
+
+/* Add a page that wiki_read returned to /data (API.md 8.7): its .wiki file
+ * and pages.json with every page so far, in first-read order. A title
+ * read again replaces its entry. Strings are copied. */
+int sandbox_query_add_page(SandboxQuery *q, const SandboxPage *page);
+
+/* Whether every run of this query has its cleanup confirmed (the slot may
+ * be promoted). */
+bool sandbox_query_cleanup_confirmed(const SandboxQuery *q);
+/* Called once each time the query's last unconfirmed cleanup is confirmed
+ * (from the event loop). */
+typedef void (*SandboxQueryConfirmedHandler)(SandboxQuery *q, void *userdata);
+void sandbox_query_set_confirmed_handler(SandboxQuery *q, SandboxQueryConfirmedHandler handler, void *userdata);
+
+/* The artifacts of the query's /out (files.h: regular top-level files,
+ * WIKI_WEB_ARTIFACT_MAX_FILES and _MAX_BYTES). Call at the end of the
+ * query, also when it failed, before sandbox_query_free(). */
+int sandbox_query_collect(SandboxQuery *q, SandboxArtifacts *ret);
+
+typedef struct SandboxFile {
+        char *name; /* made safe as an artifact name */
+        uint64_t size_bytes;
+} SandboxFile;
+
+/* The result of API.md 8.6. All strings owned by the result, which is
+ * borrowed by the done callback for the duration of the call. */
+typedef struct SandboxResult {
+        bool has_exit_code;
+        int exit_code;      /* when has_exit_code */
+        const char *signal; /* "SIGKILL", ... or NULL (static) */
+        bool timed_out;     /* WIKI_WEB_SANDBOX_TIMEOUT_SECONDS was reached */
+        bool cancelled;     /* sandbox_run_cancel() */
+        char *stdout_text;  /* sanitized, head and tail when cut */
+        char *stderr_text;
+        uint64_t stdout_bytes, stderr_bytes; /* as written by the code */
+        SandboxFile *files; /* top-level regular files in /out after the run */
+        size_t n_files;
+        bool cleanup_confirmed; /* false: cleanup_failed, retried with backoff */
+        usec_t run_usec;        /* from the start to the end of the container */
+        usec_t cleanup_usec;    /* the first cleanup attempt */
+} SandboxResult;
+
+/* {"exit_code", "signal", "timed_out", "stdout", "stderr", "files":
+ * [{"name", "size_bytes"}]} as a new NUL-terminated string. */
+int sandbox_result_to_json(const SandboxResult *r, char **ret);
+
+/* error < 0: no container could run (the runtime failed to start one, the
+ * scope could not be made: execution_failed; result still says whether the
+ * cleanup was confirmed); else result is the run's outcome. */
+typedef void (*SandboxRunDone)(SandboxRun *run, int error, const SandboxResult *result, void *userdata);
+
+/* Run code (at most 65536 bytes, any bytes; Python reads it from stdin) in
+ * a fresh container of query q. Returns 0, -EAGAIN (unavailable), -EBUSY
+ * (a run of q is in flight), -E2BIG, or an error setting it up (nothing
+ * runs then, and done is not called). */
+int sandbox_run_start(SandboxQuery *q, const char *code, size_t len, SandboxRunDone done, void *userdata, SandboxRun **ret);
+
+/* Kill the run's container now (the query's deadline): done is still
+ * called, after the cleanup, with result->cancelled. */
+void sandbox_run_cancel(SandboxRun *run);
+
+#define SANDBOX_CODE_MAX_BYTES 65536
