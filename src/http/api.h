@@ -25,6 +25,17 @@ int api_new(const Config *config, Admission *admission, QueryExecutor *executor,
 Api *api_free(Api *api);
 void api_set_query_finished_hook(Api *api, ApiQueryFinishedHook hook, void *userdata);
 void api_set_degraded(Api *api, bool degraded);
+
+/* Called when the cleanup of a query that ended unconfirmed is confirmed
+ * after all: the slot has just been freed (admission_finish()), and health
+ * is ok again unless something else keeps it degraded. */
+typedef void (*ApiCleanupConfirmedHook)(const char *query_id, void *userdata);
+void api_set_cleanup_confirmed_hook(Api *api, ApiCleanupConfirmedHook hook, void *userdata);
+
+/* Whether run_python can run here (GET /health "sandbox"): a callback, as
+ * availability changes at run time; NULL: "unavailable". */
+typedef bool (*ApiSandboxAvailable)(void *userdata);
+void api_set_sandbox_probe(Api *api, ApiSandboxAvailable probe, void *userdata);
 bool api_is_degraded(const Api *api);
 
 /* The HttpHandler for http_server_new(); userdata is the Api. */

@@ -22,7 +22,7 @@ class Transport(harness.DaemonTestCase):
         r = b.get(API + '/health')
         self.assertStatus(r, 200)
         j = r.json
-        self.assertEqual(set(j.keys()), {'status', 'contract_revision', 'version', 'state'}, r)
+        self.assertEqual(set(j.keys()), {'status', 'contract_revision', 'version', 'state', 'sandbox'}, r)
         self.assertEqual(j['status'], 'ok')
         self.assertTrue(harness.is_int(j['contract_revision']))
         self.assertEqual(j['contract_revision'], 1)
