@@ -19,6 +19,7 @@
 #include "http/api.h"
 #include "http/httpd.h"
 #include "query/executor.h"
+#include "sandbox/sandbox.h"
 #include "shared/config.h"
 #include "shared/log.h"
 #include "shared/macro.h"
@@ -32,6 +33,7 @@ typedef struct Manager {
         Admission *admission;
         AdmissionTimer *admission_timer;
         QueryExecutor *executor;
+        Sandbox *sandbox; /* NULL: none could be set up (run_python not offered) */
         History *history;
         Api *api;
         HttpServer *http;
@@ -247,6 +249,37 @@ static void on_query_finished(
         update_status(m);
 }
 
+/* Health is degraded while a query's cleanup is not confirmed (API.md 8.4). */
+static void update_health(Manager *m) {
+        bool degraded = api_is_degraded(m->api) || (m->sandbox && sandbox_cleanup_pending(m->sandbox));
+
+        if (m->bus)
+                queue_bus_set_health(m->bus, degraded);
+        update_status(m);
+}
+
+static void on_cleanup_confirmed(const char *query_id, void *userdata) {
+        update_health(userdata);
+}
+
+static void on_sandbox_state(Sandbox *s, void *userdata) {
+        Manager *m = userdata;
+
+        if (sandbox_is_available(s))
+                log_info("Sandbox available: run_python is offered to the model.");
+        else
+                log_info(
+                        "Sandbox unavailable: %s; queries answer from the wiki only.",
+                        sandbox_unavailable_reason(s));
+        if (m->api)
+                update_health(m);
+}
+
+static bool sandbox_probe(void *userdata) {
+        Manager *m = userdata;
+        return m->sandbox && sandbox_is_available(m->sandbox);
+}
+
 static void random_ticket_id(char buf[static TICKET_ID_MAX], void *userdata) {
         static uint64_t fallback = 0;
 
@@ -352,6 +385,7 @@ static void manager_free(Manager *m) {
         m->api = api_free(m->api);
         m->history = history_free(m->history);
         m->executor = query_executor_free(m->executor);
+        m->sandbox = sandbox_free(m->sandbox); /* after the executor: its queries go first */
         m->bus = queue_bus_free(m->bus);
         m->admission_timer = admission_timer_free(m->admission_timer);
         m->admission = admission_free(m->admission);
@@ -467,11 +501,25 @@ static int run(int argc, char *argv[]) {
         }
         if (!query_executor_is_configured(m.executor))
                 log_warning("Query execution is not configured: every query will fail with execution_failed.");
+        else {
+                /* run_python needs a runtime and the service user's manager;
+                 * without them queries still answer from the wiki (API.md 8.6). */
+                r = sandbox_new(m.event, &m.config, NULL, &m.sandbox);
+                if (r < 0)
+                        log_warning_errno(
+                                r, "Sandbox unavailable: cannot set it up; queries answer from the wiki only");
+                else {
+                        sandbox_set_state_handler(m.sandbox, on_sandbox_state, &m);
+                        query_executor_set_sandbox(m.executor, m.sandbox);
+                }
+        }
 
         r = api_new(&m.config, m.admission, m.executor, m.history, &m.api);
         if (r < 0)
                 return log_oom();
         api_set_query_finished_hook(m.api, on_query_finished, &m);
+        api_set_cleanup_confirmed_hook(m.api, on_cleanup_confirmed, &m);
+        api_set_sandbox_probe(m.api, sandbox_probe, &m);
 
         /* Admins read the queue on the system bus; without one (a developer's
          * machine) the daemon still serves HTTP. */
