@@ -281,12 +281,59 @@ static bool is_json_array(const char *text) {
         return ok;
 }
 
-int history_finish(History *h, const char *id, const HistoryOutcome *o) {
+static int insert_artifact(History *h, const char *query_id, const HistoryNewArtifact *a) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+        int r;
+
+        r = prepare(
+                h,
+                "INSERT INTO artifacts (id, query_id, name, media_type, size_bytes, sha256, data)"
+                " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                &s);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(s, 1, a->id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 2, query_id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 3, a->name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 4, a->media_type, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 5, (sqlite3_int64) a->size);
+        sqlite3_bind_text(s, 6, a->sha256, -1, SQLITE_STATIC);
+        /* zeroblob-free: an empty file is an empty blob, not NULL. */
+        sqlite3_bind_blob64(s, 7, a->size ? a->data : "", a->size, SQLITE_STATIC);
+        if (sqlite3_step(s) != SQLITE_DONE)
+                return db_error(h, "store an artifact");
+        return 0;
+}
+
+static int finish_record(History *h, const char *id, const HistoryOutcome *o);
+
+int history_finish(History *h, const char *id, const HistoryOutcome *o) {
         int r;
 
         if (!is_json_array(o->sources_json))
                 return -EINVAL;
+        for (size_t i = 0; i < o->n_artifacts; i++)
+                if (!o->artifacts[i].sha256 || strlen(o->artifacts[i].sha256) != 64)
+                        return -EINVAL;
+        if (o->n_artifacts == 0)
+                return finish_record(h, id, o);
+
+        r = exec(h, "BEGIN IMMEDIATE");
+        if (r < 0)
+                return r;
+        r = finish_record(h, id, o);
+        for (size_t i = 0; r >= 0 && i < o->n_artifacts; i++)
+                r = insert_artifact(h, id, &o->artifacts[i]);
+        if (r < 0) {
+                (void) sqlite3_exec(h->db, "ROLLBACK", NULL, NULL, NULL);
+                return r;
+        }
+        return exec(h, "COMMIT");
+}
+
+static int finish_record(History *h, const char *id, const HistoryOutcome *o) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+        int r;
 
         r = prepare(
                 h,

@@ -43,6 +43,16 @@ typedef struct HistoryTimings {
         uint64_t queue_ms, wiki_ms, model_ms, sandbox_ms, cleanup_ms, total_ms;
 } HistoryTimings;
 
+/* A file of the query's /out to keep (API.md 9). */
+typedef struct HistoryNewArtifact {
+        const char *id;         /* "af_…" */
+        const char *name;       /* made safe by the sandbox */
+        const char *media_type; /* from the allowlist */
+        const char *sha256;     /* 64 lower-case hex digits of data */
+        const void *data;
+        size_t size;
+} HistoryNewArtifact;
+
 typedef struct HistoryOutcome {
         bool succeeded;
         const char *answer;        /* when succeeded, else NULL */
@@ -52,12 +62,15 @@ typedef struct HistoryOutcome {
         HistoryTimings timings;
         const char *model; /* the model name of the usage object */
         uint64_t prompt_tokens, completion_tokens;
-        usec_t finished_at; /* CLOCK_REALTIME */
+        usec_t finished_at;                  /* CLOCK_REALTIME */
+        const HistoryNewArtifact *artifacts; /* stored with the record, in order */
+        size_t n_artifacts;
 } HistoryOutcome;
 
-/* Complete the running record id. Returns 0, -ENOENT (no running record
- * of that id, e.g. it was deleted meanwhile), -EINVAL (sources_json is not
- * an array), -EIO. */
+/* Complete the running record id, with its artifacts, in one transaction.
+ * Returns 0, -ENOENT (no running record of that id, e.g. it was deleted
+ * meanwhile), -EINVAL (sources_json is not an array, or an artifact's
+ * sha256 is not 64 characters), -EIO. */
 int history_finish(History *h, const char *id, const HistoryOutcome *outcome);
 
 /* The query record of API.md 9 for id, if it belongs to session: 0 and a
