@@ -1281,6 +1281,218 @@ def sandbox_run_writes_file(bed):
 
 
 # --------------------------------------------------------------------------
+# The query pipeline (issue 9): wikiwebd under the production unit asks a
+# real private MediaWiki (tests/fixtures/mediawiki.py, php -S on the host's
+# 127.0.0.1, which the container shares) with a bot password from the
+# credential store, a scripted model (tests/fixtures/fake_llm.py) and runs
+# run_python in the real sandbox (crun, the service user's manager).
+
+PL_CODE = r"""
+import csv, json, sys
+pages = json.load(open('/data/pages.json'))
+page = [p for p in pages if p['title'] == 'Fruit production'][0]
+text = open('/data/' + page['file'], encoding='utf-8').read()
+rows = []
+for line in text.splitlines():
+    if line.startswith('| ') and '||' in line:
+        rows.append([c.strip() for c in line[2:].split('||')])
+with open('/out/production.csv', 'w', newline='') as f:
+    w = csv.writer(f, lineterminator='\n')
+    w.writerow(['fruit', '2021', '2022', '2023'])
+    w.writerows(rows)
+print('rows', len(rows), 'total 2023', sum(int(r[3]) for r in rows))
+"""
+
+
+def _pl_fixtures():
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures"))
+    import fake_llm  # noqa: E402
+    import mediawiki  # noqa: E402
+    why = mediawiki.available()
+    if why:
+        raise TestFailure("no MediaWiki for the pipeline tests: " + why)
+    return fake_llm, mediawiki
+
+
+def _pl_expected_csv(mediawiki):
+    import csv
+    import io
+    rows = [[c.strip() for c in line[2:].split("||")]
+            for line in mediawiki.PAGES["Fruit production"].splitlines() if line.startswith("| ") and "||" in line]
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(["fruit", "2021", "2022", "2023"])
+    w.writerows(rows)
+    return out.getvalue().encode()
+
+
+def _pl_bot_sources(wiki, titles):
+    """Title, canonical URL and revision id of each title, asked of the
+    private wiki with the bot's own login (stdlib HTTP with a cookie jar)."""
+    import http.cookiejar
+    import urllib.parse
+    import urllib.request
+    op = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+
+    def api(params, post=False):
+        params = dict(params, format="json", formatversion="2")
+        data = urllib.parse.urlencode(params).encode()
+        if post:
+            r = op.open(wiki.api_url, data=data, timeout=10)
+        else:
+            r = op.open(wiki.api_url + "?" + data.decode(), timeout=10)
+        return json.loads(r.read())
+
+    token = api({"action": "query", "meta": "tokens", "type": "login"})["query"]["tokens"]["logintoken"]
+    res = api({"action": "login", "lgname": wiki.bot_user, "lgpassword": wiki.bot_password, "lgtoken": token},
+              post=True)
+    check(res["login"]["result"] == "Success", f"bot login for the expectations: {res}")
+    out = []
+    for t in titles:
+        page = api({"action": "query", "titles": t, "redirects": "1", "prop": "revisions|info",
+                    "rvprop": "ids", "inprop": "url"})["query"]["pages"][0]
+        out.append({"title": page["title"], "url": page.get("canonicalurl") or page["fullurl"],
+                    "revision_id": page["revisions"][0]["revid"]})
+    return out
+
+
+class _Pipeline:
+    """The bed's daemon pointed at a private wiki and a scripted model, with
+    the wiki password and the LLM key in the credential store; restored on
+    exit."""
+
+    def __init__(self, bed, extra=""):
+        self.bed = bed
+        self.extra = extra
+
+    def __enter__(self):
+        self.fake_llm, self.mediawiki = _pl_fixtures()
+        self.wiki = self.mediawiki.Wiki(private=True).start()
+        self.llm = self.fake_llm.FakeLLM([]).start()
+        self.key = "sk-pl-" + secrets.token_hex(20)
+        self.llm.api_key = self.key
+        self.conf = self.bed.ct.root("/etc/wikiweb/wikiweb.conf")
+        with open(self.conf) as f:
+            self.saved = f.read()
+        keep = "".join(line + "\n" for line in self.saved.splitlines()
+                       if not re.match(r"WIKI_WEB_(WIKI_API_URL|LLM_URL|LLM_MODEL|QUERY_TIMEOUT_SECONDS)=", line))
+        self.bed.ct.write("/etc/wikiweb/wikiweb.conf",
+                          keep + f"WIKI_WEB_WIKI_API_URL={self.wiki.api_url}\n"
+                          f"WIKI_WEB_WIKI_USERNAME={self.wiki.bot_user}\n"
+                          f"WIKI_WEB_LLM_URL={self.llm.url}\n"
+                          "WIKI_WEB_LLM_MODEL=test-model\n"
+                          "WIKI_WEB_QUERY_TIMEOUT_SECONDS=60\n" + self.extra)
+        self.saved_key = open(self.bed.ct.root("/etc/credstore/wikiweb.llm-api-key")).read()
+        self.bed.ct.write("/etc/credstore/wikiweb.wiki-password", self.wiki.bot_password + "\n", 0o600)
+        self.bed.ct.write("/etc/credstore/wikiweb.llm-api-key", self.key + "\n", 0o600)
+        self.bed.restart_clean()
+        wait_until(lambda: self.bed.http("GET", "/api/v1/health")[2]["sandbox"] == "ok", 30,
+                   what="health says the sandbox is ok")
+        return self
+
+    def __exit__(self, *exc):
+        self.bed.ct.write("/etc/wikiweb/wikiweb.conf", self.saved)
+        self.bed.ct.write("/etc/credstore/wikiweb.llm-api-key", self.saved_key, 0o600)
+        self.bed.ct.remove("/etc/credstore/wikiweb.wiki-password")
+        self.llm.stop()
+        self.wiki.stop()
+        self.bed.restart_clean()
+
+    def secrets(self):
+        return [self.key, self.wiki.bot_password]
+
+
+def _pl_no_scopes(bed):
+    units = _sb_user_units(bed)
+    check(not units, f"scopes left in the user manager: {units}")
+
+
+def _pl_grep_secrets(bed, words, artifacts=()):
+    journal = bed.journal("-o", "verbose")
+    db = b""
+    for name in os.listdir(bed.ct.root("/var/lib/wikiweb")):
+        p = bed.ct.root("/var/lib/wikiweb/" + name)
+        if name.startswith("history") and os.path.isfile(p):
+            with open(p, "rb") as f:
+                db += f.read()
+    check(b"qr_" in db, "the history file is not where the grep looks")
+    for w in list(words) + list(bed.tokens):
+        check(w not in journal, "a secret or session token in the journal")
+        check(w.encode() not in db, "a secret or session token in the history")
+        for a in artifacts:
+            check(w.encode() not in a, "a secret or session token in an artifact")
+
+
+@test
+def pipeline_question_with_python(bed):
+    """A real question: search, two reads (one through a redirect), run_python makes a CSV from a page's table,
+    the answer; sources with the wiki's revision ids, the CSV byte-exact, nothing for another session."""
+    with _Pipeline(bed) as pl:
+        steps = [
+            {"tool_calls": [{"name": "wiki_search", "arguments": {"query": "fruit production", "limit": 3}}]},
+            {"tool_calls": [{"name": "wiki_read", "arguments": {"title": "Apples"}},
+                            {"name": "wiki_read", "arguments": {"title": "Fruit production"}}]},
+            {"tool_calls": [{"name": "run_python", "arguments": {"code": PL_CODE}}]},
+            {"answer": "The orchard produced 2330 kg in 2023 [Fruit production]; see production.csv."},
+        ]
+        token = bed.session()
+        expected_csv = _pl_expected_csv(pl.mediawiki)
+        for flavor in pl.fake_llm.FLAVORS:
+            pl.llm.set_script(steps, flavor=flavor)
+            t0 = time.monotonic()
+            status, hdrs, rec = bed.http("POST", "/api/v1/query", token, {"question": "Fruit totals?"}, timeout=90)
+            check(status == 200 and rec["status"] == "succeeded", f"{flavor}: {status} {rec}")
+            log(f"# {flavor}: {rec['id']} in {time.monotonic() - t0:.2f}s, timings {rec['timings_ms']}")
+            check(rec["answer"] == steps[3]["answer"], f"answer {rec['answer']!r}")
+            want = _pl_bot_sources(pl.wiki, ["Apples", "Fruit production"])
+            check(rec["sources"] == want, f"sources {rec['sources']} != {want}")
+            check(rec["timings_ms"]["sandbox"] > 0, f"no sandbox time: {rec['timings_ms']}")
+            tool = [m for m in pl.llm.chat_requests()[3]["messages"] if m["role"] == "tool"][-1]
+            result = json.loads(tool["content"])
+            check(result["exit_code"] == 0 and result["stdout"] == "rows 4 total 2023 2330\n",
+                  f"run_python result {result}")
+            check(result["files"] == [{"name": "production.csv", "size_bytes": len(expected_csv)}], f"{result}")
+            arts = rec["artifacts"]
+            check(len(arts) == 1 and arts[0]["name"] == "production.csv" and arts[0]["media_type"] == "text/csv"
+                  and arts[0]["sha256"] == hashlib.sha256(expected_csv).hexdigest(), f"artifacts {arts}")
+            conn = http.client.HTTPConnection("127.0.0.1", bed.port, timeout=10)
+            conn.request("GET", arts[0]["download_url"], headers={"Cookie": f"wikiweb_session={token}"})
+            r = conn.getresponse()
+            data = r.read()
+            conn.close()
+            check(r.status == 200 and data == expected_csv, f"download: {r.status} {data[:200]!r}")
+            status, _, err = bed.http("GET", arts[0]["download_url"], bed.session())
+            check(status == 404 and err["error"]["code"] == "artifact_not_found", f"other session: {status}")
+            status, _, err = bed.http("GET", f"/api/v1/history/{rec['id']}", bed.session())
+            check(status == 404, f"another session sees the record: {status}")
+            _pl_no_scopes(bed)
+            check(bed.prop("State") == "idle" and bed.prop("Health") == "ok", "not idle and ok after the query")
+        _pl_grep_secrets(bed, pl.secrets(), [expected_csv])
+
+
+@test
+def pipeline_deadline_while_container_runs(bed):
+    """query_timeout while run_python sleeps: the container is killed and cleaned up, the file it wrote
+    is still an artifact, the slot is free and nothing is left."""
+    with _Pipeline(bed, extra="WIKI_WEB_QUERY_TIMEOUT_SECONDS=4\n") as pl:
+        code = "open('/out/partial.txt', 'w').write('half')\nimport time\ntime.sleep(120)\n"
+        pl.llm.set_script([{"tool_calls": [{"name": "run_python", "arguments": {"code": code}}]},
+                           {"answer": "never"}])
+        token = bed.session()
+        t0 = time.monotonic()
+        status, hdrs, body = bed.http("POST", "/api/v1/query", token, {"question": "Sleep?"}, timeout=60)
+        took = time.monotonic() - t0
+        check(status == 504 and body["error"]["code"] == "query_timeout", f"{status} {body}")
+        check(took < 15, f"the deadline took {took:.1f}s")
+        qid = hdrs["wikiweb-query-id"]
+        status, _, rec = bed.http("GET", f"/api/v1/history/{qid}", token)
+        log(f"# deadline after {took:.2f}s; record {rec['status']} {rec['error']} artifacts {rec['artifacts']}")
+        check(rec["status"] == "failed" and [a["name"] for a in rec["artifacts"]] == ["partial.txt"],
+              f"record {rec}")
+        _pl_no_scopes(bed)
+        check(bed.prop("State") == "idle" and bed.prop("Health") == "ok", "not idle and ok after the deadline")
+
+# --------------------------------------------------------------------------
 
 
 def preflight():
