@@ -511,6 +511,20 @@ static int run(int argc, char *argv[]) {
                 else {
                         sandbox_set_state_handler(m.sandbox, on_sandbox_state, &m);
                         query_executor_set_sandbox(m.executor, m.sandbox);
+                        if (getenv("WIKI_WEB_TEST_FAULTS") && streq(getenv("WIKI_WEB_TEST_FAULTS"), "1") &&
+                            getenv("WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE")) {
+                                uint64_t n;
+
+                                if (parse_uint64_range(
+                                            getenv("WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE"), 0, 100, &n) < 0)
+                                        return log_error_errno(
+                                                EINVAL,
+                                                "WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE: expected 0..100");
+                                log_warning(
+                                        "Test fault: the next %" PRIu64 " scope cleanups are not confirmed.",
+                                        n);
+                                sandbox_set_test_unconfirmable(m.sandbox, (unsigned) n);
+                        }
                 }
         }
 

@@ -1492,6 +1492,62 @@ def pipeline_deadline_while_container_runs(bed):
         _pl_no_scopes(bed)
         check(bed.prop("State") == "idle" and bed.prop("Health") == "ok", "not idle and ok after the deadline")
 
+
+@test
+def pipeline_unconfirmed_cleanup_holds_the_slot(bed):
+    """A container whose cleanup is not confirmed at first (test fault switch): cleanup_failed, the slot stays
+    running and Health degraded, a waiting ticket is promoted only once the retry confirms it; the EMA counts
+    until then."""
+    with _Pipeline(bed, extra="WIKI_WEB_TEST_FAULTS=1\nWIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE=1\n") as pl:
+        pl.llm.set_script([{"tool_calls": [{"name": "run_python", "arguments": {"code": "print(6 * 7)"}}]},
+                           {"answer": "42"}])
+        a, b = bed.session(), bed.session()
+        t0 = time.monotonic()
+        status, hdrs, body = bed.http("POST", "/api/v1/query", a, {"question": "Six times seven?"}, timeout=60)
+        t_reply = time.monotonic() - t0
+        check(status == 500 and body["error"]["code"] == "cleanup_failed", f"{status} {body}")
+        check(bed.prop("State") == "running", "the slot was freed before the cleanup was confirmed")
+        status, _, st = bed.http("POST", "/api/v1/queue/join", b)
+        check(status == 201 and st["ticket"]["status"] == "waiting", f"join while cleanup pending: {status} {st}")
+        health = bed.http("GET", "/api/v1/health")[2]
+        check(health["status"] == "degraded", f"health while cleanup pending: {health}")
+        wait_until(lambda: bed.prop("State") == "reserved", 30, interval=0.05, what="promotion after cleanup")
+        t_promoted = time.monotonic() - t0
+        check(bed.prop("Health") == "ok" and bed.http("GET", "/api/v1/health")[2]["status"] == "ok",
+              "health did not return to ok")
+        avg = bed.prop("AverageQueryUSec") / 1e6
+        log(f"# reply after {t_reply:.2f}s, promoted after {t_promoted:.2f}s, average query {avg:.2f}s")
+        check(avg > t_reply, f"the EMA ({avg:.2f}s) did not count until the confirmed cleanup ({t_reply:.2f}s)")
+        _pl_no_scopes(bed)
+        status, _, st = bed.http("GET", "/api/v1/queue/status", b)
+        check(st["ticket"]["status"] == "reserved", f"B not reserved: {st}")
+
+
+@test
+def pipeline_kill9_while_container_runs(bed):
+    """kill -9 of wikiwebd while run_python runs: systemd restarts it, the record becomes failed, and the
+    start-up sweep removes the orphaned scope and container."""
+    with _Pipeline(bed) as pl:
+        pl.llm.set_script([{"tool_calls": [{"name": "run_python", "arguments": {"code": "import time\ntime.sleep(300)\n"}}]},
+                           {"answer": "never"}])
+        token = bed.session()
+        th = threading.Thread(target=lambda: _quietly(lambda: bed.http(
+            "POST", "/api/v1/query", token, {"question": "Sleep?"}, timeout=60)), daemon=True)
+        th.start()
+        wait_until(lambda: _sb_user_units(bed), 30, interval=0.1, what="the container's scope")
+        qid = bed.prop("RunningQueryId")
+        old_pid = bed.show(SERVICE, "MainPID")["MainPID"]
+        bed.ct.run(["systemctl", "kill", "-s", "KILL", SERVICE])
+        wait_until(lambda: bed.service_up() and bed.show(SERVICE, "MainPID")["MainPID"] not in ("0", old_pid),
+                   30, what="the restarted daemon")
+        wait_until(lambda: not _sb_user_units(bed), 30, interval=0.1, what="the orphaned scope swept")
+        status, _, rec = bed.http("GET", f"/api/v1/history/{qid}", token)
+        check(status == 200 and rec["status"] == "failed" and rec["error"]["code"] == "execution_failed",
+              f"record after kill -9: {status} {rec}")
+        left = bed.ct.run(["sh", "-c", "ls /var/lib/wikiweb/sandbox 2>/dev/null | grep qr_ || true"]).stdout.strip()
+        check(not left, f"query directories left: {left}")
+        log(f"# {qid} after kill -9: {rec['error']}")
+
 # --------------------------------------------------------------------------
 
 
