@@ -1467,6 +1467,10 @@ def pipeline_question_with_python(bed):
             check(status == 404, f"another session sees the record: {status}")
             _pl_no_scopes(bed)
             check(bed.prop("State") == "idle" and bed.prop("Health") == "ok", "not idle and ok after the query")
+            steps_logged = [e for e in bed.journal_json()
+                            if e.get("QUERY_ID") == rec["id"] and e.get("WIKIWEB_EVENT") == "query_step"]
+            check(len(steps_logged) >= 8, f"{len(steps_logged)} step lines with QUERY_ID= in the journal")
+        check("Fruit totals?" not in bed.journal(), "the question text is in the journal")
         _pl_grep_secrets(bed, pl.secrets(), [expected_csv])
 
 
