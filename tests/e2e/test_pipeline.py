@@ -320,6 +320,16 @@ class Errors(PipelineBase):
         b, r = self.ask(d)
         self.check_failed(d, b, r, 'connectivity_failed')
 
+    def test_tls_self_signed(self):
+        """A model URL over https whose certificate no CA signed: tls_failed."""
+        import upstream_servers
+        with upstream_servers.ScriptedServer(tls=True) as srv:
+            llm = self.llm([])
+            llm.url = srv.url('/v1').rstrip('/')
+            d = self.pipeline_daemon(llm)
+            b, r = self.ask(d)
+            self.check_failed(d, b, r, 'tls_failed')
+
     def test_redirect_to_unnamed_loopback(self):
         """The model URL answers with a redirect to 127.0.0.2, which no
         setting names: destination_denied, and nothing reaches 127.0.0.2."""
