@@ -18,6 +18,7 @@
 #include "config-version.h"
 #include "http/api.h"
 #include "http/httpd.h"
+#include "query/destination.h"
 #include "query/executor.h"
 #include "sandbox/sandbox.h"
 #include "shared/config.h"
@@ -433,6 +434,24 @@ static int run(int argc, char *argv[]) {
                 return log_error_errno(r, "Invalid configuration: %s", error ? error : "see above");
         }
         log_set_max_level(m.config.log_level);
+
+        /* The upstream URLs and hosts as the destination policy reads them
+         * (API.md 8): one it would refuse fails here, not at every query. */
+        {
+                DestinationPolicy *policy = NULL;
+
+                r = destination_policy_new(
+                        m.config.wiki_api_url, m.config.llm_url, m.config.allowed_destinations, &policy);
+                destination_policy_free(policy);
+                if (r == -ENOMEM)
+                        return log_oom();
+                if (r < 0)
+                        return log_error_errno(
+                                r,
+                                "Invalid configuration: WIKI_WEB_WIKI_API_URL, WIKI_WEB_LLM_URL or "
+                                "WIKI_WEB_ALLOWED_DESTINATIONS is not a plain http(s) URL or host "
+                                "(no user info; a numeric host must be a dotted quad)");
+        }
 
         if (arg_check_config) {
                 config_dump(&m.config, stdout);

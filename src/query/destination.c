@@ -67,7 +67,8 @@ static int normalise_host(const char *in, size_t len, char out[static DESTINATIO
                 return -EINVAL;
 
         /* Labels of [A-Za-z0-9_-], 1..63 bytes, separated by single dots. */
-        for (size_t i = 0, label = 0; i < len; i++) {
+        size_t label = 0;
+        for (size_t i = 0; i < len; i++) {
                 char c = in[i];
 
                 if (c == '.') {
@@ -81,6 +82,8 @@ static int normalise_host(const char *in, size_t len, char out[static DESTINATIO
                 if (++label > 63)
                         return -EINVAL;
         }
+        if (label == 0) /* "a.." : an empty last label */
+                return -EINVAL;
         for (size_t i = 0; i < len; i++)
                 buf[i] = lower(in[i]);
         buf[len] = 0;
@@ -357,8 +360,37 @@ bool destination_address_is_special(const struct sockaddr *sa, socklen_t len) {
 
 bool destination_address_allowed(
         const DestinationPolicy *p, const char *host, const struct sockaddr *sa, socklen_t len) {
+        char norm[DESTINATION_HOST_MAX + 1];
+        bool ip = false;
+
         if (!sa || (sa->sa_family != AF_INET && sa->sa_family != AF_INET6))
                 return false;
+        if (sa->sa_family == AF_INET && len < (socklen_t) sizeof(struct sockaddr_in))
+                return false;
+        if (sa->sa_family == AF_INET6 && len < (socklen_t) sizeof(struct sockaddr_in6))
+                return false;
+        /* An IP literal host is connected to at that address and no other: a
+         * connection elsewhere means the URL was read differently than we
+         * read it. */
+        if (host && normalise_host(host, strlen(host), norm, &ip) >= 0 && ip) {
+                uint8_t want[16] = { 0 }, got[16] = { 0 };
+
+                if (strchr(norm, ':')) {
+                        if (inet_pton(AF_INET6, norm, want) != 1)
+                                return false;
+                } else {
+                        want[10] = want[11] = 0xff; /* as IPv4-mapped */
+                        if (inet_pton(AF_INET, norm, want + 12) != 1)
+                                return false;
+                }
+                if (sa->sa_family == AF_INET) {
+                        got[10] = got[11] = 0xff;
+                        memcpy(got + 12, &((const struct sockaddr_in *) sa)->sin_addr, 4);
+                } else
+                        memcpy(got, &((const struct sockaddr_in6 *) sa)->sin6_addr, 16);
+                if (memcmp(want, got, 16) != 0)
+                        return false;
+        }
         if (!destination_address_is_special(sa, len))
                 return true;
         return destination_host_named(p, host);

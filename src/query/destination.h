@@ -67,7 +67,11 @@ int destination_check_url(const DestinationPolicy *p, const char *url, Destinati
 bool destination_address_is_special(const struct sockaddr *sa, socklen_t len);
 
 /* Check 2: whether a connection to sa for a URL whose host is `host` may be
- * made. A special address is allowed only when host is named. */
+ * made. A special address is allowed only when host is named; a host that
+ * is an IP literal allows only a connection to that very address (IPv4 and
+ * its IPv4-mapped IPv6 form are the same address). Since check 1 has already
+ * refused every host that is not named, check 2 is the second line: it holds
+ * even if libcurl read a URL differently from destination_parse_url(). */
 bool destination_address_allowed(
         const DestinationPolicy *p, const char *host, const struct sockaddr *sa, socklen_t len);
 

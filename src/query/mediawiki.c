@@ -386,9 +386,10 @@ int mediawiki_parse_search(
                         r = -EBADMSG;
                         goto fail;
                 }
-                if (get(h, "snippet", json_type_null) == NULL &&
-                    json_object_object_get_ex(h, "snippet", NULL) && !snippet) {
-                        r = -EBADMSG; /* present, but not a string */
+                json_object *sv = NULL;
+                if (json_object_is_type(h, json_type_object) &&
+                    json_object_object_get_ex(h, "snippet", &sv) && sv && !snippet) {
+                        r = -EBADMSG; /* present, not null, and not a good string */
                         goto fail;
                 }
                 r = strdup_checked(title, &hits[i].title);

@@ -18,6 +18,7 @@ struct Upstream {
         CurlGlue *glue;
         const DestinationPolicy *policy;
         uint64_t max_response_bytes;
+        usec_t connect_timeout;
         char *user_agent;
 };
 
@@ -74,6 +75,7 @@ int upstream_new(sd_event *event, const DestinationPolicy *policy, uint64_t max_
         u->event = sd_event_ref(event);
         u->policy = policy;
         u->max_response_bytes = max_response_bytes;
+        u->connect_timeout = UPSTREAM_CONNECT_TIMEOUT_USEC;
 
         v = curl_version_info(CURLVERSION_NOW);
         if (asprintf(
@@ -103,6 +105,10 @@ Upstream *upstream_free(Upstream *u) {
         free(u->user_agent);
         free(u);
         return NULL;
+}
+
+void upstream_set_connect_timeout(Upstream *u, usec_t timeout) {
+        u->connect_timeout = timeout > 0 ? timeout : UPSTREAM_CONNECT_TIMEOUT_USEC;
 }
 
 sd_event *upstream_get_event(const Upstream *u) {
@@ -390,7 +396,7 @@ static bool upstream_operation_deadline_passed(const UpstreamOperation *op) {
 static int upstream_operation_start_hop(UpstreamOperation *op) {
         Upstream *u = op->upstream;
         CURL *e;
-        usec_t timeout = 0, connect_timeout = UPSTREAM_CONNECT_TIMEOUT_USEC;
+        usec_t timeout = 0, connect_timeout = u->connect_timeout;
         int r;
 
         if (op->deadline != 0 && op->deadline != USEC_INFINITY) {
@@ -420,9 +426,16 @@ static int upstream_operation_start_hop(UpstreamOperation *op) {
         SETOPT(e, CURLOPT_OPENSOCKETFUNCTION, upstream_opensocket_callback);
         SETOPT(e, CURLOPT_OPENSOCKETDATA, op);
         SETOPT(e, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t) u->max_response_bytes);
-        SETOPT(e, CURLOPT_CONNECTTIMEOUT_MS, (long) MAX(connect_timeout / USEC_PER_MSEC, (usec_t) 1));
+        /* Rounded up: curl's timeout then fires at or after the deadline, so
+         * upstream_classify() sees it passed (query_timeout, not a connect
+         * timeout). */
+        SETOPT(e,
+               CURLOPT_CONNECTTIMEOUT_MS,
+               (long) MAX((connect_timeout + USEC_PER_MSEC - 1) / USEC_PER_MSEC, (usec_t) 1));
         if (timeout > 0)
-                SETOPT(e, CURLOPT_TIMEOUT_MS, (long) MAX(timeout / USEC_PER_MSEC, (usec_t) 1));
+                SETOPT(e,
+                       CURLOPT_TIMEOUT_MS,
+                       (long) MAX((timeout + USEC_PER_MSEC - 1) / USEC_PER_MSEC, (usec_t) 1));
         SETOPT(e, CURLOPT_HTTPHEADER, op->headers);
         if (op->jar) {
                 SETOPT(e, CURLOPT_SHARE, op->jar->share);

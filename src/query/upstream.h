@@ -53,6 +53,10 @@ int upstream_new(sd_event *event, const DestinationPolicy *policy, uint64_t max_
 Upstream *upstream_free(Upstream *u);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Upstream *, upstream_free);
 
+/* The connect timeout of every later exchange (default
+ * UPSTREAM_CONNECT_TIMEOUT_USEC; never beyond a request's deadline). */
+void upstream_set_connect_timeout(Upstream *u, usec_t timeout);
+
 /* The event loop the Upstream runs on (borrowed). */
 sd_event *upstream_get_event(const Upstream *u);
 

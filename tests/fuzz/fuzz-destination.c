@@ -8,7 +8,8 @@
  *    parts (the normalised host is a fixed point);
  *  - a host that parses as an IP literal is a canonical inet_ntop() form;
  *  - an allowed redirect keeps the host;
- *  - a special address is allowed only for a named host. */
+ *  - a special address is allowed only for a named host, a named DNS name
+ *    may reach any address, an IP literal only its own. */
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -86,6 +87,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (destination_check_url(policy, lines[2], &u) == 0) {
                 CHECK(destination_host_named(policy, u.host));
                 check_fixed_point(&u);
+                if (u.host_is_ip) {
+                        /* the literal's own address is allowed, as a socket address */
+                        struct sockaddr_in6 s6 = { .sin6_family = AF_INET6 };
+                        struct sockaddr_in s4 = { .sin_family = AF_INET };
+                        if (strchr(u.host, ':')) {
+                                CHECK(inet_pton(AF_INET6, u.host, &s6.sin6_addr) == 1);
+                                CHECK(destination_address_allowed(
+                                        policy, u.host, (struct sockaddr *) &s6, sizeof s6));
+                        } else {
+                                CHECK(inet_pton(AF_INET, u.host, &s4.sin_addr) == 1);
+                                CHECK(destination_address_allowed(
+                                        policy, u.host, (struct sockaddr *) &s4, sizeof s4));
+                        }
+                }
                 if (destination_check_redirect(policy, &u, lines[3], &r) == 0) {
                         CHECK(streq(r.host, u.host));
                         CHECK(destination_host_named(policy, r.host));
@@ -98,15 +113,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         if (destination_address_allowed(
                                     policy, "unnamed.invalid", (struct sockaddr *) &in6, sizeof in6))
                                 CHECK(!destination_address_is_special((struct sockaddr *) &in6, sizeof in6));
-                        CHECK(destination_address_allowed(
-                                policy, u.host, (struct sockaddr *) &in6, sizeof in6));
+                        if (!u.host_is_ip)
+                                CHECK(destination_address_allowed(
+                                        policy, u.host, (struct sockaddr *) &in6, sizeof in6));
                 } else if (end - p >= 4) {
                         struct sockaddr_in in = { .sin_family = AF_INET };
                         memcpy(&in.sin_addr, p, 4);
                         if (destination_address_allowed(
                                     policy, "unnamed.invalid", (struct sockaddr *) &in, sizeof in))
                                 CHECK(!destination_address_is_special((struct sockaddr *) &in, sizeof in));
-                        CHECK(destination_address_allowed(policy, u.host, (struct sockaddr *) &in, sizeof in));
+                        if (!u.host_is_ip)
+                                CHECK(destination_address_allowed(
+                                        policy, u.host, (struct sockaddr *) &in, sizeof in));
                 }
         }
 out:

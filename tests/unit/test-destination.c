@@ -153,6 +153,17 @@ static void test_named_and_unnamed(void) {
         ASSERT_TRUE(!allowed(p, "rebind.example.net", "fd00::1"));
         ASSERT_TRUE(!allowed(p, "rebind.example.net", "100.64.1.1"));
         ASSERT_TRUE(allowed(p, "rebind.example.net", "93.184.216.34"));
+        /* An IP literal host: that address only, named or not. */
+        ASSERT_TRUE(allowed(p, "127.0.0.3", "127.0.0.3"));
+        ASSERT_TRUE(allowed(p, "127.0.0.3", "::ffff:127.0.0.3"));
+        ASSERT_TRUE(!allowed(p, "127.0.0.3", "127.0.0.1"));
+        ASSERT_TRUE(!allowed(p, "127.0.0.3", "93.184.216.34"));
+        ASSERT_TRUE(allowed(p, "::1", "::1"));
+        ASSERT_TRUE(allowed(p, "[::1]", "::1"));
+        ASSERT_TRUE(!allowed(p, "::1", "127.0.0.1"));
+        ASSERT_TRUE(allowed(p, "8.8.8.8", "8.8.8.8"));
+        ASSERT_TRUE(!allowed(p, "8.8.8.8", "8.8.4.4"));
+        ASSERT_TRUE(!allowed(p, "127.0.0.1", "127.0.0.1")); /* not named */
 
         /* URLs: the host decides, any port. */
         ASSERT_OK(destination_check_url(p, "https://wiki.example.com/w/api.php?action=query", NULL));
@@ -181,9 +192,13 @@ static void test_parse_url(void) {
                 "http://",
                 "http://:80/",
                 "http://a..b/",
+                "http://a../",
+                "http://a.b..:80/",
                 "http://.a/",
                 "http://a b/",
-                "http://a\tb/",
+                "http://a..b/",
+                "http://a../",
+                "http://a.b..:80/",
                 "http://user@host/",
                 "http://user:pw@host/",
                 "http://host:/",

@@ -10,7 +10,10 @@
  *                                                      10 ms timer measures loop lateness
  * options: --allow HOST (repeatable) --wiki-url URL --llm-url URL
  *          --max-bytes N --timeout-ms N --method GET|POST --data STRING
- *          --header "Name: value" (repeatable) --content-type TYPE */
+ *          --header "Name: value" (repeatable) --content-type TYPE
+ *          --connect-timeout-ms N --limit N (wiki search)
+ *   wikiweb-upstream-tool --wiki-url URL [--wiki-user U --wiki-password-file F]
+ *          wiki search:QUERY read:TITLE ...   (or "wiki -": commands on stdin) */
 
 #include <getopt.h>
 #include <json-c/json.h>
@@ -38,6 +41,7 @@ static const char *arg_wiki_user;
 static const char *arg_wiki_password_file;
 static uint64_t arg_max_bytes = 8 * 1024 * 1024;
 static uint64_t arg_timeout_ms = 30000;
+static uint64_t arg_connect_timeout_ms = 0;
 
 static sd_event *event;
 static Upstream *upstream;
@@ -188,11 +192,19 @@ static int cmd_fetch_n(unsigned n, const char *url) {
 
 #define TICK_USEC (10 * USEC_PER_MSEC)
 
+#define TICK_SAMPLES 100000
+
 typedef struct Ticker {
         usec_t next;
         usec_t max_late, sum_late;
         unsigned ticks;
+        usec_t *samples;
 } Ticker;
+
+static int cmp_usec(const void *a, const void *b) {
+        usec_t x = *(const usec_t *) a, y = *(const usec_t *) b;
+        return x < y ? -1 : x > y;
+}
 
 static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
         Ticker *t = userdata;
@@ -201,6 +213,8 @@ static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
 
         t->max_late = MAX(t->max_late, late);
         t->sum_late += late;
+        if (t->ticks < TICK_SAMPLES)
+                t->samples[t->ticks] = late;
         t->ticks++;
         t->next = n + TICK_USEC;
         (void) sd_event_source_set_time(s, t->next);
@@ -211,6 +225,7 @@ static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
 static int cmd_lateness(unsigned n, const char *url) {
         _cleanup_free_ Fetch *f = NULL;
         Ticker t = { 0 };
+        _cleanup_free_ usec_t *samples = calloc(TICK_SAMPLES, sizeof(usec_t));
         sd_event_source *tick = NULL;
         json_object *o;
         int r;
@@ -218,8 +233,9 @@ static int cmd_lateness(unsigned n, const char *url) {
         if (n == 0 || n > 64)
                 return -EINVAL;
         f = calloc(n, sizeof *f);
-        if (!f)
+        if (!f || !samples)
                 return -ENOMEM;
+        t.samples = samples;
         for (unsigned i = 0; i < n; i++) {
                 UpstreamRequest req = make_request(url);
                 f[i] = (Fetch){ .started = now(CLOCK_MONOTONIC), .print = true };
@@ -238,6 +254,14 @@ static int cmd_lateness(unsigned n, const char *url) {
         o = json_object_new_object();
         json_object_object_add(o, "ticks", json_object_new_int((int) t.ticks));
         json_object_object_add(o, "max_lateness_ms", json_object_new_double((double) t.max_late / 1000.0));
+        {
+                size_t k = MIN((size_t) t.ticks, (size_t) TICK_SAMPLES);
+                qsort(samples, k, sizeof(usec_t), cmp_usec);
+                json_object_object_add(
+                        o,
+                        "p99_lateness_ms",
+                        json_object_new_double(k ? (double) samples[k * 99 / 100] / 1000.0 : 0.0));
+        }
         json_object_object_add(
                 o,
                 "mean_lateness_ms",
@@ -291,6 +315,7 @@ int main(int argc, char **argv) {
                 { "header", required_argument, NULL, 'H' },
                 { "content-type", required_argument, NULL, 'c' },
                 { "limit", required_argument, NULL, 'n' },
+                { "connect-timeout-ms", required_argument, NULL, 'C' },
                 { 0 },
         };
         _cleanup_(destination_policy_freep) DestinationPolicy *policy = NULL;
@@ -338,6 +363,10 @@ int main(int argc, char **argv) {
                 case 'c':
                         arg_content_type = optarg;
                         break;
+                case 'C':
+                        if (parse_u64(optarg, &arg_connect_timeout_ms) < 0)
+                                return 2;
+                        break;
                 case 'n': {
                         uint64_t v;
                         if (parse_u64(optarg, &v) < 0 || v > 1000)
@@ -368,6 +397,7 @@ int main(int argc, char **argv) {
         r = upstream_new(event, policy, arg_max_bytes, &upstream);
         if (r < 0)
                 return 1;
+        upstream_set_connect_timeout(upstream, arg_connect_timeout_ms * USEC_PER_MSEC);
 
         if (streq(cmd, "fetch") && argc - optind == 2)
                 r = cmd_fetch(argv[optind + 1]);
