@@ -202,7 +202,8 @@ class Steps(unittest.TestCase):
             self.assertIn('HTTP 502: plain text', parse(s, raw)['message'])
 
     def test_delay_and_close(self):
-        with fake_llm.FakeLLM([{'answer': 'slow', 'delay': 0.4}, {'close': True}, {'answer': 'after'}]) as fake:
+        with fake_llm.FakeLLM([{'answer': 'slow', 'delay': 0.4}, {'close': True}, {'answer': 'after'},
+                               {'answer': 'trickled', 'trickle': 0.4}]) as fake:
             t = time.monotonic()
             s, _, raw = chat(fake)
             self.assertGreaterEqual(time.monotonic() - t, 0.4)
@@ -211,6 +212,10 @@ class Steps(unittest.TestCase):
                 chat(fake)
             s, _, raw = chat(fake)
             self.assertEqual(json.loads(raw)['choices'][0]['message']['content'], 'after')
+            t = time.monotonic()
+            s, _, raw = chat(fake)
+            self.assertGreaterEqual(time.monotonic() - t, 0.35)
+            self.assertEqual(parse(s, raw)['content'], 'trickled')
 
     def test_bearer_and_record(self):
         with fake_llm.FakeLLM([{'answer': 'ok'}], flavor='vllm', api_key='sk-test-key') as fake:

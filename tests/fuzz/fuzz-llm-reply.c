@@ -5,11 +5,17 @@
  * has valid UTF-8 strings, at most LLM_REPLY_MAX_TOOL_CALLS calls with
  * usable, unique ids and stays within the output budget, and can be sent
  * back as an assistant message in a request that is valid JSON; a failure
- * is one of the three codes with a bounded message. */
+ * is one of the three codes with a bounded message.
+ *
+ * Then the same reply drives the tool loop (agent.c): each valid call is
+ * answered with results built from its own arguments, so the argument
+ * validation and the cutting of tool results see hostile bytes too; every
+ * tool result must stay within its limit and be valid UTF-8. */
 
 #include <json-c/json.h>
 #include <stdint.h>
 
+#include "query/agent.h"
 #include "query/llm.h"
 #include "shared/macro.h"
 #include "shared/utf8.h"
@@ -21,12 +27,93 @@ static void check_string(const char *s) {
                 abort();
 }
 
+static void check_tool_messages(const Agent *a, size_t max) {
+        size_t n;
+        const LlmMessage *m = agent_messages(a, &n);
+
+        for (size_t i = 0; i < n; i++)
+                if (m[i].role == LLM_ROLE_TOOL) {
+                        check_string(m[i].content);
+                        if (strlen(m[i].content) > max)
+                                abort();
+                }
+}
+
+static void drive_agent(unsigned status, const uint8_t *data, size_t size) {
+        static const AgentSettings settings = {
+                .model = "m",
+                .max_steps = 2,
+                .context_tokens = 1u << 30,
+                .max_output_bytes = 4096,
+                .tool_result_max_bytes = 1024,
+                .sandbox_available = true,
+        };
+        _cleanup_(agent_freep) Agent *a = NULL;
+        AgentAction act;
+        int r;
+
+        if (agent_new(&settings, "question", &a) < 0)
+                return;
+        if (agent_next(a, &act) < 0 || act.type != AGENT_ACTION_SEND)
+                abort();
+        if (agent_model_reply(a, status, data, size) < 0)
+                return;
+        for (unsigned i = 0; i < 2 * LLM_REPLY_MAX_TOOL_CALLS; i++) {
+                r = agent_next(a, &act);
+                if (r < 0)
+                        return; /* -ENOMEM */
+                if (act.type != AGENT_ACTION_TOOL)
+                        break;
+                switch (act.call.tool) {
+                case AGENT_TOOL_WIKI_SEARCH: {
+                        AgentSearchResult results[AGENT_SEARCH_LIMIT_MAX];
+
+                        if (act.call.limit < 1 || act.call.limit > AGENT_SEARCH_LIMIT_MAX)
+                                abort();
+                        for (unsigned k = 0; k < act.call.limit; k++)
+                                results[k] = (AgentSearchResult){ act.call.query, act.call.query };
+                        r = agent_tool_search_done(a, results, act.call.limit);
+                        break;
+                }
+                case AGENT_TOOL_WIKI_READ: {
+                        AgentPage page = {
+                                .title = act.call.title,
+                                .url = act.call.title,
+                                .revision_id = UINT64_MAX,
+                                .content = act.call.title,
+                                .content_size = strlen(act.call.title),
+                        };
+                        if (strlen(act.call.title) < 1 || strlen(act.call.title) > AGENT_TITLE_MAX_BYTES)
+                                abort();
+                        r = agent_tool_read_done(a, &page);
+                        break;
+                }
+                case AGENT_TOOL_RUN_PYTHON: {
+                        AgentPythonRun run = {
+                                .stdout_bytes = act.call.code,
+                                .stdout_size = act.call.code_size,
+                                .stderr_bytes = act.call.code,
+                                .stderr_size = act.call.code_size,
+                        };
+                        r = agent_tool_python_done(a, &run);
+                        break;
+                }
+                default:
+                        abort();
+                }
+                if (r < 0)
+                        return;
+        }
+        check_tool_messages(a, settings.tool_result_max_bytes);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         LlmReplyLimits limits = { .max_output_bytes = 4096, .step = 7 };
         LlmReply reply = { .content = NULL };
         LlmError err = { .message = NULL };
+        bool has_calls = false;
         unsigned status;
         int r;
 
@@ -65,6 +152,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         abort();
                 if (reply.finish_reason && streq(reply.finish_reason, "length"))
                         abort();
+                has_calls = reply.n_tool_calls > 0;
 
                 /* Round trip: the reply as the next request's assistant message. */
                 {
@@ -107,5 +195,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         } else if (r != -ENOMEM)
                 abort();
 
+        /* Replies without tool calls take the agent's simple paths, which
+         * the unit tests cover; spend the time on the calls. */
+        if (has_calls)
+                drive_agent(status, data, size);
         return 0;
 }

@@ -906,6 +906,148 @@ static void test_tools_and_prompt(void) {
         }
 }
 
+/* ---- randomized, against a reference ---- */
+
+typedef enum Move {
+        MOVE_ANSWER,
+        MOVE_EMPTY,
+        MOVE_LENGTH,
+        MOVE_ERROR,
+        MOVE_CALLS,
+        _MOVE_MAX,
+} Move;
+
+static unsigned rnd(unsigned *state, unsigned n) {
+        *state = *state * 1103515245u + 12345u;
+        return (*state >> 16) % n;
+}
+
+/* Random conversations: at each step the model answers, answers empty,
+ * runs out of tokens, fails, or asks for 1..5 tool calls of which some are
+ * invalid. The expected course is computed by a plain reading of API.md
+ * 8.2 and compared action by action. */
+static void test_random_conversations(void) {
+        unsigned state = 12345;
+
+        for (unsigned round = 0; round < 3000; round++) {
+                AgentSettings s = defaults;
+                _cleanup_(agent_freep) Agent *a = NULL;
+                size_t n_tool_messages = 0, expected_tool_messages = 0;
+                unsigned step = 0;
+                AgentAction act;
+                bool over = false;
+
+                s.max_steps = 1 + rnd(&state, 6);
+                s.sandbox_available = rnd(&state, 2);
+                a = new_agent(&s, "q");
+
+                while (!over) {
+                        Move move = (Move) rnd(&state, _MOVE_MAX + 3); /* calls more often */
+                        bool last;
+
+                        if (move >= _MOVE_MAX)
+                                move = MOVE_CALLS;
+                        act = next(a, AGENT_ACTION_SEND);
+                        step++;
+                        last = step == s.max_steps;
+                        ASSERT_EQ_INT(act.step, step);
+                        ASSERT_EQ_INT(act.with_tools, !last);
+                        ASSERT_EQ_INT(!!strstr(act.body, "\"tools\""), !last);
+
+                        switch (move) {
+                        case MOVE_ANSWER:
+                                feed_free(a, reply_answer("fine"));
+                                ASSERT_EQ_STR(next(a, AGENT_ACTION_ANSWER).answer, "fine");
+                                over = true;
+                                break;
+                        case MOVE_EMPTY:
+                                feed_free(a, reply_answer(" "));
+                                expect_fail(a, API_ERROR_UPSTREAM_FAILED, "empty");
+                                over = true;
+                                break;
+                        case MOVE_LENGTH:
+                                feed(a,
+                                     200,
+                                     "{\"choices\":[{\"message\":{\"content\":\"x\"},\"finish_reason\":\"length\"}]}");
+                                expect_fail(a, API_ERROR_MODEL_OUTPUT_LIMIT, "length");
+                                over = true;
+                                break;
+                        case MOVE_ERROR:
+                                feed(a, 503, "{\"error\":{\"code\":503,\"message\":\"Loading model\"}}");
+                                expect_fail(a, API_ERROR_UPSTREAM_FAILED, "Loading model");
+                                over = true;
+                                break;
+                        case MOVE_CALLS: {
+                                unsigned k = 1 + rnd(&state, 5), valid = 0;
+                                const char *names[5], *args[5];
+                                char *body;
+
+                                for (unsigned i = 0; i < k; i++) {
+                                        switch (rnd(&state, 5)) {
+                                        case 0:
+                                                names[i] = "wiki_read", args[i] = "{\"title\":\"T\"}";
+                                                valid++;
+                                                break;
+                                        case 1:
+                                                names[i] = "wiki_search",
+                                                args[i] = "{\"query\":\"q\",\"limit\":3}";
+                                                valid++;
+                                                break;
+                                        case 2:
+                                                names[i] = "run_python", args[i] = "{\"code\":\"1\"}";
+                                                valid += s.sandbox_available;
+                                                break;
+                                        case 3:
+                                                names[i] = "wiki_read", args[i] = "{\"title\":\"\"}";
+                                                break;
+                                        default:
+                                                names[i] = "rm_rf", args[i] = "{}";
+                                                break;
+                                        }
+                                }
+                                for (unsigned i = k; i < 5; i++)
+                                        names[i] = NULL, args[i] = NULL;
+                                body = reply_calls(
+                                        names[0],
+                                        args[0],
+                                        names[1],
+                                        args[1],
+                                        names[2],
+                                        args[2],
+                                        names[3],
+                                        args[3],
+                                        names[4],
+                                        args[4],
+                                        NULL);
+                                feed_free(a, body);
+                                if (last) {
+                                        expect_fail(a, API_ERROR_EXECUTION_FAILED, "no answer within");
+                                        over = true;
+                                        break;
+                                }
+                                for (unsigned i = 0; i < valid; i++) {
+                                        act = next(a, AGENT_ACTION_TOOL);
+                                        ASSERT_OK(agent_tool_failed(a, "no"));
+                                }
+                                expected_tool_messages += k;
+                                break;
+                        }
+                        default:
+                                abort();
+                        }
+                }
+                ASSERT_EQ_INT(agent_steps(a), step);
+                {
+                        size_t n;
+                        const LlmMessage *m = agent_messages(a, &n);
+
+                        for (size_t i = 0; i < n; i++)
+                                n_tool_messages += m[i].role == LLM_ROLE_TOOL;
+                }
+                ASSERT_EQ_INT(n_tool_messages, expected_tool_messages);
+        }
+}
+
 int main(void) {
         test_answer_at_once();
         test_one_tool_then_answer();
@@ -923,5 +1065,6 @@ int main(void) {
         test_fit_result();
         test_page_file_name();
         test_tools_and_prompt();
+        test_random_conversations();
         return 0;
 }
