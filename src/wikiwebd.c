@@ -34,11 +34,11 @@ typedef struct Manager {
         Admission *admission;
         AdmissionTimer *admission_timer;
         QueryExecutor *executor;
-        Sandbox *sandbox; /* NULL: none could be set up (run_python not offered) */
         History *history;
         Api *api;
         HttpServer *http;
         QueueBus *bus;
+        Sandbox *sandbox;
         bool stopping;
         usec_t drain_deadline; /* 0 until no query runs while stopping */
         sd_event_source *exit_timer;
@@ -250,35 +250,34 @@ static void on_query_finished(
         update_status(m);
 }
 
-/* Health is degraded while a query's cleanup is not confirmed (API.md 8.4). */
-static void update_health(Manager *m) {
-        bool degraded = api_is_degraded(m->api) || (m->sandbox && sandbox_cleanup_pending(m->sandbox));
+/* A query whose cleanup was confirmed late has freed the slot: health
+ * follows (API.md 8.4). */
+static void on_cleanup_confirmed(const char *query_id, void *userdata) {
+        Manager *m = userdata;
 
         if (m->bus)
-                queue_bus_set_health(m->bus, degraded);
+                queue_bus_set_health(
+                        m->bus,
+                        (m->sandbox && sandbox_cleanup_pending(m->sandbox)) || api_is_degraded(m->api));
         update_status(m);
 }
 
-static void on_cleanup_confirmed(const char *query_id, void *userdata) {
-        update_health(userdata);
-}
-
+/* Availability for /api/v1/health and the journal; D-Bus Health is
+ * degraded while a sandbox cleanup is not confirmed (API.md 8.4). */
 static void on_sandbox_state(Sandbox *s, void *userdata) {
         Manager *m = userdata;
+        bool available = sandbox_is_available(s), pending = sandbox_cleanup_pending(s);
 
-        if (sandbox_is_available(s))
-                log_info("Sandbox available: run_python is offered to the model.");
+        if (available)
+                log_info("Sandbox available: run_python can be offered.");
         else
-                log_info(
-                        "Sandbox unavailable: %s; queries answer from the wiki only.",
-                        sandbox_unavailable_reason(s));
+                log_warning(
+                        "Sandbox unavailable, run_python is not offered: %s.", sandbox_unavailable_reason(s));
         if (m->api)
-                update_health(m);
-}
-
-static bool sandbox_probe(void *userdata) {
-        Manager *m = userdata;
-        return m->sandbox && sandbox_is_available(m->sandbox);
+                api_set_sandbox_state(m->api, available, pending);
+        if (m->bus)
+                queue_bus_set_health(m->bus, pending || (m->api && api_is_degraded(m->api)));
+        update_status(m);
 }
 
 static void random_ticket_id(char buf[static TICKET_ID_MAX], void *userdata) {
@@ -386,8 +385,8 @@ static void manager_free(Manager *m) {
         m->api = api_free(m->api);
         m->history = history_free(m->history);
         m->executor = query_executor_free(m->executor);
-        m->sandbox = sandbox_free(m->sandbox); /* after the executor: its queries go first */
         m->bus = queue_bus_free(m->bus);
+        m->sandbox = sandbox_free(m->sandbox);
         m->admission_timer = admission_timer_free(m->admission_timer);
         m->admission = admission_free(m->admission);
         m->event = sd_event_unref(m->event);
@@ -520,45 +519,39 @@ static int run(int argc, char *argv[]) {
         }
         if (!query_executor_is_configured(m.executor))
                 log_warning("Query execution is not configured: every query will fail with execution_failed.");
-        else {
-                /* run_python needs a runtime and the service user's manager;
-                 * without them queries still answer from the wiki (API.md 8.6). */
-                r = sandbox_new(m.event, &m.config, NULL, &m.sandbox);
-                if (r < 0)
-                        log_warning_errno(
-                                r, "Sandbox unavailable: cannot set it up; queries answer from the wiki only");
-                else {
-                        sandbox_set_state_handler(m.sandbox, on_sandbox_state, &m);
-                        query_executor_set_sandbox(m.executor, m.sandbox);
-                        if (getenv("WIKI_WEB_TEST_FAULTS") && streq(getenv("WIKI_WEB_TEST_FAULTS"), "1") &&
-                            getenv("WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE")) {
-                                uint64_t n;
-
-                                if (parse_uint64_range(
-                                            getenv("WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE"), 0, 100, &n) < 0)
-                                        return log_error_errno(
-                                                EINVAL,
-                                                "WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE: expected 0..100");
-                                log_warning(
-                                        "Test fault: the next %" PRIu64 " scope cleanups are not confirmed.",
-                                        n);
-                                sandbox_set_test_unconfirmable(m.sandbox, (unsigned) n);
-                        }
-                }
-        }
 
         r = api_new(&m.config, m.admission, m.executor, m.history, &m.api);
         if (r < 0)
                 return log_oom();
         api_set_query_finished_hook(m.api, on_query_finished, &m);
         api_set_cleanup_confirmed_hook(m.api, on_cleanup_confirmed, &m);
-        api_set_sandbox_probe(m.api, sandbox_probe, &m);
 
         /* Admins read the queue on the system bus; without one (a developer's
          * machine) the daemon still serves HTTP. */
         r = queue_bus_new(m.event, m.admission, NULL, &m.bus);
         if (r < 0)
                 log_warning_errno(r, "Not publishing the queue on D-Bus");
+
+        /* The sandbox owns SIGCHLD (we are a subreaper, see above), checks
+         * runtime, rootfs and the user manager, and sweeps what a previous
+         * run left behind. Unavailable is a state, not an error: queries
+         * still answer from the wiki. */
+        r = sandbox_new(m.event, &m.config, NULL, &m.sandbox);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the sandbox");
+        sandbox_set_state_handler(m.sandbox, on_sandbox_state, &m);
+        /* Queries offer run_python whenever the sandbox is available. */
+        query_executor_set_sandbox(m.executor, m.sandbox);
+        if (getenv("WIKI_WEB_TEST_FAULTS") && streq(getenv("WIKI_WEB_TEST_FAULTS"), "1") &&
+            getenv("WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE")) {
+                uint64_t n;
+
+                if (parse_uint64_range(getenv("WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE"), 0, 100, &n) < 0)
+                        return log_error_errno(EINVAL, "WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE: expected 0..100");
+                log_warning("Test fault: the next %" PRIu64 " sandbox scope confirmations fail.", n);
+                sandbox_set_test_unconfirmable(m.sandbox, (unsigned) n);
+        }
+        api_set_sandbox_state(m.api, sandbox_is_available(m.sandbox), sandbox_cleanup_pending(m.sandbox));
 
         fd = acquire_listen_fd();
         if (fd < 0)

@@ -20,9 +20,8 @@ struct Api {
         void *hook_userdata;
         ApiCleanupConfirmedHook cleanup_hook;
         void *cleanup_hook_userdata;
-        ApiSandboxAvailable sandbox_probe;
-        void *sandbox_probe_userdata;
         bool degraded;
+        bool sandbox_available, sandbox_cleanup_pending;
 
         /* A query that ended with its cleanup unconfirmed: the slot stays
          * taken until the executor says it is confirmed (API.md 8.4). */
@@ -73,10 +72,6 @@ void api_set_cleanup_confirmed_hook(Api *api, ApiCleanupConfirmedHook hook, void
         api->cleanup_hook_userdata = userdata;
 }
 
-void api_set_sandbox_probe(Api *api, ApiSandboxAvailable probe, void *userdata) {
-        api->sandbox_probe = probe;
-        api->sandbox_probe_userdata = userdata;
-}
 
 Api *api_free(Api *api) {
         free(api);
@@ -94,6 +89,11 @@ void api_set_degraded(Api *api, bool degraded) {
 
 bool api_is_degraded(const Api *api) {
         return api->degraded;
+}
+
+void api_set_sandbox_state(Api *api, bool available, bool cleanup_pending) {
+        api->sandbox_available = available;
+        api->sandbox_cleanup_pending = cleanup_pending;
 }
 
 /* Seconds as a JSON number with millisecond precision ("84.0", "12.345"). */
@@ -203,7 +203,10 @@ static HttpHandlerResult handle_health(Api *api, HttpRequest *req) {
 
         if (!o)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-        json_object_object_add(o, "status", json_object_new_string(api->degraded ? "degraded" : "ok"));
+        json_object_object_add(
+                o,
+                "status",
+                json_object_new_string(api->degraded || api->sandbox_cleanup_pending ? "degraded" : "ok"));
         json_object_object_add(o, "contract_revision", json_object_new_int(CONTRACT_REVISION));
         json_object_object_add(o, "version", json_object_new_string(PACKAGE_VERSION));
         json_object_object_add(
@@ -211,11 +214,7 @@ static HttpHandlerResult handle_health(Api *api, HttpRequest *req) {
                 "state",
                 json_object_new_string(admission_state_to_string(admission_get_state(api->admission))));
         json_object_object_add(
-                o,
-                "sandbox",
-                json_object_new_string(
-                        api->sandbox_probe && api->sandbox_probe(api->sandbox_probe_userdata) ? "ok" :
-                                                                                                "unavailable"));
+                o, "sandbox", json_object_new_string(api->sandbox_available ? "ok" : "unavailable"));
         return http_reply(req, 200, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN), NULL);
 }
 
@@ -254,95 +253,7 @@ static HttpHandlerResult handle_leave(Api *api, HttpRequest *req) {
 /* Complete the query's record (API.md 9): it was written as "running"
  * before execution started. A failure here is logged; the record then stays
  * "running" until the next start marks it failed. */
-/* The bytes of the query's artifacts, read from the files the sandbox
- * collected (each exactly the size it was hashed at). */
-typedef struct LoadedArtifacts {
-        HistoryNewArtifact *items;
-        char (*ids)[QUERY_ID_MAX];
-        size_t n;
-} LoadedArtifacts;
-
-static void loaded_artifacts_done(LoadedArtifacts *l) {
-        for (size_t i = 0; i < l->n; i++)
-                free((void *) l->items[i].data);
-        free(l->items);
-        free(l->ids);
-        *l = (LoadedArtifacts){ 0 };
-}
-
-static int read_exactly(int fd, uint64_t size, void **ret) {
-        _cleanup_free_ uint8_t *buf = NULL;
-        size_t done = 0;
-
-        if (size > SIZE_MAX - 1)
-                return -EFBIG;
-        buf = malloc(size + 1);
-        if (!buf)
-                return -ENOMEM;
-        while (done < size) {
-                ssize_t k = pread(fd, buf + done, size - done, (off_t) done);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (k == 0)
-                        return -EIO; /* shorter than when it was hashed */
-                done += (size_t) k;
-        }
-        *ret = TAKE_PTR(buf);
-        return 0;
-}
-
-static int load_artifacts(const QueryOutcome *o, LoadedArtifacts *ret) {
-        LoadedArtifacts l = { 0 };
-        int r;
-
-        if (o->n_artifacts == 0) {
-                *ret = l;
-                return 0;
-        }
-        l.items = calloc(o->n_artifacts, sizeof *l.items);
-        l.ids = calloc(o->n_artifacts, sizeof *l.ids);
-        if (!l.items || !l.ids) {
-                loaded_artifacts_done(&l);
-                return -ENOMEM;
-        }
-        for (size_t i = 0; i < o->n_artifacts; i++) {
-                const QueryArtifact *a = &o->artifacts[i];
-                void *data = NULL;
-
-                r = read_exactly(a->fd, a->size, &data);
-                if (r == -ENOMEM) {
-                        loaded_artifacts_done(&l);
-                        return r;
-                }
-                if (r < 0) {
-                        log_warning_errno(r, "Query %s: an artifact could not be read; not kept", o->query_id);
-                        continue;
-                }
-                r = random_id("af_", l.ids[l.n], sizeof l.ids[l.n]);
-                if (r < 0) {
-                        free(data);
-                        loaded_artifacts_done(&l);
-                        return r;
-                }
-                l.items[l.n] = (HistoryNewArtifact){
-                        .id = l.ids[l.n],
-                        .name = a->name,
-                        .media_type = a->media_type,
-                        .sha256 = a->sha256,
-                        .data = data,
-                        .size = a->size,
-                };
-                l.n++;
-        }
-        *ret = l;
-        return 0;
-}
-
 static void record_outcome(Api *api, const QueryOutcome *o, usec_t duration) {
-        _cleanup_(loaded_artifacts_done) LoadedArtifacts artifacts = { 0 };
         _cleanup_free_ char *message = NULL;
         const char *raw = o->message ? o->message : api_error_default_message(o->error);
         HistoryOutcome h = {
@@ -374,12 +285,17 @@ static void record_outcome(Api *api, const QueryOutcome *o, usec_t duration) {
                 h.error_message = message;
         }
 
-        /* Files left in /out are kept, also for a failed query (API.md 8.3). */
-        r = load_artifacts(o, &artifacts);
-        if (r < 0)
-                log_error_errno(r, "Query %s: cannot keep its artifacts", o->query_id);
-        h.artifacts = artifacts.items;
-        h.n_artifacts = artifacts.n;
+        /* Files left in /out are kept, also for a failed query (API.md 8.3),
+         * streamed from the files the pipeline collected. */
+        for (size_t i = 0; i < o->n_artifacts; i++) {
+                const QueryArtifact *a = &o->artifacts[i];
+                char id[HISTORY_ARTIFACT_ID_MAX];
+
+                r = history_add_artifact(
+                        api->history, o->query_id, a->name, a->media_type, a->sha256, a->fd, a->size, id);
+                if (r < 0)
+                        log_warning_errno(r, "Query %s: an artifact could not be kept", o->query_id);
+        }
 
         r = history_finish(api->history, o->query_id, &h);
         if (r == -ENOENT)

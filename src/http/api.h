@@ -32,11 +32,10 @@ void api_set_degraded(Api *api, bool degraded);
 typedef void (*ApiCleanupConfirmedHook)(const char *query_id, void *userdata);
 void api_set_cleanup_confirmed_hook(Api *api, ApiCleanupConfirmedHook hook, void *userdata);
 
-/* Whether run_python can run here (GET /health "sandbox"): a callback, as
- * availability changes at run time; NULL: "unavailable". */
-typedef bool (*ApiSandboxAvailable)(void *userdata);
-void api_set_sandbox_probe(Api *api, ApiSandboxAvailable probe, void *userdata);
 bool api_is_degraded(const Api *api);
+/* The sandbox's state for /api/v1/health: "sandbox": "ok"|"unavailable",
+ * and "status": "degraded" while a sandbox cleanup is not confirmed. */
+void api_set_sandbox_state(Api *api, bool available, bool cleanup_pending);
 
 /* The HttpHandler for http_server_new(); userdata is the Api. */
 HttpHandlerResult api_handle(HttpRequest *req, void *userdata);

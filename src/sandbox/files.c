@@ -129,7 +129,8 @@ int sandbox_data_write_page(int dir_fd, const SandboxPage *page, const SandboxPa
                         return r;
                 json_object_object_add(o, "title", json_object_new_string(entries[i].title));
                 json_object_object_add(o, "file", json_object_new_string(f));
-                json_object_object_add(o, "revision_id", json_object_new_int64((int64_t) entries[i].revision_id));
+                json_object_object_add(
+                        o, "revision_id", json_object_new_int64((int64_t) entries[i].revision_id));
                 json_object_object_add(o, "url", json_object_new_string(entries[i].url ? entries[i].url : ""));
         }
         text = json_object_to_json_string_length(a, JSON_C_TO_STRING_PLAIN, &text_len);
@@ -279,7 +280,11 @@ static void log_skip(size_t *count, const char *name, const char *why) {
                 return;
         if (sandbox_artifact_name(name, &safe) < 0)
                 return;
-        log_info("Not keeping /out/%s as an artifact: %s%s.", safe, why, *count == SKIP_LOG_MAX ? " (further such files are not logged)" : "");
+        log_info(
+                "Not keeping /out/%s as an artifact: %s%s.",
+                safe,
+                why,
+                *count == SKIP_LOG_MAX ? " (further such files are not logged)" : "");
 }
 
 int sandbox_collect_artifacts(int dir_fd, uint64_t max_files, uint64_t max_bytes, SandboxArtifacts *ret) {
@@ -372,7 +377,8 @@ int sandbox_collect_artifacts(int dir_fd, uint64_t max_files, uint64_t max_bytes
                 }
                 x = &a.items[a.n];
                 *x = (SandboxArtifact){ .fd = -1, .size = (uint64_t) st.st_size };
-                if (hash_fd(f, x->size, x->sha256) < 0 || (fstat(f, &st) == 0 && (uint64_t) st.st_size != x->size)) {
+                if (hash_fd(f, x->size, x->sha256) < 0 ||
+                    (fstat(f, &st) == 0 && (uint64_t) st.st_size != x->size)) {
                         log_skip(&a.skipped_unreadable, names[i], "it changed or failed while read");
                         continue;
                 }
@@ -385,13 +391,14 @@ int sandbox_collect_artifacts(int dir_fd, uint64_t max_files, uint64_t max_bytes
                 a.n++;
         }
         if (a.skipped_not_regular + a.skipped_too_large + a.skipped_too_many + a.skipped_unreadable > 0)
-                log_info("Artifacts: kept %zu; left out %zu not regular, %zu over the size limit, %zu over the "
-                         "count limit, %zu unreadable.",
-                         a.n,
-                         a.skipped_not_regular,
-                         a.skipped_too_large,
-                         a.skipped_too_many,
-                         a.skipped_unreadable);
+                log_info(
+                        "Artifacts: kept %zu; left out %zu not regular, %zu over the size limit, %zu over the "
+                        "count limit, %zu unreadable.",
+                        a.n,
+                        a.skipped_not_regular,
+                        a.skipped_too_large,
+                        a.skipped_too_many,
+                        a.skipped_unreadable);
         r = 0;
 finish:
         for (size_t i = 0; i < n_names; i++)

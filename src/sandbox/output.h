@@ -12,8 +12,8 @@
  * the end of long output). Pure: no I/O. */
 
 typedef struct OutputBuffer {
-        size_t cap;        /* head + tail capacity, fixed at init */
-        uint8_t *head;     /* cap / 2 + cap % 2 bytes */
+        size_t cap;    /* head + tail capacity, fixed at init */
+        uint8_t *head; /* cap / 2 + cap % 2 bytes */
         size_t head_len;
         uint8_t *tail;     /* ring of cap / 2 bytes */
         size_t tail_len;   /* bytes in the ring, <= cap / 2 */

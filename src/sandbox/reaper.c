@@ -84,7 +84,9 @@ int reaper_watch(Reaper *r, pid_t pid, ReaperHandler handler, void *userdata, Re
 
         if (!w)
                 return -ENOMEM;
-        *w = (ReaperWatch){ .reaper = r, .pid = pid, .handler = handler, .userdata = userdata, .next = r->watches };
+        *w = (ReaperWatch){
+                .reaper = r, .pid = pid, .handler = handler, .userdata = userdata, .next = r->watches
+        };
         r->watches = w;
         if (ret)
                 *ret = w;

@@ -65,7 +65,8 @@ static int add_strings(json_object *o, const char *key, const char *const *v) {
         return json_object_object_add(o, key, a) < 0 ? -ENOMEM : 0;
 }
 
-static int add_mount(json_object *mounts, const char *dest, const char *type, const char *source, const char *const *options) {
+static int add_mount(
+        json_object *mounts, const char *dest, const char *type, const char *source, const char *const *options) {
         json_object *m = json_object_new_object();
 
         if (!m || json_object_array_add(mounts, m) < 0) {
@@ -99,17 +100,80 @@ static int add_rlimit(json_object *rlimits, const char *type, uint64_t value) {
  * new namespaces, mounts, keyrings, io_uring, userfaultfd, ptrace and
  * friends, BPF, perf, modules, time, reboot. */
 static const char *const seccomp_denied[] = {
-        "unshare",          "setns",           "mount",           "umount2",         "pivot_root",
-        "chroot",           "keyctl",          "add_key",         "request_key",     "io_uring_setup",
-        "io_uring_enter",   "io_uring_register", "userfaultfd",   "ptrace",          "process_vm_readv",
-        "process_vm_writev", "bpf",            "perf_event_open", "kexec_load",      "kexec_file_load",
-        "init_module",      "finit_module",    "delete_module",   "open_by_handle_at", "name_to_handle_at",
-        "fsopen",           "fsconfig",        "fsmount",         "fspick",          "move_mount",
-        "open_tree",        "mount_setattr",   "swapon",          "swapoff",         "reboot",
-        "syslog",           "acct",            "quotactl",        "settimeofday",    "clock_settime",
-        "clock_adjtime",    "adjtimex",        "iopl",            "ioperm",          "lookup_dcookie",
-        "vhangup",          "sethostname",     "setdomainname",   "pidfd_getfd",     "kcmp",
-        "fanotify_init",    "uselib",          "personality",     NULL,
+        "unshare",
+        "setns",
+        "mount",
+        "umount2",
+        "pivot_root",
+        "chroot",
+        "keyctl",
+        "add_key",
+        "request_key",
+        "io_uring_setup",
+        "io_uring_enter",
+        "io_uring_register",
+        "userfaultfd",
+        "ptrace",
+        "process_vm_readv",
+        "process_vm_writev",
+        "bpf",
+        "perf_event_open",
+        "kexec_load",
+        "kexec_file_load",
+        "init_module",
+        "finit_module",
+        "delete_module",
+        "open_by_handle_at",
+        "name_to_handle_at",
+        "fsopen",
+        "fsconfig",
+        "fsmount",
+        "fspick",
+        "move_mount",
+        "open_tree",
+        "mount_setattr",
+        "swapon",
+        "swapoff",
+        "reboot",
+        "syslog",
+        "acct",
+        "quotactl",
+        "settimeofday",
+        "clock_settime",
+        "clock_adjtime",
+        "adjtimex",
+        "iopl",
+        "ioperm",
+        "lookup_dcookie",
+        "vhangup",
+        "sethostname",
+        "setdomainname",
+        "pidfd_getfd",
+        "kcmp",
+        "fanotify_init",
+        "uselib",
+        "personality",
+        /* SysV IPC and POSIX message queues: the container shares the
+         * service's (private) IPC namespace, so it gets none of them. */
+        "shmget",
+        "shmat",
+        "shmdt",
+        "shmctl",
+        "semget",
+        "semop",
+        "semtimedop",
+        "semctl",
+        "msgget",
+        "msgsnd",
+        "msgrcv",
+        "msgctl",
+        "mq_open",
+        "mq_unlink",
+        "mq_timedsend",
+        "mq_timedreceive",
+        "mq_notify",
+        "mq_getsetattr",
+        NULL,
 };
 
 /* clone() flags that make a namespace. */
@@ -133,7 +197,7 @@ static int build_seccomp(json_object **ret) {
 #elif defined(__aarch64__)
                 "SCMP_ARCH_AARCH64",
 #else
-#error "add the seccomp architecture name of this machine"
+#        error "add the seccomp architecture name of this machine"
 #endif
                 NULL,
         };
@@ -196,10 +260,9 @@ static int build_seccomp(json_object **ret) {
 
 /* podman's defaults (containers/common pkg/config/default.go). */
 static const char *const masked_paths[] = {
-        "/proc/acpi",        "/proc/kcore",      "/proc/keys",   "/proc/latency_stats",
-        "/proc/timer_list",  "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi",
-        "/proc/interrupts",  "/sys/firmware",    "/sys/fs/selinux", "/sys/dev/block",
-        NULL,
+        "/proc/acpi",        "/proc/kcore",       "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
+        "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/proc/interrupts",    "/sys/firmware",
+        "/sys/fs/selinux",   "/sys/dev/block",    NULL,
 };
 static const char *const readonly_paths[] = {
         "/proc/asound", "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger", NULL,
@@ -230,25 +293,30 @@ int runtime_config_render(const RuntimeSpec *s, char **ret) {
         r = add_strings(process, "args", (const char *const[]){ "python3", "-", NULL });
         if (r < 0)
                 return r;
-        r = add_strings(process,
-                        "env",
-                        (const char *const[]){
-                                "PATH=/usr/local/bin:/usr/bin:/bin",
-                                "HOME=/tmp",
-                                "TMPDIR=/tmp",
-                                "LANG=C.UTF-8",
-                                /* What was printed before a kill still
-                                 * reaches the model. */
-                                "PYTHONUNBUFFERED=1",
-                                "PYTHONDONTWRITEBYTECODE=1",
-                                NULL,
-                        });
+        r = add_strings(
+                process,
+                "env",
+                (const char *const[]){
+                        "PATH=/usr/local/bin:/usr/bin:/bin",
+                        "HOME=/tmp",
+                        "TMPDIR=/tmp",
+                        "LANG=C.UTF-8",
+                        /* What was printed before a kill still
+                         * reaches the model. */
+                        "PYTHONUNBUFFERED=1",
+                        "PYTHONDONTWRITEBYTECODE=1",
+                        NULL,
+                });
         if (r < 0)
                 return r;
         json_object_object_add(process, "cwd", json_object_new_string("/tmp"));
         caps = json_object_new_object();
         json_object_object_add(process, "capabilities", caps);
-        for (const char *const *k = (const char *const[]){ "bounding", "effective", "inheritable", "permitted", "ambient", NULL }; *k; k++)
+        for (const char *const *k =
+                     (const char *const[]){
+                             "bounding", "effective", "inheritable", "permitted", "ambient", NULL };
+             *k;
+             k++)
                 if (add_strings(caps, *k, NULL) < 0)
                         return -ENOMEM;
         json_object_object_add(process, "noNewPrivileges", json_object_new_boolean(true));
@@ -260,29 +328,69 @@ int runtime_config_render(const RuntimeSpec *s, char **ret) {
             add_rlimit(rlimits, "RLIMIT_DATA", s->memory_max_bytes) < 0 ||
             add_rlimit(rlimits, "RLIMIT_CPU", s->cpu_seconds) < 0 ||
             add_rlimit(rlimits, "RLIMIT_FSIZE", s->file_max_bytes) < 0 ||
-            add_rlimit(rlimits, "RLIMIT_NOFILE", RUNTIME_NOFILE) < 0 || add_rlimit(rlimits, "RLIMIT_CORE", 0) < 0)
+            add_rlimit(rlimits, "RLIMIT_NOFILE", RUNTIME_NOFILE) < 0 ||
+            add_rlimit(rlimits, "RLIMIT_CORE", 0) < 0)
                 return -ENOMEM;
 
         root = json_object_new_object();
         json_object_object_add(c, "root", root);
         json_object_object_add(root, "path", json_object_new_string(s->rootfs));
         json_object_object_add(root, "readonly", json_object_new_boolean(true));
-        json_object_object_add(c, "hostname", json_object_new_string("sandbox"));
+        /* No "hostname": sethostname() is what ProtectHostname= denies the
+         * service, and keeping that costs less than naming the container. */
 
         mounts = json_object_new_array();
         json_object_object_add(c, "mounts", mounts);
         if (asprintf(&tmp_opt, "size=%" PRIu64, s->tmp_max_bytes) < 0)
                 return -ENOMEM;
-        if (add_mount(mounts, "/proc", "proc", "proc", (const char *const[]){ "nosuid", "noexec", "nodev", NULL }) < 0 ||
-            add_mount(mounts, "/dev", "tmpfs", "tmpfs", (const char *const[]){ "nosuid", "strictatime", "mode=755", "size=64k", NULL }) < 0 ||
-            add_mount(mounts, "/dev/pts", "devpts", "devpts", (const char *const[]){ "nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", NULL }) < 0 ||
-            add_mount(mounts, "/dev/shm", "tmpfs", "shm", (const char *const[]){ "nosuid", "noexec", "nodev", "mode=1777", "size=16m", NULL }) < 0 ||
-            add_mount(mounts, "/tmp", "tmpfs", "tmpfs", (const char *const[]){ "nosuid", "nodev", "mode=1777", tmp_opt, NULL }) < 0)
+        if (add_mount(mounts, "/proc", "proc", "proc", (const char *const[]){ "nosuid", "noexec", "nodev", NULL }) <
+                    0 ||
+            add_mount(
+                    mounts,
+                    "/dev",
+                    "tmpfs",
+                    "tmpfs",
+                    (const char *const[]){ "nosuid", "strictatime", "mode=755", "size=64k", NULL }) < 0 ||
+            add_mount(
+                    mounts,
+                    "/dev/pts",
+                    "devpts",
+                    "devpts",
+                    (const char *const[]){
+                            "nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", NULL }) < 0 ||
+            add_mount(
+                    mounts,
+                    "/dev/shm",
+                    "tmpfs",
+                    "shm",
+                    (const char *const[]){ "nosuid", "noexec", "nodev", "mode=1777", "size=16m", NULL }) < 0 ||
+            add_mount(
+                    mounts,
+                    "/tmp",
+                    "tmpfs",
+                    "tmpfs",
+                    (const char *const[]){ "nosuid", "nodev", "mode=1777", tmp_opt, NULL }) < 0)
                 return -ENOMEM;
-        if (s->usr && add_mount(mounts, "/usr", "bind", s->usr, (const char *const[]){ "rbind", "ro", "nosuid", "nodev", NULL }) < 0)
+        if (s->usr &&
+            add_mount(
+                    mounts,
+                    "/usr",
+                    "bind",
+                    s->usr,
+                    (const char *const[]){ "rbind", "ro", "nosuid", "nodev", NULL }) < 0)
                 return -ENOMEM;
-        if (add_mount(mounts, "/data", "bind", s->data_dir, (const char *const[]){ "rbind", "ro", "nosuid", "nodev", "noexec", NULL }) < 0 ||
-            add_mount(mounts, "/out", "bind", s->out_dir, (const char *const[]){ "rbind", "rw", "nosuid", "nodev", "noexec", NULL }) < 0)
+        if (add_mount(
+                    mounts,
+                    "/data",
+                    "bind",
+                    s->data_dir,
+                    (const char *const[]){ "rbind", "ro", "nosuid", "nodev", "noexec", NULL }) < 0 ||
+            add_mount(
+                    mounts,
+                    "/out",
+                    "bind",
+                    s->out_dir,
+                    (const char *const[]){ "rbind", "rw", "nosuid", "nodev", "noexec", NULL }) < 0)
                 return -ENOMEM;
 
         linux_ = json_object_new_object();
@@ -296,19 +404,26 @@ int runtime_config_render(const RuntimeSpec *s, char **ret) {
                 json_object_object_add(linux_, i == 0 ? "uidMappings" : "gidMappings", a);
                 json_object_array_add(a, m);
                 json_object_object_add(m, "containerID", json_object_new_int(0));
-                json_object_object_add(m, "hostID", json_object_new_uint64(i == 0 ? (uint64_t) s->uid : (uint64_t) s->gid));
+                json_object_object_add(
+                        m, "hostID", json_object_new_uint64(i == 0 ? (uint64_t) s->uid : (uint64_t) s->gid));
                 json_object_object_add(m, "size", json_object_new_int(1));
         }
         ns = json_object_new_array();
         json_object_object_add(linux_, "namespaces", ns);
         /* "network" above all: runc spec --rootless leaves it out, and a
          * container without it reached a listener on the host's 127.0.0.1. */
-        for (const char *const *t = (const char *const[]){ "pid", "network", "ipc", "uts", "mount", "user", "cgroup", NULL }; *t; t++) {
+        /* No uts, ipc or cgroup namespace: the unit's RestrictNamespaces=
+         * allows none of them, to stay at an exposure of 2.0. The service
+         * has its own UTS and IPC namespaces already, no hostname is set,
+         * the filter denies every IPC-namespaced call, and there is no /sys
+         * in the container. */
+        for (const char *const *t = (const char *const[]){ "pid", "network", "mount", "user", NULL }; *t; t++) {
                 map = json_object_new_object();
                 json_object_array_add(ns, map);
                 json_object_object_add(map, "type", json_object_new_string(*t));
         }
-        if (add_strings(linux_, "maskedPaths", masked_paths) < 0 || add_strings(linux_, "readonlyPaths", readonly_paths) < 0)
+        if (add_strings(linux_, "maskedPaths", masked_paths) < 0 ||
+            add_strings(linux_, "readonlyPaths", readonly_paths) < 0)
                 return -ENOMEM;
         if (s->seccomp) {
                 r = build_seccomp(&seccomp);
@@ -317,7 +432,8 @@ int runtime_config_render(const RuntimeSpec *s, char **ret) {
                 json_object_object_add(linux_, "seccomp", seccomp);
         }
 
-        text = json_object_to_json_string_ext(c, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
+        text = json_object_to_json_string_ext(
+                c, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
         if (!text)
                 return -ENOMEM;
         *ret = strdup(text);

@@ -47,7 +47,8 @@ typedef struct RuntimeSpec {
 #define RUNTIME_NOFILE 256
 
 /* The bundle's config.json (OCI runtime spec 1.0) for s: a new user, pid,
- * network (only lo), ipc, uts, mount and cgroup namespace; no capabilities;
+ * network (only lo) and mount namespace (not uts, ipc, cgroup: see
+ * runtime.c); no capabilities;
  * noNewPrivileges; the strict seccomp filter; podman's masked and read-only
  * /proc paths; a read-only root; /data read-only, /out read-write, /tmp a
  * small tmpfs; rlimits NPROC, DATA, CPU, FSIZE, NOFILE and CORE=0;
@@ -63,7 +64,7 @@ int runtime_write_bundle(int bundle_fd, const RuntimeSpec *s);
  * array (free with runtime_argv_free()). state_root is the runtime's
  * --root (a directory of ours: the start-up sweep lists it). */
 typedef enum RuntimeVerb {
-        RUNTIME_RUN,    /* run --no-new-keyring --bundle B --pid-file B/container.pid ID (crun: --cgroup-manager=disabled) */
+        RUNTIME_RUN, /* run --no-new-keyring --bundle B --pid-file B/container.pid ID (crun: --cgroup-manager=disabled) */
         RUNTIME_DELETE, /* delete -f ID: 0 even when ID does not exist */
         RUNTIME_STATE,  /* state ID: fails once ID is gone (the confirmation) */
         RUNTIME_KILL,   /* kill ID KILL */

@@ -15,6 +15,7 @@
 #include "sandbox/scope.h"
 #include "shared/log.h"
 #include "shared/macro.h"
+#include "store/history.h"
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
 
@@ -52,7 +53,7 @@ struct Cleanup {
         unsigned attempts;
         usec_t backoff;
         sd_event_source *retry;
-        bool pending; /* an attempt failed: counted in sandbox->n_pending */
+        bool pending;     /* an attempt failed: counted in sandbox->n_pending */
         CleanupDone done; /* the first attempt's outcome (the run or the sweep) */
         void *userdata;
 };
@@ -225,12 +226,14 @@ static void cleanup_attempt_done(Cleanup *c, int error) {
                 c->backoff = SANDBOX_RETRY_FIRST_USEC;
         } else
                 c->backoff = MIN(c->backoff * 2, SANDBOX_RETRY_MAX_USEC);
-        log_error_errno(error,
-                        "Cleanup of %s not confirmed (attempt %u); retrying in %" PRIu64 " s",
-                        c->scope,
-                        c->attempts,
-                        c->backoff / USEC_PER_SEC);
-        if (sd_event_add_time_relative(s->event, &c->retry, CLOCK_MONOTONIC, c->backoff, 0, cleanup_on_retry, c) < 0)
+        log_error_errno(
+                error,
+                "Cleanup of %s not confirmed (attempt %u); retrying in %" PRIu64 " s",
+                c->scope,
+                c->attempts,
+                c->backoff / USEC_PER_SEC);
+        if (sd_event_add_time_relative(
+                    s->event, &c->retry, CLOCK_MONOTONIC, c->backoff, 0, cleanup_on_retry, c) < 0)
                 log_error("Cannot schedule the next cleanup attempt of %s.", c->scope);
         if (done)
                 done(c, error);
@@ -283,7 +286,14 @@ static void cleanup_step(Cleanup *c) {
         char **argv = NULL;
         int r;
 
-        r = runtime_argv(s->kind, s->runtime, s->state_root, c->step == CLEANUP_DELETE ? RUNTIME_DELETE : RUNTIME_STATE, c->id, NULL, &argv);
+        r = runtime_argv(
+                s->kind,
+                s->runtime,
+                s->state_root,
+                c->step == CLEANUP_DELETE ? RUNTIME_DELETE : RUNTIME_STATE,
+                c->id,
+                NULL,
+                &argv);
         if (r >= 0)
                 r = runtime_spawn(argv, -1, -1, -1, -1, &c->pid);
         runtime_argv_free(argv);
@@ -294,7 +304,8 @@ static void cleanup_step(Cleanup *c) {
 }
 
 /* Start cleaning container id and its scope (id + ".scope"). */
-static int cleanup_start(Sandbox *s, const char *id, SandboxQuery *q, CleanupDone done, void *userdata, Cleanup **ret) {
+static int cleanup_start(
+        Sandbox *s, const char *id, SandboxQuery *q, CleanupDone done, void *userdata, Cleanup **ret) {
         Cleanup *c = calloc(1, sizeof *c);
 
         if (!c)
@@ -406,7 +417,8 @@ static void sweep_work_dir(Sandbox *s) {
                     !streq(de->d_name, "runtime")) {
                         int r = sandbox_rm_rf(fd, de->d_name);
                         if (r < 0)
-                                log_warning_errno(r, "Cannot remove the leftover directory %s/%s", s->work_dir, de->d_name);
+                                log_warning_errno(
+                                        r, "Cannot remove the leftover directory %s/%s", s->work_dir, de->d_name);
                         else
                                 log_info("Removed the leftover query directory %s.", de->d_name);
                 }
@@ -435,8 +447,10 @@ static void sweep_start(Sandbox *s) {
                 l->sandbox = s;
                 l->fd = memfd_create("runtime-list", MFD_CLOEXEC);
         }
-        if (l && l->fd >= 0 && runtime_argv(s->kind, s->runtime, s->state_root, RUNTIME_LIST, NULL, NULL, &argv) >= 0 &&
-            runtime_spawn(argv, -1, l->fd, -1, -1, &pid) >= 0 && reaper_watch(s->reaper, pid, sweep_on_list_exit, l, NULL) >= 0) {
+        if (l && l->fd >= 0 &&
+            runtime_argv(s->kind, s->runtime, s->state_root, RUNTIME_LIST, NULL, NULL, &argv) >= 0 &&
+            runtime_spawn(argv, -1, l->fd, -1, -1, &pid) >= 0 &&
+            reaper_watch(s->reaper, pid, sweep_on_list_exit, l, NULL) >= 0) {
                 s->sweep_outstanding++;
                 l = NULL;
         } else
@@ -466,7 +480,8 @@ static void sandbox_on_ready(bool ready, const char *reason, void *userdata) {
 /* ---- set-up ---- */
 
 static int write_small_file(int dir_fd, const char *name, const char *content) {
-        _cleanup_close_ int fd = openat(dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+        _cleanup_close_ int fd = openat(
+                dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
         size_t len = strlen(content);
 
         if (fd < 0)
@@ -477,9 +492,13 @@ static int write_small_file(int dir_fd, const char *name, const char *content) {
 /* The default rootfs: a 56 KB skeleton whose /usr is the host's, bound read
  * only (test-environment.md). */
 static int make_skeleton(const char *dir) {
-        static const char *const dirs[] = { "etc", "usr", "tmp", "data", "out", "proc", "dev", "sys", "run", "var", NULL };
+        static const char *const dirs[] = { "etc", "usr", "tmp", "data", "out", "proc",
+                                            "dev", "sys", "run", "var",  NULL };
         static const char *const links[][2] = {
-                { "bin", "usr/bin" }, { "sbin", "usr/sbin" }, { "lib", "usr/lib" }, { "lib64", "usr/lib64" },
+                { "bin", "usr/bin" },
+                { "sbin", "usr/sbin" },
+                { "lib", "usr/lib" },
+                { "lib64", "usr/lib64" },
         };
         _cleanup_close_ int fd = -1, etc = -1;
         int r;
@@ -498,7 +517,10 @@ static int make_skeleton(const char *dir) {
         etc = openat(fd, "etc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (etc < 0)
                 return negative_errno();
-        r = write_small_file(etc, "passwd", "root:x:0:0:root:/tmp:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
+        r = write_small_file(
+                etc,
+                "passwd",
+                "root:x:0:0:root:/tmp:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
         if (r >= 0)
                 r = write_small_file(etc, "group", "root:x:0:\nnogroup:x:65534:\n");
         if (r >= 0)
@@ -534,7 +556,11 @@ static void sandbox_check_static(Sandbox *s) {
 
         r = runtime_find(c->sandbox_runtime ? c->sandbox_runtime : "crun", &s->runtime);
         if (r < 0) {
-                snprintf(s->static_reason, sizeof s->static_reason, "the OCI runtime \"%s\" was not found", c->sandbox_runtime ? c->sandbox_runtime : "crun");
+                snprintf(
+                        s->static_reason,
+                        sizeof s->static_reason,
+                        "the OCI runtime \"%s\" was not found",
+                        c->sandbox_runtime ? c->sandbox_runtime : "crun");
                 return;
         }
         s->kind = runtime_kind_from_path(s->runtime);
@@ -543,7 +569,13 @@ static void sandbox_check_static(Sandbox *s) {
         if (r >= 0)
                 r = mkdir_p(s->state_root, 0700);
         if (r < 0) {
-                snprintf(s->static_reason, sizeof s->static_reason, "cannot create %s or %s: %s", s->work_dir, s->state_root, strerror(-r));
+                snprintf(
+                        s->static_reason,
+                        sizeof s->static_reason,
+                        "cannot create %s or %s: %s",
+                        s->work_dir,
+                        s->state_root,
+                        strerror(-r));
                 return;
         }
 
@@ -554,11 +586,19 @@ static void sandbox_check_static(Sandbox *s) {
                         snprintf(s->static_reason, sizeof s->static_reason, "out of memory");
                         return;
                 }
-                for (const char *const *m = (const char *const[]){ "proc", "dev", "tmp", "data", "out", NULL }; *m; m++) {
+                for (const char *const *m = (const char *const[]){ "proc", "dev", "tmp", "data", "out", NULL };
+                     *m;
+                     m++) {
                         _cleanup_free_ char *p = NULL;
                         struct stat st;
-                        if (asprintf(&p, "%s/%s", c->sandbox_rootfs, *m) < 0 || stat(p, &st) < 0 || !S_ISDIR(st.st_mode)) {
-                                snprintf(s->static_reason, sizeof s->static_reason, "the rootfs %s has no /%s directory", c->sandbox_rootfs, *m);
+                        if (asprintf(&p, "%s/%s", c->sandbox_rootfs, *m) < 0 || stat(p, &st) < 0 ||
+                            !S_ISDIR(st.st_mode)) {
+                                snprintf(
+                                        s->static_reason,
+                                        sizeof s->static_reason,
+                                        "the rootfs %s has no /%s directory",
+                                        c->sandbox_rootfs,
+                                        *m);
                                 return;
                         }
                 }
@@ -571,13 +611,22 @@ static void sandbox_check_static(Sandbox *s) {
                 }
                 r = make_skeleton(s->rootfs);
                 if (r < 0) {
-                        snprintf(s->static_reason, sizeof s->static_reason, "cannot create the rootfs skeleton %s: %s", s->rootfs, strerror(-r));
+                        snprintf(
+                                s->static_reason,
+                                sizeof s->static_reason,
+                                "cannot create the rootfs skeleton %s: %s",
+                                s->rootfs,
+                                strerror(-r));
                         return;
                 }
                 python = strdup("/usr/bin/python3");
         }
         if (!python || access(python, X_OK) < 0)
-                snprintf(s->static_reason, sizeof s->static_reason, "the rootfs has no python3 (%s)", python ? python : "?");
+                snprintf(
+                        s->static_reason,
+                        sizeof s->static_reason,
+                        "the rootfs has no python3 (%s)",
+                        python ? python : "?");
 }
 
 int sandbox_new(sd_event *event, const Config *config, const SandboxOptions *options, Sandbox **ret) {
@@ -620,7 +669,9 @@ int sandbox_new(sd_event *event, const Config *config, const SandboxOptions *opt
         scope_manager_set_ready_callback(s->scopes, sandbox_on_ready, s);
         if (s->static_reason[0])
                 log_warning("Sandbox unavailable: %s.", s->static_reason);
-        else if (!scope_manager_is_ready(s->scopes) && scope_manager_reason(s->scopes)[0] && !strstr(scope_manager_reason(s->scopes), "waiting"))
+        else if (
+                !scope_manager_is_ready(s->scopes) && scope_manager_reason(s->scopes)[0] &&
+                !strstr(scope_manager_reason(s->scopes), "waiting"))
                 log_warning("Sandbox unavailable: %s.", scope_manager_reason(s->scopes));
         *ret = TAKE_PTR(s);
         return 0;
@@ -658,7 +709,8 @@ static bool query_id_valid(const char *id) {
         if (n == 0 || n > 64)
                 return false;
         for (size_t i = 0; i < n; i++)
-                if (!((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= 'A' && id[i] <= 'Z') || (id[i] >= '0' && id[i] <= '9') || id[i] == '_'))
+                if (!((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= 'A' && id[i] <= 'Z') ||
+                      (id[i] >= '0' && id[i] <= '9') || id[i] == '_'))
                         return false;
         return true;
 }
@@ -692,9 +744,11 @@ int sandbox_query_new(Sandbox *s, const char *query_id, SandboxQuery **ret) {
                 r = negative_errno();
         if (r >= 0 && (mkdirat(q->dir_fd, "data", 0700) < 0 || mkdirat(q->dir_fd, "out", 0700) < 0))
                 r = negative_errno();
-        if (r >= 0 && (q->data_fd = openat(q->dir_fd, "data", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+        if (r >= 0 &&
+            (q->data_fd = openat(q->dir_fd, "data", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0)
                 r = negative_errno();
-        if (r >= 0 && (q->out_fd = openat(q->dir_fd, "out", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+        if (r >= 0 &&
+            (q->out_fd = openat(q->dir_fd, "out", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0)
                 r = negative_errno();
         if (r < 0) {
                 sandbox_query_free(q);
@@ -783,6 +837,39 @@ int sandbox_query_collect(SandboxQuery *q, SandboxArtifacts *ret) {
         return sandbox_collect_artifacts(q->out_fd, c->artifact_max_files, c->artifact_max_bytes, ret);
 }
 
+int sandbox_query_store_artifacts(SandboxQuery *q, History *history) {
+        SandboxArtifacts a = { 0 };
+        int r, kept = 0;
+
+        r = sandbox_query_collect(q, &a);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < a.n; i++) {
+                char id[HISTORY_ARTIFACT_ID_MAX];
+                SandboxArtifact *x = &a.items[i];
+
+                r = history_add_artifact(history, q->id, x->name, x->media_type, x->sha256, x->fd, x->size, id);
+                if (r == -ENOENT) {
+                        sandbox_artifacts_done(&a);
+                        return r;
+                }
+                if (r < 0) {
+                        log_warning_errno(r, "Query %s: not keeping the artifact %s", q->id, x->name);
+                        continue;
+                }
+                log_info(
+                        "Query %s: kept /out/%s as artifact %s (%" PRIu64 " bytes, %s).",
+                        q->id,
+                        x->name,
+                        id,
+                        x->size,
+                        x->media_type);
+                kept++;
+        }
+        sandbox_artifacts_done(&a);
+        return kept;
+}
+
 /* ---- results ---- */
 
 static void sandbox_result_done(SandboxResult *r) {
@@ -816,7 +903,8 @@ int sandbox_result_to_json(const SandboxResult *r, char **ret) {
                 json_object_object_add(f, "name", json_object_new_string(r->files[i].name));
                 json_object_object_add(f, "size_bytes", json_object_new_uint64(r->files[i].size_bytes));
         }
-        *ret = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+        *ret = strdup(
+                json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
         return *ret ? 0 : -ENOMEM;
 }
 
@@ -858,20 +946,34 @@ static int list_out(int out_fd, SandboxResult *r) {
 
 static const char *signal_name(int sig) {
         switch (sig) {
-        case SIGKILL: return "SIGKILL";
-        case SIGTERM: return "SIGTERM";
-        case SIGSEGV: return "SIGSEGV";
-        case SIGABRT: return "SIGABRT";
-        case SIGXCPU: return "SIGXCPU";
-        case SIGXFSZ: return "SIGXFSZ";
-        case SIGBUS: return "SIGBUS";
-        case SIGFPE: return "SIGFPE";
-        case SIGILL: return "SIGILL";
-        case SIGSYS: return "SIGSYS";
-        case SIGINT: return "SIGINT";
-        case SIGPIPE: return "SIGPIPE";
-        case SIGHUP: return "SIGHUP";
-        default: return "SIGNAL";
+        case SIGKILL:
+                return "SIGKILL";
+        case SIGTERM:
+                return "SIGTERM";
+        case SIGSEGV:
+                return "SIGSEGV";
+        case SIGABRT:
+                return "SIGABRT";
+        case SIGXCPU:
+                return "SIGXCPU";
+        case SIGXFSZ:
+                return "SIGXFSZ";
+        case SIGBUS:
+                return "SIGBUS";
+        case SIGFPE:
+                return "SIGFPE";
+        case SIGILL:
+                return "SIGILL";
+        case SIGSYS:
+                return "SIGSYS";
+        case SIGINT:
+                return "SIGINT";
+        case SIGPIPE:
+                return "SIGPIPE";
+        case SIGHUP:
+                return "SIGHUP";
+        default:
+                return "SIGNAL";
         }
 }
 
@@ -964,7 +1066,11 @@ static void run_finish(SandboxRun *run) {
                                 /* The container was never created: the
                                  * runtime failed, not the code. */
                                 _cleanup_free_ char *msg = NULL;
-                                log_error("%s could not start the container %s (exit %d).", run->sandbox->runtime, run->id, code);
+                                log_error(
+                                        "%s could not start the container %s (exit %d).",
+                                        run->sandbox->runtime,
+                                        run->id,
+                                        code);
                                 if (output_buffer_render(&run->err, &msg, NULL) >= 0)
                                         log_error("Runtime said: %.400s", msg);
                                 run->error = -EIO;
@@ -1102,7 +1208,13 @@ static void run_on_exit(pid_t pid, int status, void *userdata) {
                 if (!run->kill_sent) {
                         run->timer = sd_event_source_disable_unref(run->timer);
                         (void) sd_event_add_time_relative(
-                                run->sandbox->event, &run->timer, CLOCK_MONOTONIC, SANDBOX_PIPE_GRACE_USEC, 0, run_on_timer, run);
+                                run->sandbox->event,
+                                &run->timer,
+                                CLOCK_MONOTONIC,
+                                SANDBOX_PIPE_GRACE_USEC,
+                                0,
+                                run_on_timer,
+                                run);
                 }
         }
         run_advance(run);
@@ -1137,7 +1249,13 @@ static void run_on_scope_started(int error, void *userdata) {
         run->state = RUN_RUNNING;
         run->t_start = now(CLOCK_MONOTONIC);
         (void) sd_event_add_time_relative(
-                run->sandbox->event, &run->timer, CLOCK_MONOTONIC, c->sandbox_timeout_seconds * USEC_PER_SEC, 0, run_on_timer, run);
+                run->sandbox->event,
+                &run->timer,
+                CLOCK_MONOTONIC,
+                c->sandbox_timeout_seconds * USEC_PER_SEC,
+                0,
+                run_on_timer,
+                run);
         if (run->cancelled)
                 run_kill(run);
         run_advance(run);
@@ -1197,7 +1315,8 @@ static int make_code_pipe(const char *code, size_t len, int *ret_read) {
         return 0;
 }
 
-int sandbox_run_start(SandboxQuery *q, const char *code, size_t len, SandboxRunDone done, void *userdata, SandboxRun **ret) {
+int sandbox_run_start(
+        SandboxQuery *q, const char *code, size_t len, SandboxRunDone done, void *userdata, SandboxRun **ret) {
         Sandbox *s = q->sandbox;
         const Config *c = s->config;
         _cleanup_close_ int code_fd = -1, out_w = -1, err_w = -1, hold_r = -1, bundle_fd = -1;
@@ -1217,7 +1336,13 @@ int sandbox_run_start(SandboxQuery *q, const char *code, size_t len, SandboxRunD
         if (!run)
                 return -ENOMEM;
         *run = (SandboxRun){
-                .sandbox = s, .query = q, .hold_fd = -1, .out_fd = -1, .err_fd = -1, .done = done, .userdata = userdata,
+                .sandbox = s,
+                .query = q,
+                .hold_fd = -1,
+                .out_fd = -1,
+                .err_fd = -1,
+                .done = done,
+                .userdata = userdata,
         };
         cap = (size_t) c->sandbox_output_max_bytes;
         r = output_buffer_init(&run->out, cap);
@@ -1236,7 +1361,8 @@ int sandbox_run_start(SandboxQuery *q, const char *code, size_t len, SandboxRunD
         q->runs++;
 
         (void) sandbox_rm_rf(AT_FDCWD, run->bundle);
-        if (mkdir(run->bundle, 0700) < 0 || (bundle_fd = open(run->bundle, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+        if (mkdir(run->bundle, 0700) < 0 ||
+            (bundle_fd = open(run->bundle, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
                 r = negative_errno();
                 goto fail;
         }

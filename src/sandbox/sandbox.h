@@ -44,7 +44,7 @@ typedef struct SandboxRun SandboxRun;
 typedef struct SandboxOptions {
         const char *bus_address; /* NULL: unix:path=/run/user/UID/bus */
         const char *work_dir;    /* NULL: <state directory>/sandbox */
-        const char *state_root;  /* the runtime's --root; NULL: $RUNTIME_DIRECTORY/runtime, else <work_dir>/runtime */
+        const char *state_root; /* the runtime's --root; NULL: $RUNTIME_DIRECTORY/runtime, else <work_dir>/runtime */
 } SandboxOptions;
 
 /* Set up the sandbox from config (borrowed, must outlive it) and start the
@@ -105,6 +105,14 @@ void sandbox_query_set_confirmed_handler(SandboxQuery *q, SandboxQueryConfirmedH
  * query, also when it failed, before sandbox_query_free(). */
 int sandbox_query_collect(SandboxQuery *q, SandboxArtifacts *ret);
 
+/* Collect (as above) and keep every artifact in the store under the
+ * query's record (store/history.h: SHA-256, size, media type, safe name).
+ * A file the store refuses (too large for a blob, or gone short) is
+ * skipped and logged. Returns the number kept, or a negative errno from
+ * the collection or the store (-ENOENT: no record of that id). */
+struct History;
+int sandbox_query_store_artifacts(SandboxQuery *q, struct History *history);
+
 typedef struct SandboxFile {
         char *name; /* made safe as an artifact name */
         uint64_t size_bytes;
@@ -121,7 +129,7 @@ typedef struct SandboxResult {
         char *stdout_text;  /* sanitized, head and tail when cut */
         char *stderr_text;
         uint64_t stdout_bytes, stderr_bytes; /* as written by the code */
-        SandboxFile *files; /* top-level regular files in /out after the run */
+        SandboxFile *files;                  /* top-level regular files in /out after the run */
         size_t n_files;
         bool cleanup_confirmed; /* false: cleanup_failed, retried with backoff */
         usec_t run_usec;        /* from the start to the end of the container */
@@ -141,7 +149,8 @@ typedef void (*SandboxRunDone)(SandboxRun *run, int error, const SandboxResult *
  * a fresh container of query q. Returns 0, -EAGAIN (unavailable), -EBUSY
  * (a run of q is in flight), -E2BIG, or an error setting it up (nothing
  * runs then, and done is not called). */
-int sandbox_run_start(SandboxQuery *q, const char *code, size_t len, SandboxRunDone done, void *userdata, SandboxRun **ret);
+int sandbox_run_start(
+        SandboxQuery *q, const char *code, size_t len, SandboxRunDone done, void *userdata, SandboxRun **ret);
 
 /* Kill the run's container now (the query's deadline): done is still
  * called, after the cleanup, with result->cancelled. */

@@ -55,6 +55,7 @@ struct ScopeOp {
 struct ScopeManager {
         sd_event *event;
         char *address;
+        bool address_auto;
         sd_bus *bus;
         bool ready;
         char reason[256];
@@ -165,7 +166,10 @@ static int scope_op_on_complete(sd_event_source *s, void *userdata) {
 static int scope_op_on_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
         ScopeOp *op = userdata;
 
-        log_warning("The user manager did not finish %s of %s in time.", op->kind == SCOPE_OP_STOP ? "the stop" : "an operation", op->name ? op->name : "units");
+        log_warning(
+                "The user manager did not finish %s of %s in time.",
+                op->kind == SCOPE_OP_STOP ? "the stop" : "an operation",
+                op->name ? op->name : "units");
         scope_op_finish(op, -ETIMEDOUT);
         return 0;
 }
@@ -245,7 +249,8 @@ static int scope_on_get_unit(sd_bus_message *reply, void *userdata, sd_bus_error
                 return 0;
         }
         if (sd_event_add_time_relative(
-                    m->event, &op->retry, CLOCK_MONOTONIC, SCOPE_CONFIRM_INTERVAL_USEC, 0, scope_on_retry, op) < 0)
+                    m->event, &op->retry, CLOCK_MONOTONIC, SCOPE_CONFIRM_INTERVAL_USEC, 0, scope_on_retry, op) <
+            0)
                 scope_op_finish(op, -ENOMEM);
         return 0;
 }
@@ -255,7 +260,16 @@ static void scope_op_confirm(ScopeOp *op) {
 
         op->state = SCOPE_OP_CONFIRMING;
         r = sd_bus_call_method_async(
-                op->manager->bus, &op->slot, SD_DEST, SD_PATH, SD_MANAGER, "GetUnit", scope_on_get_unit, op, "s", op->name);
+                op->manager->bus,
+                &op->slot,
+                SD_DEST,
+                SD_PATH,
+                SD_MANAGER,
+                "GetUnit",
+                scope_on_get_unit,
+                op,
+                "s",
+                op->name);
         if (r < 0)
                 scope_op_finish(op, r);
 }
@@ -286,8 +300,8 @@ static int scope_on_job_removed(sd_bus_message *msg, void *userdata, sd_bus_erro
                         scope_op_job_done(op, result);
                         return 0;
                 }
-                if (op->state == SCOPE_OP_AWAIT_REPLY && (op->kind == SCOPE_OP_START || op->kind == SCOPE_OP_STOP) &&
-                    !op->job_result) {
+                if (op->state == SCOPE_OP_AWAIT_REPLY &&
+                    (op->kind == SCOPE_OP_START || op->kind == SCOPE_OP_STOP) && !op->job_result) {
                         /* It overtook the reply: keep it for then. */
                         op->job_result = strdup(result);
                         free(op->job);
@@ -309,10 +323,11 @@ static int scope_on_job_reply(sd_bus_message *reply, void *userdata, sd_bus_erro
                         scope_op_confirm(op); /* gone already: confirm it */
                         return 0;
                 }
-                log_warning("%s of %s failed: %s",
-                            op->kind == SCOPE_OP_START ? "StartTransientUnit" : "StopUnit",
-                            op->name,
-                            e->message ? e->message : e->name);
+                log_warning(
+                        "%s of %s failed: %s",
+                        op->kind == SCOPE_OP_START ? "StartTransientUnit" : "StopUnit",
+                        op->name,
+                        e->message ? e->message : e->name);
                 scope_op_finish(op, error_is(e, "org.freedesktop.systemd1.UnitExists") ? -EEXIST : -EIO);
                 return 0;
         }
@@ -338,7 +353,13 @@ static int scope_on_job_reply(sd_bus_message *reply, void *userdata, sd_bus_erro
 }
 
 int scope_start(
-        ScopeManager *m, const char *name, pid_t pid, const ScopeLimits *limits, ScopeCallback cb, void *userdata, ScopeOp **ret) {
+        ScopeManager *m,
+        const char *name,
+        pid_t pid,
+        const ScopeLimits *limits,
+        ScopeCallback cb,
+        void *userdata,
+        ScopeOp **ret) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *msg = NULL;
         ScopeOp *op;
         int r;
@@ -422,7 +443,18 @@ int scope_kill(ScopeManager *m, const char *name, ScopeCallback cb, void *userda
                 return r;
         op->cb = cb;
         r = sd_bus_call_method_async(
-                m->bus, &op->slot, SD_DEST, SD_PATH, SD_MANAGER, "KillUnit", scope_on_kill_reply, op, "ssi", name, "all", SIGKILL);
+                m->bus,
+                &op->slot,
+                SD_DEST,
+                SD_PATH,
+                SD_MANAGER,
+                "KillUnit",
+                scope_on_kill_reply,
+                op,
+                "ssi",
+                name,
+                "all",
+                SIGKILL);
         if (r < 0) {
                 scope_op_free(op);
                 return r;
@@ -464,7 +496,10 @@ static int scope_on_list_reply(sd_bus_message *reply, void *userdata, sd_bus_err
                 return 0;
         }
         r = sd_bus_message_enter_container(reply, 'a', "(ssssssouso)");
-        while (r >= 0 && (r = sd_bus_message_read(reply, "(ssssssouso)", &name, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)) > 0) {
+        while (r >= 0 &&
+               (r = sd_bus_message_read(
+                        reply, "(ssssssouso)", &name, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)) >
+                       0) {
                 if (n + 2 > cap) {
                         size_t nc = cap ? cap * 2 : 8;
                         char **nn = reallocarray(op->names, nc, sizeof *nn);
@@ -523,7 +558,12 @@ static int scope_on_subscribe(sd_bus_message *reply, void *userdata, sd_bus_erro
         char reason[256];
 
         if (e && sd_bus_error_is_set(e)) {
-                snprintf(reason, sizeof reason, "the user manager did not answer on %s: %s", m->address, e->message ? e->message : e->name);
+                snprintf(
+                        reason,
+                        sizeof reason,
+                        "the user manager did not answer on %s: %s",
+                        m->address,
+                        e->message ? e->message : e->name);
                 scope_manager_lose(m, reason);
                 return 0;
         }
@@ -531,10 +571,33 @@ static int scope_on_subscribe(sd_bus_message *reply, void *userdata, sd_bus_erro
         return 0;
 }
 
+/* Where the user bus is: under the runtime directory when the unit binds
+ * /run/user there (ProtectHome= hides the real one), else /run/user. */
+static int scope_manager_pick_address(ScopeManager *m) {
+        const char *rd = getenv("RUNTIME_DIRECTORY");
+        _cleanup_free_ char *p = NULL;
+        char *a = NULL;
+
+        if (rd && *rd && !strchr(rd, ':') && asprintf(&p, "%s/user/%u/bus", rd, (unsigned) getuid()) >= 0 &&
+            access(p, F_OK) == 0) {
+                if (asprintf(&a, "unix:path=%s", p) < 0)
+                        return -ENOMEM;
+        } else if (asprintf(&a, "unix:path=/run/user/%u/bus", (unsigned) getuid()) < 0)
+                return -ENOMEM;
+        free(m->address);
+        m->address = a;
+        return 0;
+}
+
 static void scope_manager_connect(ScopeManager *m) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         char reason[256];
         int r;
+
+        if (m->address_auto && scope_manager_pick_address(m) < 0) {
+                scope_manager_lose(m, "out of memory");
+                return;
+        }
 
         r = sd_bus_new(&bus);
         if (r >= 0)
@@ -547,15 +610,29 @@ static void scope_manager_connect(ScopeManager *m) {
                 r = sd_bus_attach_event(bus, m->event, SD_EVENT_PRIORITY_NORMAL);
         /* The match before any call (bus_wait_for_jobs_new()). */
         if (r >= 0)
-                r = sd_bus_match_signal(bus, NULL, SD_DEST, SD_PATH, SD_MANAGER, "JobRemoved", scope_on_job_removed, m);
+                r = sd_bus_match_signal(
+                        bus, NULL, SD_DEST, SD_PATH, SD_MANAGER, "JobRemoved", scope_on_job_removed, m);
         if (r >= 0)
                 r = sd_bus_match_signal(
-                        bus, NULL, NULL, "/org/freedesktop/DBus/Local", "org.freedesktop.DBus.Local", "Disconnected", scope_on_disconnected, m);
+                        bus,
+                        NULL,
+                        NULL,
+                        "/org/freedesktop/DBus/Local",
+                        "org.freedesktop.DBus.Local",
+                        "Disconnected",
+                        scope_on_disconnected,
+                        m);
         /* Without Subscribe() the manager sends no JobRemoved. */
         if (r >= 0)
-                r = sd_bus_call_method_async(bus, NULL, SD_DEST, SD_PATH, SD_MANAGER, "Subscribe", scope_on_subscribe, m, NULL);
+                r = sd_bus_call_method_async(
+                        bus, NULL, SD_DEST, SD_PATH, SD_MANAGER, "Subscribe", scope_on_subscribe, m, NULL);
         if (r < 0) {
-                snprintf(reason, sizeof reason, "cannot connect to the user manager's bus %s: %s", m->address, strerror(-r));
+                snprintf(
+                        reason,
+                        sizeof reason,
+                        "cannot connect to the user manager's bus %s: %s",
+                        m->address,
+                        strerror(-r));
                 m->bus = NULL;
                 scope_manager_lose(m, reason);
                 return;
@@ -570,12 +647,12 @@ int scope_manager_new(sd_event *event, const char *address, ScopeManager **ret) 
         if (!m)
                 return -ENOMEM;
         m->event = sd_event_ref(event);
-        if (address)
+        if (address) {
                 m->address = strdup(address);
-        else if (asprintf(&m->address, "unix:path=/run/user/%u/bus", (unsigned) getuid()) < 0)
-                m->address = NULL;
-        if (!m->address)
-                return -ENOMEM;
+                if (!m->address)
+                        return -ENOMEM;
+        } else
+                m->address_auto = true;
         scope_manager_connect(m);
         *ret = TAKE_PTR(m);
         return 0;

@@ -34,7 +34,9 @@ typedef void (*ScopeListCallback)(int error, char **names, void *userdata);
 /* Readiness changes: ready, or not with a reason (static or borrowed). */
 typedef void (*ScopeReadyCallback)(bool ready, const char *reason, void *userdata);
 
-/* address: an sd-bus address, NULL for unix:path=/run/user/<our uid>/bus.
+/* address: an sd-bus address; NULL: $RUNTIME_DIRECTORY/user/<our uid>/bus
+ * if it exists (the unit binds /run/user there), else
+ * unix:path=/run/user/<our uid>/bus, chosen again at each connection.
  * Connects at once and keeps reconnecting every 2 s while the bus is not
  * there (the user manager may start after us). Borrows event. */
 int scope_manager_new(sd_event *event, const char *address, ScopeManager **ret);
@@ -62,7 +64,13 @@ typedef struct ScopeLimits {
  * ignores SIGTERM) and the limits (which the manager ignores where no
  * controller is delegated to it); callback when its job is removed. */
 int scope_start(
-        ScopeManager *m, const char *name, pid_t pid, const ScopeLimits *limits, ScopeCallback cb, void *userdata, ScopeOp **ret);
+        ScopeManager *m,
+        const char *name,
+        pid_t pid,
+        const ScopeLimits *limits,
+        ScopeCallback cb,
+        void *userdata,
+        ScopeOp **ret);
 
 /* KillUnit(name, "all", SIGKILL): every process of the scope, at once.
  * -ENOENT (NoSuchUnit) when the unit is gone already. */

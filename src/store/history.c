@@ -5,6 +5,7 @@
 #include "shared/log.h"
 #include "shared/macro.h"
 #include "shared/parse-util.h"
+#include "shared/random-util.h"
 #include "store/history.h"
 
 /* Schema version 1. The records keep their insertion order in seq, which
@@ -281,59 +282,12 @@ static bool is_json_array(const char *text) {
         return ok;
 }
 
-static int insert_artifact(History *h, const char *query_id, const HistoryNewArtifact *a) {
-        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
-        int r;
-
-        r = prepare(
-                h,
-                "INSERT INTO artifacts (id, query_id, name, media_type, size_bytes, sha256, data)"
-                " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                &s);
-        if (r < 0)
-                return r;
-        sqlite3_bind_text(s, 1, a->id, -1, SQLITE_STATIC);
-        sqlite3_bind_text(s, 2, query_id, -1, SQLITE_STATIC);
-        sqlite3_bind_text(s, 3, a->name, -1, SQLITE_STATIC);
-        sqlite3_bind_text(s, 4, a->media_type, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(s, 5, (sqlite3_int64) a->size);
-        sqlite3_bind_text(s, 6, a->sha256, -1, SQLITE_STATIC);
-        /* zeroblob-free: an empty file is an empty blob, not NULL. */
-        sqlite3_bind_blob64(s, 7, a->size ? a->data : "", a->size, SQLITE_STATIC);
-        if (sqlite3_step(s) != SQLITE_DONE)
-                return db_error(h, "store an artifact");
-        return 0;
-}
-
-static int finish_record(History *h, const char *id, const HistoryOutcome *o);
-
 int history_finish(History *h, const char *id, const HistoryOutcome *o) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
         int r;
 
         if (!is_json_array(o->sources_json))
                 return -EINVAL;
-        for (size_t i = 0; i < o->n_artifacts; i++)
-                if (!o->artifacts[i].sha256 || strlen(o->artifacts[i].sha256) != 64)
-                        return -EINVAL;
-        if (o->n_artifacts == 0)
-                return finish_record(h, id, o);
-
-        r = exec(h, "BEGIN IMMEDIATE");
-        if (r < 0)
-                return r;
-        r = finish_record(h, id, o);
-        for (size_t i = 0; r >= 0 && i < o->n_artifacts; i++)
-                r = insert_artifact(h, id, &o->artifacts[i]);
-        if (r < 0) {
-                (void) sqlite3_exec(h->db, "ROLLBACK", NULL, NULL, NULL);
-                return r;
-        }
-        return exec(h, "COMMIT");
-}
-
-static int finish_record(History *h, const char *id, const HistoryOutcome *o) {
-        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
-        int r;
 
         r = prepare(
                 h,
@@ -700,5 +654,81 @@ int history_get_artifact(History *h, const char *id, const SessionKey *session, 
         snprintf(a.sha256, sizeof a.sha256, "%s", column_text(s, 2, ""));
 
         *ret = a;
+        return 0;
+}
+
+int history_add_artifact(
+        History *h,
+        const char *query_id,
+        const char *name,
+        const char *media_type,
+        const char *sha256,
+        int fd,
+        uint64_t size,
+        char ret_id[static HISTORY_ARTIFACT_ID_MAX]) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+        char id[HISTORY_ARTIFACT_ID_MAX];
+        sqlite3_blob *blob = NULL;
+        uint8_t buf[65536];
+        uint64_t done = 0;
+        int r;
+
+        if (!sha256 || strlen(sha256) != 64 || !name || !*name || !media_type || fd < 0)
+                return -EINVAL;
+        if (size > (uint64_t) sqlite3_limit(h->db, SQLITE_LIMIT_LENGTH, -1))
+                return -EFBIG;
+        r = random_id("af_", id, sizeof id);
+        if (r < 0)
+                return r;
+
+        r = exec(h, "BEGIN IMMEDIATE");
+        if (r < 0)
+                return r;
+        r = prepare(
+                h,
+                "INSERT INTO artifacts (id, query_id, name, media_type, size_bytes, sha256, data)"
+                " SELECT ?1, id, ?2, ?3, ?4, ?5, zeroblob(?4) FROM queries WHERE id = ?6",
+                &s);
+        if (r >= 0) {
+                sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+                sqlite3_bind_text(s, 2, name, -1, SQLITE_STATIC);
+                sqlite3_bind_text(s, 3, media_type, -1, SQLITE_STATIC);
+                sqlite3_bind_int64(s, 4, (sqlite3_int64) size);
+                sqlite3_bind_text(s, 5, sha256, -1, SQLITE_STATIC);
+                sqlite3_bind_text(s, 6, query_id, -1, SQLITE_STATIC);
+                if (sqlite3_step(s) != SQLITE_DONE)
+                        r = db_error(h, "add an artifact");
+                else if (sqlite3_changes(h->db) != 1)
+                        r = -ENOENT;
+        }
+        if (r >= 0 && size > 0 &&
+            sqlite3_blob_open(h->db, "main", "artifacts", "data", sqlite3_last_insert_rowid(h->db), 1, &blob) !=
+                    SQLITE_OK)
+                r = db_error(h, "open an artifact's blob");
+        /* Stream: the file may be large (WIKI_WEB_ARTIFACT_MAX_BYTES). */
+        while (r >= 0 && done < size) {
+                ssize_t k = pread(fd, buf, (size_t) MIN(size - done, (uint64_t) sizeof buf), (off_t) done);
+
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        r = -EIO;
+                else if (sqlite3_blob_write(blob, buf, (int) k, (int) done) != SQLITE_OK)
+                        r = db_error(h, "write an artifact");
+                else
+                        done += (uint64_t) k;
+        }
+        if (blob)
+                sqlite3_blob_close(blob);
+        if (r < 0) {
+                (void) exec(h, "ROLLBACK");
+                return r;
+        }
+        r = exec(h, "COMMIT");
+        if (r < 0) {
+                (void) exec(h, "ROLLBACK");
+                return r;
+        }
+        memcpy(ret_id, id, sizeof id);
         return 0;
 }

@@ -43,16 +43,6 @@ typedef struct HistoryTimings {
         uint64_t queue_ms, wiki_ms, model_ms, sandbox_ms, cleanup_ms, total_ms;
 } HistoryTimings;
 
-/* A file of the query's /out to keep (API.md 9). */
-typedef struct HistoryNewArtifact {
-        const char *id;         /* "af_…" */
-        const char *name;       /* made safe by the sandbox */
-        const char *media_type; /* from the allowlist */
-        const char *sha256;     /* 64 lower-case hex digits of data */
-        const void *data;
-        size_t size;
-} HistoryNewArtifact;
-
 typedef struct HistoryOutcome {
         bool succeeded;
         const char *answer;        /* when succeeded, else NULL */
@@ -62,15 +52,12 @@ typedef struct HistoryOutcome {
         HistoryTimings timings;
         const char *model; /* the model name of the usage object */
         uint64_t prompt_tokens, completion_tokens;
-        usec_t finished_at;                  /* CLOCK_REALTIME */
-        const HistoryNewArtifact *artifacts; /* stored with the record, in order */
-        size_t n_artifacts;
+        usec_t finished_at; /* CLOCK_REALTIME */
 } HistoryOutcome;
 
-/* Complete the running record id, with its artifacts, in one transaction.
- * Returns 0, -ENOENT (no running record of that id, e.g. it was deleted
- * meanwhile), -EINVAL (sources_json is not an array, or an artifact's
- * sha256 is not 64 characters), -EIO. */
+/* Complete the running record id. Returns 0, -ENOENT (no running record
+ * of that id, e.g. it was deleted meanwhile), -EINVAL (sources_json is not
+ * an array), -EIO. */
 int history_finish(History *h, const char *id, const HistoryOutcome *outcome);
 
 /* The query record of API.md 9 for id, if it belongs to session: 0 and a
@@ -111,3 +98,23 @@ void history_artifact_done(HistoryArtifact *a);
 /* The artifact id, if its query belongs to session. Returns 0 and *ret
  * filled (free with history_artifact_done()), -ENOENT, -ENOMEM, -EIO. */
 int history_get_artifact(History *h, const char *id, const SessionKey *session, HistoryArtifact *ret);
+
+/* Keep one artifact of the query id (API.md 9), with the bytes read from fd
+ * (borrowed; read with pread() from offset 0, exactly size bytes, streamed
+ * into the blob without holding the file in memory). name and media_type
+ * are already made safe (src/sandbox/files.h); sha256 is 64 hex digits of
+ * those bytes. The query's record then lists it and GET
+ * /api/v1/artifacts/{id} serves it. Returns 0 and the new id ("af_" + 32
+ * hex digits) in ret_id, -ENOENT (no such query), -EFBIG (above SQLite's
+ * blob limit, 1e9 bytes), -EIO (the file was shorter, or the store
+ * failed), -EINVAL. */
+#define HISTORY_ARTIFACT_ID_MAX 40
+int history_add_artifact(
+        History *h,
+        const char *query_id,
+        const char *name,
+        const char *media_type,
+        const char *sha256,
+        int fd,
+        uint64_t size,
+        char ret_id[static HISTORY_ARTIFACT_ID_MAX]);

@@ -23,6 +23,8 @@ class Transport(harness.DaemonTestCase):
         self.assertStatus(r, 200)
         j = r.json
         self.assertEqual(set(j.keys()), {'status', 'contract_revision', 'version', 'state', 'sandbox'}, r)
+        # No user manager for the test daemon here: the sandbox says so.
+        self.assertIn(j['sandbox'], ('ok', 'unavailable'))
         self.assertEqual(j['status'], 'ok')
         self.assertTrue(harness.is_int(j['contract_revision']))
         self.assertEqual(j['contract_revision'], 1)

@@ -1151,9 +1151,12 @@ def _sb_service_properties(bed):
             k, _, v = line.partition("=")
             if k in _SB_SKIP:
                 continue
+            # The runtime directory is not shared with wikiwebd.service: it
+            # goes when either stops.
             if k == "RuntimeDirectory":
-                # Not shared with wikiwebd.service: it goes when either stops.
                 v = "wikiweb-sbtool"
+            if k == "BindReadOnlyPaths":
+                v = v.replace(":/run/wikiweb/", ":/run/wikiweb-sbtool/")
             props += ["-p", f"{k}={v}"]
     return props
 
@@ -1278,6 +1281,305 @@ def sandbox_run_writes_file(bed):
     log(f"# run {res['run_ms']} ms, cleanup {res['cleanup_ms']} ms")
     _sb_check_clean(bed)
     check(not _sb_runtime_states(bed), "runtime state left")
+
+
+@test
+def sandbox_exit_codes_and_errors(bed):
+    """A non-zero exit and an exception are results (exit_code, stderr), not failures; runc works too."""
+    res, _, _ = _sb_run(bed, "import sys\nprint('to stderr', file=sys.stderr)\nsys.exit(3)\n")
+    r = res["result"]
+    check(res["error"] == 0 and r["exit_code"] == 3 and r["signal"] is None, f"result {r}")
+    check(r["stderr"] == "to stderr\n", f"stderr {r['stderr']!r}")
+    res, _, _ = _sb_run(bed, "raise ValueError('boom')\n")
+    r = res["result"]
+    check(r["exit_code"] == 1 and "ValueError: boom" in r["stderr"], f"result {r}")
+    res, _, _ = _sb_run(bed, "print('runc', 6 * 7)\n", env={"WIKI_WEB_SANDBOX_RUNTIME": "runc"})
+    r = res["result"]
+    check(res["error"] == 0 and r["exit_code"] == 0 and r["stdout"] == "runc 42\n" and res["cleanup_confirmed"],
+          f"runc: {res}")
+    _sb_check_clean(bed)
+
+
+@test
+def sandbox_stdout_flood(bed):
+    """100 MB of stdout: counted, cut to the cap with its head and its tail, and the run still ends."""
+    code = ("import sys\nsys.stdout.write('HEAD\\n')\nchunk = 'x' * 65535 + '\\n'\n"
+            "for i in range(1600):\n    sys.stdout.write(chunk)\nsys.stdout.write('TAIL\\n')\n")
+    res, _, _ = _sb_run(bed, code)
+    r = res["result"]
+    total = 5 + 1600 * 65536 + 5
+    check(res["stdout_bytes"] == total, f"counted {res['stdout_bytes']} of {total}")
+    out = r["stdout"]
+    check(out.startswith("HEAD\nxxx") and out.endswith("xxx\nTAIL\n"), "head or tail missing")
+    m = re.search(r"\[\.\.\. (\d+) bytes omitted \.\.\.\]", out)
+    check(m and int(m.group(1)) == total - 16384, f"omission mark: {m and m.group(0)}")
+    check(len(out.encode()) < 16384 + 100, f"{len(out)} bytes returned")
+    check(r["exit_code"] == 0 and res["cleanup_confirmed"], f"result {res}")
+    log(f"# 100 MB of stdout: run {res['run_ms']} ms")
+
+
+@test
+def sandbox_timeout_kills(bed):
+    """An endless loop is killed at the wall-clock limit (timed_out, SIGKILL), output before it kept, scope gone."""
+    code = "import time\nprint('before the loop')\nwhile True:\n    pass\n"
+    t0 = time.monotonic()
+    res, _, _ = _sb_run(bed, code, env={"WIKI_WEB_SANDBOX_TIMEOUT_SECONDS": "2"})
+    r = res["result"]
+    check(r["timed_out"] is True and r["signal"] == "SIGKILL" and r["exit_code"] is None, f"result {r}")
+    check(r["stdout"] == "before the loop\n", f"stdout {r['stdout']!r}")
+    check(2000 <= res["run_ms"] < 4000, f"run took {res['run_ms']} ms")
+    check(res["cleanup_confirmed"], "cleanup not confirmed")
+    _sb_check_clean(bed)
+    check(not _sb_runtime_states(bed), "runtime state left")
+    log(f"# timed out after {res['run_ms']} ms, cleanup {res['cleanup_ms']} ms (tool: {time.monotonic() - t0:.1f}s)")
+    # The query deadline's cancel goes the same way.
+    path = _sb_write_code(bed, "endless.py", "while True:\n    pass\n")
+    rc, events, err = _sb_tool(bed, ["--cancel-after-ms", "300", "run", path])
+    res = [e for e in events if e.get("event") == "result"]
+    check(res and res[0]["cancelled"] and res[0]["result"]["signal"] == "SIGKILL" and res[0]["cleanup_confirmed"]
+          and res[0]["result"]["timed_out"] is False, f"cancel: {events}\n{err[-2000:]}")
+    _sb_check_clean(bed)
+
+
+_HOSTILE = r'''
+import ctypes, json, os, socket
+res = {}
+s = socket.socket()
+s.settimeout(2)
+try:
+    s.connect(("127.0.0.1", PORT))
+    res["connect"] = "connected"
+except OSError as e:
+    res["connect"] = e.errno
+res["netdev"] = sorted(l.split(":")[0].strip() for l in open("/proc/net/dev").read().splitlines()[2:])
+def tryw(p):
+    try:
+        with open(p, "w") as f:
+            f.write("x")
+        return "written"
+    except OSError as e:
+        return e.errno
+def tryr(p):
+    try:
+        return len(open(p, "rb").read())
+    except OSError as e:
+        return e.errno
+for k, p in (("root", "/evil"), ("usr", "/usr/evil"), ("data", "/data/evil"), ("etc", "/etc/passwd")):
+    res["write_" + k] = tryw(p)
+for k, p in (("shadow", "/etc/shadow"), ("state", "/var/lib/wikiweb/history.sqlite3"),
+             ("host_hosts_dir", "/run/wikiweb-sbtest/apple.wiki"), ("kcore", "/proc/kcore")):
+    res["read_" + k] = tryr(p)
+res["root_entries"] = sorted(os.listdir("/"))
+status = dict(l.split(":\t", 1) for l in open("/proc/self/status").read().splitlines() if ":\t" in l)
+for k in ("CapEff", "CapPrm", "CapBnd", "NoNewPrivs", "Seccomp"):
+    res[k] = status.get(k, "").strip()
+libc = ctypes.CDLL(None, use_errno=True)
+def sc(name, *args):
+    r = getattr(libc, name)(*args)
+    return [r, ctypes.get_errno()]
+res["unshare"] = sc("unshare", 0x10000000)
+res["mount"] = sc("mount", b"none", b"/tmp", b"tmpfs", 0, None)
+res["keyctl"] = sc("syscall", 250, 0, 0, 0, 0)
+res["io_uring_setup"] = sc("syscall", 425, 1, None)
+res["userfaultfd"] = sc("syscall", 323, 0)
+res["ptrace"] = sc("ptrace", 0, 0, None, None)
+res["shmget"] = sc("shmget", 0, 4096, 0o1600)
+res["msgget"] = sc("msgget", 0, 0o1600)
+res["uid"] = os.getuid()
+res["pid"] = os.getpid()
+print(json.dumps(res))
+'''
+
+
+@test
+def sandbox_hostile_code_contained(bed):
+    """Hostile code: no network but lo, read-only /, /usr, /data, no host files, no capabilities, filtered calls."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(5)
+    listener.settimeout(0.1)
+    port = listener.getsockname()[1]
+    try:
+        res, _, _ = _sb_run(bed, _HOSTILE.replace("PORT", str(port)))
+        accepted = None
+        with contextlib.suppress(OSError):
+            accepted = listener.accept()
+    finally:
+        listener.close()
+    r = res["result"]
+    check(r["exit_code"] == 0, f"hostile probe failed: {r}")
+    h = json.loads(r["stdout"])
+    log(f"# hostile probe: {h}")
+    check(accepted is None, "the host listener got a connection from the container")
+    check(h["connect"] in (111, 101, 113), f"connect: {h['connect']}")
+    check(h["netdev"] == ["lo"], f"interfaces {h['netdev']}")
+    for k in ("write_root", "write_usr", "write_data", "write_etc"):
+        check(h[k] == 30, f"{k}: {h[k]} (expected EROFS)")
+    for k in ("read_shadow", "read_state", "read_host_hosts_dir"):
+        check(h[k] == 2, f"{k}: {h[k]} (expected ENOENT)")
+    check(h["read_kcore"] in (0, 1, 2, 13), f"/proc/kcore read {h['read_kcore']}")  # masked (or absent)
+    check(set(h["root_entries"]) <= {"bin", "data", "dev", "etc", "lib", "lib64", "out", "proc", "run", "sbin", "sys",
+                                     "tmp", "usr", "var"}, f"root {h['root_entries']}")
+    check(h["CapEff"] == "0000000000000000" and h["CapPrm"] == "0000000000000000"
+          and h["CapBnd"] == "0000000000000000", f"capabilities {h}")
+    check(h["NoNewPrivs"] == "1" and h["Seccomp"] == "2", f"NoNewPrivs {h['NoNewPrivs']} Seccomp {h['Seccomp']}")
+    for k in ("unshare", "mount", "keyctl", "io_uring_setup", "userfaultfd", "ptrace", "shmget", "msgget"):
+        check(h[k][0] == -1 and h[k][1] in (1, 38), f"{k}: {h[k]}")
+    check(h["uid"] == 0 and h["pid"] == 1, f"uid {h['uid']} pid {h['pid']}")
+    status, _, body = bed.http("GET", "/api/v1/health")
+    check(status == 200 and body["status"] == "ok", f"daemon health {status} {body}")
+
+
+@test
+def sandbox_resource_bombs(bed):
+    """Fork bomb, memory bombs (one and six processes), /out and /tmp floods stop at their limits."""
+    fork_bomb = ("import json, os, time\nkids = fails = 0\nfor i in range(2000):\n"
+                 "    try:\n        pid = os.fork()\n    except OSError as e:\n        fails += 1\n        break\n"
+                 "    if pid == 0:\n        time.sleep(2)\n        os._exit(0)\n    kids += 1\n"
+                 "print(json.dumps({'kids': kids, 'fails': fails}))\n")
+    res, _, _ = _sb_run(bed, fork_bomb)
+    h = json.loads(res["result"]["stdout"])
+    log(f"# fork bomb: {h}")
+    check(h["fails"] == 1 and h["kids"] < 64, f"fork bomb not stopped: {h}")
+
+    mem = ("import json, os, sys\ndef eat():\n    got = 0\n    keep = []\n    try:\n"
+           "        while got < 4096:\n            keep.append(bytearray(b'\\x01') * (16 << 20))\n            got += 16\n"
+           "    except MemoryError:\n        pass\n    return got\n"
+           "n = N\n"
+           "if n == 1:\n    print(json.dumps([eat()]))\nelse:\n    rs = []\n    for i in range(n):\n"
+           "        r, w = os.pipe()\n        if os.fork() == 0:\n            os.write(w, str(eat()).encode())\n"
+           "            os._exit(0)\n        os.close(w)\n        rs.append(r)\n"
+           "    print(json.dumps([int(os.read(r, 32)) for r in rs]))\n")
+    env = {"WIKI_WEB_SANDBOX_MEMORY_MAX_BYTES": str(128 << 20)}
+    for n in (1, 6):
+        res, _, _ = _sb_run(bed, mem.replace("n = N", f"n = {n}"), env=env)
+        got = json.loads(res["result"]["stdout"] or "null")
+        log(f"# memory bomb, {n} process(es), 128 MiB each: MiB held {got}")
+        check(got and len(got) == n and all(0 < g < 128 for g in got), f"memory bomb: {res['result']}")
+
+    flood = ("import errno, json\nres = {}\nfor name, path in (('out', '/out/flood.bin'), ('tmp', '/tmp/flood.bin')):\n"
+             "    n = 0\n    try:\n        with open(path, 'wb') as f:\n            chunk = b'\\0' * (1 << 20)\n"
+             "            while n < 1024:\n                f.write(chunk)\n                f.flush()\n                n += 1\n"
+             "        res[name] = [n, None]\n    except OSError as e:\n        res[name] = [n, e.errno]\n"
+             "print(json.dumps(res))\n")
+    res, arts, _ = _sb_run(bed, flood)
+    h = json.loads(res["result"]["stdout"])
+    log(f"# floods (MiB written, errno): {h}")
+    check(h["out"][1] == 27 and h["out"][0] <= 64, f"/out flood: {h['out']} (expected EFBIG at 64 MiB)")
+    check(h["tmp"][1] in (27, 28) and h["tmp"][0] <= 64, f"/tmp flood: {h['tmp']}")
+    check(arts and [a["name"] for a in arts["items"]] == ["flood.bin"], f"artifacts {arts}")
+    _sb_check_clean(bed)
+    status, _, body = bed.http("GET", "/api/v1/health")
+    check(status == 200 and body["status"] == "ok", f"daemon health {status} {body}")
+
+
+@test
+def sandbox_sweep_after_kill9(bed):
+    """kill -9 of the process that runs a container: the scope survives it, the next start-up sweep removes it."""
+    path = _sb_write_code(bed, "sleeper.py", "import time\nwhile True:\n    time.sleep(0.1)\n")
+    unit = _sb_tool(bed, ["run", path], wait=False, unit="wikiweb-sbtool-kill9")
+    wait_until(lambda: _sb_user_units(bed), 20, what="the run's scope")
+    scopes = _sb_user_units(bed)
+    bed.ct.run(["systemctl", "kill", "-s", "KILL", unit])
+    wait_until(lambda: bed.show(unit, "ActiveState")["ActiveState"] in ("inactive", "failed"), 10,
+               what="the killed tool gone")
+    time.sleep(0.5)
+    check(_sb_user_units(bed) == scopes, f"the scope did not survive the kill: {_sb_user_units(bed)}")
+    uid = _sb_uid(bed)
+    r = bed.ct.run(["pgrep", "-u", str(uid), "-f", "python3 -"], check=False)
+    check(r.stdout.strip(), "the container's python is not running after the kill")
+    rc, events, err = _sb_tool(bed, ["check"])
+    check(rc == 0 and events and events[0]["available"], f"check after kill: {events}\n{err[-2000:]}")
+    check("leftover" in err or "Removed" in err, f"the sweep said nothing:\n{err[-2000:]}")
+    _sb_check_clean(bed)
+    r = bed.ct.run(["pgrep", "-u", str(uid), "-f", "python3 -"], check=False)
+    check(not r.stdout.strip(), f"container processes left: {r.stdout}")
+    check(not _sb_runtime_states(bed), "runtime state left")
+
+
+@test
+def sandbox_unconfirmed_cleanup_retried(bed):
+    """An unconfirmable cleanup (the fault switch): cleanup_failed and degraded, retried with backoff until confirmed."""
+    path = _sb_write_code(bed, "hello.py", "print('hello')\n")
+    rc, events, err = _sb_tool(bed, ["--unconfirmable", "2", "--wait-confirmed-s", "15", "run", path])
+    res = [e for e in events if e.get("event") == "result"]
+    conf = [e for e in events if e.get("event") == "confirmed"]
+    av = [e for e in events if e.get("event") == "availability"]
+    check(res and res[0]["result"]["exit_code"] == 0, f"run: {events}\n{err[-2000:]}")
+    check(res[0]["cleanup_confirmed"] is False and res[0]["health_degraded"] is True, f"not reported unconfirmed: {res}")
+    check(conf and 2500 <= conf[0]["after_ms"] < 6000, f"no late confirmation (1 s + 2 s backoff): {conf}")
+    check(av and av[-1]["cleanup_pending"] is False, f"still pending: {av}")
+    check("not confirmed (attempt 1)" in err and "not confirmed (attempt 2)" in err
+          and "confirmed after 3 attempts" in err, f"journal lines missing:\n{err[-3000:]}")
+    log(f"# cleanup confirmed {conf[0]['after_ms']} ms after the first failed attempt")
+    _sb_check_clean(bed)
+
+
+@test
+def sandbox_daemon_health_and_sweep(bed):
+    """wikiwebd: "sandbox": "ok" in health, its start-up sweep removes a leftover scope, "unavailable" says why."""
+    bed.restart_clean()
+    wait_until(lambda: bed.http("GET", "/api/v1/health")[2].get("sandbox") == "ok", 15,
+               what='"sandbox": "ok" in /api/v1/health')
+    check("Sandbox available" in bed.journal(), "no journal line about the sandbox")
+    # A container left running by a process killed with -9, then the
+    # daemon restarts: its sweep removes the scope and the processes.
+    path = _sb_write_code(bed, "sleeper2.py", "import time\nwhile True:\n    time.sleep(0.1)\n")
+    unit = _sb_tool(bed, ["run", path], wait=False, unit="wikiweb-sbtool-kill9-daemon")
+    wait_until(lambda: _sb_user_units(bed), 20, what="the run's scope")
+    bed.ct.run(["systemctl", "kill", "-s", "KILL", unit])
+    time.sleep(0.5)
+    check(_sb_user_units(bed), "the scope did not survive the kill")
+    since = time.time()
+    bed.restart_clean()
+    wait_until(lambda: not _sb_user_units(bed), 15, what="the daemon's sweep to remove the scope")
+    j = bed.journal("--since", f"@{int(since) - 1}")
+    check("Removed the leftover container" in j, f"no sweep line in the journal:\n{j[-2000:]}")
+    uid = _sb_uid(bed)
+    r = bed.ct.run(["pgrep", "-u", str(uid), "-f", "python3 -"], check=False)
+    check(not r.stdout.strip(), f"container processes left: {r.stdout}")
+    # No runtime: unavailable, the journal says why, queries still served.
+    dropin = f"/run/systemd/system/{SERVICE}.d/60-no-runtime.conf"
+    bed.ct.write(dropin, "[Service]\nEnvironment=WIKI_WEB_SANDBOX_RUNTIME=/nonexistent/crun\n")
+    try:
+        bed.ct.run(["systemctl", "daemon-reload"])
+        bed.restart_clean()
+        status, _, body = bed.http("GET", "/api/v1/health")
+        check(status == 200 and body["sandbox"] == "unavailable" and body["status"] == "ok", f"health {body}")
+        check('the OCI runtime "/nonexistent/crun" was not found' in bed.journal(), "the journal does not say why")
+    finally:
+        bed.ct.remove(dropin)
+        bed.ct.run(["systemctl", "daemon-reload"], check=False)
+        bed.restart_clean()
+
+
+@test
+def sandbox_daemon_unconfirmed_degrades_health(bed):
+    """wikiwebd: an unconfirmable cleanup (fault switch, in its start-up sweep) makes Health degraded until confirmed."""
+    path = _sb_write_code(bed, "sleeper3.py", "import time\nwhile True:\n    time.sleep(0.1)\n")
+    unit = _sb_tool(bed, ["run", path], wait=False, unit="wikiweb-sbtool-kill9-health")
+    wait_until(lambda: _sb_user_units(bed), 20, what="the run's scope")
+    bed.ct.run(["systemctl", "kill", "-s", "KILL", unit])
+    dropin = f"/run/systemd/system/{SERVICE}.d/60-unconfirmable.conf"
+    bed.ct.write(dropin, "[Service]\nEnvironment=WIKI_WEB_TEST_FAULTS=1 WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE=2\n")
+    try:
+        bed.ct.run(["systemctl", "daemon-reload"])
+        bed.restart_clean()
+        t0 = time.monotonic()
+        wait_until(lambda: bed.prop("Health") == "degraded", 10, what="D-Bus Health degraded")
+        status, _, body = bed.http("GET", "/api/v1/health")
+        check(status == 200 and body["status"] == "degraded" and body["sandbox"] == "ok", f"health {body}")
+        wait_until(lambda: bed.prop("Health") == "ok", 15, what="D-Bus Health ok again")
+        status, _, body = bed.http("GET", "/api/v1/health")
+        check(body["status"] == "ok", f"health after confirmation {body}")
+        log(f"# Health degraded, then ok {time.monotonic() - t0:.1f}s after the restart")
+        j = bed.journal()
+        check("confirmed after 3 attempts" in j, "no confirmation line in the journal")
+        _sb_check_clean(bed)
+    finally:
+        bed.ct.remove(dropin)
+        bed.ct.run(["systemctl", "daemon-reload"], check=False)
+        bed.restart_clean()
 
 
 # --------------------------------------------------------------------------

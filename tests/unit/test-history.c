@@ -976,78 +976,6 @@ static void test_refuse_unrelated_database(void) {
         ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM sqlite_master WHERE name = 'artifacts'"), 0);
 }
 
-/* history_finish() stores the query's artifacts with the record, in one
- * transaction: a failed query keeps them too, a bad hash stores nothing. */
-static void test_finish_with_artifacts(void) {
-        _cleanup_free_ char *dir = make_subdir("finish-artifacts");
-        const SessionKey k = key(10);
-        static const uint8_t csv[] = "fruit,2023\nApple,1410\n";
-        static const char af1[] = "af_11111111111111111111111111111111";
-        static const char af2[] = "af_22222222222222222222222222222222";
-        uint8_t digest[SHA256_DIGEST_SIZE];
-        char sha[65], sha_empty[65];
-        HistoryArtifact a = { 0 };
-        History *h;
-
-        sha256(csv, sizeof(csv) - 1, digest);
-        sha256_to_hex(digest, sha);
-        sha256(NULL, 0, digest);
-        sha256_to_hex(digest, sha_empty);
-
-        h = open_store(dir, 0);
-        ASSERT_OK(history_begin(h, qid(600), &k, "a table", T0));
-        ASSERT_OK(history_begin(h, qid(601), &k, "a bad hash", T0));
-        {
-                HistoryNewArtifact bad = { af1, "x.csv", "text/csv", "abc", csv, sizeof(csv) - 1 };
-                HistoryOutcome o = { .succeeded = true, .answer = "x", .artifacts = &bad, .n_artifacts = 1 };
-
-                ASSERT_EQ_INT(history_finish(h, qid(601), &o), -EINVAL);
-                ASSERT_EQ_INT(history_get_artifact(h, af1, &k, &a), -ENOENT);
-                ASSERT_EQ_INT(history_is_running(h, qid(601), &k), 1);
-        }
-        {
-                HistoryNewArtifact arts[] = {
-                        { af1, "table.csv", "text/csv", sha, csv, sizeof(csv) - 1 },
-                        { af2, "empty.txt", "text/plain", sha_empty, NULL, 0 },
-                };
-                HistoryOutcome o = {
-                        .succeeded = false,
-                        .error_code = "query_timeout",
-                        .error_message = "late",
-                        .artifacts = arts,
-                        .n_artifacts = 2,
-                };
-
-                ASSERT_OK(history_finish(h, qid(600), &o));
-        }
-        ASSERT_OK(history_get_artifact(h, af1, &k, &a));
-        ASSERT_EQ_INT(a.size, sizeof(csv) - 1);
-        ASSERT_TRUE(memcmp(a.data, csv, a.size) == 0);
-        ASSERT_EQ_STR(a.sha256, sha);
-        ASSERT_EQ_STR(a.name, "table.csv");
-        history_artifact_done(&a);
-        ASSERT_OK(history_get_artifact(h, af2, &k, &a));
-        ASSERT_EQ_INT(a.size, 0);
-        history_artifact_done(&a);
-        {
-                _cleanup_(json_object_putp) json_object *o = get_record(h, qid(600), &k);
-
-                ASSERT_EQ_INT(json_object_array_length(get_key(o, "artifacts")), 2);
-                ASSERT_EQ_STR(json_object_get_string(get_key(o, "status")), "failed");
-        }
-        /* A second finish of the same record changes nothing, artifacts included. */
-        {
-                HistoryNewArtifact again = {
-                        "af_33333333333333333333333333333333", "y", "text/plain", sha, csv, 1
-                };
-                HistoryOutcome o = { .succeeded = true, .answer = "x", .artifacts = &again, .n_artifacts = 1 };
-
-                ASSERT_EQ_INT(history_finish(h, qid(600), &o), -ENOENT);
-                ASSERT_EQ_INT(history_get_artifact(h, again.id, &k, &a), -ENOENT);
-        }
-        history_free(h);
-}
-
 int main(void) {
         _cleanup_free_ char *dir = NULL;
         History *h;
@@ -1072,7 +1000,6 @@ int main(void) {
 
         test_recovery();
         test_artifacts();
-        test_finish_with_artifacts();
         test_refuse_garbage();
         test_refuse_newer_schema();
         test_refuse_unrelated_database();

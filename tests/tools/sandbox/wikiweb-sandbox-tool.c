@@ -24,11 +24,14 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <systemd/sd-event.h>
 
 #include "sandbox/files.h"
 #include "sandbox/reaper.h"
+#include "sandbox/runtime.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/scope.h"
 #include "shared/config.h"
 #include "shared/log.h"
 #include "shared/macro.h"
@@ -47,10 +50,13 @@ typedef struct Tool {
         bool confirmed_late;
         usec_t unconfirmed_at;
         int exit_code;
+        bool finished;
         /* bench */
         unsigned bench_n, bench_i;
         usec_t bench_t0;
         double *bench_ms;
+        bool scope_done;
+        int scope_error;
 } Tool;
 
 static const char *arg_query_id = "test_query";
@@ -87,10 +93,11 @@ static int read_file(const char *path, char **ret, size_t *ret_len) {
 static void tool_on_state(Sandbox *s, void *userdata) {
         Tool *t = userdata;
 
-        log_info("sandbox: available=%d pending=%d reason=%s",
-                 sandbox_is_available(s),
-                 sandbox_cleanup_pending(s),
-                 sandbox_unavailable_reason(s));
+        log_info(
+                "sandbox: available=%d pending=%d reason=%s",
+                sandbox_is_available(s),
+                sandbox_cleanup_pending(s),
+                sandbox_unavailable_reason(s));
         (void) t;
 }
 
@@ -102,6 +109,10 @@ static bool tool_wait(Tool *t, bool (*pred)(Tool *), usec_t timeout) {
                 if (sd_event_run(t->event, 100 * USEC_PER_MSEC) < 0)
                         return false;
         return pred(t);
+}
+
+static bool tool_finished(Tool *t) {
+        return t->finished;
 }
 
 static bool tool_available(Tool *t) {
@@ -129,7 +140,8 @@ static void tool_on_confirmed(SandboxQuery *q, void *userdata) {
         Tool *t = userdata;
 
         t->confirmed_late = true;
-        printf("{\"event\": \"confirmed\", \"after_ms\": %.1f}\n", (double) (now(CLOCK_MONOTONIC) - t->unconfirmed_at) / 1000.0);
+        printf("{\"event\": \"confirmed\", \"after_ms\": %.1f}\n",
+               (double) (now(CLOCK_MONOTONIC) - t->unconfirmed_at) / 1000.0);
         fflush(stdout);
 }
 
@@ -142,7 +154,8 @@ static void tool_on_done(SandboxRun *run, int error, const SandboxResult *r, voi
         if (sandbox_result_to_json(r, &json) < 0)
                 json = strdup("null");
         printf("{\"event\": \"result\", \"error\": %d, \"result\": %s, \"cleanup_confirmed\": %s, \"cancelled\": %s, "
-               "\"stdout_bytes\": %" PRIu64 ", \"stderr_bytes\": %" PRIu64 ", \"run_ms\": %.1f, \"cleanup_ms\": %.1f, "
+               "\"stdout_bytes\": %" PRIu64 ", \"stderr_bytes\": %" PRIu64
+               ", \"run_ms\": %.1f, \"cleanup_ms\": %.1f, "
                "\"health_degraded\": %s}\n",
                error,
                json ? json : "null",
@@ -174,14 +187,14 @@ static void tool_start_next(Tool *t) {
         int r;
 
         if (t->next >= t->n_files) {
-                (void) sd_event_exit(t->event, 0);
+                t->finished = true;
                 return;
         }
         r = read_file(t->files[t->next++], &code, &len);
         if (r < 0) {
                 log_error_errno(r, "Cannot read %s", t->files[t->next - 1]);
                 t->exit_code = 1;
-                (void) sd_event_exit(t->event, 0);
+                t->finished = true;
                 return;
         }
         r = sandbox_run_start(t->query, code, len, tool_on_done, t, &t->run);
@@ -189,12 +202,18 @@ static void tool_start_next(Tool *t) {
                 printf("{\"event\": \"start_failed\", \"error\": %d}\n", r);
                 fflush(stdout);
                 t->exit_code = 1;
-                (void) sd_event_exit(t->event, 0);
+                t->finished = true;
                 return;
         }
         if (t->cancel_after_ms > 0 && t->next == 1)
                 (void) sd_event_add_time_relative(
-                        t->event, &t->cancel_timer, CLOCK_MONOTONIC, t->cancel_after_ms * USEC_PER_MSEC, 0, tool_on_cancel, t);
+                        t->event,
+                        &t->cancel_timer,
+                        CLOCK_MONOTONIC,
+                        t->cancel_after_ms * USEC_PER_MSEC,
+                        0,
+                        tool_on_cancel,
+                        t);
 }
 
 static int add_pages(Tool *t) {
@@ -237,9 +256,8 @@ static int cmd_run(Tool *t) {
         if (arg_unconfirmable > 0)
                 sandbox_set_test_unconfirmable(t->sandbox, arg_unconfirmable);
         tool_start_next(t);
-        r = sd_event_loop(t->event);
-        if (r < 0)
-                return r;
+        if (!tool_wait(t, tool_finished, USEC_INFINITY))
+                return -EIO;
         if (arg_wait_confirmed_s > 0 && sandbox_cleanup_pending(t->sandbox)) {
                 (void) tool_wait(t, tool_not_pending, arg_wait_confirmed_s * USEC_PER_SEC);
                 print_availability(t);
@@ -256,7 +274,8 @@ static int cmd_run(Tool *t) {
                a.skipped_unreadable);
         for (size_t i = 0; i < a.n; i++) {
                 json_object *name = json_object_new_string(a.items[i].name);
-                printf("%s{\"name\": %s, \"media_type\": \"%s\", \"size_bytes\": %" PRIu64 ", \"sha256\": \"%s\"}",
+                printf("%s{\"name\": %s, \"media_type\": \"%s\", \"size_bytes\": %" PRIu64
+                       ", \"sha256\": \"%s\"}",
                        i ? ", " : "",
                        json_object_to_json_string(name),
                        a.items[i].media_type,
@@ -289,7 +308,7 @@ static void bench_on_done(SandboxRun *run, int error, const SandboxResult *r, vo
         if (error < 0 || !r->cleanup_confirmed || !r->has_exit_code || r->exit_code != 0) {
                 log_error("bench run %u failed: error %d, exit %d", t->bench_i, error, r->exit_code);
                 t->exit_code = 1;
-                (void) sd_event_exit(t->event, 0);
+                t->finished = true;
                 return;
         }
         t->bench_ms[t->bench_i++] = (double) (now(CLOCK_MONOTONIC) - t->bench_t0) / 1000.0;
@@ -301,7 +320,7 @@ static void bench_next(Tool *t) {
         int r;
 
         if (t->bench_i >= t->bench_n) {
-                (void) sd_event_exit(t->event, 0);
+                t->finished = true;
                 return;
         }
         t->bench_t0 = now(CLOCK_MONOTONIC);
@@ -309,8 +328,179 @@ static void bench_next(Tool *t) {
         if (r < 0) {
                 log_error_errno(r, "bench: cannot start a run");
                 t->exit_code = 1;
-                (void) sd_event_exit(t->event, 0);
+                t->finished = true;
         }
+}
+
+/* A bare "run" + "delete -f" + "state" (which must fail) of one bundle, as
+ * notes/sandbox.md measured it: no scope, no event loop, waitpid(). */
+static int wait_pid(pid_t pid) {
+        int status;
+
+        while (waitpid(pid, &status, 0) < 0)
+                if (errno != EINTR)
+                        return negative_errno();
+        return status;
+}
+
+static int bare_once(RuntimeKind kind, const char *runtime, const char *root, const char *bundle, double *ret_ms) {
+        static const char code[] = "print(1)\n";
+        usec_t t0 = now(CLOCK_MONOTONIC);
+        char **argv = NULL;
+        int p[2], status, r;
+        pid_t pid;
+
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return negative_errno();
+        if (write(p[1], code, sizeof code - 1) != (ssize_t) (sizeof code - 1))
+                return -EIO;
+        (void) close(p[1]);
+        r = runtime_argv(kind, runtime, root, RUNTIME_RUN, "wikiweb-q-bench_bare-1", bundle, &argv);
+        if (r >= 0)
+                r = runtime_spawn(argv, p[0], -1, -1, -1, &pid);
+        runtime_argv_free(argv);
+        (void) close(p[0]);
+        if (r < 0)
+                return r;
+        status = wait_pid(pid);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                return -EIO;
+        for (RuntimeVerb v = RUNTIME_DELETE; v <= RUNTIME_STATE; v++) {
+                r = runtime_argv(kind, runtime, root, v, "wikiweb-q-bench_bare-1", NULL, &argv);
+                if (r >= 0)
+                        r = runtime_spawn(argv, -1, -1, -1, -1, &pid);
+                runtime_argv_free(argv);
+                if (r < 0)
+                        return r;
+                status = wait_pid(pid);
+                if (v == RUNTIME_STATE && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+                        return -EBUSY; /* not gone */
+        }
+        *ret_ms = (double) (now(CLOCK_MONOTONIC) - t0) / 1000.0;
+        return 0;
+}
+
+static int bench_bare(Tool *t, unsigned n, double *ret_median) {
+        const Config *c = &t->config;
+        _cleanup_free_ char *runtime = NULL, *dir = NULL, *bundle = NULL, *data = NULL, *out = NULL,
+                            *rootfs = NULL, *root = NULL;
+        _cleanup_free_ double *ms = calloc(n, sizeof(double));
+        const char *rd = getenv("RUNTIME_DIRECTORY");
+        _cleanup_close_ int fd = -1;
+        int r;
+
+        if (!ms || !c->state_directory)
+                return -ENOMEM;
+        r = runtime_find(c->sandbox_runtime ? c->sandbox_runtime : "crun", &runtime);
+        if (r < 0)
+                return r;
+        if (asprintf(&dir, "%s/sandbox/bench_bare", c->state_directory) < 0 ||
+            asprintf(&bundle, "%s/bundle", dir) < 0 || asprintf(&data, "%s/data", dir) < 0 ||
+            asprintf(&out, "%s/out", dir) < 0 ||
+            asprintf(&rootfs, "%s/sandbox/rootfs", c->state_directory) < 0 ||
+            asprintf(&root, "%s/runtime", rd ? rd : dir) < 0)
+                return -ENOMEM;
+        (void) sandbox_rm_rf(AT_FDCWD, dir);
+        if (mkdir(dir, 0700) < 0 || mkdir(bundle, 0700) < 0 || mkdir(data, 0700) < 0 || mkdir(out, 0700) < 0)
+                return negative_errno();
+        (void) mkdir(root, 0700);
+        fd = open(bundle, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        r = runtime_write_bundle(
+                fd,
+                &(RuntimeSpec){
+                        .rootfs = c->sandbox_rootfs ? c->sandbox_rootfs : rootfs,
+                        .usr = c->sandbox_rootfs ? NULL : "/usr",
+                        .data_dir = data,
+                        .out_dir = out,
+                        .uid = getuid(),
+                        .gid = getgid(),
+                        .memory_max_bytes = c->sandbox_memory_max_bytes,
+                        .tasks_max = c->sandbox_tasks_max,
+                        .cpu_seconds = c->sandbox_timeout_seconds,
+                        .file_max_bytes = c->artifact_max_bytes,
+                        .tmp_max_bytes = RUNTIME_TMP_MAX_BYTES,
+                        .seccomp = true,
+                });
+        for (unsigned i = 0; r >= 0 && i < n; i++)
+                r = bare_once(runtime_kind_from_path(runtime), runtime, root, bundle, &ms[i]);
+        (void) sandbox_rm_rf(AT_FDCWD, dir);
+        if (r < 0)
+                return r;
+        *ret_median = median(ms, n);
+        return 0;
+}
+
+/* Scope start and stop alone: a child that waits, its scope started, then
+ * stopped and confirmed gone. */
+static void scope_bench_cb(int error, void *userdata) {
+        Tool *t = userdata;
+
+        t->scope_done = true;
+        t->scope_error = error;
+}
+
+static bool scope_bench_done(Tool *t) {
+        return t->scope_done;
+}
+
+static int bench_scope(Tool *t, unsigned n, double *ret_start, double *ret_stop) {
+        _cleanup_(scope_manager_freep) ScopeManager *m = NULL;
+        _cleanup_free_ double *start_ms = calloc(n, sizeof(double)), *stop_ms = calloc(n, sizeof(double));
+        int r = 0;
+
+        if (!start_ms || !stop_ms)
+                return -ENOMEM;
+        r = scope_manager_new(t->event, NULL, &m);
+        if (r < 0)
+                return r;
+        for (unsigned i = 0; i < n && r >= 0; i++) {
+                _cleanup_free_ char *name = NULL;
+                usec_t t0, t1;
+                pid_t pid;
+
+                while (!scope_manager_is_ready(m))
+                        if (sd_event_run(t->event, 100 * USEC_PER_MSEC) < 0)
+                                break;
+                pid = fork();
+                if (pid < 0) {
+                        r = negative_errno();
+                        break;
+                }
+                if (pid == 0) {
+                        sigset_t none;
+                        sigemptyset(&none);
+                        (void) sigprocmask(SIG_SETMASK, &none, NULL);
+                        for (;;)
+                                pause();
+                }
+                if (asprintf(&name, "wikiweb-q-bench_scope-%u.scope", i + 1) < 0) {
+                        r = -ENOMEM;
+                        break;
+                }
+                t->scope_done = false;
+                t0 = now(CLOCK_MONOTONIC);
+                r = scope_start(m, name, pid, NULL, scope_bench_cb, t, NULL);
+                if (r >= 0)
+                        r = tool_wait(t, scope_bench_done, 10 * USEC_PER_SEC) ? t->scope_error : -ETIMEDOUT;
+                t1 = now(CLOCK_MONOTONIC);
+                if (r >= 0) {
+                        t->scope_done = false;
+                        r = scope_stop(m, name, scope_bench_cb, t, NULL);
+                        if (r >= 0)
+                                r = tool_wait(t, scope_bench_done, 10 * USEC_PER_SEC) ? t->scope_error :
+                                                                                        -ETIMEDOUT;
+                }
+                (void) kill(pid, SIGKILL);
+                start_ms[i] = (double) (t1 - t0) / 1000.0;
+                stop_ms[i] = (double) (now(CLOCK_MONOTONIC) - t1) / 1000.0;
+        }
+        if (r < 0)
+                return r;
+        *ret_start = median(start_ms, n);
+        *ret_stop = median(stop_ms, n);
+        return 0;
 }
 
 static int cmd_bench(Tool *t, unsigned n) {
@@ -324,16 +514,32 @@ static int cmd_bench(Tool *t, unsigned n) {
         if (r < 0)
                 return r;
         bench_next(t);
-        r = sd_event_loop(t->event);
-        if (r < 0 || t->exit_code)
+        if (!tool_wait(t, tool_finished, USEC_INFINITY) || t->exit_code)
                 return -EIO;
-        printf("{\"event\": \"bench\", \"runs\": %u, \"median_ms\": %.2f, \"min_ms\": %.2f, \"max_ms\": %.2f}\n",
-               n,
-               median(t->bench_ms, n),
-               t->bench_ms[0],
-               t->bench_ms[n - 1]);
-        t->query = sandbox_query_free(t->query);
-        free(t->bench_ms);
+        {
+                double sandbox_ms = median(t->bench_ms, n), min = t->bench_ms[0], max = t->bench_ms[n - 1];
+                double bare_ms = 0, scope_start_ms = 0, scope_stop_ms = 0;
+
+                t->query = sandbox_query_free(t->query);
+                free(TAKE_PTR(t->bench_ms));
+                r = bench_bare(t, n, &bare_ms);
+                if (r < 0)
+                        return log_error_errno(r, "bench: bare runtime runs failed");
+                r = bench_scope(t, n, &scope_start_ms, &scope_stop_ms);
+                if (r < 0)
+                        return log_error_errno(r, "bench: scope start/stop failed");
+                printf("{\"event\": \"bench\", \"runs\": %u, \"sandbox_median_ms\": %.2f, \"sandbox_min_ms\": %.2f, "
+                       "\"sandbox_max_ms\": %.2f, \"bare_median_ms\": %.2f, \"ratio\": %.3f, "
+                       "\"scope_start_median_ms\": %.2f, \"scope_stop_confirm_median_ms\": %.2f}\n",
+                       n,
+                       sandbox_ms,
+                       min,
+                       max,
+                       bare_ms,
+                       bare_ms > 0 ? sandbox_ms / bare_ms : 0,
+                       scope_start_ms,
+                       scope_stop_ms);
+        }
         return 0;
 }
 
