@@ -1854,6 +1854,44 @@ def pipeline_kill9_while_container_runs(bed):
         check(not left, f"query directories left: {left}")
         log(f"# {qid} after kill -9: {rec['error']}")
 
+
+@test
+def pipeline_stop_while_container_runs(bed):
+    """systemctl stop while run_python runs: past the stop grace the query is aborted, the container killed
+    and cleaned up, the outcome recorded and sent, and the daemon exits 0 with no scope left."""
+    with _Pipeline(bed, extra="WIKI_WEB_STOP_GRACE_SECONDS=1\n") as pl:
+        pl.llm.set_script([{"tool_calls": [{"name": "run_python", "arguments": {"code": "import time\ntime.sleep(300)\n"}}]},
+                           {"answer": "never"}])
+        token = bed.session()
+        answer = {}
+
+        def run():
+            try:
+                answer["resp"] = bed.http("POST", "/api/v1/query", token, {"question": "Sleep?"}, timeout=60)
+            except Exception as e:  # noqa: BLE001
+                answer["error"] = repr(e)
+
+        th = threading.Thread(target=run)
+        th.start()
+        wait_until(lambda: _sb_user_units(bed), 30, interval=0.1, what="the container's scope")
+        qid = bed.prop("RunningQueryId")
+        t0 = time.monotonic()
+        bed.ct.run(["systemctl", "stop", SERVICE], timeout=120)
+        took = time.monotonic() - t0
+        th.join(30)
+        s = bed.show(SERVICE, "ActiveState", "Result", "ExecMainStatus")
+        check(s["Result"] == "success" and s["ExecMainStatus"] == "0", f"not a clean exit: {s}")
+        check("resp" in answer, f"no response: {answer}")
+        status, hdrs, body = answer["resp"]
+        check(status == 500 and body["error"]["code"] == "execution_failed" and hdrs.get("wikiweb-query-id") == qid,
+              f"{status} {body}")
+        _pl_no_scopes(bed)
+        bed.restart_clean()
+        status, _, rec = bed.http("GET", f"/api/v1/history/{qid}", token)
+        check(status == 200 and rec["status"] == "failed" and rec["error"]["code"] == "execution_failed",
+              f"record {rec}")
+        log(f"# stop took {took:.2f}s: {body['error']['message']}")
+
 # --------------------------------------------------------------------------
 
 
