@@ -109,6 +109,20 @@ class PipelineBase(harness.DaemonTestCase):
         r = b.post('/api/v1/query', body, timeout=timeout)
         return b, r
 
+    def check_no_secrets(self, d, secrets):
+        """No secret and no session token in the history file or the log
+        (responses are checked by the harness on every request)."""
+        blob = b''
+        for name in os.listdir(d.state_directory):
+            if name.startswith('history'):
+                with open(os.path.join(d.state_directory, name), 'rb') as f:
+                    blob += f.read()
+        self.assertIn(b'qr_', blob)  # the history is really there
+        log = d.log()
+        for s in list(secrets) + list(d.tokens):
+            self.assertNotIn(s.encode(), blob, 'secret or token in the history file')
+            self.assertNotIn(s, log, 'secret or token in the log')
+
     def check_record(self, d, b, r):
         """The 200 response is the record, and the history has the same."""
         self.assertStatus(r, 200)
@@ -188,6 +202,7 @@ class Answered(PipelineBase):
         self.assertIn(f'Query {qid}: step 2: wiki_read done', log)
         self.assertNotIn('How many kilograms', log.replace('"question"', ''))
         self.assertNotIn(LLM_KEY, log)
+        self.check_no_secrets(d, [LLM_KEY])
 
     def test_requested_pages_read_first(self):
         llm = self.llm([{'answer': 'Cherry and Fig, see [Cherry] [Fig].'}])
@@ -381,20 +396,6 @@ class Errors(PipelineBase):
             rec = self.check_record(d, b, r)
             self.assertEqual([x['title'] for x in rec['sources']], ['Apple'])
             self.check_no_secrets(d, [pw.bot_password, LLM_KEY])
-
-    def check_no_secrets(self, d, secrets):
-        """No secret and no session token in the history file or the log
-        (responses are checked by the harness on every request)."""
-        blob = b''
-        for name in os.listdir(d.state_directory):
-            if name.startswith('history'):
-                with open(os.path.join(d.state_directory, name), 'rb') as f:
-                    blob += f.read()
-        self.assertIn(b'qr_', blob)  # the history is really there
-        log = d.log()
-        for s in list(secrets) + list(d.tokens):
-            self.assertNotIn(s.encode(), blob, 'secret or token in the history file')
-            self.assertNotIn(s, log, 'secret or token in the log')
 
     def test_deadline(self):
         llm = self.llm([{'delay': 5, 'answer': 'too late'}])
