@@ -228,8 +228,10 @@ int mediawiki_build_login(const char *user, const char *password, const char *to
 }
 
 int mediawiki_url(const char *api_url, const char *query, char **ret) {
-        if (asprintf(ret, "%s%c%s", api_url, strchr(api_url, '?') ? '&' : '?', query) < 0)
+        if (asprintf(ret, "%s%c%s", api_url, strchr(api_url, '?') ? '&' : '?', query) < 0) {
+                *ret = NULL;
                 return -ENOMEM;
+        }
         return 0;
 }
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <arpa/inet.h>
 #include <assert.h>
+#include <stdarg.h>
 #include <curl/curl.h>
 #include <strings.h>
 #include <sys/socket.h>
@@ -278,6 +279,10 @@ UpstreamOperation *upstream_operation_free(UpstreamOperation *op) {
         sd_event_source_disable_unref(op->defer);
         free(op->method);
         free(op->url);
+        /* Headers may carry a secret (Authorization: Bearer ...). */
+        for (struct curl_slist *l = op->headers; l; l = l->next)
+                if (l->data)
+                        explicit_bzero(l->data, strlen(l->data));
         curl_slist_free_all(op->headers);
         if (op->body) {
                 explicit_bzero(op->body, op->body_size);
@@ -462,13 +467,26 @@ static char *upstream_header_dup(CURL *e, const char *name) {
         return strdup(h->value);
 }
 
+/* A formatted message, or NULL when out of memory (then the API error's
+ * default message is used). */
+static char *upstream_message(const char *format, ...) _printf_(1, 2);
+static char *upstream_message(const char *format, ...) {
+        char *m;
+        va_list ap;
+        int r;
+
+        va_start(ap, format);
+        r = vasprintf(&m, format, ap);
+        va_end(ap);
+        return r < 0 ? NULL : m;
+}
+
 static void upstream_glue_finished(CurlGlue *g, CURL *easy, CURLcode result, void *userdata) {
         UpstreamOperation *op = NULL;
         UpstreamOutcome o = { .curl_code = result };
         ApiError error;
         long status = 0;
         char *redirect = NULL;
-        long connect_code = 0;
         _cleanup_free_ char *msg = NULL;
 
         if (curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **) &op) != CURLE_OK || !op) {
@@ -478,7 +496,6 @@ static void upstream_glue_finished(CurlGlue *g, CURL *easy, CURLcode result, voi
         assert(op->easy == easy);
 
         (void) curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
-        (void) curl_easy_getinfo(easy, CURLINFO_HTTP_CONNECTCODE, &connect_code);
         {
                 char *ip = NULL;
                 o.connected = curl_easy_getinfo(easy, CURLINFO_PRIMARY_IP, &ip) == CURLE_OK && ip && *ip &&
@@ -523,7 +540,8 @@ static void upstream_glue_finished(CurlGlue *g, CURL *easy, CURLcode result, voi
                 }
                 if (op->response.redirects >= UPSTREAM_MAX_REDIRECTS) {
                         o.too_many_redirects = true;
-                        (void) asprintf(&msg, "Upstream redirected more than %d times", UPSTREAM_MAX_REDIRECTS);
+                        msg = upstream_message(
+                                "Upstream redirected more than %d times", UPSTREAM_MAX_REDIRECTS);
                         upstream_operation_finish(op, upstream_classify(&o), msg);
                         return;
                 }
@@ -574,18 +592,17 @@ static void upstream_glue_finished(CurlGlue *g, CURL *easy, CURLcode result, voi
         }
         if (o.denied) {
                 op->response.denied_by = "address";
-                (void) asprintf(
-                        &msg, "Connection to %s (%s) denied by policy", op->hop.host, op->denied_address_text);
+                msg = upstream_message(
+                        "Connection to %s (%s) denied by policy", op->hop.host, op->denied_address_text);
         } else if (error == API_ERROR_UPSTREAM_RESPONSE_TOO_LARGE)
-                (void) asprintf(
-                        &msg, "Upstream response exceeds %" PRIu64 " bytes", op->upstream->max_response_bytes);
+                msg = upstream_message(
+                        "Upstream response exceeds %" PRIu64 " bytes", op->upstream->max_response_bytes);
         else if (error == API_ERROR_QUERY_TIMEOUT)
                 msg = NULL; /* the default message says it */
         else if (result == CURLE_OK)
-                (void) asprintf(&msg, "Upstream %s answered HTTP %ld", op->hop.host, status);
+                msg = upstream_message("Upstream %s answered HTTP %ld", op->hop.host, status);
         else
-                (void) asprintf(
-                        &msg,
+                msg = upstream_message(
                         "Upstream %s: %s",
                         op->hop.host,
                         op->errbuf[0] ? op->errbuf : curl_easy_strerror(result));
@@ -643,9 +660,11 @@ int upstream_start(
                 _cleanup_free_ char *h = NULL;
                 struct curl_slist *l;
 
-                if (strpbrk(req->content_type, "\r\n") ||
-                    asprintf(&h, "Content-Type: %s", req->content_type) < 0)
+                if (strpbrk(req->content_type, "\r\n"))
                         return -EINVAL;
+                h = upstream_message("Content-Type: %s", req->content_type);
+                if (!h)
+                        return -ENOMEM;
                 l = curl_slist_append(op->headers, h);
                 if (!l)
                         return -ENOMEM;

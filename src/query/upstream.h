@@ -79,8 +79,8 @@ typedef struct UpstreamRequest {
         UpstreamJar *jar;           /* cookies to send and keep, or NULL */
 } UpstreamRequest;
 /* Everything in *req is copied by upstream_start(): nothing is borrowed
- * after it returns (the body included: it may hold a secret, and the copy is
- * wiped when the operation is freed). */
+ * after it returns (the body and the headers included: they may hold a
+ * secret, and the copies are wiped when the operation is freed). */
 
 typedef struct UpstreamResponse {
         /* The outcome: < 0 (_API_ERROR_INVALID) when the last hop answered

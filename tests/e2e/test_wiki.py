@@ -10,6 +10,7 @@ Usage: test_wiki.py TOOL"""
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -280,6 +281,8 @@ class ScriptedWiki(unittest.TestCase):
 
 
 if __name__ == '__main__':
+    # meson's timeout sends SIGTERM: exit so that the wikis are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     TOOL = os.path.abspath(sys.argv.pop(1))
     why = mediawiki.available()
     if why:

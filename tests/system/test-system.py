@@ -1895,6 +1895,67 @@ def pipeline_stop_while_container_runs(bed):
 # --------------------------------------------------------------------------
 
 
+# --------------------------------------------------------------------------
+# Upstream I/O (src/query/upstream.c, destination policy): a name that
+# resolves to a loopback address through the container's own /etc/hosts but
+# is not named is refused, and no connection reaches that address.
+
+class _UpstreamOk(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        self.server.paths.append(self.path)
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+
+@test
+def upstream_unnamed_name_in_etc_hosts(bed):
+    """A name resolving to 127.0.0.9 via the container's /etc/hosts is
+    destination_denied unless named (wikiweb-upstream-tool run inside)."""
+    tool = os.path.join(os.path.dirname(bed.wikiwebd), "tests/tools/upstream/wikiweb-upstream-tool")
+    check(os.access(tool, os.X_OK), f"{tool} not built")
+    tool_in_ct = "/run/wikiweb-test/wikiweb-upstream-tool"
+    os.makedirs(bed.ct.root("/run/wikiweb-test"), exist_ok=True)
+    shutil.copy(tool, bed.ct.root(tool_in_ct))
+    hosts = bed.ct.root("/etc/hosts")
+    try:
+        with open(hosts) as f:
+            saved = f.read()
+    except FileNotFoundError:
+        saved = None
+    server = http.server.ThreadingHTTPServer(("127.0.0.9", 0), _UpstreamOk)
+    server.paths = []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        bed.ct.write("/etc/hosts", (saved or "127.0.0.1 localhost\n") + "127.0.0.9 wikiweb-unnamed.test\n")
+        url = f"http://wikiweb-unnamed.test:{server.server_address[1]}/x"
+        r = bed.ct.run([tool_in_ct, "--allow", "127.0.0.1", "--allow", "127.0.0.9", "fetch", url], check=False)
+        out = json.loads(r.stdout)
+        check(out["error"] == "destination_denied", f"not denied: {out}")
+        time.sleep(0.2)
+        check(server.paths == [], f"a request reached 127.0.0.9: {server.paths}")
+        r = bed.ct.run([tool_in_ct, "--allow", "wikiweb-unnamed.test", "fetch", url], check=False)
+        out = json.loads(r.stdout)
+        check(out["ok"] and out["body"] == "ok", f"named, the name did not resolve to 127.0.0.9: {out}")
+        check(server.paths == ["/x"], f"requests seen: {server.paths}")
+        log("# wikiweb-unnamed.test -> 127.0.0.9 (container /etc/hosts): unnamed destination_denied, "
+            "no connection; named: fetched")
+    finally:
+        server.shutdown()
+        server.server_close()
+        if saved is None:
+            bed.ct.remove("/etc/hosts")
+        else:
+            bed.ct.write("/etc/hosts", saved)
+        bed.ct.remove(tool_in_ct)
+
+
 def preflight():
     if os.geteuid() != 0:
         skip("needs root (systemd-nspawn)")

@@ -8,6 +8,8 @@
  *   wikiweb-upstream-tool [options] fetch-n N URL      N sequential fetches (bench)
  *   wikiweb-upstream-tool [options] lateness N URL     N concurrent fetches while a
  *                                                      10 ms timer measures loop lateness
+ *   wikiweb-upstream-tool [options] cancel URL         3 concurrent fetches, the second
+ *                                                      freed after 200 ms: 2 callbacks
  * options: --allow HOST (repeatable) --wiki-url URL --llm-url URL
  *          --max-bytes N --timeout-ms N --method GET|POST --data STRING
  *          --header "Name: value" (repeatable) --content-type TYPE
@@ -273,6 +275,61 @@ static int cmd_lateness(unsigned n, const char *url) {
         return r;
 }
 
+/* ---- cancel: free one of three operations while in flight ---- */
+
+typedef struct Cancel {
+        Fetch f[3];
+        unsigned callbacks;
+        bool cancelled_called;
+} Cancel;
+
+static void on_cancel_done(UpstreamOperation *op, const UpstreamResponse *r, void *userdata) {
+        Cancel *c = userdata;
+
+        c->callbacks++;
+        if (op == c->f[1].op)
+                c->cancelled_called = true; /* must never happen */
+        for (size_t i = 0; i < ELEMENTSOF(c->f); i++)
+                if (c->f[i].op == op)
+                        c->f[i].op = upstream_operation_free(op);
+        if (!c->f[0].op && !c->f[2].op)
+                (void) sd_event_exit(event, 0);
+}
+
+static int on_cancel_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Cancel *c = userdata;
+
+        c->f[1].op = upstream_operation_free(c->f[1].op);
+        return 0;
+}
+
+static int cmd_cancel(const char *url) {
+        Cancel c = { 0 };
+        sd_event_source *t = NULL;
+        json_object *o;
+        int r;
+
+        for (size_t i = 0; i < ELEMENTSOF(c.f); i++) {
+                UpstreamRequest req = make_request(url);
+                r = upstream_start(upstream, &req, on_cancel_done, &c, &c.f[i].op);
+                if (r < 0)
+                        return r;
+        }
+        r = sd_event_add_time_relative(event, &t, CLOCK_MONOTONIC, 200 * USEC_PER_MSEC, 1, on_cancel_timer, &c);
+        if (r < 0)
+                return r;
+        r = sd_event_loop(event);
+        sd_event_source_disable_unref(t);
+        o = json_object_new_object();
+        json_object_object_add(o, "callbacks", json_object_new_int((int) c.callbacks));
+        json_object_object_add(o, "cancelled_called", json_object_new_boolean(c.cancelled_called));
+        tool_print_json(o);
+        json_object_put(o);
+        for (size_t i = 0; i < ELEMENTSOF(c.f); i++)
+                upstream_operation_free(c.f[i].op);
+        return r;
+}
+
 static int parse_u64(const char *s, uint64_t *ret) {
         char *end;
         unsigned long long v;
@@ -401,6 +458,8 @@ int main(int argc, char **argv) {
 
         if (streq(cmd, "fetch") && argc - optind == 2)
                 r = cmd_fetch(argv[optind + 1]);
+        else if (streq(cmd, "cancel") && argc - optind == 2)
+                r = cmd_cancel(argv[optind + 1]);
         else if ((streq(cmd, "fetch-n") || streq(cmd, "lateness")) && argc - optind == 3) {
                 uint64_t n;
                 if (parse_u64(argv[optind + 1], &n) < 0 || n > 1000000)
