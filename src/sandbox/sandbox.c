@@ -465,13 +465,46 @@ static void sweep_start(Sandbox *s) {
         sweep_check_done(s);
 }
 
+/* Say once which limits hold here (README: cgroup v1 versus v2): the
+ * scope's MemoryMax= and TasksMax= only where the user manager has the
+ * controllers delegated; otherwise only the rlimits. */
+static void sandbox_log_limits(void) {
+        _cleanup_free_ char *path = NULL;
+        _cleanup_fclose_ FILE *f = NULL;
+        char line[512] = "";
+        unsigned uid = (unsigned) getuid();
+
+        if (asprintf(
+                    &path,
+                    "/sys/fs/cgroup/user.slice/user-%u.slice/user@%u.service/cgroup.subtree_control",
+                    uid,
+                    uid) < 0)
+                return;
+        f = fopen(path, "re");
+        if (f && !fgets(line, sizeof line, f))
+                line[0] = 0;
+        if (strstr(line, "memory") && strstr(line, "pids"))
+                log_info(
+                        "Sandbox limits: MemoryMax= and TasksMax= hold for each run's scope (cgroup v2 controllers "
+                        "delegated: %.*s), besides the rlimits.",
+                        (int) strcspn(line, "\n"),
+                        line);
+        else
+                log_notice(
+                        "Sandbox limits: no memory and pids controllers are delegated to the user manager (cgroup "
+                        "v1 or hybrid, or none delegated): memory is limited per process (RLIMIT_DATA), tasks by "
+                        "RLIMIT_NPROC, not per run.");
+}
+
 static void sandbox_on_ready(bool ready, const char *reason, void *userdata) {
         Sandbox *s = userdata;
 
         if (ready) {
                 log_info("The user manager answers: sandbox scopes can be made.");
-                if (!s->sweep_started && !s->static_reason[0])
+                if (!s->sweep_started && !s->static_reason[0]) {
+                        sandbox_log_limits();
                         sweep_start(s);
+                }
         } else if (reason && *reason)
                 log_warning("Sandbox unavailable: %s.", reason);
         sandbox_notify(s);

@@ -58,6 +58,9 @@ typedef struct SandboxOptions {
  * (even when the sandbox is unavailable: that is a state, see below),
  * -ENOMEM, or an error creating the reaper. */
 int sandbox_new(sd_event *event, const Config *config, const SandboxOptions *options, Sandbox **ret);
+/* Frees everything, calls no callback, and stops no container: one still
+ * running stays in its scope until the next start-up sweep. Cancel the
+ * runs and wait for their callbacks first. */
 Sandbox *sandbox_free(Sandbox *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Sandbox *, sandbox_free);
 

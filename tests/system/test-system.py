@@ -1251,6 +1251,9 @@ def sandbox_user_manager_and_availability(bed):
     av = [e for e in events if e.get("event") == "availability"]
     check(rc == 0 and av and av[0]["available"], f"sandbox unavailable under the unit: {events}\n{err[-2000:]}")
     log(f"# sandbox available: {av[0]}")
+    # The bed delegates no controller to user managers: the journal says
+    # the limits are the rlimits.
+    check("Sandbox limits: no memory and pids controllers are delegated" in err, f"no limits line:\n{err[-2000:]}")
     # A missing runtime is reported as such, with a reason.
     rc, events, err = _sb_tool(bed, ["--wait-s", "1", "check"], env={"WIKI_WEB_SANDBOX_RUNTIME": "/nonexistent/crun"})
     av = [e for e in events if e.get("event") == "availability"]
