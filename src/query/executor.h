@@ -93,5 +93,7 @@ bool query_executor_busy(const QueryExecutor *x);
 int query_executor_abort(QueryExecutor *x, const char *reason);
 
 /* Test-only (WIKI_WEB_TEST_FAULTS=1): make each job take this long before
- * it reports, so tests can stop the service while a query runs. */
+ * it reports, so tests can stop the service while a query runs. The
+ * pipeline does not run then, configured or not: each job ends as an
+ * unconfigured one ("query execution is not configured"). */
 void query_executor_set_test_delay(QueryExecutor *x, usec_t delay);
