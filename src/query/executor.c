@@ -151,11 +151,16 @@ static void query_executor_on_run_done(QueryRun *q, const QueryOutcome *o, void 
         x->done = NULL;
         x->userdata = NULL;
         x->run = NULL;
-        /* The run stays until the next start: its outcome is borrowed for
-         * this call, and an unconfirmed cleanup still has to report. */
         x->lingering = query_run_free(x->lingering);
-        x->lingering = q;
         done(o, u);
+        /* Nothing of the run is touched after its done callback returns: a
+         * run whose cleanup is confirmed goes now (its query directory with
+         * it); one whose cleanup is not stays until the confirmation has
+         * been reported, and is freed at the next start. */
+        if (o->cleanup_confirmed)
+                query_run_free(q);
+        else
+                x->lingering = q;
 }
 
 int query_executor_abort(QueryExecutor *x, const char *reason) {
