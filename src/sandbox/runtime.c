@@ -10,6 +10,42 @@
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
 
+/* PID 1 of the container: a small init in Python. The code runs in a
+ * forked child that reads the program from stdin and runs it as __main__
+ * (a traceback without this wrapper's frame), so that
+ * - its real end is known: the init writes the child's waitstatus (the exit
+ *   code, or minus the signal) to fd 3, the status pipe the runtime passes
+ *   in (--preserve-fds=1), because the runtime's own exit status is
+ *   128 + signal for a signal and cannot be told from sys.exit(139);
+ * - orphans are reaped (a Python PID 1 does not: zombies would count
+ *   against RLIMIT_NPROC);
+ * - the code is not PID 1, so signals behave as everywhere else. */
+#define RUNTIME_INIT_PY                                                                           \
+        "import os\n"                                                                             \
+        "pid = os.fork()\n"                                                                       \
+        "if pid == 0:\n"                                                                          \
+        "    os.close(3)\n"                                                                       \
+        "    import sys, traceback\n"                                                             \
+        "    sys.argv = ['-']\n"                                                                  \
+        "    g = {'__name__': '__main__', '__builtins__': __builtins__, '__file__': '<stdin>'}\n" \
+        "    try:\n"                                                                              \
+        "        exec(compile(sys.stdin.buffer.read(), '<stdin>', 'exec'), g)\n"                  \
+        "    except SystemExit:\n"                                                                \
+        "        raise\n"                                                                         \
+        "    except BaseException as e:\n"                                                        \
+        "        traceback.print_exception(type(e), e, e.__traceback__.tb_next)\n"                \
+        "        sys.exit(1)\n"                                                                   \
+        "    sys.exit(0)\n"                                                                       \
+        "while True:\n"                                                                           \
+        "    try:\n"                                                                              \
+        "        p, st = os.waitpid(-1, 0)\n"                                                     \
+        "    except ChildProcessError:\n"                                                         \
+        "        os._exit(127)\n"                                                                 \
+        "    if p == pid:\n"                                                                      \
+        "        c = os.waitstatus_to_exitcode(st)\n"                                             \
+        "        os.write(3, str(c).encode())\n"                                                  \
+        "        os._exit(c if c >= 0 else 128 - c)\n"
+
 RuntimeKind runtime_kind_from_path(const char *path) {
         const char *base = strrchr(path, '/');
 
@@ -290,7 +326,7 @@ int runtime_config_render(const RuntimeSpec *s, char **ret) {
         json_object_object_add(user, "uid", json_object_new_int(0));
         json_object_object_add(user, "gid", json_object_new_int(0));
         /* The program comes on stdin: no code in config.json or argv. */
-        r = add_strings(process, "args", (const char *const[]){ "python3", "-", NULL });
+        r = add_strings(process, "args", (const char *const[]){ "python3", "-c", RUNTIME_INIT_PY, NULL });
         if (r < 0)
                 return r;
         r = add_strings(
@@ -504,6 +540,8 @@ int runtime_argv(
                 /* A new session keyring is refused inside nspawn, and the
                  * filter denies the keyring calls to the code anyway. */
                 v[n++] = "--no-new-keyring";
+                /* fd 3: the status pipe of the container's init (below). */
+                v[n++] = "--preserve-fds=1";
                 v[n++] = "--bundle";
                 v[n++] = bundle;
                 /* Written once the container exists: without it, a failure
@@ -553,14 +591,16 @@ int runtime_argv(
         return 0;
 }
 
-/* Between fork and exec: async-signal-safe calls only. */
-_noreturn_ static void child_exec(char *const *argv, int in, int out, int err, int hold) {
+/* Between fork and exec: async-signal-safe calls only. fds 0, 1, 2 and 3
+ * (the run's status pipe, or /dev/null) go to the runtime; the hold pipe
+ * is fd 4 until it is read, then closed. */
+_noreturn_ static void child_exec(char *const *argv, int in, int out, int err, int status, int hold) {
         static char *const envp[] = { (char *) "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                                       (char *) "LANG=C.UTF-8",
                                       NULL };
         struct sigaction sa = { .sa_handler = SIG_DFL };
         sigset_t none;
-        int fds[4] = { in, out, err, hold }, null_fd;
+        int fds[5] = { in, out, err, status, hold }, null_fd;
 
         for (int sig = 1; sig < NSIG; sig++)
                 (void) sigaction(sig, &sa, NULL);
@@ -568,37 +608,38 @@ _noreturn_ static void child_exec(char *const *argv, int in, int out, int err, i
         (void) sigprocmask(SIG_SETMASK, &none, NULL);
 
         null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-        /* Move every fd out of 0..3 first, then into place. */
-        for (int i = 0; i < 4; i++) {
+        /* Move every fd out of 0..4 first, then into place. */
+        for (int i = 0; i < 5; i++) {
                 if (fds[i] < 0)
-                        fds[i] = i < 3 ? null_fd : -1;
+                        fds[i] = i < 4 ? null_fd : -1;
                 if (fds[i] >= 0) {
                         fds[i] = fcntl(fds[i], F_DUPFD, 10);
                         if (fds[i] < 0)
                                 _exit(127);
                 }
         }
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < 5; i++)
                 if (fds[i] >= 0 && dup2(fds[i], i) < 0)
                         _exit(127);
-        (void) syscall(SYS_close_range, hold >= 0 ? 4U : 3U, ~0U, 0U);
+        (void) syscall(SYS_close_range, hold >= 0 ? 5U : 4U, ~0U, 0U);
 
         if (hold >= 0) {
                 char c;
                 ssize_t k;
 
                 do
-                        k = read(3, &c, 1);
+                        k = read(4, &c, 1);
                 while (k < 0 && errno == EINTR);
                 if (k != 1)
                         _exit(127);
-                (void) close(3);
+                (void) close(4);
         }
         execve(argv[0], argv, envp);
         _exit(127);
 }
 
-int runtime_spawn(char *const *argv, int stdin_fd, int stdout_fd, int stderr_fd, int hold_fd, pid_t *ret_pid) {
+int runtime_spawn(
+        char *const *argv, int stdin_fd, int stdout_fd, int stderr_fd, int status_fd, int hold_fd, pid_t *ret_pid) {
         pid_t pid;
 
         if (!argv || !argv[0] || argv[0][0] != '/')
@@ -607,7 +648,7 @@ int runtime_spawn(char *const *argv, int stdin_fd, int stdout_fd, int stderr_fd,
         if (pid < 0)
                 return negative_errno();
         if (pid == 0)
-                child_exec(argv, stdin_fd, stdout_fd, stderr_fd, hold_fd);
+                child_exec(argv, stdin_fd, stdout_fd, stderr_fd, status_fd, hold_fd);
         *ret_pid = pid;
         return 0;
 }

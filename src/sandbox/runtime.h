@@ -52,7 +52,8 @@ typedef struct RuntimeSpec {
  * noNewPrivileges; the strict seccomp filter; podman's masked and read-only
  * /proc paths; a read-only root; /data read-only, /out read-write, /tmp a
  * small tmpfs; rlimits NPROC, DATA, CPU, FSIZE, NOFILE and CORE=0;
- * python3 reading the program from its stdin ("python3 -"), cwd /tmp,
+ * a small Python init (runtime.c) running the program from its stdin in a
+ * child and reporting that child's end on fd 3, cwd /tmp,
  * HOME=/tmp. Pure. Returns 0 and a new NUL-terminated string, or -ENOMEM,
  * -EINVAL (a missing path). */
 int runtime_config_render(const RuntimeSpec *s, char **ret);
@@ -85,10 +86,13 @@ int runtime_argv(
 void runtime_argv_free(char **argv);
 
 /* Fork and exec argv (argv[0] an absolute path) with a minimal environment,
- * every signal unblocked and at its default, and fds 0, 1, 2 from the given
- * ones (-1: /dev/null); every other fd is closed. With hold_fd >= 0 (the
- * read end of a pipe) the child first waits for one byte on it and exits
- * with 127 without executing if the pipe is closed without one: that is
- * how a child is put into its scope before the runtime runs. The fds stay
- * the caller's. Returns 0 and the pid, or a negative errno. */
-int runtime_spawn(char *const *argv, int stdin_fd, int stdout_fd, int stderr_fd, int hold_fd, pid_t *ret_pid);
+ * every signal unblocked and at its default, and fds 0, 1, 2, 3 from the
+ * given ones (-1: /dev/null; fd 3 is the run's status pipe, which "run"
+ * passes into the container with --preserve-fds=1); every other fd is
+ * closed. With hold_fd >= 0 (the read end of a pipe) the child first waits
+ * for one byte on it and exits with 127 without executing if the pipe is
+ * closed without one: that is how a child is put into its scope before the
+ * runtime runs. The fds stay the caller's. Returns 0 and the pid, or a
+ * negative errno. */
+int runtime_spawn(
+        char *const *argv, int stdin_fd, int stdout_fd, int stderr_fd, int status_fd, int hold_fd, pid_t *ret_pid);

@@ -15,6 +15,7 @@
 #include "sandbox/scope.h"
 #include "shared/log.h"
 #include "shared/macro.h"
+#include "shared/parse-util.h"
 #include "store/history.h"
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
@@ -29,6 +30,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
 #define SANDBOX_RETRY_MAX_USEC (30 * USEC_PER_SEC)
 /* Names of /out files in a run's result. */
 #define SANDBOX_RESULT_FILES_MAX 100
+/* How often the size of /out is checked while a run runs. */
+#define SANDBOX_OUT_CHECK_USEC (25 * USEC_PER_MSEC)
 
 typedef struct Cleanup Cleanup;
 typedef void (*CleanupDone)(Cleanup *c, int error);
@@ -75,10 +78,13 @@ struct SandboxRun {
         bool exited;
         int status;
         int hold_fd, out_fd, err_fd;
+        int status_fd; /* the container init's report of the code's end */
         sd_event_source *out_src, *err_src;
         OutputBuffer out, err;
         ScopeOp *op;
         sd_event_source *timer;
+        sd_event_source *out_watch; /* the /out size check while it runs */
+        uint64_t out_exceeded;      /* bytes in /out when it passed the cap, 0: never */
         sd_event_source *report;
         bool timed_out, cancelled, kill_sent;
         int error; /* the first error: nothing could run */
@@ -295,7 +301,7 @@ static void cleanup_step(Cleanup *c) {
                 NULL,
                 &argv);
         if (r >= 0)
-                r = runtime_spawn(argv, -1, -1, -1, -1, &c->pid);
+                r = runtime_spawn(argv, -1, -1, -1, -1, -1, &c->pid);
         runtime_argv_free(argv);
         if (r >= 0)
                 r = reaper_watch(s->reaper, c->pid, cleanup_on_exit, c, &c->watch);
@@ -449,7 +455,7 @@ static void sweep_start(Sandbox *s) {
         }
         if (l && l->fd >= 0 &&
             runtime_argv(s->kind, s->runtime, s->state_root, RUNTIME_LIST, NULL, NULL, &argv) >= 0 &&
-            runtime_spawn(argv, -1, l->fd, -1, -1, &pid) >= 0 &&
+            runtime_spawn(argv, -1, l->fd, -1, -1, -1, &pid) >= 0 &&
             reaper_watch(s->reaper, pid, sweep_on_list_exit, l, NULL) >= 0) {
                 s->sweep_outstanding++;
                 l = NULL;
@@ -1028,6 +1034,7 @@ static void sandbox_run_free(SandboxRun *run) {
         sd_event_source_disable_unref(run->out_src);
         sd_event_source_disable_unref(run->err_src);
         sd_event_source_disable_unref(run->timer);
+        sd_event_source_disable_unref(run->out_watch);
         sd_event_source_disable_unref(run->report);
         if (run->hold_fd >= 0)
                 (void) close(run->hold_fd);
@@ -1035,6 +1042,8 @@ static void sandbox_run_free(SandboxRun *run) {
                 (void) close(run->out_fd);
         if (run->err_fd >= 0)
                 (void) close(run->err_fd);
+        if (run->status_fd >= 0)
+                (void) close(run->status_fd);
         output_buffer_done(&run->out);
         output_buffer_done(&run->err);
         sandbox_result_done(&run->result);
@@ -1075,17 +1084,49 @@ static bool pid_file_exists(const SandboxRun *run) {
 
 /* The runtime and its pipes are done (or given up on): fill the result and
  * clean up. */
+/* The init's report on the status pipe: "<exit code>" or "-<signal>". */
+static bool read_init_status(SandboxRun *run, int *ret) {
+        char buf[16];
+        uint64_t v;
+        ssize_t k;
+        bool neg;
+
+        if (run->status_fd < 0)
+                return false;
+        k = read(run->status_fd, buf, sizeof buf - 1);
+        if (k <= 0)
+                return false;
+        buf[k] = 0;
+        neg = buf[0] == '-';
+        if (parse_uint64_range(buf + neg, neg ? 1 : 0, neg ? 64 : 255, &v) < 0)
+                return false;
+        *ret = neg ? -(int) v : (int) v;
+        return true;
+}
+
 static void run_finish(SandboxRun *run) {
         SandboxResult *res = &run->result;
-        int r;
+        int init_status, r;
 
         if (run->state >= RUN_CLEANING)
                 return;
         run->state = RUN_CLEANING;
         run->t_end = now(CLOCK_MONOTONIC);
         run->timer = sd_event_source_disable_unref(run->timer);
+        run->out_watch = sd_event_source_disable_unref(run->out_watch);
         run->out_src = sd_event_source_disable_unref(run->out_src);
         run->err_src = sd_event_source_disable_unref(run->err_src);
+        if (run->out_exceeded > 0) {
+                char note[160];
+                int k = snprintf(
+                        note,
+                        sizeof note,
+                        "\n[sandbox: /out held %" PRIu64 " bytes, more than the %" PRIu64
+                        " allowed; the run was stopped]\n",
+                        run->out_exceeded,
+                        run->sandbox->config->artifact_max_bytes);
+                output_buffer_append(&run->err, note, (size_t) MAX(k, 0));
+        }
 
         res->timed_out = run->timed_out;
         res->cancelled = run->cancelled;
@@ -1107,7 +1148,17 @@ static void run_finish(SandboxRun *run) {
                                 if (output_buffer_render(&run->err, &msg, NULL) >= 0)
                                         log_error("Runtime said: %.400s", msg);
                                 run->error = -EIO;
-                        } else if (code > 128 && code < 128 + 65 && (run->timed_out || run->cancelled)) {
+                        } else if (read_init_status(run, &init_status)) {
+                                /* The code's own end, from the container's
+                                 * init: exit code, or minus the signal. */
+                                if (init_status >= 0) {
+                                        res->has_exit_code = true;
+                                        res->exit_code = init_status;
+                                } else
+                                        res->signal = signal_name(-init_status);
+                        } else if (code > 128 && code < 128 + 65) {
+                                /* No report (the init itself was killed):
+                                 * the runtime's 128 + signal. */
                                 res->signal = signal_name(code - 128);
                         } else {
                                 res->has_exit_code = true;
@@ -1253,6 +1304,65 @@ static void run_on_exit(pid_t pid, int status, void *userdata) {
         run_advance(run);
 }
 
+/* Disk used below dir_fd (st_blocks, not following links), bounded work
+ * on a hostile tree: at most max_depth levels and *budget entries. */
+static uint64_t tree_usage(int dir_fd, unsigned max_depth, unsigned *budget) {
+        int fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
+        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+        struct dirent *de;
+        uint64_t total = 0;
+
+        if (!d) {
+                if (fd >= 0)
+                        (void) close(fd);
+                return 0;
+        }
+        rewinddir(d);
+        while (*budget > 0 && (de = readdir(d))) {
+                struct stat st;
+
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                (*budget)--;
+                if (fstatat(dir_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue;
+                total += (uint64_t) st.st_blocks * 512;
+                if (S_ISDIR(st.st_mode) && max_depth > 0) {
+                        int sub = openat(dir_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (sub >= 0) {
+                                total += tree_usage(sub, max_depth - 1, budget);
+                                (void) close(sub);
+                        }
+                }
+        }
+        closedir(d);
+        return total;
+}
+
+/* /out is a directory of the host: RLIMIT_FSIZE caps one file, this caps
+ * them all. Checked while the run runs; past WIKI_WEB_ARTIFACT_MAX_BYTES
+ * the run is stopped like at its timeout (what it wrote in the last
+ * interval may pass the cap). */
+static int run_on_out_watch(sd_event_source *src, uint64_t usec, void *userdata) {
+        SandboxRun *run = userdata;
+        unsigned budget = 20000;
+        uint64_t used;
+
+        if (run->state != RUN_RUNNING || !run->query)
+                return 0;
+        used = tree_usage(run->query->out_fd, 8, &budget);
+        if (used > run->sandbox->config->artifact_max_bytes && !run->kill_sent) {
+                log_info("Run %s: /out holds %" PRIu64 " bytes, more than allowed: stopping it.", run->id, used);
+                run->out_exceeded = used;
+                run->out_watch = sd_event_source_disable_unref(run->out_watch);
+                run_kill(run);
+                return 0;
+        }
+        (void) sd_event_source_set_time_relative(src, SANDBOX_OUT_CHECK_USEC);
+        (void) sd_event_source_set_enabled(src, SD_EVENT_ONESHOT);
+        return 0;
+}
+
 static void run_on_scope_started(int error, void *userdata) {
         SandboxRun *run = userdata;
         const Config *c = run->sandbox->config;
@@ -1288,6 +1398,14 @@ static void run_on_scope_started(int error, void *userdata) {
                 c->sandbox_timeout_seconds * USEC_PER_SEC,
                 0,
                 run_on_timer,
+                run);
+        (void) sd_event_add_time_relative(
+                run->sandbox->event,
+                &run->out_watch,
+                CLOCK_MONOTONIC,
+                SANDBOX_OUT_CHECK_USEC,
+                0,
+                run_on_out_watch,
                 run);
         if (run->cancelled)
                 run_kill(run);
@@ -1352,7 +1470,7 @@ int sandbox_run_start(
         SandboxQuery *q, const char *code, size_t len, SandboxRunDone done, void *userdata, SandboxRun **ret) {
         Sandbox *s = q->sandbox;
         const Config *c = s->config;
-        _cleanup_close_ int code_fd = -1, out_w = -1, err_w = -1, hold_r = -1, bundle_fd = -1;
+        _cleanup_close_ int code_fd = -1, out_w = -1, err_w = -1, hold_r = -1, status_w = -1, bundle_fd = -1;
         SandboxRun *run;
         char **argv = NULL;
         size_t cap;
@@ -1372,6 +1490,7 @@ int sandbox_run_start(
                 .sandbox = s,
                 .query = q,
                 .hold_fd = -1,
+                .status_fd = -1,
                 .out_fd = -1,
                 .err_fd = -1,
                 .done = done,
@@ -1433,9 +1552,11 @@ int sandbox_run_start(
         if (r >= 0)
                 r = make_pipe(&run->hold_fd, &hold_r, false);
         if (r >= 0)
+                r = make_pipe(&run->status_fd, &status_w, true);
+        if (r >= 0)
                 r = runtime_argv(s->kind, s->runtime, s->state_root, RUNTIME_RUN, run->id, run->bundle, &argv);
         if (r >= 0)
-                r = runtime_spawn(argv, code_fd, out_w, err_w, hold_r, &run->pid);
+                r = runtime_spawn(argv, code_fd, out_w, err_w, status_w, hold_r, &run->pid);
         runtime_argv_free(argv);
         if (r < 0)
                 goto fail;

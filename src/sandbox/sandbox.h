@@ -35,14 +35,22 @@
  *   run of it is in flight: cancel it and wait for the callback.
  *
  * Callbacks are always called from the event loop (a defer), never from
- * inside the call that started the work. */
+ * inside the call that started the work.
+ *
+ * For the pipeline: offer run_python only while sandbox_is_available();
+ * map a done callback's error < 0 to execution_failed, anything else is a
+ * tool result (sandbox_result_to_json()); on the query deadline call
+ * sandbox_run_cancel() and wait for the callback; at the end of the query
+ * call sandbox_query_store_artifacts() (also when it failed), report
+ * cleanup_confirmed = sandbox_query_cleanup_confirmed(), and if false,
+ * keep the slot until the confirmed handler runs. */
 
 typedef struct Sandbox Sandbox;
 typedef struct SandboxQuery SandboxQuery;
 typedef struct SandboxRun SandboxRun;
 
 typedef struct SandboxOptions {
-        const char *bus_address; /* NULL: unix:path=/run/user/UID/bus */
+        const char *bus_address; /* NULL: $RUNTIME_DIRECTORY/user/UID/bus if there, else /run/user/UID/bus */
         const char *work_dir;    /* NULL: <state directory>/sandbox */
         const char *state_root; /* the runtime's --root; NULL: $RUNTIME_DIRECTORY/runtime, else <work_dir>/runtime */
 } SandboxOptions;

@@ -1234,6 +1234,11 @@ def _sb_runtime_states(bed, runtime="crun"):
     return [x for x in r.stdout.split() if x]
 
 
+def _sb_code_running(bed):
+    r = bed.ct.run(["pgrep", "-u", str(_sb_uid(bed)), "-f", "python3 -c"], check=False)
+    return bool(r.stdout.strip())
+
+
 def _sb_check_clean(bed):
     units = _sb_user_units(bed)
     check(not units, f"scopes left in the user manager: {units}")
@@ -1296,6 +1301,18 @@ def sandbox_exit_codes_and_errors(bed):
     res, _, _ = _sb_run(bed, "raise ValueError('boom')\n")
     r = res["result"]
     check(r["exit_code"] == 1 and "ValueError: boom" in r["stderr"], f"result {r}")
+    # A signal is a signal, not 128 + n (which sys.exit(139) also gives).
+    res, _, _ = _sb_run(bed, "import ctypes\nprint('before', flush=True)\nctypes.string_at(0)\n")
+    r = res["result"]
+    check(r["signal"] == "SIGSEGV" and r["exit_code"] is None and r["stdout"] == "before\n", f"segfault: {r}")
+    res, _, _ = _sb_run(bed, "import sys\nsys.exit(139)\n")
+    check(res["result"]["exit_code"] == 139 and res["result"]["signal"] is None, f"exit 139: {res['result']}")
+    # Orphans are reaped by the container's init: no zombie piles up.
+    res, _, _ = _sb_run(bed, "import os, time\nfor i in range(100):\n    if os.fork() == 0:\n"
+                             "        if os.fork() == 0:\n            os._exit(0)\n        os._exit(0)\n"
+                             "    os.wait()\ntime.sleep(0.3)\n"
+                             "print(sum(1 for p in os.listdir('/proc') if p.isdigit()))\n")
+    check(res["result"]["exit_code"] == 0 and int(res["result"]["stdout"]) <= 3, f"processes left: {res['result']}")
     res, _, _ = _sb_run(bed, "print('runc', 6 * 7)\n", env={"WIKI_WEB_SANDBOX_RUNTIME": "runc"})
     r = res["result"]
     check(res["error"] == 0 and r["exit_code"] == 0 and r["stdout"] == "runc 42\n" and res["cleanup_confirmed"],
@@ -1428,7 +1445,8 @@ def sandbox_hostile_code_contained(bed):
     check(h["NoNewPrivs"] == "1" and h["Seccomp"] == "2", f"NoNewPrivs {h['NoNewPrivs']} Seccomp {h['Seccomp']}")
     for k in ("unshare", "mount", "keyctl", "io_uring_setup", "userfaultfd", "ptrace", "shmget", "msgget"):
         check(h[k][0] == -1 and h[k][1] in (1, 38), f"{k}: {h[k]}")
-    check(h["uid"] == 0 and h["pid"] == 1, f"uid {h['uid']} pid {h['pid']}")
+    # PID 1 is the container's init; the code is its child.
+    check(h["uid"] == 0 and h["pid"] == 2, f"uid {h['uid']} pid {h['pid']}")
     status, _, body = bed.http("GET", "/api/v1/health")
     check(status == 200 and body["status"] == "ok", f"daemon health {status} {body}")
 
@@ -1471,6 +1489,18 @@ def sandbox_resource_bombs(bed):
     check(h["out"][1] == 27 and h["out"][0] <= 64, f"/out flood: {h['out']} (expected EFBIG at 64 MiB)")
     check(h["tmp"][1] in (27, 28) and h["tmp"][0] <= 64, f"/tmp flood: {h['tmp']}")
     check(arts and [a["name"] for a in arts["items"]] == ["flood.bin"], f"artifacts {arts}")
+    # Many files: the total cap (WIKI_WEB_ARTIFACT_MAX_BYTES, 32 MiB here)
+    # stops the run; at most 1 GiB is written.
+    many = ("import os\nchunk = b'\\1' * (4 << 20)\n"
+            "for i in range(256):\n    with open('/out/part%03d.bin' % i, 'wb') as f:\n        f.write(chunk)\n"
+            "    print(i + 1, flush=True)\n")
+    res, arts, _ = _sb_run(bed, many, env={"WIKI_WEB_ARTIFACT_MAX_BYTES": str(32 << 20)})
+    r = res["result"]
+    written = int(r["stdout"].split()[-1]) if r["stdout"].strip() else 0
+    log(f"# /out flood of 4 MiB files, cap 32 MiB: {written} files written before the stop, signal {r['signal']}")
+    check(r["signal"] == "SIGKILL" and written < 256 and "more than the 33554432 allowed" in r["stderr"],
+          f"many-file flood not stopped: {r}")
+    check(arts and sum(a["size_bytes"] for a in arts["items"]) <= 32 << 20, f"artifacts over the cap: {arts}")
     _sb_check_clean(bed)
     status, _, body = bed.http("GET", "/api/v1/health")
     check(status == 200 and body["status"] == "ok", f"daemon health {status} {body}")
@@ -1481,7 +1511,9 @@ def sandbox_sweep_after_kill9(bed):
     """kill -9 of the process that runs a container: the scope survives it, the next start-up sweep removes it."""
     path = _sb_write_code(bed, "sleeper.py", "import time\nwhile True:\n    time.sleep(0.1)\n")
     unit = _sb_tool(bed, ["run", path], wait=False, unit="wikiweb-sbtool-kill9")
-    wait_until(lambda: _sb_user_units(bed), 20, what="the run's scope")
+    # The scope exists before the runtime runs (the child is held until
+    # then): wait for the code itself, or the kill could come before it.
+    wait_until(lambda: _sb_user_units(bed) and _sb_code_running(bed), 20, what="the run's scope and code")
     scopes = _sb_user_units(bed)
     bed.ct.run(["systemctl", "kill", "-s", "KILL", unit])
     wait_until(lambda: bed.show(unit, "ActiveState")["ActiveState"] in ("inactive", "failed"), 10,
@@ -1529,7 +1561,9 @@ def sandbox_daemon_health_and_sweep(bed):
     # daemon restarts: its sweep removes the scope and the processes.
     path = _sb_write_code(bed, "sleeper2.py", "import time\nwhile True:\n    time.sleep(0.1)\n")
     unit = _sb_tool(bed, ["run", path], wait=False, unit="wikiweb-sbtool-kill9-daemon")
-    wait_until(lambda: _sb_user_units(bed), 20, what="the run's scope")
+    # The scope exists before the runtime runs (the child is held until
+    # then): wait for the code itself, or the kill could come before it.
+    wait_until(lambda: _sb_user_units(bed) and _sb_code_running(bed), 20, what="the run's scope and code")
     bed.ct.run(["systemctl", "kill", "-s", "KILL", unit])
     time.sleep(0.5)
     check(_sb_user_units(bed), "the scope did not survive the kill")
@@ -1561,7 +1595,9 @@ def sandbox_daemon_unconfirmed_degrades_health(bed):
     """wikiwebd: an unconfirmable cleanup (fault switch, in its start-up sweep) makes Health degraded until confirmed."""
     path = _sb_write_code(bed, "sleeper3.py", "import time\nwhile True:\n    time.sleep(0.1)\n")
     unit = _sb_tool(bed, ["run", path], wait=False, unit="wikiweb-sbtool-kill9-health")
-    wait_until(lambda: _sb_user_units(bed), 20, what="the run's scope")
+    # The scope exists before the runtime runs (the child is held until
+    # then): wait for the code itself, or the kill could come before it.
+    wait_until(lambda: _sb_user_units(bed) and _sb_code_running(bed), 20, what="the run's scope and code")
     bed.ct.run(["systemctl", "kill", "-s", "KILL", unit])
     dropin = f"/run/systemd/system/{SERVICE}.d/60-unconfirmable.conf"
     bed.ct.write(dropin, "[Service]\nEnvironment=WIKI_WEB_TEST_FAULTS=1 WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE=2\n")

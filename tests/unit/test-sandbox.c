@@ -626,9 +626,10 @@ static void test_runtime_argv(void) {
         ASSERT_EQ_STR(a[3], "--cgroup-manager=disabled");
         ASSERT_EQ_STR(a[4], "run");
         ASSERT_EQ_STR(a[5], "--no-new-keyring");
-        ASSERT_EQ_STR(a[9], "/b/container.pid");
-        ASSERT_EQ_STR(a[10], "wikiweb-q-x-1");
-        ASSERT_TRUE(!a[11]);
+        ASSERT_EQ_STR(a[6], "--preserve-fds=1");
+        ASSERT_EQ_STR(a[10], "/b/container.pid");
+        ASSERT_EQ_STR(a[11], "wikiweb-q-x-1");
+        ASSERT_TRUE(!a[12]);
         runtime_argv_free(a);
         ASSERT_OK(runtime_argv(RUNTIME_RUNC, "/usr/sbin/runc", "/r", RUNTIME_RUN, "id", "/b", &a));
         ASSERT_EQ_STR(a[3], "run"); /* no cgroup-manager switch for runc */

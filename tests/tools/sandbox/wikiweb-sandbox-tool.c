@@ -357,7 +357,7 @@ static int bare_once(RuntimeKind kind, const char *runtime, const char *root, co
         (void) close(p[1]);
         r = runtime_argv(kind, runtime, root, RUNTIME_RUN, "wikiweb-q-bench_bare-1", bundle, &argv);
         if (r >= 0)
-                r = runtime_spawn(argv, p[0], -1, -1, -1, &pid);
+                r = runtime_spawn(argv, p[0], -1, -1, -1, -1, &pid);
         runtime_argv_free(argv);
         (void) close(p[0]);
         if (r < 0)
@@ -368,7 +368,7 @@ static int bare_once(RuntimeKind kind, const char *runtime, const char *root, co
         for (RuntimeVerb v = RUNTIME_DELETE; v <= RUNTIME_STATE; v++) {
                 r = runtime_argv(kind, runtime, root, v, "wikiweb-q-bench_bare-1", NULL, &argv);
                 if (r >= 0)
-                        r = runtime_spawn(argv, -1, -1, -1, -1, &pid);
+                        r = runtime_spawn(argv, -1, -1, -1, -1, -1, &pid);
                 runtime_argv_free(argv);
                 if (r < 0)
                         return r;
