@@ -250,6 +250,18 @@ static void on_query_finished(
         update_status(m);
 }
 
+/* A query whose cleanup was confirmed late has freed the slot: health
+ * follows (API.md 8.4). */
+static void on_cleanup_confirmed(const char *query_id, void *userdata) {
+        Manager *m = userdata;
+
+        if (m->bus)
+                queue_bus_set_health(
+                        m->bus,
+                        (m->sandbox && sandbox_cleanup_pending(m->sandbox)) || api_is_degraded(m->api));
+        update_status(m);
+}
+
 /* Availability for /api/v1/health and the journal; D-Bus Health is
  * degraded while a sandbox cleanup is not confirmed (API.md 8.4). */
 static void on_sandbox_state(Sandbox *s, void *userdata) {
@@ -514,6 +526,7 @@ static int run(int argc, char *argv[]) {
         if (r < 0)
                 return log_oom();
         api_set_query_finished_hook(m.api, on_query_finished, &m);
+        api_set_cleanup_confirmed_hook(m.api, on_cleanup_confirmed, &m);
 
         /* Admins read the queue on the system bus; without one (a developer's
          * machine) the daemon still serves HTTP. */
@@ -529,6 +542,8 @@ static int run(int argc, char *argv[]) {
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the sandbox");
         sandbox_set_state_handler(m.sandbox, on_sandbox_state, &m);
+        /* Queries offer run_python whenever the sandbox is available. */
+        query_executor_set_sandbox(m.executor, m.sandbox);
         if (getenv("WIKI_WEB_TEST_FAULTS") && streq(getenv("WIKI_WEB_TEST_FAULTS"), "1") &&
             getenv("WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE")) {
                 uint64_t n;

@@ -18,8 +18,14 @@ struct Api {
         History *history;
         ApiQueryFinishedHook hook;
         void *hook_userdata;
+        ApiCleanupConfirmedHook cleanup_hook;
+        void *cleanup_hook_userdata;
         bool degraded;
         bool sandbox_available, sandbox_cleanup_pending;
+
+        /* A query that ended with its cleanup unconfirmed: the slot stays
+         * taken until the executor says it is confirmed (API.md 8.4). */
+        char awaiting_cleanup[QUERY_ID_MAX];
 
         /* The query in flight: its request stays suspended until the
          * executor reports back (even if the client has gone). */
@@ -31,6 +37,22 @@ struct Api {
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
 
+static void api_on_cleanup_confirmed(const char *query_id, void *userdata) {
+        Api *api = userdata;
+        int r;
+
+        if (!streq(api->awaiting_cleanup, query_id))
+                return;
+        api->awaiting_cleanup[0] = 0;
+        r = admission_finish(api->admission, now(CLOCK_MONOTONIC));
+        if (r < 0)
+                log_error_errno(r, "Query %s: cleanup confirmed but the controller was not running", query_id);
+        api->degraded = false;
+        log_notice("Query %s: cleanup confirmed at last; the queue moves on.", query_id);
+        if (api->cleanup_hook)
+                api->cleanup_hook(query_id, api->cleanup_hook_userdata);
+}
+
 int api_new(const Config *config, Admission *admission, QueryExecutor *executor, History *history, Api **ret) {
         Api *api = calloc(1, sizeof *api);
 
@@ -40,9 +62,16 @@ int api_new(const Config *config, Admission *admission, QueryExecutor *executor,
         api->admission = admission;
         api->executor = executor;
         api->history = history;
+        query_executor_set_cleanup_handler(executor, api_on_cleanup_confirmed, api);
         *ret = api;
         return 0;
 }
+
+void api_set_cleanup_confirmed_hook(Api *api, ApiCleanupConfirmedHook hook, void *userdata) {
+        api->cleanup_hook = hook;
+        api->cleanup_hook_userdata = userdata;
+}
+
 
 Api *api_free(Api *api) {
         free(api);
@@ -231,11 +260,18 @@ static void record_outcome(Api *api, const QueryOutcome *o, usec_t duration) {
                 .succeeded = o->succeeded,
                 .answer = o->succeeded ? (o->answer ? o->answer : "") : NULL,
                 .error_code = o->succeeded ? NULL : api_error_to_string(o->error),
+                .sources_json = o->sources_json,
                 .timings = {
                         .queue_ms = api->running_queued / USEC_PER_MSEC,
+                        .wiki_ms = o->timings.wiki / USEC_PER_MSEC,
+                        .model_ms = o->timings.model / USEC_PER_MSEC,
+                        .sandbox_ms = o->timings.sandbox / USEC_PER_MSEC,
+                        .cleanup_ms = o->timings.cleanup / USEC_PER_MSEC,
                         .total_ms = (api->running_queued + duration) / USEC_PER_MSEC,
                 },
-                .model = api->config->llm_model,
+                .model = o->model ? o->model : api->config->llm_model,
+                .prompt_tokens = o->prompt_tokens,
+                .completion_tokens = o->completion_tokens,
                 .finished_at = now(CLOCK_REALTIME),
         };
         int r;
@@ -247,6 +283,18 @@ static void record_outcome(Api *api, const QueryOutcome *o, usec_t duration) {
                         return;
                 }
                 h.error_message = message;
+        }
+
+        /* Files left in /out are kept, also for a failed query (API.md 8.3),
+         * streamed from the files the pipeline collected. */
+        for (size_t i = 0; i < o->n_artifacts; i++) {
+                const QueryArtifact *a = &o->artifacts[i];
+                char id[HISTORY_ARTIFACT_ID_MAX];
+
+                r = history_add_artifact(
+                        api->history, o->query_id, a->name, a->media_type, a->sha256, a->fd, a->size, id);
+                if (r < 0)
+                        log_warning_errno(r, "Query %s: an artifact could not be kept", o->query_id);
         }
 
         r = history_finish(api->history, o->query_id, &h);
@@ -271,6 +319,7 @@ static void on_query_done(const QueryOutcome *o, void *userdata) {
         } else {
                 /* The slot stays taken until cleanup is confirmed (API.md 8.4). */
                 api->degraded = true;
+                snprintf(api->awaiting_cleanup, sizeof api->awaiting_cleanup, "%s", o->query_id);
                 log_error("Query %s: cleanup could not be confirmed; the queue stays blocked.", o->query_id);
         }
 

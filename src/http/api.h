@@ -25,6 +25,13 @@ int api_new(const Config *config, Admission *admission, QueryExecutor *executor,
 Api *api_free(Api *api);
 void api_set_query_finished_hook(Api *api, ApiQueryFinishedHook hook, void *userdata);
 void api_set_degraded(Api *api, bool degraded);
+
+/* Called when the cleanup of a query that ended unconfirmed is confirmed
+ * after all: the slot has just been freed (admission_finish()), and health
+ * is ok again unless something else keeps it degraded. */
+typedef void (*ApiCleanupConfirmedHook)(const char *query_id, void *userdata);
+void api_set_cleanup_confirmed_hook(Api *api, ApiCleanupConfirmedHook hook, void *userdata);
+
 bool api_is_degraded(const Api *api);
 /* The sandbox's state for /api/v1/health: "sandbox": "ok"|"unavailable",
  * and "status": "degraded" while a sandbox cleanup is not confirmed. */

@@ -1,31 +1,65 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
+
+#include "query/destination.h"
 #include "query/executor.h"
+#include "query/pipeline.h"
+#include "query/upstream.h"
 #include "shared/log.h"
 #include "shared/macro.h"
 
 struct QueryExecutor {
         sd_event *event;
         const Config *config;
+        Sandbox *sandbox;
+
+        /* Only when wiki and model are configured. */
+        DestinationPolicy *policy;
+        Upstream *upstream;
 
         /* The job in flight. */
         bool busy;
         char query_id[QUERY_ID_MAX];
         QueryDoneHandler done;
         void *userdata;
-        sd_event_source *defer;
+        QueryRun *run;
+        sd_event_source *defer;   /* the unconfigured path */
         const char *abort_reason; /* static string, set by query_executor_abort() */
+
+        /* A run that reported with its sandbox cleanup unconfirmed: kept
+         * until it is confirmed (then cleanup_handler is told), freed at the
+         * next start or with the executor. */
+        QueryRun *lingering;
+        QueryCleanupHandler cleanup_handler;
+        void *cleanup_userdata;
 
         usec_t test_delay;
 };
 
+static bool configured(const Config *c) {
+        return c->wiki_api_url && c->llm_url && c->llm_model;
+}
+
 int query_executor_new(sd_event *event, const Config *config, QueryExecutor **ret) {
         QueryExecutor *x;
+        int r;
 
         x = calloc(1, sizeof *x);
         if (!x)
                 return -ENOMEM;
         x->event = event;
         x->config = config;
+
+        if (configured(config)) {
+                r = destination_policy_new(
+                        config->wiki_api_url, config->llm_url, config->allowed_destinations, &x->policy);
+                if (r >= 0)
+                        r = upstream_new(event, x->policy, config->upstream_max_response_bytes, &x->upstream);
+                if (r < 0) {
+                        query_executor_free(x);
+                        return r;
+                }
+        }
         *ret = x;
         return 0;
 }
@@ -34,14 +68,27 @@ QueryExecutor *query_executor_free(QueryExecutor *x) {
         if (!x)
                 return NULL;
         sd_event_source_disable_unref(x->defer);
+        /* Only after the loop has ended: nothing can be in flight in the
+         * sandbox any more that still needs these. */
+        x->lingering = query_run_free(x->lingering);
+        x->run = query_run_free(x->run);
+        upstream_free(x->upstream);
+        destination_policy_free(x->policy);
         free(x);
         return NULL;
 }
 
+void query_executor_set_sandbox(QueryExecutor *x, Sandbox *sandbox) {
+        x->sandbox = sandbox;
+}
+
+void query_executor_set_cleanup_handler(QueryExecutor *x, QueryCleanupHandler handler, void *userdata) {
+        x->cleanup_handler = handler;
+        x->cleanup_userdata = userdata;
+}
+
 bool query_executor_is_configured(const QueryExecutor *x) {
-        /* The pipeline (wiki, model, sandbox) is a later piece of work: no
-         * configuration makes it run yet, so say so rather than pretend. */
-        return false;
+        return x->upstream;
 }
 
 bool query_executor_busy(const QueryExecutor *x) {
@@ -83,11 +130,48 @@ static int on_unconfigured_later(sd_event_source *s, uint64_t usec, void *userda
         return 0;
 }
 
+static void query_executor_on_run_confirmed(QueryRun *q, void *userdata) {
+        QueryExecutor *x = userdata;
+        char id[QUERY_ID_MAX];
+
+        if (q != x->lingering)
+                return;
+        memcpy(id, query_run_id(q), sizeof id);
+        if (x->cleanup_handler)
+                x->cleanup_handler(id, x->cleanup_userdata);
+}
+
+static void query_executor_on_run_done(QueryRun *q, const QueryOutcome *o, void *userdata) {
+        QueryExecutor *x = userdata;
+        QueryDoneHandler done = x->done;
+        void *u = x->userdata;
+
+        assert(q == x->run);
+        x->busy = false;
+        x->done = NULL;
+        x->userdata = NULL;
+        x->run = NULL;
+        x->lingering = query_run_free(x->lingering);
+        done(o, u);
+        /* Nothing of the run is touched after its done callback returns: a
+         * run whose cleanup is confirmed goes now (its query directory with
+         * it); one whose cleanup is not stays until the confirmation has
+         * been reported, and is freed at the next start. */
+        if (o->cleanup_confirmed)
+                query_run_free(q);
+        else
+                x->lingering = q;
+}
+
 int query_executor_abort(QueryExecutor *x, const char *reason) {
         int r;
 
         if (!x->busy)
                 return -ESRCH;
+        if (x->run) {
+                query_run_abort(x->run, API_ERROR_EXECUTION_FAILED, reason);
+                return 0;
+        }
         x->abort_reason = reason;
         /* Still report from the loop, never from inside the caller. */
         x->defer = sd_event_source_disable_unref(x->defer);
@@ -107,16 +191,36 @@ int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryDoneHandler
         if (x->busy)
                 return -EBUSY;
 
-        /* Complete from the event loop, never from inside start(), so the
-         * caller sees the same ordering as with a real pipeline. */
-        if (x->test_delay > 0)
-                r = sd_event_add_time_relative(
-                        x->event, &x->defer, CLOCK_MONOTONIC, x->test_delay, 0, on_unconfigured_later, x);
-        else
-                r = sd_event_add_defer(x->event, &x->defer, on_unconfigured, x);
-        if (r < 0)
-                return r;
-        (void) sd_event_source_set_description(x->defer, "query-unconfigured");
+        if (x->upstream && x->test_delay == 0) {
+                /* A run whose cleanup never got confirmed is dropped now: a
+                 * new job means the slot was freed anyway. */
+                x->lingering = query_run_free(x->lingering);
+                r = query_run_new(
+                        &(QueryRunContext){
+                                .event = x->event,
+                                .config = x->config,
+                                .upstream = x->upstream,
+                                .sandbox = x->sandbox,
+                        },
+                        job,
+                        query_executor_on_run_done,
+                        query_executor_on_run_confirmed,
+                        x,
+                        &x->run);
+                if (r < 0)
+                        return r;
+        } else {
+                /* Complete from the event loop, never from inside start(), so
+                 * the caller sees the same ordering as with a real pipeline. */
+                if (x->test_delay > 0)
+                        r = sd_event_add_time_relative(
+                                x->event, &x->defer, CLOCK_MONOTONIC, x->test_delay, 0, on_unconfigured_later, x);
+                else
+                        r = sd_event_add_defer(x->event, &x->defer, on_unconfigured, x);
+                if (r < 0)
+                        return r;
+                (void) sd_event_source_set_description(x->defer, "query-unconfigured");
+        }
 
         memcpy(x->query_id, job->id, sizeof x->query_id);
         x->done = done;

@@ -2,18 +2,22 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <systemd/sd-event.h>
 
 #include "admission/admission.h"
 #include "shared/api-error.h"
 #include "shared/config.h"
+#include "shared/time-util.h"
 
 /* The execution step of a query (API.md 8): wiki, model, sandbox, cleanup.
  *
- * This is the interface the pipeline implements. Until it exists, the
- * executor reports every query honestly as failed with execution_failed
- * ("query execution is not configured"), asynchronously from the event
- * loop, with its (empty) cleanup confirmed. */
+ * The executor runs one query at a time (query/pipeline.h: a QueryRun).
+ * Without a wiki and a model in the configuration it reports every query
+ * honestly as failed with execution_failed ("query execution is not
+ * configured"), asynchronously from the event loop, with its (empty)
+ * cleanup confirmed. It owns the daemon's one Upstream (libcurl multi, with
+ * the destination policy of the config). */
 
 typedef struct QueryJob {
         char id[QUERY_ID_MAX];
@@ -22,6 +26,20 @@ typedef struct QueryJob {
         char *const *pages;   /* borrowed, NULL-terminated */
 } QueryJob;
 
+/* Time spent in each phase of one query (API.md 9 timings_ms). */
+typedef struct QueryTimings {
+        usec_t wiki, model, sandbox, cleanup;
+} QueryTimings;
+
+/* A file left in /out, stored as an artifact of the query (API.md 9). */
+typedef struct QueryArtifact {
+        const char *name;       /* made safe */
+        const char *media_type; /* from the allowlist */
+        const char *sha256;     /* 64 hex digits */
+        int fd;                 /* the bytes, read-only, at offset 0; borrowed */
+        uint64_t size;
+} QueryArtifact;
+
 typedef struct QueryOutcome {
         const char *query_id;
         bool succeeded;
@@ -29,6 +47,15 @@ typedef struct QueryOutcome {
         const char *message;    /* raw, the caller sanitizes; NULL: the default */
         const char *answer;     /* when succeeded */
         bool cleanup_confirmed; /* false: the slot must not be promoted yet */
+
+        /* The record (API.md 9), also for a failed query: */
+        const char *sources_json; /* JSON array of {"title", "url", "revision_id"}; NULL: [] */
+        const char *model;        /* the model name of "usage"; NULL: the configured one */
+        uint64_t prompt_tokens, completion_tokens; /* summed over the steps */
+        unsigned steps;                            /* model requests sent */
+        QueryTimings timings;
+        const QueryArtifact *artifacts;
+        size_t n_artifacts;
 } QueryOutcome;
 
 /* Called once per started job, from the event loop, never from inside
@@ -37,8 +64,19 @@ typedef void (*QueryDoneHandler)(const QueryOutcome *outcome, void *userdata);
 
 typedef struct QueryExecutor QueryExecutor;
 
-/* Borrows event and config. */
+/* Borrows event and config. Returns 0, -ENOMEM, -EINVAL (a configured URL
+ * the destination policy cannot parse), -EIO (libcurl). */
 int query_executor_new(sd_event *event, const Config *config, QueryExecutor **ret);
+
+/* The sandbox to offer run_python with (borrowed, must outlive the executor;
+ * NULL: none). Queries started later use it when it is available. */
+typedef struct Sandbox Sandbox;
+void query_executor_set_sandbox(QueryExecutor *x, Sandbox *sandbox);
+
+/* Called once for a job whose outcome said cleanup_confirmed = false, when
+ * its cleanup is confirmed after all (API.md 8.4: then the slot is freed). */
+typedef void (*QueryCleanupHandler)(const char *query_id, void *userdata);
+void query_executor_set_cleanup_handler(QueryExecutor *x, QueryCleanupHandler handler, void *userdata);
 QueryExecutor *query_executor_free(QueryExecutor *x);
 /* Whether wiki and model are configured (false: every query fails with
  * execution_failed). */
@@ -55,5 +93,7 @@ bool query_executor_busy(const QueryExecutor *x);
 int query_executor_abort(QueryExecutor *x, const char *reason);
 
 /* Test-only (WIKI_WEB_TEST_FAULTS=1): make each job take this long before
- * it reports, so tests can stop the service while a query runs. */
+ * it reports, so tests can stop the service while a query runs. The
+ * pipeline does not run then, configured or not: each job ends as an
+ * unconfigured one ("query execution is not configured"). */
 void query_executor_set_test_delay(QueryExecutor *x, usec_t delay);

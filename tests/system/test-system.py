@@ -1037,9 +1037,10 @@ def history_in_state_directory(bed):
     token = bed.session()
     status, hdrs, body = bed.http("POST", "/api/v1/query", token, {"question": "Apples?"})
     qid = hdrs.get("wikiweb-query-id", "")
-    check(status == 500 and qid.startswith("qr_"), f"query: {status} {body}")
+    # The pipeline runs against the bed's SlowUpstream: its model answers "42".
+    check(status == 200 and qid.startswith("qr_"), f"query: {status} {body}")
     status, _, rec = bed.http("GET", f"/api/v1/history/{qid}", token)
-    check(status == 200 and rec["status"] == "failed" and rec["error"]["code"] == "execution_failed",
+    check(status == 200 and rec["status"] == "succeeded" and rec["answer"] == "42" and rec == body,
           f"record: {status} {rec}")
 
     path = bed.ct.root("/var/lib/wikiweb/history.sqlite3")
@@ -1897,6 +1898,316 @@ def sandbox_daemon_unconfirmed_degrades_health(bed):
         bed.ct.run(["systemctl", "daemon-reload"], check=False)
         bed.restart_clean()
 
+
+# --------------------------------------------------------------------------
+# The query pipeline (issue 9): wikiwebd under the production unit asks a
+# real private MediaWiki (tests/fixtures/mediawiki.py, php -S on the host's
+# 127.0.0.1, which the container shares) with a bot password from the
+# credential store, a scripted model (tests/fixtures/fake_llm.py) and runs
+# run_python in the real sandbox (crun, the service user's manager).
+
+PL_CODE = r"""
+import csv, json, sys
+pages = json.load(open('/data/pages.json'))
+page = [p for p in pages if p['title'] == 'Fruit production'][0]
+text = open('/data/' + page['file'], encoding='utf-8').read()
+rows = []
+for line in text.splitlines():
+    if line.startswith('| ') and '||' in line:
+        rows.append([c.strip() for c in line[2:].split('||')])
+with open('/out/production.csv', 'w', newline='') as f:
+    w = csv.writer(f, lineterminator='\n')
+    w.writerow(['fruit', '2021', '2022', '2023'])
+    w.writerows(rows)
+print('rows', len(rows), 'total 2023', sum(int(r[3]) for r in rows))
+"""
+
+
+def _pl_fixtures():
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures"))
+    import fake_llm  # noqa: E402
+    import mediawiki  # noqa: E402
+    why = mediawiki.available()
+    if why:
+        raise TestFailure("no MediaWiki for the pipeline tests: " + why)
+    return fake_llm, mediawiki
+
+
+def _pl_expected_csv(mediawiki):
+    import csv
+    import io
+    rows = [[c.strip() for c in line[2:].split("||")]
+            for line in mediawiki.PAGES["Fruit production"].splitlines() if line.startswith("| ") and "||" in line]
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(["fruit", "2021", "2022", "2023"])
+    w.writerows(rows)
+    return out.getvalue().encode()
+
+
+def _pl_bot_sources(wiki, titles):
+    """Title, canonical URL and revision id of each title, asked of the
+    private wiki with the bot's own login (stdlib HTTP with a cookie jar)."""
+    import http.cookiejar
+    import urllib.parse
+    import urllib.request
+    op = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+
+    def api(params, post=False):
+        params = dict(params, format="json", formatversion="2")
+        data = urllib.parse.urlencode(params).encode()
+        if post:
+            r = op.open(wiki.api_url, data=data, timeout=10)
+        else:
+            r = op.open(wiki.api_url + "?" + data.decode(), timeout=10)
+        return json.loads(r.read())
+
+    token = api({"action": "query", "meta": "tokens", "type": "login"})["query"]["tokens"]["logintoken"]
+    res = api({"action": "login", "lgname": wiki.bot_user, "lgpassword": wiki.bot_password, "lgtoken": token},
+              post=True)
+    check(res["login"]["result"] == "Success", f"bot login for the expectations: {res}")
+    out = []
+    for t in titles:
+        page = api({"action": "query", "titles": t, "redirects": "1", "prop": "revisions|info",
+                    "rvprop": "ids", "inprop": "url"})["query"]["pages"][0]
+        out.append({"title": page["title"], "url": page.get("canonicalurl") or page["fullurl"],
+                    "revision_id": page["revisions"][0]["revid"]})
+    return out
+
+
+class _Pipeline:
+    """The bed's daemon pointed at a private wiki and a scripted model, with
+    the wiki password and the LLM key in the credential store; restored on
+    exit."""
+
+    def __init__(self, bed, extra=""):
+        self.bed = bed
+        self.extra = extra
+
+    def __enter__(self):
+        self.fake_llm, self.mediawiki = _pl_fixtures()
+        self.wiki = self.mediawiki.Wiki(private=True).start()
+        self.llm = self.fake_llm.FakeLLM([]).start()
+        self.key = "sk-pl-" + secrets.token_hex(20)
+        self.llm.api_key = self.key
+        self.conf = self.bed.ct.root("/etc/wikiweb/wikiweb.conf")
+        with open(self.conf) as f:
+            self.saved = f.read()
+        keep = "".join(line + "\n" for line in self.saved.splitlines()
+                       if not re.match(r"WIKI_WEB_(WIKI_API_URL|LLM_URL|LLM_MODEL|QUERY_TIMEOUT_SECONDS)=", line))
+        self.bed.ct.write("/etc/wikiweb/wikiweb.conf",
+                          keep + f"WIKI_WEB_WIKI_API_URL={self.wiki.api_url}\n"
+                          f"WIKI_WEB_WIKI_USERNAME={self.wiki.bot_user}\n"
+                          f"WIKI_WEB_LLM_URL={self.llm.url}\n"
+                          "WIKI_WEB_LLM_MODEL=test-model\n"
+                          "WIKI_WEB_QUERY_TIMEOUT_SECONDS=60\n" + self.extra)
+        self.saved_key = open(self.bed.ct.root("/etc/credstore/wikiweb.llm-api-key")).read()
+        self.bed.ct.write("/etc/credstore/wikiweb.wiki-password", self.wiki.bot_password + "\n", 0o600)
+        self.bed.ct.write("/etc/credstore/wikiweb.llm-api-key", self.key + "\n", 0o600)
+        self.bed.restart_clean()
+        wait_until(lambda: self.bed.http("GET", "/api/v1/health")[2]["sandbox"] == "ok", 30,
+                   what="health says the sandbox is ok")
+        return self
+
+    def __exit__(self, *exc):
+        self.bed.ct.write("/etc/wikiweb/wikiweb.conf", self.saved)
+        self.bed.ct.write("/etc/credstore/wikiweb.llm-api-key", self.saved_key, 0o600)
+        self.bed.ct.remove("/etc/credstore/wikiweb.wiki-password")
+        self.llm.stop()
+        self.wiki.stop()
+        self.bed.restart_clean()
+
+    def secrets(self):
+        return [self.key, self.wiki.bot_password]
+
+
+def _pl_no_scopes(bed):
+    units = _sb_user_units(bed)
+    check(not units, f"scopes left in the user manager: {units}")
+
+
+def _pl_grep_secrets(bed, words, artifacts=()):
+    journal = bed.journal("-o", "verbose")
+    db = b""
+    for name in os.listdir(bed.ct.root("/var/lib/wikiweb")):
+        p = bed.ct.root("/var/lib/wikiweb/" + name)
+        if name.startswith("history") and os.path.isfile(p):
+            with open(p, "rb") as f:
+                db += f.read()
+    check(b"qr_" in db, "the history file is not where the grep looks")
+    for w in list(words) + list(bed.tokens):
+        check(w not in journal, "a secret or session token in the journal")
+        check(w.encode() not in db, "a secret or session token in the history")
+        for a in artifacts:
+            check(w.encode() not in a, "a secret or session token in an artifact")
+
+
+@test
+def pipeline_question_with_python(bed):
+    """A real question: search, two reads (one through a redirect), run_python makes a CSV from a page's table,
+    the answer; sources with the wiki's revision ids, the CSV byte-exact, nothing for another session."""
+    with _Pipeline(bed) as pl:
+        steps = [
+            {"tool_calls": [{"name": "wiki_search", "arguments": {"query": "fruit production", "limit": 3}}]},
+            {"tool_calls": [{"name": "wiki_read", "arguments": {"title": "Apples"}},
+                            {"name": "wiki_read", "arguments": {"title": "Fruit production"}}]},
+            {"tool_calls": [{"name": "run_python", "arguments": {"code": PL_CODE}}]},
+            {"answer": "The orchard produced 2330 kg in 2023 [Fruit production]; see production.csv."},
+        ]
+        token = bed.session()
+        expected_csv = _pl_expected_csv(pl.mediawiki)
+        for flavor in pl.fake_llm.FLAVORS:
+            pl.llm.set_script(steps, flavor=flavor)
+            t0 = time.monotonic()
+            status, hdrs, rec = bed.http("POST", "/api/v1/query", token, {"question": "Fruit totals?"}, timeout=90)
+            check(status == 200 and rec["status"] == "succeeded", f"{flavor}: {status} {rec}")
+            log(f"# {flavor}: {rec['id']} in {time.monotonic() - t0:.2f}s, timings {rec['timings_ms']}")
+            check(rec["answer"] == steps[3]["answer"], f"answer {rec['answer']!r}")
+            want = _pl_bot_sources(pl.wiki, ["Apples", "Fruit production"])
+            check(rec["sources"] == want, f"sources {rec['sources']} != {want}")
+            check(rec["timings_ms"]["sandbox"] > 0, f"no sandbox time: {rec['timings_ms']}")
+            tool = [m for m in pl.llm.chat_requests()[3]["messages"] if m["role"] == "tool"][-1]
+            result = json.loads(tool["content"])
+            check(result["exit_code"] == 0 and result["stdout"] == "rows 4 total 2023 2330\n",
+                  f"run_python result {result}")
+            check(result["files"] == [{"name": "production.csv", "size_bytes": len(expected_csv)}], f"{result}")
+            arts = rec["artifacts"]
+            check(len(arts) == 1 and arts[0]["name"] == "production.csv" and arts[0]["media_type"] == "text/csv"
+                  and arts[0]["sha256"] == hashlib.sha256(expected_csv).hexdigest(), f"artifacts {arts}")
+            conn = http.client.HTTPConnection("127.0.0.1", bed.port, timeout=10)
+            conn.request("GET", arts[0]["download_url"], headers={"Cookie": f"wikiweb_session={token}"})
+            r = conn.getresponse()
+            data = r.read()
+            conn.close()
+            check(r.status == 200 and data == expected_csv, f"download: {r.status} {data[:200]!r}")
+            status, _, err = bed.http("GET", arts[0]["download_url"], bed.session())
+            check(status == 404 and err["error"]["code"] == "artifact_not_found", f"other session: {status}")
+            status, _, err = bed.http("GET", f"/api/v1/history/{rec['id']}", bed.session())
+            check(status == 404, f"another session sees the record: {status}")
+            _pl_no_scopes(bed)
+            check(bed.prop("State") == "idle" and bed.prop("Health") == "ok", "not idle and ok after the query")
+            steps_logged = [e for e in bed.journal_json()
+                            if e.get("QUERY_ID") == rec["id"] and e.get("WIKIWEB_EVENT") == "query_step"]
+            check(len(steps_logged) >= 8, f"{len(steps_logged)} step lines with QUERY_ID= in the journal")
+        check("Fruit totals?" not in bed.journal(), "the question text is in the journal")
+        _pl_grep_secrets(bed, pl.secrets(), [expected_csv])
+
+
+@test
+def pipeline_deadline_while_container_runs(bed):
+    """query_timeout while run_python sleeps: the container is killed and cleaned up, the file it wrote
+    is still an artifact, the slot is free and nothing is left."""
+    with _Pipeline(bed, extra="WIKI_WEB_QUERY_TIMEOUT_SECONDS=4\n") as pl:
+        code = "open('/out/partial.txt', 'w').write('half')\nimport time\ntime.sleep(120)\n"
+        pl.llm.set_script([{"tool_calls": [{"name": "run_python", "arguments": {"code": code}}]},
+                           {"answer": "never"}])
+        token = bed.session()
+        t0 = time.monotonic()
+        status, hdrs, body = bed.http("POST", "/api/v1/query", token, {"question": "Sleep?"}, timeout=60)
+        took = time.monotonic() - t0
+        check(status == 504 and body["error"]["code"] == "query_timeout", f"{status} {body}")
+        check(took < 15, f"the deadline took {took:.1f}s")
+        qid = hdrs["wikiweb-query-id"]
+        status, _, rec = bed.http("GET", f"/api/v1/history/{qid}", token)
+        log(f"# deadline after {took:.2f}s; record {rec['status']} {rec['error']} artifacts {rec['artifacts']}")
+        check(rec["status"] == "failed" and [a["name"] for a in rec["artifacts"]] == ["partial.txt"],
+              f"record {rec}")
+        _pl_no_scopes(bed)
+        check(bed.prop("State") == "idle" and bed.prop("Health") == "ok", "not idle and ok after the deadline")
+
+
+@test
+def pipeline_unconfirmed_cleanup_holds_the_slot(bed):
+    """A container whose cleanup is not confirmed at first (test fault switch): cleanup_failed, the slot stays
+    running and Health degraded, a waiting ticket is promoted only once the retry confirms it; the EMA counts
+    until then."""
+    with _Pipeline(bed, extra="WIKI_WEB_TEST_FAULTS=1\nWIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE=1\n") as pl:
+        pl.llm.set_script([{"tool_calls": [{"name": "run_python", "arguments": {"code": "print(6 * 7)"}}]},
+                           {"answer": "42"}])
+        a, b = bed.session(), bed.session()
+        t0 = time.monotonic()
+        status, hdrs, body = bed.http("POST", "/api/v1/query", a, {"question": "Six times seven?"}, timeout=60)
+        t_reply = time.monotonic() - t0
+        check(status == 500 and body["error"]["code"] == "cleanup_failed", f"{status} {body}")
+        check(bed.prop("State") == "running", "the slot was freed before the cleanup was confirmed")
+        status, _, st = bed.http("POST", "/api/v1/queue/join", b)
+        check(status == 201 and st["ticket"]["status"] == "waiting", f"join while cleanup pending: {status} {st}")
+        health = bed.http("GET", "/api/v1/health")[2]
+        check(health["status"] == "degraded", f"health while cleanup pending: {health}")
+        wait_until(lambda: bed.prop("State") == "reserved", 30, interval=0.05, what="promotion after cleanup")
+        t_promoted = time.monotonic() - t0
+        check(bed.prop("Health") == "ok" and bed.http("GET", "/api/v1/health")[2]["status"] == "ok",
+              "health did not return to ok")
+        avg = bed.prop("AverageQueryUSec") / 1e6
+        log(f"# reply after {t_reply:.2f}s, promoted after {t_promoted:.2f}s, average query {avg:.2f}s")
+        check(avg > t_reply, f"the EMA ({avg:.2f}s) did not count until the confirmed cleanup ({t_reply:.2f}s)")
+        _pl_no_scopes(bed)
+        status, _, st = bed.http("GET", "/api/v1/queue/status", b)
+        check(st["ticket"]["status"] == "reserved", f"B not reserved: {st}")
+
+
+@test
+def pipeline_kill9_while_container_runs(bed):
+    """kill -9 of wikiwebd while run_python runs: systemd restarts it, the record becomes failed, and the
+    start-up sweep removes the orphaned scope and container."""
+    with _Pipeline(bed) as pl:
+        pl.llm.set_script([{"tool_calls": [{"name": "run_python", "arguments": {"code": "import time\ntime.sleep(300)\n"}}]},
+                           {"answer": "never"}])
+        token = bed.session()
+        th = threading.Thread(target=lambda: _quietly(lambda: bed.http(
+            "POST", "/api/v1/query", token, {"question": "Sleep?"}, timeout=60)), daemon=True)
+        th.start()
+        wait_until(lambda: _sb_user_units(bed), 30, interval=0.1, what="the container's scope")
+        qid = bed.prop("RunningQueryId")
+        old_pid = bed.show(SERVICE, "MainPID")["MainPID"]
+        bed.ct.run(["systemctl", "kill", "-s", "KILL", SERVICE])
+        wait_until(lambda: bed.service_up() and bed.show(SERVICE, "MainPID")["MainPID"] not in ("0", old_pid),
+                   30, what="the restarted daemon")
+        wait_until(lambda: not _sb_user_units(bed), 30, interval=0.1, what="the orphaned scope swept")
+        status, _, rec = bed.http("GET", f"/api/v1/history/{qid}", token)
+        check(status == 200 and rec["status"] == "failed" and rec["error"]["code"] == "execution_failed",
+              f"record after kill -9: {status} {rec}")
+        left = bed.ct.run(["sh", "-c", "ls /var/lib/wikiweb/sandbox 2>/dev/null | grep qr_ || true"]).stdout.strip()
+        check(not left, f"query directories left: {left}")
+        log(f"# {qid} after kill -9: {rec['error']}")
+
+
+@test
+def pipeline_stop_while_container_runs(bed):
+    """systemctl stop while run_python runs: past the stop grace the query is aborted, the container killed
+    and cleaned up, the outcome recorded and sent, and the daemon exits 0 with no scope left."""
+    with _Pipeline(bed, extra="WIKI_WEB_STOP_GRACE_SECONDS=1\n") as pl:
+        pl.llm.set_script([{"tool_calls": [{"name": "run_python", "arguments": {"code": "import time\ntime.sleep(300)\n"}}]},
+                           {"answer": "never"}])
+        token = bed.session()
+        answer = {}
+
+        def run():
+            try:
+                answer["resp"] = bed.http("POST", "/api/v1/query", token, {"question": "Sleep?"}, timeout=60)
+            except Exception as e:  # noqa: BLE001
+                answer["error"] = repr(e)
+
+        th = threading.Thread(target=run)
+        th.start()
+        wait_until(lambda: _sb_user_units(bed), 30, interval=0.1, what="the container's scope")
+        qid = bed.prop("RunningQueryId")
+        t0 = time.monotonic()
+        bed.ct.run(["systemctl", "stop", SERVICE], timeout=120)
+        took = time.monotonic() - t0
+        th.join(30)
+        s = bed.show(SERVICE, "ActiveState", "Result", "ExecMainStatus")
+        check(s["Result"] == "success" and s["ExecMainStatus"] == "0", f"not a clean exit: {s}")
+        check("resp" in answer, f"no response: {answer}")
+        status, hdrs, body = answer["resp"]
+        check(status == 500 and body["error"]["code"] == "execution_failed" and hdrs.get("wikiweb-query-id") == qid,
+              f"{status} {body}")
+        _pl_no_scopes(bed)
+        bed.restart_clean()
+        status, _, rec = bed.http("GET", f"/api/v1/history/{qid}", token)
+        check(status == 200 and rec["status"] == "failed" and rec["error"]["code"] == "execution_failed",
+              f"record {rec}")
+        log(f"# stop took {took:.2f}s: {body['error']['message']}")
 
 # --------------------------------------------------------------------------
 

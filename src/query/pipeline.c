@@ -1,0 +1,874 @@
+/* SPDX-License-Identifier: MIT */
+#include <assert.h>
+#include <inttypes.h>
+#include <json-c/json.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "query/agent.h"
+#include "query/pipeline.h"
+#include "query/wiki-client.h"
+#include "sandbox/sandbox.h"
+#include "shared/log.h"
+#include "shared/macro.h"
+#include "shared/time-util.h"
+
+static inline usec_t usec_sub_unsigned(usec_t a, usec_t b) {
+        return a > b ? a - b : 0;
+}
+
+static inline void *mfree(void *p) {
+        free(p);
+        return NULL;
+}
+
+static bool endswith(const char *s, const char *suffix) {
+        size_t n = strlen(s), m = strlen(suffix);
+        return n >= m && memcmp(s + n - m, suffix, m) == 0;
+}
+
+typedef enum QueryRunState {
+        QUERY_RUN_PRELOAD,
+        QUERY_RUN_STEP,
+        QUERY_RUN_MODEL,
+        QUERY_RUN_TOOL,
+        QUERY_RUN_CLEANUP,
+        QUERY_RUN_DONE,
+        _QUERY_RUN_STATE_MAX,
+} QueryRunState;
+
+static const char *const query_run_state_table[_QUERY_RUN_STATE_MAX] = {
+        [QUERY_RUN_PRELOAD] = "preload", [QUERY_RUN_STEP] = "step",       [QUERY_RUN_MODEL] = "model",
+        [QUERY_RUN_TOOL] = "tool",       [QUERY_RUN_CLEANUP] = "cleanup", [QUERY_RUN_DONE] = "done",
+};
+
+struct QueryRun {
+        sd_event *event;
+        const Config *config;
+        Upstream *upstream;
+        Sandbox *sandbox;
+
+        char id[QUERY_ID_MAX];
+        char **pages; /* the request's, NULL-terminated */
+        size_t next_page;
+
+        QueryRunState state;
+        Agent *agent;
+        WikiClient *wiki;
+        SandboxQuery *sandbox_query; /* NULL: no run_python */
+        char *chat_url;
+        char *authorization; /* "Authorization: Bearer …": wiped on free */
+
+        /* The one operation in flight (at most one is set). */
+        UpstreamOperation *model_op;
+        WikiOperation *wiki_op;
+        SandboxRun *sandbox_run;
+        bool sandbox_cancelled;
+        usec_t op_started; /* monotonic */
+        unsigned op_step;
+        AgentTool op_tool;
+        char *op_title; /* the title a wiki_read asked for */
+
+        sd_event_source *deadline_source;
+        sd_event_source *kick_source; /* the defer that advances or reports */
+        usec_t deadline;
+        usec_t started;
+
+        /* The result. */
+        bool failed;
+        ApiError error;
+        char *message;
+        char *answer;
+        QueryTimings timings;
+        SandboxArtifacts artifacts;
+        bool reported;
+        bool cleanup_confirmed;
+        bool confirmed_pending; /* reported unconfirmed; the confirmed callback is still owed */
+
+        QueryRunDone done;
+        QueryRunConfirmed confirmed;
+        void *userdata;
+};
+
+static void query_run_advance(QueryRun *q);
+
+const char *query_run_id(const QueryRun *q) {
+        return q->id;
+}
+
+bool query_run_reported(const QueryRun *q) {
+        return q->reported;
+}
+
+/* Log one line about the query, with its id as a journal field. */
+_printf_(3, 4) static void query_run_log(QueryRun *q, int level, const char *format, ...) {
+        char f_id[64], f_state[64], line[1024];
+        const char *fields[] = { f_id, f_state, "WIKIWEB_EVENT=query_step", NULL };
+        va_list ap;
+
+        snprintf(f_id, sizeof f_id, "QUERY_ID=%s", q->id);
+        snprintf(f_state, sizeof f_state, "QUERY_STATE=%s", query_run_state_table[q->state]);
+        va_start(ap, format);
+        vsnprintf(line, sizeof line, format, ap);
+        va_end(ap);
+        log_fields(level, fields, "Query %s: %s", q->id, line);
+}
+
+/* The first error wins. The agent learns it too, so its next decision is
+ * FAIL (it may be in the middle of a step). */
+static void query_run_fail(QueryRun *q, ApiError error, const char *message) {
+        if (q->failed)
+                return;
+        q->failed = true;
+        q->error = error;
+        q->message = message ? strdup(message) : NULL;
+        if (q->agent)
+                (void) agent_abort(q->agent, error, message ? message : api_error_default_message(error));
+}
+
+/* Stop whatever is in flight. Upstream and wiki operations end at once
+ * (freeing cancels, no callback); a sandbox run is killed and its callback
+ * comes after the cleanup. */
+static void query_run_cancel_in_flight(QueryRun *q) {
+        if (q->model_op) {
+                q->model_op = upstream_operation_free(q->model_op);
+                q->timings.model += usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started);
+        }
+        if (q->wiki_op) {
+                q->wiki_op = wiki_operation_free(q->wiki_op);
+                q->timings.wiki += usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started);
+        }
+        if (q->sandbox_run && !q->sandbox_cancelled) {
+                q->sandbox_cancelled = true;
+                sandbox_run_cancel(q->sandbox_run);
+        }
+}
+
+static int query_run_on_kick(sd_event_source *s, void *userdata) {
+        QueryRun *q = userdata;
+
+        q->kick_source = sd_event_source_disable_unref(q->kick_source);
+        query_run_advance(q);
+        return 0;
+}
+
+/* Advance from a defer: never inside the caller (start, abort, timer). */
+static void query_run_kick(QueryRun *q) {
+        int r;
+
+        if (q->kick_source)
+                return;
+        r = sd_event_add_defer(q->event, &q->kick_source, query_run_on_kick, q);
+        if (r < 0) {
+                /* Cannot happen short of OOM; advance directly rather than hang. */
+                log_error_errno(r, "Query %s: cannot schedule its next step", q->id);
+                query_run_advance(q);
+                return;
+        }
+        (void) sd_event_source_set_description(q->kick_source, "query-run-kick");
+}
+
+void query_run_abort(QueryRun *q, ApiError error, const char *message) {
+        if (q->reported || q->state >= QUERY_RUN_CLEANUP)
+                return;
+        query_run_fail(q, error, message);
+        query_run_cancel_in_flight(q);
+        q->state = QUERY_RUN_CLEANUP;
+        query_run_kick(q);
+}
+
+static int query_run_on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
+        QueryRun *q = userdata;
+        char m[128];
+
+        q->deadline_source = sd_event_source_disable_unref(q->deadline_source);
+        snprintf(
+                m,
+                sizeof m,
+                "the query did not finish within %" PRIu64 " s",
+                (uint64_t) q->config->query_timeout_seconds);
+        query_run_log(
+                q, LOG_WARNING, "deadline reached in state %s, cancelling.", query_run_state_table[q->state]);
+        query_run_abort(q, API_ERROR_QUERY_TIMEOUT, m);
+        return 0;
+}
+
+/* A wiki failure ends the query with the wiki's error (API.md 8.1). */
+static void query_run_wiki_failed(QueryRun *q, const WikiResult *r) {
+        query_run_log(q, LOG_INFO, "wiki request failed: %s", api_error_to_string(r->error));
+        query_run_fail(q, r->error, r->message);
+        q->state = QUERY_RUN_CLEANUP;
+}
+
+static void page_to_agent(const MediaWikiPage *p, AgentPage *ret) {
+        *ret = (AgentPage){
+                .title = p->title,
+                .url = p->url,
+                .revision_id = p->revision_id,
+                .content = p->content,
+                .content_size = p->content_size,
+        };
+}
+
+/* A page read (by the request or the model) goes to /data as well. */
+static int query_run_add_page_to_sandbox(QueryRun *q, const MediaWikiPage *p) {
+        if (!q->sandbox_query || p->missing)
+                return 0;
+        return sandbox_query_add_page(
+                q->sandbox_query,
+                &(SandboxPage){
+                        .title = p->title,
+                        .revision_id = p->revision_id,
+                        .url = p->url,
+                        .content = p->content,
+                        .content_len = p->content_size,
+                });
+}
+
+static void query_run_on_wiki_done(WikiOperation *op, const WikiResult *r, void *userdata) {
+        QueryRun *q = userdata;
+        AgentPage page;
+        int k = 0;
+
+        assert(op == q->wiki_op);
+        q->timings.wiki += usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started);
+
+        if (r->error >= 0)
+                query_run_wiki_failed(q, r);
+        else if (q->state == QUERY_RUN_PRELOAD) {
+                if (r->page.missing)
+                        k = agent_preload_page(q->agent, q->op_title, NULL);
+                else {
+                        page_to_agent(&r->page, &page);
+                        k = agent_preload_page(q->agent, q->op_title, &page);
+                        if (k >= 0)
+                                k = query_run_add_page_to_sandbox(q, &r->page);
+                }
+                query_run_log(
+                        q,
+                        LOG_INFO,
+                        "read requested page %zu of the request%s.",
+                        q->next_page,
+                        r->page.missing ? " (missing)" : "");
+        } else if (q->op_tool == AGENT_TOOL_WIKI_READ) {
+                if (r->page.missing)
+                        k = agent_tool_read_done(q->agent, NULL);
+                else {
+                        page_to_agent(&r->page, &page);
+                        k = agent_tool_read_done(q->agent, &page);
+                        if (k >= 0)
+                                k = query_run_add_page_to_sandbox(q, &r->page);
+                }
+                query_run_log(
+                        q,
+                        LOG_INFO,
+                        "step %u: wiki_read done in %" PRIu64 " ms%s.",
+                        q->op_step,
+                        usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started) / USEC_PER_MSEC,
+                        r->page.missing                 ? " (missing)" :
+                                r->page.redirected_from ? " (redirected)" :
+                                                          "");
+                q->state = QUERY_RUN_STEP;
+        } else {
+                _cleanup_free_ AgentSearchResult *hits = NULL;
+
+                if (r->n_hits > 0) {
+                        hits = calloc(r->n_hits, sizeof *hits);
+                        if (!hits)
+                                k = -ENOMEM;
+                }
+                for (size_t i = 0; k >= 0 && i < r->n_hits; i++)
+                        hits[i] = (AgentSearchResult){ r->hits[i].title, r->hits[i].snippet };
+                if (k >= 0)
+                        k = agent_tool_search_done(q->agent, hits, r->n_hits);
+                query_run_log(
+                        q,
+                        LOG_INFO,
+                        "step %u: wiki_search done in %" PRIu64 " ms, %zu results.",
+                        q->op_step,
+                        usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started) / USEC_PER_MSEC,
+                        r->n_hits);
+                q->state = QUERY_RUN_STEP;
+        }
+        if (k < 0) {
+                log_error_errno(k, "Query %s: cannot take the wiki's result", q->id);
+                query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
+                q->state = QUERY_RUN_CLEANUP;
+        }
+
+        q->wiki_op = wiki_operation_free(q->wiki_op);
+        q->op_title = mfree(q->op_title);
+        query_run_advance(q);
+}
+
+static void query_run_on_model_done(UpstreamOperation *op, const UpstreamResponse *r, void *userdata) {
+        QueryRun *q = userdata;
+        usec_t took = usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started);
+        int k;
+
+        assert(op == q->model_op);
+        q->timings.model += took;
+
+        /* An HTTP error status still has a body the parser reads (the
+         * context-window errors are 400s); anything without a response is
+         * the exchange's own error. */
+        if (r->status == 0 || (r->error >= 0 && (r->error != API_ERROR_UPSTREAM_FAILED || !r->body))) {
+                query_run_log(
+                        q,
+                        LOG_INFO,
+                        "step %u: model request failed after %" PRIu64 " ms: %s.",
+                        q->op_step,
+                        took / USEC_PER_MSEC,
+                        api_error_to_string(r->error));
+                query_run_fail(q, r->error, r->message);
+                q->state = QUERY_RUN_CLEANUP;
+        } else {
+                query_run_log(
+                        q,
+                        LOG_INFO,
+                        "step %u: model replied in %" PRIu64 " ms, HTTP %ld, %zu bytes.",
+                        q->op_step,
+                        took / USEC_PER_MSEC,
+                        r->status,
+                        r->body_size);
+                k = agent_model_reply(
+                        q->agent, (unsigned) MIN(r->status, 999L), (const uint8_t *) r->body, r->body_size);
+                if (k < 0) {
+                        log_error_errno(k, "Query %s: cannot take the model's reply", q->id);
+                        query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
+                        q->state = QUERY_RUN_CLEANUP;
+                } else
+                        q->state = QUERY_RUN_STEP;
+        }
+
+        q->model_op = upstream_operation_free(q->model_op);
+        query_run_advance(q);
+}
+
+static void query_run_on_sandbox_done(SandboxRun *run, int error, const SandboxResult *res, void *userdata) {
+        QueryRun *q = userdata;
+        int k = 0;
+
+        assert(run == q->sandbox_run);
+        q->sandbox_run = NULL;
+        q->timings.sandbox += res ? res->run_usec : usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started);
+        if (res)
+                q->timings.cleanup += res->cleanup_usec;
+
+        if (res && !res->cleanup_confirmed) {
+                query_run_log(
+                        q, LOG_ERR, "step %u: the container's cleanup could not be confirmed.", q->op_step);
+                query_run_fail(q, API_ERROR_CLEANUP_FAILED, NULL);
+        }
+        if (error < 0) {
+                query_run_log(q, LOG_ERR, "step %u: no container could run: %s", q->op_step, strerror(-error));
+                query_run_fail(q, API_ERROR_EXECUTION_FAILED, "the sandbox could not start a container");
+        }
+
+        if (q->failed || q->sandbox_cancelled)
+                q->state = QUERY_RUN_CLEANUP;
+        else {
+                _cleanup_free_ AgentPythonFile *files = NULL;
+
+                if (res->n_files > 0) {
+                        files = calloc(res->n_files, sizeof *files);
+                        if (!files)
+                                k = -ENOMEM;
+                }
+                for (size_t i = 0; k >= 0 && i < res->n_files; i++)
+                        files[i] = (AgentPythonFile){ res->files[i].name, res->files[i].size_bytes };
+                if (k >= 0)
+                        k = agent_tool_python_done(
+                                q->agent,
+                                &(AgentPythonRun){
+                                        .has_exit_code = res->has_exit_code,
+                                        .exit_code = res->exit_code,
+                                        .signal = res->signal,
+                                        .timed_out = res->timed_out,
+                                        .stdout_bytes = res->stdout_text ? res->stdout_text : "",
+                                        .stdout_size = res->stdout_text ? strlen(res->stdout_text) : 0,
+                                        .stderr_bytes = res->stderr_text ? res->stderr_text : "",
+                                        .stderr_size = res->stderr_text ? strlen(res->stderr_text) : 0,
+                                        .files = files,
+                                        .n_files = res->n_files,
+                                });
+                if (k < 0) {
+                        log_error_errno(k, "Query %s: cannot take the sandbox's result", q->id);
+                        query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
+                        q->state = QUERY_RUN_CLEANUP;
+                } else {
+                        query_run_log(
+                                q,
+                                LOG_INFO,
+                                "step %u: run_python done in %" PRIu64 " ms, exit %d%s%s.",
+                                q->op_step,
+                                res->run_usec / USEC_PER_MSEC,
+                                res->has_exit_code ? res->exit_code : -1,
+                                res->signal ? ", " : "",
+                                res->signal ? res->signal : "");
+                        q->state = QUERY_RUN_STEP;
+                }
+        }
+        query_run_advance(q);
+}
+
+static int query_run_start_read(QueryRun *q, const char *title) {
+        q->op_title = strdup(title);
+        if (!q->op_title)
+                return -ENOMEM;
+        q->op_started = now(CLOCK_MONOTONIC);
+        return wiki_client_read(q->wiki, title, query_run_on_wiki_done, q, &q->wiki_op);
+}
+
+static int query_run_send(QueryRun *q, const AgentAction *a) {
+        const char *headers[] = { q->authorization, NULL };
+
+        query_run_log(
+                q,
+                LOG_INFO,
+                "step %u: model request, %zu bytes, ~%" PRIu64 " prompt tokens, max_tokens %" PRIu64 "%s.",
+                a->step,
+                a->body_size,
+                a->prompt_tokens_estimate,
+                a->max_tokens,
+                a->with_tools ? "" : ", without tools (the last step)");
+        q->op_started = now(CLOCK_MONOTONIC);
+        q->op_step = a->step;
+        return upstream_start(
+                q->upstream,
+                &(UpstreamRequest){
+                        .method = "POST",
+                        .url = q->chat_url,
+                        .headers = q->authorization ? headers : NULL,
+                        .body = a->body,
+                        .body_size = a->body_size,
+                        .content_type = "application/json",
+                        .deadline = q->deadline,
+                },
+                query_run_on_model_done,
+                q,
+                &q->model_op);
+}
+
+static int query_run_start_tool(QueryRun *q, const AgentAction *a) {
+        q->op_started = now(CLOCK_MONOTONIC);
+        q->op_step = a->step;
+        q->op_tool = a->call.tool;
+        query_run_log(q, LOG_INFO, "step %u: %s.", a->step, agent_tool_to_string(a->call.tool));
+
+        switch (a->call.tool) {
+        case AGENT_TOOL_WIKI_SEARCH:
+                log_debug("Query %s: wiki_search limit %u.", q->id, a->call.limit);
+                return wiki_client_search(
+                        q->wiki, a->call.query, a->call.limit, query_run_on_wiki_done, q, &q->wiki_op);
+        case AGENT_TOOL_WIKI_READ:
+                return query_run_start_read(q, a->call.title);
+        case AGENT_TOOL_RUN_PYTHON:
+                if (!q->sandbox_query)
+                        return -EAGAIN;
+                q->sandbox_cancelled = false;
+                return sandbox_run_start(
+                        q->sandbox_query,
+                        a->call.code,
+                        a->call.code_size,
+                        query_run_on_sandbox_done,
+                        q,
+                        &q->sandbox_run);
+        default:
+                return -EINVAL;
+        }
+}
+
+/* A tool that cannot even start: the model hears about it (it may work
+ * around it), except a sandbox that cannot start a container at all. */
+static void query_run_tool_start_failed(QueryRun *q, const AgentAction *a, int r) {
+        query_run_log(
+                q,
+                LOG_WARNING,
+                "step %u: %s could not start: %s",
+                a->step,
+                agent_tool_to_string(a->call.tool),
+                strerror(-r));
+        if (r == -ENOMEM) {
+                query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
+                return;
+        }
+        if (a->call.tool == AGENT_TOOL_RUN_PYTHON) {
+                query_run_fail(q, API_ERROR_EXECUTION_FAILED, "the sandbox could not start a container");
+                return;
+        }
+        if (agent_tool_failed(q->agent, "the tool could not run") < 0)
+                query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
+}
+
+static int query_run_sources_json(QueryRun *q, char **ret) {
+        json_object *a = json_object_new_array();
+        const AgentSource *s;
+        size_t n;
+        char *t;
+
+        if (!a)
+                return -ENOMEM;
+        s = agent_sources(q->agent, &n);
+        for (size_t i = 0; i < n; i++) {
+                json_object *o = json_object_new_object();
+
+                if (!o || json_object_array_add(a, o) < 0) {
+                        json_object_put(o);
+                        json_object_put(a);
+                        return -ENOMEM;
+                }
+                json_object_object_add(o, "title", json_object_new_string(s[i].title ? s[i].title : ""));
+                json_object_object_add(o, "url", json_object_new_string(s[i].url ? s[i].url : ""));
+                json_object_object_add(o, "revision_id", json_object_new_uint64(s[i].revision_id));
+        }
+        t = strdup(json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN));
+        json_object_put(a);
+        if (!t)
+                return -ENOMEM;
+        *ret = t;
+        return 0;
+}
+
+/* DONE: report once, from the defer that got us here. */
+static void query_run_report(QueryRun *q) {
+        _cleanup_free_ char *sources = NULL;
+        _cleanup_free_ QueryArtifact *artifacts = NULL;
+        uint64_t prompt = 0, completion = 0;
+        QueryOutcome o;
+
+        q->deadline_source = sd_event_source_disable_unref(q->deadline_source);
+        q->cleanup_confirmed = !q->sandbox_query || sandbox_query_cleanup_confirmed(q->sandbox_query);
+        if (query_run_sources_json(q, &sources) < 0)
+                log_oom();
+        agent_usage(q->agent, &prompt, &completion);
+
+        if (q->artifacts.n > 0) {
+                artifacts = calloc(q->artifacts.n, sizeof *artifacts);
+                if (!artifacts)
+                        log_oom();
+        }
+        for (size_t i = 0; artifacts && i < q->artifacts.n; i++)
+                artifacts[i] = (QueryArtifact){
+                        .name = q->artifacts.items[i].name,
+                        .media_type = q->artifacts.items[i].media_type,
+                        .sha256 = q->artifacts.items[i].sha256,
+                        .fd = q->artifacts.items[i].fd,
+                        .size = q->artifacts.items[i].size,
+                };
+
+        o = (QueryOutcome){
+                .query_id = q->id,
+                .succeeded = !q->failed,
+                .error = q->failed ? q->error : _API_ERROR_INVALID,
+                .message = q->failed ? q->message : NULL,
+                .answer = q->failed ? NULL : q->answer,
+                .cleanup_confirmed = q->cleanup_confirmed,
+                .sources_json = sources,
+                .model = q->config->llm_model,
+                .prompt_tokens = prompt,
+                .completion_tokens = completion,
+                .steps = agent_steps(q->agent),
+                .timings = q->timings,
+                .artifacts = artifacts,
+                .n_artifacts = artifacts ? q->artifacts.n : 0,
+        };
+        q->reported = true;
+        q->confirmed_pending = !q->cleanup_confirmed;
+        q->done(q, &o, q->userdata);
+}
+
+static void query_run_on_sandbox_confirmed(SandboxQuery *sq, void *userdata) {
+        QueryRun *q = userdata;
+
+        if (!q->reported || !q->confirmed_pending)
+                return;
+        q->confirmed_pending = false;
+        q->cleanup_confirmed = true;
+        query_run_log(q, LOG_INFO, "the sandbox's cleanup is confirmed now.");
+        if (q->confirmed)
+                q->confirmed(q, q->userdata);
+}
+
+/* CLEANUP: nothing else may start; wait for a cancelled container, then
+ * collect /out (also when the query failed). */
+static bool query_run_cleanup(QueryRun *q) {
+        usec_t t0;
+        int r;
+
+        query_run_cancel_in_flight(q);
+        if (q->sandbox_run)
+                return false; /* its callback brings us back */
+
+        t0 = now(CLOCK_MONOTONIC);
+        if (q->sandbox_query && q->artifacts.n == 0) {
+                r = sandbox_query_collect(q->sandbox_query, &q->artifacts);
+                if (r < 0)
+                        query_run_log(q, LOG_ERR, "cannot collect the files in /out: %s", strerror(-r));
+                else if (q->artifacts.n > 0 || q->artifacts.skipped_too_many > 0 || q->artifacts.skipped_too_large > 0)
+                        query_run_log(
+                                q,
+                                LOG_INFO,
+                                "%zu files in /out kept as artifacts (%zu over the count cap, %zu over the "
+                                "byte cap, %zu not regular files left out).",
+                                q->artifacts.n,
+                                q->artifacts.skipped_too_many,
+                                q->artifacts.skipped_too_large,
+                                q->artifacts.skipped_not_regular);
+        }
+        q->timings.cleanup += usec_sub_unsigned(now(CLOCK_MONOTONIC), t0);
+        return true;
+}
+
+static void query_run_advance(QueryRun *q) {
+        AgentAction a;
+        int r;
+
+        for (;;) {
+                if (q->model_op || q->wiki_op || (q->sandbox_run && q->state != QUERY_RUN_CLEANUP))
+                        return; /* its completion calls us again */
+
+                switch (q->state) {
+                case QUERY_RUN_PRELOAD:
+                        if (q->pages && q->pages[q->next_page]) {
+                                r = query_run_start_read(q, q->pages[q->next_page++]);
+                                if (r < 0) {
+                                        log_error_errno(r, "Query %s: cannot read a requested page", q->id);
+                                        query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
+                                        q->state = QUERY_RUN_CLEANUP;
+                                        break;
+                                }
+                                return;
+                        }
+                        q->state = QUERY_RUN_STEP;
+                        break;
+
+                case QUERY_RUN_STEP:
+                        r = agent_next(q->agent, &a);
+                        if (r < 0) {
+                                log_error_errno(r, "Query %s: the agent cannot decide", q->id);
+                                query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
+                                q->state = QUERY_RUN_CLEANUP;
+                                break;
+                        }
+                        switch (a.type) {
+                        case AGENT_ACTION_SEND:
+                                r = query_run_send(q, &a);
+                                if (r < 0) {
+                                        log_error_errno(r, "Query %s: cannot send the model request", q->id);
+                                        query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
+                                        q->state = QUERY_RUN_CLEANUP;
+                                        break;
+                                }
+                                q->state = QUERY_RUN_MODEL;
+                                return;
+                        case AGENT_ACTION_TOOL:
+                                r = query_run_start_tool(q, &a);
+                                if (r < 0) {
+                                        query_run_tool_start_failed(q, &a, r);
+                                        if (q->failed)
+                                                q->state = QUERY_RUN_CLEANUP;
+                                        break; /* STEP again: the agent has the tool's error */
+                                }
+                                q->state = QUERY_RUN_TOOL;
+                                return;
+                        case AGENT_ACTION_ANSWER:
+                                query_run_log(
+                                        q,
+                                        LOG_INFO,
+                                        "answered after %u steps (%zu bytes).",
+                                        agent_steps(q->agent),
+                                        strlen(a.answer));
+                                q->answer = strdup(a.answer);
+                                if (!q->answer)
+                                        query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
+                                q->state = QUERY_RUN_CLEANUP;
+                                break;
+                        case AGENT_ACTION_FAIL:
+                        default:
+                                query_run_log(
+                                        q,
+                                        LOG_INFO,
+                                        "failed after %u steps: %s.",
+                                        agent_steps(q->agent),
+                                        api_error_to_string(a.error));
+                                query_run_fail(q, a.error, a.message);
+                                q->state = QUERY_RUN_CLEANUP;
+                                break;
+                        }
+                        break;
+
+                case QUERY_RUN_MODEL:
+                case QUERY_RUN_TOOL:
+                        /* Their completions move on to STEP or CLEANUP. */
+                        q->state = QUERY_RUN_STEP;
+                        break;
+
+                case QUERY_RUN_CLEANUP:
+                        if (!query_run_cleanup(q))
+                                return;
+                        /* Report from a defer of our own, never from inside
+                         * a curl or sandbox callback: the executor may free
+                         * the run while being told. */
+                        q->state = QUERY_RUN_DONE;
+                        query_run_kick(q);
+                        return;
+
+                case QUERY_RUN_DONE:
+                        if (!q->reported)
+                                query_run_report(q); /* may free q: return at once */
+                        return;
+
+                default:
+                        abort();
+                }
+        }
+}
+
+int query_run_new(
+        const QueryRunContext *ctx,
+        const QueryJob *job,
+        QueryRunDone done,
+        QueryRunConfirmed confirmed,
+        void *userdata,
+        QueryRun **ret) {
+
+        _cleanup_(query_run_freep) QueryRun *q = NULL;
+        const Config *c;
+        size_t n = 0;
+        bool python;
+        int r;
+
+        assert(ctx);
+        assert(job);
+        assert(done);
+        assert(ret);
+        c = ctx->config;
+        if (!c->wiki_api_url || !c->llm_url || !c->llm_model)
+                return -EINVAL;
+
+        q = calloc(1, sizeof *q);
+        if (!q)
+                return -ENOMEM;
+        q->event = ctx->event;
+        q->config = c;
+        q->upstream = ctx->upstream;
+        q->sandbox = ctx->sandbox;
+        q->done = done;
+        q->confirmed = confirmed;
+        q->userdata = userdata;
+        q->state = QUERY_RUN_PRELOAD;
+        q->error = _API_ERROR_INVALID;
+        memcpy(q->id, job->id, sizeof q->id);
+        q->started = now(CLOCK_MONOTONIC);
+        q->deadline = usec_add(q->started, c->query_timeout_seconds * USEC_PER_SEC);
+
+        while (job->pages && job->pages[n])
+                n++;
+        q->pages = calloc(n + 1, sizeof(char *));
+        if (!q->pages)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                q->pages[i] = strdup(job->pages[i]);
+                if (!q->pages[i])
+                        return -ENOMEM;
+        }
+
+        /* The base URL with or without a trailing slash. */
+        if (asprintf(&q->chat_url, "%s%schat/completions", c->llm_url, endswith(c->llm_url, "/") ? "" : "/") <
+            0) {
+                q->chat_url = NULL;
+                return -ENOMEM;
+        }
+        if (c->llm_api_key && asprintf(&q->authorization, "Authorization: Bearer %s", c->llm_api_key) < 0) {
+                q->authorization = NULL;
+                return -ENOMEM;
+        }
+
+        python = q->sandbox && sandbox_is_available(q->sandbox);
+        if (python) {
+                r = sandbox_query_new(q->sandbox, q->id, &q->sandbox_query);
+                if (r < 0) {
+                        log_warning_errno(
+                                r, "Query %s: no sandbox for this query, run_python not offered", q->id);
+                        python = false;
+                } else
+                        sandbox_query_set_confirmed_handler(
+                                q->sandbox_query, query_run_on_sandbox_confirmed, q);
+        }
+
+        r = agent_new(
+                &(AgentSettings){
+                        .model = c->llm_model,
+                        .max_steps = (unsigned) c->query_max_steps,
+                        .context_tokens = c->model_context_tokens,
+                        .max_output_bytes = c->model_max_output_bytes,
+                        .tool_result_max_bytes = c->tool_result_max_bytes,
+                        .sandbox_available = python,
+                },
+                job->question,
+                &q->agent);
+        if (r < 0)
+                return r;
+
+        r = wiki_client_new(
+                q->upstream,
+                &(WikiClientSettings){
+                        .api_url = c->wiki_api_url,
+                        .username = c->wiki_username,
+                        .password = c->wiki_username ? c->wiki_password : NULL,
+                        .deadline = q->deadline,
+                },
+                &q->wiki);
+        if (r < 0)
+                return r;
+
+        r = sd_event_add_time(
+                q->event, &q->deadline_source, CLOCK_MONOTONIC, q->deadline, 0, query_run_on_deadline, q);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_description(q->deadline_source, "query-run-deadline");
+
+        query_run_log(
+                q,
+                LOG_INFO,
+                "started: %zu requested pages, up to %" PRIu64 " steps, run_python %s.",
+                n,
+                (uint64_t) c->query_max_steps,
+                python ? "offered" : "not offered");
+        query_run_kick(q);
+        *ret = TAKE_PTR(q);
+        return 0;
+}
+
+QueryRun *query_run_free(QueryRun *q) {
+        if (!q)
+                return NULL;
+        q->model_op = upstream_operation_free(q->model_op);
+        q->wiki_op = wiki_operation_free(q->wiki_op);
+        /* A run must not outlive its query context: sandbox.h says cancel
+         * and wait. Freeing with a run in flight is a bug of the caller. */
+        assert(!q->sandbox_run);
+        q->kick_source = sd_event_source_disable_unref(q->kick_source);
+        q->deadline_source = sd_event_source_disable_unref(q->deadline_source);
+        sandbox_artifacts_done(&q->artifacts);
+        q->sandbox_query = sandbox_query_free(q->sandbox_query);
+        q->wiki = wiki_client_free(q->wiki);
+        q->agent = agent_free(q->agent);
+        if (q->authorization) {
+                explicit_bzero(q->authorization, strlen(q->authorization));
+                free(q->authorization);
+        }
+        free(q->chat_url);
+        for (size_t i = 0; q->pages && q->pages[i]; i++)
+                free(q->pages[i]);
+        free(q->pages);
+        free(q->op_title);
+        free(q->message);
+        free(q->answer);
+        free(q);
+        return NULL;
+}
