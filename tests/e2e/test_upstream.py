@@ -126,7 +126,9 @@ class Upstream(unittest.TestCase):
             t0 = time.monotonic()
             r = fetch(s.url('/'), '--connect-timeout-ms', '500', '--timeout-ms', '10000')
             self.assertError(r, 'connectivity_failed')
-            self.assertIn('Timeout', r['message'])
+            # libcurl's words differ with timing ("Connection timeout after
+            # 501 ms", "Timeout was reached"); the class and the time are the point.
+            self.assertRegex(r['message'], '(?i)time')
             self.assertGreaterEqual(r['elapsed_ms'], 450)
             self.assertLess(time.monotonic() - t0, 5)
 
