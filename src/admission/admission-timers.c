@@ -46,7 +46,7 @@ int admission_timer_rearm(AdmissionTimer *t) {
         return 0;
 }
 
-static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
+static int admission_timer_on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
         AdmissionTimer *t = userdata;
         int r;
 
@@ -73,7 +73,7 @@ static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
  * not mark the post sources pending again, so this cannot spin. Whatever
  * handler changed the admission machine in that iteration, the timer follows
  * its new earliest deadline. */
-static int on_post(sd_event_source *s, void *userdata) {
+static int admission_timer_on_post(sd_event_source *s, void *userdata) {
         AdmissionTimer *t = userdata;
         int r;
 
@@ -123,7 +123,7 @@ int admission_timer_new(sd_event *event, Admission *a, AdmissionTimer **ret) {
                 CLOCK_MONOTONIC,
                 USEC_INFINITY,
                 ADMISSION_TIMER_ACCURACY_USEC,
-                on_deadline,
+                admission_timer_on_deadline,
                 t);
         if (r < 0)
                 return r;
@@ -132,7 +132,7 @@ int admission_timer_new(sd_event *event, Admission *a, AdmissionTimer **ret) {
                 return r;
         (void) sd_event_source_set_description(t->time_source, "admission-deadline");
 
-        r = sd_event_add_post(event, &t->post_source, on_post, t);
+        r = sd_event_add_post(event, &t->post_source, admission_timer_on_post, t);
         if (r < 0)
                 return r;
         (void) sd_event_source_set_description(t->post_source, "admission-rearm");

@@ -202,7 +202,7 @@ static uint64_t hex8(uint32_t v) {
  * (tests rely on it). The daemon installs one that reads the kernel's random
  * source, so that ids do not tell how many tickets were issued. Formatted by
  * hand: snprintf() would be the most expensive part of a join. */
-static void default_id_generator(char buf[static TICKET_ID_MAX], void *userdata) {
+static void admission_default_id_generator(char buf[static TICKET_ID_MAX], void *userdata) {
         Admission *a = userdata;
         uint64_t n = ++a->id_counter, hi = hex8((uint32_t) (n >> 32)), lo = hex8((uint32_t) n);
 
@@ -238,7 +238,7 @@ int admission_new(const AdmissionSettings *settings, Admission **ret) {
                 .reserved = IDX_NONE,
                 .reservation_deadline = USEC_INFINITY,
                 .claimed_at = USEC_INFINITY,
-                .id_generator = default_id_generator,
+                .id_generator = admission_default_id_generator,
         };
         a->id_userdata = a;
 
@@ -282,7 +282,7 @@ void admission_set_id_generator(Admission *a, AdmissionIdGenerator generator, vo
                 a->id_generator = generator;
                 a->id_userdata = userdata;
         } else {
-                a->id_generator = default_id_generator;
+                a->id_generator = admission_default_id_generator;
                 a->id_userdata = a;
         }
 }

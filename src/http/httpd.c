@@ -328,7 +328,7 @@ static bool is_line_end(const char *from, const char *to) {
         return true;
 }
 
-static enum MHD_Result scan_field(
+static enum MHD_Result http_server_scan_field(
         void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size, const char *value, size_t value_size) {
         HeadScan *h = cls;
 
@@ -377,7 +377,7 @@ static bool request_refuse_framing(HttpRequest *req, const char *method, const c
         const char *message = NULL;
         ApiError error = API_ERROR_INVALID_INPUT;
 
-        (void) MHD_get_connection_values_n(req->connection, MHD_HEADER_KIND, scan_field, &h);
+        (void) MHD_get_connection_values_n(req->connection, MHD_HEADER_KIND, http_server_scan_field, &h);
         /* The last value ends with its line end, then the empty line. */
         if (h.prev_end && (h.prev_end[0] != '\0' || h.prev_end[1] != '\0'))
                 h.malformed = true;
@@ -413,7 +413,7 @@ typedef struct CookieScan {
         int found; /* 1: a well-formed session cookie, 0: a malformed one, -ENOENT: none yet */
 } CookieScan;
 
-static enum MHD_Result scan_cookie(
+static enum MHD_Result http_server_scan_cookie(
         void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size, const char *value, size_t value_size) {
         CookieScan *cs = cls;
 
@@ -465,7 +465,7 @@ static bool request_begin(HttpRequest *req, const char *url, const char *method,
          * gets a fresh token. Only its SHA-256 is kept. */
         /* Several Cookie fields count as one joined with "; " (RFC 9113
          * 8.2.3): the first wikiweb_session pair among them decides. */
-        (void) MHD_get_connection_values_n(c, MHD_HEADER_KIND, scan_cookie, &cs);
+        (void) MHD_get_connection_values_n(c, MHD_HEADER_KIND, http_server_scan_cookie, &cs);
         if (cs.found <= 0) {
                 r = session_token_new(req->token);
                 if (r < 0) {
@@ -621,7 +621,7 @@ static void request_received(HttpRequest *req) {
                 arm_deadline(hc->server);
 }
 
-static void on_connection_notify(
+static void http_server_on_connection_notify(
         void *cls,
         struct MHD_Connection *connection,
         void **socket_context,
@@ -664,7 +664,7 @@ static void on_connection_notify(
 /* Connections past their deadline are shut down: MHD then sees the end of
  * the stream on its next run and closes them itself (the descriptor stays
  * MHD's, so nothing can be closed twice). */
-static int on_deadline(sd_event_source *es, uint64_t usec, void *userdata) {
+static int http_server_on_deadline(sd_event_source *es, uint64_t usec, void *userdata) {
         HttpServer *s = userdata;
         usec_t t = now(CLOCK_MONOTONIC);
         unsigned n = 0;
@@ -683,7 +683,7 @@ static int on_deadline(sd_event_source *es, uint64_t usec, void *userdata) {
         return 0;
 }
 
-static enum MHD_Result on_request(
+static enum MHD_Result http_server_on_request(
         void *cls,
         struct MHD_Connection *connection,
         const char *url,
@@ -752,7 +752,7 @@ static enum MHD_Result on_request(
         return MHD_YES;
 }
 
-static void on_completed(
+static void http_server_on_completed(
         void *cls, struct MHD_Connection *connection, void **con_cls, enum MHD_RequestTerminationCode toe) {
         HttpServer *s = cls;
         HttpRequest *req = *con_cls;
@@ -770,8 +770,8 @@ static void on_completed(
 /* Called by MHD with the request target as received, before it unescapes
  * it or splits off the query: the request object starts here, so that the
  * framing check knows the raw target. Its return value is the request's
- * con_cls; MHD calls on_completed() for it from here on. */
-static void *on_uri_log(void *cls, const char *uri, struct MHD_Connection *connection) {
+ * con_cls; MHD calls http_server_on_completed() for it from here on. */
+static void *http_server_on_uri_log(void *cls, const char *uri, struct MHD_Connection *connection) {
         HttpServer *s = cls;
         HttpRequest *req = calloc(1, sizeof *req);
         bool bad = false;
@@ -793,7 +793,7 @@ static void *on_uri_log(void *cls, const char *uri, struct MHD_Connection *conne
 
 /* Percent-decoding of the path and the query arguments, in place, except
  * that "%00" stays as it is (http_percent_decode()). */
-static size_t on_unescape(void *cls, struct MHD_Connection *connection, char *s) {
+static size_t http_server_on_unescape(void *cls, struct MHD_Connection *connection, char *s) {
         return http_percent_decode(s);
 }
 
@@ -821,7 +821,7 @@ static void warn_limit(HttpServer *s, const char *what) {
         s->limit_suppressed = 0;
 }
 
-_printf_(2, 0) static void on_mhd_log(void *arg, const char *fmt, va_list ap) {
+_printf_(2, 0) static void http_server_on_mhd_log(void *arg, const char *fmt, va_list ap) {
         HttpServer *s = arg;
         char buf[512];
 
@@ -870,15 +870,15 @@ static int run_mhd(HttpServer *s) {
         return 0;
 }
 
-static int on_io(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
+static int http_server_on_io(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
         return run_mhd(userdata);
 }
 
-static int on_timer(sd_event_source *es, uint64_t usec, void *userdata) {
+static int http_server_on_timer(sd_event_source *es, uint64_t usec, void *userdata) {
         return run_mhd(userdata);
 }
 
-static int on_wake(sd_event_source *es, void *userdata) {
+static int http_server_on_wake(sd_event_source *es, void *userdata) {
         return run_mhd(userdata);
 }
 
@@ -928,24 +928,24 @@ int http_server_new(
                 0,
                 NULL,
                 NULL,
-                on_request,
+                http_server_on_request,
                 s,
                 MHD_OPTION_EXTERNAL_LOGGER,
-                on_mhd_log,
+                http_server_on_mhd_log,
                 s,
                 MHD_OPTION_LISTEN_SOCKET,
                 fd,
                 MHD_OPTION_NOTIFY_COMPLETED,
-                on_completed,
+                http_server_on_completed,
                 s,
                 MHD_OPTION_NOTIFY_CONNECTION,
-                on_connection_notify,
+                http_server_on_connection_notify,
                 s,
                 MHD_OPTION_URI_LOG_CALLBACK,
-                on_uri_log,
+                http_server_on_uri_log,
                 s,
                 MHD_OPTION_UNESCAPE_CALLBACK,
-                on_unescape,
+                http_server_on_unescape,
                 s,
                 MHD_OPTION_CONNECTION_LIMIT,
                 s->connection_limit,
@@ -975,26 +975,28 @@ int http_server_new(
                 http_server_free(s);
                 return -EINVAL;
         }
-        r = sd_event_add_io(event, &s->io_source, info->epoll_fd, EPOLLIN, on_io, s);
+        r = sd_event_add_io(event, &s->io_source, info->epoll_fd, EPOLLIN, http_server_on_io, s);
         if (r < 0) {
                 http_server_free(s);
                 return r;
         }
         (void) sd_event_source_set_description(s->io_source, "http-io");
-        r = sd_event_add_time(event, &s->timer_source, CLOCK_MONOTONIC, USEC_INFINITY, 0, on_timer, s);
+        r = sd_event_add_time(
+                event, &s->timer_source, CLOCK_MONOTONIC, USEC_INFINITY, 0, http_server_on_timer, s);
         if (r < 0) {
                 http_server_free(s);
                 return r;
         }
         (void) sd_event_source_set_description(s->timer_source, "http-timer");
-        r = sd_event_add_defer(event, &s->wake_source, on_wake, s);
+        r = sd_event_add_defer(event, &s->wake_source, http_server_on_wake, s);
         if (r < 0) {
                 http_server_free(s);
                 return r;
         }
         (void) sd_event_source_set_enabled(s->wake_source, SD_EVENT_OFF);
         (void) sd_event_source_set_description(s->wake_source, "http-wake");
-        r = sd_event_add_time(event, &s->deadline_source, CLOCK_MONOTONIC, USEC_INFINITY, 0, on_deadline, s);
+        r = sd_event_add_time(
+                event, &s->deadline_source, CLOCK_MONOTONIC, USEC_INFINITY, 0, http_server_on_deadline, s);
         if (r < 0) {
                 http_server_free(s);
                 return r;

@@ -106,7 +106,7 @@ static bool is_host_char(char ch) {
 }
 
 /* "http://host[:port]" or "https://host[:port]", no path, no user info. */
-static bool origin_is_valid(const char *o) {
+static bool config_origin_is_valid(const char *o) {
         const char *h;
 
         if (strneq(o, "http://", 7))
@@ -123,7 +123,7 @@ static bool origin_is_valid(const char *o) {
         return true;
 }
 
-static bool host_is_valid(const char *h) {
+static bool config_host_is_valid(const char *h) {
         if (!*h || strlen(h) > 253)
                 return false;
         for (const char *p = h; *p; p++)
@@ -172,7 +172,8 @@ static int load_list(
                                 return -ENOMEM;
                         }
                         /* Trailing "/" on an origin is a common slip; an origin never has one. */
-                        if (valid == origin_is_valid && strlen(item) > 0 && item[strlen(item) - 1] == '/')
+                        if (valid == config_origin_is_valid && strlen(item) > 0 &&
+                            item[strlen(item) - 1] == '/')
                                 item[strlen(item) - 1] = 0;
                         if (!valid(item)) {
                                 int r = fail(ret_error, -EINVAL, "%s: invalid item \"%s\"", name, item);
@@ -331,11 +332,11 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
                 c->log_level = (int) level;
         }
 
-        r = load_list("WIKI_WEB_ALLOWED_ORIGINS", origin_is_valid, &c->allowed_origins, g, u, ret_error);
+        r = load_list("WIKI_WEB_ALLOWED_ORIGINS", config_origin_is_valid, &c->allowed_origins, g, u, ret_error);
         if (r < 0)
                 goto fail;
         r = load_list(
-                "WIKI_WEB_ALLOWED_DESTINATIONS", host_is_valid, &c->allowed_destinations, g, u, ret_error);
+                "WIKI_WEB_ALLOWED_DESTINATIONS", config_host_is_valid, &c->allowed_destinations, g, u, ret_error);
         if (r < 0)
                 goto fail;
 
