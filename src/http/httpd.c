@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include "http/httpd.h"
+#include "shared/json-util.h"
 #include "shared/log.h"
 #include "shared/macro.h"
 #include "shared/parse-util.h"
@@ -229,28 +230,6 @@ HttpHandlerResult http_reply(
                 json_body,
                 json_body ? strlen(json_body) : 0,
                 extra_headers);
-}
-
-/* Escape a UTF-8 string as a JSON string literal (with quotes). */
-static char *json_quote(const char *s) {
-        size_t n = strlen(s), k = 0;
-        char *out = malloc(n * 6 + 3);
-
-        if (!out)
-                return NULL;
-        out[k++] = '"';
-        for (const unsigned char *p = (const unsigned char *) s; *p; p++) {
-                if (*p == '"' || *p == '\\') {
-                        out[k++] = '\\';
-                        out[k++] = (char) *p;
-                } else if (*p < 0x20 || *p == 0x7f) {
-                        k += (size_t) snprintf(out + k, 7, "\\u%04x", *p);
-                } else
-                        out[k++] = (char) *p;
-        }
-        out[k++] = '"';
-        out[k] = 0;
-        return out;
 }
 
 HttpHandlerResult http_reply_error(

@@ -4,11 +4,10 @@
 #include <stdarg.h>
 #include <strings.h>
 
-#include "shared/macro.h"
 #include "http/request.h"
-
-DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
-DEFINE_TRIVIAL_CLEANUP_FUNC(struct json_tokener *, json_tokener_free);
+#include "shared/json-util.h"
+#include "shared/macro.h"
+#include "shared/strv.h"
 
 /* Set *ret_message to a copy of a fixed message and return -EINVAL, or
  * -ENOMEM if even that fails. Messages never contain request bytes except
@@ -562,13 +561,6 @@ static bool title_has_control(const uint8_t *s, size_t n) {
         }
         return false;
 }
-
-static void strv_free(char **l) {
-        for (char **i = l; i && *i; i++)
-                free(*i);
-        free(l);
-}
-DEFINE_TRIVIAL_CLEANUP_FUNC(char **, strv_free);
 
 static int parse_pages(json_object *v, char ***ret, size_t *ret_n, char **ret_message) {
         _cleanup_(strv_freep) char **pages = NULL;

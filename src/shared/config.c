@@ -6,6 +6,7 @@
 #include "shared/config.h"
 #include "shared/macro.h"
 #include "shared/parse-util.h"
+#include "shared/strv.h"
 
 #define SECRET_MAX_BYTES 4096
 #define LIST_MAX_ITEMS 256
@@ -13,14 +14,6 @@
 
 const char *config_getenv_process(const char *name, void *userdata) {
         return getenv(name);
-}
-
-static char **strv_free(char **l) {
-        if (l)
-                for (char **p = l; *p; p++)
-                        free(*p);
-        free(l);
-        return NULL;
 }
 
 void config_done(Config *c) {
@@ -136,56 +129,43 @@ static bool config_host_is_valid(const char *h) {
  * ignored. */
 static int load_list(
         const char *name, bool (*valid)(const char *), char ***ret, ConfigGetenv g, void *u, char **ret_error) {
+        _cleanup_(strv_freep) char **l = NULL;
         const char *v = g(name, u);
-        char **l;
         size_t n = 0;
 
         *ret = NULL;
         l = calloc(LIST_MAX_ITEMS + 1, sizeof(char *));
         if (!l)
                 return -ENOMEM;
-        if (!v) {
-                *ret = l;
-                return 0;
-        }
-        if (strlen(v) > STRING_MAX_BYTES * 4) {
-                strv_free(l);
+        if (v && strlen(v) > STRING_MAX_BYTES * 4)
                 return fail(ret_error, -EINVAL, "%s: longer than %d bytes", name, STRING_MAX_BYTES * 4);
-        }
-        for (const char *p = v; *p;) {
+        for (const char *p = v; p && *p;) {
                 const char *e = strchrnul(p, ',');
                 const char *s = p, *t = e;
-                char *item;
 
                 while (s < t && (*s == ' ' || *s == '\t'))
                         s++;
                 while (t > s && (t[-1] == ' ' || t[-1] == '\t'))
                         t--;
                 if (t > s) {
-                        if (n >= LIST_MAX_ITEMS) {
-                                strv_free(l);
+                        _cleanup_free_ char *item = NULL;
+
+                        if (n >= LIST_MAX_ITEMS)
                                 return fail(ret_error, -EINVAL, "%s: more than %d items", name, LIST_MAX_ITEMS);
-                        }
                         item = strndup(s, (size_t) (t - s));
-                        if (!item) {
-                                strv_free(l);
+                        if (!item)
                                 return -ENOMEM;
-                        }
                         /* Trailing "/" on an origin is a common slip; an origin never has one. */
                         if (valid == config_origin_is_valid && strlen(item) > 0 &&
                             item[strlen(item) - 1] == '/')
                                 item[strlen(item) - 1] = 0;
-                        if (!valid(item)) {
-                                int r = fail(ret_error, -EINVAL, "%s: invalid item \"%s\"", name, item);
-                                free(item);
-                                strv_free(l);
-                                return r;
-                        }
-                        l[n++] = item;
+                        if (!valid(item))
+                                return fail(ret_error, -EINVAL, "%s: invalid item \"%s\"", name, item);
+                        l[n++] = TAKE_PTR(item);
                 }
                 p = *e ? e + 1 : e;
         }
-        *ret = l;
+        *ret = TAKE_PTR(l);
         return 0;
 }
 
