@@ -46,9 +46,18 @@ int admission_timer_rearm(AdmissionTimer *t) {
         return 0;
 }
 
+/* True once the loop has finished: nothing is expired or re-armed while
+ * the daemon tears down (the Admission may already be going away). */
+static bool admission_timer_finished(const AdmissionTimer *t) {
+        return sd_event_get_state(t->event) == SD_EVENT_FINISHED;
+}
+
 static int admission_timer_on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
         AdmissionTimer *t = userdata;
         int r;
+
+        if (admission_timer_finished(t))
+                return 0;
 
         /* A oneshot source is off once dispatched; remember that, so the
          * re-arm below really sets it again even for the same deadline. */
@@ -77,6 +86,8 @@ static int admission_timer_on_post(sd_event_source *s, void *userdata) {
         AdmissionTimer *t = userdata;
         int r;
 
+        if (admission_timer_finished(t))
+                return 0;
         r = admission_timer_rearm(t);
         if (r < 0)
                 /* Returning an error would disable the post source for good;
@@ -89,8 +100,8 @@ AdmissionTimer *admission_timer_free(AdmissionTimer *t) {
         if (!t)
                 return NULL;
 
-        sd_event_source_disable_unref(t->time_source);
-        sd_event_source_disable_unref(t->post_source);
+        t->time_source = sd_event_source_disable_unref(t->time_source);
+        t->post_source = sd_event_source_disable_unref(t->post_source);
         free(t);
         return NULL;
 }

@@ -102,6 +102,12 @@ static void request_free(HttpRequest *req) {
         free(req);
 }
 
+/* True once the loop has finished: a source that still fires then (its
+ * owner is being torn down) must not touch MHD or the requests. */
+static bool http_server_finished(const HttpServer *s) {
+        return sd_event_get_state(s->event) == SD_EVENT_FINISHED;
+}
+
 HttpMethod http_request_method(const HttpRequest *req) {
         return req->method;
 }
@@ -648,6 +654,8 @@ static int http_server_on_deadline(sd_event_source *es, uint64_t usec, void *use
         usec_t t = now(CLOCK_MONOTONIC);
         unsigned n = 0;
 
+        if (http_server_finished(s))
+                return 0;
         while (s->waiting_head && s->waiting_head->deadline <= t) {
                 HttpConnection *hc = s->waiting_head;
 
@@ -850,15 +858,27 @@ static int run_mhd(HttpServer *s) {
 }
 
 static int http_server_on_io(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
-        return run_mhd(userdata);
+        HttpServer *s = userdata;
+
+        if (http_server_finished(s))
+                return 0;
+        return run_mhd(s);
 }
 
 static int http_server_on_timer(sd_event_source *es, uint64_t usec, void *userdata) {
-        return run_mhd(userdata);
+        HttpServer *s = userdata;
+
+        if (http_server_finished(s))
+                return 0;
+        return run_mhd(s);
 }
 
 static int http_server_on_wake(sd_event_source *es, void *userdata) {
-        return run_mhd(userdata);
+        HttpServer *s = userdata;
+
+        if (http_server_finished(s))
+                return 0;
+        return run_mhd(s);
 }
 
 unsigned http_connection_limit(const Config *config) {
@@ -1001,10 +1021,10 @@ void http_server_quiesce(HttpServer *s) {
 HttpServer *http_server_free(HttpServer *s) {
         if (!s)
                 return NULL;
-        sd_event_source_disable_unref(s->io_source);
-        sd_event_source_disable_unref(s->timer_source);
-        sd_event_source_disable_unref(s->wake_source);
-        sd_event_source_disable_unref(s->deadline_source);
+        s->io_source = sd_event_source_disable_unref(s->io_source);
+        s->timer_source = sd_event_source_disable_unref(s->timer_source);
+        s->wake_source = sd_event_source_disable_unref(s->wake_source);
+        s->deadline_source = sd_event_source_disable_unref(s->deadline_source);
         if (s->daemon)
                 MHD_stop_daemon(s->daemon);
         sd_event_unref(s->event);
