@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <microhttpd.h>
+#include <assert.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <sys/epoll.h>
@@ -15,6 +16,16 @@
 #include "shared/time-util.h"
 
 typedef struct HttpConnection HttpConnection;
+
+/* A test-only fault switch (WIKI_WEB_TEST_HTTP_OOM, honoured only with
+ * WIKI_WEB_TEST_FAULTS=1) that makes allocations on the reply path fail,
+ * so that the out-of-memory answers can be provoked for real. */
+typedef enum HttpTestOom {
+        HTTP_TEST_OOM_NONE,
+        HTTP_TEST_OOM_REPLY,   /* "reply": every response body; the static 500 still works */
+        HTTP_TEST_OOM_ALL,     /* "all": the static 500 too: the connection is closed */
+        HTTP_TEST_OOM_REQUEST, /* "request": the request object itself */
+} HttpTestOom;
 
 struct HttpServer {
         sd_event *event;
@@ -40,6 +51,8 @@ struct HttpServer {
         /* Rate-limited warnings about refused connections. */
         usec_t limit_warned_at;
         unsigned limit_suppressed;
+
+        HttpTestOom test_oom; /* WIKI_WEB_TEST_HTTP_OOM, with WIKI_WEB_TEST_FAULTS=1 only */
 };
 
 /* One client connection (MHD's socket context). From accept, and again
@@ -81,6 +94,7 @@ struct HttpRequest {
         size_t discarded;
 
         bool responded; /* a response was queued */
+        bool failed;    /* not even the static 500 could be made: close the connection */
         bool suspended;
         struct MHD_Response *pending; /* completed while suspended */
         unsigned pending_status;
@@ -175,6 +189,12 @@ static int add_common_headers(HttpRequest *req, struct MHD_Response *r) {
         return k ? -ENOMEM : 0;
 }
 
+/* Wake MHD from the loop: it picks up a resumed connection only when it
+ * runs, and nothing on its sockets may wake it. */
+static void http_server_wake(HttpServer *s) {
+        (void) sd_event_source_set_enabled(s->wake_source, SD_EVENT_ONESHOT);
+}
+
 static HttpHandlerResult queue_or_store(HttpRequest *req, struct MHD_Response *r, unsigned status) {
         if (req->suspended) {
                 /* MHD only takes a response from inside the access handler:
@@ -185,9 +205,7 @@ static HttpHandlerResult queue_or_store(HttpRequest *req, struct MHD_Response *r
                 req->pending_status = status;
                 req->suspended = false;
                 MHD_resume_connection(req->connection);
-                /* MHD picks up a resumed connection only when it runs, and
-                 * nothing on its sockets may wake it: run it from the loop. */
-                (void) sd_event_source_set_enabled(req->server->wake_source, SD_EVENT_ONESHOT);
+                http_server_wake(req->server);
                 return HTTP_HANDLED;
         }
 
@@ -205,6 +223,52 @@ static HttpHandlerResult queue_or_store(HttpRequest *req, struct MHD_Response *r
         return HTTP_HANDLED;
 }
 
+/* The reply when no other can be made, as journal-remote's
+ * mhd_respond_oom(): a static body (nothing is copied, so making it
+ * allocates only MHD's small response struct), and the connection closed
+ * afterwards to give the memory back. */
+static const char http_oom_body[] = "{\"error\":{\"code\":\"internal_error\",\"message\":\"Internal error\"}}";
+
+static struct MHD_Response *http_response_oom(const HttpServer *s) {
+        struct MHD_Response *r;
+
+        if (s->test_oom == HTTP_TEST_OOM_ALL)
+                return NULL;
+        r = MHD_create_response_from_buffer(
+                sizeof(http_oom_body) - 1, (void *) http_oom_body, MHD_RESPMEM_PERSISTENT);
+        if (!r)
+                return NULL;
+        /* Best effort: each of these is small, and the body alone is a
+         * complete answer. */
+        (void) add_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json; charset=utf-8");
+        (void) add_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+        (void) add_header(r, "X-Content-Type-Options", "nosniff");
+        (void) add_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+        return r;
+}
+
+/* Out of memory while answering: the static 500 instead, queued or stored
+ * like any reply, so a suspended request is resumed and answered too. If
+ * not even that can be made, the connection is closed (the access handler
+ * returns MHD_NO on its next call; a suspended request is resumed for it):
+ * the client is never left waiting. */
+static HttpHandlerResult http_reply_oom(HttpRequest *req) {
+        struct MHD_Response *r;
+
+        log_oom();
+        r = http_response_oom(req->server);
+        if (r)
+                return queue_or_store(req, r, 500);
+
+        req->failed = true;
+        if (req->suspended) {
+                req->suspended = false;
+                MHD_resume_connection(req->connection);
+                http_server_wake(req->server);
+        }
+        return HTTP_HANDLED;
+}
+
 HttpHandlerResult http_reply_bytes(
         HttpRequest *req,
         unsigned status,
@@ -214,16 +278,25 @@ HttpHandlerResult http_reply_bytes(
         const char *const *extra_headers) {
         struct MHD_Response *r;
 
-        r = MHD_create_response_from_buffer(size, (void *) (size > 0 ? data : ""), MHD_RESPMEM_MUST_COPY);
-        if (!r) {
-                log_oom();
-                return HTTP_HANDLED;
-        }
+        assert(req);
+
+        r = req->server->test_oom != HTTP_TEST_OOM_NONE ?
+                NULL :
+                MHD_create_response_from_buffer(size, (void *) (size > 0 ? data : ""), MHD_RESPMEM_MUST_COPY);
+        if (!r)
+                return http_reply_oom(req);
+        /* A response without its session cookie or CORS headers would be
+         * a wrong answer: the static 500 instead. */
         if (add_common_headers(req, r) < 0 ||
-            (content_type && add_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) < 0))
-                log_oom();
+            (content_type && add_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) < 0)) {
+                MHD_destroy_response(r);
+                return http_reply_oom(req);
+        }
         for (const char *const *h = extra_headers; h && h[0] && h[1]; h += 2)
-                (void) add_header(r, h[0], h[1]);
+                if (add_header(r, h[0], h[1]) < 0) {
+                        MHD_destroy_response(r);
+                        return http_reply_oom(req);
+                }
         return queue_or_store(req, r, status);
 }
 
@@ -247,12 +320,7 @@ HttpHandlerResult http_reply_error(
             asprintf(&body, "{\"error\":{\"code\":\"%s\",\"message\":%s}}", api_error_to_string(error), quoted) <
                     0) {
                 body = NULL;
-                log_oom();
-                return http_reply(
-                        req,
-                        500,
-                        "{\"error\":{\"code\":\"internal_error\",\"message\":\"Internal error\"}}",
-                        extra_headers);
+                return http_reply_oom(req);
         }
         return http_reply(req, api_error_http_status(error), body, extra_headers);
 }
@@ -670,7 +738,7 @@ static int http_server_on_deadline(sd_event_source *es, uint64_t usec, void *use
         return 0;
 }
 
-static enum MHD_Result http_server_on_request(
+static enum MHD_Result http_server_handle_request(
         void *cls,
         struct MHD_Connection *connection,
         const char *url,
@@ -682,8 +750,6 @@ static enum MHD_Result http_server_on_request(
         HttpServer *s = cls;
         HttpRequest *req = *con_cls;
 
-        if (!req)
-                return MHD_NO; /* the URI log callback could not allocate it */
         if (!req->begun) {
                 req->begun = true;
                 s->n_requests++;
@@ -754,15 +820,59 @@ static void http_server_on_completed(
                 connection_wait(connection_of(connection));
 }
 
+/* The access handler: http_server_handle_request(), except when the
+ * request object could not be made (the static 500, without reading the
+ * request) or no reply could be made at all (the connection is closed). */
+static enum MHD_Result http_server_on_request(
+        void *cls,
+        struct MHD_Connection *connection,
+        const char *url,
+        const char *method,
+        const char *version,
+        const char *upload_data,
+        size_t *upload_data_size,
+        void **con_cls) {
+        HttpServer *s = cls;
+        HttpRequest *req = *con_cls;
+        enum MHD_Result k;
+
+        if (!req) {
+                /* The URI log callback could not allocate it. */
+                struct MHD_Response *r;
+
+                if (*upload_data_size > 0) {
+                        /* The answer is queued already: drop the body. */
+                        *upload_data_size = 0;
+                        return MHD_YES;
+                }
+                log_oom();
+                r = http_response_oom(s);
+                if (!r)
+                        return MHD_NO;
+                k = MHD_queue_response(connection, 500, r);
+                MHD_destroy_response(r);
+                return k;
+        }
+        if (req->failed)
+                return MHD_NO;
+
+        k = http_server_handle_request(
+                cls, connection, url, method, version, upload_data, upload_data_size, con_cls);
+        return req->failed ? MHD_NO : k;
+}
+
 /* Called by MHD with the request target as received, before it unescapes
  * it or splits off the query: the request object starts here, so that the
  * framing check knows the raw target. Its return value is the request's
  * con_cls; MHD calls http_server_on_completed() for it from here on. */
 static void *http_server_on_uri_log(void *cls, const char *uri, struct MHD_Connection *connection) {
         HttpServer *s = cls;
-        HttpRequest *req = calloc(1, sizeof *req);
+        HttpRequest *req;
         bool bad = false;
 
+        if (s->test_oom == HTTP_TEST_OOM_REQUEST)
+                return NULL;
+        req = calloc(1, sizeof *req);
         if (!req)
                 return NULL;
         req->server = s;
@@ -881,6 +991,25 @@ static int http_server_on_wake(sd_event_source *es, void *userdata) {
         return run_mhd(s);
 }
 
+static HttpTestOom http_test_oom_from_environment(void) {
+        const char *f = getenv("WIKI_WEB_TEST_FAULTS"), *v = getenv("WIKI_WEB_TEST_HTTP_OOM");
+        HttpTestOom t = HTTP_TEST_OOM_NONE;
+
+        if (!f || !streq(f, "1") || !v)
+                return HTTP_TEST_OOM_NONE;
+        if (streq(v, "reply"))
+                t = HTTP_TEST_OOM_REPLY;
+        else if (streq(v, "all"))
+                t = HTTP_TEST_OOM_ALL;
+        else if (streq(v, "request"))
+                t = HTTP_TEST_OOM_REQUEST;
+        else
+                log_warning("WIKI_WEB_TEST_HTTP_OOM=%s: expected reply, all or request; ignored.", v);
+        if (t != HTTP_TEST_OOM_NONE)
+                log_warning("HTTP: test fault WIKI_WEB_TEST_HTTP_OOM=%s is on.", v);
+        return t;
+}
+
 unsigned http_connection_limit(const Config *config) {
         struct rlimit rl;
         uint64_t limit = HTTP_FD_RESERVE * 2;
@@ -916,6 +1045,7 @@ int http_server_new(
         s->handler = handler;
         s->userdata = userdata;
 
+        s->test_oom = http_test_oom_from_environment();
         s->connection_limit = http_connection_limit(config);
         log_info(
                 "HTTP: at most %u connections, %" PRIu64 " per client address (0: no limit).",
