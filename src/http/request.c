@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
 #include <json-c/json.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -623,8 +624,7 @@ int request_parse_query(
 
         if (!request_content_type_is_json(content_type))
                 return fail(ret_message, "Content-Type must be application/json");
-        if (!body && size > 0)
-                return -EINVAL;
+        assert(body || size == 0);
 
         r = parse_json_object(body, size, &o, ret_message);
         if (r < 0)
@@ -674,8 +674,7 @@ int request_parse_join(const char *content_type, const uint8_t *body, size_t siz
 
         if (!request_content_type_is_json(content_type))
                 return fail(ret_message, "Content-Type must be application/json");
-        if (!body)
-                return -EINVAL;
+        assert(body);
 
         r = parse_json_object(body, size, &o, ret_message);
         if (r < 0)
