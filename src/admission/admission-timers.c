@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
 #include <systemd/sd-event.h>
 
 #include "admission/admission-timers.h"
@@ -23,9 +24,11 @@ struct AdmissionTimer {
 };
 
 int admission_timer_rearm(AdmissionTimer *t) {
-        usec_t deadline = admission_next_deadline(t->admission);
+        usec_t deadline;
         int r;
 
+        assert(t);
+        deadline = admission_next_deadline(t->admission);
         if (deadline == t->armed)
                 return 0;
 
@@ -106,19 +109,13 @@ AdmissionTimer *admission_timer_free(AdmissionTimer *t) {
         return NULL;
 }
 
-/* Spelled out rather than DEFINE_TRIVIAL_CLEANUP_FUNC(), so this builds
- * warning-free whether or not that macro wants a trailing semicolon (its
- * definition in macro.h is changing). */
-static void admission_timer_freep(AdmissionTimer **t) {
-        admission_timer_free(*t);
-}
-
 int admission_timer_new(sd_event *event, Admission *a, AdmissionTimer **ret) {
         _cleanup_(admission_timer_freep) AdmissionTimer *t = NULL;
         int r;
 
-        if (!event || !a || !ret)
-                return -EINVAL;
+        assert(event);
+        assert(a);
+        assert(ret);
 
         t = calloc(1, sizeof(AdmissionTimer));
         if (!t)

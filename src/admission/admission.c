@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
 #include <math.h>
 #include <sys/mman.h>
 
@@ -220,10 +221,12 @@ static bool settings_valid(const AdmissionSettings *s) {
 }
 
 int admission_new(const AdmissionSettings *settings, Admission **ret) {
-        Admission *a;
+        _cleanup_(admission_freep) Admission *a = NULL;
 
-        if (!settings || !ret)
-                return -EINVAL;
+        assert(settings);
+        assert(ret);
+
+        /* The values come from the configuration: checked, not asserted. */
         if (!settings_valid(settings))
                 return -EINVAL;
 
@@ -248,13 +251,11 @@ int admission_new(const AdmissionSettings *settings, Admission **ret) {
          * are only touched, and so only resident, as tickets use them. */
         if (settings->max_length > 0) {
                 a->pool = table_alloc(sizeof(Ticket) * settings->max_length);
-                if (!a->pool) {
-                        free(a);
+                if (!a->pool)
                         return -ENOMEM;
-                }
         }
 
-        *ret = a;
+        *ret = TAKE_PTR(a);
         return 0;
 }
 

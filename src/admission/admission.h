@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "shared/ids.h"
+#include "shared/macro.h"
 #include "shared/time-util.h"
 
 /* The admission controller of API.md section 5, as a pure state machine:
@@ -136,6 +137,7 @@ typedef struct AdmissionCounters {
  * admission_free()), -EINVAL for settings out of range, -ENOMEM. */
 int admission_new(const AdmissionSettings *settings, Admission **ret);
 Admission *admission_free(Admission *a);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Admission *, admission_free);
 
 void admission_set_event_handler(Admission *a, AdmissionEventHandler handler, void *userdata);
 void admission_set_id_generator(Admission *a, AdmissionIdGenerator generator, void *userdata);

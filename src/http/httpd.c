@@ -1033,9 +1033,14 @@ int http_server_new(
         void *userdata,
         HttpServer **ret) {
         _cleanup_close_ int fd = listen_fd;
+        _cleanup_(http_server_freep) HttpServer *s = NULL;
         const union MHD_DaemonInfo *info;
-        HttpServer *s;
         int r;
+
+        assert(event);
+        assert(config);
+        assert(handler);
+        assert(ret);
 
         s = calloc(1, sizeof *s);
         if (!s)
@@ -1093,47 +1098,35 @@ int http_server_new(
                 MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                 (size_t) HTTP_CONNECTION_POOL_BYTES,
                 MHD_OPTION_END);
-        if (!s->daemon) {
-                http_server_free(s);
+        if (!s->daemon)
                 return -EINVAL;
-        }
         fd = -1; /* MHD owns it now */
 
         info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_EPOLL_FD);
-        if (!info) {
-                http_server_free(s);
+        if (!info)
                 return -EINVAL;
-        }
         r = sd_event_add_io(event, &s->io_source, info->epoll_fd, EPOLLIN, http_server_on_io, s);
-        if (r < 0) {
-                http_server_free(s);
+        if (r < 0)
                 return r;
-        }
         (void) sd_event_source_set_description(s->io_source, "http-io");
         r = sd_event_add_time(
                 event, &s->timer_source, CLOCK_MONOTONIC, USEC_INFINITY, 0, http_server_on_timer, s);
-        if (r < 0) {
-                http_server_free(s);
+        if (r < 0)
                 return r;
-        }
         (void) sd_event_source_set_description(s->timer_source, "http-timer");
         r = sd_event_add_defer(event, &s->wake_source, http_server_on_wake, s);
-        if (r < 0) {
-                http_server_free(s);
+        if (r < 0)
                 return r;
-        }
         (void) sd_event_source_set_enabled(s->wake_source, SD_EVENT_OFF);
         (void) sd_event_source_set_description(s->wake_source, "http-wake");
         r = sd_event_add_time(
                 event, &s->deadline_source, CLOCK_MONOTONIC, USEC_INFINITY, 0, http_server_on_deadline, s);
-        if (r < 0) {
-                http_server_free(s);
+        if (r < 0)
                 return r;
-        }
         (void) sd_event_source_set_enabled(s->deadline_source, SD_EVENT_OFF);
         (void) sd_event_source_set_description(s->deadline_source, "http-request-deadline");
 
-        *ret = s;
+        *ret = TAKE_PTR(s);
         return 0;
 }
 
