@@ -738,17 +738,19 @@ static int http_server_on_deadline(sd_event_source *es, uint64_t usec, void *use
         return 0;
 }
 
-static enum MHD_Result http_server_handle_request(
-        void *cls,
-        struct MHD_Connection *connection,
-        const char *url,
-        const char *method,
-        const char *version,
-        const char *upload_data,
-        size_t *upload_data_size,
-        void **con_cls) {
-        HttpServer *s = cls;
-        HttpRequest *req = *con_cls;
+/* What MHD passes to one call of the access handler. */
+typedef struct HttpAccessCall {
+        const char *url, *method, *version, *upload_data;
+        size_t *upload_data_size;
+} HttpAccessCall;
+
+/* One call of the access handler for a request that has its object. */
+static enum MHD_Result http_server_handle_request(HttpRequest *req, const HttpAccessCall *call) {
+        HttpServer *s = req->server;
+        struct MHD_Connection *connection = req->connection;
+        const char *url = call->url, *method = call->method, *version = call->version;
+        const char *upload_data = call->upload_data;
+        size_t *upload_data_size = call->upload_data_size;
 
         if (!req->begun) {
                 req->begun = true;
@@ -857,7 +859,14 @@ static enum MHD_Result http_server_on_request(
                 return MHD_NO;
 
         k = http_server_handle_request(
-                cls, connection, url, method, version, upload_data, upload_data_size, con_cls);
+                req,
+                &(const HttpAccessCall){
+                        .url = url,
+                        .method = method,
+                        .version = version,
+                        .upload_data = upload_data,
+                        .upload_data_size = upload_data_size,
+                });
         return req->failed ? MHD_NO : k;
 }
 
