@@ -29,6 +29,8 @@ TEST(strv_freep) {
 
         ASSERT_TRUE(l);
         ASSERT_TRUE(l[0] = strdup("freed on scope exit"));
+        /* A NULL strv is fine for the cleanup too. */
+        ASSERT_EQ_INT(strv_length(empty), 0);
 }
 
 DEFINE_TEST_MAIN()
