@@ -302,6 +302,8 @@ HttpHandlerResult http_reply_bytes(
 
 HttpHandlerResult http_reply(
         HttpRequest *req, unsigned status, const char *json_body, const char *const *extra_headers) {
+        assert(req);
+
         return http_reply_bytes(
                 req,
                 status,
@@ -313,6 +315,8 @@ HttpHandlerResult http_reply(
 
 HttpHandlerResult http_reply_error(
         HttpRequest *req, ApiError error, const char *message, const char *const *extra_headers) {
+        assert(req);
+
         _cleanup_free_ char *clean = NULL, *quoted = NULL, *body = NULL;
         const char *m = message ? message : api_error_default_message(error);
 
@@ -326,6 +330,8 @@ HttpHandlerResult http_reply_error(
 }
 
 void http_request_suspend(HttpRequest *req) {
+        assert(req);
+
         if (req->suspended)
                 return;
         req->suspended = true;

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <sys/stat.h>
@@ -252,6 +253,9 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
         uint64_t level;
         int r;
 
+        assert(c);
+        assert(g);
+
         if (ret_error)
                 *ret_error = NULL;
         *c = (Config){ .cookie_secure = true, .log_level = 6 };
@@ -380,6 +384,9 @@ static void dump_list(FILE *f, const char *name, char **l) {
 }
 
 void config_dump(const Config *c, FILE *f) {
+        assert(c);
+        assert(f);
+
         fprintf(f, "WIKI_WEB_MAX_REQUEST_BYTES=%" PRIu64 "\n", c->max_request_bytes);
         fprintf(f, "WIKI_WEB_SESSION_MAX_AGE_SECONDS=%" PRIu64 "\n", c->session_max_age_seconds);
         fprintf(f, "WIKI_WEB_COOKIE_SECURE=%s\n", c->cookie_secure ? "true" : "false");

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
 #include <stdint.h>
 
 #include "shared/macro.h"
@@ -43,6 +44,8 @@ size_t utf8_decode(const uint8_t *s, size_t n, uint32_t *ret_cp) {
 bool utf8_is_valid(const char *s, size_t n) {
         const uint8_t *p = (const uint8_t *) s;
 
+        assert(s || n == 0);
+
         for (size_t i = 0; i < n;) {
                 size_t l;
 
@@ -81,6 +84,9 @@ size_t utf8_cut(const char *s, size_t n, size_t max) {
 int utf8_make_valid(const char *s, size_t n, char **ret, size_t *ret_len) {
         const uint8_t *p = (const uint8_t *) s;
         char *buf, *q;
+
+        assert(s || n == 0);
+        assert(ret);
 
         /* Each input byte becomes at most 3 output bytes. */
         if (n > (SIZE_MAX - 1) / 3)
