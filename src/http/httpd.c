@@ -9,6 +9,7 @@
 
 #include "http/httpd.h"
 #include "shared/json-util.h"
+#include "shared/list.h"
 #include "shared/log.h"
 #include "shared/macro.h"
 #include "shared/parse-util.h"
@@ -47,6 +48,11 @@ struct HttpServer {
          * first: every deadline is "now + the same timeout", so appending
          * keeps the list sorted. */
         HttpConnection *waiting_head, *waiting_tail;
+
+        /* Requests suspended by their handler, to be resumed (and their
+         * connections closed) if the server is freed before they are
+         * answered: MHD_stop_daemon() aborts on a suspended connection. */
+        HttpRequest *suspended_head;
 
         /* Rate-limited warnings about refused connections. */
         usec_t limit_warned_at;
@@ -96,7 +102,8 @@ struct HttpRequest {
         bool responded; /* a response was queued */
         bool failed;    /* not even the static 500 could be made: close the connection */
         bool suspended;
-        struct MHD_Response *pending; /* completed while suspended */
+        HttpRequest *suspended_prev, *suspended_next; /* in the server's list while suspended */
+        struct MHD_Response *pending;                 /* completed while suspended */
         unsigned pending_status;
 };
 
@@ -105,9 +112,18 @@ struct HttpRequest {
  * cut off once it has sent this much more. */
 #define DISCARD_AFTER_LIMIT_BYTES (1024 * 1024)
 
+/* Take a request off the server's list of suspended ones. */
+static void http_request_unlink_suspended(HttpRequest *req) {
+        if (!req->suspended)
+                return;
+        LIST_REMOVE(suspended, req->server->suspended_head, req);
+        req->suspended = false;
+}
+
 static void request_free(HttpRequest *req) {
         if (!req)
                 return;
+        http_request_unlink_suspended(req);
         if (req->pending)
                 MHD_destroy_response(req->pending);
         free(req->origin_value);
@@ -195,6 +211,17 @@ static void http_server_wake(HttpServer *s) {
         (void) sd_event_source_set_enabled(s->wake_source, SD_EVENT_ONESHOT);
 }
 
+/* Resume a suspended request: MHD calls the access handler again, which
+ * queues the pending response (or closes the connection if the request
+ * failed). */
+static void http_request_resume(HttpRequest *req) {
+        if (!req->suspended)
+                return;
+        http_request_unlink_suspended(req);
+        MHD_resume_connection(req->connection);
+        http_server_wake(req->server);
+}
+
 static HttpHandlerResult queue_or_store(HttpRequest *req, struct MHD_Response *r, unsigned status) {
         if (req->suspended) {
                 /* MHD only takes a response from inside the access handler:
@@ -203,9 +230,7 @@ static HttpHandlerResult queue_or_store(HttpRequest *req, struct MHD_Response *r
                         MHD_destroy_response(req->pending);
                 req->pending = r;
                 req->pending_status = status;
-                req->suspended = false;
-                MHD_resume_connection(req->connection);
-                http_server_wake(req->server);
+                http_request_resume(req);
                 return HTTP_HANDLED;
         }
 
@@ -261,11 +286,7 @@ static HttpHandlerResult http_reply_oom(HttpRequest *req) {
                 return queue_or_store(req, r, 500);
 
         req->failed = true;
-        if (req->suspended) {
-                req->suspended = false;
-                MHD_resume_connection(req->connection);
-                http_server_wake(req->server);
-        }
+        http_request_resume(req);
         return HTTP_HANDLED;
 }
 
@@ -335,6 +356,7 @@ void http_request_suspend(HttpRequest *req) {
         if (req->suspended)
                 return;
         req->suspended = true;
+        LIST_PREPEND(suspended, req->server->suspended_head, req);
         MHD_suspend_connection(req->connection);
 }
 
@@ -1159,12 +1181,22 @@ void http_server_quiesce(HttpServer *s) {
 HttpServer *http_server_free(HttpServer *s) {
         if (!s)
                 return NULL;
+        /* A request still suspended (a query running at exit) is resumed as
+         * failed: MHD_stop_daemon() then closes its connection, where it
+         * would otherwise abort the daemon. MHD's callbacks during the stop
+         * still find the event sources. */
+        while (s->suspended_head) {
+                HttpRequest *req = s->suspended_head;
+
+                req->failed = true;
+                http_request_resume(req);
+        }
+        if (s->daemon)
+                MHD_stop_daemon(s->daemon);
         s->io_source = sd_event_source_disable_unref(s->io_source);
         s->timer_source = sd_event_source_disable_unref(s->timer_source);
         s->wake_source = sd_event_source_disable_unref(s->wake_source);
         s->deadline_source = sd_event_source_disable_unref(s->deadline_source);
-        if (s->daemon)
-                MHD_stop_daemon(s->daemon);
         sd_event_unref(s->event);
         free(s);
         return NULL;

@@ -28,6 +28,7 @@ typedef struct Fixture {
         HttpServer *server;
         uint16_t port;
         bool suspend; /* the handler suspends and answers from a defer */
+        bool hold;    /* the handler suspends, never answers, and the server is freed */
         unsigned n_handled;
         int done_pipe[2];
 
@@ -51,11 +52,24 @@ static int answer_later(sd_event_source *es, void *userdata) {
         return 0;
 }
 
+static int exit_loop(sd_event_source *es, void *userdata) {
+        sd_event *e = sd_event_source_get_event(es);
+
+        sd_event_source_unref(es);
+        return sd_event_exit(e, 0);
+}
+
 static HttpHandlerResult handler(HttpRequest *req, void *userdata) {
         Fixture *f = userdata;
         sd_event_source *es = NULL;
 
         f->n_handled++;
+        if (f->hold) {
+                /* A query still running when the daemon stops. */
+                http_request_suspend(req);
+                ASSERT_OK(sd_event_add_defer(f->event, &es, exit_loop, NULL));
+                return HTTP_SUSPENDED;
+        }
         if (!f->suspend)
                 return http_reply(req, 200, "{\"ok\":true}", NULL);
         http_request_suspend(req);
@@ -103,7 +117,8 @@ static int on_client_done(sd_event_source *es, int fd, uint32_t revents, void *u
 
 /* One request through a fresh server started with the given fault
  * switches (NULL: unset); returns when the client has its answer. */
-static void run(Fixture *f, const char *faults, const char *oom, bool suspend, const char *request) {
+static void run_full(
+        Fixture *f, const char *faults, const char *oom, bool suspend, bool hold, const char *request) {
         struct sockaddr_in sa = { .sin_family = AF_INET };
         socklen_t sl = sizeof sa;
         _cleanup_free_ char *error = NULL;
@@ -111,7 +126,7 @@ static void run(Fixture *f, const char *faults, const char *oom, bool suspend, c
         pthread_t thread;
         int fd;
 
-        *f = (Fixture){ .suspend = suspend, .request = request };
+        *f = (Fixture){ .suspend = suspend, .hold = hold, .request = request };
         ASSERT_OK(config_load(&f->config, empty_getenv, NULL, &error));
         ASSERT_OK(sd_event_new(&f->event));
         ASSERT_TRUE(pipe2(f->done_pipe, O_CLOEXEC) == 0);
@@ -135,6 +150,12 @@ static void run(Fixture *f, const char *faults, const char *oom, bool suspend, c
         ASSERT_OK(sd_event_add_io(f->event, &done, f->done_pipe[0], EPOLLIN, on_client_done, f));
         ASSERT_TRUE(pthread_create(&thread, NULL, client, f) == 0);
         ASSERT_OK(sd_event_loop(f->event));
+        if (hold) {
+                /* Freed with the request suspended: the client's
+                 * connection is closed, not left open. */
+                ASSERT_EQ_INT(http_server_active_count(f->server), 1);
+                f->server = http_server_free(f->server);
+        }
         ASSERT_TRUE(pthread_join(thread, NULL) == 0);
 
         /* Nothing is left behind: no request is still alive. */
@@ -146,6 +167,10 @@ static void run(Fixture *f, const char *faults, const char *oom, bool suspend, c
         (void) close(f->done_pipe[1]);
         f->event = sd_event_unref(f->event);
         config_done(&f->config);
+}
+
+static void run(Fixture *f, const char *faults, const char *oom, bool suspend, const char *request) {
+        run_full(f, faults, oom, suspend, false, request);
 }
 
 #define GET_HEALTH "GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
@@ -251,6 +276,16 @@ TEST(oom_request_object) {
         run(&f, "1", "request", false, POST_QUERY);
         ASSERT_EQ_INT(f.n_handled, 0);
         assert_static_500(&f);
+}
+
+TEST(free_with_suspended_request) {
+        Fixture f;
+
+        run_full(&f, NULL, NULL, false, true, GET_HEALTH);
+        ASSERT_EQ_INT(f.n_handled, 1);
+        ASSERT_TRUE(f.eof);
+        ASSERT_EQ_INT(f.response_size, 0);
+        ASSERT_TRUE(f.elapsed < 2 * USEC_PER_SEC);
 }
 
 DEFINE_TEST_MAIN()
