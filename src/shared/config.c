@@ -38,6 +38,8 @@ void config_done(Config *c) {
         *c = (Config){ 0 };
 }
 
+DEFINE_TRIVIAL_CLEANUP_FUNC(Config *, config_done);
+
 static int fail(char **ret_error, int r, const char *fmt, ...) _printf_(3, 4);
 static int fail(char **ret_error, int r, const char *fmt, ...) {
         va_list ap;
@@ -249,6 +251,7 @@ static bool url_is_valid(const char *s) {
 }
 
 int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
+        _cleanup_(config_donep) Config *loading = NULL;
         const char *v;
         uint64_t level;
         int r;
@@ -259,12 +262,13 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
         if (ret_error)
                 *ret_error = NULL;
         *c = (Config){ .cookie_secure = true, .log_level = 6 };
+        loading = c; /* emptied again on any failure */
 
 #define UINT(name, field, def, min, max)                                        \
         do {                                                                    \
                 r = load_uint(name, def, min, max, &c->field, g, u, ret_error); \
                 if (r < 0)                                                      \
-                        goto fail;                                              \
+                        return r;                                               \
         } while (0)
 
         UINT("WIKI_WEB_MAX_REQUEST_BYTES", max_request_bytes, 65536, 256, 16 * 1024 * 1024);
@@ -299,30 +303,27 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
 #undef UINT
 
         v = g("WIKI_WEB_COOKIE_SECURE", u);
-        if (v && parse_boolean(v, &c->cookie_secure) < 0) {
-                r = fail(ret_error, -EINVAL, "WIKI_WEB_COOKIE_SECURE: invalid value, expected true or false");
-                goto fail;
-        }
+        if (v && parse_boolean(v, &c->cookie_secure) < 0)
+                return fail(
+                        ret_error, -EINVAL, "WIKI_WEB_COOKIE_SECURE: invalid value, expected true or false");
 
         v = g("WIKI_WEB_LOG_LEVEL", u);
         if (v) {
-                if (parse_uint64_range(v, 0, 7, &level) < 0) {
-                        r = fail(
+                if (parse_uint64_range(v, 0, 7, &level) < 0)
+                        return fail(
                                 ret_error,
                                 -EINVAL,
                                 "WIKI_WEB_LOG_LEVEL: invalid value, expected an integer in 0..7");
-                        goto fail;
-                }
                 c->log_level = (int) level;
         }
 
         r = load_list("WIKI_WEB_ALLOWED_ORIGINS", config_origin_is_valid, &c->allowed_origins, g, u, ret_error);
         if (r < 0)
-                goto fail;
+                return r;
         r = load_list(
                 "WIKI_WEB_ALLOWED_DESTINATIONS", config_host_is_valid, &c->allowed_destinations, g, u, ret_error);
         if (r < 0)
-                goto fail;
+                return r;
 
         if ((r = load_string("WIKI_WEB_WIKI_API_URL", &c->wiki_api_url, g, u, ret_error)) < 0 ||
             (r = load_string("WIKI_WEB_WIKI_USERNAME", &c->wiki_username, g, u, ret_error)) < 0 ||
@@ -331,49 +332,36 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
             (r = load_string("WIKI_WEB_SANDBOX_RUNTIME", &c->sandbox_runtime, g, u, ret_error)) < 0 ||
             (r = load_string("WIKI_WEB_SANDBOX_ROOTFS", &c->sandbox_rootfs, g, u, ret_error)) < 0 ||
             (r = load_string("WIKI_WEB_STATE_DIRECTORY", &c->state_directory, g, u, ret_error)) < 0)
-                goto fail;
+                return r;
         if (!c->sandbox_runtime) {
                 c->sandbox_runtime = strdup("crun");
-                if (!c->sandbox_runtime) {
-                        r = -ENOMEM;
-                        goto fail;
-                }
+                if (!c->sandbox_runtime)
+                        return -ENOMEM;
         }
-        if (c->sandbox_rootfs && c->sandbox_rootfs[0] != '/') {
-                r = fail(ret_error, -EINVAL, "WIKI_WEB_SANDBOX_ROOTFS: expected an absolute path");
-                goto fail;
-        }
-        if (c->wiki_api_url && !url_is_valid(c->wiki_api_url)) {
-                r = fail(ret_error, -EINVAL, "WIKI_WEB_WIKI_API_URL: expected an http:// or https:// URL");
-                goto fail;
-        }
-        if (c->llm_url && !url_is_valid(c->llm_url)) {
-                r = fail(ret_error, -EINVAL, "WIKI_WEB_LLM_URL: expected an http:// or https:// URL");
-                goto fail;
-        }
+        if (c->sandbox_rootfs && c->sandbox_rootfs[0] != '/')
+                return fail(ret_error, -EINVAL, "WIKI_WEB_SANDBOX_ROOTFS: expected an absolute path");
+        if (c->wiki_api_url && !url_is_valid(c->wiki_api_url))
+                return fail(ret_error, -EINVAL, "WIKI_WEB_WIKI_API_URL: expected an http:// or https:// URL");
+        if (c->llm_url && !url_is_valid(c->llm_url))
+                return fail(ret_error, -EINVAL, "WIKI_WEB_LLM_URL: expected an http:// or https:// URL");
         if (!c->state_directory) {
                 /* systemd's StateDirectory= may list several, colon-separated: take the first. */
                 v = g("STATE_DIRECTORY", u);
                 if (v && *v) {
                         c->state_directory = strndup(v, strcspn(v, ":"));
-                        if (!c->state_directory) {
-                                r = -ENOMEM;
-                                goto fail;
-                        }
+                        if (!c->state_directory)
+                                return -ENOMEM;
                 }
         }
 
         r = load_secret("wiki-password", "WIKI_WEB_WIKI_PASSWORD_FILE", &c->wiki_password, g, u, ret_error);
         if (r < 0)
-                goto fail;
+                return r;
         r = load_secret("llm-api-key", "WIKI_WEB_LLM_API_KEY_FILE", &c->llm_api_key, g, u, ret_error);
         if (r < 0)
-                goto fail;
+                return r;
+        TAKE_PTR(loading);
         return 0;
-
-fail:
-        config_done(c);
-        return r;
 }
 
 static void dump_list(FILE *f, const char *name, char **l) {
