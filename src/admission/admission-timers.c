@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
 #include <systemd/sd-event.h>
 
 #include "admission/admission-timers.h"
@@ -23,9 +24,11 @@ struct AdmissionTimer {
 };
 
 int admission_timer_rearm(AdmissionTimer *t) {
-        usec_t deadline = admission_next_deadline(t->admission);
+        usec_t deadline;
         int r;
 
+        assert(t);
+        deadline = admission_next_deadline(t->admission);
         if (deadline == t->armed)
                 return 0;
 
@@ -46,9 +49,18 @@ int admission_timer_rearm(AdmissionTimer *t) {
         return 0;
 }
 
-static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
+/* True once the loop has finished: nothing is expired or re-armed while
+ * the daemon tears down (the Admission may already be going away). */
+static bool admission_timer_finished(const AdmissionTimer *t) {
+        return sd_event_get_state(t->event) == SD_EVENT_FINISHED;
+}
+
+static int admission_timer_on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
         AdmissionTimer *t = userdata;
         int r;
+
+        if (admission_timer_finished(t))
+                return 0;
 
         /* A oneshot source is off once dispatched; remember that, so the
          * re-arm below really sets it again even for the same deadline. */
@@ -73,10 +85,12 @@ static int on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
  * not mark the post sources pending again, so this cannot spin. Whatever
  * handler changed the admission machine in that iteration, the timer follows
  * its new earliest deadline. */
-static int on_post(sd_event_source *s, void *userdata) {
+static int admission_timer_on_post(sd_event_source *s, void *userdata) {
         AdmissionTimer *t = userdata;
         int r;
 
+        if (admission_timer_finished(t))
+                return 0;
         r = admission_timer_rearm(t);
         if (r < 0)
                 /* Returning an error would disable the post source for good;
@@ -89,25 +103,19 @@ AdmissionTimer *admission_timer_free(AdmissionTimer *t) {
         if (!t)
                 return NULL;
 
-        sd_event_source_disable_unref(t->time_source);
-        sd_event_source_disable_unref(t->post_source);
+        t->time_source = sd_event_source_disable_unref(t->time_source);
+        t->post_source = sd_event_source_disable_unref(t->post_source);
         free(t);
         return NULL;
-}
-
-/* Spelled out rather than DEFINE_TRIVIAL_CLEANUP_FUNC(), so this builds
- * warning-free whether or not that macro wants a trailing semicolon (its
- * definition in macro.h is changing). */
-static void admission_timer_freep(AdmissionTimer **t) {
-        admission_timer_free(*t);
 }
 
 int admission_timer_new(sd_event *event, Admission *a, AdmissionTimer **ret) {
         _cleanup_(admission_timer_freep) AdmissionTimer *t = NULL;
         int r;
 
-        if (!event || !a || !ret)
-                return -EINVAL;
+        assert(event);
+        assert(a);
+        assert(ret);
 
         t = calloc(1, sizeof(AdmissionTimer));
         if (!t)
@@ -123,7 +131,7 @@ int admission_timer_new(sd_event *event, Admission *a, AdmissionTimer **ret) {
                 CLOCK_MONOTONIC,
                 USEC_INFINITY,
                 ADMISSION_TIMER_ACCURACY_USEC,
-                on_deadline,
+                admission_timer_on_deadline,
                 t);
         if (r < 0)
                 return r;
@@ -132,7 +140,7 @@ int admission_timer_new(sd_event *event, Admission *a, AdmissionTimer **ret) {
                 return r;
         (void) sd_event_source_set_description(t->time_source, "admission-deadline");
 
-        r = sd_event_add_post(event, &t->post_source, on_post, t);
+        r = sd_event_add_post(event, &t->post_source, admission_timer_on_post, t);
         if (r < 0)
                 return r;
         (void) sd_event_source_set_description(t->post_source, "admission-rearm");

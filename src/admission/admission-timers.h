@@ -21,6 +21,7 @@ typedef void (*AdmissionTimerHook)(void *userdata);
 
 int admission_timer_new(sd_event *event, Admission *a, AdmissionTimer **ret);
 AdmissionTimer *admission_timer_free(AdmissionTimer *t);
+DEFINE_TRIVIAL_CLEANUP_FUNC(AdmissionTimer *, admission_timer_free);
 /* Re-arm at once (the post source does this too; call it when a transition
  * happened outside the event loop, e.g. at start-up). */
 int admission_timer_rearm(AdmissionTimer *t);

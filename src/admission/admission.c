@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
 #include <math.h>
 #include <sys/mman.h>
 
@@ -202,7 +203,7 @@ static uint64_t hex8(uint32_t v) {
  * (tests rely on it). The daemon installs one that reads the kernel's random
  * source, so that ids do not tell how many tickets were issued. Formatted by
  * hand: snprintf() would be the most expensive part of a join. */
-static void default_id_generator(char buf[static TICKET_ID_MAX], void *userdata) {
+static void admission_default_id_generator(char buf[static TICKET_ID_MAX], void *userdata) {
         Admission *a = userdata;
         uint64_t n = ++a->id_counter, hi = hex8((uint32_t) (n >> 32)), lo = hex8((uint32_t) n);
 
@@ -220,10 +221,12 @@ static bool settings_valid(const AdmissionSettings *s) {
 }
 
 int admission_new(const AdmissionSettings *settings, Admission **ret) {
-        Admission *a;
+        _cleanup_(admission_freep) Admission *a = NULL;
 
-        if (!settings || !ret)
-                return -EINVAL;
+        assert(settings);
+        assert(ret);
+
+        /* The values come from the configuration: checked, not asserted. */
         if (!settings_valid(settings))
                 return -EINVAL;
 
@@ -238,7 +241,7 @@ int admission_new(const AdmissionSettings *settings, Admission **ret) {
                 .reserved = IDX_NONE,
                 .reservation_deadline = USEC_INFINITY,
                 .claimed_at = USEC_INFINITY,
-                .id_generator = default_id_generator,
+                .id_generator = admission_default_id_generator,
         };
         a->id_userdata = a;
 
@@ -248,13 +251,11 @@ int admission_new(const AdmissionSettings *settings, Admission **ret) {
          * are only touched, and so only resident, as tickets use them. */
         if (settings->max_length > 0) {
                 a->pool = table_alloc(sizeof(Ticket) * settings->max_length);
-                if (!a->pool) {
-                        free(a);
+                if (!a->pool)
                         return -ENOMEM;
-                }
         }
 
-        *ret = a;
+        *ret = TAKE_PTR(a);
         return 0;
 }
 
@@ -273,16 +274,20 @@ Admission *admission_free(Admission *a) {
 }
 
 void admission_set_event_handler(Admission *a, AdmissionEventHandler handler, void *userdata) {
+        assert(a);
+
         a->event_handler = handler;
         a->event_userdata = userdata;
 }
 
 void admission_set_id_generator(Admission *a, AdmissionIdGenerator generator, void *userdata) {
+        assert(a);
+
         if (generator) {
                 a->id_generator = generator;
                 a->id_userdata = userdata;
         } else {
-                a->id_generator = default_id_generator;
+                a->id_generator = admission_default_id_generator;
                 a->id_userdata = a;
         }
 }
@@ -779,6 +784,8 @@ static usec_t next_deadline(const Admission *a) {
 }
 
 usec_t admission_next_deadline(const Admission *a) {
+        assert(a);
+
         return next_deadline(a);
 }
 
@@ -798,6 +805,8 @@ static size_t expire(Admission *a, usec_t now) {
 }
 
 size_t admission_expire(Admission *a, usec_t now) {
+        assert(a);
+
         return expire(a, clamp_now(a, now));
 }
 
@@ -813,6 +822,9 @@ int admission_join(Admission *a, const SessionKey *session, usec_t now) {
         uint32_t idx, promoted, bucket = 0, hash_size;
         Ticket *t;
         int r;
+
+        assert(a);
+        assert(session);
 
         now = begin(a, now);
 
@@ -952,6 +964,9 @@ static void fill_status(const Admission *a, uint32_t idx, usec_t now, AdmissionS
 int admission_status(Admission *a, const SessionKey *session, usec_t now, AdmissionStatus *ret) {
         uint32_t idx;
 
+        assert(a);
+        assert(ret);
+
         now = begin(a, now);
 
         idx = session ? hash_find(a, session) : IDX_NONE;
@@ -963,12 +978,18 @@ int admission_status(Admission *a, const SessionKey *session, usec_t now, Admiss
 }
 
 void admission_peek(Admission *a, const SessionKey *session, usec_t now, AdmissionStatus *ret) {
+        assert(a);
+        assert(ret);
+
         now = begin(a, now);
         fill_status(a, session ? hash_find(a, session) : IDX_NONE, now, ret);
 }
 
 int admission_leave(Admission *a, const SessionKey *session, usec_t now) {
         uint32_t idx;
+
+        assert(a);
+        assert(session);
 
         now = begin(a, now);
 
@@ -983,6 +1004,9 @@ int admission_leave(Admission *a, const SessionKey *session, usec_t now) {
 int admission_claim(Admission *a, const SessionKey *session, const char *query_id, usec_t now) {
         char id[TICKET_ID_MAX];
         size_t len;
+
+        assert(a);
+        assert(session);
 
         /* Checked before anything changes: a bad id is the caller's bug. */
         if (!query_id)
@@ -1036,6 +1060,8 @@ int admission_finish(Admission *a, usec_t now) {
         usec_t duration;
         double d;
         uint32_t promoted;
+
+        assert(a);
 
         now = begin(a, now);
 
@@ -1102,11 +1128,19 @@ usec_t admission_running_since(const Admission *a) {
 }
 
 void admission_get_counters(const Admission *a, AdmissionCounters *ret) {
+        assert(a);
+        assert(ret);
+
         *ret = a->counters;
 }
 
 void admission_foreach_ticket(const Admission *a, AdmissionTicketVisitor f, void *userdata) {
-        uint64_t position = a->reserved != IDX_NONE ? 0 : 1;
+        uint64_t position;
+
+        assert(a);
+        assert(f);
+
+        position = a->reserved != IDX_NONE ? 0 : 1;
 
         /* Slots are in FIFO order; the reserved ticket is the first live one. */
         for (uint32_t w = 0; w < a->n_words; w++)

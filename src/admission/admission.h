@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "shared/ids.h"
+#include "shared/macro.h"
 #include "shared/time-util.h"
 
 /* The admission controller of API.md section 5, as a pure state machine:
@@ -18,14 +20,11 @@
  * Complexity: join, leave, status (including the position), claim and each
  * expiry are O(log n) amortised in the number of tickets; listing is O(n).
  *
- * Sessions are identified by a SessionKey: the SHA-256 of the session token,
- * never the token itself. */
+ * Sessions are identified by a SessionKey (shared/ids.h, included here so
+ * that every user of the machine has it): the SHA-256 of the session
+ * token, never the token itself. */
 
 typedef struct Admission Admission;
-
-typedef struct SessionKey {
-        uint8_t bytes[32];
-} SessionKey;
 
 typedef enum AdmissionState {
         ADMISSION_IDLE,
@@ -57,11 +56,6 @@ const char *admission_state_to_string(AdmissionState s);
 const char *ticket_status_to_string(TicketStatus s);
 /* "left", "claimed", "heartbeat", "reservation" */
 const char *remove_reason_to_string(RemoveReason r);
-
-/* "tk_" + 32 lowercase hex digits + NUL */
-#define TICKET_ID_MAX 40
-/* "qr_" + 32 lowercase hex digits + NUL */
-#define QUERY_ID_MAX 40
 
 typedef struct AdmissionSettings {
         usec_t reservation_usec; /* 1..3600 s */
@@ -143,6 +137,7 @@ typedef struct AdmissionCounters {
  * admission_free()), -EINVAL for settings out of range, -ENOMEM. */
 int admission_new(const AdmissionSettings *settings, Admission **ret);
 Admission *admission_free(Admission *a);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Admission *, admission_free);
 
 void admission_set_event_handler(Admission *a, AdmissionEventHandler handler, void *userdata);
 void admission_set_id_generator(Admission *a, AdmissionIdGenerator generator, void *userdata);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <microhttpd.h>
+#include <assert.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <sys/epoll.h>
@@ -7,6 +8,8 @@
 #include <sys/socket.h>
 
 #include "http/httpd.h"
+#include "shared/json-util.h"
+#include "shared/list.h"
 #include "shared/log.h"
 #include "shared/macro.h"
 #include "shared/parse-util.h"
@@ -14,6 +17,16 @@
 #include "shared/time-util.h"
 
 typedef struct HttpConnection HttpConnection;
+
+/* A test-only fault switch (WIKI_WEB_TEST_HTTP_OOM, honoured only with
+ * WIKI_WEB_TEST_FAULTS=1) that makes allocations on the reply path fail,
+ * so that the out-of-memory answers can be provoked for real. */
+typedef enum HttpTestOom {
+        HTTP_TEST_OOM_NONE,
+        HTTP_TEST_OOM_REPLY,   /* "reply": every response body; the static 500 still works */
+        HTTP_TEST_OOM_ALL,     /* "all": the static 500 too: the connection is closed */
+        HTTP_TEST_OOM_REQUEST, /* "request": the request object itself */
+} HttpTestOom;
 
 struct HttpServer {
         sd_event *event;
@@ -36,9 +49,16 @@ struct HttpServer {
          * keeps the list sorted. */
         HttpConnection *waiting_head, *waiting_tail;
 
+        /* Requests suspended by their handler, to be resumed (and their
+         * connections closed) if the server is freed before they are
+         * answered: MHD_stop_daemon() aborts on a suspended connection. */
+        HttpRequest *suspended_head;
+
         /* Rate-limited warnings about refused connections. */
         usec_t limit_warned_at;
         unsigned limit_suppressed;
+
+        HttpTestOom test_oom; /* WIKI_WEB_TEST_HTTP_OOM, with WIKI_WEB_TEST_FAULTS=1 only */
 };
 
 /* One client connection (MHD's socket context). From accept, and again
@@ -80,8 +100,10 @@ struct HttpRequest {
         size_t discarded;
 
         bool responded; /* a response was queued */
+        bool failed;    /* not even the static 500 could be made: close the connection */
         bool suspended;
-        struct MHD_Response *pending; /* completed while suspended */
+        HttpRequest *suspended_prev, *suspended_next; /* in the server's list while suspended */
+        struct MHD_Response *pending;                 /* completed while suspended */
         unsigned pending_status;
 };
 
@@ -90,15 +112,30 @@ struct HttpRequest {
  * cut off once it has sent this much more. */
 #define DISCARD_AFTER_LIMIT_BYTES (1024 * 1024)
 
+/* Take a request off the server's list of suspended ones. */
+static void http_request_unlink_suspended(HttpRequest *req) {
+        if (!req->suspended)
+                return;
+        LIST_REMOVE(suspended, req->server->suspended_head, req);
+        req->suspended = false;
+}
+
 static void request_free(HttpRequest *req) {
         if (!req)
                 return;
+        http_request_unlink_suspended(req);
         if (req->pending)
                 MHD_destroy_response(req->pending);
         free(req->origin_value);
         free(req->content_type);
         free(req->body);
         free(req);
+}
+
+/* True once the loop has finished: a source that still fires then (its
+ * owner is being torn down) must not touch MHD or the requests. */
+static bool http_server_finished(const HttpServer *s) {
+        return sd_event_get_state(s->event) == SD_EVENT_FINISHED;
 }
 
 HttpMethod http_request_method(const HttpRequest *req) {
@@ -168,6 +205,23 @@ static int add_common_headers(HttpRequest *req, struct MHD_Response *r) {
         return k ? -ENOMEM : 0;
 }
 
+/* Wake MHD from the loop: it picks up a resumed connection only when it
+ * runs, and nothing on its sockets may wake it. */
+static void http_server_wake(HttpServer *s) {
+        (void) sd_event_source_set_enabled(s->wake_source, SD_EVENT_ONESHOT);
+}
+
+/* Resume a suspended request: MHD calls the access handler again, which
+ * queues the pending response (or closes the connection if the request
+ * failed). */
+static void http_request_resume(HttpRequest *req) {
+        if (!req->suspended)
+                return;
+        http_request_unlink_suspended(req);
+        MHD_resume_connection(req->connection);
+        http_server_wake(req->server);
+}
+
 static HttpHandlerResult queue_or_store(HttpRequest *req, struct MHD_Response *r, unsigned status) {
         if (req->suspended) {
                 /* MHD only takes a response from inside the access handler:
@@ -176,11 +230,7 @@ static HttpHandlerResult queue_or_store(HttpRequest *req, struct MHD_Response *r
                         MHD_destroy_response(req->pending);
                 req->pending = r;
                 req->pending_status = status;
-                req->suspended = false;
-                MHD_resume_connection(req->connection);
-                /* MHD picks up a resumed connection only when it runs, and
-                 * nothing on its sockets may wake it: run it from the loop. */
-                (void) sd_event_source_set_enabled(req->server->wake_source, SD_EVENT_ONESHOT);
+                http_request_resume(req);
                 return HTTP_HANDLED;
         }
 
@@ -198,6 +248,48 @@ static HttpHandlerResult queue_or_store(HttpRequest *req, struct MHD_Response *r
         return HTTP_HANDLED;
 }
 
+/* The reply when no other can be made, as journal-remote's
+ * mhd_respond_oom(): a static body (nothing is copied, so making it
+ * allocates only MHD's small response struct), and the connection closed
+ * afterwards to give the memory back. */
+static const char http_oom_body[] = "{\"error\":{\"code\":\"internal_error\",\"message\":\"Internal error\"}}";
+
+static struct MHD_Response *http_response_oom(const HttpServer *s) {
+        struct MHD_Response *r;
+
+        if (s->test_oom == HTTP_TEST_OOM_ALL)
+                return NULL;
+        r = MHD_create_response_from_buffer(
+                sizeof(http_oom_body) - 1, (void *) http_oom_body, MHD_RESPMEM_PERSISTENT);
+        if (!r)
+                return NULL;
+        /* Best effort: each of these is small, and the body alone is a
+         * complete answer. */
+        (void) add_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json; charset=utf-8");
+        (void) add_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+        (void) add_header(r, "X-Content-Type-Options", "nosniff");
+        (void) add_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+        return r;
+}
+
+/* Out of memory while answering: the static 500 instead, queued or stored
+ * like any reply, so a suspended request is resumed and answered too. If
+ * not even that can be made, the connection is closed (the access handler
+ * returns MHD_NO on its next call; a suspended request is resumed for it):
+ * the client is never left waiting. */
+static HttpHandlerResult http_reply_oom(HttpRequest *req) {
+        struct MHD_Response *r;
+
+        log_oom();
+        r = http_response_oom(req->server);
+        if (r)
+                return queue_or_store(req, r, 500);
+
+        req->failed = true;
+        http_request_resume(req);
+        return HTTP_HANDLED;
+}
+
 HttpHandlerResult http_reply_bytes(
         HttpRequest *req,
         unsigned status,
@@ -207,21 +299,32 @@ HttpHandlerResult http_reply_bytes(
         const char *const *extra_headers) {
         struct MHD_Response *r;
 
-        r = MHD_create_response_from_buffer(size, (void *) (size > 0 ? data : ""), MHD_RESPMEM_MUST_COPY);
-        if (!r) {
-                log_oom();
-                return HTTP_HANDLED;
-        }
+        assert(req);
+
+        r = req->server->test_oom != HTTP_TEST_OOM_NONE ?
+                NULL :
+                MHD_create_response_from_buffer(size, (void *) (size > 0 ? data : ""), MHD_RESPMEM_MUST_COPY);
+        if (!r)
+                return http_reply_oom(req);
+        /* A response without its session cookie or CORS headers would be
+         * a wrong answer: the static 500 instead. */
         if (add_common_headers(req, r) < 0 ||
-            (content_type && add_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) < 0))
-                log_oom();
+            (content_type && add_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) < 0)) {
+                MHD_destroy_response(r);
+                return http_reply_oom(req);
+        }
         for (const char *const *h = extra_headers; h && h[0] && h[1]; h += 2)
-                (void) add_header(r, h[0], h[1]);
+                if (add_header(r, h[0], h[1]) < 0) {
+                        MHD_destroy_response(r);
+                        return http_reply_oom(req);
+                }
         return queue_or_store(req, r, status);
 }
 
 HttpHandlerResult http_reply(
         HttpRequest *req, unsigned status, const char *json_body, const char *const *extra_headers) {
+        assert(req);
+
         return http_reply_bytes(
                 req,
                 status,
@@ -231,30 +334,10 @@ HttpHandlerResult http_reply(
                 extra_headers);
 }
 
-/* Escape a UTF-8 string as a JSON string literal (with quotes). */
-static char *json_quote(const char *s) {
-        size_t n = strlen(s), k = 0;
-        char *out = malloc(n * 6 + 3);
-
-        if (!out)
-                return NULL;
-        out[k++] = '"';
-        for (const unsigned char *p = (const unsigned char *) s; *p; p++) {
-                if (*p == '"' || *p == '\\') {
-                        out[k++] = '\\';
-                        out[k++] = (char) *p;
-                } else if (*p < 0x20 || *p == 0x7f) {
-                        k += (size_t) snprintf(out + k, 7, "\\u%04x", *p);
-                } else
-                        out[k++] = (char) *p;
-        }
-        out[k++] = '"';
-        out[k] = 0;
-        return out;
-}
-
 HttpHandlerResult http_reply_error(
         HttpRequest *req, ApiError error, const char *message, const char *const *extra_headers) {
+        assert(req);
+
         _cleanup_free_ char *clean = NULL, *quoted = NULL, *body = NULL;
         const char *m = message ? message : api_error_default_message(error);
 
@@ -262,20 +345,18 @@ HttpHandlerResult http_reply_error(
             asprintf(&body, "{\"error\":{\"code\":\"%s\",\"message\":%s}}", api_error_to_string(error), quoted) <
                     0) {
                 body = NULL;
-                log_oom();
-                return http_reply(
-                        req,
-                        500,
-                        "{\"error\":{\"code\":\"internal_error\",\"message\":\"Internal error\"}}",
-                        extra_headers);
+                return http_reply_oom(req);
         }
         return http_reply(req, api_error_http_status(error), body, extra_headers);
 }
 
 void http_request_suspend(HttpRequest *req) {
+        assert(req);
+
         if (req->suspended)
                 return;
         req->suspended = true;
+        LIST_PREPEND(suspended, req->server->suspended_head, req);
         MHD_suspend_connection(req->connection);
 }
 
@@ -328,7 +409,7 @@ static bool is_line_end(const char *from, const char *to) {
         return true;
 }
 
-static enum MHD_Result scan_field(
+static enum MHD_Result http_server_scan_field(
         void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size, const char *value, size_t value_size) {
         HeadScan *h = cls;
 
@@ -377,7 +458,7 @@ static bool request_refuse_framing(HttpRequest *req, const char *method, const c
         const char *message = NULL;
         ApiError error = API_ERROR_INVALID_INPUT;
 
-        (void) MHD_get_connection_values_n(req->connection, MHD_HEADER_KIND, scan_field, &h);
+        (void) MHD_get_connection_values_n(req->connection, MHD_HEADER_KIND, http_server_scan_field, &h);
         /* The last value ends with its line end, then the empty line. */
         if (h.prev_end && (h.prev_end[0] != '\0' || h.prev_end[1] != '\0'))
                 h.malformed = true;
@@ -413,7 +494,7 @@ typedef struct CookieScan {
         int found; /* 1: a well-formed session cookie, 0: a malformed one, -ENOENT: none yet */
 } CookieScan;
 
-static enum MHD_Result scan_cookie(
+static enum MHD_Result http_server_scan_cookie(
         void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size, const char *value, size_t value_size) {
         CookieScan *cs = cls;
 
@@ -465,7 +546,7 @@ static bool request_begin(HttpRequest *req, const char *url, const char *method,
          * gets a fresh token. Only its SHA-256 is kept. */
         /* Several Cookie fields count as one joined with "; " (RFC 9113
          * 8.2.3): the first wikiweb_session pair among them decides. */
-        (void) MHD_get_connection_values_n(c, MHD_HEADER_KIND, scan_cookie, &cs);
+        (void) MHD_get_connection_values_n(c, MHD_HEADER_KIND, http_server_scan_cookie, &cs);
         if (cs.found <= 0) {
                 r = session_token_new(req->token);
                 if (r < 0) {
@@ -621,7 +702,7 @@ static void request_received(HttpRequest *req) {
                 arm_deadline(hc->server);
 }
 
-static void on_connection_notify(
+static void http_server_on_connection_notify(
         void *cls,
         struct MHD_Connection *connection,
         void **socket_context,
@@ -664,11 +745,13 @@ static void on_connection_notify(
 /* Connections past their deadline are shut down: MHD then sees the end of
  * the stream on its next run and closes them itself (the descriptor stays
  * MHD's, so nothing can be closed twice). */
-static int on_deadline(sd_event_source *es, uint64_t usec, void *userdata) {
+static int http_server_on_deadline(sd_event_source *es, uint64_t usec, void *userdata) {
         HttpServer *s = userdata;
         usec_t t = now(CLOCK_MONOTONIC);
         unsigned n = 0;
 
+        if (http_server_finished(s))
+                return 0;
         while (s->waiting_head && s->waiting_head->deadline <= t) {
                 HttpConnection *hc = s->waiting_head;
 
@@ -683,20 +766,20 @@ static int on_deadline(sd_event_source *es, uint64_t usec, void *userdata) {
         return 0;
 }
 
-static enum MHD_Result on_request(
-        void *cls,
-        struct MHD_Connection *connection,
-        const char *url,
-        const char *method,
-        const char *version,
-        const char *upload_data,
-        size_t *upload_data_size,
-        void **con_cls) {
-        HttpServer *s = cls;
-        HttpRequest *req = *con_cls;
+/* What MHD passes to one call of the access handler. */
+typedef struct HttpAccessCall {
+        const char *url, *method, *version, *upload_data;
+        size_t *upload_data_size;
+} HttpAccessCall;
 
-        if (!req)
-                return MHD_NO; /* the URI log callback could not allocate it */
+/* One call of the access handler for a request that has its object. */
+static enum MHD_Result http_server_handle_request(HttpRequest *req, const HttpAccessCall *call) {
+        HttpServer *s = req->server;
+        struct MHD_Connection *connection = req->connection;
+        const char *url = call->url, *method = call->method, *version = call->version;
+        const char *upload_data = call->upload_data;
+        size_t *upload_data_size = call->upload_data_size;
+
         if (!req->begun) {
                 req->begun = true;
                 s->n_requests++;
@@ -752,7 +835,7 @@ static enum MHD_Result on_request(
         return MHD_YES;
 }
 
-static void on_completed(
+static void http_server_on_completed(
         void *cls, struct MHD_Connection *connection, void **con_cls, enum MHD_RequestTerminationCode toe) {
         HttpServer *s = cls;
         HttpRequest *req = *con_cls;
@@ -767,15 +850,66 @@ static void on_completed(
                 connection_wait(connection_of(connection));
 }
 
+/* The access handler: http_server_handle_request(), except when the
+ * request object could not be made (the static 500, without reading the
+ * request) or no reply could be made at all (the connection is closed). */
+static enum MHD_Result http_server_on_request(
+        void *cls,
+        struct MHD_Connection *connection,
+        const char *url,
+        const char *method,
+        const char *version,
+        const char *upload_data,
+        size_t *upload_data_size,
+        void **con_cls) {
+        HttpServer *s = cls;
+        HttpRequest *req = *con_cls;
+        enum MHD_Result k;
+
+        if (!req) {
+                /* The URI log callback could not allocate it. */
+                struct MHD_Response *r;
+
+                if (*upload_data_size > 0) {
+                        /* The answer is queued already: drop the body. */
+                        *upload_data_size = 0;
+                        return MHD_YES;
+                }
+                log_oom();
+                r = http_response_oom(s);
+                if (!r)
+                        return MHD_NO;
+                k = MHD_queue_response(connection, 500, r);
+                MHD_destroy_response(r);
+                return k;
+        }
+        if (req->failed)
+                return MHD_NO;
+
+        k = http_server_handle_request(
+                req,
+                &(const HttpAccessCall){
+                        .url = url,
+                        .method = method,
+                        .version = version,
+                        .upload_data = upload_data,
+                        .upload_data_size = upload_data_size,
+                });
+        return req->failed ? MHD_NO : k;
+}
+
 /* Called by MHD with the request target as received, before it unescapes
  * it or splits off the query: the request object starts here, so that the
  * framing check knows the raw target. Its return value is the request's
- * con_cls; MHD calls on_completed() for it from here on. */
-static void *on_uri_log(void *cls, const char *uri, struct MHD_Connection *connection) {
+ * con_cls; MHD calls http_server_on_completed() for it from here on. */
+static void *http_server_on_uri_log(void *cls, const char *uri, struct MHD_Connection *connection) {
         HttpServer *s = cls;
-        HttpRequest *req = calloc(1, sizeof *req);
+        HttpRequest *req;
         bool bad = false;
 
+        if (s->test_oom == HTTP_TEST_OOM_REQUEST)
+                return NULL;
+        req = calloc(1, sizeof *req);
         if (!req)
                 return NULL;
         req->server = s;
@@ -793,7 +927,7 @@ static void *on_uri_log(void *cls, const char *uri, struct MHD_Connection *conne
 
 /* Percent-decoding of the path and the query arguments, in place, except
  * that "%00" stays as it is (http_percent_decode()). */
-static size_t on_unescape(void *cls, struct MHD_Connection *connection, char *s) {
+static size_t http_server_on_unescape(void *cls, struct MHD_Connection *connection, char *s) {
         return http_percent_decode(s);
 }
 
@@ -821,7 +955,7 @@ static void warn_limit(HttpServer *s, const char *what) {
         s->limit_suppressed = 0;
 }
 
-_printf_(2, 0) static void on_mhd_log(void *arg, const char *fmt, va_list ap) {
+_printf_(2, 0) static void http_server_on_mhd_log(void *arg, const char *fmt, va_list ap) {
         HttpServer *s = arg;
         char buf[512];
 
@@ -870,16 +1004,47 @@ static int run_mhd(HttpServer *s) {
         return 0;
 }
 
-static int on_io(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
-        return run_mhd(userdata);
+static int http_server_on_io(sd_event_source *es, int fd, uint32_t revents, void *userdata) {
+        HttpServer *s = userdata;
+
+        if (http_server_finished(s))
+                return 0;
+        return run_mhd(s);
 }
 
-static int on_timer(sd_event_source *es, uint64_t usec, void *userdata) {
-        return run_mhd(userdata);
+static int http_server_on_timer(sd_event_source *es, uint64_t usec, void *userdata) {
+        HttpServer *s = userdata;
+
+        if (http_server_finished(s))
+                return 0;
+        return run_mhd(s);
 }
 
-static int on_wake(sd_event_source *es, void *userdata) {
-        return run_mhd(userdata);
+static int http_server_on_wake(sd_event_source *es, void *userdata) {
+        HttpServer *s = userdata;
+
+        if (http_server_finished(s))
+                return 0;
+        return run_mhd(s);
+}
+
+static HttpTestOom http_test_oom_from_environment(void) {
+        const char *f = getenv("WIKI_WEB_TEST_FAULTS"), *v = getenv("WIKI_WEB_TEST_HTTP_OOM");
+        HttpTestOom t = HTTP_TEST_OOM_NONE;
+
+        if (!f || !streq(f, "1") || !v)
+                return HTTP_TEST_OOM_NONE;
+        if (streq(v, "reply"))
+                t = HTTP_TEST_OOM_REPLY;
+        else if (streq(v, "all"))
+                t = HTTP_TEST_OOM_ALL;
+        else if (streq(v, "request"))
+                t = HTTP_TEST_OOM_REQUEST;
+        else
+                log_warning("WIKI_WEB_TEST_HTTP_OOM=%s: expected reply, all or request; ignored.", v);
+        if (t != HTTP_TEST_OOM_NONE)
+                log_warning("HTTP: test fault WIKI_WEB_TEST_HTTP_OOM=%s is on.", v);
+        return t;
 }
 
 unsigned http_connection_limit(const Config *config) {
@@ -905,9 +1070,14 @@ int http_server_new(
         void *userdata,
         HttpServer **ret) {
         _cleanup_close_ int fd = listen_fd;
+        _cleanup_(http_server_freep) HttpServer *s = NULL;
         const union MHD_DaemonInfo *info;
-        HttpServer *s;
         int r;
+
+        assert(event);
+        assert(config);
+        assert(handler);
+        assert(ret);
 
         s = calloc(1, sizeof *s);
         if (!s)
@@ -917,6 +1087,7 @@ int http_server_new(
         s->handler = handler;
         s->userdata = userdata;
 
+        s->test_oom = http_test_oom_from_environment();
         s->connection_limit = http_connection_limit(config);
         log_info(
                 "HTTP: at most %u connections, %" PRIu64 " per client address (0: no limit).",
@@ -928,24 +1099,24 @@ int http_server_new(
                 0,
                 NULL,
                 NULL,
-                on_request,
+                http_server_on_request,
                 s,
                 MHD_OPTION_EXTERNAL_LOGGER,
-                on_mhd_log,
+                http_server_on_mhd_log,
                 s,
                 MHD_OPTION_LISTEN_SOCKET,
                 fd,
                 MHD_OPTION_NOTIFY_COMPLETED,
-                on_completed,
+                http_server_on_completed,
                 s,
                 MHD_OPTION_NOTIFY_CONNECTION,
-                on_connection_notify,
+                http_server_on_connection_notify,
                 s,
                 MHD_OPTION_URI_LOG_CALLBACK,
-                on_uri_log,
+                http_server_on_uri_log,
                 s,
                 MHD_OPTION_UNESCAPE_CALLBACK,
-                on_unescape,
+                http_server_on_unescape,
                 s,
                 MHD_OPTION_CONNECTION_LIMIT,
                 s->connection_limit,
@@ -964,45 +1135,35 @@ int http_server_new(
                 MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                 (size_t) HTTP_CONNECTION_POOL_BYTES,
                 MHD_OPTION_END);
-        if (!s->daemon) {
-                http_server_free(s);
+        if (!s->daemon)
                 return -EINVAL;
-        }
         fd = -1; /* MHD owns it now */
 
         info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_EPOLL_FD);
-        if (!info) {
-                http_server_free(s);
+        if (!info)
                 return -EINVAL;
-        }
-        r = sd_event_add_io(event, &s->io_source, info->epoll_fd, EPOLLIN, on_io, s);
-        if (r < 0) {
-                http_server_free(s);
+        r = sd_event_add_io(event, &s->io_source, info->epoll_fd, EPOLLIN, http_server_on_io, s);
+        if (r < 0)
                 return r;
-        }
         (void) sd_event_source_set_description(s->io_source, "http-io");
-        r = sd_event_add_time(event, &s->timer_source, CLOCK_MONOTONIC, USEC_INFINITY, 0, on_timer, s);
-        if (r < 0) {
-                http_server_free(s);
+        r = sd_event_add_time(
+                event, &s->timer_source, CLOCK_MONOTONIC, USEC_INFINITY, 0, http_server_on_timer, s);
+        if (r < 0)
                 return r;
-        }
         (void) sd_event_source_set_description(s->timer_source, "http-timer");
-        r = sd_event_add_defer(event, &s->wake_source, on_wake, s);
-        if (r < 0) {
-                http_server_free(s);
+        r = sd_event_add_defer(event, &s->wake_source, http_server_on_wake, s);
+        if (r < 0)
                 return r;
-        }
         (void) sd_event_source_set_enabled(s->wake_source, SD_EVENT_OFF);
         (void) sd_event_source_set_description(s->wake_source, "http-wake");
-        r = sd_event_add_time(event, &s->deadline_source, CLOCK_MONOTONIC, USEC_INFINITY, 0, on_deadline, s);
-        if (r < 0) {
-                http_server_free(s);
+        r = sd_event_add_time(
+                event, &s->deadline_source, CLOCK_MONOTONIC, USEC_INFINITY, 0, http_server_on_deadline, s);
+        if (r < 0)
                 return r;
-        }
         (void) sd_event_source_set_enabled(s->deadline_source, SD_EVENT_OFF);
         (void) sd_event_source_set_description(s->deadline_source, "http-request-deadline");
 
-        *ret = s;
+        *ret = TAKE_PTR(s);
         return 0;
 }
 
@@ -1020,12 +1181,22 @@ void http_server_quiesce(HttpServer *s) {
 HttpServer *http_server_free(HttpServer *s) {
         if (!s)
                 return NULL;
-        sd_event_source_disable_unref(s->io_source);
-        sd_event_source_disable_unref(s->timer_source);
-        sd_event_source_disable_unref(s->wake_source);
-        sd_event_source_disable_unref(s->deadline_source);
+        /* A request still suspended (a query running at exit) is resumed as
+         * failed: MHD_stop_daemon() then closes its connection, where it
+         * would otherwise abort the daemon. MHD's callbacks during the stop
+         * still find the event sources. */
+        while (s->suspended_head) {
+                HttpRequest *req = s->suspended_head;
+
+                req->failed = true;
+                http_request_resume(req);
+        }
         if (s->daemon)
                 MHD_stop_daemon(s->daemon);
+        s->io_source = sd_event_source_disable_unref(s->io_source);
+        s->timer_source = sd_event_source_disable_unref(s->timer_source);
+        s->wake_source = sd_event_source_disable_unref(s->wake_source);
+        s->deadline_source = sd_event_source_disable_unref(s->deadline_source);
         sd_event_unref(s->event);
         free(s);
         return NULL;

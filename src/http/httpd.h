@@ -10,6 +10,7 @@
 #include "http/session.h"
 #include "shared/api-error.h"
 #include "shared/config.h"
+#include "shared/macro.h"
 
 /* libmicrohttpd inside the sd-event loop, as systemd's journal-remote does:
  * MHD runs with MHD_USE_EPOLL and no threads of its own; its epoll fd is an
@@ -55,6 +56,7 @@ int http_server_new(
         void *userdata,
         HttpServer **ret);
 HttpServer *http_server_free(HttpServer *s);
+DEFINE_TRIVIAL_CLEANUP_FUNC(HttpServer *, http_server_free);
 /* The connection limit: RLIMIT_NOFILE's soft limit less HTTP_FD_RESERVE,
  * lowered to WIKI_WEB_HTTP_MAX_CONNECTIONS when that is set. */
 unsigned http_connection_limit(const Config *config);

@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
 #include <json-c/json.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <strings.h>
 
-#include "shared/macro.h"
 #include "http/request.h"
-
-DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
-DEFINE_TRIVIAL_CLEANUP_FUNC(struct json_tokener *, json_tokener_free);
+#include "shared/json-util.h"
+#include "shared/macro.h"
+#include "shared/strv.h"
+#include "shared/utf8.h"
 
 /* Set *ret_message to a copy of a fixed message and return -EINVAL, or
  * -ENOMEM if even that fails. Messages never contain request bytes except
@@ -99,63 +100,6 @@ bool request_content_type_is_json(const char *content_type) {
                                 return false; /* "utf-8x" */
                 }
         }
-}
-
-/* Decode one UTF-8 sequence at s (n > 0 bytes available) strictly as RFC
- * 3629: shortest form only, no surrogates, at most U+10FFFF. Returns its
- * length and the code point in *ret_cp, or 0 when it is malformed. */
-static size_t utf8_decode(const uint8_t *s, size_t n, uint32_t *ret_cp) {
-        uint32_t cp;
-        size_t len;
-
-        if (s[0] < 0x80) {
-                *ret_cp = s[0];
-                return 1;
-        }
-        if (s[0] >= 0xc2 && s[0] <= 0xdf) {
-                len = 2;
-                cp = s[0] & 0x1f;
-        } else if (s[0] >= 0xe0 && s[0] <= 0xef) {
-                len = 3;
-                cp = s[0] & 0x0f;
-        } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-                len = 4;
-                cp = s[0] & 0x07;
-        } else
-                return 0; /* a continuation byte, C0/C1 (always overlong), F5..FF */
-
-        if (n < len)
-                return 0;
-        for (size_t i = 1; i < len; i++) {
-                if ((s[i] & 0xc0) != 0x80)
-                        return 0;
-                cp = cp << 6 | (s[i] & 0x3f);
-        }
-
-        if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || /* overlong */
-            (cp >= 0xd800 && cp <= 0xdfff) ||                         /* surrogate */
-            cp > 0x10ffff)
-                return 0;
-
-        *ret_cp = cp;
-        return len;
-}
-
-/* Valid UTF-8 throughout? Counts the code points into *ret_n if non-NULL. */
-static bool utf8_is_valid(const uint8_t *s, size_t n, size_t *ret_n) {
-        size_t count = 0;
-
-        for (size_t i = 0; i < n; count++) {
-                uint32_t cp;
-                size_t l = utf8_decode(s + i, n - i, &cp);
-
-                if (l == 0)
-                        return false;
-                i += l;
-        }
-        if (ret_n)
-                *ret_n = count;
-        return true;
 }
 
 /* A strict RFC 8259 validator. json-c's JSON_TOKENER_STRICT still accepts
@@ -438,7 +382,7 @@ static int parse_json_object(const uint8_t *body, size_t size, json_object **ret
                 return fail(ret_message, "body is empty");
         if (memchr(body, '\0', size))
                 return fail(ret_message, "body contains a NUL byte");
-        if (!utf8_is_valid(body, size, NULL))
+        if (!utf8_is_valid((const char *) body, size))
                 return fail(ret_message, "body is not valid UTF-8");
 
         s = (JsonScan){ .p = body, .end = body + size };
@@ -536,8 +480,9 @@ static int parse_question(json_object *v, char **ret, char **ret_message) {
         /* Characters are code points; the decoded string is valid UTF-8
          * since the body was and unpaired surrogates were refused, but
          * counting checks it once more. */
-        if (!utf8_is_valid((const uint8_t *) s, (size_t) (e - s), &n_chars))
+        if (!utf8_is_valid(s, (size_t) (e - s)))
                 return fail(ret_message, "question: is not valid Unicode");
+        n_chars = utf8_count(s, (size_t) (e - s));
         if (n_chars < 1 || n_chars > QUERY_QUESTION_MAX_CHARS)
                 return fail(ret_message, "question: must be 1 to 4000 characters");
 
@@ -562,13 +507,6 @@ static bool title_has_control(const uint8_t *s, size_t n) {
         }
         return false;
 }
-
-static void strv_free(char **l) {
-        for (char **i = l; i && *i; i++)
-                free(*i);
-        free(l);
-}
-DEFINE_TRIVIAL_CLEANUP_FUNC(char **, strv_free);
 
 static int parse_pages(json_object *v, char ***ret, size_t *ret_n, char **ret_message) {
         _cleanup_(strv_freep) char **pages = NULL;
@@ -597,7 +535,7 @@ static int parse_pages(json_object *v, char ***ret, size_t *ret_n, char **ret_me
                 l = (size_t) json_object_get_string_len(item);
                 if (l < 1 || l > QUERY_PAGE_TITLE_MAX_BYTES)
                         return failf(ret_message, "pages[%zu]: must be 1 to 255 bytes", i);
-                if (!utf8_is_valid((const uint8_t *) t, l, NULL))
+                if (!utf8_is_valid(t, l))
                         return failf(ret_message, "pages[%zu]: is not valid Unicode", i);
                 if (title_has_control((const uint8_t *) t, l))
                         return failf(ret_message, "pages[%zu]: must not contain control characters", i);
@@ -631,8 +569,7 @@ int request_parse_query(
 
         if (!request_content_type_is_json(content_type))
                 return fail(ret_message, "Content-Type must be application/json");
-        if (!body && size > 0)
-                return -EINVAL;
+        assert(body || size == 0);
 
         r = parse_json_object(body, size, &o, ret_message);
         if (r < 0)
@@ -682,8 +619,7 @@ int request_parse_join(const char *content_type, const uint8_t *body, size_t siz
 
         if (!request_content_type_is_json(content_type))
                 return fail(ret_message, "Content-Type must be application/json");
-        if (!body)
-                return -EINVAL;
+        assert(body);
 
         r = parse_json_object(body, size, &o, ret_message);
         if (r < 0)

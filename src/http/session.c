@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
+
 #include "shared/macro.h"
 #include "shared/base64url.h"
 #include "shared/random-util.h"
@@ -105,6 +107,9 @@ int session_token_new(char ret[static SESSION_TOKEN_LEN + 1]) {
 }
 
 int session_key_from_token(const char *token, SessionKey *ret) {
+        assert(token);
+        assert(ret);
+
         _Static_assert(sizeof ret->bytes == SHA256_DIGEST_SIZE, "SessionKey is a SHA-256 digest");
         return sha256(token, SESSION_TOKEN_LEN, ret->bytes);
 }

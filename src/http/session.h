@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "admission/admission.h"
+#include "shared/ids.h"
 
 /* Sessions (API.md 3): a cookie holding 43 base64url characters (32 random
  * bytes). The daemon keeps no session table; it only ever stores or keys by

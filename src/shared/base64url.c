@@ -1,4 +1,6 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
+
 #include "shared/macro.h"
 #include "shared/base64url.h"
 
@@ -12,6 +14,9 @@ size_t base64url_encoded_len(size_t n) {
 void base64url_encode(const uint8_t *data, size_t n, char *ret) {
         char *o = ret;
         size_t i = 0;
+
+        assert(data || n == 0);
+        assert(ret);
 
         for (; i + 3 <= n; i += 3) {
                 uint32_t v = (uint32_t) data[i] << 16 | (uint32_t) data[i + 1] << 8 | data[i + 2];

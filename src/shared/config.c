@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <sys/stat.h>
@@ -6,6 +7,7 @@
 #include "shared/config.h"
 #include "shared/macro.h"
 #include "shared/parse-util.h"
+#include "shared/strv.h"
 
 #define SECRET_MAX_BYTES 4096
 #define LIST_MAX_ITEMS 256
@@ -13,14 +15,6 @@
 
 const char *config_getenv_process(const char *name, void *userdata) {
         return getenv(name);
-}
-
-static char **strv_free(char **l) {
-        if (l)
-                for (char **p = l; *p; p++)
-                        free(*p);
-        free(l);
-        return NULL;
 }
 
 void config_done(Config *c) {
@@ -43,6 +37,8 @@ void config_done(Config *c) {
         free(c->llm_api_key);
         *c = (Config){ 0 };
 }
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(Config *, config_done);
 
 static int fail(char **ret_error, int r, const char *fmt, ...) _printf_(3, 4);
 static int fail(char **ret_error, int r, const char *fmt, ...) {
@@ -106,7 +102,7 @@ static bool is_host_char(char ch) {
 }
 
 /* "http://host[:port]" or "https://host[:port]", no path, no user info. */
-static bool origin_is_valid(const char *o) {
+static bool config_origin_is_valid(const char *o) {
         const char *h;
 
         if (strneq(o, "http://", 7))
@@ -123,7 +119,7 @@ static bool origin_is_valid(const char *o) {
         return true;
 }
 
-static bool host_is_valid(const char *h) {
+static bool config_host_is_valid(const char *h) {
         if (!*h || strlen(h) > 253)
                 return false;
         for (const char *p = h; *p; p++)
@@ -136,55 +132,43 @@ static bool host_is_valid(const char *h) {
  * ignored. */
 static int load_list(
         const char *name, bool (*valid)(const char *), char ***ret, ConfigGetenv g, void *u, char **ret_error) {
+        _cleanup_(strv_freep) char **l = NULL;
         const char *v = g(name, u);
-        char **l;
         size_t n = 0;
 
         *ret = NULL;
         l = calloc(LIST_MAX_ITEMS + 1, sizeof(char *));
         if (!l)
                 return -ENOMEM;
-        if (!v) {
-                *ret = l;
-                return 0;
-        }
-        if (strlen(v) > STRING_MAX_BYTES * 4) {
-                strv_free(l);
+        if (v && strlen(v) > STRING_MAX_BYTES * 4)
                 return fail(ret_error, -EINVAL, "%s: longer than %d bytes", name, STRING_MAX_BYTES * 4);
-        }
-        for (const char *p = v; *p;) {
+        for (const char *p = v; p && *p;) {
                 const char *e = strchrnul(p, ',');
                 const char *s = p, *t = e;
-                char *item;
 
                 while (s < t && (*s == ' ' || *s == '\t'))
                         s++;
                 while (t > s && (t[-1] == ' ' || t[-1] == '\t'))
                         t--;
                 if (t > s) {
-                        if (n >= LIST_MAX_ITEMS) {
-                                strv_free(l);
+                        _cleanup_free_ char *item = NULL;
+
+                        if (n >= LIST_MAX_ITEMS)
                                 return fail(ret_error, -EINVAL, "%s: more than %d items", name, LIST_MAX_ITEMS);
-                        }
                         item = strndup(s, (size_t) (t - s));
-                        if (!item) {
-                                strv_free(l);
+                        if (!item)
                                 return -ENOMEM;
-                        }
                         /* Trailing "/" on an origin is a common slip; an origin never has one. */
-                        if (valid == origin_is_valid && strlen(item) > 0 && item[strlen(item) - 1] == '/')
+                        if (valid == config_origin_is_valid && strlen(item) > 0 &&
+                            item[strlen(item) - 1] == '/')
                                 item[strlen(item) - 1] = 0;
-                        if (!valid(item)) {
-                                int r = fail(ret_error, -EINVAL, "%s: invalid item \"%s\"", name, item);
-                                free(item);
-                                strv_free(l);
-                                return r;
-                        }
-                        l[n++] = item;
+                        if (!valid(item))
+                                return fail(ret_error, -EINVAL, "%s: invalid item \"%s\"", name, item);
+                        l[n++] = TAKE_PTR(item);
                 }
                 p = *e ? e + 1 : e;
         }
-        *ret = l;
+        *ret = TAKE_PTR(l);
         return 0;
 }
 
@@ -267,19 +251,24 @@ static bool url_is_valid(const char *s) {
 }
 
 int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
+        _cleanup_(config_donep) Config *loading = NULL;
         const char *v;
         uint64_t level;
         int r;
 
+        assert(c);
+        assert(g);
+
         if (ret_error)
                 *ret_error = NULL;
         *c = (Config){ .cookie_secure = true, .log_level = 6 };
+        loading = c; /* emptied again on any failure */
 
 #define UINT(name, field, def, min, max)                                        \
         do {                                                                    \
                 r = load_uint(name, def, min, max, &c->field, g, u, ret_error); \
                 if (r < 0)                                                      \
-                        goto fail;                                              \
+                        return r;                                               \
         } while (0)
 
         UINT("WIKI_WEB_MAX_REQUEST_BYTES", max_request_bytes, 65536, 256, 16 * 1024 * 1024);
@@ -314,30 +303,27 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
 #undef UINT
 
         v = g("WIKI_WEB_COOKIE_SECURE", u);
-        if (v && parse_boolean(v, &c->cookie_secure) < 0) {
-                r = fail(ret_error, -EINVAL, "WIKI_WEB_COOKIE_SECURE: invalid value, expected true or false");
-                goto fail;
-        }
+        if (v && parse_boolean(v, &c->cookie_secure) < 0)
+                return fail(
+                        ret_error, -EINVAL, "WIKI_WEB_COOKIE_SECURE: invalid value, expected true or false");
 
         v = g("WIKI_WEB_LOG_LEVEL", u);
         if (v) {
-                if (parse_uint64_range(v, 0, 7, &level) < 0) {
-                        r = fail(
+                if (parse_uint64_range(v, 0, 7, &level) < 0)
+                        return fail(
                                 ret_error,
                                 -EINVAL,
                                 "WIKI_WEB_LOG_LEVEL: invalid value, expected an integer in 0..7");
-                        goto fail;
-                }
                 c->log_level = (int) level;
         }
 
-        r = load_list("WIKI_WEB_ALLOWED_ORIGINS", origin_is_valid, &c->allowed_origins, g, u, ret_error);
+        r = load_list("WIKI_WEB_ALLOWED_ORIGINS", config_origin_is_valid, &c->allowed_origins, g, u, ret_error);
         if (r < 0)
-                goto fail;
+                return r;
         r = load_list(
-                "WIKI_WEB_ALLOWED_DESTINATIONS", host_is_valid, &c->allowed_destinations, g, u, ret_error);
+                "WIKI_WEB_ALLOWED_DESTINATIONS", config_host_is_valid, &c->allowed_destinations, g, u, ret_error);
         if (r < 0)
-                goto fail;
+                return r;
 
         if ((r = load_string("WIKI_WEB_WIKI_API_URL", &c->wiki_api_url, g, u, ret_error)) < 0 ||
             (r = load_string("WIKI_WEB_WIKI_USERNAME", &c->wiki_username, g, u, ret_error)) < 0 ||
@@ -346,49 +332,36 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
             (r = load_string("WIKI_WEB_SANDBOX_RUNTIME", &c->sandbox_runtime, g, u, ret_error)) < 0 ||
             (r = load_string("WIKI_WEB_SANDBOX_ROOTFS", &c->sandbox_rootfs, g, u, ret_error)) < 0 ||
             (r = load_string("WIKI_WEB_STATE_DIRECTORY", &c->state_directory, g, u, ret_error)) < 0)
-                goto fail;
+                return r;
         if (!c->sandbox_runtime) {
                 c->sandbox_runtime = strdup("crun");
-                if (!c->sandbox_runtime) {
-                        r = -ENOMEM;
-                        goto fail;
-                }
+                if (!c->sandbox_runtime)
+                        return -ENOMEM;
         }
-        if (c->sandbox_rootfs && c->sandbox_rootfs[0] != '/') {
-                r = fail(ret_error, -EINVAL, "WIKI_WEB_SANDBOX_ROOTFS: expected an absolute path");
-                goto fail;
-        }
-        if (c->wiki_api_url && !url_is_valid(c->wiki_api_url)) {
-                r = fail(ret_error, -EINVAL, "WIKI_WEB_WIKI_API_URL: expected an http:// or https:// URL");
-                goto fail;
-        }
-        if (c->llm_url && !url_is_valid(c->llm_url)) {
-                r = fail(ret_error, -EINVAL, "WIKI_WEB_LLM_URL: expected an http:// or https:// URL");
-                goto fail;
-        }
+        if (c->sandbox_rootfs && c->sandbox_rootfs[0] != '/')
+                return fail(ret_error, -EINVAL, "WIKI_WEB_SANDBOX_ROOTFS: expected an absolute path");
+        if (c->wiki_api_url && !url_is_valid(c->wiki_api_url))
+                return fail(ret_error, -EINVAL, "WIKI_WEB_WIKI_API_URL: expected an http:// or https:// URL");
+        if (c->llm_url && !url_is_valid(c->llm_url))
+                return fail(ret_error, -EINVAL, "WIKI_WEB_LLM_URL: expected an http:// or https:// URL");
         if (!c->state_directory) {
                 /* systemd's StateDirectory= may list several, colon-separated: take the first. */
                 v = g("STATE_DIRECTORY", u);
                 if (v && *v) {
                         c->state_directory = strndup(v, strcspn(v, ":"));
-                        if (!c->state_directory) {
-                                r = -ENOMEM;
-                                goto fail;
-                        }
+                        if (!c->state_directory)
+                                return -ENOMEM;
                 }
         }
 
         r = load_secret("wiki-password", "WIKI_WEB_WIKI_PASSWORD_FILE", &c->wiki_password, g, u, ret_error);
         if (r < 0)
-                goto fail;
+                return r;
         r = load_secret("llm-api-key", "WIKI_WEB_LLM_API_KEY_FILE", &c->llm_api_key, g, u, ret_error);
         if (r < 0)
-                goto fail;
+                return r;
+        TAKE_PTR(loading);
         return 0;
-
-fail:
-        config_done(c);
-        return r;
 }
 
 static void dump_list(FILE *f, const char *name, char **l) {
@@ -399,6 +372,9 @@ static void dump_list(FILE *f, const char *name, char **l) {
 }
 
 void config_dump(const Config *c, FILE *f) {
+        assert(c);
+        assert(f);
+
         fprintf(f, "WIKI_WEB_MAX_REQUEST_BYTES=%" PRIu64 "\n", c->max_request_bytes);
         fprintf(f, "WIKI_WEB_SESSION_MAX_AGE_SECONDS=%" PRIu64 "\n", c->session_max_age_seconds);
         fprintf(f, "WIKI_WEB_COOKIE_SECURE=%s\n", c->cookie_secure ? "true" : "false");

@@ -1,16 +1,19 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
 #include <stdint.h>
 
 #include "shared/macro.h"
 #include "shared/utf8.h"
 
-/* The length of the well-formed sequence at s (n > 0 bytes available), or 0. */
-static size_t utf8_sequence_length(const uint8_t *s, size_t n) {
+size_t utf8_decode(const uint8_t *s, size_t n, uint32_t *ret_cp) {
         uint32_t cp;
         size_t len;
 
-        if (s[0] < 0x80)
+        if (s[0] < 0x80) {
+                if (ret_cp)
+                        *ret_cp = s[0];
                 return 1;
+        }
         if (s[0] >= 0xc2 && s[0] <= 0xdf) {
                 len = 2;
                 cp = s[0] & 0x1f;
@@ -33,11 +36,15 @@ static size_t utf8_sequence_length(const uint8_t *s, size_t n) {
         if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || (cp >= 0xd800 && cp <= 0xdfff) ||
             cp > 0x10ffff)
                 return 0;
+        if (ret_cp)
+                *ret_cp = cp;
         return len;
 }
 
 bool utf8_is_valid(const char *s, size_t n) {
         const uint8_t *p = (const uint8_t *) s;
+
+        assert(s || n == 0);
 
         for (size_t i = 0; i < n;) {
                 size_t l;
@@ -46,7 +53,7 @@ bool utf8_is_valid(const char *s, size_t n) {
                         i++;
                         continue;
                 }
-                l = utf8_sequence_length(p + i, n - i);
+                l = utf8_decode(p + i, n - i, NULL);
                 if (l == 0)
                         return false;
                 i += l;
@@ -78,6 +85,9 @@ int utf8_make_valid(const char *s, size_t n, char **ret, size_t *ret_len) {
         const uint8_t *p = (const uint8_t *) s;
         char *buf, *q;
 
+        assert(s || n == 0);
+        assert(ret);
+
         /* Each input byte becomes at most 3 output bytes. */
         if (n > (SIZE_MAX - 1) / 3)
                 return -ENOMEM;
@@ -86,7 +96,7 @@ int utf8_make_valid(const char *s, size_t n, char **ret, size_t *ret_len) {
                 return -ENOMEM;
         q = buf;
         for (size_t i = 0; i < n;) {
-                size_t l = p[i] == 0 ? 0 : utf8_sequence_length(p + i, n - i);
+                size_t l = p[i] == 0 ? 0 : utf8_decode(p + i, n - i, NULL);
 
                 if (l == 0) {
                         memcpy(q, UTF8_REPLACEMENT, 3);

@@ -3,10 +3,15 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Small UTF-8 helpers for text that came from an upstream (RFC 3629:
  * shortest form only, no surrogates, nothing above U+10FFFF). All borrow
  * their input and allocate nothing. */
+
+/* Decode the sequence at s (n > 0 bytes available): its length and the
+ * code point in *ret_cp (may be NULL), or 0 when it is malformed. */
+size_t utf8_decode(const uint8_t *s, size_t n, uint32_t *ret_cp);
 
 /* Whether the n bytes at s are valid UTF-8 (a NUL byte is valid). */
 bool utf8_is_valid(const char *s, size_t n);

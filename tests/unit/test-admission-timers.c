@@ -65,83 +65,111 @@ static void run_for(sd_event *e, usec_t duration) {
         sd_event_source_unref(exit_source);
 }
 
-int main(void) {
+/* A fresh fixture per case: an admission machine observed by on_event()
+ * and on_hook(), a loop, and the timer on both. */
+typedef struct Fixture {
+        sd_event *e;
+        Admission *a;
+        AdmissionTimer *t;
+        Observed o;
+} Fixture;
+
+static void fixture_init(Fixture *f) {
         AdmissionSettings settings = {
                 .reservation_usec = 2 * USEC_PER_SEC,
                 .heartbeat_usec = 1 * USEC_PER_SEC,
                 .max_length = 10,
         };
-        sd_event *e = NULL;
-        Admission *a = NULL;
-        AdmissionTimer *t = NULL;
-        Observed o = { .a = NULL };
-        SessionKey k1 = key(1);
-        uint64_t iterations;
-        usec_t start;
-        int r;
 
-        r = sd_event_new(&e);
-        if (r < 0)
-                return test_skip("cannot create an sd-event loop");
-        ASSERT_OK(admission_new(&settings, &a));
-        o.a = a;
-        admission_set_event_handler(a, on_event, &o);
+        *f = (Fixture){ .e = NULL };
+        ASSERT_OK(sd_event_new(&f->e));
+        ASSERT_OK(admission_new(&settings, &f->a));
+        f->o.a = f->a;
+        admission_set_event_handler(f->a, on_event, &f->o);
+}
+
+static void fixture_start_timer(Fixture *f) {
+        ASSERT_OK(admission_timer_new(f->e, f->a, &f->t));
+        admission_timer_set_hook(f->t, on_hook, &f->o);
+}
+
+static void fixture_done(Fixture *f) {
+        f->t = admission_timer_free(f->t);
+        f->a = admission_free(f->a);
+        f->e = sd_event_unref(f->e);
+}
+
+TEST(expiry_from_the_timer_alone) {
+        Fixture f;
+        SessionKey k1 = key(1);
+        uint64_t iterations, after;
+        usec_t start;
+
+        fixture_init(&f);
 
         /* 1. A ticket joined before the loop runs: the heartbeat expiry at
          * +1 s comes from the timer alone. */
         start = now(CLOCK_MONOTONIC);
-        ASSERT_EQ_INT(admission_join(a, &k1, start), 1);
-        ASSERT_OK(admission_timer_new(e, a, &t));
-        admission_timer_set_hook(t, on_hook, &o);
+        ASSERT_EQ_INT(admission_join(f.a, &k1, start), 1);
+        fixture_start_timer(&f);
 
-        ASSERT_OK(sd_event_get_iteration(e, &iterations));
-        run_for(e, 1200 * USEC_PER_MSEC);
+        ASSERT_OK(sd_event_get_iteration(f.e, &iterations));
+        run_for(f.e, 1200 * USEC_PER_MSEC);
 
-        ASSERT_EQ_INT(o.removed_heartbeat, 1);
-        ASSERT_TRUE(o.removed_at >= start + USEC_PER_SEC);
-        ASSERT_TRUE(o.removed_at < start + 1200 * USEC_PER_MSEC);
-        ASSERT_EQ_INT(admission_queue_length(a), 0);
-        ASSERT_EQ_INT(admission_get_state(a), ADMISSION_IDLE);
-        ASSERT_TRUE(o.hook_calls >= 1);
-        ASSERT_TRUE(admission_next_deadline(a) == USEC_INFINITY);
+        ASSERT_EQ_INT(f.o.removed_heartbeat, 1);
+        ASSERT_TRUE(f.o.removed_at >= start + USEC_PER_SEC);
+        ASSERT_TRUE(f.o.removed_at < start + 1200 * USEC_PER_MSEC);
+        ASSERT_EQ_INT(admission_queue_length(f.a), 0);
+        ASSERT_EQ_INT(admission_get_state(f.a), ADMISSION_IDLE);
+        ASSERT_TRUE(f.o.hook_calls >= 1);
+        ASSERT_TRUE(admission_next_deadline(f.a) == USEC_INFINITY);
 
         /* A handful of wake-ups, not a busy loop. */
-        uint64_t after;
-        ASSERT_OK(sd_event_get_iteration(e, &after));
+        ASSERT_OK(sd_event_get_iteration(f.e, &after));
         fprintf(stderr, "loop iterations in 1.2 s: %" PRIu64 "\n", after - iterations);
         ASSERT_TRUE(after - iterations < 20);
+
+        fixture_done(&f);
+}
+
+TEST(post_source_rearms) {
+        Fixture f;
+        sd_event_source *join_source = NULL;
+        uint64_t iterations, after;
+        usec_t start;
+
+        fixture_init(&f);
+        fixture_start_timer(&f);
 
         /* 2. A join from inside the loop at +0.1 s, by another handler,
          * while the timer is disabled: the post source must arm it, so the
          * heartbeat expiry at +1.1 s fires on its own. */
-        /* An sd-event loop cannot run again once it exited: a new one. */
-        admission_timer_free(t);
-        e = sd_event_unref(e);
-        ASSERT_OK(sd_event_new(&e));
-        ASSERT_OK(admission_timer_new(e, a, &t));
-        admission_timer_set_hook(t, on_hook, &o);
-
-        sd_event_source *join_source = NULL;
-        o.removed_heartbeat = 0;
-        o.hook_calls = 0;
         start = now(CLOCK_MONOTONIC);
         ASSERT_OK(sd_event_add_time_relative(
-                e, &join_source, CLOCK_MONOTONIC, 100 * USEC_PER_MSEC, 1, on_join_later, &o));
-        ASSERT_OK(sd_event_get_iteration(e, &iterations));
-        run_for(e, 1300 * USEC_PER_MSEC);
+                f.e, &join_source, CLOCK_MONOTONIC, 100 * USEC_PER_MSEC, 1, on_join_later, &f.o));
+        ASSERT_OK(sd_event_get_iteration(f.e, &iterations));
+        run_for(f.e, 1300 * USEC_PER_MSEC);
 
-        ASSERT_EQ_INT(o.removed_heartbeat, 1);
-        ASSERT_TRUE(o.removed_at >= start + 1100 * USEC_PER_MSEC);
-        ASSERT_TRUE(o.removed_at < start + 1300 * USEC_PER_MSEC);
-        ASSERT_EQ_INT(admission_queue_length(a), 0);
-        ASSERT_EQ_INT(admission_get_state(a), ADMISSION_IDLE);
-        ASSERT_TRUE(o.hook_calls >= 1);
-        ASSERT_OK(sd_event_get_iteration(e, &after));
+        ASSERT_EQ_INT(f.o.removed_heartbeat, 1);
+        ASSERT_TRUE(f.o.removed_at >= start + 1100 * USEC_PER_MSEC);
+        ASSERT_TRUE(f.o.removed_at < start + 1300 * USEC_PER_MSEC);
+        ASSERT_EQ_INT(admission_queue_length(f.a), 0);
+        ASSERT_EQ_INT(admission_get_state(f.a), ADMISSION_IDLE);
+        ASSERT_TRUE(f.o.hook_calls >= 1);
+        ASSERT_OK(sd_event_get_iteration(f.e, &after));
         ASSERT_TRUE(after - iterations < 20);
 
         sd_event_source_unref(join_source);
-        admission_timer_free(t);
-        admission_free(a);
+        fixture_done(&f);
+}
+
+static int intro(void) {
+        sd_event *e = NULL;
+
+        if (sd_event_new(&e) < 0)
+                return test_skip("cannot create an sd-event loop");
         sd_event_unref(e);
         return 0;
 }
+
+DEFINE_TEST_MAIN_WITH_INTRO(intro)

@@ -150,7 +150,7 @@ static void assert_near(double a, double b) {
 
 /* ---- transitions ---- */
 
-static void test_strings(void) {
+TEST(strings) {
         ASSERT_EQ_STR(admission_state_to_string(ADMISSION_IDLE), "idle");
         ASSERT_EQ_STR(admission_state_to_string(ADMISSION_RESERVED), "reserved");
         ASSERT_EQ_STR(admission_state_to_string(ADMISSION_RUNNING), "running");
@@ -166,7 +166,7 @@ static void test_strings(void) {
         ASSERT_TRUE(!remove_reason_to_string(_REMOVE_REASON_MAX));
 }
 
-static void test_settings(void) {
+TEST(settings) {
         Admission *a = NULL;
         AdmissionSettings s = default_settings;
 
@@ -200,7 +200,7 @@ static void test_settings(void) {
         ASSERT_TRUE(!admission_free(NULL));
 }
 
-static void test_join(void) {
+TEST(join) {
         Recorder rec;
         Admission *a = new_admission(&default_settings, &rec);
         AdmissionStatus st;
@@ -300,7 +300,7 @@ static void test_join(void) {
         admission_free(a);
 }
 
-static void test_queue_full(void) {
+TEST(queue_full) {
         Recorder rec;
         AdmissionSettings s = default_settings;
         Admission *a;
@@ -332,7 +332,7 @@ static void test_queue_full(void) {
         admission_free(a);
 }
 
-static void test_heartbeat_expiry(void) {
+TEST(heartbeat_expiry) {
         Recorder rec;
         Admission *a = new_admission(&default_settings, &rec);
         AdmissionCounters c;
@@ -387,7 +387,7 @@ static void test_heartbeat_expiry(void) {
         admission_free(a);
 }
 
-static void test_reservation_expiry(void) {
+TEST(reservation_expiry) {
         Recorder rec;
         AdmissionSettings s = { .reservation_usec = SEC(60), .heartbeat_usec = SEC(3600), .max_length = 10 };
         Admission *a = new_admission(&s, &rec);
@@ -434,7 +434,7 @@ static void test_reservation_expiry(void) {
         admission_free(a);
 }
 
-static void test_expiry_ties(void) {
+TEST(expiry_ties) {
         Recorder rec;
         AdmissionSettings s = { .reservation_usec = SEC(30), .heartbeat_usec = SEC(30), .max_length = 10 };
         Admission *a = new_admission(&s, &rec);
@@ -455,7 +455,7 @@ static void test_expiry_ties(void) {
         admission_free(a);
 }
 
-static void test_nonmonotonic(void) {
+TEST(nonmonotonic) {
         Admission *a = new_admission(&default_settings, NULL);
         AdmissionStatus st;
 
@@ -471,7 +471,7 @@ static void test_nonmonotonic(void) {
         admission_free(a);
 }
 
-static void test_claim(void) {
+TEST(claim) {
         Recorder rec;
         Admission *a = new_admission(&default_settings, &rec);
         AdmissionCounters c;
@@ -563,7 +563,7 @@ static void test_claim(void) {
         admission_free(a);
 }
 
-static void test_finish_ema(void) {
+TEST(finish_ema) {
         Recorder rec;
         Admission *a = new_admission(&default_settings, &rec);
         AdmissionStatus st;
@@ -609,7 +609,7 @@ static void expect_estimate(AdmissionStatus st, bool known, double value) {
                 assert_near(st.estimated_wait_seconds, value);
 }
 
-static void test_estimates(void) {
+TEST(estimates) {
         AdmissionSettings s = { .reservation_usec = SEC(3600), .heartbeat_usec = SEC(3600), .max_length = 10 };
         Admission *a = new_admission(&s, NULL);
 
@@ -659,7 +659,7 @@ static void test_estimates(void) {
         admission_free(a);
 }
 
-static void test_next_deadline(void) {
+TEST(next_deadline) {
         AdmissionSettings s = { .reservation_usec = SEC(10), .heartbeat_usec = SEC(30), .max_length = 10 };
         Admission *a = new_admission(&s, NULL);
 
@@ -677,7 +677,7 @@ static void test_next_deadline(void) {
         admission_free(a);
 }
 
-static void test_peek_no_heartbeat(void) {
+TEST(peek_no_heartbeat) {
         Admission *a = new_admission(&default_settings, NULL);
         AdmissionStatus st;
 
@@ -699,7 +699,7 @@ static void custom_ids(char buf[static TICKET_ID_MAX], void *userdata) {
         (void) snprintf(buf, TICKET_ID_MAX, "tk_custom%u", ++*n);
 }
 
-static void test_id_generator(void) {
+TEST(id_generator) {
         Admission *a = new_admission(&default_settings, NULL);
         unsigned n = 0;
 
@@ -729,7 +729,7 @@ static void collect(const TicketView *v, void *userdata) {
 /* Many tickets, heavy churn: exercises hash growth and backward-shift
  * deletion, slot compaction and the Fenwick rebuild. Positions from status
  * must match the FIFO listing. */
-static void test_churn_large(void) {
+TEST(churn_large) {
         AdmissionSettings s = { .reservation_usec = SEC(3600), .heartbeat_usec = SEC(3600), .max_length = 3000 };
         Admission *a = new_admission(&s, NULL);
         static Listing l;
@@ -785,7 +785,7 @@ static void test_churn_large(void) {
  * scale the reference model below does not reach. After every operation
  * the queue length and the next deadline must match a plain array of last
  * heartbeats; now and then every session's ticket is checked too. */
-static void test_heartbeat_churn(void) {
+TEST(heartbeat_churn) {
         enum { N = 2000 };
         AdmissionSettings s = { .reservation_usec = SEC(3600), .heartbeat_usec = SEC(5), .max_length = 1500 };
         Admission *a = new_admission(&s, NULL);
@@ -1365,7 +1365,7 @@ static void random_run(const AdmissionSettings *s, unsigned ops, uint64_t seed) 
         admission_free(a);
 }
 
-static void test_random(void) {
+TEST(random) {
         const char *e = getenv("WIKIWEB_TEST_SEED");
         uint64_t seed = e ? strtoull(e, NULL, 10) : 20261122;
 
@@ -1389,23 +1389,4 @@ static void test_random(void) {
                 seed + 3);
 }
 
-int main(void) {
-        test_strings();
-        test_settings();
-        test_join();
-        test_queue_full();
-        test_heartbeat_expiry();
-        test_reservation_expiry();
-        test_expiry_ties();
-        test_nonmonotonic();
-        test_claim();
-        test_finish_ema();
-        test_estimates();
-        test_next_deadline();
-        test_peek_no_heartbeat();
-        test_id_generator();
-        test_churn_large();
-        test_heartbeat_churn();
-        test_random();
-        return 0;
-}
+DEFINE_TEST_MAIN()

@@ -178,7 +178,7 @@ static const AgentPage pear = {
 
 /* ---- branches ---- */
 
-static void test_answer_at_once(void) {
+TEST(answer_at_once) {
         _cleanup_(agent_freep) Agent *a = new_agent(&defaults, "What is an apple?");
         AgentAction act;
         json_object *o, *tools;
@@ -216,7 +216,7 @@ static void test_answer_at_once(void) {
         ASSERT_EQ_INT(c, 10);
 }
 
-static void test_one_tool_then_answer(void) {
+TEST(one_tool_then_answer) {
         _cleanup_(agent_freep) Agent *a = new_agent(&defaults, "Apples?");
         AgentSearchResult results[] = { { "Apple", "The apple is a fruit" }, { "Apple pie", "A pie" } };
         AgentAction act;
@@ -257,7 +257,7 @@ static void test_one_tool_then_answer(void) {
         ASSERT_EQ_INT(agent_steps(a), 2);
 }
 
-static void test_several_calls_in_order(void) {
+TEST(several_calls_in_order) {
         _cleanup_(agent_freep) Agent *a = new_agent(&defaults, "Fruit?");
         const AgentSource *src;
         AgentAction act;
@@ -343,7 +343,7 @@ static void test_several_calls_in_order(void) {
         next(a, AGENT_ACTION_ANSWER);
 }
 
-static void test_bad_calls(void) {
+TEST(bad_calls) {
         _cleanup_(agent_freep) Agent *a = new_agent(&defaults, "q");
         char long_title[300], long_args[400];
         AgentAction act;
@@ -433,7 +433,7 @@ static void test_bad_calls(void) {
         }
 }
 
-static void test_empty_name_and_limits(void) {
+TEST(empty_name_and_limits) {
         _cleanup_(agent_freep) Agent *a = new_agent(&defaults, "q");
         const char *body =
                 "{\"choices\":[{\"message\":{\"tool_calls\":[{\"function\":{}},"
@@ -451,7 +451,7 @@ static void test_empty_name_and_limits(void) {
         expect_tool_message(a, base, "ww0010000", "unknown tool \\\"\\\"");
 }
 
-static void test_too_many_calls(void) {
+TEST(too_many_calls) {
         _cleanup_(agent_freep) Agent *a = new_agent(&defaults, "q");
         char body[8192];
         size_t n, base, count = 0;
@@ -485,7 +485,7 @@ static void test_too_many_calls(void) {
         expect_tool_message(a, base + 17, "c17", "not run");
 }
 
-static void test_step_bound(void) {
+TEST(step_bound) {
         AgentSettings s = defaults;
         AgentAction act;
         json_object *o, *msgs;
@@ -550,7 +550,7 @@ static void test_step_bound(void) {
         }
 }
 
-static void test_empty_answer(void) {
+TEST(empty_answer) {
         const char *bodies[] = {
                 "{\"choices\":[{\"message\":{\"content\":\"\"},\"finish_reason\":\"stop\"}]}",
                 "{\"choices\":[{\"message\":{\"content\":null},\"finish_reason\":\"stop\"}]}",
@@ -567,7 +567,7 @@ static void test_empty_answer(void) {
         }
 }
 
-static void test_length_and_upstream_errors(void) {
+TEST(length_and_upstream_errors) {
         static const struct {
                 unsigned status;
                 const char *body;
@@ -613,7 +613,7 @@ static void test_length_and_upstream_errors(void) {
         }
 }
 
-static void test_context_estimate(void) {
+TEST(context_estimate) {
         AgentSettings s = defaults;
         AgentAction act;
 
@@ -651,7 +651,7 @@ static void test_context_estimate(void) {
         }
 }
 
-static void test_abort(void) {
+TEST(abort) {
         _cleanup_(agent_freep) Agent *a = new_agent(&defaults, "q");
 
         next(a, AGENT_ACTION_SEND);
@@ -667,7 +667,7 @@ static void test_abort(void) {
         expect_fail(a, API_ERROR_QUERY_TIMEOUT, "timed out");
 }
 
-static void test_preload(void) {
+TEST(preload) {
         _cleanup_(agent_freep) Agent *a = new_agent(&defaults, "Compare them");
         const LlmMessage *m;
         const AgentSource *src;
@@ -706,7 +706,7 @@ static void test_preload(void) {
 
 /* ---- tool results ---- */
 
-static void test_truncation(void) {
+TEST(truncation) {
         AgentSettings s = defaults;
         _cleanup_(agent_freep) Agent *a = NULL;
         _cleanup_free_ char *content = NULL;
@@ -769,7 +769,7 @@ static void test_truncation(void) {
         expect_tool_message(a, base + 1, "call_1", "\"stderr\":\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbdoops\"");
 }
 
-static void test_fit_result(void) {
+TEST(fit_result) {
         char *r;
         bool cut;
         json_object *o;
@@ -816,7 +816,7 @@ static void test_fit_result(void) {
         free(r);
 }
 
-static void test_page_file_name(void) {
+TEST(page_file_name) {
         static const char *const table[][2] = {
                 { "Apple", "Apple.wiki" },     { "Apple pie", "Apple_pie.wiki" },
                 { "A/B", "A%2FB.wiki" },       { "Caf\xc3\xa9", "Caf%C3%A9.wiki" },
@@ -832,7 +832,7 @@ static void test_page_file_name(void) {
         }
 }
 
-static void test_tools_and_prompt(void) {
+TEST(tools_and_prompt) {
         const LlmTool *t;
         size_t n;
 
@@ -926,7 +926,7 @@ static unsigned rnd(unsigned *state, unsigned n) {
  * runs out of tokens, fails, or asks for 1..5 tool calls of which some are
  * invalid. The expected course is computed by a plain reading of API.md
  * 8.2 and compared action by action. */
-static void test_random_conversations(void) {
+TEST(random_conversations) {
         unsigned state = 12345;
 
         for (unsigned round = 0; round < 3000; round++) {
@@ -1048,23 +1048,4 @@ static void test_random_conversations(void) {
         }
 }
 
-int main(void) {
-        test_answer_at_once();
-        test_one_tool_then_answer();
-        test_several_calls_in_order();
-        test_bad_calls();
-        test_empty_name_and_limits();
-        test_too_many_calls();
-        test_step_bound();
-        test_empty_answer();
-        test_length_and_upstream_errors();
-        test_context_estimate();
-        test_abort();
-        test_preload();
-        test_truncation();
-        test_fit_result();
-        test_page_file_name();
-        test_tools_and_prompt();
-        test_random_conversations();
-        return 0;
-}
+DEFINE_TEST_MAIN()

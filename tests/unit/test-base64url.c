@@ -16,7 +16,7 @@ static void check(const char *in, size_t n, const char *expected) {
 
 /* RFC 4648 section 10, without padding, and the two characters that
  * differ from base64. */
-static void test_encode(void) {
+TEST(encode) {
         check("", 0, "");
         check("f", 1, "Zg");
         check("fo", 2, "Zm8");
@@ -30,7 +30,7 @@ static void test_encode(void) {
         ASSERT_EQ_INT(base64url_encoded_len(32), 43);
 }
 
-static void test_char_is_valid(void) {
+TEST(char_is_valid) {
         unsigned n = 0;
 
         for (int c = -128; c < 128; c++)
@@ -44,8 +44,4 @@ static void test_char_is_valid(void) {
         ASSERT_TRUE(!base64url_char_is_valid('\0'));
 }
 
-int main(void) {
-        test_encode();
-        test_char_is_valid();
-        return 0;
-}
+DEFINE_TEST_MAIN()

@@ -22,7 +22,7 @@ static int load(const char *const *env, Config *c, char **err) {
         return config_load(c, fake_getenv, (void *) env, err);
 }
 
-static void test_defaults(void) {
+TEST(defaults) {
         Config c;
         char *err = NULL;
 
@@ -67,7 +67,7 @@ static void expect_bad(const char *setting, const char *needle) {
         free(err);
 }
 
-static void test_ranges(void) {
+TEST(ranges) {
         const char *ok[] = {
                 "WIKI_WEB_QUEUE_RESERVATION_SECONDS=1",
                 "WIKI_WEB_QUEUE_HEARTBEAT_SECONDS=3600",
@@ -118,7 +118,7 @@ static void test_ranges(void) {
         expect_bad("WIKI_WEB_HTTP_REQUEST_TIMEOUT_SECONDS=0", "1..3600");
 }
 
-static void test_secrets(void) {
+TEST(secrets) {
         char dir[] = "/tmp/wikiweb-test-config-XXXXXX";
         char path[256], env_dir[300], env_file[300];
         FILE *f;
@@ -165,7 +165,7 @@ static void test_secrets(void) {
         (void) rmdir(dir);
 }
 
-static void test_parse_uint(void) {
+TEST(parse_uint) {
         uint64_t v;
 
         ASSERT_OK(parse_uint64_range("0", 0, 5, &v));
@@ -180,11 +180,4 @@ static void test_parse_uint(void) {
         ASSERT_EQ_INT(parse_uint64_range(NULL, 0, 5, &v), -EINVAL);
 }
 
-int main(void) {
-        test_defaults();
-        test_ranges();
-        test_secrets();
-        test_parse_uint();
-        printf("test-config: ok\n");
-        return 0;
-}
+DEFINE_TEST_MAIN()

@@ -255,7 +255,7 @@ static const Captured captured[] = {
         { "proxy-502.html", 502, API_ERROR_UPSTREAM_FAILED, "HTTP 502: <html>" },
 };
 
-static void test_captured(void) {
+TEST(captured) {
         for (size_t i = 0; i < ELEMENTSOF(captured); i++) {
                 const Captured *c = &captured[i];
                 _cleanup_free_ char *body = NULL;
@@ -294,7 +294,7 @@ static void test_captured(void) {
 }
 
 /* The second call of llama.cpp's reply, and finish_reason kept. */
-static void test_captured_details(void) {
+TEST(captured_details) {
         _cleanup_free_ char *body = NULL;
         LlmReply reply;
         LlmError err;
@@ -319,7 +319,7 @@ static void test_captured_details(void) {
 
 #define REPLY(msg) "{\"choices\":[{\"index\":0,\"message\":" msg ",\"finish_reason\":\"stop\"}]}"
 
-static void test_shapes(void) {
+TEST(shapes) {
         LlmReply reply;
         LlmError err;
         int r;
@@ -485,7 +485,7 @@ static void test_shapes(void) {
         llm_error_done(&err);
 }
 
-static void test_output_limit(void) {
+TEST(output_limit) {
         LlmReplyLimits small = { .max_output_bytes = 10 };
         LlmReply reply = { .content = NULL };
         LlmError err = { .message = NULL };
@@ -528,7 +528,7 @@ static void test_output_limit(void) {
 
 /* ---- hostile bytes ---- */
 
-static void test_hostile(void) {
+TEST(hostile) {
         LlmReply reply;
         LlmError err;
         size_t big = 4 * 1024 * 1024;
@@ -648,7 +648,7 @@ static json_object *field(json_object *o, const char *key) {
         return json_object_object_get_ex(o, key, &v) ? v : NULL;
 }
 
-static void test_build(void) {
+TEST(build) {
         LlmToolCall calls[] = {
                 { .id = (char *) "call_1",
                   .name = (char *) "wiki_read",
@@ -744,7 +744,7 @@ static void test_build(void) {
         }
 }
 
-static void test_estimate(void) {
+TEST(estimate) {
         ASSERT_EQ_INT(llm_estimate_prompt_tokens(0), 0);
         ASSERT_EQ_INT(llm_estimate_prompt_tokens(1), 1);
         ASSERT_EQ_INT(llm_estimate_prompt_tokens(4), 1);
@@ -757,7 +757,7 @@ static void test_estimate(void) {
         ASSERT_EQ_INT(llm_max_tokens(32768, 2, 0), 1);
 }
 
-static void test_role_table(void) {
+TEST(role_table) {
         ASSERT_EQ_STR(llm_role_to_string(LLM_ROLE_SYSTEM), "system");
         ASSERT_EQ_STR(llm_role_to_string(LLM_ROLE_USER), "user");
         ASSERT_EQ_STR(llm_role_to_string(LLM_ROLE_ASSISTANT), "assistant");
@@ -766,14 +766,4 @@ static void test_role_table(void) {
         ASSERT_TRUE(!llm_role_to_string(_LLM_ROLE_INVALID));
 }
 
-int main(void) {
-        test_captured();
-        test_captured_details();
-        test_shapes();
-        test_output_limit();
-        test_hostile();
-        test_build();
-        test_estimate();
-        test_role_table();
-        return 0;
-}
+DEFINE_TEST_MAIN()

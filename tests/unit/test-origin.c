@@ -39,7 +39,7 @@ static char *const list[] = {
         NULL,
 };
 
-static void test_no_origin(void) {
+TEST(no_origin) {
         CHECK(ORIGIN_ALLOW, NULL, "wiki.example", NULL, true, NULL);
         CHECK(ORIGIN_ALLOW, NULL, NULL, NULL, true, NULL);
         CHECK(ORIGIN_ALLOW, NULL, "wiki.example", "same-origin", true, list);
@@ -70,7 +70,7 @@ static void test_no_origin(void) {
         }
 }
 
-static void test_same_origin(void) {
+TEST(same_origin) {
         /* The scheme follows WIKI_WEB_COOKIE_SECURE. */
         CHECK(ORIGIN_ALLOW, "https://wiki.example", "wiki.example", NULL, true, NULL);
         CHECK(ORIGIN_DENY, "http://wiki.example", "wiki.example", NULL, true, NULL);
@@ -123,7 +123,7 @@ static void test_same_origin(void) {
         CHECK(ORIGIN_ALLOW, "https://wiki.example", " wiki.example ", NULL, true, NULL);
 }
 
-static void test_malformed_host(void) {
+TEST(malformed_host) {
         /* Missing Host: no own origin to compare with. */
         CHECK(ORIGIN_DENY, "https://wiki.example", NULL, NULL, true, NULL);
         CHECK(ORIGIN_DENY, "https://wiki.example", "", NULL, true, NULL);
@@ -140,7 +140,7 @@ static void test_malformed_host(void) {
         CHECK(ORIGIN_ALLOW_CORS, "https://app.example.com", NULL, NULL, true, list);
 }
 
-static void test_allow_list(void) {
+TEST(allow_list) {
         CHECK(ORIGIN_ALLOW_CORS, "https://app.example.com", "wiki.example", NULL, true, list);
         CHECK(ORIGIN_ALLOW_CORS, "https://APP.example.com", "wiki.example", NULL, true, list);
         CHECK(ORIGIN_ALLOW_CORS, "https://app.example.com:443", "wiki.example", NULL, true, list);
@@ -177,7 +177,7 @@ static void test_allow_list(void) {
         }
 }
 
-static void test_malformed_origin(void) {
+TEST(malformed_origin) {
         static const char *const bad[] = {
                 "null",
                 "Null",
@@ -221,7 +221,7 @@ static void test_malformed_origin(void) {
         }
 }
 
-static void test_long_origin(void) {
+TEST(long_origin) {
         char o[2048], host[2048];
         size_t prefix = STRLEN("https://");
 
@@ -251,7 +251,7 @@ static void test_long_origin(void) {
         }
 }
 
-static void test_verdict_to_string(void) {
+TEST(verdict_to_string) {
         ASSERT_EQ_STR(origin_verdict_to_string(ORIGIN_ALLOW), "allow");
         ASSERT_EQ_STR(origin_verdict_to_string(ORIGIN_ALLOW_CORS), "allow-cors");
         ASSERT_EQ_STR(origin_verdict_to_string(ORIGIN_DENY), "deny");
@@ -259,13 +259,4 @@ static void test_verdict_to_string(void) {
         ASSERT_TRUE(!origin_verdict_to_string(_ORIGIN_VERDICT_INVALID));
 }
 
-int main(void) {
-        test_no_origin();
-        test_same_origin();
-        test_malformed_host();
-        test_allow_list();
-        test_malformed_origin();
-        test_long_origin();
-        test_verdict_to_string();
-        return 0;
-}
+DEFINE_TEST_MAIN()

@@ -5,7 +5,7 @@
 #include "shared/random-util.h"
 #include "tests.h"
 
-static void test_random_bytes(void) {
+TEST(random_bytes) {
         uint8_t a[64] = { 0 }, b[64] = { 0 }, big[100000];
         size_t zeros = 0;
 
@@ -32,7 +32,7 @@ static void check_id(const char *id, const char *prefix) {
                 ASSERT_TRUE((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f'));
 }
 
-static void test_random_id(void) {
+TEST(random_id) {
         char a[40], b[40], small[35];
 
         ASSERT_OK(random_id("tk_", a, sizeof a));
@@ -51,8 +51,4 @@ static void test_random_id(void) {
         ASSERT_EQ_INT(random_id(NULL, a, sizeof a), -EINVAL);
 }
 
-int main(void) {
-        test_random_bytes();
-        test_random_id();
-        return 0;
-}
+DEFINE_TEST_MAIN()

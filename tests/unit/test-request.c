@@ -8,7 +8,7 @@
 
 #define JSON "application/json"
 
-static void test_content_type(void) {
+TEST(content_type) {
         static const char *const good[] = {
                 "application/json",
                 "APPLICATION/JSON",
@@ -116,7 +116,7 @@ static void bad_n(const char *ct, const char *body, size_t size, const char *exp
 
 #define BAD(body, expected) bad_n(JSON, (body), STRLEN(body), (expected))
 
-static void test_query_basic(void) {
+TEST(query_basic) {
         QueryBody q;
 
         OK("{\"question\":\"What is an apple?\"}", &q);
@@ -148,7 +148,7 @@ static void test_query_basic(void) {
         query_body_done(&q);
 }
 
-static void test_query_content_type(void) {
+TEST(query_content_type) {
         static const char body[] = "{\"question\":\"x\"}";
 
         bad_n(NULL, body, sizeof body - 1, "Content-Type must be application/json");
@@ -159,7 +159,7 @@ static void test_query_content_type(void) {
         bad_n("text/plain", "\xff", 1, "Content-Type must be application/json");
 }
 
-static void test_query_utf8(void) {
+TEST(query_utf8) {
         BAD("{\"question\":\"\xc0\xaf\"}", "body is not valid UTF-8");         /* overlong '/' */
         BAD("{\"question\":\"\xe0\x80\xaf\"}", "body is not valid UTF-8");     /* overlong, 3 bytes */
         BAD("{\"question\":\"\xf0\x80\x80\xaf\"}", "body is not valid UTF-8"); /* overlong, 4 bytes */
@@ -203,7 +203,7 @@ static void test_query_utf8(void) {
         BAD("{\"question\":\"a\\u0000b\"}", "question: must not contain NUL characters");
 }
 
-static void test_query_syntax(void) {
+TEST(query_syntax) {
         static const char *const bad_json[] = {
                 "",
                 " ",
@@ -286,7 +286,7 @@ static void test_query_syntax(void) {
         BAD("[] []", "body is not valid JSON");
 }
 
-static void test_query_duplicates(void) {
+TEST(query_duplicates) {
         BAD("{\"question\":\"x\",\"question\":\"y\"}", "body has a duplicate field");
         BAD("{\"question\":\"x\",\"question\":\"x\"}", "body has a duplicate field");
         BAD("{\"question\":\"x\",\"pages\":[],\"pages\":[]}", "body has a duplicate field");
@@ -303,7 +303,7 @@ static void test_query_duplicates(void) {
         BAD("{\"question\":\"x\",\"pages\":[{\"a\":1},{\"a\":1}]}", "pages[0]: must be a string");
 }
 
-static void test_query_fields(void) {
+TEST(query_fields) {
         BAD("{}", "question: is required");
         BAD("{\"pages\":[]}", "question: is required");
         BAD("{\"question\":\"x\",\"foo\":1}", "unknown field \"foo\"");
@@ -370,7 +370,7 @@ static void check_question_len(const char *c, size_t decoded_bytes, size_t n, bo
         free(b);
 }
 
-static void test_query_question(void) {
+TEST(query_question) {
         QueryBody q;
         char *b;
 
@@ -421,7 +421,7 @@ static void test_query_question(void) {
         query_body_done(&q);
 }
 
-static void test_query_pages(void) {
+TEST(query_pages) {
         char body[16384], *p;
         QueryBody q;
 
@@ -507,7 +507,7 @@ static void test_query_pages(void) {
         BAD("{\"pages\":[1],\"question\":2}", "question: must be a string");
 }
 
-static void test_query_nesting(void) {
+TEST(query_nesting) {
         char body[256];
 
         /* REQUEST_JSON_MAX_DEPTH containers are fine (and then the wrong
@@ -549,7 +549,7 @@ static void test_query_nesting(void) {
         }
 }
 
-static void test_query_big_body(void) {
+TEST(query_big_body) {
         /* A body of many ignored bytes: whitespace. Still fine. */
         size_t n = 60000;
         char *b = malloc(n);
@@ -590,7 +590,7 @@ static void join_bad(const char *ct, const char *body, size_t size, const char *
         ASSERT_EQ_INT(request_parse_join(ct, (const uint8_t *) body, size, NULL), -EINVAL);
 }
 
-static void test_join(void) {
+TEST(join) {
         /* Empty: any content type or none. */
         join_ok(NULL, NULL, 0);
         join_ok(NULL, "", 0);
@@ -621,18 +621,4 @@ static void test_join(void) {
         join_bad(JSON, "\x0b{}", 3, "body is not valid JSON");
 }
 
-int main(void) {
-        test_content_type();
-        test_query_basic();
-        test_query_content_type();
-        test_query_utf8();
-        test_query_syntax();
-        test_query_duplicates();
-        test_query_fields();
-        test_query_question();
-        test_query_pages();
-        test_query_nesting();
-        test_query_big_body();
-        test_join();
-        return 0;
-}
+DEFINE_TEST_MAIN()

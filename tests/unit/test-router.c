@@ -6,7 +6,7 @@
 #define QR "qr_0123456789abcdef0123456789abcdef"
 #define AF "af_fedcba9876543210fedcba9876543210"
 
-static void test_method_from_string(void) {
+TEST(method_from_string) {
         ASSERT_EQ_INT(http_method_from_string("GET"), HTTP_METHOD_GET);
         ASSERT_EQ_INT(http_method_from_string("HEAD"), HTTP_METHOD_HEAD);
         ASSERT_EQ_INT(http_method_from_string("POST"), HTTP_METHOD_POST);
@@ -56,7 +56,7 @@ static void expect_no_route(const char *path) {
         }
 }
 
-static void test_match(void) {
+TEST(match) {
         expect_route("/api/v1/health", ROUTE_HEALTH, "");
         expect_route("/api/v1/queue/join", ROUTE_QUEUE_JOIN, "");
         expect_route("/api/v1/queue/status", ROUTE_QUEUE_STATUS, "");
@@ -67,7 +67,7 @@ static void test_match(void) {
         expect_route("/api/v1/artifacts/" AF, ROUTE_ARTIFACT, AF);
 }
 
-static void test_no_match(void) {
+TEST(no_match) {
         static const char *const paths[] = {
                 "",
                 "/",
@@ -149,7 +149,7 @@ static void test_no_match(void) {
         }
 }
 
-static void test_huge_path(void) {
+TEST(huge_path) {
         size_t n = 1 << 20;
         char *p = malloc(n + 1);
         RouteMatch m;
@@ -163,7 +163,7 @@ static void test_huge_path(void) {
         free(p);
 }
 
-static void test_path_is_api(void) {
+TEST(path_is_api) {
         ASSERT_TRUE(router_path_is_api("/api/v1"));
         ASSERT_TRUE(router_path_is_api("/api/v1/"));
         ASSERT_TRUE(router_path_is_api("/api/v1/health"));
@@ -184,7 +184,7 @@ static void test_path_is_api(void) {
         ASSERT_TRUE(!router_path_is_api(NULL));
 }
 
-static void test_methods(void) {
+TEST(methods) {
         /* The full table: route x method. */
         static const struct {
                 Route route;
@@ -268,7 +268,7 @@ static void check_decode(const char *in, const char *out) {
         ASSERT_EQ_INT(n, strlen(out));
 }
 
-static void test_percent_decode(void) {
+TEST(percent_decode) {
         check_decode("", "");
         check_decode("/api/v1/health", "/api/v1/health");
         check_decode("/api/v1/h%65alth", "/api/v1/health");
@@ -295,13 +295,4 @@ static void test_percent_decode(void) {
         }
 }
 
-int main(void) {
-        test_method_from_string();
-        test_percent_decode();
-        test_match();
-        test_no_match();
-        test_huge_path();
-        test_path_is_api();
-        test_methods();
-        return 0;
-}
+DEFINE_TEST_MAIN()

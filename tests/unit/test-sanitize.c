@@ -66,7 +66,7 @@ static double now_sec(void) {
         return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
 }
 
-static void test_vectors(void) {
+TEST(vectors) {
         char path[4096];
         json_object *root, *vectors;
         size_t count;
@@ -98,7 +98,7 @@ static void test_vectors(void) {
         json_object_put(root);
 }
 
-static void test_rule_0_invalid_utf8(void) {
+TEST(rule_0_invalid_utf8) {
         /* One U+FFFD per maximal subpart, as Python's "replace" handler. */
         check("\xff", FFFD);
         check("a\x80z", "a" FFFD "z");
@@ -130,7 +130,7 @@ static void test_rule_0_invalid_utf8(void) {
         check("Bearer tok\xe2\x82\xac", "Bearer [REDACTED]\xe2\x82\xac");
 }
 
-static void test_nul_bytes(void) {
+TEST(nul_bytes) {
         static const char in[] = "a\0b\r\n\0";
         _cleanup_free_ char *out = NULL, *tok = NULL, *two = NULL;
 
@@ -153,7 +153,7 @@ static void test_nul_bytes(void) {
         check_n(NULL, 0, "", 0);
 }
 
-static void test_rule_2_bearer(void) {
+TEST(rule_2_bearer) {
         check("Bearer", "Bearer");
         check("Bearer ", "Bearer ");
         check("Bearertok", "Bearertok");
@@ -177,7 +177,7 @@ static void check_free(char *in, const char *expected) {
         free(in);
 }
 
-static void test_rule_3_tokens(void) {
+TEST(rule_3_tokens) {
         _cleanup_free_ char *a31 = repeat('a', 31), *a32 = repeat('a', 32), *d40 = repeat('-', 40),
                             *u32 = repeat('_', 32), *x26 = repeat('x', 26);
 
@@ -213,7 +213,7 @@ static void test_rule_3_tokens(void) {
         check_free(concat(x26 + 1, "Bearer tok"), "xxxxxxxxxxxxxxxxxxxxxxxxxBearer [REDACTED]");
 }
 
-static void test_rule_4_newlines(void) {
+TEST(rule_4_newlines) {
         check("\r", " ");
         check("\n", " ");
         check("a\r\nb\n\rc", "a  b  c");
@@ -231,7 +231,7 @@ static void check_cut(size_t n, const char *tail, size_t expected_len) {
         ASSERT_TRUE(memcmp(out, in, MIN(expected_len, n)) == 0);
 }
 
-static void test_rule_5_cut(void) {
+TEST(rule_5_cut) {
         _cleanup_free_ char *big = repeat('.', 5000), *out = NULL;
 
         check_cut(1024, "", 1024);
@@ -275,7 +275,7 @@ static void check_big(
         ASSERT_TRUE(dt < 5.0);
 }
 
-static void test_big_inputs(void) {
+TEST(big_inputs) {
         _cleanup_free_ char *buf = malloc(BIG_BYTES + 1);
         size_t n = BIG_BYTES;
 
@@ -331,14 +331,4 @@ static void test_big_inputs(void) {
         check_big("spaces", buf, n, "    ", 1024);
 }
 
-int main(void) {
-        test_vectors();
-        test_rule_0_invalid_utf8();
-        test_nul_bytes();
-        test_rule_2_bearer();
-        test_rule_3_tokens();
-        test_rule_4_newlines();
-        test_rule_5_cut();
-        test_big_inputs();
-        return EXIT_SUCCESS;
-}
+DEFINE_TEST_MAIN()

@@ -10,7 +10,7 @@
 #define TOK "abcdefghijklmnopqrstuvwxyzABCDEFGHIJ0123-_Z"
 #define TOK2 "ZYXWVUTSRQPONMLKJIHGFEDCBAzyxwvutsrqponm987"
 
-static void test_token_is_valid(void) {
+TEST(token_is_valid) {
         char buf[64];
 
         ASSERT_EQ_INT(strlen(TOK), SESSION_TOKEN_LEN);
@@ -64,7 +64,7 @@ static void expect_none(const char *header) {
         ASSERT_EQ_INT(t[0], 'X'); /* untouched */
 }
 
-static void test_cookie_parse(void) {
+TEST(cookie_parse) {
         /* The simple cases. */
         expect_token("wikiweb_session=" TOK, TOK);
         expect_token("a=b; wikiweb_session=" TOK, TOK);
@@ -139,7 +139,7 @@ static void test_cookie_parse(void) {
         expect_none("wikiweb_sess");
 }
 
-static void test_cookie_parse_huge(void) {
+TEST(cookie_parse_huge) {
         size_t n = 1024 * 1024;
         char *h = malloc(n + 64), t[SESSION_TOKEN_LEN + 1];
         size_t i = 0;
@@ -169,7 +169,7 @@ static void test_cookie_parse_huge(void) {
         free(h);
 }
 
-static void test_cookie_parse_exact_buffer(void) {
+TEST(cookie_parse_exact_buffer) {
         /* A header that ends right after the token, in a buffer exactly that
          * big: ASan catches any read past the NUL. */
         static const char src[] = "wikiweb_session=" TOK;
@@ -187,7 +187,7 @@ static void test_cookie_parse_exact_buffer(void) {
         free(h);
 }
 
-static void test_token_new(void) {
+TEST(token_new) {
         char a[SESSION_TOKEN_LEN + 1], b[SESSION_TOKEN_LEN + 1];
 
         memset(a, 'X', sizeof a);
@@ -214,7 +214,7 @@ static void test_token_new(void) {
         }
 }
 
-static void test_key_from_token(void) {
+TEST(key_from_token) {
         SessionKey k, k2;
         uint8_t d[SHA256_DIGEST_SIZE];
         char hex[65];
@@ -235,7 +235,7 @@ static void test_key_from_token(void) {
         ASSERT_EQ_STR(hex, "97af5c7528d292b012c6a73c2a5cefff13eaee1fee7000ae7c851bef677664d1");
 }
 
-static void test_set_cookie_header(void) {
+TEST(set_cookie_header) {
         char *h = NULL;
 
         ASSERT_OK(session_set_cookie_header(TOK, 2592000, true, &h));
@@ -268,7 +268,7 @@ static void test_set_cookie_header(void) {
 
 /* session_cookie_find() tells "none" from "malformed", which is what lets
  * the caller look through several Cookie fields in order. */
-static void test_cookie_find(void) {
+TEST(cookie_find) {
         char t[SESSION_TOKEN_LEN + 1];
 
         ASSERT_EQ_INT(session_cookie_find(NULL, t), -ENOENT);
@@ -282,14 +282,4 @@ static void test_cookie_find(void) {
         ASSERT_EQ_INT(session_cookie_parse("other=1", t), 0);
 }
 
-int main(void) {
-        test_token_is_valid();
-        test_cookie_find();
-        test_cookie_parse();
-        test_cookie_parse_huge();
-        test_cookie_parse_exact_buffer();
-        test_token_new();
-        test_key_from_token();
-        test_set_cookie_header();
-        return 0;
-}
+DEFINE_TEST_MAIN()

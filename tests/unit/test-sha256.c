@@ -30,7 +30,7 @@ static void check(const void *data, size_t len, const char *expected) {
 }
 
 /* FIPS 180-2 appendix B and the NIST example vectors. */
-static void test_vectors(void) {
+TEST(vectors) {
         check("", 0, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
         check("abc", 3, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
         check("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
@@ -41,7 +41,7 @@ static void test_vectors(void) {
               "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1");
 }
 
-static void test_million_a(void) {
+TEST(million_a) {
         static const char expected[] = "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0";
         size_t n = 1000000;
         uint8_t *buf = malloc(n), d[SHA256_DIGEST_SIZE];
@@ -64,7 +64,7 @@ static void test_million_a(void) {
 
 /* Padding edge cases: lengths around 55/56/63/64 bytes, against digests
  * computed with coreutils' sha256sum. */
-static void test_padding_edges(void) {
+TEST(padding_edges) {
         static const struct {
                 size_t len;
                 const char *hex;
@@ -82,7 +82,7 @@ static void test_padding_edges(void) {
                 check(buf, v[i].len, v[i].hex);
 }
 
-static void test_to_hex(void) {
+TEST(to_hex) {
         uint8_t d[SHA256_DIGEST_SIZE];
         char hex[65];
 
@@ -93,7 +93,7 @@ static void test_to_hex(void) {
 }
 
 /* done is safe on a zeroed, a live and an already freed context. */
-static void test_done(void) {
+TEST(done) {
         Sha256Ctx ctx = { 0 };
 
         sha256_done(&ctx);
@@ -105,11 +105,4 @@ static void test_done(void) {
         sha256_done(NULL);
 }
 
-int main(void) {
-        test_vectors();
-        test_million_a();
-        test_padding_edges();
-        test_to_hex();
-        test_done();
-        return 0;
-}
+DEFINE_TEST_MAIN()

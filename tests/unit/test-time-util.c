@@ -3,7 +3,7 @@
 #include "shared/time-util.h"
 #include "tests.h"
 
-static void test_rfc3339(void) {
+TEST(rfc3339) {
         char buf[RFC3339_MS_MAX];
 
         ASSERT_EQ_STR(format_rfc3339_ms(buf, 0), "1970-01-01T00:00:00.000Z");
@@ -12,7 +12,7 @@ static void test_rfc3339(void) {
                 format_rfc3339_ms(buf, 1795341600ULL * USEC_PER_SEC + 123999), "2026-11-22T10:00:00.123Z");
 }
 
-static void test_wallclock_is_stable(void) {
+TEST(wallclock_is_stable) {
         usec_t mono = now(CLOCK_MONOTONIC), first, real;
 
         /* The same monotonic point shows the same wall-clock time every time
@@ -29,9 +29,4 @@ static void test_wallclock_is_stable(void) {
         ASSERT_TRUE(monotonic_to_wallclock(USEC_INFINITY) == USEC_INFINITY);
 }
 
-int main(void) {
-        test_rfc3339();
-        test_wallclock_is_stable();
-        printf("test-time-util: ok\n");
-        return 0;
-}
+DEFINE_TEST_MAIN()

@@ -49,7 +49,7 @@ static const struct {
           "Request line and header fields exceed the maximum allowed size" },
 };
 
-static void test_api_error_table(void) {
+TEST(api_error_table) {
         ASSERT_EQ_INT(ELEMENTSOF(api_errors), _API_ERROR_MAX);
         for (size_t i = 0; i < ELEMENTSOF(api_errors); i++) {
                 ApiError e = api_errors[i].e;
@@ -87,7 +87,7 @@ static void test_api_error_table(void) {
                 ASSERT_TRUE(!to_string(invalid));                                       \
         } while (0)
 
-static void test_admission_names(void) {
+TEST(admission_names) {
         CHECK_NAMES(
                 admission_state_to_string,
                 _ADMISSION_STATE_MAX,
@@ -106,7 +106,7 @@ static void test_admission_names(void) {
                 "reservation");
 }
 
-static void test_origin_names(void) {
+TEST(origin_names) {
         CHECK_NAMES(
                 origin_verdict_to_string,
                 _ORIGIN_VERDICT_MAX,
@@ -116,7 +116,7 @@ static void test_origin_names(void) {
                 "deny");
 }
 
-static void test_route_names(void) {
+TEST(route_names) {
         /* Every route has a distinct name, for the logs. */
         for (int r = 0; r < _ROUTE_MAX; r++) {
                 ASSERT_TRUE(route_to_string(r) && *route_to_string(r));
@@ -127,7 +127,7 @@ static void test_route_names(void) {
         ASSERT_TRUE(!route_to_string(_ROUTE_INVALID));
 }
 
-static void test_http_method_names(void) {
+TEST(http_method_names) {
         /* Each method's token round-trips; OTHER has no name. */
         for (int m = 0; m < _HTTP_METHOD_MAX; m++) {
                 const char *s = http_method_to_string(m);
@@ -143,11 +143,4 @@ static void test_http_method_names(void) {
         ASSERT_TRUE(!http_method_to_string(_HTTP_METHOD_INVALID));
 }
 
-int main(void) {
-        test_api_error_table();
-        test_admission_names();
-        test_origin_names();
-        test_route_names();
-        test_http_method_names();
-        return 0;
-}
+DEFINE_TEST_MAIN()

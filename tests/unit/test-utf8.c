@@ -3,7 +3,7 @@
 #include "shared/utf8.h"
 #include "tests.h"
 
-static void test_valid(void) {
+TEST(valid) {
         ASSERT_TRUE(utf8_is_valid("", 0));
         ASSERT_TRUE(utf8_is_valid("a\0b", 3));
         ASSERT_TRUE(utf8_is_valid("\xc3\xa9\xe2\x82\xac\xf0\x9f\x8d\x8e", 9));
@@ -16,7 +16,7 @@ static void test_valid(void) {
         ASSERT_TRUE(!utf8_is_valid("\xff", 1));
 }
 
-static void test_cut_count(void) {
+TEST(cut_count) {
         const char *s = "a\xc3\xa9\xe2\x82\xac"; /* a é € : 1 + 2 + 3 bytes */
 
         ASSERT_EQ_INT(utf8_count(s, 6), 3);
@@ -30,7 +30,7 @@ static void test_cut_count(void) {
         ASSERT_EQ_INT(utf8_cut(s, 6, 0), 0);
 }
 
-static void test_make_valid(void) {
+TEST(make_valid) {
         char *r;
         size_t n;
 
@@ -57,9 +57,4 @@ static void test_make_valid(void) {
         free(r);
 }
 
-int main(void) {
-        test_valid();
-        test_cut_count();
-        test_make_valid();
-        return 0;
-}
+DEFINE_TEST_MAIN()

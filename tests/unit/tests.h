@@ -6,6 +6,7 @@
  * WIKIWEB_TEST_NO_SKIP=1 (CI does) to turn every skip into a failure. */
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,3 +85,96 @@ static inline const char *test_data_dir(void) {
         const char *e = getenv("WIKIWEB_TEST_DATA");
         return e ? e : "tests/unit/data";
 }
+
+/* Independent test cases, after systemd's tests.h:
+ *
+ *     TEST(name) { ... }          a case: a function test_name(void) that
+ *                                 builds its own fixture and frees it
+ *     DEFINE_TEST_MAIN()          a main() that runs every case of the file
+ *                                 in the order written
+ *     DEFINE_TEST_MAIN_WITH_INTRO(intro)
+ *                                 the same, after "int intro(void)", which
+ *                                 returns 0 to go on, or the exit code (77:
+ *                                 skip, via test_skip())
+ *
+ * "test-foo --only NAME" (repeatable) runs the named cases only; an unknown
+ * name is an error, so a typo does not pass as "nothing failed". Each case
+ * prints "NAME: ok" when it returns; a failed check aborts (see above). The
+ * older style, a main() that calls test functions itself, still works. */
+
+typedef struct TestCase {
+        const char *name;
+        void (*func)(void);
+        unsigned line;
+        struct TestCase *next;
+} TestCase;
+
+static TestCase *test_cases __attribute__((unused)) = NULL;
+
+static inline void test_register(TestCase *t) {
+        TestCase **p = &test_cases;
+
+        /* Kept in source order whatever order the constructors run in. */
+        while (*p && (*p)->line < t->line)
+                p = &(*p)->next;
+        t->next = *p;
+        *p = t;
+}
+
+#define TEST(n)                                                                         \
+        static void test_##n(void);                                                     \
+        __attribute__((constructor)) static void test_register_##n(void) {              \
+                static TestCase t = { .name = #n, .func = test_##n, .line = __LINE__ }; \
+                test_register(&t);                                                      \
+        }                                                                               \
+        static void test_##n(void)
+
+static inline int test_run_all(int argc, char **argv) {
+        const char *program = argc > 0 ? strrchr(argv[0], '/') : NULL;
+        unsigned n_run = 0;
+
+        program = program ? program + 1 : (argc > 0 ? argv[0] : "test");
+        for (int i = 1; i < argc; i++) {
+                bool known = false;
+
+                if (strcmp(argv[i], "--only") != 0 || i + 1 >= argc) {
+                        fprintf(stderr, "usage: %s [--only NAME]...\n", program);
+                        return 2;
+                }
+                i++;
+                for (TestCase *t = test_cases; t; t = t->next)
+                        known = known || strcmp(t->name, argv[i]) == 0;
+                if (!known) {
+                        fprintf(stderr, "%s: no test case \"%s\"\n", program, argv[i]);
+                        return 2;
+                }
+        }
+
+        for (TestCase *t = test_cases; t; t = t->next) {
+                bool selected = argc <= 1;
+
+                for (int i = 2; i < argc; i += 2)
+                        selected = selected || strcmp(argv[i], t->name) == 0;
+                if (!selected)
+                        continue;
+                t->func();
+                fprintf(stderr, "%s: ok\n", t->name);
+                n_run++;
+        }
+        printf("%s: %u case(s) ok\n", program, n_run);
+        return 0;
+}
+
+#define DEFINE_TEST_MAIN_WITH_INTRO(intro)       \
+        int main(int argc, char **argv) {        \
+                int _r = (intro) ();             \
+                if (_r != 0)                     \
+                        return _r;               \
+                return test_run_all(argc, argv); \
+        }
+
+static inline int test_no_intro(void) {
+        return 0;
+}
+
+#define DEFINE_TEST_MAIN() DEFINE_TEST_MAIN_WITH_INTRO(test_no_intro)

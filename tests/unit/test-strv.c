@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+#include "shared/strv.h"
+#include "tests.h"
+
+TEST(strv_length) {
+        char *const three[] = { (char *) "a", (char *) "b", (char *) "", NULL };
+        char *const none[] = { NULL };
+
+        ASSERT_EQ_INT(strv_length(NULL), 0);
+        ASSERT_EQ_INT(strv_length(none), 0);
+        ASSERT_EQ_INT(strv_length(three), 3);
+}
+
+TEST(strv_free) {
+        char **l = calloc(3, sizeof(char *));
+
+        ASSERT_TRUE(l);
+        ASSERT_TRUE(l[0] = strdup("one"));
+        ASSERT_TRUE(l[1] = strdup("two"));
+        /* Frees every string and the array (ASan's leak check sees it),
+         * returns NULL, and takes NULL. */
+        ASSERT_TRUE(strv_free(l) == NULL);
+        ASSERT_TRUE(strv_free(NULL) == NULL);
+}
+
+TEST(strv_freep) {
+        _cleanup_(strv_freep) char **l = calloc(2, sizeof(char *));
+        _cleanup_(strv_freep) char **empty = NULL;
+
+        ASSERT_TRUE(l);
+        ASSERT_TRUE(l[0] = strdup("freed on scope exit"));
+        /* A NULL strv is fine for the cleanup too. */
+        ASSERT_EQ_INT(strv_length(empty), 0);
+}
+
+DEFINE_TEST_MAIN()
