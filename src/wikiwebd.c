@@ -41,6 +41,7 @@ typedef struct Manager {
         Sandbox *sandbox;
         bool stopping;
         usec_t drain_deadline; /* 0 until no query runs while stopping */
+        usec_t exit_wake;      /* when exit_timer fires, while stopping */
         sd_event_source *exit_timer;
 } Manager;
 
@@ -298,20 +299,44 @@ static int on_exit_timer(sd_event_source *s, uint64_t usec, void *userdata);
  * but not completed, or when the drain time (counted from the end of the
  * query) is over. Called after every loop iteration while stopping. */
 static void maybe_exit(Manager *m) {
-        usec_t t = now(CLOCK_MONOTONIC);
+        usec_t t = now(CLOCK_MONOTONIC), wake;
 
         if (!m->stopping || query_executor_busy(m->executor))
                 return;
-        if (m->drain_deadline == 0) {
+        if (m->drain_deadline == 0)
                 m->drain_deadline = usec_add(t, STOP_DRAIN_USEC);
-                /* Wake up at the deadline even if nothing else happens. */
-                m->exit_timer = sd_event_source_disable_unref(m->exit_timer);
-                (void) sd_event_add_time(
-                        m->event, &m->exit_timer, CLOCK_MONOTONIC, m->drain_deadline, 0, on_exit_timer, m);
-        }
-        if (http_server_active_count(m->http) > 0 && t < m->drain_deadline)
+        if (t >= m->drain_deadline) {
+                (void) sd_event_exit(m->event, 0);
                 return;
-        (void) sd_event_exit(m->event, 0);
+        }
+
+        if (http_server_active_count(m->http) > 0)
+                /* Requests in flight: until they end, or the deadline. */
+                wake = m->drain_deadline;
+        else {
+                /* A connection accepted just before the stop whose request
+                 * has not arrived yet: wait a moment for it (seen under
+                 * load: a polling client's request closed unanswered by a
+                 * restart). */
+                usec_t fresh = http_server_fresh_until(m->http);
+
+                if (fresh <= t) {
+                        (void) sd_event_exit(m->event, 0);
+                        return;
+                }
+                wake = MIN(fresh, m->drain_deadline);
+        }
+
+        /* Wake up then even if nothing else happens. */
+        if (m->exit_timer && m->exit_wake == wake)
+                return;
+        m->exit_timer = sd_event_source_disable_unref(m->exit_timer);
+        if (sd_event_add_time(m->event, &m->exit_timer, CLOCK_MONOTONIC, wake, 0, on_exit_timer, m) < 0) {
+                (void) sd_event_exit(m->event, 0);
+                return;
+        }
+        (void) sd_event_source_set_description(m->exit_timer, "stop-drain");
+        m->exit_wake = wake;
 }
 
 /* The exit timer: the drain deadline, or, while a query still runs, the end

@@ -364,6 +364,19 @@ unsigned http_server_active_count(const HttpServer *s) {
         return s ? s->n_requests : 0;
 }
 
+usec_t http_server_fresh_until(const HttpServer *s) {
+        usec_t timeout, began;
+
+        if (!s || !s->waiting_tail)
+                return 0;
+        /* The waiting list is in deadline order, every deadline set to "now +
+         * the request timeout" when the connection began to wait: the tail
+         * is the newest. */
+        timeout = s->config->http_request_timeout_seconds * USEC_PER_SEC;
+        began = s->waiting_tail->deadline > timeout ? s->waiting_tail->deadline - timeout : 0;
+        return usec_add(began, HTTP_STOP_FRESH_USEC);
+}
+
 static const char *header(struct MHD_Connection *c, const char *name) {
         return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
 }

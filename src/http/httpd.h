@@ -66,6 +66,14 @@ void http_server_quiesce(HttpServer *s);
 /* Number of requests begun and not yet completed (an idle keep-alive
  * connection has none). */
 unsigned http_server_active_count(const HttpServer *s);
+/* How long a stop should still wait for connections that have sent no
+ * request yet: until HTTP_STOP_FRESH_USEC after the newest of them was
+ * accepted (or last answered), since its request is most likely on its way
+ * (a client connects, then writes); 0 when there is none. Exiting before
+ * would close it unanswered. Only matters after http_server_quiesce(), when
+ * no new connection is accepted, so it ends soon. */
+#define HTTP_STOP_FRESH_USEC (1 * USEC_PER_SEC)
+usec_t http_server_fresh_until(const HttpServer *s);
 
 /* Accessors for handlers. All returned pointers are borrowed from the
  * request and valid until the response is queued. */

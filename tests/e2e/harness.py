@@ -341,6 +341,24 @@ class Daemon:
                                  f'({time.monotonic() - t0:.2f} s); log:\n{self.log()}')
         self.check_log_secrecy()
 
+    def wait_exit(self, timeout=5.0):
+        """For a test that has already sent SIGTERM itself: wait for the exit,
+        run the secrecy checks, clean up; returns the exit status."""
+        self.stopped = True
+        try:
+            try:
+                rc = self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._kill()
+                raise AssertionError(f'daemon did not exit within {timeout} s; log:\n{self.log()}')
+            _LIVE.discard(self)
+            self.check_log_secrecy()
+            return rc
+        finally:
+            if self.notify_sock:
+                self.notify_sock.close()
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
     @property
     def state_directory(self):
         return os.path.join(self.tmp, 'state')
