@@ -4,7 +4,9 @@
 
 #include "config-version.h"
 #include "http/api.h"
+#include "http/render.h"
 #include "http/request.h"
+#include "shared/json-util.h"
 #include "shared/log.h"
 #include "shared/macro.h"
 #include "shared/random-util.h"
@@ -34,8 +36,6 @@ struct Api {
         usec_t running_since;  /* monotonic, the claim */
         usec_t running_queued; /* how long its ticket waited before the claim */
 };
-
-DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
 
 static void api_on_cleanup_confirmed(const char *query_id, void *userdata) {
         Api *api = userdata;
@@ -350,14 +350,20 @@ static void on_query_done(const QueryOutcome *o, void *userdata) {
         if (!req)
                 return;
         if (o->succeeded) {
-                _cleanup_(json_object_putp) json_object *record = NULL;
+                _cleanup_(history_record_freep) HistoryRecord *record = NULL;
+                _cleanup_(json_object_putp) json_object *body = NULL;
 
-                r = history_get(api->history, o->query_id, http_request_session(req), &record);
+                r = history_get_record(api->history, o->query_id, http_request_session(req), &record);
+                if (r >= 0) {
+                        body = render_history_record(record);
+                        if (!body)
+                                r = -ENOMEM;
+                }
                 if (r < 0) {
                         log_error_errno(r, "Query %s succeeded but its record cannot be read", o->query_id);
                         http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, h);
                 } else
-                        http_reply(req, 200, json_object_to_json_string_ext(record, JSON_C_TO_STRING_PLAIN), h);
+                        http_reply(req, 200, render_body(body), h);
         } else
                 http_reply_error(req, o->error, o->message, h);
 }
@@ -440,12 +446,17 @@ static HttpHandlerResult handle_query(Api *api, HttpRequest *req) {
         return HTTP_SUSPENDED;
 }
 
+/* 200 with o as its body, taking o; NULL (out of memory): a 500. */
 static HttpHandlerResult reply_json_object(HttpRequest *req, json_object *o) {
-        return http_reply(req, 200, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN), NULL);
+        _cleanup_(json_object_putp) json_object *body = o;
+
+        if (!body)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        return http_reply(req, 200, render_body(body), NULL);
 }
 
 static HttpHandlerResult handle_history_list(Api *api, HttpRequest *req) {
-        _cleanup_(json_object_putp) json_object *page = NULL;
+        _cleanup_(history_page_freep) HistoryPage *page = NULL;
         const char *cursor = http_request_argument(req, "cursor"), *message = NULL;
         unsigned limit;
         int r;
@@ -454,22 +465,22 @@ static HttpHandlerResult handle_history_list(Api *api, HttpRequest *req) {
         if (r < 0)
                 return http_reply_error(req, API_ERROR_INVALID_INPUT, message, NULL);
 
-        r = history_list(api->history, http_request_session(req), limit, cursor, &page);
+        r = history_list_records(api->history, http_request_session(req), limit, cursor, &page);
         if (r < 0)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-        return reply_json_object(req, page);
+        return reply_json_object(req, render_history_page(page));
 }
 
 static HttpHandlerResult handle_history_get(Api *api, HttpRequest *req, const char *id) {
-        _cleanup_(json_object_putp) json_object *record = NULL;
+        _cleanup_(history_record_freep) HistoryRecord *record = NULL;
         int r;
 
-        r = history_get(api->history, id, http_request_session(req), &record);
+        r = history_get_record(api->history, id, http_request_session(req), &record);
         if (r == -ENOENT)
                 return http_reply_error(req, API_ERROR_QUERY_NOT_FOUND, NULL, NULL);
         if (r < 0)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-        return reply_json_object(req, record);
+        return reply_json_object(req, render_history_record(record));
 }
 
 static HttpHandlerResult handle_history_delete(Api *api, HttpRequest *req, const char *id) {

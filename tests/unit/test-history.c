@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "http/render.h"
+#include "shared/json-util.h"
 #include "shared/macro.h"
 #include "shared/sha256.h"
 #include "store/history.h"
@@ -15,9 +17,8 @@
  * fresh temporary directory: the record shape, the state transitions,
  * session isolation, paging, the strict argument parser, deletion, crash
  * recovery, artifacts (written directly with SQL, as the sandbox stage
- * will), and refusing files that are not ours. */
-
-DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
+ * will), and refusing files that are not ours. The store returns structs;
+ * the checks read them as the API renders them (src/http/render.c). */
 
 /* 2025-11-22T10:00:00.123456Z: sub-millisecond digits that must be cut. */
 #define T0 ((usec_t) 1763805600123456ULL)
@@ -147,6 +148,40 @@ static long long sql_int(const char *dir, const char *sql) {
         return v;
 }
 
+/* history_get_record() rendered as the API does; *ret untouched on failure. */
+static int get_json(History *h, const char *id, const SessionKey *k, json_object **ret) {
+        _cleanup_(history_record_freep) HistoryRecord *rec = NULL;
+        int r;
+
+        r = history_get_record(h, id, k, &rec);
+        if (r < 0) {
+                ASSERT_TRUE(rec == NULL);
+                return r;
+        }
+        ASSERT_TRUE(rec);
+        ASSERT_EQ_STR(rec->id, id);
+        *ret = render_history_record(rec);
+        ASSERT_TRUE(*ret);
+        return 0;
+}
+
+/* history_list_records() rendered as the API does; *ret untouched on failure. */
+static int list_json(History *h, const SessionKey *k, unsigned limit, const char *cursor, json_object **ret) {
+        _cleanup_(history_page_freep) HistoryPage *page = NULL;
+        int r;
+
+        r = history_list_records(h, k, limit, cursor, &page);
+        if (r < 0) {
+                ASSERT_TRUE(page == NULL);
+                return r;
+        }
+        ASSERT_TRUE(page);
+        ASSERT_TRUE(page->n_records <= limit);
+        *ret = render_history_page(page);
+        ASSERT_TRUE(*ret);
+        return 0;
+}
+
 static json_object *get_key(json_object *o, const char *k) {
         json_object *v = NULL;
 
@@ -221,7 +256,7 @@ static void assert_rfc3339_ms(const char *t) {
 static json_object *get_record(History *h, const char *id, const SessionKey *k) {
         json_object *o = NULL;
 
-        ASSERT_OK(history_get(h, id, k, &o));
+        ASSERT_OK(get_json(h, id, k, &o));
         ASSERT_TRUE(o);
         assert_keys(o, record_keys, ELEMENTSOF(record_keys));
         ASSERT_EQ_STR(get_str(o, "id"), id);
@@ -497,7 +532,7 @@ static void test_other_session(History *h) {
         json_object *o = NULL;
 
         for (unsigned i = 1; i <= 5; i++) {
-                ASSERT_EQ_INT(history_get(h, qid(i), &other, &o), -ENOENT);
+                ASSERT_EQ_INT(get_json(h, qid(i), &other, &o), -ENOENT);
                 ASSERT_TRUE(o == NULL);
                 ASSERT_EQ_INT(history_delete(h, qid(i), &other), -ENOENT);
                 ASSERT_EQ_INT(history_is_running(h, qid(i), &other), 0);
@@ -505,7 +540,7 @@ static void test_other_session(History *h) {
         ASSERT_EQ_INT(history_get_artifact(h, "af_00000000000000000000000000000001", &other, &a), -ENOENT);
         ASSERT_TRUE(a.data == NULL && a.name == NULL);
 
-        ASSERT_OK(history_list(h, &other, 20, NULL, &list));
+        ASSERT_OK(list_json(h, &other, 20, NULL, &list));
         assert_json(list, "{\"items\":[],\"next_cursor\":null}");
 
         /* Still there for the owner. */
@@ -543,7 +578,7 @@ static void test_list(History *h) {
                 json_object *items, *next;
 
                 ASSERT_TRUE(n_pages < ELEMENTSOF(pages));
-                ASSERT_OK(history_list(h, &k, 2, cursor, &pages[n_pages]));
+                ASSERT_OK(list_json(h, &k, 2, cursor, &pages[n_pages]));
                 assert_keys(pages[n_pages], (const char *const[]){ "items", "next_cursor" }, 2);
                 items = get_key(pages[n_pages], "items");
                 next = get_key(pages[n_pages], "next_cursor");
@@ -582,7 +617,7 @@ static void test_list(History *h) {
                 json_object *items;
 
                 n = 0;
-                ASSERT_OK(history_list(h, &k, limit, NULL, &o));
+                ASSERT_OK(list_json(h, &k, limit, NULL, &o));
                 items = get_key(o, "items");
                 ASSERT_EQ_INT(json_object_array_length(items), 5);
                 assert_null(o, "next_cursor");
@@ -595,9 +630,9 @@ static void test_list(History *h) {
         {
                 _cleanup_(json_object_putp) json_object *o1 = NULL, *o2 = NULL;
 
-                ASSERT_OK(history_list(h, &k, 4, NULL, &o1));
+                ASSERT_OK(list_json(h, &k, 4, NULL, &o1));
                 ASSERT_EQ_INT(json_object_array_length(get_key(o1, "items")), 4);
-                ASSERT_OK(history_list(h, &k, 4, get_str(o1, "next_cursor"), &o2));
+                ASSERT_OK(list_json(h, &k, 4, get_str(o1, "next_cursor"), &o2));
                 ASSERT_EQ_INT(json_object_array_length(get_key(o2, "items")), 1);
                 ASSERT_EQ_STR(get_str(json_object_array_get_idx(get_key(o2, "items"), 0), "id"), expected[4]);
                 assert_null(o2, "next_cursor");
@@ -607,14 +642,14 @@ static void test_list(History *h) {
         {
                 _cleanup_(json_object_putp) json_object *o = NULL;
 
-                ASSERT_OK(history_list(h, &k, 20, "1", &o));
+                ASSERT_OK(list_json(h, &k, 20, "1", &o));
                 assert_json(o, "{\"items\":[],\"next_cursor\":null}");
         }
         /* The largest cursor is "from the newest". */
         {
                 _cleanup_(json_object_putp) json_object *o = NULL;
 
-                ASSERT_OK(history_list(h, &k, 1, "9223372036854775807", &o));
+                ASSERT_OK(list_json(h, &k, 1, "9223372036854775807", &o));
                 ASSERT_EQ_STR(get_str(json_object_array_get_idx(get_key(o, "items"), 0), "id"), expected[0]);
         }
 
@@ -623,11 +658,11 @@ static void test_list(History *h) {
                 static const char *const bad_cursors[] = { "", "0", "abc", "-3", "01", "9223372036854775808" };
                 json_object *o = NULL;
 
-                ASSERT_EQ_INT(history_list(h, &k, 0, NULL, &o), -EINVAL);
-                ASSERT_EQ_INT(history_list(h, &k, 101, NULL, &o), -EINVAL);
-                ASSERT_EQ_INT(history_list(h, &k, UINT32_MAX, NULL, &o), -EINVAL);
+                ASSERT_EQ_INT(list_json(h, &k, 0, NULL, &o), -EINVAL);
+                ASSERT_EQ_INT(list_json(h, &k, 101, NULL, &o), -EINVAL);
+                ASSERT_EQ_INT(list_json(h, &k, UINT32_MAX, NULL, &o), -EINVAL);
                 for (size_t i = 0; i < ELEMENTSOF(bad_cursors); i++)
-                        ASSERT_EQ_INT(history_list(h, &k, 20, bad_cursors[i], &o), -EINVAL);
+                        ASSERT_EQ_INT(list_json(h, &k, 20, bad_cursors[i], &o), -EINVAL);
                 ASSERT_TRUE(o == NULL);
         }
 
@@ -733,7 +768,7 @@ static void test_delete(History *h) {
         {
                 json_object *o = NULL;
 
-                ASSERT_EQ_INT(history_get(h, qid(300), &k, &o), -ENOENT);
+                ASSERT_EQ_INT(get_json(h, qid(300), &k, &o), -ENOENT);
                 ASSERT_TRUE(o == NULL);
         }
         ASSERT_EQ_INT(history_delete(h, qid(300), &k), -ENOENT);
@@ -896,7 +931,7 @@ static void test_artifacts(void) {
                 _cleanup_(json_object_putp) json_object *o = NULL;
                 json_object *items;
 
-                ASSERT_OK(history_list(h, &k, 20, NULL, &o));
+                ASSERT_OK(list_json(h, &k, 20, NULL, &o));
                 items = get_key(o, "items");
                 ASSERT_EQ_INT(json_object_array_length(items), 2);
                 ASSERT_EQ_STR(get_str(json_object_array_get_idx(items, 1), "id"), qid(500));
