@@ -176,10 +176,13 @@ static int recover(History *h, unsigned *ret) {
 }
 
 int history_open(const char *directory, History **ret, unsigned *ret_recovered) {
+        _cleanup_(history_freep) History *h = NULL;
         _cleanup_free_ char *path = NULL;
-        History *h;
         unsigned recovered = 0;
         int r, create;
+
+        assert(directory);
+        assert(ret);
 
         if (asprintf(&path, "%s/history.sqlite3", directory) < 0)
                 return -ENOMEM;
@@ -195,7 +198,6 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
                         "History store: cannot open %s: %s",
                         path,
                         h->db ? sqlite3_errmsg(h->db) : "out of memory");
-                history_free(h);
                 return -EIO;
         }
         (void) sqlite3_extended_result_codes(h->db, 1);
@@ -226,13 +228,12 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
                 r = recover(h, &recovered);
         if (r < 0) {
                 log_error("History store: %s is not usable.", path);
-                history_free(h);
                 return r;
         }
 
         if (ret_recovered)
                 *ret_recovered = recovered;
-        *ret = h;
+        *ret = TAKE_PTR(h);
         return 0;
 }
 
@@ -259,6 +260,11 @@ static int step_durable(History *h, sqlite3_stmt *s) {
 int history_begin(History *h, const char *id, const SessionKey *session, const char *question, usec_t created_at) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
         int r;
+
+        assert(h);
+        assert(id);
+        assert(session);
+        assert(question);
 
         r = prepare(
                 h,
@@ -311,6 +317,10 @@ static bool is_json_array(const char *text) {
 int history_finish(History *h, const char *id, const HistoryOutcome *o) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
         int r;
+
+        assert(h);
+        assert(id);
+        assert(o);
 
         if (!is_json_array(o->sources_json))
                 return -EINVAL;
@@ -543,6 +553,10 @@ int history_is_running(History *h, const char *id, const SessionKey *session) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
         int r;
 
+        assert(h);
+        assert(id);
+        assert(session);
+
         r = select_owned(
                 h, "SELECT status = 'running' FROM queries WHERE id = ?1 AND session = ?2", id, session, &s);
         if (r <= 0)
@@ -575,6 +589,9 @@ int history_parse_list_arguments(
         const char *limit, const char *cursor, unsigned *ret_limit, const char **ret_message) {
         uint64_t l = HISTORY_LIMIT_DEFAULT;
         int64_t c;
+
+        assert(ret_limit);
+        assert(ret_message);
 
         if (limit && (parse_strict_uint(limit, HISTORY_LIMIT_MAX, &l) < 0 || l < HISTORY_LIMIT_MIN)) {
                 *ret_message = "limit must be an integer from 1 to 100";
@@ -647,6 +664,10 @@ int history_delete(History *h, const char *id, const SessionKey *session) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
         int r;
 
+        assert(h);
+        assert(id);
+        assert(session);
+
         r = history_is_running(h, id, session);
         if (r < 0)
                 return r;
@@ -665,6 +686,7 @@ int history_delete(History *h, const char *id, const SessionKey *session) {
 }
 
 void history_artifact_done(HistoryArtifact *a) {
+        assert(a);
         free(a->name);
         free(a->media_type);
         free(a->data);
@@ -676,6 +698,11 @@ int history_get_artifact(History *h, const char *id, const SessionKey *session, 
         HistoryArtifact a = { 0 };
         const void *data;
         int r, size;
+
+        assert(h);
+        assert(id);
+        assert(session);
+        assert(ret);
 
         r = select_owned(
                 h,
@@ -720,6 +747,9 @@ int history_add_artifact(
         uint8_t buf[65536];
         uint64_t done = 0;
         int r;
+
+        assert(h);
+        assert(query_id);
 
         if (!sha256 || strlen(sha256) != 64 || !name || !*name || !media_type || fd < 0)
                 return -EINVAL;
