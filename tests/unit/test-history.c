@@ -23,8 +23,6 @@
 /* 2025-11-22T10:00:00.123456Z: sub-millisecond digits that must be cut. */
 #define T0 ((usec_t) 1763805600123456ULL)
 
-static char tmpdir[] = "/tmp/test-history-XXXXXX";
-
 /* ---- helpers ---- */
 
 static SessionKey key(uint8_t n) {
@@ -50,13 +48,6 @@ static char *path_in(const char *dir, const char *name) {
         return p;
 }
 
-static char *make_subdir(const char *name) {
-        char *p = path_in(tmpdir, name);
-
-        ASSERT_TRUE(mkdir(p, 0700) == 0);
-        return p;
-}
-
 /* Remove dir and the files in it, recursing into subdirectories. */
 static void rm_rf(const char *dir) {
         DIR *d = opendir(dir);
@@ -78,6 +69,43 @@ static void rm_rf(const char *dir) {
         }
         closedir(d);
         ASSERT_TRUE(rmdir(dir) == 0);
+}
+
+/* A fresh directory of its own for one case: /tmp/test-history-NAME-XXXXXX.
+ * Declared _cleanup_(rm_rf_freep), it goes with everything in it. */
+static char *make_subdir(const char *name) {
+        char *p;
+
+        ASSERT_TRUE(asprintf(&p, "/tmp/test-history-%s-XXXXXX", name) >= 0);
+        ASSERT_TRUE(mkdtemp(p));
+        return p;
+}
+
+static void rm_rf_freep(char **dir) {
+        if (!*dir)
+                return;
+        rm_rf(*dir);
+        free(*dir);
+}
+
+/* A case on a store of its own, open in a fresh directory. */
+typedef struct Fixture {
+        char *dir;
+        History *h;
+} Fixture;
+
+static History *open_store(const char *dir, unsigned expected_recovered);
+
+static Fixture fixture_new(const char *name) {
+        Fixture f = { .dir = make_subdir(name) };
+
+        f.h = open_store(f.dir, 0);
+        return f;
+}
+
+static void fixture_done(Fixture *f) {
+        f->h = history_free(f->h);
+        rm_rf_freep(&f->dir);
 }
 
 static void write_file(const char *path, const void *data, size_t size) {
@@ -283,8 +311,9 @@ static void finish_ok(History *h, const char *id, usec_t finished_at) {
 
 /* ---- tests ---- */
 
-static void test_open_creates_file(void) {
-        _cleanup_free_ char *dir = make_subdir("create"), *p = path_in(dir, "history.sqlite3");
+TEST(open_creates_file) {
+        _cleanup_(rm_rf_freep) char *dir = make_subdir("create");
+        _cleanup_free_ char *p = path_in(dir, "history.sqlite3");
         struct stat st;
         History *h;
 
@@ -311,7 +340,7 @@ static void test_open_creates_file(void) {
         }
 }
 
-static void test_running_record(History *h) {
+static void run_running_record(History *h) {
         const SessionKey k = key(1);
         _cleanup_(json_object_putp) json_object *o = NULL;
         json_object *timings, *usage;
@@ -344,7 +373,13 @@ static void test_running_record(History *h) {
         ASSERT_EQ_INT(get_int(usage, "completion_tokens"), 0);
 }
 
-static void test_finish_failed(History *h) {
+TEST(running_record) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("running-record");
+
+        run_running_record(f.h);
+}
+
+static void run_finish_failed(History *h) {
         const SessionKey k = key(1);
         _cleanup_(json_object_putp) json_object *o = NULL;
         json_object *e;
@@ -379,7 +414,13 @@ static void test_finish_failed(History *h) {
         ASSERT_EQ_STR(get_str(o, "finished_at"), "2025-11-22T10:00:30.124Z");
 }
 
-static void test_finish_succeeded(History *h) {
+TEST(finish_failed) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("finish-failed");
+
+        run_finish_failed(f.h);
+}
+
+static void run_finish_succeeded(History *h) {
         const SessionKey k = key(1);
         _cleanup_(json_object_putp) json_object *o = NULL;
         json_object *src, *s0;
@@ -440,7 +481,15 @@ static void test_finish_succeeded(History *h) {
         ASSERT_EQ_INT(get_int(get_key(o, "usage"), "prompt_tokens"), 1234);
 }
 
-static void test_finish_saturates(History *h) {
+/* qid(2) completed first: completing it again is refused too. */
+TEST(finish_succeeded) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("finish-succeeded");
+
+        run_finish_failed(f.h);
+        run_finish_succeeded(f.h);
+}
+
+static void run_finish_saturates(History *h) {
         const SessionKey k = key(1);
         _cleanup_(json_object_putp) json_object *o = NULL;
         HistoryOutcome out = {
@@ -461,7 +510,13 @@ static void test_finish_saturates(History *h) {
         ASSERT_EQ_STR(get_str(get_key(o, "usage"), "model"), "");
 }
 
-static void test_finish_rejects_bad_sources(History *h) {
+TEST(finish_saturates) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("finish-saturates");
+
+        run_finish_saturates(f.h);
+}
+
+static void run_finish_rejects_bad_sources(History *h) {
         const SessionKey k = key(1);
         static const char *const bad[] = {
                 "{}",
@@ -514,7 +569,13 @@ static void test_finish_rejects_bad_sources(History *h) {
         }
 }
 
-static void test_begin_duplicate(History *h) {
+TEST(finish_rejects_bad_sources) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("finish-rejects-bad-sources");
+
+        run_finish_rejects_bad_sources(f.h);
+}
+
+static void run_begin_duplicate(History *h) {
         const SessionKey k = key(1), other = key(2);
 
         ASSERT_EQ_INT(history_begin(h, qid(1), &k, "again", T0), -EEXIST);
@@ -525,7 +586,17 @@ static void test_begin_duplicate(History *h) {
         assert_status(h, qid(3), &k, "succeeded");
 }
 
-static void test_other_session(History *h) {
+/* qid(1) running, qid(2) failed, qid(3) succeeded first. */
+TEST(begin_duplicate) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("begin-duplicate");
+
+        run_running_record(f.h);
+        run_finish_failed(f.h);
+        run_finish_succeeded(f.h);
+        run_begin_duplicate(f.h);
+}
+
+static void run_other_session(History *h) {
         const SessionKey owner = key(1), other = key(2);
         _cleanup_(json_object_putp) json_object *list = NULL;
         HistoryArtifact a = { 0 };
@@ -547,6 +618,18 @@ static void test_other_session(History *h) {
         assert_status(h, qid(1), &owner, "running");
 }
 
+/* The records qid(1)..qid(5) of the cases above first, in their state. */
+TEST(other_session) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("other-session");
+
+        run_running_record(f.h);
+        run_finish_failed(f.h);
+        run_finish_succeeded(f.h);
+        run_finish_saturates(f.h);
+        run_finish_rejects_bad_sources(f.h);
+        run_other_session(f.h);
+}
+
 static void collect_ids(json_object *items, const char **ids, size_t *n, size_t max) {
         for (size_t i = 0; i < json_object_array_length(items); i++) {
                 json_object *r = json_object_array_get_idx(items, i);
@@ -557,7 +640,7 @@ static void collect_ids(json_object *items, const char **ids, size_t *n, size_t 
         }
 }
 
-static void test_list(History *h) {
+static void run_list(History *h) {
         const SessionKey k = key(3), noise = key(4);
         char expected[5][40];
         json_object *pages[8] = { NULL };
@@ -672,7 +755,13 @@ static void test_list(History *h) {
         }
 }
 
-static void test_parse_list_arguments(void) {
+TEST(list) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("list");
+
+        run_list(f.h);
+}
+
+TEST(parse_list_arguments) {
         static const struct {
                 const char *limit, *cursor;
                 unsigned expected;
@@ -754,7 +843,7 @@ static void test_parse_list_arguments(void) {
                 }
 }
 
-static void test_delete(History *h) {
+static void run_delete(History *h) {
         const SessionKey k = key(5), other = key(6);
         HistoryOutcome out = { .succeeded = false, .error_code = "x", .error_message = "y" };
 
@@ -782,8 +871,14 @@ static void test_delete(History *h) {
         ASSERT_OK(history_finish(h, qid(300), &out));
 }
 
-static void test_recovery(void) {
-        _cleanup_free_ char *dir = make_subdir("recovery");
+TEST(delete) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("delete");
+
+        run_delete(f.h);
+}
+
+TEST(recovery) {
+        _cleanup_(rm_rf_freep) char *dir = make_subdir("recovery");
         const SessionKey k = key(7);
         _cleanup_(json_object_putp) json_object *o = NULL;
         usec_t created = now(CLOCK_REALTIME) - 2 * USEC_PER_SEC;
@@ -829,8 +924,9 @@ static void test_recovery(void) {
         history_free(h);
 }
 
-static void test_artifacts(void) {
-        _cleanup_free_ char *dir = make_subdir("artifacts"), *sql = NULL;
+TEST(artifacts) {
+        _cleanup_(rm_rf_freep) char *dir = make_subdir("artifacts");
+        _cleanup_free_ char *sql = NULL;
         const SessionKey k = key(8), other = key(9);
         static const uint8_t data[] = { 0, 'a', 0, 'b', 0, 0, 'c', 0xff, '\n', 0, 'Z' };
         static const char name[] =
@@ -954,8 +1050,9 @@ static void test_artifacts(void) {
         ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM queries"), 1);
 }
 
-static void test_refuse_garbage(void) {
-        _cleanup_free_ char *dir = make_subdir("garbage"), *p = path_in(dir, "history.sqlite3"), *after = NULL;
+TEST(refuse_garbage) {
+        _cleanup_(rm_rf_freep) char *dir = make_subdir("garbage");
+        _cleanup_free_ char *p = path_in(dir, "history.sqlite3"), *after = NULL;
         char garbage[4096];
         size_t size;
         History *h = NULL;
@@ -997,8 +1094,8 @@ static void assert_refused_untouched(const char *dir, int expected) {
         ASSERT_TRUE(memcmp(after, before, n_before) == 0);
 }
 
-static void test_refuse_newer_schema(void) {
-        _cleanup_free_ char *dir = make_subdir("newer");
+TEST(refuse_newer_schema) {
+        _cleanup_(rm_rf_freep) char *dir = make_subdir("newer");
 
         sql_exec(dir, "CREATE TABLE future (x); PRAGMA user_version = 99;");
         assert_refused_untouched(dir, -ENOTSUP);
@@ -1006,8 +1103,8 @@ static void test_refuse_newer_schema(void) {
         ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM sqlite_master WHERE name = 'queries'"), 0);
 }
 
-static void test_refuse_unrelated_database(void) {
-        _cleanup_free_ char *dir = make_subdir("unrelated");
+TEST(refuse_unrelated_database) {
+        _cleanup_(rm_rf_freep) char *dir = make_subdir("unrelated");
 
         /* Version 0 but not empty: someone else's table named queries. */
         sql_exec(dir, "CREATE TABLE queries (x); INSERT INTO queries VALUES (1);");
@@ -1017,35 +1114,4 @@ static void test_refuse_unrelated_database(void) {
         ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM sqlite_master WHERE name = 'artifacts'"), 0);
 }
 
-int main(void) {
-        _cleanup_free_ char *dir = NULL;
-        History *h;
-
-        ASSERT_TRUE(mkdtemp(tmpdir));
-
-        test_open_creates_file();
-        test_parse_list_arguments();
-
-        dir = make_subdir("main");
-        h = open_store(dir, 0);
-        test_running_record(h);
-        test_finish_failed(h);
-        test_finish_succeeded(h);
-        test_finish_saturates(h);
-        test_finish_rejects_bad_sources(h);
-        test_begin_duplicate(h);
-        test_other_session(h);
-        test_list(h);
-        test_delete(h);
-        history_free(h);
-
-        test_recovery();
-        test_artifacts();
-        test_refuse_garbage();
-        test_refuse_newer_schema();
-        test_refuse_unrelated_database();
-
-        rm_rf(tmpdir);
-        printf("test-history: all passed\n");
-        return EXIT_SUCCESS;
-}
+DEFINE_TEST_MAIN()
