@@ -63,6 +63,33 @@ static json_object *render_sources(const char *text) {
         return sources;
 }
 
+/* A new array of n items, the i-th rendered by render(items, i); NULL when
+ * out of memory. */
+static json_object *
+        render_array(const void *items, size_t n, json_object *(*render)(const void *items, size_t i)) {
+        _cleanup_(json_object_putp) json_object *a = json_object_new_array_ext((int) n);
+
+        if (!a)
+                return NULL;
+        for (size_t i = 0; i < n; i++) {
+                json_object *v = render(items, i);
+
+                if (!v || json_object_array_add(a, v) < 0) {
+                        json_object_put(v);
+                        return NULL;
+                }
+        }
+        return TAKE_PTR(a);
+}
+
+static json_object *render_artifact_at(const void *items, size_t i) {
+        return render_artifact((const HistoryArtifactInfo *) items + i);
+}
+
+static json_object *render_record_at(const void *items, size_t i) {
+        return render_history_record((const HistoryRecord *) items + i);
+}
+
 json_object *render_history_record(const HistoryRecord *r) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         json_object *sources, *artifacts, *error, *timings, *usage;
@@ -77,17 +104,9 @@ json_object *render_history_record(const HistoryRecord *r) {
         if (!sources || !render_add(o, "sources", sources))
                 return NULL;
 
-        artifacts = json_object_new_array_ext((int) r->n_artifacts);
+        artifacts = render_array(r->artifacts, r->n_artifacts, render_artifact_at);
         if (!artifacts || !render_add(o, "artifacts", artifacts))
                 return NULL;
-        for (size_t i = 0; i < r->n_artifacts; i++) {
-                json_object *a = render_artifact(&r->artifacts[i]);
-
-                if (!a || json_object_array_add(artifacts, a) < 0) {
-                        json_object_put(a);
-                        return NULL;
-                }
-        }
 
         if (r->error_code) {
                 error = json_object_new_object();
@@ -129,18 +148,9 @@ json_object *render_history_page(const HistoryPage *p) {
 
         if (!o)
                 return NULL;
-        items = json_object_new_array_ext((int) p->n_records);
-        if (!items || !render_add(o, "items", items))
-                return NULL;
-        for (size_t i = 0; i < p->n_records; i++) {
-                json_object *r = render_history_record(&p->records[i]);
-
-                if (!r || json_object_array_add(items, r) < 0) {
-                        json_object_put(r);
-                        return NULL;
-                }
-        }
-        if (!render_add_string(o, "next_cursor", p->next_cursor[0] ? p->next_cursor : NULL))
+        items = render_array(p->records, p->n_records, render_record_at);
+        if (!items || !render_add(o, "items", items) ||
+            !render_add_string(o, "next_cursor", p->next_cursor[0] ? p->next_cursor : NULL))
                 return NULL;
         return TAKE_PTR(o);
 }

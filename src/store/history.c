@@ -393,28 +393,23 @@ static uint64_t column_u64(sqlite3_stmt *s, int col) {
         return (uint64_t) sqlite3_column_int64(s, col);
 }
 
-static void history_artifact_info_done(HistoryArtifactInfo *a) {
-        free(a->id);
-        free(a->name);
-        free(a->media_type);
-        free(a->sha256);
-        *a = (HistoryArtifactInfo){ 0 };
+/* free() each string of a list. */
+static void free_strings(char *const *strings, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                free(strings[i]);
 }
+#define free_all(...) free_strings((char *[]){ __VA_ARGS__ }, ELEMENTSOF(((char *[]){ __VA_ARGS__ })))
 
 void history_record_done(HistoryRecord *r) {
         if (!r)
                 return;
-        free(r->id);
-        free(r->status);
-        free(r->question);
-        free(r->answer);
-        free(r->sources_json);
-        for (size_t i = 0; i < r->n_artifacts; i++)
-                history_artifact_info_done(&r->artifacts[i]);
+        for (size_t i = 0; i < r->n_artifacts; i++) {
+                const HistoryArtifactInfo *a = &r->artifacts[i];
+
+                free_all(a->id, a->name, a->media_type, a->sha256);
+        }
         free(r->artifacts);
-        free(r->error_code);
-        free(r->error_message);
-        free(r->model);
+        free_all(r->id, r->status, r->question, r->answer, r->sources_json, r->error_code, r->error_message, r->model);
         *r = (HistoryRecord){ 0 };
 }
 

@@ -128,15 +128,14 @@ static void sql_exec(const char *dir, const char *sql) {
  * error), Q2 succeeded, Q3 recovered as failed, Q4 running. */
 static void fixture_setup(Fixture *f) {
         HistoryOutcome failed = {
-                .succeeded = false,
-                .sources_json = sources,
-                .error_code = "execution_failed",
-                .error_message = "The code failed: \"x\" / line 3\n\ttab \xe2\x82\xac",
                 .timings = { 12, 3400, 5600, 7800, 90, 17000 },
-                .model = "gpt-test/1",
-                .prompt_tokens = 1234,
-                .completion_tokens = 9007199254740993ULL,
+                .error_code = "execution_failed",
                 .finished_at = T0 + 17 * USEC_PER_SEC + 999,
+                .error_message = "The code failed: \"x\" / line 3\n\ttab \xe2\x82\xac",
+                .completion_tokens = 9007199254740993ULL,
+                .sources_json = sources,
+                .prompt_tokens = 1234,
+                .model = "gpt-test/1",
         };
         HistoryOutcome ok = {
                 .succeeded = true,
