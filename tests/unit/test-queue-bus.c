@@ -67,7 +67,7 @@ static const char bus_config[] =
  * The daemon dies with us, even when an assertion aborts. */
 static int start_bus(Test *t, char *address, size_t size) {
         char *config_path = t->config_path;
-        char config_arg[64];
+        char config_arg[128];
         int pipefd[2], cfd;
         size_t n = 0;
 
