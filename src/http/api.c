@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
 #include <json-c/json.h>
 #include <math.h>
 
 #include "config-version.h"
 #include "http/api.h"
+#include "http/render.h"
 #include "http/request.h"
+#include "shared/json-util.h"
 #include "shared/log.h"
 #include "shared/macro.h"
 #include "shared/random-util.h"
@@ -35,8 +38,6 @@ struct Api {
         usec_t running_queued; /* how long its ticket waited before the claim */
 };
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
-
 static void api_on_cleanup_confirmed(const char *query_id, void *userdata) {
         Api *api = userdata;
         int r;
@@ -54,8 +55,15 @@ static void api_on_cleanup_confirmed(const char *query_id, void *userdata) {
 }
 
 int api_new(const Config *config, Admission *admission, QueryExecutor *executor, History *history, Api **ret) {
-        Api *api = calloc(1, sizeof *api);
+        _cleanup_(api_freep) Api *api = NULL;
 
+        assert(config);
+        assert(admission);
+        assert(executor);
+        assert(history);
+        assert(ret);
+
+        api = calloc(1, sizeof *api);
         if (!api)
                 return -ENOMEM;
         api->config = config;
@@ -63,11 +71,12 @@ int api_new(const Config *config, Admission *admission, QueryExecutor *executor,
         api->executor = executor;
         api->history = history;
         query_executor_set_cleanup_handler(executor, api_on_cleanup_confirmed, api);
-        *ret = api;
+        *ret = TAKE_PTR(api);
         return 0;
 }
 
 void api_set_cleanup_confirmed_hook(Api *api, ApiCleanupConfirmedHook hook, void *userdata) {
+        assert(api);
         api->cleanup_hook = hook;
         api->cleanup_hook_userdata = userdata;
 }
@@ -79,19 +88,23 @@ Api *api_free(Api *api) {
 }
 
 void api_set_query_finished_hook(Api *api, ApiQueryFinishedHook hook, void *userdata) {
+        assert(api);
         api->hook = hook;
         api->hook_userdata = userdata;
 }
 
 void api_set_degraded(Api *api, bool degraded) {
+        assert(api);
         api->degraded = degraded;
 }
 
 bool api_is_degraded(const Api *api) {
+        assert(api);
         return api->degraded;
 }
 
 void api_set_sandbox_state(Api *api, bool available, bool cleanup_pending) {
+        assert(api);
         api->sandbox_available = available;
         api->sandbox_cleanup_pending = cleanup_pending;
 }
@@ -198,7 +211,7 @@ static HttpHandlerResult reply_status(Api *api, HttpRequest *req, unsigned code,
         return http_reply(req, code, body, NULL);
 }
 
-static HttpHandlerResult handle_health(Api *api, HttpRequest *req) {
+static HttpHandlerResult api_handle_health(Api *api, HttpRequest *req) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
 
         if (!o)
@@ -218,7 +231,7 @@ static HttpHandlerResult handle_health(Api *api, HttpRequest *req) {
         return http_reply(req, 200, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN), NULL);
 }
 
-static HttpHandlerResult handle_join(Api *api, HttpRequest *req) {
+static HttpHandlerResult api_handle_join(Api *api, HttpRequest *req) {
         _cleanup_free_ char *message = NULL;
         usec_t t = now(CLOCK_MONOTONIC);
         const uint8_t *body;
@@ -239,7 +252,7 @@ static HttpHandlerResult handle_join(Api *api, HttpRequest *req) {
         return reply_status(api, req, r > 0 ? 201 : 200, t);
 }
 
-static HttpHandlerResult handle_leave(Api *api, HttpRequest *req) {
+static HttpHandlerResult api_handle_leave(Api *api, HttpRequest *req) {
         int r;
 
         r = admission_leave(api->admission, http_request_session(req), now(CLOCK_MONOTONIC));
@@ -253,7 +266,7 @@ static HttpHandlerResult handle_leave(Api *api, HttpRequest *req) {
 /* Complete the query's record (API.md 9): it was written as "running"
  * before execution started. A failure here is logged; the record then stays
  * "running" until the next start marks it failed. */
-static void record_outcome(Api *api, const QueryOutcome *o, usec_t duration) {
+static void api_record_outcome(Api *api, const QueryOutcome *o, usec_t duration) {
         _cleanup_free_ char *message = NULL;
         const char *raw = o->message ? o->message : api_error_default_message(o->error);
         HistoryOutcome h = {
@@ -304,7 +317,7 @@ static void record_outcome(Api *api, const QueryOutcome *o, usec_t duration) {
                 log_error_errno(r, "Failed to record the outcome of query %s", o->query_id);
 }
 
-static void on_query_done(const QueryOutcome *o, void *userdata) {
+static void api_on_query_done(const QueryOutcome *o, void *userdata) {
         Api *api = userdata;
         HttpRequest *req = TAKE_PTR(api->running_request);
         usec_t t = now(CLOCK_MONOTONIC), duration = t - api->running_since;
@@ -345,24 +358,30 @@ static void on_query_done(const QueryOutcome *o, void *userdata) {
         if (api->hook)
                 api->hook(o->query_id, status, duration, o->cleanup_confirmed, api->hook_userdata);
 
-        record_outcome(api, o, duration);
+        api_record_outcome(api, o, duration);
 
         if (!req)
                 return;
         if (o->succeeded) {
-                _cleanup_(json_object_putp) json_object *record = NULL;
+                _cleanup_(history_record_freep) HistoryRecord *record = NULL;
+                _cleanup_(json_object_putp) json_object *body = NULL;
 
-                r = history_get(api->history, o->query_id, http_request_session(req), &record);
+                r = history_get_record(api->history, o->query_id, http_request_session(req), &record);
+                if (r >= 0) {
+                        body = render_history_record(record);
+                        if (!body)
+                                r = -ENOMEM;
+                }
                 if (r < 0) {
                         log_error_errno(r, "Query %s succeeded but its record cannot be read", o->query_id);
                         http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, h);
                 } else
-                        http_reply(req, 200, json_object_to_json_string_ext(record, JSON_C_TO_STRING_PLAIN), h);
+                        http_reply(req, 200, render_body(body), h);
         } else
                 http_reply_error(req, o->error, o->message, h);
 }
 
-static HttpHandlerResult handle_query(Api *api, HttpRequest *req) {
+static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
         _cleanup_free_ char *message = NULL;
         _cleanup_(query_body_done) QueryBody q = { 0 };
         usec_t t = now(CLOCK_MONOTONIC);
@@ -411,7 +430,7 @@ static HttpHandlerResult handle_query(Api *api, HttpRequest *req) {
         api->running_since = t;
         api->running_queued = queued;
 
-        r = query_executor_start(api->executor, &job, on_query_done, api);
+        r = query_executor_start(api->executor, &job, api_on_query_done, api);
         if (r < 0) {
                 const char *h[] = { "Wikiweb-Query-Id", job.id, NULL };
                 QueryOutcome failed = {
@@ -421,7 +440,7 @@ static HttpHandlerResult handle_query(Api *api, HttpRequest *req) {
                 };
 
                 log_error_errno(r, "Failed to start query %s", job.id);
-                record_outcome(api, &failed, now(CLOCK_MONOTONIC) - t);
+                api_record_outcome(api, &failed, now(CLOCK_MONOTONIC) - t);
                 (void) admission_finish(api->admission, now(CLOCK_MONOTONIC));
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, h);
         }
@@ -440,12 +459,17 @@ static HttpHandlerResult handle_query(Api *api, HttpRequest *req) {
         return HTTP_SUSPENDED;
 }
 
+/* 200 with o as its body, taking o; NULL (out of memory): a 500. */
 static HttpHandlerResult reply_json_object(HttpRequest *req, json_object *o) {
-        return http_reply(req, 200, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN), NULL);
+        _cleanup_(json_object_putp) json_object *body = o;
+
+        if (!body)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        return http_reply(req, 200, render_body(body), NULL);
 }
 
-static HttpHandlerResult handle_history_list(Api *api, HttpRequest *req) {
-        _cleanup_(json_object_putp) json_object *page = NULL;
+static HttpHandlerResult api_handle_history_list(Api *api, HttpRequest *req) {
+        _cleanup_(history_page_freep) HistoryPage *page = NULL;
         const char *cursor = http_request_argument(req, "cursor"), *message = NULL;
         unsigned limit;
         int r;
@@ -454,25 +478,25 @@ static HttpHandlerResult handle_history_list(Api *api, HttpRequest *req) {
         if (r < 0)
                 return http_reply_error(req, API_ERROR_INVALID_INPUT, message, NULL);
 
-        r = history_list(api->history, http_request_session(req), limit, cursor, &page);
+        r = history_list_records(api->history, http_request_session(req), limit, cursor, &page);
         if (r < 0)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-        return reply_json_object(req, page);
+        return reply_json_object(req, render_history_page(page));
 }
 
-static HttpHandlerResult handle_history_get(Api *api, HttpRequest *req, const char *id) {
-        _cleanup_(json_object_putp) json_object *record = NULL;
+static HttpHandlerResult api_handle_history_get(Api *api, HttpRequest *req, const char *id) {
+        _cleanup_(history_record_freep) HistoryRecord *record = NULL;
         int r;
 
-        r = history_get(api->history, id, http_request_session(req), &record);
+        r = history_get_record(api->history, id, http_request_session(req), &record);
         if (r == -ENOENT)
                 return http_reply_error(req, API_ERROR_QUERY_NOT_FOUND, NULL, NULL);
         if (r < 0)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-        return reply_json_object(req, record);
+        return reply_json_object(req, render_history_record(record));
 }
 
-static HttpHandlerResult handle_history_delete(Api *api, HttpRequest *req, const char *id) {
+static HttpHandlerResult api_handle_history_delete(Api *api, HttpRequest *req, const char *id) {
         int r;
 
         r = history_delete(api->history, id, http_request_session(req));
@@ -511,7 +535,7 @@ static char *disposition_filename(const char *name) {
         return out;
 }
 
-static HttpHandlerResult handle_artifact(Api *api, HttpRequest *req, const char *id) {
+static HttpHandlerResult api_handle_artifact(Api *api, HttpRequest *req, const char *id) {
         _cleanup_(history_artifact_done) HistoryArtifact a = { 0 };
         _cleanup_free_ char *disposition = NULL;
         char etag[64 + 3];
@@ -552,27 +576,31 @@ static HttpHandlerResult handle_artifact(Api *api, HttpRequest *req, const char 
 
 HttpHandlerResult api_handle(HttpRequest *req, void *userdata) {
         Api *api = userdata;
-        const RouteMatch *m = http_request_route(req);
+        const RouteMatch *m;
+
+        assert(req);
+        assert(api);
+        m = http_request_route(req);
 
         switch (m->route) {
         case ROUTE_HEALTH:
-                return handle_health(api, req);
+                return api_handle_health(api, req);
         case ROUTE_QUEUE_JOIN:
-                return handle_join(api, req);
+                return api_handle_join(api, req);
         case ROUTE_QUEUE_STATUS:
                 return reply_status(api, req, 200, now(CLOCK_MONOTONIC));
         case ROUTE_QUEUE_TICKET:
-                return handle_leave(api, req);
+                return api_handle_leave(api, req);
         case ROUTE_QUERY:
-                return handle_query(api, req);
+                return api_handle_query(api, req);
         case ROUTE_HISTORY:
-                return handle_history_list(api, req);
+                return api_handle_history_list(api, req);
         case ROUTE_HISTORY_ITEM:
                 if (http_request_method(req) == HTTP_METHOD_DELETE)
-                        return handle_history_delete(api, req, m->id);
-                return handle_history_get(api, req, m->id);
+                        return api_handle_history_delete(api, req, m->id);
+                return api_handle_history_get(api, req, m->id);
         case ROUTE_ARTIFACT:
-                return handle_artifact(api, req, m->id);
+                return api_handle_artifact(api, req, m->id);
         default:
                 return http_reply_error(req, API_ERROR_NOT_FOUND, NULL, NULL);
         }

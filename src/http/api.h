@@ -5,6 +5,7 @@
 #include "http/httpd.h"
 #include "query/executor.h"
 #include "shared/config.h"
+#include "shared/macro.h"
 #include "store/history.h"
 
 /* The endpoints of API.md 6, 7 and 9: they turn a validated request into
@@ -23,6 +24,7 @@ typedef void (*ApiQueryFinishedHook)(
 
 int api_new(const Config *config, Admission *admission, QueryExecutor *executor, History *history, Api **ret);
 Api *api_free(Api *api);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Api *, api_free);
 void api_set_query_finished_hook(Api *api, ApiQueryFinishedHook hook, void *userdata);
 void api_set_degraded(Api *api, bool degraded);
 

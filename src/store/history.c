@@ -1,7 +1,12 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
+/* json-c here only checks the sources a caller hands to history_finish()
+ * (is_json_array()); rendering records is src/http/render.c's. */
+#include <json-c/json.h>
 #include <limits.h>
 #include <sqlite3.h>
 
+#include "shared/json-util.h"
 #include "shared/log.h"
 #include "shared/macro.h"
 #include "shared/parse-util.h"
@@ -59,7 +64,6 @@ struct History {
 };
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(sqlite3_stmt *, sqlite3_finalize);
-DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
 
 /* Log an SQLite failure (its message names no secret: the statements carry
  * only bound parameters) and return -EIO. */
@@ -172,10 +176,13 @@ static int recover(History *h, unsigned *ret) {
 }
 
 int history_open(const char *directory, History **ret, unsigned *ret_recovered) {
+        _cleanup_(history_freep) History *h = NULL;
         _cleanup_free_ char *path = NULL;
-        History *h;
         unsigned recovered = 0;
         int r, create;
+
+        assert(directory);
+        assert(ret);
 
         if (asprintf(&path, "%s/history.sqlite3", directory) < 0)
                 return -ENOMEM;
@@ -191,7 +198,6 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
                         "History store: cannot open %s: %s",
                         path,
                         h->db ? sqlite3_errmsg(h->db) : "out of memory");
-                history_free(h);
                 return -EIO;
         }
         (void) sqlite3_extended_result_codes(h->db, 1);
@@ -222,13 +228,12 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
                 r = recover(h, &recovered);
         if (r < 0) {
                 log_error("History store: %s is not usable.", path);
-                history_free(h);
                 return r;
         }
 
         if (ret_recovered)
                 *ret_recovered = recovered;
-        *ret = h;
+        *ret = TAKE_PTR(h);
         return 0;
 }
 
@@ -256,6 +261,11 @@ int history_begin(History *h, const char *id, const SessionKey *session, const c
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
         int r;
 
+        assert(h);
+        assert(id);
+        assert(session);
+        assert(question);
+
         r = prepare(
                 h,
                 "INSERT INTO queries (id, session, status, question, created_at)"
@@ -280,7 +290,7 @@ int history_begin(History *h, const char *id, const SessionKey *session, const c
  * accept "[1] x" and keep "[1]"). */
 static bool is_json_array(const char *text) {
         _cleanup_(json_object_putp) json_object *o = NULL;
-        json_tokener *tok;
+        _cleanup_(json_tokener_freep) json_tokener *tok = NULL;
         size_t n;
         bool ok;
 
@@ -301,13 +311,16 @@ static bool is_json_array(const char *text) {
                         ok = false;
                         break;
                 }
-        json_tokener_free(tok);
         return ok;
 }
 
 int history_finish(History *h, const char *id, const HistoryOutcome *o) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
         int r;
+
+        assert(h);
+        assert(id);
+        assert(o);
 
         if (!is_json_array(o->sources_json))
                 return -EINVAL;
@@ -349,14 +362,6 @@ int history_finish(History *h, const char *id, const HistoryOutcome *o) {
 
 /* ---- reading records ---- */
 
-static json_object *json_time(sqlite3_stmt *s, int col) {
-        char buf[RFC3339_MS_MAX];
-
-        if (sqlite3_column_type(s, col) == SQLITE_NULL)
-                return NULL;
-        return json_object_new_string(format_rfc3339_ms(buf, (usec_t) sqlite3_column_int64(s, col)));
-}
-
 /* A text column, or fallback when it is NULL (the schema forbids that for
  * the columns read this way, but the file is not ours alone). */
 static const char *column_text(sqlite3_stmt *s, int col, const char *fallback) {
@@ -365,24 +370,69 @@ static const char *column_text(sqlite3_stmt *s, int col, const char *fallback) {
         return t ? t : fallback;
 }
 
-static json_object *json_text(sqlite3_stmt *s, int col) {
+/* A copy of a text column in *ret, NULL for SQL NULL. Returns 0 or -ENOMEM. */
+static int column_strdup(sqlite3_stmt *s, int col, char **ret) {
+        const char *t;
+
+        if (sqlite3_column_type(s, col) == SQLITE_NULL) {
+                *ret = NULL;
+                return 0;
+        }
+        t = (const char *) sqlite3_column_text(s, col);
+        *ret = strdup(t ? t : "");
+        return *ret ? 0 : -ENOMEM;
+}
+
+static usec_t column_time(sqlite3_stmt *s, int col) {
         if (sqlite3_column_type(s, col) == SQLITE_NULL)
+                return USEC_INFINITY;
+        return (usec_t) sqlite3_column_int64(s, col);
+}
+
+static uint64_t column_u64(sqlite3_stmt *s, int col) {
+        return (uint64_t) sqlite3_column_int64(s, col);
+}
+
+/* free() each string of a list. */
+static void free_strings(char *const *strings, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                free(strings[i]);
+}
+#define free_all(...) free_strings((char *[]){ __VA_ARGS__ }, ELEMENTSOF(((char *[]){ __VA_ARGS__ })))
+
+void history_record_done(HistoryRecord *r) {
+        if (!r)
+                return;
+        for (size_t i = 0; i < r->n_artifacts; i++) {
+                const HistoryArtifactInfo *a = &r->artifacts[i];
+
+                free_all(a->id, a->name, a->media_type, a->sha256);
+        }
+        free(r->artifacts);
+        free_all(r->id, r->status, r->question, r->answer, r->sources_json, r->error_code, r->error_message, r->model);
+        *r = (HistoryRecord){ 0 };
+}
+
+HistoryRecord *history_record_free(HistoryRecord *r) {
+        history_record_done(r);
+        free(r);
+        return NULL;
+}
+
+HistoryPage *history_page_free(HistoryPage *p) {
+        if (!p)
                 return NULL;
-        return json_object_new_string_len(
-                (const char *) sqlite3_column_text(s, col), sqlite3_column_bytes(s, col));
+        for (size_t i = 0; i < p->n_records; i++)
+                history_record_done(&p->records[i]);
+        free(p->records);
+        free(p);
+        return NULL;
 }
 
-static json_object *json_int(sqlite3_stmt *s, int col) {
-        return json_object_new_int64(sqlite3_column_int64(s, col));
-}
-
-static int artifacts_of(History *h, const char *query_id, json_object **ret) {
+static int artifacts_of(History *h, const char *query_id, HistoryRecord *rec) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
-        _cleanup_(json_object_putp) json_object *a = json_object_new_array();
         int r;
 
-        if (!a)
-                return -ENOMEM;
         r = prepare(
                 h,
                 "SELECT id, name, media_type, size_bytes, sha256 FROM artifacts"
@@ -393,89 +443,57 @@ static int artifacts_of(History *h, const char *query_id, json_object **ret) {
         sqlite3_bind_text(s, 1, query_id, -1, SQLITE_STATIC);
 
         while ((r = sqlite3_step(s)) == SQLITE_ROW) {
-                _cleanup_free_ char *url = NULL;
-                json_object *o = json_object_new_object();
+                HistoryArtifactInfo *a, *n;
 
-                if (!o || asprintf(&url, "/api/v1/artifacts/%s", column_text(s, 0, "")) < 0) {
-                        json_object_put(o);
+                n = reallocarray(rec->artifacts, rec->n_artifacts + 1, sizeof *n);
+                if (!n)
                         return -ENOMEM;
-                }
-                json_object_object_add(o, "id", json_text(s, 0));
-                json_object_object_add(o, "name", json_text(s, 1));
-                json_object_object_add(o, "media_type", json_text(s, 2));
-                json_object_object_add(o, "size_bytes", json_int(s, 3));
-                json_object_object_add(o, "sha256", json_text(s, 4));
-                json_object_object_add(o, "download_url", json_object_new_string(url));
-                json_object_array_add(a, o);
+                rec->artifacts = n;
+                a = &rec->artifacts[rec->n_artifacts++];
+                *a = (HistoryArtifactInfo){ .size_bytes = sqlite3_column_int64(s, 3) };
+                if (column_strdup(s, 0, &a->id) < 0 || column_strdup(s, 1, &a->name) < 0 ||
+                    column_strdup(s, 2, &a->media_type) < 0 || column_strdup(s, 4, &a->sha256) < 0)
+                        return -ENOMEM;
         }
         if (r != SQLITE_DONE)
                 return db_error(h, "read artifacts");
-
-        *ret = TAKE_PTR(a);
         return 0;
 }
 
-/* The record at the current row of a statement selecting RECORD_COLUMNS. */
-static int record_from_row(History *h, sqlite3_stmt *s, json_object **ret) {
-        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
-        json_object *sources, *artifacts = NULL, *timings, *usage;
+/* The record at the current row of a statement selecting RECORD_COLUMNS,
+ * into *ret (zeroed by the caller; on failure partly filled, for
+ * history_record_done()). */
+static int record_from_row(History *h, sqlite3_stmt *s, HistoryRecord *ret) {
         int r;
 
-        if (!o)
+        if (column_strdup(s, 1, &ret->id) < 0 || column_strdup(s, 2, &ret->status) < 0 ||
+            column_strdup(s, 3, &ret->question) < 0 || column_strdup(s, 4, &ret->answer) < 0 ||
+            column_strdup(s, 6, &ret->error_code) < 0 || column_strdup(s, 14, &ret->model) < 0)
+                return -ENOMEM;
+        /* Written by history_finish() only after checking it is an array. */
+        ret->sources_json = strdup(column_text(s, 5, "[]"));
+        if (!ret->sources_json)
+                return -ENOMEM;
+        /* The message belongs to the error: none without a code. */
+        if (ret->error_code && column_strdup(s, 7, &ret->error_message) < 0)
                 return -ENOMEM;
 
-        json_object_object_add(o, "id", json_text(s, 1));
-        json_object_object_add(o, "status", json_text(s, 2));
-        json_object_object_add(o, "question", json_text(s, 3));
-        json_object_object_add(o, "answer", json_text(s, 4));
-
-        /* Written by history_finish() only after checking it is an array. */
-        sources = json_tokener_parse(column_text(s, 5, "[]"));
-        if (!json_object_is_type(sources, json_type_array)) {
-                json_object_put(sources);
-                sources = json_object_new_array();
-        }
-        json_object_object_add(o, "sources", sources);
-
-        r = artifacts_of(h, column_text(s, 1, ""), &artifacts);
+        r = artifacts_of(h, column_text(s, 1, ""), ret);
         if (r < 0)
                 return r;
-        json_object_object_add(o, "artifacts", artifacts);
 
-        if (sqlite3_column_type(s, 6) == SQLITE_NULL)
-                json_object_object_add(o, "error", NULL);
-        else {
-                json_object *e = json_object_new_object();
-                if (!e)
-                        return -ENOMEM;
-                json_object_object_add(e, "code", json_text(s, 6));
-                json_object_object_add(e, "message", json_text(s, 7));
-                json_object_object_add(o, "error", e);
-        }
-
-        timings = json_object_new_object();
-        if (!timings)
-                return -ENOMEM;
-        json_object_object_add(timings, "queue", json_int(s, 8));
-        json_object_object_add(timings, "wiki", json_int(s, 9));
-        json_object_object_add(timings, "model", json_int(s, 10));
-        json_object_object_add(timings, "sandbox", json_int(s, 11));
-        json_object_object_add(timings, "cleanup", json_int(s, 12));
-        json_object_object_add(timings, "total", json_int(s, 13));
-        json_object_object_add(o, "timings_ms", timings);
-
-        usage = json_object_new_object();
-        if (!usage)
-                return -ENOMEM;
-        json_object_object_add(usage, "model", json_text(s, 14));
-        json_object_object_add(usage, "prompt_tokens", json_int(s, 15));
-        json_object_object_add(usage, "completion_tokens", json_int(s, 16));
-        json_object_object_add(o, "usage", usage);
-
-        json_object_object_add(o, "created_at", json_time(s, 17));
-        json_object_object_add(o, "finished_at", json_time(s, 18));
-
-        *ret = TAKE_PTR(o);
+        ret->timings = (HistoryTimings){
+                .queue_ms = column_u64(s, 8),
+                .wiki_ms = column_u64(s, 9),
+                .model_ms = column_u64(s, 10),
+                .sandbox_ms = column_u64(s, 11),
+                .cleanup_ms = column_u64(s, 12),
+                .total_ms = column_u64(s, 13),
+        };
+        ret->prompt_tokens = column_u64(s, 15);
+        ret->completion_tokens = column_u64(s, 16);
+        ret->created_at = column_time(s, 17);
+        ret->finished_at = column_time(s, 18);
         return 0;
 }
 
@@ -502,20 +520,37 @@ static int select_owned(
         return 1;
 }
 
-int history_get(History *h, const char *id, const SessionKey *session, json_object **ret) {
+int history_get_record(History *h, const char *id, const SessionKey *session, HistoryRecord **ret) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+        _cleanup_(history_record_freep) HistoryRecord *rec = NULL;
         int r;
+
+        assert(h);
+        assert(id);
+        assert(session);
+        assert(ret);
 
         r = select_owned(
                 h, "SELECT " RECORD_COLUMNS " FROM queries WHERE id = ?1 AND session = ?2", id, session, &s);
         if (r <= 0)
                 return r == 0 ? -ENOENT : r;
-        return record_from_row(h, s, ret);
+        rec = calloc(1, sizeof *rec);
+        if (!rec)
+                return -ENOMEM;
+        r = record_from_row(h, s, rec);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(rec);
+        return 0;
 }
 
 int history_is_running(History *h, const char *id, const SessionKey *session) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
         int r;
+
+        assert(h);
+        assert(id);
+        assert(session);
 
         r = select_owned(
                 h, "SELECT status = 'running' FROM queries WHERE id = ?1 AND session = ?2", id, session, &s);
@@ -550,6 +585,9 @@ int history_parse_list_arguments(
         uint64_t l = HISTORY_LIMIT_DEFAULT;
         int64_t c;
 
+        assert(ret_limit);
+        assert(ret_message);
+
         if (limit && (parse_strict_uint(limit, HISTORY_LIMIT_MAX, &l) < 0 || l < HISTORY_LIMIT_MIN)) {
                 *ret_message = "limit must be an integer from 1 to 100";
                 return -EINVAL;
@@ -562,19 +600,26 @@ int history_parse_list_arguments(
         return 0;
 }
 
-int history_list(History *h, const SessionKey *session, unsigned limit, const char *cursor, json_object **ret) {
+int history_list_records(
+        History *h, const SessionKey *session, unsigned limit, const char *cursor, HistoryPage **ret) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
-        _cleanup_(json_object_putp) json_object *o = json_object_new_object(),
-                                                *items = json_object_new_array();
+        _cleanup_(history_page_freep) HistoryPage *page = NULL;
         int64_t before, last = 0;
-        unsigned n = 0;
         bool more = false;
         int r;
 
-        if (!o || !items)
-                return -ENOMEM;
+        assert(h);
+        assert(session);
+        assert(ret);
+
         if (limit < HISTORY_LIMIT_MIN || limit > HISTORY_LIMIT_MAX || parse_cursor(cursor, &before) < 0)
                 return -EINVAL;
+        page = calloc(1, sizeof *page);
+        if (!page)
+                return -ENOMEM;
+        page->records = calloc(limit, sizeof *page->records);
+        if (!page->records)
+                return -ENOMEM;
 
         r = prepare(
                 h,
@@ -590,37 +635,33 @@ int history_list(History *h, const SessionKey *session, unsigned limit, const ch
         sqlite3_bind_int(s, 3, (int) limit + 1);
 
         while ((r = sqlite3_step(s)) == SQLITE_ROW) {
-                json_object *record = NULL;
-
-                if (n == limit) {
+                if (page->n_records == limit) {
                         more = true;
                         break;
                 }
-                r = record_from_row(h, s, &record);
+                /* Counted first: a record half read is freed with the page. */
+                r = record_from_row(h, s, &page->records[page->n_records++]);
                 if (r < 0)
                         return r;
-                json_object_array_add(items, record);
                 last = sqlite3_column_int64(s, 0);
-                n++;
         }
         if (r != SQLITE_DONE && r != SQLITE_ROW)
                 return db_error(h, "list records");
 
-        json_object_object_add(o, "items", TAKE_PTR(items));
-        if (more) {
-                char buf[32];
-                snprintf(buf, sizeof buf, "%" PRId64, last);
-                json_object_object_add(o, "next_cursor", json_object_new_string(buf));
-        } else
-                json_object_object_add(o, "next_cursor", NULL);
+        if (more)
+                snprintf(page->next_cursor, sizeof page->next_cursor, "%" PRId64, last);
 
-        *ret = TAKE_PTR(o);
+        *ret = TAKE_PTR(page);
         return 0;
 }
 
 int history_delete(History *h, const char *id, const SessionKey *session) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
         int r;
+
+        assert(h);
+        assert(id);
+        assert(session);
 
         r = history_is_running(h, id, session);
         if (r < 0)
@@ -640,6 +681,7 @@ int history_delete(History *h, const char *id, const SessionKey *session) {
 }
 
 void history_artifact_done(HistoryArtifact *a) {
+        assert(a);
         free(a->name);
         free(a->media_type);
         free(a->data);
@@ -651,6 +693,11 @@ int history_get_artifact(History *h, const char *id, const SessionKey *session, 
         HistoryArtifact a = { 0 };
         const void *data;
         int r, size;
+
+        assert(h);
+        assert(id);
+        assert(session);
+        assert(ret);
 
         r = select_owned(
                 h,
@@ -695,6 +742,9 @@ int history_add_artifact(
         uint8_t buf[65536];
         uint64_t done = 0;
         int r;
+
+        assert(h);
+        assert(query_id);
 
         if (!sha256 || strlen(sha256) != 64 || !name || !*name || !media_type || fd < 0)
                 return -EINVAL;

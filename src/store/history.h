@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
-#include <json-c/json.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "admission/admission.h"
+#include "shared/macro.h"
 #include "shared/time-util.h"
 
 /* The authoritative query history of API.md 9, in SQLite: one file,
@@ -33,6 +34,7 @@ typedef struct History History;
  * schema. */
 int history_open(const char *directory, History **ret, unsigned *ret_recovered);
 History *history_free(History *h);
+DEFINE_TRIVIAL_CLEANUP_FUNC(History *, history_free);
 
 /* A new record in state "running". question is stored as given (the
  * request validator has checked it). created_at is CLOCK_REALTIME. Returns
@@ -60,23 +62,86 @@ typedef struct HistoryOutcome {
  * an array), -EIO. */
 int history_finish(History *h, const char *id, const HistoryOutcome *outcome);
 
-/* The query record of API.md 9 for id, if it belongs to session: 0 and a
- * new json object (the caller puts it), -ENOENT, -ENOMEM, -EIO. */
-int history_get(History *h, const char *id, const SessionKey *session, json_object **ret);
+/* One entry of a record's artifact list (API.md 9), without the bytes. */
+typedef struct HistoryArtifactInfo {
+        char *id;
+        char *name;
+        char *media_type;
+        int64_t size_bytes;
+        char *sha256;
+} HistoryArtifactInfo;
+
+/* The query record of API.md 9, as stored: src/http/render.c turns it into
+ * the JSON of the contract. Every string is owned by the record; a NULL
+ * string is a JSON null (answer while running or after a failure,
+ * error_code when there is no error). */
+typedef struct HistoryRecord {
+        char *id;
+        char *status; /* "running", "succeeded" or "failed" */
+        char *question;
+        char *answer;
+        /* The sources as stored: the JSON array text history_finish()
+         * checked ("[]" when there are none). */
+        char *sources_json;
+        HistoryArtifactInfo *artifacts; /* in the order they were kept */
+        size_t n_artifacts;
+        char *error_code;
+        char *error_message;
+        HistoryTimings timings; /* at most INT64_MAX each */
+        char *model;            /* the usage object's model name */
+        uint64_t prompt_tokens, completion_tokens;
+        usec_t created_at;  /* CLOCK_REALTIME */
+        usec_t finished_at; /* CLOCK_REALTIME, USEC_INFINITY while running */
+} HistoryRecord;
+
+/* Free what r holds and zero it (r itself is the caller's). */
+void history_record_done(HistoryRecord *r);
+/* Free a record from history_get_record(). Returns NULL. */
+HistoryRecord *history_record_free(HistoryRecord *r);
+DEFINE_TRIVIAL_CLEANUP_FUNC(HistoryRecord *, history_record_free);
+
+/* The record id, if it belongs to session: 0 and a new record in *ret (free
+ * with history_record_free()), -ENOENT (*ret untouched), -ENOMEM, -EIO. */
+int history_get_record(History *h, const char *id, const SessionKey *session, HistoryRecord **ret);
+
+/* Compatibility: the record as a new json-c object, rendered by
+ * src/http/render.c (which defines this function, so that this module
+ * includes no json-c). For tests/unit/test-sandbox.c, which predates
+ * history_get_record(); new code uses history_get_record() and
+ * render_history_record(). Returns as history_get_record(). */
+struct json_object;
+int history_get(History *h, const char *id, const SessionKey *session, struct json_object **ret);
 
 /* Whether the record exists, belongs to session and is still running:
  * 1, 0, or -EIO. */
 int history_is_running(History *h, const char *id, const SessionKey *session);
 
+/* "9223372036854775807" and its NUL. */
+#define HISTORY_CURSOR_MAX 20
+
+/* One page of a listing (API.md 9), newest first. */
+typedef struct HistoryPage {
+        HistoryRecord *records;
+        size_t n_records;
+        /* The cursor of the next page, "" when this is the last one. */
+        char next_cursor[HISTORY_CURSOR_MAX];
+} HistoryPage;
+
+/* Free the page and its records. Returns NULL. */
+HistoryPage *history_page_free(HistoryPage *p);
+DEFINE_TRIVIAL_CLEANUP_FUNC(HistoryPage *, history_page_free);
+
 /* One page of the session's records, newest first: limit records (1..100)
- * older than the cursor (NULL: from the newest). Returns 0 and the object
- * {"items": [...], "next_cursor": "..." or null}, -EINVAL for a cursor this
- * store did not hand out (malformed), -ENOMEM, -EIO. */
-int history_list(History *h, const SessionKey *session, unsigned limit, const char *cursor, json_object **ret);
+ * older than the cursor (NULL: from the newest). Returns 0 and a new page in
+ * *ret (free with history_page_free()), -EINVAL for a limit out of range or
+ * a cursor this store did not hand out (malformed; *ret untouched),
+ * -ENOMEM, -EIO. */
+int history_list_records(
+        History *h, const SessionKey *session, unsigned limit, const char *cursor, HistoryPage **ret);
 
 /* Parse a listing's query arguments: limit (NULL: the default) as a decimal
  * integer 1..100 without sign, spaces or leading zeros, and cursor (NULL:
- * none) as handed out by history_list(). Returns 0, or -EINVAL and a static
+ * none) as handed out by history_list_records(). Returns 0, or -EINVAL and a static
  * message naming the argument. Untrusted input: fuzzed. */
 int history_parse_list_arguments(
         const char *limit, const char *cursor, unsigned *ret_limit, const char **ret_message);

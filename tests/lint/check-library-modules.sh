@@ -23,6 +23,12 @@ check 'systemd/sd-bus' 'src/bus/|src/sandbox/'
 check 'microhttpd\.h' 'src/http/'
 check 'sqlite3\.h' 'src/store/'
 check 'openssl/' 'src/shared/sha256\.c'
+# json-c at the API edge (src/http/ renders the contract's JSON), in the
+# upstream clients (src/query/) and the sandbox (config.json, the run's
+# outputs), and in the shared helpers (src/shared/json-util.*). The store
+# returns structs; history.c uses json-c only to check that the sources
+# handed to history_finish() are one JSON array (its -EINVAL contract).
+check 'json-c/' 'src/http/|src/query/|src/sandbox/|src/shared/json-util\.|src/store/history\.c'
 
 [ "$status" -eq 0 ] && echo "library-modules: each library is included by its one module only"
 exit "$status"

@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "http/render.h"
+#include "shared/json-util.h"
 #include "shared/macro.h"
 #include "shared/sha256.h"
 #include "store/history.h"
@@ -15,14 +17,11 @@
  * fresh temporary directory: the record shape, the state transitions,
  * session isolation, paging, the strict argument parser, deletion, crash
  * recovery, artifacts (written directly with SQL, as the sandbox stage
- * will), and refusing files that are not ours. */
-
-DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
+ * will), and refusing files that are not ours. The store returns structs;
+ * the checks read them as the API renders them (src/http/render.c). */
 
 /* 2025-11-22T10:00:00.123456Z: sub-millisecond digits that must be cut. */
 #define T0 ((usec_t) 1763805600123456ULL)
-
-static char tmpdir[] = "/tmp/test-history-XXXXXX";
 
 /* ---- helpers ---- */
 
@@ -49,13 +48,6 @@ static char *path_in(const char *dir, const char *name) {
         return p;
 }
 
-static char *make_subdir(const char *name) {
-        char *p = path_in(tmpdir, name);
-
-        ASSERT_TRUE(mkdir(p, 0700) == 0);
-        return p;
-}
-
 /* Remove dir and the files in it, recursing into subdirectories. */
 static void rm_rf(const char *dir) {
         DIR *d = opendir(dir);
@@ -77,6 +69,43 @@ static void rm_rf(const char *dir) {
         }
         closedir(d);
         ASSERT_TRUE(rmdir(dir) == 0);
+}
+
+/* A fresh directory of its own for one case: /tmp/test-history-NAME-XXXXXX.
+ * Declared _cleanup_(rm_rf_freep), it goes with everything in it. */
+static char *make_subdir(const char *name) {
+        char *p;
+
+        ASSERT_TRUE(asprintf(&p, "/tmp/test-history-%s-XXXXXX", name) >= 0);
+        ASSERT_TRUE(mkdtemp(p));
+        return p;
+}
+
+static void rm_rf_freep(char **dir) {
+        if (!*dir)
+                return;
+        rm_rf(*dir);
+        free(*dir);
+}
+
+/* A case on a store of its own, open in a fresh directory. */
+typedef struct Fixture {
+        char *dir;
+        History *h;
+} Fixture;
+
+static History *open_store(const char *dir, unsigned expected_recovered);
+
+static Fixture fixture_new(const char *name) {
+        Fixture f = { .dir = make_subdir(name) };
+
+        f.h = open_store(f.dir, 0);
+        return f;
+}
+
+static void fixture_done(Fixture *f) {
+        f->h = history_free(f->h);
+        rm_rf_freep(&f->dir);
 }
 
 static void write_file(const char *path, const void *data, size_t size) {
@@ -145,6 +174,40 @@ static long long sql_int(const char *dir, const char *sql) {
         ASSERT_EQ_INT(sqlite3_finalize(s), SQLITE_OK);
         ASSERT_EQ_INT(sqlite3_close(db), SQLITE_OK);
         return v;
+}
+
+/* history_get_record() rendered as the API does; *ret untouched on failure. */
+static int get_json(History *h, const char *id, const SessionKey *k, json_object **ret) {
+        _cleanup_(history_record_freep) HistoryRecord *rec = NULL;
+        int r;
+
+        r = history_get_record(h, id, k, &rec);
+        if (r < 0) {
+                ASSERT_TRUE(rec == NULL);
+                return r;
+        }
+        ASSERT_TRUE(rec);
+        ASSERT_EQ_STR(rec->id, id);
+        *ret = render_history_record(rec);
+        ASSERT_TRUE(*ret);
+        return 0;
+}
+
+/* history_list_records() rendered as the API does; *ret untouched on failure. */
+static int list_json(History *h, const SessionKey *k, unsigned limit, const char *cursor, json_object **ret) {
+        _cleanup_(history_page_freep) HistoryPage *page = NULL;
+        int r;
+
+        r = history_list_records(h, k, limit, cursor, &page);
+        if (r < 0) {
+                ASSERT_TRUE(page == NULL);
+                return r;
+        }
+        ASSERT_TRUE(page);
+        ASSERT_TRUE(page->n_records <= limit);
+        *ret = render_history_page(page);
+        ASSERT_TRUE(*ret);
+        return 0;
 }
 
 static json_object *get_key(json_object *o, const char *k) {
@@ -221,7 +284,7 @@ static void assert_rfc3339_ms(const char *t) {
 static json_object *get_record(History *h, const char *id, const SessionKey *k) {
         json_object *o = NULL;
 
-        ASSERT_OK(history_get(h, id, k, &o));
+        ASSERT_OK(get_json(h, id, k, &o));
         ASSERT_TRUE(o);
         assert_keys(o, record_keys, ELEMENTSOF(record_keys));
         ASSERT_EQ_STR(get_str(o, "id"), id);
@@ -248,8 +311,9 @@ static void finish_ok(History *h, const char *id, usec_t finished_at) {
 
 /* ---- tests ---- */
 
-static void test_open_creates_file(void) {
-        _cleanup_free_ char *dir = make_subdir("create"), *p = path_in(dir, "history.sqlite3");
+TEST(open_creates_file) {
+        _cleanup_(rm_rf_freep) char *dir = make_subdir("create");
+        _cleanup_free_ char *p = path_in(dir, "history.sqlite3");
         struct stat st;
         History *h;
 
@@ -276,7 +340,7 @@ static void test_open_creates_file(void) {
         }
 }
 
-static void test_running_record(History *h) {
+static void run_running_record(History *h) {
         const SessionKey k = key(1);
         _cleanup_(json_object_putp) json_object *o = NULL;
         json_object *timings, *usage;
@@ -309,7 +373,13 @@ static void test_running_record(History *h) {
         ASSERT_EQ_INT(get_int(usage, "completion_tokens"), 0);
 }
 
-static void test_finish_failed(History *h) {
+TEST(running_record) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("running-record");
+
+        run_running_record(f.h);
+}
+
+static void run_finish_failed(History *h) {
         const SessionKey k = key(1);
         _cleanup_(json_object_putp) json_object *o = NULL;
         json_object *e;
@@ -344,7 +414,13 @@ static void test_finish_failed(History *h) {
         ASSERT_EQ_STR(get_str(o, "finished_at"), "2025-11-22T10:00:30.124Z");
 }
 
-static void test_finish_succeeded(History *h) {
+TEST(finish_failed) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("finish-failed");
+
+        run_finish_failed(f.h);
+}
+
+static void run_finish_succeeded(History *h) {
         const SessionKey k = key(1);
         _cleanup_(json_object_putp) json_object *o = NULL;
         json_object *src, *s0;
@@ -405,7 +481,15 @@ static void test_finish_succeeded(History *h) {
         ASSERT_EQ_INT(get_int(get_key(o, "usage"), "prompt_tokens"), 1234);
 }
 
-static void test_finish_saturates(History *h) {
+/* qid(2) completed first: completing it again is refused too. */
+TEST(finish_succeeded) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("finish-succeeded");
+
+        run_finish_failed(f.h);
+        run_finish_succeeded(f.h);
+}
+
+static void run_finish_saturates(History *h) {
         const SessionKey k = key(1);
         _cleanup_(json_object_putp) json_object *o = NULL;
         HistoryOutcome out = {
@@ -426,7 +510,13 @@ static void test_finish_saturates(History *h) {
         ASSERT_EQ_STR(get_str(get_key(o, "usage"), "model"), "");
 }
 
-static void test_finish_rejects_bad_sources(History *h) {
+TEST(finish_saturates) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("finish-saturates");
+
+        run_finish_saturates(f.h);
+}
+
+static void run_finish_rejects_bad_sources(History *h) {
         const SessionKey k = key(1);
         static const char *const bad[] = {
                 "{}",
@@ -479,7 +569,13 @@ static void test_finish_rejects_bad_sources(History *h) {
         }
 }
 
-static void test_begin_duplicate(History *h) {
+TEST(finish_rejects_bad_sources) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("finish-rejects-bad-sources");
+
+        run_finish_rejects_bad_sources(f.h);
+}
+
+static void run_begin_duplicate(History *h) {
         const SessionKey k = key(1), other = key(2);
 
         ASSERT_EQ_INT(history_begin(h, qid(1), &k, "again", T0), -EEXIST);
@@ -490,14 +586,24 @@ static void test_begin_duplicate(History *h) {
         assert_status(h, qid(3), &k, "succeeded");
 }
 
-static void test_other_session(History *h) {
+/* qid(1) running, qid(2) failed, qid(3) succeeded first. */
+TEST(begin_duplicate) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("begin-duplicate");
+
+        run_running_record(f.h);
+        run_finish_failed(f.h);
+        run_finish_succeeded(f.h);
+        run_begin_duplicate(f.h);
+}
+
+static void run_other_session(History *h) {
         const SessionKey owner = key(1), other = key(2);
         _cleanup_(json_object_putp) json_object *list = NULL;
         HistoryArtifact a = { 0 };
         json_object *o = NULL;
 
         for (unsigned i = 1; i <= 5; i++) {
-                ASSERT_EQ_INT(history_get(h, qid(i), &other, &o), -ENOENT);
+                ASSERT_EQ_INT(get_json(h, qid(i), &other, &o), -ENOENT);
                 ASSERT_TRUE(o == NULL);
                 ASSERT_EQ_INT(history_delete(h, qid(i), &other), -ENOENT);
                 ASSERT_EQ_INT(history_is_running(h, qid(i), &other), 0);
@@ -505,11 +611,23 @@ static void test_other_session(History *h) {
         ASSERT_EQ_INT(history_get_artifact(h, "af_00000000000000000000000000000001", &other, &a), -ENOENT);
         ASSERT_TRUE(a.data == NULL && a.name == NULL);
 
-        ASSERT_OK(history_list(h, &other, 20, NULL, &list));
+        ASSERT_OK(list_json(h, &other, 20, NULL, &list));
         assert_json(list, "{\"items\":[],\"next_cursor\":null}");
 
         /* Still there for the owner. */
         assert_status(h, qid(1), &owner, "running");
+}
+
+/* The records qid(1)..qid(5) of the cases above first, in their state. */
+TEST(other_session) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("other-session");
+
+        run_running_record(f.h);
+        run_finish_failed(f.h);
+        run_finish_succeeded(f.h);
+        run_finish_saturates(f.h);
+        run_finish_rejects_bad_sources(f.h);
+        run_other_session(f.h);
 }
 
 static void collect_ids(json_object *items, const char **ids, size_t *n, size_t max) {
@@ -522,7 +640,7 @@ static void collect_ids(json_object *items, const char **ids, size_t *n, size_t 
         }
 }
 
-static void test_list(History *h) {
+static void run_list(History *h) {
         const SessionKey k = key(3), noise = key(4);
         char expected[5][40];
         json_object *pages[8] = { NULL };
@@ -543,7 +661,7 @@ static void test_list(History *h) {
                 json_object *items, *next;
 
                 ASSERT_TRUE(n_pages < ELEMENTSOF(pages));
-                ASSERT_OK(history_list(h, &k, 2, cursor, &pages[n_pages]));
+                ASSERT_OK(list_json(h, &k, 2, cursor, &pages[n_pages]));
                 assert_keys(pages[n_pages], (const char *const[]){ "items", "next_cursor" }, 2);
                 items = get_key(pages[n_pages], "items");
                 next = get_key(pages[n_pages], "next_cursor");
@@ -582,7 +700,7 @@ static void test_list(History *h) {
                 json_object *items;
 
                 n = 0;
-                ASSERT_OK(history_list(h, &k, limit, NULL, &o));
+                ASSERT_OK(list_json(h, &k, limit, NULL, &o));
                 items = get_key(o, "items");
                 ASSERT_EQ_INT(json_object_array_length(items), 5);
                 assert_null(o, "next_cursor");
@@ -595,9 +713,9 @@ static void test_list(History *h) {
         {
                 _cleanup_(json_object_putp) json_object *o1 = NULL, *o2 = NULL;
 
-                ASSERT_OK(history_list(h, &k, 4, NULL, &o1));
+                ASSERT_OK(list_json(h, &k, 4, NULL, &o1));
                 ASSERT_EQ_INT(json_object_array_length(get_key(o1, "items")), 4);
-                ASSERT_OK(history_list(h, &k, 4, get_str(o1, "next_cursor"), &o2));
+                ASSERT_OK(list_json(h, &k, 4, get_str(o1, "next_cursor"), &o2));
                 ASSERT_EQ_INT(json_object_array_length(get_key(o2, "items")), 1);
                 ASSERT_EQ_STR(get_str(json_object_array_get_idx(get_key(o2, "items"), 0), "id"), expected[4]);
                 assert_null(o2, "next_cursor");
@@ -607,14 +725,14 @@ static void test_list(History *h) {
         {
                 _cleanup_(json_object_putp) json_object *o = NULL;
 
-                ASSERT_OK(history_list(h, &k, 20, "1", &o));
+                ASSERT_OK(list_json(h, &k, 20, "1", &o));
                 assert_json(o, "{\"items\":[],\"next_cursor\":null}");
         }
         /* The largest cursor is "from the newest". */
         {
                 _cleanup_(json_object_putp) json_object *o = NULL;
 
-                ASSERT_OK(history_list(h, &k, 1, "9223372036854775807", &o));
+                ASSERT_OK(list_json(h, &k, 1, "9223372036854775807", &o));
                 ASSERT_EQ_STR(get_str(json_object_array_get_idx(get_key(o, "items"), 0), "id"), expected[0]);
         }
 
@@ -623,11 +741,11 @@ static void test_list(History *h) {
                 static const char *const bad_cursors[] = { "", "0", "abc", "-3", "01", "9223372036854775808" };
                 json_object *o = NULL;
 
-                ASSERT_EQ_INT(history_list(h, &k, 0, NULL, &o), -EINVAL);
-                ASSERT_EQ_INT(history_list(h, &k, 101, NULL, &o), -EINVAL);
-                ASSERT_EQ_INT(history_list(h, &k, UINT32_MAX, NULL, &o), -EINVAL);
+                ASSERT_EQ_INT(list_json(h, &k, 0, NULL, &o), -EINVAL);
+                ASSERT_EQ_INT(list_json(h, &k, 101, NULL, &o), -EINVAL);
+                ASSERT_EQ_INT(list_json(h, &k, UINT32_MAX, NULL, &o), -EINVAL);
                 for (size_t i = 0; i < ELEMENTSOF(bad_cursors); i++)
-                        ASSERT_EQ_INT(history_list(h, &k, 20, bad_cursors[i], &o), -EINVAL);
+                        ASSERT_EQ_INT(list_json(h, &k, 20, bad_cursors[i], &o), -EINVAL);
                 ASSERT_TRUE(o == NULL);
         }
 
@@ -637,7 +755,13 @@ static void test_list(History *h) {
         }
 }
 
-static void test_parse_list_arguments(void) {
+TEST(list) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("list");
+
+        run_list(f.h);
+}
+
+TEST(parse_list_arguments) {
         static const struct {
                 const char *limit, *cursor;
                 unsigned expected;
@@ -719,7 +843,7 @@ static void test_parse_list_arguments(void) {
                 }
 }
 
-static void test_delete(History *h) {
+static void run_delete(History *h) {
         const SessionKey k = key(5), other = key(6);
         HistoryOutcome out = { .succeeded = false, .error_code = "x", .error_message = "y" };
 
@@ -733,7 +857,7 @@ static void test_delete(History *h) {
         {
                 json_object *o = NULL;
 
-                ASSERT_EQ_INT(history_get(h, qid(300), &k, &o), -ENOENT);
+                ASSERT_EQ_INT(get_json(h, qid(300), &k, &o), -ENOENT);
                 ASSERT_TRUE(o == NULL);
         }
         ASSERT_EQ_INT(history_delete(h, qid(300), &k), -ENOENT);
@@ -747,8 +871,14 @@ static void test_delete(History *h) {
         ASSERT_OK(history_finish(h, qid(300), &out));
 }
 
-static void test_recovery(void) {
-        _cleanup_free_ char *dir = make_subdir("recovery");
+TEST(delete) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("delete");
+
+        run_delete(f.h);
+}
+
+TEST(recovery) {
+        _cleanup_(rm_rf_freep) char *dir = make_subdir("recovery");
         const SessionKey k = key(7);
         _cleanup_(json_object_putp) json_object *o = NULL;
         usec_t created = now(CLOCK_REALTIME) - 2 * USEC_PER_SEC;
@@ -794,8 +924,9 @@ static void test_recovery(void) {
         history_free(h);
 }
 
-static void test_artifacts(void) {
-        _cleanup_free_ char *dir = make_subdir("artifacts"), *sql = NULL;
+TEST(artifacts) {
+        _cleanup_(rm_rf_freep) char *dir = make_subdir("artifacts");
+        _cleanup_free_ char *sql = NULL;
         const SessionKey k = key(8), other = key(9);
         static const uint8_t data[] = { 0, 'a', 0, 'b', 0, 0, 'c', 0xff, '\n', 0, 'Z' };
         static const char name[] =
@@ -896,7 +1027,7 @@ static void test_artifacts(void) {
                 _cleanup_(json_object_putp) json_object *o = NULL;
                 json_object *items;
 
-                ASSERT_OK(history_list(h, &k, 20, NULL, &o));
+                ASSERT_OK(list_json(h, &k, 20, NULL, &o));
                 items = get_key(o, "items");
                 ASSERT_EQ_INT(json_object_array_length(items), 2);
                 ASSERT_EQ_STR(get_str(json_object_array_get_idx(items, 1), "id"), qid(500));
@@ -919,8 +1050,9 @@ static void test_artifacts(void) {
         ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM queries"), 1);
 }
 
-static void test_refuse_garbage(void) {
-        _cleanup_free_ char *dir = make_subdir("garbage"), *p = path_in(dir, "history.sqlite3"), *after = NULL;
+TEST(refuse_garbage) {
+        _cleanup_(rm_rf_freep) char *dir = make_subdir("garbage");
+        _cleanup_free_ char *p = path_in(dir, "history.sqlite3"), *after = NULL;
         char garbage[4096];
         size_t size;
         History *h = NULL;
@@ -962,8 +1094,8 @@ static void assert_refused_untouched(const char *dir, int expected) {
         ASSERT_TRUE(memcmp(after, before, n_before) == 0);
 }
 
-static void test_refuse_newer_schema(void) {
-        _cleanup_free_ char *dir = make_subdir("newer");
+TEST(refuse_newer_schema) {
+        _cleanup_(rm_rf_freep) char *dir = make_subdir("newer");
 
         sql_exec(dir, "CREATE TABLE future (x); PRAGMA user_version = 99;");
         assert_refused_untouched(dir, -ENOTSUP);
@@ -971,8 +1103,8 @@ static void test_refuse_newer_schema(void) {
         ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM sqlite_master WHERE name = 'queries'"), 0);
 }
 
-static void test_refuse_unrelated_database(void) {
-        _cleanup_free_ char *dir = make_subdir("unrelated");
+TEST(refuse_unrelated_database) {
+        _cleanup_(rm_rf_freep) char *dir = make_subdir("unrelated");
 
         /* Version 0 but not empty: someone else's table named queries. */
         sql_exec(dir, "CREATE TABLE queries (x); INSERT INTO queries VALUES (1);");
@@ -982,35 +1114,4 @@ static void test_refuse_unrelated_database(void) {
         ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM sqlite_master WHERE name = 'artifacts'"), 0);
 }
 
-int main(void) {
-        _cleanup_free_ char *dir = NULL;
-        History *h;
-
-        ASSERT_TRUE(mkdtemp(tmpdir));
-
-        test_open_creates_file();
-        test_parse_list_arguments();
-
-        dir = make_subdir("main");
-        h = open_store(dir, 0);
-        test_running_record(h);
-        test_finish_failed(h);
-        test_finish_succeeded(h);
-        test_finish_saturates(h);
-        test_finish_rejects_bad_sources(h);
-        test_begin_duplicate(h);
-        test_other_session(h);
-        test_list(h);
-        test_delete(h);
-        history_free(h);
-
-        test_recovery();
-        test_artifacts();
-        test_refuse_garbage();
-        test_refuse_newer_schema();
-        test_refuse_unrelated_database();
-
-        rm_rf(tmpdir);
-        printf("test-history: all passed\n");
-        return EXIT_SUCCESS;
-}
+DEFINE_TEST_MAIN()

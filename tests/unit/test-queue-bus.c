@@ -31,7 +31,12 @@ typedef struct Received {
         char changed[256]; /* PropertiesChanged: "Name,Name," in order */
 } Received;
 
+/* One case's fixture: a private dbus-daemon of its own, the admission
+ * machine, the object on that bus and a client, in one event loop. */
 typedef struct Test {
+        pid_t bus_pid;
+        char config_path[64];
+        char address[512];
         sd_event *event;
         Admission *admission;
         QueueBus *qb;
@@ -40,8 +45,6 @@ typedef struct Test {
         size_t n_received;
         unsigned next_id;
 } Test;
-
-static pid_t bus_pid = -1;
 
 /* A bus where everything is allowed and every user may connect: the
  * daemon's own checks are what is tested here. */
@@ -60,17 +63,17 @@ static const char bus_config[] =
         " </policy>\n"
         "</busconfig>\n";
 
-static char config_path[] = "/tmp/test-queue-bus-XXXXXX";
-
 /* Start a private dbus-daemon on a socket of its own; returns its address.
  * The daemon dies with us, even when an assertion aborts. */
-static int start_bus(char *address, size_t size) {
-        char config_arg[64];
+static int start_bus(Test *t, char *address, size_t size) {
+        char *config_path = t->config_path;
+        char config_arg[128];
         int pipefd[2], cfd;
         size_t n = 0;
 
         if (access("/usr/bin/dbus-daemon", X_OK) < 0)
                 return -ENOENT;
+        snprintf(t->config_path, sizeof t->config_path, "/tmp/test-queue-bus-XXXXXX");
         cfd = mkstemp(config_path);
         if (cfd < 0)
                 return -errno;
@@ -82,10 +85,10 @@ static int start_bus(char *address, size_t size) {
         snprintf(config_arg, sizeof config_arg, "--config-file=%s", config_path);
         if (pipe2(pipefd, O_CLOEXEC) < 0)
                 return -errno;
-        bus_pid = fork();
-        if (bus_pid < 0)
+        t->bus_pid = fork();
+        if (t->bus_pid < 0)
                 return -errno;
-        if (bus_pid == 0) {
+        if (t->bus_pid == 0) {
                 int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 
                 (void) prctl(PR_SET_PDEATHSIG, SIGTERM);
@@ -117,12 +120,13 @@ static int start_bus(char *address, size_t size) {
         return n > 0 ? 0 : -EIO;
 }
 
-static void stop_bus(void) {
-        (void) unlink(config_path);
-        if (bus_pid > 0) {
-                kill(bus_pid, SIGTERM);
-                (void) waitpid(bus_pid, NULL, 0);
-                bus_pid = -1;
+static void stop_bus(Test *t) {
+        if (t->config_path[0])
+                (void) unlink(t->config_path);
+        if (t->bus_pid > 0) {
+                kill(t->bus_pid, SIGTERM);
+                (void) waitpid(t->bus_pid, NULL, 0);
+                t->bus_pid = -1;
         }
 }
 
@@ -329,7 +333,7 @@ static char *read_file_all(const char *path) {
         return buf;
 }
 
-static void test_introspection(Test *t) {
+static void run_introspection(Test *t) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         _cleanup_free_ char *live = NULL, *want = NULL, *file = NULL;
         char path[4096];
@@ -349,7 +353,7 @@ static void test_introspection(Test *t) {
         }
 }
 
-static void test_flow(Test *t) {
+static void run_flow(Test *t) {
         SessionKey a = key(1), b = key(2), c = key(3);
         usec_t t0 = now(CLOCK_MONOTONIC);
         const Received *rv;
@@ -503,7 +507,7 @@ static void test_flow(Test *t) {
 
 /* A caller that is not root is refused by the daemon itself, whatever the
  * bus policy says (this bus allows everything). */
-static void test_list_tickets_needs_root(Test *t, const char *address) {
+static void run_list_tickets_needs_root(Test *t, const char *address) {
         pid_t pid;
         int status;
 
@@ -545,7 +549,7 @@ static void test_list_tickets_needs_root(Test *t, const char *address) {
         ASSERT_EQ_INT(WEXITSTATUS(status), 0);
 }
 
-static void test_second_owner_refused(Test *t, const char *address) {
+static void run_second_owner_refused(Test *t, const char *address) {
         QueueBus *other = NULL;
 
         /* The name is ours; a second daemon on the same bus learns it. */
@@ -553,43 +557,74 @@ static void test_second_owner_refused(Test *t, const char *address) {
         ASSERT_TRUE(!other);
 }
 
-int main(void) {
+/* A fresh fixture: a new private bus, admission machine, object and
+ * client, settled. */
+static void test_setup(Test *t) {
         AdmissionSettings settings = {
                 .reservation_usec = 2 * USEC_PER_SEC,
                 .heartbeat_usec = 5 * USEC_PER_SEC,
                 .max_length = 3,
         };
-        char address[512];
-        Test t = { .n_received = 0 };
-        int r;
 
-        r = start_bus(address, sizeof address);
-        if (r < 0)
+        *t = (Test){ .bus_pid = -1, .n_received = 0 };
+        ASSERT_OK(start_bus(t, t->address, sizeof t->address));
+
+        ASSERT_OK(sd_event_new(&t->event));
+        ASSERT_OK(admission_new(&settings, &t->admission));
+        admission_set_id_generator(t->admission, counter_ids, t);
+        admission_set_event_handler(t->admission, on_admission_event, t);
+        ASSERT_OK(queue_bus_new(t->event, t->admission, t->address, &t->qb));
+
+        ASSERT_OK(sd_bus_new(&t->client));
+        ASSERT_OK(sd_bus_set_address(t->client, t->address));
+        ASSERT_OK(sd_bus_set_bus_client(t->client, true));
+        ASSERT_OK(sd_bus_start(t->client));
+        ASSERT_OK(sd_bus_attach_event(t->client, t->event, 0));
+        ASSERT_OK(sd_bus_match_signal(t->client, NULL, NULL, PATH, NULL, NULL, on_signal, t));
+        settle(t);
+}
+
+static void test_done(Test *t) {
+        t->client = sd_bus_flush_close_unref(t->client);
+        t->qb = queue_bus_free(t->qb);
+        t->admission = admission_free(t->admission);
+        t->event = sd_event_unref(t->event);
+        stop_bus(t);
+}
+
+TEST(introspection) {
+        _cleanup_(test_done) Test t = { .bus_pid = -1 };
+
+        test_setup(&t);
+        run_introspection(&t);
+}
+
+TEST(flow) {
+        _cleanup_(test_done) Test t = { .bus_pid = -1 };
+
+        test_setup(&t);
+        run_flow(&t);
+}
+
+TEST(list_tickets_needs_root) {
+        _cleanup_(test_done) Test t = { .bus_pid = -1 };
+
+        test_setup(&t);
+        run_list_tickets_needs_root(&t, t.address);
+}
+
+TEST(second_owner_refused) {
+        _cleanup_(test_done) Test t = { .bus_pid = -1 };
+
+        test_setup(&t);
+        run_second_owner_refused(&t, t.address);
+}
+
+/* Every case starts a dbus-daemon of its own: without one, skip them all. */
+static int intro(void) {
+        if (access("/usr/bin/dbus-daemon", X_OK) < 0)
                 return test_skip("cannot start dbus-daemon --session");
-
-        ASSERT_OK(sd_event_new(&t.event));
-        ASSERT_OK(admission_new(&settings, &t.admission));
-        admission_set_id_generator(t.admission, counter_ids, &t);
-        admission_set_event_handler(t.admission, on_admission_event, &t);
-        ASSERT_OK(queue_bus_new(t.event, t.admission, address, &t.qb));
-
-        ASSERT_OK(sd_bus_new(&t.client));
-        ASSERT_OK(sd_bus_set_address(t.client, address));
-        ASSERT_OK(sd_bus_set_bus_client(t.client, true));
-        ASSERT_OK(sd_bus_start(t.client));
-        ASSERT_OK(sd_bus_attach_event(t.client, t.event, 0));
-        ASSERT_OK(sd_bus_match_signal(t.client, NULL, NULL, PATH, NULL, NULL, on_signal, &t));
-        settle(&t);
-
-        test_introspection(&t);
-        test_flow(&t);
-        test_list_tickets_needs_root(&t, address);
-        test_second_owner_refused(&t, address);
-
-        t.client = sd_bus_flush_close_unref(t.client);
-        t.qb = queue_bus_free(t.qb);
-        t.admission = admission_free(t.admission);
-        t.event = sd_event_unref(t.event);
-        stop_bus();
         return 0;
 }
+
+DEFINE_TEST_MAIN_WITH_INTRO(intro)

@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: MIT */
+#include <assert.h>
+#include <json-c/json.h>
+
+#include "http/render.h"
+#include "shared/json-util.h"
+#include "shared/macro.h"
+#include "shared/time-util.h"
+
+/* Each adds key to o and returns false when out of memory (whatever was
+ * made is freed). A NULL string or an unset time is a JSON null. */
+
+static bool render_add(json_object *o, const char *key, json_object *v) {
+        if (json_object_object_add(o, key, v) < 0) {
+                json_object_put(v);
+                return false;
+        }
+        return true;
+}
+
+static bool render_add_string(json_object *o, const char *key, const char *s) {
+        json_object *v = NULL;
+
+        if (s && !(v = json_object_new_string(s)))
+                return false;
+        return render_add(o, key, v);
+}
+
+static bool render_add_int(json_object *o, const char *key, int64_t i) {
+        json_object *v = json_object_new_int64(i);
+
+        return v && render_add(o, key, v);
+}
+
+static bool render_add_time(json_object *o, const char *key, usec_t t) {
+        char buf[RFC3339_MS_MAX];
+
+        return render_add_string(o, key, t == USEC_INFINITY ? NULL : format_rfc3339_ms(buf, t));
+}
+
+static json_object *render_artifact(const HistoryArtifactInfo *a) {
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+        _cleanup_free_ char *url = NULL;
+
+        if (!o || asprintf(&url, "/api/v1/artifacts/%s", a->id ? a->id : "") < 0)
+                return NULL;
+        if (!render_add_string(o, "id", a->id) || !render_add_string(o, "name", a->name) ||
+            !render_add_string(o, "media_type", a->media_type) ||
+            !render_add_int(o, "size_bytes", a->size_bytes) || !render_add_string(o, "sha256", a->sha256) ||
+            !render_add_string(o, "download_url", url))
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+/* The stored sources, or [] when they are not an array. */
+static json_object *render_sources(const char *text) {
+        json_object *sources = json_tokener_parse(text ? text : "[]");
+
+        if (!json_object_is_type(sources, json_type_array)) {
+                json_object_put(sources);
+                sources = json_object_new_array();
+        }
+        return sources;
+}
+
+/* A new array of n items, the i-th rendered by render(items, i); NULL when
+ * out of memory. */
+static json_object *
+        render_array(const void *items, size_t n, json_object *(*render)(const void *items, size_t i)) {
+        _cleanup_(json_object_putp) json_object *a = json_object_new_array_ext((int) n);
+
+        if (!a)
+                return NULL;
+        for (size_t i = 0; i < n; i++) {
+                json_object *v = render(items, i);
+
+                if (!v || json_object_array_add(a, v) < 0) {
+                        json_object_put(v);
+                        return NULL;
+                }
+        }
+        return TAKE_PTR(a);
+}
+
+static json_object *render_artifact_at(const void *items, size_t i) {
+        return render_artifact((const HistoryArtifactInfo *) items + i);
+}
+
+static json_object *render_record_at(const void *items, size_t i) {
+        return render_history_record((const HistoryRecord *) items + i);
+}
+
+json_object *render_history_record(const HistoryRecord *r) {
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+        json_object *sources, *artifacts, *error, *timings, *usage;
+
+        assert(r);
+
+        if (!o || !render_add_string(o, "id", r->id) || !render_add_string(o, "status", r->status) ||
+            !render_add_string(o, "question", r->question) || !render_add_string(o, "answer", r->answer))
+                return NULL;
+
+        sources = render_sources(r->sources_json);
+        if (!sources || !render_add(o, "sources", sources))
+                return NULL;
+
+        artifacts = render_array(r->artifacts, r->n_artifacts, render_artifact_at);
+        if (!artifacts || !render_add(o, "artifacts", artifacts))
+                return NULL;
+
+        if (r->error_code) {
+                error = json_object_new_object();
+                if (!error || !render_add(o, "error", error) ||
+                    !render_add_string(error, "code", r->error_code) ||
+                    !render_add_string(error, "message", r->error_message))
+                        return NULL;
+        } else if (!render_add(o, "error", NULL))
+                return NULL;
+
+        timings = json_object_new_object();
+        if (!timings || !render_add(o, "timings_ms", timings) ||
+            !render_add_int(timings, "queue", (int64_t) r->timings.queue_ms) ||
+            !render_add_int(timings, "wiki", (int64_t) r->timings.wiki_ms) ||
+            !render_add_int(timings, "model", (int64_t) r->timings.model_ms) ||
+            !render_add_int(timings, "sandbox", (int64_t) r->timings.sandbox_ms) ||
+            !render_add_int(timings, "cleanup", (int64_t) r->timings.cleanup_ms) ||
+            !render_add_int(timings, "total", (int64_t) r->timings.total_ms))
+                return NULL;
+
+        usage = json_object_new_object();
+        if (!usage || !render_add(o, "usage", usage) || !render_add_string(usage, "model", r->model) ||
+            !render_add_int(usage, "prompt_tokens", (int64_t) r->prompt_tokens) ||
+            !render_add_int(usage, "completion_tokens", (int64_t) r->completion_tokens))
+                return NULL;
+
+        if (!render_add_time(o, "created_at", r->created_at) ||
+            !render_add_time(o, "finished_at", r->finished_at))
+                return NULL;
+
+        return TAKE_PTR(o);
+}
+
+json_object *render_history_page(const HistoryPage *p) {
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+        json_object *items;
+
+        assert(p);
+
+        if (!o)
+                return NULL;
+        items = render_array(p->records, p->n_records, render_record_at);
+        if (!items || !render_add(o, "items", items) ||
+            !render_add_string(o, "next_cursor", p->next_cursor[0] ? p->next_cursor : NULL))
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+const char *render_body(json_object *o) {
+        return json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+}
+
+/* Declared in store/history.h: see there. */
+int history_get(History *h, const char *id, const SessionKey *session, json_object **ret) {
+        _cleanup_(history_record_freep) HistoryRecord *rec = NULL;
+        json_object *o;
+        int r;
+
+        r = history_get_record(h, id, session, &rec);
+        if (r < 0)
+                return r;
+        o = render_history_record(rec);
+        if (!o)
+                return -ENOMEM;
+        *ret = o;
+        return 0;
+}

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <json-c/json.h>
+
+#include "store/history.h"
+
+/* The JSON of API.md 9 from the store's structs: the store returns plain
+ * records (store/history.h), the API edge renders them. The field order is
+ * the contract's and the bytes are the ones the responses always carried
+ * (tests/unit/test-render.c pins them).
+ *
+ * Each returns a new object (the caller puts it), NULL when out of memory. */
+
+/* The query record. Its sources are the stored array text, parsed again;
+ * text that is not an array (only a file changed behind the store's back)
+ * is rendered as []. */
+json_object *render_history_record(const HistoryRecord *r);
+
+/* A listing page: {"items": [...], "next_cursor": "..." or null}. */
+json_object *render_history_page(const HistoryPage *p);
+
+/* The body of a response carrying o (owned by o: valid until it is put). */
+const char *render_body(json_object *o);

@@ -1,0 +1,307 @@
+/* SPDX-License-Identifier: MIT */
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include "http/render.h"
+#include "shared/json-util.h"
+#include "shared/macro.h"
+#include "store/history.h"
+#include "tests.h"
+
+/* The JSON of API.md 9 (src/http/render.c) from records the store returns:
+ * byte for byte the bodies wikiwebd sent before the store returned structs
+ * (captured from that code, history_get()/history_list() serialized as
+ * api.c did, on this very data set), field order and escaping included. */
+
+#define T0 ((usec_t) 1763805600123456ULL)
+#define Q1 "qr_0123456789abcdef0123456789abcdef"
+#define Q2 "qr_00000000000000000000000000000002"
+#define Q3 "qr_00000000000000000000000000000003"
+#define Q4 "qr_00000000000000000000000000000004"
+
+static const char expected_failed[] =
+        "{\"id\":\"qr_0123456789abcdef0123456789abcdef\",\"status\":\"failed\",\"question\":\"Wie h"
+        "och ist der \\\"Zugspitze\\\"-Gipfel? \xe2\x9b\xb0 'x' \\\\ \\/ ;--\",\"answer\":null,\"so"
+        "urces\":[{\"title\":\"B\xc3\xa4r \\/ \\\"x\\\"\",\"url\":\"https:\\/\\/de.wikipedia.org\\/"
+        "wiki\\/B%C3%A4r\",\"revision_id\":9007199254740993},{\"title\":\"Tab\\there\\u0001\",\"url"
+        "\":\"https:\\/\\/x.example\\/a\\/b\",\"revision_id\":1.5e3,\"extra\":[true,false,null,0,{}"
+        "]}],\"artifacts\":[{\"id\":\"af_0123456789abcdef0123456789abcdef\",\"name\":\"Gr\xc3\xb6\xc3\x9f"
+        "e"
+        " Tabelle \xe2\x82\xac \\\"1\\\".csv\",\"media_type\":\"text\\/csv; charset=utf-8\",\"size_"
+        "bytes\":11,\"sha256\":\"0000000000000000000000000000000000000000000000000000000000000001\""
+        ",\"download_url\":\"\\/api\\/v1\\/artifacts\\/af_0123456789abcdef0123456789abcdef\"},{\"id"
+        "\":\"af_fedcba9876543210fedcba9876543210\",\"name\":\"empty.bin\",\"media_type\":\"applica"
+        "tion\\/octet-stream\",\"size_bytes\":0,\"sha256\":\"e3b0c44298fc1c149afbf4c8996fb92427ae41"
+        "e4649b934ca495991b7852b855\",\"download_url\":\"\\/api\\/v1\\/artifacts\\/af_fedcba9876543"
+        "210fedcba9876543210\"}],\"error\":{\"code\":\"execution_failed\",\"message\":\"The code fa"
+        "iled: \\\"x\\\" \\/ line 3\\n\\ttab \xe2\x82\xac\"},\"timings_ms\":{\"queue\":12,\"wiki\":"
+        "3400,\"model\":5600,\"sandbox\":7800,\"cleanup\":90,\"total\":17000},\"usage\":{\"model\":"
+        "\"gpt-test\\/1\",\"prompt_tokens\":1234,\"completion_tokens\":9007199254740993},\"created_"
+        "at\":\"2025-11-22T10:00:00.123Z\",\"finished_at\":\"2025-11-22T10:00:17.124Z\"}";
+
+static const char expected_succeeded[] =
+        "{\"id\":\"qr_00000000000000000000000000000002\",\"status\":\"succeeded\",\"question\":\"q2"
+        "\",\"answer\":\"Apples are \\\"pomes\\\" \\/ fruit.\\nSecond line: \xc3\xa4\xc3\xb6\xc3\xbc "
+        "\\u0001\x7f \\\\ end\",\"sources\":[],\"artifacts\":[],\"error\":null,\"timings_ms\":{\"qu"
+        "eue\":0,\"wiki\":1,\"model\":2,\"sandbox\":3,\"cleanup\":4,\"total\":10},\"usage\":{\"mode"
+        "l\":\"m\",\"prompt_tokens\":0,\"completion_tokens\":1},\"created_at\":\"2025-11-22T10:00:0"
+        "1.123Z\",\"finished_at\":\"2025-11-22T10:01:00.123Z\"}";
+
+static const char expected_running[] =
+        "{\"id\":\"qr_00000000000000000000000000000004\",\"status\":\"running\",\"question\":\"now "
+        "running: \xe2\x82\xac \\/ \\\"x\\\"\",\"answer\":null,\"sources\":[],\"artifacts\":[],\"er"
+        "ror\":null,\"timings_ms\":{\"queue\":0,\"wiki\":0,\"model\":0,\"sandbox\":0,\"cleanup\":0,"
+        "\"total\":0},\"usage\":{\"model\":\"\",\"prompt_tokens\":0,\"completion_tokens\":0},\"crea"
+        "ted_at\":\"2025-11-22T10:01:10.123Z\",\"finished_at\":null}";
+
+static const char expected_recovered[] =
+        "{\"id\":\"qr_00000000000000000000000000000003\",\"status\":\"failed\",\"question\":\"still"
+        " running\",\"answer\":null,\"sources\":[],\"artifacts\":[],\"error\":{\"code\":\"execution"
+        "_failed\",\"message\":\"The service stopped while the query ran\"},\"timings_ms\":{\"queue"
+        "\":0,\"wiki\":0,\"model\":0,\"sandbox\":0,\"cleanup\":0,\"total\":58000},\"usage\":{\"mode"
+        "l\":\"\",\"prompt_tokens\":0,\"completion_tokens\":0},\"created_at\":\"2025-11-22T10:00:02"
+        ".123Z\",\"finished_at\":\"2025-11-22T10:01:00.123Z\"}";
+
+static const char expected_page1[] =
+        "{\"items\":[{\"id\":\"qr_00000000000000000000000000000004\",\"status\":\"running\",\"quest"
+        "ion\":\"now running: \xe2\x82\xac \\/ \\\"x\\\"\",\"answer\":null,\"sources\":[],\"artifac"
+        "ts\":[],\"error\":null,\"timings_ms\":{\"queue\":0,\"wiki\":0,\"model\":0,\"sandbox\":0,\""
+        "cleanup\":0,\"total\":0},\"usage\":{\"model\":\"\",\"prompt_tokens\":0,\"completion_tokens"
+        "\":0},\"created_at\":\"2025-11-22T10:01:10.123Z\",\"finished_at\":null},{\"id\":\"qr_00000"
+        "000000000000000000000000003\",\"status\":\"failed\",\"question\":\"still running\",\"answe"
+        "r\":null,\"sources\":[],\"artifacts\":[],\"error\":{\"code\":\"execution_failed\",\"messag"
+        "e\":\"The service stopped while the query ran\"},\"timings_ms\":{\"queue\":0,\"wiki\":0,\""
+        "model\":0,\"sandbox\":0,\"cleanup\":0,\"total\":58000},\"usage\":{\"model\":\"\",\"prompt_"
+        "tokens\":0,\"completion_tokens\":0},\"created_at\":\"2025-11-22T10:00:02.123Z\",\"finished"
+        "_at\":\"2025-11-22T10:01:00.123Z\"}],\"next_cursor\":\"3\"}";
+
+static const char expected_page2[] =
+        "{\"items\":[{\"id\":\"qr_00000000000000000000000000000002\",\"status\":\"succeeded\",\"que"
+        "stion\":\"q2\",\"answer\":\"Apples are \\\"pomes\\\" \\/ fruit.\\nSecond line: \xc3\xa4\xc3\xb6\xc3\xbc "
+        "\\u0001\x7f \\\\ end\",\"sources\":[],\"artifacts\":[],\"error\":null,\"timings_ms\":{\"qu"
+        "eue\":0,\"wiki\":1,\"model\":2,\"sandbox\":3,\"cleanup\":4,\"total\":10},\"usage\":{\"mode"
+        "l\":\"m\",\"prompt_tokens\":0,\"completion_tokens\":1},\"created_at\":\"2025-11-22T10:00:0"
+        "1.123Z\",\"finished_at\":\"2025-11-22T10:01:00.123Z\"},{\"id\":\"qr_0123456789abcdef012345"
+        "6789abcdef\",\"status\":\"failed\",\"question\":\"Wie hoch ist der \\\"Zugspitze\\\"-Gipfe"
+        "l? \xe2\x9b\xb0 'x' \\\\ \\/ ;--\",\"answer\":null,\"sources\":[{\"title\":\"B\xc3\xa4r \\"
+        "/ \\\"x\\\"\",\"url\":\"https:\\/\\/de.wikipedia.org\\/wiki\\/B%C3%A4r\",\"revision_id\":9"
+        "007199254740993},{\"title\":\"Tab\\there\\u0001\",\"url\":\"https:\\/\\/x.example\\/a\\/b\""
+        ",\"revision_id\":1.5e3,\"extra\":[true,false,null,0,{}]}],\"artifacts\":[{\"id\":\"af_0123"
+        "456789abcdef0123456789abcdef\",\"name\":\"Gr\xc3\xb6\xc3\x9f"
+        "e Tabelle \xe2\x82\xac \\\"1\\"
+        "\".csv\",\"media_type\":\"text\\/csv; charset=utf-8\",\"size_bytes\":11,\"sha256\":\"00000"
+        "00000000000000000000000000000000000000000000000000000000001\",\"download_url\":\"\\/api\\/"
+        "v1\\/artifacts\\/af_0123456789abcdef0123456789abcdef\"},{\"id\":\"af_fedcba9876543210fedcb"
+        "a9876543210\",\"name\":\"empty.bin\",\"media_type\":\"application\\/octet-stream\",\"size_"
+        "bytes\":0,\"sha256\":\"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\","
+        "\"download_url\":\"\\/api\\/v1\\/artifacts\\/af_fedcba9876543210fedcba9876543210\"}],\"err"
+        "or\":{\"code\":\"execution_failed\",\"message\":\"The code failed: \\\"x\\\" \\/ line 3\\n"
+        "\\ttab \xe2\x82\xac\"},\"timings_ms\":{\"queue\":12,\"wiki\":3400,\"model\":5600,\"sandbox"
+        "\":7800,\"cleanup\":90,\"total\":17000},\"usage\":{\"model\":\"gpt-test\\/1\",\"prompt_tok"
+        "ens\":1234,\"completion_tokens\":9007199254740993},\"created_at\":\"2025-11-22T10:00:00.12"
+        "3Z\",\"finished_at\":\"2025-11-22T10:00:17.124Z\"}],\"next_cursor\":null}";
+
+static const char expected_empty[] = "{\"items\":[],\"next_cursor\":null}";
+
+static const char sources[] =
+        " [ {\"title\" : \"B\\u00e4r / \\\"x\\\"\", \"url\":\"https://de.wikipedia.org/wiki/B%C3%A4r\","
+        "\"revision_id\":9007199254740993},\n {\"title\":\"Tab\\there\\u0001\",\"url\":\"https://x.example/a/b\","
+        "\"revision_id\":1.5e3,\"extra\":[true,false,null,-0,{}]} ]\n";
+
+typedef struct Fixture {
+        char dir[64];
+        History *h;
+        SessionKey k, other;
+} Fixture;
+
+static void sql_exec(const char *dir, const char *sql) {
+        _cleanup_free_ char *p = NULL;
+        sqlite3 *db = NULL;
+
+        ASSERT_TRUE(asprintf(&p, "%s/history.sqlite3", dir) >= 0);
+        ASSERT_EQ_INT(sqlite3_open_v2(p, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+        ASSERT_EQ_INT(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+        ASSERT_EQ_INT(sqlite3_close(db), SQLITE_OK);
+}
+
+/* A fresh store: Q1 failed with every field (sources, two artifacts, an
+ * error), Q2 succeeded, Q3 recovered as failed, Q4 running. */
+static void fixture_setup(Fixture *f) {
+        HistoryOutcome failed = {
+                .timings = { 12, 3400, 5600, 7800, 90, 17000 },
+                .error_code = "execution_failed",
+                .finished_at = T0 + 17 * USEC_PER_SEC + 999,
+                .error_message = "The code failed: \"x\" / line 3\n\ttab \xe2\x82\xac",
+                .completion_tokens = 9007199254740993ULL,
+                .sources_json = sources,
+                .prompt_tokens = 1234,
+                .model = "gpt-test/1",
+        };
+        HistoryOutcome ok = {
+                .succeeded = true,
+                .answer = "Apples are \"pomes\" / fruit.\nSecond line: \xc3\xa4\xc3\xb6\xc3\xbc \x01\x7f \\ end",
+                .timings = { 0, 1, 2, 3, 4, 10 },
+                .model = "m",
+                .completion_tokens = 1,
+                .finished_at = T0 + 60 * USEC_PER_SEC,
+        };
+
+        *f = (Fixture){ .dir = "/tmp/test-render-XXXXXX" };
+        memset(f->k.bytes, 7, sizeof f->k.bytes);
+        memset(f->other.bytes, 8, sizeof f->other.bytes);
+        ASSERT_TRUE(mkdtemp(f->dir));
+
+        ASSERT_OK(history_open(f->dir, &f->h, NULL));
+        ASSERT_OK(history_begin(
+                f->h, Q1, &f->k, "Wie hoch ist der \"Zugspitze\"-Gipfel? \xe2\x9b\xb0 'x' \\ / ;--", T0));
+        ASSERT_OK(history_finish(f->h, Q1, &failed));
+        ASSERT_OK(history_begin(f->h, Q2, &f->k, "q2", T0 + USEC_PER_SEC));
+        ASSERT_OK(history_finish(f->h, Q2, &ok));
+        ASSERT_OK(history_begin(f->h, Q3, &f->k, "still running", T0 + 2 * USEC_PER_SEC));
+        f->h = history_free(f->h);
+        sql_exec(
+                f->dir,
+                "INSERT INTO artifacts (id, query_id, name, media_type, size_bytes, sha256, data) VALUES"
+                " ('af_0123456789abcdef0123456789abcdef', '" Q1
+                "', 'Gr\xc3\xb6\xc3\x9f"
+                "e Tabelle \xe2\x82\xac \"1\".csv', 'text/csv; charset=utf-8', 11,"
+                " '0000000000000000000000000000000000000000000000000000000000000001',"
+                " X'0061006200006300ff0a5a'),"
+                " ('af_fedcba9876543210fedcba9876543210', '" Q1
+                "', 'empty.bin', 'application/octet-stream', 0,"
+                " 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855', zeroblob(0))");
+        /* Q3 was running when the store closed: it is recovered as failed. */
+        ASSERT_OK(history_open(f->dir, &f->h, NULL));
+        ASSERT_OK(history_begin(f->h, Q4, &f->k, "now running: \xe2\x82\xac / \"x\"", T0 + 70 * USEC_PER_SEC));
+}
+
+static void fixture_done(Fixture *f) {
+        f->h = history_free(f->h);
+        /* The store's file and what SQLite keeps beside it. */
+        for (const char *const *n = (const char *const[]){ "", "-wal", "-shm", NULL }; *n; n++) {
+                _cleanup_free_ char *p = NULL;
+
+                ASSERT_TRUE(asprintf(&p, "%s/history.sqlite3%s", f->dir, *n) >= 0);
+                ASSERT_TRUE(unlink(p) == 0 || errno == ENOENT);
+        }
+        ASSERT_TRUE(rmdir(f->dir) == 0);
+}
+
+static void assert_record(Fixture *f, const char *id, const char *expected) {
+        _cleanup_(history_record_freep) HistoryRecord *rec = NULL;
+        _cleanup_(json_object_putp) json_object *o = NULL;
+
+        ASSERT_OK(history_get_record(f->h, id, &f->k, &rec));
+        o = render_history_record(rec);
+        ASSERT_TRUE(o);
+        ASSERT_EQ_STR(render_body(o), expected);
+}
+
+static void assert_page(
+        Fixture *f, const SessionKey *k, unsigned limit, const char *cursor, const char *expected) {
+        _cleanup_(history_page_freep) HistoryPage *page = NULL;
+        _cleanup_(json_object_putp) json_object *o = NULL;
+
+        ASSERT_OK(history_list_records(f->h, k, limit, cursor, &page));
+        o = render_history_page(page);
+        ASSERT_TRUE(o);
+        ASSERT_EQ_STR(render_body(o), expected);
+}
+
+TEST(record_every_field) {
+        _cleanup_(history_record_freep) HistoryRecord *rec = NULL;
+        Fixture f;
+
+        fixture_setup(&f);
+        assert_record(&f, Q1, expected_failed);
+
+        /* The struct under it: a failure has no answer, its error, the
+         * sources as stored, the artifacts in order. */
+        ASSERT_OK(history_get_record(f.h, Q1, &f.k, &rec));
+        ASSERT_EQ_STR(rec->status, "failed");
+        ASSERT_TRUE(rec->answer == NULL);
+        ASSERT_EQ_STR(rec->error_code, "execution_failed");
+        ASSERT_EQ_STR(rec->sources_json, sources);
+        ASSERT_EQ_INT(rec->n_artifacts, 2);
+        ASSERT_EQ_STR(rec->artifacts[0].id, "af_0123456789abcdef0123456789abcdef");
+        ASSERT_EQ_INT(rec->artifacts[0].size_bytes, 11);
+        ASSERT_EQ_STR(rec->artifacts[1].name, "empty.bin");
+        ASSERT_EQ_INT(rec->timings.sandbox_ms, 7800);
+        ASSERT_EQ_INT(rec->completion_tokens, 9007199254740993LL);
+        ASSERT_EQ_INT(rec->finished_at, T0 + 17 * USEC_PER_SEC + 999);
+        fixture_done(&f);
+}
+
+TEST(record_succeeded_running_recovered) {
+        Fixture f;
+
+        fixture_setup(&f);
+        assert_record(&f, Q2, expected_succeeded);
+        assert_record(&f, Q3, expected_recovered);
+        assert_record(&f, Q4, expected_running);
+        {
+                _cleanup_(history_record_freep) HistoryRecord *rec = NULL;
+
+                ASSERT_OK(history_get_record(f.h, Q4, &f.k, &rec));
+                ASSERT_TRUE(rec->finished_at == USEC_INFINITY);
+                ASSERT_TRUE(rec->error_code == NULL && rec->error_message == NULL && rec->answer == NULL);
+                ASSERT_EQ_STR(rec->sources_json, "[]");
+                ASSERT_EQ_INT(rec->n_artifacts, 0);
+        }
+        fixture_done(&f);
+}
+
+TEST(pages) {
+        Fixture f;
+
+        fixture_setup(&f);
+        assert_page(&f, &f.k, 2, NULL, expected_page1);
+        assert_page(&f, &f.k, 2, "3", expected_page2);
+        assert_page(&f, &f.other, 20, NULL, expected_empty);
+        fixture_done(&f);
+}
+
+/* The compatibility history_get() renders the same object. */
+TEST(history_get_compat) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        json_object *untouched = NULL;
+        Fixture f;
+
+        fixture_setup(&f);
+        ASSERT_OK(history_get(f.h, Q1, &f.k, &o));
+        ASSERT_EQ_STR(render_body(o), expected_failed);
+        ASSERT_EQ_INT(history_get(f.h, Q1, &f.other, &untouched), -ENOENT);
+        ASSERT_TRUE(untouched == NULL);
+        fixture_done(&f);
+}
+
+/* Sources that are not an array (only a file changed behind the store's
+ * back) are rendered as []. */
+TEST(sources_not_an_array) {
+        static const char *const bad[] = { "{}", "nope", "", "1" };
+
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                HistoryRecord rec = {
+                        .id = (char *) "qr_x",
+                        .status = (char *) "succeeded",
+                        .question = (char *) "q",
+                        .answer = (char *) "a",
+                        .sources_json = (char *) bad[i],
+                        .model = (char *) "m",
+                        .created_at = 0,
+                        .finished_at = USEC_INFINITY,
+                };
+                _cleanup_(json_object_putp) json_object *o = render_history_record(&rec);
+
+                ASSERT_TRUE(o);
+                ASSERT_EQ_STR(
+                        render_body(o),
+                        "{\"id\":\"qr_x\",\"status\":\"succeeded\",\"question\":\"q\",\"answer\":\"a\","
+                        "\"sources\":[],\"artifacts\":[],\"error\":null,\"timings_ms\":{\"queue\":0,"
+                        "\"wiki\":0,\"model\":0,\"sandbox\":0,\"cleanup\":0,\"total\":0},\"usage\":{"
+                        "\"model\":\"m\",\"prompt_tokens\":0,\"completion_tokens\":0},\"created_at\":"
+                        "\"1970-01-01T00:00:00.000Z\",\"finished_at\":null}");
+        }
+}
+
+DEFINE_TEST_MAIN()
