@@ -4,12 +4,11 @@
 #include <limits.h>
 #include <stdarg.h>
 
+#include "shared/json-util.h"
 #include "shared/macro.h"
 #include "shared/utf8.h"
 #include "query/agent.h"
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
-DEFINE_TRIVIAL_CLEANUP_FUNC(struct json_tokener *, json_tokener_free);
 
 #define AGENT_JSON_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
 
@@ -128,46 +127,6 @@ const LlmTool *agent_tools(bool with_python, size_t *ret_n) {
 }
 
 /* ---- small helpers ---- */
-
-static json_object *json_string_n(const char *s, size_t n) {
-        if (n > INT_MAX)
-                return NULL;
-        return json_object_new_string_len(s, (int) n);
-}
-
-static json_object *json_string(const char *s) {
-        return json_string_n(s, strlen(s));
-}
-
-/* A JSON string of any bytes, made valid UTF-8 without NUL. */
-static json_object *json_string_bytes(const char *s, size_t n) {
-        _cleanup_free_ char *v = NULL;
-        size_t l;
-
-        if (utf8_make_valid(s ? s : "", s ? n : 0, &v, &l) < 0)
-                return NULL;
-        return json_string_n(v, l);
-}
-
-static int json_add(json_object *obj, const char *key, json_object *value) {
-        if (!value)
-                return -ENOMEM;
-        if (json_object_object_add(obj, key, value) < 0) {
-                json_object_put(value);
-                return -ENOMEM;
-        }
-        return 0;
-}
-
-static int json_append(json_object *array, json_object *value) {
-        if (!value)
-                return -ENOMEM;
-        if (json_object_array_add(array, value) < 0) {
-                json_object_put(value);
-                return -ENOMEM;
-        }
-        return 0;
-}
 
 static uint64_t add_saturating(uint64_t a, uint64_t b) {
         return a > UINT64_MAX - b ? UINT64_MAX : a + b;
@@ -686,11 +645,10 @@ static int parse_arguments(
                 *ret_error = "arguments are not a JSON object";
                 return -EBADMSG;
         }
-        for (size_t i = json_tokener_get_parse_end(tok); i < n; i++)
-                if (!strchr(" \t\r\n", arguments[i])) {
-                        *ret_error = "arguments are not a JSON object";
-                        return -EBADMSG;
-                }
+        if (!json_rest_is_whitespace(arguments, json_tokener_get_parse_end(tok), n)) {
+                *ret_error = "arguments are not a JSON object";
+                return -EBADMSG;
+        }
 
         json_object_object_foreach(o, key, v) {
                 bool ok = false;

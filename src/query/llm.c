@@ -4,12 +4,11 @@
 #include <limits.h>
 #include <stdarg.h>
 
+#include "shared/json-util.h"
 #include "shared/macro.h"
 #include "shared/utf8.h"
 #include "query/llm.h"
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
-DEFINE_TRIVIAL_CLEANUP_FUNC(struct json_tokener *, json_tokener_free);
 
 /* Serialization used for every body: compact, "/" not escaped. json-c
  * writes UTF-8 as it is and escapes control characters. */
@@ -105,38 +104,6 @@ uint64_t llm_max_tokens(uint64_t context_tokens, uint64_t max_output_bytes, uint
 }
 
 /* ---- building ---- */
-
-/* json_object_new_string_len() takes an int. */
-static json_object *json_string_n(const char *s, size_t n) {
-        if (n > INT_MAX)
-                return NULL;
-        return json_object_new_string_len(s, (int) n);
-}
-
-static json_object *json_string(const char *s) {
-        return s ? json_string_n(s, strlen(s)) : json_string_n("", 0);
-}
-
-/* Add key -> value to obj, taking value over even on failure. */
-static int json_add(json_object *obj, const char *key, json_object *value) {
-        if (!value)
-                return -ENOMEM;
-        if (json_object_object_add(obj, key, value) < 0) {
-                json_object_put(value);
-                return -ENOMEM;
-        }
-        return 0;
-}
-
-static int json_append(json_object *array, json_object *value) {
-        if (!value)
-                return -ENOMEM;
-        if (json_object_array_add(array, value) < 0) {
-                json_object_put(value);
-                return -ENOMEM;
-        }
-        return 0;
-}
 
 static int build_tool_call(const LlmToolCall *c, json_object **ret) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object(), *f = json_object_new_object();
@@ -550,12 +517,11 @@ static json_object *parse_json(const uint8_t *body, size_t size, const char **re
                 return NULL;
         }
         end = json_tokener_get_parse_end(tok);
-        for (size_t i = end; i < size; i++)
-                if (!strchr(" \t\r\n", body[i]) || body[i] == 0) {
-                        json_object_put(obj);
-                        *ret_why = "bytes after the JSON document";
-                        return NULL;
-                }
+        if (!json_rest_is_whitespace((const char *) body, end, size)) {
+                json_object_put(obj);
+                *ret_why = "bytes after the JSON document";
+                return NULL;
+        }
         return obj;
 }
 

@@ -6,9 +6,9 @@
 #include <sys/syscall.h>
 
 #include "sandbox/runtime.h"
+#include "shared/json-util.h"
 #include "shared/macro.h"
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
 
 /* PID 1 of the container: a small init in Python. The code runs in a
  * forked child that reads the program from stdin and runs it as __main__

@@ -14,11 +14,11 @@
 #include "sandbox/sandbox.h"
 #include "sandbox/scope.h"
 #include "shared/log.h"
+#include "shared/json-util.h"
 #include "shared/macro.h"
 #include "shared/parse-util.h"
 #include "store/history.h"
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
 
 /* After the wall-clock limit (or a cancel) KillUnit kills the scope; if the
  * runtime has still not ended this much later, clean up regardless (the

@@ -19,12 +19,12 @@
 #include "sandbox/sandbox.h"
 #include "sandbox/scope.h"
 #include "shared/config.h"
+#include "shared/json-util.h"
 #include "shared/macro.h"
 #include "shared/sha256.h"
 #include "store/history.h"
 #include "tests.h"
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
 
 static char *make_tmpdir(void) {
         char *d = strdup("/tmp/test-sandbox-XXXXXX");
