@@ -1019,13 +1019,16 @@ int agent_model_reply(Agent *a, unsigned http_status, const uint8_t *body, size_
         return 0;
 }
 
-/* The outstanding call, if it is of tool t (or any, for t < 0). */
+/* The outstanding call, if it is of tool t (or any, for t < 0): 1 to answer
+ * it, 0 when the agent has failed already (the answer is dropped). */
 static int tool_done_check(Agent *a, AgentTool t) {
+        if (a->state == AGENT_DONE_FAIL)
+                return 0;
         if (a->state != AGENT_AWAIT_TOOL)
                 return -EBUSY;
         if (t >= 0 && a->call.tool != t)
                 return -EBUSY;
-        return 0;
+        return 1;
 }
 
 /* The outstanding call is answered: on to the next one. */
@@ -1041,17 +1044,29 @@ static const char *outstanding_id(const Agent *a) {
         return a->messages[a->calls_message].tool_calls[a->next_call].id;
 }
 
+/* Answer the outstanding call with result (fitted), and on to the next. */
+static int tool_done_result(Agent *a, json_object *result) {
+        /* A copy: appending the answer may move the messages. */
+        _cleanup_free_ char *id = strdup(outstanding_id(a));
+        int r;
+
+        if (!id)
+                return -ENOMEM;
+        r = push_result(a, id, result, NULL);
+        if (r < 0)
+                return r;
+        tool_done_advance(a);
+        return 0;
+}
+
 int agent_tool_search_done(Agent *a, const AgentSearchResult *results, size_t n) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object(), *list = json_object_new_array();
-        _cleanup_free_ char *id = NULL;
         int r;
 
         assert(a);
         assert(results || n == 0);
-        if (a->state == AGENT_DONE_FAIL)
-                return 0;
         r = tool_done_check(a, AGENT_TOOL_WIKI_SEARCH);
-        if (r < 0)
+        if (r <= 0)
                 return r;
         if (!o || !list)
                 return -ENOMEM;
@@ -1073,14 +1088,7 @@ int agent_tool_search_done(Agent *a, const AgentSearchResult *results, size_t n)
         r = json_add(o, "results", TAKE_PTR(list));
         if (r < 0)
                 return r;
-        id = strdup(outstanding_id(a));
-        if (!id)
-                return -ENOMEM;
-        r = push_result(a, id, o, NULL);
-        if (r < 0)
-                return r;
-        tool_done_advance(a);
-        return 0;
+        return tool_done_result(a, o);
 }
 
 int agent_tool_read_done(Agent *a, const AgentPage *page) {
@@ -1088,10 +1096,8 @@ int agent_tool_read_done(Agent *a, const AgentPage *page) {
         int r;
 
         assert(a);
-        if (a->state == AGENT_DONE_FAIL)
-                return 0;
         r = tool_done_check(a, AGENT_TOOL_WIKI_READ);
-        if (r < 0)
+        if (r <= 0)
                 return r;
         id = strdup(outstanding_id(a));
         if (!id)
@@ -1106,15 +1112,12 @@ int agent_tool_read_done(Agent *a, const AgentPage *page) {
 int agent_tool_python_done(Agent *a, const AgentPythonRun *run) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object(),
                                                 *files = json_object_new_array();
-        _cleanup_free_ char *id = NULL;
         int r;
 
         assert(a);
         assert(run);
-        if (a->state == AGENT_DONE_FAIL)
-                return 0;
         r = tool_done_check(a, AGENT_TOOL_RUN_PYTHON);
-        if (r < 0)
+        if (r <= 0)
                 return r;
         if (!o || !files)
                 return -ENOMEM;
@@ -1150,15 +1153,7 @@ int agent_tool_python_done(Agent *a, const AgentPythonRun *run) {
                 r = json_add(o, "files", TAKE_PTR(files));
         if (r < 0)
                 return r;
-
-        id = strdup(outstanding_id(a));
-        if (!id)
-                return -ENOMEM;
-        r = push_result(a, id, o, NULL);
-        if (r < 0)
-                return r;
-        tool_done_advance(a);
-        return 0;
+        return tool_done_result(a, o);
 }
 
 int agent_tool_failed(Agent *a, const char *message) {
@@ -1167,10 +1162,8 @@ int agent_tool_failed(Agent *a, const char *message) {
 
         assert(a);
         assert(message);
-        if (a->state == AGENT_DONE_FAIL)
-                return 0;
         r = tool_done_check(a, _AGENT_TOOL_INVALID);
-        if (r < 0)
+        if (r <= 0)
                 return r;
         id = strdup(outstanding_id(a));
         if (!id)

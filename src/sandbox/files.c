@@ -242,6 +242,25 @@ static int hash_fd(int fd, uint64_t size, char ret[static 65]) {
         return 0;
 }
 
+/* A DIR of its own on dir_fd's directory (dir_fd stays the caller's), from
+ * the start. */
+static int opendir_dup(int dir_fd, DIR **ret) {
+        int fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3), r;
+        DIR *d;
+
+        if (fd < 0)
+                return negative_errno();
+        d = fdopendir(fd);
+        if (!d) {
+                r = negative_errno();
+                (void) close(fd);
+                return r;
+        }
+        rewinddir(d);
+        *ret = d;
+        return 0;
+}
+
 /* Logging a hostile tree must not cost a line per file: a few per reason. */
 #define SKIP_LOG_MAX 5
 
@@ -267,18 +286,11 @@ int sandbox_collect_artifacts(int dir_fd, uint64_t max_files, uint64_t max_bytes
         size_t n_names = 0, cap_names = 0;
         uint64_t used = 0;
         struct dirent *de;
-        int fd, r = 0;
+        int r = 0;
 
-        fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
-        if (fd < 0)
-                return negative_errno();
-        d = fdopendir(fd);
-        if (!d) {
-                r = negative_errno();
-                (void) close(fd);
+        r = opendir_dup(dir_fd, &d);
+        if (r < 0)
                 return r;
-        }
-        rewinddir(d);
         /* Names first, so the order (and which files win the caps) does not
          * depend on the directory's hash order. */
         errno = 0;
@@ -388,18 +400,11 @@ finish:
 int sandbox_rm_rf_children(int dir_fd) {
         _cleanup_(closedirp) DIR *d = NULL;
         struct dirent *de;
-        int fd, r = 0;
+        int r = 0;
 
-        fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
-        if (fd < 0)
-                return negative_errno();
-        d = fdopendir(fd);
-        if (!d) {
-                r = negative_errno();
-                (void) close(fd);
+        r = opendir_dup(dir_fd, &d);
+        if (r < 0)
                 return r;
-        }
-        rewinddir(d);
         while ((de = readdir(d))) {
                 struct stat st;
 

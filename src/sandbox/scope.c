@@ -5,6 +5,7 @@
 #include "sandbox/scope.h"
 #include "shared/log.h"
 #include "shared/macro.h"
+#include "shared/strv.h"
 #include "shared/time-util.h"
 
 #define SD_DEST "org.freedesktop.systemd1"
@@ -125,15 +126,14 @@ static ScopeOp *scope_op_free(ScopeOp *op) {
         sd_event_source_disable_unref(op->timer);
         sd_event_source_disable_unref(op->retry);
         sd_event_source_disable_unref(op->complete);
-        for (char **n = op->names; n && *n; n++)
-                free(*n);
-        free(op->names);
+        strv_free(op->names);
         free(op->name);
         free(op->job);
         free(op->job_result);
         free(op);
         return NULL;
 }
+DEFINE_TRIVIAL_CLEANUP_FUNC(ScopeOp *, scope_op_free);
 
 void scope_op_cancel(ScopeOp *op) {
         scope_op_free(op);
@@ -150,9 +150,7 @@ static int scope_op_on_complete(sd_event_source *s, void *userdata) {
 
                 scope_op_free(op);
                 cb(error, names, ud);
-                for (char **n = names; n && *n; n++)
-                        free(*n);
-                free(names);
+                strv_free(names);
         } else {
                 ScopeCallback cb = op->cb;
                 void *ud = op->userdata;
@@ -175,7 +173,7 @@ static int scope_op_on_timeout(sd_event_source *s, uint64_t usec, void *userdata
 }
 
 static int scope_op_new(ScopeManager *m, ScopeOpKind kind, const char *name, void *userdata, ScopeOp **ret) {
-        ScopeOp *op;
+        _cleanup_(scope_op_freep) ScopeOp *op = NULL;
         int r;
 
         if (!m->bus || !m->ready)
@@ -188,23 +186,26 @@ static int scope_op_new(ScopeManager *m, ScopeOpKind kind, const char *name, voi
         op->userdata = userdata;
         op->next = m->ops;
         m->ops = op;
-        if (name && !(op->name = strdup(name))) {
-                scope_op_free(op);
+        if (name && !(op->name = strdup(name)))
                 return -ENOMEM;
-        }
         r = sd_event_add_defer(m->event, &op->complete, scope_op_on_complete, op);
         if (r >= 0)
                 r = sd_event_source_set_enabled(op->complete, SD_EVENT_OFF);
         if (r >= 0)
                 r = sd_event_add_time_relative(
                         m->event, &op->timer, CLOCK_MONOTONIC, SCOPE_OP_TIMEOUT_USEC, 0, scope_op_on_timeout, op);
-        if (r < 0) {
-                scope_op_free(op);
+        if (r < 0)
                 return r;
-        }
         (void) sd_event_source_set_description(op->complete, "scope-op-complete");
         (void) sd_event_source_set_description(op->timer, "scope-op-timeout");
-        *ret = op;
+        *ret = TAKE_PTR(op);
+        return 0;
+}
+
+/* The op is under way (the manager's list holds it): *ret borrows it. */
+static int scope_op_started(ScopeOp *op, ScopeOp **ret) {
+        if (ret)
+                *ret = op;
         return 0;
 }
 
@@ -361,7 +362,7 @@ int scope_start(
         void *userdata,
         ScopeOp **ret) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *msg = NULL;
-        ScopeOp *op;
+        _cleanup_(scope_op_freep) ScopeOp *op = NULL;
         int r;
 
         r = scope_op_new(m, SCOPE_OP_START, name, userdata, &op);
@@ -411,13 +412,9 @@ int scope_start(
                 r = sd_bus_message_append(msg, "a(sa(sv))", 0);
         if (r >= 0)
                 r = sd_bus_call_async(m->bus, &op->slot, msg, scope_on_job_reply, op, SCOPE_OP_TIMEOUT_USEC);
-        if (r < 0) {
-                scope_op_free(op);
+        if (r < 0)
                 return r;
-        }
-        if (ret)
-                *ret = op;
-        return 0;
+        return scope_op_started(TAKE_PTR(op), ret);
 }
 
 static int scope_on_kill_reply(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
@@ -435,7 +432,7 @@ static int scope_on_kill_reply(sd_bus_message *reply, void *userdata, sd_bus_err
 }
 
 int scope_kill(ScopeManager *m, const char *name, ScopeCallback cb, void *userdata, ScopeOp **ret) {
-        ScopeOp *op;
+        _cleanup_(scope_op_freep) ScopeOp *op = NULL;
         int r;
 
         r = scope_op_new(m, SCOPE_OP_KILL, name, userdata, &op);
@@ -455,17 +452,13 @@ int scope_kill(ScopeManager *m, const char *name, ScopeCallback cb, void *userda
                 name,
                 "all",
                 SIGKILL);
-        if (r < 0) {
-                scope_op_free(op);
+        if (r < 0)
                 return r;
-        }
-        if (ret)
-                *ret = op;
-        return 0;
+        return scope_op_started(TAKE_PTR(op), ret);
 }
 
 int scope_stop(ScopeManager *m, const char *name, ScopeCallback cb, void *userdata, ScopeOp **ret) {
-        ScopeOp *op;
+        _cleanup_(scope_op_freep) ScopeOp *op = NULL;
         int r;
 
         r = scope_op_new(m, SCOPE_OP_STOP, name, userdata, &op);
@@ -474,13 +467,9 @@ int scope_stop(ScopeManager *m, const char *name, ScopeCallback cb, void *userda
         op->cb = cb;
         r = sd_bus_call_method_async(
                 m->bus, &op->slot, SD_DEST, SD_PATH, SD_MANAGER, "StopUnit", scope_on_job_reply, op, "ss", name, "fail");
-        if (r < 0) {
-                scope_op_free(op);
+        if (r < 0)
                 return r;
-        }
-        if (ret)
-                *ret = op;
-        return 0;
+        return scope_op_started(TAKE_PTR(op), ret);
 }
 
 static int scope_on_list_reply(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
@@ -523,7 +512,7 @@ static int scope_on_list_reply(sd_bus_message *reply, void *userdata, sd_bus_err
 
 int scope_list(ScopeManager *m, const char *pattern, ScopeListCallback cb, void *userdata, ScopeOp **ret) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *msg = NULL;
-        ScopeOp *op;
+        _cleanup_(scope_op_freep) ScopeOp *op = NULL;
         int r;
 
         r = scope_op_new(m, SCOPE_OP_LIST, NULL, userdata, &op);
@@ -535,13 +524,9 @@ int scope_list(ScopeManager *m, const char *pattern, ScopeListCallback cb, void 
                 r = sd_bus_message_append(msg, "asas", 0, 1, pattern);
         if (r >= 0)
                 r = sd_bus_call_async(m->bus, &op->slot, msg, scope_on_list_reply, op, SCOPE_OP_TIMEOUT_USEC);
-        if (r < 0) {
-                scope_op_free(op);
+        if (r < 0)
                 return r;
-        }
-        if (ret)
-                *ret = op;
-        return 0;
+        return scope_op_started(TAKE_PTR(op), ret);
 }
 
 static int scope_on_disconnected(sd_bus_message *msg, void *userdata, sd_bus_error *ret_error) {
