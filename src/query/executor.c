@@ -120,12 +120,12 @@ static void complete(QueryExecutor *x) {
         done(&o, u);
 }
 
-static int on_unconfigured(sd_event_source *s, void *userdata) {
+static int query_executor_on_unconfigured(sd_event_source *s, void *userdata) {
         complete(userdata);
         return 0;
 }
 
-static int on_unconfigured_later(sd_event_source *s, uint64_t usec, void *userdata) {
+static int query_executor_on_unconfigured_later(sd_event_source *s, uint64_t usec, void *userdata) {
         complete(userdata);
         return 0;
 }
@@ -175,7 +175,7 @@ int query_executor_abort(QueryExecutor *x, const char *reason) {
         x->abort_reason = reason;
         /* Still report from the loop, never from inside the caller. */
         x->defer = sd_event_source_disable_unref(x->defer);
-        r = sd_event_add_defer(x->event, &x->defer, on_unconfigured, x);
+        r = sd_event_add_defer(x->event, &x->defer, query_executor_on_unconfigured, x);
         if (r < 0)
                 return r;
         return 0;
@@ -214,9 +214,15 @@ int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryDoneHandler
                  * the caller sees the same ordering as with a real pipeline. */
                 if (x->test_delay > 0)
                         r = sd_event_add_time_relative(
-                                x->event, &x->defer, CLOCK_MONOTONIC, x->test_delay, 0, on_unconfigured_later, x);
+                                x->event,
+                                &x->defer,
+                                CLOCK_MONOTONIC,
+                                x->test_delay,
+                                0,
+                                query_executor_on_unconfigured_later,
+                                x);
                 else
-                        r = sd_event_add_defer(x->event, &x->defer, on_unconfigured, x);
+                        r = sd_event_add_defer(x->event, &x->defer, query_executor_on_unconfigured, x);
                 if (r < 0)
                         return r;
                 (void) sd_event_source_set_description(x->defer, "query-unconfigured");

@@ -192,7 +192,7 @@ static Cleanup *cleanup_free(Cleanup *c) {
         return NULL;
 }
 
-static int cleanup_on_retry(sd_event_source *src, uint64_t usec, void *userdata) {
+static int sandbox_cleanup_on_retry(sd_event_source *src, uint64_t usec, void *userdata) {
         Cleanup *c = userdata;
 
         c->retry = sd_event_source_disable_unref(c->retry);
@@ -239,14 +239,14 @@ static void cleanup_attempt_done(Cleanup *c, int error) {
                 c->attempts,
                 c->backoff / USEC_PER_SEC);
         if (sd_event_add_time_relative(
-                    s->event, &c->retry, CLOCK_MONOTONIC, c->backoff, 0, cleanup_on_retry, c) < 0)
+                    s->event, &c->retry, CLOCK_MONOTONIC, c->backoff, 0, sandbox_cleanup_on_retry, c) < 0)
                 log_error("Cannot schedule the next cleanup attempt of %s.", c->scope);
         if (done)
                 done(c, error);
         sandbox_notify(s);
 }
 
-static void cleanup_on_scope_stopped(int error, void *userdata) {
+static void sandbox_cleanup_on_scope_stopped(int error, void *userdata) {
         Cleanup *c = userdata;
 
         c->op = NULL;
@@ -255,7 +255,7 @@ static void cleanup_on_scope_stopped(int error, void *userdata) {
         cleanup_attempt_done(c, error);
 }
 
-static void cleanup_on_exit(pid_t pid, int status, void *userdata) {
+static void sandbox_cleanup_on_exit(pid_t pid, int status, void *userdata) {
         Cleanup *c = userdata;
         bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
         int r;
@@ -278,7 +278,7 @@ static void cleanup_on_exit(pid_t pid, int status, void *userdata) {
                         return;
                 }
                 c->step = CLEANUP_SCOPE;
-                r = scope_stop(c->sandbox->scopes, c->scope, cleanup_on_scope_stopped, c, &c->op);
+                r = scope_stop(c->sandbox->scopes, c->scope, sandbox_cleanup_on_scope_stopped, c, &c->op);
                 if (r < 0)
                         cleanup_attempt_done(c, r);
                 return;
@@ -304,7 +304,7 @@ static void cleanup_step(Cleanup *c) {
                 r = runtime_spawn(argv, -1, -1, -1, -1, -1, &c->pid);
         runtime_argv_free(argv);
         if (r >= 0)
-                r = reaper_watch(s->reaper, c->pid, cleanup_on_exit, c, &c->watch);
+                r = reaper_watch(s->reaper, c->pid, sandbox_cleanup_on_exit, c, &c->watch);
         if (r < 0)
                 cleanup_attempt_done(c, r);
 }
@@ -361,7 +361,7 @@ static void sweep_id(Sandbox *s, const char *id) {
                 s->sweep_outstanding--;
 }
 
-static void sweep_on_scopes(int error, char **names, void *userdata) {
+static void sandbox_sweep_on_scopes(int error, char **names, void *userdata) {
         Sandbox *s = userdata;
 
         if (error < 0)
@@ -385,7 +385,7 @@ typedef struct SweepList {
         int fd; /* a memfd with the runtime's stdout */
 } SweepList;
 
-static void sweep_on_list_exit(pid_t pid, int status, void *userdata) {
+static void sandbox_sweep_on_list_exit(pid_t pid, int status, void *userdata) {
         SweepList *l = userdata;
         Sandbox *s = l->sandbox;
         char buf[65536];
@@ -442,7 +442,7 @@ static void sweep_start(Sandbox *s) {
         s->sweep_outstanding = 1; /* held until both listings are in */
 
         s->sweep_outstanding++;
-        r = scope_list(s->scopes, SCOPE_PREFIX "*", sweep_on_scopes, s, NULL);
+        r = scope_list(s->scopes, SCOPE_PREFIX "*", sandbox_sweep_on_scopes, s, NULL);
         if (r < 0) {
                 log_warning_errno(r, "Cannot list leftover sandbox scopes");
                 s->sweep_outstanding--;
@@ -456,7 +456,7 @@ static void sweep_start(Sandbox *s) {
         if (l && l->fd >= 0 &&
             runtime_argv(s->kind, s->runtime, s->state_root, RUNTIME_LIST, NULL, NULL, &argv) >= 0 &&
             runtime_spawn(argv, -1, l->fd, -1, -1, -1, &pid) >= 0 &&
-            reaper_watch(s->reaper, pid, sweep_on_list_exit, l, NULL) >= 0) {
+            reaper_watch(s->reaper, pid, sandbox_sweep_on_list_exit, l, NULL) >= 0) {
                 s->sweep_outstanding++;
                 l = NULL;
         } else
@@ -1053,7 +1053,7 @@ static void sandbox_run_free(SandboxRun *run) {
         free(run);
 }
 
-static int run_on_report(sd_event_source *src, void *userdata) {
+static int sandbox_run_on_report(sd_event_source *src, void *userdata) {
         SandboxRun *run = userdata;
         SandboxRunDone done = run->done;
         void *ud = run->userdata;
@@ -1065,15 +1065,15 @@ static int run_on_report(sd_event_source *src, void *userdata) {
         return 0;
 }
 
-static void run_on_cleanup(Cleanup *c, int error) {
+static void sandbox_run_on_cleanup(Cleanup *c, int error) {
         SandboxRun *run = c->userdata;
 
         run->cleanup = NULL;
         run->result.cleanup_confirmed = error >= 0;
         run->result.cleanup_usec = now(CLOCK_MONOTONIC) - run->t_cleanup;
         run->state = RUN_REPORTING;
-        if (sd_event_add_defer(run->sandbox->event, &run->report, run_on_report, run) < 0)
-                run_on_report(NULL, run); /* OOM: report now rather than never */
+        if (sd_event_add_defer(run->sandbox->event, &run->report, sandbox_run_on_report, run) < 0)
+                sandbox_run_on_report(NULL, run); /* OOM: report now rather than never */
 }
 
 static bool pid_file_exists(const SandboxRun *run) {
@@ -1179,13 +1179,13 @@ static void run_finish(SandboxRun *run) {
                 (void) list_out(run->query->out_fd, res);
 
         run->t_cleanup = now(CLOCK_MONOTONIC);
-        r = cleanup_start(run->sandbox, run->id, run->query, run_on_cleanup, run, &run->cleanup);
+        r = cleanup_start(run->sandbox, run->id, run->query, sandbox_run_on_cleanup, run, &run->cleanup);
         if (r < 0) {
                 /* Not even started: treat as unconfirmed, report. */
                 res->cleanup_confirmed = false;
                 run->state = RUN_REPORTING;
-                if (sd_event_add_defer(run->sandbox->event, &run->report, run_on_report, run) < 0)
-                        run_on_report(NULL, run);
+                if (sd_event_add_defer(run->sandbox->event, &run->report, sandbox_run_on_report, run) < 0)
+                        sandbox_run_on_report(NULL, run);
         }
 }
 
@@ -1196,7 +1196,7 @@ static void run_advance(SandboxRun *run) {
                 run_finish(run);
 }
 
-static int run_on_output(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
+static int sandbox_run_on_output(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
         SandboxRun *run = userdata;
         bool is_out = fd == run->out_fd;
         uint8_t buf[65536];
@@ -1226,9 +1226,9 @@ static int run_on_output(sd_event_source *src, int fd, uint32_t revents, void *u
         return 0;
 }
 
-static int run_on_timer(sd_event_source *src, uint64_t usec, void *userdata);
+static int sandbox_run_on_timer(sd_event_source *src, uint64_t usec, void *userdata);
 
-static void run_on_killed(int error, void *userdata) {
+static void sandbox_run_on_killed(int error, void *userdata) {
         SandboxRun *run = userdata;
 
         run->op = NULL;
@@ -1247,7 +1247,7 @@ static void run_kill(SandboxRun *run) {
         run->kill_sent = true;
         scope_op_cancel(run->op);
         run->op = NULL;
-        r = scope_kill(run->sandbox->scopes, run->scope, run_on_killed, run, &run->op);
+        r = scope_kill(run->sandbox->scopes, run->scope, sandbox_run_on_killed, run, &run->op);
         if (r < 0) {
                 log_warning_errno(r, "Cannot kill %s through its scope; killing the runtime", run->scope);
                 if (run->pid > 0 && !run->exited)
@@ -1255,10 +1255,16 @@ static void run_kill(SandboxRun *run) {
         }
         run->timer = sd_event_source_disable_unref(run->timer);
         (void) sd_event_add_time_relative(
-                run->sandbox->event, &run->timer, CLOCK_MONOTONIC, SANDBOX_KILL_GRACE_USEC, 0, run_on_timer, run);
+                run->sandbox->event,
+                &run->timer,
+                CLOCK_MONOTONIC,
+                SANDBOX_KILL_GRACE_USEC,
+                0,
+                sandbox_run_on_timer,
+                run);
 }
 
-static int run_on_timer(sd_event_source *src, uint64_t usec, void *userdata) {
+static int sandbox_run_on_timer(sd_event_source *src, uint64_t usec, void *userdata) {
         SandboxRun *run = userdata;
 
         run->timer = sd_event_source_disable_unref(run->timer);
@@ -1276,7 +1282,7 @@ static int run_on_timer(sd_event_source *src, uint64_t usec, void *userdata) {
         return 0;
 }
 
-static void run_on_exit(pid_t pid, int status, void *userdata) {
+static void sandbox_run_on_exit(pid_t pid, int status, void *userdata) {
         SandboxRun *run = userdata;
 
         run->watch = NULL;
@@ -1297,7 +1303,7 @@ static void run_on_exit(pid_t pid, int status, void *userdata) {
                                 CLOCK_MONOTONIC,
                                 SANDBOX_PIPE_GRACE_USEC,
                                 0,
-                                run_on_timer,
+                                sandbox_run_on_timer,
                                 run);
                 }
         }
@@ -1343,7 +1349,7 @@ static uint64_t tree_usage(int dir_fd, unsigned max_depth, unsigned *budget) {
  * them all. Checked while the run runs; past WIKI_WEB_ARTIFACT_MAX_BYTES
  * the run is stopped like at its timeout (what it wrote in the last
  * interval may pass the cap). */
-static int run_on_out_watch(sd_event_source *src, uint64_t usec, void *userdata) {
+static int sandbox_run_on_out_watch(sd_event_source *src, uint64_t usec, void *userdata) {
         SandboxRun *run = userdata;
         unsigned budget = 20000;
         uint64_t used;
@@ -1363,7 +1369,7 @@ static int run_on_out_watch(sd_event_source *src, uint64_t usec, void *userdata)
         return 0;
 }
 
-static void run_on_scope_started(int error, void *userdata) {
+static void sandbox_run_on_scope_started(int error, void *userdata) {
         SandboxRun *run = userdata;
         const Config *c = run->sandbox->config;
 
@@ -1397,7 +1403,7 @@ static void run_on_scope_started(int error, void *userdata) {
                 CLOCK_MONOTONIC,
                 c->sandbox_timeout_seconds * USEC_PER_SEC,
                 0,
-                run_on_timer,
+                sandbox_run_on_timer,
                 run);
         (void) sd_event_add_time_relative(
                 run->sandbox->event,
@@ -1405,7 +1411,7 @@ static void run_on_scope_started(int error, void *userdata) {
                 CLOCK_MONOTONIC,
                 SANDBOX_OUT_CHECK_USEC,
                 0,
-                run_on_out_watch,
+                sandbox_run_on_out_watch,
                 run);
         if (run->cancelled)
                 run_kill(run);
@@ -1560,11 +1566,11 @@ int sandbox_run_start(
         runtime_argv_free(argv);
         if (r < 0)
                 goto fail;
-        r = reaper_watch(s->reaper, run->pid, run_on_exit, run, &run->watch);
+        r = reaper_watch(s->reaper, run->pid, sandbox_run_on_exit, run, &run->watch);
         if (r >= 0)
-                r = sd_event_add_io(s->event, &run->out_src, run->out_fd, EPOLLIN, run_on_output, run);
+                r = sd_event_add_io(s->event, &run->out_src, run->out_fd, EPOLLIN, sandbox_run_on_output, run);
         if (r >= 0)
-                r = sd_event_add_io(s->event, &run->err_src, run->err_fd, EPOLLIN, run_on_output, run);
+                r = sd_event_add_io(s->event, &run->err_src, run->err_fd, EPOLLIN, sandbox_run_on_output, run);
         if (r >= 0) {
                 (void) sd_event_source_set_description(run->out_src, "sandbox-stdout");
                 (void) sd_event_source_set_description(run->err_src, "sandbox-stderr");
@@ -1578,7 +1584,7 @@ int sandbox_run_start(
                                 .tasks_max = c->sandbox_tasks_max + 4,
                                 .cpu_quota_usec = USEC_PER_SEC,
                         },
-                        run_on_scope_started,
+                        sandbox_run_on_scope_started,
                         run,
                         &run->op);
         }
