@@ -241,6 +241,8 @@ static void cleanup_attempt_done(Cleanup *c, int error) {
         if (sd_event_add_time_relative(
                     s->event, &c->retry, CLOCK_MONOTONIC, c->backoff, 0, sandbox_cleanup_on_retry, c) < 0)
                 log_error("Cannot schedule the next cleanup attempt of %s.", c->scope);
+        else
+                (void) sd_event_source_set_description(c->retry, "sandbox-cleanup-retry");
         if (done)
                 done(c, error);
         sandbox_notify(s);
@@ -1065,6 +1067,15 @@ static int sandbox_run_on_report(sd_event_source *src, void *userdata) {
         return 0;
 }
 
+/* Report from a defer; when even that cannot be made (OOM), now rather
+ * than never. */
+static void sandbox_run_report_later(SandboxRun *run) {
+        if (sd_event_add_defer(run->sandbox->event, &run->report, sandbox_run_on_report, run) < 0)
+                sandbox_run_on_report(NULL, run);
+        else
+                (void) sd_event_source_set_description(run->report, "sandbox-report");
+}
+
 static void sandbox_run_on_cleanup(Cleanup *c, int error) {
         SandboxRun *run = c->userdata;
 
@@ -1072,8 +1083,7 @@ static void sandbox_run_on_cleanup(Cleanup *c, int error) {
         run->result.cleanup_confirmed = error >= 0;
         run->result.cleanup_usec = now(CLOCK_MONOTONIC) - run->t_cleanup;
         run->state = RUN_REPORTING;
-        if (sd_event_add_defer(run->sandbox->event, &run->report, sandbox_run_on_report, run) < 0)
-                sandbox_run_on_report(NULL, run); /* OOM: report now rather than never */
+        sandbox_run_report_later(run);
 }
 
 static bool pid_file_exists(const SandboxRun *run) {
@@ -1184,8 +1194,7 @@ static void run_finish(SandboxRun *run) {
                 /* Not even started: treat as unconfirmed, report. */
                 res->cleanup_confirmed = false;
                 run->state = RUN_REPORTING;
-                if (sd_event_add_defer(run->sandbox->event, &run->report, sandbox_run_on_report, run) < 0)
-                        sandbox_run_on_report(NULL, run);
+                sandbox_run_report_later(run);
         }
 }
 
@@ -1228,6 +1237,14 @@ static int sandbox_run_on_output(sd_event_source *src, int fd, uint32_t revents,
 
 static int sandbox_run_on_timer(sd_event_source *src, uint64_t usec, void *userdata);
 
+/* (Re)arm the run's one timer, usec from now. */
+static void sandbox_run_set_timer(SandboxRun *run, uint64_t usec) {
+        run->timer = sd_event_source_disable_unref(run->timer);
+        if (sd_event_add_time_relative(
+                    run->sandbox->event, &run->timer, CLOCK_MONOTONIC, usec, 0, sandbox_run_on_timer, run) >= 0)
+                (void) sd_event_source_set_description(run->timer, "sandbox-timer");
+}
+
 static void sandbox_run_on_killed(int error, void *userdata) {
         SandboxRun *run = userdata;
 
@@ -1253,15 +1270,7 @@ static void run_kill(SandboxRun *run) {
                 if (run->pid > 0 && !run->exited)
                         (void) kill(run->pid, SIGKILL);
         }
-        run->timer = sd_event_source_disable_unref(run->timer);
-        (void) sd_event_add_time_relative(
-                run->sandbox->event,
-                &run->timer,
-                CLOCK_MONOTONIC,
-                SANDBOX_KILL_GRACE_USEC,
-                0,
-                sandbox_run_on_timer,
-                run);
+        sandbox_run_set_timer(run, SANDBOX_KILL_GRACE_USEC);
 }
 
 static int sandbox_run_on_timer(sd_event_source *src, uint64_t usec, void *userdata) {
@@ -1296,15 +1305,7 @@ static void sandbox_run_on_exit(pid_t pid, int status, void *userdata) {
         if (run->out_fd >= 0 || run->err_fd >= 0) {
                 /* Give the pipes a moment to drain to EOF. */
                 if (!run->kill_sent) {
-                        run->timer = sd_event_source_disable_unref(run->timer);
-                        (void) sd_event_add_time_relative(
-                                run->sandbox->event,
-                                &run->timer,
-                                CLOCK_MONOTONIC,
-                                SANDBOX_PIPE_GRACE_USEC,
-                                0,
-                                sandbox_run_on_timer,
-                                run);
+                        sandbox_run_set_timer(run, SANDBOX_PIPE_GRACE_USEC);
                 }
         }
         run_advance(run);
@@ -1397,22 +1398,16 @@ static void sandbox_run_on_scope_started(int error, void *userdata) {
         (void) close(TAKE_FD(run->hold_fd));
         run->state = RUN_RUNNING;
         run->t_start = now(CLOCK_MONOTONIC);
-        (void) sd_event_add_time_relative(
-                run->sandbox->event,
-                &run->timer,
-                CLOCK_MONOTONIC,
-                c->sandbox_timeout_seconds * USEC_PER_SEC,
-                0,
-                sandbox_run_on_timer,
-                run);
-        (void) sd_event_add_time_relative(
-                run->sandbox->event,
-                &run->out_watch,
-                CLOCK_MONOTONIC,
-                SANDBOX_OUT_CHECK_USEC,
-                0,
-                sandbox_run_on_out_watch,
-                run);
+        sandbox_run_set_timer(run, c->sandbox_timeout_seconds * USEC_PER_SEC);
+        if (sd_event_add_time_relative(
+                    run->sandbox->event,
+                    &run->out_watch,
+                    CLOCK_MONOTONIC,
+                    SANDBOX_OUT_CHECK_USEC,
+                    0,
+                    sandbox_run_on_out_watch,
+                    run) >= 0)
+                (void) sd_event_source_set_description(run->out_watch, "sandbox-out-watch");
         if (run->cancelled)
                 run_kill(run);
         run_advance(run);

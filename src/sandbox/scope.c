@@ -98,9 +98,11 @@ static void scope_manager_lose(ScopeManager *m, const char *reason) {
                         op->state = SCOPE_OP_DONE;
                         (void) sd_event_source_set_enabled(op->complete, SD_EVENT_ONESHOT);
                 }
-        if (!m->reconnect)
-                (void) sd_event_add_time_relative(
-                        m->event, &m->reconnect, CLOCK_MONOTONIC, SCOPE_RECONNECT_USEC, 0, scope_on_reconnect, m);
+        if (!m->reconnect &&
+            sd_event_add_time_relative(
+                    m->event, &m->reconnect, CLOCK_MONOTONIC, SCOPE_RECONNECT_USEC, 0, scope_on_reconnect, m) >=
+                    0)
+                (void) sd_event_source_set_description(m->reconnect, "scope-reconnect");
 }
 
 static void scope_op_finish(ScopeOp *op, int error) {
@@ -253,6 +255,8 @@ static int scope_on_get_unit(sd_bus_message *reply, void *userdata, sd_bus_error
                     m->event, &op->retry, CLOCK_MONOTONIC, SCOPE_CONFIRM_INTERVAL_USEC, 0, scope_on_retry, op) <
             0)
                 scope_op_finish(op, -ENOMEM);
+        else
+                (void) sd_event_source_set_description(op->retry, "scope-confirm-retry");
         return 0;
 }
 
