@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <arpa/inet.h>
+#include <assert.h>
 #include <netinet/in.h>
 
 #include "query/destination.h"
@@ -212,9 +213,11 @@ static int policy_add(DestinationPolicy *p, const char *host) {
 
 int destination_policy_new(
         const char *wiki_api_url, const char *llm_url, char *const *extra_hosts, DestinationPolicy **ret) {
-        DestinationPolicy *p;
+        _cleanup_(destination_policy_freep) DestinationPolicy *p = NULL;
         const char *urls[] = { wiki_api_url, llm_url };
         int r;
+
+        assert(ret);
 
         p = calloc(1, sizeof *p);
         if (!p)
@@ -227,10 +230,10 @@ int destination_policy_new(
                         continue;
                 r = destination_parse_url(urls[i], &u);
                 if (r < 0)
-                        goto fail;
+                        return r;
                 r = policy_add(p, u.host);
                 if (r < 0)
-                        goto fail;
+                        return r;
         }
         for (char *const *h = extra_hosts; h && *h; h++) {
                 char norm[DESTINATION_HOST_MAX + 1];
@@ -238,16 +241,13 @@ int destination_policy_new(
 
                 r = normalise_host(*h, strlen(*h), norm, &ip);
                 if (r < 0)
-                        goto fail;
+                        return r;
                 r = policy_add(p, norm);
                 if (r < 0)
-                        goto fail;
+                        return r;
         }
-        *ret = p;
+        *ret = TAKE_PTR(p);
         return 0;
-fail:
-        destination_policy_free(p);
-        return r;
 }
 
 bool destination_host_named(const DestinationPolicy *p, const char *host) {

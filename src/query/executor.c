@@ -41,8 +41,12 @@ static bool configured(const Config *c) {
 }
 
 int query_executor_new(sd_event *event, const Config *config, QueryExecutor **ret) {
-        QueryExecutor *x;
+        _cleanup_(query_executor_freep) QueryExecutor *x = NULL;
         int r;
+
+        assert(event);
+        assert(config);
+        assert(ret);
 
         x = calloc(1, sizeof *x);
         if (!x)
@@ -55,12 +59,10 @@ int query_executor_new(sd_event *event, const Config *config, QueryExecutor **re
                         config->wiki_api_url, config->llm_url, config->allowed_destinations, &x->policy);
                 if (r >= 0)
                         r = upstream_new(event, x->policy, config->upstream_max_response_bytes, &x->upstream);
-                if (r < 0) {
-                        query_executor_free(x);
+                if (r < 0)
                         return r;
-                }
         }
-        *ret = x;
+        *ret = TAKE_PTR(x);
         return 0;
 }
 

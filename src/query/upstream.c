@@ -121,17 +121,17 @@ const char *upstream_user_agent(const Upstream *u) {
 }
 
 int upstream_jar_new(Upstream *u, UpstreamJar **ret) {
-        UpstreamJar *j;
+        _cleanup_(upstream_jar_freep) UpstreamJar *j = NULL;
+
+        assert(ret);
 
         j = calloc(1, sizeof *j);
         if (!j)
                 return -ENOMEM;
         j->share = curl_share_init();
-        if (!j->share || curl_share_setopt(j->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_COOKIE) != CURLSHE_OK) {
-                upstream_jar_free(j);
+        if (!j->share || curl_share_setopt(j->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_COOKIE) != CURLSHE_OK)
                 return -ENOMEM;
-        }
-        *ret = j;
+        *ret = TAKE_PTR(j);
         return 0;
 }
 

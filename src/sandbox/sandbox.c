@@ -16,6 +16,7 @@
 #include "shared/log.h"
 #include "shared/json-util.h"
 #include "shared/macro.h"
+#include "shared/strv.h"
 #include "shared/parse-util.h"
 #include "store/history.h"
 
@@ -304,7 +305,7 @@ static void cleanup_step(Cleanup *c) {
                 &argv);
         if (r >= 0)
                 r = runtime_spawn(argv, -1, -1, -1, -1, -1, &c->pid);
-        runtime_argv_free(argv);
+        strv_free(argv);
         if (r >= 0)
                 r = reaper_watch(s->reaper, c->pid, sandbox_cleanup_on_exit, c, &c->watch);
         if (r < 0)
@@ -463,7 +464,7 @@ static void sweep_start(Sandbox *s) {
                 l = NULL;
         } else
                 log_warning("Cannot list the runtime's leftover containers.");
-        runtime_argv_free(argv);
+        strv_free(argv);
         if (l) {
                 if (l->fd >= 0)
                         (void) close(l->fd);
@@ -757,15 +758,18 @@ static bool query_id_valid(const char *id) {
 }
 
 int sandbox_query_new(Sandbox *s, const char *query_id, SandboxQuery **ret) {
-        SandboxQuery *q;
+        _cleanup_(sandbox_query_freep) SandboxQuery *q = NULL;
         int r;
+
+        assert(s);
+        assert(ret);
 
         if (!query_id_valid(query_id))
                 return -EINVAL;
         if (!s->work_dir)
                 return -ENOENT;
-        for (q = s->queries; q; q = q->next)
-                if (streq(q->id, query_id))
+        for (SandboxQuery *i = s->queries; i; i = i->next)
+                if (streq(i->id, query_id))
                         return -EEXIST;
         q = calloc(1, sizeof *q);
         if (!q)
@@ -775,7 +779,6 @@ int sandbox_query_new(Sandbox *s, const char *query_id, SandboxQuery **ret) {
         q->id = strdup(query_id);
         if (!q->id || asprintf(&q->dir, "%s/%s", s->work_dir, query_id) < 0) {
                 q->dir = NULL;
-                sandbox_query_free(q);
                 return -ENOMEM;
         }
         r = sandbox_rm_rf(AT_FDCWD, q->dir);
@@ -791,11 +794,9 @@ int sandbox_query_new(Sandbox *s, const char *query_id, SandboxQuery **ret) {
         if (r >= 0 &&
             (q->out_fd = openat(q->dir_fd, "out", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0)
                 r = negative_errno();
-        if (r < 0) {
-                sandbox_query_free(q);
+        if (r < 0)
                 return r;
-        }
-        *ret = q;
+        *ret = TAKE_PTR(q);
         return 0;
 }
 
@@ -1558,7 +1559,7 @@ int sandbox_run_start(
                 r = runtime_argv(s->kind, s->runtime, s->state_root, RUNTIME_RUN, run->id, run->bundle, &argv);
         if (r >= 0)
                 r = runtime_spawn(argv, code_fd, out_w, err_w, status_w, hold_r, &run->pid);
-        runtime_argv_free(argv);
+        strv_free(argv);
         if (r < 0)
                 goto fail;
         r = reaper_watch(s->reaper, run->pid, sandbox_run_on_exit, run, &run->watch);

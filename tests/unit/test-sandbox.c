@@ -21,6 +21,7 @@
 #include "shared/config.h"
 #include "shared/json-util.h"
 #include "shared/macro.h"
+#include "shared/strv.h"
 #include "shared/sha256.h"
 #include "store/history.h"
 #include "tests.h"
@@ -630,14 +631,14 @@ TEST(runtime_argv) {
         ASSERT_EQ_STR(a[10], "/b/container.pid");
         ASSERT_EQ_STR(a[11], "wikiweb-q-x-1");
         ASSERT_TRUE(!a[12]);
-        runtime_argv_free(a);
+        strv_free(a);
         ASSERT_OK(runtime_argv(RUNTIME_RUNC, "/usr/sbin/runc", "/r", RUNTIME_RUN, "id", "/b", &a));
         ASSERT_EQ_STR(a[3], "run"); /* no cgroup-manager switch for runc */
-        runtime_argv_free(a);
+        strv_free(a);
         ASSERT_OK(runtime_argv(RUNTIME_CRUN, "/usr/bin/crun", "/r", RUNTIME_DELETE, "id", NULL, &a));
         ASSERT_EQ_STR(a[3], "delete");
         ASSERT_EQ_STR(a[4], "-f");
-        runtime_argv_free(a);
+        strv_free(a);
         ASSERT_EQ_INT(runtime_argv(RUNTIME_CRUN, "/c", "/r", RUNTIME_STATE, NULL, NULL, &a), -EINVAL);
         ASSERT_EQ_INT(runtime_kind_from_path("/usr/sbin/runc"), RUNTIME_RUNC);
         ASSERT_EQ_INT(runtime_kind_from_path("/usr/bin/crun"), RUNTIME_CRUN);

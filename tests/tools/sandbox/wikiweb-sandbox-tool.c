@@ -35,6 +35,7 @@
 #include "shared/config.h"
 #include "shared/log.h"
 #include "shared/macro.h"
+#include "shared/strv.h"
 #include "shared/time-util.h"
 
 typedef struct Tool {
@@ -358,7 +359,7 @@ static int bare_once(RuntimeKind kind, const char *runtime, const char *root, co
         r = runtime_argv(kind, runtime, root, RUNTIME_RUN, "wikiweb-q-bench_bare-1", bundle, &argv);
         if (r >= 0)
                 r = runtime_spawn(argv, p[0], -1, -1, -1, -1, &pid);
-        runtime_argv_free(argv);
+        strv_free(argv);
         (void) close(p[0]);
         if (r < 0)
                 return r;
@@ -369,7 +370,7 @@ static int bare_once(RuntimeKind kind, const char *runtime, const char *root, co
                 r = runtime_argv(kind, runtime, root, v, "wikiweb-q-bench_bare-1", NULL, &argv);
                 if (r >= 0)
                         r = runtime_spawn(argv, -1, -1, -1, -1, -1, &pid);
-                runtime_argv_free(argv);
+                strv_free(argv);
                 if (r < 0)
                         return r;
                 status = wait_pid(pid);
