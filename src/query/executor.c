@@ -81,19 +81,24 @@ QueryExecutor *query_executor_free(QueryExecutor *x) {
 }
 
 void query_executor_set_sandbox(QueryExecutor *x, Sandbox *sandbox) {
+        assert(x);
         x->sandbox = sandbox;
 }
 
 void query_executor_set_cleanup_handler(QueryExecutor *x, QueryCleanupHandler handler, void *userdata) {
+        assert(x);
+
         x->cleanup_handler = handler;
         x->cleanup_userdata = userdata;
 }
 
 bool query_executor_is_configured(const QueryExecutor *x) {
+        assert(x);
         return x->upstream;
 }
 
 bool query_executor_busy(const QueryExecutor *x) {
+        assert(x);
         return x->busy;
 }
 
@@ -168,6 +173,9 @@ static void query_executor_on_run_done(QueryRun *q, const QueryOutcome *o, void 
 int query_executor_abort(QueryExecutor *x, const char *reason) {
         int r;
 
+        assert(x);
+        assert(reason);
+
         if (!x->busy)
                 return -ESRCH;
         if (x->run) {
@@ -184,11 +192,16 @@ int query_executor_abort(QueryExecutor *x, const char *reason) {
 }
 
 void query_executor_set_test_delay(QueryExecutor *x, usec_t delay) {
+        assert(x);
         x->test_delay = delay;
 }
 
 int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryDoneHandler done, void *userdata) {
         int r;
+
+        assert(x);
+        assert(job);
+        assert(done);
 
         if (x->busy)
                 return -EBUSY;

@@ -96,10 +96,12 @@ struct QueryRun {
 static void query_run_advance(QueryRun *q);
 
 const char *query_run_id(const QueryRun *q) {
+        assert(q);
         return q->id;
 }
 
 bool query_run_reported(const QueryRun *q) {
+        assert(q);
         return q->reported;
 }
 
@@ -172,6 +174,8 @@ static void query_run_kick(QueryRun *q) {
 }
 
 void query_run_abort(QueryRun *q, ApiError error, const char *message) {
+        assert(q);
+
         if (q->reported || q->state >= QUERY_RUN_CLEANUP)
                 return;
         query_run_fail(q, error, message);

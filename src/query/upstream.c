@@ -109,14 +109,17 @@ Upstream *upstream_free(Upstream *u) {
 }
 
 void upstream_set_connect_timeout(Upstream *u, usec_t timeout) {
+        assert(u);
         u->connect_timeout = timeout > 0 ? timeout : UPSTREAM_CONNECT_TIMEOUT_USEC;
 }
 
 sd_event *upstream_get_event(const Upstream *u) {
+        assert(u);
         return u->event;
 }
 
 const char *upstream_user_agent(const Upstream *u) {
+        assert(u);
         return u->user_agent;
 }
 
@@ -294,10 +297,13 @@ UpstreamOperation *upstream_operation_free(UpstreamOperation *op) {
 }
 
 const UpstreamResponse *upstream_operation_response(const UpstreamOperation *op) {
+        assert(op);
         return op->finished ? &op->response : NULL;
 }
 
 char *upstream_operation_take_body(UpstreamOperation *op, size_t *ret_size) {
+        assert(op);
+
         if (ret_size)
                 *ret_size = op->response.body_size;
         op->response.body_size = 0;

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
 #include <stdbool.h>
 
 #include "sandbox/output.h"
@@ -9,6 +10,8 @@
 
 int output_buffer_init(OutputBuffer *b, size_t cap) {
         size_t head_cap = cap / 2 + cap % 2, tail_cap = cap / 2;
+
+        assert(b);
 
         if (cap < 2 || cap > OUTPUT_CAP_MAX)
                 return -EINVAL;
@@ -31,6 +34,9 @@ void output_buffer_done(OutputBuffer *b) {
 void output_buffer_append(OutputBuffer *b, const void *data, size_t len) {
         const uint8_t *p = data;
         size_t head_cap = b->cap / 2 + b->cap % 2, tail_cap = b->cap / 2, n;
+
+        assert(b);
+        assert(data || len == 0);
 
         b->total += len;
         n = MIN(len, head_cap - b->head_len);
@@ -68,6 +74,7 @@ void output_buffer_append(OutputBuffer *b, const void *data, size_t len) {
 }
 
 uint64_t output_buffer_dropped(const OutputBuffer *b) {
+        assert(b);
         return b->total - b->head_len - b->tail_len;
 }
 
@@ -77,6 +84,9 @@ static const char replacement[] = "\xef\xbf\xbd";
 int output_sanitize(const uint8_t *data, size_t len, char **ret, size_t *ret_len) {
         char *out;
         size_t o = 0;
+
+        assert(data || len == 0);
+        assert(ret);
 
         if (len > (SIZE_MAX - 1) / 3)
                 return -ENOMEM;
@@ -126,6 +136,9 @@ int output_buffer_render(const OutputBuffer *b, char **ret, size_t *ret_len) {
         _cleanup_free_ uint8_t *raw = malloc(b->head_len + b->tail_len + OMITTED_MAX);
         char *text;
         int r;
+
+        assert(b);
+        assert(ret);
 
         if (!raw)
                 return -ENOMEM;

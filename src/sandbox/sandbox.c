@@ -146,10 +146,13 @@ static void sandbox_notify(Sandbox *s) {
 }
 
 bool sandbox_is_available(const Sandbox *s) {
+        assert(s);
         return !s->static_reason[0] && scope_manager_is_ready(s->scopes) && s->sweep_done;
 }
 
 const char *sandbox_unavailable_reason(const Sandbox *s) {
+        assert(s);
+
         if (s->static_reason[0])
                 return s->static_reason;
         if (!scope_manager_is_ready(s->scopes))
@@ -160,15 +163,19 @@ const char *sandbox_unavailable_reason(const Sandbox *s) {
 }
 
 bool sandbox_cleanup_pending(const Sandbox *s) {
+        assert(s);
         return s->n_pending > 0;
 }
 
 void sandbox_set_state_handler(Sandbox *s, SandboxStateHandler handler, void *userdata) {
+        assert(s);
+
         s->state_handler = handler;
         s->state_userdata = userdata;
 }
 
 void sandbox_set_test_unconfirmable(Sandbox *s, unsigned n) {
+        assert(s);
         scope_manager_set_test_unconfirmable(s->scopes, n);
 }
 
@@ -677,6 +684,10 @@ int sandbox_new(sd_event *event, const Config *config, const SandboxOptions *opt
         const char *rd = getenv("RUNTIME_DIRECTORY");
         int r;
 
+        assert(event);
+        assert(config);
+        assert(ret);
+
         if (!s)
                 return -ENOMEM;
         if (!options)
@@ -841,6 +852,9 @@ SandboxQuery *sandbox_query_free(SandboxQuery *q) {
 int sandbox_query_add_page(SandboxQuery *q, const SandboxPage *page) {
         size_t i;
 
+        assert(q);
+        assert(page);
+
         for (i = 0; i < q->n_pages; i++)
                 if (streq(q->pages[i].title, page->title))
                         break;
@@ -865,10 +879,13 @@ int sandbox_query_add_page(SandboxQuery *q, const SandboxPage *page) {
 }
 
 bool sandbox_query_cleanup_confirmed(const SandboxQuery *q) {
+        assert(q);
         return q->unconfirmed == 0 && (!q->run || q->run->state == RUN_REPORTING);
 }
 
 void sandbox_query_set_confirmed_handler(SandboxQuery *q, SandboxQueryConfirmedHandler handler, void *userdata) {
+        assert(q);
+
         q->confirmed_handler = handler;
         q->confirmed_userdata = userdata;
 }
@@ -876,12 +893,17 @@ void sandbox_query_set_confirmed_handler(SandboxQuery *q, SandboxQueryConfirmedH
 int sandbox_query_collect(SandboxQuery *q, SandboxArtifacts *ret) {
         const Config *c = q->sandbox->config;
 
+        assert(q);
+        assert(ret);
+
         return sandbox_collect_artifacts(q->out_fd, c->artifact_max_files, c->artifact_max_bytes, ret);
 }
 
 int sandbox_query_store_artifacts(SandboxQuery *q, History *history) {
         SandboxArtifacts a = { 0 };
         int r, kept = 0;
+
+        assert(q);
 
         r = sandbox_query_collect(q, &a);
         if (r < 0)
@@ -926,6 +948,9 @@ static void sandbox_result_done(SandboxResult *r) {
 int sandbox_result_to_json(const SandboxResult *r, char **ret) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         json_object *files = json_object_new_array();
+
+        assert(r);
+        assert(ret);
 
         if (!o || !files || json_object_object_add(o, "files", files) < 0) {
                 json_object_put(files);
@@ -1477,6 +1502,8 @@ int sandbox_run_start(
         char **argv = NULL;
         size_t cap;
         int r;
+
+        assert(q);
 
         if (!sandbox_is_available(s))
                 return -EAGAIN;

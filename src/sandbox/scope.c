@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
 #include <signal.h>
 #include <systemd/sd-bus.h>
 
@@ -369,6 +370,9 @@ int scope_start(
         _cleanup_(scope_op_freep) ScopeOp *op = NULL;
         int r;
 
+        assert(m);
+        assert(name);
+
         r = scope_op_new(m, SCOPE_OP_START, name, userdata, &op);
         if (r < 0)
                 return r;
@@ -439,6 +443,9 @@ int scope_kill(ScopeManager *m, const char *name, ScopeCallback cb, void *userda
         _cleanup_(scope_op_freep) ScopeOp *op = NULL;
         int r;
 
+        assert(m);
+        assert(name);
+
         r = scope_op_new(m, SCOPE_OP_KILL, name, userdata, &op);
         if (r < 0)
                 return r;
@@ -464,6 +471,9 @@ int scope_kill(ScopeManager *m, const char *name, ScopeCallback cb, void *userda
 int scope_stop(ScopeManager *m, const char *name, ScopeCallback cb, void *userdata, ScopeOp **ret) {
         _cleanup_(scope_op_freep) ScopeOp *op = NULL;
         int r;
+
+        assert(m);
+        assert(name);
 
         r = scope_op_new(m, SCOPE_OP_STOP, name, userdata, &op);
         if (r < 0)
@@ -518,6 +528,9 @@ int scope_list(ScopeManager *m, const char *pattern, ScopeListCallback cb, void 
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *msg = NULL;
         _cleanup_(scope_op_freep) ScopeOp *op = NULL;
         int r;
+
+        assert(m);
+        assert(pattern);
 
         r = scope_op_new(m, SCOPE_OP_LIST, NULL, userdata, &op);
         if (r < 0)
@@ -633,6 +646,9 @@ static void scope_manager_connect(ScopeManager *m) {
 int scope_manager_new(sd_event *event, const char *address, ScopeManager **ret) {
         _cleanup_(scope_manager_freep) ScopeManager *m = calloc(1, sizeof *m);
 
+        assert(event);
+        assert(ret);
+
         if (!m)
                 return -ENOMEM;
         m->event = sd_event_ref(event);
@@ -661,19 +677,24 @@ ScopeManager *scope_manager_free(ScopeManager *m) {
 }
 
 void scope_manager_set_ready_callback(ScopeManager *m, ScopeReadyCallback cb, void *userdata) {
+        assert(m);
+
         m->ready_cb = cb;
         m->ready_userdata = userdata;
 }
 
 bool scope_manager_is_ready(const ScopeManager *m) {
+        assert(m);
         return m->ready;
 }
 
 const char *scope_manager_reason(const ScopeManager *m) {
+        assert(m);
         return m->reason;
 }
 
 void scope_manager_set_test_unconfirmable(ScopeManager *m, unsigned n) {
+        assert(m);
         m->test_unconfirmable = n;
 }
 
