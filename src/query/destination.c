@@ -5,6 +5,7 @@
 
 #include "query/destination.h"
 #include "shared/macro.h"
+#include "shared/strv.h"
 
 struct DestinationPolicy {
         char **hosts; /* normalised, NULL-terminated */
@@ -188,9 +189,7 @@ int destination_parse_url(const char *url, DestinationUrl *ret) {
 DestinationPolicy *destination_policy_free(DestinationPolicy *p) {
         if (!p)
                 return NULL;
-        for (size_t i = 0; i < p->n_hosts; i++)
-                free(p->hosts[i]);
-        free(p->hosts);
+        strv_free(p->hosts); /* NULL-terminated at every step of policy_add() */
         free(p);
         return NULL;
 }

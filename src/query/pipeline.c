@@ -14,6 +14,7 @@
 #include "sandbox/sandbox.h"
 #include "shared/log.h"
 #include "shared/macro.h"
+#include "shared/strv.h"
 #include "shared/time-util.h"
 
 static inline usec_t usec_sub_unsigned(usec_t a, usec_t b) {
@@ -867,9 +868,7 @@ QueryRun *query_run_free(QueryRun *q) {
                 free(q->authorization);
         }
         free(q->chat_url);
-        for (size_t i = 0; q->pages && q->pages[i]; i++)
-                free(q->pages[i]);
-        free(q->pages);
+        strv_free(q->pages);
         free(q->op_title);
         free(q->message);
         free(q->answer);
