@@ -78,7 +78,6 @@ TEST(json_string_bytes) {
 
 TEST(json_add_append) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object(), *a = json_object_new_array();
-        _cleanup_free_ char *q = NULL;
 
         ASSERT_TRUE(o && a);
         ASSERT_OK(json_add(o, "k", json_string("v")));
