@@ -4,12 +4,11 @@
 #include <limits.h>
 #include <stdarg.h>
 
+#include "shared/json-util.h"
 #include "shared/macro.h"
 #include "shared/utf8.h"
 #include "query/agent.h"
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
-DEFINE_TRIVIAL_CLEANUP_FUNC(struct json_tokener *, json_tokener_free);
 
 #define AGENT_JSON_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
 
@@ -128,46 +127,6 @@ const LlmTool *agent_tools(bool with_python, size_t *ret_n) {
 }
 
 /* ---- small helpers ---- */
-
-static json_object *json_string_n(const char *s, size_t n) {
-        if (n > INT_MAX)
-                return NULL;
-        return json_object_new_string_len(s, (int) n);
-}
-
-static json_object *json_string(const char *s) {
-        return json_string_n(s, strlen(s));
-}
-
-/* A JSON string of any bytes, made valid UTF-8 without NUL. */
-static json_object *json_string_bytes(const char *s, size_t n) {
-        _cleanup_free_ char *v = NULL;
-        size_t l;
-
-        if (utf8_make_valid(s ? s : "", s ? n : 0, &v, &l) < 0)
-                return NULL;
-        return json_string_n(v, l);
-}
-
-static int json_add(json_object *obj, const char *key, json_object *value) {
-        if (!value)
-                return -ENOMEM;
-        if (json_object_object_add(obj, key, value) < 0) {
-                json_object_put(value);
-                return -ENOMEM;
-        }
-        return 0;
-}
-
-static int json_append(json_object *array, json_object *value) {
-        if (!value)
-                return -ENOMEM;
-        if (json_object_array_add(array, value) < 0) {
-                json_object_put(value);
-                return -ENOMEM;
-        }
-        return 0;
-}
 
 static uint64_t add_saturating(uint64_t a, uint64_t b) {
         return a > UINT64_MAX - b ? UINT64_MAX : a + b;
@@ -686,11 +645,10 @@ static int parse_arguments(
                 *ret_error = "arguments are not a JSON object";
                 return -EBADMSG;
         }
-        for (size_t i = json_tokener_get_parse_end(tok); i < n; i++)
-                if (!strchr(" \t\r\n", arguments[i])) {
-                        *ret_error = "arguments are not a JSON object";
-                        return -EBADMSG;
-                }
+        if (!json_rest_is_whitespace(arguments, json_tokener_get_parse_end(tok), n)) {
+                *ret_error = "arguments are not a JSON object";
+                return -EBADMSG;
+        }
 
         json_object_object_foreach(o, key, v) {
                 bool ok = false;
@@ -1061,13 +1019,16 @@ int agent_model_reply(Agent *a, unsigned http_status, const uint8_t *body, size_
         return 0;
 }
 
-/* The outstanding call, if it is of tool t (or any, for t < 0). */
+/* The outstanding call, if it is of tool t (or any, for t < 0): 1 to answer
+ * it, 0 when the agent has failed already (the answer is dropped). */
 static int tool_done_check(Agent *a, AgentTool t) {
+        if (a->state == AGENT_DONE_FAIL)
+                return 0;
         if (a->state != AGENT_AWAIT_TOOL)
                 return -EBUSY;
         if (t >= 0 && a->call.tool != t)
                 return -EBUSY;
-        return 0;
+        return 1;
 }
 
 /* The outstanding call is answered: on to the next one. */
@@ -1083,17 +1044,29 @@ static const char *outstanding_id(const Agent *a) {
         return a->messages[a->calls_message].tool_calls[a->next_call].id;
 }
 
+/* Answer the outstanding call with result (fitted), and on to the next. */
+static int tool_done_result(Agent *a, json_object *result) {
+        /* A copy: appending the answer may move the messages. */
+        _cleanup_free_ char *id = strdup(outstanding_id(a));
+        int r;
+
+        if (!id)
+                return -ENOMEM;
+        r = push_result(a, id, result, NULL);
+        if (r < 0)
+                return r;
+        tool_done_advance(a);
+        return 0;
+}
+
 int agent_tool_search_done(Agent *a, const AgentSearchResult *results, size_t n) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object(), *list = json_object_new_array();
-        _cleanup_free_ char *id = NULL;
         int r;
 
         assert(a);
         assert(results || n == 0);
-        if (a->state == AGENT_DONE_FAIL)
-                return 0;
         r = tool_done_check(a, AGENT_TOOL_WIKI_SEARCH);
-        if (r < 0)
+        if (r <= 0)
                 return r;
         if (!o || !list)
                 return -ENOMEM;
@@ -1115,14 +1088,7 @@ int agent_tool_search_done(Agent *a, const AgentSearchResult *results, size_t n)
         r = json_add(o, "results", TAKE_PTR(list));
         if (r < 0)
                 return r;
-        id = strdup(outstanding_id(a));
-        if (!id)
-                return -ENOMEM;
-        r = push_result(a, id, o, NULL);
-        if (r < 0)
-                return r;
-        tool_done_advance(a);
-        return 0;
+        return tool_done_result(a, o);
 }
 
 int agent_tool_read_done(Agent *a, const AgentPage *page) {
@@ -1130,10 +1096,8 @@ int agent_tool_read_done(Agent *a, const AgentPage *page) {
         int r;
 
         assert(a);
-        if (a->state == AGENT_DONE_FAIL)
-                return 0;
         r = tool_done_check(a, AGENT_TOOL_WIKI_READ);
-        if (r < 0)
+        if (r <= 0)
                 return r;
         id = strdup(outstanding_id(a));
         if (!id)
@@ -1148,15 +1112,12 @@ int agent_tool_read_done(Agent *a, const AgentPage *page) {
 int agent_tool_python_done(Agent *a, const AgentPythonRun *run) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object(),
                                                 *files = json_object_new_array();
-        _cleanup_free_ char *id = NULL;
         int r;
 
         assert(a);
         assert(run);
-        if (a->state == AGENT_DONE_FAIL)
-                return 0;
         r = tool_done_check(a, AGENT_TOOL_RUN_PYTHON);
-        if (r < 0)
+        if (r <= 0)
                 return r;
         if (!o || !files)
                 return -ENOMEM;
@@ -1192,15 +1153,7 @@ int agent_tool_python_done(Agent *a, const AgentPythonRun *run) {
                 r = json_add(o, "files", TAKE_PTR(files));
         if (r < 0)
                 return r;
-
-        id = strdup(outstanding_id(a));
-        if (!id)
-                return -ENOMEM;
-        r = push_result(a, id, o, NULL);
-        if (r < 0)
-                return r;
-        tool_done_advance(a);
-        return 0;
+        return tool_done_result(a, o);
 }
 
 int agent_tool_failed(Agent *a, const char *message) {
@@ -1209,10 +1162,8 @@ int agent_tool_failed(Agent *a, const char *message) {
 
         assert(a);
         assert(message);
-        if (a->state == AGENT_DONE_FAIL)
-                return 0;
         r = tool_done_check(a, _AGENT_TOOL_INVALID);
-        if (r < 0)
+        if (r <= 0)
                 return r;
         id = strdup(outstanding_id(a));
         if (!id)

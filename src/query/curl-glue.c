@@ -19,6 +19,13 @@ struct CurlGlue {
         size_t n_ios;
 };
 
+/* True once the loop has finished: libcurl still calls the socket and timer
+ * callbacks while curl_glue_free() cleans up, and a finished loop refuses
+ * new or re-armed sources (-ESTALE); nothing would run them anyway. */
+static bool curl_glue_finished(const CurlGlue *g) {
+        return sd_event_get_state(g->event) == SD_EVENT_FINISHED;
+}
+
 static int curl_glue_track(CurlGlue *g, sd_event_source *io) {
         sd_event_source **l = realloc(g->ios, (g->n_ios + 1) * sizeof *l);
         if (!l)
@@ -52,7 +59,11 @@ static int curl_glue_check_finished(sd_event_source *s, void *userdata) {
 }
 
 static void curl_glue_schedule_check(CurlGlue *g) {
-        int r = sd_event_source_set_enabled(g->defer, SD_EVENT_ONESHOT);
+        int r;
+
+        if (curl_glue_finished(g))
+                return;
+        r = sd_event_source_set_enabled(g->defer, SD_EVENT_ONESHOT);
         if (r < 0)
                 log_warning_errno(r, "curl-glue: cannot enable the defer source");
 }
@@ -92,6 +103,8 @@ static int curl_glue_socket_callback(CURL *easy, curl_socket_t fd, int action, v
                 }
                 return 0;
         }
+        if (curl_glue_finished(g))
+                return 0;
 
         if (action == CURL_POLL_IN)
                 events = EPOLLIN;
@@ -146,6 +159,8 @@ static int curl_glue_timer_callback(CURLM *multi, long timeout_ms, void *userdat
                         (void) sd_event_source_set_enabled(g->timer, SD_EVENT_OFF);
                 return 0;
         }
+        if (curl_glue_finished(g))
+                return 0;
 
         r = sd_event_now(g->event, CLOCK_MONOTONIC, &now);
         if (r < 0)

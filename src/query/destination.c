@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 #include <arpa/inet.h>
+#include <assert.h>
 #include <netinet/in.h>
 
 #include "query/destination.h"
 #include "shared/macro.h"
+#include "shared/strv.h"
 
 struct DestinationPolicy {
         char **hosts; /* normalised, NULL-terminated */
@@ -187,9 +189,7 @@ int destination_parse_url(const char *url, DestinationUrl *ret) {
 DestinationPolicy *destination_policy_free(DestinationPolicy *p) {
         if (!p)
                 return NULL;
-        for (size_t i = 0; i < p->n_hosts; i++)
-                free(p->hosts[i]);
-        free(p->hosts);
+        strv_free(p->hosts); /* NULL-terminated at every step of policy_add() */
         free(p);
         return NULL;
 }
@@ -212,9 +212,11 @@ static int policy_add(DestinationPolicy *p, const char *host) {
 
 int destination_policy_new(
         const char *wiki_api_url, const char *llm_url, char *const *extra_hosts, DestinationPolicy **ret) {
-        DestinationPolicy *p;
+        _cleanup_(destination_policy_freep) DestinationPolicy *p = NULL;
         const char *urls[] = { wiki_api_url, llm_url };
         int r;
+
+        assert(ret);
 
         p = calloc(1, sizeof *p);
         if (!p)
@@ -227,10 +229,10 @@ int destination_policy_new(
                         continue;
                 r = destination_parse_url(urls[i], &u);
                 if (r < 0)
-                        goto fail;
+                        return r;
                 r = policy_add(p, u.host);
                 if (r < 0)
-                        goto fail;
+                        return r;
         }
         for (char *const *h = extra_hosts; h && *h; h++) {
                 char norm[DESTINATION_HOST_MAX + 1];
@@ -238,16 +240,13 @@ int destination_policy_new(
 
                 r = normalise_host(*h, strlen(*h), norm, &ip);
                 if (r < 0)
-                        goto fail;
+                        return r;
                 r = policy_add(p, norm);
                 if (r < 0)
-                        goto fail;
+                        return r;
         }
-        *ret = p;
+        *ret = TAKE_PTR(p);
         return 0;
-fail:
-        destination_policy_free(p);
-        return r;
 }
 
 bool destination_host_named(const DestinationPolicy *p, const char *host) {

@@ -41,8 +41,12 @@ static bool configured(const Config *c) {
 }
 
 int query_executor_new(sd_event *event, const Config *config, QueryExecutor **ret) {
-        QueryExecutor *x;
+        _cleanup_(query_executor_freep) QueryExecutor *x = NULL;
         int r;
+
+        assert(event);
+        assert(config);
+        assert(ret);
 
         x = calloc(1, sizeof *x);
         if (!x)
@@ -55,12 +59,10 @@ int query_executor_new(sd_event *event, const Config *config, QueryExecutor **re
                         config->wiki_api_url, config->llm_url, config->allowed_destinations, &x->policy);
                 if (r >= 0)
                         r = upstream_new(event, x->policy, config->upstream_max_response_bytes, &x->upstream);
-                if (r < 0) {
-                        query_executor_free(x);
+                if (r < 0)
                         return r;
-                }
         }
-        *ret = x;
+        *ret = TAKE_PTR(x);
         return 0;
 }
 
@@ -79,19 +81,24 @@ QueryExecutor *query_executor_free(QueryExecutor *x) {
 }
 
 void query_executor_set_sandbox(QueryExecutor *x, Sandbox *sandbox) {
+        assert(x);
         x->sandbox = sandbox;
 }
 
 void query_executor_set_cleanup_handler(QueryExecutor *x, QueryCleanupHandler handler, void *userdata) {
+        assert(x);
+
         x->cleanup_handler = handler;
         x->cleanup_userdata = userdata;
 }
 
 bool query_executor_is_configured(const QueryExecutor *x) {
+        assert(x);
         return x->upstream;
 }
 
 bool query_executor_busy(const QueryExecutor *x) {
+        assert(x);
         return x->busy;
 }
 
@@ -120,12 +127,12 @@ static void complete(QueryExecutor *x) {
         done(&o, u);
 }
 
-static int on_unconfigured(sd_event_source *s, void *userdata) {
+static int query_executor_on_unconfigured(sd_event_source *s, void *userdata) {
         complete(userdata);
         return 0;
 }
 
-static int on_unconfigured_later(sd_event_source *s, uint64_t usec, void *userdata) {
+static int query_executor_on_unconfigured_later(sd_event_source *s, uint64_t usec, void *userdata) {
         complete(userdata);
         return 0;
 }
@@ -166,6 +173,9 @@ static void query_executor_on_run_done(QueryRun *q, const QueryOutcome *o, void 
 int query_executor_abort(QueryExecutor *x, const char *reason) {
         int r;
 
+        assert(x);
+        assert(reason);
+
         if (!x->busy)
                 return -ESRCH;
         if (x->run) {
@@ -175,18 +185,23 @@ int query_executor_abort(QueryExecutor *x, const char *reason) {
         x->abort_reason = reason;
         /* Still report from the loop, never from inside the caller. */
         x->defer = sd_event_source_disable_unref(x->defer);
-        r = sd_event_add_defer(x->event, &x->defer, on_unconfigured, x);
+        r = sd_event_add_defer(x->event, &x->defer, query_executor_on_unconfigured, x);
         if (r < 0)
                 return r;
         return 0;
 }
 
 void query_executor_set_test_delay(QueryExecutor *x, usec_t delay) {
+        assert(x);
         x->test_delay = delay;
 }
 
 int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryDoneHandler done, void *userdata) {
         int r;
+
+        assert(x);
+        assert(job);
+        assert(done);
 
         if (x->busy)
                 return -EBUSY;
@@ -214,9 +229,15 @@ int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryDoneHandler
                  * the caller sees the same ordering as with a real pipeline. */
                 if (x->test_delay > 0)
                         r = sd_event_add_time_relative(
-                                x->event, &x->defer, CLOCK_MONOTONIC, x->test_delay, 0, on_unconfigured_later, x);
+                                x->event,
+                                &x->defer,
+                                CLOCK_MONOTONIC,
+                                x->test_delay,
+                                0,
+                                query_executor_on_unconfigured_later,
+                                x);
                 else
-                        r = sd_event_add_defer(x->event, &x->defer, on_unconfigured, x);
+                        r = sd_event_add_defer(x->event, &x->defer, query_executor_on_unconfigured, x);
                 if (r < 0)
                         return r;
                 (void) sd_event_source_set_description(x->defer, "query-unconfigured");

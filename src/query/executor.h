@@ -8,6 +8,7 @@
 #include "admission/admission.h"
 #include "shared/api-error.h"
 #include "shared/config.h"
+#include "shared/macro.h"
 #include "shared/time-util.h"
 
 /* The execution step of a query (API.md 8): wiki, model, sandbox, cleanup.
@@ -78,6 +79,7 @@ void query_executor_set_sandbox(QueryExecutor *x, Sandbox *sandbox);
 typedef void (*QueryCleanupHandler)(const char *query_id, void *userdata);
 void query_executor_set_cleanup_handler(QueryExecutor *x, QueryCleanupHandler handler, void *userdata);
 QueryExecutor *query_executor_free(QueryExecutor *x);
+DEFINE_TRIVIAL_CLEANUP_FUNC(QueryExecutor *, query_executor_free);
 /* Whether wiki and model are configured (false: every query fails with
  * execution_failed). */
 bool query_executor_is_configured(const QueryExecutor *x);

@@ -4,12 +4,11 @@
 #include <limits.h>
 #include <stdarg.h>
 
+#include "shared/json-util.h"
 #include "shared/macro.h"
 #include "shared/utf8.h"
 #include "query/llm.h"
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
-DEFINE_TRIVIAL_CLEANUP_FUNC(struct json_tokener *, json_tokener_free);
 
 /* Serialization used for every body: compact, "/" not escaped. json-c
  * writes UTF-8 as it is and escapes control characters. */
@@ -106,39 +105,31 @@ uint64_t llm_max_tokens(uint64_t context_tokens, uint64_t max_output_bytes, uint
 
 /* ---- building ---- */
 
-/* json_object_new_string_len() takes an int. */
-static json_object *json_string_n(const char *s, size_t n) {
-        if (n > INT_MAX)
-                return NULL;
-        return json_object_new_string_len(s, (int) n);
-}
+/* Builds the JSON of items[i] (an array of one type) into *ret. */
+typedef int (*BuildItem)(const void *items, size_t i, json_object **ret);
 
-static json_object *json_string(const char *s) {
-        return s ? json_string_n(s, strlen(s)) : json_string_n("", 0);
-}
+/* o[key] = [ build(items, 0), ..., build(items, n - 1) ]. */
+static int add_built_array(json_object *o, const char *key, const void *items, size_t n, BuildItem build) {
+        _cleanup_(json_object_putp) json_object *a = json_object_new_array();
+        int r;
 
-/* Add key -> value to obj, taking value over even on failure. */
-static int json_add(json_object *obj, const char *key, json_object *value) {
-        if (!value)
+        if (!a)
                 return -ENOMEM;
-        if (json_object_object_add(obj, key, value) < 0) {
-                json_object_put(value);
-                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                json_object *e;
+
+                r = build(items, i, &e);
+                if (r < 0)
+                        return r;
+                r = json_append(a, e);
+                if (r < 0)
+                        return r;
         }
-        return 0;
+        return json_add(o, key, TAKE_PTR(a));
 }
 
-static int json_append(json_object *array, json_object *value) {
-        if (!value)
-                return -ENOMEM;
-        if (json_object_array_add(array, value) < 0) {
-                json_object_put(value);
-                return -ENOMEM;
-        }
-        return 0;
-}
-
-static int build_tool_call(const LlmToolCall *c, json_object **ret) {
+static int build_tool_call(const void *items, size_t i, json_object **ret) {
+        const LlmToolCall *c = (const LlmToolCall *) items + i;
         _cleanup_(json_object_putp) json_object *o = json_object_new_object(), *f = json_object_new_object();
         int r;
 
@@ -165,7 +156,8 @@ static int build_tool_call(const LlmToolCall *c, json_object **ret) {
         return 0;
 }
 
-static int build_message(const LlmMessage *m, json_object **ret) {
+static int build_message(const void *items, size_t i, json_object **ret) {
+        const LlmMessage *m = (const LlmMessage *) items + i;
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         const char *role = llm_role_to_string(m->role);
         int r;
@@ -184,21 +176,7 @@ static int build_message(const LlmMessage *m, json_object **ret) {
                 return r;
 
         if (m->role == LLM_ROLE_ASSISTANT && m->n_tool_calls > 0) {
-                _cleanup_(json_object_putp) json_object *a = json_object_new_array();
-
-                if (!a)
-                        return -ENOMEM;
-                for (size_t i = 0; i < m->n_tool_calls; i++) {
-                        json_object *c;
-
-                        r = build_tool_call(&m->tool_calls[i], &c);
-                        if (r < 0)
-                                return r;
-                        r = json_append(a, c);
-                        if (r < 0)
-                                return r;
-                }
-                r = json_add(o, "tool_calls", TAKE_PTR(a));
+                r = add_built_array(o, "tool_calls", m->tool_calls, m->n_tool_calls, build_tool_call);
                 if (r < 0)
                         return r;
         }
@@ -211,7 +189,8 @@ static int build_message(const LlmMessage *m, json_object **ret) {
         return 0;
 }
 
-static int build_tool(const LlmTool *t, json_object **ret) {
+static int build_tool(const void *items, size_t i, json_object **ret) {
+        const LlmTool *t = (const LlmTool *) items + i;
         _cleanup_(json_object_putp) json_object *o = json_object_new_object(), *f = json_object_new_object();
         json_object *schema;
         int r;
@@ -260,7 +239,6 @@ static int json_serialize(json_object *o, char **ret, size_t *ret_size) {
 
 int llm_build_request(const LlmRequest *req, LlmRequestBody *ret) {
         _cleanup_(json_object_putp) json_object *root = json_object_new_object();
-        _cleanup_(json_object_putp) json_object *messages = json_object_new_array();
         _cleanup_free_ char *body = NULL;
         uint64_t estimate, max_tokens;
         size_t size;
@@ -269,42 +247,18 @@ int llm_build_request(const LlmRequest *req, LlmRequestBody *ret) {
         assert(req);
         assert(ret);
 
-        if (!root || !messages)
+        if (!root)
                 return -ENOMEM;
 
         r = json_add(root, "model", json_string(req->model));
         if (r < 0)
                 return r;
-        for (size_t i = 0; i < req->n_messages; i++) {
-                json_object *m;
-
-                r = build_message(&req->messages[i], &m);
-                if (r < 0)
-                        return r;
-                r = json_append(messages, m);
-                if (r < 0)
-                        return r;
-        }
-        r = json_add(root, "messages", TAKE_PTR(messages));
+        r = add_built_array(root, "messages", req->messages, req->n_messages, build_message);
         if (r < 0)
                 return r;
 
         if (req->n_tools > 0) {
-                _cleanup_(json_object_putp) json_object *tools = json_object_new_array();
-
-                if (!tools)
-                        return -ENOMEM;
-                for (size_t i = 0; i < req->n_tools; i++) {
-                        json_object *t;
-
-                        r = build_tool(&req->tools[i], &t);
-                        if (r < 0)
-                                return r;
-                        r = json_append(tools, t);
-                        if (r < 0)
-                                return r;
-                }
-                r = json_add(root, "tools", TAKE_PTR(tools));
+                r = add_built_array(root, "tools", req->tools, req->n_tools, build_tool);
                 if (r < 0)
                         return r;
                 /* Only beside tools: OpenAI refuses tool_choice without them. */
@@ -550,12 +504,11 @@ static json_object *parse_json(const uint8_t *body, size_t size, const char **re
                 return NULL;
         }
         end = json_tokener_get_parse_end(tok);
-        for (size_t i = end; i < size; i++)
-                if (!strchr(" \t\r\n", body[i]) || body[i] == 0) {
-                        json_object_put(obj);
-                        *ret_why = "bytes after the JSON document";
-                        return NULL;
-                }
+        if (!json_rest_is_whitespace((const char *) body, end, size)) {
+                json_object_put(obj);
+                *ret_why = "bytes after the JSON document";
+                return NULL;
+        }
         return obj;
 }
 

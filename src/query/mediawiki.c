@@ -3,10 +3,10 @@
 #include <limits.h>
 
 #include "query/mediawiki.h"
+#include "shared/json-util.h"
 #include "shared/macro.h"
+#include "shared/utf8.h"
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
-DEFINE_TRIVIAL_CLEANUP_FUNC(struct json_tokener *, json_tokener_free);
 
 void mediawiki_error_done(MediaWikiError *e) {
         if (!e)
@@ -34,39 +34,6 @@ void mediawiki_search_hits_free(MediaWikiSearchHit *hits, size_t n) {
         free(hits);
 }
 
-/* Strict UTF-8 (no overlong forms, no surrogates, at most U+10FFFF). */
-static bool utf8_valid(const uint8_t *p, size_t n) {
-        for (size_t i = 0; i < n;) {
-                uint8_t c = p[i];
-                uint32_t cp;
-                size_t len;
-
-                if (c < 0x80) {
-                        i++;
-                        continue;
-                }
-                if (c >= 0xC2 && c <= 0xDF)
-                        len = 2, cp = c & 0x1F;
-                else if (c >= 0xE0 && c <= 0xEF)
-                        len = 3, cp = c & 0x0F;
-                else if (c >= 0xF0 && c <= 0xF4)
-                        len = 4, cp = c & 0x07;
-                else
-                        return false;
-                if (n - i < len)
-                        return false;
-                for (size_t k = 1; k < len; k++) {
-                        if ((p[i + k] & 0xC0) != 0x80)
-                                return false;
-                        cp = cp << 6 | (p[i + k] & 0x3F);
-                }
-                if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
-                    (cp >= 0xD800 && cp <= 0xDFFF))
-                        return false;
-                i += len;
-        }
-        return true;
-}
 
 static bool text_is_valid(const char *s, size_t max, bool forbid_bar) {
         size_t n;
@@ -81,7 +48,7 @@ static bool text_is_valid(const char *s, size_t max, bool forbid_bar) {
                 if (c < 0x20 || c == 0x7f || (forbid_bar && c == '|'))
                         return false;
         }
-        return utf8_valid((const uint8_t *) s, n);
+        return utf8_is_valid(s, n);
 }
 
 bool mediawiki_title_is_valid(const char *title) {
@@ -247,7 +214,7 @@ static int parse_json(const char *body, size_t size, json_object **ret) {
         /* json-c stops at a NUL; JSON text never holds a raw one. */
         if (memchr(body, 0, size))
                 return -EBADMSG;
-        if (!utf8_valid((const uint8_t *) body, size))
+        if (!utf8_is_valid(body, size))
                 return -EBADMSG;
         tok = json_tokener_new_ex(MEDIAWIKI_JSON_MAX_DEPTH);
         if (!tok)
@@ -257,11 +224,10 @@ static int parse_json(const char *body, size_t size, json_object **ret) {
         if (!o)
                 return json_tokener_get_error(tok) == json_tokener_success ? -ENOMEM : -EBADMSG;
         end = json_tokener_get_parse_end(tok);
-        for (; end < size; end++)
-                if (!strchr(" \t\r\n", body[end])) {
-                        json_object_put(o);
-                        return -EBADMSG;
-                }
+        if (!json_rest_is_whitespace(body, end, size)) {
+                json_object_put(o);
+                return -EBADMSG;
+        }
         if (!json_object_is_type(o, json_type_object)) {
                 json_object_put(o);
                 return -EBADMSG;

@@ -14,6 +14,7 @@
 #include "sandbox/sandbox.h"
 #include "shared/log.h"
 #include "shared/macro.h"
+#include "shared/strv.h"
 #include "shared/time-util.h"
 
 static inline usec_t usec_sub_unsigned(usec_t a, usec_t b) {
@@ -96,10 +97,12 @@ struct QueryRun {
 static void query_run_advance(QueryRun *q);
 
 const char *query_run_id(const QueryRun *q) {
+        assert(q);
         return q->id;
 }
 
 bool query_run_reported(const QueryRun *q) {
+        assert(q);
         return q->reported;
 }
 
@@ -172,6 +175,8 @@ static void query_run_kick(QueryRun *q) {
 }
 
 void query_run_abort(QueryRun *q, ApiError error, const char *message) {
+        assert(q);
+
         if (q->reported || q->state >= QUERY_RUN_CLEANUP)
                 return;
         query_run_fail(q, error, message);
@@ -863,9 +868,7 @@ QueryRun *query_run_free(QueryRun *q) {
                 free(q->authorization);
         }
         free(q->chat_url);
-        for (size_t i = 0; q->pages && q->pages[i]; i++)
-                free(q->pages[i]);
-        free(q->pages);
+        strv_free(q->pages);
         free(q->op_title);
         free(q->message);
         free(q->answer);

@@ -109,29 +109,32 @@ Upstream *upstream_free(Upstream *u) {
 }
 
 void upstream_set_connect_timeout(Upstream *u, usec_t timeout) {
+        assert(u);
         u->connect_timeout = timeout > 0 ? timeout : UPSTREAM_CONNECT_TIMEOUT_USEC;
 }
 
 sd_event *upstream_get_event(const Upstream *u) {
+        assert(u);
         return u->event;
 }
 
 const char *upstream_user_agent(const Upstream *u) {
+        assert(u);
         return u->user_agent;
 }
 
 int upstream_jar_new(Upstream *u, UpstreamJar **ret) {
-        UpstreamJar *j;
+        _cleanup_(upstream_jar_freep) UpstreamJar *j = NULL;
+
+        assert(ret);
 
         j = calloc(1, sizeof *j);
         if (!j)
                 return -ENOMEM;
         j->share = curl_share_init();
-        if (!j->share || curl_share_setopt(j->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_COOKIE) != CURLSHE_OK) {
-                upstream_jar_free(j);
+        if (!j->share || curl_share_setopt(j->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_COOKIE) != CURLSHE_OK)
                 return -ENOMEM;
-        }
-        *ret = j;
+        *ret = TAKE_PTR(j);
         return 0;
 }
 
@@ -294,10 +297,13 @@ UpstreamOperation *upstream_operation_free(UpstreamOperation *op) {
 }
 
 const UpstreamResponse *upstream_operation_response(const UpstreamOperation *op) {
+        assert(op);
         return op->finished ? &op->response : NULL;
 }
 
 char *upstream_operation_take_body(UpstreamOperation *op, size_t *ret_size) {
+        assert(op);
+
         if (ret_size)
                 *ret_size = op->response.body_size;
         op->response.body_size = 0;

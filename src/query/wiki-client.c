@@ -108,6 +108,7 @@ WikiClient *wiki_client_free(WikiClient *c) {
 }
 
 unsigned wiki_client_logins(const WikiClient *c) {
+        assert(c);
         return c->logins;
 }
 

@@ -7,10 +7,11 @@
 
 #include "sandbox/files.h"
 #include "shared/log.h"
+#include "shared/json-util.h"
 #include "shared/macro.h"
 #include "shared/sha256.h"
+#include "shared/utf8.h"
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
 DEFINE_TRIVIAL_CLEANUP_FUNC(DIR *, closedir);
 
 static bool data_name_byte_ok(unsigned char c) {
@@ -139,34 +140,6 @@ int sandbox_data_write_page(int dir_fd, const SandboxPage *page, const SandboxPa
         return write_file_atomic(dir_fd, "pages.json", text, text_len);
 }
 
-/* Length of the valid UTF-8 character at p, 0 if invalid. */
-static size_t utf8_char_length(const unsigned char *p, size_t avail) {
-        unsigned char c = p[0];
-        size_t n;
-        uint32_t cp;
-
-        if (c < 0x80)
-                return 1;
-        if (c >= 0xc2 && c <= 0xdf)
-                n = 2, cp = c & 0x1f;
-        else if (c >= 0xe0 && c <= 0xef)
-                n = 3, cp = c & 0x0f;
-        else if (c >= 0xf0 && c <= 0xf4)
-                n = 4, cp = c & 0x07;
-        else
-                return 0;
-        if (avail < n)
-                return 0;
-        for (size_t i = 1; i < n; i++) {
-                if ((p[i] & 0xc0) != 0x80)
-                        return 0;
-                cp = (cp << 6) | (p[i] & 0x3f);
-        }
-        if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-            (cp >= 0xd800 && cp <= 0xdfff) || (n == 2 && cp < 0xa0) /* C1 controls */)
-                return 0;
-        return n;
-}
 
 int sandbox_artifact_name(const char *name, char **ret) {
         const unsigned char *p = (const unsigned char *) name;
@@ -176,7 +149,7 @@ int sandbox_artifact_name(const char *name, char **ret) {
         if (!s)
                 return -ENOMEM;
         for (size_t i = 0; i < len;) {
-                size_t n = utf8_char_length(p + i, len - i);
+                size_t n = utf8_decode_no_c1(p + i, len - i);
 
                 if (n == 1 && (p[i] < 0x20 || p[i] == 0x7f || p[i] == '/'))
                         n = 0;
@@ -269,6 +242,25 @@ static int hash_fd(int fd, uint64_t size, char ret[static 65]) {
         return 0;
 }
 
+/* A DIR of its own on dir_fd's directory (dir_fd stays the caller's), from
+ * the start. */
+static int opendir_dup(int dir_fd, DIR **ret) {
+        int fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3), r;
+        DIR *d;
+
+        if (fd < 0)
+                return negative_errno();
+        d = fdopendir(fd);
+        if (!d) {
+                r = negative_errno();
+                (void) close(fd);
+                return r;
+        }
+        rewinddir(d);
+        *ret = d;
+        return 0;
+}
+
 /* Logging a hostile tree must not cost a line per file: a few per reason. */
 #define SKIP_LOG_MAX 5
 
@@ -294,18 +286,11 @@ int sandbox_collect_artifacts(int dir_fd, uint64_t max_files, uint64_t max_bytes
         size_t n_names = 0, cap_names = 0;
         uint64_t used = 0;
         struct dirent *de;
-        int fd, r = 0;
+        int r = 0;
 
-        fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
-        if (fd < 0)
-                return negative_errno();
-        d = fdopendir(fd);
-        if (!d) {
-                r = negative_errno();
-                (void) close(fd);
+        r = opendir_dup(dir_fd, &d);
+        if (r < 0)
                 return r;
-        }
-        rewinddir(d);
         /* Names first, so the order (and which files win the caps) does not
          * depend on the directory's hash order. */
         errno = 0;
@@ -415,18 +400,11 @@ finish:
 int sandbox_rm_rf_children(int dir_fd) {
         _cleanup_(closedirp) DIR *d = NULL;
         struct dirent *de;
-        int fd, r = 0;
+        int r = 0;
 
-        fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
-        if (fd < 0)
-                return negative_errno();
-        d = fdopendir(fd);
-        if (!d) {
-                r = negative_errno();
-                (void) close(fd);
+        r = opendir_dup(dir_fd, &d);
+        if (r < 0)
                 return r;
-        }
-        rewinddir(d);
         while ((de = readdir(d))) {
                 struct stat st;
 

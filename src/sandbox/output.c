@@ -1,13 +1,17 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
 #include <stdbool.h>
 
 #include "sandbox/output.h"
 #include "shared/macro.h"
+#include "shared/utf8.h"
 
 #define OUTPUT_CAP_MAX ((size_t) 1 << 30)
 
 int output_buffer_init(OutputBuffer *b, size_t cap) {
         size_t head_cap = cap / 2 + cap % 2, tail_cap = cap / 2;
+
+        assert(b);
 
         if (cap < 2 || cap > OUTPUT_CAP_MAX)
                 return -EINVAL;
@@ -30,6 +34,9 @@ void output_buffer_done(OutputBuffer *b) {
 void output_buffer_append(OutputBuffer *b, const void *data, size_t len) {
         const uint8_t *p = data;
         size_t head_cap = b->cap / 2 + b->cap % 2, tail_cap = b->cap / 2, n;
+
+        assert(b);
+        assert(data || len == 0);
 
         b->total += len;
         n = MIN(len, head_cap - b->head_len);
@@ -67,50 +74,19 @@ void output_buffer_append(OutputBuffer *b, const void *data, size_t len) {
 }
 
 uint64_t output_buffer_dropped(const OutputBuffer *b) {
+        assert(b);
         return b->total - b->head_len - b->tail_len;
 }
 
-/* Length of the valid UTF-8 sequence at p (1..4), or 0 if it is invalid
- * (overlong, surrogate, above U+10FFFF, truncated). */
-static size_t utf8_valid_length(const uint8_t *p, size_t avail) {
-        uint8_t c = p[0];
-        size_t n;
-        uint32_t cp;
-
-        if (c < 0x80)
-                return 1;
-        if (c >= 0xc2 && c <= 0xdf) {
-                n = 2;
-                cp = c & 0x1f;
-        } else if (c >= 0xe0 && c <= 0xef) {
-                n = 3;
-                cp = c & 0x0f;
-        } else if (c >= 0xf0 && c <= 0xf4) {
-                n = 4;
-                cp = c & 0x07;
-        } else
-                return 0;
-        if (avail < n)
-                return 0;
-        for (size_t i = 1; i < n; i++) {
-                if ((p[i] & 0xc0) != 0x80)
-                        return 0;
-                cp = (cp << 6) | (p[i] & 0x3f);
-        }
-        if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-            (cp >= 0xd800 && cp <= 0xdfff))
-                return 0;
-        /* C1 controls (U+0080..U+009F) are controls too. */
-        if (n == 2 && cp < 0xa0)
-                return 0;
-        return n;
-}
 
 static const char replacement[] = "\xef\xbf\xbd";
 
 int output_sanitize(const uint8_t *data, size_t len, char **ret, size_t *ret_len) {
         char *out;
         size_t o = 0;
+
+        assert(data || len == 0);
+        assert(ret);
 
         if (len > (SIZE_MAX - 1) / 3)
                 return -ENOMEM;
@@ -130,7 +106,7 @@ int output_sanitize(const uint8_t *data, size_t len, char **ret, size_t *ret_len
                         i++;
                         continue;
                 }
-                n = c >= 0x80 ? utf8_valid_length(data + i, len - i) : 0;
+                n = c >= 0x80 ? utf8_decode_no_c1(data + i, len - i) : 0;
                 if (n == 0) {
                         memcpy(out + o, replacement, 3);
                         o += 3;
@@ -160,6 +136,9 @@ int output_buffer_render(const OutputBuffer *b, char **ret, size_t *ret_len) {
         _cleanup_free_ uint8_t *raw = malloc(b->head_len + b->tail_len + OMITTED_MAX);
         char *text;
         int r;
+
+        assert(b);
+        assert(ret);
 
         if (!raw)
                 return -ENOMEM;

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -20,6 +21,8 @@ struct Reaper {
 };
 
 void reaper_reap(Reaper *r) {
+        assert(r);
+
         for (;;) {
                 ReaperWatch **p, *w = NULL;
                 int status;
@@ -52,6 +55,9 @@ int reaper_new(sd_event *event, Reaper **ret) {
         sigset_t mask;
         int q;
 
+        assert(event);
+        assert(ret);
+
         if (!r)
                 return -ENOMEM;
         sigemptyset(&mask);
@@ -81,6 +87,9 @@ Reaper *reaper_free(Reaper *r) {
 
 int reaper_watch(Reaper *r, pid_t pid, ReaperHandler handler, void *userdata, ReaperWatch **ret) {
         ReaperWatch *w = calloc(1, sizeof *w);
+
+        assert(r);
+        assert(handler);
 
         if (!w)
                 return -ENOMEM;

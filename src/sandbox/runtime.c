@@ -6,9 +6,10 @@
 #include <sys/syscall.h>
 
 #include "sandbox/runtime.h"
+#include "shared/json-util.h"
 #include "shared/macro.h"
+#include "shared/strv.h"
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
 
 /* PID 1 of the container: a small init in Python. The code runs in a
  * forked child that reads the program from stdin and runs it as __main__
@@ -501,12 +502,6 @@ int runtime_write_bundle(int bundle_fd, const RuntimeSpec *s) {
         return 0;
 }
 
-void runtime_argv_free(char **argv) {
-        for (char **a = argv; a && *a; a++)
-                free(*a);
-        free(argv);
-}
-
 int runtime_argv(
         RuntimeKind kind,
         const char *binary,
@@ -583,7 +578,7 @@ int runtime_argv(
         for (size_t i = 0; i < n; i++) {
                 a[i] = strdup(v[i]);
                 if (!a[i]) {
-                        runtime_argv_free(a);
+                        strv_free(a);
                         return -ENOMEM;
                 }
         }

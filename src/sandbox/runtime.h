@@ -62,7 +62,7 @@ int runtime_config_render(const RuntimeSpec *s, char **ret);
 int runtime_write_bundle(int bundle_fd, const RuntimeSpec *s);
 
 /* The command lines, NULL-terminated, every string owned by the returned
- * array (free with runtime_argv_free()). state_root is the runtime's
+ * array (a strv: free with strv_free()). state_root is the runtime's
  * --root (a directory of ours: the start-up sweep lists it). */
 typedef enum RuntimeVerb {
         RUNTIME_RUN, /* run --no-new-keyring --bundle B --pid-file B/container.pid ID (crun: --cgroup-manager=disabled) */
@@ -83,7 +83,6 @@ int runtime_argv(
         const char *id,
         const char *bundle,
         char ***ret);
-void runtime_argv_free(char **argv);
 
 /* Fork and exec argv (argv[0] an absolute path) with a minimal environment,
  * every signal unblocked and at its default, and fds 0, 1, 2, 3 from the

@@ -14,11 +14,12 @@
 #include "sandbox/sandbox.h"
 #include "sandbox/scope.h"
 #include "shared/log.h"
+#include "shared/json-util.h"
 #include "shared/macro.h"
+#include "shared/strv.h"
 #include "shared/parse-util.h"
 #include "store/history.h"
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
 
 /* After the wall-clock limit (or a cancel) KillUnit kills the scope; if the
  * runtime has still not ended this much later, clean up regardless (the
@@ -145,10 +146,13 @@ static void sandbox_notify(Sandbox *s) {
 }
 
 bool sandbox_is_available(const Sandbox *s) {
+        assert(s);
         return !s->static_reason[0] && scope_manager_is_ready(s->scopes) && s->sweep_done;
 }
 
 const char *sandbox_unavailable_reason(const Sandbox *s) {
+        assert(s);
+
         if (s->static_reason[0])
                 return s->static_reason;
         if (!scope_manager_is_ready(s->scopes))
@@ -159,15 +163,19 @@ const char *sandbox_unavailable_reason(const Sandbox *s) {
 }
 
 bool sandbox_cleanup_pending(const Sandbox *s) {
+        assert(s);
         return s->n_pending > 0;
 }
 
 void sandbox_set_state_handler(Sandbox *s, SandboxStateHandler handler, void *userdata) {
+        assert(s);
+
         s->state_handler = handler;
         s->state_userdata = userdata;
 }
 
 void sandbox_set_test_unconfirmable(Sandbox *s, unsigned n) {
+        assert(s);
         scope_manager_set_test_unconfirmable(s->scopes, n);
 }
 
@@ -192,7 +200,7 @@ static Cleanup *cleanup_free(Cleanup *c) {
         return NULL;
 }
 
-static int cleanup_on_retry(sd_event_source *src, uint64_t usec, void *userdata) {
+static int sandbox_cleanup_on_retry(sd_event_source *src, uint64_t usec, void *userdata) {
         Cleanup *c = userdata;
 
         c->retry = sd_event_source_disable_unref(c->retry);
@@ -239,14 +247,16 @@ static void cleanup_attempt_done(Cleanup *c, int error) {
                 c->attempts,
                 c->backoff / USEC_PER_SEC);
         if (sd_event_add_time_relative(
-                    s->event, &c->retry, CLOCK_MONOTONIC, c->backoff, 0, cleanup_on_retry, c) < 0)
+                    s->event, &c->retry, CLOCK_MONOTONIC, c->backoff, 0, sandbox_cleanup_on_retry, c) < 0)
                 log_error("Cannot schedule the next cleanup attempt of %s.", c->scope);
+        else
+                (void) sd_event_source_set_description(c->retry, "sandbox-cleanup-retry");
         if (done)
                 done(c, error);
         sandbox_notify(s);
 }
 
-static void cleanup_on_scope_stopped(int error, void *userdata) {
+static void sandbox_cleanup_on_scope_stopped(int error, void *userdata) {
         Cleanup *c = userdata;
 
         c->op = NULL;
@@ -255,7 +265,7 @@ static void cleanup_on_scope_stopped(int error, void *userdata) {
         cleanup_attempt_done(c, error);
 }
 
-static void cleanup_on_exit(pid_t pid, int status, void *userdata) {
+static void sandbox_cleanup_on_exit(pid_t pid, int status, void *userdata) {
         Cleanup *c = userdata;
         bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
         int r;
@@ -278,7 +288,7 @@ static void cleanup_on_exit(pid_t pid, int status, void *userdata) {
                         return;
                 }
                 c->step = CLEANUP_SCOPE;
-                r = scope_stop(c->sandbox->scopes, c->scope, cleanup_on_scope_stopped, c, &c->op);
+                r = scope_stop(c->sandbox->scopes, c->scope, sandbox_cleanup_on_scope_stopped, c, &c->op);
                 if (r < 0)
                         cleanup_attempt_done(c, r);
                 return;
@@ -302,9 +312,9 @@ static void cleanup_step(Cleanup *c) {
                 &argv);
         if (r >= 0)
                 r = runtime_spawn(argv, -1, -1, -1, -1, -1, &c->pid);
-        runtime_argv_free(argv);
+        strv_free(argv);
         if (r >= 0)
-                r = reaper_watch(s->reaper, c->pid, cleanup_on_exit, c, &c->watch);
+                r = reaper_watch(s->reaper, c->pid, sandbox_cleanup_on_exit, c, &c->watch);
         if (r < 0)
                 cleanup_attempt_done(c, r);
 }
@@ -361,7 +371,7 @@ static void sweep_id(Sandbox *s, const char *id) {
                 s->sweep_outstanding--;
 }
 
-static void sweep_on_scopes(int error, char **names, void *userdata) {
+static void sandbox_sweep_on_scopes(int error, char **names, void *userdata) {
         Sandbox *s = userdata;
 
         if (error < 0)
@@ -385,7 +395,7 @@ typedef struct SweepList {
         int fd; /* a memfd with the runtime's stdout */
 } SweepList;
 
-static void sweep_on_list_exit(pid_t pid, int status, void *userdata) {
+static void sandbox_sweep_on_list_exit(pid_t pid, int status, void *userdata) {
         SweepList *l = userdata;
         Sandbox *s = l->sandbox;
         char buf[65536];
@@ -442,7 +452,7 @@ static void sweep_start(Sandbox *s) {
         s->sweep_outstanding = 1; /* held until both listings are in */
 
         s->sweep_outstanding++;
-        r = scope_list(s->scopes, SCOPE_PREFIX "*", sweep_on_scopes, s, NULL);
+        r = scope_list(s->scopes, SCOPE_PREFIX "*", sandbox_sweep_on_scopes, s, NULL);
         if (r < 0) {
                 log_warning_errno(r, "Cannot list leftover sandbox scopes");
                 s->sweep_outstanding--;
@@ -456,12 +466,12 @@ static void sweep_start(Sandbox *s) {
         if (l && l->fd >= 0 &&
             runtime_argv(s->kind, s->runtime, s->state_root, RUNTIME_LIST, NULL, NULL, &argv) >= 0 &&
             runtime_spawn(argv, -1, l->fd, -1, -1, -1, &pid) >= 0 &&
-            reaper_watch(s->reaper, pid, sweep_on_list_exit, l, NULL) >= 0) {
+            reaper_watch(s->reaper, pid, sandbox_sweep_on_list_exit, l, NULL) >= 0) {
                 s->sweep_outstanding++;
                 l = NULL;
         } else
                 log_warning("Cannot list the runtime's leftover containers.");
-        runtime_argv_free(argv);
+        strv_free(argv);
         if (l) {
                 if (l->fd >= 0)
                         (void) close(l->fd);
@@ -674,6 +684,10 @@ int sandbox_new(sd_event *event, const Config *config, const SandboxOptions *opt
         const char *rd = getenv("RUNTIME_DIRECTORY");
         int r;
 
+        assert(event);
+        assert(config);
+        assert(ret);
+
         if (!s)
                 return -ENOMEM;
         if (!options)
@@ -755,15 +769,18 @@ static bool query_id_valid(const char *id) {
 }
 
 int sandbox_query_new(Sandbox *s, const char *query_id, SandboxQuery **ret) {
-        SandboxQuery *q;
+        _cleanup_(sandbox_query_freep) SandboxQuery *q = NULL;
         int r;
+
+        assert(s);
+        assert(ret);
 
         if (!query_id_valid(query_id))
                 return -EINVAL;
         if (!s->work_dir)
                 return -ENOENT;
-        for (q = s->queries; q; q = q->next)
-                if (streq(q->id, query_id))
+        for (SandboxQuery *i = s->queries; i; i = i->next)
+                if (streq(i->id, query_id))
                         return -EEXIST;
         q = calloc(1, sizeof *q);
         if (!q)
@@ -773,7 +790,6 @@ int sandbox_query_new(Sandbox *s, const char *query_id, SandboxQuery **ret) {
         q->id = strdup(query_id);
         if (!q->id || asprintf(&q->dir, "%s/%s", s->work_dir, query_id) < 0) {
                 q->dir = NULL;
-                sandbox_query_free(q);
                 return -ENOMEM;
         }
         r = sandbox_rm_rf(AT_FDCWD, q->dir);
@@ -789,11 +805,9 @@ int sandbox_query_new(Sandbox *s, const char *query_id, SandboxQuery **ret) {
         if (r >= 0 &&
             (q->out_fd = openat(q->dir_fd, "out", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0)
                 r = negative_errno();
-        if (r < 0) {
-                sandbox_query_free(q);
+        if (r < 0)
                 return r;
-        }
-        *ret = q;
+        *ret = TAKE_PTR(q);
         return 0;
 }
 
@@ -838,6 +852,9 @@ SandboxQuery *sandbox_query_free(SandboxQuery *q) {
 int sandbox_query_add_page(SandboxQuery *q, const SandboxPage *page) {
         size_t i;
 
+        assert(q);
+        assert(page);
+
         for (i = 0; i < q->n_pages; i++)
                 if (streq(q->pages[i].title, page->title))
                         break;
@@ -862,10 +879,13 @@ int sandbox_query_add_page(SandboxQuery *q, const SandboxPage *page) {
 }
 
 bool sandbox_query_cleanup_confirmed(const SandboxQuery *q) {
+        assert(q);
         return q->unconfirmed == 0 && (!q->run || q->run->state == RUN_REPORTING);
 }
 
 void sandbox_query_set_confirmed_handler(SandboxQuery *q, SandboxQueryConfirmedHandler handler, void *userdata) {
+        assert(q);
+
         q->confirmed_handler = handler;
         q->confirmed_userdata = userdata;
 }
@@ -873,12 +893,17 @@ void sandbox_query_set_confirmed_handler(SandboxQuery *q, SandboxQueryConfirmedH
 int sandbox_query_collect(SandboxQuery *q, SandboxArtifacts *ret) {
         const Config *c = q->sandbox->config;
 
+        assert(q);
+        assert(ret);
+
         return sandbox_collect_artifacts(q->out_fd, c->artifact_max_files, c->artifact_max_bytes, ret);
 }
 
 int sandbox_query_store_artifacts(SandboxQuery *q, History *history) {
         SandboxArtifacts a = { 0 };
         int r, kept = 0;
+
+        assert(q);
 
         r = sandbox_query_collect(q, &a);
         if (r < 0)
@@ -923,6 +948,9 @@ static void sandbox_result_done(SandboxResult *r) {
 int sandbox_result_to_json(const SandboxResult *r, char **ret) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         json_object *files = json_object_new_array();
+
+        assert(r);
+        assert(ret);
 
         if (!o || !files || json_object_object_add(o, "files", files) < 0) {
                 json_object_put(files);
@@ -1053,7 +1081,7 @@ static void sandbox_run_free(SandboxRun *run) {
         free(run);
 }
 
-static int run_on_report(sd_event_source *src, void *userdata) {
+static int sandbox_run_on_report(sd_event_source *src, void *userdata) {
         SandboxRun *run = userdata;
         SandboxRunDone done = run->done;
         void *ud = run->userdata;
@@ -1065,15 +1093,23 @@ static int run_on_report(sd_event_source *src, void *userdata) {
         return 0;
 }
 
-static void run_on_cleanup(Cleanup *c, int error) {
+/* Report from a defer; when even that cannot be made (OOM), now rather
+ * than never. */
+static void sandbox_run_report_later(SandboxRun *run) {
+        if (sd_event_add_defer(run->sandbox->event, &run->report, sandbox_run_on_report, run) < 0)
+                sandbox_run_on_report(NULL, run);
+        else
+                (void) sd_event_source_set_description(run->report, "sandbox-report");
+}
+
+static void sandbox_run_on_cleanup(Cleanup *c, int error) {
         SandboxRun *run = c->userdata;
 
         run->cleanup = NULL;
         run->result.cleanup_confirmed = error >= 0;
         run->result.cleanup_usec = now(CLOCK_MONOTONIC) - run->t_cleanup;
         run->state = RUN_REPORTING;
-        if (sd_event_add_defer(run->sandbox->event, &run->report, run_on_report, run) < 0)
-                run_on_report(NULL, run); /* OOM: report now rather than never */
+        sandbox_run_report_later(run);
 }
 
 static bool pid_file_exists(const SandboxRun *run) {
@@ -1179,13 +1215,12 @@ static void run_finish(SandboxRun *run) {
                 (void) list_out(run->query->out_fd, res);
 
         run->t_cleanup = now(CLOCK_MONOTONIC);
-        r = cleanup_start(run->sandbox, run->id, run->query, run_on_cleanup, run, &run->cleanup);
+        r = cleanup_start(run->sandbox, run->id, run->query, sandbox_run_on_cleanup, run, &run->cleanup);
         if (r < 0) {
                 /* Not even started: treat as unconfirmed, report. */
                 res->cleanup_confirmed = false;
                 run->state = RUN_REPORTING;
-                if (sd_event_add_defer(run->sandbox->event, &run->report, run_on_report, run) < 0)
-                        run_on_report(NULL, run);
+                sandbox_run_report_later(run);
         }
 }
 
@@ -1196,7 +1231,7 @@ static void run_advance(SandboxRun *run) {
                 run_finish(run);
 }
 
-static int run_on_output(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
+static int sandbox_run_on_output(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
         SandboxRun *run = userdata;
         bool is_out = fd == run->out_fd;
         uint8_t buf[65536];
@@ -1226,9 +1261,17 @@ static int run_on_output(sd_event_source *src, int fd, uint32_t revents, void *u
         return 0;
 }
 
-static int run_on_timer(sd_event_source *src, uint64_t usec, void *userdata);
+static int sandbox_run_on_timer(sd_event_source *src, uint64_t usec, void *userdata);
 
-static void run_on_killed(int error, void *userdata) {
+/* (Re)arm the run's one timer, usec from now. */
+static void sandbox_run_set_timer(SandboxRun *run, uint64_t usec) {
+        run->timer = sd_event_source_disable_unref(run->timer);
+        if (sd_event_add_time_relative(
+                    run->sandbox->event, &run->timer, CLOCK_MONOTONIC, usec, 0, sandbox_run_on_timer, run) >= 0)
+                (void) sd_event_source_set_description(run->timer, "sandbox-timer");
+}
+
+static void sandbox_run_on_killed(int error, void *userdata) {
         SandboxRun *run = userdata;
 
         run->op = NULL;
@@ -1247,18 +1290,16 @@ static void run_kill(SandboxRun *run) {
         run->kill_sent = true;
         scope_op_cancel(run->op);
         run->op = NULL;
-        r = scope_kill(run->sandbox->scopes, run->scope, run_on_killed, run, &run->op);
+        r = scope_kill(run->sandbox->scopes, run->scope, sandbox_run_on_killed, run, &run->op);
         if (r < 0) {
                 log_warning_errno(r, "Cannot kill %s through its scope; killing the runtime", run->scope);
                 if (run->pid > 0 && !run->exited)
                         (void) kill(run->pid, SIGKILL);
         }
-        run->timer = sd_event_source_disable_unref(run->timer);
-        (void) sd_event_add_time_relative(
-                run->sandbox->event, &run->timer, CLOCK_MONOTONIC, SANDBOX_KILL_GRACE_USEC, 0, run_on_timer, run);
+        sandbox_run_set_timer(run, SANDBOX_KILL_GRACE_USEC);
 }
 
-static int run_on_timer(sd_event_source *src, uint64_t usec, void *userdata) {
+static int sandbox_run_on_timer(sd_event_source *src, uint64_t usec, void *userdata) {
         SandboxRun *run = userdata;
 
         run->timer = sd_event_source_disable_unref(run->timer);
@@ -1276,7 +1317,7 @@ static int run_on_timer(sd_event_source *src, uint64_t usec, void *userdata) {
         return 0;
 }
 
-static void run_on_exit(pid_t pid, int status, void *userdata) {
+static void sandbox_run_on_exit(pid_t pid, int status, void *userdata) {
         SandboxRun *run = userdata;
 
         run->watch = NULL;
@@ -1290,15 +1331,7 @@ static void run_on_exit(pid_t pid, int status, void *userdata) {
         if (run->out_fd >= 0 || run->err_fd >= 0) {
                 /* Give the pipes a moment to drain to EOF. */
                 if (!run->kill_sent) {
-                        run->timer = sd_event_source_disable_unref(run->timer);
-                        (void) sd_event_add_time_relative(
-                                run->sandbox->event,
-                                &run->timer,
-                                CLOCK_MONOTONIC,
-                                SANDBOX_PIPE_GRACE_USEC,
-                                0,
-                                run_on_timer,
-                                run);
+                        sandbox_run_set_timer(run, SANDBOX_PIPE_GRACE_USEC);
                 }
         }
         run_advance(run);
@@ -1343,7 +1376,7 @@ static uint64_t tree_usage(int dir_fd, unsigned max_depth, unsigned *budget) {
  * them all. Checked while the run runs; past WIKI_WEB_ARTIFACT_MAX_BYTES
  * the run is stopped like at its timeout (what it wrote in the last
  * interval may pass the cap). */
-static int run_on_out_watch(sd_event_source *src, uint64_t usec, void *userdata) {
+static int sandbox_run_on_out_watch(sd_event_source *src, uint64_t usec, void *userdata) {
         SandboxRun *run = userdata;
         unsigned budget = 20000;
         uint64_t used;
@@ -1363,7 +1396,7 @@ static int run_on_out_watch(sd_event_source *src, uint64_t usec, void *userdata)
         return 0;
 }
 
-static void run_on_scope_started(int error, void *userdata) {
+static void sandbox_run_on_scope_started(int error, void *userdata) {
         SandboxRun *run = userdata;
         const Config *c = run->sandbox->config;
 
@@ -1391,22 +1424,16 @@ static void run_on_scope_started(int error, void *userdata) {
         (void) close(TAKE_FD(run->hold_fd));
         run->state = RUN_RUNNING;
         run->t_start = now(CLOCK_MONOTONIC);
-        (void) sd_event_add_time_relative(
-                run->sandbox->event,
-                &run->timer,
-                CLOCK_MONOTONIC,
-                c->sandbox_timeout_seconds * USEC_PER_SEC,
-                0,
-                run_on_timer,
-                run);
-        (void) sd_event_add_time_relative(
-                run->sandbox->event,
-                &run->out_watch,
-                CLOCK_MONOTONIC,
-                SANDBOX_OUT_CHECK_USEC,
-                0,
-                run_on_out_watch,
-                run);
+        sandbox_run_set_timer(run, c->sandbox_timeout_seconds * USEC_PER_SEC);
+        if (sd_event_add_time_relative(
+                    run->sandbox->event,
+                    &run->out_watch,
+                    CLOCK_MONOTONIC,
+                    SANDBOX_OUT_CHECK_USEC,
+                    0,
+                    sandbox_run_on_out_watch,
+                    run) >= 0)
+                (void) sd_event_source_set_description(run->out_watch, "sandbox-out-watch");
         if (run->cancelled)
                 run_kill(run);
         run_advance(run);
@@ -1475,6 +1502,8 @@ int sandbox_run_start(
         char **argv = NULL;
         size_t cap;
         int r;
+
+        assert(q);
 
         if (!sandbox_is_available(s))
                 return -EAGAIN;
@@ -1557,14 +1586,14 @@ int sandbox_run_start(
                 r = runtime_argv(s->kind, s->runtime, s->state_root, RUNTIME_RUN, run->id, run->bundle, &argv);
         if (r >= 0)
                 r = runtime_spawn(argv, code_fd, out_w, err_w, status_w, hold_r, &run->pid);
-        runtime_argv_free(argv);
+        strv_free(argv);
         if (r < 0)
                 goto fail;
-        r = reaper_watch(s->reaper, run->pid, run_on_exit, run, &run->watch);
+        r = reaper_watch(s->reaper, run->pid, sandbox_run_on_exit, run, &run->watch);
         if (r >= 0)
-                r = sd_event_add_io(s->event, &run->out_src, run->out_fd, EPOLLIN, run_on_output, run);
+                r = sd_event_add_io(s->event, &run->out_src, run->out_fd, EPOLLIN, sandbox_run_on_output, run);
         if (r >= 0)
-                r = sd_event_add_io(s->event, &run->err_src, run->err_fd, EPOLLIN, run_on_output, run);
+                r = sd_event_add_io(s->event, &run->err_src, run->err_fd, EPOLLIN, sandbox_run_on_output, run);
         if (r >= 0) {
                 (void) sd_event_source_set_description(run->out_src, "sandbox-stdout");
                 (void) sd_event_source_set_description(run->err_src, "sandbox-stderr");
@@ -1578,7 +1607,7 @@ int sandbox_run_start(
                                 .tasks_max = c->sandbox_tasks_max + 4,
                                 .cpu_quota_usec = USEC_PER_SEC,
                         },
-                        run_on_scope_started,
+                        sandbox_run_on_scope_started,
                         run,
                         &run->op);
         }

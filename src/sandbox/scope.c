@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
 #include <signal.h>
 #include <systemd/sd-bus.h>
 
 #include "sandbox/scope.h"
 #include "shared/log.h"
 #include "shared/macro.h"
+#include "shared/strv.h"
 #include "shared/time-util.h"
 
 #define SD_DEST "org.freedesktop.systemd1"
@@ -97,9 +99,11 @@ static void scope_manager_lose(ScopeManager *m, const char *reason) {
                         op->state = SCOPE_OP_DONE;
                         (void) sd_event_source_set_enabled(op->complete, SD_EVENT_ONESHOT);
                 }
-        if (!m->reconnect)
-                (void) sd_event_add_time_relative(
-                        m->event, &m->reconnect, CLOCK_MONOTONIC, SCOPE_RECONNECT_USEC, 0, scope_on_reconnect, m);
+        if (!m->reconnect &&
+            sd_event_add_time_relative(
+                    m->event, &m->reconnect, CLOCK_MONOTONIC, SCOPE_RECONNECT_USEC, 0, scope_on_reconnect, m) >=
+                    0)
+                (void) sd_event_source_set_description(m->reconnect, "scope-reconnect");
 }
 
 static void scope_op_finish(ScopeOp *op, int error) {
@@ -125,15 +129,14 @@ static ScopeOp *scope_op_free(ScopeOp *op) {
         sd_event_source_disable_unref(op->timer);
         sd_event_source_disable_unref(op->retry);
         sd_event_source_disable_unref(op->complete);
-        for (char **n = op->names; n && *n; n++)
-                free(*n);
-        free(op->names);
+        strv_free(op->names);
         free(op->name);
         free(op->job);
         free(op->job_result);
         free(op);
         return NULL;
 }
+DEFINE_TRIVIAL_CLEANUP_FUNC(ScopeOp *, scope_op_free);
 
 void scope_op_cancel(ScopeOp *op) {
         scope_op_free(op);
@@ -150,9 +153,7 @@ static int scope_op_on_complete(sd_event_source *s, void *userdata) {
 
                 scope_op_free(op);
                 cb(error, names, ud);
-                for (char **n = names; n && *n; n++)
-                        free(*n);
-                free(names);
+                strv_free(names);
         } else {
                 ScopeCallback cb = op->cb;
                 void *ud = op->userdata;
@@ -175,7 +176,7 @@ static int scope_op_on_timeout(sd_event_source *s, uint64_t usec, void *userdata
 }
 
 static int scope_op_new(ScopeManager *m, ScopeOpKind kind, const char *name, void *userdata, ScopeOp **ret) {
-        ScopeOp *op;
+        _cleanup_(scope_op_freep) ScopeOp *op = NULL;
         int r;
 
         if (!m->bus || !m->ready)
@@ -188,23 +189,26 @@ static int scope_op_new(ScopeManager *m, ScopeOpKind kind, const char *name, voi
         op->userdata = userdata;
         op->next = m->ops;
         m->ops = op;
-        if (name && !(op->name = strdup(name))) {
-                scope_op_free(op);
+        if (name && !(op->name = strdup(name)))
                 return -ENOMEM;
-        }
         r = sd_event_add_defer(m->event, &op->complete, scope_op_on_complete, op);
         if (r >= 0)
                 r = sd_event_source_set_enabled(op->complete, SD_EVENT_OFF);
         if (r >= 0)
                 r = sd_event_add_time_relative(
                         m->event, &op->timer, CLOCK_MONOTONIC, SCOPE_OP_TIMEOUT_USEC, 0, scope_op_on_timeout, op);
-        if (r < 0) {
-                scope_op_free(op);
+        if (r < 0)
                 return r;
-        }
         (void) sd_event_source_set_description(op->complete, "scope-op-complete");
         (void) sd_event_source_set_description(op->timer, "scope-op-timeout");
-        *ret = op;
+        *ret = TAKE_PTR(op);
+        return 0;
+}
+
+/* The op is under way (the manager's list holds it): *ret borrows it. */
+static int scope_op_started(ScopeOp *op, ScopeOp **ret) {
+        if (ret)
+                *ret = op;
         return 0;
 }
 
@@ -252,6 +256,8 @@ static int scope_on_get_unit(sd_bus_message *reply, void *userdata, sd_bus_error
                     m->event, &op->retry, CLOCK_MONOTONIC, SCOPE_CONFIRM_INTERVAL_USEC, 0, scope_on_retry, op) <
             0)
                 scope_op_finish(op, -ENOMEM);
+        else
+                (void) sd_event_source_set_description(op->retry, "scope-confirm-retry");
         return 0;
 }
 
@@ -361,8 +367,11 @@ int scope_start(
         void *userdata,
         ScopeOp **ret) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *msg = NULL;
-        ScopeOp *op;
+        _cleanup_(scope_op_freep) ScopeOp *op = NULL;
         int r;
+
+        assert(m);
+        assert(name);
 
         r = scope_op_new(m, SCOPE_OP_START, name, userdata, &op);
         if (r < 0)
@@ -411,13 +420,9 @@ int scope_start(
                 r = sd_bus_message_append(msg, "a(sa(sv))", 0);
         if (r >= 0)
                 r = sd_bus_call_async(m->bus, &op->slot, msg, scope_on_job_reply, op, SCOPE_OP_TIMEOUT_USEC);
-        if (r < 0) {
-                scope_op_free(op);
+        if (r < 0)
                 return r;
-        }
-        if (ret)
-                *ret = op;
-        return 0;
+        return scope_op_started(TAKE_PTR(op), ret);
 }
 
 static int scope_on_kill_reply(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
@@ -435,8 +440,11 @@ static int scope_on_kill_reply(sd_bus_message *reply, void *userdata, sd_bus_err
 }
 
 int scope_kill(ScopeManager *m, const char *name, ScopeCallback cb, void *userdata, ScopeOp **ret) {
-        ScopeOp *op;
+        _cleanup_(scope_op_freep) ScopeOp *op = NULL;
         int r;
+
+        assert(m);
+        assert(name);
 
         r = scope_op_new(m, SCOPE_OP_KILL, name, userdata, &op);
         if (r < 0)
@@ -455,18 +463,17 @@ int scope_kill(ScopeManager *m, const char *name, ScopeCallback cb, void *userda
                 name,
                 "all",
                 SIGKILL);
-        if (r < 0) {
-                scope_op_free(op);
+        if (r < 0)
                 return r;
-        }
-        if (ret)
-                *ret = op;
-        return 0;
+        return scope_op_started(TAKE_PTR(op), ret);
 }
 
 int scope_stop(ScopeManager *m, const char *name, ScopeCallback cb, void *userdata, ScopeOp **ret) {
-        ScopeOp *op;
+        _cleanup_(scope_op_freep) ScopeOp *op = NULL;
         int r;
+
+        assert(m);
+        assert(name);
 
         r = scope_op_new(m, SCOPE_OP_STOP, name, userdata, &op);
         if (r < 0)
@@ -474,13 +481,9 @@ int scope_stop(ScopeManager *m, const char *name, ScopeCallback cb, void *userda
         op->cb = cb;
         r = sd_bus_call_method_async(
                 m->bus, &op->slot, SD_DEST, SD_PATH, SD_MANAGER, "StopUnit", scope_on_job_reply, op, "ss", name, "fail");
-        if (r < 0) {
-                scope_op_free(op);
+        if (r < 0)
                 return r;
-        }
-        if (ret)
-                *ret = op;
-        return 0;
+        return scope_op_started(TAKE_PTR(op), ret);
 }
 
 static int scope_on_list_reply(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
@@ -523,8 +526,11 @@ static int scope_on_list_reply(sd_bus_message *reply, void *userdata, sd_bus_err
 
 int scope_list(ScopeManager *m, const char *pattern, ScopeListCallback cb, void *userdata, ScopeOp **ret) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *msg = NULL;
-        ScopeOp *op;
+        _cleanup_(scope_op_freep) ScopeOp *op = NULL;
         int r;
+
+        assert(m);
+        assert(pattern);
 
         r = scope_op_new(m, SCOPE_OP_LIST, NULL, userdata, &op);
         if (r < 0)
@@ -535,13 +541,9 @@ int scope_list(ScopeManager *m, const char *pattern, ScopeListCallback cb, void 
                 r = sd_bus_message_append(msg, "asas", 0, 1, pattern);
         if (r >= 0)
                 r = sd_bus_call_async(m->bus, &op->slot, msg, scope_on_list_reply, op, SCOPE_OP_TIMEOUT_USEC);
-        if (r < 0) {
-                scope_op_free(op);
+        if (r < 0)
                 return r;
-        }
-        if (ret)
-                *ret = op;
-        return 0;
+        return scope_op_started(TAKE_PTR(op), ret);
 }
 
 static int scope_on_disconnected(sd_bus_message *msg, void *userdata, sd_bus_error *ret_error) {
@@ -644,6 +646,9 @@ static void scope_manager_connect(ScopeManager *m) {
 int scope_manager_new(sd_event *event, const char *address, ScopeManager **ret) {
         _cleanup_(scope_manager_freep) ScopeManager *m = calloc(1, sizeof *m);
 
+        assert(event);
+        assert(ret);
+
         if (!m)
                 return -ENOMEM;
         m->event = sd_event_ref(event);
@@ -672,19 +677,24 @@ ScopeManager *scope_manager_free(ScopeManager *m) {
 }
 
 void scope_manager_set_ready_callback(ScopeManager *m, ScopeReadyCallback cb, void *userdata) {
+        assert(m);
+
         m->ready_cb = cb;
         m->ready_userdata = userdata;
 }
 
 bool scope_manager_is_ready(const ScopeManager *m) {
+        assert(m);
         return m->ready;
 }
 
 const char *scope_manager_reason(const ScopeManager *m) {
+        assert(m);
         return m->reason;
 }
 
 void scope_manager_set_test_unconfirmable(ScopeManager *m, unsigned n) {
+        assert(m);
         m->test_unconfirmable = n;
 }
 

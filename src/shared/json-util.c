@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #include <assert.h>
+#include <errno.h>
+#include <limits.h>
 
 #include "shared/json-util.h"
+#include "shared/utf8.h"
 
 char *json_quote(const char *s) {
         size_t n, k = 0;
@@ -26,4 +29,59 @@ char *json_quote(const char *s) {
         out[k++] = '"';
         out[k] = 0;
         return out;
+}
+
+json_object *json_string_n(const char *s, size_t n) {
+        assert(s || n == 0);
+
+        if (n > INT_MAX)
+                return NULL;
+        return json_object_new_string_len(s ? s : "", (int) n);
+}
+
+json_object *json_string(const char *s) {
+        return s ? json_string_n(s, strlen(s)) : json_string_n("", 0);
+}
+
+json_object *json_string_bytes(const char *s, size_t n) {
+        _cleanup_free_ char *v = NULL;
+        size_t l;
+
+        if (utf8_make_valid(s ? s : "", s ? n : 0, &v, &l) < 0)
+                return NULL;
+        return json_string_n(v, l);
+}
+
+int json_add(json_object *obj, const char *key, json_object *value) {
+        assert(obj);
+        assert(key);
+
+        if (!value)
+                return -ENOMEM;
+        if (json_object_object_add(obj, key, value) < 0) {
+                json_object_put(value);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+int json_append(json_object *array, json_object *value) {
+        assert(array);
+
+        if (!value)
+                return -ENOMEM;
+        if (json_object_array_add(array, value) < 0) {
+                json_object_put(value);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+bool json_rest_is_whitespace(const char *s, size_t from, size_t n) {
+        assert(s || from >= n);
+
+        for (size_t i = from; i < n; i++)
+                if (s[i] == 0 || !strchr(" \t\r\n", s[i]))
+                        return false;
+        return true;
 }

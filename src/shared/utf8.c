@@ -41,6 +41,16 @@ size_t utf8_decode(const uint8_t *s, size_t n, uint32_t *ret_cp) {
         return len;
 }
 
+size_t utf8_decode_no_c1(const uint8_t *s, size_t n) {
+        uint32_t cp;
+        size_t len = utf8_decode(s, n, &cp);
+
+        /* C1 controls (U+0080..U+009F) are controls too. */
+        if (len == 2 && cp < 0xa0)
+                return 0;
+        return len;
+}
+
 bool utf8_is_valid(const char *s, size_t n) {
         const uint8_t *p = (const uint8_t *) s;
 

@@ -13,6 +13,10 @@
  * code point in *ret_cp (may be NULL), or 0 when it is malformed. */
 size_t utf8_decode(const uint8_t *s, size_t n, uint32_t *ret_cp);
 
+/* As utf8_decode(), but 0 also for a C1 control (U+0080..U+009F): the
+ * length of the valid, non-C1 sequence at s, 0 when there is none. */
+size_t utf8_decode_no_c1(const uint8_t *s, size_t n);
+
 /* Whether the n bytes at s are valid UTF-8 (a NUL byte is valid). */
 bool utf8_is_valid(const char *s, size_t n);
 

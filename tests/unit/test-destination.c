@@ -31,7 +31,7 @@ static bool allowed(const DestinationPolicy *p, const char *host, const char *ad
         return destination_address_allowed(p, host, (struct sockaddr *) &in6, sizeof in6);
 }
 
-static void test_address_classes(void) {
+TEST(address_classes) {
         static const char *const denied[] = {
                 /* IPv4 */
                 "0.0.0.0",
@@ -118,7 +118,7 @@ static void test_address_classes(void) {
         }
 }
 
-static void test_named_and_unnamed(void) {
+TEST(named_and_unnamed) {
         DestinationPolicy *p = NULL;
         char *extra[] = { (char *) "Extra.Example.org.", (char *) "127.0.0.3", (char *) "[::1]", NULL };
 
@@ -181,7 +181,7 @@ static void test_named_and_unnamed(void) {
         destination_policy_free(p);
 }
 
-static void test_parse_url(void) {
+TEST(parse_url) {
         DestinationUrl u;
         static const char *const bad[] = {
                 "",
@@ -258,7 +258,7 @@ static void test_parse_url(void) {
         ASSERT_EQ_STR(u.host, "1host.example");
 }
 
-static void test_redirects(void) {
+TEST(redirects) {
         DestinationPolicy *p = NULL;
         DestinationUrl from, to;
         char *extra[] = { (char *) "other.example", (char *) "127.0.0.2", NULL };
@@ -284,7 +284,7 @@ static void test_redirects(void) {
         destination_policy_free(p);
 }
 
-static void test_policy_errors(void) {
+TEST(policy_errors) {
         DestinationPolicy *p = NULL;
         char *bad[] = { (char *) "bad host", NULL };
 
@@ -296,11 +296,4 @@ static void test_policy_errors(void) {
         destination_policy_free(p);
 }
 
-int main(void) {
-        test_address_classes();
-        test_named_and_unnamed();
-        test_parse_url();
-        test_redirects();
-        test_policy_errors();
-        return 0;
-}
+DEFINE_TEST_MAIN()

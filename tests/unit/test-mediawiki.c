@@ -32,7 +32,7 @@ static char *load(const char *name, size_t *ret_size) {
 
 #define S(lit) (lit), STRLEN(lit)
 
-static void test_search(void) {
+TEST(search) {
         size_t size, n;
         _cleanup_free_ char *body = load("search.json", &size);
         MediaWikiSearchHit *hits = NULL;
@@ -63,7 +63,7 @@ static void test_search(void) {
         }
 }
 
-static void test_page(void) {
+TEST(page) {
         size_t size;
         MediaWikiPage p = { 0 };
 
@@ -112,7 +112,7 @@ static void test_page(void) {
         }
 }
 
-static void test_errors(void) {
+TEST(errors) {
         static const struct {
                 const char *file, *code;
         } cases[] = {
@@ -161,7 +161,7 @@ static void test_errors(void) {
         }
 }
 
-static void test_login(void) {
+TEST(login) {
         size_t size;
         char *token = NULL, *reason = NULL;
         MediaWikiLoginResult r;
@@ -216,7 +216,7 @@ static void test_login(void) {
                 -EBADMSG);
 }
 
-static void test_hostile(void) {
+TEST(hostile) {
         static const struct {
                 const char *body;
                 size_t size;
@@ -319,7 +319,7 @@ static void test_hostile(void) {
         }
 }
 
-static void test_snippet(void) {
+TEST(snippet) {
         static const struct {
                 const char *in, *out;
         } cases[] = {
@@ -340,7 +340,7 @@ static void test_snippet(void) {
         }
 }
 
-static void test_builders(void) {
+TEST(builders) {
         _cleanup_free_ char *s = NULL, *r = NULL, *t = NULL, *l = NULL, *u = NULL, *u2 = NULL;
         char title[300];
 
@@ -394,13 +394,4 @@ static void test_builders(void) {
         ASSERT_TRUE(!mediawiki_title_is_valid(NULL));
 }
 
-int main(void) {
-        test_search();
-        test_page();
-        test_errors();
-        test_login();
-        test_hostile();
-        test_snippet();
-        test_builders();
-        return 0;
-}
+DEFINE_TEST_MAIN()

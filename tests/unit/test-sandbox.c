@@ -19,12 +19,13 @@
 #include "sandbox/sandbox.h"
 #include "sandbox/scope.h"
 #include "shared/config.h"
+#include "shared/json-util.h"
 #include "shared/macro.h"
+#include "shared/strv.h"
 #include "shared/sha256.h"
 #include "store/history.h"
 #include "tests.h"
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(json_object *, json_object_put);
 
 static char *make_tmpdir(void) {
         char *d = strdup("/tmp/test-sandbox-XXXXXX");
@@ -62,7 +63,7 @@ static bool array_has_string(json_object *a, const char *s) {
         return false;
 }
 
-static void test_config_golden(void) {
+TEST(config_golden) {
         _cleanup_free_ char *text = NULL, *path = NULL, *golden = NULL;
         FILE *f;
         long n;
@@ -217,7 +218,7 @@ static void check_config_invariants(const RuntimeSpec *spec) {
         }
 }
 
-static void test_config_invariants(void) {
+TEST(config_invariants) {
         RuntimeSpec s = golden_spec;
 
         check_config_invariants(&s);
@@ -250,7 +251,7 @@ static void check_name(const char *title, size_t len, const char *expected) {
         ASSERT_TRUE(streq(n + strlen(n) - 5, ".wiki"));
 }
 
-static void test_data_file_names(void) {
+TEST(data_file_names) {
         char *n = NULL;
         char big[300], big2[300];
 
@@ -314,7 +315,7 @@ static void test_data_file_names(void) {
         }
 }
 
-static void test_data_write(void) {
+TEST(data_write) {
         _cleanup_free_ char *dir = make_tmpdir();
         _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         SandboxPage pages[2] = {
@@ -348,7 +349,7 @@ static void test_data_write(void) {
 
 /* ---- artifact names and media types ---- */
 
-static void test_artifact_names(void) {
+TEST(artifact_names) {
         static const struct {
                 const char *in, *out;
         } cases[] = {
@@ -405,7 +406,7 @@ static void write_at(int dir, const char *name, const char *content) {
         close(f);
 }
 
-static void test_collector_hostile(void) {
+TEST(collector_hostile) {
         _cleanup_free_ char *dir = make_tmpdir();
         _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         SandboxArtifacts a = { 0 };
@@ -470,7 +471,7 @@ static void test_collector_hostile(void) {
         ASSERT_TRUE(access("/etc/shadow", F_OK) == 0 || errno == ENOENT); /* the link's target is untouched */
 }
 
-static void test_collector_many(void) {
+TEST(collector_many) {
         _cleanup_free_ char *dir = make_tmpdir();
         _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         SandboxArtifacts a = { 0 };
@@ -493,7 +494,7 @@ static void test_collector_many(void) {
         ASSERT_OK(sandbox_rm_rf(AT_FDCWD, dir));
 }
 
-static void test_rm_rf_hostile(void) {
+TEST(rm_rf_hostile) {
         _cleanup_free_ char *dir = make_tmpdir(), *outside = make_tmpdir(), *victim = NULL;
         _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
@@ -514,7 +515,7 @@ static void test_rm_rf_hostile(void) {
 
 /* ---- output ---- */
 
-static void test_output_reference(void) {
+TEST(output_reference) {
         srand(12);
         for (int round = 0; round < 300; round++) {
                 size_t cap = 2 + (size_t) rand() % 200, total = 0, head_cap = cap / 2 + cap % 2,
@@ -563,7 +564,7 @@ static void test_output_reference(void) {
         }
 }
 
-static void test_output_sanitize(void) {
+TEST(output_sanitize) {
         static const struct {
                 const char *in;
                 size_t len;
@@ -604,7 +605,7 @@ static void test_output_sanitize(void) {
 
 /* ---- names, command lines, results ---- */
 
-static void test_scope_names(void) {
+TEST(scope_names) {
         char *n = NULL;
 
         ASSERT_OK(scope_name("qr_0123abcd", 3, &n));
@@ -616,7 +617,7 @@ static void test_scope_names(void) {
         ASSERT_EQ_INT(scope_name("a b", 1, &n), -EINVAL);
 }
 
-static void test_runtime_argv(void) {
+TEST(runtime_argv) {
         char **a = NULL;
 
         ASSERT_OK(runtime_argv(
@@ -630,14 +631,14 @@ static void test_runtime_argv(void) {
         ASSERT_EQ_STR(a[10], "/b/container.pid");
         ASSERT_EQ_STR(a[11], "wikiweb-q-x-1");
         ASSERT_TRUE(!a[12]);
-        runtime_argv_free(a);
+        strv_free(a);
         ASSERT_OK(runtime_argv(RUNTIME_RUNC, "/usr/sbin/runc", "/r", RUNTIME_RUN, "id", "/b", &a));
         ASSERT_EQ_STR(a[3], "run"); /* no cgroup-manager switch for runc */
-        runtime_argv_free(a);
+        strv_free(a);
         ASSERT_OK(runtime_argv(RUNTIME_CRUN, "/usr/bin/crun", "/r", RUNTIME_DELETE, "id", NULL, &a));
         ASSERT_EQ_STR(a[3], "delete");
         ASSERT_EQ_STR(a[4], "-f");
-        runtime_argv_free(a);
+        strv_free(a);
         ASSERT_EQ_INT(runtime_argv(RUNTIME_CRUN, "/c", "/r", RUNTIME_STATE, NULL, NULL, &a), -EINVAL);
         ASSERT_EQ_INT(runtime_kind_from_path("/usr/sbin/runc"), RUNTIME_RUNC);
         ASSERT_EQ_INT(runtime_kind_from_path("/usr/bin/crun"), RUNTIME_CRUN);
@@ -651,7 +652,7 @@ static void test_runtime_argv(void) {
         }
 }
 
-static void test_result_json(void) {
+TEST(result_json) {
         SandboxFile files[] = { { .name = (char *) "a.csv", .size_bytes = 12 } };
         SandboxResult r = {
                 .has_exit_code = true,
@@ -680,7 +681,7 @@ static const char *no_env(const char *name, void *userdata) {
 
 /* A query's /out into the store: the record lists the artifacts, the
  * artifact endpoint's lookup returns the bytes; links are not followed. */
-static void test_store_artifacts(void) {
+TEST(store_artifacts) {
         _cleanup_free_ char *dir = make_tmpdir(), *work = NULL, *state = NULL, *out = NULL, *cfg_error = NULL;
         _cleanup_close_ int out_fd = -1;
         _cleanup_(json_object_putp) json_object *rec = NULL;
@@ -765,20 +766,4 @@ static void test_store_artifacts(void) {
         ASSERT_OK(sandbox_rm_rf(AT_FDCWD, dir));
 }
 
-int main(void) {
-        test_config_golden();
-        test_config_invariants();
-        test_data_file_names();
-        test_data_write();
-        test_artifact_names();
-        test_collector_hostile();
-        test_collector_many();
-        test_rm_rf_hostile();
-        test_output_reference();
-        test_output_sanitize();
-        test_scope_names();
-        test_runtime_argv();
-        test_result_json();
-        test_store_artifacts();
-        return 0;
-}
+DEFINE_TEST_MAIN()

@@ -10,7 +10,7 @@
 #define C(code, status, ...) \
         upstream_classify(&(UpstreamOutcome){ .curl_code = (code), .http_status = (status), __VA_ARGS__ })
 
-static void test_table(void) {
+TEST(table) {
         /* 2xx */
         for (long s = 200; s <= 299; s++)
                 ASSERT_EQ_INT(C(CURLE_OK, s), _API_ERROR_INVALID);
@@ -83,7 +83,7 @@ static void test_table(void) {
         }
 }
 
-static void test_retry_after(void) {
+TEST(retry_after) {
         usec_t u;
         /* Sun, 06 Nov 1994 08:49:37 GMT */
         const usec_t t = 784111777ULL * USEC_PER_SEC;
@@ -110,8 +110,4 @@ static void test_retry_after(void) {
         ASSERT_EQ_INT(upstream_parse_retry_after("Sun, 06 Nov 1994 08:49:37 UTC", 0, &u), -EINVAL);
 }
 
-int main(void) {
-        test_table();
-        test_retry_after();
-        return 0;
-}
+DEFINE_TEST_MAIN()

@@ -16,6 +16,18 @@ TEST(valid) {
         ASSERT_TRUE(!utf8_is_valid("\xff", 1));
 }
 
+TEST(decode_no_c1) {
+        ASSERT_EQ_INT(utf8_decode_no_c1((const uint8_t *) "a", 1), 1);
+        ASSERT_EQ_INT(utf8_decode_no_c1((const uint8_t *) "\xc2\xa0", 2), 2);     /* U+00A0: not C1 */
+        ASSERT_EQ_INT(utf8_decode_no_c1((const uint8_t *) "\xc2\x80", 2), 0);     /* U+0080: C1 */
+        ASSERT_EQ_INT(utf8_decode_no_c1((const uint8_t *) "\xc2\x9f", 2), 0);     /* U+009F: C1 */
+        ASSERT_EQ_INT(utf8_decode_no_c1((const uint8_t *) "\xe2\x82\xac", 3), 3); /* € */
+        ASSERT_EQ_INT(utf8_decode_no_c1((const uint8_t *) "\xf0\x9f\x8d\x8e", 4), 4);
+        ASSERT_EQ_INT(utf8_decode_no_c1((const uint8_t *) "\xe2\x82\xac", 2), 0); /* truncated */
+        ASSERT_EQ_INT(utf8_decode_no_c1((const uint8_t *) "\xed\xa0\x80", 3), 0); /* surrogate */
+        ASSERT_EQ_INT(utf8_decode_no_c1((const uint8_t *) "\xc0\xaf", 2), 0);     /* overlong */
+}
+
 TEST(cut_count) {
         const char *s = "a\xc3\xa9\xe2\x82\xac"; /* a é € : 1 + 2 + 3 bytes */
 

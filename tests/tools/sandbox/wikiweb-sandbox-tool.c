@@ -35,6 +35,7 @@
 #include "shared/config.h"
 #include "shared/log.h"
 #include "shared/macro.h"
+#include "shared/strv.h"
 #include "shared/time-util.h"
 
 typedef struct Tool {
@@ -205,15 +206,16 @@ static void tool_start_next(Tool *t) {
                 t->finished = true;
                 return;
         }
-        if (t->cancel_after_ms > 0 && t->next == 1)
-                (void) sd_event_add_time_relative(
-                        t->event,
-                        &t->cancel_timer,
-                        CLOCK_MONOTONIC,
-                        t->cancel_after_ms * USEC_PER_MSEC,
-                        0,
-                        tool_on_cancel,
-                        t);
+        if (t->cancel_after_ms > 0 && t->next == 1 &&
+            sd_event_add_time_relative(
+                    t->event,
+                    &t->cancel_timer,
+                    CLOCK_MONOTONIC,
+                    t->cancel_after_ms * USEC_PER_MSEC,
+                    0,
+                    tool_on_cancel,
+                    t) >= 0)
+                (void) sd_event_source_set_description(t->cancel_timer, "sandbox-tool-cancel");
 }
 
 static int add_pages(Tool *t) {
@@ -302,7 +304,7 @@ static double median(double *v, unsigned n) {
 
 static void bench_next(Tool *t);
 
-static void bench_on_done(SandboxRun *run, int error, const SandboxResult *r, void *userdata) {
+static void tool_bench_on_done(SandboxRun *run, int error, const SandboxResult *r, void *userdata) {
         Tool *t = userdata;
 
         if (error < 0 || !r->cleanup_confirmed || !r->has_exit_code || r->exit_code != 0) {
@@ -324,7 +326,7 @@ static void bench_next(Tool *t) {
                 return;
         }
         t->bench_t0 = now(CLOCK_MONOTONIC);
-        r = sandbox_run_start(t->query, code, sizeof code - 1, bench_on_done, t, NULL);
+        r = sandbox_run_start(t->query, code, sizeof code - 1, tool_bench_on_done, t, NULL);
         if (r < 0) {
                 log_error_errno(r, "bench: cannot start a run");
                 t->exit_code = 1;
@@ -358,7 +360,7 @@ static int bare_once(RuntimeKind kind, const char *runtime, const char *root, co
         r = runtime_argv(kind, runtime, root, RUNTIME_RUN, "wikiweb-q-bench_bare-1", bundle, &argv);
         if (r >= 0)
                 r = runtime_spawn(argv, p[0], -1, -1, -1, -1, &pid);
-        runtime_argv_free(argv);
+        strv_free(argv);
         (void) close(p[0]);
         if (r < 0)
                 return r;
@@ -369,7 +371,7 @@ static int bare_once(RuntimeKind kind, const char *runtime, const char *root, co
                 r = runtime_argv(kind, runtime, root, v, "wikiweb-q-bench_bare-1", NULL, &argv);
                 if (r >= 0)
                         r = runtime_spawn(argv, -1, -1, -1, -1, -1, &pid);
-                runtime_argv_free(argv);
+                strv_free(argv);
                 if (r < 0)
                         return r;
                 status = wait_pid(pid);
@@ -434,7 +436,7 @@ static int bench_bare(Tool *t, unsigned n, double *ret_median) {
 
 /* Scope start and stop alone: a child that waits, its scope started, then
  * stopped and confirmed gone. */
-static void scope_bench_cb(int error, void *userdata) {
+static void tool_scope_bench_on_done(int error, void *userdata) {
         Tool *t = userdata;
 
         t->scope_done = true;
@@ -481,13 +483,13 @@ static int bench_scope(Tool *t, unsigned n, double *ret_start, double *ret_stop)
                 }
                 t->scope_done = false;
                 t0 = now(CLOCK_MONOTONIC);
-                r = scope_start(m, name, pid, NULL, scope_bench_cb, t, NULL);
+                r = scope_start(m, name, pid, NULL, tool_scope_bench_on_done, t, NULL);
                 if (r >= 0)
                         r = tool_wait(t, scope_bench_done, 10 * USEC_PER_SEC) ? t->scope_error : -ETIMEDOUT;
                 t1 = now(CLOCK_MONOTONIC);
                 if (r >= 0) {
                         t->scope_done = false;
-                        r = scope_stop(m, name, scope_bench_cb, t, NULL);
+                        r = scope_stop(m, name, tool_scope_bench_on_done, t, NULL);
                         if (r >= 0)
                                 r = tool_wait(t, scope_bench_done, 10 * USEC_PER_SEC) ? t->scope_error :
                                                                                         -ETIMEDOUT;

@@ -31,7 +31,7 @@ typedef struct WikiTool {
 
 static void wiki_tool_next(WikiTool *t);
 
-static void on_wiki_done(WikiOperation *op, const WikiResult *r, void *userdata) {
+static void wiki_tool_on_done(WikiOperation *op, const WikiResult *r, void *userdata) {
         WikiTool *t = userdata;
         json_object *o = json_object_new_object();
 
@@ -83,9 +83,9 @@ static int wiki_tool_run(WikiTool *t, const char *cmd) {
 
         t->started = now(CLOCK_MONOTONIC);
         if ((arg = tool_startswith(cmd, "search:")) || (arg = tool_startswith(cmd, "search ")))
-                r = wiki_client_search(t->client, arg, tool_limit(), on_wiki_done, t, &t->op);
+                r = wiki_client_search(t->client, arg, tool_limit(), wiki_tool_on_done, t, &t->op);
         else if ((arg = tool_startswith(cmd, "read:")) || (arg = tool_startswith(cmd, "read ")))
-                r = wiki_client_read(t->client, arg, on_wiki_done, t, &t->op);
+                r = wiki_client_read(t->client, arg, wiki_tool_on_done, t, &t->op);
         else
                 r = -EINVAL;
         if (r < 0) {
@@ -132,7 +132,7 @@ static void wiki_tool_next(WikiTool *t) {
         }
 }
 
-static int on_stdin(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+static int wiki_tool_on_stdin(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         WikiTool *t = userdata;
         ssize_t n;
 
@@ -163,9 +163,10 @@ int wiki_main(Upstream *u, sd_event *e, int argc, char **argv, const WikiClientS
                 return r;
         if (argc == 1 && streq(argv[0], "-")) {
                 t.from_stdin = true;
-                r = sd_event_add_io(e, &t.stdin_source, STDIN_FILENO, EPOLLIN, on_stdin, &t);
+                r = sd_event_add_io(e, &t.stdin_source, STDIN_FILENO, EPOLLIN, wiki_tool_on_stdin, &t);
                 if (r < 0)
                         goto out;
+                (void) sd_event_source_set_description(t.stdin_source, "wiki-tool-stdin");
         }
         wiki_tool_next(&t);
         r = sd_event_loop(e);

@@ -113,7 +113,7 @@ typedef struct Fetch {
         bool print;
 } Fetch;
 
-static void on_fetch_done(UpstreamOperation *op, const UpstreamResponse *r, void *userdata) {
+static void upstream_tool_on_fetch_done(UpstreamOperation *op, const UpstreamResponse *r, void *userdata) {
         Fetch *f = userdata;
         bool ok = r->error < 0;
 
@@ -132,7 +132,7 @@ static int cmd_fetch(const char *url) {
         UpstreamRequest req = make_request(url);
         int r;
 
-        r = upstream_start(upstream, &req, on_fetch_done, &f, &f.op);
+        r = upstream_start(upstream, &req, upstream_tool_on_fetch_done, &f, &f.op);
         if (r < 0)
                 return r;
         pending = 1;
@@ -149,14 +149,14 @@ typedef struct Sequence {
         UpstreamOperation *op;
 } Sequence;
 
-static void on_sequence_done(UpstreamOperation *op, const UpstreamResponse *r, void *userdata);
+static void upstream_tool_on_sequence_done(UpstreamOperation *op, const UpstreamResponse *r, void *userdata);
 
 static int sequence_next(Sequence *s) {
         UpstreamRequest req = make_request(s->url);
-        return upstream_start(upstream, &req, on_sequence_done, s, &s->op);
+        return upstream_start(upstream, &req, upstream_tool_on_sequence_done, s, &s->op);
 }
 
-static void on_sequence_done(UpstreamOperation *op, const UpstreamResponse *r, void *userdata) {
+static void upstream_tool_on_sequence_done(UpstreamOperation *op, const UpstreamResponse *r, void *userdata) {
         Sequence *s = userdata;
 
         if (r->error >= 0)
@@ -208,7 +208,7 @@ static int cmp_usec(const void *a, const void *b) {
         return x < y ? -1 : x > y;
 }
 
-static int on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
+static int upstream_tool_on_tick(sd_event_source *s, uint64_t usec, void *userdata) {
         Ticker *t = userdata;
         usec_t n = now(CLOCK_MONOTONIC);
         usec_t late = n > t->next ? n - t->next : 0;
@@ -241,16 +241,17 @@ static int cmd_lateness(unsigned n, const char *url) {
         for (unsigned i = 0; i < n; i++) {
                 UpstreamRequest req = make_request(url);
                 f[i] = (Fetch){ .started = now(CLOCK_MONOTONIC), .print = true };
-                r = upstream_start(upstream, &req, on_fetch_done, &f[i], &f[i].op);
+                r = upstream_start(upstream, &req, upstream_tool_on_fetch_done, &f[i], &f[i].op);
                 if (r < 0)
                         return r;
                 pending++;
         }
         t.next = now(CLOCK_MONOTONIC) + TICK_USEC;
         /* accuracy 1 us: sd-event's default 250 ms slack would hide lateness */
-        r = sd_event_add_time(event, &tick, CLOCK_MONOTONIC, t.next, 1, on_tick, &t);
+        r = sd_event_add_time(event, &tick, CLOCK_MONOTONIC, t.next, 1, upstream_tool_on_tick, &t);
         if (r < 0)
                 return r;
+        (void) sd_event_source_set_description(tick, "upstream-tool-tick");
         r = sd_event_loop(event);
         sd_event_source_disable_unref(tick);
         o = json_object_new_object();
@@ -283,7 +284,7 @@ typedef struct Cancel {
         bool cancelled_called;
 } Cancel;
 
-static void on_cancel_done(UpstreamOperation *op, const UpstreamResponse *r, void *userdata) {
+static void upstream_tool_on_cancel_done(UpstreamOperation *op, const UpstreamResponse *r, void *userdata) {
         Cancel *c = userdata;
 
         c->callbacks++;
@@ -296,7 +297,7 @@ static void on_cancel_done(UpstreamOperation *op, const UpstreamResponse *r, voi
                 (void) sd_event_exit(event, 0);
 }
 
-static int on_cancel_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+static int upstream_tool_on_cancel_timer(sd_event_source *s, uint64_t usec, void *userdata) {
         Cancel *c = userdata;
 
         c->f[1].op = upstream_operation_free(c->f[1].op);
@@ -311,13 +312,15 @@ static int cmd_cancel(const char *url) {
 
         for (size_t i = 0; i < ELEMENTSOF(c.f); i++) {
                 UpstreamRequest req = make_request(url);
-                r = upstream_start(upstream, &req, on_cancel_done, &c, &c.f[i].op);
+                r = upstream_start(upstream, &req, upstream_tool_on_cancel_done, &c, &c.f[i].op);
                 if (r < 0)
                         return r;
         }
-        r = sd_event_add_time_relative(event, &t, CLOCK_MONOTONIC, 200 * USEC_PER_MSEC, 1, on_cancel_timer, &c);
+        r = sd_event_add_time_relative(
+                event, &t, CLOCK_MONOTONIC, 200 * USEC_PER_MSEC, 1, upstream_tool_on_cancel_timer, &c);
         if (r < 0)
                 return r;
+        (void) sd_event_source_set_description(t, "upstream-tool-cancel");
         r = sd_event_loop(event);
         sd_event_source_disable_unref(t);
         o = json_object_new_object();
