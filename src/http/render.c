@@ -158,19 +158,3 @@ json_object *render_history_page(const HistoryPage *p) {
 const char *render_body(json_object *o) {
         return json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
 }
-
-/* Declared in store/history.h: see there. */
-int history_get(History *h, const char *id, const SessionKey *session, json_object **ret) {
-        _cleanup_(history_record_freep) HistoryRecord *rec = NULL;
-        json_object *o;
-        int r;
-
-        r = history_get_record(h, id, session, &rec);
-        if (r < 0)
-                return r;
-        o = render_history_record(rec);
-        if (!o)
-                return -ENOMEM;
-        *ret = o;
-        return 0;
-}

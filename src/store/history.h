@@ -104,14 +104,6 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(HistoryRecord *, history_record_free);
  * with history_record_free()), -ENOENT (*ret untouched), -ENOMEM, -EIO. */
 int history_get_record(History *h, const char *id, const SessionKey *session, HistoryRecord **ret);
 
-/* Compatibility: the record as a new json-c object, rendered by
- * src/http/render.c (which defines this function, so that this module
- * includes no json-c). For tests/unit/test-sandbox.c, which predates
- * history_get_record(); new code uses history_get_record() and
- * render_history_record(). Returns as history_get_record(). */
-struct json_object;
-int history_get(History *h, const char *id, const SessionKey *session, struct json_object **ret);
-
 /* Whether the record exists, belongs to session and is still running:
  * 1, 0, or -EIO. */
 int history_is_running(History *h, const char *id, const SessionKey *session);

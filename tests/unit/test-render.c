@@ -261,20 +261,6 @@ TEST(pages) {
         fixture_done(&f);
 }
 
-/* The compatibility history_get() renders the same object. */
-TEST(history_get_compat) {
-        _cleanup_(json_object_putp) json_object *o = NULL;
-        json_object *untouched = NULL;
-        Fixture f;
-
-        fixture_setup(&f);
-        ASSERT_OK(history_get(f.h, Q1, &f.k, &o));
-        ASSERT_EQ_STR(render_body(o), expected_failed);
-        ASSERT_EQ_INT(history_get(f.h, Q1, &f.other, &untouched), -ENOENT);
-        ASSERT_TRUE(untouched == NULL);
-        fixture_done(&f);
-}
-
 /* Sources that are not an array (only a file changed behind the store's
  * back) are rendered as []. */
 TEST(sources_not_an_array) {

@@ -684,7 +684,7 @@ static const char *no_env(const char *name, void *userdata) {
 TEST(store_artifacts) {
         _cleanup_free_ char *dir = make_tmpdir(), *work = NULL, *state = NULL, *out = NULL, *cfg_error = NULL;
         _cleanup_close_ int out_fd = -1;
-        _cleanup_(json_object_putp) json_object *rec = NULL;
+        _cleanup_(history_record_freep) HistoryRecord *rec = NULL;
         sd_event *e = NULL;
         Config config = { 0 };
         Sandbox *s = NULL;
@@ -692,7 +692,6 @@ TEST(store_artifacts) {
         History *h = NULL;
         SessionKey k = { .bytes = { 1, 2, 3 } };
         HistoryArtifact a = { 0 };
-        json_object *arts, *x, *v;
         static const char png[] = "\x89PNG\r\n\x1a\n fake";
         char hex[65];
         uint8_t d[SHA256_DIGEST_SIZE];
@@ -723,23 +722,16 @@ TEST(store_artifacts) {
         ASSERT_EQ_INT(sandbox_query_store_artifacts(q, h), -ENOENT);
         ASSERT_OK(history_begin(h, "qr_0123456789abcdef0123456789abcdef", &k, "q?", 1000000));
         ASSERT_EQ_INT(sandbox_query_store_artifacts(q, h), 2);
-        ASSERT_OK(history_get(h, "qr_0123456789abcdef0123456789abcdef", &k, &rec));
-        ASSERT_TRUE(json_object_object_get_ex(rec, "artifacts", &arts));
-        ASSERT_EQ_INT(json_object_array_length(arts), 2);
-        x = json_object_array_get_idx(arts, 0); /* name order: notes.md, plot.png */
-        ASSERT_TRUE(json_object_object_get_ex(x, "name", &v));
-        ASSERT_EQ_STR(json_object_get_string(v), "notes.md");
-        ASSERT_TRUE(json_object_object_get_ex(x, "media_type", &v));
-        ASSERT_EQ_STR(json_object_get_string(v), "text/markdown");
-        x = json_object_array_get_idx(arts, 1);
-        ASSERT_TRUE(json_object_object_get_ex(x, "size_bytes", &v));
-        ASSERT_EQ_INT(json_object_get_int64(v), sizeof png - 1);
-        ASSERT_TRUE(json_object_object_get_ex(x, "sha256", &v));
-        sha256(png, sizeof png - 1, d);
+        ASSERT_OK(history_get_record(h, "qr_0123456789abcdef0123456789abcdef", &k, &rec));
+        ASSERT_EQ_INT(rec->n_artifacts, 2);
+        /* name order: notes.md, plot.png */
+        ASSERT_EQ_STR(rec->artifacts[0].name, "notes.md");
+        ASSERT_EQ_STR(rec->artifacts[0].media_type, "text/markdown");
+        ASSERT_EQ_INT(rec->artifacts[1].size_bytes, sizeof png - 1);
+        ASSERT_OK(sha256(png, sizeof png - 1, d));
         sha256_to_hex(d, hex);
-        ASSERT_EQ_STR(json_object_get_string(v), hex);
-        ASSERT_TRUE(json_object_object_get_ex(x, "id", &v));
-        ASSERT_OK(history_get_artifact(h, json_object_get_string(v), &k, &a));
+        ASSERT_EQ_STR(rec->artifacts[1].sha256, hex);
+        ASSERT_OK(history_get_artifact(h, rec->artifacts[1].id, &k, &a));
         ASSERT_EQ_INT(a.size, sizeof png - 1);
         ASSERT_TRUE(memcmp(a.data, png, a.size) == 0);
         ASSERT_EQ_STR(a.media_type, "image/png");
