@@ -10,8 +10,7 @@
 #include "shared/macro.h"
 #include "http/origin.h"
 #include "http/session.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         char token[SESSION_TOKEN_LEN + 1];

@@ -17,16 +17,7 @@
 
 #include "query/destination.h"
 #include "shared/macro.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(expr)                                                                                    \
-        do {                                                                                           \
-                if (!(expr)) {                                                                         \
-                        fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__, __LINE__, #expr); \
-                        abort();                                                                       \
-                }                                                                                      \
-        } while (0)
+#include "fuzz.h"
 
 static void check_fixed_point(const DestinationUrl *u) {
         char buf[DESTINATION_HOST_MAX + 64];

@@ -12,8 +12,7 @@
 
 #include "shared/macro.h"
 #include "store/history.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz.h"
 
 /* The reference: a canonical decimal, compared as text against the bound. */
 static bool reference_valid(const char *s, const char *max) {

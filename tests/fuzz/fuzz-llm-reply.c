@@ -19,6 +19,7 @@
 #include "query/llm.h"
 #include "shared/macro.h"
 #include "shared/utf8.h"
+#include "fuzz.h"
 
 static const unsigned statuses[] = { 200, 200, 200, 200, 201, 400, 401, 404, 429, 500, 503, 302 };
 
@@ -106,8 +107,6 @@ static void drive_agent(unsigned status, const uint8_t *data, size_t size) {
         }
         check_tool_messages(a, settings.tool_result_max_bytes);
 }
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         LlmReplyLimits limits = { .max_output_bytes = 4096, .step = 7 };

@@ -11,16 +11,7 @@
 
 #include "query/mediawiki.h"
 #include "shared/macro.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(expr)                                                                                    \
-        do {                                                                                           \
-                if (!(expr)) {                                                                         \
-                        fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__, __LINE__, #expr); \
-                        abort();                                                                       \
-                }                                                                                      \
-        } while (0)
+#include "fuzz.h"
 
 static void check_title(const char *t) {
         CHECK(t);

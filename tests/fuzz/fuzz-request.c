@@ -9,6 +9,7 @@
 
 #include "shared/macro.h"
 #include "http/request.h"
+#include "fuzz.h"
 
 static const char *const content_types[] = {
         "application/json",
@@ -28,8 +29,6 @@ static size_t utf8_count(const char *s) {
                 n += ((uint8_t) *s & 0xc0) != 0x80;
         return n;
 }
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const char *ct;

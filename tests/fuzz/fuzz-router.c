@@ -9,8 +9,7 @@
 
 #include "shared/macro.h"
 #include "http/router.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         RouteMatch m;

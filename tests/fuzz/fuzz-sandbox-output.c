@@ -18,16 +18,7 @@
 #include "sandbox/files.h"
 #include "sandbox/output.h"
 #include "shared/macro.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(expr)                                                                                    \
-        do {                                                                                           \
-                if (!(expr)) {                                                                         \
-                        fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__, __LINE__, #expr); \
-                        abort();                                                                       \
-                }                                                                                      \
-        } while (0)
+#include "fuzz.h"
 
 /* Decode UTF-8 independently of the code under test; -1 if invalid. */
 static long next_code_point(const uint8_t *s, size_t len, size_t *i) {

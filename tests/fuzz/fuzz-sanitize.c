@@ -19,16 +19,7 @@
 
 #include "shared/macro.h"
 #include "shared/sanitize.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(expr)                                                                                    \
-        do {                                                                                           \
-                if (!(expr)) {                                                                         \
-                        fprintf(stderr, "%s:%d: invariant violated: %s\n", __FILE__, __LINE__, #expr); \
-                        abort();                                                                       \
-                }                                                                                      \
-        } while (0)
+#include "fuzz.h"
 
 static bool is_word(uint8_t c) {
         return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
