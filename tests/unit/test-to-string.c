@@ -6,6 +6,9 @@
 #include "admission/admission.h"
 #include "http/origin.h"
 #include "http/router.h"
+#include "query/agent.h"
+#include "query/llm.h"
+#include "query/mediawiki.h"
 #include "shared/api-error.h"
 #include "shared/macro.h"
 #include "tests.h"
@@ -141,6 +144,43 @@ TEST(http_method_names) {
         }
         ASSERT_TRUE(!http_method_to_string(_HTTP_METHOD_MAX));
         ASSERT_TRUE(!http_method_to_string(_HTTP_METHOD_INVALID));
+}
+
+/* The pipeline's enums: names sent to the model (tools, roles), written in
+ * logs (actions) or read from MediaWiki (login results, API.md 8.1). */
+TEST(query_names) {
+        CHECK_NAMES(
+                agent_tool_to_string,
+                _AGENT_TOOL_MAX,
+                _AGENT_TOOL_INVALID,
+                "wiki_search",
+                "wiki_read",
+                "run_python");
+        for (int t = 0; t < _AGENT_TOOL_MAX; t++)
+                ASSERT_EQ_INT(agent_tool_from_string(agent_tool_to_string(t)), t);
+        ASSERT_EQ_INT(agent_tool_from_string("WIKI_READ"), _AGENT_TOOL_INVALID);
+        ASSERT_EQ_INT(agent_tool_from_string(NULL), _AGENT_TOOL_INVALID);
+        CHECK_NAMES(
+                agent_action_type_to_string,
+                _AGENT_ACTION_MAX,
+                _AGENT_ACTION_INVALID,
+                "send",
+                "tool",
+                "answer",
+                "fail");
+        CHECK_NAMES(
+                llm_role_to_string, _LLM_ROLE_MAX, _LLM_ROLE_INVALID, "system", "user", "assistant", "tool");
+        /* MediaWikiLoginResult has no _MAX: OTHER is the last value. */
+        CHECK_NAMES(
+                mediawiki_login_result_to_string,
+                MEDIAWIKI_LOGIN_OTHER + 1,
+                -EINVAL,
+                "Success",
+                "Failed",
+                "WrongToken",
+                "NeedToken",
+                "Aborted",
+                "other");
 }
 
 DEFINE_TEST_MAIN()
