@@ -33,7 +33,7 @@ trap cleanup EXIT
 
 run() {  # NREQUESTS OUT: total instructions of a daemon run that answers NREQUESTS status calls
         local port token
-        port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+        port=$(bench_free_port)
         env -i PATH="$PATH" \
                 WIKI_WEB_QUEUE_MAX_LENGTH=$((TICKETS + 10)) \
                 WIKI_WEB_QUEUE_HEARTBEAT_SECONDS=3600 \
@@ -43,10 +43,8 @@ run() {  # NREQUESTS OUT: total instructions of a daemon run that answers NREQUE
                 valgrind --tool=callgrind --callgrind-out-file="$2" \
                 "$wikiwebd" --listen "127.0.0.1:$port" >"$tmp/valgrind.log" 2>&1 &
         vpid=$!
-        for _ in $(seq 200); do
-                curl -fsS -o /dev/null "http://127.0.0.1:$port/api/v1/health" 2>/dev/null && break
-                sleep 0.1
-        done
+        # Under valgrind start-up is slow: 20 s; the fill below fails loudly if it never answered.
+        bench_wait_http "http://127.0.0.1:$port/api/v1/health" 200 0.1 || true
         token=$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')
         python3 "$here/bench-fill.py" "127.0.0.1:$port" "$TICKETS" "$token" >/dev/null
         python3 - "$port" "$token" "$1" <<'EOF'

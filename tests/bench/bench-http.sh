@@ -20,7 +20,6 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 bench_find_wikiwebd "${1:-}"
 bench_need wrk nginx curl python3 -- "apt-get install wrk nginx curl"
-nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 
 TICKETS=${TICKETS:-1000}
 THREADS=${THREADS:-2}
@@ -41,21 +40,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-        python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-wait_http() {  # URL
-        for _ in $(seq 100); do
-                curl -fsS -o /dev/null "$1" 2>/dev/null && return 0
-                sleep 0.05
-        done
-        echo "no answer from $1" >&2
-        return 1
-}
-
 # --- wikiwebd with TICKETS tickets held by other sessions --------------------
-port=$(free_port)
+port=$(bench_free_port)
 env -i PATH="$PATH" \
         WIKI_WEB_QUEUE_MAX_LENGTH=$((TICKETS + 10)) \
         WIKI_WEB_QUEUE_HEARTBEAT_SECONDS=3600 \
@@ -64,31 +50,18 @@ env -i PATH="$PATH" \
         WIKI_WEB_STATE_DIRECTORY="$tmp" \
         "$wikiwebd" --listen "127.0.0.1:$port" >"$tmp/wikiwebd.log" 2>&1 &
 pids+=($!)
-wait_http "http://127.0.0.1:$port/api/v1/health"
+bench_wait_http "http://127.0.0.1:$port/api/v1/health"
 
 token=$(python3 -c 'import secrets; print(secrets.token_urlsafe(32))')
 python3 "$here/bench-fill.py" "127.0.0.1:$port" "$TICKETS" "$token" >"$tmp/status.json"
 size=$(stat -c %s "$tmp/status.json")
 
 # --- nginx: one worker, a static file of the same size ------------------------
-nport=$(free_port)
-mkdir -p "$tmp/www" "$tmp/nginx"
+nport=$(bench_free_port)
+mkdir -p "$tmp/www"
 cp "$tmp/status.json" "$tmp/www/status.json"
 chmod -R a+rX "$tmp/www"
-cat >"$tmp/nginx.conf" <<EOF
-daemon off;
-worker_processes 1;
-pid $tmp/nginx/nginx.pid;
-error_log $tmp/nginx/error.log warn;
-events { worker_connections 1024; }
-http {
-        access_log off;
-        client_body_temp_path $tmp/nginx/body;
-        proxy_temp_path $tmp/nginx/proxy;
-        fastcgi_temp_path $tmp/nginx/fastcgi;
-        uwsgi_temp_path $tmp/nginx/uwsgi;
-        scgi_temp_path $tmp/nginx/scgi;
-        keepalive_requests 100000000;
+bench_nginx_start "$tmp" <<EOF
         server {
                 listen 127.0.0.1:$nport;
                 location = /api/v1/queue/status {
@@ -99,11 +72,8 @@ http {
                         add_header X-Content-Type-Options nosniff;
                 }
         }
-}
 EOF
-"$nginx_bin" -c "$tmp/nginx.conf" -p "$tmp/nginx" >"$tmp/nginx/stdout.log" 2>&1 &
-pids+=($!)
-wait_http "http://127.0.0.1:$nport/api/v1/queue/status"
+bench_wait_http "http://127.0.0.1:$nport/api/v1/queue/status"
 nsize=$(curl -fsS "http://127.0.0.1:$nport/api/v1/queue/status" | wc -c)
 [[ $nsize == "$size" ]] || { echo "nginx body is $nsize bytes, wikiwebd's $size" >&2; exit 1; }
 

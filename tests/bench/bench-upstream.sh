@@ -33,7 +33,6 @@ fi
 # shellcheck source=tests/bench/lib.sh
 . "$here/lib.sh"
 bench_need nginx curl python3 -- "apt-get install nginx-light curl python3"
-nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 
 N=${N:-1000}
 ROUNDS=${ROUNDS:-5}
@@ -51,23 +50,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-mkdir -p "$tmp/www" "$tmp/nginx"
+port=$(bench_free_port)
+mkdir -p "$tmp/www"
 head -c "$SIZE" /dev/zero | tr '\0' 'x' >"$tmp/www/page.json"
-cat >"$tmp/nginx.conf" <<CONF
-daemon off;
-worker_processes 1;
-pid $tmp/nginx/nginx.pid;
-error_log $tmp/nginx/error.log warn;
-events { worker_connections 1024; }
-http {
-        access_log off;
-        client_body_temp_path $tmp/nginx/body;
-        proxy_temp_path $tmp/nginx/proxy;
-        fastcgi_temp_path $tmp/nginx/fastcgi;
-        uwsgi_temp_path $tmp/nginx/uwsgi;
-        scgi_temp_path $tmp/nginx/scgi;
-        keepalive_requests 100000000;
+bench_nginx_start "$tmp" <<CONF
         keepalive_timeout 60s;
         log_format conn '\$connection';
         server {
@@ -79,16 +65,9 @@ http {
                         try_files /page.json =404;
                 }
         }
-}
 CONF
-"$nginx_bin" -c "$tmp/nginx.conf" -p "$tmp/nginx" >"$tmp/nginx/stdout.log" 2>&1 &
-pids+=($!)
 url="http://127.0.0.1:$port/page.json"
-for _ in $(seq 100); do
-        curl -fsS -o /dev/null "$url" 2>/dev/null && break
-        sleep 0.05
-done
-curl -fsS -o /dev/null "$url" || { echo "nginx does not answer" >&2; exit 1; }
+bench_wait_http "$url" || { echo "nginx does not answer" >&2; exit 1; }
 
 # curl: one invocation, N URLs, one connection (curl says "Re-using existing
 # connection" for each after the first).
