@@ -52,13 +52,16 @@ int sandbox_data_file_name(const char *title, size_t len, char **ret) {
                  * escape, and name the whole title by its hash. */
                 uint8_t d[SHA256_DIGEST_SIZE];
                 char h[65];
+                int r;
 
                 o = limit - HASH_MARK_LEN;
                 if (s[o - 1] == '%')
                         o -= 1;
                 else if (s[o - 2] == '%')
                         o -= 2;
-                sha256(title, len, d);
+                r = sha256(title, len, d);
+                if (r < 0)
+                        return r;
                 sha256_to_hex(d, h);
                 s[o++] = '~';
                 memcpy(s + o, h, 16);
@@ -222,9 +225,12 @@ static int cmp_strp(const void *a, const void *b) {
 static int hash_fd(int fd, uint64_t size, char ret[static 65]) {
         uint8_t buf[65536], d[SHA256_DIGEST_SIZE];
         uint64_t left = size;
-        Sha256Ctx ctx;
+        _cleanup_(sha256_done) Sha256Ctx ctx = { 0 };
+        int r;
 
-        sha256_init(&ctx);
+        r = sha256_init(&ctx);
+        if (r < 0)
+                return r;
         while (left > 0) {
                 ssize_t k = pread(fd, buf, (size_t) MIN(left, (uint64_t) sizeof buf), (off_t) (size - left));
                 if (k < 0) {
@@ -234,10 +240,14 @@ static int hash_fd(int fd, uint64_t size, char ret[static 65]) {
                 }
                 if (k == 0)
                         return -EIO;
-                sha256_update(&ctx, buf, (size_t) k);
+                r = sha256_update(&ctx, buf, (size_t) k);
+                if (r < 0)
+                        return r;
                 left -= (uint64_t) k;
         }
-        sha256_final(&ctx, d);
+        r = sha256_final(&ctx, d);
+        if (r < 0)
+                return r;
         sha256_to_hex(d, ret);
         return 0;
 }
