@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "http/request.h"
+#include "shared/parse-util.h"
 #include "shared/json-util.h"
 #include "shared/macro.h"
 #include "shared/strv.h"
@@ -140,16 +141,6 @@ static bool json_fail(JsonScan *s, JsonScanError e) {
         return false;
 }
 
-static int hex_value(uint8_t c) {
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
-
 /* "\uXXXX" at s->p (after the backslash and 'u' have been consumed: s->p at
  * the first hex digit). */
 static bool json_scan_hex4(JsonScan *s, uint32_t *ret) {
@@ -158,7 +149,7 @@ static bool json_scan_hex4(JsonScan *s, uint32_t *ret) {
         if (s->end - s->p < 4)
                 return json_fail(s, JSON_SCAN_SYNTAX);
         for (size_t i = 0; i < 4; i++) {
-                int h = hex_value(s->p[i]);
+                int h = unhexchar((char) s->p[i]);
                 if (h < 0)
                         return json_fail(s, JSON_SCAN_SYNTAX);
                 v = v << 4 | (uint32_t) h;

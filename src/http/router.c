@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "shared/macro.h"
 #include "http/router.h"
+#include "shared/parse-util.h"
 
 static const char *const http_method_table[_HTTP_METHOD_MAX] = {
         [HTTP_METHOD_GET] = "GET",         [HTTP_METHOD_HEAD] = "HEAD",     [HTTP_METHOD_POST] = "POST",
@@ -124,23 +125,14 @@ const char *route_allow_header(Route r) {
         return route_table[r].allow;
 }
 
-static int unhex(char c) {
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
-
 size_t http_percent_decode(char *s) {
         char *w = s;
 
         for (const char *r = s; *r;) {
                 int hi, lo;
 
-                if (r[0] == '%' && (hi = unhex(r[1])) >= 0 && (lo = unhex(r[2])) >= 0 && (hi | lo) != 0) {
+                if (r[0] == '%' && (hi = unhexchar(r[1])) >= 0 && (lo = unhexchar(r[2])) >= 0 &&
+                    (hi | lo) != 0) {
                         *w++ = (char) (hi << 4 | lo);
                         r += 3;
                 } else

@@ -42,3 +42,13 @@ int parse_boolean(const char *s, bool *ret) {
                 }
         return -EINVAL;
 }
+
+int unhexchar(char c) {
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -EINVAL;
+}

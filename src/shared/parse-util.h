@@ -13,3 +13,6 @@ int parse_uint64_range(const char *s, uint64_t min, uint64_t max, uint64_t *ret)
 /* "1", "yes", "true", "on" / "0", "no", "false", "off" (ASCII case-insensitive).
  * Returns 0 and sets *ret, or -EINVAL. */
 int parse_boolean(const char *s, bool *ret);
+
+/* The value of one hexadecimal digit (either case), or -EINVAL. */
+int unhexchar(char c);

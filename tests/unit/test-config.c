@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <ctype.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -178,6 +179,19 @@ TEST(parse_uint) {
         ASSERT_EQ_INT(parse_uint64_range("1 ", 0, 5, &v), -EINVAL);
         ASSERT_EQ_INT(parse_uint64_range("", 0, 5, &v), -EINVAL);
         ASSERT_EQ_INT(parse_uint64_range(NULL, 0, 5, &v), -EINVAL);
+}
+
+TEST(unhexchar) {
+        static const char digits[] = "0123456789abcdef";
+
+        for (int i = 0; i < 16; i++) {
+                ASSERT_EQ_INT(unhexchar(digits[i]), i);
+                ASSERT_EQ_INT(unhexchar((char) toupper((unsigned char) digits[i])), i);
+        }
+        for (const char *p = "gG/:@`xX \x7f"; *p; p++)
+                ASSERT_EQ_INT(unhexchar(*p), -EINVAL);
+        ASSERT_EQ_INT(unhexchar((char) 0xc3), -EINVAL);
+        ASSERT_EQ_INT(unhexchar(0), -EINVAL);
 }
 
 DEFINE_TEST_MAIN()
