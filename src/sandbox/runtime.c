@@ -47,6 +47,13 @@
         "        os.write(3, str(c).encode())\n"                                                  \
         "        os._exit(c if c >= 0 else 128 - c)\n"
 
+/* The container's own namespaces. "network" above all: runc spec --rootless
+ * leaves it out, and a container without it reached a listener on the
+ * host's 127.0.0.1. No "cgroup": the unit's RestrictNamespaces= does not
+ * allow it, to stay at an exposure of 2.0; the container has no /sys, so it
+ * would hide only its scope's name in /proc/self/cgroup. */
+static const char *const container_namespaces[] = { "pid", "network", "ipc", "uts", "mount", "user" };
+
 RuntimeKind runtime_kind_from_path(const char *path) {
         const char *base = strrchr(path, '/');
 
@@ -447,17 +454,10 @@ int runtime_config_render(const RuntimeSpec *s, char **ret) {
         }
         ns = json_object_new_array();
         json_object_object_add(linux_, "namespaces", ns);
-        /* "network" above all: runc spec --rootless leaves it out, and a
-         * container without it reached a listener on the host's 127.0.0.1. */
-        /* No uts, ipc or cgroup namespace: the unit's RestrictNamespaces=
-         * allows none of them, to stay at an exposure of 2.0. The service
-         * has its own UTS and IPC namespaces already, no hostname is set,
-         * the filter denies every IPC-namespaced call, and there is no /sys
-         * in the container. */
-        for (const char *const *t = (const char *const[]){ "pid", "network", "mount", "user", NULL }; *t; t++) {
+        for (size_t i = 0; i < ELEMENTSOF(container_namespaces); i++) {
                 map = json_object_new_object();
                 json_object_array_add(ns, map);
-                json_object_object_add(map, "type", json_object_new_string(*t));
+                json_object_object_add(map, "type", json_object_new_string(container_namespaces[i]));
         }
         if (add_strings(linux_, "maskedPaths", masked_paths) < 0 ||
             add_strings(linux_, "readonlyPaths", readonly_paths) < 0)

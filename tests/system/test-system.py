@@ -152,7 +152,10 @@ class Container:
                "--console=pipe", f"--machine={self.name}", "-D", self.directory,
                f"--volatile={self.volatile}", f"--bind-ro={machine_id}:/etc/machine-id",
                "--bind-ro=/etc/pam.d", "--bind-ro=/etc/security",
-               "--bind-ro=/etc/login.defs"]
+               "--bind-ro=/etc/login.defs",
+               # systemd's IP address filter (IPAddressDeny=) attaches BPF
+               # programs: nspawn allows neither bpf() nor CAP_BPF by default.
+               "--system-call-filter=bpf", "--capability=CAP_BPF,CAP_NET_ADMIN"]
         cmd += [f"--bind-ro={src}:{dst}" for src, dst in self.binds_ro]
         cmd = self.prefix + cmd + ["systemd.mask=systemd-machine-id-commit.service"] + self.kernel_args
         env = dict(os.environ, SYSTEMD_NSPAWN_UNIFIED_HIERARCHY="1")
@@ -2271,6 +2274,73 @@ def upstream_unnamed_name_in_etc_hosts(bed):
         else:
             bed.ct.write("/etc/hosts", saved)
         bed.ct.remove(tool_in_ct)
+
+
+# --- The unit's IP address filter (IPAddressDeny=any, IPAddressAllow=) ---
+
+@test
+def unit_ip_address_filter(bed):
+    """The unit allows every unicast address but link-local, multicast and reserved ones; the filter is
+    really attached: loopback upstreams answer, and with the allow list reset no upstream is reached."""
+    import ipaddress
+    s = bed.show(SERVICE, "IPAddressDeny", "IPAddressAllow")
+    deny = s["IPAddressDeny"].split()
+    allow = [ipaddress.ip_network(a, strict=False) for a in s["IPAddressAllow"].split()]
+    check({"0.0.0.0/0", "::/0"} <= set(deny), f"IPAddressDeny is not 'any': {deny}")
+
+    def allowed(a):
+        a = ipaddress.ip_address(a)
+        return any(a.version == n.version and a in n for n in allow)
+
+    refused = ["169.254.169.254", "169.254.0.1", "224.0.0.251", "239.255.255.250", "240.0.0.1",
+               "255.255.255.255", "fe80::1", "ff02::1"]
+    passed = ["127.0.0.1", "127.0.0.9", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.253.255.255",
+              "169.255.0.1", "8.8.8.8", "223.255.255.255", "::1", "fd00::1", "2001:db8::1", "fec0::1"]
+    check(not [a for a in refused if allowed(a)], f"allowed: {[a for a in refused if allowed(a)]}")
+    check(not [a for a in passed if not allowed(a)], f"refused: {[a for a in passed if not allowed(a)]}")
+
+    dropin = f"/run/systemd/system/{SERVICE}.d/60-no-ip.conf"
+    with _Pipeline(bed) as pl:
+        pl.llm.set_script([{"answer": "Through the filter."}])
+        status, _, body = bed.http("POST", "/api/v1/query", bed.session(), {"question": "Loopback?"}, timeout=60)
+        check(status == 200 and body["answer"] == "Through the filter.", f"{status} {body}")
+        try:
+            # An admin's drop-in that empties the allow list: everything is denied.
+            bed.ct.write(dropin, "[Service]\nIPAddressAllow=\n")
+            bed.ct.run(["systemctl", "daemon-reload"])
+            bed.restart_clean()
+            check(bed.show(SERVICE, "IPAddressAllow")["IPAddressAllow"] == "", "the drop-in did not apply")
+            pl.llm.set_script([{"answer": "Never."}])
+            seen = len(pl.llm.requests)
+            status, _, body = bed.http("POST", "/api/v1/query", bed.session(), {"question": "Denied?"},
+                                       timeout=60)
+            code = (body or {}).get("error", {}).get("code")
+            log(f"# allow list reset: HTTP {status} {code}; model requests {len(pl.llm.requests) - seen}")
+            check(status >= 500 and code == "connectivity_failed", f"{status} {body}")
+            check(len(pl.llm.requests) == seen, "a request reached the model through the reset allow list")
+        finally:
+            bed.ct.remove(dropin)
+            bed.ct.run(["systemctl", "daemon-reload"], check=False)
+
+
+@test
+def sandbox_own_namespaces(bed):
+    """run_python's code, run by the daemon under its unit, has its own user, mount, pid, network, UTS and
+    IPC namespaces, none shared with the daemon; the cgroup namespace is the daemon's (README)."""
+    kinds = ("user", "mnt", "pid", "net", "uts", "ipc", "cgroup")
+    code = ("import json, os\nprint(json.dumps({k: os.readlink('/proc/self/ns/' + k) for k in %r}))\n" % (kinds,))
+    with _Pipeline(bed) as pl:
+        pl.llm.set_script([{"tool_calls": [{"name": "run_python", "arguments": {"code": code}}]},
+                           {"answer": "Done."}])
+        status, _, rec = bed.http("POST", "/api/v1/query", bed.session(), {"question": "Namespaces?"}, timeout=60)
+        check(status == 200 and rec["status"] == "succeeded", f"{status} {rec}")
+        tool = [m for m in pl.llm.chat_requests()[1]["messages"] if m["role"] == "tool"][-1]
+        inside = json.loads(json.loads(tool["content"])["stdout"])
+        pid = bed.show(SERVICE, "MainPID")["MainPID"]
+        daemon = {k: bed.ct.run(["readlink", f"/proc/{pid}/ns/{k}"]).stdout.strip() for k in kinds}
+        log(f"# namespaces: container {inside}; daemon {daemon}")
+        shared = [k for k in kinds if inside[k] == daemon[k]]
+        check(shared == ["cgroup"], f"namespaces shared with the daemon: {shared}")
 
 
 def preflight():

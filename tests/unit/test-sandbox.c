@@ -143,7 +143,8 @@ static void check_config_invariants(const RuntimeSpec *spec) {
 
         linux_ = key(c, "linux");
         ns = key(linux_, "namespaces");
-        for (const char *const *t = (const char *const[]){ "pid", "network", "mount", "user", NULL }; *t; t++) {
+        static const char *const want_ns[] = { "pid", "network", "ipc", "uts", "mount", "user", NULL };
+        for (const char *const *t = want_ns; *t; t++) {
                 bool found = false;
                 for (size_t i = 0; i < json_object_array_length(ns); i++) {
                         json_object *n = json_object_array_get_idx(ns, i);
