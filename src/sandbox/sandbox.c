@@ -1414,7 +1414,8 @@ static void run_stop(SandboxRun *run) {
         pid_t pid;
         int r;
 
-        if (run->stop_sent || run->kill_sent || run->state != RUN_RUNNING)
+        /* An exited runtime's init is gone: its pid may be another's. */
+        if (run->stop_sent || run->kill_sent || run->exited || run->state != RUN_RUNNING)
                 return;
         run->stop_sent = true;
         r = run_read_init_pid(run, &pid);
