@@ -148,7 +148,7 @@
         "except OSError as e:\n"                                                                                                \
         "    os.write(2, b'[sandbox: /out could not be kept: %s]\\n' % os.strerror(e.errno or 5).encode())\n"                   \
         "if b[2]:\n"                                                                                                            \
-        "    os.write(2, b'[sandbox: %d entries of /out not kept (links, devices, over the cap, unreadable)]\\n' % b[2])\n"     \
+        "    os.write(2, b'[sandbox: %d entries of /out not kept (not files or dirs, too deep, over the cap)]\\n' % b[2])\n"    \
         "os._exit(c if c >= 0 else 128 - c)\n"
 
 RuntimeKind runtime_kind_from_path(const char *path) {

@@ -2383,6 +2383,62 @@ def sandbox_out_shared_across_runs(bed):
     _sb_check_clean(bed)
 
 
+_OUT_MANY = r"""
+import json, os
+res = {"files": 0}
+try:
+    for i in range(5000):
+        open("/out/f%05d" % i, "w").close()
+        res["files"] += 1
+except OSError as e:
+    res["errno"] = e.errno
+for i in range(21):
+    os.unlink("/out/f%05d" % i)
+p = "/out"
+for d in range(12):
+    p += "/d%d" % d
+    os.mkdir(p)
+open(p + "/deepest.txt", "w").write("x")
+with open("/out/sparse.bin", "wb") as f:
+    f.truncate(60 << 20)
+print(json.dumps(res))
+"""
+
+_OUT_MANY_AFTER = r"""
+import json, os
+names = os.listdir("/out")
+print(json.dumps({"f": sum(1 for n in names if n.startswith("f")), "others": sorted(n for n in names if not n.startswith("f")),
+                  "d7": os.path.isdir("/out/" + "/".join("d%d" % d for d in range(8))),
+                  "d8": os.path.exists("/out/" + "/".join("d%d" % d for d in range(9)))}))
+"""
+
+
+@test
+def sandbox_out_entry_limits(bed):
+    """/out holds at most 4,096 entries (ENOSPC after), directories are kept 8 levels deep, a sparse file
+    over the cap is not kept; the next run of the query sees exactly that."""
+    paths = [_sb_write_code(bed, f"out-many-{i}.py", c) for i, c in enumerate((_OUT_MANY, _OUT_MANY_AFTER))]
+    t0 = time.monotonic()
+    rc, events, err = _sb_tool(bed, ["--query-id", "outmany", "run"] + paths,
+                               env={"WIKI_WEB_ARTIFACT_MAX_BYTES": str(32 << 20)})
+    took = time.monotonic() - t0
+    results = [e for e in events if e.get("event") == "result"]
+    arts = [e for e in events if e.get("event") == "artifacts"]
+    check(rc == 0 and len(results) == 2 and arts, f"tool {rc} {events}\n{err[-3000:]}")
+    r1, r2 = (x["result"] for x in results)
+    check(r1["exit_code"] == 0 and r2["exit_code"] == 0, f"runs {r1} {r2}")
+    h1, h2 = json.loads(r1["stdout"]), json.loads(r2["stdout"])
+    log(f"# many entries: first run {h1}, {r1['stderr'].strip()!r}; second run sees {h2['f']} files, "
+        f"{h2['others']}, 8 levels {h2['d7']}, 9 levels {h2['d8']}; runs {results[0]['run_ms']} + "
+        f"{results[1]['run_ms']} ms (tool {took:.1f} s)")
+    check(h1 == {"files": 4096, "errno": 28}, f"first run: {h1}")
+    check("2 entries of /out not kept" in r1["stderr"], f"stderr {r1['stderr']!r}")
+    check(h2 == {"f": 4096 - 21, "others": ["d0"], "d7": True, "d8": False}, f"second run: {h2}")
+    check(len(arts[0]["items"]) == 16 and arts[0]["skipped_too_many"] == 4096 - 21 - 16,
+          f"artifacts: {len(arts[0]['items'])} kept, {arts[0]['skipped_too_many']} over the count")
+    _sb_check_clean(bed)
+
+
 _OUT_TIMEOUT = r"""
 import os, time
 open("/out/before.txt", "w").write("written before the timeout\n")
