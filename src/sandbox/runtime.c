@@ -15,37 +15,141 @@
  * forked child that reads the program from stdin and runs it as __main__
  * (a traceback without this wrapper's frame), so that
  * - its real end is known: the init writes the child's waitstatus (the exit
- *   code, or minus the signal) to fd 3, the status pipe the runtime passes
- *   in (--preserve-fds=1), because the runtime's own exit status is
- *   128 + signal for a signal and cannot be told from sys.exit(139);
+ *   code, or minus the signal) and a newline to fd 3, the status pipe the
+ *   runtime passes in (--preserve-fds=3), because the runtime's own exit
+ *   status is 128 + signal for a signal and cannot be told from
+ *   sys.exit(139);
  * - orphans are reaped (a Python PID 1 does not: zombies would count
  *   against RLIMIT_NPROC);
- * - the code is not PID 1, so signals behave as everywhere else. */
-#define RUNTIME_INIT_PY                                                                           \
-        "import os\n"                                                                             \
-        "pid = os.fork()\n"                                                                       \
-        "if pid == 0:\n"                                                                          \
-        "    os.close(3)\n"                                                                       \
-        "    import sys, traceback\n"                                                             \
-        "    sys.argv = ['-']\n"                                                                  \
-        "    g = {'__name__': '__main__', '__builtins__': __builtins__, '__file__': '<stdin>'}\n" \
-        "    try:\n"                                                                              \
-        "        exec(compile(sys.stdin.buffer.read(), '<stdin>', 'exec'), g)\n"                  \
-        "    except SystemExit:\n"                                                                \
-        "        raise\n"                                                                         \
-        "    except BaseException as e:\n"                                                        \
-        "        traceback.print_exception(type(e), e, e.__traceback__.tb_next)\n"                \
-        "        sys.exit(1)\n"                                                                   \
-        "    sys.exit(0)\n"                                                                       \
-        "while True:\n"                                                                           \
-        "    try:\n"                                                                              \
-        "        p, st = os.waitpid(-1, 0)\n"                                                     \
-        "    except ChildProcessError:\n"                                                         \
-        "        os._exit(127)\n"                                                                 \
-        "    if p == pid:\n"                                                                      \
-        "        c = os.waitstatus_to_exitcode(st)\n"                                             \
-        "        os.write(3, str(c).encode())\n"                                                  \
-        "        os._exit(c if c >= 0 else 128 - c)\n"
+ * - the code is not PID 1, so signals behave as everywhere else;
+ * - /out has an exact total cap: it is a tmpfs of that size. fd 4 is the
+ *   query's out directory on the host (read-only use) and fd 5 an empty
+ *   directory of the host for this run's result. Before the code starts,
+ *   the init copies fd 4 into /out (the files of the query's earlier runs);
+ *   when the code has ended it kills every process left (kill(-1)), reaps
+ *   them, copies /out into fd 5 (directories and regular files only, never
+ *   following a link, at most argv[1] bytes and argv[2] entries, 8 levels)
+ *   and writes "copied" and a newline to fd 3; the daemon then makes fd 5
+ *   the query's out directory. SIGUSR1 (the daemon's timeout or cancel)
+ *   makes it kill every other process: the code ends with SIGKILL and /out
+ *   is still copied.
+ * The init makes itself non-dumpable before anything else, so the code
+ * (same uid, no capabilities) cannot reach fds 4 and 5 or its memory
+ * through /proc/1 (ptrace access checks); the child makes itself dumpable
+ * again and closes every fd above 2 before it runs the code. Without the
+ * prctl the init exits 126 before it runs anything. */
+#define RUNTIME_INIT_PY                                                                                                         \
+        "import os, signal, stat, sys\n"                                                                                        \
+        "cap, entries = int(sys.argv[1]), int(sys.argv[2])\n"                                                                   \
+        "stop = []\n"                                                                                                           \
+        "def on_stop(s, f):\n"                                                                                                  \
+        "    stop.append(s)\n"                                                                                                  \
+        "    try:\n"                                                                                                            \
+        "        os.kill(-1, signal.SIGKILL)\n"                                                                                 \
+        "    except OSError:\n"                                                                                                 \
+        "        pass\n"                                                                                                        \
+        "signal.signal(signal.SIGUSR1, on_stop)\n"                                                                              \
+        "import ctypes\n"                                                                                                       \
+        "libc = ctypes.CDLL(None)\n"                                                                                            \
+        "if libc.prctl(4, 0, 0, 0, 0) != 0:\n"                                                                                  \
+        "    os._exit(126)\n"                                                                                                   \
+        "F = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC\n"                                                      \
+        "D = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC\n"                                                     \
+        "def cp(src, dst, depth, b):\n"                                                                                         \
+        "    os.lseek(src, 0, 0)\n"                                                                                             \
+        "    for n in sorted(os.listdir(src)):\n"                                                                               \
+        "        try:\n"                                                                                                        \
+        "            st = os.stat(n, dir_fd=src, follow_symlinks=False)\n"                                                      \
+        "            m = st.st_mode\n"                                                                                          \
+        "            if stat.S_ISREG(m) and st.st_size <= b[0] and b[1] > 0:\n"                                                 \
+        "                if m & 0o600 != 0o600:\n"                                                                              \
+        "                    os.chmod(n, 0o600, dir_fd=src)\n"                                                                  \
+        "                fi = os.open(n, F, dir_fd=src)\n"                                                                      \
+        "            elif stat.S_ISDIR(m) and depth > 0 and b[1] > 0:\n"                                                        \
+        "                if m & 0o700 != 0o700:\n"                                                                              \
+        "                    os.chmod(n, 0o700, dir_fd=src)\n"                                                                  \
+        "                fi = os.open(n, D, dir_fd=src)\n"                                                                      \
+        "            else:\n"                                                                                                   \
+        "                b[2] += 1\n"                                                                                           \
+        "                continue\n"                                                                                            \
+        "        except OSError:\n"                                                                                             \
+        "            b[2] += 1\n"                                                                                               \
+        "            continue\n"                                                                                                \
+        "        try:\n"                                                                                                        \
+        "            st = os.fstat(fi)\n"                                                                                       \
+        "            b[1] -= 1\n"                                                                                               \
+        "            if stat.S_ISDIR(st.st_mode):\n"                                                                            \
+        "                os.mkdir(n, 0o755, dir_fd=dst)\n"                                                                      \
+        "                fo = os.open(n, D, dir_fd=dst)\n"                                                                      \
+        "                try:\n"                                                                                                \
+        "                    cp(fi, fo, depth - 1, b)\n"                                                                        \
+        "                finally:\n"                                                                                            \
+        "                    os.close(fo)\n"                                                                                    \
+        "                continue\n"                                                                                            \
+        "            if not stat.S_ISREG(st.st_mode) or st.st_size > b[0]:\n"                                                   \
+        "                b[2] += 1\n"                                                                                           \
+        "                continue\n"                                                                                            \
+        "            b[0] -= st.st_size\n"                                                                                      \
+        "            fo = os.open(n, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=dst)\n" \
+        "            try:\n"                                                                                                    \
+        "                o = 0\n"                                                                                               \
+        "                while o < st.st_size:\n"                                                                               \
+        "                    k = os.sendfile(fo, fi, o, min(st.st_size - o, 1 << 24))\n"                                        \
+        "                    if k <= 0:\n"                                                                                      \
+        "                        raise OSError(5, 'short copy')\n"                                                              \
+        "                    o += k\n"                                                                                          \
+        "            finally:\n"                                                                                                \
+        "                os.close(fo)\n"                                                                                        \
+        "        finally:\n"                                                                                                    \
+        "            os.close(fi)\n"                                                                                            \
+        "out = os.open('/out', D)\n"                                                                                            \
+        "try:\n"                                                                                                                \
+        "    cp(4, out, 8, [cap, entries, 0])\n"                                                                                \
+        "except OSError:\n"                                                                                                     \
+        "    pass\n"                                                                                                            \
+        "pid = -1 if stop else os.fork()\n"                                                                                     \
+        "if pid == 0:\n"                                                                                                        \
+        "    signal.signal(signal.SIGUSR1, signal.SIG_DFL)\n"                                                                   \
+        "    if stop:\n"                                                                                                        \
+        "        os._exit(137)\n"                                                                                               \
+        "    libc.prctl(4, 1, 0, 0, 0)\n"                                                                                       \
+        "    os.closerange(3, 65536)\n"                                                                                         \
+        "    import traceback\n"                                                                                                \
+        "    sys.argv = ['-']\n"                                                                                                \
+        "    g = {'__name__': '__main__', '__builtins__': __builtins__, '__file__': '<stdin>'}\n"                               \
+        "    try:\n"                                                                                                            \
+        "        exec(compile(sys.stdin.buffer.read(), '<stdin>', 'exec'), g)\n"                                                \
+        "    except SystemExit:\n"                                                                                              \
+        "        raise\n"                                                                                                       \
+        "    except BaseException as e:\n"                                                                                      \
+        "        traceback.print_exception(type(e), e, e.__traceback__.tb_next)\n"                                              \
+        "        sys.exit(1)\n"                                                                                                 \
+        "    sys.exit(0)\n"                                                                                                     \
+        "c = -9\n"                                                                                                              \
+        "while pid > 0:\n"                                                                                                      \
+        "    p, st = os.waitpid(-1, 0)\n"                                                                                       \
+        "    if p == pid:\n"                                                                                                    \
+        "        c = os.waitstatus_to_exitcode(st)\n"                                                                           \
+        "        break\n"                                                                                                       \
+        "os.write(3, b'%d\\n' % c)\n"                                                                                           \
+        "try:\n"                                                                                                                \
+        "    os.kill(-1, signal.SIGKILL)\n"                                                                                     \
+        "except OSError:\n"                                                                                                     \
+        "    pass\n"                                                                                                            \
+        "while True:\n"                                                                                                         \
+        "    try:\n"                                                                                                            \
+        "        os.waitpid(-1, 0)\n"                                                                                           \
+        "    except ChildProcessError:\n"                                                                                       \
+        "        break\n"                                                                                                       \
+        "b = [cap, entries, 0]\n"                                                                                               \
+        "try:\n"                                                                                                                \
+        "    cp(out, 5, 8, b)\n"                                                                                                \
+        "    os.write(3, b'copied\\n')\n"                                                                                       \
+        "except OSError as e:\n"                                                                                                \
+        "    os.write(2, b'[sandbox: /out could not be kept: %s]\\n' % os.strerror(e.errno or 5).encode())\n"                   \
+        "if b[2]:\n"                                                                                                            \
+        "    os.write(2, b'[sandbox: %d entries of /out not kept (not files or dirs, too deep, over the cap)]\\n' % b[2])\n"    \
+        "os._exit(c if c >= 0 else 128 - c)\n"
 
 /* The container's own namespaces. "network" above all: runc spec --rootless
  * leaves it out, and a container without it reached a listener on the
@@ -315,11 +419,13 @@ static const char *const readonly_paths[] = {
 int runtime_config_render(const RuntimeSpec *s, char **ret) {
         _cleanup_(json_object_putp) json_object *c = json_object_new_object();
         json_object *process, *user, *caps, *rlimits, *root, *mounts, *linux_, *ns, *map, *m, *seccomp = NULL;
-        _cleanup_free_ char *tmp_opt = NULL;
+        _cleanup_free_ char *tmp_opt = NULL, *out_opt = NULL, *out_inodes = NULL, *cap_arg = NULL,
+                            *entries_arg = NULL;
+        uint64_t out_size;
         const char *text;
         int r;
 
-        if (!s->rootfs || !s->data_dir || !s->out_dir)
+        if (!s->rootfs || !s->data_dir)
                 return -EINVAL;
         if (!c)
                 return -ENOMEM;
@@ -334,7 +440,19 @@ int runtime_config_render(const RuntimeSpec *s, char **ret) {
         json_object_object_add(user, "uid", json_object_new_int(0));
         json_object_object_add(user, "gid", json_object_new_int(0));
         /* The program comes on stdin: no code in config.json or argv. */
-        r = add_strings(process, "args", (const char *const[]){ "python3", "-c", RUNTIME_INIT_PY, NULL });
+        /* tmpfs counts whole pages: the size rounded down to one, so that
+         * nothing written can pass the cap. Under one page, no file at all:
+         * only the root inode fits (size=0 would mean no limit). */
+        out_size = s->out_max_bytes & ~(uint64_t) (RUNTIME_PAGE_SIZE - 1);
+        if (asprintf(&cap_arg, "%" PRIu64, s->out_max_bytes) < 0 ||
+            asprintf(&entries_arg, "%" PRIu64, (uint64_t) RUNTIME_OUT_MAX_ENTRIES) < 0 ||
+            asprintf(&out_opt, "size=%" PRIu64, MAX(out_size, (uint64_t) RUNTIME_PAGE_SIZE)) < 0 ||
+            asprintf(&out_inodes, "nr_inodes=%u", out_size > 0 ? RUNTIME_OUT_MAX_ENTRIES + 1 : 1) < 0)
+                return -ENOMEM;
+        r = add_strings(
+                process,
+                "args",
+                (const char *const[]){ "python3", "-c", RUNTIME_INIT_PY, cap_arg, entries_arg, NULL });
         if (r < 0)
                 return r;
         r = add_strings(
@@ -432,9 +550,10 @@ int runtime_config_render(const RuntimeSpec *s, char **ret) {
             add_mount(
                     mounts,
                     "/out",
-                    "bind",
-                    s->out_dir,
-                    (const char *const[]){ "rbind", "rw", "nosuid", "nodev", "noexec", NULL }) < 0)
+                    "tmpfs",
+                    "tmpfs",
+                    (const char *const[]){
+                            "nosuid", "nodev", "noexec", "mode=755", out_opt, out_inodes, NULL }) < 0)
                 return -ENOMEM;
 
         linux_ = json_object_new_object();
@@ -535,8 +654,9 @@ int runtime_argv(
                 /* A new session keyring is refused inside nspawn, and the
                  * filter denies the keyring calls to the code anyway. */
                 v[n++] = "--no-new-keyring";
-                /* fd 3: the status pipe of the container's init (below). */
-                v[n++] = "--preserve-fds=1";
+                /* fds 3, 4, 5: the status pipe of the container's init and
+                 * the two /out directories (RUNTIME_INIT_PY). */
+                v[n++] = "--preserve-fds=3";
                 v[n++] = "--bundle";
                 v[n++] = bundle;
                 /* Written once the container exists: without it, a failure
@@ -586,16 +706,19 @@ int runtime_argv(
         return 0;
 }
 
-/* Between fork and exec: async-signal-safe calls only. fds 0, 1, 2 and 3
- * (the run's status pipe, or /dev/null) go to the runtime; the hold pipe
- * is fd 4 until it is read, then closed. */
-_noreturn_ static void child_exec(char *const *argv, int in, int out, int err, int status, int hold) {
+/* Between fork and exec: async-signal-safe calls only. fds 0 to 5 (the
+ * standard ones, the run's status pipe and the /out directories, or
+ * /dev/null) go to the runtime; the hold pipe is fd 6 until it is read,
+ * then closed. */
+_noreturn_ static void child_exec(const RuntimeFds *f, char *const *argv) {
         static char *const envp[] = { (char *) "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                                       (char *) "LANG=C.UTF-8",
                                       NULL };
         struct sigaction sa = { .sa_handler = SIG_DFL };
         sigset_t none;
-        int fds[5] = { in, out, err, status, hold }, null_fd;
+        int fds[7] = { f->stdin_fd,   f->stdout_fd,  f->stderr_fd, f->status_fd,
+                       f->out_src_fd, f->out_dst_fd, f->hold_fd },
+            null_fd;
 
         for (int sig = 1; sig < NSIG; sig++)
                 (void) sigaction(sig, &sa, NULL);
@@ -603,47 +726,49 @@ _noreturn_ static void child_exec(char *const *argv, int in, int out, int err, i
         (void) sigprocmask(SIG_SETMASK, &none, NULL);
 
         null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-        /* Move every fd out of 0..4 first, then into place. */
-        for (int i = 0; i < 5; i++) {
+        /* Move every fd out of 0..6 first, then into place. */
+        for (int i = 0; i < 7; i++) {
                 if (fds[i] < 0)
-                        fds[i] = i < 4 ? null_fd : -1;
+                        fds[i] = i < 6 ? null_fd : -1;
                 if (fds[i] >= 0) {
                         fds[i] = fcntl(fds[i], F_DUPFD, 10);
                         if (fds[i] < 0)
                                 _exit(127);
                 }
         }
-        for (int i = 0; i < 5; i++)
+        for (int i = 0; i < 7; i++)
                 if (fds[i] >= 0 && dup2(fds[i], i) < 0)
                         _exit(127);
-        (void) syscall(SYS_close_range, hold >= 0 ? 5U : 4U, ~0U, 0U);
+        (void) syscall(SYS_close_range, f->hold_fd >= 0 ? 7U : 6U, ~0U, 0U);
 
-        if (hold >= 0) {
+        if (f->hold_fd >= 0) {
                 char c;
                 ssize_t k;
 
                 do
-                        k = read(4, &c, 1);
+                        k = read(6, &c, 1);
                 while (k < 0 && errno == EINTR);
                 if (k != 1)
                         _exit(127);
-                (void) close(4);
+                (void) close(6);
         }
         execve(argv[0], argv, envp);
         _exit(127);
 }
 
-int runtime_spawn(
-        char *const *argv, int stdin_fd, int stdout_fd, int stderr_fd, int status_fd, int hold_fd, pid_t *ret_pid) {
+int runtime_spawn(char *const *argv, const RuntimeFds *fds, pid_t *ret_pid) {
+        static const RuntimeFds none = RUNTIME_FDS_NONE;
         pid_t pid;
 
         if (!argv || !argv[0] || argv[0][0] != '/')
                 return -EINVAL;
+        if (!fds)
+                fds = &none;
         pid = fork();
         if (pid < 0)
                 return negative_errno();
         if (pid == 0)
-                child_exec(argv, stdin_fd, stdout_fd, stderr_fd, status_fd, hold_fd);
+                child_exec(fds, argv);
         *ret_pid = pid;
         return 0;
 }

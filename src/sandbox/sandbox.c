@@ -21,9 +21,13 @@
 #include "store/history.h"
 
 
-/* After the wall-clock limit (or a cancel) KillUnit kills the scope; if the
- * runtime has still not ended this much later, clean up regardless (the
- * stop kills whatever is left). */
+/* After the wall-clock limit (or a cancel) the container's init is told
+ * (SIGUSR1) to kill the code and keep /out; if the runtime has not ended
+ * this much later (an init that does not answer, or a copy of /out that
+ * takes too long), KillUnit kills the scope. */
+#define SANDBOX_STOP_GRACE_USEC (5 * USEC_PER_SEC)
+/* After KillUnit, if the runtime has still not ended this much later,
+ * clean up regardless (the stop kills whatever is left). */
 #define SANDBOX_KILL_GRACE_USEC (5 * USEC_PER_SEC)
 /* After the runtime exited, how long its pipes may stay open. */
 #define SANDBOX_PIPE_GRACE_USEC (1 * USEC_PER_SEC)
@@ -31,8 +35,11 @@
 #define SANDBOX_RETRY_MAX_USEC (30 * USEC_PER_SEC)
 /* Names of /out files in a run's result. */
 #define SANDBOX_RESULT_FILES_MAX 100
-/* How often the size of /out is checked while a run runs. */
-#define SANDBOX_OUT_CHECK_USEC (25 * USEC_PER_MSEC)
+/* The run's timers (0 would be sd-event's default of 250 ms). */
+#define SANDBOX_TIMER_ACCURACY_USEC (10 * USEC_PER_MSEC)
+/* The query's out directory, and the one a run's init copies /out into. */
+#define SANDBOX_OUT_DIR "out"
+#define SANDBOX_OUT_NEXT_DIR "out-next"
 
 typedef struct Cleanup Cleanup;
 typedef void (*CleanupDone)(Cleanup *c, int error);
@@ -79,15 +86,15 @@ struct SandboxRun {
         bool exited;
         int status;
         int hold_fd, out_fd, err_fd;
-        int status_fd; /* the container init's report of the code's end */
+        int status_fd;       /* the container init's report of the code's end */
+        char status_buf[32]; /* what it said so far: "<code>\n" and then "copied\n" */
+        size_t status_len;
         sd_event_source *out_src, *err_src;
         OutputBuffer out, err;
         ScopeOp *op;
         sd_event_source *timer;
-        sd_event_source *out_watch; /* the /out size check while it runs */
-        uint64_t out_exceeded;      /* bytes in /out when it passed the cap, 0: never */
         sd_event_source *report;
-        bool timed_out, cancelled, kill_sent;
+        bool timed_out, cancelled, stop_sent, kill_sent;
         int error; /* the first error: nothing could run */
         usec_t t_start, t_end, t_cleanup;
         Cleanup *cleanup;
@@ -311,7 +318,7 @@ static void cleanup_step(Cleanup *c) {
                 NULL,
                 &argv);
         if (r >= 0)
-                r = runtime_spawn(argv, -1, -1, -1, -1, -1, &c->pid);
+                r = runtime_spawn(argv, NULL, &c->pid);
         strv_free(argv);
         if (r >= 0)
                 r = reaper_watch(s->reaper, c->pid, sandbox_cleanup_on_exit, c, &c->watch);
@@ -444,6 +451,7 @@ static void sweep_work_dir(Sandbox *s) {
 static void sweep_start(Sandbox *s) {
         SweepList *l;
         char **argv = NULL;
+        RuntimeFds fds = RUNTIME_FDS_NONE;
         pid_t pid;
         int r;
 
@@ -463,9 +471,11 @@ static void sweep_start(Sandbox *s) {
                 l->sandbox = s;
                 l->fd = memfd_create("runtime-list", MFD_CLOEXEC);
         }
+        if (l)
+                fds.stdout_fd = l->fd;
         if (l && l->fd >= 0 &&
             runtime_argv(s->kind, s->runtime, s->state_root, RUNTIME_LIST, NULL, NULL, &argv) >= 0 &&
-            runtime_spawn(argv, -1, l->fd, -1, -1, -1, &pid) >= 0 &&
+            runtime_spawn(argv, &fds, &pid) >= 0 &&
             reaper_watch(s->reaper, pid, sandbox_sweep_on_list_exit, l, NULL) >= 0) {
                 s->sweep_outstanding++;
                 l = NULL;
@@ -1062,7 +1072,6 @@ static void sandbox_run_free(SandboxRun *run) {
         sd_event_source_disable_unref(run->out_src);
         sd_event_source_disable_unref(run->err_src);
         sd_event_source_disable_unref(run->timer);
-        sd_event_source_disable_unref(run->out_watch);
         sd_event_source_disable_unref(run->report);
         if (run->hold_fd >= 0)
                 (void) close(run->hold_fd);
@@ -1118,21 +1127,48 @@ static bool pid_file_exists(const SandboxRun *run) {
         return asprintf(&p, "%s/" RUNTIME_PID_FILE, run->bundle) >= 0 && access(p, F_OK) == 0;
 }
 
-/* The runtime and its pipes are done (or given up on): fill the result and
- * clean up. */
-/* The init's report on the status pipe: "<exit code>" or "-<signal>". */
+/* Read what the container's init said on the status pipe so far (it is
+ * non-blocking): "<exit code>\n" or "-<signal>\n" when the code ended, then
+ * "copied\n" once /out is copied out. */
+static void run_read_init_pipe(SandboxRun *run) {
+        while (run->status_fd >= 0 && run->status_len < sizeof run->status_buf - 1) {
+                ssize_t k = read(
+                        run->status_fd,
+                        run->status_buf + run->status_len,
+                        sizeof run->status_buf - 1 - run->status_len);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        break;
+                run->status_len += (size_t) k;
+        }
+        run->status_buf[run->status_len] = 0;
+}
+
+/* Whether the init reported the code's end (it may still be copying /out). */
+static bool run_code_ended(SandboxRun *run) {
+        run_read_init_pipe(run);
+        return memchr(run->status_buf, '\n', run->status_len);
+}
+
+/* The code's end as the init reported it: the exit code, or minus the
+ * signal. */
 static bool read_init_status(SandboxRun *run, int *ret) {
         char buf[16];
+        const char *nl;
         uint64_t v;
-        ssize_t k;
+        size_t n;
         bool neg;
 
-        if (run->status_fd < 0)
+        run_read_init_pipe(run);
+        nl = memchr(run->status_buf, '\n', run->status_len);
+        if (!nl)
                 return false;
-        k = read(run->status_fd, buf, sizeof buf - 1);
-        if (k <= 0)
+        n = (size_t) (nl - run->status_buf);
+        if (n == 0 || n >= sizeof buf)
                 return false;
-        buf[k] = 0;
+        memcpy(buf, run->status_buf, n);
+        buf[n] = 0;
         neg = buf[0] == '-';
         if (parse_uint64_range(buf + neg, neg ? 1 : 0, neg ? 64 : 255, &v) < 0)
                 return false;
@@ -1140,6 +1176,44 @@ static bool read_init_status(SandboxRun *run, int *ret) {
         return true;
 }
 
+/* Whether the init copied /out out whole (into out-next). */
+static bool run_init_copied_out(SandboxRun *run) {
+        const char *nl;
+
+        run_read_init_pipe(run);
+        nl = memchr(run->status_buf, '\n', run->status_len);
+        return nl && streq(nl + 1, "copied\n");
+}
+
+/* The run's /out, copied out by its init into out-next, becomes the
+ * query's out directory; the previous one is removed. */
+static int query_take_out_next(SandboxQuery *q) {
+        int fd;
+
+        if (renameat2(q->dir_fd, SANDBOX_OUT_NEXT_DIR, q->dir_fd, SANDBOX_OUT_DIR, RENAME_EXCHANGE) < 0) {
+                if (errno != EINVAL && errno != ENOSYS)
+                        return negative_errno();
+                /* A file system without the exchange: two renames. */
+                (void) sandbox_rm_rf(q->dir_fd, "out-old");
+                if (renameat(q->dir_fd, SANDBOX_OUT_DIR, q->dir_fd, "out-old") < 0)
+                        return negative_errno();
+                if (renameat(q->dir_fd, SANDBOX_OUT_NEXT_DIR, q->dir_fd, SANDBOX_OUT_DIR) < 0) {
+                        int r = negative_errno();
+                        (void) renameat(q->dir_fd, "out-old", q->dir_fd, SANDBOX_OUT_DIR);
+                        return r;
+                }
+                (void) renameat(q->dir_fd, "out-old", q->dir_fd, SANDBOX_OUT_NEXT_DIR);
+        }
+        fd = openat(q->dir_fd, SANDBOX_OUT_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return negative_errno();
+        (void) close(q->out_fd);
+        q->out_fd = fd;
+        return 0;
+}
+
+/* The runtime and its pipes are done (or given up on): fill the result and
+ * clean up. */
 static void run_finish(SandboxRun *run) {
         SandboxResult *res = &run->result;
         int init_status, r;
@@ -1149,20 +1223,8 @@ static void run_finish(SandboxRun *run) {
         run->state = RUN_CLEANING;
         run->t_end = now(CLOCK_MONOTONIC);
         run->timer = sd_event_source_disable_unref(run->timer);
-        run->out_watch = sd_event_source_disable_unref(run->out_watch);
         run->out_src = sd_event_source_disable_unref(run->out_src);
         run->err_src = sd_event_source_disable_unref(run->err_src);
-        if (run->out_exceeded > 0) {
-                char note[160];
-                int k = snprintf(
-                        note,
-                        sizeof note,
-                        "\n[sandbox: /out held %" PRIu64 " bytes, more than the %" PRIu64
-                        " allowed; the run was stopped]\n",
-                        run->out_exceeded,
-                        run->sandbox->config->artifact_max_bytes);
-                output_buffer_append(&run->err, note, (size_t) MAX(k, 0));
-        }
 
         res->timed_out = run->timed_out;
         res->cancelled = run->cancelled;
@@ -1211,8 +1273,22 @@ static void run_finish(SandboxRun *run) {
         if (output_buffer_render(&run->out, &res->stdout_text, NULL) < 0 ||
             output_buffer_render(&run->err, &res->stderr_text, NULL) < 0)
                 log_oom();
-        if (run->query)
+        if (run->query) {
+                /* What the run left in /out is the query's only if its init
+                 * copied all of it; otherwise /out stays as before the run. */
+                if (run_init_copied_out(run)) {
+                        r = query_take_out_next(run->query);
+                        if (r < 0)
+                                log_error_errno(r, "Run %s: cannot keep the files it left in /out", run->id);
+                } else if (run->error >= 0 && pid_file_exists(run))
+                        log_warning(
+                                "Run %s: its /out was not copied out (the container was killed%s); the query's "
+                                "/out stays as it was before the run.",
+                                run->id,
+                                run->kill_sent ? " after it did not stop in time" : "");
+                (void) sandbox_rm_rf(run->query->dir_fd, SANDBOX_OUT_NEXT_DIR);
                 (void) list_out(run->query->out_fd, res);
+        }
 
         run->t_cleanup = now(CLOCK_MONOTONIC);
         r = cleanup_start(run->sandbox, run->id, run->query, sandbox_run_on_cleanup, run, &run->cleanup);
@@ -1267,7 +1343,13 @@ static int sandbox_run_on_timer(sd_event_source *src, uint64_t usec, void *userd
 static void sandbox_run_set_timer(SandboxRun *run, uint64_t usec) {
         run->timer = sd_event_source_disable_unref(run->timer);
         if (sd_event_add_time_relative(
-                    run->sandbox->event, &run->timer, CLOCK_MONOTONIC, usec, 0, sandbox_run_on_timer, run) >= 0)
+                    run->sandbox->event,
+                    &run->timer,
+                    CLOCK_MONOTONIC,
+                    usec,
+                    SANDBOX_TIMER_ACCURACY_USEC,
+                    sandbox_run_on_timer,
+                    run) >= 0)
                 (void) sd_event_source_set_description(run->timer, "sandbox-timer");
 }
 
@@ -1299,15 +1381,82 @@ static void run_kill(SandboxRun *run) {
         sandbox_run_set_timer(run, SANDBOX_KILL_GRACE_USEC);
 }
 
+static int run_read_init_pid(SandboxRun *run, pid_t *ret) {
+        _cleanup_free_ char *p = NULL;
+        _cleanup_close_ int fd = -1;
+        char buf[32];
+        uint64_t v;
+        ssize_t k;
+        int r;
+
+        if (asprintf(&p, "%s/" RUNTIME_PID_FILE, run->bundle) < 0)
+                return -ENOMEM;
+        fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return negative_errno();
+        k = read(fd, buf, sizeof buf - 1);
+        if (k <= 0)
+                return k < 0 ? negative_errno() : -ENODATA;
+        buf[k] = 0;
+        buf[strcspn(buf, "\n")] = 0;
+        r = parse_uint64_range(buf, 2, INT32_MAX, &v);
+        if (r < 0)
+                return r;
+        *ret = (pid_t) v;
+        return 0;
+}
+
+/* Stop the code but keep /out: SIGUSR1 to the container's init (its host
+ * pid from the runtime's --pid-file), which kills every other process of
+ * the container, reports, copies /out out and exits. If the init cannot be
+ * signalled, or has not ended after the grace, run_kill(). */
+static void run_stop(SandboxRun *run) {
+        pid_t pid;
+        int r;
+
+        /* An exited runtime's init is gone: its pid may be another's. */
+        if (run->stop_sent || run->kill_sent || run->exited || run->state != RUN_RUNNING)
+                return;
+        run->stop_sent = true;
+        r = run_read_init_pid(run, &pid);
+        if (r >= 0 && kill(pid, SIGUSR1) < 0)
+                r = negative_errno();
+        if (r < 0) {
+                log_info_errno(r, "Run %s: cannot signal the container's init, killing its scope", run->id);
+                run_kill(run);
+                return;
+        }
+        sandbox_run_set_timer(run, SANDBOX_STOP_GRACE_USEC);
+}
+
 static int sandbox_run_on_timer(sd_event_source *src, uint64_t usec, void *userdata) {
         SandboxRun *run = userdata;
 
         run->timer = sd_event_source_disable_unref(run->timer);
         if (run->state != RUN_RUNNING)
                 return 0;
-        if (!run->kill_sent && !run->exited) {
-                log_info("Run %s reached the time limit: killing it.", run->id);
+        if (!run->stop_sent && !run->kill_sent && !run->exited) {
+                if (run_code_ended(run)) {
+                        /* Not a timeout of the code: its init is copying
+                         * /out. It gets the grace, then the kill. */
+                        log_info(
+                                "Run %s: the code has ended, /out is still being copied at the time limit.",
+                                run->id);
+                        run->stop_sent = true;
+                        sandbox_run_set_timer(run, SANDBOX_STOP_GRACE_USEC);
+                        return 0;
+                }
+                log_info("Run %s reached the time limit: stopping it.", run->id);
                 run->timed_out = true;
+                run_stop(run);
+                return 0;
+        }
+        if (!run->kill_sent && !run->exited) {
+                log_warning(
+                        "Run %s: the container did not end %" PRIu64
+                        " s after it was told to stop; killing its scope.",
+                        run->id,
+                        SANDBOX_STOP_GRACE_USEC / USEC_PER_SEC);
                 run_kill(run);
                 return 0;
         }
@@ -1335,65 +1484,6 @@ static void sandbox_run_on_exit(pid_t pid, int status, void *userdata) {
                 }
         }
         run_advance(run);
-}
-
-/* Disk used below dir_fd (st_blocks, not following links), bounded work
- * on a hostile tree: at most max_depth levels and *budget entries. */
-static uint64_t tree_usage(int dir_fd, unsigned max_depth, unsigned *budget) {
-        int fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
-        DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-        struct dirent *de;
-        uint64_t total = 0;
-
-        if (!d) {
-                if (fd >= 0)
-                        (void) close(fd);
-                return 0;
-        }
-        rewinddir(d);
-        while (*budget > 0 && (de = readdir(d))) {
-                struct stat st;
-
-                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-                        continue;
-                (*budget)--;
-                if (fstatat(dir_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                        continue;
-                total += (uint64_t) st.st_blocks * 512;
-                if (S_ISDIR(st.st_mode) && max_depth > 0) {
-                        int sub = openat(dir_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                        if (sub >= 0) {
-                                total += tree_usage(sub, max_depth - 1, budget);
-                                (void) close(sub);
-                        }
-                }
-        }
-        closedir(d);
-        return total;
-}
-
-/* /out is a directory of the host: RLIMIT_FSIZE caps one file, this caps
- * them all. Checked while the run runs; past WIKI_WEB_ARTIFACT_MAX_BYTES
- * the run is stopped like at its timeout (what it wrote in the last
- * interval may pass the cap). */
-static int sandbox_run_on_out_watch(sd_event_source *src, uint64_t usec, void *userdata) {
-        SandboxRun *run = userdata;
-        unsigned budget = 20000;
-        uint64_t used;
-
-        if (run->state != RUN_RUNNING || !run->query)
-                return 0;
-        used = tree_usage(run->query->out_fd, 8, &budget);
-        if (used > run->sandbox->config->artifact_max_bytes && !run->kill_sent) {
-                log_info("Run %s: /out holds %" PRIu64 " bytes, more than allowed: stopping it.", run->id, used);
-                run->out_exceeded = used;
-                run->out_watch = sd_event_source_disable_unref(run->out_watch);
-                run_kill(run);
-                return 0;
-        }
-        (void) sd_event_source_set_time_relative(src, SANDBOX_OUT_CHECK_USEC);
-        (void) sd_event_source_set_enabled(src, SD_EVENT_ONESHOT);
-        return 0;
 }
 
 static void sandbox_run_on_scope_started(int error, void *userdata) {
@@ -1425,17 +1515,8 @@ static void sandbox_run_on_scope_started(int error, void *userdata) {
         run->state = RUN_RUNNING;
         run->t_start = now(CLOCK_MONOTONIC);
         sandbox_run_set_timer(run, c->sandbox_timeout_seconds * USEC_PER_SEC);
-        if (sd_event_add_time_relative(
-                    run->sandbox->event,
-                    &run->out_watch,
-                    CLOCK_MONOTONIC,
-                    SANDBOX_OUT_CHECK_USEC,
-                    0,
-                    sandbox_run_on_out_watch,
-                    run) >= 0)
-                (void) sd_event_source_set_description(run->out_watch, "sandbox-out-watch");
         if (run->cancelled)
-                run_kill(run);
+                run_stop(run);
         run_advance(run);
 }
 
@@ -1444,7 +1525,7 @@ void sandbox_run_cancel(SandboxRun *run) {
                 return;
         run->cancelled = true;
         if (run->state == RUN_RUNNING)
-                run_kill(run);
+                run_stop(run);
         /* RUN_STARTING: killed as soon as the scope is there. */
 }
 
@@ -1497,7 +1578,8 @@ int sandbox_run_start(
         SandboxQuery *q, const char *code, size_t len, SandboxRunDone done, void *userdata, SandboxRun **ret) {
         Sandbox *s = q->sandbox;
         const Config *c = s->config;
-        _cleanup_close_ int code_fd = -1, out_w = -1, err_w = -1, hold_r = -1, status_w = -1, bundle_fd = -1;
+        _cleanup_close_ int code_fd = -1, out_w = -1, err_w = -1, hold_r = -1, status_w = -1, bundle_fd = -1,
+                            next_fd = -1, src_fd = -1;
         SandboxRun *run;
         char **argv = NULL;
         size_t cap;
@@ -1548,7 +1630,7 @@ int sandbox_run_start(
                 goto fail;
         }
         {
-                _cleanup_free_ char *data = NULL, *out = NULL;
+                _cleanup_free_ char *data = NULL;
                 RuntimeSpec spec = {
                         .rootfs = s->rootfs,
                         .usr = s->default_rootfs ? "/usr" : NULL,
@@ -1556,22 +1638,42 @@ int sandbox_run_start(
                         .gid = getgid(),
                         .memory_max_bytes = c->sandbox_memory_max_bytes,
                         .tasks_max = c->sandbox_tasks_max,
-                        .cpu_seconds = c->sandbox_timeout_seconds,
+                        /* A second over the wall-clock limit: a backstop
+                         * that does not beat the timeout (whose stop keeps
+                         * /out) to a single busy thread. */
+                        .cpu_seconds = c->sandbox_timeout_seconds + 1,
                         .file_max_bytes = MAX(c->artifact_max_bytes, RUNTIME_TMP_MAX_BYTES),
                         .tmp_max_bytes = RUNTIME_TMP_MAX_BYTES,
+                        .out_max_bytes = c->artifact_max_bytes,
                         .seccomp = true,
                 };
 
-                if (asprintf(&data, "%s/data", q->dir) < 0 || asprintf(&out, "%s/out", q->dir) < 0) {
+                if (asprintf(&data, "%s/data", q->dir) < 0) {
                         r = -ENOMEM;
                         goto fail;
                 }
                 spec.data_dir = data;
-                spec.out_dir = out;
                 r = runtime_write_bundle(bundle_fd, &spec);
                 if (r < 0)
                         goto fail;
         }
+        /* The query's out directory, copied into /out before the code (an
+         * open file description of its own: the init's reading moves its
+         * offset), and the empty directory /out is copied into after it. */
+        src_fd = openat(q->dir_fd, SANDBOX_OUT_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (src_fd < 0) {
+                r = negative_errno();
+                goto fail;
+        }
+        r = sandbox_rm_rf(q->dir_fd, SANDBOX_OUT_NEXT_DIR);
+        if (r >= 0 && mkdirat(q->dir_fd, SANDBOX_OUT_NEXT_DIR, 0700) < 0)
+                r = negative_errno();
+        if (r >= 0 &&
+            (next_fd = openat(
+                     q->dir_fd, SANDBOX_OUT_NEXT_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+                r = negative_errno();
+        if (r < 0)
+                goto fail;
 
         r = make_code_pipe(code, len, &code_fd);
         if (r >= 0)
@@ -1585,7 +1687,18 @@ int sandbox_run_start(
         if (r >= 0)
                 r = runtime_argv(s->kind, s->runtime, s->state_root, RUNTIME_RUN, run->id, run->bundle, &argv);
         if (r >= 0)
-                r = runtime_spawn(argv, code_fd, out_w, err_w, status_w, hold_r, &run->pid);
+                r = runtime_spawn(
+                        argv,
+                        &(RuntimeFds){
+                                .stdin_fd = code_fd,
+                                .stdout_fd = out_w,
+                                .stderr_fd = err_w,
+                                .status_fd = status_w,
+                                .out_src_fd = src_fd,
+                                .out_dst_fd = next_fd,
+                                .hold_fd = hold_r,
+                        },
+                        &run->pid);
         strv_free(argv);
         if (r < 0)
                 goto fail;

@@ -25,10 +25,15 @@
  * - The pipeline owns a SandboxQuery per query (sandbox_query_new() when
  *   the query starts, sandbox_query_free() at its end). It owns the query's
  *   directory <state directory>/sandbox/<query id>/ with data/ (/data, read
- *   only in the container), out/ (/out, shared by the query's runs) and one
- *   bundle per run; sandbox_query_free() removes it all. The state
- *   directory, not the runtime directory: /out may hold up to
- *   WIKI_WEB_ARTIFACT_MAX_BYTES, and /run is memory.
+ *   only in the container), out/ (what the query's runs left in /out,
+ *   shared by them), out-next/ while a run runs, and one bundle per run;
+ *   sandbox_query_free() removes it all. The state directory, not the
+ *   runtime directory: out/ may hold up to WIKI_WEB_ARTIFACT_MAX_BYTES, and
+ *   /run is memory. In the container /out is a tmpfs of exactly that size:
+ *   its init copies out/ into it before the code, and after the code (also
+ *   after a timeout or cancel) copies it into out-next/, which then
+ *   replaces out/ (runtime.c's RUNTIME_INIT_PY). A container that had to be
+ *   killed leaves out/ as it was before the run.
  * - A SandboxRun belongs to the Sandbox from sandbox_run_start() until its
  *   done callback has returned; the pointer is invalid after that. At most
  *   one run per query at a time. A SandboxQuery must not be freed while a
@@ -163,8 +168,9 @@ typedef void (*SandboxRunDone)(SandboxRun *run, int error, const SandboxResult *
 int sandbox_run_start(
         SandboxQuery *q, const char *code, size_t len, SandboxRunDone done, void *userdata, SandboxRun **ret);
 
-/* Kill the run's container now (the query's deadline): done is still
- * called, after the cleanup, with result->cancelled. */
+/* Stop the run now (the query's deadline): its code is killed, what it
+ * left in /out is kept (as at the timeout); done is still called, after the
+ * cleanup, with result->cancelled. */
 void sandbox_run_cancel(SandboxRun *run);
 
 #define SANDBOX_CODE_MAX_BYTES 65536

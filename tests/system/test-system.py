@@ -1732,6 +1732,25 @@ def sandbox_hostile_code_contained(bed):
     check(status == 200 and body["status"] == "ok", f"daemon health {status} {body}")
 
 
+_OUT_FLOOD = r'''
+import json, os
+chunk = b"\1" * (4 << 20)
+res = {"files": 0, "errno": None}
+for i in range(256):
+    try:
+        with open("/out/part%03d.bin" % i, "wb") as f:
+            f.write(chunk)
+        res["files"] += 1
+    except OSError as e:
+        res["errno"] = e.errno
+        break
+st = os.statvfs("/out")
+res["used"] = (st.f_blocks - st.f_bfree) * st.f_frsize
+res["sizes"] = sum(os.stat("/out/" + n).st_size for n in os.listdir("/out"))
+print(json.dumps(res))
+'''
+
+
 @test
 def sandbox_resource_bombs(bed):
     """Fork bomb, memory bombs (one and six processes), /out and /tmp floods stop at their limits."""
@@ -1771,17 +1790,21 @@ def sandbox_resource_bombs(bed):
     check(h["tmp"][1] in (27, 28) and h["tmp"][0] <= 64, f"/tmp flood: {h['tmp']}")
     check(arts and [a["name"] for a in arts["items"]] == ["flood.bin"], f"artifacts {arts}")
     # Many files: the total cap (WIKI_WEB_ARTIFACT_MAX_BYTES, 32 MiB here)
-    # stops the run; at most 1 GiB is written.
-    many = ("import os\nchunk = b'\\1' * (4 << 20)\n"
-            "for i in range(256):\n    with open('/out/part%03d.bin' % i, 'wb') as f:\n        f.write(chunk)\n"
-            "    print(i + 1, flush=True)\n")
-    res, arts, _ = _sb_run(bed, many, env={"WIKI_WEB_ARTIFACT_MAX_BYTES": str(32 << 20)})
-    r = res["result"]
-    written = int(r["stdout"].split()[-1]) if r["stdout"].strip() else 0
-    log(f"# /out flood of 4 MiB files, cap 32 MiB: {written} files written before the stop, signal {r['signal']}")
-    check(r["signal"] == "SIGKILL" and written < 256 and "more than the 33554432 allowed" in r["stderr"],
-          f"many-file flood not stopped: {r}")
-    check(arts and sum(a["size_bytes"] for a in arts["items"]) <= 32 << 20, f"artifacts over the cap: {arts}")
+    # is exact: /out is a tmpfs of that size, the write past it fails with
+    # ENOSPC, the run is not killed for it; at most 1 GiB is written.
+    for runtime in ("crun", "runc"):
+        res, arts, _ = _sb_run(bed, _OUT_FLOOD, env={"WIKI_WEB_ARTIFACT_MAX_BYTES": str(32 << 20),
+                                                     "WIKI_WEB_ARTIFACT_MAX_FILES": "100",
+                                                     "WIKI_WEB_SANDBOX_RUNTIME": runtime})
+        r = res["result"]
+        h = json.loads(r["stdout"])
+        log(f"# {runtime}: /out flood of 4 MiB files, cap 32 MiB: {h}; artifacts "
+            f"{sum(a['size_bytes'] for a in arts['items']) if arts else None} bytes")
+        check(h["errno"] == 28 and h["files"] == 8, f"{runtime}: expected ENOSPC after 8 files of 4 MiB: {h}")
+        check(h["used"] <= 32 << 20 and h["sizes"] <= 32 << 20, f"{runtime}: /out over the cap: {h}")
+        check(r["exit_code"] == 0 and r["signal"] is None and not r["timed_out"], f"{runtime}: the run was stopped: {r}")
+        check(arts and sum(a["size_bytes"] for a in arts["items"]) <= 32 << 20
+              and sum(a["size_bytes"] for a in arts["items"]) == h["sizes"], f"{runtime}: artifacts {arts}")
     _sb_check_clean(bed)
     status, _, body = bed.http("GET", "/api/v1/health")
     check(status == 200 and body["status"] == "ok", f"daemon health {status} {body}")
@@ -2341,6 +2364,181 @@ def sandbox_own_namespaces(bed):
         log(f"# namespaces: container {inside}; daemon {daemon}")
         shared = [k for k in kinds if inside[k] == daemon[k]]
         check(shared == ["cgroup"], f"namespaces shared with the daemon: {shared}")
+# --------------------------------------------------------------------------
+# Sandbox: the exact /out cap (issue 8). /out is a tmpfs of
+# WIKI_WEB_ARTIFACT_MAX_BYTES; the container's init copies the query's files
+# in before the code and out after it (also at the timeout).
+
+_OUT_FIRST = r"""
+import json, os
+res = {}
+open("/out/notes.txt", "w").write("one\n")
+os.mkdir("/out/sub")
+open("/out/sub/deep.txt", "w").write("deep\n")
+os.symlink("/etc/shadow", "/out/link")
+os.mkfifo("/out/fifo")
+open("/out/locked.txt", "w").write("locked\n")
+os.chmod("/out/locked.txt", 0)
+# The init holds the host's directories as fds 4 and 5: out of reach (the
+# fd numbers may be listed, not followed).
+for k, p in (("root", "/proc/1/root/"), ("cwd", "/proc/1/cwd/")):
+    try:
+        res[k] = sorted(os.listdir(p))
+    except OSError as e:
+        res[k] = e.errno
+for k, p in (("mem", "/proc/1/mem"), ("fd4", "/proc/1/fd/4"), ("fd5", "/proc/1/fd/5"), ("environ", "/proc/1/environ")):
+    try:
+        os.close(os.open(p, os.O_RDONLY))
+        res[k] = "opened"
+    except OSError as e:
+        res[k] = e.errno
+try:
+    res["fd4_link"] = os.readlink("/proc/1/fd/4")
+except OSError as e:
+    res["fd4_link"] = e.errno
+res["own_fds"] = sorted(int(x) for x in os.listdir("/proc/self/fd"))
+print(json.dumps(res))
+"""
+
+_OUT_SECOND = r"""
+import json, os
+res = {"listing": sorted(os.listdir("/out")), "deep": open("/out/sub/deep.txt").read(),
+       "locked": open("/out/locked.txt").read()}
+with open("/out/notes.txt", "a") as f:
+    f.write("two\n")
+res["notes"] = open("/out/notes.txt").read()
+os.unlink("/out/sub/deep.txt")
+os.rmdir("/out/sub")
+print(json.dumps(res))
+"""
+
+_OUT_THIRD = r"""
+import os
+print(sorted(os.listdir("/out")), open("/out/notes.txt").read().split())
+"""
+
+
+@test
+def sandbox_out_shared_across_runs(bed):
+    """/out is shared by a query's runs: the second run reads and appends to the first's file, the third
+    sees what the second deleted gone; links and FIFOs are not kept; the init's fds are out of the code's
+    reach; crun and runc."""
+    for runtime in ("crun", "runc"):
+        paths = [_sb_write_code(bed, f"out-{runtime}-{i}.py", c)
+                 for i, c in enumerate((_OUT_FIRST, _OUT_SECOND, _OUT_THIRD))]
+        rc, events, err = _sb_tool(bed, ["--query-id", f"outshare_{runtime}", "run"] + paths,
+                                   env={"WIKI_WEB_SANDBOX_RUNTIME": runtime})
+        results = [e for e in events if e.get("event") == "result"]
+        arts = [e for e in events if e.get("event") == "artifacts"]
+        check(rc == 0 and len(results) == 3 and arts, f"{runtime}: tool {rc} {events}\n{err[-3000:]}")
+        r1, r2, r3 = (x["result"] for x in results)
+        check(all(x["exit_code"] == 0 for x in (r1, r2, r3)), f"{runtime}: runs {r1} {r2} {r3}")
+        h1 = json.loads(r1["stdout"])
+        log(f"# {runtime}: first run {h1}, stderr {r1['stderr']!r}")
+        for k in ("root", "cwd", "mem", "fd4", "fd5", "environ", "fd4_link"):
+            check(h1[k] == 13, f"{runtime}: the init's /proc/1 entry {k} is reachable: {h1[k]}")
+        check(h1["own_fds"] == [0, 1, 2, 3], f"{runtime}: the code has fds {h1['own_fds']}")
+        check("2 entries of /out not kept" in r1["stderr"], f"{runtime}: stderr {r1['stderr']!r}")
+        check(sorted(f["name"] for f in r1["files"]) == ["locked.txt", "notes.txt"], f"{runtime}: files {r1['files']}")
+        h2 = json.loads(r2["stdout"])
+        check(h2 == {"listing": ["locked.txt", "notes.txt", "sub"], "deep": "deep\n", "locked": "locked\n",
+                     "notes": "one\ntwo\n"}, f"{runtime}: second run {h2}")
+        check(r3["stdout"] == "['locked.txt', 'notes.txt'] ['one', 'two']\n", f"{runtime}: third run {r3}")
+        items = {a["name"]: a for a in arts[0]["items"]}
+        check(sorted(items) == ["locked.txt", "notes.txt"]
+              and items["notes.txt"]["sha256"] == hashlib.sha256(b"one\ntwo\n").hexdigest(),
+              f"{runtime}: artifacts {arts}")
+    _sb_check_clean(bed)
+
+
+_OUT_MANY = r"""
+import json, os
+res = {"files": 0}
+try:
+    for i in range(5000):
+        open("/out/f%05d" % i, "w").close()
+        res["files"] += 1
+except OSError as e:
+    res["errno"] = e.errno
+for i in range(21):
+    os.unlink("/out/f%05d" % i)
+p = "/out"
+for d in range(12):
+    p += "/d%d" % d
+    os.mkdir(p)
+open(p + "/deepest.txt", "w").write("x")
+with open("/out/sparse.bin", "wb") as f:
+    f.truncate(60 << 20)
+print(json.dumps(res))
+"""
+
+_OUT_MANY_AFTER = r"""
+import json, os
+names = os.listdir("/out")
+print(json.dumps({"f": sum(1 for n in names if n.startswith("f")), "others": sorted(n for n in names if not n.startswith("f")),
+                  "d7": os.path.isdir("/out/" + "/".join("d%d" % d for d in range(8))),
+                  "d8": os.path.exists("/out/" + "/".join("d%d" % d for d in range(9)))}))
+"""
+
+
+@test
+def sandbox_out_entry_limits(bed):
+    """/out holds at most 4,096 entries (ENOSPC after), directories are kept 8 levels deep, a sparse file
+    over the cap is not kept; the next run of the query sees exactly that."""
+    paths = [_sb_write_code(bed, f"out-many-{i}.py", c) for i, c in enumerate((_OUT_MANY, _OUT_MANY_AFTER))]
+    t0 = time.monotonic()
+    rc, events, err = _sb_tool(bed, ["--query-id", "outmany", "run"] + paths,
+                               env={"WIKI_WEB_ARTIFACT_MAX_BYTES": str(32 << 20)})
+    took = time.monotonic() - t0
+    results = [e for e in events if e.get("event") == "result"]
+    arts = [e for e in events if e.get("event") == "artifacts"]
+    check(rc == 0 and len(results) == 2 and arts, f"tool {rc} {events}\n{err[-3000:]}")
+    r1, r2 = (x["result"] for x in results)
+    check(r1["exit_code"] == 0 and r2["exit_code"] == 0, f"runs {r1} {r2}")
+    h1, h2 = json.loads(r1["stdout"]), json.loads(r2["stdout"])
+    log(f"# many entries: first run {h1}, {r1['stderr'].strip()!r}; second run sees {h2['f']} files, "
+        f"{h2['others']}, 8 levels {h2['d7']}, 9 levels {h2['d8']}; runs {results[0]['run_ms']} + "
+        f"{results[1]['run_ms']} ms (tool {took:.1f} s)")
+    check(h1 == {"files": 4096, "errno": 28}, f"first run: {h1}")
+    check("2 entries of /out not kept" in r1["stderr"], f"stderr {r1['stderr']!r}")
+    check(h2 == {"f": 4096 - 21, "others": ["d0"], "d7": True, "d8": False}, f"second run: {h2}")
+    check(len(arts[0]["items"]) == 16 and arts[0]["skipped_too_many"] == 4096 - 21 - 16,
+          f"artifacts: {len(arts[0]['items'])} kept, {arts[0]['skipped_too_many']} over the count")
+    _sb_check_clean(bed)
+
+
+_OUT_TIMEOUT = r"""
+import os, time
+open("/out/before.txt", "w").write("written before the timeout\n")
+if os.fork() == 0:
+    while True:
+        with open("/out/child.txt", "w") as f:
+            f.write("child %f\n" % time.time())
+        time.sleep(0.05)
+print("looping", flush=True)
+while True:
+    pass
+"""
+
+
+@test
+def sandbox_timeout_keeps_out(bed):
+    """A run killed at the time limit keeps what it wrote to /out (its init kills the code, then copies
+    /out out); crun and runc."""
+    for runtime in ("crun", "runc"):
+        res, arts, _ = _sb_run(bed, _OUT_TIMEOUT, env={"WIKI_WEB_SANDBOX_TIMEOUT_SECONDS": "2",
+                                                       "WIKI_WEB_SANDBOX_RUNTIME": runtime})
+        r = res["result"]
+        log(f"# {runtime}: timed out after {res['run_ms']} ms, files {r['files']}")
+        check(r["timed_out"] is True and r["signal"] == "SIGKILL" and r["stdout"] == "looping\n", f"{runtime}: {r}")
+        check(2000 <= res["run_ms"] < 4000, f"{runtime}: run took {res['run_ms']} ms")
+        names = sorted(f["name"] for f in r["files"])
+        check(names == ["before.txt", "child.txt"], f"{runtime}: files {r['files']}")
+        check(arts and sorted(a["name"] for a in arts["items"]) == names
+              and [a for a in arts["items"] if a["name"] == "before.txt"][0]["sha256"]
+              == hashlib.sha256(b"written before the timeout\n").hexdigest(), f"{runtime}: artifacts {arts}")
+        check(res["cleanup_confirmed"], f"{runtime}: cleanup not confirmed")
+    _sb_check_clean(bed)
 
 
 def preflight():

@@ -39,7 +39,6 @@ static const RuntimeSpec golden_spec = {
         .rootfs = "/var/lib/wikiweb/sandbox/rootfs",
         .usr = "/usr",
         .data_dir = "/var/lib/wikiweb/sandbox/qr_0/data",
-        .out_dir = "/var/lib/wikiweb/sandbox/qr_0/out",
         .uid = 994,
         .gid = 993,
         .memory_max_bytes = 536870912,
@@ -47,6 +46,7 @@ static const RuntimeSpec golden_spec = {
         .cpu_seconds = 30,
         .file_max_bytes = 67108864,
         .tmp_max_bytes = RUNTIME_TMP_MAX_BYTES,
+        .out_max_bytes = 67108864,
         .seccomp = true,
 };
 
@@ -95,6 +95,7 @@ static void check_config_invariants(const RuntimeSpec *spec) {
         _cleanup_(json_object_putp) json_object *c = NULL;
         json_object *process, *caps, *ns, *mounts, *linux_, *rl, *maps;
         bool seen_net = false;
+        unsigned n_out = 0;
 
         ASSERT_OK(runtime_config_render(spec, &text));
         c = json_tokener_parse(text);
@@ -194,8 +195,10 @@ static void check_config_invariants(const RuntimeSpec *spec) {
                         ASSERT_TRUE(array_has_string(denied, *t));
         }
 
-        /* Every mount is read-only, except /out (and the tmpfs /tmp, /dev,
-         * /dev/shm, and /proc, which are not binds of host paths). */
+        /* Every bind of a host path is read-only; /out and /tmp are
+         * tmpfs (as /dev, /dev/shm: none of them a host path), /out of
+         * exactly the cap rounded down to a page, and at most
+         * RUNTIME_OUT_MAX_ENTRIES entries (only the root under a page). */
         mounts = key(c, "mounts");
         for (size_t i = 0; i < json_object_array_length(mounts); i++) {
                 json_object *m = json_object_array_get_idx(mounts, i), *opts = key(m, "options");
@@ -204,18 +207,39 @@ static void check_config_invariants(const RuntimeSpec *spec) {
 
                 ASSERT_TRUE(array_has_string(opts, "nosuid"));
                 if (streq(type, "bind")) {
-                        if (streq(dest, "/out")) {
-                                ASSERT_TRUE(array_has_string(opts, "rw") && !array_has_string(opts, "ro"));
-                                ASSERT_TRUE(array_has_string(opts, "noexec"));
-                        } else
-                                ASSERT_TRUE(array_has_string(opts, "ro") && !array_has_string(opts, "rw"));
-                        ASSERT_TRUE(streq(dest, "/usr") || streq(dest, "/data") || streq(dest, "/out"));
+                        ASSERT_TRUE(array_has_string(opts, "ro") && !array_has_string(opts, "rw"));
+                        ASSERT_TRUE(streq(dest, "/usr") || streq(dest, "/data"));
                 } else
                         ASSERT_TRUE(streq(type, "tmpfs") || streq(type, "proc") || streq(type, "devpts"));
                 if (streq(dest, "/tmp"))
                         ASSERT_TRUE(streq(type, "tmpfs"));
+                if (streq(dest, "/out")) {
+                        uint64_t size = spec->out_max_bytes / RUNTIME_PAGE_SIZE * RUNTIME_PAGE_SIZE;
+                        _cleanup_free_ char *size_opt = NULL, *inodes_opt = NULL;
+
+                        ASSERT_TRUE(asprintf(&size_opt, "size=%" PRIu64, MAX(size, RUNTIME_PAGE_SIZE)) > 0);
+                        ASSERT_TRUE(
+                                asprintf(&inodes_opt, "nr_inodes=%u", size > 0 ? RUNTIME_OUT_MAX_ENTRIES + 1 : 1) >
+                                0);
+                        ASSERT_TRUE(streq(type, "tmpfs"));
+                        ASSERT_TRUE(array_has_string(opts, size_opt));
+                        ASSERT_TRUE(array_has_string(opts, inodes_opt));
+                        ASSERT_TRUE(array_has_string(opts, "noexec") && array_has_string(opts, "nodev"));
+                        n_out++;
+                }
                 /* No /sys at all. */
                 ASSERT_TRUE(!strneq(dest, "/sys", 4));
+        }
+        ASSERT_EQ_INT(n_out, 1);
+        /* The init is told the cap and the entry limit (it copies /out
+         * out within them). */
+        {
+                json_object *args = key(key(c, "process"), "args");
+                _cleanup_free_ char *cap = NULL;
+
+                ASSERT_EQ_INT(json_object_array_length(args), 5);
+                ASSERT_TRUE(asprintf(&cap, "%" PRIu64, spec->out_max_bytes) > 0);
+                ASSERT_EQ_STR(json_object_get_string(json_object_array_get_idx(args, 3)), cap);
         }
 }
 
@@ -226,6 +250,13 @@ TEST(config_invariants) {
         s.usr = NULL;
         s.seccomp = false;
         s.uid = 0;
+        check_config_invariants(&s);
+        /* Caps that are not whole pages, and none at all. */
+        s.out_max_bytes = 1000000;
+        check_config_invariants(&s);
+        s.out_max_bytes = 4095;
+        check_config_invariants(&s);
+        s.out_max_bytes = 0;
         check_config_invariants(&s);
         s.data_dir = NULL;
         {
@@ -628,7 +659,7 @@ TEST(runtime_argv) {
         ASSERT_EQ_STR(a[3], "--cgroup-manager=disabled");
         ASSERT_EQ_STR(a[4], "run");
         ASSERT_EQ_STR(a[5], "--no-new-keyring");
-        ASSERT_EQ_STR(a[6], "--preserve-fds=1");
+        ASSERT_EQ_STR(a[6], "--preserve-fds=3");
         ASSERT_EQ_STR(a[10], "/b/container.pid");
         ASSERT_EQ_STR(a[11], "wikiweb-q-x-1");
         ASSERT_TRUE(!a[12]);

@@ -345,7 +345,10 @@ static int wait_pid(pid_t pid) {
         return status;
 }
 
-static int bare_once(RuntimeKind kind, const char *runtime, const char *root, const char *bundle, double *ret_ms) {
+/* out_fd: the bundle's out directory, given as both of the init's /out
+ * directories (print(1) leaves nothing to copy). */
+static int bare_once(
+        RuntimeKind kind, const char *runtime, const char *root, const char *bundle, int out_fd, double *ret_ms) {
         static const char code[] = "print(1)\n";
         usec_t t0 = now(CLOCK_MONOTONIC);
         char **argv = NULL;
@@ -359,7 +362,16 @@ static int bare_once(RuntimeKind kind, const char *runtime, const char *root, co
         (void) close(p[1]);
         r = runtime_argv(kind, runtime, root, RUNTIME_RUN, "wikiweb-q-bench_bare-1", bundle, &argv);
         if (r >= 0)
-                r = runtime_spawn(argv, p[0], -1, -1, -1, -1, &pid);
+                r = runtime_spawn(
+                        argv,
+                        &(RuntimeFds){ .stdin_fd = p[0],
+                                       .stdout_fd = -1,
+                                       .stderr_fd = -1,
+                                       .status_fd = -1,
+                                       .out_src_fd = out_fd,
+                                       .out_dst_fd = out_fd,
+                                       .hold_fd = -1 },
+                        &pid);
         strv_free(argv);
         (void) close(p[0]);
         if (r < 0)
@@ -370,7 +382,7 @@ static int bare_once(RuntimeKind kind, const char *runtime, const char *root, co
         for (RuntimeVerb v = RUNTIME_DELETE; v <= RUNTIME_STATE; v++) {
                 r = runtime_argv(kind, runtime, root, v, "wikiweb-q-bench_bare-1", NULL, &argv);
                 if (r >= 0)
-                        r = runtime_spawn(argv, -1, -1, -1, -1, -1, &pid);
+                        r = runtime_spawn(argv, NULL, &pid);
                 strv_free(argv);
                 if (r < 0)
                         return r;
@@ -388,7 +400,7 @@ static int bench_bare(Tool *t, unsigned n, double *ret_median) {
                             *rootfs = NULL, *root = NULL;
         _cleanup_free_ double *ms = calloc(n, sizeof(double));
         const char *rd = getenv("RUNTIME_DIRECTORY");
-        _cleanup_close_ int fd = -1;
+        _cleanup_close_ int fd = -1, out_fd = -1;
         int r;
 
         if (!ms || !c->state_directory)
@@ -415,7 +427,6 @@ static int bench_bare(Tool *t, unsigned n, double *ret_median) {
                         .rootfs = c->sandbox_rootfs ? c->sandbox_rootfs : rootfs,
                         .usr = c->sandbox_rootfs ? NULL : "/usr",
                         .data_dir = data,
-                        .out_dir = out,
                         .uid = getuid(),
                         .gid = getgid(),
                         .memory_max_bytes = c->sandbox_memory_max_bytes,
@@ -423,10 +434,13 @@ static int bench_bare(Tool *t, unsigned n, double *ret_median) {
                         .cpu_seconds = c->sandbox_timeout_seconds,
                         .file_max_bytes = c->artifact_max_bytes,
                         .tmp_max_bytes = RUNTIME_TMP_MAX_BYTES,
+                        .out_max_bytes = c->artifact_max_bytes,
                         .seccomp = true,
                 });
+        if (r >= 0 && (out_fd = open(out, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+                r = negative_errno();
         for (unsigned i = 0; r >= 0 && i < n; i++)
-                r = bare_once(runtime_kind_from_path(runtime), runtime, root, bundle, &ms[i]);
+                r = bare_once(runtime_kind_from_path(runtime), runtime, root, bundle, out_fd, &ms[i]);
         (void) sandbox_rm_rf(AT_FDCWD, dir);
         if (r < 0)
                 return r;
