@@ -578,6 +578,12 @@ static int run(int argc, char *argv[]) {
                 log_warning("Test fault: the next %" PRIu64 " sandbox scope confirmations fail.", n);
                 sandbox_set_test_unconfirmable(m.sandbox, (unsigned) n);
         }
+        if (getenv("WIKI_WEB_TEST_FAULTS") && streq(getenv("WIKI_WEB_TEST_FAULTS"), "1") &&
+            getenv("WIKI_WEB_TEST_SANDBOX_DEAF_INIT") &&
+            streq(getenv("WIKI_WEB_TEST_SANDBOX_DEAF_INIT"), "1")) {
+                log_warning("Test fault: the containers' init is never told to stop.");
+                sandbox_set_test_deaf_init(m.sandbox, true);
+        }
         api_set_sandbox_state(m.api, sandbox_is_available(m.sandbox), sandbox_cleanup_pending(m.sandbox));
 
         fd = acquire_listen_fd();

@@ -137,6 +137,7 @@ struct Sandbox {
         SandboxStateHandler state_handler;
         void *state_userdata;
         bool last_available, last_pending;
+        bool test_deaf_init;
 };
 
 /* ---- state changes ---- */
@@ -184,6 +185,11 @@ void sandbox_set_state_handler(Sandbox *s, SandboxStateHandler handler, void *us
 void sandbox_set_test_unconfirmable(Sandbox *s, unsigned n) {
         assert(s);
         scope_manager_set_test_unconfirmable(s->scopes, n);
+}
+
+void sandbox_set_test_deaf_init(Sandbox *s, bool deaf) {
+        assert(s);
+        s->test_deaf_init = deaf;
 }
 
 /* ---- cleanup: delete, state, scope ---- */
@@ -1217,6 +1223,7 @@ static int query_take_out_next(SandboxQuery *q) {
 static void run_finish(SandboxRun *run) {
         SandboxResult *res = &run->result;
         int init_status, r;
+        bool out_lost;
 
         if (run->state >= RUN_CLEANING)
                 return;
@@ -1268,6 +1275,13 @@ static void run_finish(SandboxRun *run) {
         if (run->timed_out && !res->signal && !res->has_exit_code)
                 res->signal = "SIGKILL";
 
+        out_lost = run->query && !run_init_copied_out(run) && run->error >= 0 && pid_file_exists(run);
+        if (out_lost) {
+                /* Said to the code's reader too, after what it wrote. */
+                static const char note[] =
+                        "[sandbox: the container was killed; what this run wrote to /out is lost]\n";
+                output_buffer_append(&run->err, note, strlen(note));
+        }
         res->stdout_bytes = run->out.total;
         res->stderr_bytes = run->err.total;
         if (output_buffer_render(&run->out, &res->stdout_text, NULL) < 0 ||
@@ -1280,7 +1294,7 @@ static void run_finish(SandboxRun *run) {
                         r = query_take_out_next(run->query);
                         if (r < 0)
                                 log_error_errno(r, "Run %s: cannot keep the files it left in /out", run->id);
-                } else if (run->error >= 0 && pid_file_exists(run))
+                } else if (out_lost)
                         log_warning(
                                 "Run %s: its /out was not copied out (the container was killed%s); the query's "
                                 "/out stays as it was before the run.",
@@ -1419,7 +1433,9 @@ static void run_stop(SandboxRun *run) {
                 return;
         run->stop_sent = true;
         r = run_read_init_pid(run, &pid);
-        if (r >= 0 && kill(pid, SIGUSR1) < 0)
+        if (r >= 0 && run->sandbox->test_deaf_init)
+                log_warning("Test fault: run %s: the container's init is not told to stop.", run->id);
+        else if (r >= 0 && kill(pid, SIGUSR1) < 0)
                 r = negative_errno();
         if (r < 0) {
                 log_info_errno(r, "Run %s: cannot signal the container's init, killing its scope", run->id);

@@ -92,6 +92,9 @@ void sandbox_set_state_handler(Sandbox *s, SandboxStateHandler handler, void *us
 /* Test-only fault switch: the next n scope confirmations find the unit
  * still there, as a stuck unit would (API.md 8.4). */
 void sandbox_set_test_unconfirmable(Sandbox *s, unsigned n);
+/* Test-only fault switch: at a timeout or a cancel the container's init is
+ * not signalled, as an init that does not answer (the grace, then KillUnit). */
+void sandbox_set_test_deaf_init(Sandbox *s, bool deaf);
 
 /* A query's sandbox context. query_id: [A-Za-z0-9_]+, at most 64 bytes.
  * Creates the directories (an existing one is emptied first: /out is empty

@@ -2541,6 +2541,35 @@ def sandbox_timeout_keeps_out(bed):
     _sb_check_clean(bed)
 
 
+@test
+def sandbox_deaf_init_killed_after_grace(bed):
+    """An init that does not answer the stop (test fault switch): its scope is killed after the 5 s grace, the
+    run is timed out, what that run wrote to /out is lost while the earlier run's file stays; nothing is left."""
+    extra = "WIKI_WEB_TEST_FAULTS=1\nWIKI_WEB_TEST_SANDBOX_DEAF_INIT=1\nWIKI_WEB_SANDBOX_TIMEOUT_SECONDS=2\n"
+    with _Pipeline(bed, extra=extra) as pl:
+        first = "open('/out/kept.txt', 'w').write('first run')\n"
+        second = "open('/out/lost.txt', 'w').write('second run')\nimport time\ntime.sleep(120)\n"
+        pl.llm.set_script([{"tool_calls": [{"name": "run_python", "arguments": {"code": first}}]},
+                           {"tool_calls": [{"name": "run_python", "arguments": {"code": second}}]},
+                           {"answer": "Done."}])
+        t0 = time.monotonic()
+        status, _, rec = bed.http("POST", "/api/v1/query", bed.session(), {"question": "Deaf?"}, timeout=60)
+        took = time.monotonic() - t0
+        check(status == 200 and rec["status"] == "succeeded", f"{status} {rec}")
+        tool = [m for m in pl.llm.chat_requests()[2]["messages"] if m["role"] == "tool"][-1]
+        result = json.loads(tool["content"])
+        log(f"# deaf init: query {took:.1f}s; second run {result}; artifacts {[a['name'] for a in rec['artifacts']]}")
+        check(result["timed_out"] is True, f"second run not timed out: {result}")
+        check(took >= 6.5, f"the scope was killed before the grace ended ({took:.1f}s)")
+        check([a["name"] for a in rec["artifacts"]] == ["kept.txt"], f"artifacts {rec['artifacts']}")
+        check(result["stderr"].endswith("[sandbox: the container was killed; what this run wrote to /out is lost]\n"),
+              f"stderr {result['stderr']!r}")
+        check(any("did not end 5 s after it was told to stop" in line for line in bed.journal().splitlines()),
+              "no journal line for the kill after the grace")
+        _pl_no_scopes(bed)
+        check(bed.prop("State") == "idle" and bed.prop("Health") == "ok", "not idle and ok afterwards")
+
+
 def preflight():
     if os.geteuid() != 0:
         skip("needs root (systemd-nspawn)")
