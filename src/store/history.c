@@ -4,7 +4,10 @@
  * (is_json_array()); rendering records is src/http/render.c's. */
 #include <json-c/json.h>
 #include <limits.h>
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "shared/json-util.h"
 #include "shared/log.h"
@@ -64,8 +67,6 @@ static const char schema_sql[] =
  * history_free(): compiling them again on every call was a third of the
  * CPU of a query's completion on the event loop (bench-pipeline). */
 typedef enum Statement {
-        STMT_SYNC_FULL,
-        STMT_SYNC_NORMAL,
         STMT_BEGIN,
         STMT_COMMIT,
         STMT_ROLLBACK,
@@ -82,8 +83,6 @@ typedef enum Statement {
 } Statement;
 
 static const char *const statement_sql[_STMT_MAX] = {
-        [STMT_SYNC_FULL] = "PRAGMA synchronous = FULL",
-        [STMT_SYNC_NORMAL] = "PRAGMA synchronous = NORMAL",
         [STMT_BEGIN] = "BEGIN IMMEDIATE",
         [STMT_COMMIT] = "COMMIT",
         [STMT_ROLLBACK] = "ROLLBACK",
@@ -116,6 +115,9 @@ static const char *const statement_sql[_STMT_MAX] = {
 struct History {
         sqlite3 *db;
         sqlite3_stmt *stmts[_STMT_MAX];
+        char *path;     /* the database file */
+        char *wal_path; /* its write-ahead log */
+        int sync_fd;    /* the file history_sync_fd() returned, or -1 */
 };
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(sqlite3_stmt *, sqlite3_finalize);
@@ -286,6 +288,9 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
         h = calloc(1, sizeof *h);
         if (!h)
                 return -ENOMEM;
+        h->sync_fd = -1;
+        if (asprintf(&h->wal_path, "%s-wal", path) < 0)
+                return -ENOMEM;
 
         if (sqlite3_open_v2(
                     path, &h->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) !=
@@ -305,11 +310,13 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
          * by default: a commit is in the WAL, so it survives the daemon's
          * crash or kill (the recovery at the next start relies on that),
          * but is not fsync()ed. The writes whose loss a person would notice
-         * (a completed record, a deletion) go through step_durable(), which
-         * commits with synchronous=FULL; its fsync of the WAL also makes
+         * (a completed record, a deletion) are then made durable with an
+         * fdatasync() of the WAL (history_sync_fd()): what
+         * synchronous=FULL adds to NORMAL in WAL mode, and it also makes
          * every earlier commit durable (the "running" record, the
-         * artifacts). That is one fsync per query on the event loop instead
-         * of two (measured ~4 ms each here: bench-pipeline). */
+         * artifacts). That is one sync per query instead of two, and the
+         * query's completion does it off the event loop (history_finish_nosync(),
+         * SyncWorker; ~4 ms on this machine's disk: bench-pipeline). */
         create = check_schema(h);
         r = MIN(create, 0);
         if (r >= 0)
@@ -329,6 +336,7 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
 
         if (ret_recovered)
                 *ret_recovered = recovered;
+        h->path = TAKE_PTR(path);
         *ret = TAKE_PTR(h);
         return 0;
 }
@@ -339,19 +347,72 @@ History *history_free(History *h) {
         for (size_t i = 0; i < _STMT_MAX; i++)
                 (void) sqlite3_finalize(h->stmts[i]);
         (void) sqlite3_close_v2(h->db);
+        if (h->sync_fd >= 0)
+                (void) close(h->sync_fd);
+        free(h->path);
+        free(h->wal_path);
         free(h);
         return NULL;
 }
 
-/* sqlite3_step() of a one-statement write, committed with
- * synchronous=FULL: durable across a power cut once it returns (see
- * history_open()). Returns sqlite3_step()'s result. */
+/* The file whose fdatasync() makes the commits so far durable: the WAL,
+ * or the database itself if it has none (a file system without WAL
+ * support). Opened once and kept while it is the same file (SQLite
+ * deletes the WAL only when the last connection closes, but the file is
+ * not ours alone). */
+int history_sync_fd(History *h) {
+        struct stat now, was;
+        const char *p;
+        int fd;
+
+        assert(h);
+
+        p = h->wal_path;
+        if (stat(p, &now) < 0) {
+                if (errno != ENOENT)
+                        return -errno;
+                p = h->path;
+                if (stat(p, &now) < 0)
+                        return -errno;
+        }
+        if (h->sync_fd >= 0 && fstat(h->sync_fd, &was) >= 0 && was.st_dev == now.st_dev &&
+            was.st_ino == now.st_ino)
+                return h->sync_fd;
+
+        fd = open(p, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        if (h->sync_fd >= 0)
+                (void) close(h->sync_fd);
+        h->sync_fd = fd;
+        return fd;
+}
+
+int history_sync(History *h) {
+        int fd;
+
+        fd = history_sync_fd(h);
+        while (fd >= 0 && fdatasync(fd) < 0)
+                if (errno != EINTR) {
+                        fd = -errno;
+                        break;
+                }
+        if (fd < 0) {
+                log_error_errno(fd, "History store: cannot make the commit durable");
+                return -EIO;
+        }
+        return 0;
+}
+
+/* sqlite3_step() of a one-statement write, then synced: durable across a
+ * power cut once it returns (see history_open()). Returns sqlite3_step()'s
+ * result, or SQLITE_IOERR if the sync failed. */
 static int step_durable(History *h, sqlite3_stmt *s) {
         int r;
 
-        (void) exec_cached(h, STMT_SYNC_FULL);
         r = sqlite3_step(s);
-        (void) exec_cached(h, STMT_SYNC_NORMAL);
+        if (r == SQLITE_DONE && history_sync(h) < 0)
+                return SQLITE_IOERR;
         return r;
 }
 
@@ -408,7 +469,7 @@ static bool is_json_array(const char *text) {
         return ok;
 }
 
-int history_finish(History *h, const char *id, const HistoryOutcome *o) {
+static int finish(History *h, const char *id, const HistoryOutcome *o, bool durable) {
         _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
         int r;
 
@@ -442,9 +503,18 @@ int history_finish(History *h, const char *id, const HistoryOutcome *o) {
         sqlite3_bind_int64(s, 15, (sqlite3_int64) MIN(o->completion_tokens, (uint64_t) INT64_MAX));
         sqlite3_bind_int64(s, 16, (sqlite3_int64) o->finished_at);
 
-        if (step_durable(h, s) != SQLITE_DONE)
+        r = durable ? step_durable(h, s) : sqlite3_step(s);
+        if (r != SQLITE_DONE)
                 return db_error(h, "complete a record");
         return sqlite3_changes(h->db) == 1 ? 0 : -ENOENT;
+}
+
+int history_finish(History *h, const char *id, const HistoryOutcome *o) {
+        return finish(h, id, o, true);
+}
+
+int history_finish_nosync(History *h, const char *id, const HistoryOutcome *o) {
+        return finish(h, id, o, false);
 }
 
 /* ---- reading records ---- */

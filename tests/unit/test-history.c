@@ -1185,4 +1185,27 @@ TEST(statements_reused_and_reset) {
         assert_no_reader(f.dir);
 }
 
+/* The durable sync is an fdatasync() of the write-ahead log: the
+ * descriptor is the WAL's, kept while the file is the same one; a record
+ * completed without it is committed (another connection reads it). */
+TEST(sync_fd_is_the_wal) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("sync-fd");
+        _cleanup_free_ char *wal = path_in(f.dir, "history.sqlite3-wal");
+        const SessionKey k = key(23);
+        HistoryOutcome out = { .succeeded = true, .answer = "a", .finished_at = T0 + 2 };
+        struct stat a, b;
+        int fd;
+
+        ASSERT_OK(history_begin(f.h, qid(800), &k, "q", T0));
+        ASSERT_OK(history_finish_nosync(f.h, qid(800), &out));
+        ASSERT_EQ_INT(sql_int(f.dir, "SELECT count(*) FROM queries WHERE status = 'succeeded'"), 1);
+        fd = history_sync_fd(f.h);
+        ASSERT_TRUE(fd >= 0);
+        ASSERT_TRUE(fstat(fd, &a) == 0 && stat(wal, &b) == 0);
+        ASSERT_TRUE(a.st_dev == b.st_dev && a.st_ino == b.st_ino);
+        ASSERT_EQ_INT(history_sync_fd(f.h), fd);
+        ASSERT_OK(history_sync(f.h));
+        ASSERT_EQ_INT(history_finish_nosync(f.h, qid(800), &out), -ENOENT);
+}
+
 DEFINE_TEST_MAIN()
