@@ -28,10 +28,14 @@ MediaWiki (tests/fixtures/mediawiki.py) and the scripted model server
    model and the back-to-back query client, which a busy slot wakes and
    which then take the CPU from the daemon and the probe (on 2 CPUs, php
    alone keeps one busy). In production the wiki and the model run
-   elsewhere. So the figure is taken twice and both are printed: with the
-   fixtures at normal priority, and with them at SCHED_IDLE (the daemon and
-   the probe stay at normal priority), which is what the target is read
-   against.
+   elsewhere. So the figure is taken three times and all are printed: with
+   the fixtures at normal priority; with them at SCHED_IDLE (the daemon and
+   the probe stay at normal priority); and with them at SCHED_IDLE and
+   pinned to the last CPU, the daemon and the probe to the others, the
+   closest this machine gets to "elsewhere" (a SCHED_IDLE php that the
+   daemon's request wakes on the daemon's own CPU still delays the daemon
+   by milliseconds at times: perf sched). The target is read against the
+   last.
 
     tests/bench/bench-pipeline.py [path/to/wikiwebd]
 """
@@ -131,6 +135,43 @@ def fixtures_to_sched_idle(w):
             sched_idle(int(t))
 
 
+# The CPU the fixtures are pinned to in the last figures, and the others,
+# for the daemon and the probe (None: not pinned).
+FIXTURE_CPUS = None
+
+
+def pin(tid, cpus):
+    try:
+        os.sched_setaffinity(tid, cpus)
+    except ProcessLookupError:
+        pass  # a thread that has just ended
+
+
+def pin_apart(w, d):
+    """Fixtures on the last CPU, the daemon (all its threads) and the probe
+    (started from the main thread) on the others: the wiki and the model
+    as if on another machine. Returns False with fewer than 2 CPUs."""
+    global FIXTURE_CPUS
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        return False
+    FIXTURE_CPUS = {cpus[-1]}
+    others = set(cpus[:-1])
+    pin(w.proc.pid, FIXTURE_CPUS)
+    main = threading.main_thread().native_id
+    for t in os.listdir('/proc/self/task'):
+        pin(int(t), others if int(t) == main else FIXTURE_CPUS)
+    for t in os.listdir(f'/proc/{d.proc.pid}/task'):
+        pin(int(t), others)
+    return True
+
+
+def unpin(cpus):
+    global FIXTURE_CPUS
+    FIXTURE_CPUS = None
+    pin(0, cpus)
+
+
 def busy_latencies(d, llm, idle_priority, n):
     """n status latencies while a thread runs queries back to back, and how
     many queries completed meanwhile."""
@@ -138,6 +179,8 @@ def busy_latencies(d, llm, idle_priority, n):
     ran = [0]
 
     def back_to_back():
+        if FIXTURE_CPUS:
+            pin(0, FIXTURE_CPUS)
         if idle_priority:
             sched_idle(0)
         q = d.browser()
@@ -239,17 +282,28 @@ def measure_status(d, llm, w, where):
             ratios.append(print_round(i, idle, burning, 'burner'))
         print(f'    p99 ratio: median {statistics.median(ratios):.2f} '
               f'(min {min(ratios):.2f}, max {max(ratios):.2f} over {ROUNDS} rounds)')
-    for fixtures in ('normal', 'idle'):
+    all_cpus = os.sched_getaffinity(0)
+    for fixtures in ('normal', 'idle', 'apart'):
         if fixtures == 'normal':
             print('  fixtures (php, fake model, query client) at normal priority:')
-        else:
+        elif fixtures == 'idle':
             fixtures_to_sched_idle(w)
             print('  fixtures at SCHED_IDLE, the daemon and the probe at normal priority '
                   '(in production the wiki and the model run elsewhere):')
+        else:
+            if not pin_apart(w, d):
+                print('  (one CPU: no figures with the fixtures on a CPU of their own)')
+                continue
+            print(f'  fixtures at SCHED_IDLE and on CPU {min(FIXTURE_CPUS)} only, the daemon and the probe on '
+                  f'the other CPUs:')
         ratios = []
-        for i in range(ROUNDS):
-            idle, busy, ran = round_latencies(d, llm, fixtures == 'idle')
-            ratios.append(print_round(i, idle, busy, f'busy ({ran} queries)'))
+        try:
+            for i in range(ROUNDS):
+                idle, busy, ran = round_latencies(d, llm, fixtures != 'normal')
+                ratios.append(print_round(i, idle, busy, f'busy ({ran} queries)'))
+        finally:
+            if fixtures == 'apart':
+                unpin(all_cpus)
         print_ratios(ratios)
 
 
