@@ -301,7 +301,7 @@ static int on_exit_timer(sd_event_source *s, uint64_t usec, void *userdata);
 static void maybe_exit(Manager *m) {
         usec_t t = now(CLOCK_MONOTONIC), wake;
 
-        if (!m->stopping || query_executor_busy(m->executor))
+        if (!m->stopping || query_executor_busy(m->executor) || api_is_completing(m->api))
                 return;
         if (m->drain_deadline == 0)
                 m->drain_deadline = usec_add(t, STOP_DRAIN_USEC);
@@ -547,7 +547,7 @@ static int run(int argc, char *argv[]) {
         if (!query_executor_is_configured(m.executor))
                 log_warning("Query execution is not configured: every query will fail with execution_failed.");
 
-        r = api_new(&m.config, m.admission, m.executor, m.history, &m.api);
+        r = api_new(m.event, &m.config, m.admission, m.executor, m.history, &m.api);
         if (r < 0)
                 return log_oom();
         api_set_query_finished_hook(m.api, on_query_finished, &m);

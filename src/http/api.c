@@ -13,6 +13,7 @@
 #include "shared/random-util.h"
 #include "shared/sanitize.h"
 #include "shared/time-util.h"
+#include "store/sync-worker.h"
 
 struct Api {
         const Config *config;
@@ -36,6 +37,20 @@ struct Api {
         char running_query_id[QUERY_ID_MAX];
         usec_t running_since;  /* monotonic, the claim */
         usec_t running_queued; /* how long its ticket waited before the claim */
+
+        /* The query that ended, between its record's commit and the sync
+         * that makes the record durable, which runs on the worker's thread
+         * (NULL: none could be started, it is done here). Only then is the
+         * slot given up and the client answered. */
+        SyncWorker *sync;
+        struct {
+                bool active;
+                bool succeeded, cleanup_confirmed;
+                ApiError error;
+                char *message; /* the outcome's, NULL for the default */
+                usec_t ended;  /* monotonic */
+                usec_t duration;
+        } ended;
 };
 
 static void api_on_cleanup_confirmed(const char *query_id, void *userdata) {
@@ -54,8 +69,15 @@ static void api_on_cleanup_confirmed(const char *query_id, void *userdata) {
                 api->cleanup_hook(query_id, api->cleanup_hook_userdata);
 }
 
-int api_new(const Config *config, Admission *admission, QueryExecutor *executor, History *history, Api **ret) {
+int api_new(
+        sd_event *event,
+        const Config *config,
+        Admission *admission,
+        QueryExecutor *executor,
+        History *history,
+        Api **ret) {
         _cleanup_(api_freep) Api *api = NULL;
+        int r;
 
         assert(config);
         assert(admission);
@@ -71,6 +93,10 @@ int api_new(const Config *config, Admission *admission, QueryExecutor *executor,
         api->executor = executor;
         api->history = history;
         query_executor_set_cleanup_handler(executor, api_on_cleanup_confirmed, api);
+        /* Without the thread, the sync is done on the loop. */
+        r = sync_worker_new(event, &api->sync);
+        if (r < 0)
+                log_warning_errno(r, "No thread for the history's syncs; they run on the event loop");
         *ret = TAKE_PTR(api);
         return 0;
 }
@@ -83,6 +109,11 @@ void api_set_cleanup_confirmed_hook(Api *api, ApiCleanupConfirmedHook hook, void
 
 
 Api *api_free(Api *api) {
+        if (!api)
+                return NULL;
+        /* A sync in flight is completed (joined), its callback dropped. */
+        api->sync = sync_worker_free(api->sync);
+        free(api->ended.message);
         free(api);
         return NULL;
 }
@@ -265,8 +296,10 @@ static HttpHandlerResult api_handle_leave(Api *api, HttpRequest *req) {
 
 /* Complete the query's record (API.md 9): it was written as "running"
  * before execution started. A failure here is logged; the record then stays
- * "running" until the next start marks it failed. */
-static void api_record_outcome(Api *api, const QueryOutcome *o, usec_t duration) {
+ * "running" until the next start marks it failed. Durable when this
+ * returns, or, with !durable, once the caller has synced the store
+ * (history_finish_nosync()). */
+static void api_record_outcome(Api *api, const QueryOutcome *o, usec_t duration, bool durable) {
         _cleanup_free_ char *message = NULL;
         const char *raw = o->message ? o->message : api_error_default_message(o->error);
         HistoryOutcome h = {
@@ -310,37 +343,48 @@ static void api_record_outcome(Api *api, const QueryOutcome *o, usec_t duration)
                         log_warning_errno(r, "Query %s: an artifact could not be kept", o->query_id);
         }
 
-        r = history_finish(api->history, o->query_id, &h);
+        r = durable ? history_finish(api->history, o->query_id, &h) :
+                      history_finish_nosync(api->history, o->query_id, &h);
         if (r == -ENOENT)
                 log_warning("Query %s ended, but its record is gone.", o->query_id);
         else if (r < 0)
                 log_error_errno(r, "Failed to record the outcome of query %s", o->query_id);
 }
 
-static void api_on_query_done(const QueryOutcome *o, void *userdata) {
+/* The record of the query that ended is durable (or could not be made
+ * so, logged): give up the slot, tell the journal, D-Bus and the client. */
+static void api_on_record_durable(int error, void *userdata) {
         Api *api = userdata;
         HttpRequest *req = TAKE_PTR(api->running_request);
-        usec_t t = now(CLOCK_MONOTONIC), duration = t - api->running_since;
-        const char *status = o->succeeded ? "succeeded" : "failed";
-        const char *h[] = { "Wikiweb-Query-Id", api->running_query_id, NULL };
+        _cleanup_free_ char *message = TAKE_PTR(api->ended.message);
+        bool succeeded = api->ended.succeeded;
+        const char *status = succeeded ? "succeeded" : "failed";
+        const char *id = api->running_query_id;
+        const char *h[] = { "Wikiweb-Query-Id", id, NULL };
+        usec_t duration = api->ended.duration;
         int r;
 
-        if (o->cleanup_confirmed) {
-                r = admission_finish(api->admission, t);
+        assert(api->ended.active);
+        api->ended.active = false;
+        if (error < 0)
+                log_error_errno(error, "Query %s: its record could not be made durable", id);
+
+        if (api->ended.cleanup_confirmed) {
+                r = admission_finish(api->admission, api->ended.ended);
                 if (r < 0)
-                        log_error_errno(r, "Query %s ended but the controller was not running", o->query_id);
+                        log_error_errno(r, "Query %s ended but the controller was not running", id);
         } else {
                 /* The slot stays taken until cleanup is confirmed (API.md 8.4). */
                 api->degraded = true;
-                snprintf(api->awaiting_cleanup, sizeof api->awaiting_cleanup, "%s", o->query_id);
-                log_error("Query %s: cleanup could not be confirmed; the queue stays blocked.", o->query_id);
+                snprintf(api->awaiting_cleanup, sizeof api->awaiting_cleanup, "%s", id);
+                log_error("Query %s: cleanup could not be confirmed; the queue stays blocked.", id);
         }
 
         {
                 const char *fields[] = { "WIKIWEB_EVENT=query_finished", NULL, NULL, NULL };
                 char f1[64], f2[64];
 
-                snprintf(f1, sizeof f1, "QUERY_ID=%s", o->query_id);
+                snprintf(f1, sizeof f1, "QUERY_ID=%s", id);
                 snprintf(f2, sizeof f2, "QUERY_STATUS=%s", status);
                 fields[1] = f1;
                 fields[2] = f2;
@@ -348,37 +392,67 @@ static void api_on_query_done(const QueryOutcome *o, void *userdata) {
                         LOG_INFO,
                         fields,
                         "Query %s %s after %" PRIu64 " ms%s%s.",
-                        o->query_id,
+                        id,
                         status,
                         duration / USEC_PER_MSEC,
-                        o->succeeded ? "" : ": ",
-                        o->succeeded ? "" : api_error_to_string(o->error));
+                        succeeded ? "" : ": ",
+                        succeeded ? "" : api_error_to_string(api->ended.error));
         }
 
         if (api->hook)
-                api->hook(o->query_id, status, duration, o->cleanup_confirmed, api->hook_userdata);
-
-        api_record_outcome(api, o, duration);
+                api->hook(id, status, duration, api->ended.cleanup_confirmed, api->hook_userdata);
 
         if (!req)
                 return;
-        if (o->succeeded) {
+        if (succeeded) {
                 _cleanup_(history_record_freep) HistoryRecord *record = NULL;
                 _cleanup_(json_object_putp) json_object *body = NULL;
 
-                r = history_get_record(api->history, o->query_id, http_request_session(req), &record);
+                r = history_get_record(api->history, id, http_request_session(req), &record);
                 if (r >= 0) {
                         body = render_history_record(record);
                         if (!body)
                                 r = -ENOMEM;
                 }
                 if (r < 0) {
-                        log_error_errno(r, "Query %s succeeded but its record cannot be read", o->query_id);
+                        log_error_errno(r, "Query %s succeeded but its record cannot be read", id);
                         http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, h);
                 } else
                         http_reply(req, 200, render_body(body), h);
         } else
-                http_reply_error(req, o->error, o->message, h);
+                http_reply_error(req, api->ended.error, message, h);
+}
+
+/* The executor's report, on the loop: the record is committed now, and
+ * the rest waits for the sync that makes it durable, done on the worker's
+ * thread (several milliseconds on a disk, during which the loop serves
+ * requests) or, without it, here. */
+static void api_on_query_done(const QueryOutcome *o, void *userdata) {
+        Api *api = userdata;
+        usec_t t = now(CLOCK_MONOTONIC);
+        int r;
+
+        assert(!api->ended.active);
+        api->ended.active = true;
+        api->ended.succeeded = o->succeeded;
+        api->ended.cleanup_confirmed = o->cleanup_confirmed;
+        api->ended.error = o->error;
+        api->ended.ended = t;
+        api->ended.duration = t - api->running_since;
+        /* Without memory for it the default message of the code is sent. */
+        api->ended.message = o->message ? strdup(o->message) : NULL;
+
+        api_record_outcome(api, o, api->ended.duration, /* durable= */ false);
+
+        r = api->sync ?
+                sync_worker_start(api->sync, history_sync_fd(api->history), api_on_record_durable, api) :
+                -EOPNOTSUPP;
+        if (r < 0)
+                api_on_record_durable(history_sync(api->history), api);
+}
+
+bool api_is_completing(const Api *api) {
+        return api && api->ended.active;
 }
 
 static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
@@ -440,7 +514,7 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
                 };
 
                 log_error_errno(r, "Failed to start query %s", job.id);
-                api_record_outcome(api, &failed, now(CLOCK_MONOTONIC) - t);
+                api_record_outcome(api, &failed, now(CLOCK_MONOTONIC) - t, /* durable= */ true);
                 (void) admission_finish(api->admission, now(CLOCK_MONOTONIC));
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, h);
         }

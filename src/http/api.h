@@ -22,7 +22,15 @@ typedef struct Api Api;
 typedef void (*ApiQueryFinishedHook)(
         const char *query_id, const char *status, usec_t duration_usec, bool cleanup_confirmed, void *userdata);
 
-int api_new(const Config *config, Admission *admission, QueryExecutor *executor, History *history, Api **ret);
+/* event: where the completion of a query's record is reported (its sync
+ * runs on a thread of the Api's own, SyncWorker). */
+int api_new(
+        sd_event *event,
+        const Config *config,
+        Admission *admission,
+        QueryExecutor *executor,
+        History *history,
+        Api **ret);
 Api *api_free(Api *api);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Api *, api_free);
 void api_set_query_finished_hook(Api *api, ApiQueryFinishedHook hook, void *userdata);
@@ -35,6 +43,9 @@ typedef void (*ApiCleanupConfirmedHook)(const char *query_id, void *userdata);
 void api_set_cleanup_confirmed_hook(Api *api, ApiCleanupConfirmedHook hook, void *userdata);
 
 bool api_is_degraded(const Api *api);
+/* Whether a query has ended but its record is still being made durable:
+ * its slot is not given up and its client not answered yet. */
+bool api_is_completing(const Api *api);
 /* The sandbox's state for /api/v1/health: "sandbox": "ok"|"unavailable",
  * and "status": "degraded" while a sandbox cleanup is not confirmed. */
 void api_set_sandbox_state(Api *api, bool available, bool cleanup_pending);

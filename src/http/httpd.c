@@ -1176,6 +1176,19 @@ int http_server_new(
         (void) sd_event_source_set_enabled(s->deadline_source, SD_EVENT_OFF);
         (void) sd_event_source_set_description(s->deadline_source, "http-request-deadline");
 
+        /* Requests first: a status poll that arrives while the pipeline's
+         * or curl's sources are pending too is served before them (sd-event
+         * dispatches one pending source per iteration, the most important
+         * first). A request's own work is short (API.md's handlers do not
+         * wait), the pipeline's sources are served as soon as no request
+         * is ready, and the connection limit bounds how many can be. */
+        sd_event_source *const sources[] = { s->io_source, s->timer_source, s->wake_source, s->deadline_source };
+        for (size_t i = 0; i < ELEMENTSOF(sources); i++) {
+                r = sd_event_source_set_priority(sources[i], SD_EVENT_PRIORITY_IMPORTANT);
+                if (r < 0)
+                        return r;
+        }
+
         *ret = TAKE_PTR(s);
         return 0;
 }

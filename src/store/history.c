@@ -4,7 +4,10 @@
  * (is_json_array()); rendering records is src/http/render.c's. */
 #include <json-c/json.h>
 #include <limits.h>
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "shared/json-util.h"
 #include "shared/log.h"
@@ -59,11 +62,74 @@ static const char schema_sql[] =
         "model_ms, sandbox_ms, cleanup_ms, total_ms, model, prompt_tokens, completion_tokens, created_at, " \
         "finished_at"
 
+/* The statements run per query or per request, prepared once per
+ * connection (SQLITE_PREPARE_PERSISTENT) on first use and kept until
+ * history_free(): compiling them again on every call was a third of the
+ * CPU of a query's completion on the event loop (bench-pipeline). */
+typedef enum Statement {
+        STMT_BEGIN,
+        STMT_COMMIT,
+        STMT_ROLLBACK,
+        STMT_INSERT,
+        STMT_FINISH,
+        STMT_ARTIFACTS_OF,
+        STMT_GET_RECORD,
+        STMT_IS_RUNNING,
+        STMT_LIST,
+        STMT_DELETE,
+        STMT_GET_ARTIFACT,
+        STMT_ADD_ARTIFACT,
+        _STMT_MAX,
+} Statement;
+
+static const char *const statement_sql[_STMT_MAX] = {
+        [STMT_BEGIN] = "BEGIN IMMEDIATE",
+        [STMT_COMMIT] = "COMMIT",
+        [STMT_ROLLBACK] = "ROLLBACK",
+        [STMT_INSERT] =
+                "INSERT INTO queries (id, session, status, question, created_at)"
+                " VALUES (?1, ?2, 'running', ?3, ?4)",
+        [STMT_FINISH] =
+                "UPDATE queries SET status = ?2, answer = ?3, sources = ?4, error_code = ?5,"
+                " error_message = ?6, queue_ms = ?7, wiki_ms = ?8, model_ms = ?9, sandbox_ms = ?10,"
+                " cleanup_ms = ?11, total_ms = ?12, model = ?13, prompt_tokens = ?14,"
+                " completion_tokens = ?15, finished_at = ?16"
+                " WHERE id = ?1 AND status = 'running'",
+        [STMT_ARTIFACTS_OF] =
+                "SELECT id, name, media_type, size_bytes, sha256 FROM artifacts"
+                " WHERE query_id = ?1 ORDER BY seq",
+        [STMT_GET_RECORD] = "SELECT " RECORD_COLUMNS " FROM queries WHERE id = ?1 AND session = ?2",
+        [STMT_IS_RUNNING] = "SELECT status = 'running' FROM queries WHERE id = ?1 AND session = ?2",
+        [STMT_LIST] = "SELECT " RECORD_COLUMNS
+                      " FROM queries WHERE session = ?1 AND seq < ?2"
+                      " ORDER BY seq DESC LIMIT ?3",
+        [STMT_DELETE] = "DELETE FROM queries WHERE id = ?1 AND session = ?2 AND status != 'running'",
+        [STMT_GET_ARTIFACT] =
+                "SELECT a.name, a.media_type, a.sha256, a.data FROM artifacts a"
+                " JOIN queries q ON q.id = a.query_id WHERE a.id = ?1 AND q.session = ?2",
+        [STMT_ADD_ARTIFACT] =
+                "INSERT INTO artifacts (id, query_id, name, media_type, size_bytes, sha256, data)"
+                " SELECT ?1, id, ?2, ?3, ?4, ?5, zeroblob(?4) FROM queries WHERE id = ?6",
+};
+
 struct History {
         sqlite3 *db;
+        sqlite3_stmt *stmts[_STMT_MAX];
+        char *path;     /* the database file */
+        char *wal_path; /* its write-ahead log */
+        int sync_fd;    /* the file history_sync_fd() returned, or -1 */
 };
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(sqlite3_stmt *, sqlite3_finalize);
+
+/* Give a cached statement back: reset (which also ends the read
+ * transaction a SELECT left open at a row) with its bindings cleared (they
+ * point into the caller's strings, SQLITE_STATIC). */
+static void stmt_release(sqlite3_stmt *s) {
+        (void) sqlite3_reset(s);
+        (void) sqlite3_clear_bindings(s);
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(sqlite3_stmt *, stmt_release);
 
 /* Log an SQLite failure (its message names no secret: the statements carry
  * only bound parameters) and return -EIO. */
@@ -75,6 +141,38 @@ static int db_error(History *h, const char *what) {
 static int prepare(History *h, const char *sql, sqlite3_stmt **ret) {
         if (sqlite3_prepare_v2(h->db, sql, -1, ret, NULL) != SQLITE_OK)
                 return db_error(h, "prepare");
+        return 0;
+}
+
+/* The cached statement which, prepared on first use, in *ret; the caller
+ * gives it back with stmt_release() (_cleanup_(stmt_releasep)). A
+ * statement is never in use twice at once: -EBUSY if it were. */
+static int statement(History *h, Statement which, sqlite3_stmt **ret) {
+        assert((unsigned) which < _STMT_MAX);
+
+        if (!h->stmts[which] &&
+            sqlite3_prepare_v3(
+                    h->db, statement_sql[which], -1, SQLITE_PREPARE_PERSISTENT, &h->stmts[which], NULL) !=
+                    SQLITE_OK)
+                return db_error(h, "prepare");
+        if (sqlite3_stmt_busy(h->stmts[which]))
+                return -EBUSY;
+        *ret = h->stmts[which];
+        return 0;
+}
+
+/* Run a cached statement without parameters and results (a PRAGMA, BEGIN,
+ * COMMIT, ROLLBACK). */
+static int exec_cached(History *h, Statement which) {
+        _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
+        int r;
+
+        r = statement(h, which, &s);
+        if (r < 0)
+                return r;
+        r = sqlite3_step(s);
+        if (r != SQLITE_DONE && r != SQLITE_ROW)
+                return db_error(h, statement_sql[which]);
         return 0;
 }
 
@@ -190,6 +288,9 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
         h = calloc(1, sizeof *h);
         if (!h)
                 return -ENOMEM;
+        h->sync_fd = -1;
+        if (asprintf(&h->wal_path, "%s-wal", path) < 0)
+                return -ENOMEM;
 
         if (sqlite3_open_v2(
                     path, &h->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) !=
@@ -209,11 +310,13 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
          * by default: a commit is in the WAL, so it survives the daemon's
          * crash or kill (the recovery at the next start relies on that),
          * but is not fsync()ed. The writes whose loss a person would notice
-         * (a completed record, a deletion) go through step_durable(), which
-         * commits with synchronous=FULL; its fsync of the WAL also makes
+         * (a completed record, a deletion) are then made durable with an
+         * fdatasync() of the WAL (history_sync_fd()): what
+         * synchronous=FULL adds to NORMAL in WAL mode, and it also makes
          * every earlier commit durable (the "running" record, the
-         * artifacts). That is one fsync per query on the event loop instead
-         * of two (measured ~4 ms each here: bench-pipeline). */
+         * artifacts). That is one sync per query instead of two, and the
+         * query's completion does it off the event loop (history_finish_nosync(),
+         * SyncWorker; ~4 ms on this machine's disk: bench-pipeline). */
         create = check_schema(h);
         r = MIN(create, 0);
         if (r >= 0)
@@ -233,6 +336,7 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
 
         if (ret_recovered)
                 *ret_recovered = recovered;
+        h->path = TAKE_PTR(path);
         *ret = TAKE_PTR(h);
         return 0;
 }
@@ -240,25 +344,80 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
 History *history_free(History *h) {
         if (!h)
                 return NULL;
+        for (size_t i = 0; i < _STMT_MAX; i++)
+                (void) sqlite3_finalize(h->stmts[i]);
         (void) sqlite3_close_v2(h->db);
+        if (h->sync_fd >= 0)
+                (void) close(h->sync_fd);
+        free(h->path);
+        free(h->wal_path);
         free(h);
         return NULL;
 }
 
-/* sqlite3_step() of a one-statement write, committed with
- * synchronous=FULL: durable across a power cut once it returns (see
- * history_open()). Returns sqlite3_step()'s result. */
+/* The file whose fdatasync() makes the commits so far durable: the WAL,
+ * or the database itself if it has none (a file system without WAL
+ * support). Opened once and kept while it is the same file (SQLite
+ * deletes the WAL only when the last connection closes, but the file is
+ * not ours alone). */
+int history_sync_fd(History *h) {
+        struct stat now, was;
+        const char *p;
+        int fd;
+
+        assert(h);
+
+        p = h->wal_path;
+        if (stat(p, &now) < 0) {
+                if (errno != ENOENT)
+                        return -errno;
+                p = h->path;
+                if (stat(p, &now) < 0)
+                        return -errno;
+        }
+        if (h->sync_fd >= 0 && fstat(h->sync_fd, &was) >= 0 && was.st_dev == now.st_dev &&
+            was.st_ino == now.st_ino)
+                return h->sync_fd;
+
+        fd = open(p, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        if (h->sync_fd >= 0)
+                (void) close(h->sync_fd);
+        h->sync_fd = fd;
+        return fd;
+}
+
+int history_sync(History *h) {
+        int fd;
+
+        fd = history_sync_fd(h);
+        while (fd >= 0 && fdatasync(fd) < 0)
+                if (errno != EINTR) {
+                        fd = -errno;
+                        break;
+                }
+        if (fd < 0) {
+                log_error_errno(fd, "History store: cannot make the commit durable");
+                return -EIO;
+        }
+        return 0;
+}
+
+/* sqlite3_step() of a one-statement write, then synced: durable across a
+ * power cut once it returns (see history_open()). Returns sqlite3_step()'s
+ * result, or SQLITE_IOERR if the sync failed. */
 static int step_durable(History *h, sqlite3_stmt *s) {
         int r;
 
-        (void) exec(h, "PRAGMA synchronous = FULL");
         r = sqlite3_step(s);
-        (void) exec(h, "PRAGMA synchronous = NORMAL");
+        if (r == SQLITE_DONE && history_sync(h) < 0)
+                return SQLITE_IOERR;
         return r;
 }
 
 int history_begin(History *h, const char *id, const SessionKey *session, const char *question, usec_t created_at) {
-        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+        _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
         int r;
 
         assert(h);
@@ -266,11 +425,7 @@ int history_begin(History *h, const char *id, const SessionKey *session, const c
         assert(session);
         assert(question);
 
-        r = prepare(
-                h,
-                "INSERT INTO queries (id, session, status, question, created_at)"
-                " VALUES (?1, ?2, 'running', ?3, ?4)",
-                &s);
+        r = statement(h, STMT_INSERT, &s);
         if (r < 0)
                 return r;
         sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
@@ -314,8 +469,8 @@ static bool is_json_array(const char *text) {
         return ok;
 }
 
-int history_finish(History *h, const char *id, const HistoryOutcome *o) {
-        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+static int finish(History *h, const char *id, const HistoryOutcome *o, bool durable) {
+        _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
         int r;
 
         assert(h);
@@ -325,14 +480,7 @@ int history_finish(History *h, const char *id, const HistoryOutcome *o) {
         if (!is_json_array(o->sources_json))
                 return -EINVAL;
 
-        r = prepare(
-                h,
-                "UPDATE queries SET status = ?2, answer = ?3, sources = ?4, error_code = ?5,"
-                " error_message = ?6, queue_ms = ?7, wiki_ms = ?8, model_ms = ?9, sandbox_ms = ?10,"
-                " cleanup_ms = ?11, total_ms = ?12, model = ?13, prompt_tokens = ?14,"
-                " completion_tokens = ?15, finished_at = ?16"
-                " WHERE id = ?1 AND status = 'running'",
-                &s);
+        r = statement(h, STMT_FINISH, &s);
         if (r < 0)
                 return r;
         sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
@@ -355,9 +503,18 @@ int history_finish(History *h, const char *id, const HistoryOutcome *o) {
         sqlite3_bind_int64(s, 15, (sqlite3_int64) MIN(o->completion_tokens, (uint64_t) INT64_MAX));
         sqlite3_bind_int64(s, 16, (sqlite3_int64) o->finished_at);
 
-        if (step_durable(h, s) != SQLITE_DONE)
+        r = durable ? step_durable(h, s) : sqlite3_step(s);
+        if (r != SQLITE_DONE)
                 return db_error(h, "complete a record");
         return sqlite3_changes(h->db) == 1 ? 0 : -ENOENT;
+}
+
+int history_finish(History *h, const char *id, const HistoryOutcome *o) {
+        return finish(h, id, o, true);
+}
+
+int history_finish_nosync(History *h, const char *id, const HistoryOutcome *o) {
+        return finish(h, id, o, false);
 }
 
 /* ---- reading records ---- */
@@ -430,14 +587,10 @@ HistoryPage *history_page_free(HistoryPage *p) {
 }
 
 static int artifacts_of(History *h, const char *query_id, HistoryRecord *rec) {
-        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+        _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
         int r;
 
-        r = prepare(
-                h,
-                "SELECT id, name, media_type, size_bytes, sha256 FROM artifacts"
-                " WHERE query_id = ?1 ORDER BY seq",
-                &s);
+        r = statement(h, STMT_ARTIFACTS_OF, &s);
         if (r < 0)
                 return r;
         sqlite3_bind_text(s, 1, query_id, -1, SQLITE_STATIC);
@@ -497,15 +650,15 @@ static int record_from_row(History *h, sqlite3_stmt *s, HistoryRecord *ret) {
         return 0;
 }
 
-/* Run sql, a SELECT with ?1 the id and ?2 the session, up to its first row:
- * 1 and the statement at that row in *ret (the caller finalizes it), 0 when
- * there is none (id unknown, or another session's), or -EIO. */
+/* Run which, a SELECT with ?1 the id and ?2 the session, up to its first
+ * row: 1 and the statement at that row in *ret (the caller releases it),
+ * 0 when there is none (id unknown, or another session's), or -EIO. */
 static int select_owned(
-        History *h, const char *sql, const char *id, const SessionKey *session, sqlite3_stmt **ret) {
-        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+        History *h, Statement which, const char *id, const SessionKey *session, sqlite3_stmt **ret) {
+        _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
         int r;
 
-        r = prepare(h, sql, &s);
+        r = statement(h, which, &s);
         if (r < 0)
                 return r;
         sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
@@ -521,7 +674,7 @@ static int select_owned(
 }
 
 int history_get_record(History *h, const char *id, const SessionKey *session, HistoryRecord **ret) {
-        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+        _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
         _cleanup_(history_record_freep) HistoryRecord *rec = NULL;
         int r;
 
@@ -530,8 +683,7 @@ int history_get_record(History *h, const char *id, const SessionKey *session, Hi
         assert(session);
         assert(ret);
 
-        r = select_owned(
-                h, "SELECT " RECORD_COLUMNS " FROM queries WHERE id = ?1 AND session = ?2", id, session, &s);
+        r = select_owned(h, STMT_GET_RECORD, id, session, &s);
         if (r <= 0)
                 return r == 0 ? -ENOENT : r;
         rec = calloc(1, sizeof *rec);
@@ -545,15 +697,14 @@ int history_get_record(History *h, const char *id, const SessionKey *session, Hi
 }
 
 int history_is_running(History *h, const char *id, const SessionKey *session) {
-        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+        _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
         int r;
 
         assert(h);
         assert(id);
         assert(session);
 
-        r = select_owned(
-                h, "SELECT status = 'running' FROM queries WHERE id = ?1 AND session = ?2", id, session, &s);
+        r = select_owned(h, STMT_IS_RUNNING, id, session, &s);
         if (r <= 0)
                 return r;
         return sqlite3_column_int(s, 0) ? 1 : 0;
@@ -602,7 +753,7 @@ int history_parse_list_arguments(
 
 int history_list_records(
         History *h, const SessionKey *session, unsigned limit, const char *cursor, HistoryPage **ret) {
-        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+        _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
         _cleanup_(history_page_freep) HistoryPage *page = NULL;
         int64_t before, last = 0;
         bool more = false;
@@ -621,12 +772,7 @@ int history_list_records(
         if (!page->records)
                 return -ENOMEM;
 
-        r = prepare(
-                h,
-                "SELECT " RECORD_COLUMNS
-                " FROM queries WHERE session = ?1 AND seq < ?2"
-                " ORDER BY seq DESC LIMIT ?3",
-                &s);
+        r = statement(h, STMT_LIST, &s);
         if (r < 0)
                 return r;
         bind_session(s, 1, session);
@@ -656,7 +802,7 @@ int history_list_records(
 }
 
 int history_delete(History *h, const char *id, const SessionKey *session) {
-        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+        _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
         int r;
 
         assert(h);
@@ -670,7 +816,7 @@ int history_delete(History *h, const char *id, const SessionKey *session) {
                 return -EBUSY;
 
         /* The artifacts go with it (ON DELETE CASCADE), in one statement. */
-        r = prepare(h, "DELETE FROM queries WHERE id = ?1 AND session = ?2 AND status != 'running'", &s);
+        r = statement(h, STMT_DELETE, &s);
         if (r < 0)
                 return r;
         sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
@@ -689,7 +835,7 @@ void history_artifact_done(HistoryArtifact *a) {
 }
 
 int history_get_artifact(History *h, const char *id, const SessionKey *session, HistoryArtifact *ret) {
-        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+        _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
         HistoryArtifact a = { 0 };
         const void *data;
         int r, size;
@@ -699,13 +845,7 @@ int history_get_artifact(History *h, const char *id, const SessionKey *session, 
         assert(session);
         assert(ret);
 
-        r = select_owned(
-                h,
-                "SELECT a.name, a.media_type, a.sha256, a.data FROM artifacts a"
-                " JOIN queries q ON q.id = a.query_id WHERE a.id = ?1 AND q.session = ?2",
-                id,
-                session,
-                &s);
+        r = select_owned(h, STMT_GET_ARTIFACT, id, session, &s);
         if (r <= 0)
                 return r == 0 ? -ENOENT : r;
 
@@ -736,7 +876,7 @@ int history_add_artifact(
         int fd,
         uint64_t size,
         char ret_id[static HISTORY_ARTIFACT_ID_MAX]) {
-        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+        _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
         char id[HISTORY_ARTIFACT_ID_MAX];
         sqlite3_blob *blob = NULL;
         uint8_t buf[65536];
@@ -754,14 +894,10 @@ int history_add_artifact(
         if (r < 0)
                 return r;
 
-        r = exec(h, "BEGIN IMMEDIATE");
+        r = exec_cached(h, STMT_BEGIN);
         if (r < 0)
                 return r;
-        r = prepare(
-                h,
-                "INSERT INTO artifacts (id, query_id, name, media_type, size_bytes, sha256, data)"
-                " SELECT ?1, id, ?2, ?3, ?4, ?5, zeroblob(?4) FROM queries WHERE id = ?6",
-                &s);
+        r = statement(h, STMT_ADD_ARTIFACT, &s);
         if (r >= 0) {
                 sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
                 sqlite3_bind_text(s, 2, name, -1, SQLITE_STATIC);
@@ -794,12 +930,12 @@ int history_add_artifact(
         if (blob)
                 sqlite3_blob_close(blob);
         if (r < 0) {
-                (void) exec(h, "ROLLBACK");
+                (void) exec_cached(h, STMT_ROLLBACK);
                 return r;
         }
-        r = exec(h, "COMMIT");
+        r = exec_cached(h, STMT_COMMIT);
         if (r < 0) {
-                (void) exec(h, "ROLLBACK");
+                (void) exec_cached(h, STMT_ROLLBACK);
                 return r;
         }
         memcpy(ret_id, id, sizeof id);

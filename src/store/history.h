@@ -18,7 +18,8 @@
  * (never the token), and are only ever shown to that session.
  *
  * All calls are synchronous, from the event loop: a write is one short
- * transaction (two per query), a read one indexed lookup. */
+ * transaction (two per query), a read one indexed lookup. The one sync a
+ * query needs can be left to another thread (history_finish_nosync()). */
 
 typedef struct History History;
 
@@ -61,6 +62,21 @@ typedef struct HistoryOutcome {
  * of that id, e.g. it was deleted meanwhile), -EINVAL (sources_json is not
  * an array), -EIO. */
 int history_finish(History *h, const char *id, const HistoryOutcome *outcome);
+
+/* history_finish(), committed but not yet durable across a power cut (a
+ * crash or kill of the daemon does not lose it): the caller makes it so
+ * with fdatasync() of history_sync_fd(), e.g. off the event loop
+ * (SyncWorker), before it tells anyone the query ended. Same returns. */
+int history_finish_nosync(History *h, const char *id, const HistoryOutcome *outcome);
+
+/* A descriptor whose fdatasync() makes every commit so far durable (the
+ * write-ahead log). Owned by the store: valid until the next call into it
+ * or history_free(); dup() it to keep it. Returns it or a negative errno. */
+int history_sync_fd(History *h);
+
+/* fdatasync() of history_sync_fd() here and now. Returns 0 or -EIO
+ * (logged). */
+int history_sync(History *h);
 
 /* One entry of a record's artifact list (API.md 9), without the bytes. */
 typedef struct HistoryArtifactInfo {

@@ -1114,4 +1114,98 @@ TEST(refuse_unrelated_database) {
         ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM sqlite_master WHERE name = 'artifacts'"), 0);
 }
 
+/* The statements are prepared once and reused: each call must reset its
+ * statement, or a SELECT left at a row would hold a read transaction (the
+ * store would keep reading an old snapshot and no checkpoint could empty
+ * the WAL). Another connection changes the file between the calls while
+ * the store stays open: every read sees the change, and a TRUNCATE
+ * checkpoint is never blocked by a reader. */
+static void assert_no_reader(const char *dir) {
+        _cleanup_free_ char *p = path_in(dir, "history.sqlite3");
+        sqlite3_stmt *s = NULL;
+        sqlite3 *db = NULL;
+
+        ASSERT_EQ_INT(sqlite3_open_v2(p, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+        ASSERT_EQ_INT(sqlite3_prepare_v2(db, "PRAGMA wal_checkpoint(TRUNCATE)", -1, &s, NULL), SQLITE_OK);
+        ASSERT_EQ_INT(sqlite3_step(s), SQLITE_ROW);
+        /* busy, WAL frames, frames checkpointed */
+        ASSERT_EQ_INT(sqlite3_column_int(s, 0), 0);
+        ASSERT_EQ_INT(sqlite3_column_int(s, 1), 0);
+        ASSERT_EQ_INT(sqlite3_finalize(s), SQLITE_OK);
+        ASSERT_EQ_INT(sqlite3_close(db), SQLITE_OK);
+}
+
+TEST(statements_reused_and_reset) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("statements-reset");
+        const SessionKey k = key(21), other = key(22);
+        HistoryArtifact a = { 0 };
+
+        for (unsigned i = 0; i < 50; i++) {
+                _cleanup_(json_object_putp) json_object *o = NULL, *l = NULL;
+                _cleanup_free_ char *sql = NULL, *q = NULL;
+
+                ASSERT_TRUE(asprintf(&q, "question %u", i) > 0);
+                ASSERT_OK(history_begin(f.h, qid(700 + i), &k, q, T0 + i));
+                ASSERT_EQ_INT(history_begin(f.h, qid(700 + i), &k, q, T0 + i), -EEXIST);
+                ASSERT_EQ_INT(history_is_running(f.h, qid(700 + i), &k), 1);
+                ASSERT_EQ_INT(history_is_running(f.h, qid(700 + i), &other), 0);
+                finish_ok(f.h, qid(700 + i), T0 + i + 1);
+                ASSERT_EQ_INT(history_is_running(f.h, qid(700 + i), &k), 0);
+                o = get_record(f.h, qid(700 + i), &k);
+                ASSERT_EQ_STR(get_str(o, "question"), q);
+                ASSERT_EQ_INT(get_json(f.h, qid(700 + i), &other, &l), -ENOENT);
+                ASSERT_EQ_INT(
+                        history_get_artifact(f.h, "af_00000000000000000000000000000001", &k, &a), -ENOENT);
+                assert_no_reader(f.dir);
+
+                /* Changed behind the store's back: the next read sees it. */
+                ASSERT_TRUE(
+                        asprintf(
+                                &sql,
+                                "UPDATE queries SET question = 'changed %u' WHERE id = '%s'",
+                                i,
+                                qid(700 + i)) > 0);
+                sql_exec(f.dir, sql);
+                json_object_put(o);
+                o = get_record(f.h, qid(700 + i), &k);
+                free(q);
+                ASSERT_TRUE(asprintf(&q, "changed %u", i) > 0);
+                ASSERT_EQ_STR(get_str(o, "question"), q);
+                assert_no_reader(f.dir);
+        }
+        /* A listing stopped early (one more row than the page) is reset too. */
+        {
+                _cleanup_(json_object_putp) json_object *page = NULL;
+
+                ASSERT_OK(list_json(f.h, &k, 3, NULL, &page));
+                assert_no_reader(f.dir);
+        }
+        ASSERT_OK(history_delete(f.h, qid(700), &k));
+        ASSERT_EQ_INT(history_delete(f.h, qid(700), &k), -ENOENT);
+        assert_no_reader(f.dir);
+}
+
+/* The durable sync is an fdatasync() of the write-ahead log: the
+ * descriptor is the WAL's, kept while the file is the same one; a record
+ * completed without it is committed (another connection reads it). */
+TEST(sync_fd_is_the_wal) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("sync-fd");
+        _cleanup_free_ char *wal = path_in(f.dir, "history.sqlite3-wal");
+        const SessionKey k = key(23);
+        HistoryOutcome out = { .succeeded = true, .answer = "a", .finished_at = T0 + 2 };
+        struct stat a, b;
+        int fd;
+
+        ASSERT_OK(history_begin(f.h, qid(800), &k, "q", T0));
+        ASSERT_OK(history_finish_nosync(f.h, qid(800), &out));
+        ASSERT_EQ_INT(sql_int(f.dir, "SELECT count(*) FROM queries WHERE status = 'succeeded'"), 1);
+        fd = history_sync_fd(f.h);
+        ASSERT_TRUE(fd >= 0);
+        ASSERT_TRUE(fstat(fd, &a) == 0 && stat(wal, &b) == 0);
+        ASSERT_TRUE(a.st_dev == b.st_dev && a.st_ino == b.st_ino);
+        ASSERT_EQ_INT(history_sync_fd(f.h), fd);
+        ASSERT_OK(history_sync(f.h));
+        ASSERT_EQ_INT(history_finish_nosync(f.h, qid(800), &out), -ENOENT);
+}
+
 DEFINE_TEST_MAIN()
