@@ -395,6 +395,17 @@ static int on_stop_signal(sd_event_source *s, const struct signalfd_siginfo *si,
         return 0;
 }
 
+/* The test-only fault switches take effect with WIKI_WEB_TEST_FAULTS=1
+ * only: test_fault(NAME) is the switch NAME's value then, NULL otherwise. */
+static bool test_faults(void) {
+        const char *f = getenv("WIKI_WEB_TEST_FAULTS");
+        return f && streq(f, "1");
+}
+
+static const char *test_fault(const char *name) {
+        return test_faults() ? getenv(name) : NULL;
+}
+
 /* Test-only fault switch (WIKI_WEB_TEST_FAULTS=1): SIGUSR2 hangs the event
  * loop, so the watchdog test can see systemd restart a hung daemon. */
 static int on_fault_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
@@ -446,6 +457,7 @@ static int open_history(const char *path, History **ret) {
 static int run(int argc, char *argv[]) {
         _cleanup_(manager_free) Manager m = { 0 };
         _cleanup_free_ char *error = NULL;
+        const char *fault;
         sigset_t mask;
         int r, fd;
 
@@ -499,7 +511,7 @@ static int run(int argc, char *argv[]) {
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
         sigaddset(&mask, SIGINT);
-        if (getenv("WIKI_WEB_TEST_FAULTS") && streq(getenv("WIKI_WEB_TEST_FAULTS"), "1"))
+        if (test_faults())
                 sigaddset(&mask, SIGUSR2);
         if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
                 return log_error_errno(errno, "Failed to block signals");
@@ -535,11 +547,11 @@ static int run(int argc, char *argv[]) {
         r = query_executor_new(m.event, &m.config, &m.executor);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the query executor");
-        if (getenv("WIKI_WEB_TEST_FAULTS") && streq(getenv("WIKI_WEB_TEST_FAULTS"), "1") &&
-            getenv("WIKI_WEB_TEST_QUERY_DELAY_MS")) {
+        fault = test_fault("WIKI_WEB_TEST_QUERY_DELAY_MS");
+        if (fault) {
                 uint64_t ms;
 
-                if (parse_uint64_range(getenv("WIKI_WEB_TEST_QUERY_DELAY_MS"), 0, 3600000, &ms) < 0)
+                if (parse_uint64_range(fault, 0, 3600000, &ms) < 0)
                         return log_error_errno(EINVAL, "WIKI_WEB_TEST_QUERY_DELAY_MS: expected 0..3600000");
                 log_warning("Test fault: every query takes %" PRIu64 " ms.", ms);
                 query_executor_set_test_delay(m.executor, ms * USEC_PER_MSEC);
@@ -569,18 +581,17 @@ static int run(int argc, char *argv[]) {
         sandbox_set_state_handler(m.sandbox, on_sandbox_state, &m);
         /* Queries offer run_python whenever the sandbox is available. */
         query_executor_set_sandbox(m.executor, m.sandbox);
-        if (getenv("WIKI_WEB_TEST_FAULTS") && streq(getenv("WIKI_WEB_TEST_FAULTS"), "1") &&
-            getenv("WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE")) {
+        fault = test_fault("WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE");
+        if (fault) {
                 uint64_t n;
 
-                if (parse_uint64_range(getenv("WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE"), 0, 100, &n) < 0)
+                if (parse_uint64_range(fault, 0, 100, &n) < 0)
                         return log_error_errno(EINVAL, "WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE: expected 0..100");
                 log_warning("Test fault: the next %" PRIu64 " sandbox scope confirmations fail.", n);
                 sandbox_set_test_unconfirmable(m.sandbox, (unsigned) n);
         }
-        if (getenv("WIKI_WEB_TEST_FAULTS") && streq(getenv("WIKI_WEB_TEST_FAULTS"), "1") &&
-            getenv("WIKI_WEB_TEST_SANDBOX_DEAF_INIT") &&
-            streq(getenv("WIKI_WEB_TEST_SANDBOX_DEAF_INIT"), "1")) {
+        fault = test_fault("WIKI_WEB_TEST_SANDBOX_DEAF_INIT");
+        if (fault && streq(fault, "1")) {
                 log_warning("Test fault: the containers' init is never told to stop.");
                 sandbox_set_test_deaf_init(m.sandbox, true);
         }
