@@ -116,25 +116,6 @@ static void write_file(const char *path, const void *data, size_t size) {
         ASSERT_TRUE(fclose(f) == 0);
 }
 
-/* The whole file into a new buffer, *ret_size its length. */
-static char *read_file(const char *path, size_t *ret_size) {
-        FILE *f = fopen(path, "rbe");
-        char *buf;
-        long n;
-
-        ASSERT_TRUE(f);
-        ASSERT_TRUE(fseek(f, 0, SEEK_END) == 0);
-        n = ftell(f);
-        ASSERT_TRUE(n >= 0);
-        ASSERT_TRUE(fseek(f, 0, SEEK_SET) == 0);
-        buf = malloc((size_t) n + 1);
-        ASSERT_TRUE(buf);
-        ASSERT_TRUE(fread(buf, 1, (size_t) n, f) == (size_t) n);
-        ASSERT_TRUE(fclose(f) == 0);
-        *ret_size = (size_t) n;
-        return buf;
-}
-
 static History *open_store(const char *dir, unsigned expected_recovered) {
         History *h = NULL;
         unsigned recovered = 12345;
@@ -1068,7 +1049,7 @@ TEST(refuse_garbage) {
         ASSERT_TRUE(h == NULL);
 
         /* Left as it was. */
-        after = read_file(p, &size);
+        after = test_read_file(p, &size);
         ASSERT_EQ_INT(size, sizeof(garbage));
         ASSERT_TRUE(memcmp(after, garbage, size) == 0);
 
@@ -1086,10 +1067,10 @@ static void assert_refused_untouched(const char *dir, int expected) {
         size_t n_before, n_after;
         History *h = NULL;
 
-        before = read_file(p, &n_before);
+        before = test_read_file(p, &n_before);
         ASSERT_EQ_INT(history_open(dir, &h, NULL), expected);
         ASSERT_TRUE(h == NULL);
-        after = read_file(p, &n_after);
+        after = test_read_file(p, &n_after);
         ASSERT_EQ_INT(n_after, n_before);
         ASSERT_TRUE(memcmp(after, before, n_before) == 0);
 }

@@ -14,27 +14,9 @@ static const LlmReplyLimits limits = { .max_output_bytes = 65536, .step = 3 };
 
 static char *read_data(const char *name, size_t *ret_size) {
         char path[4096];
-        FILE *f;
-        char *buf;
-        long n;
 
         (void) snprintf(path, sizeof(path), "%s/llm/%s", test_data_dir(), name);
-        f = fopen(path, "rb");
-        if (!f) {
-                perror(path);
-                abort();
-        }
-        ASSERT_TRUE(fseek(f, 0, SEEK_END) == 0);
-        n = ftell(f);
-        ASSERT_TRUE(n >= 0);
-        ASSERT_TRUE(fseek(f, 0, SEEK_SET) == 0);
-        buf = malloc((size_t) n + 1);
-        ASSERT_TRUE(buf);
-        ASSERT_TRUE(fread(buf, 1, (size_t) n, f) == (size_t) n);
-        buf[n] = '\0';
-        fclose(f);
-        *ret_size = (size_t) n;
-        return buf;
+        return test_read_file(path, ret_size);
 }
 
 /* Parse s as a reply with the status; returns the rc, fills *reply or *err. */

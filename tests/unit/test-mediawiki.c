@@ -9,25 +9,9 @@
 
 static char *load(const char *name, size_t *ret_size) {
         _cleanup_free_ char *path = NULL;
-        _cleanup_fclose_ FILE *f = NULL;
-        char *buf;
-        long n;
 
         ASSERT_TRUE(asprintf(&path, "%s/mediawiki/%s", test_data_dir(), name) >= 0);
-        f = fopen(path, "re");
-        if (!f) {
-                fprintf(stderr, "cannot open %s\n", path);
-                abort();
-        }
-        ASSERT_TRUE(fseek(f, 0, SEEK_END) == 0);
-        n = ftell(f);
-        ASSERT_TRUE(n >= 0 && fseek(f, 0, SEEK_SET) == 0);
-        buf = malloc((size_t) n + 1);
-        ASSERT_TRUE(buf);
-        ASSERT_TRUE(fread(buf, 1, (size_t) n, f) == (size_t) n);
-        buf[n] = 0;
-        *ret_size = (size_t) n;
-        return buf;
+        return test_read_file(path, ret_size);
 }
 
 #define S(lit) (lit), STRLEN(lit)

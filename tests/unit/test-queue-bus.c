@@ -320,31 +320,20 @@ static char *interface_block(const char *xml) {
         return out;
 }
 
-static char *read_file_all(const char *path) {
-        _cleanup_fclose_ FILE *f = fopen(path, "re");
-        char *buf;
-        size_t n;
-
-        ASSERT_TRUE(f);
-        buf = calloc(1, 65536);
-        ASSERT_TRUE(buf);
-        n = fread(buf, 1, 65535, f);
-        ASSERT_TRUE(n > 0 && n < 65535);
-        return buf;
-}
-
 static void run_introspection(Test *t) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         _cleanup_free_ char *live = NULL, *want = NULL, *file = NULL;
         char path[4096];
         const char *xml;
+        size_t n;
 
         reply = call_method(t, "org.freedesktop.DBus.Introspectable", "Introspect", NULL);
         ASSERT_TRUE(!sd_bus_message_is_method_error(reply, NULL));
         ASSERT_OK(sd_bus_message_read(reply, "s", &xml));
 
         snprintf(path, sizeof path, "%s/../../../dbus/org.wikiweb.Queue1.xml", test_data_dir());
-        file = read_file_all(path);
+        file = test_read_file(path, &n);
+        ASSERT_TRUE(n > 0 && n < 65535);
         live = interface_block(xml);
         want = interface_block(file);
         if (!streq(live, want)) {

@@ -66,7 +66,7 @@ static bool array_has_string(json_object *a, const char *s) {
 TEST(config_golden) {
         _cleanup_free_ char *text = NULL, *path = NULL, *golden = NULL;
         FILE *f;
-        long n;
+        size_t n;
 
         ASSERT_OK(runtime_config_render(&golden_spec, &text));
         ASSERT_TRUE(asprintf(&path, "%s/sandbox-config.json", test_data_dir()) > 0);
@@ -77,14 +77,7 @@ TEST(config_golden) {
                 fputc('\n', f);
                 fclose(f);
         }
-        f = fopen(path, "re");
-        ASSERT_TRUE(f);
-        ASSERT_TRUE(fseek(f, 0, SEEK_END) == 0);
-        n = ftell(f);
-        rewind(f);
-        golden = calloc(1, (size_t) n + 1);
-        ASSERT_TRUE(golden && fread(golden, 1, (size_t) n, f) == (size_t) n);
-        fclose(f);
+        golden = test_read_file(path, &n);
         ASSERT_TRUE(n > 0 && golden[n - 1] == '\n');
         golden[n - 1] = 0;
         ASSERT_EQ_STR(text, golden);

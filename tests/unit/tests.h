@@ -86,6 +86,32 @@ static inline const char *test_data_dir(void) {
         return e ? e : "tests/unit/data";
 }
 
+/* The whole of the file at path, NUL-terminated (the caller frees it), its
+ * length in *ret_size if ret_size is not NULL. Aborts, naming the file,
+ * when it cannot be read. */
+static inline char *test_read_file(const char *path, size_t *ret_size) {
+        FILE *f = fopen(path, "re");
+        char *buf;
+        long n;
+
+        if (!f) {
+                perror(path);
+                abort();
+        }
+        ASSERT_TRUE(fseek(f, 0, SEEK_END) == 0);
+        n = ftell(f);
+        ASSERT_TRUE(n >= 0);
+        ASSERT_TRUE(fseek(f, 0, SEEK_SET) == 0);
+        buf = malloc((size_t) n + 1);
+        ASSERT_TRUE(buf);
+        ASSERT_TRUE(fread(buf, 1, (size_t) n, f) == (size_t) n);
+        ASSERT_TRUE(fclose(f) == 0);
+        buf[n] = 0;
+        if (ret_size)
+                *ret_size = (size_t) n;
+        return buf;
+}
+
 /* Independent test cases, after systemd's tests.h:
  *
  *     TEST(name) { ... }          a case: a function test_name(void) that
