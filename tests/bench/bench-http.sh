@@ -28,17 +28,7 @@ DURATION=${DURATION:-10s}
 ROUNDS=${ROUNDS:-2}
 WARMUP=${WARMUP:-2s}
 
-tmp=$(mktemp -d /tmp/wikiweb-bench.XXXXXX)
-chmod 755 "$tmp"
-pids=()
-cleanup() {
-        for p in "${pids[@]}"; do
-                kill -TERM "$p" 2>/dev/null || true
-                wait "$p" 2>/dev/null || true
-        done
-        rm -rf "$tmp"
-}
-trap cleanup EXIT
+bench_workdir bench
 
 # --- wikiwebd with TICKETS tickets held by other sessions --------------------
 port=$(bench_free_port)

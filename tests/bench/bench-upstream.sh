@@ -38,17 +38,7 @@ N=${N:-1000}
 ROUNDS=${ROUNDS:-5}
 SIZE=${SIZE:-2048}
 
-tmp=$(mktemp -d /tmp/wikiweb-bench-upstream.XXXXXX)
-chmod 755 "$tmp"
-pids=()
-cleanup() {
-        for p in "${pids[@]}"; do
-                kill -TERM "$p" 2>/dev/null || true
-                wait "$p" 2>/dev/null || true
-        done
-        rm -rf "$tmp"
-}
-trap cleanup EXIT
+bench_workdir bench-upstream
 
 port=$(bench_free_port)
 mkdir -p "$tmp/www"

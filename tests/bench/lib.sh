@@ -3,6 +3,7 @@
 # tools a script needs.
 #   bench_find_wikiwebd [PATH]   sets $root and $wikiwebd, exits 2 if none
 #   bench_need TOOL... -- HINT   exits 2 naming the first missing tool
+#   bench_workdir NAME           sets $tmp and pids=(), cleaned up at exit
 #   bench_free_port, bench_wait_http, bench_nginx_start: see below
 
 bench_find_wikiwebd() {
@@ -24,6 +25,24 @@ bench_need() {
                 command -v "$tool" >/dev/null || [[ -x /usr/sbin/$tool ]] ||
                         { echo "$tool is missing ($hint)" >&2; exit 2; }
         done
+}
+
+# bench_workdir NAME: a fresh directory $tmp (/tmp/wikiweb-NAME.XXXXXX,
+# readable by nginx's worker) and an empty array pids; at exit every pid in
+# pids is sent SIGTERM and waited for, and $tmp is removed.
+bench_workdir() {
+        tmp=$(mktemp -d "/tmp/wikiweb-$1.XXXXXX")
+        chmod 755 "$tmp"
+        pids=()
+        trap bench_cleanup EXIT
+}
+
+bench_cleanup() {
+        for p in "${pids[@]}"; do
+                kill -TERM "$p" 2>/dev/null || true
+                wait "$p" 2>/dev/null || true
+        done
+        rm -rf "$tmp"
 }
 
 # A free TCP port on 127.0.0.1.
