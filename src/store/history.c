@@ -15,6 +15,7 @@
 #include "shared/parse-util.h"
 #include "shared/random-util.h"
 #include "store/history.h"
+#include "store/sync-worker.h"
 
 /* Schema version 1. The records keep their insertion order in seq, which
  * orders a listing (newest first) and makes its cursor: a cursor is the seq
@@ -389,16 +390,13 @@ int history_sync_fd(History *h) {
 }
 
 int history_sync(History *h) {
-        int fd;
+        int r;
 
-        fd = history_sync_fd(h);
-        while (fd >= 0 && fdatasync(fd) < 0)
-                if (errno != EINTR) {
-                        fd = -errno;
-                        break;
-                }
-        if (fd < 0) {
-                log_error_errno(fd, "History store: cannot make the commit durable");
+        r = history_sync_fd(h);
+        if (r >= 0)
+                r = datasync(r);
+        if (r < 0) {
+                log_error_errno(r, "History store: cannot make the commit durable");
                 return -EIO;
         }
         return 0;

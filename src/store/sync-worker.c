@@ -33,7 +33,7 @@ struct SyncWorker {
         void *userdata;
 };
 
-static int datasync(int fd) {
+int datasync(int fd) {
         for (;;) {
                 if (fdatasync(fd) >= 0)
                         return 0;

@@ -18,6 +18,9 @@
 
 typedef struct SyncWorker SyncWorker;
 
+/* fdatasync(fd), again when interrupted: 0 or a negative errno. */
+int datasync(int fd);
+
 /* error: 0, or the negative errno of fdatasync(). */
 typedef void (*SyncWorkerCallback)(int error, void *userdata);
 
