@@ -716,8 +716,10 @@ _noreturn_ static void child_exec(const RuntimeFds *f, char *const *argv) {
                                       NULL };
         struct sigaction sa = { .sa_handler = SIG_DFL };
         sigset_t none;
-        int fds[7] = { f->stdin_fd,   f->stdout_fd,  f->stderr_fd, f->status_fd,
-                       f->out_src_fd, f->out_dst_fd, f->hold_fd },
+        /* Their numbers in the child: the index; the hold pipe last. */
+        enum { HOLD = 6, N_FDS };
+        int fds[N_FDS] = { f->stdin_fd,   f->stdout_fd,  f->stderr_fd, f->status_fd,
+                           f->out_src_fd, f->out_dst_fd, f->hold_fd },
             null_fd;
 
         for (int sig = 1; sig < NSIG; sig++)
@@ -726,31 +728,31 @@ _noreturn_ static void child_exec(const RuntimeFds *f, char *const *argv) {
         (void) sigprocmask(SIG_SETMASK, &none, NULL);
 
         null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-        /* Move every fd out of 0..6 first, then into place. */
-        for (int i = 0; i < 7; i++) {
+        /* Move every fd out of 0..HOLD first, then into place. */
+        for (int i = 0; i < N_FDS; i++) {
                 if (fds[i] < 0)
-                        fds[i] = i < 6 ? null_fd : -1;
+                        fds[i] = i < HOLD ? null_fd : -1;
                 if (fds[i] >= 0) {
                         fds[i] = fcntl(fds[i], F_DUPFD, 10);
                         if (fds[i] < 0)
                                 _exit(127);
                 }
         }
-        for (int i = 0; i < 7; i++)
+        for (int i = 0; i < N_FDS; i++)
                 if (fds[i] >= 0 && dup2(fds[i], i) < 0)
                         _exit(127);
-        (void) syscall(SYS_close_range, f->hold_fd >= 0 ? 7U : 6U, ~0U, 0U);
+        (void) syscall(SYS_close_range, f->hold_fd >= 0 ? (unsigned) N_FDS : (unsigned) HOLD, ~0U, 0U);
 
         if (f->hold_fd >= 0) {
                 char c;
                 ssize_t k;
 
                 do
-                        k = read(6, &c, 1);
+                        k = read(HOLD, &c, 1);
                 while (k < 0 && errno == EINTR);
                 if (k != 1)
                         _exit(127);
-                (void) close(6);
+                (void) close(HOLD);
         }
         execve(argv[0], argv, envp);
         _exit(127);

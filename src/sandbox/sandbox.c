@@ -40,6 +40,8 @@
 /* The query's out directory, and the one a run's init copies /out into. */
 #define SANDBOX_OUT_DIR "out"
 #define SANDBOX_OUT_NEXT_DIR "out-next"
+/* Where the out directory waits during the swap, without renameat2(). */
+#define SANDBOX_OUT_OLD_DIR "out-old"
 
 typedef struct Cleanup Cleanup;
 typedef void (*CleanupDone)(Cleanup *c, int error);
@@ -1135,8 +1137,9 @@ static bool pid_file_exists(const SandboxRun *run) {
 
 /* Read what the container's init said on the status pipe so far (it is
  * non-blocking): "<exit code>\n" or "-<signal>\n" when the code ended, then
- * "copied\n" once /out is copied out. */
-static void run_read_init_pipe(SandboxRun *run) {
+ * "copied\n" once /out is copied out. Returns the end of its first line,
+ * NULL while the code has not ended. */
+static const char *run_read_init_pipe(SandboxRun *run) {
         while (run->status_fd >= 0 && run->status_len < sizeof run->status_buf - 1) {
                 ssize_t k = read(
                         run->status_fd,
@@ -1149,12 +1152,12 @@ static void run_read_init_pipe(SandboxRun *run) {
                 run->status_len += (size_t) k;
         }
         run->status_buf[run->status_len] = 0;
+        return memchr(run->status_buf, '\n', run->status_len);
 }
 
 /* Whether the init reported the code's end (it may still be copying /out). */
 static bool run_code_ended(SandboxRun *run) {
-        run_read_init_pipe(run);
-        return memchr(run->status_buf, '\n', run->status_len);
+        return run_read_init_pipe(run);
 }
 
 /* The code's end as the init reported it: the exit code, or minus the
@@ -1166,8 +1169,7 @@ static bool read_init_status(SandboxRun *run, int *ret) {
         size_t n;
         bool neg;
 
-        run_read_init_pipe(run);
-        nl = memchr(run->status_buf, '\n', run->status_len);
+        nl = run_read_init_pipe(run);
         if (!nl)
                 return false;
         n = (size_t) (nl - run->status_buf);
@@ -1184,10 +1186,7 @@ static bool read_init_status(SandboxRun *run, int *ret) {
 
 /* Whether the init copied /out out whole (into out-next). */
 static bool run_init_copied_out(SandboxRun *run) {
-        const char *nl;
-
-        run_read_init_pipe(run);
-        nl = memchr(run->status_buf, '\n', run->status_len);
+        const char *nl = run_read_init_pipe(run);
         return nl && streq(nl + 1, "copied\n");
 }
 
@@ -1200,15 +1199,15 @@ static int query_take_out_next(SandboxQuery *q) {
                 if (errno != EINVAL && errno != ENOSYS)
                         return negative_errno();
                 /* A file system without the exchange: two renames. */
-                (void) sandbox_rm_rf(q->dir_fd, "out-old");
-                if (renameat(q->dir_fd, SANDBOX_OUT_DIR, q->dir_fd, "out-old") < 0)
+                (void) sandbox_rm_rf(q->dir_fd, SANDBOX_OUT_OLD_DIR);
+                if (renameat(q->dir_fd, SANDBOX_OUT_DIR, q->dir_fd, SANDBOX_OUT_OLD_DIR) < 0)
                         return negative_errno();
                 if (renameat(q->dir_fd, SANDBOX_OUT_NEXT_DIR, q->dir_fd, SANDBOX_OUT_DIR) < 0) {
                         int r = negative_errno();
-                        (void) renameat(q->dir_fd, "out-old", q->dir_fd, SANDBOX_OUT_DIR);
+                        (void) renameat(q->dir_fd, SANDBOX_OUT_OLD_DIR, q->dir_fd, SANDBOX_OUT_DIR);
                         return r;
                 }
-                (void) renameat(q->dir_fd, "out-old", q->dir_fd, SANDBOX_OUT_NEXT_DIR);
+                (void) renameat(q->dir_fd, SANDBOX_OUT_OLD_DIR, q->dir_fd, SANDBOX_OUT_NEXT_DIR);
         }
         fd = openat(q->dir_fd, SANDBOX_OUT_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0)
@@ -1223,7 +1222,7 @@ static int query_take_out_next(SandboxQuery *q) {
 static void run_finish(SandboxRun *run) {
         SandboxResult *res = &run->result;
         int init_status, r;
-        bool out_lost;
+        bool copied, out_lost;
 
         if (run->state >= RUN_CLEANING)
                 return;
@@ -1275,7 +1274,8 @@ static void run_finish(SandboxRun *run) {
         if (run->timed_out && !res->signal && !res->has_exit_code)
                 res->signal = "SIGKILL";
 
-        out_lost = run->query && !run_init_copied_out(run) && run->error >= 0 && pid_file_exists(run);
+        copied = run->query && run_init_copied_out(run);
+        out_lost = run->query && !copied && run->error >= 0 && pid_file_exists(run);
         if (out_lost) {
                 /* Said to the code's reader too, after what it wrote. */
                 static const char note[] =
@@ -1290,7 +1290,7 @@ static void run_finish(SandboxRun *run) {
         if (run->query) {
                 /* What the run left in /out is the query's only if its init
                  * copied all of it; otherwise /out stays as before the run. */
-                if (run_init_copied_out(run)) {
+                if (copied) {
                         r = query_take_out_next(run->query);
                         if (r < 0)
                                 log_error_errno(r, "Run %s: cannot keep the files it left in /out", run->id);
