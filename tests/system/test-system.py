@@ -471,6 +471,23 @@ class Bed:
         wait_until(lambda: self.ct.run(["busctl", "status", NAME], check=False).returncode == 0,
                    10, what=f"{NAME} on the bus")
 
+    @contextlib.contextmanager
+    def dropin(self, name, text, restart_after=True):
+        """The service restarted with the runtime drop-in NAME (as an admin's
+        systemctl edit --runtime); at exit the drop-in is removed and, with
+        restart_after, the service restarted without it."""
+        path = f"/run/systemd/system/{SERVICE}.d/{name}"
+        self.ct.write(path, text)
+        try:
+            self.ct.run(["systemctl", "daemon-reload"])
+            self.restart_clean()
+            yield
+        finally:
+            self.ct.remove(path)
+            self.ct.run(["systemctl", "daemon-reload"], check=False)
+            if restart_after:
+                self.restart_clean()
+
     def diagnostics(self):
         if not self.ct or not self.ct.leader:
             return
@@ -950,14 +967,10 @@ def _stop_during_query(bed, delay_ms, grace_s):
     """Start a query that takes delay_ms (test fault switch), stop the
     service while it runs, and return (HTTP reply, stop seconds, journal
     lines of that invocation, query id)."""
-    dropin = f"/run/systemd/system/{SERVICE}.d/60-stop-test.conf"
-    bed.ct.write(dropin,
-                 "[Service]\nEnvironment=WIKI_WEB_TEST_FAULTS=1\n"
-                 f"Environment=WIKI_WEB_TEST_QUERY_DELAY_MS={delay_ms}\n"
-                 f"Environment=WIKI_WEB_STOP_GRACE_SECONDS={grace_s}\n")
-    try:
-        bed.ct.run(["systemctl", "daemon-reload"])
-        bed.restart_clean()
+    with bed.dropin("60-stop-test.conf",
+                    "[Service]\nEnvironment=WIKI_WEB_TEST_FAULTS=1\n"
+                    f"Environment=WIKI_WEB_TEST_QUERY_DELAY_MS={delay_ms}\n"
+                    f"Environment=WIKI_WEB_STOP_GRACE_SECONDS={grace_s}\n"):
         token = bed.session()
         answer = {}
 
@@ -984,10 +997,6 @@ def _stop_during_query(bed, delay_ms, grace_s):
         lines = bed.ct.run(["journalctl", "--no-pager", "-o", "cat",
                             f"_SYSTEMD_INVOCATION_ID={invocation}"], check=False).stdout.splitlines()
         return answer["resp"], stop_s, lines, qid
-    finally:
-        bed.ct.remove(dropin)
-        bed.ct.run(["systemctl", "daemon-reload"], check=False)
-        bed.restart_clean()
 
 
 def _journal_order(lines, qid):
@@ -1057,12 +1066,9 @@ def history_in_state_directory(bed):
     status, _, again = bed.http("GET", f"/api/v1/history/{qid}", token)
     check(status == 200 and again == rec, "the record changed across a restart")
 
-    dropin = f"/run/systemd/system/{SERVICE}.d/60-crash-test.conf"
-    bed.ct.write(dropin, "[Service]\nEnvironment=WIKI_WEB_TEST_FAULTS=1\n"
-                         "Environment=WIKI_WEB_TEST_QUERY_DELAY_MS=60000\nRestartSec=100ms\n")
-    try:
-        bed.ct.run(["systemctl", "daemon-reload"])
-        bed.restart_clean()
+    with bed.dropin("60-crash-test.conf",
+                    "[Service]\nEnvironment=WIKI_WEB_TEST_FAULTS=1\n"
+                    "Environment=WIKI_WEB_TEST_QUERY_DELAY_MS=60000\nRestartSec=100ms\n"):
         th = threading.Thread(target=lambda: _quietly(lambda: bed.http(
             "POST", "/api/v1/query", token, {"question": "slow"}, timeout=30)), daemon=True)
         th.start()
@@ -1080,10 +1086,6 @@ def history_in_state_directory(bed):
               f"the crashed query's record: {status} {rec}")
         check("1 query was still running when the service last stopped; recorded it as failed"
               in bed.journal("-n", "50"), "the recovery is not in the journal")
-    finally:
-        bed.ct.remove(dropin)
-        bed.ct.run(["systemctl", "daemon-reload"], check=False)
-        bed.restart_clean()
 
 
 def _quietly(f):
@@ -1880,18 +1882,10 @@ def sandbox_daemon_health_and_sweep(bed):
     r = bed.ct.run(["pgrep", "-u", str(uid), "-f", "python3 -"], check=False)
     check(not r.stdout.strip(), f"container processes left: {r.stdout}")
     # No runtime: unavailable, the journal says why, queries still served.
-    dropin = f"/run/systemd/system/{SERVICE}.d/60-no-runtime.conf"
-    bed.ct.write(dropin, "[Service]\nEnvironment=WIKI_WEB_SANDBOX_RUNTIME=/nonexistent/crun\n")
-    try:
-        bed.ct.run(["systemctl", "daemon-reload"])
-        bed.restart_clean()
+    with bed.dropin("60-no-runtime.conf", "[Service]\nEnvironment=WIKI_WEB_SANDBOX_RUNTIME=/nonexistent/crun\n"):
         status, _, body = bed.http("GET", "/api/v1/health")
         check(status == 200 and body["sandbox"] == "unavailable" and body["status"] == "ok", f"health {body}")
         check('the OCI runtime "/nonexistent/crun" was not found' in bed.journal(), "the journal does not say why")
-    finally:
-        bed.ct.remove(dropin)
-        bed.ct.run(["systemctl", "daemon-reload"], check=False)
-        bed.restart_clean()
 
 
 @test
@@ -1903,11 +1897,8 @@ def sandbox_daemon_unconfirmed_degrades_health(bed):
     # then): wait for the code itself, or the kill could come before it.
     wait_until(lambda: _sb_user_units(bed) and _sb_code_running(bed), 20, what="the run's scope and code")
     bed.ct.run(["systemctl", "kill", "-s", "KILL", unit])
-    dropin = f"/run/systemd/system/{SERVICE}.d/60-unconfirmable.conf"
-    bed.ct.write(dropin, "[Service]\nEnvironment=WIKI_WEB_TEST_FAULTS=1 WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE=2\n")
-    try:
-        bed.ct.run(["systemctl", "daemon-reload"])
-        bed.restart_clean()
+    with bed.dropin("60-unconfirmable.conf",
+                    "[Service]\nEnvironment=WIKI_WEB_TEST_FAULTS=1 WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE=2\n"):
         t0 = time.monotonic()
         wait_until(lambda: bed.prop("Health") == "degraded", 10, what="D-Bus Health degraded")
         status, _, body = bed.http("GET", "/api/v1/health")
@@ -1919,10 +1910,6 @@ def sandbox_daemon_unconfirmed_degrades_health(bed):
         j = bed.journal()
         check("confirmed after 3 attempts" in j, "no confirmation line in the journal")
         _sb_check_clean(bed)
-    finally:
-        bed.ct.remove(dropin)
-        bed.ct.run(["systemctl", "daemon-reload"], check=False)
-        bed.restart_clean()
 
 
 # --------------------------------------------------------------------------
@@ -2322,16 +2309,12 @@ def unit_ip_address_filter(bed):
     check(not [a for a in refused if allowed(a)], f"allowed: {[a for a in refused if allowed(a)]}")
     check(not [a for a in passed if not allowed(a)], f"refused: {[a for a in passed if not allowed(a)]}")
 
-    dropin = f"/run/systemd/system/{SERVICE}.d/60-no-ip.conf"
     with _Pipeline(bed) as pl:
         pl.llm.set_script([{"answer": "Through the filter."}])
         status, _, body = bed.http("POST", "/api/v1/query", bed.session(), {"question": "Loopback?"}, timeout=60)
         check(status == 200 and body["answer"] == "Through the filter.", f"{status} {body}")
-        try:
-            # An admin's drop-in that empties the allow list: everything is denied.
-            bed.ct.write(dropin, "[Service]\nIPAddressAllow=\n")
-            bed.ct.run(["systemctl", "daemon-reload"])
-            bed.restart_clean()
+        # An admin's drop-in that empties the allow list: everything is denied.
+        with bed.dropin("60-no-ip.conf", "[Service]\nIPAddressAllow=\n", restart_after=False):
             check(bed.show(SERVICE, "IPAddressAllow")["IPAddressAllow"] == "", "the drop-in did not apply")
             pl.llm.set_script([{"answer": "Never."}])
             seen = len(pl.llm.requests)
@@ -2341,9 +2324,6 @@ def unit_ip_address_filter(bed):
             log(f"# allow list reset: HTTP {status} {code}; model requests {len(pl.llm.requests) - seen}")
             check(status >= 500 and code == "connectivity_failed", f"{status} {body}")
             check(len(pl.llm.requests) == seen, "a request reached the model through the reset allow list")
-        finally:
-            bed.ct.remove(dropin)
-            bed.ct.run(["systemctl", "daemon-reload"], check=False)
 
 
 @test
