@@ -153,10 +153,8 @@
 
 /* The container's own namespaces. "network" above all: runc spec --rootless
  * leaves it out, and a container without it reached a listener on the
- * host's 127.0.0.1. No "cgroup": the unit's RestrictNamespaces= does not
- * allow it, to stay at an exposure of 2.0; the container has no /sys, so it
- * would hide only its scope's name in /proc/self/cgroup. */
-static const char *const container_namespaces[] = { "pid", "network", "ipc", "uts", "mount", "user" };
+ * host's 127.0.0.1. "cgroup" hides the scope's path in /proc/self/cgroup. */
+static const char *const container_namespaces[] = { "pid", "network", "ipc", "uts", "mount", "user", "cgroup" };
 
 RuntimeKind runtime_kind_from_path(const char *path) {
         const char *base = strrchr(path, '/');

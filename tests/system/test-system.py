@@ -20,6 +20,7 @@ Usage: test-system.py --wikiwebd BUILD/wikiwebd --source-root SRC [--keep]
 import argparse
 import base64
 import contextlib
+import errno
 import glob
 import hashlib
 import http.client
@@ -2328,10 +2329,20 @@ def unit_ip_address_filter(bed):
 
 @test
 def sandbox_own_namespaces(bed):
-    """run_python's code, run by the daemon under its unit, has its own user, mount, pid, network, UTS and
-    IPC namespaces, none shared with the daemon; the cgroup namespace is the daemon's (README)."""
+    """run_python's code, run by the daemon under its unit, has its own user, mount, pid, network, UTS, IPC
+    and cgroup namespaces, none shared with the daemon, and sees its cgroup as the root; the unit's
+    ~@resources holds in it (nice and affinity EPERM) while lowering an rlimit (prlimit64) works."""
     kinds = ("user", "mnt", "pid", "net", "uts", "ipc", "cgroup")
-    code = ("import json, os\nprint(json.dumps({k: os.readlink('/proc/self/ns/' + k) for k in %r}))\n" % (kinds,))
+    code = ("import json, os, resource\n"
+            "def tryit(f):\n"
+            "    try:\n        f()\n        return 0\n"
+            "    except OSError as e:\n        return e.errno\n"
+            "ns = {k: os.readlink('/proc/self/ns/' + k) for k in %r}\n"
+            "ns['cgroup_path'] = open('/proc/self/cgroup').read()\n"
+            "ns['nice'] = tryit(lambda: os.nice(1))\n"
+            "ns['affinity'] = tryit(lambda: os.sched_setaffinity(0, os.sched_getaffinity(0)))\n"
+            "ns['setrlimit'] = tryit(lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)))\n"
+            "print(json.dumps(ns))\n" % (kinds,))
     with _Pipeline(bed) as pl:
         pl.llm.set_script([{"tool_calls": [{"name": "run_python", "arguments": {"code": code}}]},
                            {"answer": "Done."}])
@@ -2343,7 +2354,13 @@ def sandbox_own_namespaces(bed):
         daemon = {k: bed.ct.run(["readlink", f"/proc/{pid}/ns/{k}"]).stdout.strip() for k in kinds}
         log(f"# namespaces: container {inside}; daemon {daemon}")
         shared = [k for k in kinds if inside[k] == daemon[k]]
-        check(shared == ["cgroup"], f"namespaces shared with the daemon: {shared}")
+        check(shared == [], f"namespaces shared with the daemon: {shared}")
+        lines = inside["cgroup_path"].splitlines()
+        check(lines and all(line.endswith(":/") for line in lines),
+              f"/proc/self/cgroup in the container: {inside['cgroup_path']!r}")
+        check(inside["nice"] == errno.EPERM and inside["affinity"] == errno.EPERM and inside["setrlimit"] == 0,
+              f"~@resources in the container: nice {inside['nice']}, affinity {inside['affinity']}, "
+              f"setrlimit {inside['setrlimit']}")
 # --------------------------------------------------------------------------
 # Sandbox: the exact /out cap (issue 8). /out is a tmpfs of
 # WIKI_WEB_ARTIFACT_MAX_BYTES; the container's init copies the query's files
