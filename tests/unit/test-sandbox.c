@@ -137,7 +137,8 @@ static void check_config_invariants(const RuntimeSpec *spec) {
 
         linux_ = key(c, "linux");
         ns = key(linux_, "namespaces");
-        static const char *const want_ns[] = { "pid", "network", "ipc", "uts", "mount", "user", "cgroup", NULL };
+        static const char *const want_ns[] = { "pid",   "network", "ipc",    "uts",
+                                               "mount", "user",    "cgroup", NULL };
         for (const char *const *t = want_ns; *t; t++) {
                 bool found = false;
                 for (size_t i = 0; i < json_object_array_length(ns); i++) {
