@@ -406,6 +406,18 @@ static const char *test_fault(const char *name) {
         return test_faults() ? getenv(name) : NULL;
 }
 
+/* A numeric switch: 0 when it is off, 1 with *ret set, or a logged -EINVAL
+ * when its value is not a number in 0..max. */
+static int test_fault_uint64(const char *name, uint64_t max, uint64_t *ret) {
+        const char *fault = test_fault(name);
+
+        if (!fault)
+                return 0;
+        if (parse_uint64_range(fault, 0, max, ret) < 0)
+                return log_error_errno(EINVAL, "%s: expected 0..%" PRIu64, name, max);
+        return 1;
+}
+
 /* Test-only fault switch (WIKI_WEB_TEST_FAULTS=1): SIGUSR2 hangs the event
  * loop, so the watchdog test can see systemd restart a hung daemon. */
 static int on_fault_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
@@ -458,6 +470,7 @@ static int run(int argc, char *argv[]) {
         _cleanup_(manager_free) Manager m = { 0 };
         _cleanup_free_ char *error = NULL;
         const char *fault;
+        uint64_t n;
         sigset_t mask;
         int r, fd;
 
@@ -547,14 +560,12 @@ static int run(int argc, char *argv[]) {
         r = query_executor_new(m.event, &m.config, &m.executor);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the query executor");
-        fault = test_fault("WIKI_WEB_TEST_QUERY_DELAY_MS");
-        if (fault) {
-                uint64_t ms;
-
-                if (parse_uint64_range(fault, 0, 3600000, &ms) < 0)
-                        return log_error_errno(EINVAL, "WIKI_WEB_TEST_QUERY_DELAY_MS: expected 0..3600000");
-                log_warning("Test fault: every query takes %" PRIu64 " ms.", ms);
-                query_executor_set_test_delay(m.executor, ms * USEC_PER_MSEC);
+        r = test_fault_uint64("WIKI_WEB_TEST_QUERY_DELAY_MS", 3600000, &n);
+        if (r < 0)
+                return r;
+        if (r > 0) {
+                log_warning("Test fault: every query takes %" PRIu64 " ms.", n);
+                query_executor_set_test_delay(m.executor, n * USEC_PER_MSEC);
         }
         if (!query_executor_is_configured(m.executor))
                 log_warning("Query execution is not configured: every query will fail with execution_failed.");
@@ -581,12 +592,10 @@ static int run(int argc, char *argv[]) {
         sandbox_set_state_handler(m.sandbox, on_sandbox_state, &m);
         /* Queries offer run_python whenever the sandbox is available. */
         query_executor_set_sandbox(m.executor, m.sandbox);
-        fault = test_fault("WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE");
-        if (fault) {
-                uint64_t n;
-
-                if (parse_uint64_range(fault, 0, 100, &n) < 0)
-                        return log_error_errno(EINVAL, "WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE: expected 0..100");
+        r = test_fault_uint64("WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE", 100, &n);
+        if (r < 0)
+                return r;
+        if (r > 0) {
                 log_warning("Test fault: the next %" PRIu64 " sandbox scope confirmations fail.", n);
                 sandbox_set_test_unconfirmable(m.sandbox, (unsigned) n);
         }
