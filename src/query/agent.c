@@ -7,6 +7,7 @@
 #include "shared/json-util.h"
 #include "shared/macro.h"
 #include "shared/utf8.h"
+#include "shared/wiki-page.h"
 #include "query/agent.h"
 
 
@@ -524,7 +525,7 @@ static int page_result(Agent *a, const AgentPage *p, json_object **ret_result, c
                 if (r < 0)
                         return r;
                 if (a->settings.sandbox_available) {
-                        r = agent_page_file_name(p->title, &file);
+                        r = wiki_page_data_file_name(p->title, strlen(p->title), &file);
                         if (r < 0)
                                 return r;
                         if (asprintf(&hint, "the whole page is /data/%s", file) < 0) {
@@ -1202,34 +1203,4 @@ const LlmMessage *agent_messages(const Agent *a, size_t *ret_n) {
         assert(ret_n);
         *ret_n = a->n_messages;
         return a->messages;
-}
-
-int agent_page_file_name(const char *title, char **ret) {
-        static const char hex[] = "0123456789ABCDEF";
-        size_t n = strlen(title);
-        char *buf, *q;
-
-        assert(ret);
-        if (n > (SIZE_MAX - 6) / 3)
-                return -ENOMEM;
-        buf = malloc(n * 3 + STRLEN(".wiki") + 1);
-        if (!buf)
-                return -ENOMEM;
-        q = buf;
-        for (size_t i = 0; i < n; i++) {
-                uint8_t c = (uint8_t) title[i];
-
-                if (c == ' ')
-                        *q++ = '_';
-                else if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || strchr("_-.(),", c))
-                        *q++ = (char) c;
-                else {
-                        *q++ = '%';
-                        *q++ = hex[c >> 4];
-                        *q++ = hex[c & 15];
-                }
-        }
-        memcpy(q, ".wiki", STRLEN(".wiki") + 1);
-        *ret = buf;
-        return 0;
 }

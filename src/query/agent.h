@@ -211,11 +211,6 @@ unsigned agent_steps(const Agent *a);
 /* The messages of the conversation so far (tests and debugging). */
 const LlmMessage *agent_messages(const Agent *a, size_t *ret_n);
 
-/* The file of a page under /data (API.md 8.7): spaces as "_", every byte
- * outside A-Z a-z 0-9 _ - . ( ) , as %XX, then ".wiki". Returns 0 and a new
- * string; -ENOMEM. */
-int agent_page_file_name(const char *title, char **ret);
-
 /* Cut a tool result (JSON text, valid UTF-8) to at most max bytes: while it
  * is too long, its longest string is shortened and ends in a visible mark
  * "[… N more bytes cut by wikiweb]" (hint appended when not NULL), so the

@@ -5,20 +5,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The files a run sees and leaves (API.md 8.7, 9): the /data name rule and
- * writer, and the /out artifact collector. No event loop, no D-Bus: plain
- * file system calls on directories the caller owns. */
+#include "shared/wiki-page.h"
 
-/* The /data file name of a page title (API.md 8.7): spaces become '_',
- * every byte outside "A-Z a-z 0-9 _ - . ( ) ," is percent-encoded ("%2F"
- * for '/', upper-case hex), then ".wiki". The title is any bytes (NUL,
- * invalid UTF-8 included: each byte is encoded). A name that would exceed
- * NAME_MAX (255 bytes) is cut at a percent-escape boundary and ends in
- * "~" + 16 hex digits of the title's SHA-256 before ".wiki": '~' cannot come
- * from the rule, so a cut name never collides with an uncut one.
- * "." and ".." cannot result (a '.'-only title keeps its dots but gains
- * ".wiki"). Returns 0 and a new string, -EINVAL for an empty title, -ENOMEM. */
-int sandbox_data_file_name(const char *title, size_t len, char **ret);
+/* The files a run sees and leaves (API.md 8.7, 9): the /data writer
+ * (shared/wiki-page.h names the files), and the /out artifact collector. No event loop, no D-Bus: plain
+ * file system calls on directories the caller owns. */
 
 typedef struct SandboxPage {
         const char *title; /* UTF-8, as the wiki returned it */
