@@ -334,11 +334,9 @@ static void api_record_outcome(Api *api, const QueryOutcome *o, usec_t duration,
         /* Files left in /out are kept, also for a failed query (API.md 8.3),
          * streamed from the files the pipeline collected. */
         for (size_t i = 0; i < o->n_artifacts; i++) {
-                const QueryArtifact *a = &o->artifacts[i];
                 char id[HISTORY_ARTIFACT_ID_MAX];
 
-                r = history_add_artifact(
-                        api->history, o->query_id, a->name, a->media_type, a->sha256, a->fd, a->size, id);
+                r = history_add_artifact(api->history, o->query_id, &o->artifacts[i], id);
                 if (r < 0)
                         log_warning_errno(r, "Query %s: an artifact could not be kept", o->query_id);
         }

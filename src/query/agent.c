@@ -437,7 +437,7 @@ int agent_abort(Agent *a, ApiError error, const char *message) {
 }
 
 /* Add a page to the sources unless its title is there already. */
-static int add_source(Agent *a, const AgentPage *p) {
+static int add_source(Agent *a, const WikiPage *p) {
         AgentSource *n;
 
         for (size_t i = 0; i < a->n_sources; i++)
@@ -489,7 +489,7 @@ static int push_error_result(Agent *a, const char *call_id, const char *message)
         return push_result(a, call_id, o, NULL);
 }
 
-static int page_result(Agent *a, const AgentPage *p, json_object **ret_result, char **ret_hint) {
+static int page_result(Agent *a, const WikiPage *p, json_object **ret_result, char **ret_hint) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         _cleanup_free_ char *file = NULL, *hint = NULL;
         size_t len;
@@ -540,11 +540,13 @@ static int page_result(Agent *a, const AgentPage *p, json_object **ret_result, c
 }
 
 /* The read of one page: result message and source. */
-static int push_page(Agent *a, const char *call_id, const AgentPage *p) {
+static int push_page(Agent *a, const char *call_id, const WikiPage *p) {
         _cleanup_(json_object_putp) json_object *o = NULL;
         _cleanup_free_ char *hint = NULL;
         int r;
 
+        if (p && p->missing)
+                p = NULL;
         r = page_result(a, p, &o, &hint);
         if (r < 0)
                 return r;
@@ -554,7 +556,7 @@ static int push_page(Agent *a, const char *call_id, const AgentPage *p) {
         return p ? add_source(a, p) : 0;
 }
 
-int agent_preload_page(Agent *a, const char *title, const AgentPage *page) {
+int agent_preload_page(Agent *a, const char *title, const WikiPage *page) {
         _cleanup_(json_object_putp) json_object *args = json_object_new_object();
         LlmMessage *m;
         LlmToolCall *calls, *c;
@@ -1092,7 +1094,7 @@ int agent_tool_search_done(Agent *a, const AgentSearchResult *results, size_t n)
         return tool_done_result(a, o);
 }
 
-int agent_tool_read_done(Agent *a, const AgentPage *page) {
+int agent_tool_read_done(Agent *a, const WikiPage *page) {
         _cleanup_free_ char *id = NULL;
         int r;
 

@@ -7,6 +7,7 @@
 
 #include "admission/admission.h"
 #include "shared/api-error.h"
+#include "shared/artifact.h"
 #include "shared/config.h"
 #include "shared/macro.h"
 #include "shared/time-util.h"
@@ -32,15 +33,6 @@ typedef struct QueryTimings {
         usec_t wiki, model, sandbox, cleanup;
 } QueryTimings;
 
-/* A file left in /out, stored as an artifact of the query (API.md 9). */
-typedef struct QueryArtifact {
-        const char *name;       /* made safe */
-        const char *media_type; /* from the allowlist */
-        const char *sha256;     /* 64 hex digits */
-        int fd;                 /* the bytes, read-only, at offset 0; borrowed */
-        uint64_t size;
-} QueryArtifact;
-
 typedef struct QueryOutcome {
         const char *query_id;
         bool succeeded;
@@ -55,7 +47,7 @@ typedef struct QueryOutcome {
         uint64_t prompt_tokens, completion_tokens; /* summed over the steps */
         unsigned steps;                            /* model requests sent */
         QueryTimings timings;
-        const QueryArtifact *artifacts;
+        const Artifact *artifacts; /* the files left in /out, to keep (API.md 9); fds borrowed */
         size_t n_artifacts;
 } QueryOutcome;
 

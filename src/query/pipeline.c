@@ -208,34 +208,22 @@ static void query_run_wiki_failed(QueryRun *q, const WikiResult *r) {
         q->state = QUERY_RUN_CLEANUP;
 }
 
-static void page_to_agent(const MediaWikiPage *p, AgentPage *ret) {
-        *ret = (AgentPage){
-                .title = p->title,
-                .url = p->url,
-                .revision_id = p->revision_id,
-                .content = p->content,
-                .content_size = p->content_size,
-        };
-}
+/* A page read (by the request or the model) goes to the agent, and to
+ * /data as well. */
+static int query_run_take_page(QueryRun *q, const WikiPage *p) {
+        int r;
 
-/* A page read (by the request or the model) goes to /data as well. */
-static int query_run_add_page_to_sandbox(QueryRun *q, const MediaWikiPage *p) {
-        if (!q->sandbox_query || p->missing)
-                return 0;
-        return sandbox_query_add_page(
-                q->sandbox_query,
-                &(SandboxPage){
-                        .title = p->title,
-                        .revision_id = p->revision_id,
-                        .url = p->url,
-                        .content = p->content,
-                        .content_len = p->content_size,
-                });
+        if (q->state == QUERY_RUN_PRELOAD)
+                r = agent_preload_page(q->agent, q->op_title, p);
+        else
+                r = agent_tool_read_done(q->agent, p);
+        if (r < 0 || !q->sandbox_query || p->missing)
+                return r;
+        return sandbox_query_add_page(q->sandbox_query, p);
 }
 
 static void query_run_on_wiki_done(WikiOperation *op, const WikiResult *r, void *userdata) {
         QueryRun *q = userdata;
-        AgentPage page;
         int k = 0;
 
         assert(op == q->wiki_op);
@@ -244,14 +232,7 @@ static void query_run_on_wiki_done(WikiOperation *op, const WikiResult *r, void 
         if (r->error >= 0)
                 query_run_wiki_failed(q, r);
         else if (q->state == QUERY_RUN_PRELOAD) {
-                if (r->page.missing)
-                        k = agent_preload_page(q->agent, q->op_title, NULL);
-                else {
-                        page_to_agent(&r->page, &page);
-                        k = agent_preload_page(q->agent, q->op_title, &page);
-                        if (k >= 0)
-                                k = query_run_add_page_to_sandbox(q, &r->page);
-                }
+                k = query_run_take_page(q, &r->page);
                 query_run_log(
                         q,
                         LOG_INFO,
@@ -259,14 +240,7 @@ static void query_run_on_wiki_done(WikiOperation *op, const WikiResult *r, void 
                         q->next_page,
                         r->page.missing ? " (missing)" : "");
         } else if (q->op_tool == AGENT_TOOL_WIKI_READ) {
-                if (r->page.missing)
-                        k = agent_tool_read_done(q->agent, NULL);
-                else {
-                        page_to_agent(&r->page, &page);
-                        k = agent_tool_read_done(q->agent, &page);
-                        if (k >= 0)
-                                k = query_run_add_page_to_sandbox(q, &r->page);
-                }
+                k = query_run_take_page(q, &r->page);
                 query_run_log(
                         q,
                         LOG_INFO,
@@ -376,30 +350,20 @@ static void query_run_on_sandbox_done(SandboxRun *run, int error, const SandboxR
         if (q->failed || q->sandbox_cancelled)
                 q->state = QUERY_RUN_CLEANUP;
         else {
-                _cleanup_free_ AgentPythonFile *files = NULL;
-
-                if (res->n_files > 0) {
-                        files = calloc(res->n_files, sizeof *files);
-                        if (!files)
-                                k = -ENOMEM;
-                }
-                for (size_t i = 0; k >= 0 && i < res->n_files; i++)
-                        files[i] = (AgentPythonFile){ res->files[i].name, res->files[i].size_bytes };
-                if (k >= 0)
-                        k = agent_tool_python_done(
-                                q->agent,
-                                &(AgentPythonRun){
-                                        .has_exit_code = res->has_exit_code,
-                                        .exit_code = res->exit_code,
-                                        .signal = res->signal,
-                                        .timed_out = res->timed_out,
-                                        .stdout_bytes = res->stdout_text ? res->stdout_text : "",
-                                        .stdout_size = res->stdout_text ? strlen(res->stdout_text) : 0,
-                                        .stderr_bytes = res->stderr_text ? res->stderr_text : "",
-                                        .stderr_size = res->stderr_text ? strlen(res->stderr_text) : 0,
-                                        .files = files,
-                                        .n_files = res->n_files,
-                                });
+                k = agent_tool_python_done(
+                        q->agent,
+                        &(AgentPythonRun){
+                                .has_exit_code = res->has_exit_code,
+                                .exit_code = res->exit_code,
+                                .signal = res->signal,
+                                .timed_out = res->timed_out,
+                                .stdout_bytes = res->stdout_text ? res->stdout_text : "",
+                                .stdout_size = res->stdout_text ? strlen(res->stdout_text) : 0,
+                                .stderr_bytes = res->stderr_text ? res->stderr_text : "",
+                                .stderr_size = res->stderr_text ? strlen(res->stderr_text) : 0,
+                                .files = res->files,
+                                .n_files = res->n_files,
+                        });
                 if (k < 0) {
                         log_error_errno(k, "Query %s: cannot take the sandbox's result", q->id);
                         query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
@@ -541,7 +505,6 @@ static int query_run_sources_json(QueryRun *q, char **ret) {
 /* DONE: report once, from the defer that got us here. */
 static void query_run_report(QueryRun *q) {
         _cleanup_free_ char *sources = NULL;
-        _cleanup_free_ QueryArtifact *artifacts = NULL;
         uint64_t prompt = 0, completion = 0;
         QueryOutcome o;
 
@@ -550,20 +513,6 @@ static void query_run_report(QueryRun *q) {
         if (query_run_sources_json(q, &sources) < 0)
                 log_oom();
         agent_usage(q->agent, &prompt, &completion);
-
-        if (q->artifacts.n > 0) {
-                artifacts = calloc(q->artifacts.n, sizeof *artifacts);
-                if (!artifacts)
-                        log_oom();
-        }
-        for (size_t i = 0; artifacts && i < q->artifacts.n; i++)
-                artifacts[i] = (QueryArtifact){
-                        .name = q->artifacts.items[i].name,
-                        .media_type = q->artifacts.items[i].media_type,
-                        .sha256 = q->artifacts.items[i].sha256,
-                        .fd = q->artifacts.items[i].fd,
-                        .size = q->artifacts.items[i].size,
-                };
 
         o = (QueryOutcome){
                 .query_id = q->id,
@@ -578,8 +527,8 @@ static void query_run_report(QueryRun *q) {
                 .completion_tokens = completion,
                 .steps = agent_steps(q->agent),
                 .timings = q->timings,
-                .artifacts = artifacts,
-                .n_artifacts = artifacts ? q->artifacts.n : 0,
+                .artifacts = q->artifacts.items,
+                .n_artifacts = q->artifacts.n,
         };
         q->reported = true;
         q->confirmed_pending = !q->cleanup_confirmed;

@@ -47,7 +47,7 @@ static int write_file_atomic(int dir_fd, const char *name, const void *data, siz
         return 0;
 }
 
-int sandbox_data_write_page(int dir_fd, const SandboxPage *page, const SandboxPage *entries, size_t n) {
+int sandbox_data_write_page(int dir_fd, const WikiPage *page, const WikiPage *entries, size_t n) {
         _cleanup_(json_object_putp) json_object *a = json_object_new_array();
         _cleanup_free_ char *file = NULL;
         const char *text;
@@ -59,7 +59,7 @@ int sandbox_data_write_page(int dir_fd, const SandboxPage *page, const SandboxPa
         r = wiki_page_data_file_name(page->title, strlen(page->title), &file);
         if (r < 0)
                 return r;
-        r = write_file_atomic(dir_fd, file, page->content, page->content_len);
+        r = write_file_atomic(dir_fd, file, page->content, page->content_size);
         if (r < 0)
                 return r;
 
@@ -151,11 +151,8 @@ const char *sandbox_media_type(const char *name) {
 }
 
 void sandbox_artifacts_done(SandboxArtifacts *a) {
-        for (size_t i = 0; i < a->n; i++) {
-                free(a->items[i].name);
-                if (a->items[i].fd >= 0)
-                        (void) close(a->items[i].fd);
-        }
+        for (size_t i = 0; i < a->n; i++)
+                artifact_done(&a->items[i]);
         free(a->items);
         *a = (SandboxArtifacts){ 0 };
 }
@@ -278,7 +275,7 @@ int sandbox_collect_artifacts(int dir_fd, uint64_t max_files, uint64_t max_bytes
         for (size_t i = 0; i < n_names; i++) {
                 _cleanup_close_ int f = -1;
                 struct stat st;
-                SandboxArtifact *x;
+                Artifact *x;
 
                 /* O_NONBLOCK: opening a FIFO must not wait for a writer;
                  * O_NOFOLLOW: a link is refused here, not followed. */
@@ -314,9 +311,9 @@ int sandbox_collect_artifacts(int dir_fd, uint64_t max_files, uint64_t max_bytes
                         }
                 }
                 x = &a.items[a.n];
-                *x = (SandboxArtifact){ .fd = -1, .size = (uint64_t) st.st_size };
-                if (hash_fd(f, x->size, x->sha256) < 0 ||
-                    (fstat(f, &st) == 0 && (uint64_t) st.st_size != x->size)) {
+                *x = (Artifact){ .fd = -1, .size_bytes = (uint64_t) st.st_size };
+                if (hash_fd(f, x->size_bytes, x->sha256) < 0 ||
+                    (fstat(f, &st) == 0 && (uint64_t) st.st_size != x->size_bytes)) {
                         log_skip(&a.skipped_unreadable, names[i], "it changed or failed while read");
                         continue;
                 }
@@ -325,7 +322,7 @@ int sandbox_collect_artifacts(int dir_fd, uint64_t max_files, uint64_t max_bytes
                         goto finish;
                 x->media_type = sandbox_media_type(x->name);
                 x->fd = TAKE_FD(f);
-                used += x->size;
+                used += x->size_bytes;
                 a.n++;
         }
         if (a.skipped_not_regular + a.skipped_too_large + a.skipped_too_many + a.skipped_unreadable > 0)

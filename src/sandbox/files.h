@@ -5,25 +5,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "shared/artifact.h"
 #include "shared/wiki-page.h"
 
 /* The files a run sees and leaves (API.md 8.7, 9): the /data writer
  * (shared/wiki-page.h names the files), and the /out artifact collector. No event loop, no D-Bus: plain
  * file system calls on directories the caller owns. */
 
-typedef struct SandboxPage {
-        const char *title; /* UTF-8, as the wiki returned it */
-        uint64_t revision_id;
-        const char *url;
-        const char *content; /* the wikitext */
-        size_t content_len;
-} SandboxPage;
-
 /* Write one page's file into the /data directory dir_fd and rewrite
  * pages.json with entries (n of them, in first-read order; the page is
  * expected to be among them). Files are written to a temporary name and
  * renamed, so a run never sees half a file. Returns 0 or a negative errno. */
-int sandbox_data_write_page(int dir_fd, const SandboxPage *page, const SandboxPage *entries, size_t n);
+int sandbox_data_write_page(int dir_fd, const WikiPage *page, const WikiPage *entries, size_t n);
 
 /* The artifact name of an /out file name (API.md 9): valid UTF-8 (an invalid
  * byte becomes '_'), no control characters ('_'), no '/', at most 255 bytes
@@ -34,16 +27,8 @@ int sandbox_artifact_name(const char *name, char **ret);
  * anything else "application/octet-stream". Static string. */
 const char *sandbox_media_type(const char *name);
 
-typedef struct SandboxArtifact {
-        char *name;             /* sandbox_artifact_name() */
-        const char *media_type; /* static */
-        uint64_t size;
-        char sha256[65];
-        int fd; /* the file, open read-only, at offset 0; owned */
-} SandboxArtifact;
-
 typedef struct SandboxArtifacts {
-        SandboxArtifact *items;
+        Artifact *items; /* each with all its fields */
         size_t n;
         /* What was left out, by reason (each also logged, at most a few
          * lines per reason). */

@@ -114,7 +114,7 @@ struct SandboxQuery {
         unsigned runs;
         SandboxRun *run;
         unsigned unconfirmed; /* this query's cleanups not confirmed yet */
-        SandboxPage *pages;
+        WikiPage *pages;
         size_t n_pages;
         SandboxQueryConfirmedHandler confirmed_handler;
         void *confirmed_userdata;
@@ -829,12 +829,6 @@ int sandbox_query_new(Sandbox *s, const char *query_id, SandboxQuery **ret) {
         return 0;
 }
 
-static void free_page(SandboxPage *p) {
-        free((char *) p->title);
-        free((char *) p->url);
-        p->title = p->url = NULL;
-}
-
 SandboxQuery *sandbox_query_free(SandboxQuery *q) {
         if (!q)
                 return NULL;
@@ -859,7 +853,7 @@ SandboxQuery *sandbox_query_free(SandboxQuery *q) {
                         log_warning_errno(r, "Cannot remove %s", q->dir);
         }
         for (size_t i = 0; i < q->n_pages; i++)
-                free_page(&q->pages[i]);
+                wiki_page_done(&q->pages[i]);
         free(q->pages);
         free(q->id);
         free(q->dir);
@@ -867,7 +861,7 @@ SandboxQuery *sandbox_query_free(SandboxQuery *q) {
         return NULL;
 }
 
-int sandbox_query_add_page(SandboxQuery *q, const SandboxPage *page) {
+int sandbox_query_add_page(SandboxQuery *q, const WikiPage *page) {
         size_t i;
 
         assert(q);
@@ -877,19 +871,19 @@ int sandbox_query_add_page(SandboxQuery *q, const SandboxPage *page) {
                 if (streq(q->pages[i].title, page->title))
                         break;
         if (i == q->n_pages) {
-                SandboxPage *n = reallocarray(q->pages, q->n_pages + 1, sizeof *n);
+                WikiPage *n = reallocarray(q->pages, q->n_pages + 1, sizeof *n);
                 if (!n)
                         return -ENOMEM;
                 q->pages = n;
-                q->pages[i] = (SandboxPage){ 0 };
+                q->pages[i] = (WikiPage){ 0 };
                 q->n_pages++;
         } else
-                free_page(&q->pages[i]);
+                wiki_page_done(&q->pages[i]);
         q->pages[i].title = strdup(page->title);
         q->pages[i].url = strdup(page->url ? page->url : "");
         q->pages[i].revision_id = page->revision_id;
         if (!q->pages[i].title || !q->pages[i].url) {
-                free_page(&q->pages[i]);
+                wiki_page_done(&q->pages[i]);
                 q->n_pages--;
                 return -ENOMEM;
         }
@@ -928,9 +922,9 @@ int sandbox_query_store_artifacts(SandboxQuery *q, History *history) {
                 return r;
         for (size_t i = 0; i < a.n; i++) {
                 char id[HISTORY_ARTIFACT_ID_MAX];
-                SandboxArtifact *x = &a.items[i];
+                Artifact *x = &a.items[i];
 
-                r = history_add_artifact(history, q->id, x->name, x->media_type, x->sha256, x->fd, x->size, id);
+                r = history_add_artifact(history, q->id, x, id);
                 if (r == -ENOENT) {
                         sandbox_artifacts_done(&a);
                         return r;
@@ -944,7 +938,7 @@ int sandbox_query_store_artifacts(SandboxQuery *q, History *history) {
                         q->id,
                         x->name,
                         id,
-                        x->size,
+                        x->size_bytes,
                         x->media_type);
                 kept++;
         }
@@ -958,7 +952,7 @@ static void sandbox_result_done(SandboxResult *r) {
         free(r->stdout_text);
         free(r->stderr_text);
         for (size_t i = 0; i < r->n_files; i++)
-                free(r->files[i].name);
+                artifact_done(&r->files[i]);
         free(r->files);
         *r = (SandboxResult){ 0 };
 }
@@ -994,7 +988,7 @@ int sandbox_result_to_json(const SandboxResult *r, char **ret) {
 }
 
 static int cmp_files(const void *a, const void *b) {
-        return strcmp(((const SandboxFile *) a)->name, ((const SandboxFile *) b)->name);
+        return strcmp(((const Artifact *) a)->name, ((const Artifact *) b)->name);
 }
 
 /* The top-level regular files of /out, by name, not following links. */
@@ -1011,7 +1005,7 @@ static int list_out(int out_fd, SandboxResult *r) {
         rewinddir(d);
         while ((de = readdir(d)) && r->n_files < SANDBOX_RESULT_FILES_MAX) {
                 struct stat st;
-                SandboxFile *n;
+                Artifact *n;
 
                 if (fstatat(out_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
                         continue;
@@ -1019,9 +1013,10 @@ static int list_out(int out_fd, SandboxResult *r) {
                 if (!n)
                         break;
                 r->files = n;
+                n[r->n_files] = (Artifact){ .size_bytes = (uint64_t) st.st_size, .fd = -1 };
                 if (sandbox_artifact_name(de->d_name, &n[r->n_files].name) < 0)
                         break;
-                n[r->n_files++].size_bytes = (uint64_t) st.st_size;
+                r->n_files++;
         }
         closedir(d);
         if (r->n_files > 1)

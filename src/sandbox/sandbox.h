@@ -109,7 +109,7 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(SandboxQuery *, sandbox_query_free);
 /* Add a page that wiki_read returned to /data (API.md 8.7): its .wiki file
  * and pages.json with every page so far, in first-read order. A title
  * read again replaces its entry. Strings are copied. */
-int sandbox_query_add_page(SandboxQuery *q, const SandboxPage *page);
+int sandbox_query_add_page(SandboxQuery *q, const WikiPage *page);
 
 /* Whether every run of this query has its cleanup confirmed (the slot may
  * be promoted). */
@@ -132,11 +132,6 @@ int sandbox_query_collect(SandboxQuery *q, SandboxArtifacts *ret);
 struct History;
 int sandbox_query_store_artifacts(SandboxQuery *q, struct History *history);
 
-typedef struct SandboxFile {
-        char *name; /* made safe as an artifact name */
-        uint64_t size_bytes;
-} SandboxFile;
-
 /* The result of API.md 8.6. All strings owned by the result, which is
  * borrowed by the done callback for the duration of the call. */
 typedef struct SandboxResult {
@@ -148,7 +143,7 @@ typedef struct SandboxResult {
         char *stdout_text;  /* sanitized, head and tail when cut */
         char *stderr_text;
         uint64_t stdout_bytes, stderr_bytes; /* as written by the code */
-        SandboxFile *files;                  /* top-level regular files in /out after the run */
+        Artifact *files; /* top-level regular files in /out after the run: name and size_bytes */
         size_t n_files;
         bool cleanup_confirmed; /* false: cleanup_failed, retried with backoff */
         usec_t run_usec;        /* from the start to the end of the container */

@@ -8,6 +8,16 @@
 #include "shared/sha256.h"
 #include "shared/wiki-page.h"
 
+void wiki_page_done(WikiPage *p) {
+        if (!p)
+                return;
+        free(p->title);
+        free(p->redirected_from);
+        free(p->url);
+        free(p->content);
+        *p = (WikiPage){ 0 };
+}
+
 static bool data_name_byte_ok(unsigned char c) {
         return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
                 c == '-' || c == '.' || c == '(' || c == ')' || c == ',';

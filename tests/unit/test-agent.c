@@ -162,14 +162,14 @@ static Agent *new_agent(const AgentSettings *s, const char *question) {
         return a;
 }
 
-static const AgentPage apple = {
+static const WikiPage apple = {
         .title = "Apple",
         .url = "http://127.0.0.1:8081/index.php/Apple",
         .revision_id = 42,
         .content = "The '''apple''' is a fruit.",
         .content_size = 27,
 };
-static const AgentPage pear = {
+static const WikiPage pear = {
         .title = "Pear",
         .url = "http://127.0.0.1:8081/index.php/Pear",
         .revision_id = 7,
@@ -293,7 +293,7 @@ TEST(several_calls_in_order) {
         ASSERT_EQ_STR(act.call.code, "print(1)");
         ASSERT_EQ_INT(act.call.code_size, 8);
         {
-                AgentPythonFile files[] = { { "table.csv", 120 } };
+                Artifact files[] = { { .name = (char *) "table.csv", .size_bytes = 120, .fd = -1 } };
                 AgentPythonRun run = {
                         .has_exit_code = true,
                         .exit_code = 0,
@@ -327,7 +327,7 @@ TEST(several_calls_in_order) {
         ASSERT_OK(agent_tool_read_done(a, &pear));
         next(a, AGENT_ACTION_TOOL);
         {
-                AgentPage banana = {
+                WikiPage banana = {
                         .title = "Banana", .url = "u", .revision_id = 9, .content = "", .content_size = 0
                 };
                 ASSERT_OK(agent_tool_read_done(a, &banana));
@@ -635,7 +635,7 @@ TEST(context_estimate) {
         {
                 _cleanup_(agent_freep) Agent *a = NULL;
                 _cleanup_free_ char *content = malloc(12000);
-                AgentPage big = apple;
+                WikiPage big = apple;
 
                 memset(content, 'w', 12000);
                 big.content = content;
@@ -712,7 +712,7 @@ TEST(truncation) {
         _cleanup_(agent_freep) Agent *a = NULL;
         _cleanup_free_ char *content = NULL;
         const LlmMessage *m;
-        AgentPage big = apple;
+        WikiPage big = apple;
         size_t n, base, size = 100000;
         json_object *o;
 
@@ -777,7 +777,7 @@ TEST(truncation_hint_long_title) {
         AgentSettings s = defaults;
         _cleanup_(agent_freep) Agent *a = NULL;
         _cleanup_free_ char *content = NULL, *title = NULL, *args = NULL, *file = NULL, *needle = NULL;
-        AgentPage big = apple;
+        WikiPage big = apple;
         size_t base, size = 20000;
 
         /* 100 x "é": 200 bytes, 600 once percent-encoded */

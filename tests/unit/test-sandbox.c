@@ -262,9 +262,17 @@ TEST(config_invariants) {
 TEST(data_write) {
         _cleanup_free_ char *dir = make_tmpdir();
         _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        SandboxPage pages[2] = {
-                { .title = "Apple", .revision_id = 7, .url = "https://w/Apple", .content = "red", .content_len = 3 },
-                { .title = "../x", .revision_id = 9, .url = "https://w/x", .content = "", .content_len = 0 },
+        WikiPage pages[2] = {
+                { .title = (char *) "Apple",
+                  .revision_id = 7,
+                  .url = (char *) "https://w/Apple",
+                  .content = (char *) "red",
+                  .content_size = 3 },
+                { .title = (char *) "../x",
+                  .revision_id = 9,
+                  .url = (char *) "https://w/x",
+                  .content = (char *) "",
+                  .content_size = 0 },
         };
         char buf[512];
         ssize_t k;
@@ -385,7 +393,7 @@ TEST(collector_hostile) {
         ASSERT_EQ_INT(a.n, 3);
         ASSERT_EQ_STR(a.items[0].name, "b-table.csv");
         ASSERT_EQ_STR(a.items[0].media_type, "text/csv");
-        ASSERT_EQ_INT(a.items[0].size, 8);
+        ASSERT_EQ_INT(a.items[0].size_bytes, 8);
         sha256("a,b\n1,2\n", 8, d);
         sha256_to_hex(d, hex);
         ASSERT_EQ_STR(a.items[0].sha256, hex);
@@ -597,7 +605,7 @@ TEST(runtime_argv) {
 }
 
 TEST(result_json) {
-        SandboxFile files[] = { { .name = (char *) "a.csv", .size_bytes = 12 } };
+        Artifact files[] = { { .name = (char *) "a.csv", .size_bytes = 12, .fd = -1 } };
         SandboxResult r = {
                 .has_exit_code = true,
                 .exit_code = 3,
@@ -683,14 +691,15 @@ TEST(store_artifacts) {
         history_artifact_done(&a);
         {
                 char id[HISTORY_ARTIFACT_ID_MAX];
+                Artifact x = { .name = (char *) "x", .media_type = "text/plain", .size_bytes = 10, .fd = out_fd };
+
+                memcpy(x.sha256, hex, sizeof x.sha256);
                 ASSERT_EQ_INT(
-                        history_add_artifact(
-                                h, "qr_0123456789abcdef0123456789abcdef", "x", "text/plain", hex, out_fd, 10, id),
+                        history_add_artifact(h, "qr_0123456789abcdef0123456789abcdef", &x, id),
                         -EIO); /* a directory: not readable as bytes */
-                ASSERT_EQ_INT(
-                        history_add_artifact(
-                                h, "qr_0123456789abcdef0123456789abcdef", "x", "text/plain", "short", out_fd, 1, id),
-                        -EINVAL);
+                snprintf(x.sha256, sizeof x.sha256, "short");
+                x.size_bytes = 1;
+                ASSERT_EQ_INT(history_add_artifact(h, "qr_0123456789abcdef0123456789abcdef", &x, id), -EINVAL);
         }
 
         q = sandbox_query_free(q);

@@ -233,11 +233,11 @@ static int add_pages(Tool *t) {
                         return r;
                 r = sandbox_query_add_page(
                         t->query,
-                        &(SandboxPage){ .title = title,
-                                        .revision_id = 100 + i,
-                                        .url = "http://127.0.0.1/wiki/x",
-                                        .content = content,
-                                        .content_len = len });
+                        &(WikiPage){ .title = title,
+                                     .revision_id = 100 + i,
+                                     .url = (char *) "http://127.0.0.1/wiki/x",
+                                     .content = content,
+                                     .content_size = len });
                 if (r < 0)
                         return r;
         }
@@ -281,7 +281,7 @@ static int cmd_run(Tool *t) {
                        i ? ", " : "",
                        json_object_to_json_string(name),
                        a.items[i].media_type,
-                       a.items[i].size,
+                       a.items[i].size_bytes,
                        a.items[i].sha256);
                 json_object_put(name);
         }
