@@ -52,7 +52,10 @@ typedef struct QueryOutcome {
 } QueryOutcome;
 
 /* Called once per started job, from the event loop, never from inside
- * start(). The outcome is borrowed for the duration of the call. */
+ * start(). The outcome is borrowed for the duration of the call. After an
+ * outcome with cleanup_confirmed = false, the Sandbox announces the query's
+ * id when the cleanup is confirmed after all (sandbox.h); the executor is
+ * done with the job. */
 typedef void (*QueryDoneHandler)(const QueryOutcome *outcome, void *userdata);
 
 typedef struct QueryExecutor QueryExecutor;
@@ -66,10 +69,6 @@ int query_executor_new(sd_event *event, const Config *config, QueryExecutor **re
 typedef struct Sandbox Sandbox;
 void query_executor_set_sandbox(QueryExecutor *x, Sandbox *sandbox);
 
-/* Called once for a job whose outcome said cleanup_confirmed = false, when
- * its cleanup is confirmed after all (API.md 8.4: then the slot is freed). */
-typedef void (*QueryCleanupHandler)(const char *query_id, void *userdata);
-void query_executor_set_cleanup_handler(QueryExecutor *x, QueryCleanupHandler handler, void *userdata);
 QueryExecutor *query_executor_free(QueryExecutor *x);
 DEFINE_TRIVIAL_CLEANUP_FUNC(QueryExecutor *, query_executor_free);
 /* Whether wiki and model are configured (false: every query fails with

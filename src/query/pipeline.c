@@ -86,25 +86,12 @@ struct QueryRun {
         QueryTimings timings;
         SandboxArtifacts artifacts;
         bool reported;
-        bool cleanup_confirmed;
-        bool confirmed_pending; /* reported unconfirmed; the confirmed callback is still owed */
 
         QueryRunDone done;
-        QueryRunConfirmed confirmed;
         void *userdata;
 };
 
 static void query_run_advance(QueryRun *q);
-
-const char *query_run_id(const QueryRun *q) {
-        assert(q);
-        return q->id;
-}
-
-bool query_run_reported(const QueryRun *q) {
-        assert(q);
-        return q->reported;
-}
 
 /* Log one line about the query, with its id as a journal field. */
 _printf_(3, 4) static void query_run_log(QueryRun *q, int level, const char *format, ...) {
@@ -509,7 +496,6 @@ static void query_run_report(QueryRun *q) {
         QueryOutcome o;
 
         q->deadline_source = sd_event_source_disable_unref(q->deadline_source);
-        q->cleanup_confirmed = !q->sandbox_query || sandbox_query_cleanup_confirmed(q->sandbox_query);
         if (query_run_sources_json(q, &sources) < 0)
                 log_oom();
         agent_usage(q->agent, &prompt, &completion);
@@ -520,7 +506,7 @@ static void query_run_report(QueryRun *q) {
                 .error = q->failed ? q->error : _API_ERROR_INVALID,
                 .message = q->failed ? q->message : NULL,
                 .answer = q->failed ? NULL : q->answer,
-                .cleanup_confirmed = q->cleanup_confirmed,
+                .cleanup_confirmed = !q->sandbox_query || sandbox_query_cleanup_confirmed(q->sandbox_query),
                 .sources_json = sources,
                 .model = q->config->llm_model,
                 .prompt_tokens = prompt,
@@ -531,20 +517,7 @@ static void query_run_report(QueryRun *q) {
                 .n_artifacts = q->artifacts.n,
         };
         q->reported = true;
-        q->confirmed_pending = !q->cleanup_confirmed;
         q->done(q, &o, q->userdata);
-}
-
-static void query_run_on_sandbox_confirmed(SandboxQuery *sq, void *userdata) {
-        QueryRun *q = userdata;
-
-        if (!q->reported || !q->confirmed_pending)
-                return;
-        q->confirmed_pending = false;
-        q->cleanup_confirmed = true;
-        query_run_log(q, LOG_INFO, "the sandbox's cleanup is confirmed now.");
-        if (q->confirmed)
-                q->confirmed(q, q->userdata);
 }
 
 /* CLEANUP: nothing else may start; wait for a cancelled container, then
@@ -683,12 +656,7 @@ static void query_run_advance(QueryRun *q) {
 }
 
 int query_run_new(
-        const QueryRunContext *ctx,
-        const QueryJob *job,
-        QueryRunDone done,
-        QueryRunConfirmed confirmed,
-        void *userdata,
-        QueryRun **ret) {
+        const QueryRunContext *ctx, const QueryJob *job, QueryRunDone done, void *userdata, QueryRun **ret) {
 
         _cleanup_(query_run_freep) QueryRun *q = NULL;
         const Config *c;
@@ -712,7 +680,6 @@ int query_run_new(
         q->upstream = ctx->upstream;
         q->sandbox = ctx->sandbox;
         q->done = done;
-        q->confirmed = confirmed;
         q->userdata = userdata;
         q->state = QUERY_RUN_PRELOAD;
         q->error = _API_ERROR_INVALID;
@@ -749,9 +716,7 @@ int query_run_new(
                         log_warning_errno(
                                 r, "Query %s: no sandbox for this query, run_python not offered", q->id);
                         python = false;
-                } else
-                        sandbox_query_set_confirmed_handler(
-                                q->sandbox_query, query_run_on_sandbox_confirmed, q);
+                }
         }
 
         r = agent_new(

@@ -57,7 +57,7 @@ typedef enum CleanupStep {
 struct Cleanup {
         Sandbox *sandbox;
         Cleanup *next;
-        SandboxQuery *query; /* NULL for the sweep, or after the query is freed */
+        char *query_id; /* whose run this was: announced when confirmed late; NULL for the sweep */
         char *id, *scope;
         CleanupStep step;
         pid_t pid;
@@ -113,11 +113,8 @@ struct SandboxQuery {
         int dir_fd, data_fd, out_fd;
         unsigned runs;
         SandboxRun *run;
-        unsigned unconfirmed; /* this query's cleanups not confirmed yet */
         WikiPage *pages;
         size_t n_pages;
-        SandboxQueryConfirmedHandler confirmed_handler;
-        void *confirmed_userdata;
 };
 
 struct Sandbox {
@@ -138,6 +135,8 @@ struct Sandbox {
         SandboxQuery *queries;
         SandboxStateHandler state_handler;
         void *state_userdata;
+        SandboxCleanupConfirmedHandler confirmed_handler;
+        void *confirmed_userdata;
         bool last_available, last_pending;
         bool test_deaf_init;
 };
@@ -184,6 +183,22 @@ void sandbox_set_state_handler(Sandbox *s, SandboxStateHandler handler, void *us
         s->state_userdata = userdata;
 }
 
+void sandbox_set_cleanup_confirmed_handler(Sandbox *s, SandboxCleanupConfirmedHandler handler, void *userdata) {
+        assert(s);
+
+        s->confirmed_handler = handler;
+        s->confirmed_userdata = userdata;
+}
+
+/* Whether a cleanup of a run of query_id failed an attempt and is not
+ * confirmed yet. */
+static bool sandbox_query_id_pending(const Sandbox *s, const char *query_id) {
+        for (const Cleanup *c = s->cleanups; c; c = c->next)
+                if (c->pending && c->query_id && streq(c->query_id, query_id))
+                        return true;
+        return false;
+}
+
 void sandbox_set_test_unconfirmable(Sandbox *s, unsigned n) {
         assert(s);
         scope_manager_set_test_unconfirmable(s->scopes, n);
@@ -211,6 +226,7 @@ static Cleanup *cleanup_free(Cleanup *c) {
         sd_event_source_disable_unref(c->retry);
         free(c->id);
         free(c->scope);
+        free(c->query_id);
         free(c);
         return NULL;
 }
@@ -233,12 +249,11 @@ static void cleanup_attempt_done(Cleanup *c, int error) {
         c->attempts++;
         if (error >= 0) {
                 if (c->pending) {
-                        SandboxQuery *q = c->query;
-
                         log_notice("Cleanup of %s confirmed after %u attempts.", c->scope, c->attempts);
+                        c->pending = false;
                         s->n_pending--;
-                        if (q && --q->unconfirmed == 0 && q->confirmed_handler)
-                                q->confirmed_handler(q, q->confirmed_userdata);
+                        if (c->query_id && !sandbox_query_id_pending(s, c->query_id) && s->confirmed_handler)
+                                s->confirmed_handler(s, c->query_id, s->confirmed_userdata);
                 }
                 if (done)
                         done(c, 0);
@@ -250,8 +265,6 @@ static void cleanup_attempt_done(Cleanup *c, int error) {
         if (!c->pending) {
                 c->pending = true;
                 s->n_pending++;
-                if (c->query)
-                        c->query->unconfirmed++;
                 c->backoff = SANDBOX_RETRY_FIRST_USEC;
         } else
                 c->backoff = MIN(c->backoff * 2, SANDBOX_RETRY_MAX_USEC);
@@ -334,16 +347,21 @@ static void cleanup_step(Cleanup *c) {
                 cleanup_attempt_done(c, r);
 }
 
-/* Start cleaning container id and its scope (id + ".scope"). */
+/* Start cleaning container id and its scope (id + ".scope"), of a run of
+ * query_id (NULL: the sweep's). */
 static int cleanup_start(
-        Sandbox *s, const char *id, SandboxQuery *q, CleanupDone done, void *userdata, Cleanup **ret) {
+        Sandbox *s, const char *id, const char *query_id, CleanupDone done, void *userdata, Cleanup **ret) {
         Cleanup *c = calloc(1, sizeof *c);
 
         if (!c)
                 return -ENOMEM;
-        *c = (Cleanup){ .sandbox = s, .query = q, .done = done, .userdata = userdata, .next = s->cleanups };
+        *c = (Cleanup){ .sandbox = s, .done = done, .userdata = userdata, .next = s->cleanups };
         s->cleanups = c;
         c->id = strdup(id);
+        if (query_id && !(c->query_id = strdup(query_id))) {
+                cleanup_free(c);
+                return -ENOMEM;
+        }
         if (!c->id || asprintf(&c->scope, "%s.scope", id) < 0) {
                 c->scope = NULL;
                 cleanup_free(c);
@@ -838,9 +856,6 @@ SandboxQuery *sandbox_query_free(SandboxQuery *q) {
                         *p = q->next;
                         break;
                 }
-        for (Cleanup *c = q->sandbox->cleanups; c; c = c->next)
-                if (c->query == q)
-                        c->query = NULL;
         if (q->data_fd >= 0)
                 (void) close(q->data_fd);
         if (q->out_fd >= 0)
@@ -892,14 +907,7 @@ int sandbox_query_add_page(SandboxQuery *q, const WikiPage *page) {
 
 bool sandbox_query_cleanup_confirmed(const SandboxQuery *q) {
         assert(q);
-        return q->unconfirmed == 0 && (!q->run || q->run->state == RUN_REPORTING);
-}
-
-void sandbox_query_set_confirmed_handler(SandboxQuery *q, SandboxQueryConfirmedHandler handler, void *userdata) {
-        assert(q);
-
-        q->confirmed_handler = handler;
-        q->confirmed_userdata = userdata;
+        return !sandbox_query_id_pending(q->sandbox, q->id) && (!q->run || q->run->state == RUN_REPORTING);
 }
 
 int sandbox_query_collect(SandboxQuery *q, SandboxArtifacts *ret) {
@@ -1300,7 +1308,13 @@ static void run_finish(SandboxRun *run) {
         }
 
         run->t_cleanup = now(CLOCK_MONOTONIC);
-        r = cleanup_start(run->sandbox, run->id, run->query, sandbox_run_on_cleanup, run, &run->cleanup);
+        r = cleanup_start(
+                run->sandbox,
+                run->id,
+                run->query ? run->query->id : NULL,
+                sandbox_run_on_cleanup,
+                run,
+                &run->cleanup);
         if (r < 0) {
                 /* Not even started: treat as unconfirmed, report. */
                 res->cleanup_confirmed = false;

@@ -48,7 +48,9 @@
  * sandbox_run_cancel() and wait for the callback; at the end of the query
  * call sandbox_query_store_artifacts() (also when it failed), report
  * cleanup_confirmed = sandbox_query_cleanup_confirmed(), and if false,
- * keep the slot until the confirmed handler runs. */
+ * keep the slot until the Sandbox announces the query's cleanup confirmed
+ * (sandbox_set_cleanup_confirmed_handler(): the query's context may be
+ * long gone by then; the Sandbox owns the fact). */
 
 typedef struct Sandbox Sandbox;
 typedef struct SandboxQuery SandboxQuery;
@@ -89,6 +91,14 @@ bool sandbox_cleanup_pending(const Sandbox *s);
 typedef void (*SandboxStateHandler)(Sandbox *s, void *userdata);
 void sandbox_set_state_handler(Sandbox *s, SandboxStateHandler handler, void *userdata);
 
+/* Called once each time the last unconfirmed cleanup of a query (one that
+ * failed an attempt and was retried) is confirmed, with the query's id
+ * (borrowed for the call), from the event loop. Whether the query's
+ * context still exists does not matter: the Sandbox keeps the id with the
+ * cleanup. The sweep's cleanups belong to no query and are not announced. */
+typedef void (*SandboxCleanupConfirmedHandler)(Sandbox *s, const char *query_id, void *userdata);
+void sandbox_set_cleanup_confirmed_handler(Sandbox *s, SandboxCleanupConfirmedHandler handler, void *userdata);
+
 /* Test-only fault switch: the next n scope confirmations find the unit
  * still there, as a stuck unit would (API.md 8.4). */
 void sandbox_set_test_unconfirmable(Sandbox *s, unsigned n);
@@ -102,7 +112,8 @@ void sandbox_set_test_deaf_init(Sandbox *s, bool deaf);
  * this id exists), -ENOMEM, or a file system error. */
 int sandbox_query_new(Sandbox *s, const char *query_id, SandboxQuery **ret);
 /* Remove the query's directory; returns NULL. The query must have no run
- * in flight (asserted). Unconfirmed cleanups of its runs go on without it. */
+ * in flight (asserted). Unconfirmed cleanups of its runs go on without it, and are
+ * still announced by the query's id. */
 SandboxQuery *sandbox_query_free(SandboxQuery *q);
 DEFINE_TRIVIAL_CLEANUP_FUNC(SandboxQuery *, sandbox_query_free);
 
@@ -112,12 +123,9 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(SandboxQuery *, sandbox_query_free);
 int sandbox_query_add_page(SandboxQuery *q, const WikiPage *page);
 
 /* Whether every run of this query has its cleanup confirmed (the slot may
- * be promoted). */
+ * be promoted). If not, the Sandbox's cleanup confirmed handler is called
+ * with the query's id once it is. */
 bool sandbox_query_cleanup_confirmed(const SandboxQuery *q);
-/* Called once each time the query's last unconfirmed cleanup is confirmed
- * (from the event loop). */
-typedef void (*SandboxQueryConfirmedHandler)(SandboxQuery *q, void *userdata);
-void sandbox_query_set_confirmed_handler(SandboxQuery *q, SandboxQueryConfirmedHandler handler, void *userdata);
 
 /* The artifacts of the query's /out (files.h: regular top-level files,
  * WIKI_WEB_ARTIFACT_MAX_FILES and _MAX_BYTES). Call at the end of the
