@@ -410,14 +410,16 @@ static int stream_event(LlmStream *s, const char *p, size_t n, bool is_error) {
 
         obj = llm_parse_json((const uint8_t *) p, n, &why);
         if (is_error) {
-                char q[LLM_ERROR_QUOTE_MAX + 1];
-                size_t l;
+                _cleanup_free_ char *q = NULL;
+                int r;
 
                 if (json_object_is_type(obj, json_type_object))
                         return stream_failed(s, llm_fail_error_body(200, obj, &s->error));
-                l = utf8_cut(p, n, LLM_ERROR_QUOTE_MAX);
-                memcpy(q, p, l);
-                q[l] = 0;
+                /* Any bytes: quoted as valid UTF-8 (a bad byte becomes
+                 * U+FFFD, up to 3 bytes), cut to the quote's length. */
+                r = utf8_make_valid(p, MIN(n, (size_t) LLM_ERROR_QUOTE_MAX / 3), &q, NULL);
+                if (r < 0)
+                        return r;
                 return STREAM_FAIL(
                         s, API_ERROR_UPSTREAM_FAILED, "model server reported an error in its stream: %s", q);
         }

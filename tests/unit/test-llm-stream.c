@@ -604,6 +604,8 @@ TEST(hostile) {
                   "nested too deeply" },
                 { "data: {\"a\":\"b\0c\"}\n\n", 19, "not JSON" },
                 { "\0\0\0\n\n", 5, "ended before a finish_reason" },
+                /* found by fuzz-sse: bad bytes in an error event, quoted as valid UTF-8 */
+                { "error: {\"message\":\x86\x86\"x\"}\n\n", 0, "reported an error in its stream: {\"message\":" },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
