@@ -112,8 +112,6 @@ static char *with_line_ends(const char *body, size_t n, const char *eol, bool bo
 
 typedef struct Captured {
         const char *file;
-        ApiError error; /* _API_ERROR_INVALID: success */
-        const char *needle;
         const char *content; /* NULL: content must be NULL */
         const char *calls;   /* "name=arguments|…" in order, "" for none */
         const char *ids;     /* "id|…", NULL: not checked */
@@ -125,8 +123,6 @@ typedef struct Captured {
 
 static const Captured captured[] = {
         { "openai-stream-answer.sse",
-          _API_ERROR_INVALID,
-          NULL,
           "The orchard produced 1 240 kg of apples in 2023 [Apple harvest 2023] \xc3\xa9\xf0\x9f\x8d\x8e.",
           "",
           NULL,
@@ -136,8 +132,6 @@ static const Captured captured[] = {
           812,
           24 },
         { "openai-stream-tool-calls.sse",
-          _API_ERROR_INVALID,
-          NULL,
           NULL,
           "wiki_search={\"query\": \"apple harvest\", \"limit\": 3}|wiki_read={\"title\": \"Apple\"}",
           "call_Wq3pZ8yVbN2kLm4xT6rS9aQe|call_Kd83nfPq0aZx7LmQ2vBc4TyU",
@@ -148,8 +142,6 @@ static const Captured captured[] = {
           41 },
         /* content and a call in one reply; finish_reason "stop" beside it */
         { "openai-stream-content-and-calls-stop.sse",
-          _API_ERROR_INVALID,
-          NULL,
           "Let me read the page.",
           "wiki_read={\"title\": \"Apple\"}",
           "call_Mx0aQ2wE4rT6yU8iO0pA2sD4",
@@ -159,8 +151,6 @@ static const Captured captured[] = {
           0,
           0 },
         { "openai-stream-interleaved.sse",
-          _API_ERROR_INVALID,
-          NULL,
           NULL,
           "wiki_search={\"query\":\"pear\"}|wiki_read={\"title\":\"Pear\"}",
           "call_A|call_B",
@@ -169,20 +159,7 @@ static const Captured captured[] = {
           false,
           0,
           0 },
-        { "openai-stream-cut.sse",
-          API_ERROR_UPSTREAM_FAILED,
-          "ended before a finish_reason (2 events, no [DONE])",
-          NULL,
-          NULL,
-          NULL,
-          "0:wiki_search",
-          NULL,
-          false,
-          0,
-          0 },
         { "vllm-stream-tool-calls.sse",
-          _API_ERROR_INVALID,
-          NULL,
           "",
           "wiki_read={\"title\": \"Apple\"}",
           "chatcmpl-tool-4b1e9c0d2a7f4e3b8c6d5a4f3e2d1c0b",
@@ -191,42 +168,8 @@ static const Captured captured[] = {
           true,
           733,
           19 },
-        { "vllm-stream-error.sse",
-          API_ERROR_UPSTREAM_FAILED,
-          "HTTP 200 (InternalServerError): Internal server error while generating: CUDA out of memory",
-          NULL,
-          NULL,
-          NULL,
-          "",
-          NULL,
-          false,
-          0,
-          0 },
-        { "vllm-stream-error-nested.sse",
-          API_ERROR_MODEL_CONTEXT_EXCEEDED,
-          "maximum context length is 4096",
-          NULL,
-          NULL,
-          NULL,
-          "",
-          NULL,
-          false,
-          0,
-          0 },
-        { "llamacpp-stream-answer.sse",
-          _API_ERROR_INVALID,
-          NULL,
-          "Apples are fruit [Apple].",
-          "",
-          NULL,
-          "",
-          "stop",
-          true,
-          321,
-          7 },
+        { "llamacpp-stream-answer.sse", "Apples are fruit [Apple].", "", NULL, "", "stop", true, 321, 7 },
         { "llamacpp-stream-tool-calls.sse",
-          _API_ERROR_INVALID,
-          NULL,
           NULL,
           "wiki_search={\"query\":\"apple\"}",
           "u8KcN2pQ7rT1vX4zA9bD3fG6hJ0kL5mR",
@@ -235,44 +178,8 @@ static const Captured captured[] = {
           true,
           602,
           18 },
-        /* llama.cpp before PR #16109: a non-standard "error:" field */
-        { "llamacpp-stream-error-old.sse",
-          API_ERROR_MODEL_CONTEXT_EXCEEDED,
-          "exceeds the available context size",
-          NULL,
-          NULL,
-          NULL,
-          "",
-          NULL,
-          false,
-          0,
-          0 },
-        { "llamacpp-stream-error.sse",
-          API_ERROR_UPSTREAM_FAILED,
-          "HTTP 200 (server_error): Failed to parse input at pos 112: <tool_call>",
-          NULL,
-          NULL,
-          NULL,
-          "",
-          NULL,
-          false,
-          0,
-          0 },
-        { "llamacpp-stream-length.sse",
-          API_ERROR_MODEL_OUTPUT_LIMIT,
-          "finish_reason \"length\"",
-          NULL,
-          NULL,
-          NULL,
-          "",
-          NULL,
-          false,
-          0,
-          0 },
         /* Ollama: the call whole in one chunk, then "stop" */
         { "ollama-stream-tool-calls.sse",
-          _API_ERROR_INVALID,
-          NULL,
           "",
           "wiki_read={\"title\":\"Apple\"}",
           "call_k3j9x2qa",
@@ -281,21 +188,9 @@ static const Captured captured[] = {
           true,
           288,
           17 },
-        { "ollama-stream-answer-no-usage.sse",
-          _API_ERROR_INVALID,
-          NULL,
-          "An apple is a fruit.",
-          "",
-          NULL,
-          "",
-          "stop",
-          false,
-          0,
-          0 },
+        { "ollama-stream-answer-no-usage.sse", "An apple is a fruit.", "", NULL, "", "stop", false, 0, 0 },
         /* object arguments (the native shape) and no "index" */
         { "ollama-stream-object-arguments-no-index.sse",
-          _API_ERROR_INVALID,
-          NULL,
           "",
           "wiki_search={\"query\":\"apple\",\"limit\":2}|wiki_read={\"title\":\"Pear\"}",
           "call_a1b2c3d4|call_e5f6g7h8",
@@ -306,23 +201,55 @@ static const Captured captured[] = {
           0 },
 };
 
+/* Streams that fail: the code, a piece of the message, and the tool calls
+ * the handler heard before. */
+typedef struct CapturedFailure {
+        const char *file;
+        ApiError error;
+        const char *needle;
+        const char *tools;
+} CapturedFailure;
+
+static const CapturedFailure captured_failures[] = {
+        { "openai-stream-cut.sse",
+          API_ERROR_UPSTREAM_FAILED,
+          "ended before a finish_reason (2 events, no [DONE])",
+          "0:wiki_search" },
+        { "vllm-stream-error.sse",
+          API_ERROR_UPSTREAM_FAILED,
+          "HTTP 200 (InternalServerError): Internal server error while generating: CUDA out of memory",
+          "" },
+        { "vllm-stream-error-nested.sse", API_ERROR_MODEL_CONTEXT_EXCEEDED, "maximum context length is 4096", "" },
+        /* llama.cpp before PR #16109: a non-standard "error:" field */
+        { "llamacpp-stream-error-old.sse",
+          API_ERROR_MODEL_CONTEXT_EXCEEDED,
+          "exceeds the available context size",
+          "" },
+        { "llamacpp-stream-error.sse",
+          API_ERROR_UPSTREAM_FAILED,
+          "HTTP 200 (server_error): Failed to parse input at pos 112: <tool_call>",
+          "" },
+        { "llamacpp-stream-length.sse", API_ERROR_MODEL_OUTPUT_LIMIT, "finish_reason \"length\"", "" },
+};
+
+static void check_failure(const CapturedFailure *c, int r, const Seen *seen, const LlmError *err) {
+        ASSERT_EQ_STR(seen->tools, c->tools);
+        if (r != -EBADMSG || err->code != c->error || !strstr(err->message, c->needle)) {
+                fprintf(stderr,
+                        "%s: expected %s \"%s\", got %d %s\n",
+                        c->file,
+                        api_error_to_string(c->error),
+                        c->needle,
+                        r,
+                        r == -EBADMSG ? err->message : "");
+                abort();
+        }
+}
+
 static void check_reply(const Captured *c, int r, const Seen *seen, const LlmReply *reply, const LlmError *err) {
         char calls[1024] = "", ids[1024] = "";
 
         ASSERT_EQ_STR(seen->tools, c->tools);
-        if (c->error >= 0) {
-                if (r != -EBADMSG || err->code != c->error || !strstr(err->message, c->needle)) {
-                        fprintf(stderr,
-                                "%s: expected %s \"%s\", got %d %s\n",
-                                c->file,
-                                api_error_to_string(c->error),
-                                c->needle,
-                                r,
-                                r == -EBADMSG ? err->message : "");
-                        abort();
-                }
-                return;
-        }
         if (r != 0) {
                 fprintf(stderr, "%s: %d %s\n", c->file, r, r == -EBADMSG ? err->message : "");
                 abort();
@@ -354,33 +281,48 @@ static void check_reply(const Captured *c, int r, const Seen *seen, const LlmRep
         ASSERT_EQ_INT(reply->completion_tokens, c->completion);
 }
 
-TEST(captured) {
+/* Each capture under every line end, with and without a BOM, and every
+ * split: check() is told what came out. */
+typedef void (*CheckCapture)(const void *c, int r, const Seen *seen, const LlmReply *reply, const LlmError *err);
+
+static void run_capture(const char *file, const void *c, CheckCapture check) {
         static const char *const eols[] = { "\n", "\r\n", "\r" };
+        _cleanup_free_ char *body = NULL;
+        size_t n;
 
-        for (size_t i = 0; i < ELEMENTSOF(captured); i++) {
-                const Captured *c = &captured[i];
-                _cleanup_free_ char *body = NULL;
-                size_t n;
+        body = read_data(file, &n);
+        ASSERT_TRUE(body);
+        for (size_t e = 0; e < ELEMENTSOF(eols); e++)
+                for (int bom = 0; bom <= 1; bom++)
+                        for (Split split = 0; split < _SPLIT_MAX; split++) {
+                                _cleanup_free_ char *b = NULL;
+                                LlmReply reply;
+                                LlmError err;
+                                Seen seen;
+                                size_t m;
+                                int r;
 
-                body = read_data(c->file, &n);
-                ASSERT_TRUE(body);
-                for (size_t e = 0; e < ELEMENTSOF(eols); e++)
-                        for (int bom = 0; bom <= 1; bom++)
-                                for (Split split = 0; split < _SPLIT_MAX; split++) {
-                                        _cleanup_free_ char *b = NULL;
-                                        LlmReply reply;
-                                        LlmError err;
-                                        Seen seen;
-                                        size_t m;
-                                        int r;
+                                b = with_line_ends(body, n, eols[e], bom, &m);
+                                r = run(b, m, split, &limits, &seen, &reply, &err, NULL);
+                                check(c, r, &seen, &reply, &err);
+                                llm_reply_done(&reply);
+                                llm_error_done(&err);
+                        }
+}
 
-                                        b = with_line_ends(body, n, eols[e], bom, &m);
-                                        r = run(b, m, split, &limits, &seen, &reply, &err, NULL);
-                                        check_reply(c, r, &seen, &reply, &err);
-                                        llm_reply_done(&reply);
-                                        llm_error_done(&err);
-                                }
-        }
+static void check_reply_cb(const void *c, int r, const Seen *seen, const LlmReply *reply, const LlmError *err) {
+        check_reply(c, r, seen, reply, err);
+}
+
+static void check_failure_cb(const void *c, int r, const Seen *seen, const LlmReply *reply, const LlmError *err) {
+        check_failure(c, r, seen, err);
+}
+
+TEST(captured) {
+        for (size_t i = 0; i < ELEMENTSOF(captured); i++)
+                run_capture(captured[i].file, &captured[i], check_reply_cb);
+        for (size_t i = 0; i < ELEMENTSOF(captured_failures); i++)
+                run_capture(captured_failures[i].file, &captured_failures[i], check_failure_cb);
 }
 
 /* The generated ids when a server sends none (older llama.cpp) or the same
