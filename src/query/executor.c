@@ -3,6 +3,7 @@
 
 #include "query/destination.h"
 #include "query/executor.h"
+#include "query/llm-client.h"
 #include "query/pipeline.h"
 #include "query/upstream.h"
 #include "shared/log.h"
@@ -16,6 +17,7 @@ struct QueryExecutor {
         /* Only when wiki and model are configured. */
         DestinationPolicy *policy;
         Upstream *upstream;
+        LlmClient *llm;
 
         /* The job in flight. */
         bool busy;
@@ -52,6 +54,16 @@ int query_executor_new(sd_event *event, const Config *config, QueryExecutor **re
                         config->wiki_api_url, config->llm_url, config->allowed_destinations, &x->policy);
                 if (r >= 0)
                         r = upstream_new(event, x->policy, config->upstream_max_response_bytes, &x->upstream);
+                if (r >= 0)
+                        r = llm_client_new(
+                                x->upstream,
+                                &(LlmClientSettings){
+                                        .url = config->llm_url,
+                                        .api_key = config->llm_api_key,
+                                        .idle_timeout = llm_client_idle_timeout(
+                                                config->query_timeout_seconds * USEC_PER_SEC),
+                                },
+                                &x->llm);
                 if (r < 0)
                         return r;
         }
@@ -66,6 +78,7 @@ QueryExecutor *query_executor_free(QueryExecutor *x) {
         /* Only after the loop has ended: nothing can be in flight in the
          * sandbox any more that still needs these. */
         x->run = query_run_free(x->run);
+        llm_client_free(x->llm);
         upstream_free(x->upstream);
         destination_policy_free(x->policy);
         free(x);
@@ -181,6 +194,7 @@ int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryDoneHandler
                                 .event = x->event,
                                 .config = x->config,
                                 .upstream = x->upstream,
+                                .llm = x->llm,
                                 .sandbox = x->sandbox,
                         },
                         job,

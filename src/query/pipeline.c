@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "query/agent.h"
+#include "query/llm-client.h"
 #include "query/pipeline.h"
 #include "query/wiki-client.h"
 #include "sandbox/sandbox.h"
@@ -24,11 +25,6 @@ static inline usec_t usec_sub_unsigned(usec_t a, usec_t b) {
 static inline void *mfree(void *p) {
         free(p);
         return NULL;
-}
-
-static bool endswith(const char *s, const char *suffix) {
-        size_t n = strlen(s), m = strlen(suffix);
-        return n >= m && memcmp(s + n - m, suffix, m) == 0;
 }
 
 typedef enum QueryRunState {
@@ -50,6 +46,7 @@ struct QueryRun {
         sd_event *event;
         const Config *config;
         Upstream *upstream;
+        LlmClient *llm;
         Sandbox *sandbox;
 
         char id[QUERY_ID_MAX];
@@ -60,11 +57,9 @@ struct QueryRun {
         Agent *agent;
         WikiClient *wiki;
         SandboxQuery *sandbox_query; /* NULL: no run_python */
-        char *chat_url;
-        char *authorization; /* "Authorization: Bearer …": wiped on free */
 
         /* The one operation in flight (at most one is set). */
-        UpstreamOperation *model_op;
+        LlmCall *model_call;
         WikiOperation *wiki_op;
         SandboxRun *sandbox_run;
         bool sandbox_cancelled;
@@ -123,8 +118,8 @@ static void query_run_fail(QueryRun *q, ApiError error, const char *message) {
  * (freeing cancels, no callback); a sandbox run is killed and its callback
  * comes after the cleanup. */
 static void query_run_cancel_in_flight(QueryRun *q) {
-        if (q->model_op) {
-                q->model_op = upstream_operation_free(q->model_op);
+        if (q->model_call) {
+                q->model_call = llm_call_free(q->model_call);
                 q->timings.model += usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started);
         }
         if (q->wiki_op) {
@@ -270,18 +265,18 @@ static void query_run_on_wiki_done(WikiOperation *op, const WikiResult *r, void 
         query_run_advance(q);
 }
 
-static void query_run_on_model_done(UpstreamOperation *op, const UpstreamResponse *r, void *userdata) {
+static void query_run_on_model_done(LlmCall *call, const LlmCallResult *r, void *userdata) {
         QueryRun *q = userdata;
         usec_t took = usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started);
+        LlmReply reply = { .content = NULL };
+        LlmError err = { .message = NULL };
         int k;
 
-        assert(op == q->model_op);
+        assert(call == q->model_call);
         q->timings.model += took;
 
-        /* An HTTP error status still has a body the parser reads (the
-         * context-window errors are 400s); anything without a response is
-         * the exchange's own error. */
-        if (r->status == 0 || (r->error >= 0 && (r->error != API_ERROR_UPSTREAM_FAILED || !r->body))) {
+        if (r->error >= 0) {
+                /* No reply to read: the exchange's own error. */
                 query_run_log(
                         q,
                         LOG_INFO,
@@ -295,13 +290,15 @@ static void query_run_on_model_done(UpstreamOperation *op, const UpstreamRespons
                 query_run_log(
                         q,
                         LOG_INFO,
-                        "step %u: model replied in %" PRIu64 " ms, HTTP %ld, %zu bytes.",
+                        "step %u: model replied in %" PRIu64 " ms, HTTP %ld, %" PRIu64 " bytes%s.",
                         q->op_step,
                         took / USEC_PER_MSEC,
                         r->status,
-                        r->body_size);
-                k = agent_model_reply(
-                        q->agent, (unsigned) MIN(r->status, 999L), (const uint8_t *) r->body, r->body_size);
+                        r->bytes,
+                        r->streamed ? ", streamed" : "");
+                k = llm_call_take_reply(call, &reply, &err);
+                if (k == 0 || k == -EBADMSG)
+                        k = agent_model_parsed(q->agent, k == 0 ? &reply : NULL, k == 0 ? NULL : &err);
                 if (k < 0) {
                         log_error_errno(k, "Query %s: cannot take the model's reply", q->id);
                         query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
@@ -310,7 +307,7 @@ static void query_run_on_model_done(UpstreamOperation *op, const UpstreamRespons
                         q->state = QUERY_RUN_STEP;
         }
 
-        q->model_op = upstream_operation_free(q->model_op);
+        q->model_call = llm_call_free(q->model_call);
         query_run_advance(q);
 }
 
@@ -379,9 +376,41 @@ static int query_run_start_read(QueryRun *q, const char *title) {
         return wiki_client_read(q->wiki, title, query_run_on_wiki_done, q, &q->wiki_op);
 }
 
-static int query_run_send(QueryRun *q, const AgentAction *a) {
-        const char *headers[] = { q->authorization, NULL };
+/* The live text of the model's reply, delta by delta as it streams in
+ * (from inside libcurl's write callback: nothing may be freed or started
+ * here). The hook for the query's event stream (API.md 11.2 "text"). */
+static void query_run_on_model_text(const char *delta, size_t n, void *userdata) {
+        QueryRun *q = userdata;
 
+        log_debug("Query %s: step %u: %zu bytes of text.", q->id, q->op_step, n);
+}
+
+/* A tool call starts in the model's reply (the "tool" event itself comes
+ * when the call is validated and run). */
+static void query_run_on_model_tool_call(size_t index, const char *name, void *userdata) {
+        QueryRun *q = userdata;
+
+        log_debug("Query %s: step %u: the model calls %s.", q->id, q->op_step, name);
+}
+
+/* The server refused stream_options: the same request without them. */
+static int query_run_rebuild_request(LlmStreamMode mode, const char **ret_body, size_t *ret_size, void *userdata) {
+        QueryRun *q = userdata;
+        AgentAction a;
+        int r;
+
+        r = agent_set_stream(q->agent, mode);
+        if (r < 0)
+                return r;
+        r = agent_rebuild_request(q->agent, &a);
+        if (r < 0)
+                return r;
+        *ret_body = a.body;
+        *ret_size = a.body_size;
+        return 0;
+}
+
+static int query_run_send(QueryRun *q, const AgentAction *a) {
         query_run_log(
                 q,
                 LOG_INFO,
@@ -393,20 +422,21 @@ static int query_run_send(QueryRun *q, const AgentAction *a) {
                 a->with_tools ? "" : ", without tools (the last step)");
         q->op_started = now(CLOCK_MONOTONIC);
         q->op_step = a->step;
-        return upstream_start(
-                q->upstream,
-                &(UpstreamRequest){
-                        .method = "POST",
-                        .url = q->chat_url,
-                        .headers = q->authorization ? headers : NULL,
+        return llm_call_start(
+                q->llm,
+                &(LlmCallRequest){
                         .body = a->body,
                         .body_size = a->body_size,
-                        .content_type = "application/json",
                         .deadline = q->deadline,
+                        .limits = agent_reply_limits(q->agent),
+                        .live = { .text = query_run_on_model_text,
+                                  .tool_call = query_run_on_model_tool_call,
+                                  .userdata = q },
+                        .rebuild = query_run_rebuild_request,
                 },
                 query_run_on_model_done,
                 q,
-                &q->model_op);
+                &q->model_call);
 }
 
 static int query_run_start_tool(QueryRun *q, const AgentAction *a) {
@@ -555,7 +585,7 @@ static void query_run_advance(QueryRun *q) {
         int r;
 
         for (;;) {
-                if (q->model_op || q->wiki_op || (q->sandbox_run && q->state != QUERY_RUN_CLEANUP))
+                if (q->model_call || q->wiki_op || (q->sandbox_run && q->state != QUERY_RUN_CLEANUP))
                         return; /* its completion calls us again */
 
                 switch (q->state) {
@@ -669,7 +699,7 @@ int query_run_new(
         assert(done);
         assert(ret);
         c = ctx->config;
-        if (!c->wiki_api_url || !c->llm_url || !c->llm_model)
+        if (!c->wiki_api_url || !c->llm_url || !c->llm_model || !ctx->llm)
                 return -EINVAL;
 
         q = calloc(1, sizeof *q);
@@ -678,6 +708,7 @@ int query_run_new(
         q->event = ctx->event;
         q->config = c;
         q->upstream = ctx->upstream;
+        q->llm = ctx->llm;
         q->sandbox = ctx->sandbox;
         q->done = done;
         q->userdata = userdata;
@@ -698,17 +729,6 @@ int query_run_new(
                         return -ENOMEM;
         }
 
-        /* The base URL with or without a trailing slash. */
-        if (asprintf(&q->chat_url, "%s%schat/completions", c->llm_url, endswith(c->llm_url, "/") ? "" : "/") <
-            0) {
-                q->chat_url = NULL;
-                return -ENOMEM;
-        }
-        if (c->llm_api_key && asprintf(&q->authorization, "Authorization: Bearer %s", c->llm_api_key) < 0) {
-                q->authorization = NULL;
-                return -ENOMEM;
-        }
-
         python = q->sandbox && sandbox_is_available(q->sandbox);
         if (python) {
                 r = sandbox_query_new(q->sandbox, q->id, &q->sandbox_query);
@@ -727,6 +747,7 @@ int query_run_new(
                         .max_output_bytes = c->model_max_output_bytes,
                         .tool_result_max_bytes = c->tool_result_max_bytes,
                         .sandbox_available = python,
+                        .stream = llm_client_stream_mode(q->llm),
                 },
                 job->question,
                 &q->agent);
@@ -766,7 +787,7 @@ int query_run_new(
 QueryRun *query_run_free(QueryRun *q) {
         if (!q)
                 return NULL;
-        q->model_op = upstream_operation_free(q->model_op);
+        q->model_call = llm_call_free(q->model_call);
         q->wiki_op = wiki_operation_free(q->wiki_op);
         /* A run must not outlive its query context: sandbox.h says cancel
          * and wait. Freeing with a run in flight is a bug of the caller. */
@@ -777,11 +798,6 @@ QueryRun *query_run_free(QueryRun *q) {
         q->sandbox_query = sandbox_query_free(q->sandbox_query);
         q->wiki = wiki_client_free(q->wiki);
         q->agent = agent_free(q->agent);
-        if (q->authorization) {
-                explicit_bzero(q->authorization, strlen(q->authorization));
-                free(q->authorization);
-        }
-        free(q->chat_url);
         strv_free(q->pages);
         free(q->op_title);
         free(q->message);

@@ -5,6 +5,7 @@
 #include <systemd/sd-event.h>
 
 #include "query/executor.h"
+#include "query/llm-client.h"
 #include "query/upstream.h"
 #include "shared/api-error.h"
 #include "shared/config.h"
@@ -29,10 +30,11 @@
  * execution_failed. The first error wins. Every path goes through CLEANUP.
  *
  * Ownership: the executor owns a QueryRun from query_run_new() until
- * query_run_free(). It borrows the event loop, the config, the Upstream and
- * the sandbox (NULL: run_python is not offered), which must outlive it. The
- * done callback runs exactly once, from a defer source; the run has
- * nothing left to do after it and is freed once it returns. A run whose
+ * query_run_free(). It borrows the event loop, the config, the Upstream, the
+ * model client and the sandbox (NULL: run_python is not offered), which
+ * must outlive it. The done callback runs exactly once, from a defer
+ * source; the run has nothing left to do after it and is freed once it
+ * returns. A run whose
  * sandbox cleanup is not yet confirmed at that point reports
  * cleanup_confirmed = false; the cleanup goes on in the Sandbox, which
  * announces it by the query's id when it is confirmed
@@ -47,6 +49,7 @@ typedef struct QueryRunContext {
         sd_event *event;
         const Config *config;
         Upstream *upstream;
+        LlmClient *llm;   /* the model client, long-lived: what it learnt of the server persists */
         Sandbox *sandbox; /* NULL or unavailable: no run_python */
 } QueryRunContext;
 
