@@ -12,21 +12,12 @@
 #include "shared/list.h"
 #include "shared/log.h"
 #include "shared/macro.h"
+#include "shared/fault.h"
 #include "shared/parse-util.h"
 #include "shared/sanitize.h"
 #include "shared/time-util.h"
 
 typedef struct HttpConnection HttpConnection;
-
-/* A test-only fault switch (WIKI_WEB_TEST_HTTP_OOM, honoured only with
- * WIKI_WEB_TEST_FAULTS=1) that makes allocations on the reply path fail,
- * so that the out-of-memory answers can be provoked for real. */
-typedef enum HttpTestOom {
-        HTTP_TEST_OOM_NONE,
-        HTTP_TEST_OOM_REPLY,   /* "reply": every response body; the static 500 still works */
-        HTTP_TEST_OOM_ALL,     /* "all": the static 500 too: the connection is closed */
-        HTTP_TEST_OOM_REQUEST, /* "request": the request object itself */
-} HttpTestOom;
 
 struct HttpServer {
         sd_event *event;
@@ -58,7 +49,10 @@ struct HttpServer {
         usec_t limit_warned_at;
         unsigned limit_suppressed;
 
-        HttpTestOom test_oom; /* WIKI_WEB_TEST_HTTP_OOM, with WIKI_WEB_TEST_FAULTS=1 only */
+        /* A test-only fault switch (shared/fault.h) that makes allocations
+         * on the reply path fail, so that the out-of-memory answers can be
+         * provoked for real. */
+        FaultHttpOom test_oom;
 };
 
 /* One client connection (MHD's socket context). From accept, and again
@@ -257,7 +251,7 @@ static const char http_oom_body[] = "{\"error\":{\"code\":\"internal_error\",\"m
 static struct MHD_Response *http_response_oom(const HttpServer *s) {
         struct MHD_Response *r;
 
-        if (s->test_oom == HTTP_TEST_OOM_ALL)
+        if (s->test_oom == FAULT_HTTP_OOM_ALL)
                 return NULL;
         r = MHD_create_response_from_buffer(
                 sizeof(http_oom_body) - 1, (void *) http_oom_body, MHD_RESPMEM_PERSISTENT);
@@ -301,7 +295,7 @@ HttpHandlerResult http_reply_bytes(
 
         assert(req);
 
-        r = req->server->test_oom != HTTP_TEST_OOM_NONE ?
+        r = req->server->test_oom != FAULT_HTTP_OOM_NONE ?
                 NULL :
                 MHD_create_response_from_buffer(size, (void *) (size > 0 ? data : ""), MHD_RESPMEM_MUST_COPY);
         if (!r)
@@ -920,7 +914,7 @@ static void *http_server_on_uri_log(void *cls, const char *uri, struct MHD_Conne
         HttpRequest *req;
         bool bad = false;
 
-        if (s->test_oom == HTTP_TEST_OOM_REQUEST)
+        if (s->test_oom == FAULT_HTTP_OOM_REQUEST)
                 return NULL;
         req = calloc(1, sizeof *req);
         if (!req)
@@ -1041,25 +1035,6 @@ static int http_server_on_wake(sd_event_source *es, void *userdata) {
         return run_mhd(s);
 }
 
-static HttpTestOom http_test_oom_from_environment(void) {
-        const char *f = getenv("WIKI_WEB_TEST_FAULTS"), *v = getenv("WIKI_WEB_TEST_HTTP_OOM");
-        HttpTestOom t = HTTP_TEST_OOM_NONE;
-
-        if (!f || !streq(f, "1") || !v)
-                return HTTP_TEST_OOM_NONE;
-        if (streq(v, "reply"))
-                t = HTTP_TEST_OOM_REPLY;
-        else if (streq(v, "all"))
-                t = HTTP_TEST_OOM_ALL;
-        else if (streq(v, "request"))
-                t = HTTP_TEST_OOM_REQUEST;
-        else
-                log_warning("WIKI_WEB_TEST_HTTP_OOM=%s: expected reply, all or request; ignored.", v);
-        if (t != HTTP_TEST_OOM_NONE)
-                log_warning("HTTP: test fault WIKI_WEB_TEST_HTTP_OOM=%s is on.", v);
-        return t;
-}
-
 unsigned http_connection_limit(const Config *config) {
         struct rlimit rl;
         uint64_t limit = HTTP_FD_RESERVE * 2;
@@ -1100,7 +1075,7 @@ int http_server_new(
         s->handler = handler;
         s->userdata = userdata;
 
-        s->test_oom = http_test_oom_from_environment();
+        s->test_oom = fault_http_oom();
         s->connection_limit = http_connection_limit(config);
         log_info(
                 "HTTP: at most %u connections, %" PRIu64 " per client address (0: no limit).",
