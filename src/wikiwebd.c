@@ -236,6 +236,7 @@ static void on_admission_event(const AdmissionEvent *ev, void *userdata) {
 
         if (m->bus)
                 queue_bus_admission_event(m->bus, ev);
+        api_admission_event(m->api, ev);
         update_status(m);
 }
 

@@ -5,6 +5,7 @@
 
 #include "config-version.h"
 #include "http/api.h"
+#include "http/queue-stream.h"
 #include "http/render.h"
 #include "http/request.h"
 #include "shared/json-util.h"
@@ -20,6 +21,7 @@ struct Api {
         Admission *admission;
         QueryExecutor *executor;
         History *history;
+        QueueStreams *queue_streams; /* GET /queue/events (API.md 11.1) */
         ApiQueryFinishedHook hook;
         void *hook_userdata;
         ApiCleanupConfirmedHook cleanup_hook;
@@ -93,6 +95,9 @@ int api_new(
         api->executor = executor;
         api->history = history;
         query_executor_set_cleanup_handler(executor, api_on_cleanup_confirmed, api);
+        r = queue_streams_new(event, config, admission, &api->queue_streams);
+        if (r < 0)
+                return r;
         /* Without the thread, the sync is done on the loop. */
         r = sync_worker_new(event, &api->sync);
         if (r < 0)
@@ -113,6 +118,7 @@ Api *api_free(Api *api) {
                 return NULL;
         /* A sync in flight is completed (joined), its callback dropped. */
         api->sync = sync_worker_free(api->sync);
+        api->queue_streams = queue_streams_free(api->queue_streams);
         free(api->ended.message);
         free(api);
         return NULL;
@@ -122,6 +128,13 @@ void api_set_query_finished_hook(Api *api, ApiQueryFinishedHook hook, void *user
         assert(api);
         api->hook = hook;
         api->hook_userdata = userdata;
+}
+
+void api_admission_event(Api *api, const AdmissionEvent *ev) {
+        assert(ev);
+
+        if (api)
+                queue_streams_admission_event(api->queue_streams, ev);
 }
 
 void api_set_degraded(Api *api, bool degraded) {
@@ -140,71 +153,13 @@ void api_set_sandbox_state(Api *api, bool available, bool cleanup_pending) {
         api->sandbox_cleanup_pending = cleanup_pending;
 }
 
-/* Seconds as a JSON number with millisecond precision ("84.0", "12.345"). */
-static json_object *json_seconds(double seconds) {
-        char buf[64];
-        size_t n;
+/* The status object of API.md 6 as the session sees it, as text (the
+ * caller frees it); NULL when out of memory. */
+static char *api_status_json(const Api *api, const AdmissionStatus *st) {
+        _cleanup_(json_object_putp) json_object *o = render_status(
+                st, api->config->queue_reservation_seconds, api->config->queue_heartbeat_seconds);
 
-        if (!isfinite(seconds) || seconds < 0)
-                seconds = 0;
-        snprintf(buf, sizeof buf, "%.3f", round(seconds * 1000.0) / 1000.0);
-        /* Trim trailing zeros but keep one digit after the point. */
-        n = strlen(buf);
-        while (n > 2 && buf[n - 1] == '0' && buf[n - 2] != '.')
-                buf[--n] = 0;
-        return json_object_new_double_s(seconds, buf);
-}
-
-static json_object *json_time(usec_t mono) {
-        char buf[RFC3339_MS_MAX];
-
-        if (mono == USEC_INFINITY)
-                return NULL;
-        return json_object_new_string(format_rfc3339_ms(buf, monotonic_to_wallclock(mono)));
-}
-
-static json_object *ticket_to_json(const TicketView *t) {
-        json_object *o = json_object_new_object();
-
-        if (!o)
-                return NULL;
-        json_object_object_add(o, "id", json_object_new_string(t->id));
-        json_object_object_add(o, "status", json_object_new_string(ticket_status_to_string(t->status)));
-        json_object_object_add(o, "position", json_object_new_uint64(t->position));
-        json_object_object_add(o, "joined_at", json_time(t->joined));
-        json_object_object_add(o, "heartbeat_expires_at", json_time(t->heartbeat_deadline));
-        json_object_object_add(
-                o,
-                "reservation_expires_at",
-                t->status == TICKET_RESERVED ? json_time(t->reservation_deadline) : NULL);
-        return o;
-}
-
-/* The status object of API.md 6. */
-static char *status_to_json(const Api *api, const AdmissionStatus *st) {
-        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
-        uint64_t hb = api->config->queue_heartbeat_seconds;
-        char *s;
-
-        if (!o)
-                return NULL;
-        json_object_object_add(o, "state", json_object_new_string(admission_state_to_string(st->state)));
-        json_object_object_add(o, "queue_length", json_object_new_uint64(st->queue_length));
-        json_object_object_add(o, "max_length", json_object_new_uint64(st->max_length));
-        json_object_object_add(o, "ticket", st->has_ticket ? ticket_to_json(&st->ticket) : NULL);
-        json_object_object_add(
-                o,
-                "estimated_wait_seconds",
-                st->estimate_known ? json_seconds(st->estimated_wait_seconds) : NULL);
-        json_object_object_add(
-                o, "average_query_seconds", st->average_known ? json_seconds(st->average_query_seconds) : NULL);
-        json_object_object_add(
-                o, "reservation_seconds", json_object_new_uint64(api->config->queue_reservation_seconds));
-        json_object_object_add(o, "heartbeat_seconds", json_object_new_uint64(hb));
-        json_object_object_add(o, "poll_after_seconds", json_object_new_uint64(hb / 3 > 0 ? hb / 3 : 1));
-
-        s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
-        return s;
+        return o ? strdup(render_body(o)) : NULL;
 }
 
 /* Retry-After for busy and queue_full (API.md 2): whole seconds, at least
@@ -236,7 +191,7 @@ static HttpHandlerResult reply_status(Api *api, HttpRequest *req, unsigned code,
         AdmissionStatus st;
 
         admission_status(api->admission, http_request_session(req), now_mono, &st);
-        body = status_to_json(api, &st);
+        body = api_status_json(api, &st);
         if (!body)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         return http_reply(req, code, body, NULL);
@@ -665,6 +620,8 @@ HttpHandlerResult api_handle(HttpRequest *req, void *userdata) {
                 return reply_status(api, req, 200, now(CLOCK_MONOTONIC));
         case ROUTE_QUEUE_TICKET:
                 return api_handle_leave(api, req);
+        case ROUTE_QUEUE_EVENTS:
+                return queue_streams_open(api->queue_streams, req);
         case ROUTE_QUERY:
                 return api_handle_query(api, req);
         case ROUTE_HISTORY:

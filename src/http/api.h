@@ -34,6 +34,10 @@ int api_new(
 Api *api_free(Api *api);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Api *, api_free);
 void api_set_query_finished_hook(Api *api, ApiQueryFinishedHook hook, void *userdata);
+/* Every event of the admission machine, for the queue streams (API.md
+ * 11.1); called from the machine's handler, so it only takes note. api may
+ * be NULL (not made yet). */
+void api_admission_event(Api *api, const AdmissionEvent *ev);
 void api_set_degraded(Api *api, bool degraded);
 
 /* Called when the cleanup of a query that ended unconfirmed is confirmed
