@@ -252,6 +252,13 @@ static void on_query_finished(
         update_status(m);
 }
 
+/* The running query's phase, for RunningQueryPhase (API.md 11.4). */
+static void on_query_phase(const char *phase, void *userdata) {
+        Manager *m = userdata;
+
+        queue_bus_set_running_phase(m->bus, phase);
+}
+
 /* A query whose cleanup was confirmed late has freed the slot: health
  * follows (API.md 8.4). */
 static void on_cleanup_confirmed(const char *query_id, void *userdata) {
@@ -576,6 +583,7 @@ static int run(int argc, char *argv[]) {
                 return log_oom();
         api_set_query_finished_hook(m.api, on_query_finished, &m);
         api_set_cleanup_confirmed_hook(m.api, on_cleanup_confirmed, &m);
+        api_set_phase_hook(m.api, on_query_phase, &m);
 
         /* Admins read the queue on the system bus; without one (a developer's
          * machine) the daemon still serves HTTP. */

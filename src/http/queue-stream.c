@@ -3,6 +3,7 @@
 #include <json-c/json.h>
 #include <math.h>
 
+#include "http/query-stream.h"
 #include "http/queue-stream.h"
 #include "http/render.h"
 #include "http/stream.h"
@@ -17,6 +18,7 @@ struct QueueStreams {
         sd_event *event;
         const Config *config;
         Admission *admission;
+        const QueryStreams *query_streams;
         sd_event_source *look_source;     /* defer: compare what each stream was sent */
         sd_event_source *estimate_source; /* while a running query uses up the average */
         QueueStream *streams_head;
@@ -115,6 +117,8 @@ static void queue_stream_look(QueueStream *qs, usec_t t) {
         _cleanup_(json_object_putp) json_object *o = NULL;
         AdmissionStatus st;
         QueueStreamSeen now_seen;
+        RenderRunningQuery rq;
+        bool running;
         int r;
 
         if (!qs->stream || qs->ended)
@@ -147,7 +151,12 @@ static void queue_stream_look(QueueStream *qs, usec_t t) {
         if (qs->sent_any && !seen_differs(&now_seen, &qs->seen))
                 return;
 
-        o = render_status(&st, q->config->queue_reservation_seconds, q->config->queue_heartbeat_seconds);
+        running = query_streams_running(q->query_streams, &qs->session, &rq.id, &rq.step, &rq.phase);
+        o = render_status(
+                &st,
+                q->config->queue_reservation_seconds,
+                q->config->queue_heartbeat_seconds,
+                running ? &rq : NULL);
         r = queue_stream_send(qs, "status", o);
         if (r < 0) {
                 if (r != -ENOBUFS && r != -EPIPE)
@@ -254,7 +263,12 @@ unsigned queue_streams_count(const QueueStreams *q) {
         return q ? q->n_streams : 0;
 }
 
-int queue_streams_new(sd_event *event, const Config *config, Admission *admission, QueueStreams **ret) {
+int queue_streams_new(
+        sd_event *event,
+        const Config *config,
+        Admission *admission,
+        const QueryStreams *query_streams,
+        QueueStreams **ret) {
         _cleanup_(queue_streams_freep) QueueStreams *q = NULL;
         int r;
 
@@ -269,6 +283,7 @@ int queue_streams_new(sd_event *event, const Config *config, Admission *admissio
         q->event = event;
         q->config = config;
         q->admission = admission;
+        q->query_streams = query_streams;
 
         r = sd_event_add_defer(event, &q->look_source, queue_streams_on_look, q);
         if (r < 0)

@@ -31,7 +31,15 @@
 
 typedef struct QueueStreams QueueStreams;
 
-int queue_streams_new(sd_event *event, const Config *config, Admission *admission, QueueStreams **ret);
+/* query_streams: for the session's own running query in the status
+ * object (API.md 11.4); borrowed too. */
+typedef struct QueryStreams QueryStreams;
+int queue_streams_new(
+        sd_event *event,
+        const Config *config,
+        Admission *admission,
+        const QueryStreams *query_streams,
+        QueueStreams **ret);
 /* Only after the HTTP server is freed (which closes the streams). */
 QueueStreams *queue_streams_free(QueueStreams *q);
 DEFINE_TRIVIAL_CLEANUP_FUNC(QueueStreams *, queue_streams_free);

@@ -202,7 +202,24 @@ static json_object *ticket_to_json(const TicketView *t) {
         return o;
 }
 
-json_object *render_status(const AdmissionStatus *st, uint64_t reservation_seconds, uint64_t heartbeat_seconds) {
+static json_object *render_running_query(const RenderRunningQuery *rq) {
+        json_object *o = json_object_new_object();
+
+        if (o &&
+            (json_add(o, "id", json_string(rq->id)) < 0 ||
+             json_add(o, "step", json_object_new_int64(rq->step)) < 0 ||
+             json_add(o, "phase", json_string(rq->phase)) < 0)) {
+                json_object_put(o);
+                return NULL;
+        }
+        return o;
+}
+
+json_object *render_status(
+        const AdmissionStatus *st,
+        uint64_t reservation_seconds,
+        uint64_t heartbeat_seconds,
+        const RenderRunningQuery *running) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         uint64_t hb = heartbeat_seconds;
 
@@ -223,5 +240,9 @@ json_object *render_status(const AdmissionStatus *st, uint64_t reservation_secon
         json_object_object_add(o, "reservation_seconds", json_object_new_uint64(reservation_seconds));
         json_object_object_add(o, "heartbeat_seconds", json_object_new_uint64(hb));
         json_object_object_add(o, "poll_after_seconds", json_object_new_uint64(hb / 3 > 0 ? hb / 3 : 1));
+        if (!running)
+                json_object_object_add(o, "running_query", NULL);
+        else if (json_add(o, "running_query", render_running_query(running)) < 0)
+                return NULL;
         return TAKE_PTR(o);
 }

@@ -21,9 +21,20 @@ json_object *render_history_record(const HistoryRecord *r);
 /* A listing page: {"items": [...], "next_cursor": "..." or null}. */
 json_object *render_history_page(const HistoryPage *p);
 
+/* The session's own running query in the status object (API.md 11.4). */
+typedef struct RenderRunningQuery {
+        const char *id;
+        unsigned step;
+        const char *phase;
+} RenderRunningQuery;
+
 /* The status object of API.md 6 as one session sees it (st), with the
- * queue's settings. */
-json_object *render_status(const AdmissionStatus *st, uint64_t reservation_seconds, uint64_t heartbeat_seconds);
+ * queue's settings, and running_query (11.4; NULL: null). */
+json_object *render_status(
+        const AdmissionStatus *st,
+        uint64_t reservation_seconds,
+        uint64_t heartbeat_seconds,
+        const RenderRunningQuery *running);
 
 /* The body of a response carrying o (owned by o: valid until it is put). */
 const char *render_body(json_object *o);

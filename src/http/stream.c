@@ -215,12 +215,15 @@ static void http_stream_cut(HttpStream *s) {
         }
 }
 
-/* Room for n more bytes within HTTP_STREAM_BUFFER_MAX unsent. */
+/* Room for n more bytes within HTTP_STREAM_BUFFER_MAX unsent. One event
+ * larger than that on its own (a long record) is let through when nothing
+ * waits: the client has read everything so far. */
 static int http_stream_reserve(HttpStream *s, size_t n) {
-        size_t used = s->end - s->start, a;
+        size_t used = s->end - s->start, a,
+               max = used == 0 ? MAX(n, (size_t) HTTP_STREAM_BUFFER_MAX) : (size_t) HTTP_STREAM_BUFFER_MAX;
         char *b;
 
-        if (n > HTTP_STREAM_BUFFER_MAX - used)
+        if (n > max - used)
                 return -ENOBUFS;
         if (s->end + n <= s->allocated)
                 return 0;
@@ -233,7 +236,7 @@ static int http_stream_reserve(HttpStream *s, size_t n) {
                         return 0;
         }
         a = MAX(MAX(s->allocated * 2, (size_t) HTTP_STREAM_BUFFER_MIN), used + n);
-        a = MIN(a, (size_t) HTTP_STREAM_BUFFER_MAX);
+        a = MIN(a, max);
         b = realloc(s->buf, a);
         if (!b)
                 return -ENOMEM;

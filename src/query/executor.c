@@ -22,6 +22,8 @@ struct QueryExecutor {
         char query_id[QUERY_ID_MAX];
         QueryDoneHandler done;
         void *userdata;
+        QueryEventHandler on_event;
+        void *event_userdata;
         QueryRun *run;
         sd_event_source *defer;   /* the unconfigured path */
         const char *abort_reason; /* static string, set by query_executor_abort() */
@@ -170,6 +172,25 @@ static void query_executor_on_run_done(QueryRun *q, const QueryOutcome *o, void 
                 x->lingering = q;
 }
 
+void query_executor_set_event_handler(QueryExecutor *x, QueryEventHandler handler, void *userdata) {
+        assert(x);
+        x->on_event = handler;
+        x->event_userdata = userdata;
+}
+
+static const char *const query_phase_table[_QUERY_PHASE_MAX] = {
+        [QUERY_PHASE_WIKI] = "wiki",
+        [QUERY_PHASE_MODEL] = "model",
+        [QUERY_PHASE_SANDBOX] = "sandbox",
+        [QUERY_PHASE_CLEANUP] = "cleanup",
+};
+
+const char *query_phase_to_string(QueryPhase p) {
+        if (p < 0 || p >= _QUERY_PHASE_MAX)
+                return NULL;
+        return query_phase_table[p];
+}
+
 int query_executor_abort(QueryExecutor *x, const char *reason) {
         int r;
 
@@ -216,6 +237,8 @@ int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryDoneHandler
                                 .config = x->config,
                                 .upstream = x->upstream,
                                 .sandbox = x->sandbox,
+                                .on_event = x->on_event,
+                                .event_userdata = x->event_userdata,
                         },
                         job,
                         query_executor_on_run_done,

@@ -47,7 +47,9 @@ typedef struct QueryRunContext {
         sd_event *event;
         const Config *config;
         Upstream *upstream;
-        Sandbox *sandbox; /* NULL or unavailable: no run_python */
+        Sandbox *sandbox;           /* NULL or unavailable: no run_python */
+        QueryEventHandler on_event; /* NULL: none */
+        void *event_userdata;
 } QueryRunContext;
 
 /* Starts the run: the first operation begins from a defer. job is copied.

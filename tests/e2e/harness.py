@@ -79,7 +79,7 @@ ERRORS = {
 
 STATUS_KEYS = {'state', 'queue_length', 'max_length', 'ticket', 'estimated_wait_seconds',
                'average_query_seconds', 'reservation_seconds', 'heartbeat_seconds',
-               'poll_after_seconds'}
+               'poll_after_seconds', 'running_query'}
 TICKET_KEYS = {'id', 'status', 'position', 'joined_at', 'heartbeat_expires_at',
                'reservation_expires_at'}
 
@@ -793,6 +793,14 @@ def check_status_object(obj, now=None):
         tc.assertTrue(v is None or is_number(v), f'{k} is neither null nor a number: {ctx}')
         if v is not None:
             tc.assertGreaterEqual(v, 0, ctx)
+    rq = obj['running_query']
+    if rq is not None:
+        # API.md 11.4: the caller's own query, while it runs.
+        tc.assertEqual(set(rq.keys()), {'id', 'step', 'phase'}, ctx)
+        tc.assertRegex(rq['id'], QUERY_ID_RE, ctx)
+        tc.assertTrue(is_int(rq['step']) and rq['step'] >= 0, ctx)
+        tc.assertIn(rq['phase'], ('model', 'wiki', 'sandbox', 'cleanup'), ctx)
+        tc.assertEqual(obj['state'], 'running', ctx)
     if obj['state'] == 'idle':
         # Promotion is immediate: never observably idle while a ticket waits.
         tc.assertEqual(obj['queue_length'], 0, ctx)
