@@ -237,6 +237,7 @@ static void on_admission_event(const AdmissionEvent *ev, void *userdata) {
 
         if (m->bus)
                 queue_bus_admission_event(m->bus, ev);
+        api_admission_event(m->api, ev);
         update_status(m);
 }
 
@@ -250,6 +251,13 @@ static void on_query_finished(
                         queue_bus_set_health(m->bus, true);
         }
         update_status(m);
+}
+
+/* The running query's phase, for RunningQueryPhase (API.md 11.4). */
+static void on_query_phase(const char *phase, void *userdata) {
+        Manager *m = userdata;
+
+        queue_bus_set_running_phase(m->bus, phase);
 }
 
 /* The Sandbox confirmed the cleanup of a query late: the API frees its
@@ -553,6 +561,7 @@ static int run(int argc, char *argv[]) {
         if (r < 0)
                 return log_oom();
         api_set_query_finished_hook(m.api, on_query_finished, &m);
+        api_set_phase_hook(m.api, on_query_phase, &m);
 
         /* Admins read the queue on the system bus; without one (a developer's
          * machine) the daemon still serves HTTP. */

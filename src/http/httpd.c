@@ -7,7 +7,9 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 
+#include "http/httpd-internal.h"
 #include "http/httpd.h"
+#include "http/stream.h"
 #include "shared/json-util.h"
 #include "shared/list.h"
 #include "shared/log.h"
@@ -44,6 +46,9 @@ struct HttpServer {
          * connections closed) if the server is freed before they are
          * answered: MHD_stop_daemon() aborts on a suspended connection. */
         HttpRequest *suspended_head;
+
+        /* The event streams (stream.c): their keep-alive timer and limits. */
+        HttpStreamHub *streams;
 
         /* Rate-limited warnings about refused connections. */
         usec_t limit_warned_at;
@@ -99,6 +104,8 @@ struct HttpRequest {
         HttpRequest *suspended_prev, *suspended_next; /* in the server's list while suspended */
         struct MHD_Response *pending;                 /* completed while suspended */
         unsigned pending_status;
+
+        HttpStream *stream; /* the response is an event stream (stream.h) */
 };
 
 /* Request bodies are accumulated up to the configured limit; past it we
@@ -118,6 +125,8 @@ static void request_free(HttpRequest *req) {
         if (!req)
                 return;
         http_request_unlink_suspended(req);
+        /* The stream learns that its connection is done with it. */
+        http_stream_detach(TAKE_PTR(req->stream));
         if (req->pending)
                 MHD_destroy_response(req->pending);
         free(req->origin_value);
@@ -155,6 +164,37 @@ const uint8_t *http_request_body(const HttpRequest *req, size_t *ret_size) {
 
 const char *http_request_argument(const HttpRequest *req, const char *name) {
         return MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, name);
+}
+
+const char *http_request_header(const HttpRequest *req, const char *name) {
+        return MHD_lookup_connection_value(req->connection, MHD_HEADER_KIND, name);
+}
+
+sd_event *http_server_event(const HttpServer *s) {
+        return s->event;
+}
+
+HttpStreamHub *http_server_stream_hub(const HttpServer *s) {
+        return s->streams;
+}
+
+struct MHD_Connection *http_request_connection(const HttpRequest *req) {
+        return req->connection;
+}
+
+HttpServer *http_request_server(const HttpRequest *req) {
+        return req->server;
+}
+
+int http_request_fd(const HttpRequest *req) {
+        const union MHD_ConnectionInfo *info = MHD_get_connection_info(
+                req->connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+        return info ? info->connect_fd : -EBADF;
+}
+
+void http_request_set_stream(HttpRequest *req, HttpStream *s) {
+        req->stream = s;
 }
 
 static int add_header(struct MHD_Response *r, const char *name, const char *value) {
@@ -201,7 +241,7 @@ static int add_common_headers(HttpRequest *req, struct MHD_Response *r) {
 
 /* Wake MHD from the loop: it picks up a resumed connection only when it
  * runs, and nothing on its sockets may wake it. */
-static void http_server_wake(HttpServer *s) {
+void http_server_wake(HttpServer *s) {
         (void) sd_event_source_set_enabled(s->wake_source, SD_EVENT_ONESHOT);
 }
 
@@ -313,6 +353,24 @@ HttpHandlerResult http_reply_bytes(
                         return http_reply_oom(req);
                 }
         return queue_or_store(req, r, status);
+}
+
+int http_request_queue_response(
+        HttpRequest *req, struct MHD_Response *r, unsigned status, const char *const *extra_headers) {
+        assert(req);
+        assert(r);
+
+        if (add_common_headers(req, r) < 0) {
+                MHD_destroy_response(r);
+                return -ENOMEM;
+        }
+        for (const char *const *h = extra_headers; h && h[0] && h[1]; h += 2)
+                if (add_header(r, h[0], h[1]) < 0) {
+                        MHD_destroy_response(r);
+                        return -ENOMEM;
+                }
+        (void) queue_or_store(req, r, status);
+        return 0;
 }
 
 HttpHandlerResult http_reply(
@@ -1150,6 +1208,9 @@ int http_server_new(
                 return r;
         (void) sd_event_source_set_enabled(s->deadline_source, SD_EVENT_OFF);
         (void) sd_event_source_set_description(s->deadline_source, "http-request-deadline");
+        r = http_stream_hub_new(s, &s->streams);
+        if (r < 0)
+                return r;
 
         /* Requests first: a status poll that arrives while the pipeline's
          * or curl's sources are pending too is served before them (sd-event
@@ -1177,6 +1238,7 @@ void http_server_quiesce(HttpServer *s) {
         fd = MHD_quiesce_daemon(s->daemon);
         if (fd != MHD_INVALID_SOCKET)
                 (void) close(fd);
+        http_stream_hub_quiesce(s->streams);
 }
 
 HttpServer *http_server_free(HttpServer *s) {
@@ -1192,8 +1254,12 @@ HttpServer *http_server_free(HttpServer *s) {
                 req->failed = true;
                 http_request_resume(req);
         }
+        /* The same for event streams; their owners hear of it as MHD closes
+         * each connection (HTTP_STREAM_STOPPED). */
+        http_stream_hub_abort(s->streams);
         if (s->daemon)
                 MHD_stop_daemon(s->daemon);
+        s->streams = http_stream_hub_free(s->streams);
         s->io_source = sd_event_source_disable_unref(s->io_source);
         s->timer_source = sd_event_source_disable_unref(s->timer_source);
         s->wake_source = sd_event_source_disable_unref(s->wake_source);

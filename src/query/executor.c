@@ -24,6 +24,8 @@ struct QueryExecutor {
         char query_id[QUERY_ID_MAX];
         QueryDoneHandler done;
         void *userdata;
+        QueryEventHandler on_event;
+        void *event_userdata;
         QueryRun *run;
         sd_event_source *defer;   /* the unconfigured path */
         const char *abort_reason; /* static string, set by query_executor_abort() */
@@ -152,6 +154,25 @@ static void query_executor_on_run_done(QueryRun *q, const QueryOutcome *o, void 
         query_run_free(q);
 }
 
+void query_executor_set_event_handler(QueryExecutor *x, QueryEventHandler handler, void *userdata) {
+        assert(x);
+        x->on_event = handler;
+        x->event_userdata = userdata;
+}
+
+static const char *const query_phase_table[_QUERY_PHASE_MAX] = {
+        [QUERY_PHASE_WIKI] = "wiki",
+        [QUERY_PHASE_MODEL] = "model",
+        [QUERY_PHASE_SANDBOX] = "sandbox",
+        [QUERY_PHASE_CLEANUP] = "cleanup",
+};
+
+const char *query_phase_to_string(QueryPhase p) {
+        if (p < 0 || p >= _QUERY_PHASE_MAX)
+                return NULL;
+        return query_phase_table[p];
+}
+
 int query_executor_abort(QueryExecutor *x, const char *reason) {
         int r;
 
@@ -196,6 +217,8 @@ int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryDoneHandler
                                 .upstream = x->upstream,
                                 .llm = x->llm,
                                 .sandbox = x->sandbox,
+                                .on_event = x->on_event,
+                                .event_userdata = x->event_userdata,
                         },
                         job,
                         query_executor_on_run_done,

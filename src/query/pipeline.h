@@ -49,8 +49,10 @@ typedef struct QueryRunContext {
         sd_event *event;
         const Config *config;
         Upstream *upstream;
-        LlmClient *llm;   /* the model client, long-lived: what it learnt of the server persists */
-        Sandbox *sandbox; /* NULL or unavailable: no run_python */
+        LlmClient *llm;             /* the model client, long-lived: what it learnt of the server persists */
+        Sandbox *sandbox;           /* NULL or unavailable: no run_python */
+        QueryEventHandler on_event; /* NULL: none */
+        void *event_userdata;
 } QueryRunContext;
 
 /* Starts the run: the first operation begins from a defer. job is copied.

@@ -51,6 +51,8 @@ static const struct {
           "request_header_too_large",
           431,
           "Request line and header fields exceed the maximum allowed size" },
+        /* Extension: one event stream too many (API.md 11). */
+        { API_ERROR_RATE_LIMITED, "rate_limited", 429, "Too many open event streams" },
 };
 
 TEST(api_error_table) {
