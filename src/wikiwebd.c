@@ -59,7 +59,7 @@ static void help(void) {
                "     --listen ADDR:PORT\n"
                "                       Listen on this address when not socket-activated\n"
                "                       (e.g. 127.0.0.1:8080 or [::1]:8080)\n\n"
-               "Settings are WIKI_WEB_* environment variables; see the README or\n"
+               "Settings are WIKI_WEB_* environment variables; see wikiweb.conf(5) or\n"
                "--check-config for the full list and their effective values.\n",
                program_invocation_short_name);
 }

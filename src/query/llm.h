@@ -18,7 +18,7 @@
  * "stream", an HTTP error body) is parsed by llm_parse_reply() here; a
  * streamed one (text/event-stream) by llm-stream.h, which yields the same
  * LlmReply and LlmError. Replies of llama.cpp's server, vLLM, Ollama's /v1
- * and OpenAI are read as ../shared/notes/upstreams.md describes them:
+ * and OpenAI are read as docs/QUERY.md describes them:
  *   - tool calls come from choices[0].message.tool_calls whatever
  *     finish_reason says ("tool_calls", "stop", null); an empty array is no
  *     tool call;

@@ -12,7 +12,7 @@
 #include "shared/macro.h"
 
 /* One query's run (API.md 8): the per-query state machine behind the
- * executor (STYLE.md "The pipeline, from the anchors").
+ * executor (docs/CODING_STYLE.md).
  *
  *   PRELOAD  the request's "pages", one wiki_read each, as sources
  *   STEP     agent_next() decides: a model request, a tool call, the answer

@@ -73,7 +73,7 @@ ERRORS = {
     'cleanup_failed': 500,
     'internal_error': 500,
     'queue_full': 503,
-    'request_header_too_large': 431,  # extension (README: HTTP under hostile clients)
+    'request_header_too_large': 431,  # extension (docs/HTTP.md)
     'rate_limited': 429,  # extension (API.md 11: too many open event streams)
 }
 
