@@ -281,6 +281,26 @@ static void on_sandbox_state(Sandbox *s, void *userdata) {
         update_status(m);
 }
 
+/* D-Bus CancelQuery (API.md 12.1), once polkit allowed it: the running
+ * query stops as at its deadline, through the same cleanup, and is
+ * recorded failed with execution_failed. A query that has ended (its
+ * record being made durable, or its cleanup awaiting confirmation) is no
+ * longer running: -ESRCH. */
+#define CANCELLED_BY_ADMIN "Cancelled by an administrator"
+
+static int on_cancel_query(const char *query_id, void *userdata) {
+        Manager *m = userdata;
+        int r;
+
+        if (!query_executor_busy(m->executor) || !streq(admission_running_query_id(m->admission), query_id))
+                return -ESRCH;
+        r = query_executor_abort(m->executor, CANCELLED_BY_ADMIN);
+        if (r < 0)
+                return r;
+        log_notice("Query %s: cancelled by an administrator.", query_id);
+        return 0;
+}
+
 static void random_ticket_id(char buf[static TICKET_ID_MAX], void *userdata) {
         static uint64_t fallback = 0;
 
@@ -581,6 +601,7 @@ static int run(int argc, char *argv[]) {
         r = queue_bus_new(m.event, m.admission, NULL, &m.bus);
         if (r < 0)
                 log_warning_errno(r, "Not publishing the queue on D-Bus");
+        queue_bus_set_cancel_handler(m.bus, on_cancel_query, &m);
 
         /* The sandbox owns SIGCHLD (we are a subreaper, see above), checks
          * runtime, rootfs and the user manager, and sweeps what a previous

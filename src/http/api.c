@@ -221,6 +221,10 @@ static void retry_after(const Api *api, const SessionKey *session, usec_t now_mo
         snprintf(buf, 32, "%" PRIu64, MAX(seconds, (uint64_t) 1));
 }
 
+/* The message of queue_full while an administrator drains admission
+ * (API.md 12.1). */
+#define API_DRAINING_MESSAGE "The queue is closed for maintenance"
+
 /* busy or queue_full with Retry-After; message NULL: the default one. */
 static HttpHandlerResult reply_with_retry_after(
         Api *api, HttpRequest *req, ApiError error, const char *message, usec_t now_mono) {
@@ -259,6 +263,10 @@ static HttpHandlerResult api_handle_health(Api *api, HttpRequest *req) {
                 json_object_new_string(admission_state_to_string(admission_get_state(api->admission))));
         json_object_object_add(
                 o, "sandbox", json_object_new_string(api->sandbox_available ? "ok" : "unavailable"));
+        json_object_object_add(
+                o,
+                "admission",
+                json_object_new_string(admission_is_draining(api->admission) ? "draining" : "open"));
         return http_reply(req, 200, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN), NULL);
 }
 
@@ -276,6 +284,8 @@ static HttpHandlerResult api_handle_join(Api *api, HttpRequest *req) {
         r = admission_join(api->admission, http_request_session(req), t);
         if (r == -ENOSPC)
                 return reply_with_retry_after(api, req, API_ERROR_QUEUE_FULL, NULL, t);
+        if (r == -ESHUTDOWN)
+                return reply_with_retry_after(api, req, API_ERROR_QUEUE_FULL, API_DRAINING_MESSAGE, t);
         if (r < 0) {
                 log_error_errno(r, "Failed to join the queue");
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
@@ -484,6 +494,8 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
                 return reply_with_retry_after(api, req, API_ERROR_BUSY, NULL, t);
         if (r == -ENOSPC)
                 return reply_with_retry_after(api, req, API_ERROR_QUEUE_FULL, NULL, t);
+        if (r == -ESHUTDOWN)
+                return reply_with_retry_after(api, req, API_ERROR_QUEUE_FULL, API_DRAINING_MESSAGE, t);
         if (r < 0)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
 

@@ -106,7 +106,8 @@ TEST(admission_names) {
                 "left",
                 "claimed",
                 "heartbeat",
-                "reservation");
+                "reservation",
+                "admin");
 }
 
 TEST(origin_names) {
