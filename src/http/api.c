@@ -7,6 +7,7 @@
 #include "http/api.h"
 #include "http/render.h"
 #include "http/request.h"
+#include "metrics/metrics.h"
 #include "shared/json-util.h"
 #include "shared/log.h"
 #include "shared/macro.h"
@@ -53,6 +54,15 @@ struct Api {
         } ended;
 };
 
+/* wikiweb_queries_total and wikiweb_query_duration_seconds, once the
+ * query's cleanup is confirmed: from the outcome kept in api->ended. */
+static void api_count_query(const Api *api, usec_t duration) {
+        metrics_count_query(
+                api->ended.succeeded,
+                api->ended.succeeded ? NULL : api_error_to_string(api->ended.error),
+                duration);
+}
+
 static void api_on_cleanup_confirmed(const char *query_id, void *userdata) {
         Api *api = userdata;
         int r;
@@ -60,6 +70,8 @@ static void api_on_cleanup_confirmed(const char *query_id, void *userdata) {
         if (!streq(api->awaiting_cleanup, query_id))
                 return;
         api->awaiting_cleanup[0] = 0;
+        /* Its duration runs to the confirmed cleanup (API.md 12.3). */
+        api_count_query(api, now(CLOCK_MONOTONIC) - api->running_since);
         r = admission_finish(api->admission, now(CLOCK_MONOTONIC));
         if (r < 0)
                 log_error_errno(r, "Query %s: cleanup confirmed but the controller was not running", query_id);
@@ -380,6 +392,7 @@ static void api_on_record_durable(int error, void *userdata) {
                 log_error_errno(error, "Query %s: its record could not be made durable", id);
 
         if (api->ended.cleanup_confirmed) {
+                api_count_query(api, duration);
                 r = admission_finish(api->admission, api->ended.ended);
                 if (r < 0)
                         log_error_errno(r, "Query %s ended but the controller was not running", id);
@@ -454,6 +467,15 @@ static void api_on_query_done(const QueryOutcome *o, void *userdata) {
 
         api_record_outcome(api, o, api->ended.duration, /* durable= */ false);
 
+        /* The phases and the model's tokens, as the query ends. */
+        metrics_count_query_phase("queue", api->running_queued);
+        metrics_count_query_phase("wiki", o->timings.wiki);
+        metrics_count_query_phase("model", o->timings.model);
+        metrics_count_query_phase("sandbox", o->timings.sandbox);
+        metrics_count_query_phase("cleanup", o->timings.cleanup);
+        metrics_count_model_tokens("prompt", o->prompt_tokens);
+        metrics_count_model_tokens("completion", o->completion_tokens);
+
         r = api->sync ?
                 sync_worker_start(api->sync, history_sync_fd(api->history), api_on_record_durable, api) :
                 -EOPNOTSUPP;
@@ -527,6 +549,7 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
 
                 log_error_errno(r, "Failed to start query %s", job.id);
                 api_record_outcome(api, &failed, now(CLOCK_MONOTONIC) - t, /* durable= */ true);
+                metrics_count_query(false, api_error_to_string(failed.error), now(CLOCK_MONOTONIC) - t);
                 (void) admission_finish(api->admission, now(CLOCK_MONOTONIC));
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, h);
         }
