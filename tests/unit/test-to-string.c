@@ -107,7 +107,8 @@ TEST(admission_names) {
                 "left",
                 "claimed",
                 "heartbeat",
-                "reservation");
+                "reservation",
+                "admin");
 }
 
 TEST(origin_names) {
