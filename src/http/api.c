@@ -456,15 +456,6 @@ static void api_on_query_done(const QueryOutcome *o, void *userdata) {
 
         api_record_outcome(api, o, api->ended.duration, /* durable= */ false);
 
-        /* The phases and the model's tokens, as the query ends. */
-        metrics_count_query_phase("queue", api->running_queued);
-        metrics_count_query_phase("wiki", o->timings.wiki);
-        metrics_count_query_phase("model", o->timings.model);
-        metrics_count_query_phase("sandbox", o->timings.sandbox);
-        metrics_count_query_phase("cleanup", o->timings.cleanup);
-        metrics_count_model_tokens("prompt", o->prompt_tokens);
-        metrics_count_model_tokens("completion", o->completion_tokens);
-
         r = api->sync ?
                 sync_worker_start(api->sync, history_sync_fd(api->history), api_on_record_durable, api) :
                 -EOPNOTSUPP;
@@ -509,6 +500,9 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
                 return reply_with_retry_after(api, req, API_ERROR_QUEUE_FULL, API_DRAINING_MESSAGE, t);
         if (r < 0)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        /* The ticket's wait ends with the claim; the pipeline counts the
+         * other phases as each ends (API.md 12.3). */
+        metrics_count_query_phase("queue", queued);
 
         job.session = *http_request_session(req);
         job.question = q.question;

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "metrics/metrics.h"
 #include "query/agent.h"
 #include "query/pipeline.h"
 #include "query/wiki-client.h"
@@ -29,6 +30,13 @@ static inline void *mfree(void *p) {
 static bool endswith(const char *s, const char *suffix) {
         size_t n = strlen(s), m = strlen(suffix);
         return n >= m && memcmp(s + n - m, suffix, m) == 0;
+}
+
+/* Time spent in a phase: into the query's timings (its record) and into
+ * wikiweb_query_phase_seconds_total, as the phase ends (API.md 12.3). */
+static void query_run_add_phase(usec_t *timing, const char *phase, usec_t usec) {
+        *timing += usec;
+        metrics_count_query_phase(phase, usec);
 }
 
 typedef enum QueryRunState {
@@ -125,11 +133,13 @@ static void query_run_fail(QueryRun *q, ApiError error, const char *message) {
 static void query_run_cancel_in_flight(QueryRun *q) {
         if (q->model_op) {
                 q->model_op = upstream_operation_free(q->model_op);
-                q->timings.model += usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started);
+                query_run_add_phase(
+                        &q->timings.model, "model", usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started));
         }
         if (q->wiki_op) {
                 q->wiki_op = wiki_operation_free(q->wiki_op);
-                q->timings.wiki += usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started);
+                query_run_add_phase(
+                        &q->timings.wiki, "wiki", usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started));
         }
         if (q->sandbox_run && !q->sandbox_cancelled) {
                 q->sandbox_cancelled = true;
@@ -214,7 +224,7 @@ static void query_run_on_wiki_done(WikiOperation *op, const WikiResult *r, void 
         int k = 0;
 
         assert(op == q->wiki_op);
-        q->timings.wiki += usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started);
+        query_run_add_phase(&q->timings.wiki, "wiki", usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started));
 
         if (r->error >= 0)
                 query_run_wiki_failed(q, r);
@@ -276,7 +286,7 @@ static void query_run_on_model_done(UpstreamOperation *op, const UpstreamRespons
         int k;
 
         assert(op == q->model_op);
-        q->timings.model += took;
+        query_run_add_phase(&q->timings.model, "model", took);
 
         /* An HTTP error status still has a body the parser reads (the
          * context-window errors are 400s); anything without a response is
@@ -300,8 +310,16 @@ static void query_run_on_model_done(UpstreamOperation *op, const UpstreamRespons
                         took / USEC_PER_MSEC,
                         r->status,
                         r->body_size);
+                uint64_t prompt0, completion0, prompt, completion;
+
+                /* The reply's usage, into wikiweb_model_tokens_total as it
+                 * arrives (API.md 12.3): what the agent added to its sums. */
+                agent_usage(q->agent, &prompt0, &completion0);
                 k = agent_model_reply(
                         q->agent, (unsigned) MIN(r->status, 999L), (const uint8_t *) r->body, r->body_size);
+                agent_usage(q->agent, &prompt, &completion);
+                metrics_count_model_tokens("prompt", prompt - prompt0);
+                metrics_count_model_tokens("completion", completion - completion0);
                 if (k < 0) {
                         log_error_errno(k, "Query %s: cannot take the model's reply", q->id);
                         query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
@@ -320,9 +338,12 @@ static void query_run_on_sandbox_done(SandboxRun *run, int error, const SandboxR
 
         assert(run == q->sandbox_run);
         q->sandbox_run = NULL;
-        q->timings.sandbox += res ? res->run_usec : usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started);
+        query_run_add_phase(
+                &q->timings.sandbox,
+                "sandbox",
+                res ? res->run_usec : usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started));
         if (res)
-                q->timings.cleanup += res->cleanup_usec;
+                query_run_add_phase(&q->timings.cleanup, "cleanup", res->cleanup_usec);
 
         if (res && !res->cleanup_confirmed) {
                 query_run_log(
@@ -546,7 +567,7 @@ static bool query_run_cleanup(QueryRun *q) {
                                 q->artifacts.skipped_too_large,
                                 q->artifacts.skipped_not_regular);
         }
-        q->timings.cleanup += usec_sub_unsigned(now(CLOCK_MONOTONIC), t0);
+        query_run_add_phase(&q->timings.cleanup, "cleanup", usec_sub_unsigned(now(CLOCK_MONOTONIC), t0));
         return true;
 }
 

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -105,6 +106,36 @@ class MetricsTest(harness.DaemonTestCase):
         p = subprocess.run([promtool, 'check', 'metrics'], input=text, capture_output=True, text=True,
                            timeout=30)
         self.assertEqual(p.returncode, 0, f'promtool check metrics:\n{p.stdout}{p.stderr}')
+
+    def test_counted_where_they_happen(self):
+        """The model's tokens and time are counted as its reply arrives, the
+        ticket's wait at the claim: a scrape while the query is still in
+        its second model step already has them (API.md 12.3)."""
+        first = {'tool_calls': [{'name': 'no_such_tool', 'arguments': {}}]}
+        d = self.metrics_daemon(self.llm([first, {'delay': 4, 'answer': 'Forty-two.'}]))
+        b = d.browser()
+        result = {}
+        t = threading.Thread(target=lambda: result.update(
+            r=b.post(API + '/query', {'question': 'What?'}, timeout=30)))
+        t.start()
+        try:
+            deadline = time.monotonic() + 3
+            while True:
+                s = samples(scrape(d)[2])
+                if s['wikiweb_model_tokens_total{kind="prompt"}'] > 0 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            self.assertGreater(s['wikiweb_model_tokens_total{kind="prompt"}'], 0)
+            self.assertGreater(s['wikiweb_query_phase_seconds_total{phase="model"}'], 0)
+            self.assertIn('wikiweb_query_phase_seconds_total{phase="queue"}', s)
+            self.assertEqual(s['wikiweb_queries_total{status="succeeded"}'], 0)
+            self.assertEqual(s['wikiweb_state{state="running"}'], 1)
+        finally:
+            t.join()
+        self.assertStatus(result['r'], 200)
+        s = samples(scrape(d)[2])
+        self.assertEqual(s['wikiweb_queries_total{status="succeeded"}'], 1)
+        self.assertGreater(s['wikiweb_model_tokens_total{kind="completion"}'], 0)
 
     def test_no_metrics_socket(self):
         """Without wikiwebd-metrics.socket there is nothing to scrape."""
