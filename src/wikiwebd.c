@@ -18,6 +18,8 @@
 #include "config-version.h"
 #include "http/api.h"
 #include "http/httpd.h"
+#include "http/metrics-server.h"
+#include "metrics/metrics.h"
 #include "query/destination.h"
 #include "query/executor.h"
 #include "sandbox/sandbox.h"
@@ -38,6 +40,7 @@ typedef struct Manager {
         History *history;
         Api *api;
         HttpServer *http;
+        MetricsServer *metrics; /* only with wikiwebd-metrics.socket */
         QueueBus *bus;
         Sandbox *sandbox;
         bool stopping;
@@ -138,21 +141,33 @@ static int listen_on(const char *spec) {
         return fd;
 }
 
-/* The socket from systemd (named "http", or the only one passed), else
- * --listen. */
-static int acquire_listen_fd(void) {
+/* The sockets from systemd: the API's (named "http", or the only one
+ * passed that is not "metrics"), else --listen; and the metrics socket
+ * (named "metrics", from wikiwebd-metrics.socket, API.md 12.3) in
+ * *ret_metrics_fd, -1 when there is none. Any other is closed. */
+static int acquire_listen_fd(int *ret_metrics_fd) {
         char **names = NULL;
-        int n, fd = -1;
+        int n, fd = -1, metrics_fd = -1;
 
+        *ret_metrics_fd = -1;
         n = sd_listen_fds_with_names(true, &names);
         if (n < 0)
                 return log_error_errno(n, "Failed to read the sockets passed by systemd");
         for (int i = 0; i < n; i++) {
-                if (fd < 0 && (n == 1 || streq(names[i], "http")))
+                if (metrics_fd < 0 && streq(names[i], "metrics"))
+                        metrics_fd = SD_LISTEN_FDS_START + i;
+                else if (fd < 0 && (n == 1 || streq(names[i], "http")))
                         fd = SD_LISTEN_FDS_START + i;
                 else
                         (void) close(SD_LISTEN_FDS_START + i);
         }
+        if (metrics_fd >= 0 && sd_is_socket(metrics_fd, AF_UNSPEC, SOCK_STREAM, 1) <= 0) {
+                log_warning(
+                        "The metrics socket passed by systemd is not a listening stream socket; no metrics.");
+                (void) close(metrics_fd);
+                metrics_fd = -1;
+        }
+        *ret_metrics_fd = metrics_fd;
         for (int i = 0; names && i < n; i++)
                 free(names[i]);
         free(names);
@@ -235,10 +250,34 @@ static void on_admission_event(const AdmissionEvent *ev, void *userdata) {
                         log_fields(LOG_INFO, fields, "Ticket %s %s.", ev->ticket_id, what);
         }
 
+        if (ev->type == ADMISSION_EVENT_TICKET_REMOVED)
+                metrics_count_ticket_removed(remove_reason_to_string(ev->reason));
         if (m->bus)
                 queue_bus_admission_event(m->bus, ev);
         api_admission_event(m->api, ev);
         update_status(m);
+}
+
+/* A scrape of wikiwebd-metrics.socket: the gauges read now, in O(1), the
+ * counters as they were counted. */
+static int render_metrics(MetricsFormat format, char **ret, size_t *ret_size, void *userdata) {
+        const char *states[_ADMISSION_STATE_MAX];
+        Manager *m = userdata;
+        MetricsProcess process;
+        MetricsGauges g = {
+                .states = states,
+                .n_states = ELEMENTSOF(states),
+                .state = (size_t) admission_get_state(m->admission),
+                .admission_open = !admission_is_draining(m->admission),
+                .queue_length = admission_queue_length(m->admission),
+                .queue_max_length = admission_get_settings(m->admission)->max_length,
+        };
+
+        for (int i = 0; i < _ADMISSION_STATE_MAX; i++)
+                states[i] = admission_state_to_string((AdmissionState) i);
+        if (metrics_read_process(&process) >= 0)
+                g.process = &process;
+        return metrics_render(format, &g, ret, ret_size);
 }
 
 static void on_query_finished(
@@ -290,6 +329,26 @@ static void on_sandbox_state(Sandbox *s, void *userdata) {
         if (m->bus)
                 queue_bus_set_health(m->bus, pending || (m->api && api_is_degraded(m->api)));
         update_status(m);
+}
+
+/* D-Bus CancelQuery (API.md 12.1), once polkit allowed it: the running
+ * query stops as at its deadline, through the same cleanup, and is
+ * recorded failed with execution_failed. A query that has ended (its
+ * record being made durable, or its cleanup awaiting confirmation) is no
+ * longer running: -ESRCH. */
+#define CANCELLED_BY_ADMIN "Cancelled by an administrator"
+
+static int on_cancel_query(const char *query_id, void *userdata) {
+        Manager *m = userdata;
+        int r;
+
+        if (!query_executor_busy(m->executor) || !streq(admission_running_query_id(m->admission), query_id))
+                return -ESRCH;
+        r = query_executor_abort(m->executor, CANCELLED_BY_ADMIN);
+        if (r < 0)
+                return r;
+        log_notice("Query %s: cancelled by an administrator.", query_id);
+        return 0;
 }
 
 static void random_ticket_id(char buf[static TICKET_ID_MAX], void *userdata) {
@@ -417,6 +476,7 @@ static int on_fault_signal(sd_event_source *s, const struct signalfd_siginfo *si
 
 static void manager_free(Manager *m) {
         m->exit_timer = sd_event_source_disable_unref(m->exit_timer);
+        m->metrics = metrics_server_free(m->metrics);
         m->http = http_server_free(m->http);
         m->api = api_free(m->api);
         m->history = history_free(m->history);
@@ -459,7 +519,7 @@ static int run(int argc, char *argv[]) {
         _cleanup_free_ char *error = NULL;
         uint64_t n;
         sigset_t mask;
-        int r, fd;
+        int r, fd, metrics_fd;
 
         log_open();
 
@@ -503,6 +563,9 @@ static int run(int argc, char *argv[]) {
         r = open_history(m.config.state_directory, &m.history);
         if (r < 0)
                 return r;
+
+        /* Every known series at 0 before the first event is counted. */
+        metrics_reset();
 
         r = sd_event_default(&m.event);
         if (r < 0)
@@ -568,6 +631,7 @@ static int run(int argc, char *argv[]) {
         r = queue_bus_new(m.event, m.admission, NULL, &m.bus);
         if (r < 0)
                 log_warning_errno(r, "Not publishing the queue on D-Bus");
+        queue_bus_set_cancel_handler(m.bus, on_cancel_query, &m);
 
         /* The sandbox owns SIGCHLD (we are a subreaper, see above), checks
          * runtime, rootfs and the user manager, and sweeps what a previous
@@ -593,12 +657,26 @@ static int run(int argc, char *argv[]) {
         }
         api_set_sandbox_state(m.api, sandbox_is_available(m.sandbox), sandbox_cleanup_pending(m.sandbox));
 
-        fd = acquire_listen_fd();
-        if (fd < 0)
+        fd = acquire_listen_fd(&metrics_fd);
+        if (fd < 0) {
+                if (metrics_fd >= 0)
+                        (void) close(metrics_fd);
                 return fd;
+        }
         r = http_server_new(m.event, fd, &m.config, api_handle, m.api, &m.http);
-        if (r < 0)
+        if (r < 0) {
+                if (metrics_fd >= 0)
+                        (void) close(metrics_fd);
                 return log_error_errno(r, "Failed to start the HTTP server");
+        }
+        if (metrics_fd >= 0) {
+                /* Metrics are an extra: without them the API still serves. */
+                r = metrics_server_new(m.event, metrics_fd, render_metrics, &m, &m.metrics);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to serve metrics on the metrics socket");
+                else
+                        log_info("Serving metrics on the socket passed by systemd (wikiwebd-metrics.socket).");
+        }
 
         r = sd_event_add_post(m.event, NULL, on_post, &m);
         if (r < 0)

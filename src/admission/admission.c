@@ -90,6 +90,8 @@ struct Admission {
         uint32_t hbq_head;
         uint32_t hbq_tail;
 
+        bool draining; /* no new tickets, no claim but the reserved one's */
+
         uint32_t reserved; /* pool index of the reserved ticket, or IDX_NONE */
         usec_t reservation_deadline;
 
@@ -157,10 +159,9 @@ static const char *const ticket_status_table[_TICKET_STATUS_MAX] = {
 };
 
 static const char *const remove_reason_table[_REMOVE_REASON_MAX] = {
-        [REMOVE_LEFT] = "left",
-        [REMOVE_CLAIMED] = "claimed",
-        [REMOVE_HEARTBEAT] = "heartbeat",
-        [REMOVE_RESERVATION] = "reservation",
+        [REMOVE_LEFT] = "left",           [REMOVE_CLAIMED] = "claimed",
+        [REMOVE_HEARTBEAT] = "heartbeat", [REMOVE_RESERVATION] = "reservation",
+        [REMOVE_ADMIN] = "admin",
 };
 
 const char *admission_state_to_string(AdmissionState s) {
@@ -841,6 +842,8 @@ int admission_join(Admission *a, const SessionKey *session, usec_t now) {
                 return 0;
         }
 
+        if (a->draining)
+                return -ESHUTDOWN;
         if (a->n_tickets >= a->settings.max_length)
                 return -ENOSPC;
 
@@ -1056,7 +1059,7 @@ int admission_claim(Admission *a, const SessionKey *session, const char *query_i
         switch (a->state) {
         case ADMISSION_RESERVED:
                 if (memcmp(a->pool[a->reserved].key.bytes, session->bytes, sizeof(session->bytes)) != 0)
-                        return -EBUSY;
+                        return a->draining ? -ESHUTDOWN : -EBUSY;
 
                 memcpy(id, a->pool[a->reserved].id, sizeof(id));
                 ticket_unlink(a, a->reserved);
@@ -1070,13 +1073,15 @@ int admission_claim(Admission *a, const SessionKey *session, const char *query_i
                  * ticket would be added and claimed in the same instant,
                  * so no TICKET_ADDED/PROMOTED/REMOVED is reported for it:
                  * nobody could ever have seen it. */
+                if (a->draining)
+                        return -ESHUTDOWN;
                 if (a->settings.max_length == 0)
                         return -ENOSPC;
                 id[0] = '\0';
                 break;
 
         default:
-                return -EBUSY;
+                return a->draining ? -ESHUTDOWN : -EBUSY;
         }
 
         memcpy(a->query_id, query_id, len + 1);
@@ -1088,6 +1093,36 @@ int admission_claim(Admission *a, const SessionKey *session, const char *query_i
                 emit_ticket(a, ADMISSION_EVENT_TICKET_REMOVED, id, REMOVE_CLAIMED);
         emit_state(a);
         return 0;
+}
+
+int admission_remove_ticket(Admission *a, const char *ticket_id, usec_t now) {
+        assert(a);
+
+        if (!ticket_id)
+                return -ENOENT;
+
+        now = begin(a, now);
+
+        for (uint32_t w = 0; w < a->n_words; w++)
+                for (uint64_t bits = a->live[w]; bits != 0; bits &= bits - 1) {
+                        uint32_t idx = a->slots[w * 64 + (uint32_t) __builtin_ctzll(bits)];
+
+                        if (strneq(a->pool[idx].id, ticket_id, TICKET_ID_MAX)) {
+                                ticket_remove(a, idx, REMOVE_ADMIN, now);
+                                return 0;
+                        }
+                }
+        return -ENOENT;
+}
+
+void admission_set_draining(Admission *a, bool draining) {
+        assert(a);
+        a->draining = draining;
+}
+
+bool admission_is_draining(const Admission *a) {
+        assert(a);
+        return a->draining;
 }
 
 int admission_finish(Admission *a, usec_t now) {

@@ -10,6 +10,7 @@
 #include "http/stream.h"
 #include "http/render.h"
 #include "http/request.h"
+#include "metrics/metrics.h"
 #include "shared/json-util.h"
 #include "shared/log.h"
 #include "shared/parse-util.h"
@@ -91,6 +92,15 @@ void api_set_phase_hook(Api *api, ApiPhaseHook hook, void *userdata) {
         api->phase_hook_userdata = userdata;
 }
 
+/* wikiweb_queries_total and wikiweb_query_duration_seconds, once the
+ * query's cleanup is confirmed: from the outcome kept in api->ended. */
+static void api_count_query(const Api *api, usec_t duration) {
+        metrics_count_query(
+                api->ended.succeeded,
+                api->ended.succeeded ? NULL : api_error_to_string(api->ended.error),
+                duration);
+}
+
 void api_cleanup_confirmed(Api *api, const char *query_id) {
         int r;
 
@@ -100,6 +110,8 @@ void api_cleanup_confirmed(Api *api, const char *query_id) {
         if (!streq(api->awaiting_cleanup, query_id))
                 return;
         api->awaiting_cleanup[0] = 0;
+        /* Its duration runs to the confirmed cleanup (API.md 12.3). */
+        api_count_query(api, now(CLOCK_MONOTONIC) - api->running_since);
         r = admission_finish(api->admission, now(CLOCK_MONOTONIC));
         if (r < 0)
                 log_error_errno(r, "Query %s: cleanup confirmed but the controller was not running", query_id);
@@ -217,6 +229,10 @@ static void retry_after(const Api *api, const SessionKey *session, usec_t now_mo
         snprintf(buf, 32, "%" PRIu64, MAX(seconds, (uint64_t) 1));
 }
 
+/* The message of queue_full while an administrator drains admission
+ * (API.md 12.1). */
+#define API_DRAINING_MESSAGE "The queue is closed for maintenance"
+
 /* busy or queue_full with Retry-After; message NULL: the default one. */
 static HttpHandlerResult reply_with_retry_after(
         Api *api, HttpRequest *req, ApiError error, const char *message, usec_t now_mono) {
@@ -255,6 +271,10 @@ static HttpHandlerResult api_handle_health(Api *api, HttpRequest *req) {
                 json_object_new_string(admission_state_to_string(admission_get_state(api->admission))));
         json_object_object_add(
                 o, "sandbox", json_object_new_string(api->sandbox_available ? "ok" : "unavailable"));
+        json_object_object_add(
+                o,
+                "admission",
+                json_object_new_string(admission_is_draining(api->admission) ? "draining" : "open"));
         return http_reply(req, 200, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN), NULL);
 }
 
@@ -272,6 +292,8 @@ static HttpHandlerResult api_handle_join(Api *api, HttpRequest *req) {
         r = admission_join(api->admission, http_request_session(req), t);
         if (r == -ENOSPC)
                 return reply_with_retry_after(api, req, API_ERROR_QUEUE_FULL, NULL, t);
+        if (r == -ESHUTDOWN)
+                return reply_with_retry_after(api, req, API_ERROR_QUEUE_FULL, API_DRAINING_MESSAGE, t);
         if (r < 0) {
                 log_error_errno(r, "Failed to join the queue");
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
@@ -388,6 +410,7 @@ static void api_on_record_durable(int error, void *userdata) {
                 log_error_errno(error, "Query %s: its record could not be made durable", id);
 
         if (api->ended.cleanup_confirmed) {
+                api_count_query(api, duration);
                 r = admission_finish(api->admission, api->ended.ended);
                 if (r < 0)
                         log_error_errno(r, "Query %s ended but the controller was not running", id);
@@ -529,8 +552,13 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
                 return reply_with_retry_after(api, req, API_ERROR_BUSY, NULL, t);
         if (r == -ENOSPC)
                 return reply_with_retry_after(api, req, API_ERROR_QUEUE_FULL, NULL, t);
+        if (r == -ESHUTDOWN)
+                return reply_with_retry_after(api, req, API_ERROR_QUEUE_FULL, API_DRAINING_MESSAGE, t);
         if (r < 0)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        /* The ticket's wait ends with the claim; the pipeline counts the
+         * other phases as each ends (API.md 12.3). */
+        metrics_count_query_phase("queue", queued);
 
         job.session = *http_request_session(req);
         job.question = q.question;
@@ -565,6 +593,7 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
                 log_error_errno(r, "Failed to start query %s", job.id);
                 api_record_outcome(api, &failed, now(CLOCK_MONOTONIC) - t, /* durable= */ true);
                 query_streams_finish(api->query_streams, job.id, NULL);
+                metrics_count_query(false, api_error_to_string(failed.error), now(CLOCK_MONOTONIC) - t);
                 (void) admission_finish(api->admission, now(CLOCK_MONOTONIC));
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, h);
         }

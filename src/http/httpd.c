@@ -10,6 +10,8 @@
 #include "http/httpd-internal.h"
 #include "http/httpd.h"
 #include "http/stream.h"
+#include "http/mhd-util.h"
+#include "metrics/metrics.h"
 #include "shared/json-util.h"
 #include "shared/list.h"
 #include "shared/log.h"
@@ -257,6 +259,10 @@ static void http_request_resume(HttpRequest *req) {
 }
 
 static HttpHandlerResult queue_or_store(HttpRequest *req, struct MHD_Response *r, unsigned status) {
+        /* Counted as it is made: one response per request, whether queued
+         * now or stored until MHD takes it. */
+        metrics_count_http_request(status);
+
         if (req->suspended) {
                 /* MHD only takes a response from inside the access handler:
                  * keep it and resume; the handler queues it on the next call. */
@@ -780,6 +786,7 @@ static void http_server_on_connection_notify(
                         connection, MHD_CONNECTION_INFO_CONNECTION_FD);
 
                 s->n_connections++;
+                metrics_http_connections_add(1);
                 hc = calloc(1, sizeof *hc);
                 if (!hc) {
                         log_oom();
@@ -795,6 +802,7 @@ static void http_server_on_connection_notify(
 
         /* MHD_CONNECTION_NOTIFY_CLOSED */
         s->n_connections--;
+        metrics_http_connections_add(-1);
         s->closed_in_run = true;
         if (hc) {
                 bool was_head = s->waiting_head == hc;
@@ -944,6 +952,7 @@ static enum MHD_Result http_server_on_request(
                 r = http_response_oom(s);
                 if (!r)
                         return MHD_NO;
+                metrics_count_http_request(500);
                 k = MHD_queue_response(connection, 500, r);
                 MHD_destroy_response(r);
                 return k;
@@ -1032,28 +1041,13 @@ _printf_(2, 0) static void http_server_on_mhd_log(void *arg, const char *fmt, va
         log_debug("microhttpd: %s", buf);
 }
 
-static int arm_timer(HttpServer *s) {
-        MHD_UNSIGNED_LONG_LONG timeout_ms;
-        int r;
-
-        if (MHD_get_timeout(s->daemon, &timeout_ms) != MHD_YES)
-                return sd_event_source_set_enabled(s->timer_source, SD_EVENT_OFF);
-
-        /* MHD_get_timeout() is relative, in milliseconds. */
-        r = sd_event_source_set_time(
-                s->timer_source, usec_add(now(CLOCK_MONOTONIC), (usec_t) timeout_ms * USEC_PER_MSEC));
-        if (r < 0)
-                return r;
-        return sd_event_source_set_enabled(s->timer_source, SD_EVENT_ONESHOT);
-}
-
 static int run_mhd(HttpServer *s) {
         int r;
 
         s->closed_in_run = false;
         if (MHD_run(s->daemon) != MHD_YES)
                 log_warning("MHD_run() failed.");
-        r = arm_timer(s);
+        r = mhd_arm_timer(s->daemon, s->timer_source);
         if (r < 0)
                 log_warning_errno(r, "Failed to arm the HTTP timer");
 
@@ -1117,7 +1111,6 @@ int http_server_new(
         HttpServer **ret) {
         _cleanup_close_ int fd = listen_fd;
         _cleanup_(http_server_freep) HttpServer *s = NULL;
-        const union MHD_DaemonInfo *info;
         int r;
 
         assert(event);
@@ -1185,18 +1178,19 @@ int http_server_new(
                 return -EINVAL;
         fd = -1; /* MHD owns it now */
 
-        info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_EPOLL_FD);
-        if (!info)
-                return -EINVAL;
-        r = sd_event_add_io(event, &s->io_source, info->epoll_fd, EPOLLIN, http_server_on_io, s);
-        if (r < 0)
-                return r;
-        (void) sd_event_source_set_description(s->io_source, "http-io");
-        r = sd_event_add_time(
-                event, &s->timer_source, CLOCK_MONOTONIC, USEC_INFINITY, 0, http_server_on_timer, s);
-        if (r < 0)
-                return r;
-        (void) sd_event_source_set_description(s->timer_source, "http-timer");
+        {
+                MhdEventSources sources = { 0 };
+
+                r = mhd_attach_event(
+                        event,
+                        s->daemon,
+                        &(const MhdEventHandlers){ http_server_on_io, http_server_on_timer, s, "http" },
+                        &sources);
+                s->io_source = sources.io;
+                s->timer_source = sources.timer;
+                if (r < 0)
+                        return r;
+        }
         r = sd_event_add_defer(event, &s->wake_source, http_server_on_wake, s);
         if (r < 0)
                 return r;

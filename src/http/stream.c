@@ -7,6 +7,7 @@
 #include "http/httpd-internal.h"
 #include "http/sse.h"
 #include "http/stream.h"
+#include "metrics/metrics.h"
 #include "shared/list.h"
 #include "shared/log.h"
 #include "shared/macro.h"
@@ -391,6 +392,7 @@ int http_stream_open(
 
         LIST_PREPEND(streams, h->streams_head, s);
         h->n_open++;
+        metrics_event_streams_add(+1);
         http_request_set_stream(req, s);
         idle_touch(s);
         *ret = TAKE_PTR(s);
@@ -414,6 +416,7 @@ void http_stream_detach(HttpStream *s) {
         idle_unlink(s);
         LIST_REMOVE(streams, h->streams_head, s);
         h->n_open--;
+        metrics_event_streams_add(-1);
         log_debug("HTTP: an event stream closed (%s).", http_stream_end_to_string(why));
         s->closed(s, why, s->userdata);
         http_stream_free(s);

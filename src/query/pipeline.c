@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "metrics/metrics.h"
 #include "query/agent.h"
 #include "query/llm-client.h"
 #include "query/pipeline.h"
@@ -26,6 +27,13 @@ static inline usec_t usec_sub_unsigned(usec_t a, usec_t b) {
 static inline void *mfree(void *p) {
         free(p);
         return NULL;
+}
+
+/* Time spent in a phase: into the query's timings (its record) and into
+ * wikiweb_query_phase_seconds_total, as the phase ends (API.md 12.3). */
+static void query_run_add_phase(usec_t *timing, const char *phase, usec_t usec) {
+        *timing += usec;
+        metrics_count_query_phase(phase, usec);
 }
 
 typedef enum QueryRunState {
@@ -303,11 +311,13 @@ static void query_run_fail(QueryRun *q, ApiError error, const char *message) {
 static void query_run_cancel_in_flight(QueryRun *q) {
         if (q->model_call) {
                 q->model_call = llm_call_free(q->model_call);
-                q->timings.model += usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started);
+                query_run_add_phase(
+                        &q->timings.model, "model", usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started));
         }
         if (q->wiki_op) {
                 q->wiki_op = wiki_operation_free(q->wiki_op);
-                q->timings.wiki += usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started);
+                query_run_add_phase(
+                        &q->timings.wiki, "wiki", usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started));
         }
         if (q->sandbox_run && !q->sandbox_cancelled) {
                 q->sandbox_cancelled = true;
@@ -392,7 +402,7 @@ static void query_run_on_wiki_done(WikiOperation *op, const WikiResult *r, void 
         int k = 0;
 
         assert(op == q->wiki_op);
-        q->timings.wiki += usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started);
+        query_run_add_phase(&q->timings.wiki, "wiki", usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started));
 
         if (q->state != QUERY_RUN_PRELOAD)
                 query_run_emit_tool_result(
@@ -466,7 +476,7 @@ static void query_run_on_model_done(LlmCall *call, const LlmCallResult *r, void 
         int k;
 
         assert(call == q->model_call);
-        q->timings.model += took;
+        query_run_add_phase(&q->timings.model, "model", took);
 
         if (r->error >= 0) {
                 /* No reply to read: the exchange's own error. */
@@ -489,9 +499,17 @@ static void query_run_on_model_done(LlmCall *call, const LlmCallResult *r, void 
                         r->status,
                         r->bytes,
                         r->streamed ? ", streamed" : "");
+                uint64_t prompt0, completion0, prompt, completion;
+
+                /* The reply's usage, into wikiweb_model_tokens_total as it
+                 * arrives (API.md 12.3): what the agent added to its sums. */
+                agent_usage(q->agent, &prompt0, &completion0);
                 k = llm_call_take_reply(call, &reply, &err);
                 if (k == 0 || k == -EBADMSG)
                         k = agent_model_parsed(q->agent, k == 0 ? &reply : NULL, k == 0 ? NULL : &err);
+                agent_usage(q->agent, &prompt, &completion);
+                metrics_count_model_tokens("prompt", prompt - prompt0);
+                metrics_count_model_tokens("completion", completion - completion0);
                 if (k < 0) {
                         log_error_errno(k, "Query %s: cannot take the model's reply", q->id);
                         query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
@@ -520,9 +538,12 @@ static void query_run_on_sandbox_done(SandboxRun *run, int error, const SandboxR
 
         assert(run == q->sandbox_run);
         q->sandbox_run = NULL;
-        q->timings.sandbox += res ? res->run_usec : usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started);
+        query_run_add_phase(
+                &q->timings.sandbox,
+                "sandbox",
+                res ? res->run_usec : usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started));
         if (res)
-                q->timings.cleanup += res->cleanup_usec;
+                query_run_add_phase(&q->timings.cleanup, "cleanup", res->cleanup_usec);
 
         if (res && !res->cleanup_confirmed) {
                 query_run_log(
@@ -835,7 +856,7 @@ static bool query_run_cleanup(QueryRun *q) {
                                 q->artifacts.skipped_too_large,
                                 q->artifacts.skipped_not_regular);
         }
-        q->timings.cleanup += usec_sub_unsigned(now(CLOCK_MONOTONIC), t0);
+        query_run_add_phase(&q->timings.cleanup, "cleanup", usec_sub_unsigned(now(CLOCK_MONOTONIC), t0));
         return true;
 }
 

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "metrics/metrics.h"
 #include "sandbox/files.h"
 #include "sandbox/sandbox-internal.h"
 #include "shared/json-util.h"
@@ -190,11 +191,25 @@ void sandbox_run_free(SandboxRun *run) {
         free(run);
 }
 
+/* wikiweb_sandbox_runs_total{outcome} (API.md 12.3), as the run is
+ * reported: its cleanup unconfirmed, or no container could run, or it
+ * timed out, or it exited (by itself, by a signal or cancelled). */
+static const char *sandbox_run_outcome(const SandboxRun *run) {
+        if (!run->result.cleanup_confirmed)
+                return "cleanup_failed";
+        if (run->error < 0)
+                return "failed";
+        if (run->result.timed_out)
+                return "timeout";
+        return "exited";
+}
+
 static int sandbox_run_on_report(sd_event_source *src, void *userdata) {
         SandboxRun *run = userdata;
         SandboxRunDone done = run->done;
         void *ud = run->userdata;
 
+        metrics_count_sandbox_run(sandbox_run_outcome(run));
         if (run->query)
                 run->query->run = NULL;
         done(run, run->error, &run->result, ud);

@@ -189,8 +189,12 @@ class Daemon:
     message with its arrival time (self.notifications: [(epoch, text)]).
     """
 
-    def __init__(self, testcase=None, socket_activation=True, args=(), notify=False, **env):
+    def __init__(self, testcase=None, socket_activation=True, args=(), notify=False, metrics=False, **env):
         self.testcase = testcase
+        # metrics: a second listening socket named "metrics", as
+        # wikiwebd-metrics.socket passes it (self.metrics_port).
+        self.metrics = metrics
+        self.metrics_port = None
         self.socket_activation = socket_activation
         self.args = list(args)
         self.tmp = tempfile.mkdtemp(prefix='wikiweb-e2e-')
@@ -245,6 +249,13 @@ class Daemon:
     # -- lifecycle -----------------------------------------------------------
 
     def _command(self, port):
+        if self.socket_activation and self.metrics:
+            self.metrics_port = free_port()
+            cmd = [SSA, '-l', f'127.0.0.1:{port}', '-l', f'127.0.0.1:{self.metrics_port}',
+                   '--fdname=http:metrics']
+            for k, v in self.env.items():
+                cmd += ['-E', f'{k}={v}']
+            return cmd + [WIKIWEBD] + self.args
         if self.socket_activation:
             cmd = [SSA, '-l', f'127.0.0.1:{port}', '--fdname=http']
             for k, v in self.env.items():
@@ -867,8 +878,8 @@ class DaemonTestCase(unittest.TestCase):
 
     maxDiff = None
 
-    def daemon(self, socket_activation=True, args=(), notify=False, **env):
-        d = Daemon(self, socket_activation=socket_activation, args=args, notify=notify, **env)
+    def daemon(self, socket_activation=True, args=(), notify=False, metrics=False, **env):
+        d = Daemon(self, socket_activation=socket_activation, args=args, notify=notify, metrics=metrics, **env)
         try:
             d.start()
         except BaseException:

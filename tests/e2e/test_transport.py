@@ -23,7 +23,7 @@ class Transport(harness.DaemonTestCase):
         r = b.get(API + '/health')
         self.assertStatus(r, 200)
         j = r.json
-        self.assertEqual(set(j.keys()), {'status', 'contract_revision', 'version', 'state', 'sandbox'}, r)
+        self.assertEqual(set(j.keys()), {'status', 'contract_revision', 'version', 'state', 'sandbox', 'admission'}, r)
         # No user manager for the test daemon here: the sandbox says so.
         self.assertIn(j['sandbox'], ('ok', 'unavailable'))
         self.assertEqual(j['status'], 'ok')
@@ -32,6 +32,7 @@ class Transport(harness.DaemonTestCase):
         self.assertIsInstance(j['version'], str)
         self.assertTrue(j['version'])
         self.assertEqual(j['state'], 'idle')
+        self.assertEqual(j['admission'], 'open')
         self.assertStatus(b.join(), 201)
         r = b.get(API + '/health')
         self.assertEqual(r.json['state'], 'reserved', r)

@@ -109,7 +109,8 @@ TEST(admission_names) {
                 "left",
                 "claimed",
                 "heartbeat",
-                "reservation");
+                "reservation",
+                "admin");
 }
 
 TEST(origin_names) {
