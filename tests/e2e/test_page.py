@@ -24,12 +24,12 @@ import re
 import shutil
 import socketserver
 import sqlite3
+import struct
 import sys
 import tempfile
 import threading
 import time
-import unittest
-import urllib.parse
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -171,14 +171,20 @@ class Chrome:
                and not any(re.search(a, e['message']) for a in allow)]
         self.tc.assertEqual(bad, [], 'errors in the browser console')
 
-    def shot(self, name, full=False):
-        """A screenshot into SHOTS; full: the whole page, not the window."""
+    def shot(self, name, full=False, css=None):
+        """A screenshot into SHOTS: the window; full: the whole page; css:
+        the element it selects (the README's picture)."""
         path = os.path.join(SHOTS, name + '.png')
-        if full:
-            size = self.driver.execute_cdp_cmd('Page.getLayoutMetrics', {})['cssContentSize']
+        if full or css:
+            if css:
+                r = self.js("const r = document.querySelector(arguments[0]).getBoundingClientRect();"
+                            " return {x: r.left + scrollX - 8, y: r.top + scrollY - 8,"
+                            " width: r.width + 16, height: r.height + 16}", css)
+            else:
+                size = self.driver.execute_cdp_cmd('Page.getLayoutMetrics', {})['cssContentSize']
+                r = {'x': 0, 'y': 0, 'width': size['width'], 'height': size['height']}
             shot = self.driver.execute_cdp_cmd('Page.captureScreenshot', {
-                'format': 'png', 'captureBeyondViewport': True,
-                'clip': {'x': 0, 'y': 0, 'width': size['width'], 'height': size['height'], 'scale': 1}})
+                'format': 'png', 'captureBeyondViewport': True, 'clip': dict(r, scale=1)})
             with open(path, 'wb') as f:
                 f.write(base64.b64decode(shot['data']))
         else:
@@ -257,10 +263,27 @@ def add_artifact(d, qid, name, media_type, data, n):
     return aid
 
 
-# A 2x2 PNG, red and blue.
-PNG = bytes.fromhex(
-    '89504e470d0a1a0a0000000d4948445200000002000000020802000000fdd49a73000000164944415478'
-    '9c63f8cfc0f01f0418fe33800100000bfe02fe4c1a0bd60000000049454e44ae426082')
+def png(width, height, pixel):
+    """A PNG (8-bit RGB) whose pixel(x, y) is an (r, g, b) tuple."""
+    raw = b''.join(b'\0' + b''.join(bytes(pixel(x, y)) for x in range(width)) for y in range(height))
+
+    def chunk(kind, data):
+        return (struct.pack('>I', len(data)) + kind + data
+                + struct.pack('>I', zlib.crc32(kind + data) & 0xffffffff))
+    return (b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', width, height, 8, 2, 0, 0, 0))
+            + chunk(b'IDAT', zlib.compress(raw, 9)) + chunk(b'IEND', b''))
+
+
+def bar_chart(x, y):
+    """Three bars (1, 2, 3) on white: what a run_python plot might leave."""
+    for k, colour in enumerate(((47, 93, 138), (213, 94, 0), (0, 158, 115))):
+        left = 20 + k * 50
+        if left <= x < left + 35 and y >= 90 - 25 * (k + 1):
+            return colour
+    return (255, 255, 255)
+
+
+CHART = png(170, 100, bar_chart)
 
 ANSWER = """Apples are number **1** in the orchard inventory, bananas number *2* [Apple] [Banana].
 
@@ -426,7 +449,7 @@ class Answered(PageBase):
         # Artifacts (the store's rows, as the sandbox would have left them).
         csv = 'fruit,number,note\r\nApple,1,"red, or green"\r\n"Banana",2,"a ""long"" one"\r\nÄpfel,3,\r\n'.encode()
         add_artifact(d, qid, 'fruit table.csv', 'text/csv', csv, 1)
-        add_artifact(d, qid, 'chart.png', 'image/png', PNG, 2)
+        add_artifact(d, qid, 'chart.png', 'image/png', CHART, 2)
         add_artifact(d, qid, 'notes.bin', 'application/octet-stream', b'\x00\x01\xff', 3)
         c.find('#history-list li button.open').click()
         c.wait(lambda: c.js("return document.querySelectorAll('#artifacts table tr').length") == 4,
@@ -436,12 +459,13 @@ class Answered(PageBase):
         self.assertEqual(rows, [['fruit', 'number', 'note'], ['Apple', '1', 'red, or green'],
                                 ['Banana', '2', 'a "long" one'], ['Äpfel', '3', '']])
         c.wait(lambda: c.js("const i = document.querySelector('#artifacts img');"
-                            " return i && i.complete && i.naturalWidth === 2"), what='the image inline')
+                            " return i && i.complete && i.naturalWidth === 170"), what='the image inline')
         links = c.js("return [...document.querySelectorAll('#artifacts a.download')].map(a => a.textContent)")
         self.assertEqual(links, ['Download fruit table.csv', 'Download chart.png', 'Download notes.bin'])
         self.assertEqual(c.text('#answer strong'), '1', 'the answer is there again')
         self.assertEqual(len(c.finds('#sources li')), 2)
         c.shot('answer-artifacts', full=True)
+        c.shot('answer-section', css='#query')  # docs/web-page.png
 
         c.find('#artifacts a.download').click()
         path = os.path.join(c.downloads, 'fruit table.csv')
