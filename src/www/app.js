@@ -509,6 +509,8 @@
       $('query-question').textContent = rec.question || '';
       $('live').classList.add('done');
       for (const n of $('steps').querySelectorAll('.note.waiting')) n.remove();
+      for (const st of this.steps.values())
+        if (!st.thinking) st.title.textContent = 'Step ' + st.n + (rec.status === 'succeeded' ? ': the answer' : '');
       if (!$('steps').childNodes.length) $('live').hidden = true;
 
       const a = $('answer');
@@ -820,7 +822,10 @@
         $(bad[1]).focus();
         return;
       }
-      if (this.running) return;
+      if (this.running) {
+        showError(new ApiError('busy', 'A question is being answered on this page: wait for its answer.', 409));
+        return;
+      }
       savePending({ question, pages });
       try {
         const st = (await call('GET', '/queue/status')).json;
