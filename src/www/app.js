@@ -357,7 +357,8 @@
       const files = Array.isArray(s.files) ? s.files.length : Number(s.files) || 0;
       if (files) out.push(', ' + plural(files, 'file', 'files') + ' in /out');
     } else out.push('done');
-    if (Number.isFinite(d.duration_ms)) out.push(' in ' + formatSeconds(d.duration_ms / 1000));
+    if (Number.isFinite(d.duration_ms))
+      out.push(' in ' + (d.duration_ms < 1000 ? Math.round(d.duration_ms) + ' ms' : (d.duration_ms / 1000).toFixed(1) + ' s'));
     return out;
   }
 
@@ -418,7 +419,7 @@
           this.toolResult(d);
           break;
         case 'phase':
-          if (d.phase === 'cleanup') this.note('Confirming the sandbox is cleaned up');
+          if (d.phase === 'cleanup') this.note('Finishing: confirming the cleanup');
           break;
         case 'record':
           this.showRecord(d);

@@ -413,11 +413,19 @@ class Answered(PageBase):
         downloads byte-exact, an image inline."""
         base = wiki().api_url.rsplit('/', 1)[0]
         d = self.page_daemon([dict(s) for s in SEARCH_READ_ANSWER[:3]] +
-                             [{'answer': ANSWER.replace('{base}', base)}])
+                             [{'answer': ANSWER.replace('{base}', base), 'delay': 2}])
         c = self.chrome(d)
         c.ask('Which fruits come first in the orchard inventory, and when are they harvested?')
+        # While the model writes, the store gets the files the sandbox would
+        # have left (the e2e daemon has none); the record then lists them.
+        qid = c.wait(lambda: c.js("return JSON.parse(sessionStorage.getItem('wikiweb.running'))"),
+                     what='the running query id')
+        self.assertRegex(qid, r'^qr_[0-9a-f]{32}$')
+        csv = 'fruit,number,note\r\nApple,1,"red, or green"\r\n"Banana",2,"a ""long"" one"\r\nÄpfel,3,\r\n'.encode()
+        add_artifact(d, qid, 'fruit table.csv', 'text/csv', csv, 1)
+        add_artifact(d, qid, 'chart.png', 'image/png', CHART, 2)
+        add_artifact(d, qid, 'notes.bin', 'application/octet-stream', b'\x00\x01\xff', 3)
         c.wait_answer()
-        c.check_console(self.allowed_console(d))
 
         self.assertEqual(c.find('#failure').get_attribute('hidden'), 'true')
         answer = c.find('#answer')
@@ -438,20 +446,7 @@ class Answered(PageBase):
         want = [expected_source('Apple'), expected_source('Banana')]
         self.assertEqual(sources, [{'title': s['title'], 'url': s['url'], 'rev': f'revision {s["revision_id"]}'}
                                    for s in want])
-        # The history has it, newest first.
-        c.wait(lambda: c.finds('#history-list li'), what='the history')
-        self.assertEqual(c.text('#history-list li .q'),
-                         'Which fruits come first in the orchard inventory, and when are they harvested?')
-        qid = c.js("return document.querySelector('#history-list li').dataset.id")
-        self.assertRegex(qid, r'^qr_[0-9a-f]{32}$')
-        c.shot('answer', full=True)
 
-        # Artifacts (the store's rows, as the sandbox would have left them).
-        csv = 'fruit,number,note\r\nApple,1,"red, or green"\r\n"Banana",2,"a ""long"" one"\r\nÄpfel,3,\r\n'.encode()
-        add_artifact(d, qid, 'fruit table.csv', 'text/csv', csv, 1)
-        add_artifact(d, qid, 'chart.png', 'image/png', CHART, 2)
-        add_artifact(d, qid, 'notes.bin', 'application/octet-stream', b'\x00\x01\xff', 3)
-        c.find('#history-list li button.open').click()
         c.wait(lambda: c.js("return document.querySelectorAll('#artifacts table tr').length") == 4,
                what='the CSV table')
         rows = c.js("return [...document.querySelectorAll('#artifacts table tr')]"
@@ -462,9 +457,12 @@ class Answered(PageBase):
                             " return i && i.complete && i.naturalWidth === 170"), what='the image inline')
         links = c.js("return [...document.querySelectorAll('#artifacts a.download')].map(a => a.textContent)")
         self.assertEqual(links, ['Download fruit table.csv', 'Download chart.png', 'Download notes.bin'])
-        self.assertEqual(c.text('#answer strong'), '1', 'the answer is there again')
-        self.assertEqual(len(c.finds('#sources li')), 2)
-        c.shot('answer-artifacts', full=True)
+        # The history has it, newest first.
+        c.wait(lambda: c.finds('#history-list li'), what='the history')
+        self.assertEqual(c.text('#history-list li .q'),
+                         'Which fruits come first in the orchard inventory, and when are they harvested?')
+        self.assertEqual(c.js("return document.querySelector('#history-list li').dataset.id"), qid)
+        c.shot('answer', full=True)
         c.shot('answer-section', css='#query')  # docs/web-page.png
 
         c.find('#artifacts a.download').click()
@@ -473,6 +471,13 @@ class Answered(PageBase):
                what='the download')
         with open(path, 'rb') as f:
             self.assertEqual(f.read(), csv)
+
+        # Opened again from the history: the same record.
+        c.find('#history-list li button.open').click()
+        c.wait(lambda: c.js("return document.querySelectorAll('#artifacts table tr').length") == 4,
+               what='the CSV table of the reopened record')
+        self.assertEqual(c.text('#answer strong'), '1')
+        self.assertEqual(len(c.finds('#sources li')), 2)
         c.check_console(self.allowed_console(d))
 
     def test_failed_query_shows_its_code(self):
