@@ -236,7 +236,9 @@
       p.append(' ');
       p.appendChild(el('span', 'code', '(' + code + ')'));
     }
-    $('errors').appendChild(p);
+    // The same error again (a retry that failed again) is not repeated.
+    const last = $('errors').lastElementChild;
+    if (!last || last.textContent !== p.textContent) $('errors').appendChild(p);
   }
 
   function setStatus(state, nodes) {
