@@ -251,11 +251,13 @@ static void on_query_finished(
         update_status(m);
 }
 
-/* A query whose cleanup was confirmed late has freed the slot: health
- * follows (API.md 8.4). */
-static void on_cleanup_confirmed(const char *query_id, void *userdata) {
+/* The Sandbox confirmed the cleanup of a query late: the API frees its
+ * slot if it ended unconfirmed (API.md 8.4), and health follows. */
+static void on_cleanup_confirmed(Sandbox *s, const char *query_id, void *userdata) {
         Manager *m = userdata;
 
+        if (m->api)
+                api_cleanup_confirmed(m->api, query_id);
         if (m->bus)
                 queue_bus_set_health(
                         m->bus,
@@ -574,7 +576,6 @@ static int run(int argc, char *argv[]) {
         if (r < 0)
                 return log_oom();
         api_set_query_finished_hook(m.api, on_query_finished, &m);
-        api_set_cleanup_confirmed_hook(m.api, on_cleanup_confirmed, &m);
 
         /* Admins read the queue on the system bus; without one (a developer's
          * machine) the daemon still serves HTTP. */
@@ -590,6 +591,7 @@ static int run(int argc, char *argv[]) {
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the sandbox");
         sandbox_set_state_handler(m.sandbox, on_sandbox_state, &m);
+        sandbox_set_cleanup_confirmed_handler(m.sandbox, on_cleanup_confirmed, &m);
         /* Queries offer run_python whenever the sandbox is available. */
         query_executor_set_sandbox(m.executor, m.sandbox);
         r = test_fault_uint64("WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE", 100, &n);

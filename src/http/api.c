@@ -22,13 +22,11 @@ struct Api {
         History *history;
         ApiQueryFinishedHook hook;
         void *hook_userdata;
-        ApiCleanupConfirmedHook cleanup_hook;
-        void *cleanup_hook_userdata;
         bool degraded;
         bool sandbox_available, sandbox_cleanup_pending;
 
         /* A query that ended with its cleanup unconfirmed: the slot stays
-         * taken until the executor says it is confirmed (API.md 8.4). */
+         * taken until the Sandbox says it is confirmed (API.md 8.4). */
         char awaiting_cleanup[QUERY_ID_MAX];
 
         /* The query in flight: its request stays suspended until the
@@ -53,9 +51,11 @@ struct Api {
         } ended;
 };
 
-static void api_on_cleanup_confirmed(const char *query_id, void *userdata) {
-        Api *api = userdata;
+void api_cleanup_confirmed(Api *api, const char *query_id) {
         int r;
+
+        assert(api);
+        assert(query_id);
 
         if (!streq(api->awaiting_cleanup, query_id))
                 return;
@@ -65,8 +65,6 @@ static void api_on_cleanup_confirmed(const char *query_id, void *userdata) {
                 log_error_errno(r, "Query %s: cleanup confirmed but the controller was not running", query_id);
         api->degraded = false;
         log_notice("Query %s: cleanup confirmed at last; the queue moves on.", query_id);
-        if (api->cleanup_hook)
-                api->cleanup_hook(query_id, api->cleanup_hook_userdata);
 }
 
 int api_new(
@@ -92,19 +90,12 @@ int api_new(
         api->admission = admission;
         api->executor = executor;
         api->history = history;
-        query_executor_set_cleanup_handler(executor, api_on_cleanup_confirmed, api);
         /* Without the thread, the sync is done on the loop. */
         r = sync_worker_new(event, &api->sync);
         if (r < 0)
                 log_warning_errno(r, "No thread for the history's syncs; they run on the event loop");
         *ret = TAKE_PTR(api);
         return 0;
-}
-
-void api_set_cleanup_confirmed_hook(Api *api, ApiCleanupConfirmedHook hook, void *userdata) {
-        assert(api);
-        api->cleanup_hook = hook;
-        api->cleanup_hook_userdata = userdata;
 }
 
 
@@ -334,11 +325,9 @@ static void api_record_outcome(Api *api, const QueryOutcome *o, usec_t duration,
         /* Files left in /out are kept, also for a failed query (API.md 8.3),
          * streamed from the files the pipeline collected. */
         for (size_t i = 0; i < o->n_artifacts; i++) {
-                const QueryArtifact *a = &o->artifacts[i];
                 char id[HISTORY_ARTIFACT_ID_MAX];
 
-                r = history_add_artifact(
-                        api->history, o->query_id, a->name, a->media_type, a->sha256, a->fd, a->size, id);
+                r = history_add_artifact(api->history, o->query_id, &o->artifacts[i], id);
                 if (r < 0)
                         log_warning_errno(r, "Query %s: an artifact could not be kept", o->query_id);
         }

@@ -7,6 +7,7 @@
 #include "shared/json-util.h"
 #include "shared/macro.h"
 #include "shared/utf8.h"
+#include "shared/wiki-page.h"
 #include "query/agent.h"
 
 
@@ -436,7 +437,7 @@ int agent_abort(Agent *a, ApiError error, const char *message) {
 }
 
 /* Add a page to the sources unless its title is there already. */
-static int add_source(Agent *a, const AgentPage *p) {
+static int add_source(Agent *a, const WikiPage *p) {
         AgentSource *n;
 
         for (size_t i = 0; i < a->n_sources; i++)
@@ -488,7 +489,7 @@ static int push_error_result(Agent *a, const char *call_id, const char *message)
         return push_result(a, call_id, o, NULL);
 }
 
-static int page_result(Agent *a, const AgentPage *p, json_object **ret_result, char **ret_hint) {
+static int page_result(Agent *a, const WikiPage *p, json_object **ret_result, char **ret_hint) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         _cleanup_free_ char *file = NULL, *hint = NULL;
         size_t len;
@@ -524,7 +525,7 @@ static int page_result(Agent *a, const AgentPage *p, json_object **ret_result, c
                 if (r < 0)
                         return r;
                 if (a->settings.sandbox_available) {
-                        r = agent_page_file_name(p->title, &file);
+                        r = wiki_page_data_file_name(p->title, strlen(p->title), &file);
                         if (r < 0)
                                 return r;
                         if (asprintf(&hint, "the whole page is /data/%s", file) < 0) {
@@ -539,11 +540,13 @@ static int page_result(Agent *a, const AgentPage *p, json_object **ret_result, c
 }
 
 /* The read of one page: result message and source. */
-static int push_page(Agent *a, const char *call_id, const AgentPage *p) {
+static int push_page(Agent *a, const char *call_id, const WikiPage *p) {
         _cleanup_(json_object_putp) json_object *o = NULL;
         _cleanup_free_ char *hint = NULL;
         int r;
 
+        if (p && p->missing)
+                p = NULL;
         r = page_result(a, p, &o, &hint);
         if (r < 0)
                 return r;
@@ -553,7 +556,7 @@ static int push_page(Agent *a, const char *call_id, const AgentPage *p) {
         return p ? add_source(a, p) : 0;
 }
 
-int agent_preload_page(Agent *a, const char *title, const AgentPage *page) {
+int agent_preload_page(Agent *a, const char *title, const WikiPage *page) {
         _cleanup_(json_object_putp) json_object *args = json_object_new_object();
         LlmMessage *m;
         LlmToolCall *calls, *c;
@@ -1091,7 +1094,7 @@ int agent_tool_search_done(Agent *a, const AgentSearchResult *results, size_t n)
         return tool_done_result(a, o);
 }
 
-int agent_tool_read_done(Agent *a, const AgentPage *page) {
+int agent_tool_read_done(Agent *a, const WikiPage *page) {
         _cleanup_free_ char *id = NULL;
         int r;
 
@@ -1202,34 +1205,4 @@ const LlmMessage *agent_messages(const Agent *a, size_t *ret_n) {
         assert(ret_n);
         *ret_n = a->n_messages;
         return a->messages;
-}
-
-int agent_page_file_name(const char *title, char **ret) {
-        static const char hex[] = "0123456789ABCDEF";
-        size_t n = strlen(title);
-        char *buf, *q;
-
-        assert(ret);
-        if (n > (SIZE_MAX - 6) / 3)
-                return -ENOMEM;
-        buf = malloc(n * 3 + STRLEN(".wiki") + 1);
-        if (!buf)
-                return -ENOMEM;
-        q = buf;
-        for (size_t i = 0; i < n; i++) {
-                uint8_t c = (uint8_t) title[i];
-
-                if (c == ' ')
-                        *q++ = '_';
-                else if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || strchr("_-.(),", c))
-                        *q++ = (char) c;
-                else {
-                        *q++ = '%';
-                        *q++ = hex[c >> 4];
-                        *q++ = hex[c & 15];
-                }
-        }
-        memcpy(q, ".wiki", STRLEN(".wiki") + 1);
-        *ret = buf;
-        return 0;
 }

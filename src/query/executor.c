@@ -26,13 +26,6 @@ struct QueryExecutor {
         sd_event_source *defer;   /* the unconfigured path */
         const char *abort_reason; /* static string, set by query_executor_abort() */
 
-        /* A run that reported with its sandbox cleanup unconfirmed: kept
-         * until it is confirmed (then cleanup_handler is told), freed at the
-         * next start or with the executor. */
-        QueryRun *lingering;
-        QueryCleanupHandler cleanup_handler;
-        void *cleanup_userdata;
-
         usec_t test_delay;
 };
 
@@ -72,7 +65,6 @@ QueryExecutor *query_executor_free(QueryExecutor *x) {
         sd_event_source_disable_unref(x->defer);
         /* Only after the loop has ended: nothing can be in flight in the
          * sandbox any more that still needs these. */
-        x->lingering = query_run_free(x->lingering);
         x->run = query_run_free(x->run);
         upstream_free(x->upstream);
         destination_policy_free(x->policy);
@@ -83,13 +75,6 @@ QueryExecutor *query_executor_free(QueryExecutor *x) {
 void query_executor_set_sandbox(QueryExecutor *x, Sandbox *sandbox) {
         assert(x);
         x->sandbox = sandbox;
-}
-
-void query_executor_set_cleanup_handler(QueryExecutor *x, QueryCleanupHandler handler, void *userdata) {
-        assert(x);
-
-        x->cleanup_handler = handler;
-        x->cleanup_userdata = userdata;
 }
 
 bool query_executor_is_configured(const QueryExecutor *x) {
@@ -137,17 +122,6 @@ static int query_executor_on_unconfigured_later(sd_event_source *s, uint64_t use
         return 0;
 }
 
-static void query_executor_on_run_confirmed(QueryRun *q, void *userdata) {
-        QueryExecutor *x = userdata;
-        char id[QUERY_ID_MAX];
-
-        if (q != x->lingering)
-                return;
-        memcpy(id, query_run_id(q), sizeof id);
-        if (x->cleanup_handler)
-                x->cleanup_handler(id, x->cleanup_userdata);
-}
-
 static void query_executor_on_run_done(QueryRun *q, const QueryOutcome *o, void *userdata) {
         QueryExecutor *x = userdata;
         QueryDoneHandler done = x->done;
@@ -158,16 +132,11 @@ static void query_executor_on_run_done(QueryRun *q, const QueryOutcome *o, void 
         x->done = NULL;
         x->userdata = NULL;
         x->run = NULL;
-        x->lingering = query_run_free(x->lingering);
         done(o, u);
-        /* Nothing of the run is touched after its done callback returns: a
-         * run whose cleanup is confirmed goes now (its query directory with
-         * it); one whose cleanup is not stays until the confirmation has
-         * been reported, and is freed at the next start. */
-        if (o->cleanup_confirmed)
-                query_run_free(q);
-        else
-                x->lingering = q;
+        /* The run ends with its report (the outcome points into it): its
+         * query directory goes with it. A cleanup not yet confirmed goes on
+         * in the Sandbox, which announces it. */
+        query_run_free(q);
 }
 
 int query_executor_abort(QueryExecutor *x, const char *reason) {
@@ -207,9 +176,6 @@ int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryDoneHandler
                 return -EBUSY;
 
         if (x->upstream && x->test_delay == 0) {
-                /* A run whose cleanup never got confirmed is dropped now: a
-                 * new job means the slot was freed anyway. */
-                x->lingering = query_run_free(x->lingering);
                 r = query_run_new(
                         &(QueryRunContext){
                                 .event = x->event,
@@ -219,7 +185,6 @@ int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryDoneHandler
                         },
                         job,
                         query_executor_on_run_done,
-                        query_executor_on_run_confirmed,
                         x,
                         &x->run);
                 if (r < 0)

@@ -7,6 +7,7 @@
 
 #include "admission/admission.h"
 #include "shared/api-error.h"
+#include "shared/artifact.h"
 #include "shared/config.h"
 #include "shared/macro.h"
 #include "shared/time-util.h"
@@ -32,15 +33,6 @@ typedef struct QueryTimings {
         usec_t wiki, model, sandbox, cleanup;
 } QueryTimings;
 
-/* A file left in /out, stored as an artifact of the query (API.md 9). */
-typedef struct QueryArtifact {
-        const char *name;       /* made safe */
-        const char *media_type; /* from the allowlist */
-        const char *sha256;     /* 64 hex digits */
-        int fd;                 /* the bytes, read-only, at offset 0; borrowed */
-        uint64_t size;
-} QueryArtifact;
-
 typedef struct QueryOutcome {
         const char *query_id;
         bool succeeded;
@@ -55,12 +47,15 @@ typedef struct QueryOutcome {
         uint64_t prompt_tokens, completion_tokens; /* summed over the steps */
         unsigned steps;                            /* model requests sent */
         QueryTimings timings;
-        const QueryArtifact *artifacts;
+        const Artifact *artifacts; /* the files left in /out, to keep (API.md 9); fds borrowed */
         size_t n_artifacts;
 } QueryOutcome;
 
 /* Called once per started job, from the event loop, never from inside
- * start(). The outcome is borrowed for the duration of the call. */
+ * start(). The outcome is borrowed for the duration of the call. After an
+ * outcome with cleanup_confirmed = false, the Sandbox announces the query's
+ * id when the cleanup is confirmed after all (sandbox.h); the executor is
+ * done with the job. */
 typedef void (*QueryDoneHandler)(const QueryOutcome *outcome, void *userdata);
 
 typedef struct QueryExecutor QueryExecutor;
@@ -74,10 +69,6 @@ int query_executor_new(sd_event *event, const Config *config, QueryExecutor **re
 typedef struct Sandbox Sandbox;
 void query_executor_set_sandbox(QueryExecutor *x, Sandbox *sandbox);
 
-/* Called once for a job whose outcome said cleanup_confirmed = false, when
- * its cleanup is confirmed after all (API.md 8.4: then the slot is freed). */
-typedef void (*QueryCleanupHandler)(const char *query_id, void *userdata);
-void query_executor_set_cleanup_handler(QueryExecutor *x, QueryCleanupHandler handler, void *userdata);
 QueryExecutor *query_executor_free(QueryExecutor *x);
 DEFINE_TRIVIAL_CLEANUP_FUNC(QueryExecutor *, query_executor_free);
 /* Whether wiki and model are configured (false: every query fails with

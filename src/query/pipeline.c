@@ -86,25 +86,12 @@ struct QueryRun {
         QueryTimings timings;
         SandboxArtifacts artifacts;
         bool reported;
-        bool cleanup_confirmed;
-        bool confirmed_pending; /* reported unconfirmed; the confirmed callback is still owed */
 
         QueryRunDone done;
-        QueryRunConfirmed confirmed;
         void *userdata;
 };
 
 static void query_run_advance(QueryRun *q);
-
-const char *query_run_id(const QueryRun *q) {
-        assert(q);
-        return q->id;
-}
-
-bool query_run_reported(const QueryRun *q) {
-        assert(q);
-        return q->reported;
-}
 
 /* Log one line about the query, with its id as a journal field. */
 _printf_(3, 4) static void query_run_log(QueryRun *q, int level, const char *format, ...) {
@@ -208,34 +195,22 @@ static void query_run_wiki_failed(QueryRun *q, const WikiResult *r) {
         q->state = QUERY_RUN_CLEANUP;
 }
 
-static void page_to_agent(const MediaWikiPage *p, AgentPage *ret) {
-        *ret = (AgentPage){
-                .title = p->title,
-                .url = p->url,
-                .revision_id = p->revision_id,
-                .content = p->content,
-                .content_size = p->content_size,
-        };
-}
+/* A page read (by the request or the model) goes to the agent, and to
+ * /data as well. */
+static int query_run_take_page(QueryRun *q, const WikiPage *p) {
+        int r;
 
-/* A page read (by the request or the model) goes to /data as well. */
-static int query_run_add_page_to_sandbox(QueryRun *q, const MediaWikiPage *p) {
-        if (!q->sandbox_query || p->missing)
-                return 0;
-        return sandbox_query_add_page(
-                q->sandbox_query,
-                &(SandboxPage){
-                        .title = p->title,
-                        .revision_id = p->revision_id,
-                        .url = p->url,
-                        .content = p->content,
-                        .content_len = p->content_size,
-                });
+        if (q->state == QUERY_RUN_PRELOAD)
+                r = agent_preload_page(q->agent, q->op_title, p);
+        else
+                r = agent_tool_read_done(q->agent, p);
+        if (r < 0 || !q->sandbox_query || p->missing)
+                return r;
+        return sandbox_query_add_page(q->sandbox_query, p);
 }
 
 static void query_run_on_wiki_done(WikiOperation *op, const WikiResult *r, void *userdata) {
         QueryRun *q = userdata;
-        AgentPage page;
         int k = 0;
 
         assert(op == q->wiki_op);
@@ -244,14 +219,7 @@ static void query_run_on_wiki_done(WikiOperation *op, const WikiResult *r, void 
         if (r->error >= 0)
                 query_run_wiki_failed(q, r);
         else if (q->state == QUERY_RUN_PRELOAD) {
-                if (r->page.missing)
-                        k = agent_preload_page(q->agent, q->op_title, NULL);
-                else {
-                        page_to_agent(&r->page, &page);
-                        k = agent_preload_page(q->agent, q->op_title, &page);
-                        if (k >= 0)
-                                k = query_run_add_page_to_sandbox(q, &r->page);
-                }
+                k = query_run_take_page(q, &r->page);
                 query_run_log(
                         q,
                         LOG_INFO,
@@ -259,14 +227,7 @@ static void query_run_on_wiki_done(WikiOperation *op, const WikiResult *r, void 
                         q->next_page,
                         r->page.missing ? " (missing)" : "");
         } else if (q->op_tool == AGENT_TOOL_WIKI_READ) {
-                if (r->page.missing)
-                        k = agent_tool_read_done(q->agent, NULL);
-                else {
-                        page_to_agent(&r->page, &page);
-                        k = agent_tool_read_done(q->agent, &page);
-                        if (k >= 0)
-                                k = query_run_add_page_to_sandbox(q, &r->page);
-                }
+                k = query_run_take_page(q, &r->page);
                 query_run_log(
                         q,
                         LOG_INFO,
@@ -376,30 +337,20 @@ static void query_run_on_sandbox_done(SandboxRun *run, int error, const SandboxR
         if (q->failed || q->sandbox_cancelled)
                 q->state = QUERY_RUN_CLEANUP;
         else {
-                _cleanup_free_ AgentPythonFile *files = NULL;
-
-                if (res->n_files > 0) {
-                        files = calloc(res->n_files, sizeof *files);
-                        if (!files)
-                                k = -ENOMEM;
-                }
-                for (size_t i = 0; k >= 0 && i < res->n_files; i++)
-                        files[i] = (AgentPythonFile){ res->files[i].name, res->files[i].size_bytes };
-                if (k >= 0)
-                        k = agent_tool_python_done(
-                                q->agent,
-                                &(AgentPythonRun){
-                                        .has_exit_code = res->has_exit_code,
-                                        .exit_code = res->exit_code,
-                                        .signal = res->signal,
-                                        .timed_out = res->timed_out,
-                                        .stdout_bytes = res->stdout_text ? res->stdout_text : "",
-                                        .stdout_size = res->stdout_text ? strlen(res->stdout_text) : 0,
-                                        .stderr_bytes = res->stderr_text ? res->stderr_text : "",
-                                        .stderr_size = res->stderr_text ? strlen(res->stderr_text) : 0,
-                                        .files = files,
-                                        .n_files = res->n_files,
-                                });
+                k = agent_tool_python_done(
+                        q->agent,
+                        &(AgentPythonRun){
+                                .has_exit_code = res->has_exit_code,
+                                .exit_code = res->exit_code,
+                                .signal = res->signal,
+                                .timed_out = res->timed_out,
+                                .stdout_bytes = res->stdout_text ? res->stdout_text : "",
+                                .stdout_size = res->stdout_text ? strlen(res->stdout_text) : 0,
+                                .stderr_bytes = res->stderr_text ? res->stderr_text : "",
+                                .stderr_size = res->stderr_text ? strlen(res->stderr_text) : 0,
+                                .files = res->files,
+                                .n_files = res->n_files,
+                        });
                 if (k < 0) {
                         log_error_errno(k, "Query %s: cannot take the sandbox's result", q->id);
                         query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
@@ -541,29 +492,13 @@ static int query_run_sources_json(QueryRun *q, char **ret) {
 /* DONE: report once, from the defer that got us here. */
 static void query_run_report(QueryRun *q) {
         _cleanup_free_ char *sources = NULL;
-        _cleanup_free_ QueryArtifact *artifacts = NULL;
         uint64_t prompt = 0, completion = 0;
         QueryOutcome o;
 
         q->deadline_source = sd_event_source_disable_unref(q->deadline_source);
-        q->cleanup_confirmed = !q->sandbox_query || sandbox_query_cleanup_confirmed(q->sandbox_query);
         if (query_run_sources_json(q, &sources) < 0)
                 log_oom();
         agent_usage(q->agent, &prompt, &completion);
-
-        if (q->artifacts.n > 0) {
-                artifacts = calloc(q->artifacts.n, sizeof *artifacts);
-                if (!artifacts)
-                        log_oom();
-        }
-        for (size_t i = 0; artifacts && i < q->artifacts.n; i++)
-                artifacts[i] = (QueryArtifact){
-                        .name = q->artifacts.items[i].name,
-                        .media_type = q->artifacts.items[i].media_type,
-                        .sha256 = q->artifacts.items[i].sha256,
-                        .fd = q->artifacts.items[i].fd,
-                        .size = q->artifacts.items[i].size,
-                };
 
         o = (QueryOutcome){
                 .query_id = q->id,
@@ -571,31 +506,18 @@ static void query_run_report(QueryRun *q) {
                 .error = q->failed ? q->error : _API_ERROR_INVALID,
                 .message = q->failed ? q->message : NULL,
                 .answer = q->failed ? NULL : q->answer,
-                .cleanup_confirmed = q->cleanup_confirmed,
+                .cleanup_confirmed = !q->sandbox_query || sandbox_query_cleanup_confirmed(q->sandbox_query),
                 .sources_json = sources,
                 .model = q->config->llm_model,
                 .prompt_tokens = prompt,
                 .completion_tokens = completion,
                 .steps = agent_steps(q->agent),
                 .timings = q->timings,
-                .artifacts = artifacts,
-                .n_artifacts = artifacts ? q->artifacts.n : 0,
+                .artifacts = q->artifacts.items,
+                .n_artifacts = q->artifacts.n,
         };
         q->reported = true;
-        q->confirmed_pending = !q->cleanup_confirmed;
         q->done(q, &o, q->userdata);
-}
-
-static void query_run_on_sandbox_confirmed(SandboxQuery *sq, void *userdata) {
-        QueryRun *q = userdata;
-
-        if (!q->reported || !q->confirmed_pending)
-                return;
-        q->confirmed_pending = false;
-        q->cleanup_confirmed = true;
-        query_run_log(q, LOG_INFO, "the sandbox's cleanup is confirmed now.");
-        if (q->confirmed)
-                q->confirmed(q, q->userdata);
 }
 
 /* CLEANUP: nothing else may start; wait for a cancelled container, then
@@ -734,12 +656,7 @@ static void query_run_advance(QueryRun *q) {
 }
 
 int query_run_new(
-        const QueryRunContext *ctx,
-        const QueryJob *job,
-        QueryRunDone done,
-        QueryRunConfirmed confirmed,
-        void *userdata,
-        QueryRun **ret) {
+        const QueryRunContext *ctx, const QueryJob *job, QueryRunDone done, void *userdata, QueryRun **ret) {
 
         _cleanup_(query_run_freep) QueryRun *q = NULL;
         const Config *c;
@@ -763,7 +680,6 @@ int query_run_new(
         q->upstream = ctx->upstream;
         q->sandbox = ctx->sandbox;
         q->done = done;
-        q->confirmed = confirmed;
         q->userdata = userdata;
         q->state = QUERY_RUN_PRELOAD;
         q->error = _API_ERROR_INVALID;
@@ -800,9 +716,7 @@ int query_run_new(
                         log_warning_errno(
                                 r, "Query %s: no sandbox for this query, run_python not offered", q->id);
                         python = false;
-                } else
-                        sandbox_query_set_confirmed_handler(
-                                q->sandbox_query, query_run_on_sandbox_confirmed, q);
+                }
         }
 
         r = agent_new(

@@ -5,6 +5,7 @@
 #include "query/agent.h"
 #include "shared/macro.h"
 #include "shared/utf8.h"
+#include "shared/wiki-page.h"
 #include "tests.h"
 
 /* Tests of the tool loop (API.md 8.2, 8.6) over scripted model replies:
@@ -161,14 +162,14 @@ static Agent *new_agent(const AgentSettings *s, const char *question) {
         return a;
 }
 
-static const AgentPage apple = {
+static const WikiPage apple = {
         .title = "Apple",
         .url = "http://127.0.0.1:8081/index.php/Apple",
         .revision_id = 42,
         .content = "The '''apple''' is a fruit.",
         .content_size = 27,
 };
-static const AgentPage pear = {
+static const WikiPage pear = {
         .title = "Pear",
         .url = "http://127.0.0.1:8081/index.php/Pear",
         .revision_id = 7,
@@ -292,7 +293,7 @@ TEST(several_calls_in_order) {
         ASSERT_EQ_STR(act.call.code, "print(1)");
         ASSERT_EQ_INT(act.call.code_size, 8);
         {
-                AgentPythonFile files[] = { { "table.csv", 120 } };
+                Artifact files[] = { { .name = (char *) "table.csv", .size_bytes = 120, .fd = -1 } };
                 AgentPythonRun run = {
                         .has_exit_code = true,
                         .exit_code = 0,
@@ -326,7 +327,7 @@ TEST(several_calls_in_order) {
         ASSERT_OK(agent_tool_read_done(a, &pear));
         next(a, AGENT_ACTION_TOOL);
         {
-                AgentPage banana = {
+                WikiPage banana = {
                         .title = "Banana", .url = "u", .revision_id = 9, .content = "", .content_size = 0
                 };
                 ASSERT_OK(agent_tool_read_done(a, &banana));
@@ -634,7 +635,7 @@ TEST(context_estimate) {
         {
                 _cleanup_(agent_freep) Agent *a = NULL;
                 _cleanup_free_ char *content = malloc(12000);
-                AgentPage big = apple;
+                WikiPage big = apple;
 
                 memset(content, 'w', 12000);
                 big.content = content;
@@ -711,7 +712,7 @@ TEST(truncation) {
         _cleanup_(agent_freep) Agent *a = NULL;
         _cleanup_free_ char *content = NULL;
         const LlmMessage *m;
-        AgentPage big = apple;
+        WikiPage big = apple;
         size_t n, base, size = 100000;
         json_object *o;
 
@@ -769,6 +770,46 @@ TEST(truncation) {
         expect_tool_message(a, base + 1, "call_1", "\"stderr\":\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbdoops\"");
 }
 
+/* A long non-ASCII title: the hint names the file the sandbox writes under
+ * /data, which is shortened past NAME_MAX (the agent used to name the
+ * unshortened one, a file that does not exist). */
+TEST(truncation_hint_long_title) {
+        AgentSettings s = defaults;
+        _cleanup_(agent_freep) Agent *a = NULL;
+        _cleanup_free_ char *content = NULL, *title = NULL, *args = NULL, *file = NULL, *needle = NULL;
+        WikiPage big = apple;
+        size_t base, size = 20000;
+
+        /* 100 x "é": 200 bytes, 600 once percent-encoded */
+        title = malloc(201);
+        ASSERT_TRUE(title);
+        for (size_t i = 0; i < 200; i += 2) {
+                title[i] = '\xc3';
+                title[i + 1] = '\xa9';
+        }
+        title[200] = 0;
+        content = malloc(size + 1);
+        ASSERT_TRUE(content);
+        memset(content, 'w', size);
+        content[size] = 0;
+        big.title = title;
+        big.content = content;
+        big.content_size = size;
+        s.tool_result_max_bytes = 4096;
+        ASSERT_TRUE(asprintf(&args, "{\"title\":\"%s\"}", title) > 0);
+        ASSERT_OK(wiki_page_data_file_name(title, strlen(title), &file));
+        ASSERT_TRUE(strlen(file) <= 255);
+        ASSERT_TRUE(asprintf(&needle, "the whole page is /data/%s]", file) > 0);
+
+        a = new_agent(&s, "q");
+        next(a, AGENT_ACTION_SEND);
+        feed_free(a, reply_calls("wiki_read", args, NULL));
+        agent_messages(a, &base);
+        next(a, AGENT_ACTION_TOOL);
+        ASSERT_OK(agent_tool_read_done(a, &big));
+        expect_tool_message(a, base, "call_0", needle);
+}
+
 TEST(fit_result) {
         char *r;
         bool cut;
@@ -814,22 +855,6 @@ TEST(fit_result) {
         ASSERT_OK(agent_fit_result("plain text", 1024, NULL, &r, &cut));
         ASSERT_EQ_STR(r, "\"plain text\"");
         free(r);
-}
-
-TEST(page_file_name) {
-        static const char *const table[][2] = {
-                { "Apple", "Apple.wiki" },     { "Apple pie", "Apple_pie.wiki" },
-                { "A/B", "A%2FB.wiki" },       { "Caf\xc3\xa9", "Caf%C3%A9.wiki" },
-                { "a:b?c", "a%3Ab%3Fc.wiki" }, { "x_(y),z-1.2", "x_(y),z-1.2.wiki" },
-                { "..", "...wiki" },           { "100%", "100%25.wiki" },
-        };
-
-        for (size_t i = 0; i < ELEMENTSOF(table); i++) {
-                _cleanup_free_ char *f = NULL;
-
-                ASSERT_OK(agent_page_file_name(table[i][0], &f));
-                ASSERT_EQ_STR(f, table[i][1]);
-        }
 }
 
 TEST(tools_and_prompt) {

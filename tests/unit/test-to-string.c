@@ -9,6 +9,7 @@
 #include "query/agent.h"
 #include "query/llm.h"
 #include "query/mediawiki.h"
+#include "sandbox/sandbox-internal.h"
 #include "shared/api-error.h"
 #include "shared/macro.h"
 #include "tests.h"
@@ -181,6 +182,21 @@ TEST(query_names) {
                 "NeedToken",
                 "Aborted",
                 "other");
+}
+
+/* A sandbox run's phases (sandbox-internal.h). */
+TEST(sandbox_names) {
+        CHECK_NAMES(
+                sandbox_run_state_to_string,
+                _SANDBOX_RUN_STATE_MAX,
+                _SANDBOX_RUN_STATE_INVALID,
+                "starting",
+                "running",
+                "stop-init",
+                "stop-kill",
+                "drain",
+                "cleaning",
+                "reporting");
 }
 
 DEFINE_TEST_MAIN()
