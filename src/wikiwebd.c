@@ -22,6 +22,7 @@
 #include "query/executor.h"
 #include "sandbox/sandbox.h"
 #include "shared/config.h"
+#include "shared/fault.h"
 #include "shared/log.h"
 #include "shared/macro.h"
 #include "shared/parse-util.h"
@@ -58,7 +59,7 @@ static void help(void) {
                "     --listen ADDR:PORT\n"
                "                       Listen on this address when not socket-activated\n"
                "                       (e.g. 127.0.0.1:8080 or [::1]:8080)\n\n"
-               "Settings are WIKI_WEB_* environment variables; see the README or\n"
+               "Settings are WIKI_WEB_* environment variables; see wikiweb.conf(5) or\n"
                "--check-config for the full list and their effective values.\n",
                program_invocation_short_name);
 }
@@ -236,6 +237,7 @@ static void on_admission_event(const AdmissionEvent *ev, void *userdata) {
 
         if (m->bus)
                 queue_bus_admission_event(m->bus, ev);
+        api_admission_event(m->api, ev);
         update_status(m);
 }
 
@@ -249,6 +251,13 @@ static void on_query_finished(
                         queue_bus_set_health(m->bus, true);
         }
         update_status(m);
+}
+
+/* The running query's phase, for RunningQueryPhase (API.md 11.4). */
+static void on_query_phase(const char *phase, void *userdata) {
+        Manager *m = userdata;
+
+        queue_bus_set_running_phase(m->bus, phase);
 }
 
 /* The Sandbox confirmed the cleanup of a query late: the API frees its
@@ -397,30 +406,7 @@ static int on_stop_signal(sd_event_source *s, const struct signalfd_siginfo *si,
         return 0;
 }
 
-/* The test-only fault switches take effect with WIKI_WEB_TEST_FAULTS=1
- * only: test_fault(NAME) is the switch NAME's value then, NULL otherwise. */
-static bool test_faults(void) {
-        const char *f = getenv("WIKI_WEB_TEST_FAULTS");
-        return f && streq(f, "1");
-}
-
-static const char *test_fault(const char *name) {
-        return test_faults() ? getenv(name) : NULL;
-}
-
-/* A numeric switch: 0 when it is off, 1 with *ret set, or a logged -EINVAL
- * when its value is not a number in 0..max. */
-static int test_fault_uint64(const char *name, uint64_t max, uint64_t *ret) {
-        const char *fault = test_fault(name);
-
-        if (!fault)
-                return 0;
-        if (parse_uint64_range(fault, 0, max, ret) < 0)
-                return log_error_errno(EINVAL, "%s: expected 0..%" PRIu64, name, max);
-        return 1;
-}
-
-/* Test-only fault switch (WIKI_WEB_TEST_FAULTS=1): SIGUSR2 hangs the event
+/* Test-only fault switch (shared/fault.h): SIGUSR2 hangs the event
  * loop, so the watchdog test can see systemd restart a hung daemon. */
 static int on_fault_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
         log_warning("Test fault: hanging the event loop on purpose.");
@@ -471,7 +457,6 @@ static int open_history(const char *path, History **ret) {
 static int run(int argc, char *argv[]) {
         _cleanup_(manager_free) Manager m = { 0 };
         _cleanup_free_ char *error = NULL;
-        const char *fault;
         uint64_t n;
         sigset_t mask;
         int r, fd;
@@ -526,7 +511,7 @@ static int run(int argc, char *argv[]) {
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
         sigaddset(&mask, SIGINT);
-        if (test_faults())
+        if (fault_enabled())
                 sigaddset(&mask, SIGUSR2);
         if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
                 return log_error_errno(errno, "Failed to block signals");
@@ -562,7 +547,7 @@ static int run(int argc, char *argv[]) {
         r = query_executor_new(m.event, &m.config, &m.executor);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the query executor");
-        r = test_fault_uint64("WIKI_WEB_TEST_QUERY_DELAY_MS", 3600000, &n);
+        r = fault_uint64("WIKI_WEB_TEST_QUERY_DELAY_MS", 3600000, &n);
         if (r < 0)
                 return r;
         if (r > 0) {
@@ -576,6 +561,7 @@ static int run(int argc, char *argv[]) {
         if (r < 0)
                 return log_oom();
         api_set_query_finished_hook(m.api, on_query_finished, &m);
+        api_set_phase_hook(m.api, on_query_phase, &m);
 
         /* Admins read the queue on the system bus; without one (a developer's
          * machine) the daemon still serves HTTP. */
@@ -594,15 +580,14 @@ static int run(int argc, char *argv[]) {
         sandbox_set_cleanup_confirmed_handler(m.sandbox, on_cleanup_confirmed, &m);
         /* Queries offer run_python whenever the sandbox is available. */
         query_executor_set_sandbox(m.executor, m.sandbox);
-        r = test_fault_uint64("WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE", 100, &n);
+        r = fault_uint64("WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE", 100, &n);
         if (r < 0)
                 return r;
         if (r > 0) {
                 log_warning("Test fault: the next %" PRIu64 " sandbox scope confirmations fail.", n);
                 sandbox_set_test_unconfirmable(m.sandbox, (unsigned) n);
         }
-        fault = test_fault("WIKI_WEB_TEST_SANDBOX_DEAF_INIT");
-        if (fault && streq(fault, "1")) {
+        if (fault_bool("WIKI_WEB_TEST_SANDBOX_DEAF_INIT")) {
                 log_warning("Test fault: the containers' init is never told to stop.");
                 sandbox_set_test_deaf_init(m.sandbox, true);
         }

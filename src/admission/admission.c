@@ -49,9 +49,9 @@ typedef struct Ticket {
         SessionKey key;
         char id[TICKET_ID_MAX];
         usec_t joined;
-        usec_t heartbeat_deadline;
-        uint32_t slot;   /* index into Admission.slots; the free-list link while free */
-        uint32_t hb_pos; /* its entry in Admission.hbq, IDX_NONE when not queued */
+        usec_t heartbeat_deadline; /* USEC_INFINITY while held (admission_hold()) */
+        uint32_t slot;             /* index into Admission.slots; the free-list link while free */
+        uint32_t hb_pos;           /* its entry in Admission.hbq, IDX_NONE when not queued */
 } Ticket;
 
 struct Admission {
@@ -665,7 +665,14 @@ static void hb_append(Admission *a, uint32_t idx) {
         a->pool[idx].hb_pos = a->hbq_tail++;
 }
 
+static bool held(const Admission *a, uint32_t idx) {
+        return a->pool[idx].heartbeat_deadline == USEC_INFINITY;
+}
+
 static void heartbeat(Admission *a, uint32_t idx, usec_t now) {
+        if (held(a, idx))
+                /* Its open stream is its heartbeat, for as long as it lasts. */
+                return;
         hb_unlink(a, idx);
         a->pool[idx].heartbeat_deadline = usec_add(now, a->settings.heartbeat_usec);
         hb_append(a, idx);
@@ -889,7 +896,11 @@ static void fill_view(const Admission *a, uint32_t idx, uint64_t position, Ticke
         v->status = idx == a->reserved ? TICKET_RESERVED : TICKET_WAITING;
         v->position = position;
         v->joined = t->joined;
-        v->heartbeat_deadline = t->heartbeat_deadline;
+        /* A held ticket shows the deadline it would get from a poll now (as
+         * of the latest time the machine has seen), which is what it has
+         * in effect: it is renewed continuously. */
+        v->heartbeat_deadline = held(a, idx) ? usec_add(a->last_now, a->settings.heartbeat_usec) :
+                                               t->heartbeat_deadline;
         v->reservation_deadline = idx == a->reserved ? a->reservation_deadline : USEC_INFINITY;
 }
 
@@ -998,6 +1009,31 @@ int admission_leave(Admission *a, const SessionKey *session, usec_t now) {
                 return -ENOENT;
 
         ticket_remove(a, idx, REMOVE_LEFT, now);
+        return 0;
+}
+
+int admission_hold(Admission *a, const SessionKey *session, const char *ticket_id, bool hold, usec_t now) {
+        uint32_t idx;
+
+        assert(a);
+        assert(session);
+        assert(ticket_id);
+
+        now = begin(a, now);
+
+        idx = hash_find(a, session);
+        if (idx == IDX_NONE || !streq(a->pool[idx].id, ticket_id))
+                return -ENOENT;
+        if (hold == held(a, idx))
+                return 0;
+        if (hold) {
+                /* Out of the heartbeat queue: nothing to expire. */
+                hb_unlink(a, idx);
+                a->pool[idx].heartbeat_deadline = USEC_INFINITY;
+        } else {
+                a->pool[idx].heartbeat_deadline = 0;
+                heartbeat(a, idx, now);
+        }
         return 0;
 }
 

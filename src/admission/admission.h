@@ -154,6 +154,15 @@ int admission_status(Admission *a, const SessionKey *session, usec_t now, Admiss
  * a queue call: health, D-Bus, the STATUS line). session may be NULL. */
 void admission_peek(Admission *a, const SessionKey *session, usec_t now, AdmissionStatus *ret);
 
+/* Hold S's ticket ticket_id (API.md 11.1: an open queue stream is its
+ * heartbeat): while held it does not expire by heartbeat (its reservation
+ * still runs out), and shows a heartbeat deadline one interval after the
+ * latest time the machine has seen. Releasing it (hold false) starts an
+ * ordinary heartbeat deadline from now. Holding is not counted: the caller
+ * holds once for any number of streams. 0, or -ENOENT when S has no ticket
+ * or another one than ticket_id (it was removed meanwhile). */
+int admission_hold(Admission *a, const SessionKey *session, const char *ticket_id, bool hold, usec_t now);
+
 /* leave(S): 0, or -ENOENT (ticket_not_found). */
 int admission_leave(Admission *a, const SessionKey *session, usec_t now);
 

@@ -18,6 +18,7 @@ typedef struct QueueBusSnapshot {
         uint64_t queue_length;
         usec_t average_usec;
         char running_query_id[QUERY_ID_MAX];
+        char running_phase[QUEUE_BUS_PHASE_MAX];
         bool degraded;
         uint64_t queries_started;
         uint64_t queries_failed;
@@ -36,6 +37,7 @@ struct QueueBus {
         bool degraded;
         bool disconnected;
         uint64_t queries_failed;
+        char running_phase[QUEUE_BUS_PHASE_MAX]; /* API.md 11.4 */
 
         QueueBusSnapshot last;
 };
@@ -55,6 +57,7 @@ static void snapshot_take(const QueueBus *b, QueueBusSnapshot *ret) {
                 .tickets_expired = counters.tickets_expired,
         };
         (void) snprintf(ret->running_query_id, sizeof ret->running_query_id, "%s", running ? running : "");
+        memcpy(ret->running_phase, b->running_phase, sizeof ret->running_phase);
 }
 
 /* D-Bus "u" properties: the machine counts in uint64_t, its caps (1000000
@@ -91,6 +94,7 @@ DEFINE_PROPERTY_GETTER(reservation, "t", uint64_t, admission_get_settings(b->adm
 DEFINE_PROPERTY_GETTER(heartbeat, "t", uint64_t, admission_get_settings(b->admission)->heartbeat_usec);
 DEFINE_PROPERTY_GETTER(average, "t", uint64_t, admission_average_usec(b->admission));
 DEFINE_PROPERTY_GETTER(running_query_id, "s", const char *, running_query_id(b));
+DEFINE_PROPERTY_GETTER(running_phase, "s", const char *, b->running_phase);
 DEFINE_PROPERTY_GETTER(health, "s", const char *, b->degraded ? "degraded" : "ok");
 
 static int property_get_counter(
@@ -211,6 +215,8 @@ static const sd_bus_vtable queue_vtable[] = {
         SD_BUS_PROPERTY("AverageQueryUSec", "t", property_get_average, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY(
                 "RunningQueryId", "s", property_get_running_query_id, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY(
+                "RunningQueryPhase", "s", property_get_running_phase, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Health", "s", property_get_health, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("QueriesStarted", "t", property_get_counter, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("QueriesFailed", "t", property_get_counter, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
@@ -228,7 +234,7 @@ static const sd_bus_vtable queue_vtable[] = {
 };
 
 int queue_bus_flush_properties(QueueBus *b) {
-        const char *changed[9];
+        const char *changed[10];
         QueueBusSnapshot s;
         size_t n = 0;
         int r;
@@ -245,6 +251,8 @@ int queue_bus_flush_properties(QueueBus *b) {
                 changed[n++] = "AverageQueryUSec";
         if (!streq(s.running_query_id, b->last.running_query_id))
                 changed[n++] = "RunningQueryId";
+        if (!streq(s.running_phase, b->last.running_phase))
+                changed[n++] = "RunningQueryPhase";
         if (s.degraded != b->last.degraded)
                 changed[n++] = "Health";
         if (s.queries_started != b->last.queries_started)
@@ -456,6 +464,13 @@ void queue_bus_set_health(QueueBus *b, bool degraded) {
         if (!b || b->degraded == degraded)
                 return;
         b->degraded = degraded;
+        schedule_flush(b);
+}
+
+void queue_bus_set_running_phase(QueueBus *b, const char *phase) {
+        if (!b || streq(b->running_phase, phase ? phase : ""))
+                return;
+        (void) snprintf(b->running_phase, sizeof b->running_phase, "%s", phase ? phase : "");
         schedule_flush(b);
 }
 

@@ -53,6 +53,11 @@ void queue_bus_query_finished(QueueBus *b, const char *query_id, const char *sta
 /* Health: "ok" (false) or "degraded" (true). */
 void queue_bus_set_health(QueueBus *b, bool degraded);
 
+/* RunningQueryPhase (API.md 11.4): "model", "wiki", "sandbox", "cleanup",
+ * or "" (NULL too) when no query runs. */
+#define QUEUE_BUS_PHASE_MAX 16
+void queue_bus_set_running_phase(QueueBus *b, const char *phase);
+
 /* Compare the properties against the last snapshot now and emit
  * PropertiesChanged for those that changed (the defer source does this on
  * its own; useful before shutdown and in tests). Returns 0 or a negative

@@ -34,6 +34,15 @@ int api_new(
 Api *api_free(Api *api);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Api *, api_free);
 void api_set_query_finished_hook(Api *api, ApiQueryFinishedHook hook, void *userdata);
+/* The running query's phase changed (API.md 11.4, RunningQueryPhase on
+ * D-Bus): "model", "wiki", "sandbox", "cleanup", or "" when none runs. */
+typedef void (*ApiPhaseHook)(const char *phase, void *userdata);
+void api_set_phase_hook(Api *api, ApiPhaseHook hook, void *userdata);
+
+/* Every event of the admission machine, for the queue streams (API.md
+ * 11.1); called from the machine's handler, so it only takes note. api may
+ * be NULL (not made yet). */
+void api_admission_event(Api *api, const AdmissionEvent *ev);
 void api_set_degraded(Api *api, bool degraded);
 
 /* The cleanup of query_id is confirmed (the Sandbox's announcement). If

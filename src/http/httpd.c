@@ -7,27 +7,20 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 
+#include "http/httpd-internal.h"
 #include "http/httpd.h"
+#include "http/stream.h"
 #include "http/www.h"
 #include "shared/json-util.h"
 #include "shared/list.h"
 #include "shared/log.h"
 #include "shared/macro.h"
+#include "shared/fault.h"
 #include "shared/parse-util.h"
 #include "shared/sanitize.h"
 #include "shared/time-util.h"
 
 typedef struct HttpConnection HttpConnection;
-
-/* A test-only fault switch (WIKI_WEB_TEST_HTTP_OOM, honoured only with
- * WIKI_WEB_TEST_FAULTS=1) that makes allocations on the reply path fail,
- * so that the out-of-memory answers can be provoked for real. */
-typedef enum HttpTestOom {
-        HTTP_TEST_OOM_NONE,
-        HTTP_TEST_OOM_REPLY,   /* "reply": every response body; the static 500 still works */
-        HTTP_TEST_OOM_ALL,     /* "all": the static 500 too: the connection is closed */
-        HTTP_TEST_OOM_REQUEST, /* "request": the request object itself */
-} HttpTestOom;
 
 struct HttpServer {
         sd_event *event;
@@ -55,11 +48,17 @@ struct HttpServer {
          * answered: MHD_stop_daemon() aborts on a suspended connection. */
         HttpRequest *suspended_head;
 
+        /* The event streams (stream.c): their keep-alive timer and limits. */
+        HttpStreamHub *streams;
+
         /* Rate-limited warnings about refused connections. */
         usec_t limit_warned_at;
         unsigned limit_suppressed;
 
-        HttpTestOom test_oom; /* WIKI_WEB_TEST_HTTP_OOM, with WIKI_WEB_TEST_FAULTS=1 only */
+        /* A test-only fault switch (shared/fault.h) that makes allocations
+         * on the reply path fail, so that the out-of-memory answers can be
+         * provoked for real. */
+        FaultHttpOom test_oom;
 };
 
 /* One client connection (MHD's socket context). From accept, and again
@@ -107,6 +106,8 @@ struct HttpRequest {
         HttpRequest *suspended_prev, *suspended_next; /* in the server's list while suspended */
         struct MHD_Response *pending;                 /* completed while suspended */
         unsigned pending_status;
+
+        HttpStream *stream; /* the response is an event stream (stream.h) */
 };
 
 /* Request bodies are accumulated up to the configured limit; past it we
@@ -126,6 +127,8 @@ static void request_free(HttpRequest *req) {
         if (!req)
                 return;
         http_request_unlink_suspended(req);
+        /* The stream learns that its connection is done with it. */
+        http_stream_detach(TAKE_PTR(req->stream));
         if (req->pending)
                 MHD_destroy_response(req->pending);
         free(req->origin_value);
@@ -163,6 +166,37 @@ const uint8_t *http_request_body(const HttpRequest *req, size_t *ret_size) {
 
 const char *http_request_argument(const HttpRequest *req, const char *name) {
         return MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, name);
+}
+
+const char *http_request_header(const HttpRequest *req, const char *name) {
+        return MHD_lookup_connection_value(req->connection, MHD_HEADER_KIND, name);
+}
+
+sd_event *http_server_event(const HttpServer *s) {
+        return s->event;
+}
+
+HttpStreamHub *http_server_stream_hub(const HttpServer *s) {
+        return s->streams;
+}
+
+struct MHD_Connection *http_request_connection(const HttpRequest *req) {
+        return req->connection;
+}
+
+HttpServer *http_request_server(const HttpRequest *req) {
+        return req->server;
+}
+
+int http_request_fd(const HttpRequest *req) {
+        const union MHD_ConnectionInfo *info = MHD_get_connection_info(
+                req->connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+        return info ? info->connect_fd : -EBADF;
+}
+
+void http_request_set_stream(HttpRequest *req, HttpStream *s) {
+        req->stream = s;
 }
 
 static int add_header(struct MHD_Response *r, const char *name, const char *value) {
@@ -209,7 +243,7 @@ static int add_common_headers(HttpRequest *req, struct MHD_Response *r) {
 
 /* Wake MHD from the loop: it picks up a resumed connection only when it
  * runs, and nothing on its sockets may wake it. */
-static void http_server_wake(HttpServer *s) {
+void http_server_wake(HttpServer *s) {
         (void) sd_event_source_set_enabled(s->wake_source, SD_EVENT_ONESHOT);
 }
 
@@ -259,7 +293,7 @@ static const char http_oom_body[] = "{\"error\":{\"code\":\"internal_error\",\"m
 static struct MHD_Response *http_response_oom(const HttpServer *s) {
         struct MHD_Response *r;
 
-        if (s->test_oom == HTTP_TEST_OOM_ALL)
+        if (s->test_oom == FAULT_HTTP_OOM_ALL)
                 return NULL;
         r = MHD_create_response_from_buffer(
                 sizeof(http_oom_body) - 1, (void *) http_oom_body, MHD_RESPMEM_PERSISTENT);
@@ -303,7 +337,7 @@ HttpHandlerResult http_reply_bytes(
 
         assert(req);
 
-        r = req->server->test_oom != HTTP_TEST_OOM_NONE ?
+        r = req->server->test_oom != FAULT_HTTP_OOM_NONE ?
                 NULL :
                 MHD_create_response_from_buffer(size, (void *) (size > 0 ? data : ""), MHD_RESPMEM_MUST_COPY);
         if (!r)
@@ -321,6 +355,24 @@ HttpHandlerResult http_reply_bytes(
                         return http_reply_oom(req);
                 }
         return queue_or_store(req, r, status);
+}
+
+int http_request_queue_response(
+        HttpRequest *req, struct MHD_Response *r, unsigned status, const char *const *extra_headers) {
+        assert(req);
+        assert(r);
+
+        if (add_common_headers(req, r) < 0) {
+                MHD_destroy_response(r);
+                return -ENOMEM;
+        }
+        for (const char *const *h = extra_headers; h && h[0] && h[1]; h += 2)
+                if (add_header(r, h[0], h[1]) < 0) {
+                        MHD_destroy_response(r);
+                        return -ENOMEM;
+                }
+        (void) queue_or_store(req, r, status);
+        return 0;
 }
 
 HttpHandlerResult http_reply(
@@ -958,7 +1010,7 @@ static void *http_server_on_uri_log(void *cls, const char *uri, struct MHD_Conne
         HttpRequest *req;
         bool bad = false;
 
-        if (s->test_oom == HTTP_TEST_OOM_REQUEST)
+        if (s->test_oom == FAULT_HTTP_OOM_REQUEST)
                 return NULL;
         req = calloc(1, sizeof *req);
         if (!req)
@@ -1079,25 +1131,6 @@ static int http_server_on_wake(sd_event_source *es, void *userdata) {
         return run_mhd(s);
 }
 
-static HttpTestOom http_test_oom_from_environment(void) {
-        const char *f = getenv("WIKI_WEB_TEST_FAULTS"), *v = getenv("WIKI_WEB_TEST_HTTP_OOM");
-        HttpTestOom t = HTTP_TEST_OOM_NONE;
-
-        if (!f || !streq(f, "1") || !v)
-                return HTTP_TEST_OOM_NONE;
-        if (streq(v, "reply"))
-                t = HTTP_TEST_OOM_REPLY;
-        else if (streq(v, "all"))
-                t = HTTP_TEST_OOM_ALL;
-        else if (streq(v, "request"))
-                t = HTTP_TEST_OOM_REQUEST;
-        else
-                log_warning("WIKI_WEB_TEST_HTTP_OOM=%s: expected reply, all or request; ignored.", v);
-        if (t != HTTP_TEST_OOM_NONE)
-                log_warning("HTTP: test fault WIKI_WEB_TEST_HTTP_OOM=%s is on.", v);
-        return t;
-}
-
 unsigned http_connection_limit(const Config *config) {
         struct rlimit rl;
         uint64_t limit = HTTP_FD_RESERVE * 2;
@@ -1138,7 +1171,7 @@ int http_server_new(
         s->handler = handler;
         s->userdata = userdata;
 
-        s->test_oom = http_test_oom_from_environment();
+        s->test_oom = fault_http_oom();
         s->connection_limit = http_connection_limit(config);
         log_info(
                 "HTTP: at most %u connections, %" PRIu64 " per client address (0: no limit).",
@@ -1213,6 +1246,9 @@ int http_server_new(
                 return r;
         (void) sd_event_source_set_enabled(s->deadline_source, SD_EVENT_OFF);
         (void) sd_event_source_set_description(s->deadline_source, "http-request-deadline");
+        r = http_stream_hub_new(s, &s->streams);
+        if (r < 0)
+                return r;
 
         /* Requests first: a status poll that arrives while the pipeline's
          * or curl's sources are pending too is served before them (sd-event
@@ -1240,6 +1276,7 @@ void http_server_quiesce(HttpServer *s) {
         fd = MHD_quiesce_daemon(s->daemon);
         if (fd != MHD_INVALID_SOCKET)
                 (void) close(fd);
+        http_stream_hub_quiesce(s->streams);
 }
 
 HttpServer *http_server_free(HttpServer *s) {
@@ -1255,8 +1292,12 @@ HttpServer *http_server_free(HttpServer *s) {
                 req->failed = true;
                 http_request_resume(req);
         }
+        /* The same for event streams; their owners hear of it as MHD closes
+         * each connection (HTTP_STREAM_STOPPED). */
+        http_stream_hub_abort(s->streams);
         if (s->daemon)
                 MHD_stop_daemon(s->daemon);
+        s->streams = http_stream_hub_free(s->streams);
         s->io_source = sd_event_source_disable_unref(s->io_source);
         s->timer_source = sd_event_source_disable_unref(s->timer_source);
         s->wake_source = sd_event_source_disable_unref(s->wake_source);

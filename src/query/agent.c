@@ -385,7 +385,8 @@ int agent_new(const AgentSettings *settings, const char *question, Agent **ret) 
         assert(ret);
 
         if (settings->max_steps < 1 || settings->tool_result_max_bytes < 256 ||
-            settings->context_tokens < 1 || settings->max_output_bytes < 1 || !settings->model)
+            settings->context_tokens < 1 || settings->max_output_bytes < 1 || !settings->model ||
+            settings->stream < 0 || settings->stream >= _LLM_STREAM_MODE_MAX)
                 return -EINVAL;
 
         a = calloc(1, sizeof(Agent));
@@ -820,9 +821,43 @@ static int next_call(Agent *a, AgentAction *ret) {
         return 0;
 }
 
-static int build_request(Agent *a, AgentAction *ret) {
+/* a->request from the messages so far, in the current stream mode. */
+static int build_body(Agent *a, bool with_tools) {
         const LlmTool *t = NULL;
         size_t n_tools = 0;
+
+        if (with_tools)
+                t = agent_tools(a->settings.sandbox_available, &n_tools);
+
+        llm_request_body_done(&a->request);
+        return llm_build_request(
+                &(LlmRequest){
+                        .model = a->model,
+                        .messages = a->messages,
+                        .n_messages = a->n_messages,
+                        .tools = t,
+                        .n_tools = n_tools,
+                        .context_tokens = a->settings.context_tokens,
+                        .max_output_bytes = a->settings.max_output_bytes,
+                        .stream = a->settings.stream,
+                },
+                &a->request);
+}
+
+/* The SEND action of the request in a->request. */
+static void send_action(const Agent *a, AgentAction *ret) {
+        *ret = (AgentAction){
+                .type = AGENT_ACTION_SEND,
+                .step = a->step,
+                .body = a->request.body,
+                .body_size = a->request.size,
+                .prompt_tokens_estimate = a->request.prompt_tokens_estimate,
+                .max_tokens = a->request.max_tokens,
+                .with_tools = a->with_tools,
+        };
+}
+
+static int build_request(Agent *a, AgentAction *ret) {
         bool last = a->step + 1 >= a->settings.max_steps;
         int r;
 
@@ -836,21 +871,7 @@ static int build_request(Agent *a, AgentAction *ret) {
                 if (r < 0)
                         return r;
         }
-        if (!last)
-                t = agent_tools(a->settings.sandbox_available, &n_tools);
-
-        llm_request_body_done(&a->request);
-        r = llm_build_request(
-                &(LlmRequest){
-                        .model = a->model,
-                        .messages = a->messages,
-                        .n_messages = a->n_messages,
-                        .tools = t,
-                        .n_tools = n_tools,
-                        .context_tokens = a->settings.context_tokens,
-                        .max_output_bytes = a->settings.max_output_bytes,
-                },
-                &a->request);
+        r = build_body(a, !last);
         if (r == -EOVERFLOW) {
                 uint64_t estimate = a->request.prompt_tokens_estimate;
 
@@ -870,16 +891,36 @@ static int build_request(Agent *a, AgentAction *ret) {
         a->step++;
         a->with_tools = !last;
         a->state = AGENT_AWAIT_REPLY;
-        *ret = (AgentAction){
-                .type = AGENT_ACTION_SEND,
-                .step = a->step,
-                .body = a->request.body,
-                .body_size = a->request.size,
-                .prompt_tokens_estimate = a->request.prompt_tokens_estimate,
-                .max_tokens = a->request.max_tokens,
-                .with_tools = a->with_tools,
-        };
+        send_action(a, ret);
         return 1;
+}
+
+int agent_set_stream(Agent *a, LlmStreamMode mode) {
+        assert(a);
+
+        if (mode < 0 || mode >= _LLM_STREAM_MODE_MAX)
+                return -EINVAL;
+        a->settings.stream = mode;
+        return 0;
+}
+
+int agent_rebuild_request(Agent *a, AgentAction *ret) {
+        int r;
+
+        assert(a);
+        assert(ret);
+
+        if (a->state != AGENT_AWAIT_REPLY)
+                return -EBUSY;
+        /* The same messages and tools; only the stream fields differ, and
+         * the body gets no larger for losing stream_options. */
+        r = build_body(a, a->with_tools);
+        if (r == -EOVERFLOW)
+                r = -EINVAL;
+        if (r < 0)
+                return r;
+        send_action(a, ret);
+        return 0;
 }
 
 int agent_next(Agent *a, AgentAction *ret) {
@@ -950,10 +991,15 @@ static char *trimmed(const char *s) {
         return strndup(s, (size_t) (end - s));
 }
 
+LlmReplyLimits agent_reply_limits(const Agent *a) {
+        assert(a);
+        return (LlmReplyLimits){ .max_output_bytes = a->settings.max_output_bytes, .step = a->step };
+}
+
 int agent_model_reply(Agent *a, unsigned http_status, const uint8_t *body, size_t size) {
         LlmReply reply = { .content = NULL };
         LlmError err = { .message = NULL };
-        LlmReplyLimits limits = { .max_output_bytes = a->settings.max_output_bytes, .step = a->step };
+        LlmReplyLimits limits;
         int r;
 
         assert(a);
@@ -961,16 +1007,36 @@ int agent_model_reply(Agent *a, unsigned http_status, const uint8_t *body, size_
                 return 0; /* aborted meanwhile */
         if (a->state != AGENT_AWAIT_REPLY)
                 return -EBUSY;
+
+        limits = agent_reply_limits(a);
+        r = llm_parse_reply(http_status, body, size, &limits, &reply, &err);
+        if (r == -ENOMEM)
+                return r;
+        return agent_model_parsed(a, r == 0 ? &reply : NULL, r == 0 ? NULL : &err);
+}
+
+int agent_model_parsed(Agent *a, LlmReply *parsed, LlmError *error) {
+        LlmReply reply = { .content = NULL };
+        int r;
+
+        assert(a);
+        assert(!!parsed != !!error);
+
+        if (a->state != AGENT_AWAIT_REPLY) {
+                /* Taken over either way. */
+                llm_reply_done(parsed);
+                llm_error_done(error);
+                return a->state == AGENT_DONE_FAIL ? 0 : -EBUSY; /* 0: aborted meanwhile */
+        }
         llm_request_body_done(&a->request);
 
-        r = llm_parse_reply(http_status, body, size, &limits, &reply, &err);
-        if (r == -EBADMSG) {
-                r = fail(a, err.code, "%s", err.message);
-                llm_error_done(&err);
+        if (error) {
+                r = fail(a, error->code, "%s", error->message);
+                llm_error_done(error);
                 return r;
         }
-        if (r < 0)
-                return r;
+        reply = *parsed;
+        *parsed = (LlmReply){ .content = NULL };
 
         if (reply.has_usage) {
                 a->prompt_tokens = add_saturating(a->prompt_tokens, reply.prompt_tokens);

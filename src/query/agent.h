@@ -78,6 +78,7 @@ typedef struct AgentSettings {
         uint64_t max_output_bytes;      /* WIKI_WEB_MODEL_MAX_OUTPUT_BYTES */
         uint64_t tool_result_max_bytes; /* WIKI_WEB_TOOL_RESULT_MAX_BYTES, >= 256 */
         bool sandbox_available;         /* offer run_python */
+        LlmStreamMode stream;           /* how requests ask for the reply */
 } AgentSettings;
 
 typedef struct Agent Agent;
@@ -141,6 +142,25 @@ int agent_next(Agent *a, AgentAction *ret);
  * Whatever the reply says, returns 0 and the next agent_next() tells;
  * -EBUSY when no request is outstanding; -ENOMEM. */
 int agent_model_reply(Agent *a, unsigned http_status, const uint8_t *body, size_t size);
+
+/* The reply to the last SEND, already parsed (a streamed reply,
+ * llm-stream.h): exactly one of reply and error, taken over (their
+ * contents are moved out and they are left empty, also on failure).
+ * Returns as agent_model_reply(). */
+int agent_model_parsed(Agent *a, LlmReply *reply, LlmError *error);
+
+/* The limits a reply to the last SEND is parsed with (its budget and its
+ * step, which seeds generated tool-call ids). */
+LlmReplyLimits agent_reply_limits(const Agent *a);
+
+/* How requests built from now on ask for the reply. Returns 0, -EINVAL. */
+int agent_set_stream(Agent *a, LlmStreamMode mode);
+
+/* The outstanding request built again in the current stream mode (after
+ * agent_set_stream(): a server refused stream_options): the same messages
+ * and tools. Returns 0 and the SEND action in *ret; -EBUSY when no request
+ * is outstanding; -ENOMEM. */
+int agent_rebuild_request(Agent *a, AgentAction *ret);
 
 /* The pipeline cannot go on (timeout, a wiki error, a sandbox that cannot
  * start): the next agent_next() is FAIL with this error. The first failure

@@ -3,6 +3,7 @@
 
 #include "query/destination.h"
 #include "query/executor.h"
+#include "query/llm-client.h"
 #include "query/pipeline.h"
 #include "query/upstream.h"
 #include "shared/log.h"
@@ -16,12 +17,15 @@ struct QueryExecutor {
         /* Only when wiki and model are configured. */
         DestinationPolicy *policy;
         Upstream *upstream;
+        LlmClient *llm;
 
         /* The job in flight. */
         bool busy;
         char query_id[QUERY_ID_MAX];
         QueryDoneHandler done;
         void *userdata;
+        QueryEventHandler on_event;
+        void *event_userdata;
         QueryRun *run;
         sd_event_source *defer;   /* the unconfigured path */
         const char *abort_reason; /* static string, set by query_executor_abort() */
@@ -52,6 +56,16 @@ int query_executor_new(sd_event *event, const Config *config, QueryExecutor **re
                         config->wiki_api_url, config->llm_url, config->allowed_destinations, &x->policy);
                 if (r >= 0)
                         r = upstream_new(event, x->policy, config->upstream_max_response_bytes, &x->upstream);
+                if (r >= 0)
+                        r = llm_client_new(
+                                x->upstream,
+                                &(LlmClientSettings){
+                                        .url = config->llm_url,
+                                        .api_key = config->llm_api_key,
+                                        .idle_timeout = llm_client_idle_timeout(
+                                                config->query_timeout_seconds * USEC_PER_SEC),
+                                },
+                                &x->llm);
                 if (r < 0)
                         return r;
         }
@@ -66,6 +80,7 @@ QueryExecutor *query_executor_free(QueryExecutor *x) {
         /* Only after the loop has ended: nothing can be in flight in the
          * sandbox any more that still needs these. */
         x->run = query_run_free(x->run);
+        llm_client_free(x->llm);
         upstream_free(x->upstream);
         destination_policy_free(x->policy);
         free(x);
@@ -139,6 +154,25 @@ static void query_executor_on_run_done(QueryRun *q, const QueryOutcome *o, void 
         query_run_free(q);
 }
 
+void query_executor_set_event_handler(QueryExecutor *x, QueryEventHandler handler, void *userdata) {
+        assert(x);
+        x->on_event = handler;
+        x->event_userdata = userdata;
+}
+
+static const char *const query_phase_table[_QUERY_PHASE_MAX] = {
+        [QUERY_PHASE_WIKI] = "wiki",
+        [QUERY_PHASE_MODEL] = "model",
+        [QUERY_PHASE_SANDBOX] = "sandbox",
+        [QUERY_PHASE_CLEANUP] = "cleanup",
+};
+
+const char *query_phase_to_string(QueryPhase p) {
+        if (p < 0 || p >= _QUERY_PHASE_MAX)
+                return NULL;
+        return query_phase_table[p];
+}
+
 int query_executor_abort(QueryExecutor *x, const char *reason) {
         int r;
 
@@ -181,7 +215,10 @@ int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryDoneHandler
                                 .event = x->event,
                                 .config = x->config,
                                 .upstream = x->upstream,
+                                .llm = x->llm,
                                 .sandbox = x->sandbox,
+                                .on_event = x->on_event,
+                                .event_userdata = x->event_userdata,
                         },
                         job,
                         query_executor_on_run_done,

@@ -51,6 +51,48 @@ typedef struct QueryOutcome {
         size_t n_artifacts;
 } QueryOutcome;
 
+/* What a running query is doing (API.md 11.2 and 11.4), as it happens:
+ * the pipeline reports each model step, the text the model wrote, each
+ * tool call and its result, and the phase it is in. */
+typedef enum QueryPhase {
+        QUERY_PHASE_WIKI,    /* reading the request's pages, or a wiki tool */
+        QUERY_PHASE_MODEL,   /* a model request */
+        QUERY_PHASE_SANDBOX, /* run_python */
+        QUERY_PHASE_CLEANUP, /* the last sandbox cleanup, /out collected */
+        _QUERY_PHASE_MAX,
+        _QUERY_PHASE_INVALID = -EINVAL,
+} QueryPhase;
+
+/* "wiki", "model", "sandbox", "cleanup" */
+const char *query_phase_to_string(QueryPhase p);
+
+typedef enum QueryEventType {
+        QUERY_EVENT_STEP,        /* step: a model request starts */
+        QUERY_EVENT_TEXT,        /* step, text: text the model wrote */
+        QUERY_EVENT_TOOL,        /* step, call, name, json: the arguments as shown */
+        QUERY_EVENT_TOOL_RESULT, /* step, call, name, ok, duration, json: the summary */
+        QUERY_EVENT_PHASE,       /* phase: the query moved to it (also implied by the others) */
+        _QUERY_EVENT_TYPE_MAX,
+        _QUERY_EVENT_TYPE_INVALID = -EINVAL,
+} QueryEventType;
+
+typedef struct QueryEvent {
+        QueryEventType type;
+        QueryPhase phase; /* the phase the query is in now, for every event */
+        unsigned step;    /* 1.. ; 0 before the first model request */
+        unsigned call;    /* 1.. within the step */
+        const char *name; /* the tool's */
+        const char *text; /* TEXT: text_size bytes of UTF-8 */
+        size_t text_size;
+        const char *json; /* TOOL: the arguments object; TOOL_RESULT: the summary object */
+        bool ok;
+        usec_t duration;
+} QueryEvent;
+
+/* Called synchronously as the run goes, with everything borrowed for the
+ * call; it must not call back into the executor. */
+typedef void (*QueryEventHandler)(const char *query_id, const QueryEvent *event, void *userdata);
+
 /* Called once per started job, from the event loop, never from inside
  * start(). The outcome is borrowed for the duration of the call. After an
  * outcome with cleanup_confirmed = false, the Sandbox announces the query's
@@ -69,6 +111,8 @@ int query_executor_new(sd_event *event, const Config *config, QueryExecutor **re
 typedef struct Sandbox Sandbox;
 void query_executor_set_sandbox(QueryExecutor *x, Sandbox *sandbox);
 
+/* Where the events of each run go (NULL: nowhere). */
+void query_executor_set_event_handler(QueryExecutor *x, QueryEventHandler handler, void *userdata);
 QueryExecutor *query_executor_free(QueryExecutor *x);
 DEFINE_TRIVIAL_CLEANUP_FUNC(QueryExecutor *, query_executor_free);
 /* Whether wiki and model are configured (false: every query fails with

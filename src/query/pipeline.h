@@ -5,13 +5,14 @@
 #include <systemd/sd-event.h>
 
 #include "query/executor.h"
+#include "query/llm-client.h"
 #include "query/upstream.h"
 #include "shared/api-error.h"
 #include "shared/config.h"
 #include "shared/macro.h"
 
 /* One query's run (API.md 8): the per-query state machine behind the
- * executor (STYLE.md "The pipeline, from the anchors").
+ * executor (docs/CODING_STYLE.md).
  *
  *   PRELOAD  the request's "pages", one wiki_read each, as sources
  *   STEP     agent_next() decides: a model request, a tool call, the answer
@@ -29,10 +30,11 @@
  * execution_failed. The first error wins. Every path goes through CLEANUP.
  *
  * Ownership: the executor owns a QueryRun from query_run_new() until
- * query_run_free(). It borrows the event loop, the config, the Upstream and
- * the sandbox (NULL: run_python is not offered), which must outlive it. The
- * done callback runs exactly once, from a defer source; the run has
- * nothing left to do after it and is freed once it returns. A run whose
+ * query_run_free(). It borrows the event loop, the config, the Upstream, the
+ * model client and the sandbox (NULL: run_python is not offered), which
+ * must outlive it. The done callback runs exactly once, from a defer
+ * source; the run has nothing left to do after it and is freed once it
+ * returns. A run whose
  * sandbox cleanup is not yet confirmed at that point reports
  * cleanup_confirmed = false; the cleanup goes on in the Sandbox, which
  * announces it by the query's id when it is confirmed
@@ -47,7 +49,10 @@ typedef struct QueryRunContext {
         sd_event *event;
         const Config *config;
         Upstream *upstream;
-        Sandbox *sandbox; /* NULL or unavailable: no run_python */
+        LlmClient *llm;             /* the model client, long-lived: what it learnt of the server persists */
+        Sandbox *sandbox;           /* NULL or unavailable: no run_python */
+        QueryEventHandler on_event; /* NULL: none */
+        void *event_userdata;
 } QueryRunContext;
 
 /* Starts the run: the first operation begins from a defer. job is copied.

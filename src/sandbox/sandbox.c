@@ -69,7 +69,7 @@ void sandbox_set_test_deaf_init(Sandbox *s, bool deaf) {
         s->test_deaf_init = deaf;
 }
 
-/* Say once which limits hold here (README: cgroup v1 versus v2): the
+/* Say once which limits hold here (docs/SANDBOX.md: cgroup v1 versus v2): the
  * scope's MemoryMax= and TasksMax= only where the user manager has the
  * controllers delegated; otherwise only the rlimits. */
 static void sandbox_log_limits(void) {

@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# Each library is used by its one module only (STYLE.md): its header may be
+# Each library is used by its one module only (docs/CODING_STYLE.md): its header may be
 # included under that module's folder and nowhere else in src/. Tests may
 # include what the module under test needs. Exit 1 naming every stray include.
 set -eu

@@ -3,7 +3,7 @@
 """The system suite: wikiwebd as it runs in production, black-box.
 
 A real systemd (PID 1) is booted with systemd-nspawn from the host's own /usr
-(volatile root, ~0.3 s; see /work/shared/notes/test-environment.md). The
+(volatile root, ~0.3 s; see docs/HACKING.md). The
 built units, the sysusers.d and tmpfiles.d files and the D-Bus policy are
 installed into it at boot, the real D-Bus system bus runs there, and the
 daemon is started by real socket activation on its first connection. The

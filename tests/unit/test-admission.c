@@ -387,6 +387,69 @@ TEST(heartbeat_expiry) {
         admission_free(a);
 }
 
+/* API.md 11.1: an open queue stream is its ticket's heartbeat. A held
+ * ticket does not expire by heartbeat however long it waits, shows the
+ * deadline a poll would give it, keeps its reservation deadline, and once
+ * released has an ordinary deadline from the release. */
+static int hold(Admission *a, unsigned n, bool on, usec_t now) {
+        SessionKey k = key(n);
+        char id[TICKET_ID_MAX];
+
+        snprintf(id, sizeof id, "%s", expected_id(n));
+        return admission_hold(a, &k, id, on, now);
+}
+
+TEST(hold) {
+        Recorder rec;
+        Admission *a = new_admission(&default_settings, &rec);
+        AdmissionStatus st;
+        SessionKey k2 = key(2);
+
+        ASSERT_EQ_INT(join(a, 1, T0), 1); /* reserved */
+        ASSERT_EQ_INT(join(a, 2, T0), 1); /* waiting */
+        ASSERT_EQ_INT(join(a, 3, T0), 1); /* waiting, silent */
+        ASSERT_EQ_INT(hold(a, 2, true, T0 + SEC(1)), 0);
+        ASSERT_EQ_INT(hold(a, 2, true, T0 + SEC(2)), 0); /* idempotent */
+        ASSERT_EQ_INT(hold(a, 1, true, T0 + SEC(2)), 0);
+        /* Another session's ticket, or a ticket id the session no longer has. */
+        ASSERT_EQ_INT(admission_hold(a, &k2, expected_id(3), true, T0 + SEC(2)), -ENOENT);
+        ASSERT_EQ_INT(hold(a, 9, true, T0 + SEC(2)), -ENOENT);
+
+        /* Only 3 can expire by heartbeat now. */
+        ASSERT_TRUE(admission_next_deadline(a) == T0 + SEC(30));
+        rec.n = 0;
+        ASSERT_EQ_INT(admission_expire(a, T0 + SEC(45)), 1);
+        expect_removed(&rec, 0, expected_id(3), REMOVE_HEARTBEAT);
+        /* The reservation of 1 still runs out at T0 + 60. */
+        ASSERT_TRUE(admission_next_deadline(a) == T0 + SEC(60));
+
+        /* A held ticket shows the deadline a poll would give it; a poll
+         * changes nothing. */
+        st = peek_of(a, 2, T0 + SEC(50));
+        ASSERT_TRUE(st.ticket.heartbeat_deadline == T0 + SEC(80));
+        st = status_of(a, 2, T0 + SEC(55));
+        ASSERT_TRUE(st.ticket.heartbeat_deadline == T0 + SEC(85));
+
+        rec.n = 0;
+        ASSERT_EQ_INT(admission_expire(a, T0 + SEC(60)), 1);
+        expect_removed(&rec, 0, expected_id(1), REMOVE_RESERVATION);
+        expect_event(&rec, 1, ADMISSION_EVENT_TICKET_PROMOTED, expected_id(2));
+        ASSERT_TRUE(admission_next_deadline(a) == T0 + SEC(120));
+
+        /* Long after its last poll, 2 is still there; released, it gets
+         * the ordinary interval from the release. */
+        ASSERT_EQ_INT(admission_expire(a, T0 + SEC(100)), 0);
+        ASSERT_EQ_INT(hold(a, 2, false, T0 + SEC(100)), 0);
+        ASSERT_EQ_INT(hold(a, 2, false, T0 + SEC(101)), 0); /* idempotent: the deadline stays */
+        st = peek_of(a, 2, T0 + SEC(101));
+        ASSERT_TRUE(st.ticket.heartbeat_deadline == T0 + SEC(130));
+        ASSERT_TRUE(admission_next_deadline(a) == T0 + SEC(120));
+        rec.n = 0;
+        ASSERT_EQ_INT(admission_expire(a, T0 + SEC(120)), 1);
+        expect_removed(&rec, 0, expected_id(2), REMOVE_RESERVATION);
+        admission_free(a);
+}
+
 TEST(reservation_expiry) {
         Recorder rec;
         AdmissionSettings s = { .reservation_usec = SEC(60), .heartbeat_usec = SEC(3600), .max_length = 10 };

@@ -614,6 +614,80 @@ TEST(length_and_upstream_errors) {
         }
 }
 
+/* The stream mode of the requests, a rebuild after a refusal of
+ * stream_options, and replies parsed elsewhere (a stream). */
+TEST(stream_mode_and_parsed_replies) {
+        AgentSettings s = defaults;
+        _cleanup_(agent_freep) Agent *a = NULL;
+        AgentAction act, again;
+        LlmReply reply = { .content = NULL };
+        LlmError err = { .message = NULL };
+        json_object *o;
+        uint64_t prompt, completion;
+
+        s.stream = LLM_STREAM_WITH_USAGE;
+        a = new_agent(&s, "q");
+        ASSERT_EQ_INT(agent_rebuild_request(a, &act), -EBUSY); /* nothing outstanding */
+        act = next(a, AGENT_ACTION_SEND);
+        o = body_json(&act);
+        ASSERT_TRUE(json_object_get_boolean(field(o, "stream")));
+        ASSERT_TRUE(field(o, "stream_options"));
+        json_object_put(o);
+        ASSERT_EQ_INT(agent_reply_limits(a).step, 1);
+        ASSERT_EQ_INT(agent_reply_limits(a).max_output_bytes, 65536);
+
+        /* refused: the same request without stream_options */
+        ASSERT_OK(agent_set_stream(a, LLM_STREAM_ON));
+        ASSERT_EQ_INT(agent_set_stream(a, _LLM_STREAM_MODE_MAX), -EINVAL);
+        ASSERT_OK(agent_rebuild_request(a, &again));
+        ASSERT_EQ_INT(again.step, 1);
+        ASSERT_TRUE(again.with_tools);
+        ASSERT_TRUE(again.body_size < act.body_size);
+        o = body_json(&again);
+        ASSERT_TRUE(json_object_get_boolean(field(o, "stream")));
+        ASSERT_TRUE(!field(o, "stream_options"));
+        ASSERT_EQ_INT(json_object_array_length(field(o, "messages")), 2);
+        ASSERT_EQ_INT(json_object_array_length(field(o, "tools")), 3);
+        json_object_put(o);
+
+        /* a parsed reply with a call, taken over */
+        reply.tool_calls = calloc(1, sizeof(LlmToolCall));
+        ASSERT_TRUE(reply.tool_calls);
+        reply.n_tool_calls = 1;
+        reply.tool_calls[0] = (LlmToolCall){ strdup("c1"),
+                                             strdup("wiki_read"),
+                                             strdup("{\"title\":\"Apple\"}") };
+        reply.content = strdup("");
+        reply.has_usage = true;
+        reply.prompt_tokens = 5;
+        reply.completion_tokens = 6;
+        ASSERT_OK(agent_model_parsed(a, &reply, NULL));
+        ASSERT_TRUE(!reply.tool_calls && !reply.content);
+        act = next(a, AGENT_ACTION_TOOL);
+        ASSERT_EQ_STR(act.call.title, "Apple");
+        ASSERT_OK(agent_tool_read_done(a, &apple));
+
+        /* later requests keep the mode */
+        act = next(a, AGENT_ACTION_SEND);
+        o = body_json(&act);
+        ASSERT_TRUE(!field(o, "stream_options"));
+        json_object_put(o);
+
+        /* a parsed error, taken over */
+        err = (LlmError){ .code = API_ERROR_MODEL_OUTPUT_LIMIT, .message = strdup("too long") };
+        ASSERT_OK(agent_model_parsed(a, NULL, &err));
+        ASSERT_TRUE(!err.message);
+        expect_fail(a, API_ERROR_MODEL_OUTPUT_LIMIT, "too long");
+        agent_usage(a, &prompt, &completion);
+        ASSERT_EQ_INT(prompt, 5);
+        ASSERT_EQ_INT(completion, 6);
+
+        /* after the end: -EBUSY is not reached, a failed agent drops it */
+        err = (LlmError){ .code = API_ERROR_UPSTREAM_FAILED, .message = strdup("x") };
+        ASSERT_OK(agent_model_parsed(a, NULL, &err));
+        ASSERT_TRUE(!err.message);
+}
+
 TEST(context_estimate) {
         AgentSettings s = defaults;
         AgentAction act;

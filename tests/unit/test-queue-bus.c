@@ -355,6 +355,7 @@ static void run_flow(Test *t) {
         expect_s(t, "State", "idle");
         expect_s(t, "Health", "ok");
         expect_s(t, "RunningQueryId", "");
+        expect_s(t, "RunningQueryPhase", "");
         ASSERT_EQ_INT(get_u(t, "QueueLength"), 0);
         ASSERT_EQ_INT(get_t(t, "AverageQueryUSec"), 0);
 
@@ -443,6 +444,20 @@ static void run_flow(Test *t) {
         expect_s(t, "RunningQueryId", "qr_0123456789abcdef0123456789abcdef");
         ASSERT_EQ_INT(get_t(t, "QueriesStarted"), 1);
 
+        /* Its phases (API.md 11.4): each change is one PropertiesChanged;
+         * the same phase again is none. */
+        queue_bus_set_running_phase(t->qb, "model");
+        settle(t);
+        rv = expect_received(t, &i, "PropertiesChanged");
+        ASSERT_EQ_STR(rv->changed, "RunningQueryPhase,");
+        expect_s(t, "RunningQueryPhase", "model");
+        queue_bus_set_running_phase(t->qb, "model");
+        queue_bus_set_running_phase(t->qb, "sandbox");
+        settle(t);
+        rv = expect_received(t, &i, "PropertiesChanged");
+        ASSERT_EQ_STR(rv->changed, "RunningQueryPhase,");
+        expect_s(t, "RunningQueryPhase", "sandbox");
+
         /* While it runs, C joins and stops polling: expired by heartbeat. */
         ASSERT_EQ_INT(admission_join(t->admission, &c, t0 + 3 * USEC_PER_SEC), 1);
         settle(t);
@@ -473,12 +488,14 @@ static void run_flow(Test *t) {
 
         /* Cleanup confirmed: finish, idle, average known (claim to finish). */
         queue_bus_set_health(t->qb, false);
+        queue_bus_set_running_phase(t->qb, NULL);
         ASSERT_OK(admission_finish(t->admission, t0 + 9 * USEC_PER_SEC));
         settle(t);
         rv = expect_received(t, &i, "PropertiesChanged");
-        ASSERT_EQ_STR(rv->changed, "State,AverageQueryUSec,RunningQueryId,Health,");
+        ASSERT_EQ_STR(rv->changed, "State,AverageQueryUSec,RunningQueryId,RunningQueryPhase,Health,");
         expect_s(t, "State", "idle");
         expect_s(t, "RunningQueryId", "");
+        expect_s(t, "RunningQueryPhase", "");
         ASSERT_EQ_INT(get_t(t, "AverageQueryUSec"), 6 * USEC_PER_SEC);
         ASSERT_EQ_INT(t->n_received, i);
 

@@ -46,11 +46,13 @@ static const struct {
         { API_ERROR_CLEANUP_FAILED, "cleanup_failed", 500, "Container cleanup could not be confirmed" },
         { API_ERROR_INTERNAL_ERROR, "internal_error", 500, "Internal error" },
         { API_ERROR_QUEUE_FULL, "queue_full", 503, "The queue is full" },
-        /* Extension: a request head over the limit (README, "HTTP under hostile clients"). */
+        /* Extension: a request head over the limit (docs/HTTP.md). */
         { API_ERROR_HEADER_TOO_LARGE,
           "request_header_too_large",
           431,
           "Request line and header fields exceed the maximum allowed size" },
+        /* Extension: one event stream too many (API.md 11). */
+        { API_ERROR_RATE_LIMITED, "rate_limited", 429, "Too many open event streams" },
 };
 
 TEST(api_error_table) {

@@ -335,7 +335,7 @@ static void bench_next(Tool *t) {
 }
 
 /* A bare "run" + "delete -f" + "state" (which must fail) of one bundle, as
- * notes/sandbox.md measured it: no scope, no event loop, waitpid(). */
+ * docs/SANDBOX.md measured it: no scope, no event loop, waitpid(). */
 static int wait_pid(pid_t pid) {
         int status;
 
