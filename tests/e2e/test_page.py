@@ -153,16 +153,17 @@ class Chrome:
         return self.driver.execute_script(script, *args)
 
     def wait(self, cond, timeout=30, what='a condition'):
-        deadline = time.monotonic() + timeout
-        while True:
-            v = cond()
-            if v:
-                return v
-            if time.monotonic() > deadline:
-                self.shot('timeout')
-                raise AssertionError(f'timed out after {timeout} s waiting for {what}; '
-                                     f'page text:\n{self.text("body")}\nconsole: {self.console()}')
-            time.sleep(0.05)
+        """cond()'s first true value, polled every 50 ms; on a timeout, a
+        screenshot and the page's text in the failure."""
+        from selenium.common.exceptions import TimeoutException
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        try:
+            return WebDriverWait(self.driver, timeout, poll_frequency=0.05).until(lambda _: cond())
+        except TimeoutException:
+            self.shot('timeout')
+            raise AssertionError(f'timed out after {timeout} s waiting for {what}; '
+                                 f'page text:\n{self.text("body")}\nconsole: {self.console()}') from None
 
     def find(self, css):
         from selenium.webdriver.common.by import By
