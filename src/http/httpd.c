@@ -9,8 +9,9 @@
 
 #include "http/httpd-internal.h"
 #include "http/httpd.h"
-#include "http/stream.h"
 #include "http/mhd-util.h"
+#include "http/stream.h"
+#include "http/www.h"
 #include "metrics/metrics.h"
 #include "shared/json-util.h"
 #include "shared/list.h"
@@ -87,6 +88,7 @@ struct HttpRequest {
         HttpMethod method;
         RouteMatch route;
         bool is_api;
+        bool page; /* a file of the web page (API.md 13), which a browser may keep and revalidate */
         OriginVerdict origin;
         char *origin_value; /* copy, for Access-Control-Allow-Origin */
 
@@ -208,7 +210,7 @@ static int add_common_headers(HttpRequest *req, struct MHD_Response *r) {
         const Config *c = req->server->config;
         int k = 0;
 
-        k |= add_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+        k |= add_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, req->page ? "no-cache" : "no-store");
         k |= add_header(r, "X-Content-Type-Options", "nosniff");
         if (req->bare)
                 /* A request refused for its framing or size: nothing in it
@@ -560,6 +562,42 @@ static bool request_refuse_framing(HttpRequest *req, const char *method, const c
         return true;
 }
 
+/* A file of the web page (API.md 13), or 404 as any unknown path when
+ * there is none or WIKI_WEB_UI=false. Outside /api/v1: no session, no
+ * origin policy (the page is only read; what it then calls is the API).
+ * "no-cache" with a strong ETag: the browser keeps the file and asks each
+ * time whether it is still current, and a new build answers with the new
+ * bytes, never stale ones. */
+static void request_serve_page(HttpRequest *req, const char *url) {
+        const WwwFile *f = req->server->config->web_ui ? www_lookup(url) : NULL;
+        const char *h[] = {
+                MHD_HTTP_HEADER_ETAG,
+                NULL,
+                "Content-Security-Policy",
+                WWW_CONTENT_SECURITY_POLICY,
+                "Referrer-Policy",
+                "no-referrer",
+                NULL,
+        };
+
+        if (!f) {
+                http_reply_error(req, API_ERROR_NOT_FOUND, NULL, NULL);
+                return;
+        }
+        if (req->method != HTTP_METHOD_GET && req->method != HTTP_METHOD_HEAD) {
+                const char *allow[] = { MHD_HTTP_HEADER_ALLOW, "GET, HEAD", NULL };
+                http_reply_error(req, API_ERROR_METHOD_NOT_ALLOWED, NULL, allow);
+                return;
+        }
+
+        req->page = true;
+        h[1] = f->etag;
+        if (www_etag_matches(header(req->connection, MHD_HTTP_HEADER_IF_NONE_MATCH), f->etag))
+                http_reply_bytes(req, 304, NULL, NULL, 0, h);
+        else
+                http_reply_bytes(req, 200, f->media_type, f->data, f->size, h);
+}
+
 typedef struct CookieScan {
         char *token;
         int found; /* 1: a well-formed session cookie, 0: a malformed one, -ENOENT: none yet */
@@ -592,7 +630,7 @@ static bool request_begin(HttpRequest *req, const char *url, const char *method,
         req->is_api = router_path_is_api(url);
 
         if (!req->is_api) {
-                http_reply_error(req, API_ERROR_NOT_FOUND, NULL, NULL);
+                request_serve_page(req, url);
                 return true;
         }
 

@@ -261,7 +261,7 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
 
         if (ret_error)
                 *ret_error = NULL;
-        *c = (Config){ .cookie_secure = true, .log_level = 6 };
+        *c = (Config){ .cookie_secure = true, .web_ui = true, .log_level = 6 };
         loading = c; /* emptied again on any failure */
 
 #define UINT(name, field, def, min, max)                                        \
@@ -306,6 +306,10 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
         if (v && parse_boolean(v, &c->cookie_secure) < 0)
                 return fail(
                         ret_error, -EINVAL, "WIKI_WEB_COOKIE_SECURE: invalid value, expected true or false");
+
+        v = g("WIKI_WEB_UI", u);
+        if (v && parse_boolean(v, &c->web_ui) < 0)
+                return fail(ret_error, -EINVAL, "WIKI_WEB_UI: invalid value, expected true or false");
 
         v = g("WIKI_WEB_LOG_LEVEL", u);
         if (v) {
@@ -379,6 +383,7 @@ void config_dump(const Config *c, FILE *f) {
         fprintf(f, "WIKI_WEB_SESSION_MAX_AGE_SECONDS=%" PRIu64 "\n", c->session_max_age_seconds);
         fprintf(f, "WIKI_WEB_COOKIE_SECURE=%s\n", c->cookie_secure ? "true" : "false");
         dump_list(f, "WIKI_WEB_ALLOWED_ORIGINS", c->allowed_origins);
+        fprintf(f, "WIKI_WEB_UI=%s\n", c->web_ui ? "true" : "false");
         fprintf(f, "WIKI_WEB_QUEUE_RESERVATION_SECONDS=%" PRIu64 "\n", c->queue_reservation_seconds);
         fprintf(f, "WIKI_WEB_QUEUE_HEARTBEAT_SECONDS=%" PRIu64 "\n", c->queue_heartbeat_seconds);
         fprintf(f, "WIKI_WEB_QUEUE_MAX_LENGTH=%" PRIu64 "\n", c->queue_max_length);

@@ -19,6 +19,7 @@ typedef struct Config {
         uint64_t session_max_age_seconds;
         bool cookie_secure;
         char **allowed_origins; /* NULL-terminated, normalised "scheme://host[:port]" */
+        bool web_ui;            /* WIKI_WEB_UI: serve the page of API.md 13 at / */
 
         /* Admission (API.md 5) */
         uint64_t queue_reservation_seconds;

@@ -40,7 +40,10 @@ class Transport(harness.DaemonTestCase):
     def test_unknown_path_not_found(self):
         d = self.daemon()
         b = d.browser()
-        for method, path in [('GET', '/'), ('GET', '/nope'), ('GET', '/api'), ('GET', '/api/v1'),
+        # "/" is the web page (test_page.py); with WIKI_WEB_UI=false, unknown
+        # as any other path.
+        self.assertError(self.daemon(WIKI_WEB_UI='false').browser().get('/'), 'not_found')
+        for method, path in [('GET', '/index.html'), ('GET', '/nope'), ('GET', '/api'), ('GET', '/api/v1'),
                              ('GET', '/api/v1/'), ('GET', '/api/v1/nope'), ('POST', '/api/v1/nope'),
                              ('GET', '/api/v2/health'), ('GET', '/api/v1/queue'),
                              ('GET', '/api/v1/queue/status/extra'), ('GET', '/api/v1/healthz'),

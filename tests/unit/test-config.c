@@ -31,6 +31,7 @@ TEST(defaults) {
         ASSERT_EQ_INT(c.max_request_bytes, 65536);
         ASSERT_EQ_INT(c.session_max_age_seconds, 2592000);
         ASSERT_TRUE(c.cookie_secure);
+        ASSERT_TRUE(c.web_ui);
         ASSERT_TRUE(c.allowed_origins && !c.allowed_origins[0]);
         ASSERT_EQ_INT(c.queue_reservation_seconds, 60);
         ASSERT_EQ_INT(c.queue_heartbeat_seconds, 30);
@@ -74,6 +75,7 @@ TEST(ranges) {
                 "WIKI_WEB_QUEUE_HEARTBEAT_SECONDS=3600",
                 "WIKI_WEB_QUEUE_MAX_LENGTH=0",
                 "WIKI_WEB_COOKIE_SECURE=false",
+                "WIKI_WEB_UI=false",
                 "WIKI_WEB_ALLOWED_ORIGINS= https://a.example , http://b.example:8080/ ,",
                 "WIKI_WEB_ALLOWED_DESTINATIONS=wiki.example,10.0.0.1",
                 NULL,
@@ -86,6 +88,7 @@ TEST(ranges) {
         ASSERT_EQ_INT(c.queue_heartbeat_seconds, 3600);
         ASSERT_EQ_INT(c.queue_max_length, 0);
         ASSERT_TRUE(!c.cookie_secure);
+        ASSERT_TRUE(!c.web_ui);
         ASSERT_EQ_STR(c.allowed_origins[0], "https://a.example");
         ASSERT_EQ_STR(c.allowed_origins[1], "http://b.example:8080");
         ASSERT_TRUE(!c.allowed_origins[2]);
@@ -102,6 +105,7 @@ TEST(ranges) {
         expect_bad("WIKI_WEB_QUEUE_MAX_LENGTH=", "WIKI_WEB_QUEUE_MAX_LENGTH");
         expect_bad("WIKI_WEB_QUEUE_MAX_LENGTH=99999999999999999999999", "WIKI_WEB_QUEUE_MAX_LENGTH");
         expect_bad("WIKI_WEB_COOKIE_SECURE=maybe", "WIKI_WEB_COOKIE_SECURE");
+        expect_bad("WIKI_WEB_UI=maybe", "WIKI_WEB_UI");
         expect_bad("WIKI_WEB_ALLOWED_ORIGINS=ftp://x", "WIKI_WEB_ALLOWED_ORIGINS");
         expect_bad("WIKI_WEB_ALLOWED_ORIGINS=https://x/path", "WIKI_WEB_ALLOWED_ORIGINS");
         expect_bad("WIKI_WEB_WIKI_API_URL=file:///etc/passwd", "WIKI_WEB_WIKI_API_URL");
