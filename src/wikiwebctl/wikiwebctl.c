@@ -153,7 +153,7 @@ static int parse_argv(int argc, char *argv[]) {
 
 /* The value of one property of the GetAll reply, NULL when absent. */
 typedef struct QueueProperties {
-        const char *state, *admission, *running, *health;
+        const char *state, *admission, *running, *phase, *health;
         uint32_t queue_length, max_length;
         uint64_t average, reservation, heartbeat, started, failed, expired;
 } QueueProperties;
@@ -174,6 +174,7 @@ static int read_properties(sd_bus_message *reply, QueueProperties *p) {
                         { "State", 's', offsetof(QueueProperties, state) },
                         { "Admission", 's', offsetof(QueueProperties, admission) },
                         { "RunningQueryId", 's', offsetof(QueueProperties, running) },
+                        { "RunningQueryPhase", 's', offsetof(QueueProperties, phase) },
                         { "Health", 's', offsetof(QueueProperties, health) },
                         { "QueueLength", 'u', offsetof(QueueProperties, queue_length) },
                         { "MaxLength", 'u', offsetof(QueueProperties, max_length) },
@@ -245,6 +246,8 @@ static int verb_status(sd_bus *bus) {
         r |= table_add_key(t, "Max length", "max_length") | table_add_uint(t, p.max_length);
         r |= table_add_key(t, "Running query", "running_query_id") |
                 table_add_string(t, p.running && *p.running ? p.running : (arg_json ? "" : "none"));
+        r |= table_add_key(t, "Query phase", "running_query_phase") |
+                table_add_string(t, p.phase && *p.phase ? p.phase : (arg_json ? "" : "none"));
         r |= table_add_key(t, "Average query", "average_query_usec");
         if (p.average > 0 || arg_json)
                 r |= table_add_timespan(t, p.average);

@@ -1045,9 +1045,11 @@ def wikiwebctl_against_daemon(bed):
     r = bed.ct.run(ctl + ["status"])
     log("# wikiwebctl status:\n" + r.stdout)
     check(re.search(r"^ +State: reserved$", r.stdout, re.M) and re.search(r"^ +Admission: open$", r.stdout, re.M)
-          and re.search(r"^ +Queue length: 1$", r.stdout, re.M), "status text")
+          and re.search(r"^ +Queue length: 1$", r.stdout, re.M)
+          and re.search(r"^ +Query phase: none$", r.stdout, re.M), "status text")
     st = json.loads(bed.ct.run(ctl + ["status", "--json=short"]).stdout)
-    check(st["state"] == "reserved" and st["queue_length"] == 1 and st["health"] == "ok", f"status JSON {st}")
+    check(st["state"] == "reserved" and st["queue_length"] == 1 and st["health"] == "ok"
+          and st["running_query_phase"] == "", f"status JSON {st}")
     r = bed.ct.run(ctl + ["tickets"])
     log("# wikiwebctl tickets:\n" + r.stdout)
     check(r.stdout.startswith("ID ") and sa["ticket"]["id"] in r.stdout and "1 ticket listed." in r.stdout,
