@@ -2371,11 +2371,24 @@ def admin_cancel_during_run_python(bed):
         status, _, sb = bed.http("POST", "/api/v1/queue/join", b)
         check(status == 201 and sb["ticket"]["status"] == "waiting", f"B joins: {status} {sb}")
         qid = bed.prop("RunningQueryId")
+        # B polls while it waits, as a front end does: a cancel that lands
+        # before the container's init can take the stop costs the kill
+        # grace (docs/KNOWN_LIMITS.md), longer than this bed's heartbeat.
+        polled = []
+
+        def poll_b():
+            while t.is_alive():
+                polled.append(bed.http("GET", "/api/v1/queue/status", b)[0])
+                time.sleep(0.5)
+        hb = threading.Thread(target=poll_b)
+        hb.start()
         t0 = time.monotonic()
         rc, msg = _busctl_as(bed, None, "CancelQuery", qid)
         check(rc == 0, f"CancelQuery: {msg}")
         t.join(60)
+        hb.join(10)
         took = time.monotonic() - t0
+        check(polled and all(c == 200 for c in polled), f"B's polls while waiting: {polled}")
         status, hdrs, err = out["r"]
         log(f"# cancelled after {took:.2f}s: {status} {err}")
         check(status == 500 and err["error"]["code"] == "execution_failed"
