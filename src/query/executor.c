@@ -57,6 +57,8 @@ int query_executor_new(sd_event *event, const Config *config, QueryExecutor **re
                 if (r >= 0)
                         r = upstream_new(event, x->policy, config->upstream_max_response_bytes, &x->upstream);
                 if (r >= 0)
+                        r = upstream_set_user_agent_contact(x->upstream, config->user_agent_contact);
+                if (r >= 0)
                         r = llm_client_new(
                                 x->upstream,
                                 &(LlmClientSettings){

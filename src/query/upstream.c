@@ -66,7 +66,6 @@ static void upstream_glue_finished(CurlGlue *g, CURL *easy, CURLcode result, voi
 
 int upstream_new(sd_event *event, const DestinationPolicy *policy, uint64_t max_response_bytes, Upstream **ret) {
         _cleanup_(upstream_freep) Upstream *u = NULL;
-        const curl_version_info_data *v;
         int r;
 
         assert(event);
@@ -84,17 +83,9 @@ int upstream_new(sd_event *event, const DestinationPolicy *policy, uint64_t max_
         u->max_response_bytes = max_response_bytes;
         u->connect_timeout = UPSTREAM_CONNECT_TIMEOUT_USEC;
 
-        v = curl_version_info(CURLVERSION_NOW);
-        if (asprintf(
-                    &u->user_agent,
-                    "%s/%s (+%s) libcurl/%s",
-                    PACKAGE_NAME,
-                    PACKAGE_VERSION,
-                    PACKAGE_URL,
-                    v && v->version ? v->version : "unknown") < 0) {
-                u->user_agent = NULL;
-                return -ENOMEM;
-        }
+        r = upstream_set_user_agent_contact(u, NULL);
+        if (r < 0)
+                return r;
 
         r = curl_glue_new(event, upstream_glue_finished, u, &u->glue);
         if (r < 0)
@@ -122,6 +113,26 @@ void upstream_set_connect_timeout(Upstream *u, usec_t timeout) {
 sd_event *upstream_get_event(const Upstream *u) {
         assert(u);
         return u->event;
+}
+
+int upstream_set_user_agent_contact(Upstream *u, const char *contact) {
+        const curl_version_info_data *v = curl_version_info(CURLVERSION_NOW);
+        char *ua;
+
+        assert(u);
+        if (asprintf(
+                    &ua,
+                    "%s/%s%s%s%s libcurl/%s",
+                    PACKAGE_NAME,
+                    PACKAGE_VERSION,
+                    contact ? " (+" : "",
+                    contact ? contact : "",
+                    contact ? ")" : "",
+                    v && v->version ? v->version : "unknown") < 0)
+                return -ENOMEM;
+        free(u->user_agent);
+        u->user_agent = ua;
+        return 0;
 }
 
 const char *upstream_user_agent(const Upstream *u) {

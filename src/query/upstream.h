@@ -60,6 +60,11 @@ void upstream_set_connect_timeout(Upstream *u, usec_t timeout);
 /* The event loop the Upstream runs on (borrowed). */
 sd_event *upstream_get_event(const Upstream *u);
 
+/* The User-Agent sent with every request: "wikiweb/VERSION (+CONTACT)
+ * libcurl/VERSION", without the parenthesis when contact is NULL (the
+ * operator's email or URL, WIKI_WEB_USER_AGENT_CONTACT, validated by the
+ * config). */
+int upstream_set_user_agent_contact(Upstream *u, const char *contact);
 /* The User-Agent sent with every request (owned by u). */
 const char *upstream_user_agent(const Upstream *u);
 

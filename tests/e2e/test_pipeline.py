@@ -217,6 +217,19 @@ class Answered(PipelineBase):
         self.assertEqual([t.get('title') for t in tools[:2]], ['Cherry', 'Fig'])
         self.assertEqual(tools[2], {'error': 'missing'})
         self.assertNotIn('authorization', llm.requests[0]['headers'])
+        # No contact set: the User-Agent names the project only.
+        ua = llm.requests[0]['headers'].get('user-agent', '')
+        self.assertRegex(ua, r'^wikiweb/[0-9.]+ libcurl/')
+
+    def test_user_agent_contact(self):
+        """WIKI_WEB_USER_AGENT_CONTACT in the User-Agent the model server sees."""
+        llm = self.llm([{'answer': 'Cherry, see [Cherry].'}])
+        d = self.pipeline_daemon(llm, WIKI_WEB_USER_AGENT_CONTACT='wiki-admin@example.org')
+        b, r = self.ask(d, pages=['Cherry'])
+        self.check_record(d, b, r)
+        for req in llm.requests:
+            self.assertRegex(req['headers'].get('user-agent', ''),
+                             r'^wikiweb/[0-9.]+ \(\+wiki-admin@example\.org\) libcurl/')
 
 
 class Flavors(PipelineBase):

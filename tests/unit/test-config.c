@@ -121,6 +121,65 @@ TEST(ranges) {
         expect_bad("WIKI_WEB_HTTP_MAX_CONNECTIONS=1000001", "0..1000000");
         expect_bad("WIKI_WEB_HTTP_MAX_CONNECTIONS_PER_IP=-1", "0..1000000");
         expect_bad("WIKI_WEB_HTTP_REQUEST_TIMEOUT_SECONDS=0", "1..3600");
+        expect_bad("WIKI_WEB_USER_AGENT_CONTACT=not a contact", "WIKI_WEB_USER_AGENT_CONTACT");
+        expect_bad("WIKI_WEB_USER_AGENT_CONTACT=\001admin@example.org", "WIKI_WEB_USER_AGENT_CONTACT");
+}
+
+TEST(user_agent_contact) {
+        static const char *const good[] = {
+                "wiki-admin@example.org",
+                "https://wiki.example.org/contact",
+                "http://example.org",
+                "a.b+c@mail.example.co.uk",
+        };
+        static const char *const bad[] = {
+                "admin",
+                "admin@",
+                "@example.org",
+                "admin@localhost",
+                "a@b@example.org",
+                "admin@example.org/x",
+                "mailto:admin@example.org",
+                "javascript:alert(1)",
+                "ftp://example.org",
+                "https://",
+                "https:///path",
+                "https://example.org/a b",
+                "https://example.org/(x)",
+                "admin@example.org) evil (",
+                "https://example.org/\\",
+                "https://example.org/\"",
+                "https://example.org/\x7f",
+                "https://example.org/\xc3\xa9",
+                "",
+        };
+        char long_url[256];
+
+        for (size_t i = 0; i < ELEMENTSOF(good); i++)
+                ASSERT_TRUE(config_user_agent_contact_is_valid(good[i]));
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                ASSERT_TRUE(!config_user_agent_contact_is_valid(bad[i]));
+        ASSERT_TRUE(!config_user_agent_contact_is_valid(NULL));
+
+        /* 200 bytes is the most. */
+        memset(long_url, 'a', sizeof long_url);
+        memcpy(long_url, "https://", 8);
+        long_url[200] = 0;
+        ASSERT_TRUE(config_user_agent_contact_is_valid(long_url));
+        long_url[200] = 'a';
+        long_url[201] = 0;
+        ASSERT_TRUE(!config_user_agent_contact_is_valid(long_url));
+
+        /* Loaded, and shown by --check-config. */
+        {
+                const char *env[] = { "WIKI_WEB_USER_AGENT_CONTACT=wiki-admin@example.org", NULL };
+                _cleanup_free_ char *err = NULL;
+                Config c;
+
+                ASSERT_OK(load(env, &c, &err));
+                ASSERT_EQ_STR(c.user_agent_contact, "wiki-admin@example.org");
+                config_done(&c);
+        }
 }
 
 TEST(secrets) {
