@@ -21,7 +21,8 @@ typedef struct QueryLogEntry {
         uint64_t first_id;
         char *text;
         size_t text_size;
-        uint32_t *offsets; /* where delta first_id + i begins in text */
+        size_t text_allocated; /* grown by doubling: a reply comes in many small deltas */
+        uint32_t *offsets;     /* where delta first_id + i begins in text */
         size_t n_deltas, n_offsets_allocated;
 } QueryLogEntry;
 
@@ -158,17 +159,24 @@ static void query_streams_add_text(QueryStreams *q, unsigned step, const char *t
                 } else
                         e = NULL;
         }
-        if (e) {
-                char *t = realloc(e->text, e->text_size + size);
+        if (e && e->text_size + size > e->text_allocated) {
+                size_t n = MAX(e->text_allocated * 2, (size_t) 256);
+                char *t;
 
+                n = MAX(n, e->text_size + size);
+                t = realloc(e->text, n);
                 if (t) {
-                        memcpy(t + e->text_size, text, size);
                         e->text = t;
-                        e->offsets[e->n_deltas++] = (uint32_t) e->text_size;
-                        e->text_size += size;
-                        e->id = id;
-                        l->bytes += size;
-                }
+                        e->text_allocated = n;
+                } else
+                        e = NULL;
+        }
+        if (e) {
+                memcpy(e->text + e->text_size, text, size);
+                e->offsets[e->n_deltas++] = (uint32_t) e->text_size;
+                e->text_size += size;
+                e->id = id;
+                l->bytes += size;
         }
         if (json)
                 query_streams_broadcast(q, id, "text", json);
