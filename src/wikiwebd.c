@@ -18,10 +18,13 @@
 #include "config-version.h"
 #include "http/api.h"
 #include "http/httpd.h"
+#include "http/metrics-server.h"
+#include "metrics/metrics.h"
 #include "query/destination.h"
 #include "query/executor.h"
 #include "sandbox/sandbox.h"
 #include "shared/config.h"
+#include "shared/fault.h"
 #include "shared/log.h"
 #include "shared/macro.h"
 #include "shared/parse-util.h"
@@ -37,6 +40,7 @@ typedef struct Manager {
         History *history;
         Api *api;
         HttpServer *http;
+        MetricsServer *metrics; /* only with wikiwebd-metrics.socket */
         QueueBus *bus;
         Sandbox *sandbox;
         bool stopping;
@@ -58,7 +62,7 @@ static void help(void) {
                "     --listen ADDR:PORT\n"
                "                       Listen on this address when not socket-activated\n"
                "                       (e.g. 127.0.0.1:8080 or [::1]:8080)\n\n"
-               "Settings are WIKI_WEB_* environment variables; see the README or\n"
+               "Settings are WIKI_WEB_* environment variables; see wikiweb.conf(5) or\n"
                "--check-config for the full list and their effective values.\n",
                program_invocation_short_name);
 }
@@ -137,21 +141,33 @@ static int listen_on(const char *spec) {
         return fd;
 }
 
-/* The socket from systemd (named "http", or the only one passed), else
- * --listen. */
-static int acquire_listen_fd(void) {
+/* The sockets from systemd: the API's (named "http", or the only one
+ * passed that is not "metrics"), else --listen; and the metrics socket
+ * (named "metrics", from wikiwebd-metrics.socket, API.md 12.3) in
+ * *ret_metrics_fd, -1 when there is none. Any other is closed. */
+static int acquire_listen_fd(int *ret_metrics_fd) {
         char **names = NULL;
-        int n, fd = -1;
+        int n, fd = -1, metrics_fd = -1;
 
+        *ret_metrics_fd = -1;
         n = sd_listen_fds_with_names(true, &names);
         if (n < 0)
                 return log_error_errno(n, "Failed to read the sockets passed by systemd");
         for (int i = 0; i < n; i++) {
-                if (fd < 0 && (n == 1 || streq(names[i], "http")))
+                if (metrics_fd < 0 && streq(names[i], "metrics"))
+                        metrics_fd = SD_LISTEN_FDS_START + i;
+                else if (fd < 0 && (n == 1 || streq(names[i], "http")))
                         fd = SD_LISTEN_FDS_START + i;
                 else
                         (void) close(SD_LISTEN_FDS_START + i);
         }
+        if (metrics_fd >= 0 && sd_is_socket(metrics_fd, AF_UNSPEC, SOCK_STREAM, 1) <= 0) {
+                log_warning(
+                        "The metrics socket passed by systemd is not a listening stream socket; no metrics.");
+                (void) close(metrics_fd);
+                metrics_fd = -1;
+        }
+        *ret_metrics_fd = metrics_fd;
         for (int i = 0; names && i < n; i++)
                 free(names[i]);
         free(names);
@@ -234,9 +250,34 @@ static void on_admission_event(const AdmissionEvent *ev, void *userdata) {
                         log_fields(LOG_INFO, fields, "Ticket %s %s.", ev->ticket_id, what);
         }
 
+        if (ev->type == ADMISSION_EVENT_TICKET_REMOVED)
+                metrics_count_ticket_removed(remove_reason_to_string(ev->reason));
         if (m->bus)
                 queue_bus_admission_event(m->bus, ev);
+        api_admission_event(m->api, ev);
         update_status(m);
+}
+
+/* A scrape of wikiwebd-metrics.socket: the gauges read now, in O(1), the
+ * counters as they were counted. */
+static int render_metrics(MetricsFormat format, char **ret, size_t *ret_size, void *userdata) {
+        const char *states[_ADMISSION_STATE_MAX];
+        Manager *m = userdata;
+        MetricsProcess process;
+        MetricsGauges g = {
+                .states = states,
+                .n_states = ELEMENTSOF(states),
+                .state = (size_t) admission_get_state(m->admission),
+                .admission_open = !admission_is_draining(m->admission),
+                .queue_length = admission_queue_length(m->admission),
+                .queue_max_length = admission_get_settings(m->admission)->max_length,
+        };
+
+        for (int i = 0; i < _ADMISSION_STATE_MAX; i++)
+                states[i] = admission_state_to_string((AdmissionState) i);
+        if (metrics_read_process(&process) >= 0)
+                g.process = &process;
+        return metrics_render(format, &g, ret, ret_size);
 }
 
 static void on_query_finished(
@@ -251,11 +292,20 @@ static void on_query_finished(
         update_status(m);
 }
 
-/* A query whose cleanup was confirmed late has freed the slot: health
- * follows (API.md 8.4). */
-static void on_cleanup_confirmed(const char *query_id, void *userdata) {
+/* The running query's phase, for RunningQueryPhase (API.md 11.4). */
+static void on_query_phase(const char *phase, void *userdata) {
         Manager *m = userdata;
 
+        queue_bus_set_running_phase(m->bus, phase);
+}
+
+/* The Sandbox confirmed the cleanup of a query late: the API frees its
+ * slot if it ended unconfirmed (API.md 8.4), and health follows. */
+static void on_cleanup_confirmed(Sandbox *s, const char *query_id, void *userdata) {
+        Manager *m = userdata;
+
+        if (m->api)
+                api_cleanup_confirmed(m->api, query_id);
         if (m->bus)
                 queue_bus_set_health(
                         m->bus,
@@ -279,6 +329,26 @@ static void on_sandbox_state(Sandbox *s, void *userdata) {
         if (m->bus)
                 queue_bus_set_health(m->bus, pending || (m->api && api_is_degraded(m->api)));
         update_status(m);
+}
+
+/* D-Bus CancelQuery (API.md 12.1), once polkit allowed it: the running
+ * query stops as at its deadline, through the same cleanup, and is
+ * recorded failed with execution_failed. A query that has ended (its
+ * record being made durable, or its cleanup awaiting confirmation) is no
+ * longer running: -ESRCH. */
+#define CANCELLED_BY_ADMIN "Cancelled by an administrator"
+
+static int on_cancel_query(const char *query_id, void *userdata) {
+        Manager *m = userdata;
+        int r;
+
+        if (!query_executor_busy(m->executor) || !streq(admission_running_query_id(m->admission), query_id))
+                return -ESRCH;
+        r = query_executor_abort(m->executor, CANCELLED_BY_ADMIN);
+        if (r < 0)
+                return r;
+        log_notice("Query %s: cancelled by an administrator.", query_id);
+        return 0;
 }
 
 static void random_ticket_id(char buf[static TICKET_ID_MAX], void *userdata) {
@@ -395,30 +465,7 @@ static int on_stop_signal(sd_event_source *s, const struct signalfd_siginfo *si,
         return 0;
 }
 
-/* The test-only fault switches take effect with WIKI_WEB_TEST_FAULTS=1
- * only: test_fault(NAME) is the switch NAME's value then, NULL otherwise. */
-static bool test_faults(void) {
-        const char *f = getenv("WIKI_WEB_TEST_FAULTS");
-        return f && streq(f, "1");
-}
-
-static const char *test_fault(const char *name) {
-        return test_faults() ? getenv(name) : NULL;
-}
-
-/* A numeric switch: 0 when it is off, 1 with *ret set, or a logged -EINVAL
- * when its value is not a number in 0..max. */
-static int test_fault_uint64(const char *name, uint64_t max, uint64_t *ret) {
-        const char *fault = test_fault(name);
-
-        if (!fault)
-                return 0;
-        if (parse_uint64_range(fault, 0, max, ret) < 0)
-                return log_error_errno(EINVAL, "%s: expected 0..%" PRIu64, name, max);
-        return 1;
-}
-
-/* Test-only fault switch (WIKI_WEB_TEST_FAULTS=1): SIGUSR2 hangs the event
+/* Test-only fault switch (shared/fault.h): SIGUSR2 hangs the event
  * loop, so the watchdog test can see systemd restart a hung daemon. */
 static int on_fault_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
         log_warning("Test fault: hanging the event loop on purpose.");
@@ -429,6 +476,7 @@ static int on_fault_signal(sd_event_source *s, const struct signalfd_siginfo *si
 
 static void manager_free(Manager *m) {
         m->exit_timer = sd_event_source_disable_unref(m->exit_timer);
+        m->metrics = metrics_server_free(m->metrics);
         m->http = http_server_free(m->http);
         m->api = api_free(m->api);
         m->history = history_free(m->history);
@@ -469,10 +517,9 @@ static int open_history(const char *path, History **ret) {
 static int run(int argc, char *argv[]) {
         _cleanup_(manager_free) Manager m = { 0 };
         _cleanup_free_ char *error = NULL;
-        const char *fault;
         uint64_t n;
         sigset_t mask;
-        int r, fd;
+        int r, fd, metrics_fd;
 
         log_open();
 
@@ -517,6 +564,9 @@ static int run(int argc, char *argv[]) {
         if (r < 0)
                 return r;
 
+        /* Every known series at 0 before the first event is counted. */
+        metrics_reset();
+
         r = sd_event_default(&m.event);
         if (r < 0)
                 return log_error_errno(r, "Failed to allocate the event loop");
@@ -524,7 +574,7 @@ static int run(int argc, char *argv[]) {
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
         sigaddset(&mask, SIGINT);
-        if (test_faults())
+        if (fault_enabled())
                 sigaddset(&mask, SIGUSR2);
         if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
                 return log_error_errno(errno, "Failed to block signals");
@@ -560,7 +610,7 @@ static int run(int argc, char *argv[]) {
         r = query_executor_new(m.event, &m.config, &m.executor);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the query executor");
-        r = test_fault_uint64("WIKI_WEB_TEST_QUERY_DELAY_MS", 3600000, &n);
+        r = fault_uint64("WIKI_WEB_TEST_QUERY_DELAY_MS", 3600000, &n);
         if (r < 0)
                 return r;
         if (r > 0) {
@@ -574,13 +624,14 @@ static int run(int argc, char *argv[]) {
         if (r < 0)
                 return log_oom();
         api_set_query_finished_hook(m.api, on_query_finished, &m);
-        api_set_cleanup_confirmed_hook(m.api, on_cleanup_confirmed, &m);
+        api_set_phase_hook(m.api, on_query_phase, &m);
 
         /* Admins read the queue on the system bus; without one (a developer's
          * machine) the daemon still serves HTTP. */
         r = queue_bus_new(m.event, m.admission, NULL, &m.bus);
         if (r < 0)
                 log_warning_errno(r, "Not publishing the queue on D-Bus");
+        queue_bus_set_cancel_handler(m.bus, on_cancel_query, &m);
 
         /* The sandbox owns SIGCHLD (we are a subreaper, see above), checks
          * runtime, rootfs and the user manager, and sweeps what a previous
@@ -590,28 +641,42 @@ static int run(int argc, char *argv[]) {
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the sandbox");
         sandbox_set_state_handler(m.sandbox, on_sandbox_state, &m);
+        sandbox_set_cleanup_confirmed_handler(m.sandbox, on_cleanup_confirmed, &m);
         /* Queries offer run_python whenever the sandbox is available. */
         query_executor_set_sandbox(m.executor, m.sandbox);
-        r = test_fault_uint64("WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE", 100, &n);
+        r = fault_uint64("WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE", 100, &n);
         if (r < 0)
                 return r;
         if (r > 0) {
                 log_warning("Test fault: the next %" PRIu64 " sandbox scope confirmations fail.", n);
                 sandbox_set_test_unconfirmable(m.sandbox, (unsigned) n);
         }
-        fault = test_fault("WIKI_WEB_TEST_SANDBOX_DEAF_INIT");
-        if (fault && streq(fault, "1")) {
+        if (fault_bool("WIKI_WEB_TEST_SANDBOX_DEAF_INIT")) {
                 log_warning("Test fault: the containers' init is never told to stop.");
                 sandbox_set_test_deaf_init(m.sandbox, true);
         }
         api_set_sandbox_state(m.api, sandbox_is_available(m.sandbox), sandbox_cleanup_pending(m.sandbox));
 
-        fd = acquire_listen_fd();
-        if (fd < 0)
+        fd = acquire_listen_fd(&metrics_fd);
+        if (fd < 0) {
+                if (metrics_fd >= 0)
+                        (void) close(metrics_fd);
                 return fd;
+        }
         r = http_server_new(m.event, fd, &m.config, api_handle, m.api, &m.http);
-        if (r < 0)
+        if (r < 0) {
+                if (metrics_fd >= 0)
+                        (void) close(metrics_fd);
                 return log_error_errno(r, "Failed to start the HTTP server");
+        }
+        if (metrics_fd >= 0) {
+                /* Metrics are an extra: without them the API still serves. */
+                r = metrics_server_new(m.event, metrics_fd, render_metrics, &m, &m.metrics);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to serve metrics on the metrics socket");
+                else
+                        log_info("Serving metrics on the socket passed by systemd (wikiwebd-metrics.socket).");
+        }
 
         r = sd_event_add_post(m.event, NULL, on_post, &m);
         if (r < 0)

@@ -49,9 +49,9 @@ typedef struct Ticket {
         SessionKey key;
         char id[TICKET_ID_MAX];
         usec_t joined;
-        usec_t heartbeat_deadline;
-        uint32_t slot;   /* index into Admission.slots; the free-list link while free */
-        uint32_t hb_pos; /* its entry in Admission.hbq, IDX_NONE when not queued */
+        usec_t heartbeat_deadline; /* USEC_INFINITY while held (admission_hold()) */
+        uint32_t slot;             /* index into Admission.slots; the free-list link while free */
+        uint32_t hb_pos;           /* its entry in Admission.hbq, IDX_NONE when not queued */
 } Ticket;
 
 struct Admission {
@@ -89,6 +89,8 @@ struct Admission {
         uint32_t hbq_size;
         uint32_t hbq_head;
         uint32_t hbq_tail;
+
+        bool draining; /* no new tickets, no claim but the reserved one's */
 
         uint32_t reserved; /* pool index of the reserved ticket, or IDX_NONE */
         usec_t reservation_deadline;
@@ -157,10 +159,9 @@ static const char *const ticket_status_table[_TICKET_STATUS_MAX] = {
 };
 
 static const char *const remove_reason_table[_REMOVE_REASON_MAX] = {
-        [REMOVE_LEFT] = "left",
-        [REMOVE_CLAIMED] = "claimed",
-        [REMOVE_HEARTBEAT] = "heartbeat",
-        [REMOVE_RESERVATION] = "reservation",
+        [REMOVE_LEFT] = "left",           [REMOVE_CLAIMED] = "claimed",
+        [REMOVE_HEARTBEAT] = "heartbeat", [REMOVE_RESERVATION] = "reservation",
+        [REMOVE_ADMIN] = "admin",
 };
 
 const char *admission_state_to_string(AdmissionState s) {
@@ -665,7 +666,14 @@ static void hb_append(Admission *a, uint32_t idx) {
         a->pool[idx].hb_pos = a->hbq_tail++;
 }
 
+static bool held(const Admission *a, uint32_t idx) {
+        return a->pool[idx].heartbeat_deadline == USEC_INFINITY;
+}
+
 static void heartbeat(Admission *a, uint32_t idx, usec_t now) {
+        if (held(a, idx))
+                /* Its open stream is its heartbeat, for as long as it lasts. */
+                return;
         hb_unlink(a, idx);
         a->pool[idx].heartbeat_deadline = usec_add(now, a->settings.heartbeat_usec);
         hb_append(a, idx);
@@ -834,6 +842,8 @@ int admission_join(Admission *a, const SessionKey *session, usec_t now) {
                 return 0;
         }
 
+        if (a->draining)
+                return -ESHUTDOWN;
         if (a->n_tickets >= a->settings.max_length)
                 return -ENOSPC;
 
@@ -889,7 +899,11 @@ static void fill_view(const Admission *a, uint32_t idx, uint64_t position, Ticke
         v->status = idx == a->reserved ? TICKET_RESERVED : TICKET_WAITING;
         v->position = position;
         v->joined = t->joined;
-        v->heartbeat_deadline = t->heartbeat_deadline;
+        /* A held ticket shows the deadline it would get from a poll now (as
+         * of the latest time the machine has seen), which is what it has
+         * in effect: it is renewed continuously. */
+        v->heartbeat_deadline = held(a, idx) ? usec_add(a->last_now, a->settings.heartbeat_usec) :
+                                               t->heartbeat_deadline;
         v->reservation_deadline = idx == a->reserved ? a->reservation_deadline : USEC_INFINITY;
 }
 
@@ -1001,6 +1015,31 @@ int admission_leave(Admission *a, const SessionKey *session, usec_t now) {
         return 0;
 }
 
+int admission_hold(Admission *a, const SessionKey *session, const char *ticket_id, bool hold, usec_t now) {
+        uint32_t idx;
+
+        assert(a);
+        assert(session);
+        assert(ticket_id);
+
+        now = begin(a, now);
+
+        idx = hash_find(a, session);
+        if (idx == IDX_NONE || !streq(a->pool[idx].id, ticket_id))
+                return -ENOENT;
+        if (hold == held(a, idx))
+                return 0;
+        if (hold) {
+                /* Out of the heartbeat queue: nothing to expire. */
+                hb_unlink(a, idx);
+                a->pool[idx].heartbeat_deadline = USEC_INFINITY;
+        } else {
+                a->pool[idx].heartbeat_deadline = 0;
+                heartbeat(a, idx, now);
+        }
+        return 0;
+}
+
 int admission_claim(Admission *a, const SessionKey *session, const char *query_id, usec_t now) {
         char id[TICKET_ID_MAX];
         size_t len;
@@ -1020,7 +1059,7 @@ int admission_claim(Admission *a, const SessionKey *session, const char *query_i
         switch (a->state) {
         case ADMISSION_RESERVED:
                 if (memcmp(a->pool[a->reserved].key.bytes, session->bytes, sizeof(session->bytes)) != 0)
-                        return -EBUSY;
+                        return a->draining ? -ESHUTDOWN : -EBUSY;
 
                 memcpy(id, a->pool[a->reserved].id, sizeof(id));
                 ticket_unlink(a, a->reserved);
@@ -1034,13 +1073,15 @@ int admission_claim(Admission *a, const SessionKey *session, const char *query_i
                  * ticket would be added and claimed in the same instant,
                  * so no TICKET_ADDED/PROMOTED/REMOVED is reported for it:
                  * nobody could ever have seen it. */
+                if (a->draining)
+                        return -ESHUTDOWN;
                 if (a->settings.max_length == 0)
                         return -ENOSPC;
                 id[0] = '\0';
                 break;
 
         default:
-                return -EBUSY;
+                return a->draining ? -ESHUTDOWN : -EBUSY;
         }
 
         memcpy(a->query_id, query_id, len + 1);
@@ -1052,6 +1093,36 @@ int admission_claim(Admission *a, const SessionKey *session, const char *query_i
                 emit_ticket(a, ADMISSION_EVENT_TICKET_REMOVED, id, REMOVE_CLAIMED);
         emit_state(a);
         return 0;
+}
+
+int admission_remove_ticket(Admission *a, const char *ticket_id, usec_t now) {
+        assert(a);
+
+        if (!ticket_id)
+                return -ENOENT;
+
+        now = begin(a, now);
+
+        for (uint32_t w = 0; w < a->n_words; w++)
+                for (uint64_t bits = a->live[w]; bits != 0; bits &= bits - 1) {
+                        uint32_t idx = a->slots[w * 64 + (uint32_t) __builtin_ctzll(bits)];
+
+                        if (strneq(a->pool[idx].id, ticket_id, TICKET_ID_MAX)) {
+                                ticket_remove(a, idx, REMOVE_ADMIN, now);
+                                return 0;
+                        }
+                }
+        return -ENOENT;
+}
+
+void admission_set_draining(Admission *a, bool draining) {
+        assert(a);
+        a->draining = draining;
+}
+
+bool admission_is_draining(const Admission *a) {
+        assert(a);
+        return a->draining;
 }
 
 int admission_finish(Admission *a, usec_t now) {

@@ -46,6 +46,7 @@ typedef enum RemoveReason {
         REMOVE_CLAIMED,
         REMOVE_HEARTBEAT,
         REMOVE_RESERVATION,
+        REMOVE_ADMIN, /* an administrator removed it (D-Bus RemoveTicket) */
         _REMOVE_REASON_MAX,
         _REMOVE_REASON_INVALID = -EINVAL,
 } RemoveReason;
@@ -54,7 +55,7 @@ typedef enum RemoveReason {
 const char *admission_state_to_string(AdmissionState s);
 /* "waiting", "reserved" */
 const char *ticket_status_to_string(TicketStatus s);
-/* "left", "claimed", "heartbeat", "reservation" */
+/* "left", "claimed", "heartbeat", "reservation", "admin" */
 const char *remove_reason_to_string(RemoveReason r);
 
 typedef struct AdmissionSettings {
@@ -143,7 +144,8 @@ void admission_set_event_handler(Admission *a, AdmissionEventHandler handler, vo
 void admission_set_id_generator(Admission *a, AdmissionIdGenerator generator, void *userdata);
 
 /* join(S): 1 when a ticket was created, 0 when S already had one (its
- * heartbeat refreshed), -ENOSPC (queue_full), -ENOMEM. */
+ * heartbeat refreshed), -ENOSPC (queue_full), -ESHUTDOWN (draining: no new
+ * ticket, API.md 12.1), -ENOMEM. */
 int admission_join(Admission *a, const SessionKey *session, usec_t now);
 
 /* Heartbeat S's ticket if it has one, then fill *ret as S sees the queue.
@@ -154,14 +156,39 @@ int admission_status(Admission *a, const SessionKey *session, usec_t now, Admiss
  * a queue call: health, D-Bus, the STATUS line). session may be NULL. */
 void admission_peek(Admission *a, const SessionKey *session, usec_t now, AdmissionStatus *ret);
 
+/* Hold S's ticket ticket_id (API.md 11.1: an open queue stream is its
+ * heartbeat): while held it does not expire by heartbeat (its reservation
+ * still runs out), and shows a heartbeat deadline one interval after the
+ * latest time the machine has seen. Releasing it (hold false) starts an
+ * ordinary heartbeat deadline from now. Holding is not counted: the caller
+ * holds once for any number of streams. 0, or -ENOENT when S has no ticket
+ * or another one than ticket_id (it was removed meanwhile). */
+int admission_hold(Admission *a, const SessionKey *session, const char *ticket_id, bool hold, usec_t now);
+
 /* leave(S): 0, or -ENOENT (ticket_not_found). */
 int admission_leave(Admission *a, const SessionKey *session, usec_t now);
 
 /* claim(S) for the query query_id (copied): 0 and the controller is
  * running; -EBUSY (busy; a waiting ticket of S is kept); -ENOSPC
- * (queue_full: idle with max_length 0); -EINVAL when query_id is NULL or
- * not shorter than QUERY_ID_MAX (nothing changed). */
+ * (queue_full: idle with max_length 0); -ESHUTDOWN (draining, and S does
+ * not hold the reserved ticket: only that one may still claim); -EINVAL
+ * when query_id is NULL or not shorter than QUERY_ID_MAX (nothing
+ * changed). */
 int admission_claim(Admission *a, const SessionKey *session, const char *query_id, usec_t now);
+
+/* Remove the ticket with this id (an administrator's RemoveTicket), with
+ * reason REMOVE_ADMIN; a reserved ticket leaves the controller idle, then
+ * the next one is promoted. 0, or -ENOENT when no ticket has that id.
+ * O(n) in the number of tickets: ids are not indexed, and this is not a
+ * client's operation. */
+int admission_remove_ticket(Admission *a, const char *ticket_id, usec_t now);
+
+/* Drain (true) or open (false) admission (API.md 12.1): while draining,
+ * joins without a ticket and claims other than the reserved ticket's fail
+ * with -ESHUTDOWN; existing tickets keep waiting and are still promoted,
+ * the running query finishes. No event: the caller publishes it. */
+void admission_set_draining(Admission *a, bool draining);
+bool admission_is_draining(const Admission *a);
 
 /* finish: the running query ended and its cleanup is confirmed. Updates the
  * average with now - claim time, goes idle, promotes. -ESRCH when not

@@ -3,6 +3,7 @@
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
+#include "bus/bus-polkit.h"
 #include "bus/queue-bus.h"
 #include "shared/log.h"
 #include "shared/macro.h"
@@ -10,14 +11,18 @@
 #define QUEUE_BUS_NAME "org.wikiweb.Queue1"
 #define QUEUE_BUS_PATH "/org/wikiweb/Queue1"
 #define QUEUE_BUS_INTERFACE "org.wikiweb.Queue1"
+/* The polkit action of every method that acts (API.md 12.1). */
+#define QUEUE_BUS_POLKIT_ACTION "org.wikiweb.queue.manage"
 
 /* The values of every property that emits PropertiesChanged, as last
  * emitted (or as read at start-up). */
 typedef struct QueueBusSnapshot {
         AdmissionState state;
+        bool draining;
         uint64_t queue_length;
         usec_t average_usec;
         char running_query_id[QUERY_ID_MAX];
+        char running_phase[QUEUE_BUS_PHASE_MAX];
         bool degraded;
         uint64_t queries_started;
         uint64_t queries_failed;
@@ -36,8 +41,13 @@ struct QueueBus {
         bool degraded;
         bool disconnected;
         uint64_t queries_failed;
+        char running_phase[QUEUE_BUS_PHASE_MAX]; /* API.md 11.4 */
 
         QueueBusSnapshot last;
+
+        PolkitRegistry *polkit;
+        QueueBusCancelHandler cancel_handler;
+        void *cancel_userdata;
 };
 
 static void snapshot_take(const QueueBus *b, QueueBusSnapshot *ret) {
@@ -47,6 +57,7 @@ static void snapshot_take(const QueueBus *b, QueueBusSnapshot *ret) {
         admission_get_counters(b->admission, &counters);
         *ret = (QueueBusSnapshot){
                 .state = admission_get_state(b->admission),
+                .draining = admission_is_draining(b->admission),
                 .queue_length = admission_queue_length(b->admission),
                 .average_usec = admission_average_usec(b->admission),
                 .degraded = b->degraded,
@@ -55,6 +66,7 @@ static void snapshot_take(const QueueBus *b, QueueBusSnapshot *ret) {
                 .tickets_expired = counters.tickets_expired,
         };
         (void) snprintf(ret->running_query_id, sizeof ret->running_query_id, "%s", running ? running : "");
+        memcpy(ret->running_phase, b->running_phase, sizeof ret->running_phase);
 }
 
 /* D-Bus "u" properties: the machine counts in uint64_t, its caps (1000000
@@ -85,12 +97,14 @@ static const char *running_query_id(const QueueBus *b) {
 }
 
 DEFINE_PROPERTY_GETTER(state, "s", const char *, admission_state_to_string(admission_get_state(b->admission)));
+DEFINE_PROPERTY_GETTER(admission, "s", const char *, admission_is_draining(b->admission) ? "draining" : "open");
 DEFINE_PROPERTY_GETTER(queue_length, "u", uint32_t, clamp_u32(admission_queue_length(b->admission)));
 DEFINE_PROPERTY_GETTER(max_length, "u", uint32_t, clamp_u32(admission_get_settings(b->admission)->max_length));
 DEFINE_PROPERTY_GETTER(reservation, "t", uint64_t, admission_get_settings(b->admission)->reservation_usec);
 DEFINE_PROPERTY_GETTER(heartbeat, "t", uint64_t, admission_get_settings(b->admission)->heartbeat_usec);
 DEFINE_PROPERTY_GETTER(average, "t", uint64_t, admission_average_usec(b->admission));
 DEFINE_PROPERTY_GETTER(running_query_id, "s", const char *, running_query_id(b));
+DEFINE_PROPERTY_GETTER(running_phase, "s", const char *, b->running_phase);
 DEFINE_PROPERTY_GETTER(health, "s", const char *, b->degraded ? "degraded" : "ok");
 
 static int property_get_counter(
@@ -149,18 +163,12 @@ static void list_one(const TicketView *t, void *userdata) {
  * holds even on a bus without our policy (a private test bus, or a
  * misinstalled policy file). */
 static int check_caller_is_root(sd_bus_message *m, sd_bus_error *error) {
-        _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
-        uid_t euid;
-        int r;
+        int r = bus_sender_is_root(m);
 
-        r = sd_bus_query_sender_creds(m, SD_BUS_CREDS_EUID, &creds);
-        if (r < 0)
-                return r;
-        r = sd_bus_creds_get_euid(creds, &euid);
         if (r < 0)
                 return sd_bus_error_set(
                         error, SD_BUS_ERROR_ACCESS_DENIED, "Cannot determine the caller's user; access denied.");
-        if (euid != 0)
+        if (r == 0)
                 return sd_bus_error_set(error, SD_BUS_ERROR_ACCESS_DENIED, "Only root may list tickets.");
         return 0;
 }
@@ -197,6 +205,91 @@ static int method_list_tickets(sd_bus_message *m, void *userdata, sd_bus_error *
         return sd_bus_send(NULL, reply, NULL);
 }
 
+static void schedule_flush(QueueBus *b);
+
+/* The methods that act (API.md 12.1) ask polkit first. authorize() reads
+ * the method's one "s" argument (ret_id NULL: none) and returns 1 when the
+ * call may go on; otherwise the handler returns what it returns mapped by
+ * AUTHORIZED_OR_RETURN: an error, or 1 without a reply, as the handler
+ * runs again with the same message once polkit has answered. */
+static int authorize(QueueBus *b, sd_bus_message *m, const char **ret_id, sd_bus_error *error) {
+        int r;
+
+        if (ret_id) {
+                r = sd_bus_message_read(m, "s", ret_id);
+                if (r < 0)
+                        return r;
+        }
+        r = bus_verify_polkit_async(m, QUEUE_BUS_POLKIT_ACTION, &b->polkit, error);
+        return r < 0 ? r : r > 0 ? 1 : 0;
+}
+
+#define AUTHORIZED_OR_RETURN(r)                   \
+        do {                                      \
+                if ((r) <= 0)                     \
+                        return (r) < 0 ? (r) : 1; \
+        } while (0)
+
+/* Drain (draining true) and Resume: idempotent. */
+static int set_admission(QueueBus *b, sd_bus_message *m, bool draining, sd_bus_error *error) {
+        int r;
+
+        r = authorize(b, m, NULL, error);
+        AUTHORIZED_OR_RETURN(r);
+
+        if (admission_is_draining(b->admission) != draining) {
+                admission_set_draining(b->admission, draining);
+                if (draining)
+                        log_notice("Admission is draining: new tickets and claims are refused until Resume().");
+                else
+                        log_notice("Admission is open again.");
+                schedule_flush(b);
+        }
+        return sd_bus_reply_method_return(m, NULL);
+}
+
+static int method_drain(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        return set_admission(userdata, m, true, error);
+}
+
+static int method_resume(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        return set_admission(userdata, m, false, error);
+}
+
+static int method_cancel_query(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        QueueBus *b = userdata;
+        const char *id = NULL;
+        int r;
+
+        r = authorize(b, m, &id, error);
+        AUTHORIZED_OR_RETURN(r);
+
+        r = b->cancel_handler ? b->cancel_handler(id, b->cancel_userdata) : -ESRCH;
+        if (r == -ESRCH)
+                return sd_bus_error_setf(
+                        error, QUEUE_BUS_ERROR_NO_SUCH_QUERY, "No running query with id '%s'.", id);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Cannot cancel query %s.", id);
+        return sd_bus_reply_method_return(m, NULL);
+}
+
+static int method_remove_ticket(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        QueueBus *b = userdata;
+        const char *id = NULL;
+        int r;
+
+        r = authorize(b, m, &id, error);
+        AUTHORIZED_OR_RETURN(r);
+
+        /* TicketRemoved(id, "admin") goes out from the admission event. */
+        r = admission_remove_ticket(b->admission, id, now(CLOCK_MONOTONIC));
+        if (r == -ENOENT)
+                return sd_bus_error_setf(error, QUEUE_BUS_ERROR_NO_SUCH_TICKET, "No ticket with id '%s'.", id);
+        if (r < 0)
+                return r;
+        return sd_bus_reply_method_return(m, NULL);
+}
+
 /* The order here is the order of dbus/org.wikiweb.Queue1.xml. Methods are
  * marked UNPRIVILEGED so sd-bus does not apply its own CAP_SYS_ADMIN check
  * (which needs /proc of the caller; ProtectProc=invisible hides it): the
@@ -204,6 +297,7 @@ static int method_list_tickets(sd_bus_message *m, void *userdata, sd_bus_error *
 static const sd_bus_vtable queue_vtable[] = {
         SD_BUS_VTABLE_START(0),
         SD_BUS_PROPERTY("State", "s", property_get_state, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Admission", "s", property_get_admission, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("QueueLength", "u", property_get_queue_length, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("MaxLength", "u", property_get_max_length, 0, SD_BUS_VTABLE_PROPERTY_CONST),
         SD_BUS_PROPERTY("ReservationUSec", "t", property_get_reservation, 0, SD_BUS_VTABLE_PROPERTY_CONST),
@@ -211,6 +305,8 @@ static const sd_bus_vtable queue_vtable[] = {
         SD_BUS_PROPERTY("AverageQueryUSec", "t", property_get_average, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY(
                 "RunningQueryId", "s", property_get_running_query_id, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY(
+                "RunningQueryPhase", "s", property_get_running_phase, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Health", "s", property_get_health, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("QueriesStarted", "t", property_get_counter, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("QueriesFailed", "t", property_get_counter, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
@@ -221,6 +317,22 @@ static const sd_bus_vtable queue_vtable[] = {
                 SD_BUS_RESULT("a(ssuttt)", tickets),
                 method_list_tickets,
                 SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS(
+                "Drain", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, method_drain, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS(
+                "Resume", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, method_resume, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS(
+                "CancelQuery",
+                SD_BUS_ARGS("s", id),
+                SD_BUS_NO_RESULT,
+                method_cancel_query,
+                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS(
+                "RemoveTicket",
+                SD_BUS_ARGS("s", id),
+                SD_BUS_NO_RESULT,
+                method_remove_ticket,
+                SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_SIGNAL_WITH_ARGS("TicketPromoted", SD_BUS_ARGS("s", id), 0),
         SD_BUS_SIGNAL_WITH_ARGS("TicketRemoved", SD_BUS_ARGS("s", id, "s", reason), 0),
         SD_BUS_SIGNAL_WITH_ARGS("QueryFinished", SD_BUS_ARGS("s", query_id, "s", status, "t", duration_usec), 0),
@@ -228,7 +340,7 @@ static const sd_bus_vtable queue_vtable[] = {
 };
 
 int queue_bus_flush_properties(QueueBus *b) {
-        const char *changed[9];
+        const char *changed[10];
         QueueBusSnapshot s;
         size_t n = 0;
         int r;
@@ -239,12 +351,16 @@ int queue_bus_flush_properties(QueueBus *b) {
         snapshot_take(b, &s);
         if (s.state != b->last.state)
                 changed[n++] = "State";
+        if (s.draining != b->last.draining)
+                changed[n++] = "Admission";
         if (s.queue_length != b->last.queue_length)
                 changed[n++] = "QueueLength";
         if (s.average_usec != b->last.average_usec)
                 changed[n++] = "AverageQueryUSec";
         if (!streq(s.running_query_id, b->last.running_query_id))
                 changed[n++] = "RunningQueryId";
+        if (!streq(s.running_phase, b->last.running_phase))
+                changed[n++] = "RunningQueryPhase";
         if (s.degraded != b->last.degraded)
                 changed[n++] = "Health";
         if (s.queries_started != b->last.queries_started)
@@ -386,6 +502,8 @@ QueueBus *queue_bus_free(QueueBus *b) {
         if (b->flush_source && sd_event_source_get_enabled(b->flush_source, NULL) > 0)
                 (void) queue_bus_flush_properties(b);
         sd_event_source_disable_unref(b->flush_source);
+        /* Checks still waiting for polkit are dropped, unanswered. */
+        polkit_registry_free(b->polkit);
         sd_bus_slot_unref(b->object_slot);
         sd_bus_slot_unref(b->disconnected_slot);
         /* Queued signals (a last QueryFinished on shutdown) go out first;
@@ -457,6 +575,20 @@ void queue_bus_set_health(QueueBus *b, bool degraded) {
                 return;
         b->degraded = degraded;
         schedule_flush(b);
+}
+
+void queue_bus_set_running_phase(QueueBus *b, const char *phase) {
+        if (!b || streq(b->running_phase, phase ? phase : ""))
+                return;
+        (void) snprintf(b->running_phase, sizeof b->running_phase, "%s", phase ? phase : "");
+        schedule_flush(b);
+}
+
+void queue_bus_set_cancel_handler(QueueBus *b, QueueBusCancelHandler handler, void *userdata) {
+        if (!b)
+                return;
+        b->cancel_handler = handler;
+        b->cancel_userdata = userdata;
 }
 
 sd_bus *queue_bus_get_bus(QueueBus *b) {

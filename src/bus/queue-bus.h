@@ -9,9 +9,11 @@
 #include "shared/macro.h"
 #include "shared/time-util.h"
 
-/* The org.wikiweb.Queue1 object (API.md section 10; the interface is
- * dbus/org.wikiweb.Queue1.xml): a read-only view of the admission machine
- * for admins, on the system bus.
+/* The org.wikiweb.Queue1 object (API.md sections 10 and 12; the interface
+ * is dbus/org.wikiweb.Queue1.xml): the admission machine for admins, on
+ * the system bus. Anyone reads it; Drain, Resume, CancelQuery and
+ * RemoveTicket act, each authorized asynchronously by polkit (action
+ * org.wikiweb.queue.manage, bus/bus-polkit.h), root always.
  *
  * Signals (TicketPromoted, TicketRemoved) are emitted at once from the
  * forwarded admission events. Properties are compared against the last
@@ -50,8 +52,24 @@ void queue_bus_admission_event(QueueBus *b, const AdmissionEvent *event);
  * QueriesFailed when status is "failed". */
 void queue_bus_query_finished(QueueBus *b, const char *query_id, const char *status, usec_t duration_usec);
 
+/* D-Bus errors of the methods that act. */
+#define QUEUE_BUS_ERROR_NO_SUCH_QUERY "org.wikiweb.Error.NoSuchQuery"
+#define QUEUE_BUS_ERROR_NO_SUCH_TICKET "org.wikiweb.Error.NoSuchTicket"
+
+/* CancelQuery(id), once authorized: stop the running query id as its
+ * deadline would. Returns 0 when the cancellation has begun (the query then
+ * ends as usual: QueryFinished follows), -ESRCH when no query with that id
+ * runs (NoSuchQuery), another negative errno on failure. */
+typedef int (*QueueBusCancelHandler)(const char *query_id, void *userdata);
+void queue_bus_set_cancel_handler(QueueBus *b, QueueBusCancelHandler handler, void *userdata);
+
 /* Health: "ok" (false) or "degraded" (true). */
 void queue_bus_set_health(QueueBus *b, bool degraded);
+
+/* RunningQueryPhase (API.md 11.4): "model", "wiki", "sandbox", "cleanup",
+ * or "" (NULL too) when no query runs. */
+#define QUEUE_BUS_PHASE_MAX 16
+void queue_bus_set_running_phase(QueueBus *b, const char *phase);
 
 /* Compare the properties against the last snapshot now and emit
  * PropertiesChanged for those that changed (the defer source does this on

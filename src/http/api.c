@@ -5,10 +5,15 @@
 
 #include "config-version.h"
 #include "http/api.h"
+#include "http/query-stream.h"
+#include "http/queue-stream.h"
+#include "http/stream.h"
 #include "http/render.h"
 #include "http/request.h"
+#include "metrics/metrics.h"
 #include "shared/json-util.h"
 #include "shared/log.h"
+#include "shared/parse-util.h"
 #include "shared/macro.h"
 #include "shared/random-util.h"
 #include "shared/sanitize.h"
@@ -20,21 +25,25 @@ struct Api {
         Admission *admission;
         QueryExecutor *executor;
         History *history;
+        QueueStreams *queue_streams; /* GET /queue/events (API.md 11.1) */
+        QueryStreams *query_streams; /* the running query's events (11.2, 11.3) */
+        ApiPhaseHook phase_hook;
+        void *phase_hook_userdata;
+        const char *last_phase;
         ApiQueryFinishedHook hook;
         void *hook_userdata;
-        ApiCleanupConfirmedHook cleanup_hook;
-        void *cleanup_hook_userdata;
         bool degraded;
         bool sandbox_available, sandbox_cleanup_pending;
 
         /* A query that ended with its cleanup unconfirmed: the slot stays
-         * taken until the executor says it is confirmed (API.md 8.4). */
+         * taken until the Sandbox says it is confirmed (API.md 8.4). */
         char awaiting_cleanup[QUERY_ID_MAX];
 
         /* The query in flight: its request stays suspended until the
          * executor reports back (even if the client has gone). */
         HttpRequest *running_request;
         char running_query_id[QUERY_ID_MAX];
+        SessionKey running_session;
         usec_t running_since;  /* monotonic, the claim */
         usec_t running_queued; /* how long its ticket waited before the claim */
 
@@ -53,20 +62,62 @@ struct Api {
         } ended;
 };
 
-static void api_on_cleanup_confirmed(const char *query_id, void *userdata) {
+/* The running query's phase for D-Bus (API.md 11.4): its log's, or
+ * "cleanup" while a query that ended waits for its cleanup to be
+ * confirmed, or none. Told to the hook when it changes. */
+static void api_phase_changed(Api *api) {
+        const char *p = query_streams_phase(api->query_streams);
+
+        if (!p && api->awaiting_cleanup[0])
+                p = query_phase_to_string(QUERY_PHASE_CLEANUP);
+        if (!p)
+                p = "";
+        if (api->last_phase && streq(p, api->last_phase))
+                return;
+        api->last_phase = p;
+        if (api->phase_hook)
+                api->phase_hook(p, api->phase_hook_userdata);
+}
+
+static void api_on_query_event(const char *query_id, const QueryEvent *ev, void *userdata) {
         Api *api = userdata;
+
+        query_streams_event(api->query_streams, query_id, ev);
+        api_phase_changed(api);
+}
+
+void api_set_phase_hook(Api *api, ApiPhaseHook hook, void *userdata) {
+        assert(api);
+        api->phase_hook = hook;
+        api->phase_hook_userdata = userdata;
+}
+
+/* wikiweb_queries_total and wikiweb_query_duration_seconds, once the
+ * query's cleanup is confirmed: from the outcome kept in api->ended. */
+static void api_count_query(const Api *api, usec_t duration) {
+        metrics_count_query(
+                api->ended.succeeded,
+                api->ended.succeeded ? NULL : api_error_to_string(api->ended.error),
+                duration);
+}
+
+void api_cleanup_confirmed(Api *api, const char *query_id) {
         int r;
+
+        assert(api);
+        assert(query_id);
 
         if (!streq(api->awaiting_cleanup, query_id))
                 return;
         api->awaiting_cleanup[0] = 0;
+        /* Its duration runs to the confirmed cleanup (API.md 12.3). */
+        api_count_query(api, now(CLOCK_MONOTONIC) - api->running_since);
         r = admission_finish(api->admission, now(CLOCK_MONOTONIC));
         if (r < 0)
                 log_error_errno(r, "Query %s: cleanup confirmed but the controller was not running", query_id);
         api->degraded = false;
+        api_phase_changed(api);
         log_notice("Query %s: cleanup confirmed at last; the queue moves on.", query_id);
-        if (api->cleanup_hook)
-                api->cleanup_hook(query_id, api->cleanup_hook_userdata);
 }
 
 int api_new(
@@ -92,7 +143,13 @@ int api_new(
         api->admission = admission;
         api->executor = executor;
         api->history = history;
-        query_executor_set_cleanup_handler(executor, api_on_cleanup_confirmed, api);
+        r = query_streams_new(&api->query_streams);
+        if (r < 0)
+                return r;
+        r = queue_streams_new(event, config, admission, api->query_streams, &api->queue_streams);
+        if (r < 0)
+                return r;
+        query_executor_set_event_handler(executor, api_on_query_event, api);
         /* Without the thread, the sync is done on the loop. */
         r = sync_worker_new(event, &api->sync);
         if (r < 0)
@@ -101,18 +158,14 @@ int api_new(
         return 0;
 }
 
-void api_set_cleanup_confirmed_hook(Api *api, ApiCleanupConfirmedHook hook, void *userdata) {
-        assert(api);
-        api->cleanup_hook = hook;
-        api->cleanup_hook_userdata = userdata;
-}
-
 
 Api *api_free(Api *api) {
         if (!api)
                 return NULL;
         /* A sync in flight is completed (joined), its callback dropped. */
         api->sync = sync_worker_free(api->sync);
+        api->queue_streams = queue_streams_free(api->queue_streams);
+        api->query_streams = query_streams_free(api->query_streams);
         free(api->ended.message);
         free(api);
         return NULL;
@@ -122,6 +175,13 @@ void api_set_query_finished_hook(Api *api, ApiQueryFinishedHook hook, void *user
         assert(api);
         api->hook = hook;
         api->hook_userdata = userdata;
+}
+
+void api_admission_event(Api *api, const AdmissionEvent *ev) {
+        assert(ev);
+
+        if (api)
+                queue_streams_admission_event(api->queue_streams, ev);
 }
 
 void api_set_degraded(Api *api, bool degraded) {
@@ -140,71 +200,19 @@ void api_set_sandbox_state(Api *api, bool available, bool cleanup_pending) {
         api->sandbox_cleanup_pending = cleanup_pending;
 }
 
-/* Seconds as a JSON number with millisecond precision ("84.0", "12.345"). */
-static json_object *json_seconds(double seconds) {
-        char buf[64];
-        size_t n;
+/* The status object of API.md 6 as the session sees it, as text (the
+ * caller frees it); NULL when out of memory. */
+static char *api_status_json(const Api *api, const SessionKey *session, const AdmissionStatus *st) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        RenderRunningQuery rq;
+        bool running = query_streams_running(api->query_streams, session, &rq.id, &rq.step, &rq.phase);
 
-        if (!isfinite(seconds) || seconds < 0)
-                seconds = 0;
-        snprintf(buf, sizeof buf, "%.3f", round(seconds * 1000.0) / 1000.0);
-        /* Trim trailing zeros but keep one digit after the point. */
-        n = strlen(buf);
-        while (n > 2 && buf[n - 1] == '0' && buf[n - 2] != '.')
-                buf[--n] = 0;
-        return json_object_new_double_s(seconds, buf);
-}
-
-static json_object *json_time(usec_t mono) {
-        char buf[RFC3339_MS_MAX];
-
-        if (mono == USEC_INFINITY)
-                return NULL;
-        return json_object_new_string(format_rfc3339_ms(buf, monotonic_to_wallclock(mono)));
-}
-
-static json_object *ticket_to_json(const TicketView *t) {
-        json_object *o = json_object_new_object();
-
-        if (!o)
-                return NULL;
-        json_object_object_add(o, "id", json_object_new_string(t->id));
-        json_object_object_add(o, "status", json_object_new_string(ticket_status_to_string(t->status)));
-        json_object_object_add(o, "position", json_object_new_uint64(t->position));
-        json_object_object_add(o, "joined_at", json_time(t->joined));
-        json_object_object_add(o, "heartbeat_expires_at", json_time(t->heartbeat_deadline));
-        json_object_object_add(
-                o,
-                "reservation_expires_at",
-                t->status == TICKET_RESERVED ? json_time(t->reservation_deadline) : NULL);
-        return o;
-}
-
-/* The status object of API.md 6. */
-static char *status_to_json(const Api *api, const AdmissionStatus *st) {
-        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
-        uint64_t hb = api->config->queue_heartbeat_seconds;
-        char *s;
-
-        if (!o)
-                return NULL;
-        json_object_object_add(o, "state", json_object_new_string(admission_state_to_string(st->state)));
-        json_object_object_add(o, "queue_length", json_object_new_uint64(st->queue_length));
-        json_object_object_add(o, "max_length", json_object_new_uint64(st->max_length));
-        json_object_object_add(o, "ticket", st->has_ticket ? ticket_to_json(&st->ticket) : NULL);
-        json_object_object_add(
-                o,
-                "estimated_wait_seconds",
-                st->estimate_known ? json_seconds(st->estimated_wait_seconds) : NULL);
-        json_object_object_add(
-                o, "average_query_seconds", st->average_known ? json_seconds(st->average_query_seconds) : NULL);
-        json_object_object_add(
-                o, "reservation_seconds", json_object_new_uint64(api->config->queue_reservation_seconds));
-        json_object_object_add(o, "heartbeat_seconds", json_object_new_uint64(hb));
-        json_object_object_add(o, "poll_after_seconds", json_object_new_uint64(hb / 3 > 0 ? hb / 3 : 1));
-
-        s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
-        return s;
+        o = render_status(
+                st,
+                api->config->queue_reservation_seconds,
+                api->config->queue_heartbeat_seconds,
+                running ? &rq : NULL);
+        return o ? strdup(render_body(o)) : NULL;
 }
 
 /* Retry-After for busy and queue_full (API.md 2): whole seconds, at least
@@ -221,6 +229,10 @@ static void retry_after(const Api *api, const SessionKey *session, usec_t now_mo
         snprintf(buf, 32, "%" PRIu64, MAX(seconds, (uint64_t) 1));
 }
 
+/* The message of queue_full while an administrator drains admission
+ * (API.md 12.1). */
+#define API_DRAINING_MESSAGE "The queue is closed for maintenance"
+
 /* busy or queue_full with Retry-After; message NULL: the default one. */
 static HttpHandlerResult reply_with_retry_after(
         Api *api, HttpRequest *req, ApiError error, const char *message, usec_t now_mono) {
@@ -236,7 +248,7 @@ static HttpHandlerResult reply_status(Api *api, HttpRequest *req, unsigned code,
         AdmissionStatus st;
 
         admission_status(api->admission, http_request_session(req), now_mono, &st);
-        body = status_to_json(api, &st);
+        body = api_status_json(api, http_request_session(req), &st);
         if (!body)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         return http_reply(req, code, body, NULL);
@@ -259,6 +271,10 @@ static HttpHandlerResult api_handle_health(Api *api, HttpRequest *req) {
                 json_object_new_string(admission_state_to_string(admission_get_state(api->admission))));
         json_object_object_add(
                 o, "sandbox", json_object_new_string(api->sandbox_available ? "ok" : "unavailable"));
+        json_object_object_add(
+                o,
+                "admission",
+                json_object_new_string(admission_is_draining(api->admission) ? "draining" : "open"));
         return http_reply(req, 200, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN), NULL);
 }
 
@@ -276,6 +292,8 @@ static HttpHandlerResult api_handle_join(Api *api, HttpRequest *req) {
         r = admission_join(api->admission, http_request_session(req), t);
         if (r == -ENOSPC)
                 return reply_with_retry_after(api, req, API_ERROR_QUEUE_FULL, NULL, t);
+        if (r == -ESHUTDOWN)
+                return reply_with_retry_after(api, req, API_ERROR_QUEUE_FULL, API_DRAINING_MESSAGE, t);
         if (r < 0) {
                 log_error_errno(r, "Failed to join the queue");
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
@@ -334,11 +352,9 @@ static void api_record_outcome(Api *api, const QueryOutcome *o, usec_t duration,
         /* Files left in /out are kept, also for a failed query (API.md 8.3),
          * streamed from the files the pipeline collected. */
         for (size_t i = 0; i < o->n_artifacts; i++) {
-                const QueryArtifact *a = &o->artifacts[i];
                 char id[HISTORY_ARTIFACT_ID_MAX];
 
-                r = history_add_artifact(
-                        api->history, o->query_id, a->name, a->media_type, a->sha256, a->fd, a->size, id);
+                r = history_add_artifact(api->history, o->query_id, &o->artifacts[i], id);
                 if (r < 0)
                         log_warning_errno(r, "Query %s: an artifact could not be kept", o->query_id);
         }
@@ -349,6 +365,30 @@ static void api_record_outcome(Api *api, const QueryOutcome *o, usec_t duration,
                 log_warning("Query %s ended, but its record is gone.", o->query_id);
         else if (r < 0)
                 log_error_errno(r, "Failed to record the outcome of query %s", o->query_id);
+}
+
+/* The record as GET /history/{id} returns it, as text (the caller frees
+ * it); NULL when it cannot be read. */
+static char *api_record_json(Api *api, const char *id, const SessionKey *session) {
+        _cleanup_(history_record_freep) HistoryRecord *record = NULL;
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        int r;
+
+        r = history_get_record(api->history, id, session, &record);
+        if (r < 0) {
+                log_error_errno(r, "Query %s: its record cannot be read", id);
+                return NULL;
+        }
+        o = render_history_record(record);
+        return o ? strdup(render_body(o)) : NULL;
+}
+
+/* The query's streams get its record and end (API.md 11.2). */
+static void api_finish_streams(Api *api, const char *id) {
+        _cleanup_free_ char *record = api_record_json(api, id, &api->running_session);
+
+        query_streams_finish(api->query_streams, id, record);
+        api_phase_changed(api);
 }
 
 /* The record of the query that ended is durable (or could not be made
@@ -370,6 +410,7 @@ static void api_on_record_durable(int error, void *userdata) {
                 log_error_errno(error, "Query %s: its record could not be made durable", id);
 
         if (api->ended.cleanup_confirmed) {
+                api_count_query(api, duration);
                 r = admission_finish(api->admission, api->ended.ended);
                 if (r < 0)
                         log_error_errno(r, "Query %s ended but the controller was not running", id);
@@ -402,6 +443,7 @@ static void api_on_record_durable(int error, void *userdata) {
         if (api->hook)
                 api->hook(id, status, duration, api->ended.cleanup_confirmed, api->hook_userdata);
 
+        api_finish_streams(api, id);
         if (!req)
                 return;
         if (succeeded) {
@@ -455,7 +497,30 @@ bool api_is_completing(const Api *api) {
         return api && api->ended.active;
 }
 
+/* The session's record id in *ret; false when there is none to give, and
+ * then the request is answered (query_not_found, also for another
+ * session's record, or internal_error). */
+static bool api_find_record(Api *api, HttpRequest *req, const char *id, HistoryRecord **ret) {
+        int r;
+
+        r = history_get_record(api->history, id, http_request_session(req), ret);
+        if (r == -ENOENT)
+                http_reply_error(req, API_ERROR_QUERY_NOT_FOUND, NULL, NULL);
+        else if (r < 0)
+                http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        return r >= 0;
+}
+
+/* Whether the client asks for the query stream (API.md 11.2): an Accept
+ * that names text/event-stream. */
+static bool api_wants_stream(HttpRequest *req) {
+        const char *accept = http_request_header(req, "Accept");
+
+        return accept && strcasestr(accept, "text/event-stream");
+}
+
 static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
+        bool stream = api_wants_stream(req);
         _cleanup_free_ char *message = NULL;
         _cleanup_(query_body_done) QueryBody q = { 0 };
         usec_t t = now(CLOCK_MONOTONIC);
@@ -469,6 +534,9 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
         body = http_request_body(req, &size);
         if (request_parse_query(http_request_content_type(req), body, size, &q, &message) < 0)
                 return http_reply_error(req, API_ERROR_INVALID_INPUT, message, NULL);
+        /* A stream refused is refused before admission (API.md 11.2). */
+        if (stream && !http_stream_allowed(req))
+                return http_reply_error(req, API_ERROR_RATE_LIMITED, NULL, NULL);
 
         r = random_id("qr_", job.id, sizeof job.id);
         if (r < 0)
@@ -484,8 +552,13 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
                 return reply_with_retry_after(api, req, API_ERROR_BUSY, NULL, t);
         if (r == -ENOSPC)
                 return reply_with_retry_after(api, req, API_ERROR_QUEUE_FULL, NULL, t);
+        if (r == -ESHUTDOWN)
+                return reply_with_retry_after(api, req, API_ERROR_QUEUE_FULL, API_DRAINING_MESSAGE, t);
         if (r < 0)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        /* The ticket's wait ends with the claim; the pipeline counts the
+         * other phases as each ends (API.md 12.3). */
+        metrics_count_query_phase("queue", queued);
 
         job.session = *http_request_session(req);
         job.question = q.question;
@@ -501,8 +574,12 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
         }
 
         memcpy(api->running_query_id, job.id, sizeof job.id);
+        api->running_session = job.session;
         api->running_since = t;
         api->running_queued = queued;
+        r = query_streams_begin(api->query_streams, job.id, &job.session, created);
+        if (r < 0)
+                log_warning_errno(r, "Query %s: no event log, so no stream", job.id);
 
         r = query_executor_start(api->executor, &job, api_on_query_done, api);
         if (r < 0) {
@@ -515,6 +592,8 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
 
                 log_error_errno(r, "Failed to start query %s", job.id);
                 api_record_outcome(api, &failed, now(CLOCK_MONOTONIC) - t, /* durable= */ true);
+                query_streams_finish(api->query_streams, job.id, NULL);
+                metrics_count_query(false, api_error_to_string(failed.error), now(CLOCK_MONOTONIC) - t);
                 (void) admission_finish(api->admission, now(CLOCK_MONOTONIC));
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, h);
         }
@@ -528,9 +607,69 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
                 log_fields(LOG_INFO, fields, "Query %s started.", job.id);
         }
 
+        if (stream) {
+                const char *h[] = { "Wikiweb-Query-Id", job.id, NULL };
+
+                /* The answer is the stream; the query's end is its record. */
+                r = query_streams_attach(api->query_streams, req, job.id, 0, h);
+                if (r >= 0)
+                        return HTTP_HANDLED;
+                log_warning_errno(r, "Query %s: no stream for it; answering when it ends", job.id);
+        }
         api->running_request = req;
         http_request_suspend(req);
         return HTTP_SUSPENDED;
+}
+
+static void api_on_replay_closed(HttpStream *s, HttpStreamEnd why, void *userdata) {
+}
+
+/* GET /history/{id}/events (API.md 11.3): the running query's stream from
+ * Last-Event-ID on, or for a finished query its `query` and `record`. */
+static HttpHandlerResult api_handle_history_events(Api *api, HttpRequest *req, const char *id) {
+        _cleanup_(history_record_freep) HistoryRecord *record = NULL;
+        _cleanup_(json_object_putp) json_object *o = NULL, *q = NULL;
+        const char *last = http_request_header(req, "Last-Event-ID"), *created;
+        uint64_t last_id = 0;
+        HttpStream *s;
+        int r;
+
+        if (!api_find_record(api, req, id, &record))
+                return HTTP_HANDLED;
+        if (!http_stream_allowed(req))
+                return http_reply_error(req, API_ERROR_RATE_LIMITED, NULL, NULL);
+        /* An id that is not ours (not a number) replays everything. */
+        if (last && parse_uint64_range(last, 0, UINT64_MAX, &last_id) < 0)
+                last_id = 0;
+
+        r = query_streams_attach(api->query_streams, req, id, last_id, NULL);
+        if (r >= 0)
+                return HTTP_HANDLED;
+        if (r == -EMFILE)
+                return http_reply_error(req, API_ERROR_RATE_LIMITED, NULL, NULL);
+        if (r != -ENOENT)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+
+        /* Not running (any more): the record says it all. A record still
+         * "running" without a log (its outcome is being written) ends the
+         * same way; the client asks again. */
+        o = render_history_record(record);
+        q = json_object_new_object();
+        created = o ? json_object_get_string(json_object_object_get(o, "created_at")) : NULL;
+        if (!o || !q || json_add(q, "id", json_string(id)) < 0 ||
+            json_add(q, "created_at", json_string(created)) < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        r = http_stream_open(req, 0, NULL, api_on_replay_closed, NULL, &s);
+        if (r == -EMFILE)
+                return http_reply_error(req, API_ERROR_RATE_LIMITED, NULL, NULL);
+        if (r < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        if (last_id < 1)
+                (void) http_stream_send(s, 1, "query", render_body(q));
+        if (last_id < 2)
+                (void) http_stream_send(s, 2, "record", render_body(o));
+        http_stream_end(s);
+        return HTTP_HANDLED;
 }
 
 /* 200 with o as its body, taking o; NULL (out of memory): a 500. */
@@ -560,13 +699,9 @@ static HttpHandlerResult api_handle_history_list(Api *api, HttpRequest *req) {
 
 static HttpHandlerResult api_handle_history_get(Api *api, HttpRequest *req, const char *id) {
         _cleanup_(history_record_freep) HistoryRecord *record = NULL;
-        int r;
 
-        r = history_get_record(api->history, id, http_request_session(req), &record);
-        if (r == -ENOENT)
-                return http_reply_error(req, API_ERROR_QUERY_NOT_FOUND, NULL, NULL);
-        if (r < 0)
-                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        if (!api_find_record(api, req, id, &record))
+                return HTTP_HANDLED;
         return reply_json_object(req, render_history_record(record));
 }
 
@@ -665,6 +800,8 @@ HttpHandlerResult api_handle(HttpRequest *req, void *userdata) {
                 return reply_status(api, req, 200, now(CLOCK_MONOTONIC));
         case ROUTE_QUEUE_TICKET:
                 return api_handle_leave(api, req);
+        case ROUTE_QUEUE_EVENTS:
+                return queue_streams_open(api->queue_streams, req);
         case ROUTE_QUERY:
                 return api_handle_query(api, req);
         case ROUTE_HISTORY:
@@ -673,6 +810,8 @@ HttpHandlerResult api_handle(HttpRequest *req, void *userdata) {
                 if (http_request_method(req) == HTTP_METHOD_DELETE)
                         return api_handle_history_delete(api, req, m->id);
                 return api_handle_history_get(api, req, m->id);
+        case ROUTE_HISTORY_EVENTS:
+                return api_handle_history_events(api, req, m->id);
         case ROUTE_ARTIFACT:
                 return api_handle_artifact(api, req, m->id);
         default:

@@ -34,13 +34,22 @@ int api_new(
 Api *api_free(Api *api);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Api *, api_free);
 void api_set_query_finished_hook(Api *api, ApiQueryFinishedHook hook, void *userdata);
+/* The running query's phase changed (API.md 11.4, RunningQueryPhase on
+ * D-Bus): "model", "wiki", "sandbox", "cleanup", or "" when none runs. */
+typedef void (*ApiPhaseHook)(const char *phase, void *userdata);
+void api_set_phase_hook(Api *api, ApiPhaseHook hook, void *userdata);
+
+/* Every event of the admission machine, for the queue streams (API.md
+ * 11.1); called from the machine's handler, so it only takes note. api may
+ * be NULL (not made yet). */
+void api_admission_event(Api *api, const AdmissionEvent *ev);
 void api_set_degraded(Api *api, bool degraded);
 
-/* Called when the cleanup of a query that ended unconfirmed is confirmed
- * after all: the slot has just been freed (admission_finish()), and health
- * is ok again unless something else keeps it degraded. */
-typedef void (*ApiCleanupConfirmedHook)(const char *query_id, void *userdata);
-void api_set_cleanup_confirmed_hook(Api *api, ApiCleanupConfirmedHook hook, void *userdata);
+/* The cleanup of query_id is confirmed (the Sandbox's announcement). If
+ * that query ended unconfirmed, its slot is freed now (admission_finish())
+ * and health is ok again unless something else keeps it degraded; any
+ * other id is ignored. */
+void api_cleanup_confirmed(Api *api, const char *query_id);
 
 bool api_is_degraded(const Api *api);
 /* Whether a query has ended but its record is still being made durable:

@@ -7,27 +7,23 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 
+#include "http/httpd-internal.h"
 #include "http/httpd.h"
+#include "http/mhd-util.h"
 #include "http/pool.h"
+#include "http/stream.h"
+#include "http/www.h"
+#include "metrics/metrics.h"
 #include "shared/json-util.h"
 #include "shared/list.h"
 #include "shared/log.h"
 #include "shared/macro.h"
+#include "shared/fault.h"
 #include "shared/parse-util.h"
 #include "shared/sanitize.h"
 #include "shared/time-util.h"
 
 typedef struct HttpConnection HttpConnection;
-
-/* A test-only fault switch (WIKI_WEB_TEST_HTTP_OOM, honoured only with
- * WIKI_WEB_TEST_FAULTS=1) that makes allocations on the reply path fail,
- * so that the out-of-memory answers can be provoked for real. */
-typedef enum HttpTestOom {
-        HTTP_TEST_OOM_NONE,
-        HTTP_TEST_OOM_REPLY,   /* "reply": every response body; the static 500 still works */
-        HTTP_TEST_OOM_ALL,     /* "all": the static 500 too: the connection is closed */
-        HTTP_TEST_OOM_REQUEST, /* "request": the request object itself */
-} HttpTestOom;
 
 struct HttpServer {
         sd_event *event;
@@ -55,11 +51,17 @@ struct HttpServer {
          * answered: MHD_stop_daemon() aborts on a suspended connection. */
         HttpRequest *suspended_head;
 
+        /* The event streams (stream.c): their keep-alive timer and limits. */
+        HttpStreamHub *streams;
+
         /* Rate-limited warnings about refused connections. */
         usec_t limit_warned_at;
         unsigned limit_suppressed;
 
-        HttpTestOom test_oom; /* WIKI_WEB_TEST_HTTP_OOM, with WIKI_WEB_TEST_FAULTS=1 only */
+        /* A test-only fault switch (shared/fault.h) that makes allocations
+         * on the reply path fail, so that the out-of-memory answers can be
+         * provoked for real. */
+        FaultHttpOom test_oom;
 };
 
 /* One client connection (MHD's socket context). From accept, and again
@@ -87,6 +89,7 @@ struct HttpRequest {
         HttpMethod method;
         RouteMatch route;
         bool is_api;
+        bool page; /* a file of the web page (API.md 13), which a browser may keep and revalidate */
         OriginVerdict origin;
         char *origin_value; /* copy, for Access-Control-Allow-Origin */
 
@@ -108,6 +111,8 @@ struct HttpRequest {
         HttpRequest *suspended_prev, *suspended_next; /* in the server's list while suspended */
         struct MHD_Response *pending;                 /* completed while suspended */
         unsigned pending_status;
+
+        HttpStream *stream; /* the response is an event stream (stream.h) */
 };
 
 /* Request bodies are accumulated up to the configured limit; past it we
@@ -127,6 +132,8 @@ static void request_free(HttpRequest *req) {
         if (!req)
                 return;
         http_request_unlink_suspended(req);
+        /* The stream learns that its connection is done with it. */
+        http_stream_detach(TAKE_PTR(req->stream));
         if (req->pending)
                 MHD_destroy_response(req->pending);
         free(req->origin_value);
@@ -166,6 +173,37 @@ const char *http_request_argument(const HttpRequest *req, const char *name) {
         return MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, name);
 }
 
+const char *http_request_header(const HttpRequest *req, const char *name) {
+        return MHD_lookup_connection_value(req->connection, MHD_HEADER_KIND, name);
+}
+
+sd_event *http_server_event(const HttpServer *s) {
+        return s->event;
+}
+
+HttpStreamHub *http_server_stream_hub(const HttpServer *s) {
+        return s->streams;
+}
+
+struct MHD_Connection *http_request_connection(const HttpRequest *req) {
+        return req->connection;
+}
+
+HttpServer *http_request_server(const HttpRequest *req) {
+        return req->server;
+}
+
+int http_request_fd(const HttpRequest *req) {
+        const union MHD_ConnectionInfo *info = MHD_get_connection_info(
+                req->connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+        return info ? info->connect_fd : -EBADF;
+}
+
+void http_request_set_stream(HttpRequest *req, HttpStream *s) {
+        req->stream = s;
+}
+
 static int add_header(struct MHD_Response *r, const char *name, const char *value) {
         return MHD_add_response_header(r, name, value) == MHD_YES ? 0 : -ENOMEM;
 }
@@ -175,7 +213,7 @@ static int add_common_headers(HttpRequest *req, struct MHD_Response *r) {
         const Config *c = req->server->config;
         int k = 0;
 
-        k |= add_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+        k |= add_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, req->page ? "no-cache" : "no-store");
         k |= add_header(r, "X-Content-Type-Options", "nosniff");
         if (req->bare)
                 /* A request refused for its framing or size: nothing in it
@@ -210,7 +248,7 @@ static int add_common_headers(HttpRequest *req, struct MHD_Response *r) {
 
 /* Wake MHD from the loop: it picks up a resumed connection only when it
  * runs, and nothing on its sockets may wake it. */
-static void http_server_wake(HttpServer *s) {
+void http_server_wake(HttpServer *s) {
         (void) sd_event_source_set_enabled(s->wake_source, SD_EVENT_ONESHOT);
 }
 
@@ -255,6 +293,10 @@ static HttpHandlerResult queue_or_store(HttpRequest *req, struct MHD_Response *r
                         head,
                         req->response_head_reserved);
 
+        /* Counted as it is made: one response per request, whether queued
+         * now or stored until MHD takes it. */
+        metrics_count_http_request(status);
+
         if (req->suspended) {
                 /* MHD only takes a response from inside the access handler:
                  * keep it and resume; the handler queues it on the next call. */
@@ -289,7 +331,7 @@ static const char http_oom_body[] = "{\"error\":{\"code\":\"internal_error\",\"m
 static struct MHD_Response *http_response_oom(const HttpServer *s) {
         struct MHD_Response *r;
 
-        if (s->test_oom == HTTP_TEST_OOM_ALL)
+        if (s->test_oom == FAULT_HTTP_OOM_ALL)
                 return NULL;
         r = MHD_create_response_from_buffer(
                 sizeof(http_oom_body) - 1, (void *) http_oom_body, MHD_RESPMEM_PERSISTENT);
@@ -333,7 +375,7 @@ HttpHandlerResult http_reply_bytes(
 
         assert(req);
 
-        r = req->server->test_oom != HTTP_TEST_OOM_NONE ?
+        r = req->server->test_oom != FAULT_HTTP_OOM_NONE ?
                 NULL :
                 MHD_create_response_from_buffer(size, (void *) (size > 0 ? data : ""), MHD_RESPMEM_MUST_COPY);
         if (!r)
@@ -351,6 +393,24 @@ HttpHandlerResult http_reply_bytes(
                         return http_reply_oom(req);
                 }
         return queue_or_store(req, r, status);
+}
+
+int http_request_queue_response(
+        HttpRequest *req, struct MHD_Response *r, unsigned status, const char *const *extra_headers) {
+        assert(req);
+        assert(r);
+
+        if (add_common_headers(req, r) < 0) {
+                MHD_destroy_response(r);
+                return -ENOMEM;
+        }
+        for (const char *const *h = extra_headers; h && h[0] && h[1]; h += 2)
+                if (add_header(r, h[0], h[1]) < 0) {
+                        MHD_destroy_response(r);
+                        return -ENOMEM;
+                }
+        (void) queue_or_store(req, r, status);
+        return 0;
 }
 
 HttpHandlerResult http_reply(
@@ -572,6 +632,42 @@ static bool request_refuse_framing(HttpRequest *req, const char *method, const c
         return true;
 }
 
+/* A file of the web page (API.md 13), or 404 as any unknown path when
+ * there is none or WIKI_WEB_UI=false. Outside /api/v1: no session, no
+ * origin policy (the page is only read; what it then calls is the API).
+ * "no-cache" with a strong ETag: the browser keeps the file and asks each
+ * time whether it is still current, and a new build answers with the new
+ * bytes, never stale ones. */
+static void request_serve_page(HttpRequest *req, const char *url) {
+        const WwwFile *f = req->server->config->web_ui ? www_lookup(url) : NULL;
+        const char *h[] = {
+                MHD_HTTP_HEADER_ETAG,
+                NULL,
+                "Content-Security-Policy",
+                WWW_CONTENT_SECURITY_POLICY,
+                "Referrer-Policy",
+                "no-referrer",
+                NULL,
+        };
+
+        if (!f) {
+                http_reply_error(req, API_ERROR_NOT_FOUND, NULL, NULL);
+                return;
+        }
+        if (req->method != HTTP_METHOD_GET && req->method != HTTP_METHOD_HEAD) {
+                const char *allow[] = { MHD_HTTP_HEADER_ALLOW, "GET, HEAD", NULL };
+                http_reply_error(req, API_ERROR_METHOD_NOT_ALLOWED, NULL, allow);
+                return;
+        }
+
+        req->page = true;
+        h[1] = f->etag;
+        if (www_etag_matches(header(req->connection, MHD_HTTP_HEADER_IF_NONE_MATCH), f->etag))
+                http_reply_bytes(req, 304, NULL, NULL, 0, h);
+        else
+                http_reply_bytes(req, 200, f->media_type, f->data, f->size, h);
+}
+
 typedef struct CookieScan {
         char *token;
         int found; /* 1: a well-formed session cookie, 0: a malformed one, -ENOENT: none yet */
@@ -604,7 +700,7 @@ static bool request_begin(HttpRequest *req, const char *url, const char *method,
         req->is_api = router_path_is_api(url);
 
         if (!req->is_api) {
-                http_reply_error(req, API_ERROR_NOT_FOUND, NULL, NULL);
+                request_serve_page(req, url);
                 return true;
         }
 
@@ -798,6 +894,7 @@ static void http_server_on_connection_notify(
                         connection, MHD_CONNECTION_INFO_CONNECTION_FD);
 
                 s->n_connections++;
+                metrics_http_connections_add(1);
                 hc = calloc(1, sizeof *hc);
                 if (!hc) {
                         log_oom();
@@ -813,6 +910,7 @@ static void http_server_on_connection_notify(
 
         /* MHD_CONNECTION_NOTIFY_CLOSED */
         s->n_connections--;
+        metrics_http_connections_add(-1);
         s->closed_in_run = true;
         if (hc) {
                 bool was_head = s->waiting_head == hc;
@@ -970,6 +1068,7 @@ static enum MHD_Result http_server_on_request(
                 r = http_response_oom(s);
                 if (!r)
                         return MHD_NO;
+                metrics_count_http_request(500);
                 k = MHD_queue_response(connection, 500, r);
                 MHD_destroy_response(r);
                 return k;
@@ -998,7 +1097,7 @@ static void *http_server_on_uri_log(void *cls, const char *uri, struct MHD_Conne
         HttpRequest *req;
         bool bad = false;
 
-        if (s->test_oom == HTTP_TEST_OOM_REQUEST)
+        if (s->test_oom == FAULT_HTTP_OOM_REQUEST)
                 return NULL;
         req = calloc(1, sizeof *req);
         if (!req)
@@ -1058,28 +1157,13 @@ _printf_(2, 0) static void http_server_on_mhd_log(void *arg, const char *fmt, va
         log_debug("microhttpd: %s", buf);
 }
 
-static int arm_timer(HttpServer *s) {
-        MHD_UNSIGNED_LONG_LONG timeout_ms;
-        int r;
-
-        if (MHD_get_timeout(s->daemon, &timeout_ms) != MHD_YES)
-                return sd_event_source_set_enabled(s->timer_source, SD_EVENT_OFF);
-
-        /* MHD_get_timeout() is relative, in milliseconds. */
-        r = sd_event_source_set_time(
-                s->timer_source, usec_add(now(CLOCK_MONOTONIC), (usec_t) timeout_ms * USEC_PER_MSEC));
-        if (r < 0)
-                return r;
-        return sd_event_source_set_enabled(s->timer_source, SD_EVENT_ONESHOT);
-}
-
 static int run_mhd(HttpServer *s) {
         int r;
 
         s->closed_in_run = false;
         if (MHD_run(s->daemon) != MHD_YES)
                 log_warning("MHD_run() failed.");
-        r = arm_timer(s);
+        r = mhd_arm_timer(s->daemon, s->timer_source);
         if (r < 0)
                 log_warning_errno(r, "Failed to arm the HTTP timer");
 
@@ -1119,25 +1203,6 @@ static int http_server_on_wake(sd_event_source *es, void *userdata) {
         return run_mhd(s);
 }
 
-static HttpTestOom http_test_oom_from_environment(void) {
-        const char *f = getenv("WIKI_WEB_TEST_FAULTS"), *v = getenv("WIKI_WEB_TEST_HTTP_OOM");
-        HttpTestOom t = HTTP_TEST_OOM_NONE;
-
-        if (!f || !streq(f, "1") || !v)
-                return HTTP_TEST_OOM_NONE;
-        if (streq(v, "reply"))
-                t = HTTP_TEST_OOM_REPLY;
-        else if (streq(v, "all"))
-                t = HTTP_TEST_OOM_ALL;
-        else if (streq(v, "request"))
-                t = HTTP_TEST_OOM_REQUEST;
-        else
-                log_warning("WIKI_WEB_TEST_HTTP_OOM=%s: expected reply, all or request; ignored.", v);
-        if (t != HTTP_TEST_OOM_NONE)
-                log_warning("HTTP: test fault WIKI_WEB_TEST_HTTP_OOM=%s is on.", v);
-        return t;
-}
-
 unsigned http_connection_limit(const Config *config) {
         struct rlimit rl;
         uint64_t limit = HTTP_FD_RESERVE * 2;
@@ -1162,7 +1227,6 @@ int http_server_new(
         HttpServer **ret) {
         _cleanup_close_ int fd = listen_fd;
         _cleanup_(http_server_freep) HttpServer *s = NULL;
-        const union MHD_DaemonInfo *info;
         int r;
 
         assert(event);
@@ -1178,7 +1242,7 @@ int http_server_new(
         s->handler = handler;
         s->userdata = userdata;
 
-        s->test_oom = http_test_oom_from_environment();
+        s->test_oom = fault_http_oom();
         s->connection_limit = http_connection_limit(config);
         log_info(
                 "HTTP: at most %u connections, %" PRIu64 " per client address (0: no limit).",
@@ -1230,18 +1294,19 @@ int http_server_new(
                 return -EINVAL;
         fd = -1; /* MHD owns it now */
 
-        info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_EPOLL_FD);
-        if (!info)
-                return -EINVAL;
-        r = sd_event_add_io(event, &s->io_source, info->epoll_fd, EPOLLIN, http_server_on_io, s);
-        if (r < 0)
-                return r;
-        (void) sd_event_source_set_description(s->io_source, "http-io");
-        r = sd_event_add_time(
-                event, &s->timer_source, CLOCK_MONOTONIC, USEC_INFINITY, 0, http_server_on_timer, s);
-        if (r < 0)
-                return r;
-        (void) sd_event_source_set_description(s->timer_source, "http-timer");
+        {
+                MhdEventSources sources = { 0 };
+
+                r = mhd_attach_event(
+                        event,
+                        s->daemon,
+                        &(const MhdEventHandlers){ http_server_on_io, http_server_on_timer, s, "http" },
+                        &sources);
+                s->io_source = sources.io;
+                s->timer_source = sources.timer;
+                if (r < 0)
+                        return r;
+        }
         r = sd_event_add_defer(event, &s->wake_source, http_server_on_wake, s);
         if (r < 0)
                 return r;
@@ -1253,6 +1318,9 @@ int http_server_new(
                 return r;
         (void) sd_event_source_set_enabled(s->deadline_source, SD_EVENT_OFF);
         (void) sd_event_source_set_description(s->deadline_source, "http-request-deadline");
+        r = http_stream_hub_new(s, &s->streams);
+        if (r < 0)
+                return r;
 
         /* Requests first: a status poll that arrives while the pipeline's
          * or curl's sources are pending too is served before them (sd-event
@@ -1280,6 +1348,7 @@ void http_server_quiesce(HttpServer *s) {
         fd = MHD_quiesce_daemon(s->daemon);
         if (fd != MHD_INVALID_SOCKET)
                 (void) close(fd);
+        http_stream_hub_quiesce(s->streams);
 }
 
 HttpServer *http_server_free(HttpServer *s) {
@@ -1295,8 +1364,12 @@ HttpServer *http_server_free(HttpServer *s) {
                 req->failed = true;
                 http_request_resume(req);
         }
+        /* The same for event streams; their owners hear of it as MHD closes
+         * each connection (HTTP_STREAM_STOPPED). */
+        http_stream_hub_abort(s->streams);
         if (s->daemon)
                 MHD_stop_daemon(s->daemon);
+        s->streams = http_stream_hub_free(s->streams);
         s->io_source = sd_event_source_disable_unref(s->io_source);
         s->timer_source = sd_event_source_disable_unref(s->timer_source);
         s->wake_source = sd_event_source_disable_unref(s->wake_source);

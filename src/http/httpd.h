@@ -99,6 +99,8 @@ const char *http_request_content_type(const HttpRequest *req);
 const uint8_t *http_request_body(const HttpRequest *req, size_t *ret_size);
 /* A query-string argument, NULL if absent. */
 const char *http_request_argument(const HttpRequest *req, const char *name);
+/* A request header field's value (the first of that name), NULL if absent. */
+const char *http_request_header(const HttpRequest *req, const char *name);
 
 /* Build and queue a response. body is a JSON text (copied); NULL for an
  * empty body (e.g. 204). Extra headers: NULL-terminated name/value pairs.

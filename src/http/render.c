@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <assert.h>
 #include <json-c/json.h>
+#include <math.h>
 
 #include "http/render.h"
 #include "shared/json-util.h"
@@ -157,4 +158,91 @@ json_object *render_history_page(const HistoryPage *p) {
 
 const char *render_body(json_object *o) {
         return json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+}
+
+/* --- The status object of API.md 6 ------------------------------------------ */
+
+/* Seconds as a JSON number with millisecond precision ("84.0", "12.345"). */
+static json_object *json_seconds(double seconds) {
+        char buf[64];
+        size_t n;
+
+        if (!isfinite(seconds) || seconds < 0)
+                seconds = 0;
+        snprintf(buf, sizeof buf, "%.3f", round(seconds * 1000.0) / 1000.0);
+        /* Trim trailing zeros but keep one digit after the point. */
+        n = strlen(buf);
+        while (n > 2 && buf[n - 1] == '0' && buf[n - 2] != '.')
+                buf[--n] = 0;
+        return json_object_new_double_s(seconds, buf);
+}
+
+static json_object *json_time(usec_t mono) {
+        char buf[RFC3339_MS_MAX];
+
+        if (mono == USEC_INFINITY)
+                return NULL;
+        return json_object_new_string(format_rfc3339_ms(buf, monotonic_to_wallclock(mono)));
+}
+
+static json_object *ticket_to_json(const TicketView *t) {
+        json_object *o = json_object_new_object();
+
+        if (!o)
+                return NULL;
+        json_object_object_add(o, "id", json_object_new_string(t->id));
+        json_object_object_add(o, "status", json_object_new_string(ticket_status_to_string(t->status)));
+        json_object_object_add(o, "position", json_object_new_uint64(t->position));
+        json_object_object_add(o, "joined_at", json_time(t->joined));
+        json_object_object_add(o, "heartbeat_expires_at", json_time(t->heartbeat_deadline));
+        json_object_object_add(
+                o,
+                "reservation_expires_at",
+                t->status == TICKET_RESERVED ? json_time(t->reservation_deadline) : NULL);
+        return o;
+}
+
+static json_object *render_running_query(const RenderRunningQuery *rq) {
+        json_object *o = json_object_new_object();
+
+        if (o &&
+            (json_add(o, "id", json_string(rq->id)) < 0 ||
+             json_add(o, "step", json_object_new_int64(rq->step)) < 0 ||
+             json_add(o, "phase", json_string(rq->phase)) < 0)) {
+                json_object_put(o);
+                return NULL;
+        }
+        return o;
+}
+
+json_object *render_status(
+        const AdmissionStatus *st,
+        uint64_t reservation_seconds,
+        uint64_t heartbeat_seconds,
+        const RenderRunningQuery *running) {
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+        uint64_t hb = heartbeat_seconds;
+
+        assert(st);
+
+        if (!o)
+                return NULL;
+        json_object_object_add(o, "state", json_object_new_string(admission_state_to_string(st->state)));
+        json_object_object_add(o, "queue_length", json_object_new_uint64(st->queue_length));
+        json_object_object_add(o, "max_length", json_object_new_uint64(st->max_length));
+        json_object_object_add(o, "ticket", st->has_ticket ? ticket_to_json(&st->ticket) : NULL);
+        json_object_object_add(
+                o,
+                "estimated_wait_seconds",
+                st->estimate_known ? json_seconds(st->estimated_wait_seconds) : NULL);
+        json_object_object_add(
+                o, "average_query_seconds", st->average_known ? json_seconds(st->average_query_seconds) : NULL);
+        json_object_object_add(o, "reservation_seconds", json_object_new_uint64(reservation_seconds));
+        json_object_object_add(o, "heartbeat_seconds", json_object_new_uint64(hb));
+        json_object_object_add(o, "poll_after_seconds", json_object_new_uint64(hb / 3 > 0 ? hb / 3 : 1));
+        if (!running)
+                json_object_object_add(o, "running_query", NULL);
+        else if (json_add(o, "running_query", render_running_query(running)) < 0)
+                return NULL;
+        return TAKE_PTR(o);
 }

@@ -3,12 +3,13 @@
 
 #include <json-c/json.h>
 
+#include "admission/admission.h"
 #include "store/history.h"
 
-/* The JSON of API.md 9 from the store's structs: the store returns plain
- * records (store/history.h), the API edge renders them. The field order is
- * the contract's and the bytes are the ones the responses always carried
- * (tests/unit/test-render.c pins them).
+/* The JSON of API.md 6 and 9 from the structs of the admission machine and
+ * the store: they return plain structs (store/history.h), the API edge
+ * renders them. The field order is the contract's and the bytes are the
+ * ones the responses always carried (tests/unit/test-render.c pins them).
  *
  * Each returns a new object (the caller puts it), NULL when out of memory. */
 
@@ -19,6 +20,21 @@ json_object *render_history_record(const HistoryRecord *r);
 
 /* A listing page: {"items": [...], "next_cursor": "..." or null}. */
 json_object *render_history_page(const HistoryPage *p);
+
+/* The session's own running query in the status object (API.md 11.4). */
+typedef struct RenderRunningQuery {
+        const char *id;
+        unsigned step;
+        const char *phase;
+} RenderRunningQuery;
+
+/* The status object of API.md 6 as one session sees it (st), with the
+ * queue's settings, and running_query (11.4; NULL: null). */
+json_object *render_status(
+        const AdmissionStatus *st,
+        uint64_t reservation_seconds,
+        uint64_t heartbeat_seconds,
+        const RenderRunningQuery *running);
 
 /* The body of a response carrying o (owned by o: valid until it is put). */
 const char *render_body(json_object *o);

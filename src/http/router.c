@@ -30,31 +30,45 @@ static const struct {
         const char *name;
         const char *path;      /* exact path, or the prefix before {id} */
         const char *id_prefix; /* NULL: no {id} segment */
+        const char *suffix;    /* what follows the {id}; NULL: nothing */
         unsigned methods;
         const char *allow;
 } route_table[_ROUTE_MAX] = {
-        [ROUTE_HEALTH] = { "health", "/api/v1/health", NULL, M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD), "GET, HEAD" },
-        [ROUTE_QUEUE_JOIN] = { "queue-join", "/api/v1/queue/join", NULL, M(HTTP_METHOD_POST), "POST" },
+        [ROUTE_HEALTH] = { "health",
+                           "/api/v1/health",
+                           NULL,
+                           NULL,
+                           M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD),
+                           "GET, HEAD" },
+        [ROUTE_QUEUE_JOIN] = { "queue-join", "/api/v1/queue/join", NULL, NULL, M(HTTP_METHOD_POST), "POST" },
         [ROUTE_QUEUE_STATUS] = { "queue-status",
                                  "/api/v1/queue/status",
                                  NULL,
+                                 NULL,
                                  M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD),
                                  "GET, HEAD" },
-        [ROUTE_QUEUE_TICKET] = { "queue-ticket", "/api/v1/queue/ticket", NULL, M(HTTP_METHOD_DELETE), "DELETE" },
-        [ROUTE_QUERY] = { "query", "/api/v1/query", NULL, M(HTTP_METHOD_POST), "POST" },
+        [ROUTE_QUEUE_TICKET] = { "queue-ticket", "/api/v1/queue/ticket", NULL, NULL, M(HTTP_METHOD_DELETE), "DELETE" },
+        /* Event streams (API.md 11): GET only, a HEAD would be a stream
+         * without a body. */
+        [ROUTE_QUEUE_EVENTS] = { "queue-events", "/api/v1/queue/events", NULL, NULL, M(HTTP_METHOD_GET), "GET" },
+        [ROUTE_QUERY] = { "query", "/api/v1/query", NULL, NULL, M(HTTP_METHOD_POST), "POST" },
         [ROUTE_HISTORY] = { "history",
                             "/api/v1/history",
+                            NULL,
                             NULL,
                             M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD),
                             "GET, HEAD" },
         [ROUTE_HISTORY_ITEM] = { "history-item",
                                  "/api/v1/history/",
                                  "qr_",
+                                 NULL,
                                  M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD) | M(HTTP_METHOD_DELETE),
                                  "GET, HEAD, DELETE" },
+        [ROUTE_HISTORY_EVENTS] = { "history-events", "/api/v1/history/", "qr_", "/events", M(HTTP_METHOD_GET), "GET" },
         [ROUTE_ARTIFACT] = { "artifact",
                              "/api/v1/artifacts/",
                              "af_",
+                             NULL,
                              M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD),
                              "GET, HEAD" },
 };
@@ -65,8 +79,9 @@ const char *route_to_string(Route r) {
         return route_table[r].name;
 }
 
-/* prefix + exactly 32 lowercase hex digits, nothing after. */
-static bool id_is_valid(const char *s, const char *prefix) {
+/* prefix + exactly 32 lowercase hex digits, then exactly the suffix (NULL:
+ * nothing). */
+static bool id_is_valid(const char *s, const char *prefix, const char *suffix) {
         size_t l = strlen(prefix);
 
         if (!strneq(s, prefix, l))
@@ -75,7 +90,7 @@ static bool id_is_valid(const char *s, const char *prefix) {
         for (size_t i = 0; i < 32; i++)
                 if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
                         return false; /* also stops at the NUL */
-        return s[32] == '\0';
+        return streq(s + 32, suffix ? suffix : "");
 }
 
 int router_match(const char *path, RouteMatch *ret) {
@@ -95,12 +110,13 @@ int router_match(const char *path, RouteMatch *ret) {
                 if (!strneq(path, route_table[r].path, strlen(route_table[r].path)))
                         continue;
                 id = path + strlen(route_table[r].path);
-                if (!id_is_valid(id, route_table[r].id_prefix))
+                if (!id_is_valid(id, route_table[r].id_prefix, route_table[r].suffix))
                         continue;
 
                 _Static_assert(3 + 32 < ROUTE_ID_MAX, "an id fits in RouteMatch.id");
                 *ret = (RouteMatch){ .route = r };
-                memcpy(ret->id, id, strlen(id) + 1);
+                memcpy(ret->id, id, 3 + 32);
+                ret->id[3 + 32] = '\0';
                 return 0;
         }
 

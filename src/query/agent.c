@@ -7,6 +7,7 @@
 #include "shared/json-util.h"
 #include "shared/macro.h"
 #include "shared/utf8.h"
+#include "shared/wiki-page.h"
 #include "query/agent.h"
 
 
@@ -384,7 +385,8 @@ int agent_new(const AgentSettings *settings, const char *question, Agent **ret) 
         assert(ret);
 
         if (settings->max_steps < 1 || settings->tool_result_max_bytes < 256 ||
-            settings->context_tokens < 1 || settings->max_output_bytes < 1 || !settings->model)
+            settings->context_tokens < 1 || settings->max_output_bytes < 1 || !settings->model ||
+            settings->stream < 0 || settings->stream >= _LLM_STREAM_MODE_MAX)
                 return -EINVAL;
 
         a = calloc(1, sizeof(Agent));
@@ -436,7 +438,7 @@ int agent_abort(Agent *a, ApiError error, const char *message) {
 }
 
 /* Add a page to the sources unless its title is there already. */
-static int add_source(Agent *a, const AgentPage *p) {
+static int add_source(Agent *a, const WikiPage *p) {
         AgentSource *n;
 
         for (size_t i = 0; i < a->n_sources; i++)
@@ -488,7 +490,7 @@ static int push_error_result(Agent *a, const char *call_id, const char *message)
         return push_result(a, call_id, o, NULL);
 }
 
-static int page_result(Agent *a, const AgentPage *p, json_object **ret_result, char **ret_hint) {
+static int page_result(Agent *a, const WikiPage *p, json_object **ret_result, char **ret_hint) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         _cleanup_free_ char *file = NULL, *hint = NULL;
         size_t len;
@@ -524,7 +526,7 @@ static int page_result(Agent *a, const AgentPage *p, json_object **ret_result, c
                 if (r < 0)
                         return r;
                 if (a->settings.sandbox_available) {
-                        r = agent_page_file_name(p->title, &file);
+                        r = wiki_page_data_file_name(p->title, strlen(p->title), &file);
                         if (r < 0)
                                 return r;
                         if (asprintf(&hint, "the whole page is /data/%s", file) < 0) {
@@ -539,11 +541,13 @@ static int page_result(Agent *a, const AgentPage *p, json_object **ret_result, c
 }
 
 /* The read of one page: result message and source. */
-static int push_page(Agent *a, const char *call_id, const AgentPage *p) {
+static int push_page(Agent *a, const char *call_id, const WikiPage *p) {
         _cleanup_(json_object_putp) json_object *o = NULL;
         _cleanup_free_ char *hint = NULL;
         int r;
 
+        if (p && p->missing)
+                p = NULL;
         r = page_result(a, p, &o, &hint);
         if (r < 0)
                 return r;
@@ -553,7 +557,7 @@ static int push_page(Agent *a, const char *call_id, const AgentPage *p) {
         return p ? add_source(a, p) : 0;
 }
 
-int agent_preload_page(Agent *a, const char *title, const AgentPage *page) {
+int agent_preload_page(Agent *a, const char *title, const WikiPage *page) {
         _cleanup_(json_object_putp) json_object *args = json_object_new_object();
         LlmMessage *m;
         LlmToolCall *calls, *c;
@@ -817,9 +821,43 @@ static int next_call(Agent *a, AgentAction *ret) {
         return 0;
 }
 
-static int build_request(Agent *a, AgentAction *ret) {
+/* a->request from the messages so far, in the current stream mode. */
+static int build_body(Agent *a, bool with_tools) {
         const LlmTool *t = NULL;
         size_t n_tools = 0;
+
+        if (with_tools)
+                t = agent_tools(a->settings.sandbox_available, &n_tools);
+
+        llm_request_body_done(&a->request);
+        return llm_build_request(
+                &(LlmRequest){
+                        .model = a->model,
+                        .messages = a->messages,
+                        .n_messages = a->n_messages,
+                        .tools = t,
+                        .n_tools = n_tools,
+                        .context_tokens = a->settings.context_tokens,
+                        .max_output_bytes = a->settings.max_output_bytes,
+                        .stream = a->settings.stream,
+                },
+                &a->request);
+}
+
+/* The SEND action of the request in a->request. */
+static void send_action(const Agent *a, AgentAction *ret) {
+        *ret = (AgentAction){
+                .type = AGENT_ACTION_SEND,
+                .step = a->step,
+                .body = a->request.body,
+                .body_size = a->request.size,
+                .prompt_tokens_estimate = a->request.prompt_tokens_estimate,
+                .max_tokens = a->request.max_tokens,
+                .with_tools = a->with_tools,
+        };
+}
+
+static int build_request(Agent *a, AgentAction *ret) {
         bool last = a->step + 1 >= a->settings.max_steps;
         int r;
 
@@ -833,21 +871,7 @@ static int build_request(Agent *a, AgentAction *ret) {
                 if (r < 0)
                         return r;
         }
-        if (!last)
-                t = agent_tools(a->settings.sandbox_available, &n_tools);
-
-        llm_request_body_done(&a->request);
-        r = llm_build_request(
-                &(LlmRequest){
-                        .model = a->model,
-                        .messages = a->messages,
-                        .n_messages = a->n_messages,
-                        .tools = t,
-                        .n_tools = n_tools,
-                        .context_tokens = a->settings.context_tokens,
-                        .max_output_bytes = a->settings.max_output_bytes,
-                },
-                &a->request);
+        r = build_body(a, !last);
         if (r == -EOVERFLOW) {
                 uint64_t estimate = a->request.prompt_tokens_estimate;
 
@@ -867,16 +891,36 @@ static int build_request(Agent *a, AgentAction *ret) {
         a->step++;
         a->with_tools = !last;
         a->state = AGENT_AWAIT_REPLY;
-        *ret = (AgentAction){
-                .type = AGENT_ACTION_SEND,
-                .step = a->step,
-                .body = a->request.body,
-                .body_size = a->request.size,
-                .prompt_tokens_estimate = a->request.prompt_tokens_estimate,
-                .max_tokens = a->request.max_tokens,
-                .with_tools = a->with_tools,
-        };
+        send_action(a, ret);
         return 1;
+}
+
+int agent_set_stream(Agent *a, LlmStreamMode mode) {
+        assert(a);
+
+        if (mode < 0 || mode >= _LLM_STREAM_MODE_MAX)
+                return -EINVAL;
+        a->settings.stream = mode;
+        return 0;
+}
+
+int agent_rebuild_request(Agent *a, AgentAction *ret) {
+        int r;
+
+        assert(a);
+        assert(ret);
+
+        if (a->state != AGENT_AWAIT_REPLY)
+                return -EBUSY;
+        /* The same messages and tools; only the stream fields differ, and
+         * the body gets no larger for losing stream_options. */
+        r = build_body(a, a->with_tools);
+        if (r == -EOVERFLOW)
+                r = -EINVAL;
+        if (r < 0)
+                return r;
+        send_action(a, ret);
+        return 0;
 }
 
 int agent_next(Agent *a, AgentAction *ret) {
@@ -947,10 +991,15 @@ static char *trimmed(const char *s) {
         return strndup(s, (size_t) (end - s));
 }
 
+LlmReplyLimits agent_reply_limits(const Agent *a) {
+        assert(a);
+        return (LlmReplyLimits){ .max_output_bytes = a->settings.max_output_bytes, .step = a->step };
+}
+
 int agent_model_reply(Agent *a, unsigned http_status, const uint8_t *body, size_t size) {
         LlmReply reply = { .content = NULL };
         LlmError err = { .message = NULL };
-        LlmReplyLimits limits = { .max_output_bytes = a->settings.max_output_bytes, .step = a->step };
+        LlmReplyLimits limits;
         int r;
 
         assert(a);
@@ -958,16 +1007,36 @@ int agent_model_reply(Agent *a, unsigned http_status, const uint8_t *body, size_
                 return 0; /* aborted meanwhile */
         if (a->state != AGENT_AWAIT_REPLY)
                 return -EBUSY;
+
+        limits = agent_reply_limits(a);
+        r = llm_parse_reply(http_status, body, size, &limits, &reply, &err);
+        if (r == -ENOMEM)
+                return r;
+        return agent_model_parsed(a, r == 0 ? &reply : NULL, r == 0 ? NULL : &err);
+}
+
+int agent_model_parsed(Agent *a, LlmReply *parsed, LlmError *error) {
+        LlmReply reply = { .content = NULL };
+        int r;
+
+        assert(a);
+        assert(!!parsed != !!error);
+
+        if (a->state != AGENT_AWAIT_REPLY) {
+                /* Taken over either way. */
+                llm_reply_done(parsed);
+                llm_error_done(error);
+                return a->state == AGENT_DONE_FAIL ? 0 : -EBUSY; /* 0: aborted meanwhile */
+        }
         llm_request_body_done(&a->request);
 
-        r = llm_parse_reply(http_status, body, size, &limits, &reply, &err);
-        if (r == -EBADMSG) {
-                r = fail(a, err.code, "%s", err.message);
-                llm_error_done(&err);
+        if (error) {
+                r = fail(a, error->code, "%s", error->message);
+                llm_error_done(error);
                 return r;
         }
-        if (r < 0)
-                return r;
+        reply = *parsed;
+        *parsed = (LlmReply){ .content = NULL };
 
         if (reply.has_usage) {
                 a->prompt_tokens = add_saturating(a->prompt_tokens, reply.prompt_tokens);
@@ -1091,7 +1160,7 @@ int agent_tool_search_done(Agent *a, const AgentSearchResult *results, size_t n)
         return tool_done_result(a, o);
 }
 
-int agent_tool_read_done(Agent *a, const AgentPage *page) {
+int agent_tool_read_done(Agent *a, const WikiPage *page) {
         _cleanup_free_ char *id = NULL;
         int r;
 
@@ -1202,34 +1271,4 @@ const LlmMessage *agent_messages(const Agent *a, size_t *ret_n) {
         assert(ret_n);
         *ret_n = a->n_messages;
         return a->messages;
-}
-
-int agent_page_file_name(const char *title, char **ret) {
-        static const char hex[] = "0123456789ABCDEF";
-        size_t n = strlen(title);
-        char *buf, *q;
-
-        assert(ret);
-        if (n > (SIZE_MAX - 6) / 3)
-                return -ENOMEM;
-        buf = malloc(n * 3 + STRLEN(".wiki") + 1);
-        if (!buf)
-                return -ENOMEM;
-        q = buf;
-        for (size_t i = 0; i < n; i++) {
-                uint8_t c = (uint8_t) title[i];
-
-                if (c == ' ')
-                        *q++ = '_';
-                else if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || strchr("_-.(),", c))
-                        *q++ = (char) c;
-                else {
-                        *q++ = '%';
-                        *q++ = hex[c >> 4];
-                        *q++ = hex[c & 15];
-                }
-        }
-        memcpy(q, ".wiki", STRLEN(".wiki") + 1);
-        *ret = buf;
-        return 0;
 }

@@ -7,7 +7,9 @@
 
 #include "query/llm.h"
 #include "shared/api-error.h"
+#include "shared/artifact.h"
 #include "shared/macro.h"
+#include "shared/wiki-page.h"
 
 /* The model's tool loop, pure part (API.md 8.2, 8.6): which request to send
  * next, which tool to call, when the answer is there and when to give up.
@@ -76,6 +78,7 @@ typedef struct AgentSettings {
         uint64_t max_output_bytes;      /* WIKI_WEB_MODEL_MAX_OUTPUT_BYTES */
         uint64_t tool_result_max_bytes; /* WIKI_WEB_TOOL_RESULT_MAX_BYTES, >= 256 */
         bool sandbox_available;         /* offer run_python */
+        LlmStreamMode stream;           /* how requests ask for the reply */
 } AgentSettings;
 
 typedef struct Agent Agent;
@@ -140,6 +143,25 @@ int agent_next(Agent *a, AgentAction *ret);
  * -EBUSY when no request is outstanding; -ENOMEM. */
 int agent_model_reply(Agent *a, unsigned http_status, const uint8_t *body, size_t size);
 
+/* The reply to the last SEND, already parsed (a streamed reply,
+ * llm-stream.h): exactly one of reply and error, taken over (their
+ * contents are moved out and they are left empty, also on failure).
+ * Returns as agent_model_reply(). */
+int agent_model_parsed(Agent *a, LlmReply *reply, LlmError *error);
+
+/* The limits a reply to the last SEND is parsed with (its budget and its
+ * step, which seeds generated tool-call ids). */
+LlmReplyLimits agent_reply_limits(const Agent *a);
+
+/* How requests built from now on ask for the reply. Returns 0, -EINVAL. */
+int agent_set_stream(Agent *a, LlmStreamMode mode);
+
+/* The outstanding request built again in the current stream mode (after
+ * agent_set_stream(): a server refused stream_options): the same messages
+ * and tools. Returns 0 and the SEND action in *ret; -EBUSY when no request
+ * is outstanding; -ENOMEM. */
+int agent_rebuild_request(Agent *a, AgentAction *ret);
+
 /* The pipeline cannot go on (timeout, a wiki error, a sandbox that cannot
  * start): the next agent_next() is FAIL with this error. The first failure
  * wins. Returns 0 or -ENOMEM. */
@@ -150,21 +172,6 @@ typedef struct AgentSearchResult {
         const char *snippet; /* plain text */
 } AgentSearchResult;
 
-/* A page as read, after redirects. */
-typedef struct AgentPage {
-        const char *title;
-        const char *url; /* canonical */
-        uint64_t revision_id;
-        const char *content; /* wikitext */
-        size_t content_size;
-        bool truncated; /* the wiki client kept only part of it */
-} AgentPage;
-
-typedef struct AgentPythonFile {
-        const char *name;
-        uint64_t size_bytes;
-} AgentPythonFile;
-
 typedef struct AgentPythonRun {
         bool has_exit_code;
         int exit_code;
@@ -174,24 +181,25 @@ typedef struct AgentPythonRun {
         size_t stdout_size;
         const char *stderr_bytes;
         size_t stderr_size;
-        const AgentPythonFile *files;
+        const Artifact *files; /* name and size_bytes */
         size_t n_files;
 } AgentPythonRun;
 
 /* The result of the outstanding TOOL action, which must be of the matching
- * tool (agent_tool_failed() fits any). page NULL: the page does not exist
- * ({"error": "missing"}). A page read becomes a source (first read first).
- * Returns 0; -EBUSY when no tool call of that kind is outstanding; -ENOMEM. */
+ * tool (agent_tool_failed() fits any). page NULL or page->missing: the page
+ * does not exist ({"error": "missing"}); a page read is after redirects. A page read becomes a source (first
+ * read first). Returns 0; -EBUSY when no tool call of that kind is outstanding; -ENOMEM. */
 int agent_tool_search_done(Agent *a, const AgentSearchResult *results, size_t n);
-int agent_tool_read_done(Agent *a, const AgentPage *page);
+int agent_tool_read_done(Agent *a, const WikiPage *page);
 int agent_tool_python_done(Agent *a, const AgentPythonRun *run);
 /* A tool failure the model should see and may work around. */
 int agent_tool_failed(Agent *a, const char *message);
 
 /* Before the first agent_next(): a page of the request's "pages", given to
- * the model as the result of a wiki_read call of title. page NULL: missing.
+ * the model as the result of a wiki_read call of title. page NULL or
+ * page->missing: missing.
  * Returns 0; -EBUSY after the first step; -ENOMEM. */
-int agent_preload_page(Agent *a, const char *title, const AgentPage *page);
+int agent_preload_page(Agent *a, const char *title, const WikiPage *page);
 
 typedef struct AgentSource {
         char *title;
@@ -210,11 +218,6 @@ unsigned agent_steps(const Agent *a);
 
 /* The messages of the conversation so far (tests and debugging). */
 const LlmMessage *agent_messages(const Agent *a, size_t *ret_n);
-
-/* The file of a page under /data (API.md 8.7): spaces as "_", every byte
- * outside A-Z a-z 0-9 _ - . ( ) , as %XX, then ".wiki". Returns 0 and a new
- * string; -ENOMEM. */
-int agent_page_file_name(const char *title, char **ret);
 
 /* Cut a tool result (JSON text, valid UTF-8) to at most max bytes: while it
  * is too long, its longest string is shortened and ends in a visible mark

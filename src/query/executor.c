@@ -3,6 +3,7 @@
 
 #include "query/destination.h"
 #include "query/executor.h"
+#include "query/llm-client.h"
 #include "query/pipeline.h"
 #include "query/upstream.h"
 #include "shared/log.h"
@@ -16,22 +17,18 @@ struct QueryExecutor {
         /* Only when wiki and model are configured. */
         DestinationPolicy *policy;
         Upstream *upstream;
+        LlmClient *llm;
 
         /* The job in flight. */
         bool busy;
         char query_id[QUERY_ID_MAX];
         QueryDoneHandler done;
         void *userdata;
+        QueryEventHandler on_event;
+        void *event_userdata;
         QueryRun *run;
         sd_event_source *defer;   /* the unconfigured path */
         const char *abort_reason; /* static string, set by query_executor_abort() */
-
-        /* A run that reported with its sandbox cleanup unconfirmed: kept
-         * until it is confirmed (then cleanup_handler is told), freed at the
-         * next start or with the executor. */
-        QueryRun *lingering;
-        QueryCleanupHandler cleanup_handler;
-        void *cleanup_userdata;
 
         usec_t test_delay;
 };
@@ -59,6 +56,18 @@ int query_executor_new(sd_event *event, const Config *config, QueryExecutor **re
                         config->wiki_api_url, config->llm_url, config->allowed_destinations, &x->policy);
                 if (r >= 0)
                         r = upstream_new(event, x->policy, config->upstream_max_response_bytes, &x->upstream);
+                if (r >= 0)
+                        r = upstream_set_user_agent_contact(x->upstream, config->user_agent_contact);
+                if (r >= 0)
+                        r = llm_client_new(
+                                x->upstream,
+                                &(LlmClientSettings){
+                                        .url = config->llm_url,
+                                        .api_key = config->llm_api_key,
+                                        .idle_timeout = llm_client_idle_timeout(
+                                                config->query_timeout_seconds * USEC_PER_SEC),
+                                },
+                                &x->llm);
                 if (r < 0)
                         return r;
         }
@@ -72,8 +81,8 @@ QueryExecutor *query_executor_free(QueryExecutor *x) {
         sd_event_source_disable_unref(x->defer);
         /* Only after the loop has ended: nothing can be in flight in the
          * sandbox any more that still needs these. */
-        x->lingering = query_run_free(x->lingering);
         x->run = query_run_free(x->run);
+        llm_client_free(x->llm);
         upstream_free(x->upstream);
         destination_policy_free(x->policy);
         free(x);
@@ -83,13 +92,6 @@ QueryExecutor *query_executor_free(QueryExecutor *x) {
 void query_executor_set_sandbox(QueryExecutor *x, Sandbox *sandbox) {
         assert(x);
         x->sandbox = sandbox;
-}
-
-void query_executor_set_cleanup_handler(QueryExecutor *x, QueryCleanupHandler handler, void *userdata) {
-        assert(x);
-
-        x->cleanup_handler = handler;
-        x->cleanup_userdata = userdata;
 }
 
 bool query_executor_is_configured(const QueryExecutor *x) {
@@ -137,17 +139,6 @@ static int query_executor_on_unconfigured_later(sd_event_source *s, uint64_t use
         return 0;
 }
 
-static void query_executor_on_run_confirmed(QueryRun *q, void *userdata) {
-        QueryExecutor *x = userdata;
-        char id[QUERY_ID_MAX];
-
-        if (q != x->lingering)
-                return;
-        memcpy(id, query_run_id(q), sizeof id);
-        if (x->cleanup_handler)
-                x->cleanup_handler(id, x->cleanup_userdata);
-}
-
 static void query_executor_on_run_done(QueryRun *q, const QueryOutcome *o, void *userdata) {
         QueryExecutor *x = userdata;
         QueryDoneHandler done = x->done;
@@ -158,16 +149,30 @@ static void query_executor_on_run_done(QueryRun *q, const QueryOutcome *o, void 
         x->done = NULL;
         x->userdata = NULL;
         x->run = NULL;
-        x->lingering = query_run_free(x->lingering);
         done(o, u);
-        /* Nothing of the run is touched after its done callback returns: a
-         * run whose cleanup is confirmed goes now (its query directory with
-         * it); one whose cleanup is not stays until the confirmation has
-         * been reported, and is freed at the next start. */
-        if (o->cleanup_confirmed)
-                query_run_free(q);
-        else
-                x->lingering = q;
+        /* The run ends with its report (the outcome points into it): its
+         * query directory goes with it. A cleanup not yet confirmed goes on
+         * in the Sandbox, which announces it. */
+        query_run_free(q);
+}
+
+void query_executor_set_event_handler(QueryExecutor *x, QueryEventHandler handler, void *userdata) {
+        assert(x);
+        x->on_event = handler;
+        x->event_userdata = userdata;
+}
+
+static const char *const query_phase_table[_QUERY_PHASE_MAX] = {
+        [QUERY_PHASE_WIKI] = "wiki",
+        [QUERY_PHASE_MODEL] = "model",
+        [QUERY_PHASE_SANDBOX] = "sandbox",
+        [QUERY_PHASE_CLEANUP] = "cleanup",
+};
+
+const char *query_phase_to_string(QueryPhase p) {
+        if (p < 0 || p >= _QUERY_PHASE_MAX)
+                return NULL;
+        return query_phase_table[p];
 }
 
 int query_executor_abort(QueryExecutor *x, const char *reason) {
@@ -207,19 +212,18 @@ int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryDoneHandler
                 return -EBUSY;
 
         if (x->upstream && x->test_delay == 0) {
-                /* A run whose cleanup never got confirmed is dropped now: a
-                 * new job means the slot was freed anyway. */
-                x->lingering = query_run_free(x->lingering);
                 r = query_run_new(
                         &(QueryRunContext){
                                 .event = x->event,
                                 .config = x->config,
                                 .upstream = x->upstream,
+                                .llm = x->llm,
                                 .sandbox = x->sandbox,
+                                .on_event = x->on_event,
+                                .event_userdata = x->event_userdata,
                         },
                         job,
                         query_executor_on_run_done,
-                        query_executor_on_run_confirmed,
                         x,
                         &x->run);
                 if (r < 0)

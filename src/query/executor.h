@@ -7,6 +7,7 @@
 
 #include "admission/admission.h"
 #include "shared/api-error.h"
+#include "shared/artifact.h"
 #include "shared/config.h"
 #include "shared/macro.h"
 #include "shared/time-util.h"
@@ -32,15 +33,6 @@ typedef struct QueryTimings {
         usec_t wiki, model, sandbox, cleanup;
 } QueryTimings;
 
-/* A file left in /out, stored as an artifact of the query (API.md 9). */
-typedef struct QueryArtifact {
-        const char *name;       /* made safe */
-        const char *media_type; /* from the allowlist */
-        const char *sha256;     /* 64 hex digits */
-        int fd;                 /* the bytes, read-only, at offset 0; borrowed */
-        uint64_t size;
-} QueryArtifact;
-
 typedef struct QueryOutcome {
         const char *query_id;
         bool succeeded;
@@ -55,12 +47,57 @@ typedef struct QueryOutcome {
         uint64_t prompt_tokens, completion_tokens; /* summed over the steps */
         unsigned steps;                            /* model requests sent */
         QueryTimings timings;
-        const QueryArtifact *artifacts;
+        const Artifact *artifacts; /* the files left in /out, to keep (API.md 9); fds borrowed */
         size_t n_artifacts;
 } QueryOutcome;
 
+/* What a running query is doing (API.md 11.2 and 11.4), as it happens:
+ * the pipeline reports each model step, the text the model wrote, each
+ * tool call and its result, and the phase it is in. */
+typedef enum QueryPhase {
+        QUERY_PHASE_WIKI,    /* reading the request's pages, or a wiki tool */
+        QUERY_PHASE_MODEL,   /* a model request */
+        QUERY_PHASE_SANDBOX, /* run_python */
+        QUERY_PHASE_CLEANUP, /* the last sandbox cleanup, /out collected */
+        _QUERY_PHASE_MAX,
+        _QUERY_PHASE_INVALID = -EINVAL,
+} QueryPhase;
+
+/* "wiki", "model", "sandbox", "cleanup" */
+const char *query_phase_to_string(QueryPhase p);
+
+typedef enum QueryEventType {
+        QUERY_EVENT_STEP,        /* step: a model request starts */
+        QUERY_EVENT_TEXT,        /* step, text: text the model wrote */
+        QUERY_EVENT_TOOL,        /* step, call, name, json: the arguments as shown */
+        QUERY_EVENT_TOOL_RESULT, /* step, call, name, ok, duration, json: the summary */
+        QUERY_EVENT_PHASE,       /* phase: the query moved to it (also implied by the others) */
+        _QUERY_EVENT_TYPE_MAX,
+        _QUERY_EVENT_TYPE_INVALID = -EINVAL,
+} QueryEventType;
+
+typedef struct QueryEvent {
+        QueryEventType type;
+        QueryPhase phase; /* the phase the query is in now, for every event */
+        unsigned step;    /* 1.. ; 0 before the first model request */
+        unsigned call;    /* 1.. within the step */
+        const char *name; /* the tool's */
+        const char *text; /* TEXT: text_size bytes of UTF-8 */
+        size_t text_size;
+        const char *json; /* TOOL: the arguments object; TOOL_RESULT: the summary object */
+        bool ok;
+        usec_t duration;
+} QueryEvent;
+
+/* Called synchronously as the run goes, with everything borrowed for the
+ * call; it must not call back into the executor. */
+typedef void (*QueryEventHandler)(const char *query_id, const QueryEvent *event, void *userdata);
+
 /* Called once per started job, from the event loop, never from inside
- * start(). The outcome is borrowed for the duration of the call. */
+ * start(). The outcome is borrowed for the duration of the call. After an
+ * outcome with cleanup_confirmed = false, the Sandbox announces the query's
+ * id when the cleanup is confirmed after all (sandbox.h); the executor is
+ * done with the job. */
 typedef void (*QueryDoneHandler)(const QueryOutcome *outcome, void *userdata);
 
 typedef struct QueryExecutor QueryExecutor;
@@ -74,10 +111,8 @@ int query_executor_new(sd_event *event, const Config *config, QueryExecutor **re
 typedef struct Sandbox Sandbox;
 void query_executor_set_sandbox(QueryExecutor *x, Sandbox *sandbox);
 
-/* Called once for a job whose outcome said cleanup_confirmed = false, when
- * its cleanup is confirmed after all (API.md 8.4: then the slot is freed). */
-typedef void (*QueryCleanupHandler)(const char *query_id, void *userdata);
-void query_executor_set_cleanup_handler(QueryExecutor *x, QueryCleanupHandler handler, void *userdata);
+/* Where the events of each run go (NULL: nowhere). */
+void query_executor_set_event_handler(QueryExecutor *x, QueryEventHandler handler, void *userdata);
 QueryExecutor *query_executor_free(QueryExecutor *x);
 DEFINE_TRIVIAL_CLEANUP_FUNC(QueryExecutor *, query_executor_free);
 /* Whether wiki and model are configured (false: every query fails with

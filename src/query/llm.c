@@ -7,6 +7,7 @@
 #include "shared/json-util.h"
 #include "shared/macro.h"
 #include "shared/utf8.h"
+#include "query/llm-internal.h"
 #include "query/llm.h"
 
 
@@ -247,6 +248,8 @@ int llm_build_request(const LlmRequest *req, LlmRequestBody *ret) {
         assert(req);
         assert(ret);
 
+        if (req->stream < 0 || req->stream >= _LLM_STREAM_MODE_MAX)
+                return -EINVAL;
         if (!root)
                 return -ENOMEM;
 
@@ -274,9 +277,23 @@ int llm_build_request(const LlmRequest *req, LlmRequestBody *ret) {
         r = json_add(root, "max_tokens", json_object_new_uint64(0));
         if (r < 0)
                 return r;
-        r = json_add(root, "stream", json_object_new_boolean(false));
+        r = json_add(root, "stream", json_object_new_boolean(req->stream != LLM_STREAM_OFF));
         if (r < 0)
                 return r;
+        if (req->stream == LLM_STREAM_WITH_USAGE) {
+                /* Usage comes in a last chunk with empty choices only when
+                 * asked for (OpenAI, vLLM, Ollama; llama.cpp sends it anyway). */
+                _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+
+                if (!o)
+                        return -ENOMEM;
+                r = json_add(o, "include_usage", json_object_new_boolean(true));
+                if (r < 0)
+                        return r;
+                r = json_add(root, "stream_options", TAKE_PTR(o));
+                if (r < 0)
+                        return r;
+        }
         r = json_serialize(root, &body, &size);
         if (r < 0)
                 return r;
@@ -301,9 +318,9 @@ int llm_build_request(const LlmRequest *req, LlmRequestBody *ret) {
         return estimate > req->context_tokens ? -EOVERFLOW : 0;
 }
 
-/* ---- parsing ---- */
+/* ---- parsing: the pieces llm-stream.c shares (llm-internal.h) ---- */
 
-_printf_(3, 4) static int fail(LlmError *ret_error, ApiError code, const char *format, ...) {
+int llm_fail(LlmError *ret_error, ApiError code, const char *format, ...) {
         va_list ap;
         char *m;
         int k;
@@ -317,7 +334,7 @@ _printf_(3, 4) static int fail(LlmError *ret_error, ApiError code, const char *f
         return -EBADMSG;
 }
 
-static json_object *get(json_object *o, const char *key) {
+json_object *llm_json_get(json_object *o, const char *key) {
         json_object *v = NULL;
 
         if (!json_object_is_type(o, json_type_object))
@@ -327,15 +344,14 @@ static json_object *get(json_object *o, const char *key) {
         return v; /* NULL also for a JSON null */
 }
 
-static const char *get_string(json_object *o, const char *key) {
-        json_object *v = get(o, key);
+const char *llm_json_get_string(json_object *o, const char *key) {
+        json_object *v = llm_json_get(o, key);
 
         return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
 }
 
-/* A copy of a JSON string that is valid UTF-8 without NUL (a \u0000 escape
- * becomes U+FFFD). The tokener validated the UTF-8 already. */
-static int dup_json_string(json_object *s, char **ret, size_t *ret_len) {
+int llm_dup_json_string(json_object *s, char **ret, size_t *ret_len) {
+        /* The tokener validated the UTF-8 already; this replaces NUL. */
         return utf8_make_valid(json_object_get_string(s), (size_t) json_object_get_string_len(s), ret, ret_len);
 }
 
@@ -355,9 +371,13 @@ static const char *first_of(const char *a, const char *b, const char *c, const c
 }
 
 static bool object_is_error(json_object *obj) {
-        const char *o = get_string(obj, "object");
+        const char *o = llm_json_get_string(obj, "object");
 
         return o && streq(o, "error");
+}
+
+bool llm_is_error_body(json_object *obj) {
+        return llm_json_get(obj, "error") || object_is_error(obj);
 }
 
 static bool is_context_error(const char *type, const char *code, const char *message) {
@@ -381,26 +401,26 @@ static bool is_context_error(const char *type, const char *code, const char *mes
  * strings are borrowed from obj. */
 static bool error_body_fields(
         json_object *obj, const char **ret_message, const char **ret_type, const char **ret_code) {
-        json_object *e = get(obj, "error");
+        json_object *e = llm_json_get(obj, "error");
         const char *message = NULL, *type = NULL, *code = NULL;
         json_object *container = NULL;
 
         if (json_object_is_type(e, json_type_object))
-                container = e; /* OpenAI, llama.cpp, vLLM >= 0.10.1, Ollama */
+                container = e; /* OpenAI, llama.cpp, vLLM (also inside a stream), Ollama */
         else if (json_object_is_type(e, json_type_string))
                 message = json_object_get_string(e); /* vLLM's 401 {"error": "Unauthorized"} */
-        else if (object_is_error(obj) || json_object_is_type(get(obj, "message"), json_type_string))
+        else if (object_is_error(obj) || json_object_is_type(llm_json_get(obj, "message"), json_type_string))
                 container = obj; /* vLLM < 0.10.1: {"object": "error", "message", "type", "code"} */
-        else if (json_object_is_type(get(obj, "detail"), json_type_string))
-                message = get_string(obj, "detail"); /* FastAPI (vLLM's routes) */
+        else if (json_object_is_type(llm_json_get(obj, "detail"), json_type_string))
+                message = llm_json_get_string(obj, "detail"); /* FastAPI (vLLM's routes) */
         else if (!e)
                 return false;
 
         if (container) {
-                json_object *c = get(container, "code");
+                json_object *c = llm_json_get(container, "code");
 
-                message = get_string(container, "message");
-                type = get_string(container, "type");
+                message = llm_json_get_string(container, "message");
+                type = llm_json_get_string(container, "type");
                 /* "code" is a string (OpenAI) or a number (llama.cpp, vLLM) */
                 if (json_object_is_type(c, json_type_string))
                         code = json_object_get_string(c);
@@ -411,7 +431,7 @@ static bool error_body_fields(
         return true;
 }
 
-static int fail_error_body(unsigned http_status, json_object *obj, LlmError *ret_error) {
+int llm_fail_error_body(unsigned http_status, json_object *obj, LlmError *ret_error) {
         const char *message = NULL, *type = NULL, *code = NULL;
         _cleanup_free_ char *q = NULL, *what = NULL;
         int r;
@@ -427,7 +447,7 @@ static int fail_error_body(unsigned http_status, json_object *obj, LlmError *ret
                 r = quote(text, n, LLM_ERROR_QUOTE_MAX, &q);
                 if (r < 0)
                         return r;
-                return fail(
+                return llm_fail(
                         ret_error,
                         API_ERROR_UPSTREAM_FAILED,
                         "model server answered HTTP %u: %s",
@@ -441,7 +461,7 @@ static int fail_error_body(unsigned http_status, json_object *obj, LlmError *ret
                         return r;
         }
         if (is_context_error(type, code, message))
-                return fail(
+                return llm_fail(
                         ret_error,
                         API_ERROR_MODEL_CONTEXT_EXCEEDED,
                         "model context window exceeded (HTTP %u): %s",
@@ -455,7 +475,7 @@ static int fail_error_body(unsigned http_status, json_object *obj, LlmError *ret
                 if (r < 0)
                         return r;
         }
-        return fail(
+        return llm_fail(
                 ret_error,
                 API_ERROR_UPSTREAM_FAILED,
                 "model server answered HTTP %u%s%s%s: %s",
@@ -466,9 +486,7 @@ static int fail_error_body(unsigned http_status, json_object *obj, LlmError *ret
                 q && *q ? q : "no message");
 }
 
-/* Parse body as one JSON document followed only by whitespace. Returns the
- * document, or NULL and a reason in *ret_why. */
-static json_object *parse_json(const uint8_t *body, size_t size, const char **ret_why) {
+json_object *llm_parse_json(const uint8_t *body, size_t size, const char **ret_why) {
         _cleanup_(json_tokener_freep) struct json_tokener *tok = NULL;
         json_object *obj;
         enum json_tokener_error jerr;
@@ -515,7 +533,7 @@ static json_object *parse_json(const uint8_t *body, size_t size, const char **re
 /* usage.{prompt,completion}_tokens: integers 0..2^53; anything else counts
  * as absent (usage is informative, never a reason to fail). */
 static uint64_t usage_number(json_object *usage, const char *key) {
-        json_object *v = get(usage, key);
+        json_object *v = llm_json_get(usage, key);
         int64_t i;
 
         if (!json_object_is_type(v, json_type_int))
@@ -525,6 +543,41 @@ static uint64_t usage_number(json_object *usage, const char *key) {
         if (i < 0 || i > (INT64_C(1) << 53) || errno != 0)
                 return 0;
         return (uint64_t) i;
+}
+
+void llm_reply_set_usage(LlmReply *r, json_object *usage) {
+        if (!json_object_is_type(usage, json_type_object))
+                return;
+        r->has_usage = true;
+        r->prompt_tokens = usage_number(usage, "prompt_tokens");
+        r->completion_tokens = usage_number(usage, "completion_tokens");
+}
+
+int llm_fail_finish_length(LlmError *ret_error) {
+        /* Also beside tool calls: llama.cpp does not parse them then, and
+         * any call may be cut off. */
+        return llm_fail(
+                ret_error,
+                API_ERROR_MODEL_OUTPUT_LIMIT,
+                "the model's reply was cut off at max_tokens (finish_reason \"length\")");
+}
+
+int llm_fail_too_many_calls(LlmError *ret_error, size_t n) {
+        return llm_fail(
+                ret_error,
+                API_ERROR_MODEL_OUTPUT_LIMIT,
+                "the model asked for %zu tool calls in one reply (at most %d)",
+                n,
+                LLM_REPLY_MAX_TOOL_CALLS);
+}
+
+int llm_fail_output_budget(LlmError *ret_error, uint64_t output, uint64_t max) {
+        return llm_fail(
+                ret_error,
+                API_ERROR_MODEL_OUTPUT_LIMIT,
+                "the model's reply holds %" PRIu64 " bytes of content and arguments (at most %" PRIu64 ")",
+                output,
+                max);
 }
 
 static void *mfree(void *p) {
@@ -543,9 +596,7 @@ static bool id_is_usable(const char *id) {
         return true;
 }
 
-/* The content: a string, null, absent, or an array of parts of which the
- * "text" ones are joined. Anything else: -EBADMSG. */
-static int parse_content(json_object *c, char **ret, size_t *ret_len) {
+int llm_parse_content(json_object *c, char **ret, size_t *ret_len) {
         _cleanup_free_ char *joined = NULL;
         size_t n = 0;
 
@@ -555,7 +606,7 @@ static int parse_content(json_object *c, char **ret, size_t *ret_len) {
                 return 0;
         }
         if (json_object_is_type(c, json_type_string))
-                return dup_json_string(c, ret, ret_len);
+                return llm_dup_json_string(c, ret, ret_len);
         if (!json_object_is_type(c, json_type_array))
                 return -EBADMSG;
 
@@ -563,7 +614,7 @@ static int parse_content(json_object *c, char **ret, size_t *ret_len) {
         if (!joined)
                 return -ENOMEM;
         for (size_t i = 0; i < json_object_array_length(c); i++) {
-                json_object *part = json_object_array_get_idx(c, i), *t = get(part, "text");
+                json_object *part = json_object_array_get_idx(c, i), *t = llm_json_get(part, "text");
                 _cleanup_free_ char *s = NULL;
                 size_t l;
                 char *p;
@@ -571,7 +622,7 @@ static int parse_content(json_object *c, char **ret, size_t *ret_len) {
 
                 if (!json_object_is_type(t, json_type_string))
                         continue;
-                r = dup_json_string(t, &s, &l);
+                r = llm_dup_json_string(t, &s, &l);
                 if (r < 0)
                         return r;
                 p = realloc(joined, n + l + 1);
@@ -586,6 +637,22 @@ static int parse_content(json_object *c, char **ret, size_t *ret_len) {
         return 0;
 }
 
+int llm_parse_arguments(json_object *args, char **ret, size_t *ret_len) {
+        _cleanup_free_ char *text = NULL;
+        size_t n;
+        int r;
+
+        if (json_object_is_type(args, json_type_string))
+                return llm_dup_json_string(args, ret, ret_len);
+
+        /* Ollama's native shape: an object. Any other JSON value is kept as
+         * its text, and argument validation says what is wrong. */
+        r = json_serialize(args, &text, &n);
+        if (r < 0)
+                return r;
+        return utf8_make_valid(text, n, ret, ret_len);
+}
+
 static int parse_tool_call(json_object *c, LlmToolCall *ret, size_t *ret_bytes) {
         json_object *f, *name, *args, *id;
         LlmToolCall call = { .id = NULL };
@@ -594,15 +661,15 @@ static int parse_tool_call(json_object *c, LlmToolCall *ret, size_t *ret_bytes) 
 
         if (!json_object_is_type(c, json_type_object))
                 return -EBADMSG;
-        f = get(c, "function");
+        f = llm_json_get(c, "function");
         if (f && !json_object_is_type(f, json_type_object))
                 return -EBADMSG;
-        name = get(f, "name");
-        args = get(f, "arguments");
-        id = get(c, "id");
+        name = llm_json_get(f, "name");
+        args = llm_json_get(f, "arguments");
+        id = llm_json_get(c, "id");
 
         if (json_object_is_type(name, json_type_string))
-                r = dup_json_string(name, &call.name, NULL);
+                r = llm_dup_json_string(name, &call.name, NULL);
         else
                 r = (call.name = strdup("")) ? 0 : -ENOMEM;
         if (r < 0)
@@ -610,22 +677,13 @@ static int parse_tool_call(json_object *c, LlmToolCall *ret, size_t *ret_bytes) 
 
         if (!args)
                 r = (call.arguments = strdup("{}")) ? 0 : -ENOMEM;
-        else if (json_object_is_type(args, json_type_string))
-                r = dup_json_string(args, &call.arguments, &n);
-        else {
-                /* Ollama's native shape: an object. Any other JSON value is
-                 * kept as its text, and argument validation says what is wrong. */
-                _cleanup_free_ char *text = NULL;
-
-                r = json_serialize(args, &text, &n);
-                if (r >= 0)
-                        r = utf8_make_valid(text, n, &call.arguments, &n);
-        }
+        else
+                r = llm_parse_arguments(args, &call.arguments, &n);
         if (r < 0)
                 goto fail;
 
         if (json_object_is_type(id, json_type_string)) {
-                r = dup_json_string(id, &call.id, NULL);
+                r = llm_dup_json_string(id, &call.id, NULL);
                 if (r < 0)
                         goto fail;
         }
@@ -645,11 +703,10 @@ static bool id_taken(const LlmToolCall *calls, size_t n, const char *id) {
         return false;
 }
 
-/* Give every call a usable id, unique within the reply: the model's own if
- * it is one, else "ww" + step + number, 9 alphanumerics. Of the n + 1
- * numbers i .. i + n at most n - 1 are taken by the other calls, so one is
- * always free. */
-static int fix_ids(LlmToolCall *calls, size_t n, unsigned step) {
+/* Of the n + 1 numbers i .. i + n at most n - 1 are taken by the other
+ * calls, so one is always free: 9 alphanumerics, which Mistral templates
+ * in vLLM demand. */
+int llm_fix_tool_call_ids(LlmToolCall *calls, size_t n, unsigned step) {
         for (size_t i = 0; i < n; i++) {
                 if (calls[i].id && id_is_usable(calls[i].id) && !id_taken(calls, i, calls[i].id))
                         continue;
@@ -672,6 +729,22 @@ static int fix_ids(LlmToolCall *calls, size_t n, unsigned step) {
         return 0;
 }
 
+/* ---- parsing a whole reply ---- */
+
+bool llm_refuses_stream_options(unsigned http_status, const uint8_t *body, size_t size) {
+        static const char needle[] = "stream_options";
+
+        assert(body || size == 0);
+
+        /* A refusal is a client error: 400 (OpenAI-style servers, Azure's
+         * "Unrecognized request argument supplied: stream_options") or 422
+         * (FastAPI/pydantic "extra_forbidden" with loc [..., "stream_options"]).
+         * The body must name the option; any other 4xx is another problem. */
+        if (http_status != 400 && http_status != 422)
+                return false;
+        return size >= sizeof(needle) - 1 && memmem(body, size, needle, sizeof(needle) - 1);
+}
+
 int llm_parse_reply(
         unsigned http_status,
         const uint8_t *body,
@@ -682,7 +755,7 @@ int llm_parse_reply(
 
         _cleanup_(json_object_putp) json_object *obj = NULL;
         _cleanup_(llm_reply_done) LlmReply reply = { .content = NULL };
-        json_object *choices, *choice, *message, *calls, *usage;
+        json_object *choices, *choice, *message, *calls;
         const char *why = NULL, *finish;
         size_t content_len = 0, output = 0;
         int r;
@@ -692,19 +765,19 @@ int llm_parse_reply(
         assert(ret);
         assert(ret_error);
 
-        obj = parse_json(body, size, &why);
+        obj = llm_parse_json(body, size, &why);
 
         if (http_status < 200 || http_status > 299) {
                 _cleanup_free_ char *q = NULL;
 
                 if (obj)
-                        return fail_error_body(http_status, obj, ret_error);
+                        return llm_fail_error_body(http_status, obj, ret_error);
                 /* Not JSON (a proxy's HTML page, a plain-text error). The
                  * raw bytes are quoted; the caller sanitizes. */
                 r = quote((const char *) body, size, LLM_ERROR_QUOTE_MAX, &q);
                 if (r < 0)
                         return r;
-                return fail(
+                return llm_fail(
                         ret_error,
                         API_ERROR_UPSTREAM_FAILED,
                         "model server answered HTTP %u%s%s",
@@ -714,45 +787,41 @@ int llm_parse_reply(
         }
 
         if (!obj)
-                return fail(
+                return llm_fail(
                         ret_error,
                         API_ERROR_UPSTREAM_FAILED,
                         "model server's reply (HTTP %u) is unusable: %s",
                         http_status,
                         why);
         if (!json_object_is_type(obj, json_type_object))
-                return fail(ret_error, API_ERROR_UPSTREAM_FAILED, "model server's reply is not a JSON object");
+                return llm_fail(
+                        ret_error, API_ERROR_UPSTREAM_FAILED, "model server's reply is not a JSON object");
 
         /* An error object with a success status: older llama.cpp did this
          * (in streams); treat it as the error it is. */
-        if (get(obj, "error") || object_is_error(obj))
-                return fail_error_body(http_status, obj, ret_error);
+        if (llm_is_error_body(obj))
+                return llm_fail_error_body(http_status, obj, ret_error);
 
-        choices = get(obj, "choices");
+        choices = llm_json_get(obj, "choices");
         if (!json_object_is_type(choices, json_type_array) || json_object_array_length(choices) == 0)
-                return fail(ret_error, API_ERROR_UPSTREAM_FAILED, "model server's reply has no choices");
+                return llm_fail(ret_error, API_ERROR_UPSTREAM_FAILED, "model server's reply has no choices");
         choice = json_object_array_get_idx(choices, 0);
-        message = get(choice, "message");
+        message = llm_json_get(choice, "message");
         if (!json_object_is_type(message, json_type_object))
-                return fail(ret_error, API_ERROR_UPSTREAM_FAILED, "model server's reply has no message");
+                return llm_fail(ret_error, API_ERROR_UPSTREAM_FAILED, "model server's reply has no message");
 
-        finish = get_string(choice, "finish_reason");
+        finish = llm_json_get_string(choice, "finish_reason");
         if (finish && streq(finish, "length"))
-                /* Also beside tool calls: llama.cpp does not parse them then,
-                 * and any call may be cut off. */
-                return fail(
-                        ret_error,
-                        API_ERROR_MODEL_OUTPUT_LIMIT,
-                        "the model's reply was cut off at max_tokens (finish_reason \"length\")");
+                return llm_fail_finish_length(ret_error);
         if (finish) {
                 reply.finish_reason = strdup(finish);
                 if (!reply.finish_reason)
                         return -ENOMEM;
         }
 
-        r = parse_content(get(message, "content"), &reply.content, &content_len);
+        r = llm_parse_content(llm_json_get(message, "content"), &reply.content, &content_len);
         if (r == -EBADMSG)
-                return fail(
+                return llm_fail(
                         ret_error,
                         API_ERROR_UPSTREAM_FAILED,
                         "model server's reply has a content of the wrong type");
@@ -760,19 +829,14 @@ int llm_parse_reply(
                 return r;
         output = content_len;
 
-        calls = get(message, "tool_calls");
+        calls = llm_json_get(message, "tool_calls");
         if (calls && !json_object_is_type(calls, json_type_array))
-                return fail(
+                return llm_fail(
                         ret_error,
                         API_ERROR_UPSTREAM_FAILED,
                         "model server's reply has tool_calls of the wrong type");
         if (calls && json_object_array_length(calls) > LLM_REPLY_MAX_TOOL_CALLS)
-                return fail(
-                        ret_error,
-                        API_ERROR_MODEL_OUTPUT_LIMIT,
-                        "the model asked for %zu tool calls in one reply (at most %d)",
-                        json_object_array_length(calls),
-                        LLM_REPLY_MAX_TOOL_CALLS);
+                return llm_fail_too_many_calls(ret_error, json_object_array_length(calls));
         if (calls && json_object_array_length(calls) > 0) {
                 size_t n = json_object_array_length(calls);
 
@@ -784,7 +848,7 @@ int llm_parse_reply(
 
                         r = parse_tool_call(json_object_array_get_idx(calls, i), &reply.tool_calls[i], &bytes);
                         if (r == -EBADMSG)
-                                return fail(
+                                return llm_fail(
                                         ret_error,
                                         API_ERROR_UPSTREAM_FAILED,
                                         "model server's reply has a malformed tool call");
@@ -793,25 +857,15 @@ int llm_parse_reply(
                         reply.n_tool_calls++;
                         output += bytes;
                 }
-                r = fix_ids(reply.tool_calls, reply.n_tool_calls, limits->step);
+                r = llm_fix_tool_call_ids(reply.tool_calls, reply.n_tool_calls, limits->step);
                 if (r < 0)
                         return r;
         }
 
         if (output > limits->max_output_bytes)
-                return fail(
-                        ret_error,
-                        API_ERROR_MODEL_OUTPUT_LIMIT,
-                        "the model's reply holds %zu bytes of content and arguments (at most %" PRIu64 ")",
-                        output,
-                        limits->max_output_bytes);
+                return llm_fail_output_budget(ret_error, output, limits->max_output_bytes);
 
-        usage = get(obj, "usage");
-        if (json_object_is_type(usage, json_type_object)) {
-                reply.has_usage = true;
-                reply.prompt_tokens = usage_number(usage, "prompt_tokens");
-                reply.completion_tokens = usage_number(usage, "completion_tokens");
-        }
+        llm_reply_set_usage(&reply, llm_json_get(obj, "usage"));
 
         *ret = reply;
         reply = (LlmReply){ .content = NULL };

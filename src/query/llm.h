@@ -13,9 +13,12 @@
  * with "Authorization: Bearer <llm-api-key>", caps, TLS, redirects) belongs
  * to the upstream layer, which hands over (HTTP status, body bytes).
  *
- * Requests are NOT streamed ("stream": false): one reply is one JSON
- * document. Replies of llama.cpp's server, vLLM, Ollama's /v1 and OpenAI
- * are read as ../shared/notes/upstreams.md describes them:
+ * A request asks for a streamed reply or not (LlmStreamMode). A whole reply
+ * (one JSON document: the answer to "stream": false, a server that ignores
+ * "stream", an HTTP error body) is parsed by llm_parse_reply() here; a
+ * streamed one (text/event-stream) by llm-stream.h, which yields the same
+ * LlmReply and LlmError. Replies of llama.cpp's server, vLLM, Ollama's /v1
+ * and OpenAI are read as docs/QUERY.md describes them:
  *   - tool calls come from choices[0].message.tool_calls whatever
  *     finish_reason says ("tool_calls", "stop", null); an empty array is no
  *     tool call;
@@ -85,6 +88,15 @@ typedef struct LlmTool {
         const char *parameters; /* JSON Schema, as JSON text */
 } LlmTool;
 
+/* What a request says about streaming. */
+typedef enum LlmStreamMode {
+        LLM_STREAM_OFF,        /* "stream": false */
+        LLM_STREAM_ON,         /* "stream": true */
+        LLM_STREAM_WITH_USAGE, /* "stream": true, "stream_options": {"include_usage": true} */
+        _LLM_STREAM_MODE_MAX,
+        _LLM_STREAM_MODE_INVALID = -EINVAL,
+} LlmStreamMode;
+
 typedef struct LlmRequest {
         const char *model;
         const LlmMessage *messages;
@@ -93,6 +105,7 @@ typedef struct LlmRequest {
         size_t n_tools;
         uint64_t context_tokens;   /* WIKI_WEB_MODEL_CONTEXT_TOKENS */
         uint64_t max_output_bytes; /* WIKI_WEB_MODEL_MAX_OUTPUT_BYTES */
+        LlmStreamMode stream;
 } LlmRequest;
 
 typedef struct LlmRequestBody {
@@ -114,15 +127,15 @@ uint64_t llm_max_tokens(uint64_t context_tokens, uint64_t max_output_bytes, uint
 
 /* Build the body of one chat-completions request:
  *   {"model", "messages", ["tools", "tool_choice": "auto",] "max_tokens",
- *    "stream": false}
+ *    "stream", ["stream_options": {"include_usage": true}]}
  * with every assistant tool call's "arguments" sent as a JSON string (Ollama
  * demands it) and "type": "function". The prompt is estimated from the
  * finished body; if the estimate exceeds context_tokens this returns
  * -EOVERFLOW (model_context_exceeded, the model must not be called) and
  * still fills *ret so the caller can say by how much.
  * Returns 0 or -EOVERFLOW and fills *ret (free with llm_request_body_done());
- * -EINVAL for a malformed request (a tool's schema is not JSON, a role out
- * of range: programming errors); -ENOMEM. */
+ * -EINVAL for a malformed request (a tool's schema is not JSON, a role or
+ * a stream mode out of range: programming errors); -ENOMEM. */
 int llm_build_request(const LlmRequest *req, LlmRequestBody *ret);
 
 typedef struct LlmReplyLimits {
@@ -180,3 +193,8 @@ int llm_parse_reply(
         const LlmReplyLimits *limits,
         LlmReply *ret,
         LlmError *ret_error);
+
+/* Whether a reply refuses "stream_options" (a server that does not know the
+ * option): HTTP 400 or 422 whose body names it. The caller then sends the
+ * request once more without it (LLM_STREAM_ON) and keeps doing so. Pure. */
+bool llm_refuses_stream_options(unsigned http_status, const uint8_t *body, size_t size);

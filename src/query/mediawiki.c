@@ -16,16 +16,6 @@ void mediawiki_error_done(MediaWikiError *e) {
         *e = (MediaWikiError){ 0 };
 }
 
-void mediawiki_page_done(MediaWikiPage *p) {
-        if (!p)
-                return;
-        free(p->title);
-        free(p->redirected_from);
-        free(p->url);
-        free(p->content);
-        *p = (MediaWikiPage){ 0 };
-}
-
 void mediawiki_search_hits_free(MediaWikiSearchHit *hits, size_t n) {
         for (size_t i = 0; i < n; i++) {
                 free(hits[i].title);
@@ -390,9 +380,9 @@ static int take_uint(json_object *o, const char *key, uint64_t *ret) {
         return 0;
 }
 
-int mediawiki_parse_page(const char *body, size_t size, MediaWikiPage *ret, MediaWikiError *ret_error) {
+int mediawiki_parse_page(const char *body, size_t size, WikiPage *ret, MediaWikiError *ret_error) {
         _cleanup_(json_object_putp) json_object *o = NULL;
-        _cleanup_(mediawiki_page_done) MediaWikiPage p = { 0 };
+        _cleanup_(wiki_page_done) WikiPage p = { 0 };
         json_object *query, *pages, *page, *redirects, *revs, *rev, *slots, *main_slot, *content_o;
         const char *title, *url, *content;
         int r, n;
@@ -436,7 +426,7 @@ int mediawiki_parse_page(const char *body, size_t size, MediaWikiPage *ret, Medi
                         return -EBADMSG;
                 p.missing = true;
                 *ret = p;
-                p = (MediaWikiPage){ 0 };
+                p = (WikiPage){ 0 };
                 return 0;
         }
 
@@ -473,7 +463,7 @@ int mediawiki_parse_page(const char *body, size_t size, MediaWikiPage *ret, Medi
                 return r;
 
         *ret = p;
-        p = (MediaWikiPage){ 0 };
+        p = (WikiPage){ 0 };
         return 0;
 }
 

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "shared/macro.h"
+#include "shared/wiki-page.h"
 
 /* The MediaWiki Action API (1.39, API.md 8.1), pure: request builders and
  * parsers of the replies, no I/O (the exchange is src/query/wiki-client.c
@@ -34,16 +35,6 @@ typedef struct MediaWikiSearchHit {
         char *snippet; /* plain text: tags removed, entities decoded */
 } MediaWikiSearchHit;
 
-typedef struct MediaWikiPage {
-        bool missing;          /* the page does not exist (or the title is invalid) */
-        char *title;           /* after redirects */
-        char *redirected_from; /* the title asked for, when a redirect was followed; NULL else */
-        uint64_t revision_id;  /* 0 when missing */
-        char *url;             /* canonical URL (canonicalurl, else fullurl); NULL when missing */
-        char *content;         /* wikitext, NUL-terminated; NULL when missing */
-        size_t content_size;
-} MediaWikiPage;
-void mediawiki_page_done(MediaWikiPage *p);
 
 typedef enum MediaWikiLoginResult {
         MEDIAWIKI_LOGIN_SUCCESS,
@@ -79,7 +70,8 @@ int mediawiki_parse_error(const char *body, size_t size, MediaWikiError *ret_err
 int mediawiki_parse_search(
         const char *body, size_t size, MediaWikiSearchHit **ret_hits, size_t *ret_n, MediaWikiError *ret_error);
 void mediawiki_search_hits_free(MediaWikiSearchHit *hits, size_t n);
-int mediawiki_parse_page(const char *body, size_t size, MediaWikiPage *ret, MediaWikiError *ret_error);
+/* A page (shared/wiki-page.h): free it with wiki_page_done(). */
+int mediawiki_parse_page(const char *body, size_t size, WikiPage *ret, MediaWikiError *ret_error);
 int mediawiki_parse_login_token(const char *body, size_t size, char **ret_token, MediaWikiError *ret_error);
 /* ret_reason: the wiki's reason for a failure (raw: sanitize), or NULL. */
 int mediawiki_parse_login(

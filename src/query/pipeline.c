@@ -8,10 +8,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "metrics/metrics.h"
 #include "query/agent.h"
+#include "query/llm-client.h"
 #include "query/pipeline.h"
 #include "query/wiki-client.h"
 #include "sandbox/sandbox.h"
+#include "shared/json-util.h"
 #include "shared/log.h"
 #include "shared/macro.h"
 #include "shared/strv.h"
@@ -26,9 +29,11 @@ static inline void *mfree(void *p) {
         return NULL;
 }
 
-static bool endswith(const char *s, const char *suffix) {
-        size_t n = strlen(s), m = strlen(suffix);
-        return n >= m && memcmp(s + n - m, suffix, m) == 0;
+/* Time spent in a phase: into the query's timings (its record) and into
+ * wikiweb_query_phase_seconds_total, as the phase ends (API.md 12.3). */
+static void query_run_add_phase(usec_t *timing, const char *phase, usec_t usec) {
+        *timing += usec;
+        metrics_count_query_phase(phase, usec);
 }
 
 typedef enum QueryRunState {
@@ -50,6 +55,7 @@ struct QueryRun {
         sd_event *event;
         const Config *config;
         Upstream *upstream;
+        LlmClient *llm;
         Sandbox *sandbox;
 
         char id[QUERY_ID_MAX];
@@ -60,11 +66,9 @@ struct QueryRun {
         Agent *agent;
         WikiClient *wiki;
         SandboxQuery *sandbox_query; /* NULL: no run_python */
-        char *chat_url;
-        char *authorization; /* "Authorization: Bearer …": wiped on free */
 
         /* The one operation in flight (at most one is set). */
-        UpstreamOperation *model_op;
+        LlmCall *model_call;
         WikiOperation *wiki_op;
         SandboxRun *sandbox_run;
         bool sandbox_cancelled;
@@ -86,25 +90,30 @@ struct QueryRun {
         QueryTimings timings;
         SandboxArtifacts artifacts;
         bool reported;
-        bool cleanup_confirmed;
-        bool confirmed_pending; /* reported unconfirmed; the confirmed callback is still owed */
 
         QueryRunDone done;
-        QueryRunConfirmed confirmed;
         void *userdata;
+
+        /* What it is doing, as it happens (API.md 11.2). */
+        QueryEventHandler on_event;
+        void *event_userdata;
+        QueryPhase phase;
+        unsigned call;      /* tool calls of the current step so far */
+        unsigned call_step; /* the step they belong to */
+        bool cleanup_phase; /* reported */
+
+        /* The model's text of step live_step as it streams in: emitted as
+         * the answer will read (agent.c trims it), so leading whitespace is
+         * skipped and trailing whitespace held until more text follows. */
+        unsigned live_step;
+        bool live_started;
+        size_t live_emitted;
+        char *live_held;
+        size_t live_held_size;
 };
 
 static void query_run_advance(QueryRun *q);
-
-const char *query_run_id(const QueryRun *q) {
-        assert(q);
-        return q->id;
-}
-
-bool query_run_reported(const QueryRun *q) {
-        assert(q);
-        return q->reported;
-}
+static void query_run_step_text(QueryRun *q, const char *text);
 
 /* Log one line about the query, with its id as a journal field. */
 _printf_(3, 4) static void query_run_log(QueryRun *q, int level, const char *format, ...) {
@@ -118,6 +127,170 @@ _printf_(3, 4) static void query_run_log(QueryRun *q, int level, const char *for
         vsnprintf(line, sizeof line, format, ap);
         va_end(ap);
         log_fields(level, fields, "Query %s: %s", q->id, line);
+}
+
+static void query_run_emit(QueryRun *q, QueryEvent ev) {
+        if (ev.type == QUERY_EVENT_PHASE || ev.type == QUERY_EVENT_STEP || ev.type == QUERY_EVENT_TOOL)
+                q->phase = ev.phase;
+        ev.phase = q->phase;
+        if (q->on_event)
+                q->on_event(q->id, &ev, q->event_userdata);
+}
+
+/* The text the model wrote in a step, in deltas of at most
+ * QUERY_TEXT_DELTA_MAX bytes (cut between characters), so that no event is
+ * large. A streamed reply passes each delta through here as it arrives
+ * (query_run_on_model_text()); a reply the server sent whole goes through
+ * here at the step's end (query_run_step_text()). */
+#define QUERY_TEXT_DELTA_MAX (16U * 1024U)
+
+static void query_run_text(QueryRun *q, unsigned step, const char *text, size_t size) {
+        while (size > 0) {
+                size_t n = MIN(size, (size_t) QUERY_TEXT_DELTA_MAX);
+
+                while (n < size && n > 1 && ((unsigned char) text[n] & 0xc0) == 0x80)
+                        n--;
+                query_run_emit(
+                        q,
+                        (QueryEvent){ .type = QUERY_EVENT_TEXT, .step = step, .text = text, .text_size = n });
+                text += n;
+                size -= n;
+        }
+}
+
+/* Strings of a tool call as shown on the stream: cut to 200 bytes (on a
+ * character boundary). */
+#define QUERY_EVENT_STRING_MAX 200
+
+static json_object *query_run_shown_string(const char *s) {
+        size_t n = strlen(s);
+
+        if (n > QUERY_EVENT_STRING_MAX) {
+                n = QUERY_EVENT_STRING_MAX;
+                while (n > 0 && ((unsigned char) s[n] & 0xc0) == 0x80)
+                        n--;
+        }
+        return json_string_n(s, n);
+}
+
+/* A tool call starts: its arguments as validated, strings cut, the code
+ * replaced by its size. */
+static void query_run_emit_tool(QueryRun *q, const AgentAction *a) {
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+        const AgentCall *c = &a->call;
+        int r = o ? 0 : -ENOMEM;
+
+        if (q->call_step != a->step) {
+                q->call_step = a->step;
+                q->call = 0;
+        }
+        q->call++;
+        switch (c->tool) {
+        case AGENT_TOOL_WIKI_SEARCH:
+                if (r >= 0)
+                        r = json_add(o, "query", query_run_shown_string(c->query));
+                if (r >= 0)
+                        r = json_add(o, "limit", json_object_new_int64(c->limit));
+                break;
+        case AGENT_TOOL_WIKI_READ:
+                if (r >= 0)
+                        r = json_add(o, "title", query_run_shown_string(c->title));
+                break;
+        case AGENT_TOOL_RUN_PYTHON:
+                if (r >= 0)
+                        r = json_add(o, "code_bytes", json_object_new_int64((int64_t) c->code_size));
+                break;
+        default:
+                break;
+        }
+        query_run_emit(
+                q,
+                (QueryEvent){
+                        .type = QUERY_EVENT_TOOL,
+                        .phase = c->tool == AGENT_TOOL_RUN_PYTHON ? QUERY_PHASE_SANDBOX : QUERY_PHASE_WIKI,
+                        .step = a->step,
+                        .call = q->call,
+                        .name = agent_tool_to_string(c->tool),
+                        .json = r >= 0 ? json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN) : "{}",
+                });
+}
+
+/* The tool call in flight ended; summary is taken over (NULL: {}). */
+static void query_run_emit_tool_result(QueryRun *q, bool ok, json_object *summary) {
+        _cleanup_(json_object_putp) json_object *o = summary;
+
+        query_run_emit(
+                q,
+                (QueryEvent){
+                        .type = QUERY_EVENT_TOOL_RESULT,
+                        .step = q->op_step,
+                        .call = q->call,
+                        .name = agent_tool_to_string(q->op_tool),
+                        .ok = ok,
+                        .duration = usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started),
+                        .json = o ? json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN) : "{}",
+                });
+}
+
+/* {key: value} (value taken over), or NULL when out of memory. */
+static json_object *query_run_summary(const char *key, json_object *value) {
+        json_object *o = json_object_new_object();
+
+        if (!o) {
+                json_object_put(value);
+                return NULL;
+        }
+        if (json_add(o, key, value) < 0) {
+                json_object_put(o);
+                return NULL;
+        }
+        return o;
+}
+
+static json_object *query_run_page_summary(const WikiPage *p) {
+        json_object *o = json_object_new_object();
+
+        if (o &&
+            (json_add(o, "title", json_string(p->title)) < 0 || json_add(o, "url", json_string(p->url)) < 0 ||
+             json_add(o, "revision_id", json_object_new_int64((int64_t) p->revision_id)) < 0)) {
+                json_object_put(o);
+                return NULL;
+        }
+        return o;
+}
+
+static json_object *query_run_python_summary(const SandboxResult *res) {
+        json_object *o = json_object_new_object(), *files = json_object_new_array();
+        int r = o && files ? 0 : -ENOMEM;
+
+        for (size_t i = 0; r >= 0 && i < res->n_files; i++) {
+                json_object *f = json_object_new_object();
+
+                r = f ? 0 : -ENOMEM;
+                if (r >= 0)
+                        r = json_add(f, "name", json_string(res->files[i].name));
+                if (r >= 0)
+                        r = json_add(
+                                f, "size_bytes", json_object_new_int64((int64_t) res->files[i].size_bytes));
+                if (r >= 0)
+                        r = json_append(files, f);
+                else
+                        json_object_put(f);
+        }
+        if (r >= 0)
+                r = json_add(o, "exit_code", res->has_exit_code ? json_object_new_int64(res->exit_code) : NULL);
+        if (r >= 0)
+                r = json_add(o, "signal", res->signal ? json_string(res->signal) : NULL);
+        if (r >= 0)
+                r = json_add(o, "timed_out", json_object_new_boolean(res->timed_out));
+        if (r >= 0)
+                r = json_add(o, "files", TAKE_PTR(files));
+        json_object_put(files);
+        if (r < 0) {
+                json_object_put(o);
+                return NULL;
+        }
+        return o;
 }
 
 /* The first error wins. The agent learns it too, so its next decision is
@@ -136,13 +309,15 @@ static void query_run_fail(QueryRun *q, ApiError error, const char *message) {
  * (freeing cancels, no callback); a sandbox run is killed and its callback
  * comes after the cleanup. */
 static void query_run_cancel_in_flight(QueryRun *q) {
-        if (q->model_op) {
-                q->model_op = upstream_operation_free(q->model_op);
-                q->timings.model += usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started);
+        if (q->model_call) {
+                q->model_call = llm_call_free(q->model_call);
+                query_run_add_phase(
+                        &q->timings.model, "model", usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started));
         }
         if (q->wiki_op) {
                 q->wiki_op = wiki_operation_free(q->wiki_op);
-                q->timings.wiki += usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started);
+                query_run_add_phase(
+                        &q->timings.wiki, "wiki", usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started));
         }
         if (q->sandbox_run && !q->sandbox_cancelled) {
                 q->sandbox_cancelled = true;
@@ -208,50 +383,41 @@ static void query_run_wiki_failed(QueryRun *q, const WikiResult *r) {
         q->state = QUERY_RUN_CLEANUP;
 }
 
-static void page_to_agent(const MediaWikiPage *p, AgentPage *ret) {
-        *ret = (AgentPage){
-                .title = p->title,
-                .url = p->url,
-                .revision_id = p->revision_id,
-                .content = p->content,
-                .content_size = p->content_size,
-        };
-}
+/* A page read (by the request or the model) goes to the agent, and to
+ * /data as well. */
+static int query_run_take_page(QueryRun *q, const WikiPage *p) {
+        int r;
 
-/* A page read (by the request or the model) goes to /data as well. */
-static int query_run_add_page_to_sandbox(QueryRun *q, const MediaWikiPage *p) {
-        if (!q->sandbox_query || p->missing)
-                return 0;
-        return sandbox_query_add_page(
-                q->sandbox_query,
-                &(SandboxPage){
-                        .title = p->title,
-                        .revision_id = p->revision_id,
-                        .url = p->url,
-                        .content = p->content,
-                        .content_len = p->content_size,
-                });
+        if (q->state == QUERY_RUN_PRELOAD)
+                r = agent_preload_page(q->agent, q->op_title, p);
+        else
+                r = agent_tool_read_done(q->agent, p);
+        if (r < 0 || !q->sandbox_query || p->missing)
+                return r;
+        return sandbox_query_add_page(q->sandbox_query, p);
 }
 
 static void query_run_on_wiki_done(WikiOperation *op, const WikiResult *r, void *userdata) {
         QueryRun *q = userdata;
-        AgentPage page;
         int k = 0;
 
         assert(op == q->wiki_op);
-        q->timings.wiki += usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started);
+        query_run_add_phase(&q->timings.wiki, "wiki", usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started));
 
+        if (q->state != QUERY_RUN_PRELOAD)
+                query_run_emit_tool_result(
+                        q,
+                        r->error < 0,
+                        r->error >= 0 ?
+                                query_run_summary("error", json_string(api_error_to_string(r->error))) :
+                                q->op_tool == AGENT_TOOL_WIKI_SEARCH ?
+                                query_run_summary("results", json_object_new_int64((int64_t) r->n_hits)) :
+                                r->page.missing ? query_run_summary("missing", json_object_new_boolean(true)) :
+                                                  query_run_page_summary(&r->page));
         if (r->error >= 0)
                 query_run_wiki_failed(q, r);
         else if (q->state == QUERY_RUN_PRELOAD) {
-                if (r->page.missing)
-                        k = agent_preload_page(q->agent, q->op_title, NULL);
-                else {
-                        page_to_agent(&r->page, &page);
-                        k = agent_preload_page(q->agent, q->op_title, &page);
-                        if (k >= 0)
-                                k = query_run_add_page_to_sandbox(q, &r->page);
-                }
+                k = query_run_take_page(q, &r->page);
                 query_run_log(
                         q,
                         LOG_INFO,
@@ -259,14 +425,7 @@ static void query_run_on_wiki_done(WikiOperation *op, const WikiResult *r, void 
                         q->next_page,
                         r->page.missing ? " (missing)" : "");
         } else if (q->op_tool == AGENT_TOOL_WIKI_READ) {
-                if (r->page.missing)
-                        k = agent_tool_read_done(q->agent, NULL);
-                else {
-                        page_to_agent(&r->page, &page);
-                        k = agent_tool_read_done(q->agent, &page);
-                        if (k >= 0)
-                                k = query_run_add_page_to_sandbox(q, &r->page);
-                }
+                k = query_run_take_page(q, &r->page);
                 query_run_log(
                         q,
                         LOG_INFO,
@@ -309,18 +468,18 @@ static void query_run_on_wiki_done(WikiOperation *op, const WikiResult *r, void 
         query_run_advance(q);
 }
 
-static void query_run_on_model_done(UpstreamOperation *op, const UpstreamResponse *r, void *userdata) {
+static void query_run_on_model_done(LlmCall *call, const LlmCallResult *r, void *userdata) {
         QueryRun *q = userdata;
         usec_t took = usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started);
+        LlmReply reply = { .content = NULL };
+        LlmError err = { .message = NULL };
         int k;
 
-        assert(op == q->model_op);
-        q->timings.model += took;
+        assert(call == q->model_call);
+        query_run_add_phase(&q->timings.model, "model", took);
 
-        /* An HTTP error status still has a body the parser reads (the
-         * context-window errors are 400s); anything without a response is
-         * the exchange's own error. */
-        if (r->status == 0 || (r->error >= 0 && (r->error != API_ERROR_UPSTREAM_FAILED || !r->body))) {
+        if (r->error >= 0) {
+                /* No reply to read: the exchange's own error. */
                 query_run_log(
                         q,
                         LOG_INFO,
@@ -334,22 +493,42 @@ static void query_run_on_model_done(UpstreamOperation *op, const UpstreamRespons
                 query_run_log(
                         q,
                         LOG_INFO,
-                        "step %u: model replied in %" PRIu64 " ms, HTTP %ld, %zu bytes.",
+                        "step %u: model replied in %" PRIu64 " ms, HTTP %ld, %" PRIu64 " bytes%s.",
                         q->op_step,
                         took / USEC_PER_MSEC,
                         r->status,
-                        r->body_size);
-                k = agent_model_reply(
-                        q->agent, (unsigned) MIN(r->status, 999L), (const uint8_t *) r->body, r->body_size);
+                        r->bytes,
+                        r->streamed ? ", streamed" : "");
+                uint64_t prompt0, completion0, prompt, completion;
+
+                /* The reply's usage, into wikiweb_model_tokens_total as it
+                 * arrives (API.md 12.3): what the agent added to its sums. */
+                agent_usage(q->agent, &prompt0, &completion0);
+                k = llm_call_take_reply(call, &reply, &err);
+                if (k == 0 || k == -EBADMSG)
+                        k = agent_model_parsed(q->agent, k == 0 ? &reply : NULL, k == 0 ? NULL : &err);
+                agent_usage(q->agent, &prompt, &completion);
+                metrics_count_model_tokens("prompt", prompt - prompt0);
+                metrics_count_model_tokens("completion", completion - completion0);
                 if (k < 0) {
                         log_error_errno(k, "Query %s: cannot take the model's reply", q->id);
                         query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
                         q->state = QUERY_RUN_CLEANUP;
-                } else
+                } else {
+                        size_t n;
+                        const LlmMessage *m = agent_messages(q->agent, &n);
+
+                        /* A reply with tool calls: its text is the model
+                         * thinking aloud (an answer's text goes out with
+                         * the answer). */
+                        if (n > 0 && m[n - 1].role == LLM_ROLE_ASSISTANT && m[n - 1].n_tool_calls > 0 &&
+                            m[n - 1].content)
+                                query_run_step_text(q, m[n - 1].content);
                         q->state = QUERY_RUN_STEP;
+                }
         }
 
-        q->model_op = upstream_operation_free(q->model_op);
+        q->model_call = llm_call_free(q->model_call);
         query_run_advance(q);
 }
 
@@ -359,9 +538,12 @@ static void query_run_on_sandbox_done(SandboxRun *run, int error, const SandboxR
 
         assert(run == q->sandbox_run);
         q->sandbox_run = NULL;
-        q->timings.sandbox += res ? res->run_usec : usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started);
+        query_run_add_phase(
+                &q->timings.sandbox,
+                "sandbox",
+                res ? res->run_usec : usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started));
         if (res)
-                q->timings.cleanup += res->cleanup_usec;
+                query_run_add_phase(&q->timings.cleanup, "cleanup", res->cleanup_usec);
 
         if (res && !res->cleanup_confirmed) {
                 query_run_log(
@@ -373,33 +555,28 @@ static void query_run_on_sandbox_done(SandboxRun *run, int error, const SandboxR
                 query_run_fail(q, API_ERROR_EXECUTION_FAILED, "the sandbox could not start a container");
         }
 
+        query_run_emit_tool_result(
+                q,
+                res && error >= 0,
+                res && error >= 0 ? query_run_python_summary(res) :
+                                    query_run_summary("error", json_string("no container could run")));
         if (q->failed || q->sandbox_cancelled)
                 q->state = QUERY_RUN_CLEANUP;
         else {
-                _cleanup_free_ AgentPythonFile *files = NULL;
-
-                if (res->n_files > 0) {
-                        files = calloc(res->n_files, sizeof *files);
-                        if (!files)
-                                k = -ENOMEM;
-                }
-                for (size_t i = 0; k >= 0 && i < res->n_files; i++)
-                        files[i] = (AgentPythonFile){ res->files[i].name, res->files[i].size_bytes };
-                if (k >= 0)
-                        k = agent_tool_python_done(
-                                q->agent,
-                                &(AgentPythonRun){
-                                        .has_exit_code = res->has_exit_code,
-                                        .exit_code = res->exit_code,
-                                        .signal = res->signal,
-                                        .timed_out = res->timed_out,
-                                        .stdout_bytes = res->stdout_text ? res->stdout_text : "",
-                                        .stdout_size = res->stdout_text ? strlen(res->stdout_text) : 0,
-                                        .stderr_bytes = res->stderr_text ? res->stderr_text : "",
-                                        .stderr_size = res->stderr_text ? strlen(res->stderr_text) : 0,
-                                        .files = files,
-                                        .n_files = res->n_files,
-                                });
+                k = agent_tool_python_done(
+                        q->agent,
+                        &(AgentPythonRun){
+                                .has_exit_code = res->has_exit_code,
+                                .exit_code = res->exit_code,
+                                .signal = res->signal,
+                                .timed_out = res->timed_out,
+                                .stdout_bytes = res->stdout_text ? res->stdout_text : "",
+                                .stdout_size = res->stdout_text ? strlen(res->stdout_text) : 0,
+                                .stderr_bytes = res->stderr_text ? res->stderr_text : "",
+                                .stderr_size = res->stderr_text ? strlen(res->stderr_text) : 0,
+                                .files = res->files,
+                                .n_files = res->n_files,
+                        });
                 if (k < 0) {
                         log_error_errno(k, "Query %s: cannot take the sandbox's result", q->id);
                         query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
@@ -428,9 +605,89 @@ static int query_run_start_read(QueryRun *q, const char *title) {
         return wiki_client_read(q->wiki, title, query_run_on_wiki_done, q, &q->wiki_op);
 }
 
-static int query_run_send(QueryRun *q, const AgentAction *a) {
-        const char *headers[] = { q->authorization, NULL };
+/* The live text of the model's reply, delta by delta as it streams in
+ * (from inside libcurl's write callback: nothing may be freed or started
+ * here). The hook for the query's event stream (API.md 11.2 "text"). */
+static bool query_run_is_space(char c) {
+        return c && strchr(" \t\r\n\v\f", c);
+}
 
+static void query_run_on_model_text(const char *delta, size_t n, void *userdata) {
+        QueryRun *q = userdata;
+        size_t e;
+
+        if (q->live_step != q->op_step) {
+                q->live_step = q->op_step;
+                q->live_started = false;
+                q->live_emitted = 0;
+                q->live_held_size = 0;
+        }
+        if (!q->live_started) {
+                while (n > 0 && query_run_is_space(*delta)) {
+                        delta++;
+                        n--;
+                }
+                if (n == 0)
+                        return;
+                q->live_started = true;
+        }
+        for (e = n; e > 0 && query_run_is_space(delta[e - 1]); e--)
+                ;
+        if (e > 0) {
+                if (q->live_held_size > 0)
+                        query_run_text(q, q->op_step, q->live_held, q->live_held_size);
+                query_run_text(q, q->op_step, delta, e);
+                q->live_emitted += q->live_held_size + e;
+                q->live_held_size = 0;
+        }
+        if (e < n) {
+                /* Whitespace only, bounded by the model's output budget. */
+                char *h = realloc(q->live_held, q->live_held_size + (n - e));
+
+                if (!h) {
+                        log_oom();
+                        return;
+                }
+                memcpy(h + q->live_held_size, delta + e, n - e);
+                q->live_held = h;
+                q->live_held_size += n - e;
+        }
+}
+
+/* The end of a model step with text: what was not streamed goes out whole
+ * (a server that answered with one JSON body). */
+static void query_run_step_text(QueryRun *q, const char *text) {
+        if (q->live_step == q->op_step && q->live_emitted > 0)
+                return;
+        query_run_text(q, q->op_step, text, strlen(text));
+}
+
+/* A tool call starts in the model's reply (the "tool" event itself comes
+ * when the call is validated and run). */
+static void query_run_on_model_tool_call(size_t index, const char *name, void *userdata) {
+        QueryRun *q = userdata;
+
+        log_debug("Query %s: step %u: the model calls %s.", q->id, q->op_step, name);
+}
+
+/* The server refused stream_options: the same request without them. */
+static int query_run_rebuild_request(LlmStreamMode mode, const char **ret_body, size_t *ret_size, void *userdata) {
+        QueryRun *q = userdata;
+        AgentAction a;
+        int r;
+
+        r = agent_set_stream(q->agent, mode);
+        if (r < 0)
+                return r;
+        r = agent_rebuild_request(q->agent, &a);
+        if (r < 0)
+                return r;
+        *ret_body = a.body;
+        *ret_size = a.body_size;
+        return 0;
+}
+
+static int query_run_send(QueryRun *q, const AgentAction *a) {
         query_run_log(
                 q,
                 LOG_INFO,
@@ -442,20 +699,23 @@ static int query_run_send(QueryRun *q, const AgentAction *a) {
                 a->with_tools ? "" : ", without tools (the last step)");
         q->op_started = now(CLOCK_MONOTONIC);
         q->op_step = a->step;
-        return upstream_start(
-                q->upstream,
-                &(UpstreamRequest){
-                        .method = "POST",
-                        .url = q->chat_url,
-                        .headers = q->authorization ? headers : NULL,
+        query_run_emit(
+                q, (QueryEvent){ .type = QUERY_EVENT_STEP, .phase = QUERY_PHASE_MODEL, .step = a->step });
+        return llm_call_start(
+                q->llm,
+                &(LlmCallRequest){
                         .body = a->body,
                         .body_size = a->body_size,
-                        .content_type = "application/json",
                         .deadline = q->deadline,
+                        .limits = agent_reply_limits(q->agent),
+                        .live = { .text = query_run_on_model_text,
+                                  .tool_call = query_run_on_model_tool_call,
+                                  .userdata = q },
+                        .rebuild = query_run_rebuild_request,
                 },
                 query_run_on_model_done,
                 q,
-                &q->model_op);
+                &q->model_call);
 }
 
 static int query_run_start_tool(QueryRun *q, const AgentAction *a) {
@@ -490,6 +750,7 @@ static int query_run_start_tool(QueryRun *q, const AgentAction *a) {
 /* A tool that cannot even start: the model hears about it (it may work
  * around it), except a sandbox that cannot start a container at all. */
 static void query_run_tool_start_failed(QueryRun *q, const AgentAction *a, int r) {
+        query_run_emit_tool_result(q, false, query_run_summary("error", json_string("the tool could not run")));
         query_run_log(
                 q,
                 LOG_WARNING,
@@ -541,29 +802,13 @@ static int query_run_sources_json(QueryRun *q, char **ret) {
 /* DONE: report once, from the defer that got us here. */
 static void query_run_report(QueryRun *q) {
         _cleanup_free_ char *sources = NULL;
-        _cleanup_free_ QueryArtifact *artifacts = NULL;
         uint64_t prompt = 0, completion = 0;
         QueryOutcome o;
 
         q->deadline_source = sd_event_source_disable_unref(q->deadline_source);
-        q->cleanup_confirmed = !q->sandbox_query || sandbox_query_cleanup_confirmed(q->sandbox_query);
         if (query_run_sources_json(q, &sources) < 0)
                 log_oom();
         agent_usage(q->agent, &prompt, &completion);
-
-        if (q->artifacts.n > 0) {
-                artifacts = calloc(q->artifacts.n, sizeof *artifacts);
-                if (!artifacts)
-                        log_oom();
-        }
-        for (size_t i = 0; artifacts && i < q->artifacts.n; i++)
-                artifacts[i] = (QueryArtifact){
-                        .name = q->artifacts.items[i].name,
-                        .media_type = q->artifacts.items[i].media_type,
-                        .sha256 = q->artifacts.items[i].sha256,
-                        .fd = q->artifacts.items[i].fd,
-                        .size = q->artifacts.items[i].size,
-                };
 
         o = (QueryOutcome){
                 .query_id = q->id,
@@ -571,31 +816,18 @@ static void query_run_report(QueryRun *q) {
                 .error = q->failed ? q->error : _API_ERROR_INVALID,
                 .message = q->failed ? q->message : NULL,
                 .answer = q->failed ? NULL : q->answer,
-                .cleanup_confirmed = q->cleanup_confirmed,
+                .cleanup_confirmed = !q->sandbox_query || sandbox_query_cleanup_confirmed(q->sandbox_query),
                 .sources_json = sources,
                 .model = q->config->llm_model,
                 .prompt_tokens = prompt,
                 .completion_tokens = completion,
                 .steps = agent_steps(q->agent),
                 .timings = q->timings,
-                .artifacts = artifacts,
-                .n_artifacts = artifacts ? q->artifacts.n : 0,
+                .artifacts = q->artifacts.items,
+                .n_artifacts = q->artifacts.n,
         };
         q->reported = true;
-        q->confirmed_pending = !q->cleanup_confirmed;
         q->done(q, &o, q->userdata);
-}
-
-static void query_run_on_sandbox_confirmed(SandboxQuery *sq, void *userdata) {
-        QueryRun *q = userdata;
-
-        if (!q->reported || !q->confirmed_pending)
-                return;
-        q->confirmed_pending = false;
-        q->cleanup_confirmed = true;
-        query_run_log(q, LOG_INFO, "the sandbox's cleanup is confirmed now.");
-        if (q->confirmed)
-                q->confirmed(q, q->userdata);
 }
 
 /* CLEANUP: nothing else may start; wait for a cancelled container, then
@@ -624,7 +856,7 @@ static bool query_run_cleanup(QueryRun *q) {
                                 q->artifacts.skipped_too_large,
                                 q->artifacts.skipped_not_regular);
         }
-        q->timings.cleanup += usec_sub_unsigned(now(CLOCK_MONOTONIC), t0);
+        query_run_add_phase(&q->timings.cleanup, "cleanup", usec_sub_unsigned(now(CLOCK_MONOTONIC), t0));
         return true;
 }
 
@@ -633,12 +865,17 @@ static void query_run_advance(QueryRun *q) {
         int r;
 
         for (;;) {
-                if (q->model_op || q->wiki_op || (q->sandbox_run && q->state != QUERY_RUN_CLEANUP))
+                if (q->model_call || q->wiki_op || (q->sandbox_run && q->state != QUERY_RUN_CLEANUP))
                         return; /* its completion calls us again */
 
                 switch (q->state) {
                 case QUERY_RUN_PRELOAD:
                         if (q->pages && q->pages[q->next_page]) {
+                                if (q->next_page == 0)
+                                        query_run_emit(
+                                                q,
+                                                (QueryEvent){ .type = QUERY_EVENT_PHASE,
+                                                              .phase = QUERY_PHASE_WIKI });
                                 r = query_run_start_read(q, q->pages[q->next_page++]);
                                 if (r < 0) {
                                         log_error_errno(r, "Query %s: cannot read a requested page", q->id);
@@ -671,6 +908,7 @@ static void query_run_advance(QueryRun *q) {
                                 q->state = QUERY_RUN_MODEL;
                                 return;
                         case AGENT_ACTION_TOOL:
+                                query_run_emit_tool(q, &a);
                                 r = query_run_start_tool(q, &a);
                                 if (r < 0) {
                                         query_run_tool_start_failed(q, &a, r);
@@ -687,6 +925,7 @@ static void query_run_advance(QueryRun *q) {
                                         "answered after %u steps (%zu bytes).",
                                         agent_steps(q->agent),
                                         strlen(a.answer));
+                                query_run_step_text(q, a.answer);
                                 q->answer = strdup(a.answer);
                                 if (!q->answer)
                                         query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
@@ -713,6 +952,13 @@ static void query_run_advance(QueryRun *q) {
                         break;
 
                 case QUERY_RUN_CLEANUP:
+                        if (!q->cleanup_phase) {
+                                q->cleanup_phase = true;
+                                query_run_emit(
+                                        q,
+                                        (QueryEvent){ .type = QUERY_EVENT_PHASE,
+                                                      .phase = QUERY_PHASE_CLEANUP });
+                        }
                         if (!query_run_cleanup(q))
                                 return;
                         /* Report from a defer of our own, never from inside
@@ -734,12 +980,7 @@ static void query_run_advance(QueryRun *q) {
 }
 
 int query_run_new(
-        const QueryRunContext *ctx,
-        const QueryJob *job,
-        QueryRunDone done,
-        QueryRunConfirmed confirmed,
-        void *userdata,
-        QueryRun **ret) {
+        const QueryRunContext *ctx, const QueryJob *job, QueryRunDone done, void *userdata, QueryRun **ret) {
 
         _cleanup_(query_run_freep) QueryRun *q = NULL;
         const Config *c;
@@ -752,7 +993,7 @@ int query_run_new(
         assert(done);
         assert(ret);
         c = ctx->config;
-        if (!c->wiki_api_url || !c->llm_url || !c->llm_model)
+        if (!c->wiki_api_url || !c->llm_url || !c->llm_model || !ctx->llm)
                 return -EINVAL;
 
         q = calloc(1, sizeof *q);
@@ -761,9 +1002,12 @@ int query_run_new(
         q->event = ctx->event;
         q->config = c;
         q->upstream = ctx->upstream;
+        q->llm = ctx->llm;
         q->sandbox = ctx->sandbox;
+        q->on_event = ctx->on_event;
+        q->event_userdata = ctx->event_userdata;
+        q->phase = QUERY_PHASE_MODEL;
         q->done = done;
-        q->confirmed = confirmed;
         q->userdata = userdata;
         q->state = QUERY_RUN_PRELOAD;
         q->error = _API_ERROR_INVALID;
@@ -782,17 +1026,6 @@ int query_run_new(
                         return -ENOMEM;
         }
 
-        /* The base URL with or without a trailing slash. */
-        if (asprintf(&q->chat_url, "%s%schat/completions", c->llm_url, endswith(c->llm_url, "/") ? "" : "/") <
-            0) {
-                q->chat_url = NULL;
-                return -ENOMEM;
-        }
-        if (c->llm_api_key && asprintf(&q->authorization, "Authorization: Bearer %s", c->llm_api_key) < 0) {
-                q->authorization = NULL;
-                return -ENOMEM;
-        }
-
         python = q->sandbox && sandbox_is_available(q->sandbox);
         if (python) {
                 r = sandbox_query_new(q->sandbox, q->id, &q->sandbox_query);
@@ -800,9 +1033,7 @@ int query_run_new(
                         log_warning_errno(
                                 r, "Query %s: no sandbox for this query, run_python not offered", q->id);
                         python = false;
-                } else
-                        sandbox_query_set_confirmed_handler(
-                                q->sandbox_query, query_run_on_sandbox_confirmed, q);
+                }
         }
 
         r = agent_new(
@@ -813,6 +1044,7 @@ int query_run_new(
                         .max_output_bytes = c->model_max_output_bytes,
                         .tool_result_max_bytes = c->tool_result_max_bytes,
                         .sandbox_available = python,
+                        .stream = llm_client_stream_mode(q->llm),
                 },
                 job->question,
                 &q->agent);
@@ -852,7 +1084,7 @@ int query_run_new(
 QueryRun *query_run_free(QueryRun *q) {
         if (!q)
                 return NULL;
-        q->model_op = upstream_operation_free(q->model_op);
+        q->model_call = llm_call_free(q->model_call);
         q->wiki_op = wiki_operation_free(q->wiki_op);
         /* A run must not outlive its query context: sandbox.h says cancel
          * and wait. Freeing with a run in flight is a bug of the caller. */
@@ -863,15 +1095,11 @@ QueryRun *query_run_free(QueryRun *q) {
         q->sandbox_query = sandbox_query_free(q->sandbox_query);
         q->wiki = wiki_client_free(q->wiki);
         q->agent = agent_free(q->agent);
-        if (q->authorization) {
-                explicit_bzero(q->authorization, strlen(q->authorization));
-                free(q->authorization);
-        }
-        free(q->chat_url);
         strv_free(q->pages);
         free(q->op_title);
         free(q->message);
         free(q->answer);
+        free(q->live_held);
         free(q);
         return NULL;
 }

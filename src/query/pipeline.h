@@ -5,13 +5,14 @@
 #include <systemd/sd-event.h>
 
 #include "query/executor.h"
+#include "query/llm-client.h"
 #include "query/upstream.h"
 #include "shared/api-error.h"
 #include "shared/config.h"
 #include "shared/macro.h"
 
 /* One query's run (API.md 8): the per-query state machine behind the
- * executor (STYLE.md "The pipeline, from the anchors").
+ * executor (docs/CODING_STYLE.md).
  *
  *   PRELOAD  the request's "pages", one wiki_read each, as sources
  *   STEP     agent_next() decides: a model request, a tool call, the answer
@@ -29,36 +30,35 @@
  * execution_failed. The first error wins. Every path goes through CLEANUP.
  *
  * Ownership: the executor owns a QueryRun from query_run_new() until
- * query_run_free(). It borrows the event loop, the config, the Upstream and
- * the sandbox (NULL: run_python is not offered), which must outlive it. The
- * done callback runs exactly once, from a defer source. A run whose sandbox
- * cleanup is not yet confirmed at that point reports cleanup_confirmed =
- * false and calls the confirmed callback later, once, when it is (it must
- * not be freed before, or the notification is lost; the cleanup itself
- * continues in the sandbox either way). */
+ * query_run_free(). It borrows the event loop, the config, the Upstream, the
+ * model client and the sandbox (NULL: run_python is not offered), which
+ * must outlive it. The done callback runs exactly once, from a defer
+ * source; the run has nothing left to do after it and is freed once it
+ * returns. A run whose
+ * sandbox cleanup is not yet confirmed at that point reports
+ * cleanup_confirmed = false; the cleanup goes on in the Sandbox, which
+ * announces it by the query's id when it is confirmed
+ * (sandbox_set_cleanup_confirmed_handler()). */
 
 typedef struct Sandbox Sandbox;
 typedef struct QueryRun QueryRun;
 
 typedef void (*QueryRunDone)(QueryRun *q, const QueryOutcome *outcome, void *userdata);
-typedef void (*QueryRunConfirmed)(QueryRun *q, void *userdata);
 
 typedef struct QueryRunContext {
         sd_event *event;
         const Config *config;
         Upstream *upstream;
-        Sandbox *sandbox; /* NULL or unavailable: no run_python */
+        LlmClient *llm;             /* the model client, long-lived: what it learnt of the server persists */
+        Sandbox *sandbox;           /* NULL or unavailable: no run_python */
+        QueryEventHandler on_event; /* NULL: none */
+        void *event_userdata;
 } QueryRunContext;
 
 /* Starts the run: the first operation begins from a defer. job is copied.
  * Returns 0, -ENOMEM, -EINVAL (the config lacks wiki or model). */
 int query_run_new(
-        const QueryRunContext *ctx,
-        const QueryJob *job,
-        QueryRunDone done,
-        QueryRunConfirmed confirmed,
-        void *userdata,
-        QueryRun **ret);
+        const QueryRunContext *ctx, const QueryJob *job, QueryRunDone done, void *userdata, QueryRun **ret);
 /* Cancels whatever is in flight without any callback. */
 QueryRun *query_run_free(QueryRun *q);
 DEFINE_TRIVIAL_CLEANUP_FUNC(QueryRun *, query_run_free);
@@ -66,7 +66,3 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(QueryRun *, query_run_free);
 /* End the run with error (the first error wins) through the cleanup state.
  * message: raw, copied. No-op once the outcome is reported. */
 void query_run_abort(QueryRun *q, ApiError error, const char *message);
-
-const char *query_run_id(const QueryRun *q);
-/* Whether the outcome was reported. */
-bool query_run_reported(const QueryRun *q);

@@ -40,6 +40,8 @@ struct UpstreamOperation {
         size_t body_size;
         usec_t deadline;
         UpstreamJar *jar;
+        char *stream_type;
+        UpstreamBodyHandler on_body;
 
         /* The current hop. */
         CURL *easy;
@@ -47,6 +49,10 @@ struct UpstreamOperation {
         char errbuf[CURL_ERROR_SIZE];
         char *buf;
         size_t buf_size, buf_alloc;
+        uint64_t received; /* body bytes of this hop, collected or streamed */
+        bool body_decided; /* whether the body streams is known (first bytes seen) */
+        bool streaming;    /* the body goes to on_body */
+        bool stopped;      /* on_body stopped the transfer */
         bool over_cap;
         bool denied_address;
         char denied_address_text[INET6_ADDRSTRLEN];
@@ -60,7 +66,6 @@ static void upstream_glue_finished(CurlGlue *g, CURL *easy, CURLcode result, voi
 
 int upstream_new(sd_event *event, const DestinationPolicy *policy, uint64_t max_response_bytes, Upstream **ret) {
         _cleanup_(upstream_freep) Upstream *u = NULL;
-        const curl_version_info_data *v;
         int r;
 
         assert(event);
@@ -78,17 +83,9 @@ int upstream_new(sd_event *event, const DestinationPolicy *policy, uint64_t max_
         u->max_response_bytes = max_response_bytes;
         u->connect_timeout = UPSTREAM_CONNECT_TIMEOUT_USEC;
 
-        v = curl_version_info(CURLVERSION_NOW);
-        if (asprintf(
-                    &u->user_agent,
-                    "%s/%s (+%s) libcurl/%s",
-                    PACKAGE_NAME,
-                    PACKAGE_VERSION,
-                    PACKAGE_URL,
-                    v && v->version ? v->version : "unknown") < 0) {
-                u->user_agent = NULL;
-                return -ENOMEM;
-        }
+        r = upstream_set_user_agent_contact(u, NULL);
+        if (r < 0)
+                return r;
 
         r = curl_glue_new(event, upstream_glue_finished, u, &u->glue);
         if (r < 0)
@@ -116,6 +113,26 @@ void upstream_set_connect_timeout(Upstream *u, usec_t timeout) {
 sd_event *upstream_get_event(const Upstream *u) {
         assert(u);
         return u->event;
+}
+
+int upstream_set_user_agent_contact(Upstream *u, const char *contact) {
+        const curl_version_info_data *v = curl_version_info(CURLVERSION_NOW);
+        char *ua;
+
+        assert(u);
+        if (asprintf(
+                    &ua,
+                    "%s/%s%s%s%s libcurl/%s",
+                    PACKAGE_NAME,
+                    PACKAGE_VERSION,
+                    contact ? " (+" : "",
+                    contact ? contact : "",
+                    contact ? ")" : "",
+                    v && v->version ? v->version : "unknown") < 0)
+                return -ENOMEM;
+        free(u->user_agent);
+        u->user_agent = ua;
+        return 0;
 }
 
 const char *upstream_user_agent(const Upstream *u) {
@@ -270,6 +287,8 @@ static void upstream_operation_stop_hop(UpstreamOperation *op) {
         free(op->buf);
         op->buf = NULL;
         op->buf_size = op->buf_alloc = 0;
+        op->received = 0;
+        op->body_decided = op->streaming = op->stopped = false;
         op->over_cap = false;
         op->denied_address = false;
         op->errbuf[0] = 0;
@@ -282,6 +301,7 @@ UpstreamOperation *upstream_operation_free(UpstreamOperation *op) {
         sd_event_source_disable_unref(op->defer);
         free(op->method);
         free(op->url);
+        free(op->stream_type);
         /* Headers may carry a secret (Authorization: Bearer ...). */
         for (struct curl_slist *l = op->headers; l; l = l->next)
                 if (l->data)
@@ -339,14 +359,55 @@ static void upstream_operation_finish(UpstreamOperation *op, ApiError error, con
                 log_error_errno(r, "upstream: cannot schedule a completion");
 }
 
+bool upstream_media_type_is(const char *content_type, const char *type) {
+        size_t n;
+
+        if (!content_type || !type)
+                return false;
+        content_type += strspn(content_type, " \t");
+        n = strcspn(content_type, ";");
+        while (n > 0 && strchr(" \t", content_type[n - 1]))
+                n--;
+        return n == strlen(type) && strncasecmp(content_type, type, n) == 0;
+}
+
+/* At the first body bytes of a hop: whether they go to on_body. The status
+ * and the headers are known by then. */
+static bool upstream_operation_wants_stream(UpstreamOperation *op) {
+        struct curl_header *h = NULL;
+        long status = 0;
+
+        if (!op->on_body)
+                return false;
+        if (curl_easy_getinfo(op->easy, CURLINFO_RESPONSE_CODE, &status) != CURLE_OK || status < 200 ||
+            status > 299)
+                return false;
+        if (curl_easy_header(op->easy, "Content-Type", 0, CURLH_HEADER, -1, &h) != CURLHE_OK || !h)
+                return false;
+        return upstream_media_type_is(h->value, op->stream_type);
+}
+
 static size_t upstream_write_callback(char *ptr, size_t size, size_t nmemb, void *userdata) {
         UpstreamOperation *op = userdata;
         size_t n = size * nmemb;
         uint64_t cap = op->upstream->max_response_bytes;
 
-        if (n > cap || op->buf_size > cap - n) {
+        if (n > cap || op->received > cap - n) {
                 op->over_cap = true;
                 return 0; /* CURLE_WRITE_ERROR */
+        }
+        op->received += n;
+        if (!op->body_decided) {
+                op->body_decided = true;
+                op->streaming = upstream_operation_wants_stream(op);
+        }
+        if (op->streaming) {
+                /* Handed over at once: nothing waits for the end. */
+                if (op->on_body(op, ptr, n, op->userdata) < 0) {
+                        op->stopped = true;
+                        return 0; /* CURLE_WRITE_ERROR */
+                }
+                return n;
         }
         if (op->buf_size + n + 1 > op->buf_alloc) {
                 size_t a = MAX(op->buf_alloc * 2, (size_t) 4096);
@@ -518,6 +579,9 @@ static void upstream_glue_finished(CurlGlue *g, CURL *easy, CURLcode result, voi
         }
         op->response.status = status;
         op->response.url = strdup(op->url);
+        op->response.streamed = op->streaming;
+        op->response.streamed_bytes = op->streaming ? op->received : 0;
+        op->response.stopped = op->stopped;
         if (status > 0) {
                 op->response.content_type = upstream_header_dup(easy, "Content-Type");
                 op->response.retry_after = upstream_header_dup(easy, "Retry-After");
@@ -605,6 +669,8 @@ static void upstream_glue_finished(CurlGlue *g, CURL *easy, CURLcode result, voi
                         "Upstream response exceeds %" PRIu64 " bytes", op->upstream->max_response_bytes);
         else if (error == API_ERROR_QUERY_TIMEOUT)
                 msg = NULL; /* the default message says it */
+        else if (op->stopped)
+                msg = upstream_message("Upstream %s: the reply was stopped by its reader", op->hop.host);
         else if (result == CURLE_OK)
                 msg = upstream_message("Upstream %s answered HTTP %ld", op->hop.host, status);
         else
@@ -640,11 +706,17 @@ int upstream_start(
         op->userdata = userdata;
         op->deadline = req->deadline;
         op->jar = req->jar;
+        op->on_body = req->stream_type ? req->on_body : NULL;
         op->response.error = _API_ERROR_INVALID;
         op->method = strdup(method);
         op->url = strdup(req->url);
         if (!op->method || !op->url)
                 return -ENOMEM;
+        if (op->on_body) {
+                op->stream_type = strdup(req->stream_type);
+                if (!op->stream_type)
+                        return -ENOMEM;
+        }
         for (const char *const *h = req->headers; h && *h; h++) {
                 struct curl_slist *l;
 

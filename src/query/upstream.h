@@ -60,6 +60,11 @@ void upstream_set_connect_timeout(Upstream *u, usec_t timeout);
 /* The event loop the Upstream runs on (borrowed). */
 sd_event *upstream_get_event(const Upstream *u);
 
+/* The User-Agent sent with every request: "wikiweb/VERSION (+CONTACT)
+ * libcurl/VERSION", without the parenthesis when contact is NULL (the
+ * operator's email or URL, WIKI_WEB_USER_AGENT_CONTACT, validated by the
+ * config). */
+int upstream_set_user_agent_contact(Upstream *u, const char *contact);
 /* The User-Agent sent with every request (owned by u). */
 const char *upstream_user_agent(const Upstream *u);
 
@@ -67,6 +72,14 @@ int upstream_jar_new(Upstream *u, UpstreamJar **ret);
 /* Every operation using the jar must have been freed before. */
 UpstreamJar *upstream_jar_free(UpstreamJar *j);
 DEFINE_TRIVIAL_CLEANUP_FUNC(UpstreamJar *, upstream_jar_free);
+
+/* Body bytes of a streamed response as they arrive (see UpstreamRequest).
+ * Called from inside libcurl's write callback: it must not free op, nor
+ * start or free any operation of this Upstream; it may do its own work
+ * (parse, forward). Returns 0 to go on, or a negative errno to stop the
+ * transfer: the exchange then ends as upstream_failed with
+ * UpstreamResponse.stopped set, and the handler knows why. */
+typedef int (*UpstreamBodyHandler)(UpstreamOperation *op, const void *data, size_t n, void *userdata);
 
 typedef struct UpstreamRequest {
         const char *method;         /* "GET" or "POST"; NULL: GET */
@@ -77,6 +90,14 @@ typedef struct UpstreamRequest {
         const char *content_type;   /* of the body, e.g. "application/json"; NULL: none */
         usec_t deadline;            /* CLOCK_MONOTONIC; 0 or USEC_INFINITY: none */
         UpstreamJar *jar;           /* cookies to send and keep, or NULL */
+        /* Streaming: a 2xx answer of the last hop whose media type is
+         * stream_type (e.g. "text/event-stream") has its body handed to
+         * on_body (userdata as for done) piece by piece, as libcurl decodes
+         * it, instead of being collected; the cap still counts every byte.
+         * Any other answer (an error status, another type, a redirect) is
+         * collected as usual. NULL: never. */
+        const char *stream_type;
+        UpstreamBodyHandler on_body;
 } UpstreamRequest;
 /* Everything in *req is copied by upstream_start(): nothing is borrowed
  * after it returns (the body and the headers included: they may hold a
@@ -100,6 +121,11 @@ typedef struct UpstreamResponse {
         long status;
         char *body;
         size_t body_size;
+        /* The body went to on_body (body is then "" and body_size 0):
+         * streamed_bytes were handed over. */
+        bool streamed;
+        uint64_t streamed_bytes;
+        bool stopped;              /* on_body stopped the transfer */
         char *content_type;        /* header values, NULL when absent */
         char *retry_after;         /* raw value; see upstream_parse_retry_after() */
         char *mediawiki_api_error; /* MediaWiki-API-Error */
@@ -146,6 +172,10 @@ typedef struct UpstreamOutcome {
  * connectivity_failed; other failures and non-2xx upstream_failed; < 0
  * (_API_ERROR_INVALID) for a 2xx. Pure. */
 ApiError upstream_classify(const UpstreamOutcome *o);
+
+/* Whether a Content-Type value names the media type type (its part before
+ * any ";" parameters, case-insensitive, surrounding spaces ignored). Pure. */
+bool upstream_media_type_is(const char *content_type, const char *type);
 
 /* Retry-After as seconds: delta-seconds (at most 1 day) or an HTTP date
  * relative to now_realtime. Returns 0 and *ret_usec, or -EINVAL. */

@@ -53,7 +53,7 @@ struct WikiOperation {
 static void wiki_result_done(WikiResult *r) {
         free(r->message);
         mediawiki_search_hits_free(r->hits, r->n_hits);
-        mediawiki_page_done(&r->page);
+        wiki_page_done(&r->page);
         *r = (WikiResult){ .error = _API_ERROR_INVALID };
 }
 

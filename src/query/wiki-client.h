@@ -66,7 +66,7 @@ typedef struct WikiResult {
         MediaWikiSearchHit *hits;
         size_t n_hits;
         /* read: page.missing for a page that does not exist */
-        MediaWikiPage page;
+        WikiPage page;
 } WikiResult;
 
 /* r is borrowed for the duration of the call. */

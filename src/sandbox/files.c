@@ -11,66 +11,9 @@
 #include "shared/macro.h"
 #include "shared/sha256.h"
 #include "shared/utf8.h"
+#include "shared/wiki-page.h"
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(DIR *, closedir);
-
-static bool data_name_byte_ok(unsigned char c) {
-        return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
-                c == '-' || c == '.' || c == '(' || c == ')' || c == ',';
-}
-
-#define WIKI_SUFFIX ".wiki"
-#define HASH_MARK_LEN (1 + 16) /* "~" + 16 hex digits */
-
-int sandbox_data_file_name(const char *title, size_t len, char **ret) {
-        static const char hex[] = "0123456789ABCDEF";
-        _cleanup_free_ char *s = NULL;
-        size_t o = 0, limit = NAME_MAX - STRLEN(WIKI_SUFFIX);
-
-        if (len == 0)
-                return -EINVAL;
-        if (len > (SIZE_MAX - 32) / 3)
-                return -ENOMEM;
-        s = malloc(3 * len + HASH_MARK_LEN + STRLEN(WIKI_SUFFIX) + 1);
-        if (!s)
-                return -ENOMEM;
-        for (size_t i = 0; i < len; i++) {
-                unsigned char c = (unsigned char) title[i];
-
-                if (c == ' ')
-                        s[o++] = '_';
-                else if (data_name_byte_ok(c))
-                        s[o++] = (char) c;
-                else {
-                        s[o++] = '%';
-                        s[o++] = hex[c >> 4];
-                        s[o++] = hex[c & 15];
-                }
-        }
-        if (o > limit) {
-                /* Too long for one directory entry: cut, never inside an
-                 * escape, and name the whole title by its hash. */
-                uint8_t d[SHA256_DIGEST_SIZE];
-                char h[65];
-                int r;
-
-                o = limit - HASH_MARK_LEN;
-                if (s[o - 1] == '%')
-                        o -= 1;
-                else if (s[o - 2] == '%')
-                        o -= 2;
-                r = sha256(title, len, d);
-                if (r < 0)
-                        return r;
-                sha256_to_hex(d, h);
-                s[o++] = '~';
-                memcpy(s + o, h, 16);
-                o += 16;
-        }
-        memcpy(s + o, WIKI_SUFFIX, STRLEN(WIKI_SUFFIX) + 1);
-        *ret = TAKE_PTR(s);
-        return 0;
-}
 
 /* Write len bytes to name in dir_fd atomically: a temporary file, then
  * rename. */
@@ -104,7 +47,7 @@ static int write_file_atomic(int dir_fd, const char *name, const void *data, siz
         return 0;
 }
 
-int sandbox_data_write_page(int dir_fd, const SandboxPage *page, const SandboxPage *entries, size_t n) {
+int sandbox_data_write_page(int dir_fd, const WikiPage *page, const WikiPage *entries, size_t n) {
         _cleanup_(json_object_putp) json_object *a = json_object_new_array();
         _cleanup_free_ char *file = NULL;
         const char *text;
@@ -113,10 +56,10 @@ int sandbox_data_write_page(int dir_fd, const SandboxPage *page, const SandboxPa
 
         if (!a)
                 return -ENOMEM;
-        r = sandbox_data_file_name(page->title, strlen(page->title), &file);
+        r = wiki_page_data_file_name(page->title, strlen(page->title), &file);
         if (r < 0)
                 return r;
-        r = write_file_atomic(dir_fd, file, page->content, page->content_len);
+        r = write_file_atomic(dir_fd, file, page->content, page->content_size);
         if (r < 0)
                 return r;
 
@@ -128,7 +71,7 @@ int sandbox_data_write_page(int dir_fd, const SandboxPage *page, const SandboxPa
                         json_object_put(o);
                         return -ENOMEM;
                 }
-                r = sandbox_data_file_name(entries[i].title, strlen(entries[i].title), &f);
+                r = wiki_page_data_file_name(entries[i].title, strlen(entries[i].title), &f);
                 if (r < 0)
                         return r;
                 json_object_object_add(o, "title", json_object_new_string(entries[i].title));
@@ -208,11 +151,8 @@ const char *sandbox_media_type(const char *name) {
 }
 
 void sandbox_artifacts_done(SandboxArtifacts *a) {
-        for (size_t i = 0; i < a->n; i++) {
-                free(a->items[i].name);
-                if (a->items[i].fd >= 0)
-                        (void) close(a->items[i].fd);
-        }
+        for (size_t i = 0; i < a->n; i++)
+                artifact_done(&a->items[i]);
         free(a->items);
         *a = (SandboxArtifacts){ 0 };
 }
@@ -335,7 +275,7 @@ int sandbox_collect_artifacts(int dir_fd, uint64_t max_files, uint64_t max_bytes
         for (size_t i = 0; i < n_names; i++) {
                 _cleanup_close_ int f = -1;
                 struct stat st;
-                SandboxArtifact *x;
+                Artifact *x;
 
                 /* O_NONBLOCK: opening a FIFO must not wait for a writer;
                  * O_NOFOLLOW: a link is refused here, not followed. */
@@ -371,9 +311,9 @@ int sandbox_collect_artifacts(int dir_fd, uint64_t max_files, uint64_t max_bytes
                         }
                 }
                 x = &a.items[a.n];
-                *x = (SandboxArtifact){ .fd = -1, .size = (uint64_t) st.st_size };
-                if (hash_fd(f, x->size, x->sha256) < 0 ||
-                    (fstat(f, &st) == 0 && (uint64_t) st.st_size != x->size)) {
+                *x = (Artifact){ .fd = -1, .size_bytes = (uint64_t) st.st_size };
+                if (hash_fd(f, x->size_bytes, x->sha256) < 0 ||
+                    (fstat(f, &st) == 0 && (uint64_t) st.st_size != x->size_bytes)) {
                         log_skip(&a.skipped_unreadable, names[i], "it changed or failed while read");
                         continue;
                 }
@@ -382,7 +322,7 @@ int sandbox_collect_artifacts(int dir_fd, uint64_t max_files, uint64_t max_bytes
                         goto finish;
                 x->media_type = sandbox_media_type(x->name);
                 x->fd = TAKE_FD(f);
-                used += x->size;
+                used += x->size_bytes;
                 a.n++;
         }
         if (a.skipped_not_regular + a.skipped_too_large + a.skipped_too_many + a.skipped_unreadable > 0)

@@ -5,34 +5,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The files a run sees and leaves (API.md 8.7, 9): the /data name rule and
- * writer, and the /out artifact collector. No event loop, no D-Bus: plain
+#include "shared/artifact.h"
+#include "shared/wiki-page.h"
+
+/* The files a run sees and leaves (API.md 8.7, 9): the /data writer
+ * (shared/wiki-page.h names the files), and the /out artifact collector. No event loop, no D-Bus: plain
  * file system calls on directories the caller owns. */
-
-/* The /data file name of a page title (API.md 8.7): spaces become '_',
- * every byte outside "A-Z a-z 0-9 _ - . ( ) ," is percent-encoded ("%2F"
- * for '/', upper-case hex), then ".wiki". The title is any bytes (NUL,
- * invalid UTF-8 included: each byte is encoded). A name that would exceed
- * NAME_MAX (255 bytes) is cut at a percent-escape boundary and ends in
- * "~" + 16 hex digits of the title's SHA-256 before ".wiki": '~' cannot come
- * from the rule, so a cut name never collides with an uncut one.
- * "." and ".." cannot result (a '.'-only title keeps its dots but gains
- * ".wiki"). Returns 0 and a new string, -EINVAL for an empty title, -ENOMEM. */
-int sandbox_data_file_name(const char *title, size_t len, char **ret);
-
-typedef struct SandboxPage {
-        const char *title; /* UTF-8, as the wiki returned it */
-        uint64_t revision_id;
-        const char *url;
-        const char *content; /* the wikitext */
-        size_t content_len;
-} SandboxPage;
 
 /* Write one page's file into the /data directory dir_fd and rewrite
  * pages.json with entries (n of them, in first-read order; the page is
  * expected to be among them). Files are written to a temporary name and
  * renamed, so a run never sees half a file. Returns 0 or a negative errno. */
-int sandbox_data_write_page(int dir_fd, const SandboxPage *page, const SandboxPage *entries, size_t n);
+int sandbox_data_write_page(int dir_fd, const WikiPage *page, const WikiPage *entries, size_t n);
 
 /* The artifact name of an /out file name (API.md 9): valid UTF-8 (an invalid
  * byte becomes '_'), no control characters ('_'), no '/', at most 255 bytes
@@ -43,16 +27,8 @@ int sandbox_artifact_name(const char *name, char **ret);
  * anything else "application/octet-stream". Static string. */
 const char *sandbox_media_type(const char *name);
 
-typedef struct SandboxArtifact {
-        char *name;             /* sandbox_artifact_name() */
-        const char *media_type; /* static */
-        uint64_t size;
-        char sha256[65];
-        int fd; /* the file, open read-only, at offset 0; owned */
-} SandboxArtifact;
-
 typedef struct SandboxArtifacts {
-        SandboxArtifact *items;
+        Artifact *items; /* each with all its fields */
         size_t n;
         /* What was left out, by reason (each also logged, at most a few
          * lines per reason). */

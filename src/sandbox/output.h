@@ -8,7 +8,7 @@
  * stderr). Everything written is counted, but only the first half of the
  * cap (the head) and the last half (the tail, a ring) are kept, so a 100 MB
  * flood costs cap bytes of memory and the model still sees how the output
- * began and how it ended (notes/sandbox.md: users of other sandboxes lose
+ * began and how it ended (docs/SANDBOX.md: users of other sandboxes lose
  * the end of long output). Pure: no I/O. */
 
 typedef struct OutputBuffer {

@@ -238,7 +238,7 @@ static int add_rlimit(json_object *rlimits, const char *type, uint64_t value) {
         return 0;
 }
 
-/* The strict filter (notes/sandbox.md): the service unit's own
+/* The strict filter: the service unit's own
  * SystemCallFilter= is the allowlist, inherited by the runtime and the
  * container; it has to allow what rootless crun needs (@mount, unshare,
  * setns, sethostname, seccomp). This filter then takes exactly those, and

@@ -48,7 +48,9 @@
  * sandbox_run_cancel() and wait for the callback; at the end of the query
  * call sandbox_query_store_artifacts() (also when it failed), report
  * cleanup_confirmed = sandbox_query_cleanup_confirmed(), and if false,
- * keep the slot until the confirmed handler runs. */
+ * keep the slot until the Sandbox announces the query's cleanup confirmed
+ * (sandbox_set_cleanup_confirmed_handler(): the query's context may be
+ * long gone by then; the Sandbox owns the fact). */
 
 typedef struct Sandbox Sandbox;
 typedef struct SandboxQuery SandboxQuery;
@@ -89,6 +91,14 @@ bool sandbox_cleanup_pending(const Sandbox *s);
 typedef void (*SandboxStateHandler)(Sandbox *s, void *userdata);
 void sandbox_set_state_handler(Sandbox *s, SandboxStateHandler handler, void *userdata);
 
+/* Called once each time the last unconfirmed cleanup of a query (one that
+ * failed an attempt and was retried) is confirmed, with the query's id
+ * (borrowed for the call), from the event loop. Whether the query's
+ * context still exists does not matter: the Sandbox keeps the id with the
+ * cleanup. The sweep's cleanups belong to no query and are not announced. */
+typedef void (*SandboxCleanupConfirmedHandler)(Sandbox *s, const char *query_id, void *userdata);
+void sandbox_set_cleanup_confirmed_handler(Sandbox *s, SandboxCleanupConfirmedHandler handler, void *userdata);
+
 /* Test-only fault switch: the next n scope confirmations find the unit
  * still there, as a stuck unit would (API.md 8.4). */
 void sandbox_set_test_unconfirmable(Sandbox *s, unsigned n);
@@ -102,22 +112,20 @@ void sandbox_set_test_deaf_init(Sandbox *s, bool deaf);
  * this id exists), -ENOMEM, or a file system error. */
 int sandbox_query_new(Sandbox *s, const char *query_id, SandboxQuery **ret);
 /* Remove the query's directory; returns NULL. The query must have no run
- * in flight (asserted). Unconfirmed cleanups of its runs go on without it. */
+ * in flight (asserted). Unconfirmed cleanups of its runs go on without it, and are
+ * still announced by the query's id. */
 SandboxQuery *sandbox_query_free(SandboxQuery *q);
 DEFINE_TRIVIAL_CLEANUP_FUNC(SandboxQuery *, sandbox_query_free);
 
 /* Add a page that wiki_read returned to /data (API.md 8.7): its .wiki file
  * and pages.json with every page so far, in first-read order. A title
  * read again replaces its entry. Strings are copied. */
-int sandbox_query_add_page(SandboxQuery *q, const SandboxPage *page);
+int sandbox_query_add_page(SandboxQuery *q, const WikiPage *page);
 
 /* Whether every run of this query has its cleanup confirmed (the slot may
- * be promoted). */
+ * be promoted). If not, the Sandbox's cleanup confirmed handler is called
+ * with the query's id once it is. */
 bool sandbox_query_cleanup_confirmed(const SandboxQuery *q);
-/* Called once each time the query's last unconfirmed cleanup is confirmed
- * (from the event loop). */
-typedef void (*SandboxQueryConfirmedHandler)(SandboxQuery *q, void *userdata);
-void sandbox_query_set_confirmed_handler(SandboxQuery *q, SandboxQueryConfirmedHandler handler, void *userdata);
 
 /* The artifacts of the query's /out (files.h: regular top-level files,
  * WIKI_WEB_ARTIFACT_MAX_FILES and _MAX_BYTES). Call at the end of the
@@ -132,11 +140,6 @@ int sandbox_query_collect(SandboxQuery *q, SandboxArtifacts *ret);
 struct History;
 int sandbox_query_store_artifacts(SandboxQuery *q, struct History *history);
 
-typedef struct SandboxFile {
-        char *name; /* made safe as an artifact name */
-        uint64_t size_bytes;
-} SandboxFile;
-
 /* The result of API.md 8.6. All strings owned by the result, which is
  * borrowed by the done callback for the duration of the call. */
 typedef struct SandboxResult {
@@ -148,7 +151,7 @@ typedef struct SandboxResult {
         char *stdout_text;  /* sanitized, head and tail when cut */
         char *stderr_text;
         uint64_t stdout_bytes, stderr_bytes; /* as written by the code */
-        SandboxFile *files;                  /* top-level regular files in /out after the run */
+        Artifact *files; /* top-level regular files in /out after the run: name and size_bytes */
         size_t n_files;
         bool cleanup_confirmed; /* false: cleanup_failed, retried with backoff */
         usec_t run_usec;        /* from the start to the end of the container */

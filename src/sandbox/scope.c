@@ -192,11 +192,13 @@ static int scope_op_new(ScopeManager *m, ScopeOpKind kind, const char *name, voi
         if (name && !(op->name = strdup(name)))
                 return -ENOMEM;
         r = sd_event_add_defer(m->event, &op->complete, scope_op_on_complete, op);
-        if (r >= 0)
-                r = sd_event_source_set_enabled(op->complete, SD_EVENT_OFF);
-        if (r >= 0)
-                r = sd_event_add_time_relative(
-                        m->event, &op->timer, CLOCK_MONOTONIC, SCOPE_OP_TIMEOUT_USEC, 0, scope_op_on_timeout, op);
+        if (r < 0)
+                return r;
+        r = sd_event_source_set_enabled(op->complete, SD_EVENT_OFF);
+        if (r < 0)
+                return r;
+        r = sd_event_add_time_relative(
+                m->event, &op->timer, CLOCK_MONOTONIC, SCOPE_OP_TIMEOUT_USEC, 0, scope_op_on_timeout, op);
         if (r < 0)
                 return r;
         (void) sd_event_source_set_description(op->complete, "scope-op-complete");
@@ -358,6 +360,12 @@ static int scope_on_job_reply(sd_bus_message *reply, void *userdata, sd_bus_erro
         return 0;
 }
 
+/* A message could not be built (out of memory, as systemd's
+ * bus_log_create_error()). */
+static int scope_log_create_error(int r) {
+        return log_error_errno(r, "Failed to create a bus message");
+}
+
 int scope_start(
         ScopeManager *m,
         const char *name,
@@ -381,47 +389,62 @@ int scope_start(
         /* As systemd-run's start_transient_scope() and machined's
          * manager_start_scope() build it. */
         r = sd_bus_message_new_method_call(m->bus, &msg, SD_DEST, SD_PATH, SD_MANAGER, "StartTransientUnit");
-        if (r >= 0)
-                r = sd_bus_message_append(msg, "ss", name, "fail");
-        if (r >= 0)
-                r = sd_bus_message_open_container(msg, 'a', "(sv)");
-        if (r >= 0)
-                r = sd_bus_message_append(
-                        msg,
-                        "(sv)(sv)(sv)(sv)(sv)(sv)",
-                        "Description",
-                        "s",
-                        "wikiweb run_python",
-                        "PIDs",
-                        "au",
-                        1,
-                        (uint32_t) pid,
-                        "Delegate",
-                        "b",
-                        1,
-                        "CollectMode",
-                        "s",
-                        "inactive-or-failed",
-                        "KillSignal",
-                        "i",
-                        SIGKILL,
-                        "SendSIGKILL",
-                        "b",
-                        1);
-        if (r >= 0 && limits && limits->memory_max_bytes > 0)
-                r = sd_bus_message_append(msg, "(sv)", "MemoryMax", "t", limits->memory_max_bytes);
-        if (r >= 0 && limits && limits->tasks_max > 0)
-                r = sd_bus_message_append(msg, "(sv)", "TasksMax", "t", limits->tasks_max);
-        if (r >= 0 && limits && limits->cpu_quota_usec > 0)
-                r = sd_bus_message_append(msg, "(sv)", "CPUQuotaPerSecUSec", "t", limits->cpu_quota_usec);
-        if (r >= 0)
-                r = sd_bus_message_close_container(msg);
-        if (r >= 0)
-                r = sd_bus_message_append(msg, "a(sa(sv))", 0);
-        if (r >= 0)
-                r = sd_bus_call_async(m->bus, &op->slot, msg, scope_on_job_reply, op, SCOPE_OP_TIMEOUT_USEC);
         if (r < 0)
-                return r;
+                return scope_log_create_error(r);
+        r = sd_bus_message_append(msg, "ss", name, "fail");
+        if (r < 0)
+                return scope_log_create_error(r);
+        r = sd_bus_message_open_container(msg, 'a', "(sv)");
+        if (r < 0)
+                return scope_log_create_error(r);
+        r = sd_bus_message_append(
+                msg,
+                "(sv)(sv)(sv)(sv)(sv)(sv)",
+                "Description",
+                "s",
+                "wikiweb run_python",
+                "PIDs",
+                "au",
+                1,
+                (uint32_t) pid,
+                "Delegate",
+                "b",
+                1,
+                "CollectMode",
+                "s",
+                "inactive-or-failed",
+                "KillSignal",
+                "i",
+                SIGKILL,
+                "SendSIGKILL",
+                "b",
+                1);
+        if (r < 0)
+                return scope_log_create_error(r);
+        if (limits && limits->memory_max_bytes > 0) {
+                r = sd_bus_message_append(msg, "(sv)", "MemoryMax", "t", limits->memory_max_bytes);
+                if (r < 0)
+                        return scope_log_create_error(r);
+        }
+        if (limits && limits->tasks_max > 0) {
+                r = sd_bus_message_append(msg, "(sv)", "TasksMax", "t", limits->tasks_max);
+                if (r < 0)
+                        return scope_log_create_error(r);
+        }
+        if (limits && limits->cpu_quota_usec > 0) {
+                r = sd_bus_message_append(msg, "(sv)", "CPUQuotaPerSecUSec", "t", limits->cpu_quota_usec);
+                if (r < 0)
+                        return scope_log_create_error(r);
+        }
+        r = sd_bus_message_close_container(msg);
+        if (r < 0)
+                return scope_log_create_error(r);
+        r = sd_bus_message_append(msg, "a(sa(sv))", 0);
+        if (r < 0)
+                return scope_log_create_error(r);
+        r = sd_bus_call_async(m->bus, &op->slot, msg, scope_on_job_reply, op, SCOPE_OP_TIMEOUT_USEC);
+        if (r < 0)
+                return log_debug_errno(r, "Failed to call StartTransientUnit(%s)", name);
         return scope_op_started(TAKE_PTR(op), ret);
 }
 
@@ -537,12 +560,14 @@ int scope_list(ScopeManager *m, const char *pattern, ScopeListCallback cb, void 
                 return r;
         op->list_cb = cb;
         r = sd_bus_message_new_method_call(m->bus, &msg, SD_DEST, SD_PATH, SD_MANAGER, "ListUnitsByPatterns");
-        if (r >= 0)
-                r = sd_bus_message_append(msg, "asas", 0, 1, pattern);
-        if (r >= 0)
-                r = sd_bus_call_async(m->bus, &op->slot, msg, scope_on_list_reply, op, SCOPE_OP_TIMEOUT_USEC);
         if (r < 0)
-                return r;
+                return scope_log_create_error(r);
+        r = sd_bus_message_append(msg, "asas", 0, 1, pattern);
+        if (r < 0)
+                return scope_log_create_error(r);
+        r = sd_bus_call_async(m->bus, &op->slot, msg, scope_on_list_reply, op, SCOPE_OP_TIMEOUT_USEC);
+        if (r < 0)
+                return log_debug_errno(r, "Failed to call ListUnitsByPatterns(%s)", pattern);
         return scope_op_started(TAKE_PTR(op), ret);
 }
 
@@ -591,6 +616,52 @@ static int scope_manager_pick_address(ScopeManager *m) {
         return 0;
 }
 
+/* A connection to m->address on m's event loop, with the JobRemoved and
+ * Disconnected matches and Subscribe() sent. Each failing step is logged
+ * (debug: the caller says why the sandbox is unavailable). */
+static int scope_manager_open_bus(ScopeManager *m, sd_bus **ret) {
+        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        int r;
+
+        r = sd_bus_new(&bus);
+        if (r < 0)
+                return log_debug_errno(r, "Failed to allocate a bus");
+        r = sd_bus_set_address(bus, m->address);
+        if (r < 0)
+                return log_debug_errno(r, "Failed to set the bus address %s", m->address);
+        r = sd_bus_set_bus_client(bus, true);
+        if (r < 0)
+                return log_debug_errno(r, "Failed to make the bus a client");
+        r = sd_bus_start(bus);
+        if (r < 0)
+                return log_debug_errno(r, "Failed to connect to %s", m->address);
+        r = sd_bus_attach_event(bus, m->event, SD_EVENT_PRIORITY_NORMAL);
+        if (r < 0)
+                return log_debug_errno(r, "Failed to attach the bus to the event loop");
+        /* The match before any call (bus_wait_for_jobs_new()). */
+        r = sd_bus_match_signal(bus, NULL, SD_DEST, SD_PATH, SD_MANAGER, "JobRemoved", scope_on_job_removed, m);
+        if (r < 0)
+                return log_debug_errno(r, "Failed to match JobRemoved");
+        r = sd_bus_match_signal(
+                bus,
+                NULL,
+                NULL,
+                "/org/freedesktop/DBus/Local",
+                "org.freedesktop.DBus.Local",
+                "Disconnected",
+                scope_on_disconnected,
+                m);
+        if (r < 0)
+                return log_debug_errno(r, "Failed to match Disconnected");
+        /* Without Subscribe() the manager sends no JobRemoved. */
+        r = sd_bus_call_method_async(
+                bus, NULL, SD_DEST, SD_PATH, SD_MANAGER, "Subscribe", scope_on_subscribe, m, NULL);
+        if (r < 0)
+                return log_debug_errno(r, "Failed to call Subscribe()");
+        *ret = TAKE_PTR(bus);
+        return 0;
+}
+
 static void scope_manager_connect(ScopeManager *m) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         char reason[256];
@@ -601,33 +672,7 @@ static void scope_manager_connect(ScopeManager *m) {
                 return;
         }
 
-        r = sd_bus_new(&bus);
-        if (r >= 0)
-                r = sd_bus_set_address(bus, m->address);
-        if (r >= 0)
-                r = sd_bus_set_bus_client(bus, true);
-        if (r >= 0)
-                r = sd_bus_start(bus);
-        if (r >= 0)
-                r = sd_bus_attach_event(bus, m->event, SD_EVENT_PRIORITY_NORMAL);
-        /* The match before any call (bus_wait_for_jobs_new()). */
-        if (r >= 0)
-                r = sd_bus_match_signal(
-                        bus, NULL, SD_DEST, SD_PATH, SD_MANAGER, "JobRemoved", scope_on_job_removed, m);
-        if (r >= 0)
-                r = sd_bus_match_signal(
-                        bus,
-                        NULL,
-                        NULL,
-                        "/org/freedesktop/DBus/Local",
-                        "org.freedesktop.DBus.Local",
-                        "Disconnected",
-                        scope_on_disconnected,
-                        m);
-        /* Without Subscribe() the manager sends no JobRemoved. */
-        if (r >= 0)
-                r = sd_bus_call_method_async(
-                        bus, NULL, SD_DEST, SD_PATH, SD_MANAGER, "Subscribe", scope_on_subscribe, m, NULL);
+        r = scope_manager_open_bus(m, &bus);
         if (r < 0) {
                 snprintf(
                         reason,

@@ -11,7 +11,7 @@
 /* Transient scopes in the service user's own systemd user manager, over
  * its own sd-bus connection to the user bus (/run/user/UID/bus). Not the
  * system manager: on systemd 252 a polkit grant for StartTransientUnit is
- * as good as root (notes/sandbox.md). The user manager moves a pid of the
+ * as good as root. The user manager moves a pid of the
  * same user into its scope (asking the system manager), no polkit involved.
  *
  * Asynchronous only. Subscribe() and one JobRemoved match are installed

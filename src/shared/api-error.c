@@ -34,6 +34,7 @@ static const struct {
         [API_ERROR_HEADER_TOO_LARGE] = { "request_header_too_large",
                                          431,
                                          "Request line and header fields exceed the maximum allowed size" },
+        [API_ERROR_RATE_LIMITED] = { "rate_limited", 429, "Too many open event streams" },
 };
 
 const char *api_error_to_string(ApiError e) {

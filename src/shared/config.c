@@ -26,6 +26,7 @@ void config_done(Config *c) {
         free(c->wiki_username);
         free(c->llm_url);
         free(c->llm_model);
+        free(c->user_agent_contact);
         free(c->sandbox_runtime);
         free(c->sandbox_rootfs);
         free(c->state_directory);
@@ -94,6 +95,28 @@ static int load_string(const char *name, char **ret, ConfigGetenv g, void *u, ch
                         return fail(ret_error, -EINVAL, "%s: contains a control character", name);
         *ret = strdup(v);
         return *ret ? 0 : -ENOMEM;
+}
+
+/* The operator's contact for the upstream User-Agent: "user@host" or an
+ * http(s) URL; printable ASCII without spaces, parentheses or backslashes
+ * (it goes inside the comment of a header), at most 200 bytes. */
+#define USER_AGENT_CONTACT_MAX 200
+
+bool config_user_agent_contact_is_valid(const char *v) {
+        const char *at;
+
+        if (!v || !*v || strlen(v) > USER_AGENT_CONTACT_MAX)
+                return false;
+        for (const char *p = v; *p; p++)
+                if (*p <= 0x20 || *p >= 0x7f || strchr("()\\\"", *p))
+                        return false;
+        if (strneq(v, "https://", 8))
+                return v[8] != 0 && v[8] != '/';
+        if (strneq(v, "http://", 7))
+                return v[7] != 0 && v[7] != '/';
+        at = strchr(v, '@');
+        return at && at != v && at[1] && !strchr(at + 1, '@') && !strchr(v, '/') && !strchr(v, ':') &&
+                strchr(at + 1, '.');
 }
 
 static bool is_host_char(char ch) {
@@ -261,7 +284,7 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
 
         if (ret_error)
                 *ret_error = NULL;
-        *c = (Config){ .cookie_secure = true, .log_level = 6 };
+        *c = (Config){ .cookie_secure = true, .web_ui = true, .log_level = 6 };
         loading = c; /* emptied again on any failure */
 
 #define UINT(name, field, def, min, max)                                        \
@@ -307,6 +330,10 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
                 return fail(
                         ret_error, -EINVAL, "WIKI_WEB_COOKIE_SECURE: invalid value, expected true or false");
 
+        v = g("WIKI_WEB_UI", u);
+        if (v && parse_boolean(v, &c->web_ui) < 0)
+                return fail(ret_error, -EINVAL, "WIKI_WEB_UI: invalid value, expected true or false");
+
         v = g("WIKI_WEB_LOG_LEVEL", u);
         if (v) {
                 if (parse_uint64_range(v, 0, 7, &level) < 0)
@@ -329,6 +356,7 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
             (r = load_string("WIKI_WEB_WIKI_USERNAME", &c->wiki_username, g, u, ret_error)) < 0 ||
             (r = load_string("WIKI_WEB_LLM_URL", &c->llm_url, g, u, ret_error)) < 0 ||
             (r = load_string("WIKI_WEB_LLM_MODEL", &c->llm_model, g, u, ret_error)) < 0 ||
+            (r = load_string("WIKI_WEB_USER_AGENT_CONTACT", &c->user_agent_contact, g, u, ret_error)) < 0 ||
             (r = load_string("WIKI_WEB_SANDBOX_RUNTIME", &c->sandbox_runtime, g, u, ret_error)) < 0 ||
             (r = load_string("WIKI_WEB_SANDBOX_ROOTFS", &c->sandbox_rootfs, g, u, ret_error)) < 0 ||
             (r = load_string("WIKI_WEB_STATE_DIRECTORY", &c->state_directory, g, u, ret_error)) < 0)
@@ -338,6 +366,13 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
                 if (!c->sandbox_runtime)
                         return -ENOMEM;
         }
+        if (c->user_agent_contact && !config_user_agent_contact_is_valid(c->user_agent_contact))
+                return fail(
+                        ret_error,
+                        -EINVAL,
+                        "WIKI_WEB_USER_AGENT_CONTACT: not an email address or http(s) URL of at most %d "
+                        "printable bytes without spaces or parentheses",
+                        USER_AGENT_CONTACT_MAX);
         if (c->sandbox_rootfs && c->sandbox_rootfs[0] != '/')
                 return fail(ret_error, -EINVAL, "WIKI_WEB_SANDBOX_ROOTFS: expected an absolute path");
         if (c->wiki_api_url && !url_is_valid(c->wiki_api_url))
@@ -379,6 +414,7 @@ void config_dump(const Config *c, FILE *f) {
         fprintf(f, "WIKI_WEB_SESSION_MAX_AGE_SECONDS=%" PRIu64 "\n", c->session_max_age_seconds);
         fprintf(f, "WIKI_WEB_COOKIE_SECURE=%s\n", c->cookie_secure ? "true" : "false");
         dump_list(f, "WIKI_WEB_ALLOWED_ORIGINS", c->allowed_origins);
+        fprintf(f, "WIKI_WEB_UI=%s\n", c->web_ui ? "true" : "false");
         fprintf(f, "WIKI_WEB_QUEUE_RESERVATION_SECONDS=%" PRIu64 "\n", c->queue_reservation_seconds);
         fprintf(f, "WIKI_WEB_QUEUE_HEARTBEAT_SECONDS=%" PRIu64 "\n", c->queue_heartbeat_seconds);
         fprintf(f, "WIKI_WEB_QUEUE_MAX_LENGTH=%" PRIu64 "\n", c->queue_max_length);
@@ -386,6 +422,7 @@ void config_dump(const Config *c, FILE *f) {
         fprintf(f, "WIKI_WEB_WIKI_USERNAME=%s\n", c->wiki_username ? c->wiki_username : "");
         fprintf(f, "WIKI_WEB_LLM_URL=%s\n", c->llm_url ? c->llm_url : "");
         fprintf(f, "WIKI_WEB_LLM_MODEL=%s\n", c->llm_model ? c->llm_model : "");
+        fprintf(f, "WIKI_WEB_USER_AGENT_CONTACT=%s\n", c->user_agent_contact ? c->user_agent_contact : "");
         fprintf(f, "WIKI_WEB_QUERY_MAX_STEPS=%" PRIu64 "\n", c->query_max_steps);
         fprintf(f, "WIKI_WEB_MODEL_CONTEXT_TOKENS=%" PRIu64 "\n", c->model_context_tokens);
         fprintf(f, "WIKI_WEB_MODEL_MAX_OUTPUT_BYTES=%" PRIu64 "\n", c->model_max_output_bytes);

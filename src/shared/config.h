@@ -19,6 +19,7 @@ typedef struct Config {
         uint64_t session_max_age_seconds;
         bool cookie_secure;
         char **allowed_origins; /* NULL-terminated, normalised "scheme://host[:port]" */
+        bool web_ui;            /* WIKI_WEB_UI: serve the page of API.md 13 at / */
 
         /* Admission (API.md 5) */
         uint64_t queue_reservation_seconds;
@@ -26,10 +27,11 @@ typedef struct Config {
         uint64_t queue_max_length;
 
         /* Query (API.md 8) */
-        char *wiki_api_url;  /* NULL when unset */
-        char *wiki_username; /* NULL when unset */
-        char *llm_url;       /* NULL when unset */
-        char *llm_model;     /* NULL when unset */
+        char *wiki_api_url;       /* NULL when unset */
+        char *wiki_username;      /* NULL when unset */
+        char *llm_url;            /* NULL when unset */
+        char *llm_model;          /* NULL when unset */
+        char *user_agent_contact; /* NULL when unset: an email address or http(s) URL */
         uint64_t query_max_steps;
         uint64_t model_context_tokens;
         uint64_t model_max_output_bytes;
@@ -76,6 +78,9 @@ void config_done(Config *c);
 /* Print the effective configuration, one "NAME=value" line each, secrets
  * shown as "(set)" or "(unset)". */
 void config_dump(const Config *c, FILE *f);
+/* Whether v is a WIKI_WEB_USER_AGENT_CONTACT: an email address or an http(s)
+ * URL of printable ASCII without spaces, parentheses or backslashes. */
+bool config_user_agent_contact_is_valid(const char *v);
 
 /* The getenv() adapter for config_load(). */
 const char *config_getenv_process(const char *name, void *userdata);

@@ -36,6 +36,20 @@
                 _a > _b ? _a : _b;          \
         })
 
+/* Whether x equals one of the values (systemd's IN_SET). */
+#define IN_SET(x, ...)                                                       \
+        __extension__({                                                      \
+                const __auto_type _in_x = (x);                               \
+                const __typeof__(_in_x) _in_set[] = { __VA_ARGS__ };         \
+                bool _in_found = false;                                      \
+                for (size_t _in_i = 0; _in_i < ELEMENTSOF(_in_set); _in_i++) \
+                        if (_in_set[_in_i] == _in_x) {                       \
+                                _in_found = true;                            \
+                                break;                                       \
+                        }                                                    \
+                _in_found;                                                   \
+        })
+
 #define STRLEN(s) (sizeof("" s "") - 1)
 #define streq(a, b) (strcmp((a), (b)) == 0)
 #define strneq(a, b, n) (strncmp((a), (b), (n)) == 0)

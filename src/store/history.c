@@ -866,23 +866,25 @@ int history_get_artifact(History *h, const char *id, const SessionKey *session, 
 }
 
 int history_add_artifact(
-        History *h,
-        const char *query_id,
-        const char *name,
-        const char *media_type,
-        const char *sha256,
-        int fd,
-        uint64_t size,
-        char ret_id[static HISTORY_ARTIFACT_ID_MAX]) {
+        History *h, const char *query_id, const Artifact *a, char ret_id[static HISTORY_ARTIFACT_ID_MAX]) {
         _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
         char id[HISTORY_ARTIFACT_ID_MAX];
         sqlite3_blob *blob = NULL;
         uint8_t buf[65536];
         uint64_t done = 0;
-        int r;
+        const char *name, *media_type, *sha256;
+        uint64_t size;
+        int fd, r;
 
         assert(h);
         assert(query_id);
+        assert(a);
+
+        name = a->name;
+        media_type = a->media_type;
+        sha256 = a->sha256;
+        size = a->size_bytes;
+        fd = a->fd;
 
         if (!sha256 || strlen(sha256) != 64 || !name || !*name || !media_type || fd < 0)
                 return -EINVAL;

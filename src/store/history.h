@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "admission/admission.h"
+#include "shared/artifact.h"
 #include "shared/macro.h"
 #include "shared/time-util.h"
 
@@ -172,22 +173,15 @@ void history_artifact_done(HistoryArtifact *a);
  * filled (free with history_artifact_done()), -ENOENT, -ENOMEM, -EIO. */
 int history_get_artifact(History *h, const char *id, const SessionKey *session, HistoryArtifact *ret);
 
-/* Keep one artifact of the query id (API.md 9), with the bytes read from fd
- * (borrowed; read with pread() from offset 0, exactly size bytes, streamed
- * into the blob without holding the file in memory). name and media_type
- * are already made safe (src/sandbox/files.h); sha256 is 64 hex digits of
- * those bytes. The query's record then lists it and GET
+/* Keep one artifact of the query id (API.md 9), with the bytes read from
+ * a->fd (borrowed; read with pread() from offset 0, exactly a->size_bytes,
+ * streamed into the blob without holding the file in memory). a->name and
+ * a->media_type are already made safe (src/sandbox/files.h); a->sha256 is
+ * 64 hex digits of those bytes. The query's record then lists it and GET
  * /api/v1/artifacts/{id} serves it. Returns 0 and the new id ("af_" + 32
  * hex digits) in ret_id, -ENOENT (no such query), -EFBIG (above SQLite's
  * blob limit, 1e9 bytes), -EIO (the file was shorter, or the store
  * failed), -EINVAL. */
 #define HISTORY_ARTIFACT_ID_MAX 40
 int history_add_artifact(
-        History *h,
-        const char *query_id,
-        const char *name,
-        const char *media_type,
-        const char *sha256,
-        int fd,
-        uint64_t size,
-        char ret_id[static HISTORY_ARTIFACT_ID_MAX]);
+        History *h, const char *query_id, const Artifact *a, char ret_id[static HISTORY_ARTIFACT_ID_MAX]);

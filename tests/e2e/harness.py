@@ -73,12 +73,13 @@ ERRORS = {
     'cleanup_failed': 500,
     'internal_error': 500,
     'queue_full': 503,
-    'request_header_too_large': 431,  # extension (README: HTTP under hostile clients)
+    'request_header_too_large': 431,  # extension (docs/HTTP.md)
+    'rate_limited': 429,  # extension (API.md 11: too many open event streams)
 }
 
 STATUS_KEYS = {'state', 'queue_length', 'max_length', 'ticket', 'estimated_wait_seconds',
                'average_query_seconds', 'reservation_seconds', 'heartbeat_seconds',
-               'poll_after_seconds'}
+               'poll_after_seconds', 'running_query'}
 TICKET_KEYS = {'id', 'status', 'position', 'joined_at', 'heartbeat_expires_at',
                'reservation_expires_at'}
 
@@ -188,8 +189,12 @@ class Daemon:
     message with its arrival time (self.notifications: [(epoch, text)]).
     """
 
-    def __init__(self, testcase=None, socket_activation=True, args=(), notify=False, **env):
+    def __init__(self, testcase=None, socket_activation=True, args=(), notify=False, metrics=False, **env):
         self.testcase = testcase
+        # metrics: a second listening socket named "metrics", as
+        # wikiwebd-metrics.socket passes it (self.metrics_port).
+        self.metrics = metrics
+        self.metrics_port = None
         self.socket_activation = socket_activation
         self.args = list(args)
         self.tmp = tempfile.mkdtemp(prefix='wikiweb-e2e-')
@@ -244,6 +249,13 @@ class Daemon:
     # -- lifecycle -----------------------------------------------------------
 
     def _command(self, port):
+        if self.socket_activation and self.metrics:
+            self.metrics_port = free_port()
+            cmd = [SSA, '-l', f'127.0.0.1:{port}', '-l', f'127.0.0.1:{self.metrics_port}',
+                   '--fdname=http:metrics']
+            for k, v in self.env.items():
+                cmd += ['-E', f'{k}={v}']
+            return cmd + [WIKIWEBD] + self.args
         if self.socket_activation:
             cmd = [SSA, '-l', f'127.0.0.1:{port}', '--fdname=http']
             for k, v in self.env.items():
@@ -559,11 +571,219 @@ class Browser:
     def leave(self, **kw):
         return self.delete(API + '/queue/ticket', **kw)
 
+    def stream(self, path, **kw):
+        """An EventStream of this browser's session (API.md 11)."""
+        if self.cookie is None:
+            self.status()  # get a session first
+        if self.origin and 'headers' not in kw:
+            kw['headers'] = {'Origin': self.origin}
+        return EventStream(self.d, path, cookie=self.cookie, **kw)
+
+    def queue_events(self, **kw):
+        return self.stream(API + '/queue/events', **kw)
+
     def query(self, question='What is an apple?', **kw):
         body = kw.pop('body', None)
         if body is None:
             body = {'question': question}
         return self.post(API + '/query', body=body, **kw)
+
+
+class EventStream:
+    """A Server-Sent Events client reading the raw stream (API.md 11), as a
+    browser's EventSource would but without its reconnects: one request on
+    a connection of its own, the response head, then the chunked body
+    parsed into events as it arrives (WHATWG HTML 9.2: lines end at CR, LF
+    or CRLF; comments start with ':'; an empty line dispatches).
+
+    If the response is not a stream (an error), .response holds it parsed
+    and .events() yields nothing."""
+
+    def __init__(self, daemon, path, method='GET', cookie=None, headers=None, body=None,
+                 timeout=10.0, rcvbuf=None):
+        self.d = daemon
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if rcvbuf:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.settimeout(timeout)
+        self.sock.connect(('127.0.0.1', daemon.port))
+        h = {'Host': daemon.host, 'Accept': 'text/event-stream'}
+        if cookie:
+            h['Cookie'] = f'{COOKIE_NAME}={cookie}'
+        if body is not None:
+            if isinstance(body, (dict, list)):
+                body = json.dumps(body).encode()
+            h['Content-Type'] = 'application/json'
+            h['Content-Length'] = str(len(body))
+        for k, v in (headers or {}).items():
+            if v is None:
+                h.pop(k, None)
+            else:
+                h[k] = v
+        req = f'{method} {path} HTTP/1.1\r\n' + ''.join(f'{k}: {v}\r\n' for k, v in h.items()) + '\r\n'
+        self.sent_at = time.monotonic()
+        self.sock.sendall(req.encode() + (body or b''))
+        self.buf = b''
+        self.eof = False
+        self.comments = []      # comment lines seen (without the ':')
+        self.last_id = None
+        self._read_head()
+
+    # -- transport ---------------------------------------------------------
+
+    def _fill(self, timeout):
+        self.sock.settimeout(timeout)
+        data = self.sock.recv(65536)
+        if not data:
+            self.eof = True
+        self.buf += data
+        return bool(data)
+
+    def _read_head(self):
+        while b'\r\n\r\n' not in self.buf:
+            if not self._fill(10.0):
+                raise AssertionError(f'connection closed before a response head: {self.buf!r}')
+        head, self.buf = self.buf.split(b'\r\n\r\n', 1)
+        lines = head.decode('latin-1').split('\r\n')
+        self.status = int(lines[0].split()[1])
+        self.headers = http.client.HTTPMessage()
+        for line in lines[1:]:
+            k, _, v = line.partition(':')
+            self.headers[k.strip()] = v.strip()
+        for c in self.headers.get_all('Set-Cookie') or []:
+            self.d._note_cookie(c)
+        self.chunked = (self.headers.get('Transfer-Encoding') or '').lower() == 'chunked'
+        self.body = b''          # the decoded body so far, not yet parsed into events
+        self.chunks_done = False
+        self.response = None
+        if not (self.headers.get('Content-Type') or '').startswith('text/event-stream'):
+            # An ordinary response: read it whole.
+            n = int(self.headers.get('Content-Length') or 0)
+            while len(self.buf) < n and self._fill(10.0):
+                pass
+            self.response = Response(self.status, '', self.headers, self.buf[:n], 0.0)
+            self.d.check_response(self.response)
+            self.close()
+
+    def _decode_chunks(self):
+        """Move complete chunks from buf to body; True at the last chunk."""
+        if not self.chunked:
+            self.body += self.buf
+            self.buf = b''
+            return self.eof
+        while not self.chunks_done:
+            line_end = self.buf.find(b'\r\n')
+            if line_end < 0:
+                return False
+            size = int(self.buf[:line_end].split(b';')[0], 16)
+            if size == 0:
+                # The last chunk (trailers, if any, are not read).
+                self.chunks_done = True
+                self.buf = b''
+                return True
+            if len(self.buf) < line_end + 2 + size + 2:
+                return False
+            self.body += self.buf[line_end + 2:line_end + 2 + size]
+            self.buf = self.buf[line_end + 2 + size + 2:]
+        return True
+
+    # -- events ------------------------------------------------------------
+
+    def _parse_one(self):
+        """One dispatched event from body, or None if none is complete."""
+        while True:
+            m = re.search(rb'\r\n|\r|\n', self.body)
+            if not m:
+                return None
+            # A CR at the very end may be the first half of a CRLF.
+            if m.group() == b'\r' and m.end() == len(self.body) and not self.chunks_done:
+                return None
+            line = self.body[:m.start()].decode('utf-8')
+            self.body = self.body[m.end():]
+            if line == '':
+                if self._fields:
+                    ev, self._fields = self._fields, {}
+                    return ev
+                continue
+            if line.startswith(':'):
+                self.comments.append(line[1:].strip())
+                continue
+            k, _, v = line.partition(':')
+            if v.startswith(' '):
+                v = v[1:]
+            if k in self._fields:
+                raise AssertionError(f'field {k} twice in one event: {line!r}')
+            self._fields[k] = v
+
+    _fields = None
+
+    def next_event(self, timeout=10.0):
+        """The next event as {'id': int, 'event': str, 'data': parsed JSON,
+        'at': monotonic arrival}; None at the end of the stream. Raises
+        socket.timeout if none arrives in time."""
+        if self._fields is None:
+            self._fields = {}
+        deadline = time.monotonic() + timeout
+        while True:
+            done = self._decode_chunks()
+            ev = self._parse_one()
+            if ev is not None:
+                return self._check(ev)
+            if done or self.eof:
+                self.close()
+                return None
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise socket.timeout('no event in time')
+            self._fill(left)
+
+    def _check(self, ev):
+        tc = unittest.TestCase()
+        tc.assertEqual(set(ev.keys()), {'id', 'event', 'data'}, ev)
+        tc.assertRegex(ev['id'], r'^[1-9][0-9]*$', ev)
+        i = int(ev['id'])
+        if self.last_id is not None:
+            tc.assertGreater(i, self.last_id, 'event ids increase')
+        self.last_id = i
+        data = strict_json(ev['data'].encode())
+        tc.assertIsInstance(data, dict, ev)
+        for t in self.d.tokens:
+            tc.assertNotIn(t, ev['data'], 'session token in an event')
+        return {'id': i, 'event': ev['event'], 'data': data, 'at': time.monotonic()}
+
+    def events(self, timeout=10.0):
+        """Every event up to the end of the stream."""
+        out = []
+        while True:
+            ev = self.next_event(timeout)
+            if ev is None:
+                return out
+            out.append(ev)
+
+    def wait_for(self, name, timeout=10.0, where=None):
+        """Events until one named name (for which where(data) holds); returns it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            ev = self.next_event(max(0.01, deadline - time.monotonic()))
+            if ev is None:
+                raise AssertionError(f'stream ended before a {name} event')
+            if ev['event'] == name and (where is None or where(ev['data'])):
+                return ev
+
+    def check_stream_headers(self):
+        tc = unittest.TestCase()
+        tc.assertEqual(self.status, 200)
+        tc.assertEqual(self.headers.get('Content-Type'), 'text/event-stream; charset=utf-8')
+        tc.assertEqual(self.headers.get('Cache-Control'), 'no-store')
+        tc.assertEqual(self.headers.get('X-Accel-Buffering'), 'no')
+        tc.assertEqual(self.headers.get('X-Content-Type-Options'), 'nosniff')
+        tc.assertIsNone(self.headers.get('Content-Length'))
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
 
 
 def check_status_object(obj, now=None):
@@ -584,6 +804,14 @@ def check_status_object(obj, now=None):
         tc.assertTrue(v is None or is_number(v), f'{k} is neither null nor a number: {ctx}')
         if v is not None:
             tc.assertGreaterEqual(v, 0, ctx)
+    rq = obj['running_query']
+    if rq is not None:
+        # API.md 11.4: the caller's own query, while it runs.
+        tc.assertEqual(set(rq.keys()), {'id', 'step', 'phase'}, ctx)
+        tc.assertRegex(rq['id'], QUERY_ID_RE, ctx)
+        tc.assertTrue(is_int(rq['step']) and rq['step'] >= 0, ctx)
+        tc.assertIn(rq['phase'], ('model', 'wiki', 'sandbox', 'cleanup'), ctx)
+        tc.assertEqual(obj['state'], 'running', ctx)
     if obj['state'] == 'idle':
         # Promotion is immediate: never observably idle while a ticket waits.
         tc.assertEqual(obj['queue_length'], 0, ctx)
@@ -650,8 +878,8 @@ class DaemonTestCase(unittest.TestCase):
 
     maxDiff = None
 
-    def daemon(self, socket_activation=True, args=(), notify=False, **env):
-        d = Daemon(self, socket_activation=socket_activation, args=args, notify=notify, **env)
+    def daemon(self, socket_activation=True, args=(), notify=False, metrics=False, **env):
+        d = Daemon(self, socket_activation=socket_activation, args=args, notify=notify, metrics=metrics, **env)
         try:
             d.start()
         except BaseException:

@@ -9,6 +9,7 @@ drift apart unnoticed.
 
 Standard library only (urllib). Everything listens on 127.0.0.1."""
 
+import http.client
 import json
 import os
 import re
@@ -64,6 +65,37 @@ def parse(status, body):
     """wikiweb's reading of a reply (llm_parse_reply through the filter)."""
     out = subprocess.run([FILTER, str(status)], input=body, capture_output=True, check=True, timeout=30)
     return json.loads(out.stdout)
+
+
+def parse_stream(body):
+    """wikiweb's reading of a streamed reply (llm-stream through the filter)."""
+    out = subprocess.run([FILTER, '--stream', '200'], input=body, capture_output=True, check=True, timeout=30)
+    return json.loads(out.stdout)
+
+
+def stream(fake, usage=True, body=None):
+    """(status, headers, body bytes) of a streamed request; a cut stream
+    gives what arrived."""
+    body = body or {'model': 'm', 'messages': [{'role': 'user', 'content': 'q'}], 'max_tokens': 100,
+                    'stream': True}
+    if usage:
+        body = dict(body, stream_options={'include_usage': True})
+    c = http.client.HTTPConnection('127.0.0.1', fake.port, timeout=10)
+    try:
+        c.request('POST', '/v1/chat/completions', json.dumps(body), {'Content-Type': 'application/json'})
+        r = c.getresponse()
+        try:
+            raw = r.read()
+        except http.client.IncompleteRead as e:
+            raw = e.partial
+        return r.status, r.headers, raw
+    finally:
+        c.close()
+
+
+def events(raw):
+    """The data of each event of an event stream (LF line ends)."""
+    return [line[6:] for line in raw.decode().split('\n') if line.startswith('data: ')]
 
 
 class Flavors(unittest.TestCase):
@@ -244,6 +276,110 @@ class Steps(unittest.TestCase):
             self.assertEqual(models['data'][0]['id'], 'llama3.1:8b')
             s, _, raw = post(f'http://127.0.0.1:{fake.port}/v1/completions', {})
             self.assertEqual(s, 404)
+
+
+class Streams(unittest.TestCase):
+    """The streamed replies: each flavor's shape, read by wikiweb's stream
+    parser to the same calls, text and usage as the whole replies."""
+
+    def test_each_flavor(self):
+        for flavor in fake_llm.FLAVORS:
+            for usage in (True, False):
+                with self.subTest(flavor=flavor, usage=usage), \
+                        fake_llm.FakeLLM([{'tool_calls': CALLS}, {'answer': 'Done [Apple].'}], flavor=flavor) as fake:
+                    status, headers, raw = stream(fake, usage)
+                    self.assertEqual(status, 200)
+                    self.assertTrue(headers['Content-Type'].startswith('text/event-stream'))
+                    self.assertEqual(headers['Transfer-Encoding'], 'chunked')
+                    data = events(raw)
+                    self.assertEqual(data[-1], '[DONE]')
+                    chunks = [json.loads(d) for d in data[:-1]]
+                    self.assertTrue(all(c['object'] == 'chat.completion.chunk' for c in chunks))
+                    deltas = [c['choices'][0]['delta'] for c in chunks if c['choices']]
+                    calls = [t for d in deltas for t in d.get('tool_calls', [])]
+                    if flavor == 'ollama':
+                        self.assertEqual(len(calls), 2)  # each call whole
+                    else:
+                        self.assertGreater(len(calls), 2)  # the arguments in pieces
+                    finish = [c['choices'][0]['finish_reason'] for c in chunks if c['choices']]
+                    self.assertEqual(finish[-1], 'stop' if flavor == 'ollama' else 'tool_calls')
+                    has_usage = any(c.get('usage') for c in chunks)
+                    self.assertEqual(has_usage, usage or flavor == 'llamacpp')
+
+                    seen = parse_stream(raw)
+                    self.assertTrue(seen['ok'], seen)
+                    self.assertEqual([c['name'] for c in seen['tool_calls']], ['wiki_search', 'wiki_read'])
+                    self.assertEqual(json.loads(seen['tool_calls'][0]['arguments']), {'query': 'apple', 'limit': 3})
+                    self.assertEqual(seen['tools'], ['wiki_search', 'wiki_read'])
+                    for c in seen['tool_calls']:
+                        self.assertRegex(c['id'], ID_RE[flavor])
+                    self.assertEqual(seen['usage'] is not None, usage or flavor == 'llamacpp')
+
+                    status, _, raw = stream(fake, usage)
+                    seen = parse_stream(raw)
+                    self.assertEqual((seen['content'], seen['text']), ('Done [Apple].', 'Done [Apple].'))
+                    self.assertEqual(seen['finish_reason'], 'stop')
+
+    def test_splitting(self):
+        steps = [{'tool_calls': CALLS, 'interleave': True, 'split': 5},
+                 {'tool_calls': CALLS, 'no_index': True, 'split': 1},
+                 {'tool_calls': CALLS, 'object_arguments': True},
+                 {'answer': 'x' * 100, 'piece': 1}]
+        for flavor in ('openai', 'ollama'):
+            with self.subTest(flavor=flavor), fake_llm.FakeLLM(steps, flavor=flavor) as fake:
+                for _ in range(3):
+                    seen = parse_stream(stream(fake)[2])
+                    self.assertTrue(seen['ok'], seen)
+                    self.assertEqual([json.loads(c['arguments']) for c in seen['tool_calls']],
+                                     [c['arguments'] for c in CALLS])
+                seen = parse_stream(stream(fake)[2])
+                self.assertEqual(seen['text'], 'x' * 100)
+
+    def test_failures(self):
+        expect = [
+            ({'answer': 'a', 'stream_error': 'context'}, 'vllm', 'model_context_exceeded'),
+            ({'answer': 'a', 'stream_error': 'context', 'shape': 'nested'}, 'vllm', 'model_context_exceeded'),
+            ({'answer': 'a', 'stream_error': 'server'}, 'vllm', 'upstream_failed'),
+            ({'answer': 'a', 'stream_error': 'server'}, 'llamacpp', 'upstream_failed'),
+            ({'answer': 'a', 'stream_error': 'context', 'legacy': True}, 'llamacpp', 'model_context_exceeded'),
+            ({'answer': 'a', 'stream_error': 'server'}, 'openai', 'upstream_failed'),
+            ({'tool_calls': CALLS, 'cut': True}, 'openai', 'upstream_failed'),
+            ({'answer': 'cut off', 'cut': True}, 'ollama', 'upstream_failed'),
+            ({'length': True}, 'llamacpp', 'model_output_limit'),
+            ({'oversized': 70000}, 'vllm', 'model_output_limit'),
+        ]
+        for step, flavor, code in expect:
+            with self.subTest(step=step, flavor=flavor), fake_llm.FakeLLM([step], flavor=flavor) as fake:
+                status, _, raw = stream(fake)
+                self.assertEqual(status, 200)
+                seen = parse_stream(raw)
+                self.assertFalse(seen['ok'], seen)
+                self.assertEqual(seen['code'], code, seen)
+                if step.get('cut'):
+                    self.assertNotIn('[DONE]', events(raw))
+                    self.assertIn('ended before a finish_reason', seen['message'])
+                if step.get('legacy'):
+                    self.assertIn(b'\nerror: {', b'\n' + raw)
+
+    def test_stall_and_not_streamed(self):
+        with fake_llm.FakeLLM([{'answer': 'slow', 'stall': 0.4}, {'answer': 'whole', 'stream': False}]) as fake:
+            t = time.monotonic()
+            status, _, raw = stream(fake)
+            self.assertGreaterEqual(time.monotonic() - t, 0.4)
+            self.assertEqual(parse_stream(raw)['content'], 'slow')
+            status, headers, raw = stream(fake)
+            self.assertEqual(headers['Content-Type'], 'application/json')
+            self.assertEqual(parse(status, raw)['content'], 'whole')
+
+    def test_refuse_stream_options(self):
+        with fake_llm.FakeLLM([{'answer': 'ok'}], refuse_stream_options=True) as fake:
+            status, _, raw = stream(fake, usage=True)
+            self.assertEqual(status, 400)
+            self.assertIn(b'Unrecognized request argument supplied: stream_options', raw)
+            status, _, raw = stream(fake, usage=False)  # the step was not used up
+            self.assertEqual(status, 200)
+            self.assertEqual(parse_stream(raw)['content'], 'ok')
+            self.assertEqual(len(fake.chat_requests()), 2)
 
 
 class CommandLine(unittest.TestCase):

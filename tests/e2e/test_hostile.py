@@ -22,7 +22,7 @@ from harness import API
 HEAD_MAX = 8192           # HTTP_HEAD_MAX_BYTES
 # libmicrohttpd copies the Cookie field into the connection's 24 KiB pool
 # (HTTP_CONNECTION_POOL_BYTES) next to the head: past about this much it
-# cannot, and answers on its own (README known limits).
+# cannot, and answers on its own (docs/KNOWN_LIMITS.md).
 MHD_COOKIE_MAX = 12000
 # Past about this much, not even wikiwebd's 431 fits next to the head.
 MHD_HEAD_MAX = 23000
@@ -209,7 +209,7 @@ class Hostile(harness.DaemonTestCase):
                                          'request_header_too_large', ctx)
                         self.assertEqual(before, after, ctx)
                     else:
-                        # README known limits: a head libmicrohttpd cannot
+                        # docs/KNOWN_LIMITS.md: a head libmicrohttpd cannot
                         # hold, or a Cookie field it cannot copy, is refused
                         # by it alone: its own 431 (HTML; for the Cookie,
                         # with its head written twice) or none at all.
@@ -399,7 +399,7 @@ class Hostile(harness.DaemonTestCase):
         self.assertEqual(self.queue_length(d), 0)
 
     def test_malformed_content_length_known_limit(self):
-        """README known limits: libmicrohttpd 0.9.75 answers a Content-Length
+        """docs/KNOWN_LIMITS.md: libmicrohttpd 0.9.75 answers a Content-Length
         it cannot parse itself, before wikiwebd sees the request, and writes
         its response head twice. What holds: nothing is done, the status is
         right, the connection is closed."""

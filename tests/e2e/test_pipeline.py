@@ -217,6 +217,19 @@ class Answered(PipelineBase):
         self.assertEqual([t.get('title') for t in tools[:2]], ['Cherry', 'Fig'])
         self.assertEqual(tools[2], {'error': 'missing'})
         self.assertNotIn('authorization', llm.requests[0]['headers'])
+        # No contact set: the User-Agent names the project only.
+        ua = llm.requests[0]['headers'].get('user-agent', '')
+        self.assertRegex(ua, r'^wikiweb/[0-9.]+ libcurl/')
+
+    def test_user_agent_contact(self):
+        """WIKI_WEB_USER_AGENT_CONTACT in the User-Agent the model server sees."""
+        llm = self.llm([{'answer': 'Cherry, see [Cherry].'}])
+        d = self.pipeline_daemon(llm, WIKI_WEB_USER_AGENT_CONTACT='wiki-admin@example.org')
+        b, r = self.ask(d, pages=['Cherry'])
+        self.check_record(d, b, r)
+        for req in llm.requests:
+            self.assertRegex(req['headers'].get('user-agent', ''),
+                             r'^wikiweb/[0-9.]+ \(\+wiki-admin@example\.org\) libcurl/')
 
 
 class Flavors(PipelineBase):
@@ -406,6 +419,102 @@ class Errors(PipelineBase):
         self.check_failed(d, b, r, 'query_timeout')
         self.assertLess(took, 3.5)
         self.wait_state(d, 'idle')
+
+
+class Streamed(PipelineBase):
+    """The model's replies as streams (issue 18 item 5): every server's
+    shape, failures inside the stream, the idle timeout, and a server that
+    refuses stream_options."""
+
+    def test_each_flavor(self):
+        llm = self.llm([])
+        d = self.pipeline_daemon(llm)
+        steps = [dict(SEARCH_READ_ANSWER[0], split=7),
+                 dict(SEARCH_READ_ANSWER[1], interleave=True, split=4),
+                 dict(SEARCH_READ_ANSWER[2], piece=3)]
+        for flavor in fake_llm.FLAVORS:
+            with self.subTest(flavor=flavor):
+                llm.set_script(steps, flavor=flavor)
+                b, r = self.ask(d)
+                rec = self.check_record(d, b, r)
+                self.assertEqual(rec['answer'], SEARCH_READ_ANSWER[2]['answer'])
+                self.assertEqual([x['title'] for x in rec['sources']], ['Apple', 'Fruit production'])
+                reqs = llm.chat_requests()
+                self.assertEqual(len(reqs), 3)
+                for q in reqs:
+                    self.assertIs(q['stream'], True)
+                    self.assertEqual(q['stream_options'], {'include_usage': True})
+                # usage from the streams: one token per 4 request bytes per reply
+                self.assertEqual(rec['usage']['prompt_tokens'],
+                                 sum(len(x['raw'].encode()) // 4 for x in llm.requests))
+        log = d.log()
+        self.assertIn('bytes, streamed.', log)
+        self.wait_state(d, 'idle')
+
+    def test_without_usage_and_whole_answers(self):
+        llm = self.llm([dict(SEARCH_READ_ANSWER[0], usage=False), dict(SEARCH_READ_ANSWER[1], stream=False),
+                        dict(SEARCH_READ_ANSWER[2], usage=False)], flavor='ollama')
+        d = self.pipeline_daemon(llm)
+        b, r = self.ask(d)
+        rec = self.check_record(d, b, r)
+        self.assertEqual(rec['answer'], SEARCH_READ_ANSWER[2]['answer'])
+        # only the whole answer had usage
+        self.assertEqual(rec['usage']['prompt_tokens'], len(llm.requests[1]['raw'].encode()) // 4)
+
+    def test_failures_in_the_stream(self):
+        llm = self.llm([])
+        d = self.pipeline_daemon(llm, WIKI_WEB_MODEL_MAX_OUTPUT_BYTES=1024)
+        cases = [
+            ('error in 200, vLLM', [{'answer': 'x', 'stream_error': 'server'}], 'vllm', 'upstream_failed',
+             'Internal Server Error'),
+            ('error in 200, llama.cpp', [{'answer': 'x', 'stream_error': 'server'}], 'llamacpp',
+             'upstream_failed', 'Internal Server Error'),
+            ('context in 200, old llama.cpp', [{'answer': 'x', 'stream_error': 'context', 'legacy': True}],
+             'llamacpp', 'model_context_exceeded', 'context size'),
+            ('cut stream', [{'tool_calls': SEARCH_READ_ANSWER[1]['tool_calls'], 'cut': True}], 'openai',
+             'upstream_failed', 'ended before a finish_reason'),
+            ('budget', [{'oversized': 5000, 'piece': 100}], 'openai', 'model_output_limit', 'at most 1024'),
+            ('length', [{'length': True}], 'vllm', 'model_output_limit', 'length'),
+        ]
+        for name, steps, flavor, code, needle in cases:
+            with self.subTest(name):
+                llm.set_script(steps, flavor=flavor)
+                b, r = self.ask(d)
+                rec = self.check_failed(d, b, r, code)
+                self.assertIn(needle, rec['error']['message'])
+        self.wait_state(d, 'idle')
+
+    def test_idle_timeout(self):
+        # A 6 s query has a 3 s idle timeout between chunks.
+        llm = self.llm([{'answer': 'slow but steady', 'stall': 1}, {'answer': 'stuck', 'stall': 5}])
+        d = self.pipeline_daemon(llm, WIKI_WEB_QUERY_TIMEOUT_SECONDS=6)
+        b, r = self.ask(d)
+        self.assertEqual(self.check_record(d, b, r)['answer'], 'slow but steady')
+        t0 = time.monotonic()
+        b, r = self.ask(d)
+        took = time.monotonic() - t0
+        rec = self.check_failed(d, b, r, 'upstream_failed')
+        self.assertIn('sent nothing for 3 s', rec['error']['message'])
+        self.assertGreater(took, 2.5)
+        self.assertLess(took, 5)
+        self.wait_state(d, 'idle')
+
+    def test_stream_options_refused_once(self):
+        llm = self.llm([{'answer': 'first'}, {'answer': 'second'}], refuse_stream_options=True)
+        d = self.pipeline_daemon(llm)
+        b, r = self.ask(d)
+        self.assertEqual(self.check_record(d, b, r)['answer'], 'first')
+        b, r = self.ask(d)
+        self.assertEqual(self.check_record(d, b, r)['answer'], 'second')
+        reqs = llm.chat_requests()
+        # refused once, sent again without; the next query never tries
+        self.assertEqual(len(reqs), 3)
+        self.assertIn('stream_options', reqs[0])
+        self.assertNotIn('stream_options', reqs[1])
+        self.assertNotIn('stream_options', reqs[2])
+        self.assertEqual(reqs[0]['messages'], reqs[1]['messages'])
+        self.assertTrue(all(q['stream'] is True for q in reqs))
+        self.assertEqual(d.log().count('refused stream_options'), 1)
 
 
 class Slot(PipelineBase):

@@ -23,7 +23,7 @@ class Transport(harness.DaemonTestCase):
         r = b.get(API + '/health')
         self.assertStatus(r, 200)
         j = r.json
-        self.assertEqual(set(j.keys()), {'status', 'contract_revision', 'version', 'state', 'sandbox'}, r)
+        self.assertEqual(set(j.keys()), {'status', 'contract_revision', 'version', 'state', 'sandbox', 'admission'}, r)
         # No user manager for the test daemon here: the sandbox says so.
         self.assertIn(j['sandbox'], ('ok', 'unavailable'))
         self.assertEqual(j['status'], 'ok')
@@ -32,6 +32,7 @@ class Transport(harness.DaemonTestCase):
         self.assertIsInstance(j['version'], str)
         self.assertTrue(j['version'])
         self.assertEqual(j['state'], 'idle')
+        self.assertEqual(j['admission'], 'open')
         self.assertStatus(b.join(), 201)
         r = b.get(API + '/health')
         self.assertEqual(r.json['state'], 'reserved', r)
@@ -39,7 +40,10 @@ class Transport(harness.DaemonTestCase):
     def test_unknown_path_not_found(self):
         d = self.daemon()
         b = d.browser()
-        for method, path in [('GET', '/'), ('GET', '/nope'), ('GET', '/api'), ('GET', '/api/v1'),
+        # "/" is the web page (test_page.py); with WIKI_WEB_UI=false, unknown
+        # as any other path.
+        self.assertError(self.daemon(WIKI_WEB_UI='false').browser().get('/'), 'not_found')
+        for method, path in [('GET', '/index.html'), ('GET', '/nope'), ('GET', '/api'), ('GET', '/api/v1'),
                              ('GET', '/api/v1/'), ('GET', '/api/v1/nope'), ('POST', '/api/v1/nope'),
                              ('GET', '/api/v2/health'), ('GET', '/api/v1/queue'),
                              ('GET', '/api/v1/queue/status/extra'), ('GET', '/api/v1/healthz'),

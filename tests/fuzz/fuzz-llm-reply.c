@@ -77,11 +77,11 @@ static void drive_agent(unsigned status, const uint8_t *data, size_t size) {
                         break;
                 }
                 case AGENT_TOOL_WIKI_READ: {
-                        AgentPage page = {
-                                .title = act.call.title,
-                                .url = act.call.title,
+                        WikiPage page = {
+                                .title = (char *) act.call.title,
+                                .url = (char *) act.call.title,
                                 .revision_id = UINT64_MAX,
-                                .content = act.call.title,
+                                .content = (char *) act.call.title,
                                 .content_size = strlen(act.call.title),
                         };
                         if (strlen(act.call.title) < 1 || strlen(act.call.title) > AGENT_TITLE_MAX_BYTES)

@@ -71,7 +71,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 break;
         }
         case 1: {
-                MediaWikiPage p = { 0 };
+                WikiPage p = { 0 };
                 r = mediawiki_parse_page(body, size, &p, &e);
                 if (r >= 0) {
                         check_title(p.title);
@@ -84,7 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         }
                         if (p.redirected_from)
                                 check_title(p.redirected_from);
-                        mediawiki_page_done(&p);
+                        wiki_page_done(&p);
                 }
                 break;
         }

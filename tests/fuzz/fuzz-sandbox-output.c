@@ -17,6 +17,7 @@
 
 #include "sandbox/files.h"
 #include "sandbox/output.h"
+#include "shared/wiki-page.h"
 #include "shared/macro.h"
 #include "fuzz.h"
 
@@ -94,7 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         free(text);
         output_buffer_done(&b);
 
-        if (size > 0 && sandbox_data_file_name((const char *) data, size, &name) == 0) {
+        if (size > 0 && wiki_page_data_file_name((const char *) data, size, &name) == 0) {
                 size_t n = strlen(name);
                 CHECK(n <= NAME_MAX && n > 5 && streq(name + n - 5, ".wiki"));
                 for (size_t i = 0; i < n; i++)

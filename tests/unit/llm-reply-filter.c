@@ -4,16 +4,63 @@
  *   {"ok": true, "content", "tool_calls": [{"id", "name", "arguments"}],
  *    "finish_reason", "usage": [prompt, completion] or null}
  *   {"ok": false, "code", "message"}
+ * With --stream first, stdin is an event stream read by llm-stream.h, fed
+ * in uneven slices; the object then also has "text" (the live deltas
+ * joined) and "tools" (the names the tool-call handler heard).
  * Exit 0 either way, 1 on a usage or system error. */
 
 #include <json-c/json.h>
 
+#include "query/llm-stream.h"
 #include "query/llm.h"
 #include "shared/macro.h"
 #include "shared/parse-util.h"
 
 static json_object *string_or_null(const char *s) {
         return s ? json_object_new_string(s) : NULL;
+}
+
+typedef struct Live {
+        char *text;
+        size_t len;
+        json_object *tools;
+} Live;
+
+static void on_text(const char *delta, size_t n, void *userdata) {
+        Live *l = userdata;
+        char *t = realloc(l->text, l->len + n + 1);
+
+        if (!t)
+                abort();
+        memcpy(t + l->len, delta, n);
+        l->len += n;
+        t[l->len] = 0;
+        l->text = t;
+}
+
+static void on_tool_call(size_t index, const char *name, void *userdata) {
+        Live *l = userdata;
+
+        json_object_array_add(l->tools, json_object_new_string(name));
+}
+
+/* The body through the stream parser, in slices of 1, 2, 3, … bytes. */
+static int parse_stream(
+        const uint8_t *body, size_t size, const LlmReplyLimits *limits, Live *live, LlmReply *reply, LlmError *err) {
+        LlmStreamHandlers h = { .text = on_text, .tool_call = on_tool_call, .userdata = live };
+        _cleanup_(llm_stream_freep) LlmStream *s = NULL;
+        int r;
+
+        r = llm_stream_new(limits, &h, &s);
+        if (r < 0)
+                return r;
+        for (size_t at = 0, k = 1; at < size; at += k, k = k % 97 + 1) {
+                k = MIN(k, size - at);
+                r = llm_stream_feed(s, body + at, k);
+                if (r == -ENOMEM)
+                        return r;
+        }
+        return llm_stream_finish(s, reply, err);
 }
 
 int main(int argc, char *argv[]) {
@@ -23,11 +70,13 @@ int main(int argc, char *argv[]) {
         json_object *out = json_object_new_object();
         size_t size = 0, allocated = 0;
         uint8_t *body = NULL;
+        Live live = { .tools = json_object_new_array() };
+        bool stream = argc == 3 && streq(argv[1], "--stream");
         uint64_t status;
         int r;
 
-        if (argc != 2 || parse_uint64_range(argv[1], 100, 599, &status) < 0) {
-                fprintf(stderr, "usage: %s STATUS < body\n", argv[0]);
+        if ((argc != 2 && !stream) || parse_uint64_range(argv[argc - 1], 100, 599, &status) < 0) {
+                fprintf(stderr, "usage: %s [--stream] STATUS < body\n", argv[0]);
                 return 1;
         }
         for (;;) {
@@ -45,7 +94,14 @@ int main(int argc, char *argv[]) {
                 size += n;
         }
 
-        r = llm_parse_reply((unsigned) status, body, size, &limits, &reply, &err);
+        if (stream)
+                r = parse_stream(body, size, &limits, &live, &reply, &err);
+        else
+                r = llm_parse_reply((unsigned) status, body, size, &limits, &reply, &err);
+        if (stream) {
+                json_object_object_add(out, "text", json_object_new_string(live.text ? live.text : ""));
+                json_object_object_add(out, "tools", json_object_get(live.tools));
+        }
         if (r == 0) {
                 json_object *calls = json_object_new_array();
 
@@ -82,6 +138,8 @@ int main(int argc, char *argv[]) {
         }
         puts(json_object_to_json_string_ext(out, JSON_C_TO_STRING_PLAIN));
         json_object_put(out);
+        json_object_put(live.tools);
+        free(live.text);
         free(body);
         return 0;
 }

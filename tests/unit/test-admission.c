@@ -163,6 +163,7 @@ TEST(strings) {
         ASSERT_EQ_STR(remove_reason_to_string(REMOVE_CLAIMED), "claimed");
         ASSERT_EQ_STR(remove_reason_to_string(REMOVE_HEARTBEAT), "heartbeat");
         ASSERT_EQ_STR(remove_reason_to_string(REMOVE_RESERVATION), "reservation");
+        ASSERT_EQ_STR(remove_reason_to_string(REMOVE_ADMIN), "admin");
         ASSERT_TRUE(!remove_reason_to_string(_REMOVE_REASON_MAX));
 }
 
@@ -387,6 +388,69 @@ TEST(heartbeat_expiry) {
         admission_free(a);
 }
 
+/* API.md 11.1: an open queue stream is its ticket's heartbeat. A held
+ * ticket does not expire by heartbeat however long it waits, shows the
+ * deadline a poll would give it, keeps its reservation deadline, and once
+ * released has an ordinary deadline from the release. */
+static int hold(Admission *a, unsigned n, bool on, usec_t now) {
+        SessionKey k = key(n);
+        char id[TICKET_ID_MAX];
+
+        snprintf(id, sizeof id, "%s", expected_id(n));
+        return admission_hold(a, &k, id, on, now);
+}
+
+TEST(hold) {
+        Recorder rec;
+        Admission *a = new_admission(&default_settings, &rec);
+        AdmissionStatus st;
+        SessionKey k2 = key(2);
+
+        ASSERT_EQ_INT(join(a, 1, T0), 1); /* reserved */
+        ASSERT_EQ_INT(join(a, 2, T0), 1); /* waiting */
+        ASSERT_EQ_INT(join(a, 3, T0), 1); /* waiting, silent */
+        ASSERT_EQ_INT(hold(a, 2, true, T0 + SEC(1)), 0);
+        ASSERT_EQ_INT(hold(a, 2, true, T0 + SEC(2)), 0); /* idempotent */
+        ASSERT_EQ_INT(hold(a, 1, true, T0 + SEC(2)), 0);
+        /* Another session's ticket, or a ticket id the session no longer has. */
+        ASSERT_EQ_INT(admission_hold(a, &k2, expected_id(3), true, T0 + SEC(2)), -ENOENT);
+        ASSERT_EQ_INT(hold(a, 9, true, T0 + SEC(2)), -ENOENT);
+
+        /* Only 3 can expire by heartbeat now. */
+        ASSERT_TRUE(admission_next_deadline(a) == T0 + SEC(30));
+        rec.n = 0;
+        ASSERT_EQ_INT(admission_expire(a, T0 + SEC(45)), 1);
+        expect_removed(&rec, 0, expected_id(3), REMOVE_HEARTBEAT);
+        /* The reservation of 1 still runs out at T0 + 60. */
+        ASSERT_TRUE(admission_next_deadline(a) == T0 + SEC(60));
+
+        /* A held ticket shows the deadline a poll would give it; a poll
+         * changes nothing. */
+        st = peek_of(a, 2, T0 + SEC(50));
+        ASSERT_TRUE(st.ticket.heartbeat_deadline == T0 + SEC(80));
+        st = status_of(a, 2, T0 + SEC(55));
+        ASSERT_TRUE(st.ticket.heartbeat_deadline == T0 + SEC(85));
+
+        rec.n = 0;
+        ASSERT_EQ_INT(admission_expire(a, T0 + SEC(60)), 1);
+        expect_removed(&rec, 0, expected_id(1), REMOVE_RESERVATION);
+        expect_event(&rec, 1, ADMISSION_EVENT_TICKET_PROMOTED, expected_id(2));
+        ASSERT_TRUE(admission_next_deadline(a) == T0 + SEC(120));
+
+        /* Long after its last poll, 2 is still there; released, it gets
+         * the ordinary interval from the release. */
+        ASSERT_EQ_INT(admission_expire(a, T0 + SEC(100)), 0);
+        ASSERT_EQ_INT(hold(a, 2, false, T0 + SEC(100)), 0);
+        ASSERT_EQ_INT(hold(a, 2, false, T0 + SEC(101)), 0); /* idempotent: the deadline stays */
+        st = peek_of(a, 2, T0 + SEC(101));
+        ASSERT_TRUE(st.ticket.heartbeat_deadline == T0 + SEC(130));
+        ASSERT_TRUE(admission_next_deadline(a) == T0 + SEC(120));
+        rec.n = 0;
+        ASSERT_EQ_INT(admission_expire(a, T0 + SEC(120)), 1);
+        expect_removed(&rec, 0, expected_id(2), REMOVE_RESERVATION);
+        admission_free(a);
+}
+
 TEST(reservation_expiry) {
         Recorder rec;
         AdmissionSettings s = { .reservation_usec = SEC(60), .heartbeat_usec = SEC(3600), .max_length = 10 };
@@ -560,6 +624,88 @@ TEST(claim) {
         ASSERT_EQ_INT(admission_get_state(a), ADMISSION_IDLE);
         admission_get_counters(a, &c);
         ASSERT_EQ_INT(c.queries_started, 0);
+        admission_free(a);
+}
+
+/* API.md 12.1: while draining, no new ticket and no claim but the reserved
+ * ticket's; tickets keep waiting and are promoted; the running query
+ * finishes. */
+TEST(drain) {
+        Recorder rec;
+        Admission *a = new_admission(&default_settings, &rec);
+
+        ASSERT_TRUE(!admission_is_draining(a));
+        ASSERT_EQ_INT(claim(a, 1, "qr_1", T0), 0);
+        ASSERT_EQ_INT(join(a, 2, T0), 1);
+        ASSERT_EQ_INT(join(a, 3, T0), 1);
+
+        admission_set_draining(a, true);
+        ASSERT_TRUE(admission_is_draining(a));
+        rec.n = 0;
+        ASSERT_EQ_INT(join(a, 4, T0 + SEC(1)), -ESHUTDOWN);
+        ASSERT_EQ_INT(claim(a, 4, "qr_x", T0 + SEC(1)), -ESHUTDOWN);
+        ASSERT_EQ_INT(claim(a, 2, "qr_x", T0 + SEC(1)), -ESHUTDOWN);
+        ASSERT_EQ_INT(rec.n, 0);
+        /* An existing ticket's join is its heartbeat, as always. */
+        ASSERT_EQ_INT(join(a, 3, T0 + SEC(2)), 0);
+        ASSERT_TRUE(peek_of(a, 3, T0 + SEC(2)).ticket.heartbeat_deadline == T0 + SEC(32));
+
+        /* The running query finishes; 2 is promoted and may claim, 3 may not. */
+        ASSERT_EQ_INT(admission_finish(a, T0 + SEC(3)), 0);
+        ASSERT_EQ_INT(admission_get_state(a), ADMISSION_RESERVED);
+        ASSERT_EQ_INT(claim(a, 3, "qr_3", T0 + SEC(4)), -ESHUTDOWN);
+        ASSERT_EQ_INT(claim(a, 2, "qr_2", T0 + SEC(4)), 0);
+        ASSERT_EQ_INT(admission_finish(a, T0 + SEC(5)), 0);
+        ASSERT_EQ_INT(admission_get_state(a), ADMISSION_RESERVED);
+        ASSERT_EQ_INT(leave(a, 3, T0 + SEC(6)), 0);
+
+        /* Idle and draining: even the implicit join of a claim is refused. */
+        ASSERT_EQ_INT(admission_get_state(a), ADMISSION_IDLE);
+        ASSERT_EQ_INT(claim(a, 5, "qr_5", T0 + SEC(7)), -ESHUTDOWN);
+        ASSERT_EQ_INT(admission_get_state(a), ADMISSION_IDLE);
+
+        admission_set_draining(a, false);
+        ASSERT_EQ_INT(join(a, 4, T0 + SEC(8)), 1);
+        ASSERT_EQ_INT(claim(a, 4, "qr_4", T0 + SEC(8)), 0);
+        admission_free(a);
+}
+
+TEST(remove_ticket) {
+        Recorder rec;
+        Admission *a = new_admission(&default_settings, &rec);
+        char reserved[TICKET_ID_MAX], waiting[TICKET_ID_MAX];
+        AdmissionCounters c;
+
+        ASSERT_EQ_INT(join(a, 1, T0), 1);
+        ASSERT_EQ_INT(join(a, 2, T0), 1);
+        ASSERT_EQ_INT(join(a, 3, T0), 1);
+        snprintf(reserved, sizeof reserved, "%s", peek_of(a, 1, T0).ticket.id);
+        snprintf(waiting, sizeof waiting, "%s", peek_of(a, 3, T0).ticket.id);
+
+        rec.n = 0;
+        ASSERT_EQ_INT(admission_remove_ticket(a, "tk_nope", T0 + SEC(1)), -ENOENT);
+        ASSERT_EQ_INT(admission_remove_ticket(a, NULL, T0 + SEC(1)), -ENOENT);
+        ASSERT_EQ_INT(rec.n, 0);
+
+        /* A waiting ticket: gone, nobody promoted. */
+        ASSERT_EQ_INT(admission_remove_ticket(a, waiting, T0 + SEC(1)), 0);
+        ASSERT_EQ_INT(rec.n, 1);
+        expect_removed(&rec, 0, waiting, REMOVE_ADMIN);
+        ASSERT_TRUE(!peek_of(a, 3, T0 + SEC(1)).has_ticket);
+        ASSERT_EQ_INT(admission_queue_length(a), 2);
+
+        /* The reserved ticket: the next one is promoted. */
+        rec.n = 0;
+        ASSERT_EQ_INT(admission_remove_ticket(a, reserved, T0 + SEC(2)), 0);
+        expect_removed(&rec, 0, reserved, REMOVE_ADMIN);
+        expect_event(&rec, 1, ADMISSION_EVENT_TICKET_PROMOTED, NULL);
+        ASSERT_EQ_INT(admission_get_state(a), ADMISSION_RESERVED);
+        ASSERT_EQ_INT(peek_of(a, 2, T0 + SEC(2)).ticket.status, TICKET_RESERVED);
+        ASSERT_EQ_INT(admission_remove_ticket(a, reserved, T0 + SEC(2)), -ENOENT);
+
+        /* Not an expiry. */
+        admission_get_counters(a, &c);
+        ASSERT_EQ_INT(c.tickets_expired, 0);
         admission_free(a);
 }
 
@@ -1357,7 +1503,9 @@ static void random_run(const AdmissionSettings *s, unsigned ops, uint64_t seed) 
         if (s->max_length > 0) {
                 ASSERT_TRUE(n_claimed > 0 && n_busy > 0 && n_finished > 0);
                 ASSERT_TRUE(n_created > 0);
-                for (unsigned i = 0; i < _REMOVE_REASON_MAX; i++)
+                /* Every reason a client or a timer causes (REMOVE_ADMIN
+                 * has its own test). */
+                for (unsigned i = 0; i <= REMOVE_RESERVATION; i++)
                         ASSERT_TRUE(n_expired[i] > 0);
         }
         if (s->max_length < N_SESSIONS)

@@ -5,6 +5,7 @@
 #include "query/agent.h"
 #include "shared/macro.h"
 #include "shared/utf8.h"
+#include "shared/wiki-page.h"
 #include "tests.h"
 
 /* Tests of the tool loop (API.md 8.2, 8.6) over scripted model replies:
@@ -161,14 +162,14 @@ static Agent *new_agent(const AgentSettings *s, const char *question) {
         return a;
 }
 
-static const AgentPage apple = {
+static const WikiPage apple = {
         .title = "Apple",
         .url = "http://127.0.0.1:8081/index.php/Apple",
         .revision_id = 42,
         .content = "The '''apple''' is a fruit.",
         .content_size = 27,
 };
-static const AgentPage pear = {
+static const WikiPage pear = {
         .title = "Pear",
         .url = "http://127.0.0.1:8081/index.php/Pear",
         .revision_id = 7,
@@ -292,7 +293,7 @@ TEST(several_calls_in_order) {
         ASSERT_EQ_STR(act.call.code, "print(1)");
         ASSERT_EQ_INT(act.call.code_size, 8);
         {
-                AgentPythonFile files[] = { { "table.csv", 120 } };
+                Artifact files[] = { { .name = (char *) "table.csv", .size_bytes = 120, .fd = -1 } };
                 AgentPythonRun run = {
                         .has_exit_code = true,
                         .exit_code = 0,
@@ -326,7 +327,7 @@ TEST(several_calls_in_order) {
         ASSERT_OK(agent_tool_read_done(a, &pear));
         next(a, AGENT_ACTION_TOOL);
         {
-                AgentPage banana = {
+                WikiPage banana = {
                         .title = "Banana", .url = "u", .revision_id = 9, .content = "", .content_size = 0
                 };
                 ASSERT_OK(agent_tool_read_done(a, &banana));
@@ -613,6 +614,80 @@ TEST(length_and_upstream_errors) {
         }
 }
 
+/* The stream mode of the requests, a rebuild after a refusal of
+ * stream_options, and replies parsed elsewhere (a stream). */
+TEST(stream_mode_and_parsed_replies) {
+        AgentSettings s = defaults;
+        _cleanup_(agent_freep) Agent *a = NULL;
+        AgentAction act, again;
+        LlmReply reply = { .content = NULL };
+        LlmError err = { .message = NULL };
+        json_object *o;
+        uint64_t prompt, completion;
+
+        s.stream = LLM_STREAM_WITH_USAGE;
+        a = new_agent(&s, "q");
+        ASSERT_EQ_INT(agent_rebuild_request(a, &act), -EBUSY); /* nothing outstanding */
+        act = next(a, AGENT_ACTION_SEND);
+        o = body_json(&act);
+        ASSERT_TRUE(json_object_get_boolean(field(o, "stream")));
+        ASSERT_TRUE(field(o, "stream_options"));
+        json_object_put(o);
+        ASSERT_EQ_INT(agent_reply_limits(a).step, 1);
+        ASSERT_EQ_INT(agent_reply_limits(a).max_output_bytes, 65536);
+
+        /* refused: the same request without stream_options */
+        ASSERT_OK(agent_set_stream(a, LLM_STREAM_ON));
+        ASSERT_EQ_INT(agent_set_stream(a, _LLM_STREAM_MODE_MAX), -EINVAL);
+        ASSERT_OK(agent_rebuild_request(a, &again));
+        ASSERT_EQ_INT(again.step, 1);
+        ASSERT_TRUE(again.with_tools);
+        ASSERT_TRUE(again.body_size < act.body_size);
+        o = body_json(&again);
+        ASSERT_TRUE(json_object_get_boolean(field(o, "stream")));
+        ASSERT_TRUE(!field(o, "stream_options"));
+        ASSERT_EQ_INT(json_object_array_length(field(o, "messages")), 2);
+        ASSERT_EQ_INT(json_object_array_length(field(o, "tools")), 3);
+        json_object_put(o);
+
+        /* a parsed reply with a call, taken over */
+        reply.tool_calls = calloc(1, sizeof(LlmToolCall));
+        ASSERT_TRUE(reply.tool_calls);
+        reply.n_tool_calls = 1;
+        reply.tool_calls[0] = (LlmToolCall){ strdup("c1"),
+                                             strdup("wiki_read"),
+                                             strdup("{\"title\":\"Apple\"}") };
+        reply.content = strdup("");
+        reply.has_usage = true;
+        reply.prompt_tokens = 5;
+        reply.completion_tokens = 6;
+        ASSERT_OK(agent_model_parsed(a, &reply, NULL));
+        ASSERT_TRUE(!reply.tool_calls && !reply.content);
+        act = next(a, AGENT_ACTION_TOOL);
+        ASSERT_EQ_STR(act.call.title, "Apple");
+        ASSERT_OK(agent_tool_read_done(a, &apple));
+
+        /* later requests keep the mode */
+        act = next(a, AGENT_ACTION_SEND);
+        o = body_json(&act);
+        ASSERT_TRUE(!field(o, "stream_options"));
+        json_object_put(o);
+
+        /* a parsed error, taken over */
+        err = (LlmError){ .code = API_ERROR_MODEL_OUTPUT_LIMIT, .message = strdup("too long") };
+        ASSERT_OK(agent_model_parsed(a, NULL, &err));
+        ASSERT_TRUE(!err.message);
+        expect_fail(a, API_ERROR_MODEL_OUTPUT_LIMIT, "too long");
+        agent_usage(a, &prompt, &completion);
+        ASSERT_EQ_INT(prompt, 5);
+        ASSERT_EQ_INT(completion, 6);
+
+        /* after the end: -EBUSY is not reached, a failed agent drops it */
+        err = (LlmError){ .code = API_ERROR_UPSTREAM_FAILED, .message = strdup("x") };
+        ASSERT_OK(agent_model_parsed(a, NULL, &err));
+        ASSERT_TRUE(!err.message);
+}
+
 TEST(context_estimate) {
         AgentSettings s = defaults;
         AgentAction act;
@@ -634,7 +709,7 @@ TEST(context_estimate) {
         {
                 _cleanup_(agent_freep) Agent *a = NULL;
                 _cleanup_free_ char *content = malloc(12000);
-                AgentPage big = apple;
+                WikiPage big = apple;
 
                 memset(content, 'w', 12000);
                 big.content = content;
@@ -711,7 +786,7 @@ TEST(truncation) {
         _cleanup_(agent_freep) Agent *a = NULL;
         _cleanup_free_ char *content = NULL;
         const LlmMessage *m;
-        AgentPage big = apple;
+        WikiPage big = apple;
         size_t n, base, size = 100000;
         json_object *o;
 
@@ -769,6 +844,46 @@ TEST(truncation) {
         expect_tool_message(a, base + 1, "call_1", "\"stderr\":\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbdoops\"");
 }
 
+/* A long non-ASCII title: the hint names the file the sandbox writes under
+ * /data, which is shortened past NAME_MAX (the agent used to name the
+ * unshortened one, a file that does not exist). */
+TEST(truncation_hint_long_title) {
+        AgentSettings s = defaults;
+        _cleanup_(agent_freep) Agent *a = NULL;
+        _cleanup_free_ char *content = NULL, *title = NULL, *args = NULL, *file = NULL, *needle = NULL;
+        WikiPage big = apple;
+        size_t base, size = 20000;
+
+        /* 100 x "é": 200 bytes, 600 once percent-encoded */
+        title = malloc(201);
+        ASSERT_TRUE(title);
+        for (size_t i = 0; i < 200; i += 2) {
+                title[i] = '\xc3';
+                title[i + 1] = '\xa9';
+        }
+        title[200] = 0;
+        content = malloc(size + 1);
+        ASSERT_TRUE(content);
+        memset(content, 'w', size);
+        content[size] = 0;
+        big.title = title;
+        big.content = content;
+        big.content_size = size;
+        s.tool_result_max_bytes = 4096;
+        ASSERT_TRUE(asprintf(&args, "{\"title\":\"%s\"}", title) > 0);
+        ASSERT_OK(wiki_page_data_file_name(title, strlen(title), &file));
+        ASSERT_TRUE(strlen(file) <= 255);
+        ASSERT_TRUE(asprintf(&needle, "the whole page is /data/%s]", file) > 0);
+
+        a = new_agent(&s, "q");
+        next(a, AGENT_ACTION_SEND);
+        feed_free(a, reply_calls("wiki_read", args, NULL));
+        agent_messages(a, &base);
+        next(a, AGENT_ACTION_TOOL);
+        ASSERT_OK(agent_tool_read_done(a, &big));
+        expect_tool_message(a, base, "call_0", needle);
+}
+
 TEST(fit_result) {
         char *r;
         bool cut;
@@ -814,22 +929,6 @@ TEST(fit_result) {
         ASSERT_OK(agent_fit_result("plain text", 1024, NULL, &r, &cut));
         ASSERT_EQ_STR(r, "\"plain text\"");
         free(r);
-}
-
-TEST(page_file_name) {
-        static const char *const table[][2] = {
-                { "Apple", "Apple.wiki" },     { "Apple pie", "Apple_pie.wiki" },
-                { "A/B", "A%2FB.wiki" },       { "Caf\xc3\xa9", "Caf%C3%A9.wiki" },
-                { "a:b?c", "a%3Ab%3Fc.wiki" }, { "x_(y),z-1.2", "x_(y),z-1.2.wiki" },
-                { "..", "...wiki" },           { "100%", "100%25.wiki" },
-        };
-
-        for (size_t i = 0; i < ELEMENTSOF(table); i++) {
-                _cleanup_free_ char *f = NULL;
-
-                ASSERT_OK(agent_page_file_name(table[i][0], &f));
-                ASSERT_EQ_STR(f, table[i][1]);
-        }
 }
 
 TEST(tools_and_prompt) {

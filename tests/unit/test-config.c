@@ -31,6 +31,7 @@ TEST(defaults) {
         ASSERT_EQ_INT(c.max_request_bytes, 65536);
         ASSERT_EQ_INT(c.session_max_age_seconds, 2592000);
         ASSERT_TRUE(c.cookie_secure);
+        ASSERT_TRUE(c.web_ui);
         ASSERT_TRUE(c.allowed_origins && !c.allowed_origins[0]);
         ASSERT_EQ_INT(c.queue_reservation_seconds, 60);
         ASSERT_EQ_INT(c.queue_heartbeat_seconds, 30);
@@ -74,6 +75,7 @@ TEST(ranges) {
                 "WIKI_WEB_QUEUE_HEARTBEAT_SECONDS=3600",
                 "WIKI_WEB_QUEUE_MAX_LENGTH=0",
                 "WIKI_WEB_COOKIE_SECURE=false",
+                "WIKI_WEB_UI=false",
                 "WIKI_WEB_ALLOWED_ORIGINS= https://a.example , http://b.example:8080/ ,",
                 "WIKI_WEB_ALLOWED_DESTINATIONS=wiki.example,10.0.0.1",
                 NULL,
@@ -86,6 +88,7 @@ TEST(ranges) {
         ASSERT_EQ_INT(c.queue_heartbeat_seconds, 3600);
         ASSERT_EQ_INT(c.queue_max_length, 0);
         ASSERT_TRUE(!c.cookie_secure);
+        ASSERT_TRUE(!c.web_ui);
         ASSERT_EQ_STR(c.allowed_origins[0], "https://a.example");
         ASSERT_EQ_STR(c.allowed_origins[1], "http://b.example:8080");
         ASSERT_TRUE(!c.allowed_origins[2]);
@@ -102,6 +105,7 @@ TEST(ranges) {
         expect_bad("WIKI_WEB_QUEUE_MAX_LENGTH=", "WIKI_WEB_QUEUE_MAX_LENGTH");
         expect_bad("WIKI_WEB_QUEUE_MAX_LENGTH=99999999999999999999999", "WIKI_WEB_QUEUE_MAX_LENGTH");
         expect_bad("WIKI_WEB_COOKIE_SECURE=maybe", "WIKI_WEB_COOKIE_SECURE");
+        expect_bad("WIKI_WEB_UI=maybe", "WIKI_WEB_UI");
         expect_bad("WIKI_WEB_ALLOWED_ORIGINS=ftp://x", "WIKI_WEB_ALLOWED_ORIGINS");
         expect_bad("WIKI_WEB_ALLOWED_ORIGINS=https://x/path", "WIKI_WEB_ALLOWED_ORIGINS");
         expect_bad("WIKI_WEB_WIKI_API_URL=file:///etc/passwd", "WIKI_WEB_WIKI_API_URL");
@@ -117,6 +121,65 @@ TEST(ranges) {
         expect_bad("WIKI_WEB_HTTP_MAX_CONNECTIONS=1000001", "0..1000000");
         expect_bad("WIKI_WEB_HTTP_MAX_CONNECTIONS_PER_IP=-1", "0..1000000");
         expect_bad("WIKI_WEB_HTTP_REQUEST_TIMEOUT_SECONDS=0", "1..3600");
+        expect_bad("WIKI_WEB_USER_AGENT_CONTACT=not a contact", "WIKI_WEB_USER_AGENT_CONTACT");
+        expect_bad("WIKI_WEB_USER_AGENT_CONTACT=\001admin@example.org", "WIKI_WEB_USER_AGENT_CONTACT");
+}
+
+TEST(user_agent_contact) {
+        static const char *const good[] = {
+                "wiki-admin@example.org",
+                "https://wiki.example.org/contact",
+                "http://example.org",
+                "a.b+c@mail.example.co.uk",
+        };
+        static const char *const bad[] = {
+                "admin",
+                "admin@",
+                "@example.org",
+                "admin@localhost",
+                "a@b@example.org",
+                "admin@example.org/x",
+                "mailto:admin@example.org",
+                "javascript:alert(1)",
+                "ftp://example.org",
+                "https://",
+                "https:///path",
+                "https://example.org/a b",
+                "https://example.org/(x)",
+                "admin@example.org) evil (",
+                "https://example.org/\\",
+                "https://example.org/\"",
+                "https://example.org/\x7f",
+                "https://example.org/\xc3\xa9",
+                "",
+        };
+        char long_url[256];
+
+        for (size_t i = 0; i < ELEMENTSOF(good); i++)
+                ASSERT_TRUE(config_user_agent_contact_is_valid(good[i]));
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                ASSERT_TRUE(!config_user_agent_contact_is_valid(bad[i]));
+        ASSERT_TRUE(!config_user_agent_contact_is_valid(NULL));
+
+        /* 200 bytes is the most. */
+        memset(long_url, 'a', sizeof long_url);
+        memcpy(long_url, "https://", 8);
+        long_url[200] = 0;
+        ASSERT_TRUE(config_user_agent_contact_is_valid(long_url));
+        long_url[200] = 'a';
+        long_url[201] = 0;
+        ASSERT_TRUE(!config_user_agent_contact_is_valid(long_url));
+
+        /* Loaded, and shown by --check-config. */
+        {
+                const char *env[] = { "WIKI_WEB_USER_AGENT_CONTACT=wiki-admin@example.org", NULL };
+                _cleanup_free_ char *err = NULL;
+                Config c;
+
+                ASSERT_OK(load(env, &c, &err));
+                ASSERT_EQ_STR(c.user_agent_contact, "wiki-admin@example.org");
+                config_done(&c);
+        }
 }
 
 TEST(secrets) {

@@ -726,6 +726,80 @@ TEST(build) {
         }
 }
 
+TEST(build_stream) {
+        LlmMessage m = { .role = LLM_ROLE_USER, .content = (char *) "q" };
+        LlmRequest req = {
+                .model = "m",
+                .messages = &m,
+                .n_messages = 1,
+                .context_tokens = 32768,
+                .max_output_bytes = 65536,
+        };
+        LlmRequestBody b = { .body = NULL };
+        json_object *o;
+
+        /* OFF: "stream": false, no stream_options (OpenAI refuses them then) */
+        ASSERT_OK(llm_build_request(&req, &b));
+        o = parse_body(&b);
+        ASSERT_TRUE(field(o, "stream") && !json_object_get_boolean(field(o, "stream")));
+        ASSERT_TRUE(!field(o, "stream_options"));
+        json_object_put(o);
+        llm_request_body_done(&b);
+
+        req.stream = LLM_STREAM_ON;
+        ASSERT_OK(llm_build_request(&req, &b));
+        o = parse_body(&b);
+        ASSERT_TRUE(json_object_get_boolean(field(o, "stream")));
+        ASSERT_TRUE(!field(o, "stream_options"));
+        json_object_put(o);
+        llm_request_body_done(&b);
+
+        req.stream = LLM_STREAM_WITH_USAGE;
+        ASSERT_OK(llm_build_request(&req, &b));
+        o = parse_body(&b);
+        ASSERT_TRUE(json_object_get_boolean(field(o, "stream")));
+        ASSERT_TRUE(json_object_get_boolean(field(field(o, "stream_options"), "include_usage")));
+        ASSERT_EQ_INT(b.prompt_tokens_estimate, (b.size + 3) / 4);
+        json_object_put(o);
+        llm_request_body_done(&b);
+
+        req.stream = _LLM_STREAM_MODE_MAX;
+        ASSERT_EQ_INT(llm_build_request(&req, &b), -EINVAL);
+}
+
+TEST(refuses_stream_options) {
+        static const struct {
+                unsigned status;
+                const char *body;
+                bool refuses;
+        } cases[] = {
+                /* Azure OpenAI before the option existed */
+                { 400,
+                  "{\"error\":{\"message\":\"Unrecognized request argument supplied: stream_options\","
+                  "\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}",
+                  true },
+                /* FastAPI/pydantic with extra="forbid" */
+                { 422,
+                  "{\"detail\":[{\"type\":\"extra_forbidden\",\"loc\":[\"body\",\"stream_options\"],"
+                  "\"msg\":\"Extra inputs are not permitted\"}]}",
+                  true },
+                /* other refusals are not about the option */
+                { 400, "{\"error\":{\"message\":\"maximum context length is 4096\"}}", false },
+                { 401, "{\"error\":\"stream_options Unauthorized\"}", false },
+                { 500, "stream_options", false },
+                { 200, "stream_options", false },
+                { 400, "", false },
+                { 400, "stream_option", false },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++)
+                ASSERT_EQ_INT(
+                        llm_refuses_stream_options(
+                                cases[i].status, (const uint8_t *) cases[i].body, strlen(cases[i].body)),
+                        cases[i].refuses);
+        ASSERT_TRUE(!llm_refuses_stream_options(400, NULL, 0));
+}
+
 TEST(estimate) {
         ASSERT_EQ_INT(llm_estimate_prompt_tokens(0), 0);
         ASSERT_EQ_INT(llm_estimate_prompt_tokens(1), 1);

@@ -49,7 +49,7 @@ TEST(search) {
 
 TEST(page) {
         size_t size;
-        MediaWikiPage p = { 0 };
+        WikiPage p = { 0 };
 
         {
                 _cleanup_free_ char *b = load("page.json", &size);
@@ -62,7 +62,7 @@ TEST(page) {
                 ASSERT_TRUE(strstr(p.content, "{| class=\"wikitable\"") != NULL);
                 ASSERT_TRUE(strstr(p.content, "| Apple || 1200 || 1350 || 1410") != NULL);
                 ASSERT_EQ_INT(p.content_size, strlen(p.content));
-                mediawiki_page_done(&p);
+                wiki_page_done(&p);
         }
         {
                 _cleanup_free_ char *b = load("page-redirect.json", &size);
@@ -71,7 +71,7 @@ TEST(page) {
                 ASSERT_EQ_STR(p.redirected_from, "Tokyo");
                 ASSERT_TRUE(p.revision_id > 0);
                 ASSERT_TRUE(strstr(p.url, "%E6%9D%B1%E4%BA%AC") != NULL);
-                mediawiki_page_done(&p);
+                wiki_page_done(&p);
         }
         {
                 _cleanup_free_ char *b = load("page-missing.json", &size);
@@ -79,20 +79,20 @@ TEST(page) {
                 ASSERT_TRUE(p.missing);
                 ASSERT_EQ_STR(p.title, "No such page here");
                 ASSERT_TRUE(!p.content && !p.url && p.revision_id == 0);
-                mediawiki_page_done(&p);
+                wiki_page_done(&p);
         }
         {
                 _cleanup_free_ char *b = load("page-slash.json", &size);
                 ASSERT_OK(mediawiki_parse_page(b, size, &p, NULL));
                 ASSERT_EQ_STR(p.title, "Projects/Alpha/Budget");
                 ASSERT_TRUE(strstr(p.url, "/index.php/Projects/Alpha/Budget") != NULL);
-                mediawiki_page_done(&p);
+                wiki_page_done(&p);
         }
         {
                 _cleanup_free_ char *b = load("page-invalid-title.json", &size);
                 ASSERT_OK(mediawiki_parse_page(b, size, &p, NULL));
                 ASSERT_TRUE(p.missing);
-                mediawiki_page_done(&p);
+                wiki_page_done(&p);
         }
 }
 
@@ -110,7 +110,7 @@ TEST(errors) {
                 size_t size, n;
                 _cleanup_free_ char *b = load(cases[i].file, &size);
                 MediaWikiError e = { 0 };
-                MediaWikiPage p = { 0 };
+                WikiPage p = { 0 };
                 MediaWikiSearchHit *hits = NULL;
                 MediaWikiLoginResult lr;
                 char *token = NULL;
@@ -239,7 +239,7 @@ TEST(hostile) {
         };
 
         for (size_t i = 0; i < ELEMENTSOF(bad_pages); i++) {
-                MediaWikiPage p = { 0 };
+                WikiPage p = { 0 };
                 int r = mediawiki_parse_page(bad_pages[i].body, bad_pages[i].size, &p, NULL);
                 if (r != -EBADMSG) {
                         fprintf(stderr, "case %zu: %d\n", i, r);
@@ -252,7 +252,7 @@ TEST(hostile) {
                 char b[1024];
                 int n = snprintf(
                         b, sizeof b, "{\"query\":{\"pages\":[{\"title\":\"%0300d\",\"missing\":true}]}}", 0);
-                MediaWikiPage p = { 0 };
+                WikiPage p = { 0 };
                 ASSERT_EQ_INT(mediawiki_parse_page(b, (size_t) n, &p, NULL), -EBADMSG);
         }
 
@@ -260,7 +260,7 @@ TEST(hostile) {
         {
                 size_t depth = 100000, n = 0;
                 char *b = malloc(depth * 2 + 16);
-                MediaWikiPage p = { 0 };
+                WikiPage p = { 0 };
                 ASSERT_TRUE(b);
                 b[n++] = '{';
                 memcpy(b + n, "\"a\":", 4), n += 4;

@@ -4,7 +4,8 @@
  * admission machine, PropertiesChanged carries exactly the changed
  * properties once per event-loop iteration, signals carry ids and reasons,
  * ListTickets converts times and refuses a caller that is not root (on a
- * bus whose policy allows everything). The real system bus
+ * bus whose policy allows everything); the methods that act work for root
+ * and ask a fake polkit, asynchronously, about anybody else. The real system bus
  * and policy are tested by the system suite (tests/system). */
 #include <fcntl.h>
 #include <signal.h>
@@ -273,6 +274,15 @@ static const Received *expect_received(Test *t, size_t *i, const char *member) {
         return &t->received[(*i)++];
 }
 
+/* The next signal is TicketRemoved(id, reason). */
+static void expect_removed(Test *t, size_t *i, const char *id, const char *reason) {
+        const Received *rv = expect_received(t, i, "TicketRemoved");
+
+        if (id)
+                ASSERT_EQ_STR(rv->arg0, id);
+        ASSERT_EQ_STR(rv->arg1, reason);
+}
+
 static SessionKey key(uint8_t b) {
         SessionKey k;
 
@@ -355,6 +365,7 @@ static void run_flow(Test *t) {
         expect_s(t, "State", "idle");
         expect_s(t, "Health", "ok");
         expect_s(t, "RunningQueryId", "");
+        expect_s(t, "RunningQueryPhase", "");
         ASSERT_EQ_INT(get_u(t, "QueueLength"), 0);
         ASSERT_EQ_INT(get_t(t, "AverageQueryUSec"), 0);
 
@@ -411,9 +422,7 @@ static void run_flow(Test *t) {
          * "reserved", so only QueueLength and TicketsExpired change. */
         ASSERT_EQ_INT(admission_expire(t->admission, t0 + 2 * USEC_PER_SEC), 1);
         settle(t);
-        rv = expect_received(t, &i, "TicketRemoved");
-        ASSERT_EQ_STR(rv->arg0, "tk_00000000000000000000000000000001");
-        ASSERT_EQ_STR(rv->arg1, "reservation");
+        expect_removed(t, &i, "tk_00000000000000000000000000000001", "reservation");
         rv = expect_received(t, &i, "TicketPromoted");
         ASSERT_EQ_STR(rv->arg0, "tk_00000000000000000000000000000002");
         rv = expect_received(t, &i, "PropertiesChanged");
@@ -425,9 +434,7 @@ static void run_flow(Test *t) {
         ASSERT_EQ_INT(admission_join(t->admission, &c, t0 + 2 * USEC_PER_SEC), 1);
         ASSERT_OK(admission_leave(t->admission, &c, t0 + 2 * USEC_PER_SEC));
         settle(t);
-        rv = expect_received(t, &i, "TicketRemoved");
-        ASSERT_EQ_STR(rv->arg0, "tk_00000000000000000000000000000003");
-        ASSERT_EQ_STR(rv->arg1, "left");
+        expect_removed(t, &i, "tk_00000000000000000000000000000003", "left");
         /* Length went 1 -> 2 -> 1 within one iteration: nothing to report. */
         ASSERT_EQ_INT(t->n_received, i);
 
@@ -443,6 +450,20 @@ static void run_flow(Test *t) {
         expect_s(t, "RunningQueryId", "qr_0123456789abcdef0123456789abcdef");
         ASSERT_EQ_INT(get_t(t, "QueriesStarted"), 1);
 
+        /* Its phases (API.md 11.4): each change is one PropertiesChanged;
+         * the same phase again is none. */
+        queue_bus_set_running_phase(t->qb, "model");
+        settle(t);
+        rv = expect_received(t, &i, "PropertiesChanged");
+        ASSERT_EQ_STR(rv->changed, "RunningQueryPhase,");
+        expect_s(t, "RunningQueryPhase", "model");
+        queue_bus_set_running_phase(t->qb, "model");
+        queue_bus_set_running_phase(t->qb, "sandbox");
+        settle(t);
+        rv = expect_received(t, &i, "PropertiesChanged");
+        ASSERT_EQ_STR(rv->changed, "RunningQueryPhase,");
+        expect_s(t, "RunningQueryPhase", "sandbox");
+
         /* While it runs, C joins and stops polling: expired by heartbeat. */
         ASSERT_EQ_INT(admission_join(t->admission, &c, t0 + 3 * USEC_PER_SEC), 1);
         settle(t);
@@ -450,9 +471,7 @@ static void run_flow(Test *t) {
         ASSERT_EQ_STR(rv->changed, "QueueLength,");
         ASSERT_EQ_INT(admission_expire(t->admission, t0 + 8 * USEC_PER_SEC), 1);
         settle(t);
-        rv = expect_received(t, &i, "TicketRemoved");
-        ASSERT_EQ_STR(rv->arg0, "tk_00000000000000000000000000000004");
-        ASSERT_EQ_STR(rv->arg1, "heartbeat");
+        expect_removed(t, &i, "tk_00000000000000000000000000000004", "heartbeat");
         rv = expect_received(t, &i, "PropertiesChanged");
         ASSERT_EQ_STR(rv->changed, "QueueLength,TicketsExpired,");
         ASSERT_EQ_INT(get_t(t, "TicketsExpired"), 2);
@@ -473,12 +492,14 @@ static void run_flow(Test *t) {
 
         /* Cleanup confirmed: finish, idle, average known (claim to finish). */
         queue_bus_set_health(t->qb, false);
+        queue_bus_set_running_phase(t->qb, NULL);
         ASSERT_OK(admission_finish(t->admission, t0 + 9 * USEC_PER_SEC));
         settle(t);
         rv = expect_received(t, &i, "PropertiesChanged");
-        ASSERT_EQ_STR(rv->changed, "State,AverageQueryUSec,RunningQueryId,Health,");
+        ASSERT_EQ_STR(rv->changed, "State,AverageQueryUSec,RunningQueryId,RunningQueryPhase,Health,");
         expect_s(t, "State", "idle");
         expect_s(t, "RunningQueryId", "");
+        expect_s(t, "RunningQueryPhase", "");
         ASSERT_EQ_INT(get_t(t, "AverageQueryUSec"), 6 * USEC_PER_SEC);
         ASSERT_EQ_INT(t->n_received, i);
 
@@ -494,39 +515,23 @@ static void run_flow(Test *t) {
         }
 }
 
-/* A caller that is not root is refused by the daemon itself, whatever the
- * bus policy says (this bus allows everything). */
-static void run_list_tickets_needs_root(Test *t, const char *address) {
-        pid_t pid;
+/* In a forked child: drop to uid/gid 65534 and connect to the test bus;
+ * exits the child on failure. */
+static sd_bus *child_connect_as_nobody(const char *address) {
+        sd_bus *bus = NULL;
+
+        if (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0)
+                _exit(2);
+        if (sd_bus_new(&bus) < 0 || sd_bus_set_address(bus, address) < 0 ||
+            sd_bus_set_bus_client(bus, true) < 0 || sd_bus_start(bus) < 0)
+                _exit(3);
+        return bus;
+}
+
+/* Run the shared loop (the daemon's side) until the child exits 0. */
+static void wait_child(Test *t, pid_t pid) {
         int status;
 
-        if (geteuid() != 0) {
-                fprintf(stderr, "not root: skipping the non-root caller check\n");
-                return;
-        }
-        pid = fork();
-        ASSERT_TRUE(pid >= 0);
-        if (pid == 0) {
-                _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-                _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-                sd_bus *bus = NULL;
-                int r;
-
-                if (setgroups(0, NULL) < 0 || setresgid(65534, 65534, 65534) < 0 ||
-                    setresuid(65534, 65534, 65534) < 0)
-                        _exit(2);
-                if (sd_bus_new(&bus) < 0 || sd_bus_set_address(bus, address) < 0 ||
-                    sd_bus_set_bus_client(bus, true) < 0 || sd_bus_start(bus) < 0)
-                        _exit(3);
-                r = sd_bus_call_method(bus, NAME, PATH, IFACE, "ListTickets", &error, &reply, NULL);
-                if (r >= 0 || !sd_bus_error_has_name(&error, SD_BUS_ERROR_ACCESS_DENIED))
-                        _exit(4);
-                /* Properties stay readable. */
-                sd_bus_error_free(&error);
-                r = sd_bus_get_property_trivial(
-                        bus, NAME, PATH, IFACE, "QueueLength", &error, 'u', &(uint32_t){ 0 });
-                _exit(r >= 0 ? 0 : 5);
-        }
         for (;;) {
                 pid_t k = waitpid(pid, &status, WNOHANG);
                 ASSERT_TRUE(k >= 0);
@@ -538,7 +543,285 @@ static void run_list_tickets_needs_root(Test *t, const char *address) {
         ASSERT_EQ_INT(WEXITSTATUS(status), 0);
 }
 
-static void run_second_owner_refused(Test *t, const char *address) {
+/* A caller that is not root is refused by the daemon itself, whatever the
+ * bus policy says (this bus allows everything). */
+static void run_list_tickets_needs_root(Test *t) {
+        const char *address = t->address;
+        pid_t pid;
+
+        if (geteuid() != 0) {
+                fprintf(stderr, "not root: skipping the non-root caller check\n");
+                return;
+        }
+        pid = fork();
+        ASSERT_TRUE(pid >= 0);
+        if (pid == 0) {
+                _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+                _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+                sd_bus *bus = child_connect_as_nobody(address);
+                int r;
+
+                r = sd_bus_call_method(bus, NAME, PATH, IFACE, "ListTickets", &error, &reply, NULL);
+                if (r >= 0 || !sd_bus_error_has_name(&error, SD_BUS_ERROR_ACCESS_DENIED))
+                        _exit(4);
+                /* Properties stay readable. */
+                sd_bus_error_free(&error);
+                r = sd_bus_get_property_trivial(
+                        bus, NAME, PATH, IFACE, "QueueLength", &error, 'u', &(uint32_t){ 0 });
+                _exit(r >= 0 ? 0 : 5);
+        }
+        wait_child(t, pid);
+}
+
+/* The methods that act, as root (never asks polkit): Drain/Resume flip
+ * Admission, RemoveTicket removes with reason "admin", CancelQuery goes to
+ * the daemon's handler. */
+typedef struct CancelRecord {
+        char id[64];
+        int result;
+} CancelRecord;
+
+static int on_cancel(const char *query_id, void *userdata) {
+        CancelRecord *c = userdata;
+
+        snprintf(c->id, sizeof c->id, "%s", query_id);
+        return c->result;
+}
+
+/* Call member of the interface (arg: its "s" argument, or NULL) and check
+ * the reply: success when error is NULL, else that error. */
+static void expect_call(Test *t, const char *member, const char *arg, const char *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = arg ?
+                call_method(t, IFACE, member, "s", arg) :
+                call_method(t, IFACE, member, NULL);
+
+        if (error)
+                ASSERT_TRUE(sd_bus_message_is_method_error(reply, error));
+        else
+                ASSERT_TRUE(!sd_bus_message_is_method_error(reply, NULL));
+}
+
+static void run_admin_methods(Test *t) {
+        SessionKey a = key(1), b = key(2), c = key(3);
+        usec_t t0 = now(CLOCK_MONOTONIC);
+        CancelRecord cancel = { .result = 0 };
+        const Received *rv;
+        size_t i = 0;
+
+        if (geteuid() != 0) {
+                fprintf(stderr, "not root: skipping the root caller checks\n");
+                return;
+        }
+
+        expect_s(t, "Admission", "open");
+        expect_call(t, "Drain", NULL, NULL);
+        settle(t);
+        rv = expect_received(t, &i, "PropertiesChanged");
+        ASSERT_EQ_STR(rv->changed, "Admission,");
+        expect_s(t, "Admission", "draining");
+        ASSERT_EQ_INT(admission_join(t->admission, &a, t0), -ESHUTDOWN);
+        /* Idempotent: nothing changes, nothing is emitted. */
+        expect_call(t, "Drain", NULL, NULL);
+        expect_call(t, "Resume", NULL, NULL);
+        settle(t);
+        rv = expect_received(t, &i, "PropertiesChanged");
+        ASSERT_EQ_STR(rv->changed, "Admission,");
+        expect_s(t, "Admission", "open");
+        ASSERT_EQ_INT(t->n_received, i);
+
+        /* RemoveTicket: unknown, then the reserved one (the next is promoted). */
+        ASSERT_EQ_INT(admission_join(t->admission, &a, t0), 1);
+        ASSERT_EQ_INT(admission_join(t->admission, &b, t0), 1);
+        ASSERT_EQ_INT(admission_join(t->admission, &c, t0), 1);
+        settle(t);
+        i = t->n_received;
+        expect_call(t, "RemoveTicket", "tk_nope", QUEUE_BUS_ERROR_NO_SUCH_TICKET);
+        expect_call(t, "RemoveTicket", "tk_00000000000000000000000000000001", NULL);
+        settle(t);
+        expect_removed(t, &i, "tk_00000000000000000000000000000001", "admin");
+        rv = expect_received(t, &i, "TicketPromoted");
+        ASSERT_EQ_STR(rv->arg0, "tk_00000000000000000000000000000002");
+        ASSERT_EQ_INT(get_u(t, "QueueLength"), 2);
+
+        /* CancelQuery: no handler is NoSuchQuery; the handler's -ESRCH too. */
+        expect_call(t, "CancelQuery", "qr_x", QUEUE_BUS_ERROR_NO_SUCH_QUERY);
+        queue_bus_set_cancel_handler(t->qb, on_cancel, &cancel);
+        {
+                _cleanup_(sd_bus_message_unrefp)
+                        sd_bus_message *reply = call_method(t, IFACE, "CancelQuery", "s", "qr_running");
+                ASSERT_TRUE(!sd_bus_message_is_method_error(reply, NULL));
+                ASSERT_EQ_STR(cancel.id, "qr_running");
+        }
+        cancel.result = -ESRCH;
+        expect_call(t, "CancelQuery", "qr_other", QUEUE_BUS_ERROR_NO_SUCH_QUERY);
+}
+
+/* A fake polkit on the private bus, in the same event loop as the daemon:
+ * if the daemon waited for polkit synchronously, the loop would never get
+ * to the answer and the test would hang. */
+typedef struct FakePolkit {
+        sd_bus *bus;
+        bool authorize;
+        bool challenge;
+        unsigned calls;
+        uint32_t last_flags;
+        char last_subject_kind[64];
+        char last_name[64];
+        char last_action[64];
+} FakePolkit;
+
+static int fake_check_authorization(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        FakePolkit *pk = userdata;
+        const char *kind, *action, *cancel_id;
+        uint32_t flags;
+
+        ASSERT_OK(sd_bus_message_enter_container(m, 'r', "sa{sv}"));
+        ASSERT_OK(sd_bus_message_read(m, "s", &kind));
+        snprintf(pk->last_subject_kind, sizeof pk->last_subject_kind, "%s", kind);
+        ASSERT_OK(sd_bus_message_enter_container(m, 'a', "{sv}"));
+        while (sd_bus_message_enter_container(m, 'e', "sv") > 0) {
+                const char *k, *v;
+
+                ASSERT_OK(sd_bus_message_read(m, "s", &k));
+                ASSERT_EQ_STR(k, "name");
+                ASSERT_OK(sd_bus_message_read(m, "v", "s", &v));
+                snprintf(pk->last_name, sizeof pk->last_name, "%s", v);
+                ASSERT_OK(sd_bus_message_exit_container(m));
+        }
+        ASSERT_OK(sd_bus_message_exit_container(m));
+        ASSERT_OK(sd_bus_message_exit_container(m));
+        ASSERT_OK(sd_bus_message_read(m, "s", &action));
+        snprintf(pk->last_action, sizeof pk->last_action, "%s", action);
+        ASSERT_OK(sd_bus_message_skip(m, "a{ss}"));
+        ASSERT_OK(sd_bus_message_read(m, "us", &flags, &cancel_id));
+        pk->last_flags = flags;
+        pk->calls++;
+        return sd_bus_reply_method_return(m, "(bba{ss})", pk->authorize, pk->challenge, 0);
+}
+
+static const sd_bus_vtable fake_polkit_vtable[] = {
+        SD_BUS_VTABLE_START(0),
+        SD_BUS_METHOD("CheckAuthorization", "(sa{sv})sa{ss}us", "(bba{ss})", fake_check_authorization, 0),
+        SD_BUS_VTABLE_END,
+};
+
+static void fake_polkit_start(Test *t, FakePolkit *pk) {
+        ASSERT_OK(sd_bus_new(&pk->bus));
+        ASSERT_OK(sd_bus_set_address(pk->bus, t->address));
+        ASSERT_OK(sd_bus_set_bus_client(pk->bus, true));
+        ASSERT_OK(sd_bus_start(pk->bus));
+        ASSERT_OK(sd_bus_attach_event(pk->bus, t->event, 0));
+        ASSERT_OK(sd_bus_add_object_vtable(
+                pk->bus,
+                NULL,
+                "/org/freedesktop/PolicyKit1/Authority",
+                "org.freedesktop.PolicyKit1.Authority",
+                fake_polkit_vtable,
+                pk));
+        ASSERT_OK(sd_bus_request_name(pk->bus, "org.freedesktop.PolicyKit1", 0));
+}
+
+/* Call member (with an "s" argument when arg is set) as uid 65534 in a
+ * child; returns the D-Bus error name it got ("" for success). The parent
+ * runs the shared loop meanwhile. */
+static void call_as_nobody(
+        Test *t, const char *member, const char *arg, bool interactive, char *ret_error, size_t size) {
+        int pipefd[2];
+        pid_t pid;
+        ssize_t n;
+
+        ASSERT_TRUE(pipe2(pipefd, O_CLOEXEC) >= 0);
+        pid = fork();
+        ASSERT_TRUE(pid >= 0);
+        if (pid == 0) {
+                _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+                _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+                sd_bus *bus = child_connect_as_nobody(t->address);
+                const char *name;
+
+                if (sd_bus_set_allow_interactive_authorization(bus, interactive) < 0)
+                        _exit(4);
+                if (sd_bus_message_new_method_call(bus, &m, NAME, PATH, IFACE, member) < 0 ||
+                    (arg && sd_bus_message_append(m, "s", arg) < 0))
+                        _exit(5);
+                name = sd_bus_call(bus, m, 10 * USEC_PER_SEC, &error, &reply) >= 0 ? "" : error.name;
+                if (write(pipefd[1], name, strlen(name)) < 0)
+                        _exit(6);
+                _exit(0);
+        }
+        close(pipefd[1]);
+        wait_child(t, pid);
+        n = read(pipefd[0], ret_error, size - 1);
+        ASSERT_TRUE(n >= 0);
+        ret_error[n] = 0;
+        close(pipefd[0]);
+}
+
+static void run_polkit(Test *t) {
+        FakePolkit pk = { .authorize = false };
+        char error[256];
+
+        if (geteuid() != 0) {
+                fprintf(stderr, "not root: skipping the non-root caller checks\n");
+                return;
+        }
+
+        /* No polkit on the bus: root only. */
+        call_as_nobody(t, "Drain", NULL, false, error, sizeof error);
+        ASSERT_EQ_STR(error, SD_BUS_ERROR_ACCESS_DENIED);
+        expect_s(t, "Admission", "open");
+
+        /* polkit says no to every method. */
+        fake_polkit_start(t, &pk);
+        call_as_nobody(t, "Drain", NULL, false, error, sizeof error);
+        ASSERT_EQ_STR(error, SD_BUS_ERROR_ACCESS_DENIED);
+        ASSERT_EQ_INT(pk.calls, 1);
+        ASSERT_EQ_STR(pk.last_subject_kind, "system-bus-name");
+        ASSERT_TRUE(pk.last_name[0] == ':');
+        ASSERT_EQ_STR(pk.last_action, "org.wikiweb.queue.manage");
+        ASSERT_EQ_INT(pk.last_flags, 0);
+        call_as_nobody(t, "Resume", NULL, false, error, sizeof error);
+        ASSERT_EQ_STR(error, SD_BUS_ERROR_ACCESS_DENIED);
+        call_as_nobody(t, "CancelQuery", "qr_x", false, error, sizeof error);
+        ASSERT_EQ_STR(error, SD_BUS_ERROR_ACCESS_DENIED);
+        call_as_nobody(t, "RemoveTicket", "tk_x", false, error, sizeof error);
+        ASSERT_EQ_STR(error, SD_BUS_ERROR_ACCESS_DENIED);
+        ASSERT_EQ_INT(pk.calls, 4);
+        expect_s(t, "Admission", "open");
+
+        /* polkit would ask: the interactive flag is passed on, and without
+         * it the answer says so. */
+        pk.challenge = true;
+        call_as_nobody(t, "Drain", NULL, false, error, sizeof error);
+        ASSERT_EQ_STR(error, SD_BUS_ERROR_INTERACTIVE_AUTHORIZATION_REQUIRED);
+        ASSERT_EQ_INT(pk.last_flags, 0);
+        call_as_nobody(t, "Drain", NULL, true, error, sizeof error);
+        ASSERT_EQ_INT(pk.last_flags, 1);
+
+        /* polkit says yes: the call is answered once polkit has answered. */
+        pk.challenge = false;
+        pk.authorize = true;
+        call_as_nobody(t, "Drain", NULL, true, error, sizeof error);
+        ASSERT_EQ_STR(error, "");
+        expect_s(t, "Admission", "draining");
+        call_as_nobody(t, "RemoveTicket", "tk_nope", false, error, sizeof error);
+        ASSERT_EQ_STR(error, QUEUE_BUS_ERROR_NO_SUCH_TICKET);
+        call_as_nobody(t, "Resume", NULL, false, error, sizeof error);
+        ASSERT_EQ_STR(error, "");
+        expect_s(t, "Admission", "open");
+
+        /* Root never asks. */
+        pk.calls = 0;
+        {
+                _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = call_method(t, IFACE, "Drain", NULL);
+                ASSERT_TRUE(!sd_bus_message_is_method_error(reply, NULL));
+        }
+        ASSERT_EQ_INT(pk.calls, 0);
+        pk.bus = sd_bus_flush_close_unref(pk.bus);
+}
+
+static void run_second_owner_refused(Test *t) {
+        const char *address = t->address;
         QueueBus *other = NULL;
 
         /* The name is ours; a second daemon on the same bus learns it. */
@@ -581,33 +864,21 @@ static void test_done(Test *t) {
         stop_bus(t);
 }
 
-TEST(introspection) {
-        _cleanup_(test_done) Test t = { .bus_pid = -1 };
+/* Each case on a fresh fixture: run_NAME(&t). */
+#define FIXTURE_TEST(name)                                       \
+        TEST(name) {                                             \
+                _cleanup_(test_done) Test t = { .bus_pid = -1 }; \
+                                                                 \
+                test_setup(&t);                                  \
+                run_##name(&t);                                  \
+        }
 
-        test_setup(&t);
-        run_introspection(&t);
-}
-
-TEST(flow) {
-        _cleanup_(test_done) Test t = { .bus_pid = -1 };
-
-        test_setup(&t);
-        run_flow(&t);
-}
-
-TEST(list_tickets_needs_root) {
-        _cleanup_(test_done) Test t = { .bus_pid = -1 };
-
-        test_setup(&t);
-        run_list_tickets_needs_root(&t, t.address);
-}
-
-TEST(second_owner_refused) {
-        _cleanup_(test_done) Test t = { .bus_pid = -1 };
-
-        test_setup(&t);
-        run_second_owner_refused(&t, t.address);
-}
+FIXTURE_TEST(introspection)
+FIXTURE_TEST(flow)
+FIXTURE_TEST(list_tickets_needs_root)
+FIXTURE_TEST(admin_methods)
+FIXTURE_TEST(polkit)
+FIXTURE_TEST(second_owner_refused)
 
 /* Every case starts a dbus-daemon of its own: without one, skip them all. */
 static int intro(void) {

@@ -61,9 +61,11 @@ TEST(match) {
         expect_route("/api/v1/queue/join", ROUTE_QUEUE_JOIN, "");
         expect_route("/api/v1/queue/status", ROUTE_QUEUE_STATUS, "");
         expect_route("/api/v1/queue/ticket", ROUTE_QUEUE_TICKET, "");
+        expect_route("/api/v1/queue/events", ROUTE_QUEUE_EVENTS, "");
         expect_route("/api/v1/query", ROUTE_QUERY, "");
         expect_route("/api/v1/history", ROUTE_HISTORY, "");
         expect_route("/api/v1/history/" QR, ROUTE_HISTORY_ITEM, QR);
+        expect_route("/api/v1/history/" QR "/events", ROUTE_HISTORY_EVENTS, QR);
         expect_route("/api/v1/artifacts/" AF, ROUTE_ARTIFACT, AF);
 }
 
@@ -118,6 +120,15 @@ TEST(no_match) {
                 "/api/v1/history/tk_0123456789abcdef0123456789abcdef",
                 "/api/v1/history/qr_",
                 "/api/v1/history/" QR "/x",
+                "/api/v1/history/" QR "/events/",
+                "/api/v1/history/" QR "/event",
+                "/api/v1/history/" QR "/eventsx",
+                "/api/v1/history/" QR "/EVENTS",
+                "/api/v1/history/" QR "//events",
+                "/api/v1/history/qr_0123456789abcdef0123456789abcde/events", /* 31 digits */
+                "/api/v1/history/events",
+                "/api/v1/artifacts/" AF "/events",
+                "/api/v1/queue/events/",
                 "/api/v1/artifacts",
                 "/api/v1/artifacts/",
                 "/api/v1/artifacts/" QR,
@@ -190,14 +201,11 @@ TEST(methods) {
                 Route route;
                 const char *allowed; /* the methods, as in the Allow header */
         } table[] = {
-                { ROUTE_HEALTH, "GET, HEAD" },
-                { ROUTE_QUEUE_JOIN, "POST" },
-                { ROUTE_QUEUE_STATUS, "GET, HEAD" },
-                { ROUTE_QUEUE_TICKET, "DELETE" },
-                { ROUTE_QUERY, "POST" },
-                { ROUTE_HISTORY, "GET, HEAD" },
-                { ROUTE_HISTORY_ITEM, "GET, HEAD, DELETE" },
-                { ROUTE_ARTIFACT, "GET, HEAD" },
+                { ROUTE_HEALTH, "GET, HEAD" },       { ROUTE_QUEUE_JOIN, "POST" },
+                { ROUTE_QUEUE_STATUS, "GET, HEAD" }, { ROUTE_QUEUE_TICKET, "DELETE" },
+                { ROUTE_QUEUE_EVENTS, "GET" },       { ROUTE_QUERY, "POST" },
+                { ROUTE_HISTORY, "GET, HEAD" },      { ROUTE_HISTORY_ITEM, "GET, HEAD, DELETE" },
+                { ROUTE_HISTORY_EVENTS, "GET" },     { ROUTE_ARTIFACT, "GET, HEAD" },
         };
 
         ASSERT_EQ_INT(ELEMENTSOF(table), _ROUTE_MAX);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The pure parts of src/sandbox/: the config.json generator (a golden file
- * and invariants), the /data file name rule on hostile titles, artifact
+ * and invariants), the /data writer, artifact
  * names and media types, the artifact collector on hostile /out trees, the
  * capped output buffer against a reference, rm -rf, the command lines and
  * the result JSON. The runs themselves are in the system suite. */
@@ -259,94 +259,20 @@ TEST(config_invariants) {
         }
 }
 
-/* ---- /data names ---- */
-
-static void check_name(const char *title, size_t len, const char *expected) {
-        _cleanup_free_ char *n = NULL;
-
-        ASSERT_OK(sandbox_data_file_name(title, len, &n));
-        if (expected)
-                ASSERT_EQ_STR(n, expected);
-        ASSERT_TRUE(strlen(n) <= NAME_MAX);
-        ASSERT_TRUE(strlen(n) > STRLEN(".wiki"));
-        ASSERT_TRUE(!strchr(n, '/'));
-        ASSERT_TRUE(!streq(n, ".") && !streq(n, ".."));
-        for (const char *p = n; *p; p++)
-                ASSERT_TRUE(
-                        strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.(),%~", *p));
-        ASSERT_TRUE(streq(n + strlen(n) - 5, ".wiki"));
-}
-
-TEST(data_file_names) {
-        char *n = NULL;
-        char big[300], big2[300];
-
-        check_name("Apple", 5, "Apple.wiki");
-        check_name("Apple pie/2", 11, "Apple_pie%2F2.wiki");
-        check_name("..", 2, "...wiki");
-        check_name(".", 1, "..wiki");
-        check_name("../../etc/passwd", 16, "..%2F..%2Fetc%2Fpasswd.wiki");
-        check_name("a\0b", 3, "a%00b.wiki");
-        check_name("Caf\xc3\xa9 (Paris), 1-2_3", 20, "Caf%C3%A9_(Paris),_1-2_3.wiki");
-        check_name("\xff\xfe invalid", 10, "%FF%FE_invalid.wiki");
-        check_name("100%", 4, "100%25.wiki");
-        check_name("x~y", 3, "x%7Ey.wiki");
-        check_name("line\nbreak", 10, "line%0Abreak.wiki");
-        ASSERT_EQ_INT(sandbox_data_file_name("", 0, &n), -EINVAL);
-
-        /* 300-byte titles: cut with a hash, never in the middle of an
-         * escape, and two titles that differ only at the end differ. */
-        memset(big, 'a', sizeof big);
-        memcpy(big2, big, sizeof big);
-        big2[299] = 'b';
-        {
-                _cleanup_free_ char *a = NULL, *b = NULL;
-                ASSERT_OK(sandbox_data_file_name(big, sizeof big, &a));
-                ASSERT_OK(sandbox_data_file_name(big2, sizeof big2, &b));
-                check_name(big, sizeof big, NULL);
-                ASSERT_EQ_INT(strlen(a), NAME_MAX);
-                ASSERT_TRUE(strchr(a, '~'));
-                ASSERT_TRUE(!streq(a, b));
-        }
-        for (size_t shift = 0; shift < 3; shift++) {
-                _cleanup_free_ char *a = NULL;
-                memset(big, '/', sizeof big); /* every byte a 3-byte escape */
-                for (size_t i = 0; i < shift; i++)
-                        big[i] = 'x';
-                ASSERT_OK(sandbox_data_file_name(big, sizeof big, &a));
-                check_name(big, sizeof big, NULL);
-                /* the byte before "~" ends an escape or is a plain byte */
-                {
-                        char *t = strchr(a, '~');
-                        ASSERT_TRUE(t && t - a >= 3);
-                        ASSERT_TRUE(t[-1] != '%' && t[-2] != '%');
-                }
-        }
-        /* Exactly at the limit: 250 plain bytes are not cut. */
-        memset(big, 'q', 250);
-        {
-                _cleanup_free_ char *a = NULL;
-                ASSERT_OK(sandbox_data_file_name(big, 250, &a));
-                ASSERT_EQ_INT(strlen(a), 255);
-                ASSERT_TRUE(!strchr(a, '~'));
-        }
-        /* Random bytes: the invariants hold. */
-        srand(8);
-        for (int i = 0; i < 20000; i++) {
-                char t[320];
-                size_t len = 1 + (size_t) rand() % sizeof t;
-                for (size_t j = 0; j < len; j++)
-                        t[j] = (char) (rand() % 256);
-                check_name(t, len, NULL);
-        }
-}
-
 TEST(data_write) {
         _cleanup_free_ char *dir = make_tmpdir();
         _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        SandboxPage pages[2] = {
-                { .title = "Apple", .revision_id = 7, .url = "https://w/Apple", .content = "red", .content_len = 3 },
-                { .title = "../x", .revision_id = 9, .url = "https://w/x", .content = "", .content_len = 0 },
+        WikiPage pages[2] = {
+                { .title = (char *) "Apple",
+                  .revision_id = 7,
+                  .url = (char *) "https://w/Apple",
+                  .content = (char *) "red",
+                  .content_size = 3 },
+                { .title = (char *) "../x",
+                  .revision_id = 9,
+                  .url = (char *) "https://w/x",
+                  .content = (char *) "",
+                  .content_size = 0 },
         };
         char buf[512];
         ssize_t k;
@@ -467,7 +393,7 @@ TEST(collector_hostile) {
         ASSERT_EQ_INT(a.n, 3);
         ASSERT_EQ_STR(a.items[0].name, "b-table.csv");
         ASSERT_EQ_STR(a.items[0].media_type, "text/csv");
-        ASSERT_EQ_INT(a.items[0].size, 8);
+        ASSERT_EQ_INT(a.items[0].size_bytes, 8);
         sha256("a,b\n1,2\n", 8, d);
         sha256_to_hex(d, hex);
         ASSERT_EQ_STR(a.items[0].sha256, hex);
@@ -679,7 +605,7 @@ TEST(runtime_argv) {
 }
 
 TEST(result_json) {
-        SandboxFile files[] = { { .name = (char *) "a.csv", .size_bytes = 12 } };
+        Artifact files[] = { { .name = (char *) "a.csv", .size_bytes = 12, .fd = -1 } };
         SandboxResult r = {
                 .has_exit_code = true,
                 .exit_code = 3,
@@ -765,14 +691,15 @@ TEST(store_artifacts) {
         history_artifact_done(&a);
         {
                 char id[HISTORY_ARTIFACT_ID_MAX];
+                Artifact x = { .name = (char *) "x", .media_type = "text/plain", .size_bytes = 10, .fd = out_fd };
+
+                memcpy(x.sha256, hex, sizeof x.sha256);
                 ASSERT_EQ_INT(
-                        history_add_artifact(
-                                h, "qr_0123456789abcdef0123456789abcdef", "x", "text/plain", hex, out_fd, 10, id),
+                        history_add_artifact(h, "qr_0123456789abcdef0123456789abcdef", &x, id),
                         -EIO); /* a directory: not readable as bytes */
-                ASSERT_EQ_INT(
-                        history_add_artifact(
-                                h, "qr_0123456789abcdef0123456789abcdef", "x", "text/plain", "short", out_fd, 1, id),
-                        -EINVAL);
+                snprintf(x.sha256, sizeof x.sha256, "short");
+                x.size_bytes = 1;
+                ASSERT_EQ_INT(history_add_artifact(h, "qr_0123456789abcdef0123456789abcdef", &x, id), -EINVAL);
         }
 
         q = sandbox_query_free(q);

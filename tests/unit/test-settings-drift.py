@@ -4,7 +4,8 @@
 
 Compares what `wikiwebd --check-config` says (the names, the defaults, and
 the ranges in its error messages) with the places that document them:
-  - the README's configuration table,
+  - docs/API.md: its table "Every setting", which must list each setting once,
+    and every other table row there that names a setting (sections 5, 8.8),
   - man/wikiweb.conf.5 (".B NAME" then "Default: D; range: R."),
   - packaging/wikiweb.conf.example (installed as /etc/wikiweb/wikiweb.conf),
 and the members of dbus/org.wikiweb.Queue1.xml with man/org.wikiweb.Queue1.5.
@@ -68,22 +69,39 @@ def daemon_range(wikiwebd, name):
 
 def norm_default(text):
     t = text.strip().strip("`").strip()
-    return "" if t in ("(empty)", "(unset)") else t
+    return "" if t in ("(empty)", "(unset)", "(none)") else t
 
 
-def readme_settings(path):
-    """{name: (default, range)} from the README table rows `| `WIKI_WEB_...` |`."""
-    rows = {}
+SETTINGS_HEADING = "## Every setting"
+
+
+def api_settings(path):
+    """From docs/API.md: ({name: (default, range)} of the table under
+    "## Every setting", [(section, {name: (default, range)})] of every other
+    table row `| NAME |` or `| `NAME` |` elsewhere in the file)."""
+    table, others = {}, []
+    section = None
+    if not os.path.exists(path):
+        problem(f"{path} does not exist")
+        return table, others
     with open(path, encoding="utf-8") as f:
         for line in f:
-            m = re.match(r"^\|\s*`(WIKI_WEB_[A-Z0-9_]+)`\s*\|([^|]*)\|([^|]*)\|", line)
+            if line.startswith("## "):
+                section = line.strip()
+            m = re.match(r"^\|\s*`?(WIKI_WEB_[A-Z0-9_]+)`?\s*\|([^|]*)\|([^|]*)\|", line)
             if not m:
                 continue
             name = m.group(1)
-            if name in rows:
-                problem(f"{name}: twice in the README table")
-            rows[name] = (norm_default(m.group(2)), m.group(3).strip().replace("`", ""))
-    return rows
+            entry = (norm_default(m.group(2)), m.group(3).strip().replace("`", ""))
+            if section == SETTINGS_HEADING:
+                if name in table:
+                    problem(f"{name}: twice in docs/API.md's table \"Every setting\"")
+                table[name] = entry
+            else:
+                others.append((section, {name: entry}))
+    if not table:
+        problem(f"docs/API.md has no table under \"{SETTINGS_HEADING}\"")
+    return table, others
 
 
 def man_settings(path):
@@ -171,11 +189,16 @@ def main():
     if not daemon:
         problem("wikiwebd --check-config printed no WIKI_WEB_ setting")
     ranges = {name: daemon_range(wikiwebd, name) for name in daemon}
-    readme = readme_settings(os.path.join(src, "README.md"))
+    api, api_others = api_settings(os.path.join(src, "docs/API.md"))
     man = man_settings(os.path.join(src, "man/wikiweb.conf.5"))
-    compare_docs(daemon, readme, "the README table", ranges)
+    compare_docs(daemon, api, "docs/API.md's table \"Every setting\"", ranges)
+    for section, row in api_others:
+        # A setting named in another table of the contract: it must exist
+        # and agree; it need not list every setting.
+        compare_docs({n: v for n, v in daemon.items() if n in row}, row,
+                     f"docs/API.md ({section})", ranges)
     compare_docs(daemon, man, "man/wikiweb.conf.5", ranges)
-    env_defaults(wikiwebd, [("the README table", readme), ("man/wikiweb.conf.5", man)])
+    env_defaults(wikiwebd, [("docs/API.md", api), ("man/wikiweb.conf.5", man)])
 
     example = example_settings(os.path.join(src, "packaging/wikiweb.conf.example"))
     for name in sorted(set(daemon) - example):
@@ -188,12 +211,13 @@ def main():
 
     checked = sum(1 for r in ranges.values() if r)
     print(f"# {len(daemon)} settings from wikiwebd --check-config ({checked} with a range from its "
-          f"error messages); README table {len(readme)}, wikiweb.conf.5 {len(man)}, "
+          f"error messages); docs/API.md table {len(api)} (+{len(api_others)} rows in its sections), "
+          f"wikiweb.conf.5 {len(man)}, "
           f"wikiweb.conf.example {len(example)}; {n_members} D-Bus members")
     if problems:
         print(f"FAIL: {len(problems)} difference(s): the settings drifted apart (see DRIFT lines)")
         return 1
-    print("ok: the daemon, the README, the man pages and the example agree")
+    print("ok: the daemon, docs/API.md, the man pages and the example agree")
     return 0
 
 

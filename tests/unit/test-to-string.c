@@ -9,6 +9,7 @@
 #include "query/agent.h"
 #include "query/llm.h"
 #include "query/mediawiki.h"
+#include "sandbox/sandbox-internal.h"
 #include "shared/api-error.h"
 #include "shared/macro.h"
 #include "tests.h"
@@ -45,11 +46,13 @@ static const struct {
         { API_ERROR_CLEANUP_FAILED, "cleanup_failed", 500, "Container cleanup could not be confirmed" },
         { API_ERROR_INTERNAL_ERROR, "internal_error", 500, "Internal error" },
         { API_ERROR_QUEUE_FULL, "queue_full", 503, "The queue is full" },
-        /* Extension: a request head over the limit (README, "HTTP under hostile clients"). */
+        /* Extension: a request head over the limit (docs/HTTP.md). */
         { API_ERROR_HEADER_TOO_LARGE,
           "request_header_too_large",
           431,
           "Request line and header fields exceed the maximum allowed size" },
+        /* Extension: one event stream too many (API.md 11). */
+        { API_ERROR_RATE_LIMITED, "rate_limited", 429, "Too many open event streams" },
 };
 
 TEST(api_error_table) {
@@ -106,7 +109,8 @@ TEST(admission_names) {
                 "left",
                 "claimed",
                 "heartbeat",
-                "reservation");
+                "reservation",
+                "admin");
 }
 
 TEST(origin_names) {
@@ -181,6 +185,21 @@ TEST(query_names) {
                 "NeedToken",
                 "Aborted",
                 "other");
+}
+
+/* A sandbox run's phases (sandbox-internal.h). */
+TEST(sandbox_names) {
+        CHECK_NAMES(
+                sandbox_run_state_to_string,
+                _SANDBOX_RUN_STATE_MAX,
+                _SANDBOX_RUN_STATE_INVALID,
+                "starting",
+                "running",
+                "stop-init",
+                "stop-kill",
+                "drain",
+                "cleaning",
+                "reporting");
 }
 
 DEFINE_TEST_MAIN()

@@ -110,4 +110,15 @@ TEST(retry_after) {
         ASSERT_EQ_INT(upstream_parse_retry_after("Sun, 06 Nov 1994 08:49:37 UTC", 0, &u), -EINVAL);
 }
 
+TEST(media_type) {
+        ASSERT_TRUE(upstream_media_type_is("text/event-stream", "text/event-stream"));
+        ASSERT_TRUE(upstream_media_type_is("text/event-stream; charset=utf-8", "text/event-stream"));
+        ASSERT_TRUE(upstream_media_type_is(" Text/Event-Stream ;charset=utf-8", "text/event-stream"));
+        ASSERT_TRUE(!upstream_media_type_is("application/json", "text/event-stream"));
+        ASSERT_TRUE(!upstream_media_type_is("text/event-streamx", "text/event-stream"));
+        ASSERT_TRUE(!upstream_media_type_is("text/event", "text/event-stream"));
+        ASSERT_TRUE(!upstream_media_type_is("", "text/event-stream"));
+        ASSERT_TRUE(!upstream_media_type_is(NULL, "text/event-stream"));
+}
+
 DEFINE_TEST_MAIN()

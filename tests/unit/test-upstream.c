@@ -77,6 +77,11 @@ TEST(user_agent) {
         fixture_init(&f);
         ASSERT_TRUE(strneq(upstream_user_agent(f.u), "wikiweb/", 8));
         ASSERT_TRUE(strstr(upstream_user_agent(f.u), " libcurl/"));
+        /* No contact: the project only, nothing that pretends to be a URL. */
+        ASSERT_TRUE(!strchr(upstream_user_agent(f.u), '('));
+        ASSERT_OK(upstream_set_user_agent_contact(f.u, "wiki-admin@example.org"));
+        ASSERT_TRUE(strneq(upstream_user_agent(f.u), "wikiweb/", 8));
+        ASSERT_TRUE(strstr(upstream_user_agent(f.u), " (+wiki-admin@example.org) libcurl/"));
         fixture_done(&f);
 }
 

@@ -137,7 +137,7 @@ static void print_availability(Tool *t) {
 
 static void tool_start_next(Tool *t);
 
-static void tool_on_confirmed(SandboxQuery *q, void *userdata) {
+static void tool_on_confirmed(Sandbox *s, const char *query_id, void *userdata) {
         Tool *t = userdata;
 
         t->confirmed_late = true;
@@ -233,11 +233,11 @@ static int add_pages(Tool *t) {
                         return r;
                 r = sandbox_query_add_page(
                         t->query,
-                        &(SandboxPage){ .title = title,
-                                        .revision_id = 100 + i,
-                                        .url = "http://127.0.0.1/wiki/x",
-                                        .content = content,
-                                        .content_len = len });
+                        &(WikiPage){ .title = title,
+                                     .revision_id = 100 + i,
+                                     .url = (char *) "http://127.0.0.1/wiki/x",
+                                     .content = content,
+                                     .content_size = len });
                 if (r < 0)
                         return r;
         }
@@ -251,7 +251,7 @@ static int cmd_run(Tool *t) {
         r = sandbox_query_new(t->sandbox, arg_query_id, &t->query);
         if (r < 0)
                 return log_error_errno(r, "sandbox_query_new");
-        sandbox_query_set_confirmed_handler(t->query, tool_on_confirmed, t);
+        sandbox_set_cleanup_confirmed_handler(t->sandbox, tool_on_confirmed, t);
         r = add_pages(t);
         if (r < 0)
                 return log_error_errno(r, "Cannot add the pages");
@@ -281,7 +281,7 @@ static int cmd_run(Tool *t) {
                        i ? ", " : "",
                        json_object_to_json_string(name),
                        a.items[i].media_type,
-                       a.items[i].size,
+                       a.items[i].size_bytes,
                        a.items[i].sha256);
                 json_object_put(name);
         }
@@ -335,7 +335,7 @@ static void bench_next(Tool *t) {
 }
 
 /* A bare "run" + "delete -f" + "state" (which must fail) of one bundle, as
- * notes/sandbox.md measured it: no scope, no event loop, waitpid(). */
+ * docs/SANDBOX.md measured it: no scope, no event loop, waitpid(). */
 static int wait_pid(pid_t pid) {
         int status;
 

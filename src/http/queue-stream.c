@@ -1,0 +1,318 @@
+/* SPDX-License-Identifier: MIT */
+#include <assert.h>
+#include <json-c/json.h>
+#include <math.h>
+
+#include "http/query-stream.h"
+#include "http/queue-stream.h"
+#include "http/render.h"
+#include "http/stream.h"
+#include "shared/json-util.h"
+#include "shared/list.h"
+#include "shared/log.h"
+#include "shared/time-util.h"
+
+typedef struct QueueStream QueueStream;
+
+struct QueueStreams {
+        sd_event *event;
+        const Config *config;
+        Admission *admission;
+        const QueryStreams *query_streams;
+        sd_event_source *look_source;     /* defer: compare what each stream was sent */
+        sd_event_source *estimate_source; /* while a running query uses up the average */
+        QueueStream *streams_head;
+        unsigned n_streams;
+};
+
+/* What a stream was last sent: a status event goes out when any of it
+ * differs (API.md 11.1). */
+typedef struct QueueStreamSeen {
+        AdmissionState state;
+        TicketStatus ticket_status;
+        uint64_t position;
+        uint64_t queue_length;
+        bool estimate_known;
+        double estimate;
+} QueueStreamSeen;
+
+struct QueueStream {
+        QueueStreams *owner;
+        HttpStream *stream; /* NULL once closed */
+        SessionKey session;
+        char ticket_id[TICKET_ID_MAX];
+        uint64_t last_id;
+        bool sent_any;
+        QueueStreamSeen seen;
+        bool removed; /* the ticket went: `removed` with reason, then the end */
+        RemoveReason reason;
+        bool ended;
+        QueueStream *streams_prev, *streams_next;
+};
+
+static void queue_streams_look_soon(QueueStreams *q) {
+        (void) sd_event_source_set_enabled(q->look_source, SD_EVENT_ONESHOT);
+}
+
+/* Any other open stream of the same ticket (which then holds it still). */
+static bool ticket_has_other_stream(const QueueStreams *q, const QueueStream *qs) {
+        for (const QueueStream *o = q->streams_head; o; o = o->streams_next)
+                if (o != qs && !o->removed && streq(o->ticket_id, qs->ticket_id))
+                        return true;
+        return false;
+}
+
+static void queue_stream_free(QueueStream *qs) {
+        QueueStreams *q = qs->owner;
+
+        LIST_REMOVE(streams, q->streams_head, qs);
+        q->n_streams--;
+        free(qs);
+}
+
+static void queue_stream_on_closed(HttpStream *s, HttpStreamEnd why, void *userdata) {
+        QueueStream *qs = userdata;
+        QueueStreams *q = qs->owner;
+
+        qs->stream = NULL;
+        /* The last stream of a ticket that is still there: its ordinary
+         * heartbeat deadline runs from now (API.md 11.1). */
+        if (!qs->removed && !ticket_has_other_stream(q, qs))
+                (void) admission_hold(q->admission, &qs->session, qs->ticket_id, false, now(CLOCK_MONOTONIC));
+        queue_stream_free(qs);
+}
+
+static bool seen_differs(const QueueStreamSeen *a, const QueueStreamSeen *b) {
+        if (a->state != b->state || a->ticket_status != b->ticket_status || a->position != b->position ||
+            a->queue_length != b->queue_length || a->estimate_known != b->estimate_known)
+                return true;
+        return a->estimate_known && fabs(a->estimate - b->estimate) >= 1.0;
+}
+
+static int queue_stream_send(QueueStream *qs, const char *event, json_object *o) {
+        if (!o)
+                return -ENOMEM;
+        return http_stream_send(qs->stream, ++qs->last_id, event, render_body(o));
+}
+
+/* Send `removed`, and end the stream. */
+static void queue_stream_removed(QueueStream *qs) {
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+        const char *reason = remove_reason_to_string(qs->reason);
+
+        if (o && json_add(o, "reason", json_string(reason ? reason : "left")) < 0) {
+                json_object_put(o);
+                o = NULL;
+        }
+        if (queue_stream_send(qs, "removed", o) < 0)
+                log_debug("Queue stream: the removal could not be sent.");
+        qs->ended = true;
+        http_stream_end(qs->stream);
+}
+
+/* Compare what the session sees now with what the stream was last sent;
+ * send the status object if it differs (always, the first time). */
+static void queue_stream_look(QueueStream *qs, usec_t t) {
+        QueueStreams *q = qs->owner;
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        AdmissionStatus st;
+        QueueStreamSeen now_seen;
+        RenderRunningQuery rq;
+        bool running;
+        int r;
+
+        if (!qs->stream || qs->ended)
+                return;
+        if (qs->removed) {
+                queue_stream_removed(qs);
+                return;
+        }
+
+        /* The peek applies expiries due by now, whose events may mark
+         * this very stream removed. */
+        admission_peek(q->admission, &qs->session, t, &st);
+        if (!qs->removed && (!st.has_ticket || !streq(st.ticket.id, qs->ticket_id))) {
+                /* Gone without an event we saw (should not happen). */
+                qs->removed = true;
+                qs->reason = REMOVE_LEFT;
+        }
+        if (qs->removed) {
+                queue_stream_removed(qs);
+                return;
+        }
+        now_seen = (QueueStreamSeen){
+                .state = st.state,
+                .ticket_status = st.ticket.status,
+                .position = st.ticket.position,
+                .queue_length = st.queue_length,
+                .estimate_known = st.estimate_known,
+                .estimate = st.estimated_wait_seconds,
+        };
+        if (qs->sent_any && !seen_differs(&now_seen, &qs->seen))
+                return;
+
+        running = query_streams_running(q->query_streams, &qs->session, &rq.id, &rq.step, &rq.phase);
+        o = render_status(
+                &st,
+                q->config->queue_reservation_seconds,
+                q->config->queue_heartbeat_seconds,
+                running ? &rq : NULL);
+        r = queue_stream_send(qs, "status", o);
+        if (r < 0) {
+                if (r != -ENOBUFS && r != -EPIPE)
+                        log_warning_errno(r, "Queue stream: a status event could not be sent");
+                return;
+        }
+        qs->seen = now_seen;
+        qs->sent_any = true;
+}
+
+/* While a query runs and the average is not used up, a waiting ticket's
+ * estimate falls by a second each second: look again then. Otherwise no
+ * timer: the estimate changes only with an event. */
+static void queue_streams_arm_estimate(QueueStreams *q, usec_t t) {
+        usec_t since = admission_running_since(q->admission), avg = admission_average_usec(q->admission);
+        bool falling = q->streams_head && since != USEC_INFINITY && avg > 0 && t - MIN(t, since) < avg;
+
+        if (!falling) {
+                (void) sd_event_source_set_enabled(q->estimate_source, SD_EVENT_OFF);
+                return;
+        }
+        if (sd_event_source_set_time(q->estimate_source, usec_add(t, USEC_PER_SEC)) >= 0)
+                (void) sd_event_source_set_enabled(q->estimate_source, SD_EVENT_ONESHOT);
+}
+
+static void queue_streams_look_all(QueueStreams *q) {
+        usec_t t = now(CLOCK_MONOTONIC);
+
+        for (QueueStream *qs = q->streams_head; qs; qs = qs->streams_next)
+                queue_stream_look(qs, t);
+        queue_streams_arm_estimate(q, t);
+}
+
+static int queue_streams_on_look(sd_event_source *es, void *userdata) {
+        QueueStreams *q = userdata;
+
+        if (sd_event_get_state(q->event) == SD_EVENT_FINISHED)
+                return 0;
+        queue_streams_look_all(q);
+        return 0;
+}
+
+static int queue_streams_on_estimate(sd_event_source *es, uint64_t usec, void *userdata) {
+        return queue_streams_on_look(NULL, userdata);
+}
+
+void queue_streams_admission_event(QueueStreams *q, const AdmissionEvent *ev) {
+        assert(ev);
+
+        if (!q || !q->streams_head)
+                return;
+        if (ev->type == ADMISSION_EVENT_TICKET_REMOVED && ev->ticket_id)
+                for (QueueStream *qs = q->streams_head; qs; qs = qs->streams_next)
+                        if (!qs->removed && streq(qs->ticket_id, ev->ticket_id)) {
+                                /* The hold went with the ticket. */
+                                qs->removed = true;
+                                qs->reason = ev->reason;
+                        }
+        queue_streams_look_soon(q);
+}
+
+HttpHandlerResult queue_streams_open(QueueStreams *q, HttpRequest *req) {
+        const SessionKey *session = http_request_session(req);
+        usec_t t = now(CLOCK_MONOTONIC);
+        _cleanup_free_ QueueStream *qs = NULL;
+        AdmissionStatus st;
+        int r;
+
+        assert(q);
+        assert(req);
+
+        /* A queue call like a status poll: it is a heartbeat too. */
+        (void) admission_status(q->admission, session, t, &st);
+        if (!st.has_ticket)
+                return http_reply_error(req, API_ERROR_TICKET_NOT_FOUND, NULL, NULL);
+        if (!http_stream_allowed(req))
+                return http_reply_error(req, API_ERROR_RATE_LIMITED, NULL, NULL);
+
+        qs = calloc(1, sizeof *qs);
+        if (!qs)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        qs->owner = q;
+        qs->session = *session;
+        memcpy(qs->ticket_id, st.ticket.id, sizeof qs->ticket_id);
+
+        r = http_stream_open(req, HTTP_STREAM_END_ON_QUIESCE, NULL, queue_stream_on_closed, qs, &qs->stream);
+        if (r == -EMFILE)
+                return http_reply_error(req, API_ERROR_RATE_LIMITED, NULL, NULL);
+        if (r < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+
+        r = admission_hold(q->admission, session, qs->ticket_id, true, t);
+        if (r < 0)
+                log_warning_errno(r, "Queue stream: the ticket could not be held");
+        LIST_PREPEND(streams, q->streams_head, qs);
+        q->n_streams++;
+        /* The first status at once, not from the defer. */
+        queue_stream_look(TAKE_PTR(qs), t);
+        queue_streams_arm_estimate(q, t);
+        return HTTP_HANDLED;
+}
+
+unsigned queue_streams_count(const QueueStreams *q) {
+        return q ? q->n_streams : 0;
+}
+
+int queue_streams_new(
+        sd_event *event,
+        const Config *config,
+        Admission *admission,
+        const QueryStreams *query_streams,
+        QueueStreams **ret) {
+        _cleanup_(queue_streams_freep) QueueStreams *q = NULL;
+        int r;
+
+        assert(event);
+        assert(config);
+        assert(admission);
+        assert(ret);
+
+        q = calloc(1, sizeof *q);
+        if (!q)
+                return -ENOMEM;
+        q->event = event;
+        q->config = config;
+        q->admission = admission;
+        q->query_streams = query_streams;
+
+        r = sd_event_add_defer(event, &q->look_source, queue_streams_on_look, q);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_enabled(q->look_source, SD_EVENT_OFF);
+        (void) sd_event_source_set_description(q->look_source, "queue-streams-look");
+        /* As urgent as the HTTP sources: a promotion is news to send now. */
+        r = sd_event_source_set_priority(q->look_source, SD_EVENT_PRIORITY_IMPORTANT);
+        if (r < 0)
+                return r;
+
+        r = sd_event_add_time(
+                event, &q->estimate_source, CLOCK_MONOTONIC, USEC_INFINITY, 0, queue_streams_on_estimate, q);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_enabled(q->estimate_source, SD_EVENT_OFF);
+        (void) sd_event_source_set_description(q->estimate_source, "queue-streams-estimate");
+
+        *ret = TAKE_PTR(q);
+        return 0;
+}
+
+QueueStreams *queue_streams_free(QueueStreams *q) {
+        if (!q)
+                return NULL;
+        /* The server closed every stream before (it is freed first). */
+        assert(!q->streams_head);
+        q->look_source = sd_event_source_disable_unref(q->look_source);
+        q->estimate_source = sd_event_source_disable_unref(q->estimate_source);
+        free(q);
+        return NULL;
+}

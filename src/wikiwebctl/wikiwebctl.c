@@ -1,0 +1,364 @@
+/* SPDX-License-Identifier: MIT */
+/* wikiwebctl: the admin's tool for wikiwebd's queue, over D-Bus only
+ * (org.wikiweb.Queue1, API.md 10 and 12.2), in the manner of resolvectl
+ * and machinectl. */
+
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <systemd/sd-bus.h>
+#include <unistd.h>
+
+#include "config-version.h"
+#include "shared/macro.h"
+#include "shared/time-util.h"
+#include "wikiwebctl/ctl-table.h"
+
+#define NAME "org.wikiweb.Queue1"
+#define PATH "/org/wikiweb/Queue1"
+#define IFACE "org.wikiweb.Queue1"
+
+static TableJson arg_json = TABLE_JSON_OFF;
+static bool arg_pager = true;
+static bool arg_legend = true;
+static bool arg_ask_password = true;
+static const char *arg_host = NULL;
+
+static pid_t pager_pid = 0;
+
+static void help(void) {
+        printf("%s [OPTIONS...] COMMAND ...\n\n"
+               "Show and manage the wikiweb query queue (wikiwebd) over D-Bus.\n\n"
+               "Commands:\n"
+               "  status                 Show the queue's state, admission, running query,\n"
+               "                         average, health and counters (the default)\n"
+               "  tickets                List the tickets in FIFO order (root only)\n"
+               "  drain                  Close admission for maintenance\n"
+               "  resume                 Open admission again\n"
+               "  cancel ID              Cancel the running query ID\n"
+               "  remove-ticket ID       Remove the ticket ID\n\n"
+               "Options:\n"
+               "  -h --help              Show this help\n"
+               "     --version           Show the version\n"
+               "     --json=MODE         Output as JSON: short, pretty or off\n"
+               "     --no-pager          Do not pipe the output into a pager\n"
+               "     --no-legend         Do not show the headers and the summary line\n"
+               "     --no-ask-password   Do not ask for a password (polkit)\n"
+               "  -H --host=[USER@]HOST  Operate on a remote host (over ssh)\n\n"
+               "See the wikiwebctl(1) man page for details.\n",
+               program_invocation_short_name);
+}
+
+/* The output goes through $SYSTEMD_PAGER, $PAGER or less, as systemctl
+ * does, when it is a terminal and --no-pager was not given. */
+static void pager_open(void) {
+        const char *pager = getenv("SYSTEMD_PAGER");
+        int fds[2];
+
+        if (!arg_pager || !isatty(STDOUT_FILENO))
+                return;
+        if (!pager)
+                pager = getenv("PAGER");
+        if (!pager)
+                pager = "less";
+        if (!*pager || streq(pager, "cat"))
+                return;
+        if (pipe2(fds, O_CLOEXEC) < 0)
+                return;
+        fflush(stdout);
+        pager_pid = fork();
+        if (pager_pid < 0) {
+                pager_pid = 0;
+                close(fds[0]);
+                close(fds[1]);
+                return;
+        }
+        if (pager_pid == 0) {
+                if (dup2(fds[0], STDIN_FILENO) < 0)
+                        _exit(EXIT_FAILURE);
+                /* less: quit if one screen, keep colours, chop long lines. */
+                (void) setenv("LESS", "FRSXMK", 0);
+                execlp("sh", "sh", "-c", pager, (char *) NULL);
+                _exit(EXIT_FAILURE);
+        }
+        if (dup2(fds[1], STDOUT_FILENO) < 0) {
+                close(fds[0]);
+                close(fds[1]);
+                return;
+        }
+        close(fds[0]);
+        close(fds[1]);
+}
+
+static void pager_close(void) {
+        if (pager_pid <= 0)
+                return;
+        fflush(stdout);
+        (void) fclose(stdout);
+        (void) waitpid(pager_pid, NULL, 0);
+        pager_pid = 0;
+}
+
+static int parse_argv(int argc, char *argv[]) {
+        enum { ARG_VERSION = 0x100, ARG_JSON, ARG_NO_PAGER, ARG_NO_LEGEND, ARG_NO_ASK_PASSWORD };
+        static const struct option options[] = {
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, ARG_VERSION },
+                { "json", required_argument, NULL, ARG_JSON },
+                { "no-pager", no_argument, NULL, ARG_NO_PAGER },
+                { "no-legend", no_argument, NULL, ARG_NO_LEGEND },
+                { "no-ask-password", no_argument, NULL, ARG_NO_ASK_PASSWORD },
+                { "host", required_argument, NULL, 'H' },
+                { 0 },
+        };
+        int c;
+
+        while ((c = getopt_long(argc, argv, "hH:", options, NULL)) >= 0)
+                switch (c) {
+                case 'h':
+                        help();
+                        return 0;
+                case ARG_VERSION:
+                        printf("wikiwebctl %s (contract revision %d)\n", PACKAGE_VERSION, CONTRACT_REVISION);
+                        return 0;
+                case ARG_JSON:
+                        if (streq(optarg, "help")) {
+                                printf("short\npretty\noff\n");
+                                return 0;
+                        }
+                        arg_json = table_json_from_string(optarg);
+                        if (arg_json < 0) {
+                                fprintf(stderr, "Unknown JSON mode: %s (short, pretty or off)\n", optarg);
+                                return -EINVAL;
+                        }
+                        break;
+                case ARG_NO_PAGER:
+                        arg_pager = false;
+                        break;
+                case ARG_NO_LEGEND:
+                        arg_legend = false;
+                        break;
+                case ARG_NO_ASK_PASSWORD:
+                        arg_ask_password = false;
+                        break;
+                case 'H':
+                        arg_host = optarg;
+                        break;
+                default:
+                        return -EINVAL;
+                }
+        return 1;
+}
+
+/* The value of one property of the GetAll reply, NULL when absent. */
+typedef struct QueueProperties {
+        const char *state, *admission, *running, *phase, *health;
+        uint32_t queue_length, max_length;
+        uint64_t average, reservation, heartbeat, started, failed, expired;
+} QueueProperties;
+
+static int read_properties(sd_bus_message *reply, QueueProperties *p) {
+        const char *name;
+        int r;
+
+        r = sd_bus_message_enter_container(reply, 'a', "{sv}");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_enter_container(reply, 'e', "sv")) > 0) {
+                static const struct {
+                        const char *name;
+                        char type;
+                        size_t offset;
+                } map[] = {
+                        { "State", 's', offsetof(QueueProperties, state) },
+                        { "Admission", 's', offsetof(QueueProperties, admission) },
+                        { "RunningQueryId", 's', offsetof(QueueProperties, running) },
+                        { "RunningQueryPhase", 's', offsetof(QueueProperties, phase) },
+                        { "Health", 's', offsetof(QueueProperties, health) },
+                        { "QueueLength", 'u', offsetof(QueueProperties, queue_length) },
+                        { "MaxLength", 'u', offsetof(QueueProperties, max_length) },
+                        { "AverageQueryUSec", 't', offsetof(QueueProperties, average) },
+                        { "ReservationUSec", 't', offsetof(QueueProperties, reservation) },
+                        { "HeartbeatUSec", 't', offsetof(QueueProperties, heartbeat) },
+                        { "QueriesStarted", 't', offsetof(QueueProperties, started) },
+                        { "QueriesFailed", 't', offsetof(QueueProperties, failed) },
+                        { "TicketsExpired", 't', offsetof(QueueProperties, expired) },
+                };
+                bool known = false;
+
+                r = sd_bus_message_read(reply, "s", &name);
+                if (r < 0)
+                        return r;
+                for (size_t i = 0; i < ELEMENTSOF(map); i++) {
+                        char sig[2] = { map[i].type, 0 };
+
+                        if (!streq(name, map[i].name))
+                                continue;
+                        r = sd_bus_message_read(reply, "v", sig, (uint8_t *) p + map[i].offset);
+                        if (r < 0)
+                                return r;
+                        known = true;
+                        break;
+                }
+                if (!known) {
+                        r = sd_bus_message_skip(reply, "v");
+                        if (r < 0)
+                                return r;
+                }
+                r = sd_bus_message_exit_container(reply);
+                if (r < 0)
+                        return r;
+        }
+        if (r < 0)
+                return r;
+        return sd_bus_message_exit_container(reply);
+}
+
+static int bus_error(const char *what, const sd_bus_error *error, int r) {
+        fprintf(stderr, "Failed to %s: %s\n", what, error && error->message ? error->message : strerror(-r));
+        return r;
+}
+
+static int verb_status(sd_bus *bus) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_(table_freep) Table *t = NULL;
+        QueueProperties p = { 0 };
+        int r;
+
+        r = sd_bus_call_method(
+                bus, NAME, PATH, "org.freedesktop.DBus.Properties", "GetAll", &error, &reply, "s", IFACE);
+        if (r < 0)
+                return bus_error("read the queue (is wikiwebd running?)", &error, r);
+        r = read_properties(reply, &p);
+        if (r < 0)
+                return bus_error("parse the queue's properties", NULL, r);
+
+        t = table_new_vertical();
+        if (!t)
+                return -ENOMEM;
+        r = 0;
+        r |= table_add_key(t, "State", "state") | table_add_string(t, p.state);
+        r |= table_add_key(t, "Admission", "admission") |
+                table_add_string(t, p.admission ? p.admission : "open");
+        r |= table_add_key(t, "Queue length", "queue_length") | table_add_uint(t, p.queue_length);
+        r |= table_add_key(t, "Max length", "max_length") | table_add_uint(t, p.max_length);
+        r |= table_add_key(t, "Running query", "running_query_id") |
+                table_add_string(t, p.running && *p.running ? p.running : (arg_json ? "" : "none"));
+        r |= table_add_key(t, "Query phase", "running_query_phase") |
+                table_add_string(t, p.phase && *p.phase ? p.phase : (arg_json ? "" : "none"));
+        r |= table_add_key(t, "Average query", "average_query_usec");
+        if (p.average > 0 || arg_json)
+                r |= table_add_timespan(t, p.average);
+        else
+                r |= table_add_string(t, "n/a");
+        r |= table_add_key(t, "Health", "health") | table_add_string(t, p.health);
+        r |= table_add_key(t, "Queries started", "queries_started") | table_add_uint(t, p.started);
+        r |= table_add_key(t, "Queries failed", "queries_failed") | table_add_uint(t, p.failed);
+        r |= table_add_key(t, "Tickets expired", "tickets_expired") | table_add_uint(t, p.expired);
+        r |= table_add_key(t, "Reservation", "reservation_usec") | table_add_timespan(t, p.reservation);
+        r |= table_add_key(t, "Heartbeat", "heartbeat_usec") | table_add_timespan(t, p.heartbeat);
+        if (r != 0)
+                return -ENOMEM;
+
+        pager_open();
+        return table_print(t, stdout, arg_json, arg_legend);
+}
+
+static int verb_tickets(sd_bus *bus) {
+        static const char *const columns[] = {
+                "id", "status", "position", "joined", "heartbeat_deadline", "reservation_deadline", NULL
+        };
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_(table_freep) Table *t = NULL;
+        const char *id, *status;
+        uint64_t joined, heartbeat, reservation;
+        uint32_t position;
+        int r;
+
+        r = sd_bus_call_method(bus, NAME, PATH, IFACE, "ListTickets", &error, &reply, NULL);
+        if (r < 0)
+                return bus_error("list the tickets", &error, r);
+
+        t = table_new(columns);
+        if (!t)
+                return -ENOMEM;
+        table_set_noun(t, "ticket", "tickets");
+        r = sd_bus_message_enter_container(reply, 'a', "(ssuttt)");
+        if (r < 0)
+                return bus_error("parse the tickets", NULL, r);
+        while ((r = sd_bus_message_read(
+                        reply, "(ssuttt)", &id, &status, &position, &joined, &heartbeat, &reservation)) > 0)
+                if (table_add_string(t, id) < 0 || table_add_string(t, status) < 0 ||
+                    table_add_uint(t, position) < 0 || table_add_timestamp(t, joined) < 0 ||
+                    table_add_timestamp(t, heartbeat) < 0 || table_add_timestamp(t, reservation) < 0)
+                        return -ENOMEM;
+        if (r < 0)
+                return bus_error("parse the tickets", NULL, r);
+
+        pager_open();
+        return table_print(t, stdout, arg_json, arg_legend);
+}
+
+/* Drain, Resume, CancelQuery(id), RemoveTicket(id): polkit may ask for a
+ * password on the caller's terminal (its agent), unless --no-ask-password. */
+static int verb_act(sd_bus *bus, const char *member, const char *id, const char *what) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        int r;
+
+        (void) sd_bus_set_allow_interactive_authorization(bus, arg_ask_password && isatty(STDIN_FILENO));
+        if (id)
+                r = sd_bus_call_method(bus, NAME, PATH, IFACE, member, &error, NULL, "s", id);
+        else
+                r = sd_bus_call_method(bus, NAME, PATH, IFACE, member, &error, NULL, NULL);
+        if (r < 0)
+                return bus_error(what, &error, r);
+        return 0;
+}
+
+static int run(int argc, char *argv[]) {
+        _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
+        const char *verb;
+        int r, n;
+
+        r = parse_argv(argc, argv);
+        if (r <= 0)
+                return r;
+
+        verb = optind < argc ? argv[optind] : "status";
+        n = argc - optind - (optind < argc ? 1 : 0);
+
+        if (arg_host)
+                r = sd_bus_open_system_remote(&bus, arg_host);
+        else
+                r = sd_bus_open_system(&bus);
+        if (r < 0) {
+                fprintf(stderr, "Failed to connect to the system bus: %s\n", strerror(-r));
+                return r;
+        }
+
+        if (streq(verb, "status") && n == 0)
+                return verb_status(bus);
+        if (streq(verb, "tickets") && n == 0)
+                return verb_tickets(bus);
+        if (streq(verb, "drain") && n == 0)
+                return verb_act(bus, "Drain", NULL, "drain admission");
+        if (streq(verb, "resume") && n == 0)
+                return verb_act(bus, "Resume", NULL, "resume admission");
+        if (streq(verb, "cancel") && n == 1)
+                return verb_act(bus, "CancelQuery", argv[optind + 1], "cancel the query");
+        if (streq(verb, "remove-ticket") && n == 1)
+                return verb_act(bus, "RemoveTicket", argv[optind + 1], "remove the ticket");
+
+        fprintf(stderr, "Unknown command or wrong number of arguments: %s (see --help)\n", verb);
+        return -EINVAL;
+}
+
+int main(int argc, char *argv[]) {
+        int r = run(argc, argv);
+
+        pager_close();
+        return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,1072 @@
+// SPDX-License-Identifier: MIT
+// The reference front end of the wikiweb API (API.md 13), on nothing but the
+// API: ask (the query starts at once when the slot is free, else the page
+// joins the queue and asks when its turn comes), watch the query live
+// (API.md 11), read the answer, its sources and files, browse the history.
+//
+// Text from the model, the wiki or the history reaches the page only as
+// text nodes, or through WikiwebMarkdown, which builds its own elements.
+// Nothing here assigns innerHTML or builds markup from strings.
+//
+// Where the daemon has no event streams (a 404 not_found for their paths, or
+// a JSON reply to a query asked for as a stream) the page falls back to the
+// blocking POST /api/v1/query and to polling GET /api/v1/queue/status.
+'use strict';
+
+(function () {
+  const API = '/api/v1';
+  const PENDING_KEY = 'wikiweb.pending'; // the question waiting for the slot (localStorage)
+  const RUNNING_KEY = 'wikiweb.running'; // the query being watched (sessionStorage)
+  const QUESTION_MAX = 4000;
+  const PAGES_MAX = 20;
+  const CSV_ROWS_MAX = 200;
+
+  const $ = (id) => document.getElementById(id);
+
+  function el(name, cls, text) {
+    const e = document.createElement(name);
+    if (cls) e.className = cls;
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+  let unloading = false;
+  window.addEventListener('pagehide', () => {
+    unloading = true;
+  });
+
+  // --- Storage (it may be refused: then the page just forgets) ----------
+
+  function store(kind, key, value) {
+    try {
+      if (value === null) window[kind].removeItem(key);
+      else window[kind].setItem(key, JSON.stringify(value));
+    } catch (e) {
+      /* private mode or disabled storage */
+    }
+  }
+  function load(kind, key) {
+    try {
+      const v = window[kind].getItem(key);
+      return v === null ? null : JSON.parse(v);
+    } catch (e) {
+      return null;
+    }
+  }
+  const savePending = (p) => store('localStorage', PENDING_KEY, p);
+  const loadPending = () => {
+    const p = load('localStorage', PENDING_KEY);
+    return p && typeof p.question === 'string' && Array.isArray(p.pages) ? p : null;
+  };
+  const clearPending = () => store('localStorage', PENDING_KEY, null);
+  const remember = (id) => store('sessionStorage', RUNNING_KEY, id);
+  const remembered = () => {
+    const id = load('sessionStorage', RUNNING_KEY);
+    return typeof id === 'string' && /^qr_[0-9a-f]{32}$/.test(id) ? id : null;
+  };
+  const forget = () => store('sessionStorage', RUNNING_KEY, null);
+
+  // --- The API ------------------------------------------------------------
+
+  class ApiError extends Error {
+    constructor(code, message, status, headers) {
+      super(message);
+      this.code = code;
+      this.status = status;
+      this.headers = headers || null;
+    }
+  }
+
+  // The server's clock less ours, from the Date header, so a countdown to a
+  // server time is right even when the clocks differ (ignored under 2 s:
+  // the header has whole seconds).
+  let clockOffset = 0;
+  function noteDate(headers) {
+    const d = Date.parse(headers.get('Date') || '');
+    if (!Number.isNaN(d)) {
+      const off = d - Date.now();
+      clockOffset = Math.abs(off) > 2000 ? off : 0;
+    }
+  }
+
+  async function fetchApi(method, path, { body, accept, lastEventId, signal } = {}) {
+    const headers = {};
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    if (accept) headers.Accept = accept;
+    if (lastEventId) headers['Last-Event-ID'] = lastEventId;
+    try {
+      return await fetch(API + path, {
+        method,
+        headers,
+        body: body === undefined ? undefined : JSON.stringify(body),
+        credentials: 'same-origin',
+        cache: 'no-store',
+        signal,
+      });
+    } catch (e) {
+      if (e.name === 'AbortError') throw e;
+      throw new ApiError('network', 'The server cannot be reached (' + e.message + ')', 0);
+    }
+  }
+
+  // A response -> {status, headers, json}, or an ApiError from the error
+  // envelope of API.md 2.
+  async function checked(r) {
+    noteDate(r.headers);
+    let json = null;
+    if ((r.headers.get('Content-Type') || '').startsWith('application/json')) {
+      try {
+        json = await r.json();
+      } catch (e) {
+        json = null;
+      }
+    }
+    if (!r.ok) {
+      const e = json && typeof json.error === 'object' && json.error;
+      throw new ApiError(
+        e && typeof e.code === 'string' ? e.code : 'http_' + r.status,
+        e && typeof e.message === 'string' ? e.message : 'HTTP ' + r.status + ' ' + r.statusText,
+        r.status,
+        r.headers);
+    }
+    return { status: r.status, headers: r.headers, json };
+  }
+
+  async function call(method, path, body) {
+    return checked(await fetchApi(method, path, { body }));
+  }
+
+  // --- Server-Sent Events over fetch() (POST cannot use EventSource) --
+
+  // The event stream format of the WHATWG HTML standard (9.2.6): lines end
+  // in CRLF, LF or CR; "data" lines join with LF; an empty line dispatches.
+  class SseParser {
+    constructor(onEvent) {
+      this.onEvent = onEvent;
+      this.buf = '';
+      this.data = [];
+      this.event = '';
+      this.lastId = '';
+    }
+
+    push(chunk) {
+      this.buf += chunk;
+      let i;
+      while ((i = this.buf.search(/[\r\n]/)) >= 0) {
+        if (this.buf[i] === '\r' && i === this.buf.length - 1) break; // maybe half a CRLF
+        const line = this.buf.slice(0, i);
+        this.buf = this.buf.slice(i + (this.buf[i] === '\r' && this.buf[i + 1] === '\n' ? 2 : 1));
+        this.line(line);
+      }
+    }
+
+    line(l) {
+      if (l === '') {
+        if (this.data.length) this.onEvent(this.event || 'message', this.data.join('\n'), this.lastId);
+        this.data = [];
+        this.event = '';
+        return;
+      }
+      if (l[0] === ':') return; // a comment: ": keep-alive"
+      const c = l.indexOf(':');
+      const field = c < 0 ? l : l.slice(0, c);
+      let value = c < 0 ? '' : l.slice(c + 1);
+      if (value[0] === ' ') value = value.slice(1);
+      if (field === 'data') this.data.push(value);
+      else if (field === 'event') this.event = value;
+      else if (field === 'id' && !value.includes('\0')) this.lastId = value;
+    }
+  }
+
+  // Read a text/event-stream response to its end, calling onEvent(name,
+  // object) for each event whose data is JSON. Returns the last event id.
+  async function readEvents(response, onEvent) {
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    const parser = new SseParser((name, data) => {
+      let obj;
+      try {
+        obj = JSON.parse(data);
+      } catch (e) {
+        return;
+      }
+      onEvent(name, obj);
+    });
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      parser.push(decoder.decode(value, { stream: true }));
+    }
+    parser.push(decoder.decode());
+    return parser.lastId;
+  }
+
+  // A request that wants a stream: {stream: Response} when it is one,
+  // {json, headers} when the daemon answered with JSON instead; an
+  // ApiError for an error response.
+  async function openStream(method, path, opts = {}) {
+    const r = await fetchApi(method, path, Object.assign({ accept: 'text/event-stream' }, opts));
+    if (r.ok && (r.headers.get('Content-Type') || '').startsWith('text/event-stream')) {
+      noteDate(r.headers);
+      return { stream: r };
+    }
+    const res = await checked(r);
+    return { json: res.json, headers: res.headers };
+  }
+
+  // --- Messages -----------------------------------------------------------
+
+  function clearErrors() {
+    $('errors').replaceChildren();
+  }
+
+  function describeError(e) {
+    if (e instanceof ApiError) return [e.message, e.code];
+    return [String((e && e.message) || e), null];
+  }
+
+  // Every error as its message (and its code, where the API gave one).
+  function showError(e) {
+    if (unloading || (e && e.name === 'AbortError')) return;
+    const [message, code] = describeError(e);
+    const p = el('p', null, message);
+    if (code && code !== 'network') {
+      p.append(' ');
+      p.appendChild(el('span', 'code', '(' + code + ')'));
+    }
+    // The same error again (a retry that failed again) is not repeated.
+    const last = $('errors').lastElementChild;
+    if (!last || last.textContent !== p.textContent) $('errors').appendChild(p);
+  }
+
+  function setStatus(state, nodes) {
+    const s = $('status');
+    s.dataset.state = state;
+    s.replaceChildren(...nodes);
+  }
+
+  function formatSeconds(s) {
+    s = Math.max(0, Math.round(s));
+    if (s < 60) return s + ' s';
+    const m = Math.floor(s / 60);
+    return s % 60 ? m + ' min ' + (s % 60) + ' s' : m + ' min';
+  }
+
+  function formatTime(t) {
+    const d = new Date(t);
+    return Number.isNaN(d.getTime()) ? String(t) : d.toLocaleString();
+  }
+
+  function plural(n, one, many) {
+    return n + ' ' + (n === 1 ? one : many);
+  }
+
+  function safeHref(url) {
+    return typeof url === 'string' ? window.WikiwebMarkdown.safeUrl(url) : null;
+  }
+
+  function outLink(href, text) {
+    const a = el('a', null, text);
+    a.href = href;
+    a.rel = 'noopener noreferrer';
+    a.target = '_blank';
+    return a;
+  }
+
+  // --- CSV (RFC 4180) -----------------------------------------------------
+
+  function parseCsv(text, maxRows) {
+    const rows = [];
+    let row = [];
+    let field = '';
+    let quoted = false;
+    let i = 0;
+    if (text.charCodeAt(0) === 0xfeff) i = 1;
+    for (; i < text.length; i++) {
+      const c = text[i];
+      if (quoted) {
+        if (c === '"' && text[i + 1] === '"') {
+          field += '"';
+          i++;
+        } else if (c === '"') quoted = false;
+        else field += c;
+      } else if (c === '"' && field === '') quoted = true;
+      else if (c === ',') {
+        row.push(field);
+        field = '';
+      } else if (c === '\n' || c === '\r') {
+        if (c === '\r' && text[i + 1] === '\n') i++;
+        row.push(field);
+        field = '';
+        rows.push(row);
+        row = [];
+        if (rows.length > maxRows) return { rows, truncated: true };
+      } else field += c;
+    }
+    if (field !== '' || row.length) {
+      row.push(field);
+      rows.push(row);
+    }
+    return { rows, truncated: false };
+  }
+
+  function csvTable(rows, name) {
+    // A CSV file's widest row decides the columns.
+    const width = rows.reduce((w, r) => Math.max(w, r.length), 0);
+    const head = rows.length ? rows[0].concat(Array(width - rows[0].length).fill('')) : [];
+    const wrap = window.WikiwebMarkdown.buildTable(head, rows.slice(1), (c, v) => (c.textContent = v));
+    wrap.tabIndex = 0; // scrollable by keyboard
+    wrap.setAttribute('role', 'region');
+    wrap.setAttribute('aria-label', name);
+    return wrap;
+  }
+
+  // --- One query on the page ---------------------------------------------
+
+  function describeCall(name, args) {
+    args = args || {};
+    switch (name) {
+      case 'wiki_search':
+        return 'Searching the wiki for “' + (args.query || '') + '”';
+      case 'wiki_read':
+        return 'Reading “' + (args.title || '') + '”';
+      case 'run_python':
+        return 'Running Python code' + (Number.isInteger(args.code_bytes) ? ' (' + plural(args.code_bytes, 'byte', 'bytes') + ')' : '');
+      default:
+        return 'Calling ' + name;
+    }
+  }
+
+  function describeResult(d) {
+    const s = d.summary || {};
+    const out = [];
+    if (!d.ok) out.push('refused: ' + (s.error || 'invalid call'));
+    else if (d.name === 'wiki_search') out.push(plural(Number(s.results) || 0, 'result', 'results'));
+    else if (d.name === 'wiki_read') {
+      if (s.missing) out.push('no such page');
+      else {
+        const href = safeHref(s.url);
+        out.push('read ');
+        out.push(href ? outLink(href, String(s.title)) : String(s.title));
+        if (s.revision_id !== undefined) out.push(' (revision ' + s.revision_id + ')');
+      }
+    } else if (d.name === 'run_python') {
+      if (s.timed_out) out.push('timed out');
+      else if (s.signal) out.push('killed by ' + s.signal);
+      else out.push('exit code ' + s.exit_code);
+      const files = Array.isArray(s.files) ? s.files.length : Number(s.files) || 0;
+      if (files) out.push(', ' + plural(files, 'file', 'files') + ' in /out');
+    } else out.push('done');
+    if (Number.isFinite(d.duration_ms))
+      out.push(' in ' + (d.duration_ms < 1000 ? Math.round(d.duration_ms) + ' ms' : (d.duration_ms / 1000).toFixed(1) + ' s'));
+    return out;
+  }
+
+  class QueryView {
+    constructor(question) {
+      this.id = null;
+      this.done = false;
+      this.steps = new Map();
+      this.liveText = '';
+      this.liveTimer = null;
+      app.view = this;
+      $('query').hidden = false;
+      $('query-question').textContent = question || '';
+      $('steps').replaceChildren();
+      $('live').hidden = false;
+      $('live').classList.remove('done');
+      $('answer').replaceChildren();
+      $('answer').className = 'answer markdown';
+      $('answer').removeAttribute('aria-busy');
+      $('failure').hidden = true;
+      $('failure').replaceChildren();
+      $('sources-section').hidden = true;
+      $('sources').replaceChildren();
+      $('artifacts-section').hidden = true;
+      $('artifacts').replaceChildren();
+      $('record-meta').textContent = '';
+    }
+
+    // Another query took the page: this one writes nothing more.
+    get shown() {
+      return app.view === this;
+    }
+
+    note(text, cls) {
+      if (!this.shown) return null;
+      const li = el('li', 'note' + (cls ? ' ' + cls : ''), text);
+      $('steps').appendChild(li);
+      return li;
+    }
+
+    event(name, d) {
+      if (!this.shown || this.done) return;
+      switch (name) {
+        case 'query':
+          this.id = d.id;
+          remember(d.id);
+          break;
+        case 'step':
+          this.step(d.step);
+          break;
+        case 'text':
+          this.text(d.step, String(d.delta || ''));
+          break;
+        case 'tool':
+          this.tool(d);
+          break;
+        case 'tool_result':
+          this.toolResult(d);
+          break;
+        case 'phase':
+          if (d.phase === 'cleanup') this.note('Finishing: confirming the cleanup');
+          break;
+        case 'record':
+          this.showRecord(d);
+          break;
+        default:
+          break;
+      }
+    }
+
+    step(n) {
+      if (this.steps.has(n)) return this.steps.get(n);
+      const li = el('li', 'step');
+      li.dataset.step = n;
+      const title = el('span', 'title', 'Step ' + n + ': asking the model');
+      const calls = el('ul', 'calls');
+      li.append(title, calls);
+      $('steps').appendChild(li);
+      const s = { n, li, title, calls, text: '', thinking: null, items: new Map() };
+      this.steps.set(n, s);
+      this.live('');
+      return s;
+    }
+
+    text(n, delta) {
+      const s = this.step(n);
+      s.text += delta;
+      if (s.thinking) s.thinking.textContent = s.text;
+      else this.live(s.text);
+    }
+
+    // What a step wrote before it called tools was the model thinking
+    // aloud: folded away under the step, not the answer.
+    fold(s) {
+      if (s.thinking) return;
+      const details = el('details');
+      details.appendChild(el('summary', null, 'What the model wrote'));
+      s.thinking = el('p', 'thinking', s.text);
+      details.appendChild(s.thinking);
+      if (!s.text) details.hidden = true;
+      s.li.insertBefore(details, s.calls);
+      s.title.textContent = 'Step ' + s.n + ': the model asked for tools';
+      this.live('');
+    }
+
+    tool(d) {
+      const s = this.step(d.step);
+      this.fold(s);
+      if (s.thinking.parentNode.hidden && s.text) s.thinking.parentNode.hidden = false;
+      const li = el('li', 'call');
+      li.dataset.name = String(d.name);
+      li.appendChild(el('span', 'what', describeCall(d.name, d.arguments)));
+      s.calls.appendChild(li);
+      s.items.set(d.call, li);
+    }
+
+    toolResult(d) {
+      const s = this.step(d.step);
+      let li = s.items.get(d.call);
+      if (!li) {
+        this.tool({ step: d.step, call: d.call, name: d.name, arguments: {} });
+        li = s.items.get(d.call);
+      }
+      const r = el('span', 'result' + (d.ok ? '' : ' bad'));
+      r.append(': ', ...describeResult(d));
+      li.appendChild(r);
+    }
+
+    // The answer as the model writes it, rendered a few times a second.
+    live(text) {
+      this.liveText = text;
+      if (this.liveTimer) return;
+      this.liveTimer = setTimeout(() => {
+        this.liveTimer = null;
+        if (!this.shown || this.done) return;
+        const a = $('answer');
+        a.classList.toggle('streaming', this.liveText !== '');
+        a.setAttribute('aria-busy', 'true');
+        a.replaceChildren(window.WikiwebMarkdown.render(this.liveText));
+      }, this.liveText ? 60 : 0);
+    }
+
+    showRecord(rec) {
+      if (!this.shown) return;
+      this.done = true;
+      this.id = rec.id;
+      clearTimeout(this.liveTimer);
+      this.liveTimer = null;
+      $('query-question').textContent = rec.question || '';
+      $('live').classList.add('done');
+      for (const n of $('steps').querySelectorAll('.note.waiting')) n.remove();
+      for (const st of this.steps.values())
+        if (!st.thinking) st.title.textContent = 'Step ' + st.n + (rec.status === 'succeeded' ? ': the answer' : '');
+      if (!$('steps').childNodes.length) $('live').hidden = true;
+
+      const a = $('answer');
+      a.className = 'answer markdown';
+      a.removeAttribute('aria-busy');
+      a.replaceChildren();
+      if (typeof rec.answer === 'string') a.appendChild(window.WikiwebMarkdown.render(rec.answer));
+
+      const f = $('failure');
+      if (rec.status === 'failed') {
+        const err = rec.error || {};
+        const p = el('p', null, 'The query failed: ' + (err.message || 'no reason given') + ' ');
+        p.appendChild(el('span', 'code', '(' + (err.code || 'unknown') + ')'));
+        f.replaceChildren(p);
+        f.hidden = false;
+      } else if (rec.status === 'running') {
+        f.hidden = true;
+        this.note('Still running.');
+      } else f.hidden = true;
+
+      const sources = Array.isArray(rec.sources) ? rec.sources : [];
+      $('sources').replaceChildren(...sources.map((s) => {
+        const li = el('li');
+        const href = safeHref(s.url);
+        li.appendChild(href ? outLink(href, String(s.title)) : el('span', null, String(s.title)));
+        li.append(' ');
+        li.appendChild(el('span', 'rev', 'revision ' + s.revision_id));
+        return li;
+      }));
+      $('sources-section').hidden = sources.length === 0;
+
+      const artifacts = Array.isArray(rec.artifacts) ? rec.artifacts : [];
+      $('artifacts').replaceChildren(...artifacts.map((x) => this.artifact(x)).filter(Boolean));
+      $('artifacts-section').hidden = artifacts.length === 0;
+
+      const meta = [];
+      if (rec.created_at) meta.push('Asked ' + formatTime(rec.created_at));
+      if (rec.timings_ms && Number.isFinite(rec.timings_ms.total)) meta.push('took ' + formatSeconds(rec.timings_ms.total / 1000));
+      if (rec.usage && rec.usage.model) meta.push('model ' + rec.usage.model);
+      $('record-meta').textContent = meta.join(' · ');
+    }
+
+    artifact(x) {
+      if (typeof x.id !== 'string' || !/^af_[0-9a-f]{32}$/.test(x.id)) return null;
+      const url = API + '/artifacts/' + x.id;
+      const name = String(x.name);
+      const box = el('div', 'artifact');
+      box.dataset.id = x.id;
+      box.appendChild(el('h4', null, name));
+      const dl = el('a', 'download', 'Download ' + name);
+      dl.href = url;
+      dl.download = name;
+      const line = el('p');
+      line.append(dl, ' ', el('span', 'size', '(' + plural(Number(x.size_bytes) || 0, 'byte', 'bytes') + ', ' + x.media_type + ')'));
+      box.appendChild(line);
+      const type = String(x.media_type || '').split(';')[0].trim().toLowerCase();
+      if (type === 'text/csv') {
+        const holder = el('div', 'preview', 'Loading the table…');
+        box.appendChild(holder);
+        fetchApi('GET', '/artifacts/' + x.id)
+          .then((r) => (r.ok ? r.text() : Promise.reject(new ApiError('http_' + r.status, 'The table could not be loaded', r.status))))
+          .then((text) => {
+            const { rows, truncated } = parseCsv(text, CSV_ROWS_MAX);
+            holder.replaceChildren(csvTable(rows.slice(0, CSV_ROWS_MAX + 1), name));
+            if (truncated) holder.appendChild(el('p', 'hint', 'The first ' + CSV_ROWS_MAX + ' rows; download the file for the rest.'));
+          })
+          .catch((e) => {
+            holder.textContent = describeError(e)[0];
+          });
+      } else if (/^image\/(png|jpeg|gif|webp|svg\+xml)$/.test(type)) {
+        const img = el('img');
+        img.src = url;
+        img.alt = name;
+        img.loading = 'lazy';
+        box.appendChild(img);
+      }
+      return box;
+    }
+  }
+
+  // --- The queue (API.md 5, 6, 11.1) -------------------------------------
+
+  const queue = {
+    ctl: null,
+    countdown: null,
+    last: null,
+
+    stop() {
+      if (this.ctl) this.ctl.abort();
+      this.ctl = null;
+      clearInterval(this.countdown);
+      this.countdown = null;
+      $('leave-button').hidden = true;
+    },
+
+    // Follow our ticket: the queue stream, or polling where there is none.
+    async follow() {
+      this.stop();
+      const ctl = (this.ctl = new AbortController());
+      $('leave-button').hidden = false;
+      if (app.streams !== false) {
+        try {
+          const res = await openStream('GET', '/queue/events', { signal: ctl.signal });
+          if (res.stream) {
+            app.streams = true;
+            await readEvents(res.stream, (name, d) => {
+              if (this.ctl === ctl) this.event(name, d);
+            });
+            // The stream ended without "removed" (a proxy, a restart):
+            // look again.
+            if (this.ctl === ctl) setTimeout(() => this.ctl === ctl && this.follow(), 1000);
+            return;
+          }
+        } catch (e) {
+          if (this.ctl !== ctl) return;
+          if (e.code === 'ticket_not_found') {
+            this.removed({ reason: 'heartbeat' });
+            return;
+          }
+          if (e.code !== 'not_found') {
+            showError(e);
+            setTimeout(() => this.ctl === ctl && this.follow(), 2000);
+            return;
+          }
+          app.streams = false; // no /queue/events here: poll
+        }
+      }
+      this.poll(ctl);
+    },
+
+    async poll(ctl) {
+      while (this.ctl === ctl) {
+        let st;
+        try {
+          st = (await call('GET', '/queue/status')).json;
+        } catch (e) {
+          if (this.ctl !== ctl) return;
+          showError(e);
+          await sleep(2000);
+          continue;
+        }
+        if (this.ctl !== ctl) return;
+        if (!st.ticket) {
+          this.removed({ reason: 'heartbeat' });
+          return;
+        }
+        this.show(st);
+        // At least as often as the heartbeat needs; often enough to see
+        // the turn come.
+        await sleep(1000 * Math.min(2, Math.max(1, st.poll_after_seconds || 1)));
+      }
+    },
+
+    event(name, d) {
+      if (name === 'status') this.show(d);
+      else if (name === 'removed') this.removed(d);
+    },
+
+    removed(d) {
+      this.stop();
+      const why = {
+        heartbeat: 'Your place in the queue lapsed.',
+        reservation: 'Your turn passed unused: the reservation expired.',
+        admin: 'An administrator removed your place in the queue.',
+      }[d.reason];
+      if (d.reason === 'claimed') return; // we asked
+      if (d.reason === 'left') setStatus('left', [el('p', null, 'You left the queue.')]);
+      else {
+        setStatus('removed', [el('p', null, why || 'Your place in the queue is gone.')]);
+        showError(new ApiError('ticket_not_found', (why || 'Your place in the queue is gone.') + ' Ask again to queue again.', 404));
+      }
+      app.setBusy(false);
+    },
+
+    show(st) {
+      const t = st.ticket;
+      this.last = st;
+      if (!t) return;
+      if (t.status === 'waiting') {
+        clearInterval(this.countdown);
+        this.countdown = null;
+        const est = st.estimated_wait_seconds;
+        const s = $('status');
+        s.dataset.position = t.position;
+        setStatus('waiting', [
+          el('p', null, 'The slot is busy: you are number ' + t.position + ' in the queue (' + plural(st.queue_length, 'place', 'places') + ' taken).'),
+          el('p', null, est === null || est === undefined ? 'Estimated wait: not known yet.' : 'Estimated wait: about ' + formatSeconds(est) + '.'),
+          el('p', 'hint', loadPending() ? 'Your question is asked as soon as it is your turn. Keep this page open.' : 'Write your question; it is asked when your turn comes.'),
+        ]);
+        return;
+      }
+      // Reserved: the slot is ours until the deadline.
+      delete $('status').dataset.position;
+      const deadline = Date.parse(t.reservation_expires_at) - clockOffset;
+      const count = el('span', 'countdown');
+      const tick = () => {
+        const left = Math.max(0, Math.ceil((deadline - Date.now()) / 1000));
+        count.textContent = formatSeconds(Math.min(left, st.reservation_seconds || left));
+      };
+      tick();
+      clearInterval(this.countdown);
+      this.countdown = setInterval(tick, 1000);
+      const p = el('p', null, 'Your turn: the slot is reserved for you for ');
+      p.append(count, '.');
+      setStatus('reserved', [p]);
+      const pending = loadPending();
+      if (pending && !app.running) app.run(pending.question, pending.pages);
+      else if (!pending) {
+        setStatus('reserved', [p, el('p', 'hint', 'Write your question and ask before the time runs out.')]);
+        $('question').focus();
+      }
+    },
+  };
+
+  // --- History (API.md 9) ------------------------------------------------
+
+  const history = {
+    cursor: null,
+
+    async load(reset) {
+      let page;
+      try {
+        const q = !reset && this.cursor ? '&cursor=' + encodeURIComponent(this.cursor) : '';
+        page = (await call('GET', '/history?limit=10' + q)).json;
+      } catch (e) {
+        showError(e);
+        return [];
+      }
+      const list = $('history-list');
+      if (reset) list.replaceChildren();
+      for (const rec of page.items) list.appendChild(this.item(rec));
+      this.cursor = page.next_cursor;
+      $('history-more').hidden = !this.cursor;
+      $('history-empty').hidden = list.childNodes.length > 0;
+      return page.items;
+    },
+
+    item(rec) {
+      const li = el('li');
+      li.dataset.id = rec.id;
+      li.dataset.status = rec.status;
+      const open = el('button', 'open');
+      open.type = 'button';
+      open.appendChild(el('span', 'q', rec.question));
+      const when = el('span', 'when', formatTime(rec.created_at) + ' ');
+      when.appendChild(el('span', 'badge ' + rec.status, rec.status));
+      open.appendChild(when);
+      open.addEventListener('click', () => app.open(rec.id));
+      const del = el('button', 'delete secondary', 'Delete');
+      del.type = 'button';
+      const short = rec.question.length > 60 ? rec.question.slice(0, 60) + '…' : rec.question;
+      del.setAttribute('aria-label', 'Delete “' + short + '”');
+      del.addEventListener('click', () => this.remove(rec.id, li));
+      li.append(open, del);
+      return li;
+    },
+
+    async remove(id, li) {
+      clearErrors();
+      try {
+        await call('DELETE', '/history/' + id);
+      } catch (e) {
+        showError(e);
+        return;
+      }
+      // Keep the keyboard where it was: the next entry, else the previous.
+      const next = li.nextElementSibling || li.previousElementSibling;
+      li.remove();
+      if (next) next.querySelector('button.open').focus();
+      else $('history-title').focus();
+      $('history-empty').hidden = $('history-list').childNodes.length > 0;
+      if (app.view && app.view.id === id) {
+        app.view = null;
+        $('query').hidden = true;
+      }
+    },
+  };
+
+  // --- The page -----------------------------------------------------------
+
+  function parsePages(text) {
+    return text.split('\n').map((s) => s.trim()).filter((s) => s !== '');
+  }
+
+  const app = {
+    streams: null, // whether the daemon has the event streams (null: not known yet)
+    view: null,
+    running: false,
+
+    setBusy(b) {
+      this.running = b;
+      $('ask-button').disabled = b;
+    },
+
+    // The form: the query starts at once when the slot is free (or
+    // reserved for us), else the page joins the queue and asks when it is
+    // its turn.
+    async submit() {
+      clearErrors();
+      const question = $('question').value.trim();
+      const pages = parsePages($('pages').value);
+      let bad = null;
+      if (!question) bad = ['Write a question first.', 'question'];
+      else if (question.length > QUESTION_MAX) bad = ['The question is longer than ' + QUESTION_MAX + ' characters.', 'question'];
+      else if (pages.length > PAGES_MAX) bad = ['At most ' + PAGES_MAX + ' pages.', 'pages'];
+      else if (pages.some((p) => new TextEncoder().encode(p).length > 255)) bad = ['A page title is longer than 255 bytes.', 'pages'];
+      if (bad) {
+        showError(new ApiError('invalid_input', bad[0], 400));
+        $(bad[1]).focus();
+        return;
+      }
+      if (this.running) {
+        showError(new ApiError('busy', 'A question is being answered on this page: wait for its answer.', 409));
+        return;
+      }
+      savePending({ question, pages });
+      try {
+        const st = (await call('GET', '/queue/status')).json;
+        const t = st.ticket;
+        if ((t && t.status === 'reserved') || (!t && st.state === 'idle')) {
+          await this.run(question, pages);
+          return;
+        }
+        if (!t) await call('POST', '/queue/join');
+        queue.follow();
+      } catch (e) {
+        showError(e);
+        if (e.code === 'queue_full') clearPending();
+      }
+    },
+
+    // Ask now (API.md 7, 11.2): a stream of events, or the blocking reply
+    // of a daemon without streams.
+    async run(question, pages) {
+      queue.stop();
+      setStatus('asking', []);
+      clearErrors();
+      const view = new QueryView(question);
+      this.setBusy(true);
+      const body = { question };
+      if (pages && pages.length) body.pages = pages;
+      // Without a stream the id comes only with the reply: find the
+      // running record, so that a reload can re-attach.
+      const finder = setTimeout(() => this.findRunning(view), 500);
+      const waiting = view.note('Asked; waiting for the model…', 'waiting');
+      try {
+        const res = await openStream('POST', '/query', { body });
+        clearPending();
+        if (res.stream) {
+          this.streams = true;
+          if (waiting) waiting.remove();
+          const lastId = await readEvents(res.stream, (name, d) => view.event(name, d));
+          if (!view.done && view.id) await this.attach(view.id, view, lastId);
+        } else {
+          if (this.streams === null) this.streams = false;
+          view.showRecord(res.json);
+        }
+      } catch (e) {
+        if (e.code === 'busy') {
+          // Someone was faster: queue, and ask when it is our turn.
+          if (view.shown) $('query').hidden = true;
+          try {
+            await call('POST', '/queue/join');
+            queue.follow();
+          } catch (e2) {
+            showError(e2);
+          }
+          return;
+        }
+        const qid = e.headers && e.headers.get('Wikiweb-Query-Id');
+        if (qid && /^qr_[0-9a-f]{32}$/.test(qid)) {
+          // It ran and failed: its record says how.
+          clearPending();
+          try {
+            view.showRecord((await call('GET', '/history/' + qid)).json);
+          } catch (e2) {
+            showError(e);
+          }
+        } else {
+          if (e.code !== 'network') clearPending();
+          if (view.shown) $('query').hidden = true;
+          showError(e);
+        }
+      } finally {
+        clearTimeout(finder);
+        this.finished(view);
+      }
+    },
+
+    async findRunning(view) {
+      if (view.id || view.done) return;
+      try {
+        const items = (await call('GET', '/history?limit=5')).json.items;
+        const r = items.find((x) => x.status === 'running');
+        if (r && !view.id && !view.done) {
+          view.id = r.id;
+          remember(r.id);
+        }
+      } catch (e) {
+        /* only a help for a reload */
+      }
+    },
+
+    finished(view) {
+      if (this.view === view || !this.view) {
+        forget();
+        this.setBusy(false);
+        if ($('status').dataset.state === 'asking') setStatus('', []);
+      }
+      history.load(true);
+    },
+
+    // Watch a running query to its end (API.md 11.3), from the events after
+    // lastId (none: all of them, into a fresh view), or by polling its
+    // record on a daemon without streams.
+    async attach(id, view, lastId) {
+      remember(id);
+      this.setBusy(true);
+      let failures = 0;
+      while (!view.done && view.shown) {
+        try {
+          if (this.streams !== false) {
+            const res = await openStream('GET', '/history/' + id + '/events', { lastEventId: lastId });
+            if (res.stream) {
+              this.streams = true;
+              lastId = (await readEvents(res.stream, (name, d) => view.event(name, d))) || lastId;
+              failures = 0;
+              continue;
+            }
+            if (res.json && res.json.status && res.json.status !== 'running') {
+              view.showRecord(res.json);
+              break;
+            }
+          }
+          const rec = (await call('GET', '/history/' + id)).json;
+          if (rec.status !== 'running') {
+            view.showRecord(rec);
+            break;
+          }
+          await sleep(1000);
+        } catch (e) {
+          if (e.code === 'not_found') {
+            this.streams = false;
+            continue;
+          }
+          if (e.code === 'query_not_found' || ++failures > 10) {
+            showError(e);
+            break;
+          }
+          await sleep(1000);
+        }
+      }
+      this.finished(view);
+    },
+
+    async open(id) {
+      clearErrors();
+      let rec;
+      try {
+        rec = (await call('GET', '/history/' + id)).json;
+      } catch (e) {
+        showError(e);
+        return;
+      }
+      if (rec.status === 'running' && this.view && this.view.id === id && !this.view.done) {
+        $('query-title').focus();
+        return;
+      }
+      const view = new QueryView(rec.question);
+      view.id = id;
+      if (rec.status === 'running') this.attach(id, view, null);
+      else view.showRecord(rec);
+      $('query-title').focus();
+    },
+
+    // After a reload: a running query of ours is watched again, a ticket
+    // is followed again (and its question asked when its turn comes).
+    async resume() {
+      let st;
+      try {
+        st = (await call('GET', '/queue/status')).json; // first: it makes the session
+      } catch (e) {
+        showError(e);
+        return;
+      }
+      const items = await history.load(true);
+      let id = (st.running_query && st.running_query.id) || remembered();
+      if (!id) {
+        const r = items.find((x) => x.status === 'running');
+        if (r) id = r.id;
+      }
+      if (id) {
+        let rec = null;
+        try {
+          rec = (await call('GET', '/history/' + id)).json;
+        } catch (e) {
+          forget();
+        }
+        if (rec && rec.status === 'running') {
+          const view = new QueryView(rec.question);
+          view.id = id;
+          view.note('Re-attached to the running query.');
+          await this.attach(id, view, null);
+          return;
+        }
+        if (rec && remembered() === id) {
+          // It ended while the page was away.
+          new QueryView(rec.question).showRecord(rec);
+          forget();
+        }
+      }
+      if (st.ticket) {
+        const pending = loadPending();
+        if (pending) {
+          $('question').value = pending.question;
+          $('pages').value = pending.pages.join('\n');
+        }
+        queue.show(st);
+        if (!this.running) queue.follow();
+      }
+    },
+
+    async leave() {
+      queue.stop();
+      clearPending();
+      try {
+        await call('DELETE', '/queue/ticket');
+        setStatus('left', [el('p', null, 'You left the queue.')]);
+      } catch (e) {
+        if (e.code !== 'ticket_not_found') showError(e);
+        else setStatus('left', [el('p', null, 'You left the queue.')]);
+      }
+      $('question').focus();
+    },
+  };
+
+  function start() {
+    $('ask-form').addEventListener('submit', (e) => {
+      e.preventDefault();
+      app.submit();
+    });
+    $('question').addEventListener('keydown', (e) => {
+      if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) {
+        e.preventDefault();
+        $('ask-form').requestSubmit();
+      }
+    });
+    $('leave-button').addEventListener('click', () => app.leave());
+    $('history-more').addEventListener('click', () => history.load(false));
+    $('history-title').tabIndex = -1;
+    app.resume();
+  }
+
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start);
+  else start();
+})();

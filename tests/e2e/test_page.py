@@ -1,0 +1,1003 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""The web page (API.md 13, issue 19), served by the real wikiwebd and used
+in a real browser: Debian's chromium, headless, driven by python3-selenium
+through chromedriver, against the test MediaWiki (tests/fixtures/mediawiki.py)
+and the scripted model (tests/fixtures/fake_llm.py), all on 127.0.0.1.
+
+Run with Debian's /usr/bin/python3 (python3-selenium lives there): meson
+does. Skips (77) without chromium, chromium-driver or python3-selenium,
+unless WIKIWEB_TEST_NO_SKIP=1. Screenshots go to $WIKIWEB_SCREENSHOT_DIR
+(meson: build/meson-logs/screenshots), else to a temporary directory that
+is printed.
+
+What a person does is done with the keyboard and the mouse, and what they
+would see is read from the DOM while it happens."""
+
+import base64
+import hashlib
+import http.client
+import http.server
+import json
+import os
+import re
+import shutil
+import socketserver
+import sqlite3
+import struct
+import sys
+import tempfile
+import threading
+import time
+import zlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, '..', 'fixtures'))
+
+import harness  # noqa: E402
+import fake_llm  # noqa: E402
+import mediawiki  # noqa: E402
+
+CHROMIUM = '/usr/bin/chromium'
+CHROMEDRIVER = '/usr/bin/chromedriver'
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+       "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+FILES = {'/': 'text/html; charset=utf-8', '/app.js': 'text/javascript; charset=utf-8',
+         '/markdown.js': 'text/javascript; charset=utf-8', '/style.css': 'text/css; charset=utf-8',
+         '/favicon.svg': 'image/svg+xml'}
+
+SHOTS = os.environ.get('WIKIWEB_SCREENSHOT_DIR') or tempfile.mkdtemp(prefix='wikiweb-screenshots-')
+os.makedirs(SHOTS, exist_ok=True)
+WIKI = None
+
+
+def wiki():
+    global WIKI
+    if WIKI is None:
+        WIKI = mediawiki.Wiki().start()
+    return WIKI
+
+
+def expected_source(title):
+    """(title after redirects, canonical URL, revision id) as the wiki says."""
+    _, _, body = wiki().api(action='query', titles=title, redirects='1', prop='revisions|info',
+                            rvprop='ids', inprop='url')
+    page = json.loads(body)['query']['pages'][0]
+    return {'title': page['title'], 'url': page.get('canonicalurl') or page['fullurl'],
+            'revision_id': page['revisions'][0]['revid']}
+
+
+def browser_missing():
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return f'python3-selenium is not installed for {sys.executable} (run this with /usr/bin/python3)'
+    for p, pkg in ((CHROMIUM, 'chromium'), (CHROMEDRIVER, 'chromium-driver')):
+        if not os.access(p, os.X_OK):
+            return f'{p} not found (install {pkg})'
+    return None
+
+
+def get(d, path, headers=None, method='GET'):
+    """A plain request to the daemon: (status, headers, body)."""
+    c = http.client.HTTPConnection('127.0.0.1', d.port, timeout=10)
+    try:
+        c.request(method, path, headers=headers or {})
+        r = c.getresponse()
+        return r.status, r.msg, r.read()
+    finally:
+        c.close()
+
+
+FETCH_RECORDER = """
+    (() => {
+      const f = window.fetch;
+      window.__fetches = [];
+      window.fetch = function (url, init) {
+        window.__fetches.push([(init && init.method) || 'GET', String(url)]);
+        return f.apply(this, arguments);
+      };
+    })();"""
+
+
+class Chrome:
+    """One headless Chromium with a fresh profile: its own cookie jar, its
+    own download folder, its console log kept."""
+
+    def __init__(self, tc, width=1100, height=1000):
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+
+        self.tc = tc
+        self.profile = tempfile.mkdtemp(prefix='wikiweb-chrome-')
+        self.downloads = os.path.join(self.profile, 'downloads')
+        os.mkdir(self.downloads)
+        o = webdriver.ChromeOptions()
+        o.binary_location = CHROMIUM
+        # Root in a container: no sandbox of Chromium's own; and nothing
+        # that would try the (closed) network.
+        for a in ('--headless=new', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+                  '--disable-background-networking', '--disable-component-update', '--disable-sync',
+                  '--disable-dev-shm-usage', '--disable-features=Translate,OptimizationHints,MediaRouter',
+                  f'--window-size={width},{height}', f'--user-data-dir={self.profile}'):
+            o.add_argument(a)
+        o.add_experimental_option('prefs', {'download.default_directory': self.downloads,
+                                            'download.prompt_for_download': False})
+        o.set_capability('goog:loggingPrefs', {'browser': 'ALL'})
+        self.driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=o)
+        self.driver.execute_cdp_cmd('Browser.setDownloadBehavior',
+                                    {'behavior': 'allow', 'downloadPath': self.downloads})
+        # Every fetch() of the page, from the first script of each document
+        # on (a reload too): which requests it made, in order.
+        self.driver.execute_cdp_cmd('Page.addScriptToEvaluateOnNewDocument', {'source': FETCH_RECORDER})
+        # The viewport exactly (a window is never narrower than about 500
+        # px): what a phone of that width shows.
+        self.driver.execute_cdp_cmd('Emulation.setDeviceMetricsOverride',
+                                    {'width': width, 'height': height, 'deviceScaleFactor': 1, 'mobile': False})
+        self.log = []
+        tc.addCleanup(self.quit)
+
+    def quit(self):
+        try:
+            self.driver.quit()
+        finally:
+            shutil.rmtree(self.profile, ignore_errors=True)
+
+    def open(self, d, path='/'):
+        self.driver.get(f'http://127.0.0.1:{d.port}{path}')
+        self.wait(lambda: self.js('return document.readyState') == 'complete', what='the page loads')
+        return self
+
+    def js(self, script, *args):
+        return self.driver.execute_script(script, *args)
+
+    def wait(self, cond, timeout=30, what='a condition'):
+        """cond()'s first true value, polled every 50 ms; on a timeout, a
+        screenshot and the page's text in the failure."""
+        from selenium.common.exceptions import TimeoutException
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        try:
+            return WebDriverWait(self.driver, timeout, poll_frequency=0.05).until(lambda _: cond())
+        except TimeoutException:
+            self.shot('timeout')
+            raise AssertionError(f'timed out after {timeout} s waiting for {what}; '
+                                 f'page text:\n{self.text("body")}\nconsole: {self.console()}') from None
+
+    def find(self, css):
+        from selenium.webdriver.common.by import By
+        return self.driver.find_element(By.CSS_SELECTOR, css)
+
+    def finds(self, css):
+        from selenium.webdriver.common.by import By
+        return self.driver.find_elements(By.CSS_SELECTOR, css)
+
+    def text(self, css):
+        return self.js('const e = document.querySelector(arguments[0]); return e ? e.innerText : null', css)
+
+    def console(self):
+        self.log += self.driver.get_log('browser')
+        return self.log
+
+    def check_console(self, allow=()):
+        """No error in the console, except messages matching one of allow."""
+        bad = [e for e in self.console() if e['level'] in ('SEVERE', 'ERROR')
+               and not any(re.search(a, e['message']) for a in allow)]
+        self.tc.assertEqual(bad, [], 'errors in the browser console')
+
+    def shot(self, name, full=False, css=None):
+        """A screenshot into SHOTS: the window; full: the whole page; css:
+        the element it selects (the README's picture)."""
+        path = os.path.join(SHOTS, name + '.png')
+        if full or css:
+            if css:
+                r = self.js("const r = document.querySelector(arguments[0]).getBoundingClientRect();"
+                            " return {x: r.left + scrollX - 8, y: r.top + scrollY - 8,"
+                            " width: r.width + 16, height: r.height + 16}", css)
+            else:
+                size = self.driver.execute_cdp_cmd('Page.getLayoutMetrics', {})['cssContentSize']
+                r = {'x': 0, 'y': 0, 'width': size['width'], 'height': size['height']}
+            shot = self.driver.execute_cdp_cmd('Page.captureScreenshot', {
+                'format': 'png', 'captureBeyondViewport': True, 'clip': dict(r, scale=1)})
+            with open(path, 'wb') as f:
+                f.write(base64.b64decode(shot['data']))
+        else:
+            self.driver.save_screenshot(path)
+        print(f'screenshot: {path}', file=sys.stderr)
+        return path
+
+    def fetches(self):
+        """[method, path] of each fetch() since the document loaded."""
+        return self.js('return window.__fetches || []')
+
+    def cookie(self):
+        for c in self.driver.get_cookies():
+            if c['name'] == harness.COOKIE_NAME:
+                return c['value']
+        return None
+
+    def ask(self, question, pages=()):
+        """Type the question (and pages) and press Ask, as a person does."""
+        q = self.find('#question')
+        q.clear()
+        q.send_keys(question)
+        p = self.find('#pages')
+        p.clear()
+        if pages:
+            p.send_keys('\n'.join(pages))
+        self.find('#ask-button').click()
+
+    def wait_answer(self, timeout=60):
+        """Until the record is shown: the answer or the failure."""
+        self.wait(lambda: self.js("return document.getElementById('live').classList.contains('done')"
+                                  " || !document.getElementById('failure').hidden"),
+                  timeout, 'the query record on the page')
+
+
+class Listener:
+    """An HTTP server on another loopback port (another origin): records
+    every request it gets. A hostile answer points there."""
+
+    def __init__(self, tc):
+        self.requests = []
+        outer = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                outer.requests.append(self.path)
+                self.send_response(200)
+                self.send_header('Content-Type', 'image/png')
+                self.send_header('Content-Length', '0')
+                self.end_headers()
+
+            do_POST = do_GET
+
+        class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
+            daemon_threads = True
+
+        self.httpd = S(('127.0.0.1', 0), H)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
+        tc.addCleanup(self.stop)
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def add_artifact(d, qid, name, media_type, data, n):
+    """An artifact of query qid, written into the store as the pipeline
+    would have (the e2e daemon has no sandbox to make one)."""
+    aid = 'af_' + f'{n:x}' * 32
+    db = sqlite3.connect(os.path.join(d.state_directory, 'history.sqlite3'))
+    with db:
+        db.execute('INSERT INTO artifacts (id, query_id, name, media_type, size_bytes, sha256, data)'
+                   ' VALUES (?, ?, ?, ?, ?, ?, ?)',
+                   (aid, qid, name, media_type, len(data), hashlib.sha256(data).hexdigest(), data))
+    db.close()
+    return aid
+
+
+def png(width, height, pixel):
+    """A PNG (8-bit RGB) whose pixel(x, y) is an (r, g, b) tuple."""
+    raw = b''.join(b'\0' + b''.join(bytes(pixel(x, y)) for x in range(width)) for y in range(height))
+
+    def chunk(kind, data):
+        return (struct.pack('>I', len(data)) + kind + data
+                + struct.pack('>I', zlib.crc32(kind + data) & 0xffffffff))
+    return (b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', width, height, 8, 2, 0, 0, 0))
+            + chunk(b'IDAT', zlib.compress(raw, 9)) + chunk(b'IEND', b''))
+
+
+def bar_chart(x, y):
+    """Three bars (1, 2, 3) on white: what a run_python plot might leave."""
+    for k, colour in enumerate(((47, 93, 138), (213, 94, 0), (0, 158, 115))):
+        left = 20 + k * 50
+        if left <= x < left + 35 and y >= 90 - 25 * (k + 1):
+            return colour
+    return (255, 255, 255)
+
+
+CHART = png(170, 100, bar_chart)
+
+ANSWER = """Apples are number **1** in the orchard inventory, bananas number *2* [Apple] [Banana].
+
+| fruit | number | harvest month |
+|---|---:|---:|
+| Apple | 1 | 1 |
+| Banana | 2 | 2 |
+
+- Both like sun and well-drained soil.
+- The `wiki_read` tool read both pages.
+
+More on [the wiki's main page]({base}/index.php/Main_Page)."""
+
+SEARCH_READ_ANSWER = [
+    {'tool_calls': [{'name': 'wiki_search', 'arguments': {'query': 'orchard fruit', 'limit': 5}}]},
+    {'tool_calls': [{'name': 'wiki_read', 'arguments': {'title': 'Apple'}}]},
+    {'tool_calls': [{'name': 'wiki_read', 'arguments': {'title': 'Banana'}}]},
+    {'answer': ANSWER},
+]
+
+
+class PageServing(harness.DaemonTestCase):
+    """The files, their headers, and WIKI_WEB_UI=false: plain HTTP."""
+
+    def test_files_and_headers(self):
+        d = self.daemon()
+        etags = set()
+        for path, media_type in FILES.items():
+            status, h, body = get(d, path)
+            self.assertEqual(status, 200, path)
+            self.assertEqual(h['Content-Type'], media_type, path)
+            self.assertEqual(h['Content-Security-Policy'], CSP, path)
+            self.assertEqual(h['Cache-Control'], 'no-cache', path)
+            self.assertEqual(h['X-Content-Type-Options'], 'nosniff', path)
+            self.assertEqual(h['ETag'], '"' + hashlib.sha256(body).hexdigest() + '"', path)
+            self.assertEqual(h['Content-Length'], str(len(body)), path)
+            self.assertIsNone(h['Set-Cookie'], 'the page itself makes no session')
+            etags.add(h['ETag'])
+            # Revalidation: the same bytes, so 304 and no body.
+            status, h2, body2 = get(d, path, {'If-None-Match': h['ETag']})
+            self.assertEqual((status, body2), (304, b''), path)
+            self.assertEqual(h2['ETag'], h['ETag'])
+            self.assertEqual(h2['Content-Security-Policy'], CSP)
+            status, _, body2 = get(d, path, {'If-None-Match': 'W/"other", ' + h['ETag']})
+            self.assertEqual(status, 304, path)
+            status, _, body2 = get(d, path, {'If-None-Match': '"other"'})
+            self.assertEqual((status, body2), (200, body), path)
+            status, h2, body2 = get(d, path, method='HEAD')
+            self.assertEqual((status, body2, h2['Content-Length']), (200, b'', str(len(body))), path)
+        self.assertEqual(len(etags), len(FILES))
+
+        status, h, body = get(d, '/?question=x')
+        self.assertEqual(status, 200, 'a query string does not change the path')
+        # Nothing else is served: no directory, no other name.
+        for path in ('/index.html', '/app.js/', '/www/app.js', '/../meson.build', '/%2e%2e/meson.build',
+                     '/favicon.ico', '/embed.py', '//app.js', '/APP.JS'):
+            status, h, body = get(d, path)
+            self.assertEqual(status, 404, path)
+            self.assertEqual(json.loads(body)['error']['code'], 'not_found', path)
+            self.assertEqual(h['Cache-Control'], 'no-store', path)
+        status, h, body = get(d, '/', method='POST')
+        self.assertEqual(status, 405)
+        self.assertEqual(h['Allow'], 'GET, HEAD')
+        # The API is untouched: no-store, JSON.
+        status, h, body = get(d, '/api/v1/health')
+        self.assertEqual((status, h['Cache-Control']), (200, 'no-store'))
+        self.assertIsNone(h['Content-Security-Policy'])
+
+    def test_ui_false(self):
+        d = self.daemon(WIKI_WEB_UI='false')
+        for path in FILES:
+            status, h, body = get(d, path)
+            self.assertEqual(status, 404, path)
+            self.assertEqual(json.loads(body)['error']['code'], 'not_found', path)
+        self.assertStatus(d.browser().get('/api/v1/health'), 200)
+        d2 = self.daemon(WIKI_WEB_UI='true')
+        self.assertEqual(get(d2, '/')[0], 200)
+
+
+class PageBase(harness.DaemonTestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        why = browser_missing() or mediawiki.available()
+        if why:
+            harness.skip_or_fail(why)
+
+    def llm(self, steps):
+        f = fake_llm.FakeLLM(steps).start()
+        self.addCleanup(f.stop)
+        return f
+
+    def page_daemon(self, steps, **env):
+        llm = self.llm(steps)
+        settings = {'WIKI_WEB_WIKI_API_URL': wiki().api_url, 'WIKI_WEB_LLM_URL': llm.url,
+                    'WIKI_WEB_LLM_MODEL': 'test-model'}
+        settings.update(env)
+        d = self.daemon(**settings)
+        d.llm = llm
+        return d
+
+    def chrome(self, d=None, **kw):
+        c = Chrome(self, **kw)
+        if d:
+            c.open(d)
+        return c
+
+    @staticmethod
+    def streams(d):
+        """Whether this daemon has the event streams of API.md 11: without
+        a ticket, GET /queue/events is ticket_not_found there, not_found
+        (no such path) before."""
+        status, _, body = get(d, '/api/v1/queue/events')
+        return json.loads(body)['error']['code'] != 'not_found' if status == 404 else True
+
+
+class Answered(PageBase):
+
+    def test_ask_answer_sources_artifacts(self):
+        """Ask from the page; the answer renders with its Markdown, the
+        sources carry their revisions; artifacts: a CSV as a table that
+        downloads byte-exact, an image inline."""
+        base = wiki().api_url.rsplit('/', 1)[0]
+        d = self.page_daemon([dict(s) for s in SEARCH_READ_ANSWER[:3]] +
+                             [{'answer': ANSWER.replace('{base}', base), 'delay': 2}])
+        c = self.chrome(d)
+        c.ask('Which fruits come first in the orchard inventory, and when are they harvested?')
+        # While the model writes, the store gets the files the sandbox would
+        # have left (the e2e daemon has none); the record then lists them.
+        qid = c.wait(lambda: c.js("return JSON.parse(sessionStorage.getItem('wikiweb.running'))"),
+                     what='the running query id')
+        self.assertRegex(qid, r'^qr_[0-9a-f]{32}$')
+        csv = 'fruit,number,note\r\nApple,1,"red, or green"\r\n"Banana",2,"a ""long"" one"\r\nÄpfel,3,\r\n'.encode()
+        add_artifact(d, qid, 'fruit table.csv', 'text/csv', csv, 1)
+        add_artifact(d, qid, 'chart.png', 'image/png', CHART, 2)
+        add_artifact(d, qid, 'notes.bin', 'application/octet-stream', b'\x00\x01\xff', 3)
+        c.wait_answer()
+
+        self.assertEqual(c.find('#failure').get_attribute('hidden'), 'true')
+        answer = c.find('#answer')
+        self.assertIn('Apples are number 1 in the orchard inventory', answer.text)
+        self.assertEqual(c.text('#answer strong'), '1')
+        self.assertEqual(c.text('#answer em'), '2')
+        rows = c.js("return [...document.querySelectorAll('#answer table tr')]"
+                    ".map(r => [...r.cells].map(x => x.textContent))")
+        self.assertEqual(rows, [['fruit', 'number', 'harvest month'], ['Apple', '1', '1'], ['Banana', '2', '2']])
+        self.assertEqual(c.js("return document.querySelector('#answer td:nth-child(2)').className"), 'align-right')
+        self.assertEqual(len(c.finds('#answer li')), 2)
+        self.assertEqual(c.text('#answer li code'), 'wiki_read')
+        self.assertEqual(c.js("return document.querySelector('#answer a').href"), f'{base}/index.php/Main_Page')
+
+        sources = c.js("return [...document.querySelectorAll('#sources li')].map(li => "
+                       "({title: li.querySelector('a').textContent, url: li.querySelector('a').href,"
+                       " rev: li.querySelector('.rev').textContent}))")
+        want = [expected_source('Apple'), expected_source('Banana')]
+        self.assertEqual(sources, [{'title': s['title'], 'url': s['url'], 'rev': f'revision {s["revision_id"]}'}
+                                   for s in want])
+
+        c.wait(lambda: c.js("return document.querySelectorAll('#artifacts table tr').length") == 4,
+               what='the CSV table')
+        rows = c.js("return [...document.querySelectorAll('#artifacts table tr')]"
+                    ".map(r => [...r.cells].map(x => x.textContent))")
+        self.assertEqual(rows, [['fruit', 'number', 'note'], ['Apple', '1', 'red, or green'],
+                                ['Banana', '2', 'a "long" one'], ['Äpfel', '3', '']])
+        c.wait(lambda: c.js("const i = document.querySelector('#artifacts img');"
+                            " return i && i.complete && i.naturalWidth === 170"), what='the image inline')
+        links = c.js("return [...document.querySelectorAll('#artifacts a.download')].map(a => a.textContent)")
+        self.assertEqual(links, ['Download fruit table.csv', 'Download chart.png', 'Download notes.bin'])
+        # The history has it, newest first.
+        c.wait(lambda: c.finds('#history-list li'), what='the history')
+        self.assertEqual(c.text('#history-list li .q'),
+                         'Which fruits come first in the orchard inventory, and when are they harvested?')
+        self.assertEqual(c.js("return document.querySelector('#history-list li').dataset.id"), qid)
+        c.shot('answer', full=True)
+        c.shot('answer-section', css='#query')  # docs/web-page.png
+
+        c.find('#artifacts a.download').click()
+        path = os.path.join(c.downloads, 'fruit table.csv')
+        c.wait(lambda: os.path.exists(path) and not any(n.endswith('.crdownload') for n in os.listdir(c.downloads)),
+               what='the download')
+        with open(path, 'rb') as f:
+            self.assertEqual(f.read(), csv)
+
+        # Opened again from the history: the same record.
+        c.find('#history-list li button.open').click()
+        c.wait(lambda: c.js("return document.querySelectorAll('#artifacts table tr').length") == 4,
+               what='the CSV table of the reopened record')
+        self.assertEqual(c.text('#answer strong'), '1')
+        self.assertEqual(len(c.finds('#sources li')), 2)
+        c.check_console()
+
+    def test_failed_query_shows_its_code(self):
+        d = self.page_daemon([{'error': 'server'}])
+        c = self.chrome(d)
+        c.ask('What happens when the model fails?')
+        c.wait_answer()
+        failure = c.text('#failure')
+        self.assertIn('The query failed:', failure)
+        self.assertIn('(upstream_failed)', failure)
+        c.wait(lambda: c.js("const li = document.querySelector('#history-list li'); return li && li.dataset.status")
+               == 'failed', what='the failed query in the history')
+        # Through the query stream the failure is a record, not an HTTP error.
+        c.check_console()
+
+    def test_error_before_admission(self):
+        """An error the API gives (here queue_full: no queue at all) is shown
+        as its message and code; nothing is left running."""
+        d = self.page_daemon([], WIKI_WEB_QUEUE_MAX_LENGTH=0)
+        c = self.chrome(d)
+        c.ask('Is there room?')
+        c.wait(lambda: c.text('#errors'), what='the error')
+        self.assertIn('The queue is full', c.text('#errors'))
+        self.assertIn('(queue_full)', c.text('#errors'))
+        self.assertIsNone(c.find('#ask-button').get_attribute('disabled'))
+        # Client-side checks have their messages too, and put the focus there.
+        c.find('#question').clear()
+        c.find('#ask-button').click()
+        c.wait(lambda: 'Write a question first.' in (c.text('#errors') or ''), what='the empty question')
+        self.assertEqual(c.js('return document.activeElement.id'), 'question')
+        c.check_console((r'/api/v1/query .*503',))
+
+
+HOSTILE = """Intro <img src=x onerror="window.__pwned = 1"> and <b>bold?</b>
+
+<script>window.__pwned = 2</script>
+
+[click me](javascript:window.__pwned=3) and [data](data:text/html,<script>window.__pwned=4</script>)
+
+[elsewhere](http://127.0.0.1:{port}/md-link) and <a href="http://127.0.0.1:{port}/raw-a">raw</a>
+
+![pixel](http://127.0.0.1:{port}/md-image.png)
+
+<img src="http://127.0.0.1:{port}/raw-img.png"> <iframe src="http://127.0.0.1:{port}/frame"></iframe>
+
+<style>body {{ background: url(http://127.0.0.1:{port}/css) }}</style>
+<link rel="stylesheet" href="http://127.0.0.1:{port}/link.css">
+
+| a | b |
+|---|---|
+| <img src=x onerror="window.__pwned = 5"> | [j](javascript:window.__pwned=6) |
+
+`<svg onload="window.__pwned = 7">` and **<svg/onload=window.__pwned=8>**
+"""
+
+
+class Hostile(PageBase):
+
+    def test_hostile_answer_is_inert(self):
+        """Markup in the model's answer (and in the question) stays text: no
+        script runs, nothing is loaded from another origin, live or when
+        the record is opened again from the history after a reload."""
+        other = Listener(self)
+        answer = HOSTILE.format(port=other.port)
+        d = self.page_daemon([{'answer': answer}])
+        c = self.chrome(d)
+        question = 'Is <img src=x onerror="window.__pwned = 9"> a <script>window.__pwned=10</script> question?'
+        c.ask(question)
+        c.wait_answer()
+
+        def check():
+            self.assertIsNone(c.js('return window.__pwned === undefined ? null : window.__pwned'))
+            self.assertEqual(c.js("return document.querySelectorAll('#query img, #query script, #query iframe,"
+                                  " #query style, #query link, #query svg, #query b, #history img').length"), 0)
+            # The only links made are http: ones (the Markdown link, and the
+            # URL inside the CSS as a bare URL), and they load nothing by
+            # themselves: nothing was turned into an element that would.
+            links = c.js("return [...document.querySelectorAll('#answer a')]"
+                         ".map(a => [a.href, a.rel, a.target, a.textContent])")
+            self.assertEqual(links, [
+                [f'http://127.0.0.1:{other.port}/md-link', 'noopener noreferrer nofollow', '_blank', 'elsewhere'],
+                [f'http://127.0.0.1:{other.port}/css', 'noopener noreferrer nofollow', '_blank',
+                 f'http://127.0.0.1:{other.port}/css']])
+            text = c.text('#answer')
+            for s in ('<img src=x onerror="window.__pwned = 1">', '<script>window.__pwned = 2</script>',
+                      'click me', '<svg onload="window.__pwned = 7">', '<svg/onload=window.__pwned=8>'):
+                self.assertIn(s, text)
+            self.assertNotIn('javascript:', c.js("return [...document.querySelectorAll('a')].map(a => a.href)"
+                                                 ".join(' ')"))
+            self.assertEqual(c.text('#query-question'), question)
+            c.wait(lambda: question in (c.text('#history-list') or ''), what='the question in the history')
+
+        check()
+        time.sleep(0.5)  # anything the answer could have started has had time to leave
+        self.assertEqual(other.requests, [])
+
+        # Again from the history, after a reload.
+        c.driver.refresh()
+        c.wait(lambda: c.finds('#history-list li button.open'), what='the history')
+        c.find('#history-list li button.open').click()
+        c.wait_answer()
+        check()
+        time.sleep(0.5)
+        self.assertEqual(other.requests, [])
+        c.check_console()
+        c.shot('hostile', full=True)
+
+
+class History(PageBase):
+
+    def test_history_more_open_delete(self):
+        """Newest first, ten at a time and more on demand; an earlier record
+        opens; a deleted one is gone from the page and the API."""
+        n = 13
+        d = self.page_daemon([{'answer': f'Answer number {i}.'} for i in range(n)])
+        c = self.chrome(d)
+        # The page made the session: ask through the API with its cookie.
+        c.wait(c.cookie, what='the session cookie')
+        b = d.browser(cookie=c.cookie())
+        ids = []
+        for i in range(n):
+            r = b.query(f'Question number {i}?')
+            self.assertStatus(r, 200)
+            ids.append(r.json['id'])
+        c.driver.refresh()
+        c.wait(lambda: len(c.finds('#history-list li')) == 10, what='ten entries')
+        self.assertEqual([e.get_attribute('data-id') for e in c.finds('#history-list li')], ids[::-1][:10])
+        more = c.find('#history-more')
+        self.assertTrue(more.is_displayed())
+        more.click()
+        c.wait(lambda: len(c.finds('#history-list li')) == n, what='all entries')
+        self.assertFalse(c.find('#history-more').is_displayed())
+        self.assertEqual([e.get_attribute('data-id') for e in c.finds('#history-list li')], ids[::-1])
+
+        # Open the oldest.
+        c.find(f'#history-list li[data-id="{ids[0]}"] button.open').click()
+        c.wait(lambda: c.text('#answer') == 'Answer number 0.', what='the oldest record')
+        self.assertEqual(c.text('#query-question'), 'Question number 0?')
+        self.assertEqual(c.js('return document.activeElement.id'), 'query-title')
+
+        # Delete it (the one shown) and another.
+        c.find(f'#history-list li[data-id="{ids[0]}"] button.delete').click()
+        c.wait(lambda: not c.finds(f'#history-list li[data-id="{ids[0]}"]'), what='the entry to go')
+        self.assertFalse(c.find('#query').is_displayed())
+        c.find(f'#history-list li[data-id="{ids[5]}"] button.delete').click()
+        c.wait(lambda: not c.finds(f'#history-list li[data-id="{ids[5]}"]'), what='the entry to go')
+        # The keyboard stays in the list: on the next entry.
+        self.assertEqual(c.js('return document.activeElement.closest("li").dataset.id'), ids[4])
+        for gone in (ids[0], ids[5]):
+            self.assertError(b.get(f'/api/v1/history/{gone}'), 'query_not_found')
+        self.assertEqual(len(b.get('/api/v1/history?limit=100').json['items']), n - 2)
+        c.check_console()
+
+
+class Usable(PageBase):
+
+    def test_narrow_keyboard_dark(self):
+        """360 px wide without sideways scrolling; asked by keyboard alone,
+        in a sensible focus order with a visible focus; labels and live
+        regions; the dark scheme when the system prefers it."""
+        d = self.page_daemon([{'answer': 'Short answer.\n\n| a | very long column heading | another long one |'
+                                         ' and a third |\n|---|---|---|---|\n| 1 | 2 | 3 | 4 |'}])
+        c = self.chrome(d, width=360, height=800)
+        from selenium.webdriver.common.action_chains import ActionChains
+        from selenium.webdriver.common.keys import Keys
+
+        self.assertEqual(c.js('return window.innerWidth'), 360)
+        self.assertLessEqual(c.js('return document.documentElement.scrollWidth'), 360)
+        # Every control has a label; the live parts are announced.
+        for ctl in ('question', 'pages'):
+            self.assertEqual(c.js(f"return document.querySelector('label[for={ctl}]').textContent.length > 0"), True)
+        self.assertEqual(c.find('#status').get_attribute('aria-live'), 'polite')
+        self.assertEqual(c.find('#steps').get_attribute('role'), 'log')
+        self.assertEqual(c.find('#errors').get_attribute('role'), 'alert')
+
+        def keys(*seq):
+            a = ActionChains(c.driver)
+            for k in seq:
+                if isinstance(k, tuple):  # (modifier, key)
+                    a.key_down(k[0]).send_keys(k[1]).key_up(k[0])
+                else:
+                    a.send_keys(k)
+            a.perform()
+
+        def focused():
+            return c.js('const e = document.activeElement; return e.id || e.className')
+
+        order = []
+        for _ in range(4):
+            keys(Keys.TAB)
+            order.append(focused())
+        self.assertEqual(order, ['skip', 'question', 'pages', 'ask-button'])
+        keys((Keys.SHIFT, Keys.TAB), (Keys.SHIFT, Keys.TAB))
+        self.assertEqual(focused(), 'question')
+        # The focus is seen: an outline on the focused control.
+        outline = c.js('const s = getComputedStyle(document.activeElement); return [s.outlineStyle, s.outlineWidth]')
+        self.assertEqual(outline[0], 'solid')
+        self.assertNotEqual(outline[1], '0px')
+        # Ask with the keyboard: Ctrl+Enter in the question.
+        keys('What is short?', (Keys.CONTROL, Keys.ENTER))
+        c.wait_answer()
+        self.assertEqual(c.text('#query-question'), 'What is short?')
+        self.assertEqual(c.text('#answer p'), 'Short answer.')
+        # A wide table scrolls inside its box, not the page.
+        self.assertLessEqual(c.js('return document.documentElement.scrollWidth'),
+                             c.js('return window.innerWidth'))
+        c.shot('narrow-360', full=True)
+
+        light = c.js('return getComputedStyle(document.body).backgroundColor')
+        c.driver.execute_cdp_cmd('Emulation.setEmulatedMedia',
+                                 {'features': [{'name': 'prefers-color-scheme', 'value': 'dark'}]})
+        dark = c.js('return getComputedStyle(document.body).backgroundColor')
+        self.assertEqual(light, 'rgb(255, 255, 255)')
+        self.assertEqual(dark, 'rgb(15, 20, 25)')
+        c.shot('narrow-360-dark', full=True)
+        c.check_console()
+
+
+# Records every value the status line's data-state takes (a mutation
+# observer sees each change, even two in one task).
+WATCH_STATES = """
+    window.__states = [];
+    new MutationObserver((records) => {
+      for (const r of records) window.__states.push([r.oldValue, r.target.dataset.position || null]);
+    }).observe(document.getElementById('status'),
+               {attributes: true, attributeFilter: ['data-state'], attributeOldValue: true});"""
+
+
+class Queue(PageBase):
+
+    def test_two_sessions_queue(self):
+        """The first session asks; the second, asking while the first runs,
+        sees itself queued with its position, then its turn, asks by itself
+        and gets its answer."""
+        d = self.page_daemon([{'answer': 'The first answer.', 'delay': 4}, {'answer': 'The second answer.'}])
+        first, second = self.chrome(d), self.chrome(d)
+        second.js(WATCH_STATES)
+        first.ask('The first question?')
+        self.wait_state(d, 'running')
+        second.ask('The second question?')
+        second.wait(lambda: second.js("return document.getElementById('status').dataset.state") == 'waiting',
+                    what='the second session queued')
+        status = second.text('#status')
+        self.assertIn('you are number 1 in the queue', status)
+        self.assertIn('Estimated wait', status)
+        self.assertEqual(second.js("return document.getElementById('status').dataset.position"), '1')
+        self.assertTrue(second.find('#leave-button').is_displayed())
+        second.shot('queued')
+
+        first.wait_answer()
+        self.assertEqual(first.text('#answer'), 'The first answer.')
+        second.wait_answer()
+        self.assertEqual(second.text('#answer'), 'The second answer.')
+        self.assertEqual(second.text('#query-question'), 'The second question?')
+        states = second.js('return window.__states.map(s => s[0]).concat([document.getElementById("status")'
+                           '.dataset.state])')
+        # Queued (at position 1), then reserved, then asking, then done.
+        compact = [x for i, x in enumerate(states) if x and (i == 0 or x != states[i - 1])]
+        self.assertEqual(compact[:3], ['waiting', 'reserved', 'asking'], states)
+        self.assertFalse(second.find('#leave-button').is_displayed())
+        # It followed the queue through the queue stream (API.md 11.1), not
+        # by polling, and asked through the query stream (11.2).
+        fetches = second.fetches()
+        joined = fetches.index(['POST', '/api/v1/queue/join'])
+        self.assertIn(['GET', '/api/v1/queue/events'], fetches[joined:])
+        self.assertNotIn(['GET', '/api/v1/queue/status'], fetches[joined:])
+        self.assertEqual(fetches[-3:-1], [['GET', '/api/v1/queue/events'], ['POST', '/api/v1/query']])
+        for c in (first, second):
+            c.check_console()
+
+    def test_leave_the_queue(self):
+        d = self.page_daemon([{'answer': 'The first answer.', 'delay': 3}])
+        first, second = self.chrome(d), self.chrome(d)
+        first.ask('The first question?')
+        self.wait_state(d, 'running')
+        second.ask('The second question?')
+        second.wait(lambda: second.find('#leave-button').is_displayed(), what='queued')
+        second.find('#leave-button').click()
+        second.wait(lambda: 'You left the queue.' in (second.text('#status') or ''), what='left')
+        self.assertEqual(self.peek(d)['queue_length'], 0)
+        first.wait_answer()
+        time.sleep(2.5)  # the second does not ask after all
+        self.assertEqual(len(d.llm.chat_requests()), 1)
+        for c in (first, second):
+            c.check_console()
+
+
+class Reload(PageBase):
+
+    def test_reload_reattaches(self):
+        """A reload in the middle of a query finds it again and shows it to
+        its end."""
+        d = self.page_daemon([
+            {'tool_calls': [{'name': 'wiki_read', 'arguments': {'title': 'Apple'}}], 'delay': 1},
+            {'answer': 'The answer, **after** the reload.', 'delay': 4}])
+        c = self.chrome(d)
+        c.ask('A slow question?')
+        c.wait(lambda: c.js("return sessionStorage.getItem('wikiweb.running')"), what='the query known')
+        c.driver.refresh()
+        c.wait(lambda: 'Re-attached' in (c.text('#steps') or ''), what='the page to re-attach')
+        self.assertEqual(c.text('#query-question'), 'A slow question?')
+        self.assertEqual(self.peek(d)['state'], 'running', 'the reload did not end the query')
+        c.wait_answer()
+        self.assertEqual(c.text('#answer'), 'The answer, after the reload.')
+        self.assertEqual(c.text('#answer strong'), 'after')
+        self.assertEqual(c.text('#sources li a'), 'Apple')
+        self.assertIsNone(c.js("return sessionStorage.getItem('wikiweb.running')"))
+        self.assertIsNone(c.find('#ask-button').get_attribute('disabled'))
+        # Through the re-attaching stream (API.md 11.3): the steps before the
+        # reload are shown again, in order.
+        qid = c.js("return document.querySelector('#history-list li').dataset.id")
+        self.assertIn(['GET', f'/api/v1/history/{qid}/events'], c.fetches())
+        self.assertEqual(c.js("return [...document.querySelectorAll('#steps li.step')].map(li => li.dataset.step)"),
+                         ['1', '2'])
+        self.assertIn('Reading “Apple”', c.text('#steps'))
+        c.check_console()
+
+    def test_reload_finds_the_ticket(self):
+        """A reload while queued finds the ticket again, with the question,
+        and asks it when the turn comes."""
+        d = self.page_daemon([{'answer': 'The first answer.', 'delay': 4}, {'answer': 'The second answer.'}])
+        first, second = self.chrome(d), self.chrome(d)
+        first.ask('The first question?')
+        self.wait_state(d, 'running')
+        second.ask('The second question?')
+        second.wait(lambda: second.js("return document.getElementById('status').dataset.state") == 'waiting',
+                    what='queued')
+        second.driver.refresh()
+        second.wait(lambda: second.js("return document.getElementById('status').dataset.state") == 'waiting',
+                    what='queued again after the reload')
+        self.assertEqual(second.find('#question').get_attribute('value'), 'The second question?')
+        second.wait_answer()
+        self.assertEqual(second.text('#answer'), 'The second answer.')
+        for c in (first, second):
+            c.check_console()
+
+
+# Records what #steps and #answer show at each change, with the time:
+# [ms, facts, answer text, done] where facts flattens the steps into
+# "step N", "call NAME ARG", "result NAME TEXT".
+WATCH_LIVE = """
+    window.__snaps = [];
+    const snap = () => {
+      const facts = [];
+      for (const li of document.querySelectorAll('#steps > li.step')) {
+        facts.push('step ' + li.dataset.step);
+        for (const c of li.querySelectorAll('li.call')) {
+          facts.push('call ' + c.querySelector('.what').textContent);
+          const r = c.querySelector('.result');
+          if (r) facts.push('result ' + r.textContent.replace(/ in [0-9.]+ m?s$/, ''));
+        }
+      }
+      window.__snaps.push([performance.now(), facts, document.getElementById('answer').textContent,
+                           document.getElementById('live').classList.contains('done')]);
+    };
+    new MutationObserver(snap).observe(document.getElementById('query'),
+                                       {childList: true, subtree: true, characterData: true, attributes: true});"""
+
+
+class Live(PageBase):
+    """The query stream (API.md 11.2) as the page shows it."""
+
+    def test_steps_appear_live(self):
+        """Each step, search, page read and the answer appear in order while
+        the query runs, read from the DOM as it changes; what a step wrote
+        before its tool calls is folded away under it; a streamed answer
+        grows on the page."""
+        d = self.page_daemon([
+            {'tool_calls': [{'name': 'wiki_search', 'arguments': {'query': 'orchard fruit'}}],
+             'content': 'Let me search the wiki first.', 'delay': 0.8},
+            {'tool_calls': [{'name': 'wiki_read', 'arguments': {'title': 'Apple'}}], 'delay': 0.8},
+            {'tool_calls': [{'name': 'wiki_read', 'arguments': {'title': 'No such page at all'}}], 'delay': 0.8},
+            {'answer': 'Apples come **first**, then bananas. ' * 6, 'delay': 0.8, 'chunk_delay': 0.4}])
+        self.assertTrue(self.streams(d), 'this daemon has no event streams')
+        c = self.chrome(d)
+        c.js(WATCH_LIVE)
+        c.ask('Which fruit comes first?')
+        c.wait_answer()
+        snaps = c.js('return window.__snaps')
+        final = snaps[-1][1]
+        apple = expected_source('Apple')
+        self.assertEqual(final, [
+            'step 1', 'call Searching the wiki for “orchard fruit”', 'result : 5 results',
+            'step 2', 'call Reading “Apple”', f'result : read Apple (revision {apple["revision_id"]})',
+            'step 3', 'call Reading “No such page at all”', 'result : no such page',
+            'step 4'])
+        done_at = next(t for t, _, _, done in snaps if done)
+        seen = []
+        for t, facts, _, done in snaps:
+            # Every picture on the way is the beginning of the final one.
+            self.assertEqual(facts, final[:len(facts)], snaps)
+            if not done and (not seen or facts != seen[-1][1]):
+                seen.append((t, facts))
+        # Each fact appeared on its own, during the run: the model's steps
+        # are 0.8 s apart, so the first read came well before the end.
+        self.assertGreaterEqual(len(seen), 8, seen)
+        first_read = next(t for t, facts in seen if len(facts) >= 6)
+        self.assertGreater(done_at - first_read, 1000, seen)
+
+        # The link of the page read, and step 1's thinking aloud, folded.
+        link = c.js("return [...document.querySelectorAll('#steps li.call a')].map(a => [a.textContent, a.href])")
+        self.assertEqual(link, [['Apple', apple['url']]])
+        self.assertEqual(c.js("const d = document.querySelector('#steps li.step details');"
+                              " return [d.open, d.textContent]"),
+                         [False, 'What the model wroteLet me search the wiki first.'])
+        answer = 'Apples come first, then bananas. ' * 6
+        self.assertEqual(c.text('#answer'), answer.strip())
+        self.assertNotIn('Let me search', c.text('#answer'))
+        # The answer as the model wrote it: the model streamed it (in pieces
+        # 0.4 s apart), and the page showed it growing before the record.
+        self.assertTrue(all(r.get('stream') for r in d.llm.chat_requests()), 'the model was not asked to stream')
+        partial = {a for _, _, a, done in snaps if not done and a and a.strip() != answer.strip()}
+        self.assertGreaterEqual(len(partial), 2, 'the answer was not shown growing')
+        for a in partial:
+            self.assertTrue(answer.startswith(a[:10]), a)
+        c.shot('live', full=True)
+        c.check_console()
+
+
+class Markdown(PageBase):
+    """The renderer alone, in the browser (markdown.js), on the page as served."""
+
+    CASES = [
+        ('plain', 'Hello', '<p>Hello</p>'),
+        ('paragraphs', 'a\nb\n\nc', '<p>a b</p><p>c</p>'),
+        ('emphasis', '*a* _b_ **c** __d__ ***e*** ~~f~~',
+         '<p><em>a</em> <em>b</em> <strong>c</strong> <strong>d</strong> <strong><em>e</em></strong> <del>f</del></p>'),
+        ('intraword underscore', 'snake_case_name and 2*3*4', '<p>snake_case_name and 2<em>3</em>4</p>'),
+        ('unclosed', '**a and *b', '<p>**a and *b</p>'),
+        ('code', 'use `a <b>` and ``x`y``', '<p>use <code>a &lt;b&gt;</code> and <code>x`y</code></p>'),
+        ('fence', '```python\nprint("<b>")\n```', '<pre><code>print("&lt;b&gt;")</code></pre>'),
+        ('unclosed fence', '~~~\nx', '<pre><code>x</code></pre>'),
+        ('headings', '# A\n### B #', '<h3>A</h3><h5>B</h5>'),
+        ('bullets', '- a\n- b *c*\n* d', '<ul><li>a</li><li>b <em>c</em></li><li>d</li></ul>'),
+        ('numbers', '3. a\n4. b', '<ol start="3"><li>a</li><li>b</li></ol>'),
+        ('nested', '- a\n  - b\n  - c\n- d', '<ul><li>a<ul><li>b</li><li>c</li></ul></li><li>d</li></ul>'),
+        ('loose', '- a\n\n- b', '<ul><li><p>a</p></li><li><p>b</p></li></ul>'),
+        ('table', '| a | b |\n|:-:|--|\n| `x|y` | \\| |',
+         '<div class="table-wrap"><table><thead><tr><th class="align-center" scope="col">a</th>'
+         '<th scope="col">b</th></tr></thead><tbody><tr><td class="align-center"><code>x|y</code></td>'
+         '<td>|</td></tr></tbody></table></div>'),
+        ('quote', '> a\n> b', '<blockquote><p>a b</p></blockquote>'),
+        ('rule', 'a\n\n---\n\nb', '<p>a</p><hr><p>b</p>'),
+        ('break', 'a  \nb', '<p>a<br>b</p>'),
+        ('escapes', '\\*a\\* \\<b>', '<p>*a* &lt;b&gt;</p>'),
+        ('link', '[a *b*](https://x.example/p?q=1&r=2 "t")',
+         '<p><a href="https://x.example/p?q=1&amp;r=2" rel="noopener noreferrer nofollow" target="_blank">'
+         'a <em>b</em></a></p>'),
+        ('autolinks', '<http://x.example/> and https://y.example/a_(b).',
+         '<p><a href="http://x.example/" rel="noopener noreferrer nofollow" target="_blank">http://x.example/</a>'
+         ' and <a href="https://y.example/a_(b)" rel="noopener noreferrer nofollow" target="_blank">'
+         'https://y.example/a_(b)</a>.</p>'),
+        ('javascript link', '[a](javascript:alert(1))', '<p>a</p>'),
+        ('other schemes', '[a](data:text/html,x) [b](/relative) [c](ftp://x) [d](//x.example)',
+         '<p>a b c d</p>'),
+        ('image', '![alt text](https://x.example/i.png)', '<p>alt text</p>'),
+        ('html', '<img src=x onerror=alert(1)><script>alert(2)</script>',
+         '<p>&lt;img src=x onerror=alert(1)&gt;&lt;script&gt;alert(2)&lt;/script&gt;</p>'),
+        ('html block', '<div>\n<b>x</b>\n</div>', '<p>&lt;div&gt; &lt;b&gt;x&lt;/b&gt; &lt;/div&gt;</p>'),
+        ('entity', '&lt;b&gt; &amp;', '<p>&amp;lt;b&amp;gt; &amp;amp;</p>'),
+        ('crlf', 'a\r\nb\r\n\r\nc', '<p>a b</p><p>c</p>'),
+        ('empty', '', ''),
+    ]
+
+    def test_renderer(self):
+        d = self.daemon()
+        c = self.chrome(d)
+        got = c.js("""
+            return arguments[0].map(([name, src]) => {
+              const div = document.createElement('div');
+              div.appendChild(window.WikiwebMarkdown.render(src));
+              return [name, div.innerHTML];
+            });""", [[n, s] for n, s, _ in self.CASES])
+        for (name, html), (_, src, want) in zip(got, self.CASES):
+            self.assertEqual(html, want, f'{name}: {src!r}')
+
+        # Whatever the input, only the elements and attributes of the subset.
+        allowed = c.js("""
+            const ok = new Set(['P','EM','STRONG','DEL','CODE','PRE','H3','H4','H5','H6','UL','OL','LI','TABLE',
+              'THEAD','TBODY','TR','TH','TD','DIV','BLOCKQUOTE','HR','BR','A']);
+            const attrs = new Set(['href','rel','target','class','scope','start']);
+            const bad = [];
+            let seed = 1;
+            const rnd = (n) => (seed = (seed * 1103515245 + 12345) % 2147483648) % n;
+            const bits = ['<', '>', '*', '_', '`', '[', ']', '(', ')', '|', '-', '#', '\\n', '\\n\\n', ' ', '!',
+              'javascript:', 'http://a.example/', 'x', '1.', '>', '~~', '\\\\', '"', '<img src=x onerror=y>',
+              '<script>', '    ', '```'];
+            for (let i = 0; i < 3000; i++) {
+              let s = '';
+              for (let k = rnd(40); k > 0; k--) s += bits[rnd(bits.length)];
+              const div = document.createElement('div');
+              div.appendChild(window.WikiwebMarkdown.render(s));
+              for (const e of div.querySelectorAll('*')) {
+                if (!ok.has(e.tagName)) bad.push([s, e.tagName]);
+                for (const a of e.attributes) if (!attrs.has(a.name)) bad.push([s, a.name]);
+                if (e.tagName === 'A' && !/^https?:/.test(e.getAttribute('href'))) bad.push([s, e.href]);
+              }
+            }
+            return bad.slice(0, 5);""")
+        self.assertEqual(allowed, [])
+        self.assertIsNone(c.js('return window.__pwned === undefined ? null : 1'))
+        c.check_console()
+
+
+if __name__ == '__main__':
+    why = browser_missing()
+    if why:
+        harness.skip_or_fail(why)
+    harness.main()

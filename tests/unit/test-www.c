@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: MIT */
+#include "http/www.h"
+#include "shared/macro.h"
+#include "shared/sha256.h"
+#include "tests.h"
+
+/* The table embed.py wrote: the files of src/www/ at fixed paths, each with
+ * its media type and the SHA-256 of its bytes as a strong ETag. */
+TEST(table) {
+        /* path, media type */
+        static const char *const want[][2] = {
+                { "/", "text/html; charset=utf-8" },
+                { "/app.js", "text/javascript; charset=utf-8" },
+                { "/favicon.svg", "image/svg+xml" },
+                { "/markdown.js", "text/javascript; charset=utf-8" },
+                { "/style.css", "text/css; charset=utf-8" },
+        };
+
+        ASSERT_EQ_INT(www_n_files, ELEMENTSOF(want));
+        for (size_t i = 0; i < ELEMENTSOF(want); i++) {
+                const WwwFile *f = www_lookup(want[i][0]);
+                uint8_t d[SHA256_DIGEST_SIZE];
+                char hex[65], etag[70];
+
+                ASSERT_TRUE(f);
+                ASSERT_EQ_STR(f->path, want[i][0]);
+                ASSERT_EQ_STR(f->media_type, want[i][1]);
+                ASSERT_TRUE(f->size > 0);
+                ASSERT_OK(sha256(f->data, f->size, d));
+                sha256_to_hex(d, hex);
+                snprintf(etag, sizeof etag, "\"%s\"", hex);
+                ASSERT_EQ_STR(f->etag, etag);
+        }
+}
+
+TEST(lookup_is_exact) {
+        static const char *const miss[] = {
+                "",          "/index.html", "/app.js/", "//",           "/APP.JS",   "/app.js?x",
+                "/./app.js", "/../app.js",  "app.js",   "/style.css%",  "/api/v1",   "/www/app.js",
+                "/app",      "/app.jsx",    "/.",       "/favicon.ico", "/embed.py", "/meson.build",
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(miss); i++)
+                ASSERT_TRUE(!www_lookup(miss[i]));
+        ASSERT_TRUE(!www_lookup(NULL));
+}
+
+/* The page names only its own files, at the paths they are served at (and
+ * its own fragments): a file added to src/www/ without a line in its
+ * meson.build, or a typo, fails here rather than in a browser. */
+TEST(page_refers_to_table) {
+        static const char *const attrs[] = { "src=\"", "href=\"" };
+        const WwwFile *page = www_lookup("/");
+        _cleanup_free_ char *html = NULL;
+        unsigned n = 0;
+
+        ASSERT_TRUE(page);
+        html = strndup((const char *) page->data, page->size);
+        ASSERT_TRUE(html);
+        for (size_t a = 0; a < ELEMENTSOF(attrs); a++)
+                for (char *p = html; (p = strstr(p, attrs[a]));) {
+                        _cleanup_free_ char *v = NULL;
+                        char *end;
+
+                        p += strlen(attrs[a]);
+                        end = strchr(p, '"');
+                        ASSERT_TRUE(end);
+                        v = strndup(p, (size_t) (end - p));
+                        ASSERT_TRUE(v);
+                        if (v[0] == '#')
+                                continue;
+                        if (!www_lookup(v)) {
+                                fprintf(stderr, "index.html refers to %s, which is not served\n", v);
+                                abort();
+                        }
+                        n++;
+                }
+        ASSERT_EQ_INT(n, 4); /* the icon, the style, the two scripts */
+}
+
+TEST(etag_matches) {
+        const char *e = "\"abc\"";
+
+        ASSERT_TRUE(www_etag_matches("\"abc\"", e));
+        ASSERT_TRUE(www_etag_matches("W/\"abc\"", e));
+        ASSERT_TRUE(www_etag_matches("*", e));
+        ASSERT_TRUE(www_etag_matches(" * ", e));
+        ASSERT_TRUE(www_etag_matches("\"x\", \"abc\"", e));
+        ASSERT_TRUE(www_etag_matches("\"x\",W/\"abc\" ,\"y\"", e));
+        ASSERT_TRUE(www_etag_matches(",,\"abc\"", e));
+
+        ASSERT_TRUE(!www_etag_matches(NULL, e));
+        ASSERT_TRUE(!www_etag_matches("", e));
+        ASSERT_TRUE(!www_etag_matches("abc", e));
+        ASSERT_TRUE(!www_etag_matches("\"ab\"", e));
+        ASSERT_TRUE(!www_etag_matches("\"abcd\"", e));
+        ASSERT_TRUE(!www_etag_matches("\"abc", e));
+        ASSERT_TRUE(!www_etag_matches("w/\"abc\"", e));
+        ASSERT_TRUE(!www_etag_matches("*x", e));
+        ASSERT_TRUE(!www_etag_matches("\"x\" junk \"abc\"", e));
+}
+
+DEFINE_TEST_MAIN()
