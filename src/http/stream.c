@@ -236,7 +236,8 @@ static int http_stream_reserve(HttpStream *s, size_t n) {
                 if (used + n <= s->allocated)
                         return 0;
         }
-        a = MAX(MAX(s->allocated * 2, (size_t) HTTP_STREAM_BUFFER_MIN), used + n);
+        a = MAX(s->allocated * 2, (size_t) HTTP_STREAM_BUFFER_MIN);
+        a = MAX(a, used + n);
         a = MIN(a, max);
         b = realloc(s->buf, a);
         if (!b)

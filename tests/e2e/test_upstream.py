@@ -62,7 +62,8 @@ class Upstream(unittest.TestCase):
             self.assertEqual(echo['body'], '{"a": 1}')
             self.assertEqual(echo['headers']['authorization'], 'Bearer k-123')
             self.assertEqual(echo['headers']['content-type'], 'application/json')
-            self.assertRegex(echo['headers']['user-agent'], r'^wikiweb/\S+ \(\+\S+\) libcurl/\S+$')
+            # No WIKI_WEB_USER_AGENT_CONTACT: the project only, no contact.
+            self.assertRegex(echo['headers']['user-agent'], r'^wikiweb/\S+ libcurl/\S+$')
             self.assertIn('gzip', echo['headers']['accept-encoding'])
             self.assertNotIn('expect', echo['headers'])
 
