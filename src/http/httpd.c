@@ -10,6 +10,7 @@
 #include "http/httpd-internal.h"
 #include "http/httpd.h"
 #include "http/mhd-util.h"
+#include "http/pool.h"
 #include "http/stream.h"
 #include "http/www.h"
 #include "metrics/metrics.h"
@@ -101,6 +102,8 @@ struct HttpRequest {
         size_t body_size, body_allocated;
         bool too_large;
         size_t discarded;
+
+        size_t response_head_reserved; /* pool bytes kept for the response head */
 
         bool responded; /* a response was queued */
         bool failed;    /* not even the static 500 could be made: close the connection */
@@ -260,7 +263,36 @@ static void http_request_resume(HttpRequest *req) {
         http_server_wake(req->server);
 }
 
+static enum MHD_Result
+        http_response_sum_field(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+        size_t *n = cls;
+
+        *n += strlen(key) + 2 + strlen(value) + 2;
+        return MHD_YES;
+}
+
+/* An upper bound of the head libmicrohttpd builds for r. */
+static size_t http_response_head_bytes(struct MHD_Response *r) {
+        size_t n = HTTP_RESPONSE_HEAD_MHD_BYTES;
+
+        (void) MHD_get_response_headers(r, http_response_sum_field, &n);
+        return n;
+}
+
 static HttpHandlerResult queue_or_store(HttpRequest *req, struct MHD_Response *r, unsigned status) {
+        size_t head = http_response_head_bytes(r);
+
+        /* The pool kept this much for the head (request_refuse_framing());
+         * more might not fit, and the connection would be closed without
+         * an answer after the handler acted. */
+        if (head > req->response_head_reserved)
+                log_error(
+                        "HTTP: a %u response head of %zu bytes exceeds the %zu bytes kept for it; "
+                        "HTTP_RESPONSE_HEAD_MAX_BYTES is too small.",
+                        status,
+                        head,
+                        req->response_head_reserved);
+
         /* Counted as it is made: one response per request, whether queued
          * now or stored until MHD takes it. */
         metrics_count_http_request(status);
@@ -457,7 +489,6 @@ static HttpHandlerResult reply_preflight(HttpRequest *req) {
 /* What the request line and header fields look like, from MHD's parsed
  * copy of them. */
 typedef struct HeadScan {
-        size_t size; /* header fields as "name: value" CRLF */
         size_t n_fields;
         unsigned n_host, n_content_length, n_transfer_encoding;
         const char *transfer_encoding;
@@ -487,7 +518,6 @@ static enum MHD_Result http_server_scan_field(
         HeadScan *h = cls;
 
         h->n_fields++;
-        h->size += key_size + value_size + 4;
         if (h->prev_end && !is_line_end(h->prev_end, key))
                 h->malformed = true;
         h->prev_end = value + value_size;
@@ -522,23 +552,63 @@ static enum MHD_Result http_server_scan_field(
         return MHD_YES;
 }
 
+/* Every kind of record MHD keeps in the pool. */
+#define HTTP_POOL_RECORD_KINDS                                                                  \
+        ((enum MHD_ValueKind)(                                                                  \
+                MHD_HEADER_KIND | MHD_COOKIE_KIND | MHD_POSTDATA_KIND | MHD_GET_ARGUMENT_KIND | \
+                MHD_FOOTER_KIND))
+
+/* What the pool holds for this request (http/pool.h): the head as MHD
+ * received it, whitespace it skipped included, one record per field,
+ * cookie and query argument, and MHD's copy of the Cookie field. */
+static HttpPoolUse request_pool_use(struct MHD_Connection *c) {
+        const union MHD_ConnectionInfo *info = MHD_get_connection_info(
+                c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+        HttpPoolUse u = {
+                /* Not reached: MHD knows the head's size once it has it all. */
+                .head_bytes = info ? info->header_size : SIZE_MAX / 2,
+        };
+        int n;
+
+        n = MHD_get_connection_values_n(c, HTTP_POOL_RECORD_KINDS, NULL, NULL);
+        u.n_records = n > 0 ? (size_t) n : 0;
+        u.has_cookie = MHD_lookup_connection_value_n(
+                               c,
+                               MHD_HEADER_KIND,
+                               MHD_HTTP_HEADER_COOKIE,
+                               STRLEN(MHD_HTTP_HEADER_COOKIE),
+                               NULL,
+                               &u.cookie_size) == MHD_YES;
+        return u;
+}
+
 /* Strict framing (RFC 9112), checked before anything else: a request that
  * a front proxy might frame differently from us is refused with 400 and
- * the connection closed; a head above the limit is 431. These responses
- * carry no session cookie. Returns true when a response was queued. */
+ * the connection closed; a head above the limit, or one that leaves no
+ * room in the connection's pool for the largest response head we could
+ * make for it, is 431. These responses carry no session cookie. Returns
+ * true when a response was queued. */
 static bool request_refuse_framing(HttpRequest *req, const char *method, const char *version) {
+        struct MHD_Connection *c = req->connection;
         HeadScan h = { 0 };
-        const char *message = NULL;
+        HttpPoolUse u = request_pool_use(c);
+        const char *message = NULL, *origin;
         ApiError error = API_ERROR_INVALID_INPUT;
 
-        (void) MHD_get_connection_values_n(req->connection, MHD_HEADER_KIND, http_server_scan_field, &h);
+        (void) MHD_get_connection_values_n(c, MHD_HEADER_KIND, http_server_scan_field, &h);
         /* The last value ends with its line end, then the empty line. */
         if (h.prev_end && (h.prev_end[0] != '\0' || h.prev_end[1] != '\0'))
                 h.malformed = true;
-        /* Request line, fields, the empty line. */
-        h.size += strlen(method) + 1 + req->raw_uri_len + 1 + strlen(version) + 2 + 2;
 
-        if (h.size > HTTP_HEAD_MAX_BYTES || h.n_fields > HTTP_HEAD_MAX_FIELDS)
+        /* The response may echo the Origin (Access-Control-Allow-Origin),
+         * which is no longer than ORIGIN_MAX_LEN when it does. */
+        origin = header(c, "Origin");
+        req->response_head_reserved = HTTP_RESPONSE_HEAD_MAX_BYTES;
+        if (origin && strlen(origin) <= ORIGIN_MAX_LEN)
+                req->response_head_reserved += strlen(origin);
+
+        if (u.head_bytes > HTTP_HEAD_MAX_BYTES || h.n_fields > HTTP_HEAD_MAX_FIELDS ||
+            !http_pool_fits(&u, req->response_head_reserved, HTTP_CONNECTION_POOL_BYTES))
                 error = API_ERROR_HEADER_TOO_LARGE;
         else if (!req->raw_uri || version != req->raw_uri + req->raw_uri_len + 1)
                 /* A NUL, a space or a control character in the target (the
@@ -939,6 +1009,14 @@ static enum MHD_Result http_server_handle_request(HttpRequest *req, const HttpAc
         request_received(req);
         if (req->too_large) {
                 http_reply_error(req, API_ERROR_REQUEST_TOO_LARGE, NULL, NULL);
+                return MHD_YES;
+        }
+        if (MHD_get_connection_values_n(connection, MHD_FOOTER_KIND, NULL, NULL) > 0) {
+                /* Trailer fields of a chunked body take pool space that the
+                 * check of the head did not count, as much as the client
+                 * likes: refused, before the handler acts. */
+                req->bare = true;
+                http_reply_error(req, API_ERROR_INVALID_INPUT, "Trailer fields are not accepted", NULL);
                 return MHD_YES;
         }
         if (s->handler(req, s->userdata) == HTTP_SUSPENDED && !req->suspended && !req->pending)

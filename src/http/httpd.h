@@ -23,14 +23,29 @@
  * body), body accumulation, the session cookie, then the endpoint handler
  * (http/api.c). Every response carries the common headers. */
 
-/* The request line and header fields together, counted as received with
- * CRLF line ends ("name: value"), at most this many bytes and fields: past
- * either, 431. */
+/* The request line and header fields together, counted as received
+ * (libmicrohttpd's MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE: every byte from
+ * the method to the empty line, whitespace and line ends as sent), at most
+ * this many bytes and fields: past either, 431. */
 #define HTTP_HEAD_MAX_BYTES 8192
 #define HTTP_HEAD_MAX_FIELDS 64
-/* libmicrohttpd's per-connection memory: the head, MHD's copy of the
- * Cookie field, one small struct per field, and the response head. */
+/* libmicrohttpd's per-connection memory (http/pool.h): the head, a record
+ * per field, cookie and query argument, MHD's copy of the Cookie field,
+ * and the response head. A request that leaves less than the response
+ * head it could get is refused with 431 before anything is done. */
 #define HTTP_CONNECTION_POOL_BYTES (24 * 1024)
+/* What libmicrohttpd adds to every response head: the status line with the
+ * longest reason phrase we use (431's) rounded up, Date (37 and the byte
+ * its check wants), Connection: close, Content-Length of up to 20 digits,
+ * the empty line. */
+#define HTTP_RESPONSE_HEAD_MHD_BYTES (64 + 38 + 19 + 38 + 2)
+/* The largest response head wikiwebd makes, without the Origin it may echo
+ * in Access-Control-Allow-Origin: an artifact's (1,458 bytes: the above,
+ * Cache-Control, X-Content-Type-Options, the three CORS fields, a new
+ * session's Set-Cookie, the media type, Content-Disposition with a 255-byte
+ * name percent-encoded, ETag, Content-Security-Policy). Every response is
+ * checked against it when queued. */
+#define HTTP_RESPONSE_HEAD_MAX_BYTES 1536
 /* Descriptors kept for the daemon's own use below RLIMIT_NOFILE. */
 #define HTTP_FD_RESERVE 128
 

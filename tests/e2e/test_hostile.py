@@ -12,6 +12,7 @@ import os
 import re
 import resource
 import socket
+import sys
 import threading
 import time
 
@@ -224,6 +225,157 @@ class Hostile(harness.DaemonTestCase):
                     n += 1
         self.assertEqual(n, 2 * len(endpoints) * len(sizes))
 
+    # -- issue 21 item 2: the pool accounting, byte by byte ------------------
+
+    def pool_sweep(self, path, body):
+        """One request per connection for every head size of each padding
+        below, each answered by the endpoint or refused (431) with nothing
+        done. libmicrohttpd keeps in one 24 KiB pool per connection the head
+        as sent, a 64-byte record per field, cookie and query argument, a
+        copy of the Cookie field, and then the response head: each padding
+        fills it in its own way. Returns the number of requests."""
+        d = self.daemon(WIKI_WEB_QUEUE_MAX_LENGTH=1000000, WIKI_WEB_QUEUE_HEARTBEAT_SECONDS=3600)
+        query = path.endswith('/query')
+        # A query's session is one for the whole sweep (its history counts
+        # the queries that ran); every join gets a session of its own (the
+        # queue counts the joins that ran).
+        fixed_token = harness.base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip('=')
+        d.tokens.add(fixed_token)
+        line_len = len(f'POST {path} HTTP/1.1\r\n')
+
+        def build(style, size):
+            token = fixed_token if query else \
+                harness.base64.urlsafe_b64encode(os.urandom(32)).decode().rstrip('=')
+            session = f'wikiweb_session={token}'
+            fields = [('Host', d.host), ('Connection', 'close')]
+            if body:
+                fields += [('Content-Type', 'application/json'),
+                           ('Content-Length', str(len(body)))]
+            target = path
+            if style != 'cookies':
+                fields.append(('Cookie', session))
+            head = line_len + sum(len(k) + len(v) + 4 for k, v in fields) + 2
+            room = size - head
+            if style == 'field':          # X-Pad: aaa...
+                if room < 9:
+                    return None
+                fields.append(('X-Pad', 'a' * (room - 9)))
+            elif style == 'spaces':       # X-Pad:<spaces>a, which MHD skips
+                if room < 10:
+                    return None
+                fields.append(('X-Pad', ' ' * (room - 10) + 'a'))
+            elif style == 'cookies':      # Cookie: session; a;a;a... (a record each)
+                room -= len('Cookie: \r\n') + len(session)
+                if room < 0:
+                    return None
+                fields.append(('Cookie', session + ';a' * (room // 2) + ' ' * (room % 2)))
+            elif style == 'arguments':    # ?a&a&a... (a record each)
+                if room < 2:
+                    return None
+                target = path + '?a' + '&a' * ((room - 2) // 2) + 'b' * (room % 2)
+            raw = (f'POST {target} HTTP/1.1\r\n'
+                   + ''.join(f'{k}: {v}\r\n' for k, v in fields) + '\r\n').encode()
+            assert len(raw) == size, (style, size, len(raw))
+            return raw + body
+
+        plan = [
+            # The whole range up to the limit, byte by byte.
+            ('field', range(1, HEAD_MAX + 65)),
+            # Amplifiers: byte by byte until well past the pool's end for
+            # them (about 850 and 1,500 bytes of head), then every 17th.
+            ('cookies', list(range(1, 2049)) + list(range(2049, HEAD_MAX + 65, 17))),
+            ('arguments', list(range(1, 2049)) + list(range(2049, HEAD_MAX + 65, 17))),
+            # Whitespace after the colon: around the head limit, and around
+            # where the head alone fills the pool.
+            ('spaces', list(range(HEAD_MAX - 64, HEAD_MAX + 65)) + list(range(23000, 24700))),
+        ]
+        n = answered = refused = mhd_refused = 0
+        silent = {}
+        hung = None
+        t0 = time.monotonic()
+        for style, sizes in plan:
+            for size in sizes:
+                raw = build(style, size)
+                if raw is None:
+                    continue
+                data, closed = raw_exchange(d.port, raw, timeout=3.0)
+                n += 1
+                ctx = f'{path} {style} head {size} bytes: {data[:300]!r}'
+                if style == 'arguments' and not data and not closed:
+                    # Known limits: libmicrohttpd 0.9.75 answers a target
+                    # whose arguments overflow its pool with its own 431
+                    # and then goes on reading the head as if it had not:
+                    # the connection hangs, unanswered, until the request
+                    # deadline, and wikiwebd is never called. The rest of
+                    # this padding is the same.
+                    self.assertGreater(refused, 0, 'no 431 before the hang: ' + ctx)
+                    hung = size
+                    break
+                self.assertTrue(closed, 'connection left open: ' + ctx)
+                if not data:
+                    # Known limits: the pool holds libmicrohttpd's records
+                    # but not even a 431 next to them. Refused all the same:
+                    # the count at the end says that nothing was done.
+                    self.assertNotEqual(style, 'field', ctx)
+                    silent.setdefault(style, []).append(size)
+                    continue
+                if data.startswith(b'HTTP/1.1 431 ') and b'<title>Request too big</title>' in data:
+                    # libmicrohttpd's own 431 when its records do not fit
+                    # (known limits: HTML, the head written twice); it
+                    # never calls wikiwebd then.
+                    self.assertNotEqual(style, 'field', ctx)
+                    mhd_refused += 1
+                    continue
+                (status, rfields, rbody), = parse_responses(data)
+                if status == 431:
+                    self.assertEqual(json.loads(rbody)['error']['code'],
+                                     'request_header_too_large', ctx)
+                    self.assertNotIn('wikiweb-query-id', rfields, ctx)
+                    refused += 1
+                    continue
+                self.assertLessEqual(size, HEAD_MAX, ctx)
+                if query:
+                    # Ran (and failed: no pipeline here), and was recorded.
+                    self.assertEqual(status, 500, ctx)
+                    self.assertIn('wikiweb-query-id', rfields, ctx)
+                else:
+                    self.assertEqual(status, 201, ctx)
+                answered += 1
+        elapsed = time.monotonic() - t0
+        # Nothing refused was done: the queue (one ticket per answered join)
+        # or the history (one record per answered query) says so.
+        b = d.browser(cookie=fixed_token)
+        if query:
+            records, cursor = 0, None
+            while True:
+                r = b.get(f'{API}/history?limit=100' + (f'&cursor={cursor}' if cursor else ''))
+                records += len(r.json['items'])
+                cursor = r.json['next_cursor']
+                if not cursor:
+                    break
+            self.assertEqual(records, answered)
+        else:
+            self.assertEqual(b.status().json['queue_length'], answered)
+        self.assertNotIn('HTTP_RESPONSE_HEAD_MAX_BYTES is too small', d.log())
+        n_silent = sum(len(v) for v in silent.values())
+        self.assertEqual(answered + refused + mhd_refused + n_silent + (hung is not None), n)
+        # The silent refusals are a few sizes at the end of the pool, each
+        # run no longer than the 431's head is worth in records or bytes.
+        for style, sizes in silent.items():
+            self.assertLess(len(sizes), 16 if style != 'spaces' else 300, (style, sizes))
+        print(f'\n  {path}: {n} requests, {answered} answered, {refused} refused, '
+              f'{mhd_refused} refused by libmicrohttpd, {n_silent} closed unanswered with nothing done '
+              f'({ {k: (v[0], v[-1], len(v)) for k, v in silent.items()} }), '
+              f'arguments hanging from {hung} bytes, '
+              f'{elapsed:.1f} s', file=sys.stderr)
+        return n
+
+    def test_pool_sweep_join(self):
+        self.assertGreater(self.pool_sweep(API + '/queue/join', b''), 12000)
+
+    def test_pool_sweep_query(self):
+        self.assertGreater(self.pool_sweep(API + '/query', b'{"question":"q"}'), 12000)
+
     def test_long_query_string_is_431(self):
         d = self.daemon()
         data, closed = raw_exchange(
@@ -318,6 +470,8 @@ class Hostile(harness.DaemonTestCase):
                 f'GET {API}/health HTTP/1.1\r\nHost: {h}\r\nX(A): 1\r\n\r\n',
             'an obs-fold continuation line':
                 f'GET {API}/health HTTP/1.1\r\nHost: {h}\r\nX-A: a\r\n b\r\nX-B: 1\r\n\r\n',
+            'a trailer field':
+                join + 'Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\nX-T: 1\r\n\r\n',
             'NUL in the target':
                 f'GET {API}/health\0x HTTP/1.1\r\nHost: {h}\r\n\r\n',
             'space in the target':
