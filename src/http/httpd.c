@@ -73,12 +73,20 @@ struct HttpConnection {
         int fd;
         usec_t deadline; /* USEC_INFINITY when not waiting */
         HttpConnection *prev, *next;
+
+        /* The request MHD is reading or answering on this connection, from
+         * the URI log callback until http_server_on_completed(). MHD skips
+         * the completion of a request it gives up on before the access
+         * handler saw it (its own 431, a target it cannot split): what is
+         * still here when the connection closes is freed then. */
+        HttpRequest *request;
 };
 
 struct HttpRequest {
         HttpServer *server;
         struct MHD_Connection *connection;
-        bool begun; /* the access handler has seen it */
+        HttpConnection *owner; /* its connection's record, NULL if none */
+        bool begun;            /* the access handler has seen it */
 
         /* The request target as received (before unescaping), from the
          * URI log callback: its length, and where it ended. */
@@ -131,6 +139,8 @@ static void http_request_unlink_suspended(HttpRequest *req) {
 static void request_free(HttpRequest *req) {
         if (!req)
                 return;
+        if (req->owner)
+                req->owner->request = NULL;
         http_request_unlink_suspended(req);
         /* The stream learns that its connection is done with it. */
         http_stream_detach(TAKE_PTR(req->stream));
@@ -140,6 +150,16 @@ static void request_free(HttpRequest *req) {
         free(req->content_type);
         free(req->body);
         free(req);
+}
+
+/* A request MHD gave up on without calling http_server_on_completed()
+ * (see HttpConnection). */
+static void request_free_uncompleted(HttpRequest *req) {
+        if (!req)
+                return;
+        if (req->begun)
+                req->server->n_requests--;
+        request_free(req);
 }
 
 /* True once the loop has finished: a source that still fires then (its
@@ -915,6 +935,7 @@ static void http_server_on_connection_notify(
         if (hc) {
                 bool was_head = s->waiting_head == hc;
 
+                request_free_uncompleted(hc->request);
                 connection_unlink(hc);
                 if (was_head)
                         arm_deadline(s);
@@ -1104,6 +1125,13 @@ static void *http_server_on_uri_log(void *cls, const char *uri, struct MHD_Conne
                 return NULL;
         req->server = s;
         req->connection = connection;
+        req->owner = connection_of(connection);
+        if (req->owner) {
+                /* One MHD left without completion on a kept-alive
+                 * connection is gone before its successor begins. */
+                request_free_uncompleted(req->owner->request);
+                req->owner->request = req;
+        }
         if (uri) {
                 req->raw_uri_len = strlen(uri);
                 for (const char *p = uri; *p; p++)
