@@ -187,8 +187,16 @@ TEST(query_names) {
                 "other");
 }
 
-/* A sandbox run's phases (sandbox-internal.h). */
+/* A sandbox run's phases (sandbox-internal.h) and the Sandbox's state
+ * (sandbox.h: the journal). */
 TEST(sandbox_names) {
+        CHECK_NAMES(
+                sandbox_state_to_string,
+                _SANDBOX_STATE_MAX,
+                _SANDBOX_STATE_INVALID,
+                "starting",
+                "available",
+                "unavailable");
         CHECK_NAMES(
                 sandbox_run_state_to_string,
                 _SANDBOX_RUN_STATE_MAX,
