@@ -7,6 +7,7 @@
 #include "http/origin.h"
 #include "http/router.h"
 #include "query/agent.h"
+#include "query/executor.h"
 #include "query/llm.h"
 #include "query/mediawiki.h"
 #include "sandbox/sandbox-internal.h"
@@ -174,6 +175,17 @@ TEST(query_names) {
                 "fail");
         CHECK_NAMES(
                 llm_role_to_string, _LLM_ROLE_MAX, _LLM_ROLE_INVALID, "system", "user", "assistant", "tool");
+        /* The phases of a running query (API.md 11.4) and whether it
+         * offered run_python (the record's "sandbox", API.md 9). */
+        CHECK_NAMES(
+                query_phase_to_string, _QUERY_PHASE_MAX, _QUERY_PHASE_INVALID, "wiki", "model", "sandbox", "cleanup");
+        CHECK_NAMES(
+                query_sandbox_to_string,
+                _QUERY_SANDBOX_MAX,
+                _QUERY_SANDBOX_INVALID,
+                "offered",
+                "unavailable",
+                "starting");
         /* MediaWikiLoginResult has no _MAX: OTHER is the last value. */
         CHECK_NAMES(
                 mediawiki_login_result_to_string,
