@@ -78,7 +78,6 @@ struct QueryRun {
         char *question; /* kept to make the agent again with run_python */
         sd_event_source *wait_source;
         usec_t wait_until;
-        bool wait_phase; /* the phase event was sent */
 
         /* The one operation in flight (at most one is set). */
         LlmCall *model_call;
@@ -984,16 +983,8 @@ static void query_run_advance(QueryRun *q) {
                         QuerySandbox offer;
 
                         if (!query_sandbox_decide(
-                                    sandbox_get_state(q->sandbox), now(CLOCK_MONOTONIC), q->wait_until, &offer)) {
-                                if (!q->wait_phase) {
-                                        q->wait_phase = true;
-                                        query_run_emit(
-                                                q,
-                                                (QueryEvent){ .type = QUERY_EVENT_PHASE,
-                                                              .phase = QUERY_PHASE_SANDBOX });
-                                }
+                                    sandbox_get_state(q->sandbox), now(CLOCK_MONOTONIC), q->wait_until, &offer))
                                 return; /* the Sandbox's announcement or the timer brings us back */
-                        }
                         r = query_run_end_wait(q, offer);
                         if (r < 0) {
                                 log_error_errno(r, "Query %s: cannot make its agent", q->id);
@@ -1217,6 +1208,10 @@ int query_run_new(
                 waiting                                   ? "waits for the sandbox to start" :
                         q->offer == QUERY_SANDBOX_OFFERED ? "offered" :
                                                             "not offered");
+        /* The phase while it waits, as the query starts: a status request
+         * must not see it in another one before the first step. */
+        if (waiting)
+                query_run_emit(q, (QueryEvent){ .type = QUERY_EVENT_PHASE, .phase = QUERY_PHASE_SANDBOX });
         query_run_kick(q);
         *ret = TAKE_PTR(q);
         return 0;
