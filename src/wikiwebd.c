@@ -43,6 +43,7 @@ typedef struct Manager {
         MetricsServer *metrics; /* only with wikiwebd-metrics.socket */
         QueueBus *bus;
         Sandbox *sandbox;
+        SandboxState sandbox_state; /* as last logged */
         bool stopping;
         usec_t drain_deadline; /* 0 until no query runs while stopping */
         usec_t exit_wake;      /* when exit_timer fires, while stopping */
@@ -313,17 +314,34 @@ static void on_cleanup_confirmed(Sandbox *s, const char *query_id, void *userdat
         update_status(m);
 }
 
-/* Availability for /api/v1/health and the journal; D-Bus Health is
- * degraded while a sandbox cleanup is not confirmed (API.md 8.4). */
+/* One journal line for the sandbox's state. */
+static void log_sandbox_state(SandboxState state, const char *reason) {
+        if (state == SANDBOX_AVAILABLE)
+                log_info("Sandbox available: run_python can be offered.");
+        else if (state == SANDBOX_STARTING)
+                log_info(
+                        "Sandbox starting, a query waits for it (at most %" PRIu64 " s): %s.",
+                        (uint64_t) (QUERY_SANDBOX_WAIT_MAX_USEC / USEC_PER_SEC),
+                        reason);
+        else
+                log_warning("Sandbox unavailable, run_python is not offered: %s.", reason);
+}
+
+/* The Sandbox's announcement (from the loop): availability for
+ * /api/v1/health and the journal, and for a query that waits for the
+ * sandbox to start; D-Bus Health is degraded while a sandbox cleanup is
+ * not confirmed (API.md 8.4). */
 static void on_sandbox_state(Sandbox *s, void *userdata) {
         Manager *m = userdata;
-        bool available = sandbox_is_available(s), pending = sandbox_cleanup_pending(s);
+        SandboxState state = sandbox_get_state(s);
+        bool available = state == SANDBOX_AVAILABLE, pending = sandbox_cleanup_pending(s);
 
-        if (available)
-                log_info("Sandbox available: run_python can be offered.");
-        else
-                log_warning(
-                        "Sandbox unavailable, run_python is not offered: %s.", sandbox_unavailable_reason(s));
+        if (state != m->sandbox_state) {
+                m->sandbox_state = state;
+                log_sandbox_state(state, sandbox_unavailable_reason(s));
+        }
+        if (m->executor)
+                query_executor_sandbox_changed(m->executor);
         if (m->api)
                 api_set_sandbox_state(m->api, available, pending);
         if (m->bus)
@@ -655,6 +673,17 @@ static int run(int argc, char *argv[]) {
                 log_warning("Test fault: the containers' init is never told to stop.");
                 sandbox_set_test_deaf_init(m.sandbox, true);
         }
+        r = fault_uint64("WIKI_WEB_TEST_SANDBOX_STARTING_MS", 3600000, &n);
+        if (r < 0)
+                return r;
+        if (r > 0) {
+                log_warning("Test fault: the sandbox is starting for %" PRIu64 " ms.", n);
+                sandbox_set_test_starting(m.sandbox, n * USEC_PER_MSEC);
+        }
+        /* Unavailable from the start was logged by the sandbox already. */
+        m.sandbox_state = sandbox_get_state(m.sandbox);
+        if (m.sandbox_state == SANDBOX_STARTING)
+                log_sandbox_state(m.sandbox_state, sandbox_unavailable_reason(m.sandbox));
         api_set_sandbox_state(m.api, sandbox_is_available(m.sandbox), sandbox_cleanup_pending(m.sandbox));
 
         fd = acquire_listen_fd(&metrics_fd);

@@ -337,6 +337,7 @@ static void api_record_outcome(Api *api, const QueryOutcome *o, usec_t duration,
                 .prompt_tokens = o->prompt_tokens,
                 .completion_tokens = o->completion_tokens,
                 .finished_at = now(CLOCK_REALTIME),
+                .sandbox = o->sandbox,
         };
         int r;
 

@@ -134,6 +134,9 @@ json_object *render_history_record(const HistoryRecord *r) {
             !render_add_int(usage, "completion_tokens", (int64_t) r->completion_tokens))
                 return NULL;
 
+        if (!render_add_string(o, "sandbox", r->sandbox))
+                return NULL;
+
         if (!render_add_time(o, "created_at", r->created_at) ||
             !render_add_time(o, "finished_at", r->finished_at))
                 return NULL;

@@ -175,6 +175,24 @@ const char *query_phase_to_string(QueryPhase p) {
         return query_phase_table[p];
 }
 
+static const char *const query_sandbox_table[_QUERY_SANDBOX_MAX] = {
+        [QUERY_SANDBOX_OFFERED] = "offered",
+        [QUERY_SANDBOX_UNAVAILABLE] = "unavailable",
+        [QUERY_SANDBOX_STARTING] = "starting",
+};
+
+const char *query_sandbox_to_string(QuerySandbox s) {
+        if (s < 0 || s >= _QUERY_SANDBOX_MAX)
+                return NULL;
+        return query_sandbox_table[s];
+}
+
+void query_executor_sandbox_changed(QueryExecutor *x) {
+        assert(x);
+        if (x->run)
+                query_run_sandbox_changed(x->run);
+}
+
 int query_executor_abort(QueryExecutor *x, const char *reason) {
         int r;
 

@@ -33,6 +33,26 @@ typedef struct QueryTimings {
         usec_t wiki, model, sandbox, cleanup;
 } QueryTimings;
 
+/* Whether the model was offered run_python (API.md 9, the record's
+ * "sandbox"). */
+typedef enum QuerySandbox {
+        QUERY_SANDBOX_OFFERED,     /* the sandbox was available when the query started, or within its wait */
+        QUERY_SANDBOX_UNAVAILABLE, /* not offered: no sandbox here (or none could be set up for the query) */
+        QUERY_SANDBOX_STARTING,    /* not offered: the sandbox was still starting when the wait ended */
+        _QUERY_SANDBOX_MAX,
+        _QUERY_SANDBOX_INVALID = -EINVAL,
+} QuerySandbox;
+
+/* "offered", "unavailable", "starting"; NULL out of range. */
+const char *query_sandbox_to_string(QuerySandbox s);
+
+/* How long a query that starts while the sandbox is starting waits for it,
+ * at most (query/pipeline.h): the sandbox is there about 0.1 s after the
+ * daemon's start, or within a reconnection (2 s) while the user manager is
+ * still starting. A constant: an administrator has nothing to tune here;
+ * the query's deadline bounds it too. */
+#define QUERY_SANDBOX_WAIT_MAX_USEC (10 * USEC_PER_SEC)
+
 typedef struct QueryOutcome {
         const char *query_id;
         bool succeeded;
@@ -49,6 +69,7 @@ typedef struct QueryOutcome {
         QueryTimings timings;
         const Artifact *artifacts; /* the files left in /out, to keep (API.md 9); fds borrowed */
         size_t n_artifacts;
+        const char *sandbox; /* query_sandbox_to_string(); NULL: no pipeline ran */
 } QueryOutcome;
 
 /* What a running query is doing (API.md 11.2 and 11.4), as it happens:
@@ -110,6 +131,10 @@ int query_executor_new(sd_event *event, const Config *config, QueryExecutor **re
  * NULL: none). Queries started later use it when it is available. */
 typedef struct Sandbox Sandbox;
 void query_executor_set_sandbox(QueryExecutor *x, Sandbox *sandbox);
+
+/* The Sandbox announced a change of its state (sandbox_set_state_handler()):
+ * a query waiting for it to start looks again. */
+void query_executor_sandbox_changed(QueryExecutor *x);
 
 /* Where the events of each run go (NULL: nowhere). */
 void query_executor_set_event_handler(QueryExecutor *x, QueryEventHandler handler, void *userdata);

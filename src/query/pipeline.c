@@ -37,6 +37,7 @@ static void query_run_add_phase(usec_t *timing, const char *phase, usec_t usec) 
 }
 
 typedef enum QueryRunState {
+        QUERY_RUN_SANDBOX_WAIT,
         QUERY_RUN_PRELOAD,
         QUERY_RUN_STEP,
         QUERY_RUN_MODEL,
@@ -47,8 +48,13 @@ typedef enum QueryRunState {
 } QueryRunState;
 
 static const char *const query_run_state_table[_QUERY_RUN_STATE_MAX] = {
-        [QUERY_RUN_PRELOAD] = "preload", [QUERY_RUN_STEP] = "step",       [QUERY_RUN_MODEL] = "model",
-        [QUERY_RUN_TOOL] = "tool",       [QUERY_RUN_CLEANUP] = "cleanup", [QUERY_RUN_DONE] = "done",
+        [QUERY_RUN_SANDBOX_WAIT] = "sandbox-wait",
+        [QUERY_RUN_PRELOAD] = "preload",
+        [QUERY_RUN_STEP] = "step",
+        [QUERY_RUN_MODEL] = "model",
+        [QUERY_RUN_TOOL] = "tool",
+        [QUERY_RUN_CLEANUP] = "cleanup",
+        [QUERY_RUN_DONE] = "done",
 };
 
 struct QueryRun {
@@ -66,6 +72,12 @@ struct QueryRun {
         Agent *agent;
         WikiClient *wiki;
         SandboxQuery *sandbox_query; /* NULL: no run_python */
+        QuerySandbox offer;          /* whether run_python is offered; _INVALID while waiting */
+
+        /* Waiting for a starting sandbox (SANDBOX_WAIT). */
+        char *question; /* kept to make the agent again with run_python */
+        sd_event_source *wait_source;
+        usec_t wait_until;
 
         /* The one operation in flight (at most one is set). */
         LlmCall *model_call;
@@ -309,6 +321,7 @@ static void query_run_fail(QueryRun *q, ApiError error, const char *message) {
  * (freeing cancels, no callback); a sandbox run is killed and its callback
  * comes after the cleanup. */
 static void query_run_cancel_in_flight(QueryRun *q) {
+        q->wait_source = sd_event_source_disable_unref(q->wait_source);
         if (q->model_call) {
                 q->model_call = llm_call_free(q->model_call);
                 query_run_add_phase(
@@ -323,6 +336,85 @@ static void query_run_cancel_in_flight(QueryRun *q) {
                 q->sandbox_cancelled = true;
                 sandbox_run_cancel(q->sandbox_run);
         }
+}
+
+usec_t query_sandbox_wait_until(usec_t started, usec_t deadline) {
+        return MIN(usec_add(started, QUERY_SANDBOX_WAIT_MAX_USEC), deadline);
+}
+
+bool query_sandbox_decide(SandboxState state, usec_t t, usec_t wait_until, QuerySandbox *ret) {
+        assert(ret);
+
+        switch (state) {
+        case SANDBOX_AVAILABLE:
+                *ret = QUERY_SANDBOX_OFFERED;
+                return true;
+        case SANDBOX_STARTING:
+                if (t < wait_until)
+                        return false;
+                *ret = QUERY_SANDBOX_STARTING;
+                return true;
+        default:
+                *ret = QUERY_SANDBOX_UNAVAILABLE;
+                return true;
+        }
+}
+
+/* (Re)make the agent for question, offering run_python if q->offer says so
+ * and the query's sandbox directory can be made (if not, it is not offered
+ * after all). Before the first step only. */
+static int query_run_make_agent(QueryRun *q, const char *question) {
+        const Config *c = q->config;
+        int r;
+
+        if (q->offer == QUERY_SANDBOX_OFFERED && !q->sandbox_query) {
+                r = sandbox_query_new(q->sandbox, q->id, &q->sandbox_query);
+                if (r < 0) {
+                        log_warning_errno(
+                                r, "Query %s: no sandbox for this query, run_python not offered", q->id);
+                        q->offer = QUERY_SANDBOX_UNAVAILABLE;
+                }
+        }
+        q->agent = agent_free(q->agent);
+        return agent_new(
+                &(AgentSettings){
+                        .model = c->llm_model,
+                        .max_steps = (unsigned) c->query_max_steps,
+                        .context_tokens = c->model_context_tokens,
+                        .max_output_bytes = c->model_max_output_bytes,
+                        .tool_result_max_bytes = c->tool_result_max_bytes,
+                        .sandbox_available = q->offer == QUERY_SANDBOX_OFFERED,
+                        .stream = llm_client_stream_mode(q->llm),
+                },
+                question,
+                &q->agent);
+}
+
+/* The wait for a starting sandbox ends with offer (also when the query
+ * ends during it: QUERY_SANDBOX_STARTING). One journal line says how long
+ * it took; the wait counts as sandbox time (timings_ms.sandbox). */
+static int query_run_end_wait(QueryRun *q, QuerySandbox offer) {
+        usec_t waited = usec_sub_unsigned(now(CLOCK_MONOTONIC), q->started);
+        int r = 0;
+
+        q->wait_source = sd_event_source_disable_unref(q->wait_source);
+        query_run_add_phase(&q->timings.sandbox, "sandbox", waited);
+        q->offer = offer;
+        if (offer == QUERY_SANDBOX_OFFERED)
+                r = query_run_make_agent(q, q->question);
+        q->question = mfree(q->question);
+        query_run_log(
+                q,
+                offer == QUERY_SANDBOX_STARTING ? LOG_NOTICE : LOG_INFO,
+                "waited %" PRIu64 " ms for the sandbox to start: %s%s%s; run_python %s.",
+                waited / USEC_PER_MSEC,
+                offer == QUERY_SANDBOX_OFFERED          ? "available" :
+                        offer == QUERY_SANDBOX_STARTING ? "still starting, gave up" :
+                                                          "unavailable",
+                offer == QUERY_SANDBOX_OFFERED ? "" : ", ",
+                offer == QUERY_SANDBOX_OFFERED ? "" : sandbox_unavailable_reason(q->sandbox),
+                q->offer == QUERY_SANDBOX_OFFERED ? "offered" : "not offered");
+        return r;
 }
 
 static int query_run_on_kick(sd_event_source *s, void *userdata) {
@@ -354,10 +446,27 @@ void query_run_abort(QueryRun *q, ApiError error, const char *message) {
 
         if (q->reported || q->state >= QUERY_RUN_CLEANUP)
                 return;
+        if (q->state == QUERY_RUN_SANDBOX_WAIT)
+                (void) query_run_end_wait(q, QUERY_SANDBOX_STARTING);
         query_run_fail(q, error, message);
         query_run_cancel_in_flight(q);
         q->state = QUERY_RUN_CLEANUP;
         query_run_kick(q);
+}
+
+static int query_run_on_wait_over(sd_event_source *s, uint64_t usec, void *userdata) {
+        QueryRun *q = userdata;
+
+        q->wait_source = sd_event_source_disable_unref(q->wait_source);
+        query_run_kick(q);
+        return 0;
+}
+
+void query_run_sandbox_changed(QueryRun *q) {
+        assert(q);
+
+        if (q->state == QUERY_RUN_SANDBOX_WAIT && !q->reported)
+                query_run_kick(q);
 }
 
 static int query_run_on_deadline(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -825,6 +934,7 @@ static void query_run_report(QueryRun *q) {
                 .timings = q->timings,
                 .artifacts = q->artifacts.items,
                 .n_artifacts = q->artifacts.n,
+                .sandbox = query_sandbox_to_string(q->offer),
         };
         q->reported = true;
         q->done(q, &o, q->userdata);
@@ -869,6 +979,23 @@ static void query_run_advance(QueryRun *q) {
                         return; /* its completion calls us again */
 
                 switch (q->state) {
+                case QUERY_RUN_SANDBOX_WAIT: {
+                        QuerySandbox offer;
+
+                        if (!query_sandbox_decide(
+                                    sandbox_get_state(q->sandbox), now(CLOCK_MONOTONIC), q->wait_until, &offer))
+                                return; /* the Sandbox's announcement or the timer brings us back */
+                        r = query_run_end_wait(q, offer);
+                        if (r < 0) {
+                                log_error_errno(r, "Query %s: cannot make its agent", q->id);
+                                query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
+                                q->state = QUERY_RUN_CLEANUP;
+                                break;
+                        }
+                        q->state = QUERY_RUN_PRELOAD;
+                        break;
+                }
+
                 case QUERY_RUN_PRELOAD:
                         if (q->pages && q->pages[q->next_page]) {
                                 if (q->next_page == 0)
@@ -985,7 +1112,8 @@ int query_run_new(
         _cleanup_(query_run_freep) QueryRun *q = NULL;
         const Config *c;
         size_t n = 0;
-        bool python;
+        SandboxState state;
+        bool waiting;
         int r;
 
         assert(ctx);
@@ -1010,6 +1138,7 @@ int query_run_new(
         q->done = done;
         q->userdata = userdata;
         q->state = QUERY_RUN_PRELOAD;
+        q->offer = _QUERY_SANDBOX_INVALID;
         q->error = _API_ERROR_INVALID;
         memcpy(q->id, job->id, sizeof q->id);
         q->started = now(CLOCK_MONOTONIC);
@@ -1026,28 +1155,22 @@ int query_run_new(
                         return -ENOMEM;
         }
 
-        python = q->sandbox && sandbox_is_available(q->sandbox);
-        if (python) {
-                r = sandbox_query_new(q->sandbox, q->id, &q->sandbox_query);
-                if (r < 0) {
-                        log_warning_errno(
-                                r, "Query %s: no sandbox for this query, run_python not offered", q->id);
-                        python = false;
-                }
+        /* A sandbox that is starting (the daemon was just started by this
+         * query's connection, or the user manager is being reconnected) is
+         * waited for; one that is not there is not. */
+        state = q->sandbox ? sandbox_get_state(q->sandbox) : SANDBOX_UNAVAILABLE;
+        q->wait_until = query_sandbox_wait_until(q->started, q->deadline);
+        waiting = !query_sandbox_decide(state, q->started, q->wait_until, &q->offer);
+        if (waiting) {
+                q->offer = _QUERY_SANDBOX_INVALID;
+                q->question = strdup(job->question);
+                if (!q->question)
+                        return -ENOMEM;
+                q->state = QUERY_RUN_SANDBOX_WAIT;
         }
-
-        r = agent_new(
-                &(AgentSettings){
-                        .model = c->llm_model,
-                        .max_steps = (unsigned) c->query_max_steps,
-                        .context_tokens = c->model_context_tokens,
-                        .max_output_bytes = c->model_max_output_bytes,
-                        .tool_result_max_bytes = c->tool_result_max_bytes,
-                        .sandbox_available = python,
-                        .stream = llm_client_stream_mode(q->llm),
-                },
-                job->question,
-                &q->agent);
+        /* Made now also while waiting (it checks the question), and again
+         * with run_python if the sandbox comes. */
+        r = query_run_make_agent(q, job->question);
         if (r < 0)
                 return r;
 
@@ -1068,6 +1191,13 @@ int query_run_new(
         if (r < 0)
                 return r;
         (void) sd_event_source_set_description(q->deadline_source, "query-run-deadline");
+        if (waiting) {
+                r = sd_event_add_time(
+                        q->event, &q->wait_source, CLOCK_MONOTONIC, q->wait_until, 0, query_run_on_wait_over, q);
+                if (r < 0)
+                        return r;
+                (void) sd_event_source_set_description(q->wait_source, "query-run-sandbox-wait");
+        }
 
         query_run_log(
                 q,
@@ -1075,7 +1205,13 @@ int query_run_new(
                 "started: %zu requested pages, up to %" PRIu64 " steps, run_python %s.",
                 n,
                 (uint64_t) c->query_max_steps,
-                python ? "offered" : "not offered");
+                waiting                                   ? "waits for the sandbox to start" :
+                        q->offer == QUERY_SANDBOX_OFFERED ? "offered" :
+                                                            "not offered");
+        /* The phase while it waits, as the query starts: a status request
+         * must not see it in another one before the first step. */
+        if (waiting)
+                query_run_emit(q, (QueryEvent){ .type = QUERY_EVENT_PHASE, .phase = QUERY_PHASE_SANDBOX });
         query_run_kick(q);
         *ret = TAKE_PTR(q);
         return 0;
@@ -1091,11 +1227,13 @@ QueryRun *query_run_free(QueryRun *q) {
         assert(!q->sandbox_run);
         q->kick_source = sd_event_source_disable_unref(q->kick_source);
         q->deadline_source = sd_event_source_disable_unref(q->deadline_source);
+        q->wait_source = sd_event_source_disable_unref(q->wait_source);
         sandbox_artifacts_done(&q->artifacts);
         q->sandbox_query = sandbox_query_free(q->sandbox_query);
         q->wiki = wiki_client_free(q->wiki);
         q->agent = agent_free(q->agent);
         strv_free(q->pages);
+        free(q->question);
         free(q->op_title);
         free(q->message);
         free(q->answer);

@@ -7,6 +7,7 @@
 #include "query/executor.h"
 #include "query/llm-client.h"
 #include "query/upstream.h"
+#include "sandbox/sandbox.h"
 #include "shared/api-error.h"
 #include "shared/config.h"
 #include "shared/macro.h"
@@ -14,6 +15,12 @@
 /* One query's run (API.md 8): the per-query state machine behind the
  * executor (docs/CODING_STYLE.md).
  *
+ *   SANDBOX_WAIT  only when the sandbox is starting as the query starts
+ *            (SANDBOX_STARTING): wait until it is available or
+ *            unavailable (the Sandbox announces it:
+ *            query_run_sandbox_changed()), at most until
+ *            query_sandbox_wait_until() (a timer of its own); then on with
+ *            run_python or without (QueryOutcome.sandbox says which)
  *   PRELOAD  the request's "pages", one wiki_read each, as sources
  *   STEP     agent_next() decides: a model request, a tool call, the answer
  *            or a failure
@@ -26,8 +33,9 @@
  * At most one operation is in flight, owned by its field. Every completion
  * records its result and calls query_run_advance(). One deadline timer
  * (WIKI_WEB_QUERY_TIMEOUT_SECONDS) ends the query with query_timeout,
- * cancelling whatever is in flight; an abort does the same with
- * execution_failed. The first error wins. Every path goes through CLEANUP.
+ * cancelling whatever is in flight (a wait for the sandbox too); an abort
+ * does the same with execution_failed. The first error wins. Every path
+ * goes through CLEANUP.
  *
  * Ownership: the executor owns a QueryRun from query_run_new() until
  * query_run_free(). It borrows the event loop, the config, the Upstream, the
@@ -40,8 +48,19 @@
  * announces it by the query's id when it is confirmed
  * (sandbox_set_cleanup_confirmed_handler()). */
 
-typedef struct Sandbox Sandbox;
 typedef struct QueryRun QueryRun;
+
+/* When a query started at started, with its deadline, stops waiting for a
+ * starting sandbox: QUERY_SANDBOX_WAIT_MAX_USEC later, never past the
+ * deadline. */
+usec_t query_sandbox_wait_until(usec_t started, usec_t deadline);
+
+/* What a query does about run_python with the sandbox in state at time
+ * now: true and *ret when it is decided (available: offered; unavailable:
+ * not offered, without waiting; starting at or past wait_until: not
+ * offered, "starting"), false to wait on (starting, before wait_until).
+ * Pure. */
+bool query_sandbox_decide(SandboxState state, usec_t now, usec_t wait_until, QuerySandbox *ret);
 
 typedef void (*QueryRunDone)(QueryRun *q, const QueryOutcome *outcome, void *userdata);
 
@@ -50,7 +69,7 @@ typedef struct QueryRunContext {
         const Config *config;
         Upstream *upstream;
         LlmClient *llm;             /* the model client, long-lived: what it learnt of the server persists */
-        Sandbox *sandbox;           /* NULL or unavailable: no run_python */
+        Sandbox *sandbox;           /* NULL or unavailable: no run_python; starting: waited for */
         QueryEventHandler on_event; /* NULL: none */
         void *event_userdata;
 } QueryRunContext;
@@ -66,3 +85,6 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(QueryRun *, query_run_free);
 /* End the run with error (the first error wins) through the cleanup state.
  * message: raw, copied. No-op once the outcome is reported. */
 void query_run_abort(QueryRun *q, ApiError error, const char *message);
+/* The sandbox's state changed: a run waiting for it looks again (from a
+ * defer). No-op in any other state. */
+void query_run_sandbox_changed(QueryRun *q);

@@ -128,7 +128,7 @@ struct Sandbox {
         char *work_dir, *state_root, *rootfs;
         bool default_rootfs;
         char static_reason[384]; /* runtime or rootfs missing: never available */
-        char reason[512];
+        char reason[512];        /* sandbox_unavailable_reason()'s, when it is made up */
         bool sweep_started, sweep_done;
         unsigned sweep_outstanding;
         Cleanup *cleanups;
@@ -138,11 +138,40 @@ struct Sandbox {
         void *state_userdata;
         SandboxCleanupConfirmedHandler confirmed_handler;
         void *confirmed_userdata;
-        bool last_available, last_pending;
+        bool manager_answered;        /* the user manager answers (as last heard) */
+        usec_t manager_lost;          /* when it last stopped answering, or the set-up */
+        sd_event_source *state_timer; /* when the state next changes by time alone */
+        sd_event_source *announce;    /* defer: the state handler, after a change */
+        SandboxState last_state;      /* as last announced (or as set up) */
+        bool last_pending;
+        usec_t test_starting_until; /* the fault switch holds SANDBOX_STARTING until then */
         bool test_deaf_init;
 };
 
-/* sandbox.c: call the state handler if availability or pending changed. */
+/* How long a user manager that is to be expected may take to answer, from
+ * the start or from a lost connection, before the sandbox is unavailable
+ * instead of starting: logind starts a lingering user's manager at boot,
+ * and a restarted one answers again within a reconnection (2 s); this
+ * leaves room for a slow boot, and a broken manager costs only the
+ * queries of the first half-minute a wait. */
+#define SANDBOX_STARTING_MAX_USEC (30 * USEC_PER_SEC)
+
+/* What the Sandbox's state follows from, at one moment. */
+typedef struct SandboxConditions {
+        bool static_unavailable; /* runtime, rootfs, python3 or state directory missing */
+        bool test_starting;      /* the fault switch holds it starting */
+        bool manager_ready;      /* the user manager answered Subscribe() */
+        bool manager_expected;   /* scope_manager_is_expected() */
+        bool manager_overdue;    /* not ready for SANDBOX_STARTING_MAX_USEC */
+        bool sweep_done;
+} SandboxConditions;
+
+/* The state those conditions make (pure). */
+SandboxState sandbox_state_of(const SandboxConditions *c);
+
+/* sandbox.c: compute the state now; if it or pending changed since the
+ * last announcement, schedule the state handler (a defer). Callable from
+ * anywhere, also from inside sd-bus callbacks. */
 void sandbox_notify(Sandbox *s);
 
 /* cleanup.c */

@@ -12,32 +12,153 @@
 
 /* ---- state changes ---- */
 
-void sandbox_notify(Sandbox *s) {
-        bool a = sandbox_is_available(s), p = sandbox_cleanup_pending(s);
+static const char *const sandbox_state_table[_SANDBOX_STATE_MAX] = {
+        [SANDBOX_STARTING] = "starting",
+        [SANDBOX_AVAILABLE] = "available",
+        [SANDBOX_UNAVAILABLE] = "unavailable",
+};
 
-        if (a == s->last_available && p == s->last_pending)
-                return;
-        s->last_available = a;
-        s->last_pending = p;
-        if (s->state_handler)
-                s->state_handler(s, s->state_userdata);
+const char *sandbox_state_to_string(SandboxState state) {
+        if (state < 0 || state >= _SANDBOX_STATE_MAX)
+                return NULL;
+        return sandbox_state_table[state];
+}
+
+SandboxState sandbox_state_of(const SandboxConditions *c) {
+        assert(c);
+
+        if (c->test_starting)
+                return SANDBOX_STARTING;
+        if (c->static_unavailable)
+                return SANDBOX_UNAVAILABLE;
+        if (c->manager_ready)
+                return c->sweep_done ? SANDBOX_AVAILABLE : SANDBOX_STARTING;
+        if (c->manager_expected && !c->manager_overdue)
+                return SANDBOX_STARTING;
+        return SANDBOX_UNAVAILABLE;
+}
+
+static void sandbox_conditions(const Sandbox *s, usec_t t, SandboxConditions *ret) {
+        bool ready = scope_manager_is_ready(s->scopes);
+
+        *ret = (SandboxConditions){
+                .static_unavailable = s->static_reason[0] != 0,
+                .test_starting = t < s->test_starting_until,
+                .manager_ready = ready,
+                .manager_expected = scope_manager_is_expected(s->scopes),
+                .manager_overdue = !ready && t >= usec_add(s->manager_lost, SANDBOX_STARTING_MAX_USEC),
+                .sweep_done = s->sweep_done,
+        };
+}
+
+SandboxState sandbox_get_state(const Sandbox *s) {
+        SandboxConditions c;
+
+        assert(s);
+        sandbox_conditions(s, now(CLOCK_MONOTONIC), &c);
+        return sandbox_state_of(&c);
 }
 
 bool sandbox_is_available(const Sandbox *s) {
-        assert(s);
-        return !s->static_reason[0] && scope_manager_is_ready(s->scopes) && s->sweep_done;
+        return sandbox_get_state(s) == SANDBOX_AVAILABLE;
 }
 
 const char *sandbox_unavailable_reason(const Sandbox *s) {
+        Sandbox *m = (Sandbox *) s; /* reason[] is a cache of the sentence */
+        SandboxConditions c;
+
         assert(s);
 
-        if (s->static_reason[0])
+        sandbox_conditions(s, now(CLOCK_MONOTONIC), &c);
+        if (c.test_starting)
+                return "held starting by the test fault switch WIKI_WEB_TEST_SANDBOX_STARTING_MS";
+        if (c.static_unavailable)
                 return s->static_reason;
-        if (!scope_manager_is_ready(s->scopes))
+        if (!c.manager_ready && !c.manager_expected) {
+                snprintf(
+                        m->reason,
+                        sizeof m->reason,
+                        "no user manager: %s, and the service user does not linger",
+                        scope_manager_reason(s->scopes));
+                return m->reason;
+        }
+        if (!c.manager_ready && c.manager_overdue) {
+                snprintf(
+                        m->reason,
+                        sizeof m->reason,
+                        "the user manager has not answered for %" PRIu64 " s: %s",
+                        (uint64_t) (SANDBOX_STARTING_MAX_USEC / USEC_PER_SEC),
+                        scope_manager_reason(s->scopes));
+                return m->reason;
+        }
+        if (!c.manager_ready)
                 return scope_manager_reason(s->scopes);
         if (!s->sweep_done)
                 return "the start-up sweep of leftover containers is not done yet";
         return "";
+}
+
+static int sandbox_on_announce(sd_event_source *source, void *userdata) {
+        Sandbox *s = userdata;
+        SandboxState state = sandbox_get_state(s);
+        bool pending = sandbox_cleanup_pending(s);
+
+        if (state == s->last_state && pending == s->last_pending)
+                return 0;
+        s->last_state = state;
+        s->last_pending = pending;
+        if (s->state_handler)
+                s->state_handler(s, s->state_userdata);
+        return 0;
+}
+
+static int sandbox_on_state_timer(sd_event_source *source, uint64_t usec, void *userdata) {
+        Sandbox *s = userdata;
+
+        sandbox_notify(s);
+        return 0;
+}
+
+/* The state changes by time alone when the fault switch's hold ends and
+ * when a user manager that does not answer becomes overdue: wake up then. */
+static void sandbox_arm_state_timer(Sandbox *s, usec_t t) {
+        usec_t next = USEC_INFINITY;
+        int r;
+
+        if (t < s->test_starting_until)
+                next = s->test_starting_until;
+        if (!scope_manager_is_ready(s->scopes)) {
+                usec_t overdue = usec_add(s->manager_lost, SANDBOX_STARTING_MAX_USEC);
+                if (t < overdue)
+                        next = MIN(next, overdue);
+        }
+        if (next == USEC_INFINITY) {
+                if (s->state_timer)
+                        (void) sd_event_source_set_enabled(s->state_timer, SD_EVENT_OFF);
+                return;
+        }
+        if (!s->state_timer) {
+                r = sd_event_add_time(
+                        s->event, &s->state_timer, CLOCK_MONOTONIC, next, 0, sandbox_on_state_timer, s);
+                if (r < 0) {
+                        log_warning_errno(r, "Cannot watch the sandbox's start");
+                        return;
+                }
+                (void) sd_event_source_set_description(s->state_timer, "sandbox-state");
+                return;
+        }
+        (void) sd_event_source_set_time(s->state_timer, next);
+        (void) sd_event_source_set_enabled(s->state_timer, SD_EVENT_ONESHOT);
+}
+
+void sandbox_notify(Sandbox *s) {
+        sandbox_arm_state_timer(s, now(CLOCK_MONOTONIC));
+        if (sandbox_get_state(s) == s->last_state && sandbox_cleanup_pending(s) == s->last_pending)
+                return;
+        /* Announce from the loop, never from inside the caller (an sd-bus
+         * callback, a cleanup's step). */
+        if (s->announce)
+                (void) sd_event_source_set_enabled(s->announce, SD_EVENT_ONESHOT);
 }
 
 bool sandbox_cleanup_pending(const Sandbox *s) {
@@ -67,6 +188,12 @@ void sandbox_set_test_unconfirmable(Sandbox *s, unsigned n) {
 void sandbox_set_test_deaf_init(Sandbox *s, bool deaf) {
         assert(s);
         s->test_deaf_init = deaf;
+}
+
+void sandbox_set_test_starting(Sandbox *s, usec_t duration) {
+        assert(s);
+        s->test_starting_until = usec_add(now(CLOCK_MONOTONIC), duration);
+        sandbox_notify(s);
 }
 
 /* Say once which limits hold here (docs/SANDBOX.md: cgroup v1 versus v2): the
@@ -103,14 +230,21 @@ static void sandbox_log_limits(void) {
 static void sandbox_on_ready(bool ready, const char *reason, void *userdata) {
         Sandbox *s = userdata;
 
+        s->manager_answered = ready;
         if (ready) {
                 log_info("The user manager answers: sandbox scopes can be made.");
                 if (!s->sweep_started && !s->static_reason[0]) {
                         sandbox_log_limits();
                         sandbox_sweep_start(s);
                 }
-        } else if (reason && *reason)
-                log_warning("Sandbox unavailable: %s.", reason);
+        } else {
+                /* It stopped answering: it has SANDBOX_STARTING_MAX_USEC
+                 * from now to answer again. */
+                if (s->manager_answered)
+                        s->manager_lost = now(CLOCK_MONOTONIC);
+                if (reason && *reason && !strstr(reason, "waiting"))
+                        log_warning("Sandbox unavailable: %s.", reason);
+        }
         sandbox_notify(s);
 }
 
@@ -234,10 +368,22 @@ int sandbox_new(sd_event *event, const Config *config, const SandboxOptions *opt
         else
                 sandbox_check_static(s);
 
+        /* The user manager has SANDBOX_STARTING_MAX_USEC from here. */
+        s->manager_lost = now(CLOCK_MONOTONIC);
         r = scope_manager_new(event, options->bus_address, &s->scopes);
         if (r < 0)
                 return r;
         scope_manager_set_ready_callback(s->scopes, sandbox_on_ready, s);
+        r = sd_event_add_defer(event, &s->announce, sandbox_on_announce, s);
+        if (r < 0)
+                return r;
+        r = sd_event_source_set_enabled(s->announce, SD_EVENT_OFF);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_description(s->announce, "sandbox-announce");
+        s->last_state = sandbox_get_state(s);
+        s->last_pending = false;
+        sandbox_arm_state_timer(s, now(CLOCK_MONOTONIC));
         if (s->static_reason[0])
                 log_warning("Sandbox unavailable: %s.", s->static_reason);
         else if (
@@ -260,6 +406,8 @@ Sandbox *sandbox_free(Sandbox *s) {
         while (s->cleanups)
                 sandbox_cleanup_free(s->cleanups);
         s->scopes = scope_manager_free(s->scopes);
+        s->announce = sd_event_source_disable_unref(s->announce);
+        s->state_timer = sd_event_source_disable_unref(s->state_timer);
         s->reaper = reaper_free(s->reaper);
         sd_event_unref(s->event);
         free(s->runtime);

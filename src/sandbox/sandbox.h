@@ -43,6 +43,8 @@
  * inside the call that started the work.
  *
  * For the pipeline: offer run_python only while sandbox_is_available();
+ * a query that starts while the Sandbox is SANDBOX_STARTING may wait for
+ * it (bounded), and learns of the change through the state handler;
  * map a done callback's error < 0 to execution_failed, anything else is a
  * tool result (sandbox_result_to_json()); on the query deadline call
  * sandbox_run_cancel() and wait for the callback; at the end of the query
@@ -79,15 +81,42 @@ int sandbox_new(sd_event *event, const Config *config, const SandboxOptions *opt
 Sandbox *sandbox_free(Sandbox *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Sandbox *, sandbox_free);
 
-/* Whether run_python can be offered: runtime, rootfs and user manager are
- * there and the start-up sweep is done. */
+/* Whether run_python can be offered, and if not, whether it will be soon.
+ * Starting is bounded: the start-up sweep ends (its operations have time
+ * limits), and a user manager that has not answered for
+ * SANDBOX_STARTING_MAX_USEC (sandbox-internal.h) after the start or after
+ * the connection was lost makes the sandbox unavailable. Unavailable may
+ * still end (the Sandbox keeps reconnecting, and a user manager that
+ * answers later makes it available), but nothing is known to be on its
+ * way: a query does not wait for it. */
+typedef enum SandboxState {
+        SANDBOX_STARTING,    /* the user manager's bus is not connected yet (or is being reconnected)
+                              * while a user manager is to be expected, or the start-up sweep runs */
+        SANDBOX_AVAILABLE,   /* run_python can be offered */
+        SANDBOX_UNAVAILABLE, /* no runtime, rootfs, python3 or state directory (for good), or no user
+                              * manager: none is configured (the service user does not linger, no bus),
+                              * or it did not answer within SANDBOX_STARTING_MAX_USEC */
+        _SANDBOX_STATE_MAX,
+        _SANDBOX_STATE_INVALID = -EINVAL,
+} SandboxState;
+
+/* "starting", "available", "unavailable"; NULL out of range. */
+const char *sandbox_state_to_string(SandboxState state);
+
+SandboxState sandbox_get_state(const Sandbox *s);
+/* sandbox_get_state() == SANDBOX_AVAILABLE: runtime, rootfs and user
+ * manager are there and the start-up sweep is done. */
 bool sandbox_is_available(const Sandbox *s);
 /* Why not (a sentence for the journal), or "" when available. Borrowed. */
 const char *sandbox_unavailable_reason(const Sandbox *s);
 /* Whether a cleanup is not confirmed yet (D-Bus Health "degraded"). */
 bool sandbox_cleanup_pending(const Sandbox *s);
 
-/* Called whenever availability or cleanup_pending changes. */
+/* Called after sandbox_get_state() or sandbox_cleanup_pending() changed,
+ * from the event loop (a defer), never from inside a call into the
+ * Sandbox; several changes within one loop iteration are one call, and a
+ * change undone before it runs is none. The state the Sandbox starts in is
+ * not announced: read it after sandbox_new(). */
 typedef void (*SandboxStateHandler)(Sandbox *s, void *userdata);
 void sandbox_set_state_handler(Sandbox *s, SandboxStateHandler handler, void *userdata);
 
@@ -105,6 +134,10 @@ void sandbox_set_test_unconfirmable(Sandbox *s, unsigned n);
 /* Test-only fault switch: at a timeout or a cancel the container's init is
  * not signalled, as an init that does not answer (the grace, then KillUnit). */
 void sandbox_set_test_deaf_init(Sandbox *s, bool deaf);
+/* Test-only fault switch: the Sandbox is SANDBOX_STARTING for duration
+ * from now, whatever its real state, which it then announces, as a start
+ * that takes that long would. */
+void sandbox_set_test_starting(Sandbox *s, usec_t duration);
 
 /* A query's sandbox context. query_id: [A-Za-z0-9_]+, at most 64 bytes.
  * Creates the directories (an existing one is emptied first: /out is empty

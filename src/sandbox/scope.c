@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <assert.h>
+#include <pwd.h>
 #include <signal.h>
 #include <systemd/sd-bus.h>
 
@@ -61,6 +62,8 @@ struct ScopeManager {
         sd_bus *bus;
         bool ready;
         char reason[256];
+        bool expected;           /* scope_manager_is_expected() */
+        bool announced_expected; /* as ready_cb last heard it */
         sd_event_source *reconnect;
         ScopeOp *ops;
         unsigned test_unconfirmable;
@@ -71,9 +74,10 @@ struct ScopeManager {
 static void scope_manager_connect(ScopeManager *m);
 
 static void scope_manager_set_ready(ScopeManager *m, bool ready, const char *reason) {
-        bool changed = m->ready != ready || !streq(m->reason, reason);
+        bool changed = m->ready != ready || !streq(m->reason, reason) || m->expected != m->announced_expected;
 
         m->ready = ready;
+        m->announced_expected = m->expected;
         snprintf(m->reason, sizeof m->reason, "%s", reason);
         if (changed && m->ready_cb)
                 m->ready_cb(ready, m->reason, m->ready_userdata);
@@ -662,6 +666,33 @@ static int scope_manager_open_bus(ScopeManager *m, sd_bus **ret) {
         return 0;
 }
 
+/* Whether the service user lingers: logind starts its manager at boot
+ * (and at "loginctl enable-linger"). */
+static bool scope_user_lingers(void) {
+        _cleanup_free_ char *path = NULL;
+        struct passwd pw, *found = NULL;
+        char buf[4096];
+
+        if (getpwuid_r(getuid(), &pw, buf, sizeof buf, &found) != 0 || !found)
+                return false;
+        if (asprintf(&path, "/var/lib/systemd/linger/%s", found->pw_name) < 0)
+                return false;
+        return access(path, F_OK) == 0;
+}
+
+/* scope_manager_is_expected(), for the address just picked. */
+static bool scope_manager_find_expected(ScopeManager *m) {
+        const char *path;
+
+        if (!m->address_auto)
+                return true;
+        path = strneq(m->address, "unix:path=", STRLEN("unix:path=")) ? m->address + STRLEN("unix:path=") :
+                                                                        NULL;
+        if (path && access(path, F_OK) == 0)
+                return true;
+        return scope_user_lingers();
+}
+
 static void scope_manager_connect(ScopeManager *m) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         char reason[256];
@@ -671,6 +702,7 @@ static void scope_manager_connect(ScopeManager *m) {
                 scope_manager_lose(m, "out of memory");
                 return;
         }
+        m->expected = scope_manager_find_expected(m);
 
         r = scope_manager_open_bus(m, &bus);
         if (r < 0) {
@@ -685,7 +717,8 @@ static void scope_manager_connect(ScopeManager *m) {
                 return;
         }
         m->bus = TAKE_PTR(bus);
-        snprintf(m->reason, sizeof m->reason, "waiting for the user manager on %s", m->address);
+        snprintf(reason, sizeof reason, "waiting for the user manager on %s", m->address);
+        scope_manager_set_ready(m, false, reason);
 }
 
 int scope_manager_new(sd_event *event, const char *address, ScopeManager **ret) {
@@ -736,6 +769,11 @@ bool scope_manager_is_ready(const ScopeManager *m) {
 const char *scope_manager_reason(const ScopeManager *m) {
         assert(m);
         return m->reason;
+}
+
+bool scope_manager_is_expected(const ScopeManager *m) {
+        assert(m);
+        return m->ready || m->expected;
 }
 
 void scope_manager_set_test_unconfirmable(ScopeManager *m, unsigned n) {

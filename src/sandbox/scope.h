@@ -31,7 +31,8 @@ typedef struct ScopeOp ScopeOp;
 typedef void (*ScopeCallback)(int error, void *userdata);
 /* For scope_list(): names is borrowed for the duration of the call. */
 typedef void (*ScopeListCallback)(int error, char **names, void *userdata);
-/* Readiness changes: ready, or not with a reason (static or borrowed). */
+/* Readiness changes: ready, or not with a reason (static or borrowed);
+ * also called when scope_manager_is_expected() changes. */
 typedef void (*ScopeReadyCallback)(bool ready, const char *reason, void *userdata);
 
 /* address: an sd-bus address; NULL: $RUNTIME_DIRECTORY/user/<our uid>/bus
@@ -48,6 +49,12 @@ void scope_manager_set_ready_callback(ScopeManager *m, ScopeReadyCallback cb, vo
 bool scope_manager_is_ready(const ScopeManager *m);
 /* Why not ready ("" when ready). Borrowed. */
 const char *scope_manager_reason(const ScopeManager *m);
+/* Whether a user manager is to be expected, as found at the last
+ * connection attempt: the address was given, its bus socket is there, or
+ * the service user lingers (/var/lib/systemd/linger/USER: logind starts
+ * that user's manager at boot). False: none will come by itself (it is
+ * still looked for at each reconnection). */
+bool scope_manager_is_expected(const ScopeManager *m);
 
 /* Test-only fault switch: the next n confirmations of scope_stop() find the
  * unit still there (-EBUSY), as a stuck unit would. */

@@ -15,6 +15,9 @@
  *                                           fail (0..100)
  *   WIKI_WEB_TEST_SANDBOX_DEAF_INIT=1       a container's init is never
  *                                           told to stop
+ *   WIKI_WEB_TEST_SANDBOX_STARTING_MS=N     the sandbox is "starting" for
+ *                                           N ms after the start, whatever
+ *                                           it really is (0..3600000)
  *   WIKI_WEB_TEST_HTTP_OOM=reply|all|request
  *                                           allocations on the reply path
  *                                           fail (see httpd.c)

@@ -17,10 +17,12 @@
 #include "store/history.h"
 #include "store/sync-worker.h"
 
-/* Schema version 1. The records keep their insertion order in seq, which
+/* Schema version 2. The records keep their insertion order in seq, which
  * orders a listing (newest first) and makes its cursor: a cursor is the seq
- * of the last record of the previous page, in decimal. */
-#define SCHEMA_VERSION 1
+ * of the last record of the previous page, in decimal. Version 1 lacks the
+ * column sandbox; opening such a file adds it (NULL in its records). */
+#define SCHEMA_VERSION 2
+#define SCHEMA_VERSION_SQL "PRAGMA user_version = 2"
 
 static const char schema_sql[] =
         "CREATE TABLE queries ("
@@ -43,7 +45,8 @@ static const char schema_sql[] =
         "  prompt_tokens INTEGER NOT NULL DEFAULT 0,"
         "  completion_tokens INTEGER NOT NULL DEFAULT 0,"
         "  created_at INTEGER NOT NULL,"
-        "  finished_at INTEGER"
+        "  finished_at INTEGER,"
+        "  sandbox TEXT"
         ");"
         "CREATE INDEX queries_by_session ON queries (session, seq);"
         "CREATE TABLE artifacts ("
@@ -61,7 +64,7 @@ static const char schema_sql[] =
 #define RECORD_COLUMNS                                                                                      \
         "seq, id, status, question, answer, sources, error_code, error_message, queue_ms, wiki_ms, "        \
         "model_ms, sandbox_ms, cleanup_ms, total_ms, model, prompt_tokens, completion_tokens, created_at, " \
-        "finished_at"
+        "finished_at, sandbox"
 
 /* The statements run per query or per request, prepared once per
  * connection (SQLITE_PREPARE_PERSISTENT) on first use and kept until
@@ -94,7 +97,7 @@ static const char *const statement_sql[_STMT_MAX] = {
                 "UPDATE queries SET status = ?2, answer = ?3, sources = ?4, error_code = ?5,"
                 " error_message = ?6, queue_ms = ?7, wiki_ms = ?8, model_ms = ?9, sandbox_ms = ?10,"
                 " cleanup_ms = ?11, total_ms = ?12, model = ?13, prompt_tokens = ?14,"
-                " completion_tokens = ?15, finished_at = ?16"
+                " completion_tokens = ?15, finished_at = ?16, sandbox = ?17"
                 " WHERE id = ?1 AND status = 'running'",
         [STMT_ARTIFACTS_OF] =
                 "SELECT id, name, media_type, size_bytes, sha256 FROM artifacts"
@@ -200,10 +203,17 @@ static int user_version(History *h, int *ret) {
         return 0;
 }
 
+/* What check_schema() found. */
+enum {
+        SCHEMA_CURRENT,
+        SCHEMA_CREATE,  /* an empty file */
+        SCHEMA_MIGRATE, /* version 1 */
+};
+
 /* Decide from the file as it is, before changing anything in it: a schema
  * of a newer wikiwebd, or a database that is not a wikiweb history, is
- * refused and left untouched. Returns 1 when the schema must be created, 0
- * when it is there, or a negative errno. */
+ * refused and left untouched. Returns SCHEMA_CURRENT, SCHEMA_CREATE,
+ * SCHEMA_MIGRATE, or a negative errno. */
 static int check_schema(History *h) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
         int version, r;
@@ -212,7 +222,9 @@ static int check_schema(History *h) {
         if (r < 0)
                 return r;
         if (version == SCHEMA_VERSION)
-                return 0;
+                return SCHEMA_CURRENT;
+        if (version == 1)
+                return SCHEMA_MIGRATE;
         if (version > SCHEMA_VERSION) {
                 log_error(
                         "History store: schema version %d is newer than this wikiwebd's (%d); refusing to touch it.",
@@ -230,22 +242,38 @@ static int check_schema(History *h) {
                 log_error("History store: the file holds another database, not a wikiweb history; refusing to touch it.");
                 return -ENOTSUP;
         }
-        return 1;
+        return SCHEMA_CREATE;
 }
 
-static int create_schema(History *h) {
+/* Run sql and set the schema version, in one transaction. */
+static int change_schema(History *h, const char *sql, const char *what) {
         int r;
 
         r = exec(h, "BEGIN IMMEDIATE");
         if (r < 0)
                 return r;
-        if (sqlite3_exec(h->db, schema_sql, NULL, NULL, NULL) != SQLITE_OK ||
-            sqlite3_exec(h->db, "PRAGMA user_version = 1", NULL, NULL, NULL) != SQLITE_OK) {
-                r = db_error(h, "create the schema");
+        if (sqlite3_exec(h->db, sql, NULL, NULL, NULL) != SQLITE_OK ||
+            sqlite3_exec(h->db, SCHEMA_VERSION_SQL, NULL, NULL, NULL) != SQLITE_OK) {
+                r = db_error(h, what);
                 (void) sqlite3_exec(h->db, "ROLLBACK", NULL, NULL, NULL);
                 return r;
         }
         return exec(h, "COMMIT");
+}
+
+static int create_schema(History *h) {
+        return change_schema(h, schema_sql, "create the schema");
+}
+
+/* Version 1 to 2: whether run_python was offered (API.md 9 "sandbox"); not
+ * known for the records already there (NULL). */
+static int migrate_schema(History *h) {
+        int r;
+
+        r = change_schema(h, "ALTER TABLE queries ADD COLUMN sandbox TEXT", "add the column sandbox");
+        if (r >= 0)
+                log_info("History store: schema version 1 updated to %d.", SCHEMA_VERSION);
+        return r;
 }
 
 /* Records still "running" belong to a daemon that died: they failed. When
@@ -326,8 +354,10 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
                 r = exec(h, "PRAGMA synchronous = NORMAL");
         if (r >= 0)
                 r = exec(h, "PRAGMA foreign_keys = ON");
-        if (r >= 0 && create > 0)
+        if (r >= 0 && create == SCHEMA_CREATE)
                 r = create_schema(h);
+        if (r >= 0 && create == SCHEMA_MIGRATE)
+                r = migrate_schema(h);
         if (r >= 0)
                 r = recover(h, &recovered);
         if (r < 0) {
@@ -500,6 +530,7 @@ static int finish(History *h, const char *id, const HistoryOutcome *o, bool dura
         sqlite3_bind_int64(s, 14, (sqlite3_int64) MIN(o->prompt_tokens, (uint64_t) INT64_MAX));
         sqlite3_bind_int64(s, 15, (sqlite3_int64) MIN(o->completion_tokens, (uint64_t) INT64_MAX));
         sqlite3_bind_int64(s, 16, (sqlite3_int64) o->finished_at);
+        sqlite3_bind_text(s, 17, o->sandbox, -1, SQLITE_STATIC);
 
         r = durable ? step_durable(h, s) : sqlite3_step(s);
         if (r != SQLITE_DONE)
@@ -564,7 +595,16 @@ void history_record_done(HistoryRecord *r) {
                 free_all(a->id, a->name, a->media_type, a->sha256);
         }
         free(r->artifacts);
-        free_all(r->id, r->status, r->question, r->answer, r->sources_json, r->error_code, r->error_message, r->model);
+        free_all(
+                r->id,
+                r->status,
+                r->question,
+                r->answer,
+                r->sources_json,
+                r->error_code,
+                r->error_message,
+                r->model,
+                r->sandbox);
         *r = (HistoryRecord){ 0 };
 }
 
@@ -619,7 +659,8 @@ static int record_from_row(History *h, sqlite3_stmt *s, HistoryRecord *ret) {
 
         if (column_strdup(s, 1, &ret->id) < 0 || column_strdup(s, 2, &ret->status) < 0 ||
             column_strdup(s, 3, &ret->question) < 0 || column_strdup(s, 4, &ret->answer) < 0 ||
-            column_strdup(s, 6, &ret->error_code) < 0 || column_strdup(s, 14, &ret->model) < 0)
+            column_strdup(s, 6, &ret->error_code) < 0 || column_strdup(s, 14, &ret->model) < 0 ||
+            column_strdup(s, 19, &ret->sandbox) < 0)
                 return -ENOMEM;
         /* Written by history_finish() only after checking it is an array. */
         ret->sources_json = strdup(column_text(s, 5, "[]"));

@@ -56,7 +56,9 @@ typedef struct HistoryOutcome {
         HistoryTimings timings;
         const char *model; /* the model name of the usage object */
         uint64_t prompt_tokens, completion_tokens;
-        usec_t finished_at; /* CLOCK_REALTIME */
+        usec_t finished_at;  /* CLOCK_REALTIME */
+        const char *sandbox; /* whether run_python was offered ("offered", "unavailable", "starting"); NULL:
+                              * not known */
 } HistoryOutcome;
 
 /* Complete the running record id. Returns 0, -ENOENT (no running record
@@ -109,6 +111,7 @@ typedef struct HistoryRecord {
         uint64_t prompt_tokens, completion_tokens;
         usec_t created_at;  /* CLOCK_REALTIME */
         usec_t finished_at; /* CLOCK_REALTIME, USEC_INFINITY while running */
+        char *sandbox;      /* as HistoryOutcome's; NULL while running and when not known */
 } HistoryRecord;
 
 /* Free what r holds and zero it (r itself is the caller's). */

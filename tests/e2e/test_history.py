@@ -20,7 +20,7 @@ import harness
 
 API = harness.API
 RECORD_KEYS = {'id', 'status', 'question', 'answer', 'sources', 'artifacts', 'error',
-               'timings_ms', 'usage', 'created_at', 'finished_at'}
+               'timings_ms', 'usage', 'sandbox', 'created_at', 'finished_at'}
 TIMING_KEYS = {'queue', 'wiki', 'model', 'sandbox', 'cleanup', 'total'}
 
 
@@ -39,9 +39,11 @@ def check_record(tc, rec, now=None):
     created = harness.parse_time(rec['created_at'])
     if now is not None:
         tc.assertLess(abs(created - now), 30, ctx)
+    tc.assertIn(rec['sandbox'], (None, 'offered', 'unavailable', 'starting'), ctx)
     if rec['status'] == 'running':
         tc.assertIsNone(rec['finished_at'], ctx)
         tc.assertIsNone(rec['error'], ctx)
+        tc.assertIsNone(rec['sandbox'], ctx)
     else:
         tc.assertGreaterEqual(harness.parse_time(rec['finished_at']), created - 0.001, ctx)
     if rec['status'] == 'failed':

@@ -8,6 +8,7 @@ and the scripted model server (tests/fixtures/fake_llm.py), all on
 
 import json
 import os
+import re
 import socket
 import statistics
 import sys
@@ -161,6 +162,8 @@ class Answered(PipelineBase):
         self.assertEqual(rec['sources'][0]['title'], 'Apple')  # through the redirect
         self.assertEqual(rec['error'], None)
         self.assertEqual(rec['artifacts'], [])
+        # No sandbox here, and none coming: run_python not offered, at once.
+        self.assertEqual(rec['sandbox'], 'unavailable')
         # usage summed over the three replies (fake_llm reports usage per reply)
         reqs = llm.chat_requests()
         self.assertEqual(len(reqs), 3)
@@ -198,6 +201,10 @@ class Answered(PipelineBase):
         # the journal: one line per step with the query id, no question text
         log = d.log()
         qid = rec['id']
+        # No user manager here (none runs, none lingers): unavailable, so
+        # the query did not wait for it.
+        self.assertIn(f'Query {qid}: started: 0 requested pages, up to 8 steps, run_python not offered.', log)
+        self.assertNotIn('for the sandbox to start', log)
         self.assertIn(f'Query {qid}: step 1: model request', log)
         self.assertIn(f'Query {qid}: step 2: wiki_read done', log)
         self.assertNotIn('How many kilograms', log.replace('"question"', ''))
@@ -576,6 +583,105 @@ class Slot(PipelineBase):
         print(f'\nqueue/status while the model is slow: {len(times)} requests, median {med:.2f} ms, '
               f'p99 {p99:.2f} ms, max {worst:.2f} ms', file=sys.stderr)
         self.assertLess(med, 10.0)
+
+class SandboxStart(PipelineBase):
+    """A query claimed while the sandbox is starting (as the query whose
+    connection starts the daemon is) waits for it, bounded; the fault switch
+    WIKI_WEB_TEST_SANDBOX_STARTING_MS holds the sandbox "starting" (there is
+    no user manager here: after the switch, the sandbox is unavailable)."""
+
+    def wait_line(self, d, qid):
+        lines = [x for x in d.log().splitlines() if f'Query {qid}: waited ' in x]
+        self.assertEqual(len(lines), 1, d.log())
+        return lines[0], int(re.search(r'waited (\d+) ms for the sandbox to start', lines[0]).group(1))
+
+    def test_waits_until_the_sandbox_has_started(self):
+        """Held starting for 2 s: the query waits, in the phase "sandbox" (step 0), and goes on as soon as
+        the Sandbox announces its state (here: unavailable), long before the 10 s bound."""
+        llm = self.llm([{'answer': 'Cherry, see [Cherry].'}])
+        d = self.pipeline_daemon(llm, WIKI_WEB_TEST_FAULTS=1, WIKI_WEB_TEST_SANDBOX_STARTING_MS=2000)
+        t0 = time.monotonic()
+        b = d.browser()
+        b.status()  # a session, shared by the query and the polls
+        out = {}
+        t = threading.Thread(target=lambda: out.setdefault('r', b.post(
+            '/api/v1/query', {'question': 'Cherries?', 'pages': ['Cherry']}, timeout=60)))
+        t.start()
+        st = None
+        while t.is_alive() and time.monotonic() - t0 < 1.0:
+            st = harness.check_status_object(b.status().json)
+            if st['running_query']:
+                break
+            time.sleep(0.02)
+        self.assertTrue(st and st['running_query'], st)
+        self.assertEqual(st['running_query']['phase'], 'sandbox', st)
+        self.assertEqual(st['running_query']['step'], 0, st)
+        self.assertEqual(llm.chat_requests(), [])  # the model is not asked while it waits
+        t.join(60)
+        took = time.monotonic() - t0
+        rec = self.check_record(d, b, out['r'])
+        self.assertEqual(rec['answer'], 'Cherry, see [Cherry].')
+        self.assertEqual(rec['sandbox'], 'unavailable')
+        self.assertEqual([s['title'] for s in rec['sources']], ['Cherry'])
+        names = [x['function']['name'] for x in llm.chat_requests()[0]['tools']]
+        self.assertEqual(sorted(names), ['wiki_read', 'wiki_search'])
+        line, waited = self.wait_line(d, rec['id'])
+        self.assertIn('unavailable', line)
+        self.assertIn('run_python not offered', line)
+        self.assertGreaterEqual(waited, 1500, line)
+        self.assertLess(waited, 5000, line)
+        self.assertLess(took, 8, 'the wait did not end with the announcement')
+        self.assertGreaterEqual(rec['timings_ms']['sandbox'], waited, rec)
+        self.assertIn('Sandbox starting, a query waits for it', d.log())
+
+    def test_gives_up_after_the_bound(self):
+        """Held starting for longer than the bound: after 10 s the query goes on without run_python, is
+        answered from the wiki, and its record says "sandbox": "starting"."""
+        steps = [{'tool_calls': [{'name': 'wiki_read', 'arguments': {'title': 'Fig'}}]},
+                 {'answer': 'Figs, see [Fig].'}]
+        llm = self.llm(steps)
+        d = self.pipeline_daemon(llm, WIKI_WEB_TEST_FAULTS=1, WIKI_WEB_TEST_SANDBOX_STARTING_MS=60000)
+        t0 = time.monotonic()
+        b, r = self.ask(d, question='Figs?')
+        took = time.monotonic() - t0
+        rec = self.check_record(d, b, r)
+        self.assertEqual(rec['answer'], 'Figs, see [Fig].')
+        self.assertEqual(rec['sandbox'], 'starting')
+        self.assertEqual([s['title'] for s in rec['sources']], ['Fig'])
+        reqs = llm.chat_requests()
+        self.assertEqual(len(reqs), 2)
+        names = [x['function']['name'] for x in reqs[0]['tools']]
+        self.assertEqual(sorted(names), ['wiki_read', 'wiki_search'])
+        self.assertNotIn('run_python', reqs[0]['messages'][0]['content'])
+        line, waited = self.wait_line(d, rec['id'])
+        self.assertIn('still starting, gave up', line)
+        self.assertIn('run_python not offered', line)
+        self.assertGreaterEqual(waited, 9900, line)
+        self.assertLess(waited, 11000, line)
+        self.assertGreaterEqual(took, 9.9)
+        self.assertGreaterEqual(rec['timings_ms']['sandbox'], 9900, rec)
+        # The history says the same.
+        h = b.get('/api/v1/history/' + rec['id'])
+        self.assertEqual(h.json['sandbox'], 'starting')
+
+    def test_wait_never_past_the_deadline(self):
+        """A query timeout shorter than the bound ends the wait: query_timeout at the deadline, the model
+        never asked, the record says the sandbox was still starting."""
+        llm = self.llm([{'answer': 'never'}])
+        d = self.pipeline_daemon(llm, WIKI_WEB_TEST_FAULTS=1, WIKI_WEB_TEST_SANDBOX_STARTING_MS=60000,
+                                 WIKI_WEB_QUERY_TIMEOUT_SECONDS=2)
+        t0 = time.monotonic()
+        b, r = self.ask(d, question='Anything?')
+        took = time.monotonic() - t0
+        rec = self.check_failed(d, b, r, 'query_timeout')
+        self.assertEqual(rec['sandbox'], 'starting')
+        self.assertEqual(llm.chat_requests(), [])
+        self.assertLess(took, 6)
+        self.assertGreaterEqual(took, 1.9)
+        line, waited = self.wait_line(d, rec['id'])
+        self.assertGreaterEqual(waited, 1900, line)
+        self.assertLess(waited, 3000, line)
+
 
 if __name__ == '__main__':
     try:

@@ -2496,7 +2496,37 @@ def pipeline_stop_while_container_runs(bed):
               f"record {rec}")
         log(f"# stop took {took:.2f}s: {body['error']['message']}")
 
-# --------------------------------------------------------------------------
+@test
+def pipeline_cold_start_offers_run_python(bed):
+    """The query that starts the daemon through its socket (systemctl stop wikiwebd.service, the socket left
+    listening) waits for the sandbox to start: the model's first request offers run_python, the code runs, and
+    the record says "sandbox": "offered"."""
+    with _Pipeline(bed) as pl:
+        pl.llm.set_script([{"tool_calls": [{"name": "run_python", "arguments": {"code": "print(6 * 7)"}}]},
+                           {"answer": "42"}])
+        token = bed.session()
+        bed.ct.run(["systemctl", "stop", SERVICE], timeout=120)
+        check(bed.show(SERVICE, "ActiveState")["ActiveState"] == "inactive", "the service did not stop")
+        check(bed.show(SOCKET, "ActiveState")["ActiveState"] == "active", "the socket stopped with the service")
+        since = time.time()
+        t0 = time.monotonic()
+        status, hdrs, rec = bed.http("POST", "/api/v1/query", token, {"question": "Six times seven?"}, timeout=90)
+        took = time.monotonic() - t0
+        check(status == 200 and rec["status"] == "succeeded", f"{status} {rec}")
+        check(bed.service_up(), "the query did not start the service")
+        reqs = pl.llm.chat_requests()
+        offered = sorted(t["function"]["name"] for t in reqs[0].get("tools", []))
+        check(offered == ["run_python", "wiki_read", "wiki_search"], f"the first model request offered {offered}")
+        check(rec["sandbox"] == "offered", f"record {rec}")
+        tool = [m for m in reqs[1]["messages"] if m["role"] == "tool"][-1]
+        result = json.loads(tool["content"])
+        check(result["exit_code"] == 0 and result["stdout"] == "42\n", f"run_python result {result}")
+        check(rec["answer"] == "42", f"answer {rec['answer']!r}")
+        j = bed.journal("--since", f"@{int(since) - 1}")
+        m = re.search(rf"Query {rec['id']}: waited (\d+) ms for the sandbox to start: available", j)
+        log(f"# cold start: answered in {took:.2f}s, "
+            + (f"the query waited {m.group(1)} ms for the sandbox" if m else "the sandbox was there already"))
+        _pl_no_scopes(bed)
 
 
 # --------------------------------------------------------------------------

@@ -245,8 +245,8 @@ static void assert_json(json_object *o, const char *expected) {
 }
 
 static const char *const record_keys[] = {
-        "id",    "status",     "question", "answer",     "sources",     "artifacts",
-        "error", "timings_ms", "usage",    "created_at", "finished_at",
+        "id",    "status",     "question", "answer",  "sources",    "artifacts",
+        "error", "timings_ms", "usage",    "sandbox", "created_at", "finished_at",
 };
 
 /* RFC 3339 in UTC with exactly three fractional digits. */
@@ -309,7 +309,7 @@ TEST(open_creates_file) {
         ASSERT_TRUE(h);
         ASSERT_TRUE(history_free(h) == NULL);
         ASSERT_TRUE(history_free(NULL) == NULL);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 1);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 2);
 
         /* A directory that does not exist. */
         {
@@ -334,6 +334,7 @@ static void run_running_record(History *h) {
         ASSERT_EQ_STR(get_str(o, "status"), "running");
         ASSERT_EQ_STR(get_str(o, "question"), question);
         assert_null(o, "answer");
+        assert_null(o, "sandbox");
         assert_null(o, "error");
         assert_null(o, "finished_at");
         ASSERT_EQ_STR(get_str(o, "created_at"), "2025-11-22T10:00:00.123Z");
@@ -372,6 +373,7 @@ static void run_finish_failed(History *h) {
                 .timings = { .queue_ms = 1, .wiki_ms = 30000, .total_ms = 30001 },
                 .model = "llama-3",
                 .finished_at = T0 + 30 * USEC_PER_SEC + 999,
+                .sandbox = "starting",
         };
 
         ASSERT_OK(history_begin(h, qid(2), &k, "q2", T0 + USEC_PER_SEC));
@@ -382,6 +384,7 @@ static void run_finish_failed(History *h) {
         ASSERT_EQ_STR(get_str(o, "status"), "failed");
         ASSERT_EQ_STR(get_str(o, "question"), "q2");
         assert_null(o, "answer");
+        ASSERT_EQ_STR(get_str(o, "sandbox"), "starting");
         assert_json(get_key(o, "sources"), "[]");
         assert_json(get_key(o, "artifacts"), "[]");
         e = get_key(o, "error");
@@ -420,6 +423,7 @@ static void run_finish_succeeded(History *h) {
                 .prompt_tokens = 1234,
                 .completion_tokens = 567,
                 .finished_at = T0 + 5 * USEC_PER_SEC,
+                .sandbox = "offered",
         };
 
         ASSERT_OK(history_begin(h, qid(3), &k, "What is an apple?", T0 + 2 * USEC_PER_SEC));
@@ -430,6 +434,7 @@ static void run_finish_succeeded(History *h) {
         ASSERT_EQ_STR(get_str(o, "question"), "What is an apple?");
         ASSERT_EQ_STR(get_str(o, "answer"), out.answer);
         assert_null(o, "error");
+        ASSERT_EQ_STR(get_str(o, "sandbox"), "offered");
 
         src = get_key(o, "sources");
         ASSERT_TRUE(json_object_is_type(src, json_type_array));
@@ -878,6 +883,7 @@ TEST(recovery) {
         ASSERT_EQ_STR(get_str(o, "status"), "failed");
         ASSERT_EQ_STR(get_str(o, "question"), "interrupted");
         assert_null(o, "answer");
+        assert_null(o, "sandbox");
         e = get_key(o, "error");
         assert_keys(e, (const char *const[]){ "code", "message" }, 2);
         ASSERT_EQ_STR(get_str(e, "code"), "execution_failed");
@@ -1073,6 +1079,99 @@ static void assert_refused_untouched(const char *dir, int expected) {
         after = test_read_file(p, &n_after);
         ASSERT_EQ_INT(n_after, n_before);
         ASSERT_TRUE(memcmp(after, before, n_before) == 0);
+}
+
+/* The schema of version 1, as its wikiwebd created it. */
+static const char schema_v1[] =
+        "CREATE TABLE queries ("
+        "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+        "  id TEXT NOT NULL UNIQUE,"
+        "  session BLOB NOT NULL CHECK (length(session) = 32),"
+        "  status TEXT NOT NULL CHECK (status IN ('running', 'succeeded', 'failed')),"
+        "  question TEXT NOT NULL,"
+        "  answer TEXT,"
+        "  sources TEXT NOT NULL DEFAULT '[]',"
+        "  error_code TEXT,"
+        "  error_message TEXT,"
+        "  queue_ms INTEGER NOT NULL DEFAULT 0,"
+        "  wiki_ms INTEGER NOT NULL DEFAULT 0,"
+        "  model_ms INTEGER NOT NULL DEFAULT 0,"
+        "  sandbox_ms INTEGER NOT NULL DEFAULT 0,"
+        "  cleanup_ms INTEGER NOT NULL DEFAULT 0,"
+        "  total_ms INTEGER NOT NULL DEFAULT 0,"
+        "  model TEXT NOT NULL DEFAULT '',"
+        "  prompt_tokens INTEGER NOT NULL DEFAULT 0,"
+        "  completion_tokens INTEGER NOT NULL DEFAULT 0,"
+        "  created_at INTEGER NOT NULL,"
+        "  finished_at INTEGER"
+        ");"
+        "CREATE INDEX queries_by_session ON queries (session, seq);"
+        "CREATE TABLE artifacts ("
+        "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+        "  id TEXT NOT NULL UNIQUE,"
+        "  query_id TEXT NOT NULL REFERENCES queries (id) ON DELETE CASCADE,"
+        "  name TEXT NOT NULL,"
+        "  media_type TEXT NOT NULL,"
+        "  size_bytes INTEGER NOT NULL,"
+        "  sha256 TEXT NOT NULL CHECK (length(sha256) = 64),"
+        "  data BLOB NOT NULL"
+        ");"
+        "CREATE INDEX artifacts_by_query ON artifacts (query_id, seq);"
+        "PRAGMA user_version = 1;";
+
+/* A store of version 1 gains the column "sandbox": its records keep
+ * everything and say null, a running one is still recovered, and new
+ * records carry the value. */
+TEST(migrate_from_version_1) {
+        _cleanup_(rm_rf_freep) char *dir = make_subdir("migrate");
+        _cleanup_(json_object_putp) json_object *done = NULL, *recovered = NULL, *fresh = NULL;
+        _cleanup_free_ char *sql = NULL;
+        const SessionKey k = key(9);
+        char hex[65] = "";
+        History *h;
+
+        for (size_t i = 0; i < sizeof k.bytes; i++)
+                snprintf(hex + 2 * i, 3, "%02x", k.bytes[i]);
+        sql_exec(dir, schema_v1);
+        ASSERT_TRUE(
+                asprintf(
+                        &sql,
+                        "INSERT INTO queries (id, session, status, question, answer, model, created_at, "
+                        "finished_at, wiki_ms) VALUES ('%s', x'%s', 'succeeded', 'old', '42', 'm', 1000000, "
+                        "2000000, 7);"
+                        "INSERT INTO queries (id, session, status, question, created_at) VALUES "
+                        "('%s', x'%s', 'running', 'cut', 1500000);",
+                        qid(500),
+                        hex,
+                        qid(501),
+                        hex) > 0);
+        sql_exec(dir, sql);
+
+        h = open_store(dir, 1);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 2);
+        done = get_record(h, qid(500), &k);
+        ASSERT_EQ_STR(get_str(done, "status"), "succeeded");
+        ASSERT_EQ_STR(get_str(done, "answer"), "42");
+        ASSERT_EQ_INT(get_int(get_key(done, "timings_ms"), "wiki"), 7);
+        assert_null(done, "sandbox");
+        recovered = get_record(h, qid(501), &k);
+        ASSERT_EQ_STR(get_str(recovered, "status"), "failed");
+        assert_null(recovered, "sandbox");
+
+        ASSERT_OK(history_begin(h, qid(502), &k, "new", 3000000));
+        ASSERT_OK(history_finish(
+                h,
+                qid(502),
+                &(HistoryOutcome){
+                        .succeeded = true, .answer = "a", .sandbox = "unavailable", .finished_at = 4000000 }));
+        fresh = get_record(h, qid(502), &k);
+        ASSERT_EQ_STR(get_str(fresh, "sandbox"), "unavailable");
+        h = history_free(h);
+
+        /* Opened again: nothing more to do. */
+        h = open_store(dir, 0);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 2);
+        history_free(h);
 }
 
 TEST(refuse_newer_schema) {

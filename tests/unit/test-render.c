@@ -8,10 +8,8 @@
 #include "store/history.h"
 #include "tests.h"
 
-/* The JSON of API.md 9 (src/http/render.c) from records the store returns:
- * byte for byte the bodies wikiwebd sent before the store returned structs
- * (captured from that code, history_get()/history_list() serialized as
- * api.c did, on this very data set), field order and escaping included. */
+/* The JSON of API.md 9 (src/http/render.c) from records the store returns,
+ * byte for byte on this data set, field order and escaping included. */
 
 #define T0 ((usec_t) 1763805600123456ULL)
 #define Q1 "qr_0123456789abcdef0123456789abcdef"
@@ -36,7 +34,7 @@ static const char expected_failed[] =
         "210fedcba9876543210\"}],\"error\":{\"code\":\"execution_failed\",\"message\":\"The code fa"
         "iled: \\\"x\\\" \\/ line 3\\n\\ttab \xe2\x82\xac\"},\"timings_ms\":{\"queue\":12,\"wiki\":"
         "3400,\"model\":5600,\"sandbox\":7800,\"cleanup\":90,\"total\":17000},\"usage\":{\"model\":"
-        "\"gpt-test\\/1\",\"prompt_tokens\":1234,\"completion_tokens\":9007199254740993},\"created_"
+        "\"gpt-test\\/1\",\"prompt_tokens\":1234,\"completion_tokens\":9007199254740993},\"sandbox\":\"starting\",\"created_"
         "at\":\"2025-11-22T10:00:00.123Z\",\"finished_at\":\"2025-11-22T10:00:17.124Z\"}";
 
 static const char expected_succeeded[] =
@@ -44,14 +42,14 @@ static const char expected_succeeded[] =
         "\",\"answer\":\"Apples are \\\"pomes\\\" \\/ fruit.\\nSecond line: \xc3\xa4\xc3\xb6\xc3\xbc "
         "\\u0001\x7f \\\\ end\",\"sources\":[],\"artifacts\":[],\"error\":null,\"timings_ms\":{\"qu"
         "eue\":0,\"wiki\":1,\"model\":2,\"sandbox\":3,\"cleanup\":4,\"total\":10},\"usage\":{\"mode"
-        "l\":\"m\",\"prompt_tokens\":0,\"completion_tokens\":1},\"created_at\":\"2025-11-22T10:00:0"
+        "l\":\"m\",\"prompt_tokens\":0,\"completion_tokens\":1},\"sandbox\":\"offered\",\"created_at\":\"2025-11-22T10:00:0"
         "1.123Z\",\"finished_at\":\"2025-11-22T10:01:00.123Z\"}";
 
 static const char expected_running[] =
         "{\"id\":\"qr_00000000000000000000000000000004\",\"status\":\"running\",\"question\":\"now "
         "running: \xe2\x82\xac \\/ \\\"x\\\"\",\"answer\":null,\"sources\":[],\"artifacts\":[],\"er"
         "ror\":null,\"timings_ms\":{\"queue\":0,\"wiki\":0,\"model\":0,\"sandbox\":0,\"cleanup\":0,"
-        "\"total\":0},\"usage\":{\"model\":\"\",\"prompt_tokens\":0,\"completion_tokens\":0},\"crea"
+        "\"total\":0},\"usage\":{\"model\":\"\",\"prompt_tokens\":0,\"completion_tokens\":0},\"sandbox\":null,\"crea"
         "ted_at\":\"2025-11-22T10:01:10.123Z\",\"finished_at\":null}";
 
 static const char expected_recovered[] =
@@ -59,7 +57,7 @@ static const char expected_recovered[] =
         " running\",\"answer\":null,\"sources\":[],\"artifacts\":[],\"error\":{\"code\":\"execution"
         "_failed\",\"message\":\"The service stopped while the query ran\"},\"timings_ms\":{\"queue"
         "\":0,\"wiki\":0,\"model\":0,\"sandbox\":0,\"cleanup\":0,\"total\":58000},\"usage\":{\"mode"
-        "l\":\"\",\"prompt_tokens\":0,\"completion_tokens\":0},\"created_at\":\"2025-11-22T10:00:02"
+        "l\":\"\",\"prompt_tokens\":0,\"completion_tokens\":0},\"sandbox\":null,\"created_at\":\"2025-11-22T10:00:02"
         ".123Z\",\"finished_at\":\"2025-11-22T10:01:00.123Z\"}";
 
 static const char expected_page1[] =
@@ -67,12 +65,12 @@ static const char expected_page1[] =
         "ion\":\"now running: \xe2\x82\xac \\/ \\\"x\\\"\",\"answer\":null,\"sources\":[],\"artifac"
         "ts\":[],\"error\":null,\"timings_ms\":{\"queue\":0,\"wiki\":0,\"model\":0,\"sandbox\":0,\""
         "cleanup\":0,\"total\":0},\"usage\":{\"model\":\"\",\"prompt_tokens\":0,\"completion_tokens"
-        "\":0},\"created_at\":\"2025-11-22T10:01:10.123Z\",\"finished_at\":null},{\"id\":\"qr_00000"
+        "\":0},\"sandbox\":null,\"created_at\":\"2025-11-22T10:01:10.123Z\",\"finished_at\":null},{\"id\":\"qr_00000"
         "000000000000000000000000003\",\"status\":\"failed\",\"question\":\"still running\",\"answe"
         "r\":null,\"sources\":[],\"artifacts\":[],\"error\":{\"code\":\"execution_failed\",\"messag"
         "e\":\"The service stopped while the query ran\"},\"timings_ms\":{\"queue\":0,\"wiki\":0,\""
         "model\":0,\"sandbox\":0,\"cleanup\":0,\"total\":58000},\"usage\":{\"model\":\"\",\"prompt_"
-        "tokens\":0,\"completion_tokens\":0},\"created_at\":\"2025-11-22T10:00:02.123Z\",\"finished"
+        "tokens\":0,\"completion_tokens\":0},\"sandbox\":null,\"created_at\":\"2025-11-22T10:00:02.123Z\",\"finished"
         "_at\":\"2025-11-22T10:01:00.123Z\"}],\"next_cursor\":\"3\"}";
 
 static const char expected_page2[] =
@@ -80,7 +78,7 @@ static const char expected_page2[] =
         "stion\":\"q2\",\"answer\":\"Apples are \\\"pomes\\\" \\/ fruit.\\nSecond line: \xc3\xa4\xc3\xb6\xc3\xbc "
         "\\u0001\x7f \\\\ end\",\"sources\":[],\"artifacts\":[],\"error\":null,\"timings_ms\":{\"qu"
         "eue\":0,\"wiki\":1,\"model\":2,\"sandbox\":3,\"cleanup\":4,\"total\":10},\"usage\":{\"mode"
-        "l\":\"m\",\"prompt_tokens\":0,\"completion_tokens\":1},\"created_at\":\"2025-11-22T10:00:0"
+        "l\":\"m\",\"prompt_tokens\":0,\"completion_tokens\":1},\"sandbox\":\"offered\",\"created_at\":\"2025-11-22T10:00:0"
         "1.123Z\",\"finished_at\":\"2025-11-22T10:01:00.123Z\"},{\"id\":\"qr_0123456789abcdef012345"
         "6789abcdef\",\"status\":\"failed\",\"question\":\"Wie hoch ist der \\\"Zugspitze\\\"-Gipfe"
         "l? \xe2\x9b\xb0 'x' \\\\ \\/ ;--\",\"answer\":null,\"sources\":[{\"title\":\"B\xc3\xa4r \\"
@@ -98,7 +96,7 @@ static const char expected_page2[] =
         "or\":{\"code\":\"execution_failed\",\"message\":\"The code failed: \\\"x\\\" \\/ line 3\\n"
         "\\ttab \xe2\x82\xac\"},\"timings_ms\":{\"queue\":12,\"wiki\":3400,\"model\":5600,\"sandbox"
         "\":7800,\"cleanup\":90,\"total\":17000},\"usage\":{\"model\":\"gpt-test\\/1\",\"prompt_tok"
-        "ens\":1234,\"completion_tokens\":9007199254740993},\"created_at\":\"2025-11-22T10:00:00.12"
+        "ens\":1234,\"completion_tokens\":9007199254740993},\"sandbox\":\"starting\",\"created_at\":\"2025-11-22T10:00:00.12"
         "3Z\",\"finished_at\":\"2025-11-22T10:00:17.124Z\"}],\"next_cursor\":null}";
 
 static const char expected_empty[] = "{\"items\":[],\"next_cursor\":null}";
@@ -136,6 +134,7 @@ static void fixture_setup(Fixture *f) {
                 .sources_json = sources,
                 .prompt_tokens = 1234,
                 .model = "gpt-test/1",
+                .sandbox = "starting",
         };
         HistoryOutcome ok = {
                 .succeeded = true,
@@ -144,6 +143,7 @@ static void fixture_setup(Fixture *f) {
                 .model = "m",
                 .completion_tokens = 1,
                 .finished_at = T0 + 60 * USEC_PER_SEC,
+                .sandbox = "offered",
         };
 
         *f = (Fixture){ .dir = "/tmp/test-render-XXXXXX" };
@@ -285,7 +285,7 @@ TEST(sources_not_an_array) {
                         "{\"id\":\"qr_x\",\"status\":\"succeeded\",\"question\":\"q\",\"answer\":\"a\","
                         "\"sources\":[],\"artifacts\":[],\"error\":null,\"timings_ms\":{\"queue\":0,"
                         "\"wiki\":0,\"model\":0,\"sandbox\":0,\"cleanup\":0,\"total\":0},\"usage\":{"
-                        "\"model\":\"m\",\"prompt_tokens\":0,\"completion_tokens\":0},\"created_at\":"
+                        "\"model\":\"m\",\"prompt_tokens\":0,\"completion_tokens\":0},\"sandbox\":null,\"created_at\":"
                         "\"1970-01-01T00:00:00.000Z\",\"finished_at\":null}");
         }
 }

@@ -2,8 +2,10 @@
 /* The pure parts of src/sandbox/: the config.json generator (a golden file
  * and invariants), the /data writer, artifact
  * names and media types, the artifact collector on hostile /out trees, the
- * capped output buffer against a reference, rm -rf, the command lines and
- * the result JSON. The runs themselves are in the system suite. */
+ * capped output buffer against a reference, rm -rf, the command lines,
+ * the result JSON, and the Sandbox's state (the rule, and its
+ * announcement from the loop). The runs themselves are in the system
+ * suite. */
 
 #include <fcntl.h>
 #include <json-c/json.h>
@@ -16,6 +18,7 @@
 #include "sandbox/files.h"
 #include "sandbox/output.h"
 #include "sandbox/runtime.h"
+#include "sandbox/sandbox-internal.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/scope.h"
 #include "shared/config.h"
@@ -705,6 +708,163 @@ TEST(store_artifacts) {
         q = sandbox_query_free(q);
         ASSERT_TRUE(access(out, F_OK) < 0 && errno == ENOENT);
         h = history_free(h);
+        s = sandbox_free(s);
+        e = sd_event_unref(e);
+        config_done(&config);
+        ASSERT_OK(sandbox_rm_rf(AT_FDCWD, dir));
+}
+
+/* ---- the Sandbox's state ---- */
+
+/* The state rule, row by row: the fault switch holds it starting whatever
+ * else; a static reason is for good; a user manager that answers makes it
+ * available once the sweep is done; one that does not yet is waited for
+ * only while it is to be expected and not overdue. */
+TEST(state_rule) {
+        static const struct {
+                SandboxConditions c;
+                SandboxState state;
+        } rows[] = {
+                { { .test_starting = true, .static_unavailable = true }, SANDBOX_STARTING },
+                { { .test_starting = true, .manager_ready = true, .sweep_done = true }, SANDBOX_STARTING },
+                { { .static_unavailable = true, .manager_ready = true, .sweep_done = true },
+                  SANDBOX_UNAVAILABLE },
+                { { .static_unavailable = true, .manager_expected = true }, SANDBOX_UNAVAILABLE },
+                { { .manager_ready = true, .manager_expected = true, .sweep_done = true }, SANDBOX_AVAILABLE },
+                /* Ready: overdue and expected no longer matter. */
+                { { .manager_ready = true, .manager_overdue = true, .sweep_done = true }, SANDBOX_AVAILABLE },
+                /* The start-up sweep runs. */
+                { { .manager_ready = true, .manager_expected = true }, SANDBOX_STARTING },
+                /* Not connected yet, or reconnecting. */
+                { { .manager_expected = true }, SANDBOX_STARTING },
+                { { .manager_expected = true, .sweep_done = true }, SANDBOX_STARTING },
+                /* No user manager will come: no bus, the user does not linger. */
+                { { 0 }, SANDBOX_UNAVAILABLE },
+                { { .sweep_done = true }, SANDBOX_UNAVAILABLE },
+                /* It did not answer in SANDBOX_STARTING_MAX_USEC. */
+                { { .manager_expected = true, .manager_overdue = true }, SANDBOX_UNAVAILABLE },
+                { { .manager_expected = true, .manager_overdue = true, .sweep_done = true },
+                  SANDBOX_UNAVAILABLE },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(rows); i++) {
+                SandboxState st = sandbox_state_of(&rows[i].c);
+                if (st != rows[i].state)
+                        fprintf(stderr, "row %zu: %s\n", i, sandbox_state_to_string(st));
+                ASSERT_EQ_INT(st, rows[i].state);
+        }
+}
+
+typedef struct StateLog {
+        Sandbox *sandbox;
+        unsigned calls;
+        SandboxState seen[8];
+        bool inside; /* a call into the Sandbox is running */
+} StateLog;
+
+static void state_log_on_state(Sandbox *s, void *userdata) {
+        StateLog *l = userdata;
+
+        ASSERT_TRUE(s == l->sandbox);
+        ASSERT_TRUE(!l->inside);
+        ASSERT_TRUE(l->calls < ELEMENTSOF(l->seen));
+        l->seen[l->calls++] = sandbox_get_state(s);
+}
+
+/* A Sandbox on a real loop: the state it starts in, and each change
+ * announced once, from the loop, never from inside the call that made it. */
+static Sandbox *state_sandbox(sd_event *e, Config *config, const char *runtime, const char *dir, StateLog *l) {
+        _cleanup_free_ char *work = NULL, *state = NULL, *cfg_error = NULL;
+        Sandbox *s = NULL;
+
+        ASSERT_TRUE(asprintf(&work, "%s/sandbox", dir) > 0 && asprintf(&state, "%s/runtime", dir) > 0);
+        ASSERT_OK(config_load(config, no_env, NULL, &cfg_error));
+        free(config->sandbox_runtime);
+        config->sandbox_runtime = strdup(runtime);
+        ASSERT_TRUE(config->sandbox_runtime);
+        ASSERT_OK(sandbox_new(
+                e,
+                config,
+                &(SandboxOptions){
+                        .bus_address = "unix:path=/nonexistent/bus", .work_dir = work, .state_root = state },
+                &s));
+        *l = (StateLog){ .sandbox = s };
+        sandbox_set_state_handler(s, state_log_on_state, l);
+        return s;
+}
+
+/* Run the loop until the handler was called n times, at most timeout. */
+static void run_until_calls(sd_event *e, StateLog *l, unsigned n, usec_t timeout) {
+        usec_t end = usec_add(now(CLOCK_MONOTONIC), timeout);
+
+        while (l->calls < n && now(CLOCK_MONOTONIC) < end)
+                ASSERT_OK(sd_event_run(e, 10 * USEC_PER_MSEC));
+        ASSERT_EQ_INT(l->calls, n);
+}
+
+TEST(state_static_unavailable_and_test_starting) {
+        _cleanup_free_ char *dir = make_tmpdir();
+        sd_event *e = NULL;
+        Config config = { 0 };
+        StateLog l;
+        Sandbox *s;
+        usec_t t0;
+
+        ASSERT_OK(sd_event_new(&e));
+        s = state_sandbox(e, &config, "/nonexistent/crun", dir, &l);
+        /* No runtime: unavailable for good, from the start (not announced). */
+        ASSERT_EQ_INT(sandbox_get_state(s), SANDBOX_UNAVAILABLE);
+        ASSERT_TRUE(strstr(sandbox_unavailable_reason(s), "/nonexistent/crun"));
+        ASSERT_TRUE(!sandbox_is_available(s));
+        ASSERT_OK(sd_event_run(e, 0));
+        ASSERT_EQ_INT(l.calls, 0);
+
+        /* The fault switch: starting at once, announced from the loop;
+         * then, when it ends, the real state again, announced once. */
+        t0 = now(CLOCK_MONOTONIC);
+        l.inside = true;
+        sandbox_set_test_starting(s, 200 * USEC_PER_MSEC);
+        l.inside = false;
+        ASSERT_EQ_INT(sandbox_get_state(s), SANDBOX_STARTING);
+        ASSERT_TRUE(strstr(sandbox_unavailable_reason(s), "WIKI_WEB_TEST_SANDBOX_STARTING_MS"));
+        ASSERT_EQ_INT(l.calls, 0);
+        run_until_calls(e, &l, 1, USEC_PER_SEC);
+        ASSERT_EQ_INT(l.seen[0], SANDBOX_STARTING);
+        run_until_calls(e, &l, 2, 5 * USEC_PER_SEC);
+        ASSERT_EQ_INT(l.seen[1], SANDBOX_UNAVAILABLE);
+        ASSERT_TRUE(now(CLOCK_MONOTONIC) - t0 >= 200 * USEC_PER_MSEC);
+        /* By the timer, not by polling: nothing more to say. */
+        ASSERT_OK(sd_event_run(e, 50 * USEC_PER_MSEC));
+        ASSERT_EQ_INT(l.calls, 2);
+
+        /* A change undone before the loop runs is no announcement. */
+        sandbox_set_test_starting(s, 10 * USEC_PER_SEC);
+        sandbox_set_test_starting(s, 0);
+        ASSERT_OK(sd_event_run(e, 50 * USEC_PER_MSEC));
+        ASSERT_EQ_INT(l.calls, 2);
+
+        s = sandbox_free(s);
+        e = sd_event_unref(e);
+        config_done(&config);
+        ASSERT_OK(sandbox_rm_rf(AT_FDCWD, dir));
+}
+
+TEST(state_starting_while_the_user_manager_is_expected) {
+        _cleanup_free_ char *dir = make_tmpdir();
+        sd_event *e = NULL;
+        Config config = { 0 };
+        StateLog l;
+        Sandbox *s;
+
+        ASSERT_OK(sd_event_new(&e));
+        /* A runtime that is there, the host's python3, and a user bus that
+         * is named but does not answer (yet): starting, with the reason. */
+        s = state_sandbox(e, &config, "/bin/true", dir, &l);
+        ASSERT_EQ_INT(sandbox_get_state(s), SANDBOX_STARTING);
+        ASSERT_TRUE(strstr(sandbox_unavailable_reason(s), "/nonexistent/bus"));
+        ASSERT_OK(sd_event_run(e, 50 * USEC_PER_MSEC));
+        ASSERT_EQ_INT(l.calls, 0);
+
         s = sandbox_free(s);
         e = sd_event_unref(e);
         config_done(&config);

@@ -7,6 +7,7 @@
 #include "http/origin.h"
 #include "http/router.h"
 #include "query/agent.h"
+#include "query/executor.h"
 #include "query/llm.h"
 #include "query/mediawiki.h"
 #include "sandbox/sandbox-internal.h"
@@ -174,6 +175,17 @@ TEST(query_names) {
                 "fail");
         CHECK_NAMES(
                 llm_role_to_string, _LLM_ROLE_MAX, _LLM_ROLE_INVALID, "system", "user", "assistant", "tool");
+        /* The phases of a running query (API.md 11.4) and whether it
+         * offered run_python (the record's "sandbox", API.md 9). */
+        CHECK_NAMES(
+                query_phase_to_string, _QUERY_PHASE_MAX, _QUERY_PHASE_INVALID, "wiki", "model", "sandbox", "cleanup");
+        CHECK_NAMES(
+                query_sandbox_to_string,
+                _QUERY_SANDBOX_MAX,
+                _QUERY_SANDBOX_INVALID,
+                "offered",
+                "unavailable",
+                "starting");
         /* MediaWikiLoginResult has no _MAX: OTHER is the last value. */
         CHECK_NAMES(
                 mediawiki_login_result_to_string,
@@ -187,8 +199,16 @@ TEST(query_names) {
                 "other");
 }
 
-/* A sandbox run's phases (sandbox-internal.h). */
+/* A sandbox run's phases (sandbox-internal.h) and the Sandbox's state
+ * (sandbox.h: the journal). */
 TEST(sandbox_names) {
+        CHECK_NAMES(
+                sandbox_state_to_string,
+                _SANDBOX_STATE_MAX,
+                _SANDBOX_STATE_INVALID,
+                "starting",
+                "available",
+                "unavailable");
         CHECK_NAMES(
                 sandbox_run_state_to_string,
                 _SANDBOX_RUN_STATE_MAX,
