@@ -2,7 +2,9 @@
 #include <assert.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "http/httpd-internal.h"
 #include "http/sse.h"
@@ -44,6 +46,10 @@ struct HttpStream {
         /* Bytes queued and not yet taken by MHD: buf[start..end). */
         char *buf;
         size_t start, end, allocated;
+
+        /* The whole pages of the reader's buffer last given back to the
+         * kernel (http_stream_release_pages()); empty when none are. */
+        uintptr_t released_start, released_end;
 
         usec_t last_event; /* monotonic; keep-alive due HTTP_STREAM_KEEPALIVE_USEC after */
         bool in_idle_list;
@@ -158,6 +164,32 @@ static void http_stream_fail(HttpStream *s, HttpStreamEnd why) {
         http_stream_drop_buffer(s);
 }
 
+/* The stream waits: the buffer MHD hands the reader holds nothing it needs
+ * (it is where the reader is to write). With chunked encoding that buffer
+ * is the rest of the connection's memory pool, most of it (libmicrohttpd
+ * 0.9.75 gives the chunk writer all that is free, and had zeroed half of
+ * the pool when it gave back the read buffer): its whole pages go back to
+ * the kernel, read as zeroes and come back on the next write. That is what
+ * keeps an idle stream small (docs/PERFORMANCE.md, "Event streams"). Again
+ * only when a write reached into them since. */
+static void http_stream_release_pages(HttpStream *s, char *out, size_t max) {
+        static size_t page_size = 0;
+        uintptr_t start, end;
+
+        if (page_size == 0) {
+                long p = sysconf(_SC_PAGESIZE);
+                page_size = p > 0 ? (size_t) p : 4096;
+        }
+        start = ((uintptr_t) out + page_size - 1) / page_size * page_size;
+        end = ((uintptr_t) out + max) / page_size * page_size;
+        if (end <= start || (start == s->released_start && end == s->released_end))
+                return;
+        if (madvise((void *) start, end - start, MADV_DONTNEED) < 0)
+                return;
+        s->released_start = start;
+        s->released_end = end;
+}
+
 /* The MHD content reader: what is queued, else the end, else suspend until
  * the next event (returning 0 without suspending would make MHD call again
  * at once: a busy loop). */
@@ -173,11 +205,14 @@ static ssize_t http_stream_read(void *cls, uint64_t pos, char *out, size_t max) 
                 s->start += n;
                 if (s->start == s->end)
                         http_stream_drop_buffer(s);
+                if ((uintptr_t) out + n > s->released_start)
+                        s->released_start = s->released_end = 0;
                 return (ssize_t) n;
         }
         if (s->ending)
                 return MHD_CONTENT_READER_END_OF_STREAM;
 
+        http_stream_release_pages(s, out, max);
         MHD_suspend_connection(s->connection);
         s->suspended = true;
         (void) sd_event_source_set_enabled(s->hangup_source, SD_EVENT_ON);

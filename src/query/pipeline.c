@@ -289,10 +289,16 @@ static json_object *query_run_python_summary(const SandboxResult *res) {
                 else
                         json_object_put(f);
         }
-        if (r >= 0)
-                r = json_add(o, "exit_code", res->has_exit_code ? json_object_new_int64(res->exit_code) : NULL);
-        if (r >= 0)
-                r = json_add(o, "signal", res->signal ? json_string(res->signal) : NULL);
+        /* json-c's JSON null is a NULL value, which json_add() takes for a
+         * failed constructor. */
+        if (r >= 0 && res->has_exit_code)
+                r = json_add(o, "exit_code", json_object_new_int64(res->exit_code));
+        else if (r >= 0)
+                r = json_object_object_add(o, "exit_code", NULL) < 0 ? -ENOMEM : 0;
+        if (r >= 0 && res->signal)
+                r = json_add(o, "signal", json_string(res->signal));
+        else if (r >= 0)
+                r = json_object_object_add(o, "signal", NULL) < 0 ? -ENOMEM : 0;
         if (r >= 0)
                 r = json_add(o, "timed_out", json_object_new_boolean(res->timed_out));
         if (r >= 0)

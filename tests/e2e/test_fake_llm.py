@@ -371,6 +371,19 @@ class Streams(unittest.TestCase):
             self.assertEqual(headers['Content-Type'], 'application/json')
             self.assertEqual(parse(status, raw)['content'], 'whole')
 
+    def test_writes_noted(self):
+        with fake_llm.FakeLLM([{'answer': 'abcdefghij', 'piece': 4, 'chunk_delay': 0.02}]) as fake:
+            t0 = time.monotonic()
+            stream(fake)
+            t1 = time.monotonic()
+            self.assertEqual([w[1] for w in fake.writes], ['abcd', 'efgh', 'ij'])
+            times = [w[0] for w in fake.writes]
+            self.assertTrue(t0 <= times[0] and times[-1] <= t1, (t0, times, t1))
+            self.assertTrue(all(b - a >= 0.02 for a, b in zip(times, times[1:])), times)
+            self.assertEqual(get(f'http://127.0.0.1:{fake.port}/__fake__/writes')[1], fake.writes)
+            fake.set_script([])
+            self.assertEqual(fake.writes, [])
+
     def test_refuse_stream_options(self):
         with fake_llm.FakeLLM([{'answer': 'ok'}], refuse_stream_options=True) as fake:
             status, _, raw = stream(fake, usage=True)

@@ -2403,6 +2403,144 @@ def admin_cancel_during_run_python(bed):
         bed.http("DELETE", "/api/v1/queue/ticket", b)
 
 
+def _sse_post(bed, path, token, body, timeout=90):
+    """POST body as JSON with Accept: text/event-stream on a connection of
+    its own, read raw to the end of the stream: (status, headers with
+    lower-case names, events as {"id": int, "event", "data": parsed JSON}).
+    The chunked framing and the events are parsed here (WHATWG HTML 9.2:
+    an empty line dispatches, ':' starts a comment)."""
+    data = json.dumps(body).encode()
+    sock = socket.create_connection(("127.0.0.1", bed.port), timeout=timeout)
+    try:
+        sock.sendall((f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{bed.port}\r\nAccept: text/event-stream\r\n"
+                      f"Cookie: wikiweb_session={token}\r\nContent-Type: application/json\r\n"
+                      f"Content-Length: {len(data)}\r\n\r\n").encode() + data)
+        raw = b""
+        while True:
+            got = sock.recv(65536)
+            raw += got
+            if not got or raw.endswith(b"\r\n0\r\n\r\n"):
+                break
+    finally:
+        sock.close()
+    head, _, rest = raw.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {}
+    for line in lines[1:]:
+        k, _, v = line.partition(":")
+        check(k.lower() not in headers, f"the field {k} twice in the head")
+        headers[k.lower()] = v.strip()
+    if headers.get("transfer-encoding") != "chunked":
+        return status, headers, rest
+    body_bytes = b""
+    while True:
+        size_line, _, rest = rest.partition(b"\r\n")
+        size = int(size_line, 16)
+        if size == 0:
+            break
+        check(len(rest) >= size + 2 and rest[size:size + 2] == b"\r\n", "a short or malformed chunk")
+        body_bytes += rest[:size]
+        rest = rest[size + 2:]
+    events, fields = [], {}
+    for line in body_bytes.decode("utf-8").split("\n"):
+        if line == "":
+            if fields:
+                check(set(fields) == {"id", "event", "data"}, f"an event's fields: {fields}")
+                events.append({"id": int(fields["id"]), "event": fields["event"],
+                               "data": json.loads(fields["data"])})
+                fields = {}
+            continue
+        if line.startswith(":"):
+            continue
+        k, _, v = line.partition(": ")
+        check(k not in fields, f"the field {k} twice in one event")
+        fields[k] = v
+    check(not fields, f"an event not ended by an empty line: {fields}")
+    return status, headers, events
+
+
+SQ_CODE = r"""
+import json
+squares = [n * n for n in range(1, 11)]
+with open('/out/squares.json', 'w') as f:
+    json.dump(squares, f)
+print('sum of squares', sum(squares))
+"""
+
+
+@test
+def query_stream_with_run_python(bed):
+    """The query stream (API.md 11.2) through the production socket: run_python in the sandbox writes a file and
+    prints; query, step, text, tool, tool_result (exit_code 0, the file), text, phase, record, ids increasing."""
+    with _Pipeline(bed) as pl:
+        answer = "The sum of the squares of 1 to 10 is 385; they are in squares.json."
+        steps = [
+            {"content": "Let me compute the squares.", "piece": 5,
+             "tool_calls": [{"name": "run_python", "arguments": {"code": SQ_CODE}}]},
+            {"answer": answer, "piece": 5},
+        ]
+        pl.llm.set_script(steps)
+        token = bed.session()
+        t0 = time.monotonic()
+        status, hdrs, events = _sse_post(bed, "/api/v1/query", token, {"question": "Squares of 1 to 10?"})
+        check(status == 200, f"{status} {hdrs} {events!r}")
+        check(hdrs.get("content-type") == "text/event-stream; charset=utf-8"
+              and hdrs.get("cache-control") == "no-store" and hdrs.get("x-accel-buffering") == "no"
+              and "content-length" not in hdrs, f"stream head {hdrs}")
+        qid = hdrs.get("wikiweb-query-id", "")
+        log(f"# {qid}: {len(events)} events in {time.monotonic() - t0:.2f}s")
+        check([e["id"] for e in events] == list(range(1, len(events) + 1)), f"ids {[e['id'] for e in events]}")
+        # Consecutive text events of one step as one, for the order.
+        names = [e["event"] for i, e in enumerate(events)
+                 if not (i > 0 and e["event"] == "text" and events[i - 1]["event"] == "text")]
+        check(names == ["query", "step", "text", "tool", "tool_result", "step", "text", "phase", "record"],
+              f"event sequence {names}")
+        check(events[0]["data"]["id"] == qid, f"query event {events[0]} for {qid}")
+        check([e["data"] for e in events if e["event"] == "step"] == [{"step": 1}, {"step": 2}],
+              f"steps {[e for e in events if e['event'] == 'step']}")
+        texts = {}
+        for e in events:
+            if e["event"] == "text":
+                texts.setdefault(e["data"]["step"], []).append(e["data"]["delta"])
+        check(sorted(texts) == [1, 2] and "".join(texts[1]) == steps[0]["content"], f"text {texts}")
+        check(len(texts[2]) > 1, f"the answer came in one delta, not as the model streamed it: {texts[2]}")
+        tool = [e["data"] for e in events if e["event"] == "tool"]
+        check(tool == [{"step": 1, "call": 1, "name": "run_python",
+                        "arguments": {"code_bytes": len(SQ_CODE.encode())}}], f"tool {tool}")
+        # What the model was told of the run: exit 0, what the code printed, the file.
+        told = json.loads([m for m in pl.llm.chat_requests()[1]["messages"] if m["role"] == "tool"][-1]["content"])
+        data = json.dumps([n * n for n in range(1, 11)]).encode()
+        check(told["exit_code"] == 0 and told["stdout"] == "sum of squares 385\n"
+              and told["files"] == [{"name": "squares.json", "size_bytes": len(data)}], f"the tool message {told}")
+        result = [e["data"] for e in events if e["event"] == "tool_result"]
+        check(len(result) == 1, f"tool_result {result}")
+        r = result[0]
+        check((r["step"], r["call"], r["name"], r["ok"]) == (1, 1, "run_python", True)
+              and isinstance(r["duration_ms"], int) and r["duration_ms"] > 0, f"tool_result {r}")
+        check(r["summary"] == {"exit_code": 0, "signal": None, "timed_out": False,
+                               "files": [{"name": "squares.json", "size_bytes": len(data)}]},
+              f"tool_result summary {r['summary']}")
+        check([e["data"] for e in events if e["event"] == "phase"] == [{"phase": "cleanup"}],
+              f"phase {[e for e in events if e['event'] == 'phase']}")
+        record = events[-1]["data"]
+        status, _, rec = bed.http("GET", f"/api/v1/history/{qid}", token)
+        check(status == 200 and record == rec, f"the record event {record} != the history's {status} {rec}")
+        check(record["status"] == "succeeded" and record["answer"] == answer
+              and "".join(texts[2]) == record["answer"], f"record {record}, last step's text {texts[2]}")
+        arts = record["artifacts"]
+        check(len(arts) == 1 and arts[0]["name"] == "squares.json" and arts[0]["size_bytes"] == len(data)
+              and arts[0]["sha256"] == hashlib.sha256(data).hexdigest(), f"artifacts {arts}")
+        conn = http.client.HTTPConnection("127.0.0.1", bed.port, timeout=10)
+        conn.request("GET", arts[0]["download_url"], headers={"Cookie": f"wikiweb_session={token}"})
+        got = conn.getresponse()
+        body = got.read()
+        conn.close()
+        check(got.status == 200 and body == data, f"download: {got.status} {body[:200]!r}")
+        _pl_no_scopes(bed)
+        check(bed.prop("State") == "idle" and bed.prop("Health") == "ok", "not idle and ok after the query")
+
+
 @test
 def pipeline_unconfirmed_cleanup_holds_the_slot(bed):
     """A container whose cleanup is not confirmed at first (test fault switch): cleanup_failed, the slot stays
