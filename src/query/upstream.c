@@ -62,7 +62,7 @@ struct UpstreamOperation {
         UpstreamResponse response;
 };
 
-static void upstream_glue_finished(CurlGlue *g, CURL *easy, CURLcode result, void *userdata);
+static void upstream_on_transfer_done(CURL *easy, int error, CURLcode result, void *userdata);
 
 int upstream_new(sd_event *event, const DestinationPolicy *policy, uint64_t max_response_bytes, Upstream **ret) {
         _cleanup_(upstream_freep) Upstream *u = NULL;
@@ -87,7 +87,7 @@ int upstream_new(sd_event *event, const DestinationPolicy *policy, uint64_t max_
         if (r < 0)
                 return r;
 
-        r = curl_glue_new(event, upstream_glue_finished, u, &u->glue);
+        r = curl_glue_new(event, upstream_on_transfer_done, u, &u->glue);
         if (r < 0)
                 return r;
 
@@ -548,16 +548,19 @@ static char *upstream_message(const char *format, ...) {
         return r < 0 ? NULL : m;
 }
 
-static void upstream_glue_finished(CurlGlue *g, CURL *easy, CURLcode result, void *userdata) {
+/* One hop's transfer ended: error is implied by result, which
+ * upstream_classify() maps. */
+static void upstream_on_transfer_done(CURL *easy, int error, CURLcode result, void *userdata) {
+        Upstream *u = userdata;
         UpstreamOperation *op = NULL;
         UpstreamOutcome o = { .curl_code = result };
-        ApiError error;
+        ApiError api_error;
         long status = 0;
         char *redirect = NULL;
         _cleanup_free_ char *msg = NULL;
 
         if (curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **) &op) != CURLE_OK || !op) {
-                curl_glue_remove(g, easy);
+                curl_glue_remove(u->glue, easy);
                 return;
         }
         assert(op->easy == easy);
@@ -655,19 +658,19 @@ static void upstream_glue_finished(CurlGlue *g, CURL *easy, CURLcode result, voi
                 }
         }
 
-        error = upstream_classify(&o);
-        if (error < 0) {
-                upstream_operation_finish(op, error, NULL);
+        api_error = upstream_classify(&o);
+        if (api_error < 0) {
+                upstream_operation_finish(op, api_error, NULL);
                 return;
         }
         if (o.denied) {
                 op->response.denied_by = "address";
                 msg = upstream_message(
                         "Connection to %s (%s) denied by policy", op->hop.host, op->denied_address_text);
-        } else if (error == API_ERROR_UPSTREAM_RESPONSE_TOO_LARGE)
+        } else if (api_error == API_ERROR_UPSTREAM_RESPONSE_TOO_LARGE)
                 msg = upstream_message(
                         "Upstream response exceeds %" PRIu64 " bytes", op->upstream->max_response_bytes);
-        else if (error == API_ERROR_QUERY_TIMEOUT)
+        else if (api_error == API_ERROR_QUERY_TIMEOUT)
                 msg = NULL; /* the default message says it */
         else if (op->stopped)
                 msg = upstream_message("Upstream %s: the reply was stopped by its reader", op->hop.host);
@@ -678,7 +681,7 @@ static void upstream_glue_finished(CurlGlue *g, CURL *easy, CURLcode result, voi
                         "Upstream %s: %s",
                         op->hop.host,
                         op->errbuf[0] ? op->errbuf : curl_easy_strerror(result));
-        upstream_operation_finish(op, error, msg);
+        upstream_operation_finish(op, api_error, msg);
 }
 
 int upstream_start(
