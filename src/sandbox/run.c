@@ -454,9 +454,10 @@ static void sandbox_run_set_timer(SandboxRun *run, uint64_t usec) {
                 (void) sd_event_source_set_description(run->timer, "sandbox-timer");
 }
 
-static void sandbox_run_on_killed(int error, void *userdata) {
+static void sandbox_run_on_killed(ScopeOp *op, int error, void *userdata) {
         SandboxRun *run = userdata;
 
+        assert(op == run->op);
         run->op = NULL;
         if (error < 0 && error != -ENOENT)
                 log_warning_errno(error, "KillUnit(%s) failed", run->scope);
@@ -594,10 +595,11 @@ static void sandbox_run_on_exit(pid_t pid, int status, void *userdata) {
         run_advance(run);
 }
 
-static void sandbox_run_on_scope_started(int error, void *userdata) {
+static void sandbox_run_on_scope_started(ScopeOp *op, int error, void *userdata) {
         SandboxRun *run = userdata;
         const Config *c = run->sandbox->config;
 
+        assert(op == run->op);
         run->op = NULL;
         if (error < 0) {
                 log_error_errno(error, "Cannot put the runtime of %s into its scope", run->id);

@@ -49,8 +49,8 @@ struct ScopeOp {
         sd_event_source *complete; /* defer: reports the result */
         int error;
         char **names; /* SCOPE_OP_LIST result */
-        ScopeCallback cb;
-        ScopeListCallback list_cb;
+        ScopeDone done;
+        ScopeListDone list_done;
         void *userdata;
 };
 
@@ -117,14 +117,23 @@ static void scope_op_finish(ScopeOp *op, int error) {
         (void) sd_event_source_set_enabled(op->complete, SD_EVENT_ONESHOT);
 }
 
-static ScopeOp *scope_op_free(ScopeOp *op) {
-        if (!op)
-                return NULL;
+/* Take op out of its manager's list: the manager no longer fails or frees
+ * it (its callback is running, and may free the manager). */
+static void scope_op_detach(ScopeOp *op) {
+        if (!op->manager)
+                return;
         for (ScopeOp **p = &op->manager->ops; *p; p = &(*p)->next)
                 if (*p == op) {
                         *p = op->next;
                         break;
                 }
+        op->manager = NULL;
+}
+
+static ScopeOp *scope_op_free(ScopeOp *op) {
+        if (!op)
+                return NULL;
+        scope_op_detach(op);
         sd_bus_slot_unref(op->slot);
         sd_event_source_disable_unref(op->timer);
         sd_event_source_disable_unref(op->retry);
@@ -142,25 +151,16 @@ void scope_op_cancel(ScopeOp *op) {
         scope_op_free(op);
 }
 
+/* The operation is done: its callback, then it is freed. */
 static int scope_op_on_complete(sd_event_source *s, void *userdata) {
         ScopeOp *op = userdata;
-        int error = op->error;
 
-        if (op->kind == SCOPE_OP_LIST) {
-                ScopeListCallback cb = op->list_cb;
-                char **names = TAKE_PTR(op->names);
-                void *ud = op->userdata;
-
-                scope_op_free(op);
-                cb(error, names, ud);
-                strv_free(names);
-        } else {
-                ScopeCallback cb = op->cb;
-                void *ud = op->userdata;
-
-                scope_op_free(op);
-                cb(error, ud);
-        }
+        scope_op_detach(op);
+        if (op->kind == SCOPE_OP_LIST)
+                op->list_done(op, op->error, op->names, op->userdata);
+        else
+                op->done(op, op->error, op->userdata);
+        scope_op_free(op);
         return 0;
 }
 
@@ -371,7 +371,7 @@ int scope_start(
         const char *name,
         pid_t pid,
         const ScopeLimits *limits,
-        ScopeCallback cb,
+        ScopeDone done,
         void *userdata,
         ScopeOp **ret) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *msg = NULL;
@@ -384,7 +384,7 @@ int scope_start(
         r = scope_op_new(m, SCOPE_OP_START, name, userdata, &op);
         if (r < 0)
                 return r;
-        op->cb = cb;
+        op->done = done;
 
         /* As systemd-run's start_transient_scope() and machined's
          * manager_start_scope() build it. */
@@ -462,7 +462,7 @@ static int scope_on_kill_reply(sd_bus_message *reply, void *userdata, sd_bus_err
         return 0;
 }
 
-int scope_kill(ScopeManager *m, const char *name, ScopeCallback cb, void *userdata, ScopeOp **ret) {
+int scope_kill(ScopeManager *m, const char *name, ScopeDone done, void *userdata, ScopeOp **ret) {
         _cleanup_(scope_op_freep) ScopeOp *op = NULL;
         int r;
 
@@ -472,7 +472,7 @@ int scope_kill(ScopeManager *m, const char *name, ScopeCallback cb, void *userda
         r = scope_op_new(m, SCOPE_OP_KILL, name, userdata, &op);
         if (r < 0)
                 return r;
-        op->cb = cb;
+        op->done = done;
         r = sd_bus_call_method_async(
                 m->bus,
                 &op->slot,
@@ -491,7 +491,7 @@ int scope_kill(ScopeManager *m, const char *name, ScopeCallback cb, void *userda
         return scope_op_started(TAKE_PTR(op), ret);
 }
 
-int scope_stop(ScopeManager *m, const char *name, ScopeCallback cb, void *userdata, ScopeOp **ret) {
+int scope_stop(ScopeManager *m, const char *name, ScopeDone done, void *userdata, ScopeOp **ret) {
         _cleanup_(scope_op_freep) ScopeOp *op = NULL;
         int r;
 
@@ -501,7 +501,7 @@ int scope_stop(ScopeManager *m, const char *name, ScopeCallback cb, void *userda
         r = scope_op_new(m, SCOPE_OP_STOP, name, userdata, &op);
         if (r < 0)
                 return r;
-        op->cb = cb;
+        op->done = done;
         r = sd_bus_call_method_async(
                 m->bus, &op->slot, SD_DEST, SD_PATH, SD_MANAGER, "StopUnit", scope_on_job_reply, op, "ss", name, "fail");
         if (r < 0)
@@ -547,7 +547,7 @@ static int scope_on_list_reply(sd_bus_message *reply, void *userdata, sd_bus_err
         return 0;
 }
 
-int scope_list(ScopeManager *m, const char *pattern, ScopeListCallback cb, void *userdata, ScopeOp **ret) {
+int scope_list(ScopeManager *m, const char *pattern, ScopeListDone done, void *userdata, ScopeOp **ret) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *msg = NULL;
         _cleanup_(scope_op_freep) ScopeOp *op = NULL;
         int r;
@@ -558,7 +558,7 @@ int scope_list(ScopeManager *m, const char *pattern, ScopeListCallback cb, void 
         r = scope_op_new(m, SCOPE_OP_LIST, NULL, userdata, &op);
         if (r < 0)
                 return r;
-        op->list_cb = cb;
+        op->list_done = done;
         r = sd_bus_message_new_method_call(m->bus, &msg, SD_DEST, SD_PATH, SD_MANAGER, "ListUnitsByPatterns");
         if (r < 0)
                 return scope_log_create_error(r);
