@@ -392,9 +392,9 @@ static void api_finish_streams(Api *api, const char *id) {
 }
 
 /* The record of the query that ended is durable (or could not be made
- * so, logged): give up the slot, tell the journal, D-Bus and the client. */
-static void api_on_record_durable(int error, void *userdata) {
-        Api *api = userdata;
+ * so, error, logged): give up the slot, tell the journal, D-Bus and the
+ * client. */
+static void api_record_durable(Api *api, int error) {
         HttpRequest *req = TAKE_PTR(api->running_request);
         _cleanup_free_ char *message = TAKE_PTR(api->ended.message);
         bool succeeded = api->ended.succeeded;
@@ -465,6 +465,10 @@ static void api_on_record_durable(int error, void *userdata) {
                 http_reply_error(req, api->ended.error, message, h);
 }
 
+static void api_on_record_durable(SyncWorker *w, int error, void *userdata) {
+        api_record_durable(userdata, error);
+}
+
 /* The executor's report, on the loop: the record is committed now, and
  * the rest waits for the sync that makes it durable, done on the worker's
  * thread (several milliseconds on a disk, during which the loop serves
@@ -490,7 +494,7 @@ static void api_on_query_done(const QueryOutcome *o, void *userdata) {
                 sync_worker_start(api->sync, history_sync_fd(api->history), api_on_record_durable, api) :
                 -EOPNOTSUPP;
         if (r < 0)
-                api_on_record_durable(history_sync(api->history), api);
+                api_record_durable(api, history_sync(api->history));
 }
 
 bool api_is_completing(const Api *api) {
