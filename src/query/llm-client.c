@@ -239,7 +239,7 @@ static int llm_call_on_body(UpstreamOperation *op, const void *data, size_t n, v
         return r < 0 ? r : 0;
 }
 
-static void llm_call_on_upstream_done(UpstreamOperation *op, const UpstreamResponse *r, void *userdata);
+static void llm_call_on_upstream_done(UpstreamOperation *op, int error, const UpstreamResponse *r, void *userdata);
 
 static int llm_call_start_exchange(LlmCall *call, const char *body, size_t size) {
         const char *headers[] = { call->client->authorization, NULL };
@@ -286,7 +286,8 @@ static int llm_call_retry_without_stream_options(LlmCall *call) {
         return llm_call_start_exchange(call, body, size);
 }
 
-static void llm_call_on_upstream_done(UpstreamOperation *op, const UpstreamResponse *r, void *userdata) {
+static void llm_call_on_upstream_done(
+        UpstreamOperation *op, int error, const UpstreamResponse *r, void *userdata) {
         LlmCall *call = userdata;
         bool ok_status = r->status >= 200 && r->status <= 299;
         int k;
@@ -309,19 +310,19 @@ static void llm_call_on_upstream_done(UpstreamOperation *op, const UpstreamRespo
                         llm_call_finish(call, API_ERROR_INTERNAL_ERROR, NULL);
                 else if (llm_stream_failed(call->stream) || llm_stream_complete(call->stream))
                         llm_call_finish_stream(call, NULL);
-                else if (r->error >= 0 && r->error != API_ERROR_UPSTREAM_FAILED)
+                else if (error < 0 && r->api_error != API_ERROR_UPSTREAM_FAILED)
                         /* A timeout or the cap mid-stream: the transport's error. */
-                        llm_call_finish(call, r->error, r->message);
+                        llm_call_finish(call, r->api_error, r->message);
                 else
-                        llm_call_finish_stream(call, r->error >= 0 ? r->message : NULL);
+                        llm_call_finish_stream(call, error < 0 ? r->message : NULL);
                 return;
         }
 
         /* A whole answer. An HTTP error status still has a body to read
          * (the context-window errors are 400s); anything without a response
          * is the exchange's own error. */
-        if (r->status == 0 || (r->error >= 0 && (r->error != API_ERROR_UPSTREAM_FAILED || !r->body))) {
-                llm_call_finish(call, r->error, r->message);
+        if (r->status == 0 || (error < 0 && (r->api_error != API_ERROR_UPSTREAM_FAILED || !r->body))) {
+                llm_call_finish(call, r->api_error, r->message);
                 return;
         }
         if (call->mode == LLM_STREAM_WITH_USAGE && call->rebuild && call->result.attempts == 1 &&

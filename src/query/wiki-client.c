@@ -164,7 +164,7 @@ static void wiki_finish_error(WikiOperation *op, ApiError error, const char *for
 }
 
 static void wiki_advance(WikiOperation *op);
-static void wiki_on_upstream(UpstreamOperation *uop, const UpstreamResponse *r, void *userdata);
+static void wiki_on_upstream(UpstreamOperation *uop, int error, const UpstreamResponse *r, void *userdata);
 
 static int wiki_start_get(WikiOperation *op, const char *query) {
         _cleanup_free_ char *url = NULL;
@@ -312,7 +312,7 @@ static void wiki_api_error(WikiOperation *op, const UpstreamResponse *r, const M
                 op, API_ERROR_UPSTREAM_FAILED, "Wiki API error %s: %s", e->code, e->info ? e->info : "");
 }
 
-static void wiki_on_upstream(UpstreamOperation *uop, const UpstreamResponse *r, void *userdata) {
+static void wiki_on_upstream(UpstreamOperation *uop, int error, const UpstreamResponse *r, void *userdata) {
         WikiOperation *op = userdata;
         MediaWikiError e = { 0 };
         int k;
@@ -327,14 +327,15 @@ static void wiki_on_upstream(UpstreamOperation *uop, const UpstreamResponse *r, 
                 wiki_retry_later(op, r, why);
                 return;
         }
-        if (r->error >= 0) {
+        if (error < 0) {
                 /* A MediaWiki error may still come with a non-2xx status. */
                 if (r->status > 0 && mediawiki_parse_error(r->body, r->body_size, &e) == -EREMOTEIO) {
                         wiki_api_error(op, r, &e);
                         mediawiki_error_done(&e);
                         return;
                 }
-                wiki_finish(op, r->error, r->message); /* already sanitized; sanitizing again is harmless */
+                /* already sanitized; sanitizing again is harmless */
+                wiki_finish(op, r->api_error, r->message);
                 return;
         }
 
