@@ -378,8 +378,8 @@ static int query_run_on_deadline(sd_event_source *s, uint64_t usec, void *userda
 
 /* A wiki failure ends the query with the wiki's error (API.md 8.1). */
 static void query_run_wiki_failed(QueryRun *q, const WikiResult *r) {
-        query_run_log(q, LOG_INFO, "wiki request failed: %s", api_error_to_string(r->error));
-        query_run_fail(q, r->error, r->message);
+        query_run_log(q, LOG_INFO, "wiki request failed: %s", api_error_to_string(r->api_error));
+        query_run_fail(q, r->api_error, r->message);
         q->state = QUERY_RUN_CLEANUP;
 }
 
@@ -397,7 +397,7 @@ static int query_run_take_page(QueryRun *q, const WikiPage *p) {
         return sandbox_query_add_page(q->sandbox_query, p);
 }
 
-static void query_run_on_wiki_done(WikiOperation *op, const WikiResult *r, void *userdata) {
+static void query_run_on_wiki_done(WikiOperation *op, int error, const WikiResult *r, void *userdata) {
         QueryRun *q = userdata;
         int k = 0;
 
@@ -407,14 +407,14 @@ static void query_run_on_wiki_done(WikiOperation *op, const WikiResult *r, void 
         if (q->state != QUERY_RUN_PRELOAD)
                 query_run_emit_tool_result(
                         q,
-                        r->error < 0,
-                        r->error >= 0 ?
-                                query_run_summary("error", json_string(api_error_to_string(r->error))) :
+                        error >= 0,
+                        error < 0 ?
+                                query_run_summary("error", json_string(api_error_to_string(r->api_error))) :
                                 q->op_tool == AGENT_TOOL_WIKI_SEARCH ?
                                 query_run_summary("results", json_object_new_int64((int64_t) r->n_hits)) :
                                 r->page.missing ? query_run_summary("missing", json_object_new_boolean(true)) :
                                                   query_run_page_summary(&r->page));
-        if (r->error >= 0)
+        if (error < 0)
                 query_run_wiki_failed(q, r);
         else if (q->state == QUERY_RUN_PRELOAD) {
                 k = query_run_take_page(q, &r->page);

@@ -34,11 +34,13 @@ static void on_done(UpstreamOperation *op, int error, const UpstreamResponse *r,
         ASSERT_TRUE(upstream_operation_response(op) == r);
 }
 
-static void on_wiki(WikiOperation *op, const WikiResult *r, void *userdata) {
+static void on_wiki(WikiOperation *op, int error, const WikiResult *r, void *userdata) {
         unsigned *calls = userdata;
 
         (*calls)++;
-        ASSERT_EQ_INT(r->error, API_ERROR_DESTINATION_DENIED);
+        ASSERT_EQ_INT(error, r->error);
+        ASSERT_EQ_INT(error, -EPERM);
+        ASSERT_EQ_INT(r->api_error, API_ERROR_DESTINATION_DENIED);
         ASSERT_TRUE(r->message != NULL);
 }
 
