@@ -468,7 +468,7 @@ static void query_run_on_wiki_done(WikiOperation *op, int error, const WikiResul
         query_run_advance(q);
 }
 
-static void query_run_on_model_done(LlmCall *call, const LlmCallResult *r, void *userdata) {
+static void query_run_on_model_done(LlmCall *call, int error, const LlmCallResult *r, void *userdata) {
         QueryRun *q = userdata;
         usec_t took = usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started);
         LlmReply reply = { .content = NULL };
@@ -478,7 +478,7 @@ static void query_run_on_model_done(LlmCall *call, const LlmCallResult *r, void 
         assert(call == q->model_call);
         query_run_add_phase(&q->timings.model, "model", took);
 
-        if (r->error >= 0) {
+        if (error < 0) {
                 /* No reply to read: the exchange's own error. */
                 query_run_log(
                         q,
@@ -486,8 +486,8 @@ static void query_run_on_model_done(LlmCall *call, const LlmCallResult *r, void 
                         "step %u: model request failed after %" PRIu64 " ms: %s.",
                         q->op_step,
                         took / USEC_PER_MSEC,
-                        api_error_to_string(r->error));
-                query_run_fail(q, r->error, r->message);
+                        api_error_to_string(r->api_error));
+                query_run_fail(q, r->api_error, r->message);
                 q->state = QUERY_RUN_CLEANUP;
         } else {
                 query_run_log(
