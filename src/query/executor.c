@@ -22,7 +22,7 @@ struct QueryExecutor {
         /* The job in flight. */
         bool busy;
         char query_id[QUERY_ID_MAX];
-        QueryDoneHandler done;
+        QueryExecutorDone done;
         void *userdata;
         QueryEventHandler on_event;
         void *event_userdata;
@@ -106,7 +106,7 @@ bool query_executor_busy(const QueryExecutor *x) {
 
 /* Report the job's end: a job that nothing ran needs no cleanup. */
 static void complete(QueryExecutor *x) {
-        QueryDoneHandler done = x->done;
+        QueryExecutorDone done = x->done;
         void *u = x->userdata;
         char id[QUERY_ID_MAX];
         QueryOutcome o;
@@ -119,14 +119,14 @@ static void complete(QueryExecutor *x) {
 
         o = (QueryOutcome){
                 .query_id = id,
-                .succeeded = false,
-                .error = API_ERROR_EXECUTION_FAILED,
+                .error = x->abort_reason ? -ECANCELED : -EOPNOTSUPP,
+                .api_error = API_ERROR_EXECUTION_FAILED,
                 .message = x->abort_reason ? x->abort_reason : "query execution is not configured",
                 /* Nothing was started, so there is nothing to clean up. */
                 .cleanup_confirmed = true,
         };
         x->abort_reason = NULL;
-        done(&o, u);
+        done(x, o.error, &o, u);
 }
 
 static int query_executor_on_unconfigured(sd_event_source *s, void *userdata) {
@@ -139,9 +139,9 @@ static int query_executor_on_unconfigured_later(sd_event_source *s, uint64_t use
         return 0;
 }
 
-static void query_executor_on_run_done(QueryRun *q, const QueryOutcome *o, void *userdata) {
+static void query_executor_on_run_done(QueryRun *q, int error, const QueryOutcome *o, void *userdata) {
         QueryExecutor *x = userdata;
-        QueryDoneHandler done = x->done;
+        QueryExecutorDone done = x->done;
         void *u = x->userdata;
 
         assert(q == x->run);
@@ -149,7 +149,7 @@ static void query_executor_on_run_done(QueryRun *q, const QueryOutcome *o, void 
         x->done = NULL;
         x->userdata = NULL;
         x->run = NULL;
-        done(o, u);
+        done(x, error, o, u);
         /* The run ends with its report (the outcome points into it): its
          * query directory goes with it. A cleanup not yet confirmed goes on
          * in the Sandbox, which announces it. */
@@ -184,7 +184,7 @@ int query_executor_abort(QueryExecutor *x, const char *reason) {
         if (!x->busy)
                 return -ESRCH;
         if (x->run) {
-                query_run_abort(x->run, API_ERROR_EXECUTION_FAILED, reason);
+                query_run_abort(x->run, -ECANCELED, API_ERROR_EXECUTION_FAILED, reason);
                 return 0;
         }
         x->abort_reason = reason;
@@ -201,7 +201,7 @@ void query_executor_set_test_delay(QueryExecutor *x, usec_t delay) {
         x->test_delay = delay;
 }
 
-int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryDoneHandler done, void *userdata) {
+int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryExecutorDone done, void *userdata) {
         int r;
 
         assert(x);

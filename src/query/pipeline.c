@@ -84,7 +84,8 @@ struct QueryRun {
 
         /* The result. */
         bool failed;
-        ApiError error;
+        int error;          /* when failed: the first failure's negative errno */
+        ApiError api_error; /* when failed */
         char *message;
         char *answer;
         QueryTimings timings;
@@ -293,16 +294,21 @@ static json_object *query_run_python_summary(const SandboxResult *res) {
         return o;
 }
 
-/* The first error wins. The agent learns it too, so its next decision is
- * FAIL (it may be in the middle of a step). */
-static void query_run_fail(QueryRun *q, ApiError error, const char *message) {
+/* The first error wins: a negative errno and the API error. The agent
+ * learns it too, so its next decision is FAIL (it may be in the middle of a
+ * step). */
+static void query_run_fail(QueryRun *q, int error, ApiError api_error, const char *message) {
+        assert(error < 0);
+
         if (q->failed)
                 return;
         q->failed = true;
         q->error = error;
+        q->api_error = api_error;
         q->message = message ? strdup(message) : NULL;
         if (q->agent)
-                (void) agent_abort(q->agent, error, message ? message : api_error_default_message(error));
+                (void) agent_abort(
+                        q->agent, api_error, message ? message : api_error_default_message(api_error));
 }
 
 /* Stop whatever is in flight. Upstream and wiki operations end at once
@@ -349,12 +355,12 @@ static void query_run_kick(QueryRun *q) {
         (void) sd_event_source_set_description(q->kick_source, "query-run-kick");
 }
 
-void query_run_abort(QueryRun *q, ApiError error, const char *message) {
+void query_run_abort(QueryRun *q, int error, ApiError api_error, const char *message) {
         assert(q);
 
         if (q->reported || q->state >= QUERY_RUN_CLEANUP)
                 return;
-        query_run_fail(q, error, message);
+        query_run_fail(q, error, api_error, message);
         query_run_cancel_in_flight(q);
         q->state = QUERY_RUN_CLEANUP;
         query_run_kick(q);
@@ -372,14 +378,14 @@ static int query_run_on_deadline(sd_event_source *s, uint64_t usec, void *userda
                 (uint64_t) q->config->query_timeout_seconds);
         query_run_log(
                 q, LOG_WARNING, "deadline reached in state %s, cancelling.", query_run_state_table[q->state]);
-        query_run_abort(q, API_ERROR_QUERY_TIMEOUT, m);
+        query_run_abort(q, -ETIMEDOUT, API_ERROR_QUERY_TIMEOUT, m);
         return 0;
 }
 
 /* A wiki failure ends the query with the wiki's error (API.md 8.1). */
 static void query_run_wiki_failed(QueryRun *q, const WikiResult *r) {
         query_run_log(q, LOG_INFO, "wiki request failed: %s", api_error_to_string(r->api_error));
-        query_run_fail(q, r->api_error, r->message);
+        query_run_fail(q, r->error, r->api_error, r->message);
         q->state = QUERY_RUN_CLEANUP;
 }
 
@@ -459,7 +465,7 @@ static void query_run_on_wiki_done(WikiOperation *op, int error, const WikiResul
         }
         if (k < 0) {
                 log_error_errno(k, "Query %s: cannot take the wiki's result", q->id);
-                query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
+                query_run_fail(q, k, API_ERROR_INTERNAL_ERROR, NULL);
                 q->state = QUERY_RUN_CLEANUP;
         }
 
@@ -487,7 +493,7 @@ static void query_run_on_model_done(LlmCall *call, int error, const LlmCallResul
                         q->op_step,
                         took / USEC_PER_MSEC,
                         api_error_to_string(r->api_error));
-                query_run_fail(q, r->api_error, r->message);
+                query_run_fail(q, error, r->api_error, r->message);
                 q->state = QUERY_RUN_CLEANUP;
         } else {
                 query_run_log(
@@ -512,7 +518,7 @@ static void query_run_on_model_done(LlmCall *call, int error, const LlmCallResul
                 metrics_count_model_tokens("completion", completion - completion0);
                 if (k < 0) {
                         log_error_errno(k, "Query %s: cannot take the model's reply", q->id);
-                        query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
+                        query_run_fail(q, k, API_ERROR_INTERNAL_ERROR, NULL);
                         q->state = QUERY_RUN_CLEANUP;
                 } else {
                         size_t n;
@@ -548,11 +554,11 @@ static void query_run_on_sandbox_done(SandboxRun *run, int error, const SandboxR
         if (res && !res->cleanup_confirmed) {
                 query_run_log(
                         q, LOG_ERR, "step %u: the container's cleanup could not be confirmed.", q->op_step);
-                query_run_fail(q, API_ERROR_CLEANUP_FAILED, NULL);
+                query_run_fail(q, -EBUSY, API_ERROR_CLEANUP_FAILED, NULL);
         }
         if (error < 0) {
                 query_run_log(q, LOG_ERR, "step %u: no container could run: %s", q->op_step, strerror(-error));
-                query_run_fail(q, API_ERROR_EXECUTION_FAILED, "the sandbox could not start a container");
+                query_run_fail(q, error, API_ERROR_EXECUTION_FAILED, "the sandbox could not start a container");
         }
 
         query_run_emit_tool_result(
@@ -579,7 +585,7 @@ static void query_run_on_sandbox_done(SandboxRun *run, int error, const SandboxR
                         });
                 if (k < 0) {
                         log_error_errno(k, "Query %s: cannot take the sandbox's result", q->id);
-                        query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
+                        query_run_fail(q, k, API_ERROR_INTERNAL_ERROR, NULL);
                         q->state = QUERY_RUN_CLEANUP;
                 } else {
                         query_run_log(
@@ -759,15 +765,16 @@ static void query_run_tool_start_failed(QueryRun *q, const AgentAction *a, int r
                 agent_tool_to_string(a->call.tool),
                 strerror(-r));
         if (r == -ENOMEM) {
-                query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
+                query_run_fail(q, r, API_ERROR_INTERNAL_ERROR, NULL);
                 return;
         }
         if (a->call.tool == AGENT_TOOL_RUN_PYTHON) {
-                query_run_fail(q, API_ERROR_EXECUTION_FAILED, "the sandbox could not start a container");
+                query_run_fail(q, r, API_ERROR_EXECUTION_FAILED, "the sandbox could not start a container");
                 return;
         }
-        if (agent_tool_failed(q->agent, "the tool could not run") < 0)
-                query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
+        r = agent_tool_failed(q->agent, "the tool could not run");
+        if (r < 0)
+                query_run_fail(q, r, API_ERROR_INTERNAL_ERROR, NULL);
 }
 
 static int query_run_sources_json(QueryRun *q, char **ret) {
@@ -812,8 +819,8 @@ static void query_run_report(QueryRun *q) {
 
         o = (QueryOutcome){
                 .query_id = q->id,
-                .succeeded = !q->failed,
-                .error = q->failed ? q->error : _API_ERROR_INVALID,
+                .error = q->failed ? q->error : 0,
+                .api_error = q->failed ? q->api_error : _API_ERROR_INVALID,
                 .message = q->failed ? q->message : NULL,
                 .answer = q->failed ? NULL : q->answer,
                 .cleanup_confirmed = !q->sandbox_query || sandbox_query_cleanup_confirmed(q->sandbox_query),
@@ -827,7 +834,7 @@ static void query_run_report(QueryRun *q) {
                 .n_artifacts = q->artifacts.n,
         };
         q->reported = true;
-        q->done(q, &o, q->userdata);
+        q->done(q, o.error, &o, q->userdata);
 }
 
 /* CLEANUP: nothing else may start; wait for a cancelled container, then
@@ -879,7 +886,7 @@ static void query_run_advance(QueryRun *q) {
                                 r = query_run_start_read(q, q->pages[q->next_page++]);
                                 if (r < 0) {
                                         log_error_errno(r, "Query %s: cannot read a requested page", q->id);
-                                        query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
+                                        query_run_fail(q, r, API_ERROR_INTERNAL_ERROR, NULL);
                                         q->state = QUERY_RUN_CLEANUP;
                                         break;
                                 }
@@ -892,7 +899,7 @@ static void query_run_advance(QueryRun *q) {
                         r = agent_next(q->agent, &a);
                         if (r < 0) {
                                 log_error_errno(r, "Query %s: the agent cannot decide", q->id);
-                                query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
+                                query_run_fail(q, r, API_ERROR_INTERNAL_ERROR, NULL);
                                 q->state = QUERY_RUN_CLEANUP;
                                 break;
                         }
@@ -901,7 +908,7 @@ static void query_run_advance(QueryRun *q) {
                                 r = query_run_send(q, &a);
                                 if (r < 0) {
                                         log_error_errno(r, "Query %s: cannot send the model request", q->id);
-                                        query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
+                                        query_run_fail(q, r, API_ERROR_INTERNAL_ERROR, NULL);
                                         q->state = QUERY_RUN_CLEANUP;
                                         break;
                                 }
@@ -928,7 +935,7 @@ static void query_run_advance(QueryRun *q) {
                                 query_run_step_text(q, a.answer);
                                 q->answer = strdup(a.answer);
                                 if (!q->answer)
-                                        query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
+                                        query_run_fail(q, -ENOMEM, API_ERROR_INTERNAL_ERROR, NULL);
                                 q->state = QUERY_RUN_CLEANUP;
                                 break;
                         case AGENT_ACTION_FAIL:
@@ -939,7 +946,9 @@ static void query_run_advance(QueryRun *q) {
                                         "failed after %u steps: %s.",
                                         agent_steps(q->agent),
                                         api_error_to_string(a.error));
-                                query_run_fail(q, a.error, a.message);
+                                /* The agent's decision (a model's error
+                                 * reply, the context, the step bound). */
+                                query_run_fail(q, -EIO, a.error, a.message);
                                 q->state = QUERY_RUN_CLEANUP;
                                 break;
                         }
@@ -1010,7 +1019,7 @@ int query_run_new(
         q->done = done;
         q->userdata = userdata;
         q->state = QUERY_RUN_PRELOAD;
-        q->error = _API_ERROR_INVALID;
+        q->api_error = _API_ERROR_INVALID;
         memcpy(q->id, job->id, sizeof q->id);
         q->started = now(CLOCK_MONOTONIC);
         q->deadline = usec_add(q->started, c->query_timeout_seconds * USEC_PER_SEC);

@@ -43,7 +43,8 @@
 typedef struct Sandbox Sandbox;
 typedef struct QueryRun QueryRun;
 
-typedef void (*QueryRunDone)(QueryRun *q, const QueryOutcome *outcome, void *userdata);
+/* error is outcome->error: 0 when the query succeeded. */
+typedef void (*QueryRunDone)(QueryRun *q, int error, const QueryOutcome *outcome, void *userdata);
 
 typedef struct QueryRunContext {
         sd_event *event;
@@ -63,6 +64,7 @@ int query_run_new(
 QueryRun *query_run_free(QueryRun *q);
 DEFINE_TRIVIAL_CLEANUP_FUNC(QueryRun *, query_run_free);
 
-/* End the run with error (the first error wins) through the cleanup state.
- * message: raw, copied. No-op once the outcome is reported. */
-void query_run_abort(QueryRun *q, ApiError error, const char *message);
+/* End the run with error (a negative errno) and api_error (the first error
+ * wins) through the cleanup state. message: raw, copied. No-op once the
+ * outcome is reported. */
+void query_run_abort(QueryRun *q, int error, ApiError api_error, const char *message);
