@@ -208,7 +208,7 @@ int curl_glue_new(sd_event *event, CurlGlueDone done, void *userdata, CurlGlue *
         if (r < 0)
                 return r;
         (void) sd_event_source_set_enabled(g->defer, SD_EVENT_OFF);
-        (void) sd_event_source_set_description(g->defer, "curl-glue-finished");
+        (void) sd_event_source_set_description(g->defer, "curl-glue-defer");
 
         *ret = TAKE_PTR(g);
         return 0;

@@ -27,7 +27,7 @@ struct QueryExecutor {
         QueryEventHandler on_event;
         void *event_userdata;
         QueryRun *run;
-        sd_event_source *defer;   /* the unconfigured path */
+        sd_event_source *defer;   /* the unconfigured path (a timer with the test delay) */
         const char *abort_reason; /* static string, set by query_executor_abort() */
 
         usec_t test_delay;
@@ -105,7 +105,7 @@ bool query_executor_busy(const QueryExecutor *x) {
 }
 
 /* Report the job's end: a job that nothing ran needs no cleanup. */
-static void complete(QueryExecutor *x) {
+static void query_executor_report(QueryExecutor *x) {
         QueryExecutorDone done = x->done;
         void *u = x->userdata;
         char id[QUERY_ID_MAX];
@@ -129,13 +129,13 @@ static void complete(QueryExecutor *x) {
         done(x, o.error, &o, u);
 }
 
-static int query_executor_on_unconfigured(sd_event_source *s, void *userdata) {
-        complete(userdata);
+static int query_executor_on_defer(sd_event_source *s, void *userdata) {
+        query_executor_report(userdata);
         return 0;
 }
 
-static int query_executor_on_unconfigured_later(sd_event_source *s, uint64_t usec, void *userdata) {
-        complete(userdata);
+static int query_executor_on_test_delay(sd_event_source *s, uint64_t usec, void *userdata) {
+        query_executor_report(userdata);
         return 0;
 }
 
@@ -190,7 +190,7 @@ int query_executor_abort(QueryExecutor *x, const char *reason) {
         x->abort_reason = reason;
         /* Still report from the loop, never from inside the caller. */
         x->defer = sd_event_source_disable_unref(x->defer);
-        r = sd_event_add_defer(x->event, &x->defer, query_executor_on_unconfigured, x);
+        r = sd_event_add_defer(x->event, &x->defer, query_executor_on_defer, x);
         if (r < 0)
                 return r;
         return 0;
@@ -238,13 +238,14 @@ int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryExecutorDon
                                 CLOCK_MONOTONIC,
                                 x->test_delay,
                                 0,
-                                query_executor_on_unconfigured_later,
+                                query_executor_on_test_delay,
                                 x);
                 else
-                        r = sd_event_add_defer(x->event, &x->defer, query_executor_on_unconfigured, x);
+                        r = sd_event_add_defer(x->event, &x->defer, query_executor_on_defer, x);
                 if (r < 0)
                         return r;
-                (void) sd_event_source_set_description(x->defer, "query-unconfigured");
+                (void) sd_event_source_set_description(
+                        x->defer, x->test_delay > 0 ? "query-executor-test-delay" : "query-executor-defer");
         }
 
         memcpy(x->query_id, job->id, sizeof x->query_id);

@@ -378,7 +378,7 @@ int llm_call_start(LlmClient *c, const LlmCallRequest *req, LlmCallDone done, vo
         if (r < 0)
                 return r;
         (void) sd_event_source_set_enabled(call->defer, SD_EVENT_OFF);
-        (void) sd_event_source_set_description(call->defer, "llm-call-done");
+        (void) sd_event_source_set_description(call->defer, "llm-call-defer");
 
         r = llm_call_start_exchange(call, req->body, req->body_size);
         if (r < 0)

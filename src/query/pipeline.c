@@ -78,7 +78,7 @@ struct QueryRun {
         char *op_title; /* the title a wiki_read asked for */
 
         sd_event_source *deadline_source;
-        sd_event_source *kick_source; /* the defer that advances or reports */
+        sd_event_source *defer; /* advances or reports */
         usec_t deadline;
         usec_t started;
 
@@ -331,10 +331,10 @@ static void query_run_cancel_in_flight(QueryRun *q) {
         }
 }
 
-static int query_run_on_kick(sd_event_source *s, void *userdata) {
+static int query_run_on_defer(sd_event_source *s, void *userdata) {
         QueryRun *q = userdata;
 
-        q->kick_source = sd_event_source_disable_unref(q->kick_source);
+        q->defer = sd_event_source_disable_unref(q->defer);
         query_run_advance(q);
         return 0;
 }
@@ -343,16 +343,16 @@ static int query_run_on_kick(sd_event_source *s, void *userdata) {
 static void query_run_kick(QueryRun *q) {
         int r;
 
-        if (q->kick_source)
+        if (q->defer)
                 return;
-        r = sd_event_add_defer(q->event, &q->kick_source, query_run_on_kick, q);
+        r = sd_event_add_defer(q->event, &q->defer, query_run_on_defer, q);
         if (r < 0) {
                 /* Cannot happen short of OOM; advance directly rather than hang. */
                 log_error_errno(r, "Query %s: cannot schedule its next step", q->id);
                 query_run_advance(q);
                 return;
         }
-        (void) sd_event_source_set_description(q->kick_source, "query-run-kick");
+        (void) sd_event_source_set_description(q->defer, "query-run-defer");
 }
 
 void query_run_abort(QueryRun *q, int error, ApiError api_error, const char *message) {
@@ -1098,7 +1098,7 @@ QueryRun *query_run_free(QueryRun *q) {
         /* A run must not outlive its query context: sandbox.h says cancel
          * and wait. Freeing with a run in flight is a bug of the caller. */
         assert(!q->sandbox_run);
-        q->kick_source = sd_event_source_disable_unref(q->kick_source);
+        q->defer = sd_event_source_disable_unref(q->defer);
         q->deadline_source = sd_event_source_disable_unref(q->deadline_source);
         sandbox_artifacts_done(&q->artifacts);
         q->sandbox_query = sandbox_query_free(q->sandbox_query);

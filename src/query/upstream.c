@@ -778,7 +778,7 @@ int upstream_start(
         if (r < 0)
                 return r;
         (void) sd_event_source_set_enabled(op->defer, SD_EVENT_OFF);
-        (void) sd_event_source_set_description(op->defer, "upstream-done");
+        (void) sd_event_source_set_description(op->defer, "upstream-defer");
 
         /* Check 1 before anything else: a refused URL is never requested. */
         r = destination_check_url(u->policy, op->url, &op->hop);

@@ -456,7 +456,7 @@ static int wiki_start(
         if (r < 0)
                 return r;
         (void) sd_event_source_set_enabled(op->defer, SD_EVENT_OFF);
-        (void) sd_event_source_set_description(op->defer, "wiki-done");
+        (void) sd_event_source_set_description(op->defer, "wiki-defer");
 
         op->client = c;
         c->current = op;

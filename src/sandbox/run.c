@@ -173,7 +173,7 @@ void sandbox_run_free(SandboxRun *run) {
         sd_event_source_disable_unref(run->out_src);
         sd_event_source_disable_unref(run->err_src);
         sd_event_source_disable_unref(run->timer);
-        sd_event_source_disable_unref(run->report);
+        sd_event_source_disable_unref(run->defer);
         if (run->hold_fd >= 0)
                 (void) close(run->hold_fd);
         if (run->out_fd >= 0)
@@ -204,7 +204,7 @@ static const char *sandbox_run_outcome(const SandboxRun *run) {
         return "exited";
 }
 
-static int sandbox_run_on_report(sd_event_source *src, void *userdata) {
+static int sandbox_run_on_defer(sd_event_source *src, void *userdata) {
         SandboxRun *run = userdata;
         SandboxRunDone done = run->done;
         void *ud = run->userdata;
@@ -220,10 +220,10 @@ static int sandbox_run_on_report(sd_event_source *src, void *userdata) {
 /* Report from a defer; when even that cannot be made (OOM), now rather
  * than never. */
 static void sandbox_run_report_later(SandboxRun *run) {
-        if (sd_event_add_defer(run->sandbox->event, &run->report, sandbox_run_on_report, run) < 0)
-                sandbox_run_on_report(NULL, run);
+        if (sd_event_add_defer(run->sandbox->event, &run->defer, sandbox_run_on_defer, run) < 0)
+                sandbox_run_on_defer(NULL, run);
         else
-                (void) sd_event_source_set_description(run->report, "sandbox-report");
+                (void) sd_event_source_set_description(run->defer, "sandbox-run-defer");
 }
 
 static void sandbox_run_on_cleanup(Cleanup *c, int error, void *userdata) {

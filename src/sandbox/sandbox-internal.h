@@ -96,7 +96,7 @@ struct SandboxRun {
         OutputBuffer out, err;
         ScopeOp *op;
         sd_event_source *timer;
-        sd_event_source *report;
+        sd_event_source *defer;    /* reports the run */
         bool timed_out, cancelled; /* why it was stopped, for the result */
         int error;                 /* the first error: nothing could run */
         usec_t t_start, t_end, t_cleanup;

@@ -44,9 +44,9 @@ struct ScopeOp {
         char *job_result;  /* a JobRemoved that came before the reply */
         unsigned attempts; /* GetUnit calls */
         sd_bus_slot *slot;
-        sd_event_source *timer;    /* the operation's time limit */
-        sd_event_source *retry;    /* the next GetUnit */
-        sd_event_source *complete; /* defer: reports the result */
+        sd_event_source *timer; /* the operation's time limit */
+        sd_event_source *retry; /* the next GetUnit */
+        sd_event_source *defer; /* reports the result */
         int error;
         char **names; /* SCOPE_OP_LIST result */
         ScopeDone done;
@@ -97,7 +97,7 @@ static void scope_manager_lose(ScopeManager *m, const char *reason) {
                         op->slot = sd_bus_slot_unref(op->slot);
                         op->error = -ECONNRESET;
                         op->state = SCOPE_OP_DONE;
-                        (void) sd_event_source_set_enabled(op->complete, SD_EVENT_ONESHOT);
+                        (void) sd_event_source_set_enabled(op->defer, SD_EVENT_ONESHOT);
                 }
         if (!m->reconnect &&
             sd_event_add_time_relative(
@@ -114,7 +114,7 @@ static void scope_op_finish(ScopeOp *op, int error) {
         op->slot = sd_bus_slot_unref(op->slot);
         op->retry = sd_event_source_disable_unref(op->retry);
         /* Report from a defer: never inside an sd-bus callback. */
-        (void) sd_event_source_set_enabled(op->complete, SD_EVENT_ONESHOT);
+        (void) sd_event_source_set_enabled(op->defer, SD_EVENT_ONESHOT);
 }
 
 /* Take op out of its manager's list: the manager no longer fails or frees
@@ -137,7 +137,7 @@ static ScopeOp *scope_op_free(ScopeOp *op) {
         sd_bus_slot_unref(op->slot);
         sd_event_source_disable_unref(op->timer);
         sd_event_source_disable_unref(op->retry);
-        sd_event_source_disable_unref(op->complete);
+        sd_event_source_disable_unref(op->defer);
         strv_free(op->names);
         free(op->name);
         free(op->job);
@@ -152,7 +152,7 @@ void scope_op_cancel(ScopeOp *op) {
 }
 
 /* The operation is done: its callback, then it is freed. */
-static int scope_op_on_complete(sd_event_source *s, void *userdata) {
+static int scope_op_on_defer(sd_event_source *s, void *userdata) {
         ScopeOp *op = userdata;
 
         scope_op_detach(op);
@@ -191,17 +191,17 @@ static int scope_op_new(ScopeManager *m, ScopeOpKind kind, const char *name, voi
         m->ops = op;
         if (name && !(op->name = strdup(name)))
                 return -ENOMEM;
-        r = sd_event_add_defer(m->event, &op->complete, scope_op_on_complete, op);
+        r = sd_event_add_defer(m->event, &op->defer, scope_op_on_defer, op);
         if (r < 0)
                 return r;
-        r = sd_event_source_set_enabled(op->complete, SD_EVENT_OFF);
+        r = sd_event_source_set_enabled(op->defer, SD_EVENT_OFF);
         if (r < 0)
                 return r;
         r = sd_event_add_time_relative(
                 m->event, &op->timer, CLOCK_MONOTONIC, SCOPE_OP_TIMEOUT_USEC, 0, scope_op_on_timeout, op);
         if (r < 0)
                 return r;
-        (void) sd_event_source_set_description(op->complete, "scope-op-complete");
+        (void) sd_event_source_set_description(op->defer, "scope-op-defer");
         (void) sd_event_source_set_description(op->timer, "scope-op-timeout");
         *ret = TAKE_PTR(op);
         return 0;
