@@ -443,17 +443,7 @@ static void query_run_on_wiki_done(WikiOperation *op, int error, const WikiResul
                                                           "");
                 q->state = QUERY_RUN_STEP;
         } else {
-                _cleanup_free_ AgentSearchResult *hits = NULL;
-
-                if (r->n_hits > 0) {
-                        hits = calloc(r->n_hits, sizeof *hits);
-                        if (!hits)
-                                k = -ENOMEM;
-                }
-                for (size_t i = 0; k >= 0 && i < r->n_hits; i++)
-                        hits[i] = (AgentSearchResult){ r->hits[i].title, r->hits[i].snippet };
-                if (k >= 0)
-                        k = agent_tool_search_done(q->agent, hits, r->n_hits);
+                k = agent_tool_search_done(q->agent, r->hits, r->n_hits);
                 query_run_log(
                         q,
                         LOG_INFO,
