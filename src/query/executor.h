@@ -5,10 +5,10 @@
 #include <stdint.h>
 #include <systemd/sd-event.h>
 
-#include "admission/admission.h"
 #include "shared/api-error.h"
 #include "shared/artifact.h"
 #include "shared/config.h"
+#include "shared/ids.h"
 #include "shared/macro.h"
 #include "shared/time-util.h"
 
