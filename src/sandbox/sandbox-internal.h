@@ -161,6 +161,7 @@ void sandbox_sweep_start(Sandbox *s);
 
 /* run.c: free a run that is not reported (done is not called). */
 void sandbox_run_free(SandboxRun *run);
+DEFINE_TRIVIAL_CLEANUP_FUNC(SandboxRun *, sandbox_run_free);
 
 /* workdir.c */
 int sandbox_workdir_mkdir_p(const char *path, mode_t mode);
