@@ -55,9 +55,9 @@ struct Api {
         struct {
                 bool active;
                 bool succeeded, cleanup_confirmed;
-                ApiError error;
-                char *message; /* the outcome's, NULL for the default */
-                usec_t ended;  /* monotonic */
+                ApiError api_error; /* when !succeeded */
+                char *message;      /* the outcome's, NULL for the default */
+                usec_t ended;       /* monotonic */
                 usec_t duration;
         } ended;
 };
@@ -97,7 +97,7 @@ void api_set_phase_hook(Api *api, ApiPhaseHook hook, void *userdata) {
 static void api_count_query(const Api *api, usec_t duration) {
         metrics_count_query(
                 api->ended.succeeded,
-                api->ended.succeeded ? NULL : api_error_to_string(api->ended.error),
+                api->ended.succeeded ? NULL : api_error_to_string(api->ended.api_error),
                 duration);
 }
 
@@ -319,11 +319,11 @@ static HttpHandlerResult api_handle_leave(Api *api, HttpRequest *req) {
  * (history_finish_nosync()). */
 static void api_record_outcome(Api *api, const QueryOutcome *o, usec_t duration, bool durable) {
         _cleanup_free_ char *message = NULL;
-        const char *raw = o->message ? o->message : api_error_default_message(o->error);
+        const char *raw = o->message ? o->message : api_error_default_message(o->api_error);
         HistoryOutcome h = {
-                .succeeded = o->succeeded,
-                .answer = o->succeeded ? (o->answer ? o->answer : "") : NULL,
-                .error_code = o->succeeded ? NULL : api_error_to_string(o->error),
+                .succeeded = o->error >= 0,
+                .answer = o->error >= 0 ? (o->answer ? o->answer : "") : NULL,
+                .error_code = o->error >= 0 ? NULL : api_error_to_string(o->api_error),
                 .sources_json = o->sources_json,
                 .timings = {
                         .queue_ms = api->running_queued / USEC_PER_MSEC,
@@ -342,7 +342,7 @@ static void api_record_outcome(Api *api, const QueryOutcome *o, usec_t duration,
         int r;
 
         /* The same sanitizer as the response (API.md 2). */
-        if (!o->succeeded) {
+        if (o->error < 0) {
                 if (sanitize_message(raw, strlen(raw), &message) < 0) {
                         log_oom();
                         return;
@@ -393,9 +393,9 @@ static void api_finish_streams(Api *api, const char *id) {
 }
 
 /* The record of the query that ended is durable (or could not be made
- * so, logged): give up the slot, tell the journal, D-Bus and the client. */
-static void api_on_record_durable(int error, void *userdata) {
-        Api *api = userdata;
+ * so, error, logged): give up the slot, tell the journal, D-Bus and the
+ * client. */
+static void api_record_durable(Api *api, int error) {
         HttpRequest *req = TAKE_PTR(api->running_request);
         _cleanup_free_ char *message = TAKE_PTR(api->ended.message);
         bool succeeded = api->ended.succeeded;
@@ -438,7 +438,7 @@ static void api_on_record_durable(int error, void *userdata) {
                         status,
                         duration / USEC_PER_MSEC,
                         succeeded ? "" : ": ",
-                        succeeded ? "" : api_error_to_string(api->ended.error));
+                        succeeded ? "" : api_error_to_string(api->ended.api_error));
         }
 
         if (api->hook)
@@ -463,23 +463,27 @@ static void api_on_record_durable(int error, void *userdata) {
                 } else
                         http_reply(req, 200, render_body(body), h);
         } else
-                http_reply_error(req, api->ended.error, message, h);
+                http_reply_error(req, api->ended.api_error, message, h);
+}
+
+static void api_on_record_durable(SyncWorker *w, int error, void *userdata) {
+        api_record_durable(userdata, error);
 }
 
 /* The executor's report, on the loop: the record is committed now, and
  * the rest waits for the sync that makes it durable, done on the worker's
  * thread (several milliseconds on a disk, during which the loop serves
  * requests) or, without it, here. */
-static void api_on_query_done(const QueryOutcome *o, void *userdata) {
+static void api_on_query_done(QueryExecutor *x, int error, const QueryOutcome *o, void *userdata) {
         Api *api = userdata;
         usec_t t = now(CLOCK_MONOTONIC);
         int r;
 
         assert(!api->ended.active);
         api->ended.active = true;
-        api->ended.succeeded = o->succeeded;
+        api->ended.succeeded = error >= 0;
         api->ended.cleanup_confirmed = o->cleanup_confirmed;
-        api->ended.error = o->error;
+        api->ended.api_error = o->api_error;
         api->ended.ended = t;
         api->ended.duration = t - api->running_since;
         /* Without memory for it the default message of the code is sent. */
@@ -491,7 +495,7 @@ static void api_on_query_done(const QueryOutcome *o, void *userdata) {
                 sync_worker_start(api->sync, history_sync_fd(api->history), api_on_record_durable, api) :
                 -EOPNOTSUPP;
         if (r < 0)
-                api_on_record_durable(history_sync(api->history), api);
+                api_record_durable(api, history_sync(api->history));
 }
 
 bool api_is_completing(const Api *api) {
@@ -587,14 +591,15 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
                 const char *h[] = { "Wikiweb-Query-Id", job.id, NULL };
                 QueryOutcome failed = {
                         .query_id = job.id,
-                        .error = API_ERROR_INTERNAL_ERROR,
+                        .error = r,
+                        .api_error = API_ERROR_INTERNAL_ERROR,
                         .cleanup_confirmed = true,
                 };
 
                 log_error_errno(r, "Failed to start query %s", job.id);
                 api_record_outcome(api, &failed, now(CLOCK_MONOTONIC) - t, /* durable= */ true);
                 query_streams_finish(api->query_streams, job.id, NULL);
-                metrics_count_query(false, api_error_to_string(failed.error), now(CLOCK_MONOTONIC) - t);
+                metrics_count_query(false, api_error_to_string(failed.api_error), now(CLOCK_MONOTONIC) - t);
                 (void) admission_finish(api->admission, now(CLOCK_MONOTONIC));
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, h);
         }

@@ -1128,12 +1128,12 @@ static int tool_done_result(Agent *a, json_object *result) {
         return 0;
 }
 
-int agent_tool_search_done(Agent *a, const AgentSearchResult *results, size_t n) {
+int agent_tool_search_done(Agent *a, const MediaWikiSearchHit *hits, size_t n) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object(), *list = json_object_new_array();
         int r;
 
         assert(a);
-        assert(results || n == 0);
+        assert(hits || n == 0);
         r = tool_done_check(a, AGENT_TOOL_WIKI_SEARCH);
         if (r <= 0)
                 return r;
@@ -1141,8 +1141,8 @@ int agent_tool_search_done(Agent *a, const AgentSearchResult *results, size_t n)
                 return -ENOMEM;
         for (size_t i = 0; i < n; i++) {
                 _cleanup_(json_object_putp) json_object *e = json_object_new_object();
-                const char *title = results[i].title ? results[i].title : "";
-                const char *snippet = results[i].snippet ? results[i].snippet : "";
+                const char *title = hits[i].title ? hits[i].title : "";
+                const char *snippet = hits[i].snippet ? hits[i].snippet : "";
 
                 if (!e)
                         return -ENOMEM;

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "query/llm.h"
+#include "query/mediawiki.h"
 #include "shared/api-error.h"
 #include "shared/artifact.h"
 #include "shared/macro.h"
@@ -167,11 +168,6 @@ int agent_rebuild_request(Agent *a, AgentAction *ret);
  * wins. Returns 0 or -ENOMEM. */
 int agent_abort(Agent *a, ApiError error, const char *message);
 
-typedef struct AgentSearchResult {
-        const char *title;
-        const char *snippet; /* plain text */
-} AgentSearchResult;
-
 typedef struct AgentPythonRun {
         bool has_exit_code;
         int exit_code;
@@ -186,10 +182,11 @@ typedef struct AgentPythonRun {
 } AgentPythonRun;
 
 /* The result of the outstanding TOOL action, which must be of the matching
- * tool (agent_tool_failed() fits any). page NULL or page->missing: the page
+ * tool (agent_tool_failed() fits any): the search hits as
+ * mediawiki_parse_search() returns them (borrowed). page NULL or page->missing: the page
  * does not exist ({"error": "missing"}); a page read is after redirects. A page read becomes a source (first
  * read first). Returns 0; -EBUSY when no tool call of that kind is outstanding; -ENOMEM. */
-int agent_tool_search_done(Agent *a, const AgentSearchResult *results, size_t n);
+int agent_tool_search_done(Agent *a, const MediaWikiSearchHit *hits, size_t n);
 int agent_tool_read_done(Agent *a, const WikiPage *page);
 int agent_tool_python_done(Agent *a, const AgentPythonRun *run);
 /* A tool failure the model should see and may work around. */

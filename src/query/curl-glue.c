@@ -11,7 +11,7 @@ struct CurlGlue {
         CURLM *multi;
         sd_event_source *timer;
         sd_event_source *defer; /* collects finished transfers */
-        CurlGlueFinished finished;
+        CurlGlueDone done;
         void *userdata;
         /* The IO sources alive, so that curl_glue_free() can release those
          * curl_multi_cleanup() does not announce. */
@@ -43,7 +43,7 @@ static void curl_glue_untrack(CurlGlue *g, sd_event_source *io) {
                 }
 }
 
-static int curl_glue_check_finished(sd_event_source *s, void *userdata) {
+static int curl_glue_on_defer(sd_event_source *s, void *userdata) {
         CurlGlue *g = userdata;
         CURLMsg *msg;
         int left;
@@ -53,7 +53,7 @@ static int curl_glue_check_finished(sd_event_source *s, void *userdata) {
         while ((msg = curl_multi_info_read(g->multi, &left))) {
                 if (msg->msg != CURLMSG_DONE)
                         continue;
-                g->finished(g, msg->easy_handle, msg->data.result, g->userdata);
+                g->done(msg->easy_handle, msg->data.result == CURLE_OK ? 0 : -EIO, msg->data.result, g->userdata);
         }
         return 0;
 }
@@ -180,19 +180,19 @@ static int curl_glue_timer_callback(CURLM *multi, long timeout_ms, void *userdat
         return 0;
 }
 
-int curl_glue_new(sd_event *event, CurlGlueFinished finished, void *userdata, CurlGlue **ret) {
+int curl_glue_new(sd_event *event, CurlGlueDone done, void *userdata, CurlGlue **ret) {
         _cleanup_(curl_glue_freep) CurlGlue *g = NULL;
         int r;
 
         assert(event);
-        assert(finished);
+        assert(done);
         assert(ret);
 
         g = calloc(1, sizeof *g);
         if (!g)
                 return -ENOMEM;
         g->event = sd_event_ref(event);
-        g->finished = finished;
+        g->done = done;
         g->userdata = userdata;
 
         g->multi = curl_multi_init();
@@ -204,11 +204,11 @@ int curl_glue_new(sd_event *event, CurlGlueFinished finished, void *userdata, Cu
             curl_multi_setopt(g->multi, CURLMOPT_TIMERFUNCTION, curl_glue_timer_callback) != CURLM_OK)
                 return -EINVAL;
 
-        r = sd_event_add_defer(event, &g->defer, curl_glue_check_finished, g);
+        r = sd_event_add_defer(event, &g->defer, curl_glue_on_defer, g);
         if (r < 0)
                 return r;
         (void) sd_event_source_set_enabled(g->defer, SD_EVENT_OFF);
-        (void) sd_event_source_set_description(g->defer, "curl-glue-finished");
+        (void) sd_event_source_set_description(g->defer, "curl-glue-defer");
 
         *ret = TAKE_PTR(g);
         return 0;

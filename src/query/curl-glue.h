@@ -18,20 +18,23 @@
 
 typedef struct CurlGlue CurlGlue;
 
-/* Called once per finished easy handle, from the glue's defer source. The
- * handle is still added to the multi handle: the callee removes it
- * (curl_glue_remove()) and may free it, add others or free other handles of
- * this glue. It must not free the glue itself. */
-typedef void (*CurlGlueFinished)(CurlGlue *g, CURL *easy, CURLcode result, void *userdata);
+/* Called once per finished transfer, from the glue's defer source: easy is
+ * the transfer, error 0 when libcurl ended it with CURLE_OK, else -EIO,
+ * and code libcurl's own result. The handle is still added to the multi
+ * handle: the callee removes it (curl_glue_remove()) and may free it, add
+ * others or free other handles of this glue. It must not free the glue
+ * itself. */
+typedef void (*CurlGlueDone)(CURL *easy, int error, CURLcode code, void *userdata);
 
-/* Borrows event (a reference is taken). */
-int curl_glue_new(sd_event *event, CurlGlueFinished finished, void *userdata, CurlGlue **ret);
+/* Borrows event (a reference is taken). done is called for every transfer
+ * of this glue, with userdata. */
+int curl_glue_new(sd_event *event, CurlGlueDone done, void *userdata, CurlGlue **ret);
 /* Every easy handle must have been removed before. */
 CurlGlue *curl_glue_free(CurlGlue *g);
 DEFINE_TRIVIAL_CLEANUP_FUNC(CurlGlue *, curl_glue_free);
 
 /* Start a transfer: the easy handle stays owned by the caller. */
 int curl_glue_add(CurlGlue *g, CURL *easy);
-/* Stop a transfer (no finish callback afterwards); NULL and an easy handle
+/* Stop a transfer (no done callback afterwards); NULL and an easy handle
  * that is not added are fine. */
 void curl_glue_remove(CurlGlue *g, CURL *easy);

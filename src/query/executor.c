@@ -22,12 +22,12 @@ struct QueryExecutor {
         /* The job in flight. */
         bool busy;
         char query_id[QUERY_ID_MAX];
-        QueryDoneHandler done;
+        QueryExecutorDone done;
         void *userdata;
         QueryEventHandler on_event;
         void *event_userdata;
         QueryRun *run;
-        sd_event_source *defer;   /* the unconfigured path */
+        sd_event_source *defer;   /* the unconfigured path (a timer with the test delay) */
         const char *abort_reason; /* static string, set by query_executor_abort() */
 
         usec_t test_delay;
@@ -105,8 +105,8 @@ bool query_executor_busy(const QueryExecutor *x) {
 }
 
 /* Report the job's end: a job that nothing ran needs no cleanup. */
-static void complete(QueryExecutor *x) {
-        QueryDoneHandler done = x->done;
+static void query_executor_report(QueryExecutor *x) {
+        QueryExecutorDone done = x->done;
         void *u = x->userdata;
         char id[QUERY_ID_MAX];
         QueryOutcome o;
@@ -119,29 +119,29 @@ static void complete(QueryExecutor *x) {
 
         o = (QueryOutcome){
                 .query_id = id,
-                .succeeded = false,
-                .error = API_ERROR_EXECUTION_FAILED,
+                .error = x->abort_reason ? -ECANCELED : -EOPNOTSUPP,
+                .api_error = API_ERROR_EXECUTION_FAILED,
                 .message = x->abort_reason ? x->abort_reason : "query execution is not configured",
                 /* Nothing was started, so there is nothing to clean up. */
                 .cleanup_confirmed = true,
         };
         x->abort_reason = NULL;
-        done(&o, u);
+        done(x, o.error, &o, u);
 }
 
-static int query_executor_on_unconfigured(sd_event_source *s, void *userdata) {
-        complete(userdata);
+static int query_executor_on_defer(sd_event_source *s, void *userdata) {
+        query_executor_report(userdata);
         return 0;
 }
 
-static int query_executor_on_unconfigured_later(sd_event_source *s, uint64_t usec, void *userdata) {
-        complete(userdata);
+static int query_executor_on_test_delay(sd_event_source *s, uint64_t usec, void *userdata) {
+        query_executor_report(userdata);
         return 0;
 }
 
-static void query_executor_on_run_done(QueryRun *q, const QueryOutcome *o, void *userdata) {
+static void query_executor_on_run_done(QueryRun *q, int error, const QueryOutcome *o, void *userdata) {
         QueryExecutor *x = userdata;
-        QueryDoneHandler done = x->done;
+        QueryExecutorDone done = x->done;
         void *u = x->userdata;
 
         assert(q == x->run);
@@ -149,7 +149,7 @@ static void query_executor_on_run_done(QueryRun *q, const QueryOutcome *o, void 
         x->done = NULL;
         x->userdata = NULL;
         x->run = NULL;
-        done(o, u);
+        done(x, error, o, u);
         /* The run ends with its report (the outcome points into it): its
          * query directory goes with it. A cleanup not yet confirmed goes on
          * in the Sandbox, which announces it. */
@@ -202,13 +202,13 @@ int query_executor_abort(QueryExecutor *x, const char *reason) {
         if (!x->busy)
                 return -ESRCH;
         if (x->run) {
-                query_run_abort(x->run, API_ERROR_EXECUTION_FAILED, reason);
+                query_run_abort(x->run, -ECANCELED, API_ERROR_EXECUTION_FAILED, reason);
                 return 0;
         }
         x->abort_reason = reason;
         /* Still report from the loop, never from inside the caller. */
         x->defer = sd_event_source_disable_unref(x->defer);
-        r = sd_event_add_defer(x->event, &x->defer, query_executor_on_unconfigured, x);
+        r = sd_event_add_defer(x->event, &x->defer, query_executor_on_defer, x);
         if (r < 0)
                 return r;
         return 0;
@@ -219,7 +219,7 @@ void query_executor_set_test_delay(QueryExecutor *x, usec_t delay) {
         x->test_delay = delay;
 }
 
-int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryDoneHandler done, void *userdata) {
+int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryExecutorDone done, void *userdata) {
         int r;
 
         assert(x);
@@ -256,13 +256,14 @@ int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryDoneHandler
                                 CLOCK_MONOTONIC,
                                 x->test_delay,
                                 0,
-                                query_executor_on_unconfigured_later,
+                                query_executor_on_test_delay,
                                 x);
                 else
-                        r = sd_event_add_defer(x->event, &x->defer, query_executor_on_unconfigured, x);
+                        r = sd_event_add_defer(x->event, &x->defer, query_executor_on_defer, x);
                 if (r < 0)
                         return r;
-                (void) sd_event_source_set_description(x->defer, "query-unconfigured");
+                (void) sd_event_source_set_description(
+                        x->defer, x->test_delay > 0 ? "query-executor-test-delay" : "query-executor-defer");
         }
 
         memcpy(x->query_id, job->id, sizeof x->query_id);

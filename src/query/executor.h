@@ -5,10 +5,10 @@
 #include <stdint.h>
 #include <systemd/sd-event.h>
 
-#include "admission/admission.h"
 #include "shared/api-error.h"
 #include "shared/artifact.h"
 #include "shared/config.h"
+#include "shared/ids.h"
 #include "shared/macro.h"
 #include "shared/time-util.h"
 
@@ -55,10 +55,16 @@ const char *query_sandbox_to_string(QuerySandbox s);
 
 typedef struct QueryOutcome {
         const char *query_id;
-        bool succeeded;
-        ApiError error;         /* when !succeeded */
+        /* 0 when the query succeeded; else a negative errno (the first
+         * failure's: the wiki's, the model exchange's, the sandbox's, an
+         * allocation's; -ETIMEDOUT at the deadline, -ECANCELED when
+         * aborted, -EBUSY for a cleanup not confirmed, -EIO when the agent
+         * ends the query, -EOPNOTSUPP when execution is not configured) and
+         * api_error is what the client is told. */
+        int error;
+        ApiError api_error;     /* when error < 0 */
         const char *message;    /* raw, the caller sanitizes; NULL: the default */
-        const char *answer;     /* when succeeded */
+        const char *answer;     /* when error is 0 */
         bool cleanup_confirmed; /* false: the slot must not be promoted yet */
 
         /* The record (API.md 9), also for a failed query: */
@@ -114,14 +120,14 @@ typedef struct QueryEvent {
  * call; it must not call back into the executor. */
 typedef void (*QueryEventHandler)(const char *query_id, const QueryEvent *event, void *userdata);
 
-/* Called once per started job, from the event loop, never from inside
- * start(). The outcome is borrowed for the duration of the call. After an
- * outcome with cleanup_confirmed = false, the Sandbox announces the query's
- * id when the cleanup is confirmed after all (sandbox.h); the executor is
- * done with the job. */
-typedef void (*QueryDoneHandler)(const QueryOutcome *outcome, void *userdata);
-
 typedef struct QueryExecutor QueryExecutor;
+
+/* Called once per started job, from the event loop, never from inside
+ * start(); error is outcome->error. The outcome is borrowed for the
+ * duration of the call. After an outcome with cleanup_confirmed = false,
+ * the Sandbox announces the query's id when the cleanup is confirmed after
+ * all (sandbox.h); the executor is done with the job. */
+typedef void (*QueryExecutorDone)(QueryExecutor *x, int error, const QueryOutcome *outcome, void *userdata);
 
 /* Borrows event and config. Returns 0, -ENOMEM, -EINVAL (a configured URL
  * the destination policy cannot parse), -EIO (libcurl). */
@@ -145,7 +151,7 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(QueryExecutor *, query_executor_free);
 bool query_executor_is_configured(const QueryExecutor *x);
 /* Start the job; done is called exactly once later. Returns 0, -EBUSY if a
  * job is already running, -ENOMEM. */
-int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryDoneHandler done, void *userdata);
+int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryExecutorDone done, void *userdata);
 /* Whether a job is running. */
 bool query_executor_busy(const QueryExecutor *x);
 

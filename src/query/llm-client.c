@@ -125,21 +125,22 @@ static int llm_call_on_defer(sd_event_source *s, void *userdata) {
 
         (void) sd_event_source_set_enabled(call->defer, SD_EVENT_OFF);
         /* The callback may free the call: nothing after it. */
-        call->done(call, &call->result, call->userdata);
+        call->done(call, call->result.error, &call->result, call->userdata);
         return 0;
 }
 
-/* The end: error >= 0 without a reply (message raw, sanitized here; NULL:
- * the error's default), or _API_ERROR_INVALID with call->has_reply set.
- * Reported from the defer. */
-static void llm_call_finish(LlmCall *call, ApiError error, const char *message) {
+/* The end: a negative errno and the API error without a reply (message
+ * raw, sanitized here; NULL: the API error's default), or 0 with
+ * call->has_reply set. Reported from the defer. */
+static void llm_call_finish(LlmCall *call, int error, ApiError api_error, const char *message) {
         int r;
 
         assert(!call->finished);
         call->finished = true;
         call->result.error = error;
-        if (error >= 0) {
-                const char *m = message ? message : api_error_default_message(error);
+        call->result.api_error = error < 0 ? api_error : _API_ERROR_INVALID;
+        if (error < 0) {
+                const char *m = message ? message : api_error_default_message(api_error);
 
                 if (sanitize_message(m, strlen(m), &call->message) < 0)
                         call->message = NULL;
@@ -159,7 +160,7 @@ static void llm_call_finish_stream(LlmCall *call, const char *transport) {
 
         r = llm_stream_finish(call->stream, &call->reply, &call->error);
         if (r == -ENOMEM) {
-                llm_call_finish(call, API_ERROR_INTERNAL_ERROR, NULL);
+                llm_call_finish(call, r, API_ERROR_INTERNAL_ERROR, NULL);
                 return;
         }
         if (r == -EBADMSG && transport && call->error.code == API_ERROR_UPSTREAM_FAILED) {
@@ -173,7 +174,7 @@ static void llm_call_finish_stream(LlmCall *call, const char *transport) {
         }
         call->has_reply = true;
         call->reply_r = r;
-        llm_call_finish(call, _API_ERROR_INVALID, NULL);
+        llm_call_finish(call, 0, _API_ERROR_INVALID, NULL);
 }
 
 static int llm_call_on_idle(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -190,7 +191,7 @@ static int llm_call_on_idle(sd_event_source *s, uint64_t usec, void *userdata) {
                 sizeof m,
                 "Model server sent nothing for %" PRIu64 " s in the middle of its reply",
                 (uint64_t) (call->client->idle_timeout / USEC_PER_SEC));
-        llm_call_finish(call, API_ERROR_UPSTREAM_FAILED, m);
+        llm_call_finish(call, -ETIMEDOUT, API_ERROR_UPSTREAM_FAILED, m);
         return 0;
 }
 
@@ -239,7 +240,7 @@ static int llm_call_on_body(UpstreamOperation *op, const void *data, size_t n, v
         return r < 0 ? r : 0;
 }
 
-static void llm_call_on_upstream_done(UpstreamOperation *op, const UpstreamResponse *r, void *userdata);
+static void llm_call_on_upstream_done(UpstreamOperation *op, int error, const UpstreamResponse *r, void *userdata);
 
 static int llm_call_start_exchange(LlmCall *call, const char *body, size_t size) {
         const char *headers[] = { call->client->authorization, NULL };
@@ -286,7 +287,8 @@ static int llm_call_retry_without_stream_options(LlmCall *call) {
         return llm_call_start_exchange(call, body, size);
 }
 
-static void llm_call_on_upstream_done(UpstreamOperation *op, const UpstreamResponse *r, void *userdata) {
+static void llm_call_on_upstream_done(
+        UpstreamOperation *op, int error, const UpstreamResponse *r, void *userdata) {
         LlmCall *call = userdata;
         bool ok_status = r->status >= 200 && r->status <= 299;
         int k;
@@ -306,22 +308,22 @@ static void llm_call_on_upstream_done(UpstreamOperation *op, const UpstreamRespo
                         call->stream_oom = k == -ENOMEM;
                 }
                 if (call->stream_oom)
-                        llm_call_finish(call, API_ERROR_INTERNAL_ERROR, NULL);
+                        llm_call_finish(call, -ENOMEM, API_ERROR_INTERNAL_ERROR, NULL);
                 else if (llm_stream_failed(call->stream) || llm_stream_complete(call->stream))
                         llm_call_finish_stream(call, NULL);
-                else if (r->error >= 0 && r->error != API_ERROR_UPSTREAM_FAILED)
+                else if (error < 0 && r->api_error != API_ERROR_UPSTREAM_FAILED)
                         /* A timeout or the cap mid-stream: the transport's error. */
-                        llm_call_finish(call, r->error, r->message);
+                        llm_call_finish(call, error, r->api_error, r->message);
                 else
-                        llm_call_finish_stream(call, r->error >= 0 ? r->message : NULL);
+                        llm_call_finish_stream(call, error < 0 ? r->message : NULL);
                 return;
         }
 
         /* A whole answer. An HTTP error status still has a body to read
          * (the context-window errors are 400s); anything without a response
          * is the exchange's own error. */
-        if (r->status == 0 || (r->error >= 0 && (r->error != API_ERROR_UPSTREAM_FAILED || !r->body))) {
-                llm_call_finish(call, r->error, r->message);
+        if (r->status == 0 || (error < 0 && (r->api_error != API_ERROR_UPSTREAM_FAILED || !r->body))) {
+                llm_call_finish(call, error, r->api_error, r->message);
                 return;
         }
         if (call->mode == LLM_STREAM_WITH_USAGE && call->rebuild && call->result.attempts == 1 &&
@@ -330,7 +332,7 @@ static void llm_call_on_upstream_done(UpstreamOperation *op, const UpstreamRespo
                 k = llm_call_retry_without_stream_options(call);
                 if (k < 0) {
                         log_error_errno(k, "llm-client: cannot send the request again");
-                        llm_call_finish(call, API_ERROR_INTERNAL_ERROR, NULL);
+                        llm_call_finish(call, k, API_ERROR_INTERNAL_ERROR, NULL);
                 }
                 return;
         }
@@ -342,12 +344,12 @@ static void llm_call_on_upstream_done(UpstreamOperation *op, const UpstreamRespo
                 &call->reply,
                 &call->error);
         if (k == -ENOMEM) {
-                llm_call_finish(call, API_ERROR_INTERNAL_ERROR, NULL);
+                llm_call_finish(call, k, API_ERROR_INTERNAL_ERROR, NULL);
                 return;
         }
         call->has_reply = true;
         call->reply_r = k;
-        llm_call_finish(call, _API_ERROR_INVALID, NULL);
+        llm_call_finish(call, 0, _API_ERROR_INVALID, NULL);
 }
 
 int llm_call_start(LlmClient *c, const LlmCallRequest *req, LlmCallDone done, void *userdata, LlmCall **ret) {
@@ -370,13 +372,13 @@ int llm_call_start(LlmClient *c, const LlmCallRequest *req, LlmCallDone done, vo
         call->live = req->live;
         call->rebuild = req->rebuild;
         call->mode = c->mode;
-        call->result = (LlmCallResult){ .error = _API_ERROR_INVALID, .attempts = 1 };
+        call->result = (LlmCallResult){ .api_error = _API_ERROR_INVALID, .attempts = 1 };
 
         r = sd_event_add_defer(upstream_get_event(c->upstream), &call->defer, llm_call_on_defer, call);
         if (r < 0)
                 return r;
         (void) sd_event_source_set_enabled(call->defer, SD_EVENT_OFF);
-        (void) sd_event_source_set_description(call->defer, "llm-call-done");
+        (void) sd_event_source_set_description(call->defer, "llm-call-defer");
 
         r = llm_call_start_exchange(call, req->body, req->body_size);
         if (r < 0)

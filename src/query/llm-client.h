@@ -91,10 +91,12 @@ typedef struct LlmCallRequest {
 } LlmCallRequest;
 
 typedef struct LlmCallResult {
-        /* >= 0: no reply could be read (transport, timeout, cap, idle, out
-         * of memory), and message (sanitized) says why. < 0: read the reply
-         * with llm_call_take_reply(). */
-        ApiError error;
+        /* 0: read the reply with llm_call_take_reply(). A negative errno: no
+         * reply could be read (the exchange's errno for the transport, the
+         * timeout or the cap; -ETIMEDOUT for the idle timeout; -ENOMEM), and
+         * api_error is what the client is told, message (sanitized) why. */
+        int error;
+        ApiError api_error; /* when error < 0 */
         const char *message;
         long status;       /* of the last answer; 0: none */
         uint64_t bytes;    /* body bytes of the last answer */
@@ -103,15 +105,15 @@ typedef struct LlmCallResult {
         uint64_t events;   /* events of the stream */
 } LlmCallResult;
 
-/* r is borrowed for the duration of the call. */
-typedef void (*LlmCallDone)(LlmCall *call, const LlmCallResult *r, void *userdata);
+/* error is r->error; r is borrowed for the duration of the call. */
+typedef void (*LlmCallDone)(LlmCall *call, int error, const LlmCallResult *r, void *userdata);
 
 /* Send one request. Returns 0 and the call in *ret; -ENOMEM. */
 int llm_call_start(LlmClient *c, const LlmCallRequest *req, LlmCallDone done, void *userdata, LlmCall **ret);
 LlmCall *llm_call_free(LlmCall *call);
 DEFINE_TRIVIAL_CLEANUP_FUNC(LlmCall *, llm_call_free);
 
-/* After done reported error < 0: the reply, as llm_parse_reply() returns
+/* After done reported error 0: the reply, as llm_parse_reply() returns
  * it: 0 and *ret (free with llm_reply_done()), or -EBADMSG and *ret_error
  * (free with llm_error_done(); its message is RAW). Once; -ENODATA
  * otherwise. */

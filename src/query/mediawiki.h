@@ -30,6 +30,8 @@ typedef struct MediaWikiError {
 } MediaWikiError;
 void mediawiki_error_done(MediaWikiError *e);
 
+/* One search hit: the one type for it in the parser, the wiki client's
+ * result and the agent (which gives it to the model). */
 typedef struct MediaWikiSearchHit {
         char *title;
         char *snippet; /* plain text: tags removed, entities decoded */

@@ -90,13 +90,14 @@ struct QueryRun {
         char *op_title; /* the title a wiki_read asked for */
 
         sd_event_source *deadline_source;
-        sd_event_source *kick_source; /* the defer that advances or reports */
+        sd_event_source *defer; /* advances or reports */
         usec_t deadline;
         usec_t started;
 
         /* The result. */
         bool failed;
-        ApiError error;
+        int error;          /* when failed: the first failure's negative errno */
+        ApiError api_error; /* when failed */
         char *message;
         char *answer;
         QueryTimings timings;
@@ -311,16 +312,21 @@ static json_object *query_run_python_summary(const SandboxResult *res) {
         return o;
 }
 
-/* The first error wins. The agent learns it too, so its next decision is
- * FAIL (it may be in the middle of a step). */
-static void query_run_fail(QueryRun *q, ApiError error, const char *message) {
+/* The first error wins: a negative errno and the API error. The agent
+ * learns it too, so its next decision is FAIL (it may be in the middle of a
+ * step). */
+static void query_run_fail(QueryRun *q, int error, ApiError api_error, const char *message) {
+        assert(error < 0);
+
         if (q->failed)
                 return;
         q->failed = true;
         q->error = error;
+        q->api_error = api_error;
         q->message = message ? strdup(message) : NULL;
         if (q->agent)
-                (void) agent_abort(q->agent, error, message ? message : api_error_default_message(error));
+                (void) agent_abort(
+                        q->agent, api_error, message ? message : api_error_default_message(api_error));
 }
 
 /* Stop whatever is in flight. Upstream and wiki operations end at once
@@ -423,10 +429,10 @@ static int query_run_end_wait(QueryRun *q, QuerySandbox offer) {
         return r;
 }
 
-static int query_run_on_kick(sd_event_source *s, void *userdata) {
+static int query_run_on_defer(sd_event_source *s, void *userdata) {
         QueryRun *q = userdata;
 
-        q->kick_source = sd_event_source_disable_unref(q->kick_source);
+        q->defer = sd_event_source_disable_unref(q->defer);
         query_run_advance(q);
         return 0;
 }
@@ -435,26 +441,26 @@ static int query_run_on_kick(sd_event_source *s, void *userdata) {
 static void query_run_kick(QueryRun *q) {
         int r;
 
-        if (q->kick_source)
+        if (q->defer)
                 return;
-        r = sd_event_add_defer(q->event, &q->kick_source, query_run_on_kick, q);
+        r = sd_event_add_defer(q->event, &q->defer, query_run_on_defer, q);
         if (r < 0) {
                 /* Cannot happen short of OOM; advance directly rather than hang. */
                 log_error_errno(r, "Query %s: cannot schedule its next step", q->id);
                 query_run_advance(q);
                 return;
         }
-        (void) sd_event_source_set_description(q->kick_source, "query-run-kick");
+        (void) sd_event_source_set_description(q->defer, "query-run-defer");
 }
 
-void query_run_abort(QueryRun *q, ApiError error, const char *message) {
+void query_run_abort(QueryRun *q, int error, ApiError api_error, const char *message) {
         assert(q);
 
         if (q->reported || q->state >= QUERY_RUN_CLEANUP)
                 return;
         if (q->state == QUERY_RUN_SANDBOX_WAIT)
                 (void) query_run_end_wait(q, QUERY_SANDBOX_STARTING);
-        query_run_fail(q, error, message);
+        query_run_fail(q, error, api_error, message);
         query_run_cancel_in_flight(q);
         q->state = QUERY_RUN_CLEANUP;
         query_run_kick(q);
@@ -487,14 +493,14 @@ static int query_run_on_deadline(sd_event_source *s, uint64_t usec, void *userda
                 (uint64_t) q->config->query_timeout_seconds);
         query_run_log(
                 q, LOG_WARNING, "deadline reached in state %s, cancelling.", query_run_state_table[q->state]);
-        query_run_abort(q, API_ERROR_QUERY_TIMEOUT, m);
+        query_run_abort(q, -ETIMEDOUT, API_ERROR_QUERY_TIMEOUT, m);
         return 0;
 }
 
 /* A wiki failure ends the query with the wiki's error (API.md 8.1). */
 static void query_run_wiki_failed(QueryRun *q, const WikiResult *r) {
-        query_run_log(q, LOG_INFO, "wiki request failed: %s", api_error_to_string(r->error));
-        query_run_fail(q, r->error, r->message);
+        query_run_log(q, LOG_INFO, "wiki request failed: %s", api_error_to_string(r->api_error));
+        query_run_fail(q, r->error, r->api_error, r->message);
         q->state = QUERY_RUN_CLEANUP;
 }
 
@@ -512,7 +518,7 @@ static int query_run_take_page(QueryRun *q, const WikiPage *p) {
         return sandbox_query_add_page(q->sandbox_query, p);
 }
 
-static void query_run_on_wiki_done(WikiOperation *op, const WikiResult *r, void *userdata) {
+static void query_run_on_wiki_done(WikiOperation *op, int error, const WikiResult *r, void *userdata) {
         QueryRun *q = userdata;
         int k = 0;
 
@@ -522,14 +528,14 @@ static void query_run_on_wiki_done(WikiOperation *op, const WikiResult *r, void 
         if (q->state != QUERY_RUN_PRELOAD)
                 query_run_emit_tool_result(
                         q,
-                        r->error < 0,
-                        r->error >= 0 ?
-                                query_run_summary("error", json_string(api_error_to_string(r->error))) :
+                        error >= 0,
+                        error < 0 ?
+                                query_run_summary("error", json_string(api_error_to_string(r->api_error))) :
                                 q->op_tool == AGENT_TOOL_WIKI_SEARCH ?
                                 query_run_summary("results", json_object_new_int64((int64_t) r->n_hits)) :
                                 r->page.missing ? query_run_summary("missing", json_object_new_boolean(true)) :
                                                   query_run_page_summary(&r->page));
-        if (r->error >= 0)
+        if (error < 0)
                 query_run_wiki_failed(q, r);
         else if (q->state == QUERY_RUN_PRELOAD) {
                 k = query_run_take_page(q, &r->page);
@@ -552,17 +558,7 @@ static void query_run_on_wiki_done(WikiOperation *op, const WikiResult *r, void 
                                                           "");
                 q->state = QUERY_RUN_STEP;
         } else {
-                _cleanup_free_ AgentSearchResult *hits = NULL;
-
-                if (r->n_hits > 0) {
-                        hits = calloc(r->n_hits, sizeof *hits);
-                        if (!hits)
-                                k = -ENOMEM;
-                }
-                for (size_t i = 0; k >= 0 && i < r->n_hits; i++)
-                        hits[i] = (AgentSearchResult){ r->hits[i].title, r->hits[i].snippet };
-                if (k >= 0)
-                        k = agent_tool_search_done(q->agent, hits, r->n_hits);
+                k = agent_tool_search_done(q->agent, r->hits, r->n_hits);
                 query_run_log(
                         q,
                         LOG_INFO,
@@ -574,7 +570,7 @@ static void query_run_on_wiki_done(WikiOperation *op, const WikiResult *r, void 
         }
         if (k < 0) {
                 log_error_errno(k, "Query %s: cannot take the wiki's result", q->id);
-                query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
+                query_run_fail(q, k, API_ERROR_INTERNAL_ERROR, NULL);
                 q->state = QUERY_RUN_CLEANUP;
         }
 
@@ -583,7 +579,7 @@ static void query_run_on_wiki_done(WikiOperation *op, const WikiResult *r, void 
         query_run_advance(q);
 }
 
-static void query_run_on_model_done(LlmCall *call, const LlmCallResult *r, void *userdata) {
+static void query_run_on_model_done(LlmCall *call, int error, const LlmCallResult *r, void *userdata) {
         QueryRun *q = userdata;
         usec_t took = usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started);
         LlmReply reply = { .content = NULL };
@@ -593,7 +589,7 @@ static void query_run_on_model_done(LlmCall *call, const LlmCallResult *r, void 
         assert(call == q->model_call);
         query_run_add_phase(&q->timings.model, "model", took);
 
-        if (r->error >= 0) {
+        if (error < 0) {
                 /* No reply to read: the exchange's own error. */
                 query_run_log(
                         q,
@@ -601,8 +597,8 @@ static void query_run_on_model_done(LlmCall *call, const LlmCallResult *r, void 
                         "step %u: model request failed after %" PRIu64 " ms: %s.",
                         q->op_step,
                         took / USEC_PER_MSEC,
-                        api_error_to_string(r->error));
-                query_run_fail(q, r->error, r->message);
+                        api_error_to_string(r->api_error));
+                query_run_fail(q, error, r->api_error, r->message);
                 q->state = QUERY_RUN_CLEANUP;
         } else {
                 query_run_log(
@@ -627,7 +623,7 @@ static void query_run_on_model_done(LlmCall *call, const LlmCallResult *r, void 
                 metrics_count_model_tokens("completion", completion - completion0);
                 if (k < 0) {
                         log_error_errno(k, "Query %s: cannot take the model's reply", q->id);
-                        query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
+                        query_run_fail(q, k, API_ERROR_INTERNAL_ERROR, NULL);
                         q->state = QUERY_RUN_CLEANUP;
                 } else {
                         size_t n;
@@ -663,11 +659,11 @@ static void query_run_on_sandbox_done(SandboxRun *run, int error, const SandboxR
         if (res && !res->cleanup_confirmed) {
                 query_run_log(
                         q, LOG_ERR, "step %u: the container's cleanup could not be confirmed.", q->op_step);
-                query_run_fail(q, API_ERROR_CLEANUP_FAILED, NULL);
+                query_run_fail(q, -EBUSY, API_ERROR_CLEANUP_FAILED, NULL);
         }
         if (error < 0) {
                 query_run_log(q, LOG_ERR, "step %u: no container could run: %s", q->op_step, strerror(-error));
-                query_run_fail(q, API_ERROR_EXECUTION_FAILED, "the sandbox could not start a container");
+                query_run_fail(q, error, API_ERROR_EXECUTION_FAILED, "the sandbox could not start a container");
         }
 
         query_run_emit_tool_result(
@@ -694,7 +690,7 @@ static void query_run_on_sandbox_done(SandboxRun *run, int error, const SandboxR
                         });
                 if (k < 0) {
                         log_error_errno(k, "Query %s: cannot take the sandbox's result", q->id);
-                        query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
+                        query_run_fail(q, k, API_ERROR_INTERNAL_ERROR, NULL);
                         q->state = QUERY_RUN_CLEANUP;
                 } else {
                         query_run_log(
@@ -874,15 +870,16 @@ static void query_run_tool_start_failed(QueryRun *q, const AgentAction *a, int r
                 agent_tool_to_string(a->call.tool),
                 strerror(-r));
         if (r == -ENOMEM) {
-                query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
+                query_run_fail(q, r, API_ERROR_INTERNAL_ERROR, NULL);
                 return;
         }
         if (a->call.tool == AGENT_TOOL_RUN_PYTHON) {
-                query_run_fail(q, API_ERROR_EXECUTION_FAILED, "the sandbox could not start a container");
+                query_run_fail(q, r, API_ERROR_EXECUTION_FAILED, "the sandbox could not start a container");
                 return;
         }
-        if (agent_tool_failed(q->agent, "the tool could not run") < 0)
-                query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
+        r = agent_tool_failed(q->agent, "the tool could not run");
+        if (r < 0)
+                query_run_fail(q, r, API_ERROR_INTERNAL_ERROR, NULL);
 }
 
 static int query_run_sources_json(QueryRun *q, char **ret) {
@@ -927,8 +924,8 @@ static void query_run_report(QueryRun *q) {
 
         o = (QueryOutcome){
                 .query_id = q->id,
-                .succeeded = !q->failed,
-                .error = q->failed ? q->error : _API_ERROR_INVALID,
+                .error = q->failed ? q->error : 0,
+                .api_error = q->failed ? q->api_error : _API_ERROR_INVALID,
                 .message = q->failed ? q->message : NULL,
                 .answer = q->failed ? NULL : q->answer,
                 .cleanup_confirmed = !q->sandbox_query || sandbox_query_cleanup_confirmed(q->sandbox_query),
@@ -943,7 +940,7 @@ static void query_run_report(QueryRun *q) {
                 .sandbox = query_sandbox_to_string(q->offer),
         };
         q->reported = true;
-        q->done(q, &o, q->userdata);
+        q->done(q, o.error, &o, q->userdata);
 }
 
 /* CLEANUP: nothing else may start; wait for a cancelled container, then
@@ -994,7 +991,7 @@ static void query_run_advance(QueryRun *q) {
                         r = query_run_end_wait(q, offer);
                         if (r < 0) {
                                 log_error_errno(r, "Query %s: cannot make its agent", q->id);
-                                query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
+                                query_run_fail(q, r, API_ERROR_INTERNAL_ERROR, NULL);
                                 q->state = QUERY_RUN_CLEANUP;
                                 break;
                         }
@@ -1012,7 +1009,7 @@ static void query_run_advance(QueryRun *q) {
                                 r = query_run_start_read(q, q->pages[q->next_page++]);
                                 if (r < 0) {
                                         log_error_errno(r, "Query %s: cannot read a requested page", q->id);
-                                        query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
+                                        query_run_fail(q, r, API_ERROR_INTERNAL_ERROR, NULL);
                                         q->state = QUERY_RUN_CLEANUP;
                                         break;
                                 }
@@ -1025,7 +1022,7 @@ static void query_run_advance(QueryRun *q) {
                         r = agent_next(q->agent, &a);
                         if (r < 0) {
                                 log_error_errno(r, "Query %s: the agent cannot decide", q->id);
-                                query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
+                                query_run_fail(q, r, API_ERROR_INTERNAL_ERROR, NULL);
                                 q->state = QUERY_RUN_CLEANUP;
                                 break;
                         }
@@ -1034,7 +1031,7 @@ static void query_run_advance(QueryRun *q) {
                                 r = query_run_send(q, &a);
                                 if (r < 0) {
                                         log_error_errno(r, "Query %s: cannot send the model request", q->id);
-                                        query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
+                                        query_run_fail(q, r, API_ERROR_INTERNAL_ERROR, NULL);
                                         q->state = QUERY_RUN_CLEANUP;
                                         break;
                                 }
@@ -1061,7 +1058,7 @@ static void query_run_advance(QueryRun *q) {
                                 query_run_step_text(q, a.answer);
                                 q->answer = strdup(a.answer);
                                 if (!q->answer)
-                                        query_run_fail(q, API_ERROR_INTERNAL_ERROR, NULL);
+                                        query_run_fail(q, -ENOMEM, API_ERROR_INTERNAL_ERROR, NULL);
                                 q->state = QUERY_RUN_CLEANUP;
                                 break;
                         case AGENT_ACTION_FAIL:
@@ -1072,7 +1069,9 @@ static void query_run_advance(QueryRun *q) {
                                         "failed after %u steps: %s.",
                                         agent_steps(q->agent),
                                         api_error_to_string(a.error));
-                                query_run_fail(q, a.error, a.message);
+                                /* The agent's decision (a model's error
+                                 * reply, the context, the step bound). */
+                                query_run_fail(q, -EIO, a.error, a.message);
                                 q->state = QUERY_RUN_CLEANUP;
                                 break;
                         }
@@ -1145,7 +1144,7 @@ int query_run_new(
         q->userdata = userdata;
         q->state = QUERY_RUN_PRELOAD;
         q->offer = _QUERY_SANDBOX_INVALID;
-        q->error = _API_ERROR_INVALID;
+        q->api_error = _API_ERROR_INVALID;
         memcpy(q->id, job->id, sizeof q->id);
         q->started = now(CLOCK_MONOTONIC);
         q->deadline = usec_add(q->started, c->query_timeout_seconds * USEC_PER_SEC);
@@ -1231,7 +1230,7 @@ QueryRun *query_run_free(QueryRun *q) {
         /* A run must not outlive its query context: sandbox.h says cancel
          * and wait. Freeing with a run in flight is a bug of the caller. */
         assert(!q->sandbox_run);
-        q->kick_source = sd_event_source_disable_unref(q->kick_source);
+        q->defer = sd_event_source_disable_unref(q->defer);
         q->deadline_source = sd_event_source_disable_unref(q->deadline_source);
         q->wait_source = sd_event_source_disable_unref(q->wait_source);
         sandbox_artifacts_done(&q->artifacts);

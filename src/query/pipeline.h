@@ -62,7 +62,8 @@ usec_t query_sandbox_wait_until(usec_t started, usec_t deadline);
  * Pure. */
 bool query_sandbox_decide(SandboxState state, usec_t now, usec_t wait_until, QuerySandbox *ret);
 
-typedef void (*QueryRunDone)(QueryRun *q, const QueryOutcome *outcome, void *userdata);
+/* error is outcome->error: 0 when the query succeeded. */
+typedef void (*QueryRunDone)(QueryRun *q, int error, const QueryOutcome *outcome, void *userdata);
 
 typedef struct QueryRunContext {
         sd_event *event;
@@ -82,9 +83,10 @@ int query_run_new(
 QueryRun *query_run_free(QueryRun *q);
 DEFINE_TRIVIAL_CLEANUP_FUNC(QueryRun *, query_run_free);
 
-/* End the run with error (the first error wins) through the cleanup state.
- * message: raw, copied. No-op once the outcome is reported. */
-void query_run_abort(QueryRun *q, ApiError error, const char *message);
+/* End the run with error (a negative errno) and api_error (the first error
+ * wins) through the cleanup state. message: raw, copied. No-op once the
+ * outcome is reported. */
+void query_run_abort(QueryRun *q, int error, ApiError api_error, const char *message);
 /* The sandbox's state changed: a run waiting for it looks again (from a
  * defer). No-op in any other state. */
 void query_run_sandbox_changed(QueryRun *q);

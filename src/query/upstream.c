@@ -62,7 +62,7 @@ struct UpstreamOperation {
         UpstreamResponse response;
 };
 
-static void upstream_glue_finished(CurlGlue *g, CURL *easy, CURLcode result, void *userdata);
+static void upstream_on_transfer_done(CURL *easy, int error, CURLcode result, void *userdata);
 
 int upstream_new(sd_event *event, const DestinationPolicy *policy, uint64_t max_response_bytes, Upstream **ret) {
         _cleanup_(upstream_freep) Upstream *u = NULL;
@@ -87,7 +87,7 @@ int upstream_new(sd_event *event, const DestinationPolicy *policy, uint64_t max_
         if (r < 0)
                 return r;
 
-        r = curl_glue_new(event, upstream_glue_finished, u, &u->glue);
+        r = curl_glue_new(event, upstream_on_transfer_done, u, &u->glue);
         if (r < 0)
                 return r;
 
@@ -166,34 +166,44 @@ UpstreamJar *upstream_jar_free(UpstreamJar *j) {
 
 /* ---- classification ---- */
 
-ApiError upstream_classify(const UpstreamOutcome *o) {
+/* A failure as upstream_classify() reports it. */
+static int upstream_classified(int error, ApiError api_error, ApiError *ret_api_error) {
+        *ret_api_error = api_error;
+        return error;
+}
+
+int upstream_classify(const UpstreamOutcome *o, ApiError *ret_api_error) {
         assert(o);
+        assert(ret_api_error);
 
         if (o->denied)
-                return API_ERROR_DESTINATION_DENIED;
+                return upstream_classified(-EPERM, API_ERROR_DESTINATION_DENIED, ret_api_error);
         if (o->over_cap || o->curl_code == CURLE_FILESIZE_EXCEEDED)
-                return API_ERROR_UPSTREAM_RESPONSE_TOO_LARGE;
+                return upstream_classified(-EFBIG, API_ERROR_UPSTREAM_RESPONSE_TOO_LARGE, ret_api_error);
 
         switch ((CURLcode) o->curl_code) {
         case CURLE_OK:
-                if (o->too_many_redirects || o->bad_redirect)
-                        return API_ERROR_UPSTREAM_FAILED;
+                if (o->too_many_redirects)
+                        return upstream_classified(-ELOOP, API_ERROR_UPSTREAM_FAILED, ret_api_error);
+                if (o->bad_redirect)
+                        return upstream_classified(-EBADMSG, API_ERROR_UPSTREAM_FAILED, ret_api_error);
                 if (o->http_status >= 200 && o->http_status <= 299)
-                        return _API_ERROR_INVALID;
-                return API_ERROR_UPSTREAM_FAILED;
+                        return 0;
+                return upstream_classified(-EIO, API_ERROR_UPSTREAM_FAILED, ret_api_error);
 
         case CURLE_OPERATION_TIMEDOUT:
                 /* curl's overall timeout is the deadline; only a timeout
                  * before any connection, with time left, is the connect
                  * timeout. */
                 if (o->deadline_passed || o->connected)
-                        return API_ERROR_QUERY_TIMEOUT;
-                return API_ERROR_CONNECTIVITY_FAILED;
+                        return upstream_classified(-ETIMEDOUT, API_ERROR_QUERY_TIMEOUT, ret_api_error);
+                return upstream_classified(-ETIMEDOUT, API_ERROR_CONNECTIVITY_FAILED, ret_api_error);
 
         case CURLE_COULDNT_RESOLVE_HOST:
         case CURLE_COULDNT_RESOLVE_PROXY:
+                return upstream_classified(-EHOSTUNREACH, API_ERROR_CONNECTIVITY_FAILED, ret_api_error);
         case CURLE_COULDNT_CONNECT:
-                return API_ERROR_CONNECTIVITY_FAILED;
+                return upstream_classified(-ECONNREFUSED, API_ERROR_CONNECTIVITY_FAILED, ret_api_error);
 
         case CURLE_SSL_CONNECT_ERROR:
         case CURLE_PEER_FAILED_VERIFICATION:
@@ -208,20 +218,20 @@ ApiError upstream_classify(const UpstreamOutcome *o) {
         case CURLE_SSL_ENGINE_SETFAILED:
         case CURLE_SSL_ENGINE_INITFAILED:
         case CURLE_USE_SSL_FAILED:
-                return API_ERROR_TLS_FAILED;
+                return upstream_classified(-EPROTO, API_ERROR_TLS_FAILED, ret_api_error);
 
         case CURLE_UNSUPPORTED_PROTOCOL:
-                return API_ERROR_DESTINATION_DENIED;
+                return upstream_classified(-EPROTONOSUPPORT, API_ERROR_DESTINATION_DENIED, ret_api_error);
 
         case CURLE_OUT_OF_MEMORY:
-                return API_ERROR_INTERNAL_ERROR;
+                return upstream_classified(-ENOMEM, API_ERROR_INTERNAL_ERROR, ret_api_error);
 
         default:
                 /* Send/receive errors, an empty reply, bad encoding, a
                  * weird reply, ...: the upstream failed. */
                 if (o->deadline_passed)
-                        return API_ERROR_QUERY_TIMEOUT;
-                return API_ERROR_UPSTREAM_FAILED;
+                        return upstream_classified(-ETIMEDOUT, API_ERROR_QUERY_TIMEOUT, ret_api_error);
+                return upstream_classified(-EIO, API_ERROR_UPSTREAM_FAILED, ret_api_error);
         }
 }
 
@@ -335,21 +345,23 @@ static int upstream_on_defer(sd_event_source *s, void *userdata) {
 
         (void) sd_event_source_set_enabled(op->defer, SD_EVENT_OFF);
         /* The callback may free op: nothing after it. */
-        op->done(op, &op->response, op->userdata);
+        op->done(op, op->response.error, &op->response, op->userdata);
         return 0;
 }
 
-/* Record the end of the operation and schedule the report. message: raw,
- * sanitized here; NULL for the API error's default message. */
-static void upstream_operation_finish(UpstreamOperation *op, ApiError error, const char *message) {
+/* Record the end of the operation and schedule the report: error 0 for a
+ * 2xx, else a negative errno and the API error. message: raw, sanitized
+ * here; NULL for the API error's default message. */
+static void upstream_operation_finish(UpstreamOperation *op, int error, ApiError api_error, const char *message) {
         int r;
 
         op->finished = true;
         op->response.error = error;
+        op->response.api_error = error < 0 ? api_error : _API_ERROR_INVALID;
         if (!op->response.url)
                 op->response.url = strdup(op->url);
-        if (error >= 0) {
-                const char *m = message ? message : api_error_default_message(error);
+        if (error < 0) {
+                const char *m = message ? message : api_error_default_message(api_error);
                 if (sanitize_message(m, strlen(m), &op->response.message) < 0)
                         op->response.message = NULL;
         }
@@ -548,16 +560,20 @@ static char *upstream_message(const char *format, ...) {
         return r < 0 ? NULL : m;
 }
 
-static void upstream_glue_finished(CurlGlue *g, CURL *easy, CURLcode result, void *userdata) {
+/* One hop's transfer ended: error (0 or -EIO) says less than result, which
+ * upstream_classify() maps. */
+static void upstream_on_transfer_done(CURL *easy, int error, CURLcode result, void *userdata) {
+        Upstream *u = userdata;
         UpstreamOperation *op = NULL;
         UpstreamOutcome o = { .curl_code = result };
-        ApiError error;
+        ApiError api_error = _API_ERROR_INVALID;
         long status = 0;
         char *redirect = NULL;
         _cleanup_free_ char *msg = NULL;
+        int r;
 
         if (curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **) &op) != CURLE_OK || !op) {
-                curl_glue_remove(g, easy);
+                curl_glue_remove(u->glue, easy);
                 return;
         }
         assert(op->easy == easy);
@@ -599,28 +615,30 @@ static void upstream_glue_finished(CurlGlue *g, CURL *easy, CURLcode result, voi
         if (result == CURLE_OK &&
             (status == 301 || status == 302 || status == 303 || status == 307 || status == 308)) {
                 DestinationUrl next;
-                int r;
 
                 (void) curl_easy_getinfo(easy, CURLINFO_REDIRECT_URL, &redirect);
                 if (!redirect) {
                         o.bad_redirect = true;
+                        r = upstream_classify(&o, &api_error);
                         upstream_operation_finish(
-                                op, upstream_classify(&o), "Upstream redirect without a usable Location");
+                                op, r, api_error, "Upstream redirect without a usable Location");
                         return;
                 }
                 if (op->response.redirects >= UPSTREAM_MAX_REDIRECTS) {
                         o.too_many_redirects = true;
                         msg = upstream_message(
                                 "Upstream redirected more than %d times", UPSTREAM_MAX_REDIRECTS);
-                        upstream_operation_finish(op, upstream_classify(&o), msg);
+                        r = upstream_classify(&o, &api_error);
+                        upstream_operation_finish(op, r, api_error, msg);
                         return;
                 }
                 r = destination_check_redirect(op->upstream->policy, &op->hop, redirect, &next);
                 if (r < 0) {
                         o.denied = true;
                         op->response.denied_by = "redirect";
+                        r = upstream_classify(&o, &api_error);
                         upstream_operation_finish(
-                                op, upstream_classify(&o), "Redirect to a destination denied by policy");
+                                op, r, api_error, "Redirect to a destination denied by policy");
                         return;
                 }
                 /* Follow: 303, and 301/302 after a POST, become a GET. */
@@ -629,7 +647,7 @@ static void upstream_glue_finished(CurlGlue *g, CURL *easy, CURLcode result, voi
                         char *url = strdup(redirect);
 
                         if (!url) {
-                                upstream_operation_finish(op, API_ERROR_INTERNAL_ERROR, NULL);
+                                upstream_operation_finish(op, -ENOMEM, API_ERROR_INTERNAL_ERROR, NULL);
                                 return;
                         }
                         free(op->url);
@@ -639,7 +657,7 @@ static void upstream_glue_finished(CurlGlue *g, CURL *easy, CURLcode result, voi
                                 free(op->method);
                                 op->method = strdup("GET");
                                 if (!op->method) {
-                                        upstream_operation_finish(op, API_ERROR_INTERNAL_ERROR, NULL);
+                                        upstream_operation_finish(op, -ENOMEM, API_ERROR_INTERNAL_ERROR, NULL);
                                         return;
                                 }
                         }
@@ -649,25 +667,25 @@ static void upstream_glue_finished(CurlGlue *g, CURL *easy, CURLcode result, voi
                         r = upstream_operation_start_hop(op);
                         if (r < 0) {
                                 op->response.redirects = redirects;
-                                upstream_operation_finish(op, API_ERROR_INTERNAL_ERROR, NULL);
+                                upstream_operation_finish(op, r, API_ERROR_INTERNAL_ERROR, NULL);
                         }
                         return;
                 }
         }
 
-        error = upstream_classify(&o);
-        if (error < 0) {
-                upstream_operation_finish(op, error, NULL);
+        r = upstream_classify(&o, &api_error);
+        if (r >= 0) {
+                upstream_operation_finish(op, 0, _API_ERROR_INVALID, NULL);
                 return;
         }
         if (o.denied) {
                 op->response.denied_by = "address";
                 msg = upstream_message(
                         "Connection to %s (%s) denied by policy", op->hop.host, op->denied_address_text);
-        } else if (error == API_ERROR_UPSTREAM_RESPONSE_TOO_LARGE)
+        } else if (api_error == API_ERROR_UPSTREAM_RESPONSE_TOO_LARGE)
                 msg = upstream_message(
                         "Upstream response exceeds %" PRIu64 " bytes", op->upstream->max_response_bytes);
-        else if (error == API_ERROR_QUERY_TIMEOUT)
+        else if (api_error == API_ERROR_QUERY_TIMEOUT)
                 msg = NULL; /* the default message says it */
         else if (op->stopped)
                 msg = upstream_message("Upstream %s: the reply was stopped by its reader", op->hop.host);
@@ -678,7 +696,7 @@ static void upstream_glue_finished(CurlGlue *g, CURL *easy, CURLcode result, voi
                         "Upstream %s: %s",
                         op->hop.host,
                         op->errbuf[0] ? op->errbuf : curl_easy_strerror(result));
-        upstream_operation_finish(op, error, msg);
+        upstream_operation_finish(op, r, api_error, msg);
 }
 
 int upstream_start(
@@ -707,7 +725,7 @@ int upstream_start(
         op->deadline = req->deadline;
         op->jar = req->jar;
         op->on_body = req->stream_type ? req->on_body : NULL;
-        op->response.error = _API_ERROR_INVALID;
+        op->response.api_error = _API_ERROR_INVALID;
         op->method = strdup(method);
         op->url = strdup(req->url);
         if (!op->method || !op->url)
@@ -760,7 +778,7 @@ int upstream_start(
         if (r < 0)
                 return r;
         (void) sd_event_source_set_enabled(op->defer, SD_EVENT_OFF);
-        (void) sd_event_source_set_description(op->defer, "upstream-done");
+        (void) sd_event_source_set_description(op->defer, "upstream-defer");
 
         /* Check 1 before anything else: a refused URL is never requested. */
         r = destination_check_url(u->policy, op->url, &op->hop);
@@ -768,11 +786,12 @@ int upstream_start(
                 op->response.denied_by = "url";
                 upstream_operation_finish(
                         op,
+                        r,
                         API_ERROR_DESTINATION_DENIED,
                         r == -EPERM ? "Destination denied by policy" :
                                       "Destination denied by policy: not a valid http(s) URL");
         } else if (upstream_operation_deadline_passed(op))
-                upstream_operation_finish(op, API_ERROR_QUERY_TIMEOUT, NULL);
+                upstream_operation_finish(op, -ETIMEDOUT, API_ERROR_QUERY_TIMEOUT, NULL);
         else {
                 /* The URL as libcurl parses it must name the host we checked,
                  * or a parser differential could reach another host. */
@@ -798,7 +817,7 @@ int upstream_start(
                 if (!same) {
                         op->response.denied_by = "url";
                         upstream_operation_finish(
-                                op, API_ERROR_DESTINATION_DENIED, "Destination denied by policy");
+                                op, -EPERM, API_ERROR_DESTINATION_DENIED, "Destination denied by policy");
                 } else {
                         r = upstream_operation_start_hop(op);
                         if (r < 0)

@@ -104,12 +104,14 @@ typedef struct UpstreamRequest {
  * secret, and the copies are wiped when the operation is freed). */
 
 typedef struct UpstreamResponse {
-        /* The outcome: < 0 (_API_ERROR_INVALID) when the last hop answered
-         * with a 2xx status; otherwise the one API error of
-         * upstream_classify(), and message says what happened. */
-        ApiError error;
+        /* The outcome: 0 when the last hop answered with a 2xx status;
+         * otherwise a negative errno (upstream_classify()'s, or -ENOMEM, or
+         * the policy's -EPERM), api_error says what the client is told and
+         * message what happened. */
+        int error;
+        ApiError api_error; /* when error < 0 */
         /* Already sanitized (API.md 2, sanitize_message()): safe for an error
-         * response, the history and the log. NULL when error < 0. */
+         * response, the history and the log. NULL when error is 0. */
         char *message;
 
         /* The last hop's response, also for a non-2xx status (an LLM's error
@@ -136,9 +138,10 @@ typedef struct UpstreamResponse {
         const char *denied_by;
 } UpstreamResponse;
 
-/* r is borrowed for the duration of the call; it stays readable through
- * upstream_operation_response() until the operation is freed. */
-typedef void (*UpstreamDone)(UpstreamOperation *op, const UpstreamResponse *r, void *userdata);
+/* error is r->error. r is borrowed for the duration of the call; it stays
+ * readable through upstream_operation_response() until the operation is
+ * freed. */
+typedef void (*UpstreamDone)(UpstreamOperation *op, int error, const UpstreamResponse *r, void *userdata);
 
 /* Start an exchange. Returns 0 and the operation in *ret, or -EINVAL (bad
  * method or headers: a programming error), -ENOMEM. A URL the policy refuses
@@ -167,11 +170,17 @@ typedef struct UpstreamOutcome {
 } UpstreamOutcome;
 
 /* The one mapping of an exchange's end to an API error (API.md 8): policy
- * destination_denied; over the cap upstream_response_too_large; the deadline
- * query_timeout; TLS tls_failed; DNS, refused, unreachable, connect timeout
- * connectivity_failed; other failures and non-2xx upstream_failed; < 0
- * (_API_ERROR_INVALID) for a 2xx. Pure. */
-ApiError upstream_classify(const UpstreamOutcome *o);
+ * destination_denied (-EPERM, -EPROTONOSUPPORT for a scheme libcurl
+ * refused); over the cap upstream_response_too_large (-EFBIG); the
+ * deadline query_timeout (-ETIMEDOUT); TLS tls_failed (-EPROTO); DNS,
+ * refused, unreachable, connect timeout connectivity_failed
+ * (-EHOSTUNREACH, -ECONNREFUSED, -ETIMEDOUT); other failures and non-2xx
+ * upstream_failed (-EIO; -ELOOP for too many redirects, -EBADMSG for a
+ * redirect without a usable Location); libcurl out of memory
+ * internal_error (-ENOMEM). Returns 0 for a 2xx, else the negative errno
+ * and the API error in *ret_api_error (set only then, as sd_bus_error
+ * *ret_error is). Pure. */
+int upstream_classify(const UpstreamOutcome *o, ApiError *ret_api_error);
 
 /* Whether a Content-Type value names the media type type (its part before
  * any ";" parameters, case-insensitive, surrounding spaces ignored). Pure. */

@@ -54,7 +54,7 @@ static void wiki_result_done(WikiResult *r) {
         free(r->message);
         mediawiki_search_hits_free(r->hits, r->n_hits);
         wiki_page_done(&r->page);
-        *r = (WikiResult){ .error = _API_ERROR_INVALID };
+        *r = (WikiResult){ .api_error = _API_ERROR_INVALID };
 }
 
 static void wipe_free(char *s) {
@@ -131,16 +131,18 @@ static int wiki_on_defer(sd_event_source *s, void *userdata) {
 
         (void) sd_event_source_set_enabled(op->defer, SD_EVENT_OFF);
         op->client->current = NULL; /* the next operation may start from the callback */
-        op->done(op, &op->result, op->userdata);
+        op->done(op, op->result.error, &op->result, op->userdata);
         return 0;
 }
 
-/* End the operation; message raw (sanitized here), NULL: the default. */
-static void wiki_finish(WikiOperation *op, ApiError error, const char *message) {
+/* End the operation: error 0, or a negative errno and the API error;
+ * message raw (sanitized here), NULL: the API error's default. */
+static void wiki_finish(WikiOperation *op, int error, ApiError api_error, const char *message) {
         op->state = WIKI_STATE_DONE;
         op->result.error = error;
-        if (error >= 0) {
-                const char *m = message ? message : api_error_default_message(error);
+        op->result.api_error = error < 0 ? api_error : _API_ERROR_INVALID;
+        if (error < 0) {
+                const char *m = message ? message : api_error_default_message(api_error);
                 free(op->result.message);
                 if (sanitize_message(m, strlen(m), &op->result.message) < 0)
                         op->result.message = NULL;
@@ -151,8 +153,9 @@ static void wiki_finish(WikiOperation *op, ApiError error, const char *message) 
                 log_error("wiki: cannot schedule a completion");
 }
 
-static void wiki_finish_error(WikiOperation *op, ApiError error, const char *format, ...) _printf_(3, 4);
-static void wiki_finish_error(WikiOperation *op, ApiError error, const char *format, ...) {
+static void wiki_finish_error(WikiOperation *op, int error, ApiError api_error, const char *format, ...)
+        _printf_(4, 5);
+static void wiki_finish_error(WikiOperation *op, int error, ApiError api_error, const char *format, ...) {
         _cleanup_free_ char *m = NULL;
         va_list ap;
 
@@ -160,11 +163,11 @@ static void wiki_finish_error(WikiOperation *op, ApiError error, const char *for
         if (vasprintf(&m, format, ap) < 0)
                 m = NULL;
         va_end(ap);
-        wiki_finish(op, error, m);
+        wiki_finish(op, error, api_error, m);
 }
 
 static void wiki_advance(WikiOperation *op);
-static void wiki_on_upstream(UpstreamOperation *uop, const UpstreamResponse *r, void *userdata);
+static void wiki_on_upstream(UpstreamOperation *uop, int error, const UpstreamResponse *r, void *userdata);
 
 static int wiki_start_get(WikiOperation *op, const char *query) {
         _cleanup_free_ char *url = NULL;
@@ -230,7 +233,7 @@ static void wiki_advance(WikiOperation *op) {
         }
         if (r < 0)
                 wiki_finish_error(
-                        op, API_ERROR_INTERNAL_ERROR, "Wiki request could not be made: %s", strerror(-r));
+                        op, r, API_ERROR_INTERNAL_ERROR, "Wiki request could not be made: %s", strerror(-r));
 }
 
 static int wiki_on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -251,13 +254,19 @@ static void wiki_retry_later(WikiOperation *op, const UpstreamResponse *r, const
                 delay = WIKI_RETRY_DEFAULT_USEC;
         if (op->retries >= WIKI_RETRY_MAX) {
                 wiki_finish_error(
-                        op, API_ERROR_UPSTREAM_FAILED, "Wiki still busy (%s) after %u retries", why, op->retries);
+                        op,
+                        -EBUSY,
+                        API_ERROR_UPSTREAM_FAILED,
+                        "Wiki still busy (%s) after %u retries",
+                        why,
+                        op->retries);
                 return;
         }
         if (op->client->deadline != 0 && op->client->deadline != USEC_INFINITY &&
             n + delay >= op->client->deadline) {
                 wiki_finish_error(
                         op,
+                        -ETIMEDOUT,
                         API_ERROR_QUERY_TIMEOUT,
                         "Wiki asked to retry after %" PRIu64 " s (%s), beyond the query deadline",
                         delay / USEC_PER_SEC,
@@ -278,7 +287,7 @@ static void wiki_retry_later(WikiOperation *op, const UpstreamResponse *r, const
                 wiki_on_timer,
                 op);
         if (k < 0)
-                wiki_finish(op, API_ERROR_INTERNAL_ERROR, NULL);
+                wiki_finish(op, k, API_ERROR_INTERNAL_ERROR, NULL);
         else
                 (void) sd_event_source_set_description(op->timer, "wiki-retry");
 }
@@ -289,7 +298,10 @@ static void wiki_api_error(WikiOperation *op, const UpstreamResponse *r, const M
                 op->client->logged_in = false;
                 if (op->relogged) {
                         wiki_finish(
-                                op, API_ERROR_WIKI_AUTH_FAILED, "Wiki session lost again after a new login");
+                                op,
+                                -EACCES,
+                                API_ERROR_WIKI_AUTH_FAILED,
+                                "Wiki session lost again after a new login");
                         return;
                 }
                 op->relogged = true;
@@ -301,7 +313,7 @@ static void wiki_api_error(WikiOperation *op, const UpstreamResponse *r, const M
         }
         if (streq(e->code, "readapidenied") || streq(e->code, "assertuserfailed") ||
             streq(e->code, "permissiondenied") || streq(e->code, "mwoauth-invalid-authorization")) {
-                wiki_finish_error(op, API_ERROR_WIKI_AUTH_FAILED, "Wiki denied access: %s", e->code);
+                wiki_finish_error(op, -EACCES, API_ERROR_WIKI_AUTH_FAILED, "Wiki denied access: %s", e->code);
                 return;
         }
         if (streq(e->code, "maxlag")) {
@@ -309,16 +321,21 @@ static void wiki_api_error(WikiOperation *op, const UpstreamResponse *r, const M
                 return;
         }
         wiki_finish_error(
-                op, API_ERROR_UPSTREAM_FAILED, "Wiki API error %s: %s", e->code, e->info ? e->info : "");
+                op,
+                -EREMOTEIO,
+                API_ERROR_UPSTREAM_FAILED,
+                "Wiki API error %s: %s",
+                e->code,
+                e->info ? e->info : "");
 }
 
-static void wiki_on_upstream(UpstreamOperation *uop, const UpstreamResponse *r, void *userdata) {
+static void wiki_on_upstream(UpstreamOperation *uop, int error, const UpstreamResponse *r, void *userdata) {
         WikiOperation *op = userdata;
         MediaWikiError e = { 0 };
         int k;
 
         if (r->status == 401 || r->status == 403) {
-                wiki_finish_error(op, API_ERROR_WIKI_AUTH_FAILED, "Wiki answered HTTP %ld", r->status);
+                wiki_finish_error(op, -EACCES, API_ERROR_WIKI_AUTH_FAILED, "Wiki answered HTTP %ld", r->status);
                 return;
         }
         if ((r->status == 429 || r->status == 503) && r->retry_after) {
@@ -327,14 +344,15 @@ static void wiki_on_upstream(UpstreamOperation *uop, const UpstreamResponse *r, 
                 wiki_retry_later(op, r, why);
                 return;
         }
-        if (r->error >= 0) {
+        if (error < 0) {
                 /* A MediaWiki error may still come with a non-2xx status. */
                 if (r->status > 0 && mediawiki_parse_error(r->body, r->body_size, &e) == -EREMOTEIO) {
                         wiki_api_error(op, r, &e);
                         mediawiki_error_done(&e);
                         return;
                 }
-                wiki_finish(op, r->error, r->message); /* already sanitized; sanitizing again is harmless */
+                /* already sanitized; sanitizing again is harmless */
+                wiki_finish(op, error, r->api_error, r->message);
                 return;
         }
 
@@ -348,7 +366,8 @@ static void wiki_on_upstream(UpstreamOperation *uop, const UpstreamResponse *r, 
                         op->state = WIKI_STATE_LOGIN;
                         k = wiki_start_login(op, token);
                         if (k < 0)
-                                wiki_finish_error(op, API_ERROR_INTERNAL_ERROR, "Wiki login could not be sent");
+                                wiki_finish_error(
+                                        op, k, API_ERROR_INTERNAL_ERROR, "Wiki login could not be sent");
                         return;
                 }
                 break;
@@ -362,6 +381,7 @@ static void wiki_on_upstream(UpstreamOperation *uop, const UpstreamResponse *r, 
                         if (res != MEDIAWIKI_LOGIN_SUCCESS) {
                                 wiki_finish_error(
                                         op,
+                                        -EACCES,
                                         API_ERROR_WIKI_AUTH_FAILED,
                                         "Wiki login failed: %s%s%s",
                                         mediawiki_login_result_to_string(res),
@@ -385,7 +405,7 @@ static void wiki_on_upstream(UpstreamOperation *uop, const UpstreamResponse *r, 
                 else
                         k = mediawiki_parse_page(r->body, r->body_size, &op->result.page, &e);
                 if (k >= 0) {
-                        wiki_finish(op, _API_ERROR_INVALID, NULL);
+                        wiki_finish(op, 0, _API_ERROR_INVALID, NULL);
                         return;
                 }
                 break;
@@ -398,9 +418,9 @@ static void wiki_on_upstream(UpstreamOperation *uop, const UpstreamResponse *r, 
                 wiki_api_error(op, r, &e);
                 mediawiki_error_done(&e);
         } else if (k == -ENOMEM)
-                wiki_finish(op, API_ERROR_INTERNAL_ERROR, NULL);
+                wiki_finish(op, k, API_ERROR_INTERNAL_ERROR, NULL);
         else
-                wiki_finish(op, API_ERROR_UPSTREAM_FAILED, "Wiki reply could not be understood");
+                wiki_finish(op, k, API_ERROR_UPSTREAM_FAILED, "Wiki reply could not be understood");
 }
 
 static int wiki_start(
@@ -427,7 +447,7 @@ static int wiki_start(
         op->limit = limit;
         op->done = done;
         op->userdata = userdata;
-        op->result.error = _API_ERROR_INVALID;
+        op->result.api_error = _API_ERROR_INVALID;
         op->arg = strdup(arg);
         if (!op->arg)
                 return -ENOMEM;
@@ -436,7 +456,7 @@ static int wiki_start(
         if (r < 0)
                 return r;
         (void) sd_event_source_set_enabled(op->defer, SD_EVENT_OFF);
-        (void) sd_event_source_set_description(op->defer, "wiki-done");
+        (void) sd_event_source_set_description(op->defer, "wiki-defer");
 
         op->client = c;
         c->current = op;

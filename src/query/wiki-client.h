@@ -60,8 +60,13 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(WikiClient *, wiki_client_free);
 unsigned wiki_client_logins(const WikiClient *c);
 
 typedef struct WikiResult {
-        ApiError error; /* < 0 (_API_ERROR_INVALID) on success */
-        char *message;  /* already sanitized; NULL on success */
+        /* 0, or a negative errno (the exchange's, -EACCES for a refused
+         * login or access, -EREMOTEIO for another API error, -EBUSY when the
+         * wiki stayed busy, -ETIMEDOUT, -ENOMEM, ...); api_error is then what
+         * the client is told. */
+        int error;
+        ApiError api_error; /* when error < 0 */
+        char *message;      /* already sanitized; NULL on success */
         /* search */
         MediaWikiSearchHit *hits;
         size_t n_hits;
@@ -69,8 +74,8 @@ typedef struct WikiResult {
         WikiPage page;
 } WikiResult;
 
-/* r is borrowed for the duration of the call. */
-typedef void (*WikiDone)(WikiOperation *op, const WikiResult *r, void *userdata);
+/* error is r->error; r is borrowed for the duration of the call. */
+typedef void (*WikiDone)(WikiOperation *op, int error, const WikiResult *r, void *userdata);
 
 /* list=search&srwhat=text: limit 1..MEDIAWIKI_SEARCH_MAX. Returns 0, -EINVAL
  * for an invalid query or limit, -EBUSY while another operation of this

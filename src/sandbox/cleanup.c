@@ -98,9 +98,10 @@ static void sandbox_cleanup_attempt_done(Cleanup *c, int error) {
         sandbox_notify(s);
 }
 
-static void sandbox_cleanup_on_scope_stopped(int error, void *userdata) {
+static void sandbox_cleanup_on_scope_stopped(ScopeOp *op, int error, void *userdata) {
         Cleanup *c = userdata;
 
+        assert(op == c->op);
         c->op = NULL;
         if (error < 0)
                 log_warning_errno(error, "The scope %s is not confirmed gone", c->scope);
@@ -218,7 +219,7 @@ static void sandbox_sweep_id(Sandbox *s, const char *id) {
                 s->sweep_outstanding--;
 }
 
-static void sandbox_sweep_on_scopes(int error, char **names, void *userdata) {
+static void sandbox_sweep_on_scopes(ScopeOp *op, int error, char **names, void *userdata) {
         Sandbox *s = userdata;
 
         if (error < 0)

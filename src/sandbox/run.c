@@ -173,7 +173,7 @@ void sandbox_run_free(SandboxRun *run) {
         sd_event_source_disable_unref(run->out_src);
         sd_event_source_disable_unref(run->err_src);
         sd_event_source_disable_unref(run->timer);
-        sd_event_source_disable_unref(run->report);
+        sd_event_source_disable_unref(run->defer);
         if (run->hold_fd >= 0)
                 (void) close(run->hold_fd);
         if (run->out_fd >= 0)
@@ -204,7 +204,7 @@ static const char *sandbox_run_outcome(const SandboxRun *run) {
         return "exited";
 }
 
-static int sandbox_run_on_report(sd_event_source *src, void *userdata) {
+static int sandbox_run_on_defer(sd_event_source *src, void *userdata) {
         SandboxRun *run = userdata;
         SandboxRunDone done = run->done;
         void *ud = run->userdata;
@@ -220,10 +220,10 @@ static int sandbox_run_on_report(sd_event_source *src, void *userdata) {
 /* Report from a defer; when even that cannot be made (OOM), now rather
  * than never. */
 static void sandbox_run_report_later(SandboxRun *run) {
-        if (sd_event_add_defer(run->sandbox->event, &run->report, sandbox_run_on_report, run) < 0)
-                sandbox_run_on_report(NULL, run);
+        if (sd_event_add_defer(run->sandbox->event, &run->defer, sandbox_run_on_defer, run) < 0)
+                sandbox_run_on_defer(NULL, run);
         else
-                (void) sd_event_source_set_description(run->report, "sandbox-report");
+                (void) sd_event_source_set_description(run->defer, "sandbox-run-defer");
 }
 
 static void sandbox_run_on_cleanup(Cleanup *c, int error, void *userdata) {
@@ -454,9 +454,10 @@ static void sandbox_run_set_timer(SandboxRun *run, uint64_t usec) {
                 (void) sd_event_source_set_description(run->timer, "sandbox-timer");
 }
 
-static void sandbox_run_on_killed(int error, void *userdata) {
+static void sandbox_run_on_killed(ScopeOp *op, int error, void *userdata) {
         SandboxRun *run = userdata;
 
+        assert(op == run->op);
         run->op = NULL;
         if (error < 0 && error != -ENOENT)
                 log_warning_errno(error, "KillUnit(%s) failed", run->scope);
@@ -594,29 +595,34 @@ static void sandbox_run_on_exit(pid_t pid, int status, void *userdata) {
         run_advance(run);
 }
 
-static void sandbox_run_on_scope_started(int error, void *userdata) {
+/* STARTING -> cleanup: the held runtime was not let go (no scope, or it
+ * could not be released), so no code ran; error is the run's. Closing the
+ * hold pipe makes the child exit without executing anything (one that is
+ * gone already is not killed). */
+static void run_start_failed(SandboxRun *run, int error) {
+        run->error = error;
+        (void) close(TAKE_FD(run->hold_fd));
+        run->state = SANDBOX_RUN_RUNNING;
+        if (run->pid > 0 && !run->exited)
+                (void) kill(run->pid, SIGKILL);
+        run_finish(run);
+}
+
+static void sandbox_run_on_scope_started(ScopeOp *op, int error, void *userdata) {
         SandboxRun *run = userdata;
         const Config *c = run->sandbox->config;
 
+        assert(op == run->op);
         run->op = NULL;
         if (error < 0) {
                 log_error_errno(error, "Cannot put the runtime of %s into its scope", run->id);
-                run->error = error;
-                /* Closing the hold pipe makes the child exit without
-                 * executing anything. */
-                (void) close(TAKE_FD(run->hold_fd));
-                run->state = SANDBOX_RUN_RUNNING;
-                if (run->pid > 0 && !run->exited)
-                        (void) kill(run->pid, SIGKILL);
-                run_finish(run);
+                run_start_failed(run, error);
                 return;
         }
         /* In the scope: let it execute. (A child that is gone already
          * cannot be released: no write to a pipe without a reader.) */
         if (run->exited || write(run->hold_fd, "x", 1) != 1) {
-                run->error = -EIO;
-                run->state = SANDBOX_RUN_RUNNING;
-                run_finish(run);
+                run_start_failed(run, -EIO);
                 return;
         }
         (void) close(TAKE_FD(run->hold_fd));
@@ -688,7 +694,7 @@ int sandbox_run_start(
         const Config *c = s->config;
         _cleanup_close_ int code_fd = -1, out_w = -1, err_w = -1, hold_r = -1, status_w = -1, bundle_fd = -1,
                             next_fd = -1, src_fd = -1;
-        SandboxRun *run;
+        _cleanup_(sandbox_run_freep) SandboxRun *run = NULL;
         char **argv = NULL;
         size_t cap;
         int r;
@@ -722,21 +728,18 @@ int sandbox_run_start(
         if (r >= 0)
                 r = scope_name(q->id, q->runs + 1, &run->scope);
         if (r < 0)
-                goto fail;
+                return r;
         run->id = strndup(run->scope, strlen(run->scope) - STRLEN(".scope"));
         if (!run->id || asprintf(&run->bundle, "%s/bundle-%u", q->dir, q->runs + 1) < 0) {
                 run->bundle = NULL;
-                r = -ENOMEM;
-                goto fail;
+                return -ENOMEM;
         }
         q->runs++;
 
         (void) sandbox_rm_rf(AT_FDCWD, run->bundle);
         if (mkdir(run->bundle, 0700) < 0 ||
-            (bundle_fd = open(run->bundle, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-                r = negative_errno();
-                goto fail;
-        }
+            (bundle_fd = open(run->bundle, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+                return negative_errno();
         {
                 _cleanup_free_ char *data = NULL;
                 RuntimeSpec spec = {
@@ -756,23 +759,19 @@ int sandbox_run_start(
                         .seccomp = true,
                 };
 
-                if (asprintf(&data, "%s/data", q->dir) < 0) {
-                        r = -ENOMEM;
-                        goto fail;
-                }
+                if (asprintf(&data, "%s/data", q->dir) < 0)
+                        return -ENOMEM;
                 spec.data_dir = data;
                 r = runtime_write_bundle(bundle_fd, &spec);
                 if (r < 0)
-                        goto fail;
+                        return r;
         }
         /* The query's out directory, copied into /out before the code (an
          * open file description of its own: the init's reading moves its
          * offset), and the empty directory /out is copied into after it. */
         src_fd = openat(q->dir_fd, SANDBOX_OUT_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-        if (src_fd < 0) {
-                r = negative_errno();
-                goto fail;
-        }
+        if (src_fd < 0)
+                return negative_errno();
         r = sandbox_rm_rf(q->dir_fd, SANDBOX_OUT_NEXT_DIR);
         if (r >= 0 && mkdirat(q->dir_fd, SANDBOX_OUT_NEXT_DIR, 0700) < 0)
                 r = negative_errno();
@@ -781,7 +780,7 @@ int sandbox_run_start(
                      q->dir_fd, SANDBOX_OUT_NEXT_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0)
                 r = negative_errno();
         if (r < 0)
-                goto fail;
+                return r;
 
         r = make_code_pipe(code, len, &code_fd);
         if (r >= 0)
@@ -809,7 +808,7 @@ int sandbox_run_start(
                         &run->pid);
         strv_free(argv);
         if (r < 0)
-                goto fail;
+                return r;
         r = reaper_watch(s->reaper, run->pid, sandbox_run_on_exit, run, &run->watch);
         if (r >= 0)
                 r = sd_event_add_io(s->event, &run->out_src, run->out_fd, EPOLLIN, sandbox_run_on_output, run);
@@ -835,17 +834,12 @@ int sandbox_run_start(
         if (r < 0) {
                 /* The child never executes: closing the hold pipe ends it. */
                 (void) close(TAKE_FD(run->hold_fd));
-                goto fail;
+                return r;
         }
         run->state = SANDBOX_RUN_STARTING;
         run->t_start = now(CLOCK_MONOTONIC);
-        q->run = run;
+        q->run = TAKE_PTR(run);
         if (ret)
-                *ret = run;
+                *ret = q->run;
         return 0;
-
-fail:
-        run->query = NULL;
-        sandbox_run_free(run);
-        return r;
 }

@@ -96,7 +96,7 @@ struct SandboxRun {
         OutputBuffer out, err;
         ScopeOp *op;
         sd_event_source *timer;
-        sd_event_source *report;
+        sd_event_source *defer;    /* reports the run */
         bool timed_out, cancelled; /* why it was stopped, for the result */
         int error;                 /* the first error: nothing could run */
         usec_t t_start, t_end, t_cleanup;
@@ -190,6 +190,7 @@ void sandbox_sweep_start(Sandbox *s);
 
 /* run.c: free a run that is not reported (done is not called). */
 void sandbox_run_free(SandboxRun *run);
+DEFINE_TRIVIAL_CLEANUP_FUNC(SandboxRun *, sandbox_run_free);
 
 /* workdir.c */
 int sandbox_workdir_mkdir_p(const char *path, mode_t mode);

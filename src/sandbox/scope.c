@@ -45,13 +45,13 @@ struct ScopeOp {
         char *job_result;  /* a JobRemoved that came before the reply */
         unsigned attempts; /* GetUnit calls */
         sd_bus_slot *slot;
-        sd_event_source *timer;    /* the operation's time limit */
-        sd_event_source *retry;    /* the next GetUnit */
-        sd_event_source *complete; /* defer: reports the result */
+        sd_event_source *timer; /* the operation's time limit */
+        sd_event_source *retry; /* the next GetUnit */
+        sd_event_source *defer; /* reports the result */
         int error;
         char **names; /* SCOPE_OP_LIST result */
-        ScopeCallback cb;
-        ScopeListCallback list_cb;
+        ScopeDone done;
+        ScopeListDone list_done;
         void *userdata;
 };
 
@@ -101,7 +101,7 @@ static void scope_manager_lose(ScopeManager *m, const char *reason) {
                         op->slot = sd_bus_slot_unref(op->slot);
                         op->error = -ECONNRESET;
                         op->state = SCOPE_OP_DONE;
-                        (void) sd_event_source_set_enabled(op->complete, SD_EVENT_ONESHOT);
+                        (void) sd_event_source_set_enabled(op->defer, SD_EVENT_ONESHOT);
                 }
         if (!m->reconnect &&
             sd_event_add_time_relative(
@@ -118,21 +118,30 @@ static void scope_op_finish(ScopeOp *op, int error) {
         op->slot = sd_bus_slot_unref(op->slot);
         op->retry = sd_event_source_disable_unref(op->retry);
         /* Report from a defer: never inside an sd-bus callback. */
-        (void) sd_event_source_set_enabled(op->complete, SD_EVENT_ONESHOT);
+        (void) sd_event_source_set_enabled(op->defer, SD_EVENT_ONESHOT);
 }
 
-static ScopeOp *scope_op_free(ScopeOp *op) {
-        if (!op)
-                return NULL;
+/* Take op out of its manager's list: the manager no longer fails or frees
+ * it (its callback is running, and may free the manager). */
+static void scope_op_detach(ScopeOp *op) {
+        if (!op->manager)
+                return;
         for (ScopeOp **p = &op->manager->ops; *p; p = &(*p)->next)
                 if (*p == op) {
                         *p = op->next;
                         break;
                 }
+        op->manager = NULL;
+}
+
+static ScopeOp *scope_op_free(ScopeOp *op) {
+        if (!op)
+                return NULL;
+        scope_op_detach(op);
         sd_bus_slot_unref(op->slot);
         sd_event_source_disable_unref(op->timer);
         sd_event_source_disable_unref(op->retry);
-        sd_event_source_disable_unref(op->complete);
+        sd_event_source_disable_unref(op->defer);
         strv_free(op->names);
         free(op->name);
         free(op->job);
@@ -146,25 +155,16 @@ void scope_op_cancel(ScopeOp *op) {
         scope_op_free(op);
 }
 
-static int scope_op_on_complete(sd_event_source *s, void *userdata) {
+/* The operation is done: its callback, then it is freed. */
+static int scope_op_on_defer(sd_event_source *s, void *userdata) {
         ScopeOp *op = userdata;
-        int error = op->error;
 
-        if (op->kind == SCOPE_OP_LIST) {
-                ScopeListCallback cb = op->list_cb;
-                char **names = TAKE_PTR(op->names);
-                void *ud = op->userdata;
-
-                scope_op_free(op);
-                cb(error, names, ud);
-                strv_free(names);
-        } else {
-                ScopeCallback cb = op->cb;
-                void *ud = op->userdata;
-
-                scope_op_free(op);
-                cb(error, ud);
-        }
+        scope_op_detach(op);
+        if (op->kind == SCOPE_OP_LIST)
+                op->list_done(op, op->error, op->names, op->userdata);
+        else
+                op->done(op, op->error, op->userdata);
+        scope_op_free(op);
         return 0;
 }
 
@@ -195,17 +195,17 @@ static int scope_op_new(ScopeManager *m, ScopeOpKind kind, const char *name, voi
         m->ops = op;
         if (name && !(op->name = strdup(name)))
                 return -ENOMEM;
-        r = sd_event_add_defer(m->event, &op->complete, scope_op_on_complete, op);
+        r = sd_event_add_defer(m->event, &op->defer, scope_op_on_defer, op);
         if (r < 0)
                 return r;
-        r = sd_event_source_set_enabled(op->complete, SD_EVENT_OFF);
+        r = sd_event_source_set_enabled(op->defer, SD_EVENT_OFF);
         if (r < 0)
                 return r;
         r = sd_event_add_time_relative(
                 m->event, &op->timer, CLOCK_MONOTONIC, SCOPE_OP_TIMEOUT_USEC, 0, scope_op_on_timeout, op);
         if (r < 0)
                 return r;
-        (void) sd_event_source_set_description(op->complete, "scope-op-complete");
+        (void) sd_event_source_set_description(op->defer, "scope-op-defer");
         (void) sd_event_source_set_description(op->timer, "scope-op-timeout");
         *ret = TAKE_PTR(op);
         return 0;
@@ -375,7 +375,7 @@ int scope_start(
         const char *name,
         pid_t pid,
         const ScopeLimits *limits,
-        ScopeCallback cb,
+        ScopeDone done,
         void *userdata,
         ScopeOp **ret) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *msg = NULL;
@@ -388,7 +388,7 @@ int scope_start(
         r = scope_op_new(m, SCOPE_OP_START, name, userdata, &op);
         if (r < 0)
                 return r;
-        op->cb = cb;
+        op->done = done;
 
         /* As systemd-run's start_transient_scope() and machined's
          * manager_start_scope() build it. */
@@ -466,7 +466,7 @@ static int scope_on_kill_reply(sd_bus_message *reply, void *userdata, sd_bus_err
         return 0;
 }
 
-int scope_kill(ScopeManager *m, const char *name, ScopeCallback cb, void *userdata, ScopeOp **ret) {
+int scope_kill(ScopeManager *m, const char *name, ScopeDone done, void *userdata, ScopeOp **ret) {
         _cleanup_(scope_op_freep) ScopeOp *op = NULL;
         int r;
 
@@ -476,7 +476,7 @@ int scope_kill(ScopeManager *m, const char *name, ScopeCallback cb, void *userda
         r = scope_op_new(m, SCOPE_OP_KILL, name, userdata, &op);
         if (r < 0)
                 return r;
-        op->cb = cb;
+        op->done = done;
         r = sd_bus_call_method_async(
                 m->bus,
                 &op->slot,
@@ -495,7 +495,7 @@ int scope_kill(ScopeManager *m, const char *name, ScopeCallback cb, void *userda
         return scope_op_started(TAKE_PTR(op), ret);
 }
 
-int scope_stop(ScopeManager *m, const char *name, ScopeCallback cb, void *userdata, ScopeOp **ret) {
+int scope_stop(ScopeManager *m, const char *name, ScopeDone done, void *userdata, ScopeOp **ret) {
         _cleanup_(scope_op_freep) ScopeOp *op = NULL;
         int r;
 
@@ -505,7 +505,7 @@ int scope_stop(ScopeManager *m, const char *name, ScopeCallback cb, void *userda
         r = scope_op_new(m, SCOPE_OP_STOP, name, userdata, &op);
         if (r < 0)
                 return r;
-        op->cb = cb;
+        op->done = done;
         r = sd_bus_call_method_async(
                 m->bus, &op->slot, SD_DEST, SD_PATH, SD_MANAGER, "StopUnit", scope_on_job_reply, op, "ss", name, "fail");
         if (r < 0)
@@ -551,7 +551,7 @@ static int scope_on_list_reply(sd_bus_message *reply, void *userdata, sd_bus_err
         return 0;
 }
 
-int scope_list(ScopeManager *m, const char *pattern, ScopeListCallback cb, void *userdata, ScopeOp **ret) {
+int scope_list(ScopeManager *m, const char *pattern, ScopeListDone done, void *userdata, ScopeOp **ret) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *msg = NULL;
         _cleanup_(scope_op_freep) ScopeOp *op = NULL;
         int r;
@@ -562,7 +562,7 @@ int scope_list(ScopeManager *m, const char *pattern, ScopeListCallback cb, void 
         r = scope_op_new(m, SCOPE_OP_LIST, NULL, userdata, &op);
         if (r < 0)
                 return r;
-        op->list_cb = cb;
+        op->list_done = done;
         r = sd_bus_message_new_method_call(m->bus, &msg, SD_DEST, SD_PATH, SD_MANAGER, "ListUnitsByPatterns");
         if (r < 0)
                 return scope_log_create_error(r);

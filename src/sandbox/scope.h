@@ -24,13 +24,14 @@
 typedef struct ScopeManager ScopeManager;
 typedef struct ScopeOp ScopeOp;
 
-/* error: 0 on success, else a negative errno (-ETIMEDOUT, -EIO for a job
- * that did not end "done", -EBUSY for a unit that is still there, ...).
- * Called from the event loop, never from inside the call that started the
- * operation. */
-typedef void (*ScopeCallback)(int error, void *userdata);
+/* op: the operation, freed by the manager when the callback returns (do
+ * not cancel it from the callback). error: 0 on success, else a negative
+ * errno (-ETIMEDOUT, -EIO for a job that did not end "done", -EBUSY for a
+ * unit that is still there, ...). Called from the event loop, never from
+ * inside the call that started the operation. */
+typedef void (*ScopeDone)(ScopeOp *op, int error, void *userdata);
 /* For scope_list(): names is borrowed for the duration of the call. */
-typedef void (*ScopeListCallback)(int error, char **names, void *userdata);
+typedef void (*ScopeListDone)(ScopeOp *op, int error, char **names, void *userdata);
 /* Readiness changes: ready, or not with a reason (static or borrowed);
  * also called when scope_manager_is_expected() changes. */
 typedef void (*ScopeReadyCallback)(bool ready, const char *reason, void *userdata);
@@ -69,27 +70,27 @@ typedef struct ScopeLimits {
 /* StartTransientUnit(name, "fail") with PIDs=[pid], Delegate=yes,
  * CollectMode=inactive-or-failed, KillSignal=SIGKILL (Python as PID 1
  * ignores SIGTERM) and the limits (which the manager ignores where no
- * controller is delegated to it); callback when its job is removed. */
+ * controller is delegated to it); done when its job is removed. */
 int scope_start(
         ScopeManager *m,
         const char *name,
         pid_t pid,
         const ScopeLimits *limits,
-        ScopeCallback cb,
+        ScopeDone done,
         void *userdata,
         ScopeOp **ret);
 
 /* KillUnit(name, "all", SIGKILL): every process of the scope, at once.
  * -ENOENT (NoSuchUnit) when the unit is gone already. */
-int scope_kill(ScopeManager *m, const char *name, ScopeCallback cb, void *userdata, ScopeOp **ret);
+int scope_kill(ScopeManager *m, const char *name, ScopeDone done, void *userdata, ScopeOp **ret);
 
 /* StopUnit(name, "fail"), wait for its job, then GetUnit(name) until it
- * answers NoSuchUnit: callback(0) means the removal is confirmed. A unit
+ * answers NoSuchUnit: done with error 0 means the removal is confirmed. A unit
  * that is gone already is confirmed the same way. */
-int scope_stop(ScopeManager *m, const char *name, ScopeCallback cb, void *userdata, ScopeOp **ret);
+int scope_stop(ScopeManager *m, const char *name, ScopeDone done, void *userdata, ScopeOp **ret);
 
 /* The names of the loaded units matching pattern (ListUnitsByPatterns). */
-int scope_list(ScopeManager *m, const char *pattern, ScopeListCallback cb, void *userdata, ScopeOp **ret);
+int scope_list(ScopeManager *m, const char *pattern, ScopeListDone done, void *userdata, ScopeOp **ret);
 
 void scope_op_cancel(ScopeOp *op);
 

@@ -5,8 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "admission/admission.h"
 #include "shared/artifact.h"
+#include "shared/ids.h"
 #include "shared/macro.h"
 #include "shared/time-util.h"
 

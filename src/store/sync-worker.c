@@ -29,7 +29,7 @@ struct SyncWorker {
 
         /* Loop side only. */
         bool in_flight;
-        SyncWorkerCallback callback;
+        SyncWorkerDone done;
         void *userdata;
 };
 
@@ -75,7 +75,7 @@ static void *sync_worker_thread(void *p) {
 
 static int sync_worker_on_done(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         SyncWorker *w = userdata;
-        SyncWorkerCallback cb;
+        SyncWorkerDone done;
         uint64_t n;
         int r;
 
@@ -89,10 +89,9 @@ static int sync_worker_on_done(sd_event_source *s, int fd, uint32_t revents, voi
         if (!w->in_flight)
                 return 0;
         w->in_flight = false;
-        cb = w->callback;
-        w->callback = NULL;
-        if (cb)
-                cb(r, w->userdata);
+        done = TAKE_PTR(w->done);
+        if (done)
+                done(w, r, w->userdata);
         return 0;
 }
 
@@ -154,7 +153,7 @@ SyncWorker *sync_worker_free(SyncWorker *w) {
         return NULL;
 }
 
-int sync_worker_start(SyncWorker *w, int fd, SyncWorkerCallback callback, void *userdata) {
+int sync_worker_start(SyncWorker *w, int fd, SyncWorkerDone done, void *userdata) {
         int copy;
 
         assert(w);
@@ -174,7 +173,7 @@ int sync_worker_start(SyncWorker *w, int fd, SyncWorkerCallback callback, void *
         pthread_mutex_unlock(&w->lock);
 
         w->in_flight = true;
-        w->callback = callback;
+        w->done = done;
         w->userdata = userdata;
         return 0;
 }

@@ -21,8 +21,9 @@ typedef struct SyncWorker SyncWorker;
 /* fdatasync(fd), again when interrupted: 0 or a negative errno. */
 int datasync(int fd);
 
-/* error: 0, or the negative errno of fdatasync(). */
-typedef void (*SyncWorkerCallback)(int error, void *userdata);
+/* w: the worker, which is free for the next sync from the callback on.
+ * error: 0, or the negative errno of fdatasync(). */
+typedef void (*SyncWorkerDone)(SyncWorker *w, int error, void *userdata);
 
 /* Start the thread. Returns 0, or a negative errno (no eventfd, no
  * thread). */
@@ -34,11 +35,11 @@ int sync_worker_new(sd_event *event, SyncWorker **ret);
 SyncWorker *sync_worker_free(SyncWorker *w);
 DEFINE_TRIVIAL_CLEANUP_FUNC(SyncWorker *, sync_worker_free);
 
-/* fdatasync(fd) on the thread, then callback(error, userdata) from the
+/* fdatasync(fd) on the thread, then done(w, error, userdata) from the
  * loop, in a later iteration. fd stays the caller's (the worker syncs a
  * duplicate of it). Returns 0, -EBUSY while a sync is in flight, -EBADF,
  * or another negative errno (nothing started, callback not called). */
-int sync_worker_start(SyncWorker *w, int fd, SyncWorkerCallback callback, void *userdata);
+int sync_worker_start(SyncWorker *w, int fd, SyncWorkerDone done, void *userdata);
 
 /* Whether a sync is in flight (its callback is still to come). */
 bool sync_worker_busy(const SyncWorker *w);

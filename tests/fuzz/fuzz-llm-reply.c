@@ -67,12 +67,13 @@ static void drive_agent(unsigned status, const uint8_t *data, size_t size) {
                         break;
                 switch (act.call.tool) {
                 case AGENT_TOOL_WIKI_SEARCH: {
-                        AgentSearchResult results[AGENT_SEARCH_LIMIT_MAX];
+                        MediaWikiSearchHit results[AGENT_SEARCH_LIMIT_MAX];
 
                         if (act.call.limit < 1 || act.call.limit > AGENT_SEARCH_LIMIT_MAX)
                                 abort();
                         for (unsigned k = 0; k < act.call.limit; k++)
-                                results[k] = (AgentSearchResult){ act.call.query, act.call.query };
+                                results[k] = (MediaWikiSearchHit){ (char *) act.call.query,
+                                                                   (char *) act.call.query };
                         r = agent_tool_search_done(a, results, act.call.limit);
                         break;
                 }

@@ -219,7 +219,10 @@ TEST(answer_at_once) {
 
 TEST(one_tool_then_answer) {
         _cleanup_(agent_freep) Agent *a = new_agent(&defaults, "Apples?");
-        AgentSearchResult results[] = { { "Apple", "The apple is a fruit" }, { "Apple pie", "A pie" } };
+        MediaWikiSearchHit results[] = {
+                { (char *) "Apple", (char *) "The apple is a fruit" },
+                { (char *) "Apple pie", (char *) "A pie" },
+        };
         AgentAction act;
         json_object *o, *msgs, *last;
         uint64_t p, c;

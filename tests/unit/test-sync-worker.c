@@ -18,7 +18,7 @@ typedef struct Result {
 
 static bool in_start;
 
-static void on_done(int error, void *userdata) {
+static void on_done(SyncWorker *w, int error, void *userdata) {
         Result *r = userdata;
 
         ASSERT_TRUE(!in_start);

@@ -7,8 +7,21 @@
 #include "shared/macro.h"
 #include "tests.h"
 
-#define C(code, status, ...) \
-        upstream_classify(&(UpstreamOutcome){ .curl_code = (code), .http_status = (status), __VA_ARGS__ })
+/* The API error of an outcome, _API_ERROR_INVALID for a 2xx (classified
+ * as 0, no API error); a failure is always a negative errno. */
+static ApiError classify_api_error(const UpstreamOutcome *o) {
+        ApiError e = _API_ERROR_INVALID;
+        int r = upstream_classify(o, &e);
+
+        ASSERT_TRUE(r <= 0);
+        ASSERT_TRUE((r == 0) == (e == _API_ERROR_INVALID));
+        return e;
+}
+
+#define OUTCOME(code, status, ...) \
+        (&(UpstreamOutcome){ .curl_code = (code), .http_status = (status), __VA_ARGS__ })
+#define C(code, status, ...) classify_api_error(OUTCOME(code, status, __VA_ARGS__))
+#define E(code, status, ...) upstream_classify(OUTCOME(code, status, __VA_ARGS__), &(ApiError){ 0 })
 
 TEST(table) {
         /* 2xx */
@@ -81,6 +94,25 @@ TEST(table) {
                 else
                         ASSERT_TRUE(e >= 0 && e < _API_ERROR_MAX && api_error_to_string(e));
         }
+}
+
+TEST(errno_beside_api_error) {
+        /* The errno beside each API error. */
+        ASSERT_EQ_INT(E(CURLE_OK, 200), 0);
+        ASSERT_EQ_INT(E(CURLE_OK, 404), -EIO);
+        ASSERT_EQ_INT(E(CURLE_OK, 200, .too_many_redirects = true), -ELOOP);
+        ASSERT_EQ_INT(E(CURLE_OK, 302, .bad_redirect = true), -EBADMSG);
+        ASSERT_EQ_INT(E(CURLE_OK, 200, .denied = true), -EPERM);
+        ASSERT_EQ_INT(E(CURLE_UNSUPPORTED_PROTOCOL, 0), -EPROTONOSUPPORT);
+        ASSERT_EQ_INT(E(CURLE_WRITE_ERROR, 200, .over_cap = true), -EFBIG);
+        ASSERT_EQ_INT(E(CURLE_OPERATION_TIMEDOUT, 0), -ETIMEDOUT);
+        ASSERT_EQ_INT(E(CURLE_OPERATION_TIMEDOUT, 0, .deadline_passed = true), -ETIMEDOUT);
+        ASSERT_EQ_INT(E(CURLE_RECV_ERROR, 0, .deadline_passed = true), -ETIMEDOUT);
+        ASSERT_EQ_INT(E(CURLE_COULDNT_RESOLVE_HOST, 0), -EHOSTUNREACH);
+        ASSERT_EQ_INT(E(CURLE_COULDNT_CONNECT, 0), -ECONNREFUSED);
+        ASSERT_EQ_INT(E(CURLE_PEER_FAILED_VERIFICATION, 0), -EPROTO);
+        ASSERT_EQ_INT(E(CURLE_RECV_ERROR, 0), -EIO);
+        ASSERT_EQ_INT(E(CURLE_OUT_OF_MEMORY, 0), -ENOMEM);
 }
 
 TEST(retry_after) {

@@ -14,28 +14,33 @@
 typedef struct Seen {
         bool starting;
         unsigned calls;
-        ApiError error;
+        int error;
+        ApiError api_error;
         char *message;
         const char *denied_by;
 } Seen;
 
-static void on_done(UpstreamOperation *op, const UpstreamResponse *r, void *userdata) {
+static void on_done(UpstreamOperation *op, int error, const UpstreamResponse *r, void *userdata) {
         Seen *s = userdata;
 
         ASSERT_TRUE(!s->starting); /* never from inside upstream_start() */
+        ASSERT_EQ_INT(error, r->error);
         s->calls++;
-        s->error = r->error;
+        s->error = error;
+        s->api_error = r->api_error;
         free(s->message);
         s->message = r->message ? strdup(r->message) : NULL;
         s->denied_by = r->denied_by;
         ASSERT_TRUE(upstream_operation_response(op) == r);
 }
 
-static void on_wiki(WikiOperation *op, const WikiResult *r, void *userdata) {
+static void on_wiki(WikiOperation *op, int error, const WikiResult *r, void *userdata) {
         unsigned *calls = userdata;
 
         (*calls)++;
-        ASSERT_EQ_INT(r->error, API_ERROR_DESTINATION_DENIED);
+        ASSERT_EQ_INT(error, r->error);
+        ASSERT_EQ_INT(error, -EPERM);
+        ASSERT_EQ_INT(r->api_error, API_ERROR_DESTINATION_DENIED);
         ASSERT_TRUE(r->message != NULL);
 }
 
@@ -119,7 +124,8 @@ TEST(unnamed_host_denied) {
         ASSERT_TRUE(upstream_operation_response(f.op) != NULL || f.s.calls == 0);
         run(f.e);
         ASSERT_EQ_INT(f.s.calls, 1);
-        ASSERT_EQ_INT(f.s.error, API_ERROR_DESTINATION_DENIED);
+        ASSERT_EQ_INT(f.s.error, -EPERM);
+        ASSERT_EQ_INT(f.s.api_error, API_ERROR_DESTINATION_DENIED);
         ASSERT_EQ_STR(f.s.denied_by, "url");
         ASSERT_EQ_STR(f.s.message, "Destination denied by policy");
         fixture_done(&f);
@@ -140,7 +146,8 @@ TEST(hostile_urls) {
                 ASSERT_OK(upstream_start(f.u, &r, on_done, &f.s, &f.op));
                 run(f.e);
                 ASSERT_EQ_INT(f.s.calls, 1);
-                ASSERT_EQ_INT(f.s.error, API_ERROR_DESTINATION_DENIED);
+                ASSERT_TRUE(f.s.error < 0);
+                ASSERT_EQ_INT(f.s.api_error, API_ERROR_DESTINATION_DENIED);
                 f.op = upstream_operation_free(f.op);
         }
         fixture_done(&f);
@@ -155,7 +162,8 @@ TEST(deadline_passed) {
         ASSERT_OK(upstream_start(f.u, &r, on_done, &f.s, &f.op));
         run(f.e);
         ASSERT_EQ_INT(f.s.calls, 1);
-        ASSERT_EQ_INT(f.s.error, API_ERROR_QUERY_TIMEOUT);
+        ASSERT_EQ_INT(f.s.error, -ETIMEDOUT);
+        ASSERT_EQ_INT(f.s.api_error, API_ERROR_QUERY_TIMEOUT);
         fixture_done(&f);
 }
 

@@ -450,7 +450,7 @@ static int bench_bare(Tool *t, unsigned n, double *ret_median) {
 
 /* Scope start and stop alone: a child that waits, its scope started, then
  * stopped and confirmed gone. */
-static void tool_scope_bench_on_done(int error, void *userdata) {
+static void tool_scope_bench_on_done(ScopeOp *op, int error, void *userdata) {
         Tool *t = userdata;
 
         t->scope_done = true;

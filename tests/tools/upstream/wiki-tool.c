@@ -31,18 +31,18 @@ typedef struct WikiTool {
 
 static void wiki_tool_next(WikiTool *t);
 
-static void wiki_tool_on_done(WikiOperation *op, const WikiResult *r, void *userdata) {
+static void wiki_tool_on_done(WikiOperation *op, int error, const WikiResult *r, void *userdata) {
         WikiTool *t = userdata;
         json_object *o = json_object_new_object();
 
-        json_object_object_add(o, "ok", json_object_new_boolean(r->error < 0));
+        json_object_object_add(o, "ok", json_object_new_boolean(error >= 0));
         json_object_object_add(
-                o, "error", r->error < 0 ? NULL : json_object_new_string(api_error_to_string(r->error)));
+                o, "error", error >= 0 ? NULL : json_object_new_string(api_error_to_string(r->api_error)));
         json_object_object_add(o, "message", r->message ? json_object_new_string(r->message) : NULL);
         json_object_object_add(o, "logins", json_object_new_int((int) wiki_client_logins(t->client)));
         json_object_object_add(
                 o, "elapsed_ms", json_object_new_double((double) (now(CLOCK_MONOTONIC) - t->started) / 1000.0));
-        if (r->error < 0 && r->hits) {
+        if (error >= 0 && r->hits) {
                 json_object *a = json_object_new_array();
                 for (size_t i = 0; i < r->n_hits; i++) {
                         json_object *h = json_object_new_object();
@@ -51,7 +51,7 @@ static void wiki_tool_on_done(WikiOperation *op, const WikiResult *r, void *user
                         json_object_array_add(a, h);
                 }
                 json_object_object_add(o, "results", a);
-        } else if (r->error < 0 && (r->page.title || r->page.missing)) {
+        } else if (error >= 0 && (r->page.title || r->page.missing)) {
                 json_object_object_add(o, "missing", json_object_new_boolean(r->page.missing));
                 json_object_object_add(
                         o, "title", r->page.title ? json_object_new_string(r->page.title) : NULL);
@@ -67,11 +67,11 @@ static void wiki_tool_on_done(WikiOperation *op, const WikiResult *r, void *user
                         r->page.content ?
                                 json_object_new_string_len(r->page.content, (int) r->page.content_size) :
                                 NULL);
-        } else if (r->error < 0)
+        } else if (error >= 0)
                 json_object_object_add(o, "results", json_object_new_array());
         tool_print_json(o);
         json_object_put(o);
-        if (r->error >= 0)
+        if (error < 0)
                 t->failures++;
         t->op = wiki_operation_free(t->op);
         wiki_tool_next(t);

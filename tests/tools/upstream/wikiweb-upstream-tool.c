@@ -70,9 +70,9 @@ void tool_print_json(json_object *o) {
 static json_object *response_json(const UpstreamResponse *r, usec_t elapsed) {
         json_object *o = json_object_new_object();
 
-        json_object_object_add(o, "ok", json_object_new_boolean(r->error < 0));
+        json_object_object_add(o, "ok", json_object_new_boolean(r->error >= 0));
         json_object_object_add(
-                o, "error", r->error < 0 ? NULL : json_object_new_string(api_error_to_string(r->error)));
+                o, "error", r->error >= 0 ? NULL : json_object_new_string(api_error_to_string(r->api_error)));
         json_object_object_add(o, "message", r->message ? json_object_new_string(r->message) : NULL);
         json_object_object_add(o, "status", json_object_new_int64(r->status));
         json_object_object_add(o, "body_size", json_object_new_int64((int64_t) r->body_size));
@@ -113,9 +113,10 @@ typedef struct Fetch {
         bool print;
 } Fetch;
 
-static void upstream_tool_on_fetch_done(UpstreamOperation *op, const UpstreamResponse *r, void *userdata) {
+static void upstream_tool_on_fetch_done(
+        UpstreamOperation *op, int error, const UpstreamResponse *r, void *userdata) {
         Fetch *f = userdata;
-        bool ok = r->error < 0;
+        bool ok = error >= 0;
 
         if (f->print) {
                 json_object *o = response_json(r, now(CLOCK_MONOTONIC) - f->started);
@@ -149,17 +150,19 @@ typedef struct Sequence {
         UpstreamOperation *op;
 } Sequence;
 
-static void upstream_tool_on_sequence_done(UpstreamOperation *op, const UpstreamResponse *r, void *userdata);
+static void upstream_tool_on_sequence_done(
+        UpstreamOperation *op, int error, const UpstreamResponse *r, void *userdata);
 
 static int sequence_next(Sequence *s) {
         UpstreamRequest req = make_request(s->url);
         return upstream_start(upstream, &req, upstream_tool_on_sequence_done, s, &s->op);
 }
 
-static void upstream_tool_on_sequence_done(UpstreamOperation *op, const UpstreamResponse *r, void *userdata) {
+static void upstream_tool_on_sequence_done(
+        UpstreamOperation *op, int error, const UpstreamResponse *r, void *userdata) {
         Sequence *s = userdata;
 
-        if (r->error >= 0)
+        if (error < 0)
                 s->failures++;
         s->done++;
         s->op = upstream_operation_free(s->op);
@@ -284,7 +287,8 @@ typedef struct Cancel {
         bool cancelled_called;
 } Cancel;
 
-static void upstream_tool_on_cancel_done(UpstreamOperation *op, const UpstreamResponse *r, void *userdata) {
+static void upstream_tool_on_cancel_done(
+        UpstreamOperation *op, int error, const UpstreamResponse *r, void *userdata) {
         Cancel *c = userdata;
 
         c->callbacks++;
