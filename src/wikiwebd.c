@@ -597,12 +597,16 @@ static int run(int argc, char *argv[]) {
         if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
                 return log_error_errno(errno, "Failed to block signals");
         r = sd_event_add_signal(m.event, NULL, SIGTERM, on_stop_signal, &m);
-        if (r >= 0)
-                r = sd_event_add_signal(m.event, NULL, SIGINT, on_stop_signal, &m);
-        if (r >= 0 && sigismember(&mask, SIGUSR2))
-                r = sd_event_add_signal(m.event, NULL, SIGUSR2, on_fault_signal, &m);
         if (r < 0)
-                return log_error_errno(r, "Failed to watch signals");
+                return log_error_errno(r, "Failed to watch SIGTERM");
+        r = sd_event_add_signal(m.event, NULL, SIGINT, on_stop_signal, &m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to watch SIGINT");
+        if (sigismember(&mask, SIGUSR2)) {
+                r = sd_event_add_signal(m.event, NULL, SIGUSR2, on_fault_signal, &m);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to watch SIGUSR2");
+        }
 
         /* WATCHDOG=1 is sent from the loop itself, at half WatchdogSec=. */
         r = sd_event_set_watchdog(m.event, true);

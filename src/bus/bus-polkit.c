@@ -75,6 +75,25 @@ static PolkitQuery *polkit_registry_find(PolkitRegistry *registry, sd_bus_messag
         return NULL;
 }
 
+static int polkit_log_create_error(int r) {
+        return log_error_errno(r, "polkit: cannot create the CheckAuthorization call");
+}
+
+/* CheckAuthorization's answer: (bba{ss}), is_authorized and is_challenge. */
+static int polkit_read_answer(sd_bus_message *reply, int *ret_authorized, int *ret_challenge) {
+        int r;
+
+        r = sd_bus_message_enter_container(reply, 'r', "bba{ss}");
+        if (r < 0)
+                return r;
+        if (r == 0)
+                return -EBADMSG;
+        r = sd_bus_message_read(reply, "bb", ret_authorized, ret_challenge);
+        if (r < 0)
+                return r;
+        return r == 0 ? -EBADMSG : 0;
+}
+
 /* polkit answered (or the call failed): record the verdict and run the
  * request's handler again. */
 static int polkit_on_reply(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error) {
@@ -106,9 +125,7 @@ static int polkit_on_reply(sd_bus_message *reply, void *userdata, sd_bus_error *
                                 e->name);
                 }
         } else {
-                r = sd_bus_message_enter_container(reply, 'r', "bba{ss}");
-                if (r >= 0)
-                        r = sd_bus_message_read(reply, "bb", &authorized, &challenge);
+                r = polkit_read_answer(reply, &authorized, &challenge);
                 if (r < 0) {
                         log_warning_errno(r, "polkit: cannot parse the answer for %s", q->action);
                         q->verdict = -EACCES;
@@ -204,16 +221,6 @@ int bus_verify_polkit_async(
                         return -ENOMEM;
         }
 
-        q = calloc(1, sizeof *q);
-        if (!q)
-                return -ENOMEM;
-        q->action = strdup(action);
-        if (!q->action) {
-                free(q);
-                return -ENOMEM;
-        }
-        q->error = SD_BUS_ERROR_NULL;
-
         if (sd_bus_message_get_allow_interactive_authorization(call) > 0)
                 flags |= POLKIT_CHECK_ALLOW_USER_INTERACTION;
 
@@ -224,20 +231,34 @@ int bus_verify_polkit_async(
                 "/org/freedesktop/PolicyKit1/Authority",
                 "org.freedesktop.PolicyKit1.Authority",
                 "CheckAuthorization");
-        if (r >= 0)
-                r = sd_bus_message_append(
-                        pk, "(sa{sv})sa{ss}us", "system-bus-name", 1, "name", "s", sender, action, 0, flags, "");
-        if (r >= 0)
-                /* polkit may wait for the user to authenticate: give an
-                 * interactive check longer than sd-bus's default 25 s. */
-                r = sd_bus_call_async(
-                        sd_bus_message_get_bus(call),
-                        &q->slot,
-                        pk,
-                        polkit_on_reply,
-                        q,
-                        flags & POLKIT_CHECK_ALLOW_USER_INTERACTION ? POLKIT_INTERACTIVE_TIMEOUT_USEC : 0);
+        if (r < 0)
+                return polkit_log_create_error(r);
+        r = sd_bus_message_append(
+                pk, "(sa{sv})sa{ss}us", "system-bus-name", 1, "name", "s", sender, action, 0, flags, "");
+        if (r < 0)
+                return polkit_log_create_error(r);
+
+        q = calloc(1, sizeof *q);
+        if (!q)
+                return -ENOMEM;
+        q->action = strdup(action);
+        if (!q->action) {
+                free(q);
+                return -ENOMEM;
+        }
+        q->error = SD_BUS_ERROR_NULL;
+
+        /* polkit may wait for the user to authenticate: give an interactive
+         * check longer than sd-bus's default 25 s. */
+        r = sd_bus_call_async(
+                sd_bus_message_get_bus(call),
+                &q->slot,
+                pk,
+                polkit_on_reply,
+                q,
+                flags & POLKIT_CHECK_ALLOW_USER_INTERACTION ? POLKIT_INTERACTIVE_TIMEOUT_USEC : 0);
         if (r < 0) {
+                log_error_errno(r, "polkit: cannot call CheckAuthorization");
                 free(q->action);
                 free(q);
                 return r;

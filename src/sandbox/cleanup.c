@@ -140,9 +140,10 @@ static void sandbox_cleanup_on_exit(pid_t pid, int status, void *userdata) {
         }
 }
 
-static void sandbox_cleanup_step(Cleanup *c) {
+/* Spawn the runtime for the current step and watch it. */
+static int sandbox_cleanup_spawn(Cleanup *c) {
         Sandbox *s = c->sandbox;
-        char **argv = NULL;
+        _cleanup_(strv_freep) char **argv = NULL;
         int r;
 
         r = runtime_argv(
@@ -153,11 +154,18 @@ static void sandbox_cleanup_step(Cleanup *c) {
                 c->id,
                 NULL,
                 &argv);
-        if (r >= 0)
-                r = runtime_spawn(argv, NULL, &c->pid);
-        strv_free(argv);
-        if (r >= 0)
-                r = reaper_watch(s->reaper, c->pid, sandbox_cleanup_on_exit, c, &c->watch);
+        if (r < 0)
+                return r;
+        r = runtime_spawn(argv, NULL, &c->pid);
+        if (r < 0)
+                return r;
+        return reaper_watch(s->reaper, c->pid, sandbox_cleanup_on_exit, c, &c->watch);
+}
+
+static void sandbox_cleanup_step(Cleanup *c) {
+        int r;
+
+        r = sandbox_cleanup_spawn(c);
         if (r < 0)
                 sandbox_cleanup_attempt_done(c, r);
 }

@@ -48,19 +48,20 @@ int sandbox_workdir_make_skeleton(const char *dir) {
         etc = openat(fd, "etc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (etc < 0)
                 return negative_errno();
-        r = write_small_file(
-                etc,
-                "passwd",
-                "root:x:0:0:root:/tmp:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
-        if (r >= 0)
-                r = write_small_file(etc, "group", "root:x:0:\nnogroup:x:65534:\n");
-        if (r >= 0)
-                r = write_small_file(etc, "hosts", "127.0.0.1 localhost sandbox\n::1 localhost\n");
-        if (r >= 0)
-                r = write_small_file(etc, "hostname", "sandbox\n");
-        if (r >= 0)
-                r = write_small_file(etc, "resolv.conf", "");
-        return r;
+        static const char *const files[][2] = {
+                { "passwd",
+                  "root:x:0:0:root:/tmp:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n" },
+                { "group", "root:x:0:\nnogroup:x:65534:\n" },
+                { "hosts", "127.0.0.1 localhost sandbox\n::1 localhost\n" },
+                { "hostname", "sandbox\n" },
+                { "resolv.conf", "" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(files); i++) {
+                r = write_small_file(etc, files[i][0], files[i][1]);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
 }
 
 int sandbox_workdir_mkdir_p(const char *path, mode_t mode) {
