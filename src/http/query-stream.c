@@ -206,7 +206,7 @@ int query_streams_begin(
 }
 
 void query_streams_event(QueryStreams *q, const char *query_id, const QueryEvent *ev) {
-        _cleanup_free_ char *json = NULL;
+        _cleanup_free_ char *json = NULL, *name = NULL;
         const char *event = NULL;
         int r = 0;
 
@@ -227,23 +227,34 @@ void query_streams_event(QueryStreams *q, const char *query_id, const QueryEvent
                 return;
         case QUERY_EVENT_TOOL:
                 event = "tool";
+                /* A rejected call's name is the model's. */
+                name = json_quote(ev->name ? ev->name : "");
+                if (!name) {
+                        r = -ENOMEM;
+                        break;
+                }
                 r = asprintf(
                         &json,
-                        "{\"step\":%u,\"call\":%u,\"name\":\"%s\",\"arguments\":%s}",
+                        "{\"step\":%u,\"call\":%u,\"name\":%s,\"arguments\":%s}",
                         ev->step,
                         ev->call,
-                        ev->name,
+                        name,
                         ev->json);
                 break;
         case QUERY_EVENT_TOOL_RESULT:
                 event = "tool_result";
+                name = json_quote(ev->name ? ev->name : "");
+                if (!name) {
+                        r = -ENOMEM;
+                        break;
+                }
                 r = asprintf(
                         &json,
-                        "{\"step\":%u,\"call\":%u,\"name\":\"%s\",\"ok\":%s,\"duration_ms\":%" PRIu64
+                        "{\"step\":%u,\"call\":%u,\"name\":%s,\"ok\":%s,\"duration_ms\":%" PRIu64
                         ",\"summary\":%s}",
                         ev->step,
                         ev->call,
-                        ev->name,
+                        name,
                         ev->ok ? "true" : "false",
                         ev->duration / USEC_PER_MSEC,
                         ev->json);

@@ -37,6 +37,8 @@ struct Agent {
         size_t next_call;
         json_object *call_args; /* the arguments of the outstanding call */
         AgentCall call;
+        AgentRejectedCall *rejected; /* by the current agent_next() */
+        size_t n_rejected;
 
         /* preloaded pages: the synthetic assistant message, or SIZE_MAX */
         size_t preload_message;
@@ -298,9 +300,40 @@ static void source_done(AgentSource *s) {
         free(s->url);
 }
 
+static void rejected_clear(Agent *a) {
+        for (size_t i = 0; i < a->n_rejected; i++) {
+                free(a->rejected[i].name);
+                free(a->rejected[i].error);
+        }
+        free(a->rejected);
+        a->rejected = NULL;
+        a->n_rejected = 0;
+}
+
+/* Note a call answered with error, for the caller to show (AgentAction). */
+static int rejected_add(Agent *a, const char *name, const char *error) {
+        _cleanup_free_ char *n = NULL, *e = strdup(error);
+        AgentRejectedCall *p;
+        int r;
+
+        if (!e)
+                return -ENOMEM;
+        r = utf8_make_valid(name, strlen(name), &n, NULL);
+        if (r < 0)
+                return r;
+        n[utf8_cut(n, strlen(n), 64)] = '\0';
+        p = reallocarray(a->rejected, a->n_rejected + 1, sizeof *p);
+        if (!p)
+                return -ENOMEM;
+        a->rejected = p;
+        a->rejected[a->n_rejected++] = (AgentRejectedCall){ .name = TAKE_PTR(n), .error = TAKE_PTR(e) };
+        return 0;
+}
+
 Agent *agent_free(Agent *a) {
         if (!a)
                 return NULL;
+        rejected_clear(a);
         free(a->model);
         for (size_t i = 0; i < a->n_messages; i++)
                 llm_message_done(&a->messages[i]);
@@ -804,6 +837,9 @@ static int next_call(Agent *a, AgentAction *ret) {
 
                         if (!id)
                                 return -ENOMEM;
+                        r = rejected_add(a, c->name, error);
+                        if (r < 0)
+                                return r;
                         r = push_error_result(a, id, error);
                         if (r < 0)
                                 return r;
@@ -923,11 +959,8 @@ int agent_rebuild_request(Agent *a, AgentAction *ret) {
         return 0;
 }
 
-int agent_next(Agent *a, AgentAction *ret) {
+static int agent_decide(Agent *a, AgentAction *ret) {
         int r;
-
-        assert(a);
-        assert(ret);
 
         for (;;)
                 switch (a->state) {
@@ -970,6 +1003,21 @@ int agent_next(Agent *a, AgentAction *ret) {
                         assert(false);
                         return -EINVAL;
                 }
+}
+
+int agent_next(Agent *a, AgentAction *ret) {
+        int r;
+
+        assert(a);
+        assert(ret);
+
+        rejected_clear(a);
+        r = agent_decide(a, ret);
+        if (r < 0)
+                return r;
+        ret->rejected = a->rejected;
+        ret->n_rejected = a->n_rejected;
+        return 0;
 }
 
 static bool is_blank(const char *s) {

@@ -112,9 +112,23 @@ typedef struct AgentCall {
         size_t code_size;
 } AgentCall;
 
+/* A tool call of the model's reply that the agent answered itself with an
+ * error (an unknown tool, bad arguments, beyond AGENT_MAX_CALLS_PER_REPLY):
+ * the name as the model sent it, valid UTF-8 cut to 64 bytes, and the error
+ * the model is told. */
+typedef struct AgentRejectedCall {
+        char *name;
+        char *error;
+} AgentRejectedCall;
+
 typedef struct AgentAction {
         AgentActionType type;
         unsigned step; /* the model step, 1..max_steps (0 before the first) */
+
+        /* Any type: the calls of step this agent_next() answered with an
+         * error before deciding the action, in order. */
+        const AgentRejectedCall *rejected;
+        size_t n_rejected;
 
         /* SEND */
         const char *body;

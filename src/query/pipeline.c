@@ -17,6 +17,7 @@
 #include "shared/json-util.h"
 #include "shared/log.h"
 #include "shared/macro.h"
+#include "shared/sanitize.h"
 #include "shared/strv.h"
 #include "shared/time-util.h"
 
@@ -226,6 +227,43 @@ static void query_run_emit_tool(QueryRun *q, const AgentAction *a) {
                         .name = agent_tool_to_string(c->tool),
                         .json = r >= 0 ? json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN) : "{}",
                 });
+}
+
+/* The calls the agent answered with an error (API.md 11.2): each a tool
+ * event without arguments and at once its tool_result, not ok, with the
+ * error sanitized. */
+static void query_run_emit_rejected(QueryRun *q, const AgentAction *a) {
+        for (size_t i = 0; i < a->n_rejected; i++) {
+                const AgentRejectedCall *c = &a->rejected[i];
+                _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+                _cleanup_free_ char *error = NULL;
+                const char *summary = "{}";
+
+                if (q->call_step != a->step) {
+                        q->call_step = a->step;
+                        q->call = 0;
+                }
+                q->call++;
+                query_run_emit(
+                        q,
+                        (QueryEvent){ .type = QUERY_EVENT_TOOL,
+                                      .phase = q->phase,
+                                      .step = a->step,
+                                      .call = q->call,
+                                      .name = c->name,
+                                      .json = "{}" });
+                if (o && sanitize_message(c->error, strlen(c->error), &error) >= 0 &&
+                    json_add(o, "error", json_object_new_string(error)) >= 0)
+                        summary = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+                query_run_emit(
+                        q,
+                        (QueryEvent){ .type = QUERY_EVENT_TOOL_RESULT,
+                                      .step = a->step,
+                                      .call = q->call,
+                                      .name = c->name,
+                                      .ok = false,
+                                      .json = summary });
+        }
 }
 
 /* The tool call in flight ended; summary is taken over (NULL: {}). */
@@ -1026,6 +1064,7 @@ static void query_run_advance(QueryRun *q) {
                                 q->state = QUERY_RUN_CLEANUP;
                                 break;
                         }
+                        query_run_emit_rejected(q, &a);
                         switch (a.type) {
                         case AGENT_ACTION_SEND:
                                 r = query_run_send(q, &a);

@@ -87,6 +87,35 @@ class QueryStream(PipelineBase):
         self.assertEqual([(e['id'], e['event']) for e in again], [(1, 'query'), (2, 'record')])
         self.assertEqual(again[1]['data'], record)
 
+    def test_rejected_calls_have_events(self):
+        # An unknown tool whose name would break the event's JSON if it were
+        # pasted in, bad arguments, then a good call: each call has its tool
+        # and tool_result, the rejected ones not ok with the error the model
+        # was told.
+        hostile = 'evil"}\n<script>' + 'x' * 100
+        steps = [{'tool_calls': [{'name': hostile, 'arguments': {}},
+                                 {'name': 'wiki_search', 'arguments': {'query': ''}},
+                                 {'name': 'wiki_search', 'arguments': {'query': 'orchard fruit', 'limit': 5}}]},
+                 {'answer': 'Done.'}]
+        llm = self.llm(steps)
+        d = self.pipeline_daemon(llm)
+        b, s = self.post_stream(d)
+        evs = s.events(timeout=60)
+        tools = [e['data'] for e in evs if e['event'] in ('tool', 'tool_result')]
+        self.assertEqual([(t['step'], t['call']) for t in tools],
+                         [(1, 1), (1, 1), (1, 2), (1, 2), (1, 3), (1, 3)])
+        self.assertEqual(tools[0], {'step': 1, 'call': 1, 'name': hostile[:64], 'arguments': {}})
+        self.assertFalse(tools[1]['ok'])
+        self.assertEqual(tools[1]['name'], hostile[:64])
+        self.assertIn('unknown tool', tools[1]['summary']['error'])
+        self.assertEqual(tools[2], {'step': 1, 'call': 2, 'name': 'wiki_search', 'arguments': {}})
+        self.assertFalse(tools[3]['ok'])
+        self.assertIn('query must be a string', tools[3]['summary']['error'])
+        self.assertEqual(tools[4]['arguments'], {'query': 'orchard fruit', 'limit': 5})
+        self.assertTrue(tools[5]['ok'])
+        self.assertEqual(evs[-1]['event'], 'record')
+        self.assertEqual(evs[-1]['data']['status'], 'succeeded')
+
     def test_long_answer_in_deltas(self):
         d = self.pipeline_daemon(self.llm([{'oversized': 100000}]), WIKI_WEB_MODEL_MAX_OUTPUT_BYTES=200000)
         b, s = self.post_stream(d)

@@ -408,8 +408,16 @@ TEST(bad_calls) {
         expect_tool_message(a, base + 8, "call_8", "arguments are not a JSON object");
         expect_tool_message(a, base + 9, "call_9", "code must be a string of 1 to 65536 bytes");
         expect_tool_message(a, base + 10, "call_10", "without NUL");
+        /* ... and shown to the caller with the action, in order. */
+        ASSERT_EQ_INT(act.n_rejected, 11);
+        ASSERT_EQ_STR(act.rejected[0].name, "delete_wiki");
+        ASSERT_TRUE(strstr(act.rejected[0].error, "unknown tool") != NULL);
+        ASSERT_EQ_STR(act.rejected[3].name, "wiki_search");
+        ASSERT_EQ_STR(act.rejected[3].error, "query must be a string of 1 to 300 characters");
+        ASSERT_EQ_STR(act.rejected[10].name, "run_python");
         ASSERT_OK(agent_tool_read_done(a, &apple));
-        next(a, AGENT_ACTION_SEND);
+        act = next(a, AGENT_ACTION_SEND);
+        ASSERT_EQ_INT(act.n_rejected, 0);
 
         /* run_python is unknown without a sandbox, and not offered */
         {
