@@ -989,7 +989,12 @@ def admin_drain(bed):
           and int(hdrs.get("retry-after", "0")) >= 1, f"join while draining: {status} {err} {hdrs}")
     status, _, err = bed.http("POST", "/api/v1/query", c, {"question": "Now?"})
     check(status == 503 and err["error"]["code"] == "queue_full", f"claim while draining: {status} {err}")
-    t.join(60)
+    # B polls while A's query runs, as a front end does (its heartbeat is
+    # HEARTBEAT_S, shorter than a slow query on a loaded machine).
+    deadline = time.monotonic() + 60
+    while t.is_alive() and time.monotonic() < deadline:
+        check(bed.http("GET", "/api/v1/queue/status", b)[0] == 200, "B's poll while draining")
+        t.join(0.5)
     check(out["a"][0] in (200, 502, 504), f"the running query did not finish: {out['a'][:1]}")
     # B was promoted and may still claim.
     wait_until(lambda: bed.http("GET", "/api/v1/queue/status", b)[2]["ticket"]["status"] == "reserved", 10,
