@@ -553,6 +553,9 @@
       if (rec.created_at) meta.push('Asked ' + formatTime(rec.created_at));
       if (rec.timings_ms && Number.isFinite(rec.timings_ms.total)) meta.push('took ' + formatSeconds(rec.timings_ms.total / 1000));
       if (rec.usage && rec.usage.model) meta.push('model ' + rec.usage.model);
+      // The sandbox was still starting when the query gave up waiting for
+      // it: the answer was made without running code (API.md 9).
+      if (rec.sandbox === 'starting') meta.push('answered without Python: the sandbox was still starting');
       $('record-meta').textContent = meta.join(' · ');
     }
 

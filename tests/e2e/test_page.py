@@ -507,6 +507,19 @@ class Answered(PageBase):
         # Through the query stream the failure is a record, not an HTTP error.
         c.check_console()
 
+    def test_answer_without_python_says_so(self):
+        """A query that gave up waiting for a starting sandbox (the record's
+        "sandbox": "starting") says under its answer that it was made
+        without Python."""
+        d = self.page_daemon([{'answer': 'From the wiki alone.'}, {'answer': 'Again.'}],
+                             WIKI_WEB_TEST_FAULTS='1', WIKI_WEB_TEST_SANDBOX_STARTING_MS='60000')
+        c = self.chrome(d)
+        c.ask('Can you compute it?')
+        c.wait_answer(timeout=60)
+        self.assertIn('From the wiki alone.', c.text('#answer'))
+        self.assertIn('answered without Python: the sandbox was still starting', c.text('#record-meta'))
+        c.check_console()
+
     def test_error_before_admission(self):
         """An error the API gives (here queue_full: no queue at all) is shown
         as its message and code; nothing is left running."""
