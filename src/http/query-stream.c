@@ -216,6 +216,14 @@ void query_streams_event(QueryStreams *q, const char *query_id, const QueryEvent
         if (!q->log || !streq(q->log->id, query_id))
                 return;
         q->log->phase = ev->phase;
+        if (IN_SET(ev->type, QUERY_EVENT_TOOL, QUERY_EVENT_TOOL_RESULT)) {
+                /* Quoted: a rejected call's name is the model's. */
+                name = json_quote(ev->name ? ev->name : "");
+                if (!name) {
+                        log_oom();
+                        return;
+                }
+        }
         switch (ev->type) {
         case QUERY_EVENT_STEP:
                 q->log->step = ev->step;
@@ -227,12 +235,6 @@ void query_streams_event(QueryStreams *q, const char *query_id, const QueryEvent
                 return;
         case QUERY_EVENT_TOOL:
                 event = "tool";
-                /* A rejected call's name is the model's. */
-                name = json_quote(ev->name ? ev->name : "");
-                if (!name) {
-                        r = -ENOMEM;
-                        break;
-                }
                 r = asprintf(
                         &json,
                         "{\"step\":%u,\"call\":%u,\"name\":%s,\"arguments\":%s}",
@@ -243,11 +245,6 @@ void query_streams_event(QueryStreams *q, const char *query_id, const QueryEvent
                 break;
         case QUERY_EVENT_TOOL_RESULT:
                 event = "tool_result";
-                name = json_quote(ev->name ? ev->name : "");
-                if (!name) {
-                        r = -ENOMEM;
-                        break;
-                }
                 r = asprintf(
                         &json,
                         "{\"step\":%u,\"call\":%u,\"name\":%s,\"ok\":%s,\"duration_ms\":%" PRIu64
