@@ -164,23 +164,11 @@ static const char *const remove_reason_table[_REMOVE_REASON_MAX] = {
         [REMOVE_ADMIN] = "admin",
 };
 
-const char *admission_state_to_string(AdmissionState s) {
-        if (s < 0 || s >= _ADMISSION_STATE_MAX)
-                return NULL;
-        return admission_state_table[s];
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(admission_state, AdmissionState)
 
-const char *ticket_status_to_string(TicketStatus s) {
-        if (s < 0 || s >= _TICKET_STATUS_MAX)
-                return NULL;
-        return ticket_status_table[s];
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(ticket_status, TicketStatus)
 
-const char *remove_reason_to_string(RemoveReason r) {
-        if (r < 0 || r >= _REMOVE_REASON_MAX)
-                return NULL;
-        return remove_reason_table[r];
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(remove_reason, RemoveReason)
 
 /* The 8 lowercase hex digits of v, most significant first, as 8 bytes in
  * memory order: the nibbles are spread into bytes and turned into ASCII

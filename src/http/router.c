@@ -18,11 +18,7 @@ HttpMethod http_method_from_string(const char *s) {
         return HTTP_METHOD_OTHER;
 }
 
-const char *http_method_to_string(HttpMethod m) {
-        if (m < 0 || m >= _HTTP_METHOD_MAX)
-                return NULL;
-        return http_method_table[m];
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(http_method, HttpMethod)
 
 #define M(m) (1U << (m))
 

@@ -76,11 +76,7 @@ static const char *const http_stream_end_table[_HTTP_STREAM_END_MAX] = {
         [HTTP_STREAM_STOPPED] = "stopped",
 };
 
-const char *http_stream_end_to_string(HttpStreamEnd e) {
-        if (e < 0 || e >= _HTTP_STREAM_END_MAX)
-                return NULL;
-        return http_stream_end_table[e];
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(http_stream_end, HttpStreamEnd)
 
 /* --- Keep-alive order ----------------------------------------------------- */
 

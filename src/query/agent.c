@@ -53,39 +53,31 @@ struct Agent {
         uint64_t prompt_tokens, completion_tokens;
 };
 
-static const char *const tool_table[_AGENT_TOOL_MAX] = {
+static const char *const agent_tool_table[_AGENT_TOOL_MAX] = {
         [AGENT_TOOL_WIKI_SEARCH] = "wiki_search",
         [AGENT_TOOL_WIKI_READ] = "wiki_read",
         [AGENT_TOOL_RUN_PYTHON] = "run_python",
 };
 
-const char *agent_tool_to_string(AgentTool t) {
-        if (t < 0 || t >= _AGENT_TOOL_MAX)
-                return NULL;
-        return tool_table[t];
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(agent_tool, AgentTool)
 
 AgentTool agent_tool_from_string(const char *s) {
         if (!s)
                 return _AGENT_TOOL_INVALID;
         for (int i = 0; i < _AGENT_TOOL_MAX; i++)
-                if (streq(tool_table[i], s))
+                if (streq(agent_tool_table[i], s))
                         return (AgentTool) i;
         return _AGENT_TOOL_INVALID;
 }
 
-static const char *const action_table[_AGENT_ACTION_MAX] = {
+static const char *const agent_action_type_table[_AGENT_ACTION_MAX] = {
         [AGENT_ACTION_SEND] = "send",
         [AGENT_ACTION_TOOL] = "tool",
         [AGENT_ACTION_ANSWER] = "answer",
         [AGENT_ACTION_FAIL] = "fail",
 };
 
-const char *agent_action_type_to_string(AgentActionType t) {
-        if (t < 0 || t >= _AGENT_ACTION_MAX)
-                return NULL;
-        return action_table[t];
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(agent_action_type, AgentActionType)
 
 /* The tools of API.md 8.6. maxLength counts characters in JSON Schema; the
  * title's limit is in bytes, which the validation below checks. */

@@ -169,11 +169,7 @@ static const char *const query_phase_table[_QUERY_PHASE_MAX] = {
         [QUERY_PHASE_CLEANUP] = "cleanup",
 };
 
-const char *query_phase_to_string(QueryPhase p) {
-        if (p < 0 || p >= _QUERY_PHASE_MAX)
-                return NULL;
-        return query_phase_table[p];
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(query_phase, QueryPhase)
 
 static const char *const query_sandbox_table[_QUERY_SANDBOX_MAX] = {
         [QUERY_SANDBOX_OFFERED] = "offered",
@@ -181,11 +177,7 @@ static const char *const query_sandbox_table[_QUERY_SANDBOX_MAX] = {
         [QUERY_SANDBOX_STARTING] = "starting",
 };
 
-const char *query_sandbox_to_string(QuerySandbox s) {
-        if (s < 0 || s >= _QUERY_SANDBOX_MAX)
-                return NULL;
-        return query_sandbox_table[s];
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(query_sandbox, QuerySandbox)
 
 void query_executor_sandbox_changed(QueryExecutor *x) {
         assert(x);

@@ -28,18 +28,14 @@ static char *memdup_suffix0(const void *p, size_t n) {
         return q;
 }
 
-static const char *const role_table[_LLM_ROLE_MAX] = {
+static const char *const llm_role_table[_LLM_ROLE_MAX] = {
         [LLM_ROLE_SYSTEM] = "system",
         [LLM_ROLE_USER] = "user",
         [LLM_ROLE_ASSISTANT] = "assistant",
         [LLM_ROLE_TOOL] = "tool",
 };
 
-const char *llm_role_to_string(LlmRole r) {
-        if (r < 0 || r >= _LLM_ROLE_MAX)
-                return NULL;
-        return role_table[r];
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(llm_role, LlmRole)
 
 void llm_tool_call_done(LlmToolCall *c) {
         if (!c)

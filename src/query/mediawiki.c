@@ -489,17 +489,13 @@ int mediawiki_parse_login_token(const char *body, size_t size, char **ret_token,
         return strdup_checked(token, ret_token);
 }
 
-static const char *const login_results[] = {
+static const char *const mediawiki_login_result_table[] = {
         [MEDIAWIKI_LOGIN_SUCCESS] = "Success",        [MEDIAWIKI_LOGIN_FAILED] = "Failed",
         [MEDIAWIKI_LOGIN_WRONG_TOKEN] = "WrongToken", [MEDIAWIKI_LOGIN_NEED_TOKEN] = "NeedToken",
         [MEDIAWIKI_LOGIN_ABORTED] = "Aborted",        [MEDIAWIKI_LOGIN_OTHER] = "other",
 };
 
-const char *mediawiki_login_result_to_string(MediaWikiLoginResult r) {
-        if ((unsigned) r >= ELEMENTSOF(login_results))
-                return NULL;
-        return login_results[r];
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(mediawiki_login_result, MediaWikiLoginResult)
 
 int mediawiki_parse_login(
         const char *body, size_t size, MediaWikiLoginResult *ret, char **ret_reason, MediaWikiError *ret_error) {
@@ -517,7 +513,7 @@ int mediawiki_parse_login(
         if (!result)
                 return -EBADMSG;
         for (size_t i = 0; i < MEDIAWIKI_LOGIN_OTHER; i++)
-                if (streq(result, login_results[i]))
+                if (streq(result, mediawiki_login_result_table[i]))
                         res = (MediaWikiLoginResult) i;
         if (ret_reason) {
                 /* errorformat=bc: a string; newer formats: an object. */

@@ -38,11 +38,7 @@ static const char *const sandbox_run_state_table[_SANDBOX_RUN_STATE_MAX] = {
         [SANDBOX_RUN_REPORTING] = "reporting",
 };
 
-const char *sandbox_run_state_to_string(SandboxRunState s) {
-        if (s < 0 || s >= _SANDBOX_RUN_STATE_MAX)
-                return NULL;
-        return sandbox_run_state_table[s];
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(sandbox_run_state, SandboxRunState)
 
 /* ---- results ---- */
 

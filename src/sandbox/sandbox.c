@@ -18,11 +18,7 @@ static const char *const sandbox_state_table[_SANDBOX_STATE_MAX] = {
         [SANDBOX_UNAVAILABLE] = "unavailable",
 };
 
-const char *sandbox_state_to_string(SandboxState state) {
-        if (state < 0 || state >= _SANDBOX_STATE_MAX)
-                return NULL;
-        return sandbox_state_table[state];
-}
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(sandbox_state, SandboxState)
 
 SandboxState sandbox_state_of(const SandboxConditions *c) {
         assert(c);

@@ -23,6 +23,16 @@
 
 #define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
 
+/* name##_to_string() for an enum whose names are name##_table, indexed by
+ * its values: NULL for a value outside the table (_FOO_INVALID included),
+ * as systemd's DEFINE_STRING_TABLE_LOOKUP_TO_STRING(). */
+#define DEFINE_STRING_TABLE_LOOKUP_TO_STRING(name, type)    \
+        const char *name##_to_string(type i) {              \
+                if ((size_t) i >= ELEMENTSOF(name##_table)) \
+                        return NULL;                        \
+                return name##_table[i];                     \
+        }
+
 #define MIN(a, b)                           \
         __extension__({                     \
                 const __auto_type _a = (a); \
