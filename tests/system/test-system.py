@@ -421,7 +421,8 @@ class Bed:
 
     # -- helpers
 
-    def http(self, method, path, token=None, body=None, timeout=15):
+    def request(self, method, path, token=None, body=None, timeout=15):
+        """One request on a connection of its own: status, headers (lower-case names), the raw body."""
         headers = {}
         data = None
         if token:
@@ -437,10 +438,15 @@ class Bed:
             hdrs = {k.lower(): v for k, v in r.getheaders()}
         finally:
             conn.close()
+        return r.status, hdrs, raw
+
+    def http(self, method, path, token=None, body=None, timeout=15):
+        """request(), the body parsed when it is JSON (else None)."""
+        status, hdrs, raw = self.request(method, path, token, body, timeout)
         obj = None
         if raw and hdrs.get("content-type", "").startswith("application/json"):
             obj = json.loads(raw)
-        return r.status, hdrs, obj
+        return status, hdrs, obj
 
     def session(self):
         t = new_token()
@@ -2317,12 +2323,8 @@ def pipeline_question_with_python(bed):
             arts = rec["artifacts"]
             check(len(arts) == 1 and arts[0]["name"] == "production.csv" and arts[0]["media_type"] == "text/csv"
                   and arts[0]["sha256"] == hashlib.sha256(expected_csv).hexdigest(), f"artifacts {arts}")
-            conn = http.client.HTTPConnection("127.0.0.1", bed.port, timeout=10)
-            conn.request("GET", arts[0]["download_url"], headers={"Cookie": f"wikiweb_session={token}"})
-            r = conn.getresponse()
-            data = r.read()
-            conn.close()
-            check(r.status == 200 and data == expected_csv, f"download: {r.status} {data[:200]!r}")
+            status, _, data = bed.request("GET", arts[0]["download_url"], token, timeout=10)
+            check(status == 200 and data == expected_csv, f"download: {status} {data[:200]!r}")
             status, _, err = bed.http("GET", arts[0]["download_url"], bed.session())
             check(status == 404 and err["error"]["code"] == "artifact_not_found", f"other session: {status}")
             status, _, err = bed.http("GET", f"/api/v1/history/{rec['id']}", bed.session())
@@ -2536,12 +2538,8 @@ def query_stream_with_run_python(bed):
         arts = record["artifacts"]
         check(len(arts) == 1 and arts[0]["name"] == "squares.json" and arts[0]["size_bytes"] == len(data)
               and arts[0]["sha256"] == hashlib.sha256(data).hexdigest(), f"artifacts {arts}")
-        conn = http.client.HTTPConnection("127.0.0.1", bed.port, timeout=10)
-        conn.request("GET", arts[0]["download_url"], headers={"Cookie": f"wikiweb_session={token}"})
-        got = conn.getresponse()
-        body = got.read()
-        conn.close()
-        check(got.status == 200 and body == data, f"download: {got.status} {body[:200]!r}")
+        status, _, body = bed.request("GET", arts[0]["download_url"], token, timeout=10)
+        check(status == 200 and body == data, f"download: {status} {body[:200]!r}")
         _pl_no_scopes(bed)
         check(bed.prop("State") == "idle" and bed.prop("Health") == "ok", "not idle and ok after the query")
 
