@@ -225,6 +225,7 @@ static void sandbox_log_limits(void) {
 
 static void sandbox_on_ready(bool ready, const char *reason, void *userdata) {
         Sandbox *s = userdata;
+        bool was_answering = s->manager_answered;
 
         s->manager_answered = ready;
         if (ready) {
@@ -236,7 +237,7 @@ static void sandbox_on_ready(bool ready, const char *reason, void *userdata) {
         } else {
                 /* It stopped answering: it has SANDBOX_STARTING_MAX_USEC
                  * from now to answer again. */
-                if (s->manager_answered)
+                if (was_answering)
                         s->manager_lost = now(CLOCK_MONOTONIC);
                 if (reason && *reason && !strstr(reason, "waiting"))
                         log_warning("Sandbox unavailable: %s.", reason);

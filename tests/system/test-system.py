@@ -2670,6 +2670,36 @@ def pipeline_cold_start_offers_run_python(bed):
         _pl_no_scopes(bed)
 
 
+@test
+def pipeline_user_manager_restart_waits(bed):
+    """The user manager restarted under a daemon that has run longer than the sandbox's 30 s start window: a
+    query claimed while the sandbox reconnects waits for it (the window counts from the loss of the
+    connection, not from the daemon's start) and is offered run_python."""
+    uid = _sb_uid(bed)
+    with _Pipeline(bed) as pl:
+        pl.llm.set_script([{"tool_calls": [{"name": "run_python", "arguments": {"code": "print(6 * 7)"}}]},
+                           {"answer": "42"}])
+        token = bed.session()
+        wait_until(lambda: bed.http("GET", "/api/v1/health")[2]["sandbox"] == "ok", 20, what="the sandbox up")
+        up = int(bed.show(SERVICE, "ExecMainStartTimestampMonotonic")["ExecMainStartTimestampMonotonic"])
+        now_us = int(float(bed.ct.run(["cat", "/proc/uptime"]).stdout.split()[0]) * 1e6)
+        time.sleep(max(0.0, 31 - (now_us - up) / 1e6))
+        since = time.time()
+        bed.ct.run(["systemctl", "restart", f"user@{uid}.service"], timeout=60)
+        wait_until(lambda: bed.http("GET", "/api/v1/health")[2]["sandbox"] == "unavailable", 5,
+                   what="the daemon seeing the user manager go")
+        status, _, rec = bed.http("POST", "/api/v1/query", token, {"question": "Six times seven?"}, timeout=90)
+        check(status == 200 and rec["status"] == "succeeded", f"{status} {rec}")
+        offered = sorted(t["function"]["name"] for t in pl.llm.chat_requests()[0].get("tools", []))
+        check(offered == ["run_python", "wiki_read", "wiki_search"], f"the first model request offered {offered}")
+        check(rec["sandbox"] == "offered" and rec["answer"] == "42", f"record {rec}")
+        m = re.search(rf"Query {rec['id']}: waited (\d+) ms for the sandbox to start: available",
+                      bed.journal("--since", f"@{int(since) - 1}"))
+        check(m, "no journal line of the wait")
+        log(f"# after the user manager's restart the query waited {m.group(1)} ms for the sandbox")
+        _pl_no_scopes(bed)
+
+
 # --------------------------------------------------------------------------
 # Upstream I/O (src/query/upstream.c, destination policy): a name that
 # resolves to a loopback address through the container's own /etc/hosts but
