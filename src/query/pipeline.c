@@ -187,6 +187,16 @@ static json_object *query_run_shown_string(const char *s) {
         return json_string_n(s, n);
 }
 
+/* Number the next tool call of step (API.md 11.2: calls count from 1
+ * within their step). */
+static void query_run_next_call(QueryRun *q, unsigned step) {
+        if (q->call_step != step) {
+                q->call_step = step;
+                q->call = 0;
+        }
+        q->call++;
+}
+
 /* A tool call starts: its arguments as validated, strings cut, the code
  * replaced by its size. */
 static void query_run_emit_tool(QueryRun *q, const AgentAction *a) {
@@ -194,11 +204,7 @@ static void query_run_emit_tool(QueryRun *q, const AgentAction *a) {
         const AgentCall *c = &a->call;
         int r = o ? 0 : -ENOMEM;
 
-        if (q->call_step != a->step) {
-                q->call_step = a->step;
-                q->call = 0;
-        }
-        q->call++;
+        query_run_next_call(q, a->step);
         switch (c->tool) {
         case AGENT_TOOL_WIKI_SEARCH:
                 if (r >= 0)
@@ -239,11 +245,7 @@ static void query_run_emit_rejected(QueryRun *q, const AgentAction *a) {
                 _cleanup_free_ char *error = NULL;
                 const char *summary = "{}";
 
-                if (q->call_step != a->step) {
-                        q->call_step = a->step;
-                        q->call = 0;
-                }
-                q->call++;
+                query_run_next_call(q, a->step);
                 query_run_emit(
                         q,
                         (QueryEvent){ .type = QUERY_EVENT_TOOL,
