@@ -235,15 +235,29 @@ static void query_run_emit_tool(QueryRun *q, const AgentAction *a) {
                 });
 }
 
+/* {key: value} (value taken over), or NULL when out of memory. */
+static json_object *query_run_summary(const char *key, json_object *value) {
+        json_object *o = json_object_new_object();
+
+        if (!o) {
+                json_object_put(value);
+                return NULL;
+        }
+        if (json_add(o, key, value) < 0) {
+                json_object_put(o);
+                return NULL;
+        }
+        return o;
+}
+
 /* The calls the agent answered with an error (API.md 11.2): each a tool
  * event without arguments and at once its tool_result, not ok, with the
  * error sanitized. */
 static void query_run_emit_rejected(QueryRun *q, const AgentAction *a) {
         for (size_t i = 0; i < a->n_rejected; i++) {
                 const AgentRejectedCall *c = &a->rejected[i];
-                _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+                _cleanup_(json_object_putp) json_object *summary = NULL;
                 _cleanup_free_ char *error = NULL;
-                const char *summary = "{}";
 
                 query_run_next_call(q, a->step);
                 query_run_emit(
@@ -254,9 +268,8 @@ static void query_run_emit_rejected(QueryRun *q, const AgentAction *a) {
                                       .call = q->call,
                                       .name = c->name,
                                       .json = "{}" });
-                if (o && sanitize_message(c->error, strlen(c->error), &error) >= 0 &&
-                    json_add(o, "error", json_object_new_string(error)) >= 0)
-                        summary = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
+                if (sanitize_message(c->error, strlen(c->error), &error) >= 0)
+                        summary = query_run_summary("error", json_string(error));
                 query_run_emit(
                         q,
                         (QueryEvent){ .type = QUERY_EVENT_TOOL_RESULT,
@@ -264,7 +277,9 @@ static void query_run_emit_rejected(QueryRun *q, const AgentAction *a) {
                                       .call = q->call,
                                       .name = c->name,
                                       .ok = false,
-                                      .json = summary });
+                                      .json = summary ?
+                                              json_object_to_json_string_ext(summary, JSON_C_TO_STRING_PLAIN) :
+                                              "{}" });
         }
 }
 
@@ -285,20 +300,6 @@ static void query_run_emit_tool_result(QueryRun *q, bool ok, json_object *summar
                 });
 }
 
-/* {key: value} (value taken over), or NULL when out of memory. */
-static json_object *query_run_summary(const char *key, json_object *value) {
-        json_object *o = json_object_new_object();
-
-        if (!o) {
-                json_object_put(value);
-                return NULL;
-        }
-        if (json_add(o, key, value) < 0) {
-                json_object_put(o);
-                return NULL;
-        }
-        return o;
-}
 
 static json_object *query_run_page_summary(const WikiPage *p) {
         json_object *o = json_object_new_object();
