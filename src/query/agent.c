@@ -318,7 +318,9 @@ static int rejected_add(Agent *a, const char *name, const char *error) {
         if (!p)
                 return -ENOMEM;
         a->rejected = p;
-        a->rejected[a->n_rejected++] = (AgentRejectedCall){ .name = TAKE_PTR(n), .error = TAKE_PTR(e) };
+        a->rejected[a->n_rejected++] = (AgentRejectedCall){ .step = a->step,
+                                                            .name = TAKE_PTR(n),
+                                                            .error = TAKE_PTR(e) };
         return 0;
 }
 

@@ -117,6 +117,7 @@ typedef struct AgentCall {
  * the name as the model sent it, valid UTF-8 cut to 64 bytes, and the error
  * the model is told. */
 typedef struct AgentRejectedCall {
+        unsigned step; /* of the reply that made the call */
         char *name;
         char *error;
 } AgentRejectedCall;
@@ -125,8 +126,9 @@ typedef struct AgentAction {
         AgentActionType type;
         unsigned step; /* the model step, 1..max_steps (0 before the first) */
 
-        /* Any type: the calls of step this agent_next() answered with an
-         * error before deciding the action, in order. */
+        /* Any type: the calls this agent_next() answered with an error
+         * before deciding the action, in order (their step may be the one
+         * before the action's: a SEND after a reply of rejected calls). */
         const AgentRejectedCall *rejected;
         size_t n_rejected;
 

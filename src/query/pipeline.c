@@ -259,12 +259,12 @@ static void query_run_emit_rejected(QueryRun *q, const AgentAction *a) {
                 _cleanup_(json_object_putp) json_object *summary = NULL;
                 _cleanup_free_ char *error = NULL;
 
-                query_run_next_call(q, a->step);
+                query_run_next_call(q, c->step);
                 query_run_emit(
                         q,
                         (QueryEvent){ .type = QUERY_EVENT_TOOL,
                                       .phase = q->phase,
-                                      .step = a->step,
+                                      .step = c->step,
                                       .call = q->call,
                                       .name = c->name,
                                       .json = "{}" });
@@ -273,7 +273,7 @@ static void query_run_emit_rejected(QueryRun *q, const AgentAction *a) {
                 query_run_emit(
                         q,
                         (QueryEvent){ .type = QUERY_EVENT_TOOL_RESULT,
-                                      .step = a->step,
+                                      .step = c->step,
                                       .call = q->call,
                                       .name = c->name,
                                       .ok = false,

@@ -518,6 +518,7 @@ class Answered(PageBase):
         c.wait_answer(timeout=60)
         self.assertIn('From the wiki alone.', c.text('#answer'))
         self.assertIn('answered without Python: the sandbox was still starting', c.text('#record-meta'))
+        c.shot('answer-without-python', css='#query')
         c.check_console()
 
     def test_error_before_admission(self):
@@ -921,6 +922,29 @@ class Live(PageBase):
         for a in partial:
             self.assertTrue(answer.startswith(a[:10]), a)
         c.shot('live', full=True)
+        c.check_console()
+
+
+    def test_rejected_calls_shown_as_text(self):
+        """A call the daemon refuses (an unknown tool whose name is markup,
+        bad arguments) shows as a call and its refusal, the name as text."""
+        hostile = '<img src=x onerror="window.__pwned=1">'
+        d = self.page_daemon([
+            {'tool_calls': [{'name': hostile, 'arguments': {}},
+                            {'name': 'wiki_search', 'arguments': {'query': ''}}]},
+            {'answer': 'Nothing to compute.'}])
+        c = self.chrome(d)
+        c.js(WATCH_LIVE)
+        c.ask('Delete the wiki?')
+        c.wait_answer()
+        final = c.js('return window.__snaps')[-1][1]
+        self.assertEqual(final[:3], ['step 1', f'call Calling {hostile}', final[2]])
+        self.assertTrue(final[2].startswith('result : refused: unknown tool'), final)
+        self.assertEqual(final[3], 'call Searching the wiki for “”')
+        self.assertTrue(final[4].startswith('result : refused: query must be a string'), final)
+        self.assertIsNone(c.js('return window.__pwned || null'))
+        self.assertEqual(c.js("return document.querySelectorAll('#steps img').length"), 0)
+        c.shot('rejected-calls', css='#query')
         c.check_console()
 
 

@@ -410,6 +410,7 @@ TEST(bad_calls) {
         expect_tool_message(a, base + 10, "call_10", "without NUL");
         /* ... and shown to the caller with the action, in order. */
         ASSERT_EQ_INT(act.n_rejected, 11);
+        ASSERT_EQ_INT(act.rejected[0].step, act.step);
         ASSERT_EQ_STR(act.rejected[0].name, "delete_wiki");
         ASSERT_TRUE(strstr(act.rejected[0].error, "unknown tool") != NULL);
         ASSERT_EQ_STR(act.rejected[3].name, "wiki_search");
@@ -437,6 +438,10 @@ TEST(bad_calls) {
                 agent_messages(b, &base);
                 act = next(b, AGENT_ACTION_SEND); /* the error result went back */
                 ASSERT_EQ_INT(act.step, 2);
+                /* The rejected call is shown with the step that made it. */
+                ASSERT_EQ_INT(act.n_rejected, 1);
+                ASSERT_EQ_INT(act.rejected[0].step, 1);
+                ASSERT_EQ_STR(act.rejected[0].name, "run_python");
                 expect_tool_message(
                         b,
                         base,
