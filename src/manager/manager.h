@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <systemd/sd-event.h>
+
+#include "admission/admission.h"
+#include "query/executor.h"
+#include "sandbox/sandbox.h"
+#include "shared/api-error.h"
+#include "shared/config.h"
+#include "shared/ids.h"
+#include "shared/macro.h"
+#include "shared/time-util.h"
+#include "store/history.h"
+
+/* The Manager: the life of every query, between the daemon's faces
+ * (http/: the API and its streams; bus/: org.wikiweb.Queue1; the metrics
+ * scrape; the journal) and the work (admission/, query/, store/,
+ * sandbox/), as machined's Manager sits under machined-dbus.c.
+ *
+ * It owns the admission controller and its timer, the executor, the
+ * sandbox, the history store and the durable-sync worker, and every
+ * running query (ManagerQuery): id, session, slot, phase, step, start,
+ * deadline, the executor's job, whether its cleanup is awaited or
+ * confirmed. The faces keep no copy of that state: they ask the Manager
+ * (manager_get_query(), manager_foreach_query(), manager_get_health())
+ * and subscribe to its announcements.
+ *
+ * A query's life, as the Manager drives it:
+ *   manager_start_query(): claim (admission_claim(), which may join
+ *   implicitly), the record written "running" (history_begin()), the
+ *   executor started. Announces MANAGER_QUERY_STARTED.
+ *   While it runs: MANAGER_QUERY_EVENT for each pipeline event (step, text,
+ *   tool, tool_result, phase) and MANAGER_QUERY_PHASE when its phase
+ *   changes.
+ *   The executor reports its outcome: the record completed, made durable
+ *   (the sync worker); then MANAGER_QUERY_DURABLE (with the outcome's
+ *   status, code and sanitized message: the HTTP face answers the waiting
+ *   request, the streams send the record and end, D-Bus QueryFinished).
+ *   If its cleanup was confirmed: the slot is given up at once
+ *   (admission_finish()) and MANAGER_QUERY_CLEANUP_CONFIRMED follows; else
+ *   the slot stays taken, health goes degraded (MANAGER_HEALTH_CHANGED), and
+ *   when the Sandbox announces the cleanup confirmed at last the slot is
+ *   given up and MANAGER_QUERY_CLEANUP_CONFIRMED is announced then. The
+ *   ManagerQuery is freed after that announcement.
+ *
+ * Every announcement is made once, from the event loop, to every
+ * subscriber in the order they subscribed, with everything borrowed for
+ * the duration of the call. A handler may call the Manager's read
+ * functions but must not start, cancel or free anything from inside it.
+ *
+ * Slots: the Manager holds any number of running queries (one per
+ * admission slot); the admission controller decides how many there may
+ * be. */
+
+typedef struct Manager Manager;
+typedef struct ManagerQuery ManagerQuery;
+
+/* Health as GET /api/v1/health and D-Bus Health report it (API.md 6, 10). */
+typedef enum ManagerSandboxHealth {
+        MANAGER_SANDBOX_OK,          /* "ok" */
+        MANAGER_SANDBOX_STARTING,    /* "starting" */
+        MANAGER_SANDBOX_UNAVAILABLE, /* "unavailable" */
+        _MANAGER_SANDBOX_HEALTH_MAX,
+        _MANAGER_SANDBOX_HEALTH_INVALID = -EINVAL,
+} ManagerSandboxHealth;
+
+const char *manager_sandbox_health_to_string(ManagerSandboxHealth h);
+
+typedef struct ManagerHealth {
+        bool degraded;                /* a cleanup is not confirmed (a query's, or the sandbox's) */
+        ManagerSandboxHealth sandbox; /* "sandbox" */
+        bool draining;                /* "admission": "draining" */
+        AdmissionState state;         /* "state" */
+        bool execution_configured;    /* "execution": "ok" | "not_configured" */
+        /* The settings that are missing when !execution_configured, a
+         * NULL-terminated list of static names ("WIKI_WEB_WIKI_API_URL",
+         * "WIKI_WEB_LLM_URL", "WIKI_WEB_LLM_MODEL"); empty when configured. */
+        const char *missing_settings[4];
+} ManagerHealth;
+
+typedef enum ManagerEventType {
+        MANAGER_QUERY_STARTED,           /* query */
+        MANAGER_QUERY_EVENT,             /* query, event: one pipeline event as it happens */
+        MANAGER_QUERY_PHASE,             /* query: its phase changed (manager_query_phase()) */
+        MANAGER_QUERY_DURABLE,           /* query, outcome: its record is complete and durable */
+        MANAGER_QUERY_CLEANUP_CONFIRMED, /* query: its slot is given up; the query is freed after this */
+        MANAGER_HEALTH_CHANGED,          /* health: manager_get_health() differs from before */
+        MANAGER_ADMISSION,               /* admission: an event of the admission controller */
+        _MANAGER_EVENT_TYPE_MAX,
+        _MANAGER_EVENT_TYPE_INVALID = -EINVAL,
+} ManagerEventType;
+
+/* How a query ended, as its record says (borrowed for the call). */
+typedef struct ManagerOutcome {
+        bool succeeded;
+        ApiError api_error;      /* when !succeeded */
+        const char *message;     /* when !succeeded: sanitized, never NULL */
+        usec_t duration;         /* from the claim to the end of execution */
+        bool cleanup_confirmed;  /* false: the slot stays taken until it is */
+} ManagerOutcome;
+
+typedef struct ManagerEvent {
+        ManagerEventType type;
+        ManagerQuery *query;            /* every MANAGER_QUERY_* */
+        const QueryEvent *event;        /* MANAGER_QUERY_EVENT */
+        const ManagerOutcome *outcome;  /* MANAGER_QUERY_DURABLE */
+        const AdmissionEvent *admission; /* MANAGER_ADMISSION */
+} ManagerEvent;
+
+typedef void (*ManagerEventHandler)(Manager *m, const ManagerEvent *event, void *userdata);
+
+/* Sets up every part of the work from config (borrowed; must outlive the
+ * Manager) on event: opens the history (recovering records left running),
+ * the admission controller and its timer, the executor, the sandbox.
+ * Returns 0 or a negative errno, logged. */
+int manager_new(sd_event *event, const Config *config, Manager **ret);
+/* Frees everything, announcing nothing. */
+Manager *manager_free(Manager *m);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Manager *, manager_free);
+
+/* Subscribe to every announcement (see above). Returns 0 or -ENOMEM. */
+int manager_subscribe(Manager *m, ManagerEventHandler handler, void *userdata);
+
+/* The parts the faces read and use directly for the queue operations that
+ * are not a query's life (join, leave, status, hold, drain, remove a
+ * ticket) and for the history (list, get, delete, artifacts). Borrowed. */
+Admission *manager_get_admission(Manager *m);
+History *manager_get_history(Manager *m);
+const Config *manager_get_config(Manager *m);
+
+/* Start a query for session: claim, record, execute. question and pages
+ * are copied. On success returns 0 with the new query in *ret (owned by
+ * the Manager; valid until MANAGER_QUERY_CLEANUP_CONFIRMED has been
+ * announced for it). Errors, nothing started: -EBUSY (busy), -ENOSPC
+ * (queue_full), -ESHUTDOWN (draining, or the service is stopping),
+ * -ENOMEM, -EIO (the record could not be written: internal_error).
+ * MANAGER_QUERY_STARTED is announced before this returns. */
+int manager_start_query(
+        Manager *m, const SessionKey *session, const char *question, char *const *pages, ManagerQuery **ret);
+
+/* End a running query now, as its deadline would (an administrator's
+ * CancelQuery; the service stopping): it fails with execution_failed and
+ * the reason as its message, after its cleanup. 0, or -ESRCH when no query
+ * with that id is still executing (it ended, or its record is being made
+ * durable, or it waits for its cleanup). */
+int manager_cancel_query(Manager *m, const char *query_id, const char *reason);
+
+/* The running query with this id, or the one of this session; NULL when
+ * none. A query stays findable until its cleanup is confirmed. */
+ManagerQuery *manager_get_query(Manager *m, const char *query_id);
+ManagerQuery *manager_get_query_by_session(Manager *m, const SessionKey *session);
+
+/* Every query the Manager holds, oldest claim first. */
+typedef void (*ManagerQueryVisitor)(ManagerQuery *q, void *userdata);
+void manager_foreach_query(Manager *m, ManagerQueryVisitor f, void *userdata);
+/* How many queries it holds (executing, completing, or awaiting cleanup). */
+unsigned manager_n_queries(const Manager *m);
+/* The oldest running query (D-Bus RunningQueryId/RunningQueryPhase), NULL
+ * when none. */
+ManagerQuery *manager_oldest_query(Manager *m);
+
+const char *manager_query_id(const ManagerQuery *q);
+const SessionKey *manager_query_session(const ManagerQuery *q);
+unsigned manager_query_slot(const ManagerQuery *q);
+/* "wiki", "model", "sandbox", "cleanup"; "" before the first phase. */
+const char *manager_query_phase(const ManagerQuery *q);
+unsigned manager_query_step(const ManagerQuery *q);
+usec_t manager_query_since(const ManagerQuery *q);        /* monotonic, the claim */
+usec_t manager_query_created(const ManagerQuery *q);      /* realtime, the record's created_at */
+bool manager_query_executing(const ManagerQuery *q);      /* the executor still runs it */
+bool manager_query_awaiting_cleanup(const ManagerQuery *q);
+
+void manager_get_health(Manager *m, ManagerHealth *ret);
+
+/* The service is stopping (SIGTERM): no new query starts (-ESHUTDOWN);
+ * the running ones may finish until grace_usec has passed, then they are
+ * cancelled with reason. */
+void manager_stop(Manager *m, usec_t grace_usec, const char *reason);
+/* Whether anything of a query's life is still in flight: a query
+ * executing, or a record being made durable. The daemon exits once this is
+ * false (and its requests are done). */
+bool manager_busy(const Manager *m);
