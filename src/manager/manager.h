@@ -96,17 +96,17 @@ typedef enum ManagerEventType {
 /* How a query ended, as its record says (borrowed for the call). */
 typedef struct ManagerOutcome {
         bool succeeded;
-        ApiError api_error;      /* when !succeeded */
-        const char *message;     /* when !succeeded: sanitized, never NULL */
-        usec_t duration;         /* from the claim to the end of execution */
-        bool cleanup_confirmed;  /* false: the slot stays taken until it is */
+        ApiError api_error;     /* when !succeeded */
+        const char *message;    /* when !succeeded: sanitized, never NULL */
+        usec_t duration;        /* from the claim to the end of execution */
+        bool cleanup_confirmed; /* false: the slot stays taken until it is */
 } ManagerOutcome;
 
 typedef struct ManagerEvent {
         ManagerEventType type;
-        ManagerQuery *query;            /* every MANAGER_QUERY_* */
-        const QueryEvent *event;        /* MANAGER_QUERY_EVENT */
-        const ManagerOutcome *outcome;  /* MANAGER_QUERY_DURABLE */
+        ManagerQuery *query;             /* every MANAGER_QUERY_* */
+        const QueryEvent *event;         /* MANAGER_QUERY_EVENT */
+        const ManagerOutcome *outcome;   /* MANAGER_QUERY_DURABLE */
         const AdmissionEvent *admission; /* MANAGER_ADMISSION */
 } ManagerEvent;
 
@@ -168,9 +168,9 @@ unsigned manager_query_slot(const ManagerQuery *q);
 /* "wiki", "model", "sandbox", "cleanup"; "" before the first phase. */
 const char *manager_query_phase(const ManagerQuery *q);
 unsigned manager_query_step(const ManagerQuery *q);
-usec_t manager_query_since(const ManagerQuery *q);        /* monotonic, the claim */
-usec_t manager_query_created(const ManagerQuery *q);      /* realtime, the record's created_at */
-bool manager_query_executing(const ManagerQuery *q);      /* the executor still runs it */
+usec_t manager_query_since(const ManagerQuery *q);   /* monotonic, the claim */
+usec_t manager_query_created(const ManagerQuery *q); /* realtime, the record's created_at */
+bool manager_query_executing(const ManagerQuery *q); /* the executor still runs it */
 bool manager_query_awaiting_cleanup(const ManagerQuery *q);
 
 void manager_get_health(Manager *m, ManagerHealth *ret);
