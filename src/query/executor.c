@@ -99,9 +99,9 @@ bool query_executor_is_configured(const QueryExecutor *x) {
         return x->upstream;
 }
 
-bool query_executor_busy(const QueryExecutor *x) {
+unsigned query_executor_n_running(const QueryExecutor *x) {
         assert(x);
-        return x->busy;
+        return x->busy ? 1 : 0;
 }
 
 /* Report the job's end: a job that nothing ran needs no cleanup. */
@@ -185,13 +185,14 @@ void query_executor_sandbox_changed(QueryExecutor *x) {
                 query_run_sandbox_changed(x->run);
 }
 
-int query_executor_abort(QueryExecutor *x, const char *reason) {
+int query_executor_abort(QueryExecutor *x, const char *query_id, const char *reason) {
         int r;
 
         assert(x);
+        assert(query_id);
         assert(reason);
 
-        if (!x->busy)
+        if (!x->busy || !streq(x->query_id, query_id))
                 return -ESRCH;
         if (x->run) {
                 query_run_abort(x->run, -ECANCELED, API_ERROR_EXECUTION_FAILED, reason);

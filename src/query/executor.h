@@ -152,13 +152,15 @@ bool query_executor_is_configured(const QueryExecutor *x);
 /* Start the job; done is called exactly once later. Returns 0, -EBUSY if a
  * job is already running, -ENOMEM. */
 int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryExecutorDone done, void *userdata);
-/* Whether a job is running. */
-bool query_executor_busy(const QueryExecutor *x);
+/* How many jobs are running (whose done has not been called yet). */
+unsigned query_executor_n_running(const QueryExecutor *x);
 
-/* End the running job now (the service is stopping and cannot wait any
- * longer): done is called from the event loop with execution_failed and
- * the reason, after cleanup. Returns 0, or -ESRCH when no job runs. */
-int query_executor_abort(QueryExecutor *x, const char *reason);
+/* End the running job query_id now (an administrator's CancelQuery; the
+ * service is stopping and cannot wait any longer): its done is called from
+ * the event loop with execution_failed and the reason (static, or outliving
+ * the job), after cleanup. Returns 0, or -ESRCH when no job with that id
+ * runs. */
+int query_executor_abort(QueryExecutor *x, const char *query_id, const char *reason);
 
 /* Test-only (WIKI_WEB_TEST_FAULTS=1): make each job take this long before
  * it reports, so tests can stop the service while a query runs. The
