@@ -246,9 +246,11 @@ static HttpHandlerResult api_handle_health(Api *api, HttpRequest *req) {
         json_object_object_add(o, "version", json_object_new_string(PACKAGE_VERSION));
         json_object_object_add(o, "state", json_object_new_string(admission_state_to_string(h.state)));
         json_object_object_add(
-                o, "sandbox", json_object_new_string(h.sandbox == MANAGER_SANDBOX_OK ? "ok" : "unavailable"));
+                o, "sandbox", json_object_new_string(manager_sandbox_health_to_string(h.sandbox)));
         json_object_object_add(o, "admission", json_object_new_string(h.draining ? "draining" : "open"));
-        json_object_put(missing);
+        json_object_object_add(
+                o, "execution", json_object_new_string(h.execution_configured ? "ok" : "not_configured"));
+        json_object_object_add(o, "missing_settings", missing);
         return http_reply(req, 200, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN), NULL);
 }
 

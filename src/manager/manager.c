@@ -266,7 +266,6 @@ bool manager_query_awaiting_cleanup(const ManagerQuery *q) {
 
 void manager_get_health(Manager *m, ManagerHealth *ret) {
         SandboxState state;
-        size_t n = 0;
         bool degraded;
 
         assert(m);
@@ -287,15 +286,8 @@ void manager_get_health(Manager *m, ManagerHealth *ret) {
                 .state = admission_get_state(m->admission),
                 .execution_configured = query_executor_is_configured(m->executor),
         };
-        if (ret->execution_configured)
-                return;
-        /* The settings without which no query runs (query/executor.c). */
-        if (!m->config->wiki_api_url)
-                ret->missing_settings[n++] = "WIKI_WEB_WIKI_API_URL";
-        if (!m->config->llm_url)
-                ret->missing_settings[n++] = "WIKI_WEB_LLM_URL";
-        if (!m->config->llm_model)
-                ret->missing_settings[n++] = "WIKI_WEB_LLM_MODEL";
+        if (!ret->execution_configured)
+                (void) config_missing_execution_settings(m->config, ret->missing_settings);
 }
 
 /* ---- a query's life ---- */

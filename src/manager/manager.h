@@ -78,7 +78,7 @@ typedef struct ManagerHealth {
         /* The settings that are missing when !execution_configured, a
          * NULL-terminated list of static names ("WIKI_WEB_WIKI_API_URL",
          * "WIKI_WEB_LLM_URL", "WIKI_WEB_LLM_MODEL"); empty when configured. */
-        const char *missing_settings[4];
+        const char *missing_settings[CONFIG_EXECUTION_SETTINGS_MAX + 1];
 } ManagerHealth;
 
 typedef enum ManagerEventType {

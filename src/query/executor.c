@@ -31,7 +31,41 @@ struct QueryExecutor {
         const char *abort_reason; /* static string, set by query_executor_abort() */
 
         usec_t test_delay;
+
+        /* The message of a query that cannot run (API.md 9, health): the
+         * settings that are missing and where to read on. */
+        char unconfigured_message[256];
 };
+
+/* "query execution is not configured: WIKI_WEB_LLM_URL and
+ * WIKI_WEB_LLM_MODEL are not set (see "Quick start" in the README)". */
+static void format_unconfigured_message(const Config *c, char *buf, size_t size) {
+        const char *missing[CONFIG_EXECUTION_SETTINGS_MAX + 1];
+        size_t n = config_missing_execution_settings(c, missing), k;
+        int w;
+
+        if (n == 0) {
+                /* Only with the test delay: nothing is missing. */
+                snprintf(buf, size, "query execution is not configured");
+                return;
+        }
+        w = snprintf(buf, size, "query execution is not configured: ");
+        k = w > 0 ? (size_t) w : 0;
+        for (size_t i = 0; i < n && k < size; i++) {
+                const char *sep = i == 0 ? "" : ", ";
+
+                if (i > 0 && i + 1 == n)
+                        sep = " and ";
+                w = snprintf(buf + k, size - k, "%s%s", sep, missing[i]);
+                k += w > 0 ? (size_t) w : 0;
+        }
+        if (k < size)
+                snprintf(
+                        buf + k,
+                        size - k,
+                        " %s not set (see \"Quick start\" in the README)",
+                        n == 1 ? "is" : "are");
+}
 
 static bool configured(const Config *c) {
         return c->wiki_api_url && c->llm_url && c->llm_model;
@@ -50,6 +84,7 @@ int query_executor_new(sd_event *event, const Config *config, QueryExecutor **re
                 return -ENOMEM;
         x->event = event;
         x->config = config;
+        format_unconfigured_message(config, x->unconfigured_message, sizeof x->unconfigured_message);
 
         if (configured(config)) {
                 r = destination_policy_new(
@@ -121,7 +156,7 @@ static void query_executor_report(QueryExecutor *x) {
                 .query_id = id,
                 .error = x->abort_reason ? -ECANCELED : -EOPNOTSUPP,
                 .api_error = API_ERROR_EXECUTION_FAILED,
-                .message = x->abort_reason ? x->abort_reason : "query execution is not configured",
+                .message = x->abort_reason ? x->abort_reason : x->unconfigured_message,
                 /* Nothing was started, so there is nothing to clean up. */
                 .cleanup_confirmed = true,
         };

@@ -17,7 +17,8 @@
  * The executor runs one query at a time (query/pipeline.h: a QueryRun).
  * Without a wiki and a model in the configuration it reports every query
  * honestly as failed with execution_failed ("query execution is not
- * configured"), asynchronously from the event loop, with its (empty)
+ * configured: … are not set", naming the missing settings and the README's
+ * "Quick start"), asynchronously from the event loop, with its (empty)
  * cleanup confirmed. It owns the daemon's one Upstream (libcurl multi, with
  * the destination policy of the config). */
 
