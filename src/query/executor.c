@@ -197,23 +197,6 @@ void query_executor_set_event_handler(QueryExecutor *x, QueryEventHandler handle
         x->event_userdata = userdata;
 }
 
-static const char *const query_phase_table[_QUERY_PHASE_MAX] = {
-        [QUERY_PHASE_WIKI] = "wiki",
-        [QUERY_PHASE_MODEL] = "model",
-        [QUERY_PHASE_SANDBOX] = "sandbox",
-        [QUERY_PHASE_CLEANUP] = "cleanup",
-};
-
-DEFINE_STRING_TABLE_LOOKUP_TO_STRING(query_phase, QueryPhase)
-
-static const char *const query_sandbox_table[_QUERY_SANDBOX_MAX] = {
-        [QUERY_SANDBOX_OFFERED] = "offered",
-        [QUERY_SANDBOX_UNAVAILABLE] = "unavailable",
-        [QUERY_SANDBOX_STARTING] = "starting",
-};
-
-DEFINE_STRING_TABLE_LOOKUP_TO_STRING(query_sandbox, QuerySandbox)
-
 void query_executor_sandbox_changed(QueryExecutor *x) {
         assert(x);
         if (x->run)
