@@ -2686,7 +2686,8 @@ def pipeline_user_manager_restart_waits(bed):
         time.sleep(max(0.0, 31 - (now_us - up) / 1e6))
         since = time.time()
         bed.ct.run(["systemctl", "restart", f"user@{uid}.service"], timeout=60)
-        wait_until(lambda: bed.http("GET", "/api/v1/health")[2]["sandbox"] == "unavailable", 5,
+        # Reconnecting: "starting" (a query waits for it), or "unavailable" for a moment before.
+        wait_until(lambda: bed.http("GET", "/api/v1/health")[2]["sandbox"] in ("starting", "unavailable"), 5,
                    what="the daemon seeing the user manager go")
         status, _, rec = bed.http("POST", "/api/v1/query", token, {"question": "Six times seven?"}, timeout=90)
         check(status == 200 and rec["status"] == "succeeded", f"{status} {rec}")
