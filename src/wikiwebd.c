@@ -389,14 +389,16 @@ static int setup_signals(Daemon *d) {
 static int setup_faces(Daemon *d) {
         int r, fd, metrics_fd;
 
-        r = api_new(d->event, d->manager, &d->api);
-        if (r < 0)
-                return log_oom();
-
+        /* The D-Bus object subscribes first: QueryFinished goes out before
+         * the answer to the query's request. */
         r = queue_bus_new(d->event, manager_get_admission(d->manager), NULL, &d->bus);
         if (r < 0)
                 log_warning_errno(r, "Not publishing the queue on D-Bus");
         r = queue_bus_set_manager(d->bus, d->manager);
+        if (r < 0)
+                return log_oom();
+
+        r = api_new(d->event, d->manager, &d->api);
         if (r < 0)
                 return log_oom();
 
