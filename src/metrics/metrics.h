@@ -10,8 +10,8 @@
 
 /* The daemon's metrics (API.md 12.3): one process-wide registry, counted
  * where the events happen (the HTTP server counts its responses and
- * connections, the daemon its tickets' removals, the API its queries as
- * they end and a ticket's wait at the claim, the pipeline each phase as it
+ * connections, the Manager its tickets' removals, its queries as they
+ * end and a ticket's wait at the claim, the pipeline each phase as it
  * ends and the model's tokens as a reply arrives, the sandbox its runs), and
  * rendered by metrics_render() in time proportional to the number of
  * series: a scrape recomputes nothing.

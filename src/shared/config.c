@@ -17,6 +17,20 @@ const char *config_getenv_process(const char *name, void *userdata) {
         return getenv(name);
 }
 
+size_t config_missing_execution_settings(
+        const Config *c, const char *ret[static CONFIG_EXECUTION_SETTINGS_MAX + 1]) {
+        size_t n = 0;
+
+        if (!c->wiki_api_url)
+                ret[n++] = "WIKI_WEB_WIKI_API_URL";
+        if (!c->llm_url)
+                ret[n++] = "WIKI_WEB_LLM_URL";
+        if (!c->llm_model)
+                ret[n++] = "WIKI_WEB_LLM_MODEL";
+        ret[n] = NULL;
+        return n;
+}
+
 void config_done(Config *c) {
         if (!c)
                 return;

@@ -75,6 +75,14 @@ int config_load(Config *c, ConfigGetenv getenv_fn, void *userdata, char **ret_er
 
 void config_done(Config *c);
 
+/* The settings without which no query can run (API.md 6, health's
+ * "missing_settings"): the names of those of WIKI_WEB_WIKI_API_URL,
+ * WIKI_WEB_LLM_URL and WIKI_WEB_LLM_MODEL that are unset, in that order,
+ * in ret (static strings, NULL-terminated). Returns how many. */
+#define CONFIG_EXECUTION_SETTINGS_MAX 3
+size_t config_missing_execution_settings(
+        const Config *c, const char *ret[static CONFIG_EXECUTION_SETTINGS_MAX + 1]);
+
 /* Print the effective configuration, one "NAME=value" line each, secrets
  * shown as "(set)" or "(unset)". */
 void config_dump(const Config *c, FILE *f);
