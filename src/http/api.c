@@ -202,7 +202,8 @@ void api_set_sandbox_state(Api *api, bool available, bool cleanup_pending) {
 
 /* The status object of API.md 6 as the session sees it, as text (the
  * caller frees it); NULL when out of memory. */
-static char *api_status_json(const Api *api, const SessionKey *session, const AdmissionStatus *st) {
+static char *api_status_json(
+        const Api *api, const SessionKey *session, const char *user, const AdmissionStatus *st) {
         _cleanup_(json_object_putp) json_object *o = NULL;
         RenderRunningQuery rq;
         bool running = query_streams_running(api->query_streams, session, &rq.id, &rq.step, &rq.phase);
@@ -211,7 +212,8 @@ static char *api_status_json(const Api *api, const SessionKey *session, const Ad
                 st,
                 api->config->queue_reservation_seconds,
                 api->config->queue_heartbeat_seconds,
-                running ? &rq : NULL);
+                running ? &rq : NULL,
+                user);
         return o ? strdup(render_body(o)) : NULL;
 }
 
@@ -248,7 +250,7 @@ static HttpHandlerResult reply_status(Api *api, HttpRequest *req, unsigned code,
         AdmissionStatus st;
 
         admission_status(api->admission, http_request_session(req), now_mono, &st);
-        body = api_status_json(api, http_request_session(req), &st);
+        body = api_status_json(api, http_request_session(req), http_request_user(req), &st);
         if (!body)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         return http_reply(req, code, body, NULL);
@@ -605,12 +607,27 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
         }
 
         {
-                const char *fields[] = { "WIKIWEB_EVENT=query_started", NULL, NULL };
+                const char *fields[] = { "WIKIWEB_EVENT=query_started", NULL, NULL, NULL };
+                _cleanup_free_ char *user = NULL, *f2 = NULL;
                 char f1[64];
 
                 snprintf(f1, sizeof f1, "QUERY_ID=%s", job.id);
                 fields[1] = f1;
-                log_fields(LOG_INFO, fields, "Query %s started.", job.id);
+                /* Who asked ("Identity"), through the sanitizer: the name
+                 * is the proxy's, not ours. */
+                if (http_request_user(req)) {
+                        r = sanitize_message(http_request_user(req), strlen(http_request_user(req)), &user);
+                        if (r < 0)
+                                log_oom();
+                        else if (asprintf(&f2, "WIKIWEB_USER=%s", user) < 0)
+                                log_oom();
+                        else
+                                fields[2] = f2;
+                }
+                if (fields[2])
+                        log_fields(LOG_INFO, fields, "Query %s started for user %s.", job.id, user);
+                else
+                        log_fields(LOG_INFO, fields, "Query %s started.", job.id);
         }
 
         if (stream) {

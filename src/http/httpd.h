@@ -95,6 +95,11 @@ usec_t http_server_fresh_until(const HttpServer *s);
 HttpMethod http_request_method(const HttpRequest *req);
 const RouteMatch *http_request_route(const HttpRequest *req);
 const SessionKey *http_request_session(const HttpRequest *req);
+/* Who is asking (API.md "Identity"): the user a trusted proxy named, NULL
+ * for an anonymous session (always NULL without trusted proxies). With a
+ * user, http_request_session() is that user's key, the same for every one
+ * of their sessions. */
+const char *http_request_user(const HttpRequest *req);
 const char *http_request_content_type(const HttpRequest *req);
 const uint8_t *http_request_body(const HttpRequest *req, size_t *ret_size);
 /* A query-string argument, NULL if absent. */
