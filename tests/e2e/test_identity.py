@@ -130,6 +130,10 @@ class Identity(harness.DaemonTestCase):
         r = request(d, 'GET', API + '/queue/status', [(USER, 'a' * 256)])
         self.assertStatus(r, 200)
         self.assertEqual(r.json['user'], 'a' * 256)
+        # UTF-8 is taken as it is.
+        r = request(d, 'GET', API + '/queue/status', [(USER, 'Zoë 東京'.encode())])
+        self.assertStatus(r, 200)
+        self.assertEqual(r.json['user'], 'Zoë 東京')
         # 8. X-Forwarded-For or Forwarded naming the trusted address: the
         #    peer is the connection's own address.
         for fwd in (('X-Forwarded-For', PROXY), ('Forwarded', f'for={PROXY}'), ('X-Real-IP', PROXY)):
