@@ -280,6 +280,18 @@ static HttpHandlerResult api_handle_health(Api *api, HttpRequest *req) {
         return http_reply(req, 200, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN), NULL);
 }
 
+/* The name of the user who holds the session's ticket or runs its query,
+ * kept for root on D-Bus (API.md "Identity"); failing loses only that. */
+static void api_name_holder(Api *api, HttpRequest *req) {
+        int r;
+
+        if (!http_request_user(req))
+                return;
+        r = admission_set_user(api->admission, http_request_session(req), http_request_user(req));
+        if (r < 0 && r != -ENOENT)
+                log_warning_errno(r, "Failed to keep the name of a ticket's user");
+}
+
 static HttpHandlerResult api_handle_join(Api *api, HttpRequest *req) {
         _cleanup_free_ char *message = NULL;
         usec_t t = now(CLOCK_MONOTONIC);
@@ -300,6 +312,7 @@ static HttpHandlerResult api_handle_join(Api *api, HttpRequest *req) {
                 log_error_errno(r, "Failed to join the queue");
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         }
+        api_name_holder(api, req);
         return reply_status(api, req, r > 0 ? 201 : 200, t);
 }
 
@@ -563,6 +576,7 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
                 return reply_with_retry_after(api, req, API_ERROR_QUEUE_FULL, API_DRAINING_MESSAGE, t);
         if (r < 0)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        api_name_holder(api, req);
         /* The ticket's wait ends with the claim; the pipeline counts the
          * other phases as each ends (API.md 12.3). */
         metrics_count_query_phase("queue", queued);
