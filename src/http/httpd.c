@@ -753,9 +753,12 @@ static enum MHD_Result http_server_scan_identity(
         return MHD_YES;
 }
 
+/* Nothing is looked for without identity (no trusted proxies). */
 static void identity_scan(HttpRequest *req, IdentityScan *ret) {
         *ret = (IdentityScan){ .name = req->server->config->user_header };
-        (void) MHD_get_connection_values_n(req->connection, MHD_HEADER_KIND, http_server_scan_identity, ret);
+        if (config_identity_enabled(req->server->config))
+                (void) MHD_get_connection_values_n(
+                        req->connection, MHD_HEADER_KIND, http_server_scan_identity, ret);
 }
 
 /* The connection's own peer address (never a forwarding header). -errno
@@ -831,19 +834,19 @@ static bool request_identify(HttpRequest *req, const char *url, const IdentitySc
         HttpServer *s = req->server;
         const Config *cfg = s->config;
         NetAddress peer;
-        bool trusted;
+        bool has_peer, trusted;
 
         if (!config_identity_enabled(cfg))
                 return false;
 
-        trusted = request_peer(req, &peer) >= 0 &&
-                net_prefix_list_contains(cfg->trusted_proxies, cfg->n_trusted_proxies, &peer);
+        has_peer = request_peer(req, &peer) >= 0;
+        trusted = has_peer && net_prefix_list_contains(cfg->trusted_proxies, cfg->n_trusted_proxies, &peer);
 
         if (is->n > 0 && !trusted) {
                 /* Never believed, whatever else the request says
                  * (X-Forwarded-For, Forwarded, a cookie). */
                 metrics_count_identity_refused("untrusted_peer");
-                if (request_peer(req, &peer) >= 0)
+                if (has_peer)
                         identity_warn_untrusted(s, &peer);
                 http_reply_error(
                         req,
@@ -865,6 +868,7 @@ static bool request_identify(HttpRequest *req, const char *url, const IdentitySc
                 }
                 req->user = strndup(is->value, is->value_size);
                 if (!req->user) {
+                        log_oom();
                         http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
                         return true;
                 }
@@ -918,7 +922,7 @@ static bool request_begin(HttpRequest *req, const char *url, const char *method,
                 /* A user header in a request refused for its framing (a
                  * control character in its value, a line MHD could not
                  * split) is a refused identity too. */
-                if (is.n > 0 && config_identity_enabled(cfg))
+                if (is.n > 0)
                         metrics_count_identity_refused("invalid");
                 return true;
         }

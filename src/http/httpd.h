@@ -17,7 +17,9 @@
  * sd-event I/O source and its connection timeout an sd-event time source.
  *
  * The server owns the request lifecycle that every endpoint shares, in the
- * order API.md 1, 3, 4 and 7 fix: origin policy (403, changes nothing),
+ * order API.md 1, 3, 4 and 7 fix: strict framing, who is asking (API.md
+ * "Identity": the trusted proxy's user header, 403/400, for the page's
+ * files too), origin policy (403, changes nothing),
  * CORS preflight, routing (404/405), the size limit (413, decided from
  * Content-Length before the body is read, and while streaming a chunked
  * body), body accumulation, the session cookie, then the endpoint handler
