@@ -539,6 +539,34 @@ static bool api_wants_stream(HttpRequest *req) {
         return accept && strcasestr(accept, "text/event-stream");
 }
 
+/* Who asked a query that started (API.md "Identity"): one journal line
+ * with WIKIWEB_USER, the name through the sanitizer (it is the proxy's,
+ * not ours). Nothing for an anonymous session. */
+static void api_log_user(HttpRequest *req, const char *query_id) {
+        const char *fields[] = { "WIKIWEB_EVENT=query_user", NULL, NULL, NULL };
+        _cleanup_free_ char *user = NULL, *f1 = NULL, *f2 = NULL;
+        int r;
+
+        if (!http_request_user(req))
+                return;
+        r = sanitize_message(http_request_user(req), strlen(http_request_user(req)), &user);
+        if (r < 0) {
+                log_oom();
+                return;
+        }
+        if (asprintf(&f1, "QUERY_ID=%s", query_id) < 0) {
+                log_oom();
+                return;
+        }
+        if (asprintf(&f2, "WIKIWEB_USER=%s", user) < 0) {
+                log_oom();
+                return;
+        }
+        fields[1] = f1;
+        fields[2] = f2;
+        log_fields(LOG_INFO, fields, "Query %s asked by user %s.", query_id, user);
+}
+
 static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
         bool stream = api_wants_stream(req);
         _cleanup_free_ char *message = NULL;
@@ -621,28 +649,14 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
         }
 
         {
-                const char *fields[] = { "WIKIWEB_EVENT=query_started", NULL, NULL, NULL };
-                _cleanup_free_ char *user = NULL, *f2 = NULL;
+                const char *fields[] = { "WIKIWEB_EVENT=query_started", NULL, NULL };
                 char f1[64];
 
                 snprintf(f1, sizeof f1, "QUERY_ID=%s", job.id);
                 fields[1] = f1;
-                /* Who asked ("Identity"), through the sanitizer: the name
-                 * is the proxy's, not ours. */
-                if (http_request_user(req)) {
-                        r = sanitize_message(http_request_user(req), strlen(http_request_user(req)), &user);
-                        if (r < 0)
-                                log_oom();
-                        else if (asprintf(&f2, "WIKIWEB_USER=%s", user) < 0)
-                                log_oom();
-                        else
-                                fields[2] = f2;
-                }
-                if (fields[2])
-                        log_fields(LOG_INFO, fields, "Query %s started for user %s.", job.id, user);
-                else
-                        log_fields(LOG_INFO, fields, "Query %s started.", job.id);
+                log_fields(LOG_INFO, fields, "Query %s started.", job.id);
         }
+        api_log_user(req, job.id);
 
         if (stream) {
                 const char *h[] = { "Wikiweb-Query-Id", job.id, NULL };

@@ -336,8 +336,8 @@ class Identity(harness.DaemonTestCase):
         self.assertEqual([i['id'] for i in r.json['items']], [bob_query])
         # The journal names the user of each query.
         log = d.log()
-        self.assertRegex(log, f'Query {alice_query} started for user alice')
-        self.assertRegex(log, f'Query {bob_query} started for user bob')
+        self.assertRegex(log, f'Query {alice_query} asked by user alice')
+        self.assertRegex(log, f'Query {bob_query} asked by user bob')
         # Across a restart too (the key is the person's, not the daemon's).
         d.restart()
         r = request(d, 'GET', API + '/history', [(USER, 'alice')])

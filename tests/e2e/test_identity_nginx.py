@@ -191,7 +191,7 @@ class IdentityBehindNginx(harness.DaemonTestCase):
         r = bob.request('GET', API + '/history')
         self.assertEqual([i['id'] for i in r.json['items']], [bob_query])
         self.assertNotEqual(bob.cookie, alice.cookie)
-        self.assertIn(f'Query {alice_query} started for user alice', d.log())
+        self.assertIn(f'Query {alice_query} asked by user alice', d.log())
 
     def test_one_place_for_two_sessions(self):
         d, n = self.front()
