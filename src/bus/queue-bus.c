@@ -159,13 +159,14 @@ static void list_one(const TicketView *t, void *userdata) {
                 reservation = monotonic_to_wallclock(t->reservation_deadline);
         r = sd_bus_message_append(
                 c->reply,
-                "(ssuttt)",
+                "(ssuttts)",
                 t->id,
                 ticket_status_to_string(t->status),
                 clamp_u32(t->position),
                 (uint64_t) monotonic_to_wallclock(t->joined),
                 (uint64_t) monotonic_to_wallclock(t->heartbeat_deadline),
-                (uint64_t) reservation);
+                (uint64_t) reservation,
+                t->user ? t->user : "");
         if (r < 0)
                 c->r = r;
 }
@@ -180,7 +181,8 @@ static int check_caller_is_root(sd_bus_message *m, sd_bus_error *error) {
                 return sd_bus_error_set(
                         error, SD_BUS_ERROR_ACCESS_DENIED, "Cannot determine the caller's user; access denied.");
         if (r == 0)
-                return sd_bus_error_set(error, SD_BUS_ERROR_ACCESS_DENIED, "Only root may list tickets.");
+                return sd_bus_error_set(
+                        error, SD_BUS_ERROR_ACCESS_DENIED, "Only root may list tickets and their users.");
         return 0;
 }
 
@@ -203,7 +205,7 @@ static int method_list_tickets(sd_bus_message *m, void *userdata, sd_bus_error *
         r = sd_bus_message_new_method_return(m, &reply);
         if (r < 0)
                 return r;
-        r = sd_bus_message_open_container(reply, 'a', "(ssuttt)");
+        r = sd_bus_message_open_container(reply, 'a', "(ssuttts)");
         if (r < 0)
                 return r;
         c.reply = reply;
@@ -214,6 +216,20 @@ static int method_list_tickets(sd_bus_message *m, void *userdata, sd_bus_error *
         if (r < 0)
                 return r;
         return sd_bus_send(NULL, reply, NULL);
+}
+
+/* The user of the running query (API.md "Identity"), root only like the
+ * tickets: "" when none runs or it is anonymous. */
+static int method_get_running_query_user(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        QueueBus *b = userdata;
+        const char *user;
+        int r;
+
+        r = check_caller_is_root(m, error);
+        if (r < 0)
+                return r;
+        user = admission_running_user(b->admission);
+        return sd_bus_reply_method_return(m, "s", user ? user : "");
 }
 
 static void schedule_flush(QueueBus *b);
@@ -325,8 +341,14 @@ static const sd_bus_vtable queue_vtable[] = {
         SD_BUS_METHOD_WITH_ARGS(
                 "ListTickets",
                 SD_BUS_NO_ARGS,
-                SD_BUS_RESULT("a(ssuttt)", tickets),
+                SD_BUS_RESULT("a(ssuttts)", tickets),
                 method_list_tickets,
+                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS(
+                "GetRunningQueryUser",
+                SD_BUS_NO_ARGS,
+                SD_BUS_RESULT("s", user),
+                method_get_running_query_user,
                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS(
                 "Drain", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, method_drain, SD_BUS_VTABLE_UNPRIVILEGED),

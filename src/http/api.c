@@ -171,7 +171,7 @@ Api *api_free(Api *api) {
 
 /* The status object of API.md 6 as the session sees it, as text (the
  * caller frees it); NULL when out of memory. */
-static char *api_status_json(Api *api, const SessionKey *session, const AdmissionStatus *st) {
+static char *api_status_json(Api *api, const SessionKey *session, const char *user, const AdmissionStatus *st) {
         _cleanup_(json_object_putp) json_object *o = NULL;
         ManagerQuery *q = manager_get_query_by_session(api->manager, session);
         RenderRunningQuery rq;
@@ -186,7 +186,11 @@ static char *api_status_json(Api *api, const SessionKey *session, const Admissio
                         .phase = manager_query_phase(q),
                 };
         o = render_status(
-                st, api->config->queue_reservation_seconds, api->config->queue_heartbeat_seconds, q ? &rq : NULL);
+                st,
+                api->config->queue_reservation_seconds,
+                api->config->queue_heartbeat_seconds,
+                q ? &rq : NULL,
+                user);
         return o ? strdup(render_body(o)) : NULL;
 }
 
@@ -223,7 +227,7 @@ static HttpHandlerResult reply_status(Api *api, HttpRequest *req, unsigned code,
         AdmissionStatus st;
 
         admission_status(api->admission, http_request_session(req), now_mono, &st);
-        body = api_status_json(api, http_request_session(req), &st);
+        body = api_status_json(api, http_request_session(req), http_request_user(req), &st);
         if (!body)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         return http_reply(req, code, body, NULL);
@@ -254,6 +258,18 @@ static HttpHandlerResult api_handle_health(Api *api, HttpRequest *req) {
         return http_reply(req, 200, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN), NULL);
 }
 
+/* The name of the user who holds the session's ticket or runs its query,
+ * kept for root on D-Bus (API.md "Identity"); failing loses only that. */
+static void api_name_holder(Api *api, HttpRequest *req) {
+        int r;
+
+        if (!http_request_user(req))
+                return;
+        r = admission_set_user(api->admission, http_request_session(req), http_request_user(req));
+        if (r < 0 && r != -ENOENT)
+                log_warning_errno(r, "Failed to keep the name of a ticket's user");
+}
+
 static HttpHandlerResult api_handle_join(Api *api, HttpRequest *req) {
         _cleanup_free_ char *message = NULL;
         usec_t t = now(CLOCK_MONOTONIC);
@@ -274,6 +290,7 @@ static HttpHandlerResult api_handle_join(Api *api, HttpRequest *req) {
                 log_error_errno(r, "Failed to join the queue");
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         }
+        api_name_holder(api, req);
         return reply_status(api, req, r > 0 ? 201 : 200, t);
 }
 
@@ -308,6 +325,34 @@ static bool api_wants_stream(HttpRequest *req) {
         const char *accept = http_request_header(req, "Accept");
 
         return accept && strcasestr(accept, "text/event-stream");
+}
+
+/* Who asked a query that started (API.md "Identity"): one journal line
+ * with WIKIWEB_USER, the name through the sanitizer (it is the proxy's,
+ * not ours). Nothing for an anonymous session. */
+static void api_log_user(HttpRequest *req, const char *query_id) {
+        const char *fields[] = { "WIKIWEB_EVENT=query_user", NULL, NULL, NULL };
+        _cleanup_free_ char *user = NULL, *f1 = NULL, *f2 = NULL;
+        int r;
+
+        if (!http_request_user(req))
+                return;
+        r = sanitize_message(http_request_user(req), strlen(http_request_user(req)), &user);
+        if (r < 0) {
+                log_oom();
+                return;
+        }
+        if (asprintf(&f1, "QUERY_ID=%s", query_id) < 0) {
+                log_oom();
+                return;
+        }
+        if (asprintf(&f2, "WIKIWEB_USER=%s", user) < 0) {
+                log_oom();
+                return;
+        }
+        fields[1] = f1;
+        fields[2] = f2;
+        log_fields(LOG_INFO, fields, "Query %s asked by user %s.", query_id, user);
 }
 
 static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
@@ -345,6 +390,8 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
                 return reply_with_retry_after(api, req, API_ERROR_QUEUE_FULL, API_DRAINING_MESSAGE, t);
         if (r < 0)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        api_name_holder(api, req);
+        api_log_user(req, manager_query_id(query));
 
         if (stream) {
                 const char *h[] = { "Wikiweb-Query-Id", manager_query_id(query), NULL };

@@ -42,6 +42,13 @@ void metrics_count_model_tokens(const char *kind, uint64_t n);
 /* wikiweb_sandbox_runs_total{outcome}: "exited", "timeout", "failed",
  * "cleanup_failed". */
 void metrics_count_sandbox_run(const char *outcome);
+/* wikiweb_identity_refused_total{reason} (API.md "Identity"): the user
+ * header from a peer that is not a trusted proxy ("untrusted_peer"), a
+ * value that is not a user name ("invalid"), the header sent twice
+ * ("repeated"), a request without an identity where one is required
+ * ("missing"), a session cookie issued to another user ("cookie"). Never a
+ * user name or an address as a label. */
+void metrics_count_identity_refused(const char *reason);
 /* wikiweb_http_requests_total{code}: each response sent on the API socket. */
 void metrics_count_http_request(unsigned status);
 /* wikiweb_http_connections and wikiweb_event_streams, gauges kept by their
