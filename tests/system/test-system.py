@@ -1381,7 +1381,7 @@ def watchdog_restarts_hung_daemon(bed):
         bed.ct.run(["systemctl", "daemon-reload"], check=False)
 
 
-# -- HTTP under hostile clients (issue 10) -----------------------------------
+# -- HTTP under hostile clients: the limits of the production unit --------------
 
 
 @test
@@ -1770,12 +1770,13 @@ def _package_steps(bed, ct, deb):
 
 
 # --------------------------------------------------------------------------
-# The sandbox (issue 8): src/sandbox/ driven by wikiweb-sandbox-tool inside
-# the container, as the service user, under wikiwebd.service's own [Service]
-# settings (copied into a transient unit with ExecStart replaced): that is
-# how these tests show the unit's relaxations are enough, until the
-# pipeline drives the sandbox from the daemon itself. A real crun (and
-# runc), a real user manager (the linger entry of tmpfiles.d), real scopes.
+# The sandbox: src/sandbox/ driven by wikiweb-sandbox-tool inside the
+# container, as the service user, under wikiwebd.service's own [Service]
+# settings (copied into a transient unit with ExecStart replaced): these
+# tests show that the unit's relaxations are enough for each run and each
+# hostile program alone; the pipeline tests below drive the sandbox from the
+# daemon itself. A real crun (and runc), a real user manager (the linger
+# entry of tmpfiles.d), real scopes.
 
 SBTOOL_IN_CT = "/opt/wikiweb-test/wikiweb-sandbox-tool"
 SB_DIR = "/run/wikiweb-sbtest"  # code files and pages, readable by the service user
@@ -2281,7 +2282,7 @@ def sandbox_daemon_unconfirmed_degrades_health(bed):
 
 
 # --------------------------------------------------------------------------
-# The query pipeline (issue 9): wikiwebd under the production unit asks a
+# The query pipeline: wikiwebd under the production unit asks a
 # real private MediaWiki (tests/fixtures/mediawiki.py, php -S on the host's
 # 127.0.0.1, which the container shares) with a bot password from the
 # credential store, a scripted model (tests/fixtures/fake_llm.py) and runs
@@ -2968,7 +2969,7 @@ def sandbox_own_namespaces(bed):
               f"~@resources in the container: nice {inside['nice']}, affinity {inside['affinity']}, "
               f"setrlimit {inside['setrlimit']}")
 # --------------------------------------------------------------------------
-# Sandbox: the exact /out cap (issue 8). /out is a tmpfs of
+# Sandbox: the exact /out cap. /out is a tmpfs of
 # WIKI_WEB_ARTIFACT_MAX_BYTES; the container's init copies the query's files
 # in before the code and out after it (also at the timeout).
 
