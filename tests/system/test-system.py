@@ -1757,7 +1757,9 @@ def _package_steps(bed, ct, deb):
     gone = ["/etc/wikiweb", "/etc/wikiweb/wikiweb.conf.d/50-local.conf", "/var/lib/wikiweb", "/etc/credstore/wikiweb.llm-api-key", "/var/lib/wikiweb-sandbox",
             "/var/lib/systemd/linger/wikiweb", "/usr/libexec/wikiwebd", "/lib/systemd/system/wikiwebd.service",
             "/lib/systemd/system/wikiwebd.socket", "/usr/share/dbus-1/system.d/org.wikiweb.Queue1.conf",
-            "/etc/systemd/system/sockets.target.wants/wikiwebd.socket"]
+            "/etc/systemd/system/sockets.target.wants/wikiwebd.socket",
+            "/etc/systemd/system/sockets.target.wants/wikiwebd-metrics.socket",
+            "/etc/systemd/system/wikiwebd.service.wants/wikiwebd-metrics.socket"]
     left = [p for p in gone if os.path.lexists(ct.root(p))]
     check(not left, f"left after purge: {left}")
     check(ct.run(["dpkg-query", "-W", "-f=${Status}", "wikiweb"], check=False).stdout.strip()
