@@ -34,6 +34,7 @@ static struct {
         CounterVec phase_usec;    /* phase; microseconds, shown as seconds */
         CounterVec tokens;        /* kind */
         CounterVec sandbox_runs;  /* outcome */
+        CounterVec citations;     /* status */
         CounterVec http_requests; /* code */
         int64_t http_connections;
         int64_t event_streams;
@@ -81,6 +82,7 @@ void metrics_reset(void) {
         static const char *const phases[] = { "queue", "wiki", "model", "sandbox", "cleanup", NULL };
         static const char *const kinds[] = { "prompt", "completion", NULL };
         static const char *const outcomes[] = { "exited", "timeout", "failed", "cleanup_failed", NULL };
+        static const char *const statuses[] = { "verified", "not_found", "not_read", "too_short", NULL };
 
         memset(&registry, 0, sizeof registry);
         registry.query_duration.bounds = metrics_query_duration_bounds;
@@ -91,6 +93,7 @@ void metrics_reset(void) {
         vec_seed(&registry.phase_usec, phases);
         vec_seed(&registry.tokens, kinds);
         vec_seed(&registry.sandbox_runs, outcomes);
+        vec_seed(&registry.citations, statuses);
         (void) vec_entry(&registry.queries, "succeeded", NULL);
 }
 
@@ -113,6 +116,10 @@ void metrics_count_model_tokens(const char *kind, uint64_t n) {
 
 void metrics_count_sandbox_run(const char *outcome) {
         vec_add(&registry.sandbox_runs, outcome, NULL, 1);
+}
+
+void metrics_count_citations(const char *status, unsigned n) {
+        vec_add(&registry.citations, status, NULL, n);
 }
 
 void metrics_count_http_request(unsigned status) {
@@ -292,6 +299,14 @@ int metrics_render(MetricsFormat format, const MetricsGauges *g, char **ret, siz
                 NULL,
                 "run_python runs, by outcome (exited, timeout, failed, cleanup_failed).");
         render_vec(&w, &registry.sandbox_runs, "outcome", NULL);
+
+        metrics_family(
+                &w,
+                "wikiweb_citations",
+                METRIC_COUNTER,
+                NULL,
+                "Citations of answers, by status (verified, not_found, not_read, too_short).");
+        render_vec(&w, &registry.citations, "status", NULL);
 
         metrics_family(
                 &w,

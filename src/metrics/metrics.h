@@ -42,6 +42,9 @@ void metrics_count_model_tokens(const char *kind, uint64_t n);
 /* wikiweb_sandbox_runs_total{outcome}: "exited", "timeout", "failed",
  * "cleanup_failed". */
 void metrics_count_sandbox_run(const char *outcome);
+/* wikiweb_citations_total{status}: n citations of an answer with that
+ * status, "verified", "not_found", "not_read", "too_short". */
+void metrics_count_citations(const char *status, unsigned n);
 /* wikiweb_http_requests_total{code}: each response sent on the API socket. */
 void metrics_count_http_request(unsigned status);
 /* wikiweb_http_connections and wikiweb_event_streams, gauges kept by their

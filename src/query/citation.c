@@ -11,6 +11,7 @@
 #include <unicode/ustring.h>
 
 #include "query/citation.h"
+#include "shared/json-util.h"
 #include "shared/utf8.h"
 
 static const char *const citation_status_table[_CITATION_STATUS_MAX] = {
@@ -1253,5 +1254,166 @@ int citation_permalink(const char *api_url, uint64_t revision_id, char **ret) {
         if (asprintf(&t, "%.*s/index.php?oldid=%" PRIu64, (int) slash, api_url, revision_id) < 0)
                 return -ENOMEM;
         *ret = t;
+        return 0;
+}
+
+/* ---- The record's citations ---- */
+
+/* Whether a cited title names this title: as written, or with '_' as ' '
+ * and an ASCII first letter upper-cased (MediaWiki's own title rules). */
+static bool citation_title_matches(const char *cited, const char *title) {
+        size_t n = strlen(cited);
+
+        if (!title)
+                return false;
+        if (streq(cited, title))
+                return true;
+        if (n != strlen(title))
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                char a = cited[i] == '_' ? ' ' : cited[i], b = title[i] == '_' ? ' ' : title[i];
+
+                if (i == 0 && a >= 'a' && a <= 'z')
+                        a = (char) (a - 'a' + 'A');
+                if (i == 0 && b >= 'a' && b <= 'z')
+                        b = (char) (b - 'a' + 'A');
+                if (a != b)
+                        return false;
+        }
+        return true;
+}
+
+static const CitationSource *citation_find_source(const CitationSource *pages, size_t n, const char *title) {
+        for (size_t i = 0; i < n; i++)
+                if (citation_title_matches(title, pages[i].title))
+                        return &pages[i];
+        for (size_t i = 0; i < n; i++)
+                if (citation_title_matches(title, pages[i].redirected_from))
+                        return &pages[i];
+        return NULL;
+}
+
+static int citation_entry(
+        const Citation *c,
+        const CitationSource *src,
+        const char *api_url,
+        json_object **ret,
+        CitationStatus *ret_status) {
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+        _cleanup_(citation_check_done) CitationCheck k = { 0 };
+        _cleanup_(citation_text_done) CitationText t = { 0 };
+        _cleanup_free_ char *url = NULL, *fragment = NULL;
+        int r;
+
+        if (!o)
+                return -ENOMEM;
+        if (src && src->text) {
+                r = citation_normalize(src->text, src->size, &t);
+                if (r < 0)
+                        return r;
+        }
+        r = citation_verify(src ? &t : NULL, c->quote, &k);
+        if (r < 0)
+                return r;
+        /* A page over the query's budget was read but its text not kept: it
+         * cannot be verified. */
+        if (src && !src->text && k.status == CITATION_VERIFIED)
+                k.status = CITATION_NOT_FOUND;
+
+        if (src && api_url && citation_permalink(api_url, src->revision_id, &url) >= 0 &&
+            k.status == CITATION_VERIFIED) {
+                char *full;
+
+                r = citation_text_fragment(k.reader_quote, &fragment);
+                if (r < 0)
+                        return r;
+                if (asprintf(&full, "%s%s", url, fragment) < 0)
+                        return -ENOMEM;
+                free(url);
+                url = full;
+        }
+
+        r = json_add(o, "n", json_object_new_int((int) c->n));
+        if (r < 0)
+                return r;
+        r = json_add(o, "title", json_string(src ? src->title : c->title));
+        if (r < 0)
+                return r;
+        if (src)
+                r = json_add(o, "revision_id", json_object_new_uint64(src->revision_id));
+        else
+                r = json_object_object_add(o, "revision_id", NULL) < 0 ? -ENOMEM : 0;
+        if (r < 0)
+                return r;
+        r = json_add(o, "quote", json_string(c->quote));
+        if (r < 0)
+                return r;
+        r = json_add(o, "status", json_string(citation_status_to_string(k.status)));
+        if (r < 0)
+                return r;
+        r = url ? json_add(o, "url", json_string(url)) :
+                  (json_object_object_add(o, "url", NULL) < 0 ? -ENOMEM : 0);
+        if (r < 0)
+                return r;
+        r = k.section ? json_add(o, "section", json_string(k.section)) :
+                        (json_object_object_add(o, "section", NULL) < 0 ? -ENOMEM : 0);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(o);
+        *ret_status = k.status;
+        return 0;
+}
+
+int citation_answer(
+        const char *answer,
+        const CitationSource *pages,
+        size_t n_pages,
+        const char *api_url,
+        char **ret_answer,
+        char **ret_json,
+        unsigned counts[_CITATION_STATUS_MAX]) {
+        _cleanup_(json_object_putp) json_object *a = json_object_new_array();
+        _cleanup_free_ char *rest = NULL;
+        Citation *cs = NULL;
+        size_t n = 0;
+        char *json;
+        int r;
+
+        assert(answer);
+        assert(pages || n_pages == 0);
+        assert(ret_answer);
+        assert(ret_json);
+
+        if (!a)
+                return -ENOMEM;
+        r = citation_parse_answer(answer, strlen(answer), &rest, &cs, &n);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++) {
+                json_object *o = NULL;
+                CitationStatus status;
+
+                r = citation_entry(
+                        &cs[i], citation_find_source(pages, n_pages, cs[i].title), api_url, &o, &status);
+                if (r < 0) {
+                        citation_free_many(cs, n);
+                        return r;
+                }
+                r = json_append(a, o);
+                if (r < 0) {
+                        citation_free_many(cs, n);
+                        return r;
+                }
+                if (counts)
+                        counts[status]++;
+        }
+        citation_free_many(cs, n);
+
+        json = strdup(
+                json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+        if (!json)
+                return -ENOMEM;
+        *ret_answer = TAKE_PTR(rest);
+        *ret_json = json;
         return 0;
 }

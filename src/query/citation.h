@@ -110,3 +110,33 @@ void citation_check_done(CitationCheck *c);
  * accents). The first occurrence decides the section. Returns 0 and *ret;
  * -ENOMEM; -EIO. */
 int citation_verify(const CitationText *page, const char *quote, CitationCheck *ret);
+
+/* A page this query read, as the citations see it (borrowed). */
+typedef struct CitationSource {
+        const char *title;           /* after redirects */
+        const char *redirected_from; /* the title asked for, or NULL */
+        uint64_t revision_id;
+        const char *text; /* the wikitext read; NULL: not kept (over the query's budget) */
+        size_t size;
+} CitationSource;
+
+/* The citations of an answer (API.md 9, "citations"): the citation lines are
+ * taken out of answer (citation_parse_answer()), each cited title is looked
+ * up among the pages read (as written, with '_' as ' ' and the first letter
+ * upper-case, or as the title asked for before a redirect), its quote
+ * verified in that page's text (citation_verify()), and the result written
+ * as the JSON array of the record: {"n", "title", "revision_id", "quote",
+ * "status", "url", "section"} in the order of n; "title" is the page's when
+ * it was read, the model's otherwise; "url" is the permalink of the revision
+ * (api_url's index.php?oldid=REV), with the text fragment of the quote when
+ * verified, null when the page was not read. Counts per status are added to
+ * counts (may be NULL). Returns 0, the answer without the citation lines in
+ * *ret_answer and the array in *ret_json (both new); -ENOMEM; -EIO. */
+int citation_answer(
+        const char *answer,
+        const CitationSource *pages,
+        size_t n_pages,
+        const char *api_url,
+        char **ret_answer,
+        char **ret_json,
+        unsigned counts[_CITATION_STATUS_MAX]);

@@ -349,4 +349,57 @@ TEST(permalink) {
         ASSERT_TRUE(!x);
 }
 
+TEST(answer_record) {
+        const CitationSource pages[] = {
+                { .title = "Apple",
+                  .redirected_from = "Apples",
+                  .revision_id = 11,
+                  .text = apple,
+                  .size = sizeof(apple) - 1 },
+                { .title = "Orchard", .revision_id = 22, .text = orchard, .size = sizeof(orchard) - 1 },
+        };
+        _cleanup_free_ char *rest = NULL, *json = NULL, *none = NULL, *none_json = NULL;
+        unsigned counts[_CITATION_STATUS_MAX] = { 0 };
+
+        ASSERT_OK(citation_answer(
+                "Apples grow [1][2], pears do not [3][4][5].\n\nSources:\n"
+                "[2] orchard: \"The orchard grows fruit: Apple, Banana, Cherry\"\n"
+                "[1] Apples: \"The apple tree likes sun and well-drained soil.\"\n"
+                "[3] Apple: \"Pears are the best fruit of all.\"\n"
+                "[4] Pear: \"Pears are the best fruit of all.\"\n"
+                "[5] Apple_: \"fruit\"\n",
+                pages,
+                ELEMENTSOF(pages),
+                "http://127.0.0.1:8080/w/api.php",
+                &rest,
+                &json,
+                counts));
+        ASSERT_EQ_STR(rest, "Apples grow [1][2], pears do not [3][4][5].");
+        ASSERT_EQ_STR(
+                json,
+                "[{\"n\":1,\"title\":\"Apple\",\"revision_id\":11,\"quote\":\"The apple tree likes sun and "
+                "well-drained soil.\",\"status\":\"verified\",\"url\":\"http://127.0.0.1:8080/w/"
+                "index.php?oldid=11#:~:text=The%20apple%20tree%20likes%20sun%20and%20well%2Ddrained%20soil."
+                "\",\"section\":\"Growing\"},"
+                "{\"n\":2,\"title\":\"Orchard\",\"revision_id\":22,\"quote\":\"The orchard grows fruit: "
+                "Apple, Banana, Cherry\",\"status\":\"verified\",\"url\":\"http://127.0.0.1:8080/w/"
+                "index.php?oldid=22#:~:text=The%20orchard%20grows%20fruit%3A%20Apple%2C%20Banana%2C%20Cherry"
+                "\",\"section\":null},"
+                "{\"n\":3,\"title\":\"Apple\",\"revision_id\":11,\"quote\":\"Pears are the best fruit of "
+                "all.\",\"status\":\"not_found\",\"url\":\"http://127.0.0.1:8080/w/index.php?oldid=11\","
+                "\"section\":null},"
+                "{\"n\":4,\"title\":\"Pear\",\"revision_id\":null,\"quote\":\"Pears are the best fruit of "
+                "all.\",\"status\":\"not_read\",\"url\":null,\"section\":null},"
+                "{\"n\":5,\"title\":\"Apple_\",\"revision_id\":null,\"quote\":\"fruit\",\"status\":\"not_"
+                "read\",\"url\":null,\"section\":null}]");
+        ASSERT_EQ_INT(counts[CITATION_VERIFIED], 2);
+        ASSERT_EQ_INT(counts[CITATION_NOT_FOUND], 1);
+        ASSERT_EQ_INT(counts[CITATION_NOT_READ], 2);
+
+        /* no citations: the answer as it was, an empty list */
+        ASSERT_OK(citation_answer("Just text.", NULL, 0, NULL, &none, &none_json, NULL));
+        ASSERT_EQ_STR(none, "Just text.");
+        ASSERT_EQ_STR(none_json, "[]");
+}
+
 DEFINE_TEST_MAIN()
