@@ -325,6 +325,7 @@ static void api_record_outcome(Api *api, const QueryOutcome *o, usec_t duration,
                 .answer = o->error >= 0 ? (o->answer ? o->answer : "") : NULL,
                 .error_code = o->error >= 0 ? NULL : api_error_to_string(o->api_error),
                 .sources_json = o->sources_json,
+                .citations_json = o->citations_json,
                 .timings = {
                         .queue_ms = api->running_queued / USEC_PER_MSEC,
                         .wiki_ms = o->timings.wiki / USEC_PER_MSEC,
