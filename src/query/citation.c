@@ -580,7 +580,7 @@ static int stripper_run(Stripper *st) {
         size_t n = st->n, i = 0, templates = 0, n_links = 0;
         LinkFrame links[LINK_DEPTH_MAX];
         bool line_start = true, cell_line = false, in_heading = false;
-        size_t heading_end = 0, line_end = 0;
+        size_t heading_end = 0, line_end = 0, heading = 0;
         const char *ref_close = s; /* the last "</ref" found; NULL: none after it */
         int ext = 0;               /* 0: none, 1: in an external link's label */
         int r;
@@ -589,7 +589,9 @@ static int stripper_run(Stripper *st) {
                 char c = s[i];
 
                 if (in_heading && i >= heading_end) {
-                        st->headings[st->n_headings - 1].end = st->out.len;
+                        /* a hidden link may have taken the heading back out */
+                        if (heading < st->n_headings)
+                                st->headings[heading].end = st->out.len;
                         in_heading = false;
                         r = buf_putc(&st->out, '\n');
                         if (r < 0)
@@ -637,6 +639,7 @@ static int stripper_run(Stripper *st) {
                                         r = buf_putc(&st->out, '\n');
                                         if (r < 0)
                                                 return r;
+                                        heading = st->n_headings;
                                         st->headings[st->n_headings++] = (Span){ st->out.len, st->out.len };
                                         in_heading = true;
                                         heading_end = last - level;
@@ -870,8 +873,8 @@ static int stripper_run(Stripper *st) {
                         return r;
                 i++;
         }
-        if (in_heading)
-                st->headings[st->n_headings - 1].end = st->out.len;
+        if (in_heading && heading < st->n_headings)
+                st->headings[heading].end = st->out.len;
         return 0;
 }
 
@@ -1032,13 +1035,6 @@ int citation_normalize(const char *wikitext, size_t size, CitationText *ret) {
                         goto fail;
                 if (h == st.n_headings)
                         break;
-                /* The heading starts a new piece of text: the pending space before it. */
-                if (pending && out.len > 0) {
-                        r = buf_putc(&out, ' ');
-                        if (r < 0)
-                                goto fail;
-                }
-                pending = false;
                 r = fold_span(
                         st.out.data + st.headings[h].start,
                         st.headings[h].end - st.headings[h].start,
@@ -1047,6 +1043,20 @@ int citation_normalize(const char *wikitext, size_t size, CitationText *ret) {
                 if (r < 0) {
                         buf_done(&heading);
                         goto fail;
+                }
+                pos = st.headings[h].end;
+                /* A heading a reader does not see (all markup) is none. */
+                if (heading.len == 0) {
+                        buf_done(&heading);
+                        continue;
+                }
+                /* The heading starts a new piece of text: the pending space before it. */
+                if (pending && out.len > 0) {
+                        r = buf_putc(&out, ' ');
+                        if (r < 0) {
+                                buf_done(&heading);
+                                goto fail;
+                        }
                 }
                 t.offsets[t.n_headings] = out.len;
                 t.headings[t.n_headings] = buf_steal(&heading);
@@ -1059,7 +1069,6 @@ int citation_normalize(const char *wikitext, size_t size, CitationText *ret) {
                 if (r < 0)
                         goto fail;
                 pending = true;
-                pos = st.headings[h].end;
         }
 
         t.text = buf_steal(&out);
