@@ -125,7 +125,8 @@ static json_object *sources_render(json_object *sources, const MediaWikiRevision
                                 break;
                         }
                 if (!o || json_add(o, "title", json_string(title)) < 0 ||
-                    json_add(o, "url", json_object_get(json_object_object_get(src, "url"))) < 0 ||
+                    json_add(o, "url", json_string(json_object_get_string(json_object_object_get(src, "url")))) <
+                            0 ||
                     json_add(o, "revision_id", json_object_new_uint64(rev)) < 0)
                         return NULL;
                 /* Not checked (past the first MEDIAWIKI_TITLES_MAX): all null. */
