@@ -117,6 +117,28 @@ class Citations(PipelineBase):
         self.assertEqual(m['wikiweb_citations_total{status="not_read"}'], len(fake_llm.FLAVORS))
         self.assertEqual(m['wikiweb_citations_total{status="too_short"}'], len(fake_llm.FLAVORS))
 
+    def test_across_links_and_bold_each_dialect(self):
+        # One quote across [[target|label]], [[target]]s, bold, a ref and
+        # entities, on a page of a wiki of its own.
+        w = mediawiki.Wiki().start()
+        self.addCleanup(w.stop)
+        rev = w.edit('Fruit basket', "A '''market basket''' holds [[Apple|red apples]] and ripe "
+                                     "[[Banana]]s<ref>Seen in 2024.</ref> for the &quot;market&quot;.\n")
+        quote = 'A market basket holds red apples and ripe Bananas for the "market".'
+        llm = self.llm([])
+        d = self.pipeline_daemon(llm, w=w)
+        for flavor in fake_llm.FLAVORS:
+            with self.subTest(flavor=flavor):
+                llm.set_script([{'tool_calls': [{'name': 'wiki_read', 'arguments': {'title': 'Fruit basket'}}]},
+                                {'answer': 'Baskets hold fruit [1].\n\n**Citations:**\n'
+                                           '* [1] Fruit basket: \u201c' + quote + '\u201d'}], flavor=flavor)
+                b, r = self.ask(d, question='What is in a basket?')
+                rec = self.check_record(d, b, r)
+                self.assertEqual(rec['answer'], 'Baskets hold fruit [1].')
+                self.assertEqual(rec['citations'], [{
+                    'n': 1, 'title': 'Fruit basket', 'revision_id': rev, 'quote': quote, 'status': 'verified',
+                    'url': w.base_url + '/index.php?oldid=%d' % rev + fragment(quote), 'section': None}])
+
     def test_permalink_opens_the_revision(self):
         # What a browser would fetch (the fragment stays in the browser): the
         # wiki's page of that revision, which shows the quoted text.
