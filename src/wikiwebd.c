@@ -569,6 +569,18 @@ static int run(int argc, char *argv[]) {
                                 "(no user info; a numeric host must be a dotted quad)");
         }
 
+        /* Every slot may run a sandbox at its memory limit at once. */
+        {
+                long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+
+                r = config_check_memory(
+                        &m.config,
+                        pages > 0 && page_size > 0 ? (uint64_t) pages * (uint64_t) page_size : 0,
+                        &error);
+                if (r < 0)
+                        return log_error_errno(r, "Invalid configuration: %s", error ? error : "see above");
+        }
+
         if (arg_check_config) {
                 config_dump(&m.config, stdout);
                 return 0;
@@ -618,6 +630,7 @@ static int run(int argc, char *argv[]) {
                         .reservation_usec = m.config.queue_reservation_seconds * USEC_PER_SEC,
                         .heartbeat_usec = m.config.queue_heartbeat_seconds * USEC_PER_SEC,
                         .max_length = m.config.queue_max_length,
+                        .slots = (unsigned) m.config.queue_slots,
                 },
                 &m.admission);
         if (r < 0)

@@ -112,7 +112,7 @@ void api_cleanup_confirmed(Api *api, const char *query_id) {
         api->awaiting_cleanup[0] = 0;
         /* Its duration runs to the confirmed cleanup (API.md 12.3). */
         api_count_query(api, now(CLOCK_MONOTONIC) - api->running_since);
-        r = admission_finish(api->admission, now(CLOCK_MONOTONIC));
+        r = admission_finish(api->admission, query_id, now(CLOCK_MONOTONIC));
         if (r < 0)
                 log_error_errno(r, "Query %s: cleanup confirmed but the controller was not running", query_id);
         api->degraded = false;
@@ -412,7 +412,7 @@ static void api_record_durable(Api *api, int error) {
 
         if (api->ended.cleanup_confirmed) {
                 api_count_query(api, duration);
-                r = admission_finish(api->admission, api->ended.ended);
+                r = admission_finish(api->admission, id, api->ended.ended);
                 if (r < 0)
                         log_error_errno(r, "Query %s ended but the controller was not running", id);
         } else {
@@ -574,7 +574,7 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
         r = history_begin(api->history, job.id, &job.session, q.question, created);
         if (r < 0) {
                 log_error_errno(r, "Failed to record query %s; not running it", job.id);
-                (void) admission_finish(api->admission, now(CLOCK_MONOTONIC));
+                (void) admission_finish(api->admission, job.id, now(CLOCK_MONOTONIC));
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         }
 
@@ -600,7 +600,7 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
                 api_record_outcome(api, &failed, now(CLOCK_MONOTONIC) - t, /* durable= */ true);
                 query_streams_finish(api->query_streams, job.id, NULL);
                 metrics_count_query(false, api_error_to_string(failed.api_error), now(CLOCK_MONOTONIC) - t);
-                (void) admission_finish(api->admission, now(CLOCK_MONOTONIC));
+                (void) admission_finish(api->admission, job.id, now(CLOCK_MONOTONIC));
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, h);
         }
 

@@ -493,7 +493,7 @@ static void run_flow(Test *t) {
         /* Cleanup confirmed: finish, idle, average known (claim to finish). */
         queue_bus_set_health(t->qb, false);
         queue_bus_set_running_phase(t->qb, NULL);
-        ASSERT_OK(admission_finish(t->admission, t0 + 9 * USEC_PER_SEC));
+        ASSERT_OK(admission_finish(t->admission, "qr_0123456789abcdef0123456789abcdef", t0 + 9 * USEC_PER_SEC));
         settle(t);
         rv = expect_received(t, &i, "PropertiesChanged");
         ASSERT_EQ_STR(rv->changed, "State,AverageQueryUSec,RunningQueryId,RunningQueryPhase,Health,");
@@ -836,6 +836,7 @@ static void test_setup(Test *t) {
                 .reservation_usec = 2 * USEC_PER_SEC,
                 .heartbeat_usec = 5 * USEC_PER_SEC,
                 .max_length = 3,
+                .slots = 1,
         };
 
         *t = (Test){ .bus_pid = -1, .n_received = 0 };
