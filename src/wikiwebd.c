@@ -360,9 +360,9 @@ static int on_cancel_query(const char *query_id, void *userdata) {
         Manager *m = userdata;
         int r;
 
-        if (!query_executor_busy(m->executor) || !streq(admission_running_query_id(m->admission), query_id))
+        if (!query_executor_is_running(m->executor, query_id))
                 return -ESRCH;
-        r = query_executor_abort(m->executor, CANCELLED_BY_ADMIN);
+        r = query_executor_abort(m->executor, query_id, CANCELLED_BY_ADMIN);
         if (r < 0)
                 return r;
         log_notice("Query %s: cancelled by an administrator.", query_id);
@@ -389,7 +389,7 @@ static int on_exit_timer(sd_event_source *s, uint64_t usec, void *userdata);
 static void maybe_exit(Manager *m) {
         usec_t t = now(CLOCK_MONOTONIC), wake;
 
-        if (!m->stopping || query_executor_busy(m->executor) || api_is_completing(m->api))
+        if (!m->stopping || query_executor_n_running(m->executor) > 0 || api_is_completing(m->api))
                 return;
         if (m->drain_deadline == 0)
                 m->drain_deadline = usec_add(t, STOP_DRAIN_USEC);
@@ -427,21 +427,28 @@ static void maybe_exit(Manager *m) {
         m->exit_wake = wake;
 }
 
-/* The exit timer: the drain deadline, or, while a query still runs, the end
- * of the stop grace, when the query is aborted. */
-static int on_exit_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+static void abort_running(const char *query_id, unsigned slot, usec_t since, void *userdata) {
         Manager *m = userdata;
         int r;
 
-        if (query_executor_busy(m->executor)) {
-                log_warning(
-                        "The running query %s did not end within %" PRIu64
-                        " s of the stop request: aborting it.",
-                        admission_running_query_id(m->admission),
-                        m->config.stop_grace_seconds);
-                r = query_executor_abort(m->executor, "query aborted: the service is stopping");
-                if (r < 0)
-                        (void) sd_event_exit(m->event, 0);
+        if (!query_executor_is_running(m->executor, query_id))
+                return;
+        log_warning(
+                "The running query %s did not end within %" PRIu64 " s of the stop request: aborting it.",
+                query_id,
+                m->config.stop_grace_seconds);
+        r = query_executor_abort(m->executor, query_id, "query aborted: the service is stopping");
+        if (r < 0)
+                (void) sd_event_exit(m->event, 0);
+}
+
+/* The exit timer: the drain deadline, or, while queries still run, the end
+ * of the stop grace, when they are aborted. */
+static int on_exit_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+
+        if (query_executor_n_running(m->executor) > 0) {
+                admission_foreach_running(m->admission, abort_running, m);
                 return 0;
         }
         maybe_exit(m);
@@ -455,7 +462,7 @@ static int on_post(sd_event_source *s, void *userdata) {
 
 static int on_stop_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
         Manager *m = userdata;
-        bool busy = query_executor_busy(m->executor);
+        bool busy = query_executor_n_running(m->executor) > 0;
 
         if (m->stopping)
                 return 0;

@@ -14,12 +14,14 @@
 
 /* The execution step of a query (API.md 8): wiki, model, sandbox, cleanup.
  *
- * The executor runs one query at a time (query/pipeline.h: a QueryRun).
+ * The executor runs up to WIKI_WEB_QUEUE_SLOTS queries at once, each its
+ * own QueryRun (query/pipeline.h) with its own deadline, each reported
+ * once.
  * Without a wiki and a model in the configuration it reports every query
  * honestly as failed with execution_failed ("query execution is not
  * configured"), asynchronously from the event loop, with its (empty)
  * cleanup confirmed. It owns the daemon's one Upstream (libcurl multi, with
- * the destination policy of the config). */
+ * the destination policy of the config), shared by every run. */
 
 typedef struct QueryJob {
         char id[QUERY_ID_MAX];
@@ -149,16 +151,20 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(QueryExecutor *, query_executor_free);
 /* Whether wiki and model are configured (false: every query fails with
  * execution_failed). */
 bool query_executor_is_configured(const QueryExecutor *x);
-/* Start the job; done is called exactly once later. Returns 0, -EBUSY if a
- * job is already running, -ENOMEM. */
+/* Start the job; done is called exactly once later, for this job. Returns
+ * 0, -EBUSY if WIKI_WEB_QUEUE_SLOTS jobs are running already or one with
+ * the same id is, -ENOMEM. */
 int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryExecutorDone done, void *userdata);
-/* Whether a job is running. */
-bool query_executor_busy(const QueryExecutor *x);
+/* How many jobs are running. */
+unsigned query_executor_n_running(const QueryExecutor *x);
+/* Whether the job query_id is running. */
+bool query_executor_is_running(const QueryExecutor *x, const char *query_id);
 
-/* End the running job now (the service is stopping and cannot wait any
- * longer): done is called from the event loop with execution_failed and
- * the reason, after cleanup. Returns 0, or -ESRCH when no job runs. */
-int query_executor_abort(QueryExecutor *x, const char *reason);
+/* End the running job query_id now (an administrator cancels it, or the
+ * service is stopping and cannot wait any longer): its done is called from
+ * the event loop with execution_failed and the reason (static, borrowed),
+ * after cleanup. Returns 0, or -ESRCH when no job of that id runs. */
+int query_executor_abort(QueryExecutor *x, const char *query_id, const char *reason);
 
 /* Test-only (WIKI_WEB_TEST_FAULTS=1): make each job take this long before
  * it reports, so tests can stop the service while a query runs. The
