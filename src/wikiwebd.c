@@ -263,11 +263,14 @@ static void on_admission_event(const AdmissionEvent *ev, void *userdata) {
  * counters as they were counted. */
 static int render_metrics(MetricsFormat format, char **ret, size_t *ret_size, void *userdata) {
         const char *states[_ADMISSION_STATE_MAX];
+        uint64_t slots[_ADMISSION_STATE_MAX];
         Manager *m = userdata;
         MetricsProcess process;
+        AdmissionSlotCounts c;
         MetricsGauges g = {
                 .states = states,
                 .n_states = ELEMENTSOF(states),
+                .slots = slots,
                 .state = (size_t) admission_get_state(m->admission),
                 .admission_open = !admission_is_draining(m->admission),
                 .queue_length = admission_queue_length(m->admission),
@@ -276,6 +279,10 @@ static int render_metrics(MetricsFormat format, char **ret, size_t *ret_size, vo
 
         for (int i = 0; i < _ADMISSION_STATE_MAX; i++)
                 states[i] = admission_state_to_string((AdmissionState) i);
+        admission_get_slot_counts(m->admission, &c);
+        slots[ADMISSION_IDLE] = c.idle;
+        slots[ADMISSION_RESERVED] = c.reserved;
+        slots[ADMISSION_RUNNING] = c.running;
         if (metrics_read_process(&process) >= 0)
                 g.process = &process;
         return metrics_render(format, &g, ret, ret_size);

@@ -559,6 +559,11 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
         admission_peek(api->admission, http_request_session(req), t, &st);
         queued = st.has_ticket ? t - MIN(t, st.ticket.joined) : 0;
 
+        /* This face keeps one query's state: with several slots it runs
+         * one query at a time (the Manager holds N). */
+        if (st.slots.total > 1 && st.slots.running > 0)
+                return reply_with_retry_after(api, req, API_ERROR_BUSY, NULL, t);
+
         r = admission_claim(api->admission, http_request_session(req), job.id, t);
         if (r == -EBUSY)
                 return reply_with_retry_after(api, req, API_ERROR_BUSY, NULL, t);
