@@ -4,6 +4,7 @@
 #include "query/destination.h"
 #include "query/executor.h"
 #include "query/llm-client.h"
+#include "query/llm.h"
 #include "query/pipeline.h"
 #include "query/upstream.h"
 #include "shared/list.h"
@@ -34,6 +35,10 @@ struct QueryExecutor {
         DestinationPolicy *policy;
         Upstream *upstream;
         LlmClient *llm;
+
+        /* At start-up with several slots: the model server's own count of
+         * them (llama.cpp's GET /props), to warn when it serves fewer. */
+        UpstreamOperation *props;
 
         /* The jobs in flight, at most max_jobs (WIKI_WEB_QUEUE_SLOTS). */
         ExecutorJob *jobs;
@@ -67,6 +72,65 @@ static ExecutorJob *executor_find_job(QueryExecutor *x, const char *query_id) {
 
 static bool configured(const Config *c) {
         return c->wiki_api_url && c->llm_url && c->llm_model;
+}
+
+static void query_executor_on_props(UpstreamOperation *op, int error, const UpstreamResponse *r, void *userdata) {
+        QueryExecutor *x = userdata;
+        unsigned slots;
+
+        /* A server that does not say (another kind, an older llama.cpp, a
+         * router, an error) is fine: nothing is known. */
+        if (error < 0 || llm_parse_props_total_slots((const uint8_t *) r->body, r->body_size, &slots) < 0) {
+                log_debug("The model server does not report its slots (GET /props): not checked.");
+                return;
+        }
+        if (slots < x->max_jobs)
+                log_warning(
+                        "The model server reports total_slots=%u (GET /props), fewer than "
+                        "WIKI_WEB_QUEUE_SLOTS=%u: queries beyond %u wait at the model server. "
+                        "Raise its --parallel or lower WIKI_WEB_QUEUE_SLOTS.",
+                        slots,
+                        x->max_jobs,
+                        slots);
+        else
+                log_debug(
+                        "The model server reports total_slots=%u (GET /props), WIKI_WEB_QUEUE_SLOTS=%u.",
+                        slots,
+                        x->max_jobs);
+}
+
+/* Ask the model server for its slots, once, without waiting for it: the
+ * answer only adds a line to the journal. With one slot any server has
+ * enough, so nothing is asked. */
+static int query_executor_check_props(QueryExecutor *x) {
+        _cleanup_free_ char *url = NULL, *auth = NULL;
+        const char *headers[2] = { NULL, NULL };
+        int r;
+
+        if (x->max_jobs <= 1)
+                return 0;
+        r = llm_props_url(x->config->llm_url, &url);
+        if (r < 0)
+                return r;
+        if (x->config->llm_api_key) {
+                if (asprintf(&auth, "Authorization: Bearer %s", x->config->llm_api_key) < 0)
+                        return -ENOMEM;
+                headers[0] = auth;
+        }
+        r = upstream_start(
+                x->upstream,
+                &(UpstreamRequest){
+                        .method = "GET",
+                        .url = url,
+                        .headers = headers,
+                        .deadline = usec_add(now(CLOCK_MONOTONIC), 10 * USEC_PER_SEC),
+                },
+                query_executor_on_props,
+                x,
+                &x->props);
+        if (auth)
+                explicit_bzero(auth, strlen(auth));
+        return r;
 }
 
 int query_executor_new(sd_event *event, const Config *config, QueryExecutor **ret) {
@@ -103,6 +167,9 @@ int query_executor_new(sd_event *event, const Config *config, QueryExecutor **re
                                 &x->llm);
                 if (r < 0)
                         return r;
+                r = query_executor_check_props(x);
+                if (r < 0)
+                        log_debug_errno(r, "Cannot ask the model server for its slots");
         }
         *ret = TAKE_PTR(x);
         return 0;
@@ -115,6 +182,7 @@ QueryExecutor *query_executor_free(QueryExecutor *x) {
          * sandbox any more that still needs these. */
         while (x->jobs)
                 executor_job_free(x->jobs);
+        upstream_operation_free(x->props);
         llm_client_free(x->llm);
         upstream_free(x->upstream);
         destination_policy_free(x->policy);
