@@ -66,6 +66,13 @@ typedef struct Slot {
         char query_id[QUERY_ID_MAX]; /* running */
 } Slot;
 
+/* A reserved ticket whose deadline is due, as expire_at() collects them. */
+typedef struct Due {
+        uint32_t slot;
+        RemoveReason reason;
+        char id[TICKET_ID_MAX];
+} Due;
+
 typedef struct Ticket {
         SessionKey key;
         char id[TICKET_ID_MAX];
@@ -119,12 +126,7 @@ struct Admission {
         Slot *slots;
         uint32_t *running;
         uint32_t *promoted;
-        /* expire_at()'s list of reserved tickets due: slot, reason, id */
-        struct Due {
-                uint32_t slot;
-                RemoveReason reason;
-                char id[TICKET_ID_MAX];
-        } * due;
+        Due *due; /* expire_at()'s scratch list, settings.slots entries */
         uint32_t n_reserved;
         uint32_t n_running;
         uint32_t n_promoted;
@@ -266,7 +268,7 @@ int admission_new(const AdmissionSettings *settings, Admission **ret) {
         a->slots = calloc(settings->slots, sizeof(Slot));
         a->running = calloc(settings->slots, sizeof(uint32_t));
         a->promoted = calloc(settings->slots, sizeof(uint32_t));
-        a->due = calloc(settings->slots, sizeof(struct Due));
+        a->due = calloc(settings->slots, sizeof(Due));
         if (!a->slots || !a->running || !a->promoted || !a->due)
                 return -ENOMEM;
         for (unsigned i = 0; i < settings->slots; i++) {
@@ -930,7 +932,7 @@ static size_t expire_at(Admission *a, usec_t t) {
                         continue;
                 /* Keep it out of the loop below; it goes last. */
                 hb_unlink(a, s->ticket);
-                a->due[n_due++] = (struct Due){ .slot = i, .reason = reason };
+                a->due[n_due++] = (Due){ .slot = i, .reason = reason };
         }
 
         while (a->hbq_head < a->hbq_tail && a->pool[a->hbq[a->hbq_head]].heartbeat_deadline <= t) {
