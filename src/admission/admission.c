@@ -64,6 +64,7 @@ typedef struct Slot {
         usec_t claimed_at;           /* running */
         SessionKey session;          /* running: one query per session */
         char query_id[QUERY_ID_MAX]; /* running */
+        char *user;                  /* running: its user (from its ticket), NULL: anonymous */
 } Slot;
 
 /* A reserved ticket whose deadline is due, as expire_at() collects them. */
@@ -80,6 +81,7 @@ typedef struct Ticket {
         usec_t heartbeat_deadline; /* USEC_INFINITY while held (admission_hold()) */
         uint32_t cell;             /* index into Admission.cells; the free-list link while free */
         uint32_t hb_pos;           /* its entry in Admission.hbq, IDX_NONE when not queued */
+        char *user;                /* its holder's name (admission_set_user()), NULL: anonymous */
 } Ticket;
 
 struct Admission {
@@ -299,6 +301,13 @@ Admission *admission_free(Admission *a) {
         if (!a)
                 return NULL;
 
+        /* The live tickets' names (a free entry's is NULL, or stale), and
+         * the running queries'. */
+        for (uint32_t w = 0; w < a->n_words; w++)
+                for (uint64_t bits = a->live[w]; bits != 0; bits &= bits - 1)
+                        free(a->pool[a->cells[w * 64 + (uint32_t) __builtin_ctzll(bits)]].user);
+        for (uint32_t i = 0; a->slots && i < a->settings.slots; i++)
+                free(a->slots[i].user);
         free(a->pool);
         free(a->hash);
         free(a->cells);
@@ -392,12 +401,15 @@ static void slot_reserve(Admission *a, uint32_t i, uint32_t idx, usec_t now) {
         a->reservation_deadline = MIN(a->reservation_deadline, s->reservation_deadline);
 }
 
-static void slot_run(Admission *a, uint32_t i, const SessionKey *session, const char *query_id, usec_t now) {
+/* user: taken over. */
+static void slot_run(
+        Admission *a, uint32_t i, const SessionKey *session, const char *query_id, char *user, usec_t now) {
         Slot *s = &a->slots[i];
 
         assert(s->state == ADMISSION_IDLE);
         s->state = ADMISSION_RUNNING;
         s->session = *session;
+        s->user = user;
         memcpy(s->query_id, query_id, strlen(query_id) + 1);
         s->claimed_at = now;
         a->idle_mask[i / 64] &= ~(UINT64_C(1) << (i % 64));
@@ -431,6 +443,8 @@ static void slot_release(Admission *a, uint32_t i) {
                 memmove(&a->running[k], &a->running[k + 1], sizeof(uint32_t) * (a->n_running - k - 1));
                 a->n_running--;
                 s->query_id[0] = '\0';
+                free(s->user);
+                s->user = NULL;
                 s->claimed_at = USEC_INFINITY;
         }
         s->state = ADMISSION_IDLE;
@@ -837,6 +851,8 @@ static void heartbeat(Admission *a, uint32_t idx, usec_t now) {
 static void ticket_unlink(Admission *a, uint32_t idx, uint32_t slot) {
         Ticket *t = &a->pool[idx];
 
+        free(t->user);
+        t->user = NULL;
         hash_remove(a, idx);
         hb_unlink(a, idx);
         cell_clear(a, t->cell);
@@ -1084,6 +1100,7 @@ static void fill_view(const Admission *a, uint32_t idx, uint32_t slot, uint64_t 
         v->heartbeat_deadline = held(a, idx) ? usec_add(a->last_now, a->settings.heartbeat_usec) :
                                                t->heartbeat_deadline;
         v->reservation_deadline = slot != SLOT_NONE ? a->slots[slot].reservation_deadline : USEC_INFINITY;
+        v->user = t->user;
 }
 
 /* The estimate for a waiting ticket at position p >= 1 (API.md 5). Each
@@ -1230,6 +1247,7 @@ int admission_hold(Admission *a, const SessionKey *session, const char *ticket_i
 int admission_claim(Admission *a, const SessionKey *session, const char *query_id, usec_t now) {
         AdmissionState old_state;
         char id[TICKET_ID_MAX];
+        char *user = NULL;
         uint32_t idx, slot;
         size_t len;
 
@@ -1257,6 +1275,8 @@ int admission_claim(Admission *a, const SessionKey *session, const char *query_i
                         return -EBUSY;
 
                 memcpy(id, a->pool[idx].id, sizeof(id));
+                /* The ticket's user is the query's now. */
+                user = TAKE_PTR(a->pool[idx].user);
                 ticket_unlink(a, idx, slot);
                 /* ticket_unlink() left the slot idle: it is not
                  * observable, it goes straight on to running. */
@@ -1275,7 +1295,7 @@ int admission_claim(Admission *a, const SessionKey *session, const char *query_i
         } else
                 return -EBUSY;
 
-        slot_run(a, slot, session, query_id, now);
+        slot_run(a, slot, session, query_id, user, now);
         a->counters.queries_started++;
 
         if (id[0] != '\0')
@@ -1386,6 +1406,54 @@ const char *admission_running_query_id(const Admission *a) {
 
 usec_t admission_running_since(const Admission *a) {
         return a->n_running > 0 ? a->slots[a->running[0]].claimed_at : USEC_INFINITY;
+}
+
+/* *p becomes a copy of user (NULL: none), unless it already is one. */
+static int replace_user(char **p, const char *user) {
+        char *copy = NULL;
+
+        if (user ? *p && streq(*p, user) : !*p)
+                return 0;
+        if (user) {
+                copy = strdup(user);
+                if (!copy)
+                        return -ENOMEM;
+        }
+        free(*p);
+        *p = copy;
+        return 0;
+}
+
+int admission_set_user(Admission *a, const SessionKey *session, const char *user) {
+        bool found = false;
+        uint32_t idx;
+        int r;
+
+        assert(a);
+        assert(session);
+
+        idx = hash_find(a, session);
+        if (idx != IDX_NONE) {
+                r = replace_user(&a->pool[idx].user, user);
+                if (r < 0)
+                        return r;
+                found = true;
+        }
+        for (uint32_t k = 0; k < a->n_running; k++) {
+                Slot *s = &a->slots[a->running[k]];
+
+                if (memcmp(s->session.bytes, session->bytes, sizeof(session->bytes)) != 0)
+                        continue;
+                r = replace_user(&s->user, user);
+                if (r < 0)
+                        return r;
+                found = true;
+        }
+        return found ? 0 : -ENOENT;
+}
+
+const char *admission_running_user(const Admission *a) {
+        return a->n_running > 0 ? a->slots[a->running[0]].user : NULL;
 }
 
 bool admission_is_running(const Admission *a, const char *query_id) {

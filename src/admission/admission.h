@@ -13,7 +13,8 @@
 /* The admission controller of API.md section 5, as a pure state machine:
  * N slots (AdmissionSettings.slots), each idle, reserved for one ticket or
  * running one query, behind one FIFO of tickets;
- * no I/O, no clock reads, no allocation except its own tables. Every call
+ * no I/O, no clock reads, no allocation except its own tables and the
+ * names of the tickets' users. Every call
  * takes "now" on CLOCK_MONOTONIC and first applies every expiry due at or
  * before "now", so the machine is correct even if a timer fires late. The
  * sd-event glue (admission-timers.c) re-arms one timer at
@@ -132,6 +133,7 @@ typedef struct TicketView {
         usec_t joined;
         usec_t heartbeat_deadline;
         usec_t reservation_deadline;
+        const char *user; /* its holder's name (admission_set_user()), NULL: anonymous; borrowed */
 } TicketView;
 
 /* The status object of API.md section 6, seen by one session. */
@@ -233,6 +235,15 @@ const AdmissionSettings *admission_get_settings(const Admission *a);
 usec_t admission_average_usec(const Admission *a);
 /* The oldest running query's id, "" when none runs. Borrowed. */
 const char *admission_running_query_id(const Admission *a);
+/* Who holds S's ticket and S's running query, by name (API.md "Identity":
+ * shown to root on D-Bus, never to clients): a copy of user is kept with
+ * the ticket, moves with it to the query at the claim, and goes with it.
+ * user NULL forgets the name. 0, -ENOENT when S has neither a ticket nor a
+ * running query, -ENOMEM. */
+int admission_set_user(Admission *a, const SessionKey *session, const char *user);
+/* The oldest running query's user, NULL when none runs or it is anonymous.
+ * Borrowed: valid until the next call that changes the machine. */
+const char *admission_running_user(const Admission *a);
 /* Monotonic claim time of the oldest running query, USEC_INFINITY when none
  * runs. */
 usec_t admission_running_since(const Admission *a);

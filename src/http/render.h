@@ -33,12 +33,14 @@ typedef struct RenderRunningQuery {
 json_object *render_slots(const AdmissionSlotCounts *c);
 
 /* The status object of API.md 6 as one session sees it (st), with the
- * queue's settings, and running_query (11.4; NULL: null). */
+ * queue's settings, running_query (11.4; NULL: null) and the user of the
+ * session ("Identity"; NULL: null). */
 json_object *render_status(
         const AdmissionStatus *st,
         uint64_t reservation_seconds,
         uint64_t heartbeat_seconds,
-        const RenderRunningQuery *running);
+        const RenderRunningQuery *running,
+        const char *user);
 
 /* The body of a response carrying o (owned by o: valid until it is put). */
 const char *render_body(json_object *o);

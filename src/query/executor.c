@@ -48,6 +48,10 @@ struct QueryExecutor {
         void *event_userdata;
 
         usec_t test_delay;
+
+        /* The message of a query that cannot run (API.md 9, health): the
+         * settings that are missing and where to read on. */
+        char unconfigured_message[256];
 };
 
 static ExecutorJob *executor_job_free(ExecutorJob *j) {
@@ -68,6 +72,36 @@ static ExecutorJob *executor_find_job(QueryExecutor *x, const char *query_id) {
                 if (streq(j->query_id, query_id))
                         return j;
         return NULL;
+}
+
+/* "query execution is not configured: WIKI_WEB_LLM_URL and
+ * WIKI_WEB_LLM_MODEL are not set (see "Quick start" in the README)". */
+static void format_unconfigured_message(const Config *c, char *buf, size_t size) {
+        const char *missing[CONFIG_EXECUTION_SETTINGS_MAX + 1];
+        size_t n = config_missing_execution_settings(c, missing), k;
+        int w;
+
+        if (n == 0) {
+                /* Only with the test delay: nothing is missing. */
+                snprintf(buf, size, "query execution is not configured");
+                return;
+        }
+        w = snprintf(buf, size, "query execution is not configured: ");
+        k = w > 0 ? (size_t) w : 0;
+        for (size_t i = 0; i < n && k < size; i++) {
+                const char *sep = i == 0 ? "" : ", ";
+
+                if (i > 0 && i + 1 == n)
+                        sep = " and ";
+                w = snprintf(buf + k, size - k, "%s%s", sep, missing[i]);
+                k += w > 0 ? (size_t) w : 0;
+        }
+        if (k < size)
+                snprintf(
+                        buf + k,
+                        size - k,
+                        " %s not set (see \"Quick start\" in the README)",
+                        n == 1 ? "is" : "are");
 }
 
 static bool configured(const Config *c) {
@@ -147,6 +181,7 @@ int query_executor_new(sd_event *event, const Config *config, QueryExecutor **re
         x->event = event;
         x->config = config;
         x->max_jobs = (unsigned) MAX(config->queue_slots, (uint64_t) 1);
+        format_unconfigured_message(config, x->unconfigured_message, sizeof x->unconfigured_message);
 
         if (configured(config)) {
                 r = destination_policy_new(
@@ -228,7 +263,7 @@ static void query_executor_report(ExecutorJob *j) {
                 .query_id = id,
                 .error = abort_reason ? -ECANCELED : -EOPNOTSUPP,
                 .api_error = API_ERROR_EXECUTION_FAILED,
-                .message = abort_reason ? abort_reason : "query execution is not configured",
+                .message = abort_reason ? abort_reason : x->unconfigured_message,
                 /* Nothing was started, so there is nothing to clean up. */
                 .cleanup_confirmed = true,
         };
@@ -270,23 +305,6 @@ void query_executor_set_event_handler(QueryExecutor *x, QueryEventHandler handle
         x->on_event = handler;
         x->event_userdata = userdata;
 }
-
-static const char *const query_phase_table[_QUERY_PHASE_MAX] = {
-        [QUERY_PHASE_WIKI] = "wiki",
-        [QUERY_PHASE_MODEL] = "model",
-        [QUERY_PHASE_SANDBOX] = "sandbox",
-        [QUERY_PHASE_CLEANUP] = "cleanup",
-};
-
-DEFINE_STRING_TABLE_LOOKUP_TO_STRING(query_phase, QueryPhase)
-
-static const char *const query_sandbox_table[_QUERY_SANDBOX_MAX] = {
-        [QUERY_SANDBOX_OFFERED] = "offered",
-        [QUERY_SANDBOX_UNAVAILABLE] = "unavailable",
-        [QUERY_SANDBOX_STARTING] = "starting",
-};
-
-DEFINE_STRING_TABLE_LOOKUP_TO_STRING(query_sandbox, QuerySandbox)
 
 void query_executor_sandbox_changed(QueryExecutor *x) {
         assert(x);

@@ -241,6 +241,19 @@
     if (!last || last.textContent !== p.textContent) $('errors').appendChild(p);
   }
 
+  // API.md "Identity": the person a trusted proxy named, shown as text;
+  // hidden when the status says null (no identity).
+  function showUser(user) {
+    const p = $('signed-in');
+    if (typeof user === 'string' && user !== '') {
+      p.textContent = 'Signed in as ' + user;
+      p.hidden = false;
+      $('history-empty').textContent = 'No questions yet.';
+    } else {
+      p.hidden = true;
+    }
+  }
+
   function setStatus(state, nodes) {
     const s = $('status');
     s.dataset.state = state;
@@ -694,6 +707,7 @@
     show(st) {
       const t = st.ticket;
       this.last = st;
+      showUser(st.user);
       if (!t) return;
       if (t.status === 'waiting') {
         clearInterval(this.countdown);
@@ -1002,6 +1016,7 @@
         showError(e);
         return;
       }
+      showUser(st.user);
       const items = await history.load(true);
       let id = (st.running_query && st.running_query.id) || remembered();
       if (!id) {

@@ -20,7 +20,8 @@ class Queue(harness.DaemonTestCase):
             'state': 'idle', 'queue_length': 0, 'max_length': 100, 'ticket': None,
             'estimated_wait_seconds': 0, 'average_query_seconds': None,
             'reservation_seconds': 60, 'heartbeat_seconds': 30, 'poll_after_seconds': 10,
-            'running_query': None, 'slots': {'total': 1, 'idle': 1, 'reserved': 0, 'running': 0},
+            'running_query': None, 'user': None,
+            'slots': {'total': 1, 'idle': 1, 'reserved': 0, 'running': 0},
         })
         # A status call never creates a ticket.
         self.assertIsNone(b.status().json['ticket'])
