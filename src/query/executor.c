@@ -186,22 +186,25 @@ int query_executor_new(sd_event *event, const Config *config, QueryExecutor **re
         if (configured(config)) {
                 r = destination_policy_new(
                         config->wiki_api_url, config->llm_url, config->allowed_destinations, &x->policy);
-                if (r >= 0)
-                        r = upstream_new(event, x->policy, config->upstream_max_response_bytes, &x->upstream);
-                if (r >= 0)
-                        r = upstream_set_user_agent_contact(x->upstream, config->user_agent_contact);
-                if (r >= 0)
-                        r = llm_client_new(
-                                x->upstream,
-                                &(LlmClientSettings){
-                                        .url = config->llm_url,
-                                        .api_key = config->llm_api_key,
-                                        .idle_timeout = llm_client_idle_timeout(
-                                                config->query_timeout_seconds * USEC_PER_SEC),
-                                },
-                                &x->llm);
                 if (r < 0)
-                        return r;
+                        return log_error_errno(r, "Query execution: the destination policy could not be made");
+                r = upstream_new(event, x->policy, config->upstream_max_response_bytes, &x->upstream);
+                if (r < 0)
+                        return log_error_errno(r, "Query execution: the upstream client could not be made");
+                r = upstream_set_user_agent_contact(x->upstream, config->user_agent_contact);
+                if (r < 0)
+                        return log_error_errno(r, "Query execution: the User-Agent contact could not be set");
+                r = llm_client_new(
+                        x->upstream,
+                        &(LlmClientSettings){
+                                .url = config->llm_url,
+                                .api_key = config->llm_api_key,
+                                .idle_timeout = llm_client_idle_timeout(
+                                        config->query_timeout_seconds * USEC_PER_SEC),
+                        },
+                        &x->llm);
+                if (r < 0)
+                        return log_error_errno(r, "Query execution: the model client could not be made");
                 r = query_executor_check_props(x);
                 if (r < 0)
                         log_debug_errno(r, "Cannot ask the model server for its slots");

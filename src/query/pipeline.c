@@ -214,32 +214,41 @@ static void query_run_next_call(QueryRun *q, unsigned step) {
         q->call++;
 }
 
-/* A tool call starts: its arguments as validated, strings cut, the code
- * replaced by its size. */
+/* A tool call's arguments as validated, strings cut, the code replaced by
+ * its size, added to o. */
+static int query_run_tool_arguments(json_object *o, const AgentCall *c) {
+        int r;
+
+        switch (c->tool) {
+        case AGENT_TOOL_WIKI_SEARCH:
+                r = json_add(o, "query", query_run_shown_string(c->query));
+                if (r < 0)
+                        return r;
+                return json_add(o, "limit", json_object_new_int64(c->limit));
+        case AGENT_TOOL_WIKI_READ:
+                return json_add(o, "title", query_run_shown_string(c->title));
+        case AGENT_TOOL_RUN_PYTHON:
+                return json_add(o, "code_bytes", json_object_new_int64((int64_t) c->code_size));
+        default:
+                return 0;
+        }
+}
+
+/* A tool call starts: its event, with its arguments ({} when they cannot
+ * be rendered). */
 static void query_run_emit_tool(QueryRun *q, const AgentAction *a) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         const AgentCall *c = &a->call;
-        int r = o ? 0 : -ENOMEM;
+        int r = o ? query_run_tool_arguments(o, c) : -ENOMEM;
 
+        if (r < 0)
+                query_run_log(
+                        q,
+                        LOG_WARNING,
+                        "step %u: the tool event's arguments could not be rendered: %s",
+                        a->step,
+                        strerror(-r));
         query_run_next_call(q, a->step);
-        switch (c->tool) {
-        case AGENT_TOOL_WIKI_SEARCH:
-                if (r >= 0)
-                        r = json_add(o, "query", query_run_shown_string(c->query));
-                if (r >= 0)
-                        r = json_add(o, "limit", json_object_new_int64(c->limit));
-                break;
-        case AGENT_TOOL_WIKI_READ:
-                if (r >= 0)
-                        r = json_add(o, "title", query_run_shown_string(c->title));
-                break;
-        case AGENT_TOOL_RUN_PYTHON:
-                if (r >= 0)
-                        r = json_add(o, "code_bytes", json_object_new_int64((int64_t) c->code_size));
-                break;
-        default:
-                break;
-        }
         query_run_emit(
                 q,
                 (QueryEvent){
@@ -330,44 +339,54 @@ static json_object *query_run_page_summary(const WikiPage *p) {
         return o;
 }
 
-static json_object *query_run_python_summary(const SandboxResult *res) {
-        json_object *o = json_object_new_object(), *files = json_object_new_array();
-        int r = o && files ? 0 : -ENOMEM;
+/* A run's summary fields, added to o. */
+static int query_run_python_summary_add(json_object *o, const SandboxResult *res) {
+        _cleanup_(json_object_putp) json_object *files = json_object_new_array();
+        int r;
 
-        for (size_t i = 0; r >= 0 && i < res->n_files; i++) {
-                json_object *f = json_object_new_object();
+        if (!files)
+                return -ENOMEM;
+        for (size_t i = 0; i < res->n_files; i++) {
+                _cleanup_(json_object_putp) json_object *f = json_object_new_object();
 
-                r = f ? 0 : -ENOMEM;
-                if (r >= 0)
-                        r = json_add(f, "name", json_string(res->files[i].name));
-                if (r >= 0)
-                        r = json_add(
-                                f, "size_bytes", json_object_new_int64((int64_t) res->files[i].size_bytes));
-                if (r >= 0)
-                        r = json_append(files, f);
-                else
-                        json_object_put(f);
+                if (!f)
+                        return -ENOMEM;
+                r = json_add(f, "name", json_string(res->files[i].name));
+                if (r < 0)
+                        return r;
+                r = json_add(f, "size_bytes", json_object_new_int64((int64_t) res->files[i].size_bytes));
+                if (r < 0)
+                        return r;
+                r = json_append(files, TAKE_PTR(f));
+                if (r < 0)
+                        return r;
         }
         /* json-c's JSON null is a NULL value, which json_add() takes for a
          * failed constructor. */
-        if (r >= 0 && res->has_exit_code)
+        if (res->has_exit_code)
                 r = json_add(o, "exit_code", json_object_new_int64(res->exit_code));
-        else if (r >= 0)
+        else
                 r = json_object_object_add(o, "exit_code", NULL) < 0 ? -ENOMEM : 0;
-        if (r >= 0 && res->signal)
+        if (r < 0)
+                return r;
+        if (res->signal)
                 r = json_add(o, "signal", json_string(res->signal));
-        else if (r >= 0)
+        else
                 r = json_object_object_add(o, "signal", NULL) < 0 ? -ENOMEM : 0;
-        if (r >= 0)
-                r = json_add(o, "timed_out", json_object_new_boolean(res->timed_out));
-        if (r >= 0)
-                r = json_add(o, "files", TAKE_PTR(files));
-        json_object_put(files);
-        if (r < 0) {
-                json_object_put(o);
+        if (r < 0)
+                return r;
+        r = json_add(o, "timed_out", json_object_new_boolean(res->timed_out));
+        if (r < 0)
+                return r;
+        return json_add(o, "files", TAKE_PTR(files));
+}
+
+static json_object *query_run_python_summary(const SandboxResult *res) {
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+
+        if (!o || query_run_python_summary_add(o, res) < 0)
                 return NULL;
-        }
-        return o;
+        return TAKE_PTR(o);
 }
 
 /* The first error wins: a negative errno and the API error. The agent

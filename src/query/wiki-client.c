@@ -217,23 +217,25 @@ static void wiki_advance(WikiOperation *op) {
         switch (op->state) {
         case WIKI_STATE_LOGIN_TOKEN:
                 r = mediawiki_build_login_token(&q);
-                if (r >= 0)
-                        r = wiki_start_get(op, q);
                 break;
         case WIKI_STATE_REQUEST:
                 if (op->kind == WIKI_SEARCH)
                         r = mediawiki_build_search(op->arg, op->limit, assert_user, &q);
                 else
                         r = mediawiki_build_read(op->arg, assert_user, &q);
-                if (r >= 0)
-                        r = wiki_start_get(op, q);
                 break;
         default:
                 r = -EINVAL;
         }
+        if (r < 0) {
+                wiki_finish_error(
+                        op, r, API_ERROR_INTERNAL_ERROR, "Wiki request could not be built: %s", strerror(-r));
+                return;
+        }
+        r = wiki_start_get(op, q);
         if (r < 0)
                 wiki_finish_error(
-                        op, r, API_ERROR_INTERNAL_ERROR, "Wiki request could not be made: %s", strerror(-r));
+                        op, r, API_ERROR_INTERNAL_ERROR, "Wiki request could not be started: %s", strerror(-r));
 }
 
 static int wiki_on_timer(sd_event_source *s, uint64_t usec, void *userdata) {

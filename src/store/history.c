@@ -271,9 +271,16 @@ static int migrate_schema(History *h) {
         int r;
 
         r = change_schema(h, "ALTER TABLE queries ADD COLUMN sandbox TEXT", "add the column sandbox");
-        if (r >= 0)
-                log_info("History store: schema version 1 updated to %d.", SCHEMA_VERSION);
-        return r;
+        if (r < 0)
+                return r;
+        log_info("History store: schema version 1 updated to %d.", SCHEMA_VERSION);
+        return 0;
+}
+
+/* A step of history_open() failed (and said why): which one. Returns error. */
+static int history_open_failed(const char *path, int error, const char *step) {
+        log_error("History store: %s is not usable: %s.", path, step);
+        return error;
 }
 
 /* Records still "running" belong to a daemon that died: they failed. When
@@ -346,24 +353,33 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
          * artifacts). That is one sync per query instead of two, and the
          * query's completion does it off the event loop (history_finish_nosync(),
          * SyncWorker; ~4 ms on this machine's disk: bench-pipeline). */
+        /* Each step's failure is logged by the step (db_error()), then
+         * which step it was. */
         create = check_schema(h);
-        r = MIN(create, 0);
-        if (r >= 0)
-                r = exec(h, "PRAGMA journal_mode = WAL");
-        if (r >= 0)
-                r = exec(h, "PRAGMA synchronous = NORMAL");
-        if (r >= 0)
-                r = exec(h, "PRAGMA foreign_keys = ON");
-        if (r >= 0 && create == SCHEMA_CREATE)
+        if (create < 0)
+                return history_open_failed(path, create, "its schema could not be checked");
+        r = exec(h, "PRAGMA journal_mode = WAL");
+        if (r < 0)
+                return history_open_failed(path, r, "WAL mode could not be set");
+        r = exec(h, "PRAGMA synchronous = NORMAL");
+        if (r < 0)
+                return history_open_failed(path, r, "synchronous=NORMAL could not be set");
+        r = exec(h, "PRAGMA foreign_keys = ON");
+        if (r < 0)
+                return history_open_failed(path, r, "foreign keys could not be turned on");
+        if (create == SCHEMA_CREATE) {
                 r = create_schema(h);
-        if (r >= 0 && create == SCHEMA_MIGRATE)
-                r = migrate_schema(h);
-        if (r >= 0)
-                r = recover(h, &recovered);
-        if (r < 0) {
-                log_error("History store: %s is not usable.", path);
-                return r;
+                if (r < 0)
+                        return history_open_failed(path, r, "the schema could not be created");
         }
+        if (create == SCHEMA_MIGRATE) {
+                r = migrate_schema(h);
+                if (r < 0)
+                        return history_open_failed(path, r, "the schema could not be updated");
+        }
+        r = recover(h, &recovered);
+        if (r < 0)
+                return history_open_failed(path, r, "the records of a dead daemon could not be recovered");
 
         if (ret_recovered)
                 *ret_recovered = recovered;
@@ -423,8 +439,11 @@ int history_sync(History *h) {
         int r;
 
         r = history_sync_fd(h);
-        if (r >= 0)
-                r = datasync(r);
+        if (r < 0) {
+                log_error_errno(r, "History store: cannot open the WAL to make the commit durable");
+                return -EIO;
+        }
+        r = datasync(r);
         if (r < 0) {
                 log_error_errno(r, "History store: cannot make the commit durable");
                 return -EIO;
@@ -906,13 +925,44 @@ int history_get_artifact(History *h, const char *id, const SessionKey *session, 
         return 0;
 }
 
+/* The artifact's blob, written from its file; inside the transaction of
+ * history_add_artifact(). */
+static int history_write_artifact_blob(History *h, int fd, uint64_t size) {
+        sqlite3_blob *blob = NULL;
+        uint8_t buf[65536];
+        uint64_t done = 0;
+        int r = 0;
+
+        if (size == 0)
+                return 0;
+        if (sqlite3_blob_open(h->db, "main", "artifacts", "data", sqlite3_last_insert_rowid(h->db), 1, &blob) !=
+            SQLITE_OK)
+                return db_error(h, "open an artifact's blob");
+        /* Stream: the file may be large (WIKI_WEB_ARTIFACT_MAX_BYTES). */
+        while (done < size) {
+                ssize_t k = pread(fd, buf, (size_t) MIN(size - done, (uint64_t) sizeof buf), (off_t) done);
+
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0) {
+                        log_error_errno(k < 0 ? errno : EIO, "History store: cannot read an artifact's file");
+                        r = -EIO;
+                        break;
+                }
+                if (sqlite3_blob_write(blob, buf, (int) k, (int) done) != SQLITE_OK) {
+                        r = db_error(h, "write an artifact");
+                        break;
+                }
+                done += (uint64_t) k;
+        }
+        sqlite3_blob_close(blob);
+        return r;
+}
+
 int history_add_artifact(
         History *h, const char *query_id, const Artifact *a, char ret_id[static HISTORY_ARTIFACT_ID_MAX]) {
         _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
         char id[HISTORY_ARTIFACT_ID_MAX];
-        sqlite3_blob *blob = NULL;
-        uint8_t buf[65536];
-        uint64_t done = 0;
         const char *name, *media_type, *sha256;
         uint64_t size;
         int fd, r;
@@ -939,37 +989,27 @@ int history_add_artifact(
         if (r < 0)
                 return r;
         r = statement(h, STMT_ADD_ARTIFACT, &s);
-        if (r >= 0) {
-                sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-                sqlite3_bind_text(s, 2, name, -1, SQLITE_STATIC);
-                sqlite3_bind_text(s, 3, media_type, -1, SQLITE_STATIC);
-                sqlite3_bind_int64(s, 4, (sqlite3_int64) size);
-                sqlite3_bind_text(s, 5, sha256, -1, SQLITE_STATIC);
-                sqlite3_bind_text(s, 6, query_id, -1, SQLITE_STATIC);
-                if (sqlite3_step(s) != SQLITE_DONE)
-                        r = db_error(h, "add an artifact");
-                else if (sqlite3_changes(h->db) != 1)
-                        r = -ENOENT;
+        if (r < 0) {
+                (void) exec_cached(h, STMT_ROLLBACK);
+                return r;
         }
-        if (r >= 0 && size > 0 &&
-            sqlite3_blob_open(h->db, "main", "artifacts", "data", sqlite3_last_insert_rowid(h->db), 1, &blob) !=
-                    SQLITE_OK)
-                r = db_error(h, "open an artifact's blob");
-        /* Stream: the file may be large (WIKI_WEB_ARTIFACT_MAX_BYTES). */
-        while (r >= 0 && done < size) {
-                ssize_t k = pread(fd, buf, (size_t) MIN(size - done, (uint64_t) sizeof buf), (off_t) done);
-
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k <= 0)
-                        r = -EIO;
-                else if (sqlite3_blob_write(blob, buf, (int) k, (int) done) != SQLITE_OK)
-                        r = db_error(h, "write an artifact");
-                else
-                        done += (uint64_t) k;
+        sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 2, name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 3, media_type, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 4, (sqlite3_int64) size);
+        sqlite3_bind_text(s, 5, sha256, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 6, query_id, -1, SQLITE_STATIC);
+        if (sqlite3_step(s) != SQLITE_DONE) {
+                r = db_error(h, "add an artifact");
+                (void) exec_cached(h, STMT_ROLLBACK);
+                return r;
         }
-        if (blob)
-                sqlite3_blob_close(blob);
+        if (sqlite3_changes(h->db) != 1) {
+                /* No such query (the INSERT ... SELECT found none). */
+                (void) exec_cached(h, STMT_ROLLBACK);
+                return -ENOENT;
+        }
+        r = history_write_artifact_blob(h, fd, size);
         if (r < 0) {
                 (void) exec_cached(h, STMT_ROLLBACK);
                 return r;

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-"""The web page (API.md 13, issue 19), served by the real wikiwebd and used
+"""The web page (API.md 13), served by the real wikiwebd and used
 in a real browser: Debian's chromium, headless, driven by python3-selenium
 through chromedriver, against the test MediaWiki (tests/fixtures/mediawiki.py)
 and the scripted model (tests/fixtures/fake_llm.py), all on 127.0.0.1.

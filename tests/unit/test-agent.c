@@ -861,8 +861,8 @@ TEST(truncation) {
 }
 
 /* A long non-ASCII title: the hint names the file the sandbox writes under
- * /data, which is shortened past NAME_MAX (the agent used to name the
- * unshortened one, a file that does not exist). */
+ * /data, which is shortened past NAME_MAX: the shortened name, not the
+ * unshortened one (a file that does not exist). */
 TEST(truncation_hint_long_title) {
         AgentSettings s = defaults;
         _cleanup_(agent_freep) Agent *a = NULL;
