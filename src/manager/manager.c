@@ -25,6 +25,7 @@ struct ManagerQuery {
 
         bool executing;        /* the executor runs it */
         bool completing;       /* its record is being made durable */
+        bool sync_in_flight;   /* completing: the worker's sync in flight covers its record */
         bool awaiting_cleanup; /* durable, its cleanup not confirmed yet: the slot stays taken */
 
         /* The outcome, between the executor's report and the durable record. */
@@ -434,8 +435,54 @@ static void manager_record_durable(ManagerQuery *q, int error) {
         }
 }
 
+static void manager_on_record_durable(SyncWorker *w, int error, void *userdata);
+
+/* One sync on the worker for every committed record not yet covered by
+ * one (a group commit: with several slots, records committed while a sync
+ * is in flight wait for the next, rather than for an fdatasync() on the
+ * loop). Without the worker, or if it cannot start, the sync runs here. */
+static void manager_start_sync(Manager *m) {
+        ManagerQuery *next;
+        bool any = false;
+        int r;
+
+        if (m->sync && sync_worker_busy(m->sync))
+                return; /* its end starts the next */
+        for (ManagerQuery *q = m->queries; q; q = q->queries_next)
+                if (q->completing && !q->sync_in_flight) {
+                        q->sync_in_flight = true;
+                        any = true;
+                }
+        if (!any)
+                return;
+        r = m->sync ? sync_worker_start(m->sync, history_sync_fd(m->history), manager_on_record_durable, m) :
+                      -EOPNOTSUPP;
+        if (r >= 0)
+                return;
+        r = history_sync(m->history);
+        for (ManagerQuery *q = m->queries; q; q = next) {
+                next = q->queries_next;
+                if (q->sync_in_flight) {
+                        q->sync_in_flight = false;
+                        manager_record_durable(q, r);
+                }
+        }
+}
+
 static void manager_on_record_durable(SyncWorker *w, int error, void *userdata) {
-        manager_record_durable(userdata, error);
+        Manager *m = userdata;
+        ManagerQuery *next;
+
+        /* The ones this sync covered (freed as their slots are given up). */
+        for (ManagerQuery *q = m->queries; q; q = next) {
+                next = q->queries_next;
+                if (q->sync_in_flight) {
+                        q->sync_in_flight = false;
+                        manager_record_durable(q, error);
+                }
+        }
+        /* Records committed meanwhile. */
+        manager_start_sync(m);
 }
 
 /* The executor's report, on the loop: the record is committed now, and
@@ -446,7 +493,6 @@ static void manager_on_query_done(QueryExecutor *x, int error, const QueryOutcom
         Manager *m = userdata;
         ManagerQuery *q = manager_get_query(m, o->query_id);
         usec_t t = now(CLOCK_MONOTONIC);
-        int r;
 
         if (!q || !q->executing) {
                 log_error("The executor reported query %s, which is not running.", o->query_id);
@@ -463,11 +509,7 @@ static void manager_on_query_done(QueryExecutor *x, int error, const QueryOutcom
         q->message = q->succeeded ? NULL : outcome_message(o);
 
         manager_record_outcome(m, q, o, q->message, /* durable= */ false);
-
-        r = m->sync ? sync_worker_start(m->sync, history_sync_fd(m->history), manager_on_record_durable, q) :
-                      -EOPNOTSUPP;
-        if (r < 0)
-                manager_record_durable(q, history_sync(m->history));
+        manager_start_sync(m);
 }
 
 /* One event of a running query, from the pipeline. */
