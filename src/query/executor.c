@@ -8,6 +8,7 @@
 #include "query/pipeline.h"
 #include "query/upstream.h"
 #include "shared/list.h"
+#include "query/wiki-client.h"
 #include "shared/log.h"
 #include "shared/macro.h"
 
@@ -405,5 +406,63 @@ int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryExecutorDon
         LIST_PREPEND(jobs, x->jobs, j);
         x->n_jobs++;
         TAKE_PTR(j);
+        return 0;
+}
+
+struct RevisionCheck {
+        WikiClient *wiki;
+        WikiOperation *op;
+        RevisionCheckDone done;
+        void *userdata;
+};
+
+RevisionCheck *revision_check_free(RevisionCheck *c) {
+        if (!c)
+                return NULL;
+        wiki_operation_free(c->op);
+        wiki_client_free(c->wiki);
+        free(c);
+        return NULL;
+}
+
+static void revision_check_on_done(WikiOperation *op, int error, const WikiResult *r, void *userdata) {
+        RevisionCheck *c = userdata;
+
+        c->done(c, error, r, c->userdata);
+}
+
+int query_executor_check_revisions(
+        QueryExecutor *x, char **titles, RevisionCheckDone done, void *userdata, RevisionCheck **ret) {
+        _cleanup_(revision_check_freep) RevisionCheck *c = NULL;
+        const Config *cfg;
+        int r;
+
+        assert(x);
+        assert(done);
+        assert(ret);
+
+        cfg = x->config;
+        if (!x->upstream || !cfg->wiki_api_url)
+                return -EOPNOTSUPP;
+        c = calloc(1, sizeof *c);
+        if (!c)
+                return -ENOMEM;
+        c->done = done;
+        c->userdata = userdata;
+        r = wiki_client_new(
+                x->upstream,
+                &(WikiClientSettings){
+                        .api_url = cfg->wiki_api_url,
+                        .username = cfg->wiki_username,
+                        .password = cfg->wiki_username ? cfg->wiki_password : NULL,
+                        .deadline = now(CLOCK_MONOTONIC) + REVISION_CHECK_TIMEOUT_USEC,
+                },
+                &c->wiki);
+        if (r < 0)
+                return r;
+        r = wiki_client_revisions(c->wiki, titles, revision_check_on_done, c, &c->op);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(c);
         return 0;
 }

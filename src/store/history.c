@@ -17,12 +17,13 @@
 #include "store/history.h"
 #include "store/sync-worker.h"
 
-/* Schema version 2. The records keep their insertion order in seq, which
+/* Schema version 3. The records keep their insertion order in seq, which
  * orders a listing (newest first) and makes its cursor: a cursor is the seq
- * of the last record of the previous page, in decimal. Version 1 lacks the
- * column sandbox; opening such a file adds it (NULL in its records). */
-#define SCHEMA_VERSION 2
-#define SCHEMA_VERSION_SQL "PRAGMA user_version = 2"
+ * of the last record of the previous page, in decimal. Version 2 lacks the
+ * column citations, version 1 also the column sandbox; opening such a file
+ * adds them in one transaction (NULL and '[]' in its records). */
+#define SCHEMA_VERSION 3
+#define SCHEMA_VERSION_SQL "PRAGMA user_version = 3"
 
 static const char schema_sql[] =
         "CREATE TABLE queries ("
@@ -46,7 +47,8 @@ static const char schema_sql[] =
         "  completion_tokens INTEGER NOT NULL DEFAULT 0,"
         "  created_at INTEGER NOT NULL,"
         "  finished_at INTEGER,"
-        "  sandbox TEXT"
+        "  sandbox TEXT,"
+        "  citations TEXT NOT NULL DEFAULT '[]'"
         ");"
         "CREATE INDEX queries_by_session ON queries (session, seq);"
         "CREATE TABLE artifacts ("
@@ -64,7 +66,7 @@ static const char schema_sql[] =
 #define RECORD_COLUMNS                                                                                      \
         "seq, id, status, question, answer, sources, error_code, error_message, queue_ms, wiki_ms, "        \
         "model_ms, sandbox_ms, cleanup_ms, total_ms, model, prompt_tokens, completion_tokens, created_at, " \
-        "finished_at, sandbox"
+        "finished_at, sandbox, citations"
 
 /* The statements run per query or per request, prepared once per
  * connection (SQLITE_PREPARE_PERSISTENT) on first use and kept until
@@ -97,7 +99,7 @@ static const char *const statement_sql[_STMT_MAX] = {
                 "UPDATE queries SET status = ?2, answer = ?3, sources = ?4, error_code = ?5,"
                 " error_message = ?6, queue_ms = ?7, wiki_ms = ?8, model_ms = ?9, sandbox_ms = ?10,"
                 " cleanup_ms = ?11, total_ms = ?12, model = ?13, prompt_tokens = ?14,"
-                " completion_tokens = ?15, finished_at = ?16, sandbox = ?17"
+                " completion_tokens = ?15, finished_at = ?16, sandbox = ?17, citations = ?18"
                 " WHERE id = ?1 AND status = 'running'",
         [STMT_ARTIFACTS_OF] =
                 "SELECT id, name, media_type, size_bytes, sha256 FROM artifacts"
@@ -206,14 +208,15 @@ static int user_version(History *h, int *ret) {
 /* What check_schema() found. */
 enum {
         SCHEMA_CURRENT,
-        SCHEMA_CREATE,  /* an empty file */
-        SCHEMA_MIGRATE, /* version 1 */
+        SCHEMA_CREATE,    /* an empty file */
+        SCHEMA_MIGRATE_1, /* version 1 */
+        SCHEMA_MIGRATE_2, /* version 2 */
 };
 
 /* Decide from the file as it is, before changing anything in it: a schema
  * of a newer wikiwebd, or a database that is not a wikiweb history, is
  * refused and left untouched. Returns SCHEMA_CURRENT, SCHEMA_CREATE,
- * SCHEMA_MIGRATE, or a negative errno. */
+ * SCHEMA_MIGRATE_1, SCHEMA_MIGRATE_2, or a negative errno. */
 static int check_schema(History *h) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
         int version, r;
@@ -224,7 +227,9 @@ static int check_schema(History *h) {
         if (version == SCHEMA_VERSION)
                 return SCHEMA_CURRENT;
         if (version == 1)
-                return SCHEMA_MIGRATE;
+                return SCHEMA_MIGRATE_1;
+        if (version == 2)
+                return SCHEMA_MIGRATE_2;
         if (version > SCHEMA_VERSION) {
                 log_error(
                         "History store: schema version %d is newer than this wikiwebd's (%d); refusing to touch it.",
@@ -266,14 +271,23 @@ static int create_schema(History *h) {
 }
 
 /* Version 1 to 2: whether run_python was offered (API.md 9 "sandbox"); not
- * known for the records already there (NULL). */
-static int migrate_schema(History *h) {
+ * known for the records already there (NULL). Version 2 to 3: the verified
+ * citations (API.md 9 "citations"); none for the records already there.
+ * Every step from the file's version on, in one transaction. */
+static int migrate_schema(History *h, int from) {
+        static const char from_1[] =
+                "ALTER TABLE queries ADD COLUMN sandbox TEXT;"
+                "ALTER TABLE queries ADD COLUMN citations TEXT NOT NULL DEFAULT '[]';";
+        static const char from_2[] = "ALTER TABLE queries ADD COLUMN citations TEXT NOT NULL DEFAULT '[]';";
         int r;
 
-        r = change_schema(h, "ALTER TABLE queries ADD COLUMN sandbox TEXT", "add the column sandbox");
+        r = change_schema(h, from == SCHEMA_MIGRATE_1 ? from_1 : from_2, "add the new columns");
         if (r < 0)
                 return r;
-        log_info("History store: schema version 1 updated to %d.", SCHEMA_VERSION);
+        log_info(
+                "History store: schema version %d updated to %d.",
+                from == SCHEMA_MIGRATE_1 ? 1 : 2,
+                SCHEMA_VERSION);
         return 0;
 }
 
@@ -372,8 +386,8 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
                 if (r < 0)
                         return history_open_failed(path, r, "the schema could not be created");
         }
-        if (create == SCHEMA_MIGRATE) {
-                r = migrate_schema(h);
+        if (create == SCHEMA_MIGRATE_1 || create == SCHEMA_MIGRATE_2) {
+                r = migrate_schema(h, create);
                 if (r < 0)
                         return history_open_failed(path, r, "the schema could not be updated");
         }
@@ -524,7 +538,7 @@ static int finish(History *h, const char *id, const HistoryOutcome *o, bool dura
         assert(id);
         assert(o);
 
-        if (!is_json_array(o->sources_json))
+        if (!is_json_array(o->sources_json) || !is_json_array(o->citations_json))
                 return -EINVAL;
 
         r = statement(h, STMT_FINISH, &s);
@@ -550,6 +564,7 @@ static int finish(History *h, const char *id, const HistoryOutcome *o, bool dura
         sqlite3_bind_int64(s, 15, (sqlite3_int64) MIN(o->completion_tokens, (uint64_t) INT64_MAX));
         sqlite3_bind_int64(s, 16, (sqlite3_int64) o->finished_at);
         sqlite3_bind_text(s, 17, o->sandbox, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 18, o->citations_json ? o->citations_json : "[]", -1, SQLITE_STATIC);
 
         r = durable ? step_durable(h, s) : sqlite3_step(s);
         if (r != SQLITE_DONE)
@@ -620,6 +635,7 @@ void history_record_done(HistoryRecord *r) {
                 r->question,
                 r->answer,
                 r->sources_json,
+                r->citations_json,
                 r->error_code,
                 r->error_message,
                 r->model,
@@ -684,6 +700,9 @@ static int record_from_row(History *h, sqlite3_stmt *s, HistoryRecord *ret) {
         /* Written by history_finish() only after checking it is an array. */
         ret->sources_json = strdup(column_text(s, 5, "[]"));
         if (!ret->sources_json)
+                return -ENOMEM;
+        ret->citations_json = strdup(column_text(s, 20, "[]"));
+        if (!ret->citations_json)
                 return -ENOMEM;
         /* The message belongs to the error: none without a code. */
         if (ret->error_code && column_strdup(s, 7, &ret->error_message) < 0)

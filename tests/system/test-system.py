@@ -2705,7 +2705,7 @@ def query_stream_with_run_python(bed):
         # Consecutive text events of one step as one, for the order.
         names = [e["event"] for i, e in enumerate(events)
                  if not (i > 0 and e["event"] == "text" and events[i - 1]["event"] == "text")]
-        check(names == ["query", "step", "text", "tool", "tool_result", "step", "text", "phase", "record"],
+        check(names == ["query", "step", "text", "tool", "tool_result", "step", "text", "phase", "citations", "record"],
               f"event sequence {names}")
         check(events[0]["data"]["id"] == qid, f"query event {events[0]} for {qid}")
         check([e["data"] for e in events if e["event"] == "step"] == [{"step": 1}, {"step": 2}],
