@@ -254,8 +254,38 @@ static HttpHandlerResult reply_status(Api *api, HttpRequest *req, unsigned code,
         return http_reply(req, code, body, NULL);
 }
 
+/* "execution": whether a query can run at all (a wiki and a model are
+ * configured), and "missing_settings": the names of those that are not. */
+static int api_add_execution_health(Api *api, json_object *o) {
+        const struct {
+                const char *name;
+                const char *value;
+        } needed[] = {
+                { "WIKI_WEB_WIKI_API_URL", api->config->wiki_api_url },
+                { "WIKI_WEB_LLM_URL", api->config->llm_url },
+                { "WIKI_WEB_LLM_MODEL", api->config->llm_model },
+        };
+        json_object *missing = json_object_new_array();
+
+        if (!missing)
+                return -ENOMEM;
+        for (size_t i = 0; i < ELEMENTSOF(needed); i++)
+                if ((!needed[i].value || !needed[i].value[0]) &&
+                    json_object_array_add(missing, json_object_new_string(needed[i].name)) < 0) {
+                        json_object_put(missing);
+                        return -ENOMEM;
+                }
+        json_object_object_add(
+                o,
+                "execution",
+                json_object_new_string(json_object_array_length(missing) > 0 ? "not_configured" : "ok"));
+        json_object_object_add(o, "missing_settings", missing);
+        return 0;
+}
+
 static HttpHandlerResult api_handle_health(Api *api, HttpRequest *req) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+        int r;
 
         if (!o)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
@@ -275,6 +305,9 @@ static HttpHandlerResult api_handle_health(Api *api, HttpRequest *req) {
                 o,
                 "admission",
                 json_object_new_string(admission_is_draining(api->admission) ? "draining" : "open"));
+        r = api_add_execution_health(api, o);
+        if (r < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         return http_reply(req, 200, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN), NULL);
 }
 
