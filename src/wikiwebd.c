@@ -14,6 +14,7 @@
 
 #include "admission/admission-timers.h"
 #include "admission/admission.h"
+#include "admission/wait-tracker.h"
 #include "bus/queue-bus.h"
 #include "config-version.h"
 #include "http/api.h"
@@ -38,6 +39,7 @@ typedef struct Manager {
         AdmissionTimer *admission_timer;
         QueryExecutor *executor;
         History *history;
+        WaitTracker *wait_tracker; /* the recent durations, for the wait range */
         Api *api;
         HttpServer *http;
         MetricsServer *metrics; /* only with wikiwebd-metrics.socket */
@@ -497,6 +499,7 @@ static void manager_free(Manager *m) {
         m->metrics = metrics_server_free(m->metrics);
         m->http = http_server_free(m->http);
         m->api = api_free(m->api);
+        m->wait_tracker = wait_tracker_free(m->wait_tracker);
         m->history = history_free(m->history);
         m->executor = query_executor_free(m->executor);
         m->bus = queue_bus_free(m->bus);
@@ -505,6 +508,29 @@ static void manager_free(Manager *m) {
         m->admission = admission_free(m->admission);
         m->event = sd_event_unref(m->event);
         config_done(&m->config);
+}
+
+/* The wait range's durations, seeded from the history: the most recent
+ * WAIT_DURATIONS_MAX, oldest first, so that a restart forgets nothing. A
+ * history that cannot be read leaves it empty ("no estimate yet"). */
+static int make_wait_tracker(History *h, WaitTracker **ret) {
+        _cleanup_(wait_tracker_freep) WaitTracker *t = NULL;
+        double seconds[WAIT_DURATIONS_MAX];
+        size_t n = 0;
+        int r;
+
+        r = wait_tracker_new(&t);
+        if (r < 0)
+                return r;
+        r = history_recent_durations(h, ELEMENTSOF(seconds), seconds, &n);
+        if (r < 0)
+                log_warning_errno(
+                        r, "The recent query durations could not be read: the wait range starts empty");
+        for (size_t i = n; i-- > 0;)
+                (void) wait_tracker_add(t, seconds[i]);
+        log_debug("Wait range: %zu recent durations from the history.", n);
+        *ret = TAKE_PTR(t);
+        return 0;
 }
 
 /* The state directory holds the history, which is authoritative: without
@@ -647,6 +673,10 @@ static int run(int argc, char *argv[]) {
                 return log_oom();
         api_set_query_finished_hook(m.api, on_query_finished, &m);
         api_set_phase_hook(m.api, on_query_phase, &m);
+        r = make_wait_tracker(m.history, &m.wait_tracker);
+        if (r < 0)
+                return log_oom();
+        api_set_wait_tracker(m.api, m.wait_tracker);
 
         /* Admins read the queue on the system bus; without one (a developer's
          * machine) the daemon still serves HTTP. */

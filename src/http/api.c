@@ -27,6 +27,7 @@ struct Api {
         History *history;
         QueueStreams *queue_streams; /* GET /queue/events (API.md 11.1) */
         QueryStreams *query_streams; /* the running query's events (11.2, 11.3) */
+        WaitTracker *wait_tracker;   /* borrowed; NULL: the wait range is not known */
         ApiPhaseHook phase_hook;
         void *phase_hook_userdata;
         const char *last_phase;
@@ -99,6 +100,15 @@ static void api_count_query(const Api *api, usec_t duration) {
                 api->ended.succeeded,
                 api->ended.succeeded ? NULL : api_error_to_string(api->ended.api_error),
                 duration);
+        /* And the wait range's durations (API.md 5). */
+        if (api->wait_tracker)
+                (void) wait_tracker_add(api->wait_tracker, (double) duration / USEC_PER_SEC);
+}
+
+void api_set_wait_tracker(Api *api, WaitTracker *t) {
+        assert(api);
+        api->wait_tracker = t;
+        queue_streams_set_wait_tracker(api->queue_streams, t);
 }
 
 void api_cleanup_confirmed(Api *api, const char *query_id) {
@@ -202,17 +212,34 @@ void api_set_sandbox_state(Api *api, bool available, bool cleanup_pending) {
 
 /* The status object of API.md 6 as the session sees it, as text (the
  * caller frees it); NULL when out of memory. */
-static char *api_status_json(const Api *api, const SessionKey *session, const AdmissionStatus *st) {
+static char *api_status_json(
+        const Api *api, const SessionKey *session, const AdmissionStatus *st, usec_t now_mono) {
         _cleanup_(json_object_putp) json_object *o = NULL;
         RenderRunningQuery rq;
         bool running = query_streams_running(api->query_streams, session, &rq.id, &rq.step, &rq.phase);
+        WaitRange range;
+        int r = 0;
 
         o = render_status(
                 st,
                 api->config->queue_reservation_seconds,
                 api->config->queue_heartbeat_seconds,
                 running ? &rq : NULL);
-        return o ? strdup(render_body(o)) : NULL;
+        if (!o)
+                return NULL;
+        if (api->wait_tracker)
+                r = wait_tracker_status_range(
+                        api->wait_tracker,
+                        st,
+                        admission_waiting_count(api->admission),
+                        admission_running_since(api->admission),
+                        now_mono,
+                        &range);
+        if (r < 0)
+                log_warning_errno(r, "The wait range could not be computed: it is null");
+        if (render_status_add_wait_range(o, r > 0 ? &range : NULL) < 0)
+                return NULL;
+        return strdup(render_body(o));
 }
 
 /* Retry-After for busy and queue_full (API.md 2): whole seconds, at least
@@ -248,7 +275,7 @@ static HttpHandlerResult reply_status(Api *api, HttpRequest *req, unsigned code,
         AdmissionStatus st;
 
         admission_status(api->admission, http_request_session(req), now_mono, &st);
-        body = api_status_json(api, http_request_session(req), &st);
+        body = api_status_json(api, http_request_session(req), &st, now_mono);
         if (!body)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         return http_reply(req, code, body, NULL);

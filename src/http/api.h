@@ -2,6 +2,7 @@
 #pragma once
 
 #include "admission/admission.h"
+#include "admission/wait-tracker.h"
 #include "http/httpd.h"
 #include "query/executor.h"
 #include "shared/config.h"
@@ -44,6 +45,11 @@ void api_set_phase_hook(Api *api, ApiPhaseHook hook, void *userdata);
  * be NULL (not made yet). */
 void api_admission_event(Api *api, const AdmissionEvent *ev);
 void api_set_degraded(Api *api, bool degraded);
+
+/* The recent durations and the wait range of the status object and the
+ * queue stream (API.md 5): borrowed, outlives api; each query's duration
+ * is added to it once its cleanup is confirmed. */
+void api_set_wait_tracker(Api *api, WaitTracker *t);
 
 /* The cleanup of query_id is confirmed (the Sandbox's announcement). If
  * that query ended unconfirmed, its slot is freed now (admission_finish())

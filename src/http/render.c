@@ -218,6 +218,28 @@ static json_object *render_running_query(const RenderRunningQuery *rq) {
         return o;
 }
 
+int render_status_add_wait_range(json_object *o, const WaitRange *range) {
+        json_object *r = NULL;
+
+        assert(o);
+
+        if (range) {
+                r = json_object_new_object();
+                if (!r)
+                        return -ENOMEM;
+                json_object_object_add(r, "p10", json_seconds(range->p10));
+                json_object_object_add(r, "p50", json_seconds(range->p50));
+                json_object_object_add(r, "p90", json_seconds(range->p90));
+        }
+        if (json_object_object_add(o, "estimated_wait_range_seconds", r) < 0) {
+                json_object_put(r);
+                return -ENOMEM;
+        }
+        if (json_object_object_add(o, "wait_known", json_object_new_boolean(!!range)) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
 json_object *render_status(
         const AdmissionStatus *st,
         uint64_t reservation_seconds,

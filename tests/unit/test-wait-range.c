@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "admission/wait-range.h"
+#include "admission/wait-tracker.h"
 #include "shared/macro.h"
 #include "tests.h"
 
@@ -263,6 +264,56 @@ TEST(durations_ring) {
         /* The last 200 are kept: 50 .. 249. */
         for (size_t i = 0; i < w.n; i++)
                 ASSERT_TRUE(w.seconds[i] >= 50 && w.seconds[i] < WAIT_DURATIONS_MAX + 50);
+}
+
+/* The tracker: a status becomes a position and a busy slot; the range is
+ * null until 10 durations are known; it is computed again when a duration
+ * is added or the running query's time moves, and is the same otherwise. */
+TEST(tracker) {
+        _cleanup_(wait_tracker_freep) WaitTracker *t = NULL;
+        AdmissionStatus st = { .state = ADMISSION_RUNNING, .has_ticket = true };
+        WaitRange r, r2;
+
+        ASSERT_OK(wait_tracker_new(&t));
+        st.ticket.status = TICKET_WAITING;
+        st.ticket.position = 2;
+        for (int i = 0; i < WAIT_RANGE_KNOWN_MIN - 1; i++)
+                ASSERT_OK(wait_tracker_add(t, 10));
+        ASSERT_EQ_INT(wait_tracker_status_range(t, &st, 2, 0, 4 * USEC_PER_SEC, &r), 0);
+        ASSERT_EQ_INT(wait_tracker_add(t, -1), -EINVAL);
+        ASSERT_OK(wait_tracker_add(t, 10));
+        ASSERT_EQ_INT(wait_tracker_count(t), WAIT_RANGE_KNOWN_MIN);
+        /* Running for 4 s of 10, then one of 10 ahead: 16 s. */
+        ASSERT_EQ_INT(wait_tracker_status_range(t, &st, 2, 0, 4 * USEC_PER_SEC, &r), 1);
+        ASSERT_TRUE(fabs(r.p50 - 16) < 1e-9 && fabs(r.p10 - 16) < 1e-9 && fabs(r.p90 - 16) < 1e-9);
+        /* Cached: the same; 5 ms later, still the same (10 ms steps). */
+        ASSERT_EQ_INT(wait_tracker_status_range(t, &st, 2, 0, 4 * USEC_PER_SEC + 5000, &r2), 1);
+        ASSERT_TRUE(r2.p50 == r.p50);
+        /* A second later: a second less. */
+        ASSERT_EQ_INT(wait_tracker_status_range(t, &st, 2, 0, 5 * USEC_PER_SEC, &r), 1);
+        ASSERT_TRUE(fabs(r.p50 - 15) < 1e-9);
+        /* A new duration is seen at once. */
+        for (int i = 0; i < WAIT_DURATIONS_MAX; i++)
+                ASSERT_OK(wait_tracker_add(t, 20));
+        ASSERT_EQ_INT(wait_tracker_status_range(t, &st, 2, 0, 5 * USEC_PER_SEC, &r), 1);
+        ASSERT_TRUE(fabs(r.p50 - 35) < 1e-9);
+        /* Reserved for someone else: the slot is busy from now. */
+        st.state = ADMISSION_RESERVED;
+        ASSERT_EQ_INT(wait_tracker_status_range(t, &st, 2, USEC_INFINITY, 5 * USEC_PER_SEC, &r), 1);
+        ASSERT_TRUE(fabs(r.p50 - 40) < 1e-9);
+        /* The holder of the reservation waits nothing. */
+        st.ticket.status = TICKET_RESERVED;
+        st.ticket.position = 0;
+        ASSERT_EQ_INT(wait_tracker_status_range(t, &st, 2, USEC_INFINITY, 5 * USEC_PER_SEC, &r), 1);
+        ASSERT_TRUE(r.p90 == 0);
+        /* Without a ticket: the place after the 2 waiting ones; idle: 0. */
+        st.has_ticket = false;
+        st.state = ADMISSION_RUNNING;
+        ASSERT_EQ_INT(wait_tracker_status_range(t, &st, 2, 0, 5 * USEC_PER_SEC, &r), 1);
+        ASSERT_TRUE(fabs(r.p50 - 55) < 1e-9);
+        st.state = ADMISSION_IDLE;
+        ASSERT_EQ_INT(wait_tracker_status_range(t, &st, 0, USEC_INFINITY, 5 * USEC_PER_SEC, &r), 1);
+        ASSERT_TRUE(r.p90 == 0);
 }
 
 DEFINE_TEST_MAIN()

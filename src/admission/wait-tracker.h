@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "admission/admission.h"
+#include "admission/wait-range.h"
+
+/* The recent query durations and the wait range of the status object
+ * (API.md 5, "Wait range"): owns a WaitDurations ring, turns a status into
+ * a position and the busy slots' elapsed times, and keeps the last ranges
+ * computed, so that a status request costs a lookup while nothing has
+ * changed (a range is computed again when a duration is added, or when a
+ * running query's elapsed time has moved by 10 ms). Pure, like
+ * admission.c: time is passed in. */
+
+typedef struct WaitTracker WaitTracker;
+
+int wait_tracker_new(WaitTracker **ret);
+WaitTracker *wait_tracker_free(WaitTracker *t);
+DEFINE_TRIVIAL_CLEANUP_FUNC(WaitTracker *, wait_tracker_free);
+
+/* Keep a finished query's duration (seconds, claim to confirmed cleanup);
+ * -EINVAL for a negative or non-finite one. */
+int wait_tracker_add(WaitTracker *t, double seconds);
+size_t wait_tracker_count(const WaitTracker *t);
+
+/* The range for the session whose status is st (its ticket's position;
+ * without a ticket, position waiting + 1, or 0 when idle), one slot busy
+ * while the controller is running (for now - running_since) or reserved
+ * (just begun). 1 and *ret when known; 0 when fewer than
+ * WAIT_RANGE_KNOWN_MIN durations are known (the range is null); negative
+ * errno on failure. */
+int wait_tracker_status_range(
+        WaitTracker *t,
+        const AdmissionStatus *st,
+        uint64_t waiting,
+        usec_t running_since,
+        usec_t now,
+        WaitRange *ret);
