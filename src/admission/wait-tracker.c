@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <assert.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 
 #include "admission/wait-tracker.h"
@@ -13,7 +14,7 @@ typedef struct CachedRange {
         uint64_t generation;
         uint64_t position;
         size_t n_running;
-        uint64_t elapsed_cs; /* the running query's elapsed time, in hundredths of a second */
+        double elapsed; /* the running query's elapsed time, to two significant digits */
         WaitRange range;
 } CachedRange;
 
@@ -55,6 +56,17 @@ size_t wait_tracker_count(const WaitTracker *t) {
         return t->durations.n;
 }
 
+/* Seconds to two significant digits, at least 10 ms: 0.234 -> 0.23, 12.34 ->
+ * 12, 157 -> 150. The range is computed again when this moves: every 10 ms
+ * in the first second, every 100 ms to 10 s, every second to 100 s, and so on. */
+static double two_digits(double s) {
+        double step = 0.01;
+
+        while (s >= 10 * step * 10)
+                step *= 10;
+        return floor(s / step) * step;
+}
+
 int wait_tracker_status_range(
         WaitTracker *t,
         const AdmissionStatus *st,
@@ -62,7 +74,7 @@ int wait_tracker_status_range(
         usec_t running_since,
         usec_t now,
         WaitRange *ret) {
-        uint64_t position, elapsed_cs = 0;
+        uint64_t position;
         double elapsed = 0;
         size_t n_running = 0;
         CachedRange *c;
@@ -80,16 +92,14 @@ int wait_tracker_status_range(
                 position = st->state == ADMISSION_IDLE ? 0 : waiting + 1;
         if (st->state == ADMISSION_RUNNING) {
                 n_running = 1;
-                if (running_since != USEC_INFINITY && now > running_since) {
-                        elapsed_cs = (now - running_since) / (USEC_PER_SEC / 100);
-                        elapsed = (double) elapsed_cs / 100;
-                }
+                if (running_since != USEC_INFINITY && now > running_since)
+                        elapsed = two_digits((double) (now - running_since) / USEC_PER_SEC);
         } else if (st->state == ADMISSION_RESERVED)
                 n_running = 1;
 
         c = &t->cache[position % CACHE_SIZE];
         if (c->valid && c->generation == t->generation && c->position == position &&
-            c->n_running == n_running && c->elapsed_cs == elapsed_cs) {
+            c->n_running == n_running && c->elapsed == elapsed) {
                 *ret = c->range;
                 return 1;
         }
@@ -112,7 +122,7 @@ int wait_tracker_status_range(
         c->generation = t->generation;
         c->position = position;
         c->n_running = n_running;
-        c->elapsed_cs = elapsed_cs;
+        c->elapsed = elapsed;
         *ret = c->range;
         return 1;
 }

@@ -12,7 +12,8 @@
  * a position and the busy slots' elapsed times, and keeps the last ranges
  * computed, so that a status request costs a lookup while nothing has
  * changed (a range is computed again when a duration is added, or when a
- * running query's elapsed time has moved by 10 ms). Pure, like
+ * running query's elapsed time has moved in its first two significant
+ * digits, at least 10 ms). Pure, like
  * admission.c: time is passed in. */
 
 typedef struct WaitTracker WaitTracker;

@@ -7,7 +7,15 @@ when the client saw itself waiting, then the time it really waited until
 its ticket was reserved. About 80 % of real waits must fall inside
 [p10, p90]; the share is printed and must be between 70 and 90 %.
 
-Bounded: at most WAITS waits and DEADLINE seconds, all on 127.0.0.1."""
+Bounded: at most WAITS waits and DEADLINE seconds, all on 127.0.0.1.
+WIKIWEB_WAIT_DEBUG=1 prints every sample (p10, p90, real wait, position
+and state at the join, p50).
+
+What the range leaves out shows here as waits above p90 more often than
+below p10: the time between a promotion and the claim (a client's round
+trip), which a real wait includes and a duration (claim to confirmed
+cleanup) does not, is a larger share of these sub-second queries than of
+real ones."""
 
 import os
 import random
@@ -77,7 +85,7 @@ class Calibration(harness.DaemonTestCase):
                             unknown[0] += 1
                         else:
                             wr = first['estimated_wait_range_seconds']
-                            samples.append((wr['p10'], wr['p90'], real))
+                            samples.append((wr['p10'], wr['p90'], real, first['ticket']['position'], first['state'], wr['p50']))
             except Exception as e:  # reported by the main thread
                 errors.append(e)
 
@@ -89,8 +97,11 @@ class Calibration(harness.DaemonTestCase):
         self.assertEqual(errors, [])
         self.assertGreaterEqual(unknown[0], 1, 'the first waits have no range (fewer than 10 durations)')
         self.assertGreaterEqual(len(samples), 100, f'only {len(samples)} waits within {DEADLINE} s')
-        inside = sum(1 for lo, hi, real in samples if lo <= real <= hi)
-        below = sum(1 for lo, hi, real in samples if real < lo)
+        inside = sum(1 for lo, hi, real, *_ in samples if lo <= real <= hi)
+        below = sum(1 for lo, hi, real, *_ in samples if real < lo)
+        if os.environ.get('WIKIWEB_WAIT_DEBUG'):
+            for x in samples:
+                print(x, file=sys.stderr)
         share = inside / len(samples)
         print(f'wait range calibration: {inside} of {len(samples)} real waits inside [p10, p90] '
               f'({100 * share:.1f} %), {below} below p10, {len(samples) - inside - below} above p90; '
