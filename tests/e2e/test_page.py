@@ -894,9 +894,14 @@ class Turn(PageBase):
         return c.js("const s = document.getElementById('status'); return [s.dataset.state, s.dataset.position || null]")
 
     def test_turn_is_told_and_reload_keeps_place(self):
-        d = self.page_daemon([{'answer': 'The first answer.', 'hold': 'first'},
+        d = self.page_daemon([{'answer': f'Warm-up {i}.'} for i in range(10)] +
+                             [{'answer': 'The first answer.', 'hold': 'first'},
                               {'answer': 'The second answer.', 'hold': 'second'},
                               {'answer': 'The third answer.', 'hold': 'third'}])
+        # Ten queries first: the daemon knows enough durations for a range.
+        warm = d.browser()
+        for i in range(10):
+            self.assertStatus(warm.query(question=f'Warm-up {i}?'), 200)
         first = self.chrome(d)
         first.ask('The first question?')
         self.wait_state(d, 'running')
@@ -908,6 +913,10 @@ class Turn(PageBase):
         third.ask('The third question?')
         third.wait(lambda: self.state(third) == ['waiting', '2'], what='the third at position 2')
         self.assertIn('You have waited', third.text('#status'))
+        # The range in words (API.md 5): "usually … to …, most likely about …"
+        # or, when it is narrow, "about …".
+        self.assertRegex(third.text('#status'),
+                         r'Expected wait: (usually \d+ (s|min|h) to \d+ (s|min|h), most likely about|about) \d+(\.5)? (s|min|h)\.')
         for c in (second, third):
             self.assertTrue(c.find('#notify-button').is_displayed())
             c.find('#notify-button').click()
