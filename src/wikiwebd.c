@@ -8,49 +8,36 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
-#include "admission/admission-timers.h"
-#include "admission/admission.h"
-#include "admission/wait-tracker.h"
 #include "bus/queue-bus.h"
 #include "config-version.h"
 #include "http/api.h"
 #include "http/httpd.h"
 #include "http/metrics-server.h"
+#include "manager/manager.h"
 #include "metrics/metrics.h"
 #include "query/destination.h"
-#include "query/executor.h"
-#include "sandbox/sandbox.h"
 #include "shared/config.h"
 #include "shared/fault.h"
 #include "shared/log.h"
 #include "shared/macro.h"
 #include "shared/parse-util.h"
-#include "shared/random-util.h"
-#include "store/history.h"
 
-typedef struct Manager {
+typedef struct Daemon {
         Config config;
         sd_event *event;
-        Admission *admission;
-        AdmissionTimer *admission_timer;
-        QueryExecutor *executor;
-        History *history;
-        WaitTracker *wait_tracker; /* the recent durations, for the wait range */
+        Manager *manager;
         Api *api;
         HttpServer *http;
         MetricsServer *metrics; /* only with wikiwebd-metrics.socket */
         QueueBus *bus;
-        Sandbox *sandbox;
-        SandboxState sandbox_state; /* as last logged */
         bool stopping;
         usec_t drain_deadline; /* 0 until no query runs while stopping */
         usec_t exit_wake;      /* when exit_timer fires, while stopping */
         sd_event_source *exit_timer;
-} Manager;
+} Daemon;
 
 static const char *arg_listen = NULL;
 static bool arg_check_config = false;
@@ -191,11 +178,16 @@ static int acquire_listen_fd(int *ret_metrics_fd) {
         return fd;
 }
 
-static void update_status(Manager *m) {
-        const char *id = admission_running_query_id(m->admission);
-        usec_t avg = admission_average_usec(m->admission);
+/* sd_notify STATUS=, after every announcement of the Manager but a
+ * query's events. */
+static void update_status(Daemon *d) {
+        Admission *a = manager_get_admission(d->manager);
+        const char *id = admission_running_query_id(a);
+        usec_t avg = admission_average_usec(a);
+        ManagerHealth h;
         char avg_buf[32];
 
+        manager_get_health(d->manager, &h);
         if (avg > 0)
                 snprintf(avg_buf, sizeof avg_buf, "%.1fs", (double) avg / USEC_PER_SEC);
         else
@@ -204,76 +196,34 @@ static void update_status(Manager *m) {
         (void) sd_notifyf(
                 false,
                 "STATUS=%s%s; waiting: %" PRIu64 "; running: %s; average query: %s%s",
-                m->stopping ? "Stopping; " : "",
-                admission_state_to_string(admission_get_state(m->admission)),
-                admission_waiting_count(m->admission),
+                d->stopping ? "Stopping; " : "",
+                admission_state_to_string(admission_get_state(a)),
+                admission_waiting_count(a),
                 id && *id ? id : "none",
                 avg_buf,
-                api_is_degraded(m->api) ? "; health: degraded" : "");
+                h.degraded ? "; health: degraded" : "");
 }
 
-static void on_admission_event(const AdmissionEvent *ev, void *userdata) {
-        Manager *m = userdata;
-        char f_event[64], f_ticket[64];
-        const char *fields[] = { f_event, f_ticket, NULL };
-        const char *event = NULL, *what = NULL;
-
-        switch (ev->type) {
-        case ADMISSION_EVENT_TICKET_ADDED:
-                event = "ticket_added";
-                what = "joined the queue";
-                break;
-        case ADMISSION_EVENT_TICKET_PROMOTED:
-                event = "ticket_promoted";
-                what = "was promoted to reserved";
-                break;
-        case ADMISSION_EVENT_TICKET_REMOVED:
-                event = "ticket_removed";
-                what = "was removed";
-                break;
-        case ADMISSION_EVENT_STATE_CHANGED:
-                log_debug("Admission state is now %s.", admission_state_to_string(ev->state));
-                break;
-        default:
-                break;
-        }
-
-        if (event) {
-                snprintf(f_event, sizeof f_event, "WIKIWEB_EVENT=%s", event);
-                snprintf(f_ticket, sizeof f_ticket, "TICKET_ID=%s", ev->ticket_id);
-                if (ev->type == ADMISSION_EVENT_TICKET_REMOVED)
-                        log_fields(
-                                LOG_INFO,
-                                fields,
-                                "Ticket %s %s (%s).",
-                                ev->ticket_id,
-                                what,
-                                remove_reason_to_string(ev->reason));
-                else
-                        log_fields(LOG_INFO, fields, "Ticket %s %s.", ev->ticket_id, what);
-        }
-
-        if (ev->type == ADMISSION_EVENT_TICKET_REMOVED)
-                metrics_count_ticket_removed(remove_reason_to_string(ev->reason));
-        if (m->bus)
-                queue_bus_admission_event(m->bus, ev);
-        api_admission_event(m->api, ev);
-        update_status(m);
+static void on_manager_event(Manager *m, const ManagerEvent *ev, void *userdata) {
+        if (IN_SET(ev->type, MANAGER_QUERY_EVENT, MANAGER_QUERY_PHASE))
+                return;
+        update_status(userdata);
 }
 
 /* A scrape of wikiwebd-metrics.socket: the gauges read now, in O(1), the
  * counters as they were counted. */
 static int render_metrics(MetricsFormat format, char **ret, size_t *ret_size, void *userdata) {
         const char *states[_ADMISSION_STATE_MAX];
-        Manager *m = userdata;
+        Daemon *d = userdata;
+        Admission *a = manager_get_admission(d->manager);
         MetricsProcess process;
         MetricsGauges g = {
                 .states = states,
                 .n_states = ELEMENTSOF(states),
-                .state = (size_t) admission_get_state(m->admission),
-                .admission_open = !admission_is_draining(m->admission),
-                .queue_length = admission_queue_length(m->admission),
-                .queue_max_length = admission_get_settings(m->admission)->max_length,
+                .state = (size_t) admission_get_state(a),
+                .admission_open = !admission_is_draining(a),
+                .queue_length = admission_queue_length(a),
+                .queue_max_length = admission_get_settings(a)->max_length,
         };
 
         for (int i = 0; i < _ADMISSION_STATE_MAX; i++)
@@ -283,170 +233,59 @@ static int render_metrics(MetricsFormat format, char **ret, size_t *ret_size, vo
         return metrics_render(format, &g, ret, ret_size);
 }
 
-static void on_query_finished(
-        const char *query_id, const char *status, usec_t duration_usec, bool cleanup_confirmed, void *userdata) {
-        Manager *m = userdata;
-
-        if (m->bus) {
-                queue_bus_query_finished(m->bus, query_id, status, duration_usec);
-                if (!cleanup_confirmed)
-                        queue_bus_set_health(m->bus, true);
-        }
-        update_status(m);
-}
-
-/* The running query's phase, for RunningQueryPhase (API.md 11.4). */
-static void on_query_phase(const char *phase, void *userdata) {
-        Manager *m = userdata;
-
-        queue_bus_set_running_phase(m->bus, phase);
-}
-
-/* The Sandbox confirmed the cleanup of a query late: the API frees its
- * slot if it ended unconfirmed (API.md 8.4), and health follows. */
-static void on_cleanup_confirmed(Sandbox *s, const char *query_id, void *userdata) {
-        Manager *m = userdata;
-
-        if (m->api)
-                api_cleanup_confirmed(m->api, query_id);
-        if (m->bus)
-                queue_bus_set_health(
-                        m->bus,
-                        (m->sandbox && sandbox_cleanup_pending(m->sandbox)) || api_is_degraded(m->api));
-        update_status(m);
-}
-
-/* One journal line for the sandbox's state. */
-static void log_sandbox_state(SandboxState state, const char *reason) {
-        if (state == SANDBOX_AVAILABLE)
-                log_info("Sandbox available: run_python can be offered.");
-        else if (state == SANDBOX_STARTING)
-                log_info(
-                        "Sandbox starting, a query waits for it (at most %" PRIu64 " s): %s.",
-                        (uint64_t) (QUERY_SANDBOX_WAIT_MAX_USEC / USEC_PER_SEC),
-                        reason);
-        else
-                log_warning("Sandbox unavailable, run_python is not offered: %s.", reason);
-}
-
-/* The Sandbox's announcement (from the loop): availability for
- * /api/v1/health and the journal, and for a query that waits for the
- * sandbox to start; D-Bus Health is degraded while a sandbox cleanup is
- * not confirmed (API.md 8.4). */
-static void on_sandbox_state(Sandbox *s, void *userdata) {
-        Manager *m = userdata;
-        SandboxState state = sandbox_get_state(s);
-        bool available = state == SANDBOX_AVAILABLE, pending = sandbox_cleanup_pending(s);
-
-        if (state != m->sandbox_state) {
-                m->sandbox_state = state;
-                log_sandbox_state(state, sandbox_unavailable_reason(s));
-        }
-        if (m->executor)
-                query_executor_sandbox_changed(m->executor);
-        if (m->api)
-                api_set_sandbox_state(m->api, available, pending);
-        if (m->bus)
-                queue_bus_set_health(m->bus, pending || (m->api && api_is_degraded(m->api)));
-        update_status(m);
-}
-
-/* D-Bus CancelQuery (API.md 12.1), once polkit allowed it: the running
- * query stops as at its deadline, through the same cleanup, and is
- * recorded failed with execution_failed. A query that has ended (its
- * record being made durable, or its cleanup awaiting confirmation) is no
- * longer running: -ESRCH. */
-#define CANCELLED_BY_ADMIN "Cancelled by an administrator"
-
-static int on_cancel_query(const char *query_id, void *userdata) {
-        Manager *m = userdata;
-        int r;
-
-        if (!query_executor_busy(m->executor) || !streq(admission_running_query_id(m->admission), query_id))
-                return -ESRCH;
-        r = query_executor_abort(m->executor, CANCELLED_BY_ADMIN);
-        if (r < 0)
-                return r;
-        log_notice("Query %s: cancelled by an administrator.", query_id);
-        return 0;
-}
-
-static void random_ticket_id(char buf[static TICKET_ID_MAX], void *userdata) {
-        static uint64_t fallback = 0;
-
-        if (random_id("tk_", buf, TICKET_ID_MAX) < 0)
-                /* getrandom() does not fail once the pool is ready; be total anyway. */
-                snprintf(buf, TICKET_ID_MAX, "tk_%032" PRIx64, ++fallback);
-}
-
 /* How long a stop may wait for requests in flight (a body still arriving,
  * a response still being sent) once no query runs. */
 #define STOP_DRAIN_USEC (10 * USEC_PER_SEC)
 
 static int on_exit_timer(sd_event_source *s, uint64_t usec, void *userdata);
 
-/* Exit once nothing is in flight: no query running and no request begun
- * but not completed, or when the drain time (counted from the end of the
- * query) is over. Called after every loop iteration while stopping. */
-static void maybe_exit(Manager *m) {
+/* Exit once nothing is in flight: no query's life (manager_busy()) and no
+ * request begun but not completed, or when the drain time (counted from the
+ * end of the queries) is over. Called after every loop iteration while
+ * stopping. */
+static void maybe_exit(Daemon *d) {
         usec_t t = now(CLOCK_MONOTONIC), wake;
 
-        if (!m->stopping || query_executor_busy(m->executor) || api_is_completing(m->api))
+        if (!d->stopping || manager_busy(d->manager))
                 return;
-        if (m->drain_deadline == 0)
-                m->drain_deadline = usec_add(t, STOP_DRAIN_USEC);
-        if (t >= m->drain_deadline) {
-                (void) sd_event_exit(m->event, 0);
+        if (d->drain_deadline == 0)
+                d->drain_deadline = usec_add(t, STOP_DRAIN_USEC);
+        if (t >= d->drain_deadline) {
+                (void) sd_event_exit(d->event, 0);
                 return;
         }
 
-        if (http_server_active_count(m->http) > 0)
+        if (http_server_active_count(d->http) > 0)
                 /* Requests in flight: until they end, or the deadline. */
-                wake = m->drain_deadline;
+                wake = d->drain_deadline;
         else {
                 /* A connection accepted just before the stop whose request
                  * has not arrived yet: wait a moment for it (seen under
                  * load: a polling client's request closed unanswered by a
                  * restart). */
-                usec_t fresh = http_server_fresh_until(m->http);
+                usec_t fresh = http_server_fresh_until(d->http);
 
                 if (fresh <= t) {
-                        (void) sd_event_exit(m->event, 0);
+                        (void) sd_event_exit(d->event, 0);
                         return;
                 }
-                wake = MIN(fresh, m->drain_deadline);
+                wake = MIN(fresh, d->drain_deadline);
         }
 
         /* Wake up then even if nothing else happens. */
-        if (m->exit_timer && m->exit_wake == wake)
+        if (d->exit_timer && d->exit_wake == wake)
                 return;
-        m->exit_timer = sd_event_source_disable_unref(m->exit_timer);
-        if (sd_event_add_time(m->event, &m->exit_timer, CLOCK_MONOTONIC, wake, 0, on_exit_timer, m) < 0) {
-                (void) sd_event_exit(m->event, 0);
+        d->exit_timer = sd_event_source_disable_unref(d->exit_timer);
+        if (sd_event_add_time(d->event, &d->exit_timer, CLOCK_MONOTONIC, wake, 0, on_exit_timer, d) < 0) {
+                (void) sd_event_exit(d->event, 0);
                 return;
         }
-        (void) sd_event_source_set_description(m->exit_timer, "stop-drain");
-        m->exit_wake = wake;
+        (void) sd_event_source_set_description(d->exit_timer, "stop-drain");
+        d->exit_wake = wake;
 }
 
-/* The exit timer: the drain deadline, or, while a query still runs, the end
- * of the stop grace, when the query is aborted. */
 static int on_exit_timer(sd_event_source *s, uint64_t usec, void *userdata) {
-        Manager *m = userdata;
-        int r;
-
-        if (query_executor_busy(m->executor)) {
-                log_warning(
-                        "The running query %s did not end within %" PRIu64
-                        " s of the stop request: aborting it.",
-                        admission_running_query_id(m->admission),
-                        m->config.stop_grace_seconds);
-                r = query_executor_abort(m->executor, "query aborted: the service is stopping");
-                if (r < 0)
-                        (void) sd_event_exit(m->event, 0);
-                return 0;
-        }
-        maybe_exit(m);
+        maybe_exit(userdata);
         return 0;
 }
 
@@ -455,33 +294,27 @@ static int on_post(sd_event_source *s, void *userdata) {
         return 0;
 }
 
+/* SIGTERM, SIGINT: no new connections and no new query; the running ones
+ * may finish within the stop grace (the Manager aborts them then). */
 static int on_stop_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
-        Manager *m = userdata;
-        bool busy = query_executor_busy(m->executor);
+        Daemon *d = userdata;
+        bool busy = manager_busy(d->manager);
 
-        if (m->stopping)
+        if (d->stopping)
                 return 0;
-        m->stopping = true;
+        d->stopping = true;
         log_info(
                 "Received %s, stopping: no new connections%s.",
                 strsignal((int) si->ssi_signo),
                 busy ? ", waiting for the running query" : "");
         (void) sd_notify(false, "STOPPING=1");
-        http_server_quiesce(m->http);
-        if (busy)
-                /* Let the query finish, but not past the stop grace: systemd
-                 * kills us at TimeoutStopSec=, and the outcome must be
-                 * recorded before that. */
-                (void) sd_event_add_time_relative(
-                        m->event,
-                        &m->exit_timer,
-                        CLOCK_MONOTONIC,
-                        m->config.stop_grace_seconds * USEC_PER_SEC,
-                        0,
-                        on_exit_timer,
-                        m);
-        update_status(m);
-        maybe_exit(m);
+        http_server_quiesce(d->http);
+        manager_stop(
+                d->manager,
+                d->config.stop_grace_seconds * USEC_PER_SEC,
+                "query aborted: the service is stopping");
+        update_status(d);
+        maybe_exit(d);
         return 0;
 }
 
@@ -494,126 +327,40 @@ static int on_fault_signal(sd_event_source *s, const struct signalfd_siginfo *si
         return 0;
 }
 
-static void manager_free(Manager *m) {
-        m->exit_timer = sd_event_source_disable_unref(m->exit_timer);
-        m->metrics = metrics_server_free(m->metrics);
-        m->http = http_server_free(m->http);
-        m->api = api_free(m->api);
-        m->wait_tracker = wait_tracker_free(m->wait_tracker);
-        m->history = history_free(m->history);
-        m->executor = query_executor_free(m->executor);
-        m->bus = queue_bus_free(m->bus);
-        m->sandbox = sandbox_free(m->sandbox);
-        m->admission_timer = admission_timer_free(m->admission_timer);
-        m->admission = admission_free(m->admission);
-        m->event = sd_event_unref(m->event);
-        config_done(&m->config);
+static void daemon_done(Daemon *d) {
+        d->exit_timer = sd_event_source_disable_unref(d->exit_timer);
+        d->metrics = metrics_server_free(d->metrics);
+        d->http = http_server_free(d->http);
+        d->api = api_free(d->api);
+        d->bus = queue_bus_free(d->bus);
+        d->manager = manager_free(d->manager);
+        d->event = sd_event_unref(d->event);
+        config_done(&d->config);
 }
 
-/* The wait range's durations, seeded from the history: the most recent
- * WAIT_DURATIONS_MAX, oldest first, so that a restart forgets nothing. A
- * history that cannot be read leaves it empty ("no estimate yet"). */
-static int make_wait_tracker(History *h, WaitTracker **ret) {
-        _cleanup_(wait_tracker_freep) WaitTracker *t = NULL;
-        double seconds[WAIT_DURATIONS_MAX];
-        size_t n = 0;
+/* The upstream URLs and hosts as the destination policy reads them
+ * (API.md 8): one it would refuse fails here, not at every query. */
+static int check_destinations(const Config *c) {
+        DestinationPolicy *policy = NULL;
         int r;
 
-        r = wait_tracker_new(&t);
+        r = destination_policy_new(c->wiki_api_url, c->llm_url, c->allowed_destinations, &policy);
+        destination_policy_free(policy);
+        if (r == -ENOMEM)
+                return log_oom();
         if (r < 0)
-                return r;
-        r = history_recent_durations(h, ELEMENTSOF(seconds), seconds, &n);
-        if (r < 0)
-                log_warning_errno(
-                        r, "The recent query durations could not be read: the wait range starts empty");
-        for (size_t i = n; i-- > 0;)
-                (void) wait_tracker_add(t, seconds[i]);
-        log_debug("Wait range: %zu recent durations from the history.", n);
-        *ret = TAKE_PTR(t);
+                return log_error_errno(
+                        r,
+                        "Invalid configuration: WIKI_WEB_WIKI_API_URL, WIKI_WEB_LLM_URL or "
+                        "WIKI_WEB_ALLOWED_DESTINATIONS is not a plain http(s) URL or host "
+                        "(no user info; a numeric host must be a dotted quad)");
         return 0;
 }
 
-/* The state directory holds the history, which is authoritative: without
- * one the daemon does not start. */
-static int open_history(const char *path, History **ret) {
-        unsigned recovered = 0;
-        int r;
-
-        if (!path) {
-                log_error("No state directory: set WIKI_WEB_STATE_DIRECTORY, or run under systemd with StateDirectory=.");
-                return -EINVAL;
-        }
-        if (mkdir(path, 0750) < 0 && errno != EEXIST)
-                return log_error_errno(errno, "Failed to create the state directory %s", path);
-
-        r = history_open(path, ret, &recovered);
-        if (r < 0)
-                return log_error_errno(r, "Failed to open the history in %s", path);
-        if (recovered > 0)
-                log_warning(
-                        "%u %s still running when the service last stopped; recorded %s as failed.",
-                        recovered,
-                        recovered == 1 ? "query was" : "queries were",
-                        recovered == 1 ? "it" : "them");
-        return 0;
-}
-
-static int run(int argc, char *argv[]) {
-        _cleanup_(manager_free) Manager m = { 0 };
-        _cleanup_free_ char *error = NULL;
-        uint64_t n;
+/* SIGTERM and SIGINT stop; with the test faults SIGUSR2 hangs. */
+static int setup_signals(Daemon *d) {
         sigset_t mask;
-        int r, fd, metrics_fd;
-
-        log_open();
-
-        r = parse_argv(argc, argv);
-        if (r <= 0)
-                return r;
-
-        r = config_load(&m.config, config_getenv_process, NULL, &error);
-        if (r < 0) {
-                return log_error_errno(r, "Invalid configuration: %s", error ? error : "see above");
-        }
-        log_set_max_level(m.config.log_level);
-
-        /* The upstream URLs and hosts as the destination policy reads them
-         * (API.md 8): one it would refuse fails here, not at every query. */
-        {
-                DestinationPolicy *policy = NULL;
-
-                r = destination_policy_new(
-                        m.config.wiki_api_url, m.config.llm_url, m.config.allowed_destinations, &policy);
-                destination_policy_free(policy);
-                if (r == -ENOMEM)
-                        return log_oom();
-                if (r < 0)
-                        return log_error_errno(
-                                r,
-                                "Invalid configuration: WIKI_WEB_WIKI_API_URL, WIKI_WEB_LLM_URL or "
-                                "WIKI_WEB_ALLOWED_DESTINATIONS is not a plain http(s) URL or host "
-                                "(no user info; a numeric host must be a dotted quad)");
-        }
-
-        if (arg_check_config) {
-                config_dump(&m.config, stdout);
-                return 0;
-        }
-
-        /* The sandbox spawns container runtimes whose children may be
-         * orphaned; reap them ourselves rather than leaving zombies. */
-        (void) prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-
-        r = open_history(m.config.state_directory, &m.history);
-        if (r < 0)
-                return r;
-
-        /* Every known series at 0 before the first event is counted. */
-        metrics_reset();
-
-        r = sd_event_default(&m.event);
-        if (r < 0)
-                return log_error_errno(r, "Failed to allocate the event loop");
+        int r;
 
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
@@ -622,103 +369,38 @@ static int run(int argc, char *argv[]) {
                 sigaddset(&mask, SIGUSR2);
         if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
                 return log_error_errno(errno, "Failed to block signals");
-        r = sd_event_add_signal(m.event, NULL, SIGTERM, on_stop_signal, &m);
+        r = sd_event_add_signal(d->event, NULL, SIGTERM, on_stop_signal, d);
         if (r < 0)
                 return log_error_errno(r, "Failed to watch SIGTERM");
-        r = sd_event_add_signal(m.event, NULL, SIGINT, on_stop_signal, &m);
+        r = sd_event_add_signal(d->event, NULL, SIGINT, on_stop_signal, d);
         if (r < 0)
                 return log_error_errno(r, "Failed to watch SIGINT");
         if (sigismember(&mask, SIGUSR2)) {
-                r = sd_event_add_signal(m.event, NULL, SIGUSR2, on_fault_signal, &m);
+                r = sd_event_add_signal(d->event, NULL, SIGUSR2, on_fault_signal, d);
                 if (r < 0)
                         return log_error_errno(r, "Failed to watch SIGUSR2");
         }
+        return 0;
+}
 
-        /* WATCHDOG=1 is sent from the loop itself, at half WatchdogSec=. */
-        r = sd_event_set_watchdog(m.event, true);
-        if (r < 0)
-                log_warning_errno(r, "Failed to enable the watchdog");
+/* The faces: the HTTP API on its socket, the metrics on theirs (an extra:
+ * without them the API still serves), the queue on the system bus
+ * (without one, a developer's machine, the daemon still serves HTTP). */
+static int setup_faces(Daemon *d) {
+        int r, fd, metrics_fd;
 
-        r = admission_new(
-                &(AdmissionSettings){
-                        .reservation_usec = m.config.queue_reservation_seconds * USEC_PER_SEC,
-                        .heartbeat_usec = m.config.queue_heartbeat_seconds * USEC_PER_SEC,
-                        .max_length = m.config.queue_max_length,
-                },
-                &m.admission);
-        if (r < 0)
-                return log_error_errno(r, "Failed to set up the admission controller");
-        admission_set_id_generator(m.admission, random_ticket_id, NULL);
-        admission_set_event_handler(m.admission, on_admission_event, &m);
-
-        r = admission_timer_new(m.event, m.admission, &m.admission_timer);
-        if (r < 0)
-                return log_error_errno(r, "Failed to set up the admission timers");
-
-        r = query_executor_new(m.event, &m.config, &m.executor);
-        if (r < 0)
-                return log_error_errno(r, "Failed to set up the query executor");
-        r = fault_uint64("WIKI_WEB_TEST_QUERY_DELAY_MS", 3600000, &n);
-        if (r < 0)
-                return r;
-        if (r > 0) {
-                log_warning("Test fault: every query takes %" PRIu64 " ms.", n);
-                query_executor_set_test_delay(m.executor, n * USEC_PER_MSEC);
-        }
-        if (!query_executor_is_configured(m.executor))
-                log_warning("Query execution is not configured: every query will fail with execution_failed.");
-
-        r = api_new(m.event, &m.config, m.admission, m.executor, m.history, &m.api);
-        if (r < 0)
-                return log_oom();
-        api_set_query_finished_hook(m.api, on_query_finished, &m);
-        api_set_phase_hook(m.api, on_query_phase, &m);
-        r = make_wait_tracker(m.history, &m.wait_tracker);
-        if (r < 0)
-                return log_oom();
-        api_set_wait_tracker(m.api, m.wait_tracker);
-
-        /* Admins read the queue on the system bus; without one (a developer's
-         * machine) the daemon still serves HTTP. */
-        r = queue_bus_new(m.event, m.admission, NULL, &m.bus);
+        /* The D-Bus object subscribes first: QueryFinished goes out before
+         * the answer to the query's request. */
+        r = queue_bus_new(d->event, manager_get_admission(d->manager), NULL, &d->bus);
         if (r < 0)
                 log_warning_errno(r, "Not publishing the queue on D-Bus");
-        queue_bus_set_cancel_handler(m.bus, on_cancel_query, &m);
+        r = queue_bus_set_manager(d->bus, d->manager);
+        if (r < 0)
+                return log_oom();
 
-        /* The sandbox owns SIGCHLD (we are a subreaper, see above), checks
-         * runtime, rootfs and the user manager, and sweeps what a previous
-         * run left behind. Unavailable is a state, not an error: queries
-         * still answer from the wiki. */
-        r = sandbox_new(m.event, &m.config, NULL, &m.sandbox);
+        r = api_new(d->event, d->manager, &d->api);
         if (r < 0)
-                return log_error_errno(r, "Failed to set up the sandbox");
-        sandbox_set_state_handler(m.sandbox, on_sandbox_state, &m);
-        sandbox_set_cleanup_confirmed_handler(m.sandbox, on_cleanup_confirmed, &m);
-        /* Queries offer run_python whenever the sandbox is available. */
-        query_executor_set_sandbox(m.executor, m.sandbox);
-        r = fault_uint64("WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE", 100, &n);
-        if (r < 0)
-                return r;
-        if (r > 0) {
-                log_warning("Test fault: the next %" PRIu64 " sandbox scope confirmations fail.", n);
-                sandbox_set_test_unconfirmable(m.sandbox, (unsigned) n);
-        }
-        if (fault_bool("WIKI_WEB_TEST_SANDBOX_DEAF_INIT")) {
-                log_warning("Test fault: the containers' init is never told to stop.");
-                sandbox_set_test_deaf_init(m.sandbox, true);
-        }
-        r = fault_uint64("WIKI_WEB_TEST_SANDBOX_STARTING_MS", 3600000, &n);
-        if (r < 0)
-                return r;
-        if (r > 0) {
-                log_warning("Test fault: the sandbox is starting for %" PRIu64 " ms.", n);
-                sandbox_set_test_starting(m.sandbox, n * USEC_PER_MSEC);
-        }
-        /* Unavailable from the start was logged by the sandbox already. */
-        m.sandbox_state = sandbox_get_state(m.sandbox);
-        if (m.sandbox_state == SANDBOX_STARTING)
-                log_sandbox_state(m.sandbox_state, sandbox_unavailable_reason(m.sandbox));
-        api_set_sandbox_state(m.api, sandbox_is_available(m.sandbox), sandbox_cleanup_pending(m.sandbox));
+                return log_oom();
 
         fd = acquire_listen_fd(&metrics_fd);
         if (fd < 0) {
@@ -726,30 +408,80 @@ static int run(int argc, char *argv[]) {
                         (void) close(metrics_fd);
                 return fd;
         }
-        r = http_server_new(m.event, fd, &m.config, api_handle, m.api, &m.http);
+        r = http_server_new(d->event, fd, &d->config, api_handle, d->api, &d->http);
         if (r < 0) {
                 if (metrics_fd >= 0)
                         (void) close(metrics_fd);
                 return log_error_errno(r, "Failed to start the HTTP server");
         }
         if (metrics_fd >= 0) {
-                /* Metrics are an extra: without them the API still serves. */
-                r = metrics_server_new(m.event, metrics_fd, render_metrics, &m, &m.metrics);
+                r = metrics_server_new(d->event, metrics_fd, render_metrics, d, &d->metrics);
                 if (r < 0)
                         log_warning_errno(r, "Failed to serve metrics on the metrics socket");
                 else
                         log_info("Serving metrics on the socket passed by systemd (wikiwebd-metrics.socket).");
         }
+        return 0;
+}
 
-        r = sd_event_add_post(m.event, NULL, on_post, &m);
+static int run(int argc, char *argv[]) {
+        _cleanup_(daemon_done) Daemon d = { 0 };
+        _cleanup_free_ char *error = NULL;
+        int r;
+
+        log_open();
+
+        r = parse_argv(argc, argv);
+        if (r <= 0)
+                return r;
+
+        r = config_load(&d.config, config_getenv_process, NULL, &error);
+        if (r < 0)
+                return log_error_errno(r, "Invalid configuration: %s", error ? error : "see above");
+        log_set_max_level(d.config.log_level);
+        r = check_destinations(&d.config);
+        if (r < 0)
+                return r;
+        if (arg_check_config) {
+                config_dump(&d.config, stdout);
+                return 0;
+        }
+
+        /* The sandbox spawns container runtimes whose children may be
+         * orphaned; reap them ourselves rather than leaving zombies. */
+        (void) prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+        /* Every known series at 0 before the first event is counted. */
+        metrics_reset();
+
+        r = sd_event_default(&d.event);
+        if (r < 0)
+                return log_error_errno(r, "Failed to allocate the event loop");
+        r = setup_signals(&d);
+        if (r < 0)
+                return r;
+        /* WATCHDOG=1 is sent from the loop itself, at half WatchdogSec=. */
+        r = sd_event_set_watchdog(d.event, true);
+        if (r < 0)
+                log_warning_errno(r, "Failed to enable the watchdog");
+
+        r = manager_new(d.event, &d.config, &d.manager);
+        if (r < 0)
+                return r;
+        r = manager_subscribe(d.manager, on_manager_event, &d);
+        if (r < 0)
+                return log_oom();
+        r = setup_faces(&d);
+        if (r < 0)
+                return r;
+        r = sd_event_add_post(d.event, NULL, on_post, &d);
         if (r < 0)
                 return log_error_errno(r, "Failed to add the post source");
 
         log_info("wikiwebd %s started (contract revision %d).", PACKAGE_VERSION, CONTRACT_REVISION);
         (void) sd_notify(false, "READY=1");
-        update_status(&m);
+        update_status(&d);
 
-        r = sd_event_loop(m.event);
+        r = sd_event_loop(d.event);
         if (r < 0)
                 return log_error_errno(r, "Event loop failed");
         log_info("wikiwebd stopped.");

@@ -52,6 +52,7 @@ typedef struct Ticket {
         usec_t heartbeat_deadline; /* USEC_INFINITY while held (admission_hold()) */
         uint32_t slot;             /* index into Admission.slots; the free-list link while free */
         uint32_t hb_pos;           /* its entry in Admission.hbq, IDX_NONE when not queued */
+        char *user;                /* its holder's name (admission_set_user()), NULL: anonymous */
 } Ticket;
 
 struct Admission {
@@ -98,6 +99,8 @@ struct Admission {
         /* Running query */
         char query_id[QUERY_ID_MAX];
         usec_t claimed_at;
+        SessionKey running_key; /* the session that claimed */
+        char *running_user;     /* its user, NULL: anonymous */
 
         bool average_known;
         double average_seconds;
@@ -252,6 +255,11 @@ Admission *admission_free(Admission *a) {
         if (!a)
                 return NULL;
 
+        /* The live tickets' names (a free entry's is NULL, or stale). */
+        for (uint32_t w = 0; w < a->n_words; w++)
+                for (uint64_t bits = a->live[w]; bits != 0; bits &= bits - 1)
+                        free(a->pool[a->slots[w * 64 + (uint32_t) __builtin_ctzll(bits)]].user);
+        free(a->running_user);
         free(a->pool);
         free(a->hash);
         free(a->slots);
@@ -674,6 +682,8 @@ static void heartbeat(Admission *a, uint32_t idx, usec_t now) {
 static void ticket_unlink(Admission *a, uint32_t idx) {
         Ticket *t = &a->pool[idx];
 
+        free(t->user);
+        t->user = NULL;
         hash_remove(a, idx);
         hb_unlink(a, idx);
         slot_clear(a, t->slot);
@@ -893,6 +903,7 @@ static void fill_view(const Admission *a, uint32_t idx, uint64_t position, Ticke
         v->heartbeat_deadline = held(a, idx) ? usec_add(a->last_now, a->settings.heartbeat_usec) :
                                                t->heartbeat_deadline;
         v->reservation_deadline = idx == a->reserved ? a->reservation_deadline : USEC_INFINITY;
+        v->user = t->user;
 }
 
 /* Position: tickets ahead in the FIFO, plus one unless the head is the
@@ -1050,6 +1061,9 @@ int admission_claim(Admission *a, const SessionKey *session, const char *query_i
                         return a->draining ? -ESHUTDOWN : -EBUSY;
 
                 memcpy(id, a->pool[a->reserved].id, sizeof(id));
+                /* The ticket's user is the query's now. */
+                free(a->running_user);
+                a->running_user = TAKE_PTR(a->pool[a->reserved].user);
                 ticket_unlink(a, a->reserved);
                 /* ticket_unlink() left the controller idle: it is not
                  * observable, we go straight on to running. */
@@ -1066,6 +1080,8 @@ int admission_claim(Admission *a, const SessionKey *session, const char *query_i
                 if (a->settings.max_length == 0)
                         return -ENOSPC;
                 id[0] = '\0';
+                free(a->running_user);
+                a->running_user = NULL;
                 break;
 
         default:
@@ -1074,6 +1090,7 @@ int admission_claim(Admission *a, const SessionKey *session, const char *query_i
 
         memcpy(a->query_id, query_id, len + 1);
         a->claimed_at = now;
+        a->running_key = *session;
         a->state = ADMISSION_RUNNING;
         a->counters.queries_started++;
 
@@ -1139,6 +1156,8 @@ int admission_finish(Admission *a, usec_t now) {
         memcpy(query_id, a->query_id, sizeof(query_id));
         a->query_id[0] = '\0';
         a->claimed_at = USEC_INFINITY;
+        free(a->running_user);
+        a->running_user = NULL;
         old_state = a->state;
         a->state = ADMISSION_IDLE;
         promoted = promote(a, now);
@@ -1180,6 +1199,50 @@ usec_t admission_average_usec(const Admission *a) {
 
 const char *admission_running_query_id(const Admission *a) {
         return a->state == ADMISSION_RUNNING ? a->query_id : "";
+}
+
+/* *p becomes a copy of user (NULL: none), unless it already is one. */
+static int replace_user(char **p, const char *user) {
+        char *copy = NULL;
+
+        if (user ? *p && streq(*p, user) : !*p)
+                return 0;
+        if (user) {
+                copy = strdup(user);
+                if (!copy)
+                        return -ENOMEM;
+        }
+        free(*p);
+        *p = copy;
+        return 0;
+}
+
+int admission_set_user(Admission *a, const SessionKey *session, const char *user) {
+        bool found = false;
+        uint32_t idx;
+        int r;
+
+        assert(a);
+        assert(session);
+
+        idx = hash_find(a, session);
+        if (idx != IDX_NONE) {
+                r = replace_user(&a->pool[idx].user, user);
+                if (r < 0)
+                        return r;
+                found = true;
+        }
+        if (a->state == ADMISSION_RUNNING && memcmp(&a->running_key, session, sizeof(*session)) == 0) {
+                r = replace_user(&a->running_user, user);
+                if (r < 0)
+                        return r;
+                found = true;
+        }
+        return found ? 0 : -ENOENT;
+}
+
+const char *admission_running_user(const Admission *a) {
+        return a->state == ADMISSION_RUNNING ? a->running_user : NULL;
 }
 
 usec_t admission_running_since(const Admission *a) {

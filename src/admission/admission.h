@@ -11,7 +11,8 @@
 #include "shared/time-util.h"
 
 /* The admission controller of API.md section 5, as a pure state machine:
- * no I/O, no clock reads, no allocation except its own tables. Every call
+ * no I/O, no clock reads, no allocation except its own tables and the
+ * names of the tickets' users. Every call
  * takes "now" on CLOCK_MONOTONIC and first applies every expiry due at or
  * before "now", so the machine is correct even if a timer fires late. The
  * sd-event glue (admission-timers.c) re-arms one timer at
@@ -113,6 +114,7 @@ typedef struct TicketView {
         usec_t joined;
         usec_t heartbeat_deadline;
         usec_t reservation_deadline;
+        const char *user; /* its holder's name (admission_set_user()), NULL: anonymous; borrowed */
 } TicketView;
 
 /* The status object of API.md section 6, seen by one session. */
@@ -211,6 +213,15 @@ const AdmissionSettings *admission_get_settings(const Admission *a);
 usec_t admission_average_usec(const Admission *a);
 /* The running query's id, "" when not running. Borrowed. */
 const char *admission_running_query_id(const Admission *a);
+/* Who holds S's ticket and S's running query, by name (API.md "Identity":
+ * shown to root on D-Bus, never to clients): a copy of user is kept with
+ * the ticket, moves with it to the query at the claim, and goes with it.
+ * user NULL forgets the name. 0, -ENOENT when S has neither a ticket nor
+ * the running query, -ENOMEM. */
+int admission_set_user(Admission *a, const SessionKey *session, const char *user);
+/* The running query's user, NULL when not running or anonymous. Borrowed:
+ * valid until the next call that changes the machine. */
+const char *admission_running_user(const Admission *a);
 /* Monotonic claim time of the running query, USEC_INFINITY when not running. */
 usec_t admission_running_since(const Admission *a);
 void admission_get_counters(const Admission *a, AdmissionCounters *ret);

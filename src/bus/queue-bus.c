@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
 #include <sys/types.h>
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
 #include "bus/bus-polkit.h"
 #include "bus/queue-bus.h"
+#include "manager/manager.h"
 #include "shared/log.h"
 #include "shared/macro.h"
 
@@ -32,6 +34,7 @@ typedef struct QueueBusSnapshot {
 struct QueueBus {
         sd_event *event;      /* borrowed */
         Admission *admission; /* borrowed */
+        Manager *manager;     /* borrowed, NULL: none (queue_bus_set_manager()) */
 
         sd_bus *bus;
         sd_bus_slot *object_slot;
@@ -50,9 +53,22 @@ struct QueueBus {
         void *cancel_userdata;
 };
 
+/* RunningQueryId: the Manager's oldest query, or without one the
+ * controller's running query. */
+static const char *running_query_id(const QueueBus *b) {
+        const char *id;
+
+        if (b->manager) {
+                ManagerQuery *q = manager_oldest_query(b->manager);
+                return q ? manager_query_id(q) : "";
+        }
+        id = admission_running_query_id(b->admission);
+        return id ? id : "";
+}
+
 static void snapshot_take(const QueueBus *b, QueueBusSnapshot *ret) {
         AdmissionCounters counters;
-        const char *running = admission_running_query_id(b->admission);
+        const char *running = running_query_id(b);
 
         admission_get_counters(b->admission, &counters);
         *ret = (QueueBusSnapshot){
@@ -90,11 +106,6 @@ static uint32_t clamp_u32(uint64_t v) {
                 return sd_bus_message_append(reply, sig, (type) (expr)); \
         }                                                                \
         struct __useless_struct_to_allow_trailing_semicolon__
-
-static const char *running_query_id(const QueueBus *b) {
-        const char *id = admission_running_query_id(b->admission);
-        return id ? id : "";
-}
 
 DEFINE_PROPERTY_GETTER(state, "s", const char *, admission_state_to_string(admission_get_state(b->admission)));
 DEFINE_PROPERTY_GETTER(admission, "s", const char *, admission_is_draining(b->admission) ? "draining" : "open");
@@ -148,13 +159,14 @@ static void list_one(const TicketView *t, void *userdata) {
                 reservation = monotonic_to_wallclock(t->reservation_deadline);
         r = sd_bus_message_append(
                 c->reply,
-                "(ssuttt)",
+                "(ssuttts)",
                 t->id,
                 ticket_status_to_string(t->status),
                 clamp_u32(t->position),
                 (uint64_t) monotonic_to_wallclock(t->joined),
                 (uint64_t) monotonic_to_wallclock(t->heartbeat_deadline),
-                (uint64_t) reservation);
+                (uint64_t) reservation,
+                t->user ? t->user : "");
         if (r < 0)
                 c->r = r;
 }
@@ -169,7 +181,8 @@ static int check_caller_is_root(sd_bus_message *m, sd_bus_error *error) {
                 return sd_bus_error_set(
                         error, SD_BUS_ERROR_ACCESS_DENIED, "Cannot determine the caller's user; access denied.");
         if (r == 0)
-                return sd_bus_error_set(error, SD_BUS_ERROR_ACCESS_DENIED, "Only root may list tickets.");
+                return sd_bus_error_set(
+                        error, SD_BUS_ERROR_ACCESS_DENIED, "Only root may list tickets and their users.");
         return 0;
 }
 
@@ -192,7 +205,7 @@ static int method_list_tickets(sd_bus_message *m, void *userdata, sd_bus_error *
         r = sd_bus_message_new_method_return(m, &reply);
         if (r < 0)
                 return r;
-        r = sd_bus_message_open_container(reply, 'a', "(ssuttt)");
+        r = sd_bus_message_open_container(reply, 'a', "(ssuttts)");
         if (r < 0)
                 return r;
         c.reply = reply;
@@ -203,6 +216,20 @@ static int method_list_tickets(sd_bus_message *m, void *userdata, sd_bus_error *
         if (r < 0)
                 return r;
         return sd_bus_send(NULL, reply, NULL);
+}
+
+/* The user of the running query (API.md "Identity"), root only like the
+ * tickets: "" when none runs or it is anonymous. */
+static int method_get_running_query_user(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        QueueBus *b = userdata;
+        const char *user;
+        int r;
+
+        r = check_caller_is_root(m, error);
+        if (r < 0)
+                return r;
+        user = admission_running_user(b->admission);
+        return sd_bus_reply_method_return(m, "s", user ? user : "");
 }
 
 static void schedule_flush(QueueBus *b);
@@ -314,8 +341,14 @@ static const sd_bus_vtable queue_vtable[] = {
         SD_BUS_METHOD_WITH_ARGS(
                 "ListTickets",
                 SD_BUS_NO_ARGS,
-                SD_BUS_RESULT("a(ssuttt)", tickets),
+                SD_BUS_RESULT("a(ssuttts)", tickets),
                 method_list_tickets,
+                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS(
+                "GetRunningQueryUser",
+                SD_BUS_NO_ARGS,
+                SD_BUS_RESULT("s", user),
+                method_get_running_query_user,
                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS(
                 "Drain", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, method_drain, SD_BUS_VTABLE_UNPRIVILEGED),
@@ -593,4 +626,71 @@ void queue_bus_set_cancel_handler(QueueBus *b, QueueBusCancelHandler handler, vo
 
 sd_bus *queue_bus_get_bus(QueueBus *b) {
         return b ? b->bus : NULL;
+}
+
+/* D-Bus CancelQuery (API.md 12.1), once polkit allowed it: the running
+ * query stops as at its deadline, through the same cleanup, and is
+ * recorded failed with execution_failed. */
+#define CANCELLED_BY_ADMIN "Cancelled by an administrator"
+
+static int queue_bus_cancel_query(const char *query_id, void *userdata) {
+        QueueBus *b = userdata;
+        int r;
+
+        r = manager_cancel_query(b->manager, query_id, CANCELLED_BY_ADMIN);
+        if (r < 0)
+                return r;
+        log_notice("Query %s: cancelled by an administrator.", query_id);
+        return 0;
+}
+
+/* The Manager's announcements: the admission events, QueryFinished,
+ * RunningQueryId/RunningQueryPhase (the oldest query's) and Health. */
+static void queue_bus_on_manager_event(Manager *m, const ManagerEvent *ev, void *userdata) {
+        QueueBus *b = userdata;
+        ManagerHealth h;
+        ManagerQuery *oldest;
+
+        switch (ev->type) {
+        case MANAGER_ADMISSION:
+                queue_bus_admission_event(b, ev->admission);
+                return;
+        case MANAGER_HEALTH_CHANGED:
+                manager_get_health(m, &h);
+                queue_bus_set_health(b, h.degraded);
+                return;
+        case MANAGER_QUERY_DURABLE:
+                queue_bus_query_finished(
+                        b,
+                        manager_query_id(ev->query),
+                        ev->outcome->succeeded ? "succeeded" : "failed",
+                        ev->outcome->duration);
+                break;
+        case MANAGER_QUERY_EVENT:
+                return;
+        default:
+                break;
+        }
+        /* After MANAGER_QUERY_CLEANUP_CONFIRMED the query is still listed. */
+        oldest = manager_oldest_query(m);
+        if (oldest && ev->type == MANAGER_QUERY_CLEANUP_CONFIRMED && oldest == ev->query)
+                oldest = NULL;
+        queue_bus_set_running_phase(b, oldest ? manager_query_phase(oldest) : "");
+}
+
+int queue_bus_set_manager(QueueBus *b, Manager *m) {
+        ManagerHealth h;
+        int r;
+
+        if (!b)
+                return 0;
+        assert(m);
+        r = manager_subscribe(m, queue_bus_on_manager_event, b);
+        if (r < 0)
+                return r;
+        b->manager = m;
+        queue_bus_set_cancel_handler(b, queue_bus_cancel_query, b);
+        manager_get_health(m, &h);
+        queue_bus_set_health(b, h.degraded);
+        return 0;
 }

@@ -81,3 +81,11 @@ int queue_bus_flush_properties(QueueBus *b);
 sd_bus *queue_bus_get_bus(QueueBus *b);
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(QueueBus *, queue_bus_free);
+
+/* Make the object a face of the Manager (borrowed, must outlive it): it
+ * subscribes to the Manager's announcements and forwards them (the
+ * admission events, QueryFinished, Health, RunningQueryPhase), reads
+ * RunningQueryId from manager_oldest_query(), and CancelQuery calls
+ * manager_cancel_query(). b NULL: nothing. Returns 0 or -ENOMEM. */
+typedef struct Manager Manager;
+int queue_bus_set_manager(QueueBus *b, Manager *m);

@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "config-version.h"
+#include "admission/wait-tracker.h"
 #include "http/api.h"
 #include "http/query-stream.h"
 #include "http/queue-stream.h"
@@ -18,223 +19,229 @@
 #include "shared/random-util.h"
 #include "shared/sanitize.h"
 #include "shared/time-util.h"
-#include "store/sync-worker.h"
+#include "shared/list.h"
+
+/* A POST /query answered when its record is durable (MANAGER_QUERY_DURABLE). */
+typedef struct ApiWaiting {
+        char query_id[QUERY_ID_MAX];
+        HttpRequest *request;
+        struct ApiWaiting *waiting_prev, *waiting_next;
+} ApiWaiting;
 
 struct Api {
+        Manager *manager;
         const Config *config;
         Admission *admission;
-        QueryExecutor *executor;
         History *history;
         QueueStreams *queue_streams; /* GET /queue/events (API.md 11.1) */
         QueryStreams *query_streams; /* the running query's events (11.2, 11.3) */
-        WaitTracker *wait_tracker;   /* borrowed; NULL: the wait range is not known */
-        ApiPhaseHook phase_hook;
-        void *phase_hook_userdata;
-        const char *last_phase;
-        ApiQueryFinishedHook hook;
-        void *hook_userdata;
-        bool degraded;
-        bool sandbox_available, sandbox_cleanup_pending;
+        WaitTracker *wait_tracker;   /* the recent durations: the wait range (API.md 5) */
 
-        /* A query that ended with its cleanup unconfirmed: the slot stays
-         * taken until the Sandbox says it is confirmed (API.md 8.4). */
-        char awaiting_cleanup[QUERY_ID_MAX];
-
-        /* The query in flight: its request stays suspended until the
-         * executor reports back (even if the client has gone). */
-        HttpRequest *running_request;
-        char running_query_id[QUERY_ID_MAX];
-        SessionKey running_session;
-        usec_t running_since;  /* monotonic, the claim */
-        usec_t running_queued; /* how long its ticket waited before the claim */
-
-        /* The query that ended, between its record's commit and the sync
-         * that makes the record durable, which runs on the worker's thread
-         * (NULL: none could be started, it is done here). Only then is the
-         * slot given up and the client answered. */
-        SyncWorker *sync;
-        struct {
-                bool active;
-                bool succeeded, cleanup_confirmed;
-                ApiError api_error; /* when !succeeded */
-                char *message;      /* the outcome's, NULL for the default */
-                usec_t ended;       /* monotonic */
-                usec_t duration;
-        } ended;
+        /* The requests of the queries in flight: each stays suspended until
+         * its record is durable (even if the client has gone). */
+        ApiWaiting *waiting;
 };
 
-/* The running query's phase for D-Bus (API.md 11.4): its log's, or
- * "cleanup" while a query that ended waits for its cleanup to be
- * confirmed, or none. Told to the hook when it changes. */
-static void api_phase_changed(Api *api) {
-        const char *p = query_streams_phase(api->query_streams);
-
-        if (!p && api->awaiting_cleanup[0])
-                p = query_phase_to_string(QUERY_PHASE_CLEANUP);
-        if (!p)
-                p = "";
-        if (api->last_phase && streq(p, api->last_phase))
-                return;
-        api->last_phase = p;
-        if (api->phase_hook)
-                api->phase_hook(p, api->phase_hook_userdata);
-}
-
-static void api_on_query_event(const char *query_id, const QueryEvent *ev, void *userdata) {
-        Api *api = userdata;
-
-        query_streams_event(api->query_streams, query_id, ev);
-        api_phase_changed(api);
-}
-
-void api_set_phase_hook(Api *api, ApiPhaseHook hook, void *userdata) {
-        assert(api);
-        api->phase_hook = hook;
-        api->phase_hook_userdata = userdata;
-}
-
-/* wikiweb_queries_total and wikiweb_query_duration_seconds, once the
- * query's cleanup is confirmed: from the outcome kept in api->ended. */
-static void api_count_query(const Api *api, usec_t duration) {
-        metrics_count_query(
-                api->ended.succeeded,
-                api->ended.succeeded ? NULL : api_error_to_string(api->ended.api_error),
-                duration);
-        /* And the wait range's durations (API.md 5). */
-        if (api->wait_tracker)
-                (void) wait_tracker_add(api->wait_tracker, (double) duration / USEC_PER_SEC);
-}
-
-void api_set_wait_tracker(Api *api, WaitTracker *t) {
-        assert(api);
-        api->wait_tracker = t;
-        queue_streams_set_wait_tracker(api->queue_streams, t);
-}
-
-void api_cleanup_confirmed(Api *api, const char *query_id) {
+/* The record as GET /history/{id} returns it, as text (the caller frees
+ * it); NULL when it cannot be read. */
+static char *api_record_json(Api *api, const char *id, const SessionKey *session) {
+        _cleanup_(history_record_freep) HistoryRecord *record = NULL;
+        _cleanup_(json_object_putp) json_object *o = NULL;
         int r;
 
-        assert(api);
-        assert(query_id);
-
-        if (!streq(api->awaiting_cleanup, query_id))
-                return;
-        api->awaiting_cleanup[0] = 0;
-        /* Its duration runs to the confirmed cleanup (API.md 12.3). */
-        api_count_query(api, now(CLOCK_MONOTONIC) - api->running_since);
-        r = admission_finish(api->admission, now(CLOCK_MONOTONIC));
-        if (r < 0)
-                log_error_errno(r, "Query %s: cleanup confirmed but the controller was not running", query_id);
-        api->degraded = false;
-        api_phase_changed(api);
-        log_notice("Query %s: cleanup confirmed at last; the queue moves on.", query_id);
+        r = history_get_record(api->history, id, session, &record);
+        if (r < 0) {
+                log_error_errno(r, "Query %s: its record cannot be read", id);
+                return NULL;
+        }
+        o = render_history_record(record);
+        return o ? strdup(render_body(o)) : NULL;
 }
 
-int api_new(
-        sd_event *event,
-        const Config *config,
-        Admission *admission,
-        QueryExecutor *executor,
-        History *history,
-        Api **ret) {
+/* The query's record is durable: its streams get the record and end
+ * (API.md 11.2), and its waiting request is answered. */
+static void api_query_durable(Api *api, ManagerQuery *q, const ManagerOutcome *outcome) {
+        const char *id = manager_query_id(q);
+        const char *h[] = { "Wikiweb-Query-Id", id, NULL };
+        _cleanup_free_ char *record = api_record_json(api, id, manager_query_session(q));
+        HttpRequest *req = NULL;
+        int r;
+
+        query_streams_finish(api->query_streams, id, record);
+
+        for (ApiWaiting *w = api->waiting; w; w = w->waiting_next)
+                if (streq(w->query_id, id)) {
+                        req = w->request;
+                        LIST_REMOVE(waiting, api->waiting, w);
+                        free(w);
+                        break;
+                }
+        if (!req)
+                return;
+        if (outcome->succeeded) {
+                _cleanup_(history_record_freep) HistoryRecord *rec = NULL;
+                _cleanup_(json_object_putp) json_object *body = NULL;
+
+                r = history_get_record(api->history, id, http_request_session(req), &rec);
+                if (r >= 0) {
+                        body = render_history_record(rec);
+                        if (!body)
+                                r = -ENOMEM;
+                }
+                if (r < 0) {
+                        log_error_errno(r, "Query %s succeeded but its record cannot be read", id);
+                        http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, h);
+                } else
+                        http_reply(req, 200, render_body(body), h);
+        } else
+                http_reply_error(req, outcome->api_error, outcome->message, h);
+}
+
+/* The Manager's announcements: the query streams, the queue streams and
+ * the waiting requests. */
+static void api_on_manager_event(Manager *m, const ManagerEvent *ev, void *userdata) {
+        Api *api = userdata;
+        usec_t t, since;
+        int r;
+
+        switch (ev->type) {
+        case MANAGER_QUERY_STARTED:
+                r = query_streams_begin(
+                        api->query_streams,
+                        manager_query_id(ev->query),
+                        manager_query_session(ev->query),
+                        manager_query_created(ev->query));
+                if (r < 0)
+                        log_warning_errno(
+                                r, "Query %s: no event log, so no stream", manager_query_id(ev->query));
+                break;
+        case MANAGER_QUERY_EVENT:
+                query_streams_event(api->query_streams, manager_query_id(ev->query), ev->event);
+                break;
+        case MANAGER_QUERY_DURABLE:
+                api_query_durable(api, ev->query, ev->outcome);
+                break;
+        case MANAGER_QUERY_CLEANUP_CONFIRMED:
+                /* Its duration for the wait range: claim to confirmed cleanup. */
+                t = now(CLOCK_MONOTONIC);
+                since = manager_query_since(ev->query);
+                r = wait_tracker_add(api->wait_tracker, (double) (t > since ? t - since : 0) / USEC_PER_SEC);
+                if (r < 0)
+                        log_debug_errno(r, "Query %s: its duration is not kept", manager_query_id(ev->query));
+                break;
+        case MANAGER_ADMISSION:
+                queue_streams_admission_event(api->queue_streams, ev->admission);
+                break;
+        default:
+                break;
+        }
+}
+
+/* The wait range's durations, seeded from the history: the most recent
+ * WAIT_DURATIONS_MAX, oldest first, so that a restart forgets nothing. A
+ * history that cannot be read leaves it empty ("no estimate yet"). */
+static int api_make_wait_tracker(History *h, WaitTracker **ret) {
+        _cleanup_(wait_tracker_freep) WaitTracker *t = NULL;
+        double seconds[WAIT_DURATIONS_MAX];
+        size_t n = 0;
+        int r;
+
+        r = wait_tracker_new(&t);
+        if (r < 0)
+                return r;
+        r = history_recent_durations(h, ELEMENTSOF(seconds), seconds, &n);
+        if (r < 0)
+                log_warning_errno(
+                        r, "The recent query durations could not be read: the wait range starts empty");
+        for (size_t i = n; i-- > 0;)
+                (void) wait_tracker_add(t, seconds[i]);
+        log_debug("Wait range: %zu recent durations from the history.", n);
+        *ret = TAKE_PTR(t);
+        return 0;
+}
+
+int api_new(sd_event *event, Manager *manager, Api **ret) {
         _cleanup_(api_freep) Api *api = NULL;
         int r;
 
-        assert(config);
-        assert(admission);
-        assert(executor);
-        assert(history);
+        assert(event);
+        assert(manager);
         assert(ret);
 
         api = calloc(1, sizeof *api);
         if (!api)
                 return -ENOMEM;
-        api->config = config;
-        api->admission = admission;
-        api->executor = executor;
-        api->history = history;
+        api->manager = manager;
+        api->config = manager_get_config(manager);
+        api->admission = manager_get_admission(manager);
+        api->history = manager_get_history(manager);
         r = query_streams_new(&api->query_streams);
         if (r < 0)
                 return r;
-        r = queue_streams_new(event, config, admission, api->query_streams, &api->queue_streams);
+        r = queue_streams_new(event, api->config, api->admission, api->query_streams, &api->queue_streams);
         if (r < 0)
                 return r;
-        query_executor_set_event_handler(executor, api_on_query_event, api);
-        /* Without the thread, the sync is done on the loop. */
-        r = sync_worker_new(event, &api->sync);
+        r = api_make_wait_tracker(api->history, &api->wait_tracker);
         if (r < 0)
-                log_warning_errno(r, "No thread for the history's syncs; they run on the event loop");
+                return r;
+        queue_streams_set_wait_tracker(api->queue_streams, api->wait_tracker);
+        r = manager_subscribe(manager, api_on_manager_event, api);
+        if (r < 0)
+                return r;
         *ret = TAKE_PTR(api);
         return 0;
 }
 
-
 Api *api_free(Api *api) {
+        ApiWaiting *w;
+
         if (!api)
                 return NULL;
-        /* A sync in flight is completed (joined), its callback dropped. */
-        api->sync = sync_worker_free(api->sync);
         api->queue_streams = queue_streams_free(api->queue_streams);
         api->query_streams = query_streams_free(api->query_streams);
-        free(api->ended.message);
+        api->wait_tracker = wait_tracker_free(api->wait_tracker);
+        while ((w = api->waiting)) {
+                LIST_REMOVE(waiting, api->waiting, w);
+                free(w);
+        }
         free(api);
         return NULL;
-}
-
-void api_set_query_finished_hook(Api *api, ApiQueryFinishedHook hook, void *userdata) {
-        assert(api);
-        api->hook = hook;
-        api->hook_userdata = userdata;
-}
-
-void api_admission_event(Api *api, const AdmissionEvent *ev) {
-        assert(ev);
-
-        if (api)
-                queue_streams_admission_event(api->queue_streams, ev);
-}
-
-void api_set_degraded(Api *api, bool degraded) {
-        assert(api);
-        api->degraded = degraded;
-}
-
-bool api_is_degraded(const Api *api) {
-        assert(api);
-        return api->degraded;
-}
-
-void api_set_sandbox_state(Api *api, bool available, bool cleanup_pending) {
-        assert(api);
-        api->sandbox_available = available;
-        api->sandbox_cleanup_pending = cleanup_pending;
 }
 
 /* The status object of API.md 6 as the session sees it, as text (the
  * caller frees it); NULL when out of memory. */
 static char *api_status_json(
-        const Api *api, const SessionKey *session, const AdmissionStatus *st, usec_t now_mono) {
+        Api *api, const SessionKey *session, const char *user, const AdmissionStatus *st, usec_t now_mono) {
         _cleanup_(json_object_putp) json_object *o = NULL;
+        ManagerQuery *q = manager_get_query_by_session(api->manager, session);
         RenderRunningQuery rq;
-        bool running = query_streams_running(api->query_streams, session, &rq.id, &rq.step, &rq.phase);
         WaitRange range;
-        int r = 0;
+        int r;
 
+        /* Running until its record is durable (API.md 11.4). */
+        if (q && manager_query_awaiting_cleanup(q))
+                q = NULL;
+        if (q)
+                rq = (RenderRunningQuery){
+                        .id = manager_query_id(q),
+                        .step = manager_query_step(q),
+                        .phase = manager_query_phase(q),
+                };
         o = render_status(
                 st,
                 api->config->queue_reservation_seconds,
                 api->config->queue_heartbeat_seconds,
-                running ? &rq : NULL);
+                q ? &rq : NULL,
+                user);
         if (!o)
                 return NULL;
-        if (api->wait_tracker)
-                r = wait_tracker_status_range(
-                        api->wait_tracker,
-                        st,
-                        admission_waiting_count(api->admission),
-                        admission_running_since(api->admission),
-                        now_mono,
-                        &range);
+        r = wait_tracker_status_range(
+                api->wait_tracker,
+                st,
+                admission_waiting_count(api->admission),
+                admission_running_since(api->admission),
+                now_mono,
+                &range);
         if (r < 0)
                 log_warning_errno(r, "The wait range could not be computed: it is null");
         if (render_status_add_wait_range(o, r > 0 ? &range : NULL) < 0)
@@ -275,67 +282,47 @@ static HttpHandlerResult reply_status(Api *api, HttpRequest *req, unsigned code,
         AdmissionStatus st;
 
         admission_status(api->admission, http_request_session(req), now_mono, &st);
-        body = api_status_json(api, http_request_session(req), &st, now_mono);
+        body = api_status_json(api, http_request_session(req), http_request_user(req), &st, now_mono);
         if (!body)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         return http_reply(req, code, body, NULL);
 }
 
-/* "execution": whether a query can run at all (a wiki and a model are
- * configured), and "missing_settings": the names of those that are not. */
-static int api_add_execution_health(Api *api, json_object *o) {
-        const struct {
-                const char *name;
-                const char *value;
-        } needed[] = {
-                { "WIKI_WEB_WIKI_API_URL", api->config->wiki_api_url },
-                { "WIKI_WEB_LLM_URL", api->config->llm_url },
-                { "WIKI_WEB_LLM_MODEL", api->config->llm_model },
-        };
-        json_object *missing = json_object_new_array();
-
-        if (!missing)
-                return -ENOMEM;
-        for (size_t i = 0; i < ELEMENTSOF(needed); i++)
-                if ((!needed[i].value || !needed[i].value[0]) &&
-                    json_object_array_add(missing, json_object_new_string(needed[i].name)) < 0) {
-                        json_object_put(missing);
-                        return -ENOMEM;
-                }
-        json_object_object_add(
-                o,
-                "execution",
-                json_object_new_string(json_object_array_length(missing) > 0 ? "not_configured" : "ok"));
-        json_object_object_add(o, "missing_settings", missing);
-        return 0;
-}
-
 static HttpHandlerResult api_handle_health(Api *api, HttpRequest *req) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
-        int r;
+        json_object *missing = json_object_new_array();
+        ManagerHealth h;
 
-        if (!o)
+        if (!o || !missing) {
+                json_object_put(missing);
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-        json_object_object_add(
-                o,
-                "status",
-                json_object_new_string(api->degraded || api->sandbox_cleanup_pending ? "degraded" : "ok"));
+        }
+        manager_get_health(api->manager, &h);
+        for (size_t i = 0; h.missing_settings[i]; i++)
+                json_object_array_add(missing, json_object_new_string(h.missing_settings[i]));
+        json_object_object_add(o, "status", json_object_new_string(h.degraded ? "degraded" : "ok"));
         json_object_object_add(o, "contract_revision", json_object_new_int(CONTRACT_REVISION));
         json_object_object_add(o, "version", json_object_new_string(PACKAGE_VERSION));
+        json_object_object_add(o, "state", json_object_new_string(admission_state_to_string(h.state)));
         json_object_object_add(
-                o,
-                "state",
-                json_object_new_string(admission_state_to_string(admission_get_state(api->admission))));
+                o, "sandbox", json_object_new_string(manager_sandbox_health_to_string(h.sandbox)));
+        json_object_object_add(o, "admission", json_object_new_string(h.draining ? "draining" : "open"));
         json_object_object_add(
-                o, "sandbox", json_object_new_string(api->sandbox_available ? "ok" : "unavailable"));
-        json_object_object_add(
-                o,
-                "admission",
-                json_object_new_string(admission_is_draining(api->admission) ? "draining" : "open"));
-        r = api_add_execution_health(api, o);
-        if (r < 0)
-                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+                o, "execution", json_object_new_string(h.execution_configured ? "ok" : "not_configured"));
+        json_object_object_add(o, "missing_settings", missing);
         return http_reply(req, 200, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN), NULL);
+}
+
+/* The name of the user who holds the session's ticket or runs its query,
+ * kept for root on D-Bus (API.md "Identity"); failing loses only that. */
+static void api_name_holder(Api *api, HttpRequest *req) {
+        int r;
+
+        if (!http_request_user(req))
+                return;
+        r = admission_set_user(api->admission, http_request_session(req), http_request_user(req));
+        if (r < 0 && r != -ENOENT)
+                log_warning_errno(r, "Failed to keep the name of a ticket's user");
 }
 
 static HttpHandlerResult api_handle_join(Api *api, HttpRequest *req) {
@@ -358,6 +345,7 @@ static HttpHandlerResult api_handle_join(Api *api, HttpRequest *req) {
                 log_error_errno(r, "Failed to join the queue");
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         }
+        api_name_holder(api, req);
         return reply_status(api, req, r > 0 ? 201 : 200, t);
 }
 
@@ -370,196 +358,6 @@ static HttpHandlerResult api_handle_leave(Api *api, HttpRequest *req) {
         if (r < 0)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         return http_reply(req, 204, NULL, NULL);
-}
-
-/* Complete the query's record (API.md 9): it was written as "running"
- * before execution started. A failure here is logged; the record then stays
- * "running" until the next start marks it failed. Durable when this
- * returns, or, with !durable, once the caller has synced the store
- * (history_finish_nosync()). */
-static void api_record_outcome(Api *api, const QueryOutcome *o, usec_t duration, bool durable) {
-        _cleanup_free_ char *message = NULL;
-        const char *raw = o->message ? o->message : api_error_default_message(o->api_error);
-        HistoryOutcome h = {
-                .succeeded = o->error >= 0,
-                .answer = o->error >= 0 ? (o->answer ? o->answer : "") : NULL,
-                .error_code = o->error >= 0 ? NULL : api_error_to_string(o->api_error),
-                .sources_json = o->sources_json,
-                .timings = {
-                        .queue_ms = api->running_queued / USEC_PER_MSEC,
-                        .wiki_ms = o->timings.wiki / USEC_PER_MSEC,
-                        .model_ms = o->timings.model / USEC_PER_MSEC,
-                        .sandbox_ms = o->timings.sandbox / USEC_PER_MSEC,
-                        .cleanup_ms = o->timings.cleanup / USEC_PER_MSEC,
-                        .total_ms = (api->running_queued + duration) / USEC_PER_MSEC,
-                },
-                .model = o->model ? o->model : api->config->llm_model,
-                .prompt_tokens = o->prompt_tokens,
-                .completion_tokens = o->completion_tokens,
-                .finished_at = now(CLOCK_REALTIME),
-                .sandbox = o->sandbox,
-        };
-        int r;
-
-        /* The same sanitizer as the response (API.md 2). */
-        if (o->error < 0) {
-                if (sanitize_message(raw, strlen(raw), &message) < 0) {
-                        log_oom();
-                        return;
-                }
-                h.error_message = message;
-        }
-
-        /* Files left in /out are kept, also for a failed query (API.md 8.3),
-         * streamed from the files the pipeline collected. */
-        for (size_t i = 0; i < o->n_artifacts; i++) {
-                char id[HISTORY_ARTIFACT_ID_MAX];
-
-                r = history_add_artifact(api->history, o->query_id, &o->artifacts[i], id);
-                if (r < 0)
-                        log_warning_errno(r, "Query %s: an artifact could not be kept", o->query_id);
-        }
-
-        r = durable ? history_finish(api->history, o->query_id, &h) :
-                      history_finish_nosync(api->history, o->query_id, &h);
-        if (r == -ENOENT)
-                log_warning("Query %s ended, but its record is gone.", o->query_id);
-        else if (r < 0)
-                log_error_errno(r, "Failed to record the outcome of query %s", o->query_id);
-}
-
-/* The record as GET /history/{id} returns it, as text (the caller frees
- * it); NULL when it cannot be read. */
-static char *api_record_json(Api *api, const char *id, const SessionKey *session) {
-        _cleanup_(history_record_freep) HistoryRecord *record = NULL;
-        _cleanup_(json_object_putp) json_object *o = NULL;
-        int r;
-
-        r = history_get_record(api->history, id, session, &record);
-        if (r < 0) {
-                log_error_errno(r, "Query %s: its record cannot be read", id);
-                return NULL;
-        }
-        o = render_history_record(record);
-        return o ? strdup(render_body(o)) : NULL;
-}
-
-/* The query's streams get its record and end (API.md 11.2). */
-static void api_finish_streams(Api *api, const char *id) {
-        _cleanup_free_ char *record = api_record_json(api, id, &api->running_session);
-
-        query_streams_finish(api->query_streams, id, record);
-        api_phase_changed(api);
-}
-
-/* The record of the query that ended is durable (or could not be made
- * so, error, logged): give up the slot, tell the journal, D-Bus and the
- * client. */
-static void api_record_durable(Api *api, int error) {
-        HttpRequest *req = TAKE_PTR(api->running_request);
-        _cleanup_free_ char *message = TAKE_PTR(api->ended.message);
-        bool succeeded = api->ended.succeeded;
-        const char *status = succeeded ? "succeeded" : "failed";
-        const char *id = api->running_query_id;
-        const char *h[] = { "Wikiweb-Query-Id", id, NULL };
-        usec_t duration = api->ended.duration;
-        int r;
-
-        assert(api->ended.active);
-        api->ended.active = false;
-        if (error < 0)
-                log_error_errno(error, "Query %s: its record could not be made durable", id);
-
-        if (api->ended.cleanup_confirmed) {
-                api_count_query(api, duration);
-                r = admission_finish(api->admission, api->ended.ended);
-                if (r < 0)
-                        log_error_errno(r, "Query %s ended but the controller was not running", id);
-        } else {
-                /* The slot stays taken until cleanup is confirmed (API.md 8.4). */
-                api->degraded = true;
-                snprintf(api->awaiting_cleanup, sizeof api->awaiting_cleanup, "%s", id);
-                log_error("Query %s: cleanup could not be confirmed; the queue stays blocked.", id);
-        }
-
-        {
-                const char *fields[] = { "WIKIWEB_EVENT=query_finished", NULL, NULL, NULL };
-                char f1[64], f2[64];
-
-                snprintf(f1, sizeof f1, "QUERY_ID=%s", id);
-                snprintf(f2, sizeof f2, "QUERY_STATUS=%s", status);
-                fields[1] = f1;
-                fields[2] = f2;
-                log_fields(
-                        LOG_INFO,
-                        fields,
-                        "Query %s %s after %" PRIu64 " ms%s%s.",
-                        id,
-                        status,
-                        duration / USEC_PER_MSEC,
-                        succeeded ? "" : ": ",
-                        succeeded ? "" : api_error_to_string(api->ended.api_error));
-        }
-
-        if (api->hook)
-                api->hook(id, status, duration, api->ended.cleanup_confirmed, api->hook_userdata);
-
-        api_finish_streams(api, id);
-        if (!req)
-                return;
-        if (succeeded) {
-                _cleanup_(history_record_freep) HistoryRecord *record = NULL;
-                _cleanup_(json_object_putp) json_object *body = NULL;
-
-                r = history_get_record(api->history, id, http_request_session(req), &record);
-                if (r >= 0) {
-                        body = render_history_record(record);
-                        if (!body)
-                                r = -ENOMEM;
-                }
-                if (r < 0) {
-                        log_error_errno(r, "Query %s succeeded but its record cannot be read", id);
-                        http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, h);
-                } else
-                        http_reply(req, 200, render_body(body), h);
-        } else
-                http_reply_error(req, api->ended.api_error, message, h);
-}
-
-static void api_on_record_durable(SyncWorker *w, int error, void *userdata) {
-        api_record_durable(userdata, error);
-}
-
-/* The executor's report, on the loop: the record is committed now, and
- * the rest waits for the sync that makes it durable, done on the worker's
- * thread (several milliseconds on a disk, during which the loop serves
- * requests) or, without it, here. */
-static void api_on_query_done(QueryExecutor *x, int error, const QueryOutcome *o, void *userdata) {
-        Api *api = userdata;
-        usec_t t = now(CLOCK_MONOTONIC);
-        int r;
-
-        assert(!api->ended.active);
-        api->ended.active = true;
-        api->ended.succeeded = error >= 0;
-        api->ended.cleanup_confirmed = o->cleanup_confirmed;
-        api->ended.api_error = o->api_error;
-        api->ended.ended = t;
-        api->ended.duration = t - api->running_since;
-        /* Without memory for it the default message of the code is sent. */
-        api->ended.message = o->message ? strdup(o->message) : NULL;
-
-        api_record_outcome(api, o, api->ended.duration, /* durable= */ false);
-
-        r = api->sync ?
-                sync_worker_start(api->sync, history_sync_fd(api->history), api_on_record_durable, api) :
-                -EOPNOTSUPP;
-        if (r < 0)
-                api_record_durable(api, history_sync(api->history));
-}
-
-bool api_is_completing(const Api *api) {
-        return api && api->ended.active;
 }
 
 /* The session's record id in *ret; false when there is none to give, and
@@ -584,15 +382,42 @@ static bool api_wants_stream(HttpRequest *req) {
         return accept && strcasestr(accept, "text/event-stream");
 }
 
+/* Who asked a query that started (API.md "Identity"): one journal line
+ * with WIKIWEB_USER, the name through the sanitizer (it is the proxy's,
+ * not ours). Nothing for an anonymous session. */
+static void api_log_user(HttpRequest *req, const char *query_id) {
+        const char *fields[] = { "WIKIWEB_EVENT=query_user", NULL, NULL, NULL };
+        _cleanup_free_ char *user = NULL, *f1 = NULL, *f2 = NULL;
+        int r;
+
+        if (!http_request_user(req))
+                return;
+        r = sanitize_message(http_request_user(req), strlen(http_request_user(req)), &user);
+        if (r < 0) {
+                log_oom();
+                return;
+        }
+        if (asprintf(&f1, "QUERY_ID=%s", query_id) < 0) {
+                log_oom();
+                return;
+        }
+        if (asprintf(&f2, "WIKIWEB_USER=%s", user) < 0) {
+                log_oom();
+                return;
+        }
+        fields[1] = f1;
+        fields[2] = f2;
+        log_fields(LOG_INFO, fields, "Query %s asked by user %s.", query_id, user);
+}
+
 static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
         bool stream = api_wants_stream(req);
         _cleanup_free_ char *message = NULL;
         _cleanup_(query_body_done) QueryBody q = { 0 };
         usec_t t = now(CLOCK_MONOTONIC);
+        ManagerQuery *query;
+        ApiWaiting *w;
         const uint8_t *body;
-        QueryJob job = { 0 };
-        AdmissionStatus st;
-        usec_t queued, created = now(CLOCK_REALTIME);
         size_t size;
         int r;
 
@@ -603,16 +428,15 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
         if (stream && !http_stream_allowed(req))
                 return http_reply_error(req, API_ERROR_RATE_LIMITED, NULL, NULL);
 
-        r = random_id("qr_", job.id, sizeof job.id);
-        if (r < 0)
+        /* Allocated first: once the query has started, nothing may fail
+         * before its request is kept. */
+        w = calloc(1, sizeof *w);
+        if (!w)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
 
-        /* How long the session's ticket waited, if it had one (an implicit
-         * join from idle waited for nothing). */
-        admission_peek(api->admission, http_request_session(req), t, &st);
-        queued = st.has_ticket ? t - MIN(t, st.ticket.joined) : 0;
-
-        r = admission_claim(api->admission, http_request_session(req), job.id, t);
+        r = manager_start_query(api->manager, http_request_session(req), q.question, q.pages, &query);
+        if (r < 0)
+                free(w);
         if (r == -EBUSY)
                 return reply_with_retry_after(api, req, API_ERROR_BUSY, NULL, t);
         if (r == -ENOSPC)
@@ -621,68 +445,24 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
                 return reply_with_retry_after(api, req, API_ERROR_QUEUE_FULL, API_DRAINING_MESSAGE, t);
         if (r < 0)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-        /* The ticket's wait ends with the claim; the pipeline counts the
-         * other phases as each ends (API.md 12.3). */
-        metrics_count_query_phase("queue", queued);
-
-        job.session = *http_request_session(req);
-        job.question = q.question;
-        job.pages = q.pages;
-
-        /* The history is authoritative: the record exists before execution
-         * starts (API.md 9). Without it the query does not run. */
-        r = history_begin(api->history, job.id, &job.session, q.question, created);
-        if (r < 0) {
-                log_error_errno(r, "Failed to record query %s; not running it", job.id);
-                (void) admission_finish(api->admission, now(CLOCK_MONOTONIC));
-                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-        }
-
-        memcpy(api->running_query_id, job.id, sizeof job.id);
-        api->running_session = job.session;
-        api->running_since = t;
-        api->running_queued = queued;
-        r = query_streams_begin(api->query_streams, job.id, &job.session, created);
-        if (r < 0)
-                log_warning_errno(r, "Query %s: no event log, so no stream", job.id);
-
-        r = query_executor_start(api->executor, &job, api_on_query_done, api);
-        if (r < 0) {
-                const char *h[] = { "Wikiweb-Query-Id", job.id, NULL };
-                QueryOutcome failed = {
-                        .query_id = job.id,
-                        .error = r,
-                        .api_error = API_ERROR_INTERNAL_ERROR,
-                        .cleanup_confirmed = true,
-                };
-
-                log_error_errno(r, "Failed to start query %s", job.id);
-                api_record_outcome(api, &failed, now(CLOCK_MONOTONIC) - t, /* durable= */ true);
-                query_streams_finish(api->query_streams, job.id, NULL);
-                metrics_count_query(false, api_error_to_string(failed.api_error), now(CLOCK_MONOTONIC) - t);
-                (void) admission_finish(api->admission, now(CLOCK_MONOTONIC));
-                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, h);
-        }
-
-        {
-                const char *fields[] = { "WIKIWEB_EVENT=query_started", NULL, NULL };
-                char f1[64];
-
-                snprintf(f1, sizeof f1, "QUERY_ID=%s", job.id);
-                fields[1] = f1;
-                log_fields(LOG_INFO, fields, "Query %s started.", job.id);
-        }
+        api_name_holder(api, req);
+        api_log_user(req, manager_query_id(query));
 
         if (stream) {
-                const char *h[] = { "Wikiweb-Query-Id", job.id, NULL };
+                const char *h[] = { "Wikiweb-Query-Id", manager_query_id(query), NULL };
 
                 /* The answer is the stream; the query's end is its record. */
-                r = query_streams_attach(api->query_streams, req, job.id, 0, h);
-                if (r >= 0)
+                r = query_streams_attach(api->query_streams, req, manager_query_id(query), 0, h);
+                if (r >= 0) {
+                        free(w);
                         return HTTP_HANDLED;
-                log_warning_errno(r, "Query %s: no stream for it; answering when it ends", job.id);
+                }
+                log_warning_errno(
+                        r, "Query %s: no stream for it; answering when it ends", manager_query_id(query));
         }
-        api->running_request = req;
+        snprintf(w->query_id, sizeof w->query_id, "%s", manager_query_id(query));
+        w->request = req;
+        LIST_PREPEND(waiting, api->waiting, w);
         http_request_suspend(req);
         return HTTP_SUSPENDED;
 }

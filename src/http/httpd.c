@@ -3,6 +3,7 @@
 #include <assert.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -19,11 +20,24 @@
 #include "shared/log.h"
 #include "shared/macro.h"
 #include "shared/fault.h"
+#include "shared/netprefix.h"
 #include "shared/parse-util.h"
+#include "shared/random-util.h"
 #include "shared/sanitize.h"
 #include "shared/time-util.h"
 
 typedef struct HttpConnection HttpConnection;
+
+/* Addresses whose spoofed user header was logged within the last
+ * HTTP_IDENTITY_WARN_INTERVAL_USEC; when every slot is that recent, further
+ * addresses are counted, not logged, until one frees up. */
+#define HTTP_IDENTITY_WARN_SLOTS 64
+#define HTTP_IDENTITY_WARN_INTERVAL_USEC (60 * USEC_PER_SEC)
+
+typedef struct HttpIdentityWarning {
+        NetAddress address;
+        usec_t at; /* 0: free */
+} HttpIdentityWarning;
 
 struct HttpServer {
         sd_event *event;
@@ -57,6 +71,14 @@ struct HttpServer {
         /* Rate-limited warnings about refused connections. */
         usec_t limit_warned_at;
         unsigned limit_suppressed;
+
+        /* Identity (API.md "Identity"): the secret the cookie tokens
+         * issued to users are made with (a new one each start), and when
+         * the user header from an untrusted peer was last logged, per
+         * address: at most once a minute each. */
+        uint8_t session_secret[SESSION_SECRET_BYTES];
+        HttpIdentityWarning identity_warned[HTTP_IDENTITY_WARN_SLOTS];
+        unsigned identity_suppressed;
 
         /* A test-only fault switch (shared/fault.h) that makes allocations
          * on the reply path fail, so that the out-of-memory answers can be
@@ -104,6 +126,7 @@ struct HttpRequest {
         char token[SESSION_TOKEN_LEN + 1];
         bool new_session;
         SessionKey session;
+        char *user; /* the identity from a trusted proxy; NULL: anonymous */
 
         char *content_type;
         uint8_t *body;
@@ -147,6 +170,7 @@ static void request_free(HttpRequest *req) {
         if (req->pending)
                 MHD_destroy_response(req->pending);
         free(req->origin_value);
+        free(req->user);
         free(req->content_type);
         free(req->body);
         free(req);
@@ -178,6 +202,10 @@ const RouteMatch *http_request_route(const HttpRequest *req) {
 
 const SessionKey *http_request_session(const HttpRequest *req) {
         return &req->session;
+}
+
+const char *http_request_user(const HttpRequest *req) {
+        return req->user;
 }
 
 const char *http_request_content_type(const HttpRequest *req) {
@@ -722,6 +750,181 @@ static enum MHD_Result http_server_scan_cookie(
         return MHD_YES;
 }
 
+/* The user header as received: how many fields of that name (in any case:
+ * field names are case-insensitive), and the first one's value. */
+typedef struct IdentityScan {
+        const char *name;
+        unsigned n;
+        const char *value;
+        size_t value_size;
+} IdentityScan;
+
+static enum MHD_Result http_server_scan_identity(
+        void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size, const char *value, size_t value_size) {
+        IdentityScan *is = cls;
+
+        if (strcasecmp(key, is->name) != 0)
+                return MHD_YES;
+        if (is->n++ == 0) {
+                is->value = value;
+                is->value_size = value ? value_size : 0;
+        }
+        return MHD_YES;
+}
+
+/* Nothing is looked for without identity (no trusted proxies). */
+static void identity_scan(HttpRequest *req, IdentityScan *ret) {
+        *ret = (IdentityScan){ .name = req->server->config->user_header };
+        if (config_identity_enabled(req->server->config))
+                (void) MHD_get_connection_values_n(
+                        req->connection, MHD_HEADER_KIND, http_server_scan_identity, ret);
+}
+
+/* The connection's own peer address (never a forwarding header). -errno
+ * when it has none that can be trusted (a UNIX socket: AF_UNIX is no
+ * proxy address). */
+static int request_peer(HttpRequest *req, NetAddress *ret) {
+        const union MHD_ConnectionInfo *info = MHD_get_connection_info(
+                req->connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        const struct sockaddr *sa;
+
+        if (!info || !info->client_addr)
+                return -ENOTCONN;
+        sa = info->client_addr;
+        return net_address_from_sockaddr(
+                sa, sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in), ret);
+}
+
+/* The user header from a peer that is no trusted proxy: a warning at most
+ * once a minute per address (the header's value is never logged). */
+static void identity_warn_untrusted(HttpServer *s, const NetAddress *peer) {
+        usec_t t = now(CLOCK_MONOTONIC);
+        HttpIdentityWarning *slot = NULL;
+        char buf[NET_PREFIX_STRING_MAX];
+        unsigned suppressed;
+
+        for (size_t i = 0; i < HTTP_IDENTITY_WARN_SLOTS; i++) {
+                HttpIdentityWarning *w = &s->identity_warned[i];
+                bool recent = w->at != 0 && t < w->at + HTTP_IDENTITY_WARN_INTERVAL_USEC;
+
+                if (recent && w->address.family == peer->family &&
+                    memcmp(w->address.bytes, peer->bytes, sizeof peer->bytes) == 0)
+                        return; /* logged within the minute */
+                if (!recent && !slot)
+                        slot = w;
+        }
+        if (!slot) {
+                s->identity_suppressed++;
+                return;
+        }
+        slot->address = *peer;
+        slot->at = t;
+        suppressed = s->identity_suppressed;
+        s->identity_suppressed = 0;
+        net_address_format(peer, buf);
+        if (suppressed > 0)
+                log_warning(
+                        "HTTP: refused the user header %s from %s, which is not a trusted proxy "
+                        "(WIKI_WEB_TRUSTED_PROXIES); %u more refusals from other addresses were not logged.",
+                        s->config->user_header,
+                        buf,
+                        suppressed);
+        else
+                log_warning(
+                        "HTTP: refused the user header %s from %s, which is not a trusted proxy "
+                        "(WIKI_WEB_TRUSTED_PROXIES).",
+                        s->config->user_header,
+                        buf);
+}
+
+/* Whether this is GET or HEAD /api/v1/health: the one request that needs
+ * no identity (a load balancer's or monitor's probe). */
+static bool request_is_health(const HttpRequest *req, const char *url) {
+        return (req->method == HTTP_METHOD_GET || req->method == HTTP_METHOD_HEAD) &&
+                streq(url, "/api/v1/health");
+}
+
+/* Who is asking (API.md "Identity"), decided from the connection's own
+ * peer address and the user header alone, before anything else is done
+ * with the request; without trusted proxies nothing happens here. Sets
+ * req->user. Returns true when the request was refused (a response was
+ * queued); every refusal is counted. */
+static bool request_identify(HttpRequest *req, const char *url, const IdentityScan *is) {
+        HttpServer *s = req->server;
+        const Config *cfg = s->config;
+        NetAddress peer;
+        bool has_peer, trusted;
+
+        if (!config_identity_enabled(cfg))
+                return false;
+
+        has_peer = request_peer(req, &peer) >= 0;
+        trusted = has_peer && net_prefix_list_contains(cfg->trusted_proxies, cfg->n_trusted_proxies, &peer);
+
+        if (is->n > 0 && !trusted) {
+                /* Never believed, whatever else the request says
+                 * (X-Forwarded-For, Forwarded, a cookie). */
+                metrics_count_identity_refused("untrusted_peer");
+                if (has_peer)
+                        identity_warn_untrusted(s, &peer);
+                http_reply_error(
+                        req,
+                        API_ERROR_ORIGIN_DENIED,
+                        "The user header is accepted only from a trusted proxy",
+                        NULL);
+                return true;
+        }
+        if (is->n > 1) {
+                metrics_count_identity_refused("repeated");
+                http_reply_error(req, API_ERROR_INVALID_INPUT, "Repeated user header", NULL);
+                return true;
+        }
+        if (is->n == 1) {
+                if (!session_user_is_valid(is->value, is->value_size)) {
+                        metrics_count_identity_refused("invalid");
+                        http_reply_error(req, API_ERROR_INVALID_INPUT, "Invalid user header", NULL);
+                        return true;
+                }
+                req->user = strndup(is->value, is->value_size);
+                if (!req->user) {
+                        log_oom();
+                        http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+                        return true;
+                }
+                return false;
+        }
+
+        if (cfg->require_user && !request_is_health(req, url)) {
+                metrics_count_identity_refused("missing");
+                http_reply_error(req, API_ERROR_ORIGIN_DENIED, "Sign-in required", NULL);
+                return true;
+        }
+        return false;
+}
+
+/* The session of a request with an identity: the user's key, and the
+ * cookie token issued to that user. A cookie issued to someone else (or
+ * to an anonymous session) is not this user's session: it is replaced, the
+ * other session untouched. Returns 0 or a negative errno. */
+static int request_user_session(HttpRequest *req, const CookieScan *cs) {
+        char token[SESSION_TOKEN_LEN + 1];
+        int r;
+
+        r = session_key_from_user(req->user, &req->session);
+        if (r < 0)
+                return r;
+        r = session_token_for_user(req->server->session_secret, req->user, token);
+        if (r < 0)
+                return r;
+        if (cs->found > 0 && streq(cs->token, token))
+                return 0;
+        if (cs->found > 0)
+                metrics_count_identity_refused("cookie");
+        memcpy(req->token, token, sizeof token);
+        req->new_session = true;
+        return 0;
+}
+
 /* Everything decided from the request line and headers alone, before any
  * body byte is read (API.md 7: origin → size → ...). Returns true when a
  * response was queued. */
@@ -729,14 +932,25 @@ static bool request_begin(HttpRequest *req, const char *url, const char *method,
         struct MHD_Connection *c = req->connection;
         const Config *cfg = req->server->config;
         CookieScan cs = { .token = req->token, .found = -ENOENT };
+        IdentityScan is;
         const char *v;
         int r;
 
-        if (request_refuse_framing(req, method, version))
+        identity_scan(req, &is);
+        if (request_refuse_framing(req, method, version)) {
+                /* A user header in a request refused for its framing (a
+                 * control character in its value, a line MHD could not
+                 * split) is a refused identity too. */
+                if (is.n > 0)
+                        metrics_count_identity_refused("invalid");
                 return true;
+        }
 
         req->method = http_method_from_string(method);
         req->is_api = router_path_is_api(url);
+
+        if (request_identify(req, url, &is))
+                return true;
 
         if (!req->is_api) {
                 request_serve_page(req, url);
@@ -765,7 +979,14 @@ static bool request_begin(HttpRequest *req, const char *url, const char *method,
         /* Several Cookie fields count as one joined with "; " (RFC 9113
          * 8.2.3): the first wikiweb_session pair among them decides. */
         (void) MHD_get_connection_values_n(c, MHD_HEADER_KIND, http_server_scan_cookie, &cs);
-        if (cs.found <= 0) {
+        if (req->user) {
+                r = request_user_session(req, &cs);
+                if (r < 0) {
+                        log_error_errno(r, "Failed to make the session of a user");
+                        http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+                        return true;
+                }
+        } else if (cs.found <= 0) {
                 r = session_token_new(req->token);
                 if (r < 0) {
                         log_error_errno(r, "Failed to make a session token");
@@ -774,11 +995,13 @@ static bool request_begin(HttpRequest *req, const char *url, const char *method,
                 }
                 req->new_session = true;
         }
-        r = session_key_from_token(req->token, &req->session);
-        if (r < 0) {
-                log_error_errno(r, "Failed to hash the session token");
-                http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-                return true;
+        if (!req->user) {
+                r = session_key_from_token(req->token, &req->session);
+                if (r < 0) {
+                        log_error_errno(r, "Failed to hash the session token");
+                        http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+                        return true;
+                }
         }
 
         if (req->method == HTTP_METHOD_OPTIONS) {
@@ -1290,6 +1513,9 @@ int http_server_new(
         s->userdata = userdata;
 
         s->test_oom = fault_http_oom();
+        r = random_bytes(s->session_secret, sizeof s->session_secret);
+        if (r < 0)
+                return log_error_errno(r, "Failed to make the secret of user session cookies");
         s->connection_limit = http_connection_limit(config);
         log_info(
                 "HTTP: at most %u connections, %" PRIu64 " per client address (0: no limit).",

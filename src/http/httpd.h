@@ -17,7 +17,9 @@
  * sd-event I/O source and its connection timeout an sd-event time source.
  *
  * The server owns the request lifecycle that every endpoint shares, in the
- * order API.md 1, 3, 4 and 7 fix: origin policy (403, changes nothing),
+ * order API.md 1, 3, 4 and 7 fix: strict framing, who is asking (API.md
+ * "Identity": the trusted proxy's user header, 403/400, for the page's
+ * files too), origin policy (403, changes nothing),
  * CORS preflight, routing (404/405), the size limit (413, decided from
  * Content-Length before the body is read, and while streaming a chunked
  * body), body accumulation, the session cookie, then the endpoint handler
@@ -95,6 +97,11 @@ usec_t http_server_fresh_until(const HttpServer *s);
 HttpMethod http_request_method(const HttpRequest *req);
 const RouteMatch *http_request_route(const HttpRequest *req);
 const SessionKey *http_request_session(const HttpRequest *req);
+/* Who is asking (API.md "Identity"): the user a trusted proxy named, NULL
+ * for an anonymous session (always NULL without trusted proxies). With a
+ * user, http_request_session() is that user's key, the same for every one
+ * of their sessions. */
+const char *http_request_user(const HttpRequest *req);
 const char *http_request_content_type(const HttpRequest *req);
 const uint8_t *http_request_body(const HttpRequest *req, size_t *ret_size);
 /* A query-string argument, NULL if absent. */

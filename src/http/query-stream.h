@@ -2,7 +2,7 @@
 #pragma once
 
 #include "http/httpd.h"
-#include "query/executor.h"
+#include "query/query-types.h"
 #include "shared/ids.h"
 #include "shared/macro.h"
 

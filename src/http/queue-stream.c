@@ -41,6 +41,7 @@ struct QueueStream {
         QueueStreams *owner;
         HttpStream *stream; /* NULL once closed */
         SessionKey session;
+        char *user; /* the session's user ("Identity"), NULL: anonymous */
         char ticket_id[TICKET_ID_MAX];
         uint64_t last_id;
         bool sent_any;
@@ -68,6 +69,7 @@ static void queue_stream_free(QueueStream *qs) {
 
         LIST_REMOVE(streams, q->streams_head, qs);
         q->n_streams--;
+        free(qs->user);
         free(qs);
 }
 
@@ -177,7 +179,8 @@ static void queue_stream_look(QueueStream *qs, usec_t t) {
                 &st,
                 q->config->queue_reservation_seconds,
                 q->config->queue_heartbeat_seconds,
-                running ? &rq : NULL);
+                running ? &rq : NULL,
+                qs->user);
         if (o && queue_streams_add_wait_range(q, &st, t, o) < 0)
                 json_object_put(TAKE_PTR(o)); /* sent as -ENOMEM below */
         r = queue_stream_send(qs, "status", o);
@@ -263,9 +266,18 @@ HttpHandlerResult queue_streams_open(QueueStreams *q, HttpRequest *req) {
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         qs->owner = q;
         qs->session = *session;
+        if (http_request_user(req)) {
+                qs->user = strdup(http_request_user(req));
+                if (!qs->user)
+                        return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        }
         memcpy(qs->ticket_id, st.ticket.id, sizeof qs->ticket_id);
 
         r = http_stream_open(req, HTTP_STREAM_END_ON_QUIESCE, NULL, queue_stream_on_closed, qs, &qs->stream);
+        if (r < 0) {
+                free(qs->user);
+                qs->user = NULL;
+        }
         if (r == -EMFILE)
                 return http_reply_error(req, API_ERROR_RATE_LIMITED, NULL, NULL);
         if (r < 0)

@@ -268,7 +268,8 @@ json_object *render_status(
         const AdmissionStatus *st,
         uint64_t reservation_seconds,
         uint64_t heartbeat_seconds,
-        const RenderRunningQuery *running) {
+        const RenderRunningQuery *running,
+        const char *user) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         uint64_t hb = heartbeat_seconds;
 
@@ -292,6 +293,10 @@ json_object *render_status(
         if (!running)
                 json_object_object_add(o, "running_query", NULL);
         else if (json_add(o, "running_query", render_running_query(running)) < 0)
+                return NULL;
+        if (!user)
+                json_object_object_add(o, "user", NULL);
+        else if (json_add(o, "user", json_string(user)) < 0)
                 return NULL;
         return TAKE_PTR(o);
 }

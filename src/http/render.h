@@ -30,12 +30,14 @@ typedef struct RenderRunningQuery {
 } RenderRunningQuery;
 
 /* The status object of API.md 6 as one session sees it (st), with the
- * queue's settings, and running_query (11.4; NULL: null). */
+ * queue's settings, running_query (11.4; NULL: null) and the user of the
+ * session ("Identity"; NULL: null). */
 json_object *render_status(
         const AdmissionStatus *st,
         uint64_t reservation_seconds,
         uint64_t heartbeat_seconds,
-        const RenderRunningQuery *running);
+        const RenderRunningQuery *running,
+        const char *user);
 
 /* The status object's "estimated_wait_range_seconds" ({"p10", "p50",
  * "p90"}, or null when range is NULL) and "wait_known" (API.md 5, 6),

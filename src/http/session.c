@@ -5,6 +5,7 @@
 #include "shared/base64url.h"
 #include "shared/random-util.h"
 #include "shared/sha256.h"
+#include "shared/utf8.h"
 #include "http/session.h"
 
 bool session_token_is_valid(const char *s, size_t len) {
@@ -129,5 +130,84 @@ int session_set_cookie_header(const char *token, uint64_t max_age_seconds, bool 
                 return -ENOMEM;
 
         *ret = s;
+        return 0;
+}
+
+bool session_user_is_valid(const char *s, size_t len) {
+        if (!s || len == 0 || len > SESSION_USER_MAX_BYTES)
+                return false;
+        for (size_t i = 0; i < len;) {
+                size_t n;
+
+                /* C0 and DEL here; C1 and malformed sequences below. */
+                if ((unsigned char) s[i] < 0x20 || s[i] == 0x7f)
+                        return false;
+                n = utf8_decode_no_c1((const uint8_t *) s + i, len - i);
+                if (n == 0)
+                        return false;
+                i += n;
+        }
+        return true;
+}
+
+#define SESSION_USER_KEY_DOMAIN "wikiweb-user"
+#define SESSION_USER_COOKIE_DOMAIN "wikiweb-cookie"
+
+int session_key_from_user(const char *user, SessionKey *ret) {
+        _cleanup_(sha256_done) Sha256Ctx ctx = { 0 };
+        uint8_t d[SHA256_DIGEST_SIZE];
+        int r;
+
+        assert(user);
+        assert(ret);
+
+        r = sha256_init(&ctx);
+        if (r < 0)
+                return r;
+        /* The domain with its NUL, then the name. */
+        r = sha256_update(&ctx, SESSION_USER_KEY_DOMAIN, sizeof(SESSION_USER_KEY_DOMAIN));
+        if (r < 0)
+                return r;
+        r = sha256_update(&ctx, user, strlen(user));
+        if (r < 0)
+                return r;
+        r = sha256_final(&ctx, d);
+        if (r < 0)
+                return r;
+        memcpy(ret->bytes, d, sizeof d);
+        return 0;
+}
+
+int session_token_for_user(
+        const uint8_t secret[static SESSION_SECRET_BYTES],
+        const char *user,
+        char ret[static SESSION_TOKEN_LEN + 1]) {
+        _cleanup_(sha256_done) Sha256Ctx ctx = { 0 };
+        uint8_t d[SHA256_DIGEST_SIZE];
+        int r;
+
+        assert(secret);
+        assert(user);
+
+        _Static_assert(SHA256_DIGEST_SIZE == SESSION_TOKEN_BYTES, "a token is a digest's worth of bytes");
+        r = sha256_init(&ctx);
+        if (r < 0)
+                return r;
+        /* The secret has a fixed length and names contain no NUL, so no
+         * two (secret, name) pairs give the same input. */
+        r = sha256_update(&ctx, secret, SESSION_SECRET_BYTES);
+        if (r < 0)
+                return r;
+        r = sha256_update(&ctx, SESSION_USER_COOKIE_DOMAIN, sizeof(SESSION_USER_COOKIE_DOMAIN));
+        if (r < 0)
+                return r;
+        r = sha256_update(&ctx, user, strlen(user));
+        if (r < 0)
+                return r;
+        r = sha256_final(&ctx, d);
+        if (r < 0)
+                return r;
+        base64url_encode(d, sizeof d, ret);
+        explicit_bzero(d, sizeof d);
         return 0;
 }

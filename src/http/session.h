@@ -40,6 +40,32 @@ int session_token_new(char ret[static SESSION_TOKEN_LEN + 1]);
  * -ENOMEM from the digest with *ret untouched. */
 int session_key_from_token(const char *token, SessionKey *ret);
 
+/* Identity (API.md "Identity"). A user name from a trusted proxy's
+ * header: 1 to SESSION_USER_MAX_BYTES bytes of valid UTF-8 (shortest form,
+ * no surrogates) without a control character (C0, DEL, C1). Anything
+ * else is refused, never repaired. */
+#define SESSION_USER_MAX_BYTES 256
+bool session_user_is_valid(const char *s, size_t len);
+
+/* The SessionKey of a user: SHA-256 of "wikiweb-user", a NUL and the
+ * name. Every session of that user has this key, so the queue, the
+ * running query, the history and the streams are the person's, across
+ * browsers and devices. It never equals the key of a token (that is the
+ * digest of 43 base64url characters, which contain no NUL). The caller
+ * passes a valid user. Returns 0, or -ENOMEM / -EIO with *ret untouched. */
+int session_key_from_user(const char *user, SessionKey *ret);
+
+/* The cookie token issued to user: base64url of SHA-256 over a secret of
+ * the running daemon (SESSION_SECRET_BYTES random bytes), "wikiweb-cookie",
+ * a NUL and the name. A cookie presented with an identity is that
+ * identity's only if it is this token: a cookie issued to A is not B's
+ * session. Returns 0 or -ENOMEM / -EIO. */
+#define SESSION_SECRET_BYTES 32
+int session_token_for_user(
+        const uint8_t secret[static SESSION_SECRET_BYTES],
+        const char *user,
+        char ret[static SESSION_TOKEN_LEN + 1]);
+
 /* The Set-Cookie header value
  *   "wikiweb_session=<token>; Path=/; HttpOnly; SameSite=Lax; Max-Age=<n>[; Secure]"
  * newly allocated into *ret (the caller frees). Returns 0, -EINVAL when

@@ -78,7 +78,7 @@ typedef struct ManagerHealth {
         /* The settings that are missing when !execution_configured, a
          * NULL-terminated list of static names ("WIKI_WEB_WIKI_API_URL",
          * "WIKI_WEB_LLM_URL", "WIKI_WEB_LLM_MODEL"); empty when configured. */
-        const char *missing_settings[4];
+        const char *missing_settings[CONFIG_EXECUTION_SETTINGS_MAX + 1];
 } ManagerHealth;
 
 typedef enum ManagerEventType {
@@ -137,7 +137,11 @@ const Config *manager_get_config(Manager *m);
  * announced for it). Errors, nothing started: -EBUSY (busy), -ENOSPC
  * (queue_full), -ESHUTDOWN (draining, or the service is stopping),
  * -ENOMEM, -EIO (the record could not be written: internal_error).
- * MANAGER_QUERY_STARTED is announced before this returns. */
+ * MANAGER_QUERY_STARTED is announced before this returns, and before the
+ * query's first MANAGER_QUERY_EVENT (the pipeline may report from inside
+ * the executor's start). -EIO also when the executor could not start it:
+ * its record is then failed (internal_error), and MANAGER_QUERY_DURABLE
+ * and MANAGER_QUERY_CLEANUP_CONFIRMED have been announced too. */
 int manager_start_query(
         Manager *m, const SessionKey *session, const char *question, char *const *pages, ManagerQuery **ret);
 

@@ -31,10 +31,11 @@ static struct {
         CounterVec tickets_removed; /* reason */
         CounterVec queries;         /* status, code */
         MetricsHistogram query_duration;
-        CounterVec phase_usec;    /* phase; microseconds, shown as seconds */
-        CounterVec tokens;        /* kind */
-        CounterVec sandbox_runs;  /* outcome */
-        CounterVec http_requests; /* code */
+        CounterVec phase_usec;       /* phase; microseconds, shown as seconds */
+        CounterVec tokens;           /* kind */
+        CounterVec sandbox_runs;     /* outcome */
+        CounterVec http_requests;    /* code */
+        CounterVec identity_refused; /* reason */
         int64_t http_connections;
         int64_t event_streams;
 } registry;
@@ -81,6 +82,8 @@ void metrics_reset(void) {
         static const char *const phases[] = { "queue", "wiki", "model", "sandbox", "cleanup", NULL };
         static const char *const kinds[] = { "prompt", "completion", NULL };
         static const char *const outcomes[] = { "exited", "timeout", "failed", "cleanup_failed", NULL };
+        static const char *const identity_reasons[] = { "untrusted_peer", "invalid", "repeated",
+                                                        "missing",        "cookie",  NULL };
 
         memset(&registry, 0, sizeof registry);
         registry.query_duration.bounds = metrics_query_duration_bounds;
@@ -91,6 +94,7 @@ void metrics_reset(void) {
         vec_seed(&registry.phase_usec, phases);
         vec_seed(&registry.tokens, kinds);
         vec_seed(&registry.sandbox_runs, outcomes);
+        vec_seed(&registry.identity_refused, identity_reasons);
         (void) vec_entry(&registry.queries, "succeeded", NULL);
 }
 
@@ -113,6 +117,10 @@ void metrics_count_model_tokens(const char *kind, uint64_t n) {
 
 void metrics_count_sandbox_run(const char *outcome) {
         vec_add(&registry.sandbox_runs, outcome, NULL, 1);
+}
+
+void metrics_count_identity_refused(const char *reason) {
+        vec_add(&registry.identity_refused, reason, NULL, 1);
 }
 
 void metrics_count_http_request(unsigned status) {
@@ -292,6 +300,14 @@ int metrics_render(MetricsFormat format, const MetricsGauges *g, char **ret, siz
                 NULL,
                 "run_python runs, by outcome (exited, timeout, failed, cleanup_failed).");
         render_vec(&w, &registry.sandbox_runs, "outcome", NULL);
+
+        metrics_family(
+                &w,
+                "wikiweb_identity_refused",
+                METRIC_COUNTER,
+                NULL,
+                "Identities refused, by reason (untrusted_peer, invalid, repeated, missing, cookie).");
+        render_vec(&w, &registry.identity_refused, "reason", NULL);
 
         metrics_family(
                 &w,

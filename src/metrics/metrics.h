@@ -10,8 +10,8 @@
 
 /* The daemon's metrics (API.md 12.3): one process-wide registry, counted
  * where the events happen (the HTTP server counts its responses and
- * connections, the daemon its tickets' removals, the API its queries as
- * they end and a ticket's wait at the claim, the pipeline each phase as it
+ * connections, the Manager its tickets' removals, its queries as they
+ * end and a ticket's wait at the claim, the pipeline each phase as it
  * ends and the model's tokens as a reply arrives, the sandbox its runs), and
  * rendered by metrics_render() in time proportional to the number of
  * series: a scrape recomputes nothing.
@@ -42,6 +42,13 @@ void metrics_count_model_tokens(const char *kind, uint64_t n);
 /* wikiweb_sandbox_runs_total{outcome}: "exited", "timeout", "failed",
  * "cleanup_failed". */
 void metrics_count_sandbox_run(const char *outcome);
+/* wikiweb_identity_refused_total{reason} (API.md "Identity"): the user
+ * header from a peer that is not a trusted proxy ("untrusted_peer"), a
+ * value that is not a user name ("invalid"), the header sent twice
+ * ("repeated"), a request without an identity where one is required
+ * ("missing"), a session cookie issued to another user ("cookie"). Never a
+ * user name or an address as a label. */
+void metrics_count_identity_refused(const char *reason);
 /* wikiweb_http_requests_total{code}: each response sent on the API socket. */
 void metrics_count_http_request(unsigned status);
 /* wikiweb_http_connections and wikiweb_event_streams, gauges kept by their

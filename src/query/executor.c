@@ -31,7 +31,41 @@ struct QueryExecutor {
         const char *abort_reason; /* static string, set by query_executor_abort() */
 
         usec_t test_delay;
+
+        /* The message of a query that cannot run (API.md 9, health): the
+         * settings that are missing and where to read on. */
+        char unconfigured_message[256];
 };
+
+/* "query execution is not configured: WIKI_WEB_LLM_URL and
+ * WIKI_WEB_LLM_MODEL are not set (see "Quick start" in the README)". */
+static void format_unconfigured_message(const Config *c, char *buf, size_t size) {
+        const char *missing[CONFIG_EXECUTION_SETTINGS_MAX + 1];
+        size_t n = config_missing_execution_settings(c, missing), k;
+        int w;
+
+        if (n == 0) {
+                /* Only with the test delay: nothing is missing. */
+                snprintf(buf, size, "query execution is not configured");
+                return;
+        }
+        w = snprintf(buf, size, "query execution is not configured: ");
+        k = w > 0 ? (size_t) w : 0;
+        for (size_t i = 0; i < n && k < size; i++) {
+                const char *sep = i == 0 ? "" : ", ";
+
+                if (i > 0 && i + 1 == n)
+                        sep = " and ";
+                w = snprintf(buf + k, size - k, "%s%s", sep, missing[i]);
+                k += w > 0 ? (size_t) w : 0;
+        }
+        if (k < size)
+                snprintf(
+                        buf + k,
+                        size - k,
+                        " %s not set (see \"Quick start\" in the README)",
+                        n == 1 ? "is" : "are");
+}
 
 static bool configured(const Config *c) {
         return c->wiki_api_url && c->llm_url && c->llm_model;
@@ -50,6 +84,7 @@ int query_executor_new(sd_event *event, const Config *config, QueryExecutor **re
                 return -ENOMEM;
         x->event = event;
         x->config = config;
+        format_unconfigured_message(config, x->unconfigured_message, sizeof x->unconfigured_message);
 
         if (configured(config)) {
                 r = destination_policy_new(
@@ -99,9 +134,9 @@ bool query_executor_is_configured(const QueryExecutor *x) {
         return x->upstream;
 }
 
-bool query_executor_busy(const QueryExecutor *x) {
+unsigned query_executor_n_running(const QueryExecutor *x) {
         assert(x);
-        return x->busy;
+        return x->busy ? 1 : 0;
 }
 
 /* Report the job's end: a job that nothing ran needs no cleanup. */
@@ -121,7 +156,7 @@ static void query_executor_report(QueryExecutor *x) {
                 .query_id = id,
                 .error = x->abort_reason ? -ECANCELED : -EOPNOTSUPP,
                 .api_error = API_ERROR_EXECUTION_FAILED,
-                .message = x->abort_reason ? x->abort_reason : "query execution is not configured",
+                .message = x->abort_reason ? x->abort_reason : x->unconfigured_message,
                 /* Nothing was started, so there is nothing to clean up. */
                 .cleanup_confirmed = true,
         };
@@ -162,36 +197,20 @@ void query_executor_set_event_handler(QueryExecutor *x, QueryEventHandler handle
         x->event_userdata = userdata;
 }
 
-static const char *const query_phase_table[_QUERY_PHASE_MAX] = {
-        [QUERY_PHASE_WIKI] = "wiki",
-        [QUERY_PHASE_MODEL] = "model",
-        [QUERY_PHASE_SANDBOX] = "sandbox",
-        [QUERY_PHASE_CLEANUP] = "cleanup",
-};
-
-DEFINE_STRING_TABLE_LOOKUP_TO_STRING(query_phase, QueryPhase)
-
-static const char *const query_sandbox_table[_QUERY_SANDBOX_MAX] = {
-        [QUERY_SANDBOX_OFFERED] = "offered",
-        [QUERY_SANDBOX_UNAVAILABLE] = "unavailable",
-        [QUERY_SANDBOX_STARTING] = "starting",
-};
-
-DEFINE_STRING_TABLE_LOOKUP_TO_STRING(query_sandbox, QuerySandbox)
-
 void query_executor_sandbox_changed(QueryExecutor *x) {
         assert(x);
         if (x->run)
                 query_run_sandbox_changed(x->run);
 }
 
-int query_executor_abort(QueryExecutor *x, const char *reason) {
+int query_executor_abort(QueryExecutor *x, const char *query_id, const char *reason) {
         int r;
 
         assert(x);
+        assert(query_id);
         assert(reason);
 
-        if (!x->busy)
+        if (!x->busy || !streq(x->query_id, query_id))
                 return -ESRCH;
         if (x->run) {
                 query_run_abort(x->run, -ECANCELED, API_ERROR_EXECUTION_FAILED, reason);

@@ -48,6 +48,23 @@ typedef enum QueryRunState {
         _QUERY_RUN_STATE_MAX,
 } QueryRunState;
 
+static const char *const query_phase_table[_QUERY_PHASE_MAX] = {
+        [QUERY_PHASE_WIKI] = "wiki",
+        [QUERY_PHASE_MODEL] = "model",
+        [QUERY_PHASE_SANDBOX] = "sandbox",
+        [QUERY_PHASE_CLEANUP] = "cleanup",
+};
+
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(query_phase, QueryPhase)
+
+static const char *const query_sandbox_table[_QUERY_SANDBOX_MAX] = {
+        [QUERY_SANDBOX_OFFERED] = "offered",
+        [QUERY_SANDBOX_UNAVAILABLE] = "unavailable",
+        [QUERY_SANDBOX_STARTING] = "starting",
+};
+
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(query_sandbox, QuerySandbox)
+
 static const char *const query_run_state_table[_QUERY_RUN_STATE_MAX] = {
         [QUERY_RUN_SANDBOX_WAIT] = "sandbox-wait",
         [QUERY_RUN_PRELOAD] = "preload",

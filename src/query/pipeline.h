@@ -4,8 +4,8 @@
 #include <stdbool.h>
 #include <systemd/sd-event.h>
 
-#include "query/executor.h"
 #include "query/llm-client.h"
+#include "query/query-types.h"
 #include "query/upstream.h"
 #include "sandbox/sandbox.h"
 #include "shared/api-error.h"

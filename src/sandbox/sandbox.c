@@ -8,7 +8,6 @@
 #include "sandbox/sandbox-internal.h"
 #include "shared/log.h"
 #include "shared/macro.h"
-#include "store/history.h"
 
 /* ---- state changes ---- */
 
@@ -521,39 +520,4 @@ int sandbox_query_collect(SandboxQuery *q, SandboxArtifacts *ret) {
         assert(ret);
 
         return sandbox_collect_artifacts(q->out_fd, c->artifact_max_files, c->artifact_max_bytes, ret);
-}
-
-int sandbox_query_store_artifacts(SandboxQuery *q, History *history) {
-        SandboxArtifacts a = { 0 };
-        int r, kept = 0;
-
-        assert(q);
-
-        r = sandbox_query_collect(q, &a);
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < a.n; i++) {
-                char id[HISTORY_ARTIFACT_ID_MAX];
-                Artifact *x = &a.items[i];
-
-                r = history_add_artifact(history, q->id, x, id);
-                if (r == -ENOENT) {
-                        sandbox_artifacts_done(&a);
-                        return r;
-                }
-                if (r < 0) {
-                        log_warning_errno(r, "Query %s: not keeping the artifact %s", q->id, x->name);
-                        continue;
-                }
-                log_info(
-                        "Query %s: kept /out/%s as artifact %s (%" PRIu64 " bytes, %s).",
-                        q->id,
-                        x->name,
-                        id,
-                        x->size_bytes,
-                        x->media_type);
-                kept++;
-        }
-        sandbox_artifacts_done(&a);
-        return kept;
 }

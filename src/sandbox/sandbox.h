@@ -48,7 +48,8 @@
  * map a done callback's error < 0 to execution_failed, anything else is a
  * tool result (sandbox_result_to_json()); on the query deadline call
  * sandbox_run_cancel() and wait for the callback; at the end of the query
- * call sandbox_query_store_artifacts() (also when it failed), report
+ * call sandbox_query_collect() (also when it failed; the outcome hands
+ * the artifacts to the store), report
  * cleanup_confirmed = sandbox_query_cleanup_confirmed(), and if false,
  * keep the slot until the Sandbox announces the query's cleanup confirmed
  * (sandbox_set_cleanup_confirmed_handler(): the query's context may be
@@ -164,14 +165,6 @@ bool sandbox_query_cleanup_confirmed(const SandboxQuery *q);
  * WIKI_WEB_ARTIFACT_MAX_FILES and _MAX_BYTES). Call at the end of the
  * query, also when it failed, before sandbox_query_free(). */
 int sandbox_query_collect(SandboxQuery *q, SandboxArtifacts *ret);
-
-/* Collect (as above) and keep every artifact in the store under the
- * query's record (store/history.h: SHA-256, size, media type, safe name).
- * A file the store refuses (too large for a blob, or gone short) is
- * skipped and logged. Returns the number kept, or a negative errno from
- * the collection or the store (-ENOENT: no record of that id). */
-struct History;
-int sandbox_query_store_artifacts(SandboxQuery *q, struct History *history);
 
 /* The result of API.md 8.6. All strings owned by the result, which is
  * borrowed by the done callback for the duration of the call. */

@@ -2,6 +2,7 @@
 #include <assert.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "shared/config.h"
@@ -17,6 +18,20 @@ const char *config_getenv_process(const char *name, void *userdata) {
         return getenv(name);
 }
 
+size_t config_missing_execution_settings(
+        const Config *c, const char *ret[static CONFIG_EXECUTION_SETTINGS_MAX + 1]) {
+        size_t n = 0;
+
+        if (!c->wiki_api_url)
+                ret[n++] = "WIKI_WEB_WIKI_API_URL";
+        if (!c->llm_url)
+                ret[n++] = "WIKI_WEB_LLM_URL";
+        if (!c->llm_model)
+                ret[n++] = "WIKI_WEB_LLM_MODEL";
+        ret[n] = NULL;
+        return n;
+}
+
 void config_done(Config *c) {
         if (!c)
                 return;
@@ -30,6 +45,8 @@ void config_done(Config *c) {
         free(c->sandbox_runtime);
         free(c->sandbox_rootfs);
         free(c->state_directory);
+        free(c->trusted_proxies);
+        free(c->user_header);
         if (c->wiki_password)
                 explicit_bzero(c->wiki_password, strlen(c->wiki_password));
         if (c->llm_api_key)
@@ -195,6 +212,119 @@ static int load_list(
         return 0;
 }
 
+/* RFC 9110 5.6.2: tchar. */
+static bool is_tchar(char ch) {
+        return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                (ch && strchr("!#$%&'*+-.^_`|~", ch));
+}
+
+#define USER_HEADER_MAX 64
+
+bool config_user_header_is_valid(const char *v) {
+        /* Fields that carry something else: the identity must not be read
+         * from the framing, the session, the origin policy or the
+         * forwarding headers, nor be confused with them. */
+        static const char *const reserved[] = {
+                "Host",
+                "Cookie",
+                "Origin",
+                "Content-Length",
+                "Content-Type",
+                "Transfer-Encoding",
+                "Connection",
+                "Authorization",
+                "Forwarded",
+                "X-Forwarded-For",
+                "X-Forwarded-Host",
+                "X-Forwarded-Proto",
+                "X-Real-IP",
+                "Sec-Fetch-Site",
+                "Accept",
+                "Last-Event-ID",
+        };
+
+        if (!v || !*v || strlen(v) > USER_HEADER_MAX)
+                return false;
+        for (const char *p = v; *p; p++)
+                if (!is_tchar(*p))
+                        return false;
+        for (size_t i = 0; i < ELEMENTSOF(reserved); i++)
+                if (strcasecmp(v, reserved[i]) == 0)
+                        return false;
+        return true;
+}
+
+/* Whether s is printable ASCII, so that it can be quoted in a message. */
+static bool is_printable(const char *s) {
+        for (; *s; s++)
+                if ((unsigned char) *s < 0x20 || (unsigned char) *s >= 0x7f)
+                        return false;
+        return true;
+}
+
+/* WIKI_WEB_TRUSTED_PROXIES: comma-separated addresses and prefixes (blanks
+ * around items dropped, empty items ignored). Every entry must parse;
+ * a wildcard is refused with a message of its own, since it is the one
+ * mistake that turns the identity header into anybody's claim. */
+static int load_trusted_proxies(Config *c, ConfigGetenv g, void *u, char **ret_error) {
+        const char *name = "WIKI_WEB_TRUSTED_PROXIES";
+        _cleanup_free_ NetPrefix *l = NULL;
+        const char *v = g(name, u);
+        size_t n = 0;
+        int r;
+
+        if (!v || !*v)
+                return 0;
+        if (strlen(v) > STRING_MAX_BYTES)
+                return fail(ret_error, -EINVAL, "%s: longer than %d bytes", name, STRING_MAX_BYTES);
+        l = calloc(LIST_MAX_ITEMS, sizeof(NetPrefix));
+        if (!l)
+                return -ENOMEM;
+        for (const char *p = v; *p;) {
+                const char *e = strchrnul(p, ',');
+                const char *s = p, *t = e;
+
+                while (s < t && (*s == ' ' || *s == '\t'))
+                        s++;
+                while (t > s && (t[-1] == ' ' || t[-1] == '\t'))
+                        t--;
+                if (t > s) {
+                        _cleanup_free_ char *item = strndup(s, (size_t) (t - s));
+
+                        if (!item)
+                                return -ENOMEM;
+                        if (n >= LIST_MAX_ITEMS)
+                                return fail(ret_error, -EINVAL, "%s: more than %d items", name, LIST_MAX_ITEMS);
+                        r = net_prefix_parse(s, (size_t) (t - s), &l[n]);
+                        if (r == -EPERM)
+                                return fail(
+                                        ret_error,
+                                        -EINVAL,
+                                        "%s: \"%s\" is a wildcard, which would trust every peer; list the "
+                                        "proxies' own addresses",
+                                        name,
+                                        is_printable(item) ? item : "(unprintable)");
+                        if (r < 0)
+                                return fail(
+                                        ret_error,
+                                        -EINVAL,
+                                        "%s: invalid item \"%s\", expected an IPv4 or IPv6 address or "
+                                        "ADDRESS/LENGTH without host bits",
+                                        name,
+                                        is_printable(item) && strlen(item) <= NET_PREFIX_STRING_MAX ?
+                                                item :
+                                                "(unprintable or too long)");
+                        n++;
+                }
+                p = *e ? e + 1 : e;
+        }
+        if (n > 0) {
+                c->trusted_proxies = TAKE_PTR(l);
+                c->n_trusted_proxies = n;
+        }
+        return 0;
+}
+
 static int read_secret_file(const char *path, char **ret) {
         _cleanup_close_ int fd = -1;
         char buf[SECRET_MAX_BYTES + 1];
@@ -284,7 +414,7 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
 
         if (ret_error)
                 *ret_error = NULL;
-        *c = (Config){ .cookie_secure = true, .web_ui = true, .log_level = 6 };
+        *c = (Config){ .cookie_secure = true, .web_ui = true, .log_level = 6, .require_user = true };
         loading = c; /* emptied again on any failure */
 
 #define UINT(name, field, def, min, max)                                        \
@@ -343,6 +473,25 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
                                 "WIKI_WEB_LOG_LEVEL: invalid value, expected an integer in 0..7");
                 c->log_level = (int) level;
         }
+
+        v = g("WIKI_WEB_REQUIRE_USER", u);
+        if (v && parse_boolean(v, &c->require_user) < 0)
+                return fail(ret_error, -EINVAL, "WIKI_WEB_REQUIRE_USER: invalid value, expected true or false");
+
+        r = load_trusted_proxies(c, g, u, ret_error);
+        if (r < 0)
+                return r;
+        v = g("WIKI_WEB_USER_HEADER", u);
+        if (v && !config_user_header_is_valid(v))
+                return fail(
+                        ret_error,
+                        -EINVAL,
+                        "WIKI_WEB_USER_HEADER: expected an HTTP header field name of at most %d bytes, "
+                        "not one the daemon reads for something else",
+                        USER_HEADER_MAX);
+        c->user_header = strdup(v ? v : "X-Remote-User");
+        if (!c->user_header)
+                return -ENOMEM;
 
         r = load_list("WIKI_WEB_ALLOWED_ORIGINS", config_origin_is_valid, &c->allowed_origins, g, u, ret_error);
         if (r < 0)
@@ -444,6 +593,16 @@ void config_dump(const Config *c, FILE *f) {
         fprintf(f, "WIKI_WEB_HTTP_MAX_CONNECTIONS=%" PRIu64 "\n", c->http_max_connections);
         fprintf(f, "WIKI_WEB_HTTP_MAX_CONNECTIONS_PER_IP=%" PRIu64 "\n", c->http_max_connections_per_ip);
         fprintf(f, "WIKI_WEB_HTTP_REQUEST_TIMEOUT_SECONDS=%" PRIu64 "\n", c->http_request_timeout_seconds);
+        fprintf(f, "WIKI_WEB_TRUSTED_PROXIES=");
+        for (size_t i = 0; i < c->n_trusted_proxies; i++) {
+                char buf[NET_PREFIX_STRING_MAX];
+
+                net_prefix_format(&c->trusted_proxies[i], buf);
+                fprintf(f, "%s%s", i > 0 ? "," : "", buf);
+        }
+        fputc('\n', f);
+        fprintf(f, "WIKI_WEB_USER_HEADER=%s\n", c->user_header ? c->user_header : "");
+        fprintf(f, "WIKI_WEB_REQUIRE_USER=%s\n", c->require_user ? "true" : "false");
         /* Secrets: only whether they are present. */
         fprintf(f, "credential wiki-password=%s\n", c->wiki_password ? "(set, masked)" : "(unset)");
         fprintf(f, "credential llm-api-key=%s\n", c->llm_api_key ? "(set, masked)" : "(unset)");

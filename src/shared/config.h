@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "shared/netprefix.h"
+
 /* The daemon's configuration: the WIKI_WEB_* environment variables of
  * API.md, with their defaults and ranges, plus the two secrets read from
  * systemd credentials ($CREDENTIALS_DIRECTORY/wiki-password and
@@ -60,6 +62,12 @@ typedef struct Config {
         uint64_t http_max_connections_per_ip;  /* WIKI_WEB_HTTP_MAX_CONNECTIONS_PER_IP: 0 = no limit */
         uint64_t http_request_timeout_seconds; /* WIKI_WEB_HTTP_REQUEST_TIMEOUT_SECONDS: whole request */
 
+        /* Identity (API.md "Identity", extensions) */
+        NetPrefix *trusted_proxies; /* WIKI_WEB_TRUSTED_PROXIES; NULL and 0: no identity */
+        size_t n_trusted_proxies;
+        char *user_header; /* WIKI_WEB_USER_HEADER: a header field name, "X-Remote-User" */
+        bool require_user; /* WIKI_WEB_REQUIRE_USER: with trusted proxies, no identity is 403 */
+
         /* Secrets: never log, never print. NULL when absent. */
         char *wiki_password;
         char *llm_api_key;
@@ -75,12 +83,29 @@ int config_load(Config *c, ConfigGetenv getenv_fn, void *userdata, char **ret_er
 
 void config_done(Config *c);
 
+/* The settings without which no query can run (API.md 6, health's
+ * "missing_settings"): the names of those of WIKI_WEB_WIKI_API_URL,
+ * WIKI_WEB_LLM_URL and WIKI_WEB_LLM_MODEL that are unset, in that order,
+ * in ret (static strings, NULL-terminated). Returns how many. */
+#define CONFIG_EXECUTION_SETTINGS_MAX 3
+size_t config_missing_execution_settings(
+        const Config *c, const char *ret[static CONFIG_EXECUTION_SETTINGS_MAX + 1]);
+
 /* Print the effective configuration, one "NAME=value" line each, secrets
  * shown as "(set)" or "(unset)". */
 void config_dump(const Config *c, FILE *f);
 /* Whether v is a WIKI_WEB_USER_AGENT_CONTACT: an email address or an http(s)
  * URL of printable ASCII without spaces, parentheses or backslashes. */
 bool config_user_agent_contact_is_valid(const char *v);
+
+/* Whether v is a WIKI_WEB_USER_HEADER: an HTTP field name (RFC 9110
+ * token characters, 1 to 64 bytes) that is none of the fields the daemon
+ * or a proxy gives another meaning (Host, Cookie, Origin, Forwarded, ...). */
+bool config_user_header_is_valid(const char *v);
+/* Whether identity is on: trusted proxies are set. */
+static inline bool config_identity_enabled(const Config *c) {
+        return c->n_trusted_proxies > 0;
+}
 
 /* The getenv() adapter for config_load(). */
 const char *config_getenv_process(const char *name, void *userdata);

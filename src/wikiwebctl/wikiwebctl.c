@@ -222,7 +222,8 @@ static int bus_error(const char *what, const sd_bus_error *error, int r) {
 
 static int verb_status(sd_bus *bus) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL, *user_reply = NULL;
+        const char *user = NULL;
         _cleanup_(table_freep) Table *t = NULL;
         QueueProperties p = { 0 };
         int r;
@@ -234,6 +235,9 @@ static int verb_status(sd_bus *bus) {
         r = read_properties(reply, &p);
         if (r < 0)
                 return bus_error("parse the queue's properties", NULL, r);
+        r = sd_bus_call_method(bus, NAME, PATH, IFACE, "GetRunningQueryUser", NULL, &user_reply, NULL);
+        if (r >= 0 && sd_bus_message_read(user_reply, "s", &user) < 0)
+                user = NULL;
 
         t = table_new_vertical();
         if (!t)
@@ -248,6 +252,10 @@ static int verb_status(sd_bus *bus) {
                 table_add_string(t, p.running && *p.running ? p.running : (arg_json ? "" : "none"));
         r |= table_add_key(t, "Query phase", "running_query_phase") |
                 table_add_string(t, p.phase && *p.phase ? p.phase : (arg_json ? "" : "none"));
+        /* Its user (API.md "Identity"): root only, so shown only when the
+         * daemon answers; an anonymous query has none. */
+        if (user && *user)
+                r |= table_add_key(t, "Query user", "running_query_user") | table_add_string(t, user);
         r |= table_add_key(t, "Average query", "average_query_usec");
         if (p.average > 0 || arg_json)
                 r |= table_add_timespan(t, p.average);
@@ -268,12 +276,13 @@ static int verb_status(sd_bus *bus) {
 
 static int verb_tickets(sd_bus *bus) {
         static const char *const columns[] = {
-                "id", "status", "position", "joined", "heartbeat_deadline", "reservation_deadline", NULL
+                "id",   "status", "position", "joined", "heartbeat_deadline", "reservation_deadline",
+                "user", NULL
         };
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         _cleanup_(table_freep) Table *t = NULL;
-        const char *id, *status;
+        const char *id, *status, *user;
         uint64_t joined, heartbeat, reservation;
         uint32_t position;
         int r;
@@ -286,14 +295,16 @@ static int verb_tickets(sd_bus *bus) {
         if (!t)
                 return -ENOMEM;
         table_set_noun(t, "ticket", "tickets");
-        r = sd_bus_message_enter_container(reply, 'a', "(ssuttt)");
+        r = sd_bus_message_enter_container(reply, 'a', "(ssuttts)");
         if (r < 0)
                 return bus_error("parse the tickets", NULL, r);
         while ((r = sd_bus_message_read(
-                        reply, "(ssuttt)", &id, &status, &position, &joined, &heartbeat, &reservation)) > 0)
+                        reply, "(ssuttts)", &id, &status, &position, &joined, &heartbeat, &reservation, &user)) >
+               0)
                 if (table_add_string(t, id) < 0 || table_add_string(t, status) < 0 ||
                     table_add_uint(t, position) < 0 || table_add_timestamp(t, joined) < 0 ||
-                    table_add_timestamp(t, heartbeat) < 0 || table_add_timestamp(t, reservation) < 0)
+                    table_add_timestamp(t, heartbeat) < 0 || table_add_timestamp(t, reservation) < 0 ||
+                    table_add_string(t, *user || arg_json ? user : "-") < 0)
                         return -ENOMEM;
         if (r < 0)
                 return bus_error("parse the tickets", NULL, r);

@@ -256,6 +256,19 @@
     setTimeout(() => (a.textContent = text), 50);
   }
 
+  // API.md "Identity": the person a trusted proxy named, shown as text;
+  // hidden when the status says null (no identity).
+  function showUser(user) {
+    const p = $('signed-in');
+    if (typeof user === 'string' && user !== '') {
+      p.textContent = 'Signed in as ' + user;
+      p.hidden = false;
+      $('history-empty').textContent = 'No questions yet.';
+    } else {
+      p.hidden = true;
+    }
+  }
+
   function setStatus(state, nodes) {
     const s = $('status');
     s.dataset.state = state;
@@ -863,6 +876,7 @@
     show(st) {
       const t = st.ticket;
       this.last = st;
+      showUser(st.user);
       if (!t) return;
       if (t.status === 'waiting') {
         clearInterval(this.countdown);
@@ -1191,6 +1205,7 @@
         showError(e);
         return;
       }
+      showUser(st.user);
       if (!st.ticket && $('status').dataset.state === 'reconnecting') setStatus('', []);
       this.checkSetup();
       const items = await history.load(true);

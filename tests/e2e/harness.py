@@ -79,7 +79,7 @@ ERRORS = {
 
 STATUS_KEYS = {'state', 'queue_length', 'max_length', 'ticket', 'estimated_wait_seconds',
                'average_query_seconds', 'reservation_seconds', 'heartbeat_seconds',
-               'poll_after_seconds', 'running_query', 'estimated_wait_range_seconds', 'wait_known'}
+               'poll_after_seconds', 'running_query', 'user', 'estimated_wait_range_seconds', 'wait_known'}
 TICKET_KEYS = {'id', 'status', 'position', 'joined_at', 'heartbeat_expires_at',
                'reservation_expires_at'}
 
@@ -97,10 +97,11 @@ def skip_or_fail(why):
     sys.exit(SKIP)
 
 
-def free_port():
+def free_port(host='127.0.0.1'):
     """A port that was free a moment ago (the caller retries on a bind race)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(('127.0.0.1', 0))
+    family = socket.AF_INET6 if ':' in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 
@@ -189,8 +190,11 @@ class Daemon:
     message with its arrival time (self.notifications: [(epoch, text)]).
     """
 
-    def __init__(self, testcase=None, socket_activation=True, args=(), notify=False, metrics=False, **env):
+    def __init__(self, testcase=None, socket_activation=True, args=(), notify=False, metrics=False,
+                 listen_host='127.0.0.1', **env):
         self.testcase = testcase
+        # listen_host: the loopback address of the API socket ('::1' for IPv6).
+        self.listen_host = listen_host
         # metrics: a second listening socket named "metrics", as
         # wikiwebd-metrics.socket passes it (self.metrics_port).
         self.metrics = metrics
@@ -248,24 +252,29 @@ class Daemon:
 
     # -- lifecycle -----------------------------------------------------------
 
+    def _listen(self, port):
+        if ':' in self.listen_host:
+            return f'[{self.listen_host}]:{port}'
+        return f'{self.listen_host}:{port}'
+
     def _command(self, port):
         if self.socket_activation and self.metrics:
             self.metrics_port = free_port()
-            cmd = [SSA, '-l', f'127.0.0.1:{port}', '-l', f'127.0.0.1:{self.metrics_port}',
+            cmd = [SSA, '-l', self._listen(port), '-l', f'127.0.0.1:{self.metrics_port}',
                    '--fdname=http:metrics']
             for k, v in self.env.items():
                 cmd += ['-E', f'{k}={v}']
             return cmd + [WIKIWEBD] + self.args
         if self.socket_activation:
-            cmd = [SSA, '-l', f'127.0.0.1:{port}', '--fdname=http']
+            cmd = [SSA, '-l', self._listen(port), '--fdname=http']
             for k, v in self.env.items():
                 cmd += ['-E', f'{k}={v}']
             return cmd + [WIKIWEBD] + self.args
-        return [WIKIWEBD, '--listen', f'127.0.0.1:{port}'] + self.args
+        return [WIKIWEBD, '--listen', self._listen(port)] + self.args
 
     def start(self, timeout=10.0):
         for _ in range(5):
-            port = free_port()
+            port = free_port(self.listen_host)
             log = open(self.log_path, 'ab')
             env = None
             if not self.socket_activation:
@@ -297,7 +306,7 @@ class Daemon:
             if self.proc.poll() is not None:
                 return False
             try:
-                with socket.create_connection(('127.0.0.1', self.port), timeout=2) as s:
+                with socket.create_connection((self.listen_host, self.port), timeout=2) as s:
                     s.sendall(b'GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n'
                               b'Connection: close\r\n\r\n' % self.port)
                     r = read_response(s, 'GET', max(0.5, deadline - time.monotonic()))
@@ -420,7 +429,7 @@ class Daemon:
 
     @property
     def host(self):
-        return f'127.0.0.1:{self.port}'
+        return self._listen(self.port)
 
     def browser(self, origin=None, cookie=None):
         return Browser(self, origin=origin, cookie=cookie)
@@ -600,13 +609,17 @@ class EventStream:
     and .events() yields nothing."""
 
     def __init__(self, daemon, path, method='GET', cookie=None, headers=None, body=None,
-                 timeout=10.0, rcvbuf=None):
+                 timeout=10.0, rcvbuf=None, source=None):
         self.d = daemon
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        family = socket.AF_INET6 if ':' in daemon.listen_host else socket.AF_INET
+        self.sock = socket.socket(family, socket.SOCK_STREAM)
         if rcvbuf:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        if source:
+            # The client's own loopback address (a trusted proxy's or not).
+            self.sock.bind((source, 0))
         self.sock.settimeout(timeout)
-        self.sock.connect(('127.0.0.1', daemon.port))
+        self.sock.connect((daemon.listen_host, daemon.port))
         h = {'Host': daemon.host, 'Accept': 'text/event-stream'}
         if cookie:
             h['Cookie'] = f'{COOKIE_NAME}={cookie}'
@@ -804,6 +817,9 @@ def check_status_object(obj, now=None):
         tc.assertTrue(v is None or is_number(v), f'{k} is neither null nor a number: {ctx}')
         if v is not None:
             tc.assertGreaterEqual(v, 0, ctx)
+    # API.md "Identity": the user a trusted proxy named, null without one.
+    u = obj['user']
+    tc.assertTrue(u is None or (isinstance(u, str) and 1 <= len(u.encode()) <= 256), ctx)
     # API.md 5, the wait range: null exactly when the wait is not known, and
     # ordered when it is.
     tc.assertIsInstance(obj['wait_known'], bool, ctx)
@@ -887,8 +903,10 @@ class DaemonTestCase(unittest.TestCase):
 
     maxDiff = None
 
-    def daemon(self, socket_activation=True, args=(), notify=False, metrics=False, **env):
-        d = Daemon(self, socket_activation=socket_activation, args=args, notify=notify, metrics=metrics, **env)
+    def daemon(self, socket_activation=True, args=(), notify=False, metrics=False, listen_host='127.0.0.1',
+               **env):
+        d = Daemon(self, socket_activation=socket_activation, args=args, notify=notify, metrics=metrics,
+                   listen_host=listen_host, **env)
         try:
             d.start()
         except BaseException:

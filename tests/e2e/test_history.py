@@ -76,7 +76,9 @@ class History(harness.DaemonTestCase):
         # Stored as validated: trimmed of surrounding whitespace.
         self.assertEqual(rec['question'], 'Which apples are red?')
         self.assertEqual(rec['error'], {'code': 'execution_failed',
-                                        'message': 'query execution is not configured'})
+                                        'message': 'query execution is not configured: WIKI_WEB_WIKI_API_URL, '
+                                                   'WIKI_WEB_LLM_URL and WIKI_WEB_LLM_MODEL are not set '
+                                                   '(see "Quick start" in the README)'})
         self.assertEqual(rec['sources'], [])
         self.assertEqual(rec['artifacts'], [])
         self.assertGreaterEqual(rec['timings_ms']['total'], rec['timings_ms']['queue'])

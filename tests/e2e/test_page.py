@@ -1287,6 +1287,40 @@ class Markdown(PageBase):
         c.check_console()
 
 
+class SignedIn(harness.DaemonTestCase):
+    """API.md "Identity": behind a trusted proxy the page says who is
+    signed in. Chromium itself plays the proxy here: it connects from
+    127.0.0.1, the trusted address, and sends the user header with every
+    request (CDP's Network.setExtraHTTPHeaders)."""
+
+    @classmethod
+    def setUpClass(cls):
+        why = browser_missing()
+        if why:
+            harness.skip_or_fail(why)
+
+    def test_signed_in_as(self):
+        d = self.daemon(WIKI_WEB_TRUSTED_PROXIES='127.0.0.1')
+        c = Chrome(self)
+        c.driver.execute_cdp_cmd('Network.enable', {})
+        # Markup in the name stays text.
+        name = 'Zoe <b>Unal</b> & co'
+        c.driver.execute_cdp_cmd('Network.setExtraHTTPHeaders', {'headers': {'X-Remote-User': name}})
+        c.open(d)
+        c.wait(lambda: c.js("return !document.getElementById('signed-in').hidden"), what='"Signed in as"')
+        self.assertEqual(c.text('#signed-in'), 'Signed in as ' + name)
+        self.assertEqual(c.finds('#signed-in b'), [])
+        c.check_console()
+        # Without an identity (no trusted proxy set) the line stays hidden.
+        d2 = self.daemon()
+        c2 = Chrome(self).open(d2)
+        c2.wait(lambda: c2.js("return window.__fetches.some((f) => f[1].endsWith('/queue/status'))"),
+                what='the first status')
+        time.sleep(0.3)
+        self.assertTrue(c2.js("return document.getElementById('signed-in').hidden"))
+        c2.check_console()
+
+
 if __name__ == '__main__':
     why = browser_missing()
     if why:

@@ -616,12 +616,18 @@ class SandboxStart(PipelineBase):
         self.assertTrue(st and st['running_query'], st)
         self.assertEqual(st['running_query']['phase'], 'sandbox', st)
         self.assertEqual(st['running_query']['step'], 0, st)
+        health = b.get('/api/v1/health').json
+        self.assertEqual(health['sandbox'], 'starting', health)
+        self.assertEqual(health['execution'], 'ok', health)
+        self.assertEqual(health['missing_settings'], [], health)
         self.assertEqual(llm.chat_requests(), [])  # the model is not asked while it waits
         t.join(60)
         took = time.monotonic() - t0
         rec = self.check_record(d, b, out['r'])
         self.assertEqual(rec['answer'], 'Cherry, see [Cherry].')
         self.assertEqual(rec['sandbox'], 'unavailable')
+        health = b.get('/api/v1/health').json
+        self.assertEqual(health['sandbox'], 'unavailable', health)
         self.assertEqual([s['title'] for s in rec['sources']], ['Cherry'])
         names = [x['function']['name'] for x in llm.chat_requests()[0]['tools']]
         self.assertEqual(sorted(names), ['wiki_read', 'wiki_search'])

@@ -20,7 +20,7 @@ class Queue(harness.DaemonTestCase):
             'state': 'idle', 'queue_length': 0, 'max_length': 100, 'ticket': None,
             'estimated_wait_seconds': 0, 'average_query_seconds': None,
             'reservation_seconds': 60, 'heartbeat_seconds': 30, 'poll_after_seconds': 10,
-            'running_query': None, 'estimated_wait_range_seconds': None, 'wait_known': False,
+            'running_query': None, 'user': None, 'estimated_wait_range_seconds': None, 'wait_known': False,
         })
         # A status call never creates a ticket.
         self.assertIsNone(b.status().json['ticket'])

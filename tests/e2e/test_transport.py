@@ -17,15 +17,33 @@ def header_tokens(value):
 
 class Transport(harness.DaemonTestCase):
 
+    def test_health_names_the_missing_settings(self):
+        """A wiki without a model: health lists the two model settings, and a query's failure names them
+        and points to the README's "Quick start"."""
+        d = self.daemon(WIKI_WEB_WIKI_API_URL='http://127.0.0.1:9/w/api.php')
+        b = d.browser()
+        j = b.get(API + '/health').json
+        self.assertEqual(j['execution'], 'not_configured', j)
+        self.assertEqual(j['missing_settings'], ['WIKI_WEB_LLM_URL', 'WIKI_WEB_LLM_MODEL'], j)
+        r = b.query()
+        self.assertError(r, 'execution_failed')
+        self.assertEqual(r.json['error']['message'],
+                         'query execution is not configured: WIKI_WEB_LLM_URL and WIKI_WEB_LLM_MODEL are not set '
+                         '(see "Quick start" in the README)')
+
     def test_health(self):
         d = self.daemon()
         b = d.browser()
         r = b.get(API + '/health')
         self.assertStatus(r, 200)
         j = r.json
-        self.assertEqual(set(j.keys()), {'status', 'contract_revision', 'version', 'state', 'sandbox', 'admission'}, r)
+        self.assertEqual(set(j.keys()), {'status', 'contract_revision', 'version', 'state', 'sandbox', 'admission',
+                                         'execution', 'missing_settings'}, r)
         # No user manager for the test daemon here: the sandbox says so.
-        self.assertIn(j['sandbox'], ('ok', 'unavailable'))
+        self.assertIn(j['sandbox'], ('ok', 'starting', 'unavailable'))
+        # Neither wiki nor model: health says so, and which settings are missing.
+        self.assertEqual(j['execution'], 'not_configured')
+        self.assertEqual(j['missing_settings'], ['WIKI_WEB_WIKI_API_URL', 'WIKI_WEB_LLM_URL', 'WIKI_WEB_LLM_MODEL'])
         self.assertEqual(j['status'], 'ok')
         self.assertTrue(harness.is_int(j['contract_revision']))
         self.assertEqual(j['contract_revision'], 1)

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* session_cookie_parse() on an arbitrary Cookie header (the input as a C
+/* session_user_is_valid() on the raw input (a user header's value: any
+ * bytes), session_cookie_parse() on an arbitrary Cookie header (the input as a C
  * string), and origin_check() with the input split at '\n' into Origin,
  * Host, Sec-Fetch-Site and allow-list entries. Checks: a parsed token is
  * a valid token that occurs in the header; a verdict is in range, and an
@@ -10,6 +11,7 @@
 #include "shared/macro.h"
 #include "http/origin.h"
 #include "http/session.h"
+#include "shared/utf8.h"
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -18,6 +20,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t n_fields = 0;
         OriginVerdict v;
         int r;
+
+        /* A user name: 1..256 bytes of UTF-8, no control character; and
+         * then a key that depends on it alone. */
+        if (session_user_is_valid((const char *) data, size)) {
+                CHECK(size >= 1 && size <= SESSION_USER_MAX_BYTES);
+                CHECK(utf8_is_valid((const char *) data, size));
+                for (size_t i = 0; i < size; i++)
+                        CHECK(data[i] >= 0x20 && data[i] != 0x7f);
+        }
 
         /* MHD hands us NUL-terminated header values of any length. */
         s = malloc(size + 1);

@@ -535,6 +535,74 @@ TEST(nonmonotonic) {
         admission_free(a);
 }
 
+typedef struct UserList {
+        char users[8][16];
+        size_t n;
+} UserList;
+
+static void collect_user(const TicketView *t, void *userdata) {
+        UserList *l = userdata;
+
+        snprintf(l->users[l->n++], sizeof l->users[0], "%s", t->user ? t->user : "-");
+}
+
+TEST(users) {
+        Admission *a = new_admission(&default_settings, NULL);
+        SessionKey k1 = key(1), k9 = key(9);
+        UserList l = { 0 };
+
+        /* No ticket, no running query: nothing to name. */
+        ASSERT_EQ_INT(admission_set_user(a, &k1, "alice"), -ENOENT);
+        ASSERT_TRUE(!admission_running_user(a));
+
+        ASSERT_EQ_INT(join(a, 1, T0), 1);
+        ASSERT_EQ_INT(join(a, 2, T0), 1);
+        ASSERT_EQ_INT(join(a, 3, T0), 1);
+        ASSERT_OK(admission_set_user(a, &k1, "alice"));
+        ASSERT_OK(admission_set_user(a, &k1, "alice")); /* the same: kept */
+        {
+                SessionKey k2 = key(2);
+                ASSERT_OK(admission_set_user(a, &k2, "bob"));
+                ASSERT_OK(admission_set_user(a, &k2, NULL)); /* forgotten */
+        }
+        admission_foreach_ticket(a, collect_user, &l);
+        ASSERT_EQ_INT(l.n, 3);
+        ASSERT_EQ_STR(l.users[0], "alice");
+        ASSERT_EQ_STR(l.users[1], "-");
+        ASSERT_EQ_STR(l.users[2], "-");
+
+        /* The claim moves the name to the running query. */
+        ASSERT_EQ_INT(claim(a, 1, "qr_1", T0 + SEC(1)), 0);
+        ASSERT_EQ_STR(admission_running_user(a), "alice");
+        ASSERT_OK(admission_set_user(a, &k1, "alice2"));
+        ASSERT_EQ_STR(admission_running_user(a), "alice2");
+        ASSERT_EQ_INT(admission_set_user(a, &k9, "zed"), -ENOENT);
+        /* The query's name goes at the finish. */
+        ASSERT_OK(admission_finish(a, T0 + SEC(2)));
+        ASSERT_TRUE(!admission_running_user(a));
+
+        /* A ticket without a name claims: the query has none until it is
+         * given one. */
+        ASSERT_EQ_INT(claim(a, 2, "qr_2", T0 + SEC(3)), 0);
+        ASSERT_TRUE(!admission_running_user(a));
+        {
+                SessionKey k2 = key(2);
+                ASSERT_OK(admission_set_user(a, &k2, "bob"));
+        }
+        ASSERT_EQ_STR(admission_running_user(a), "bob");
+        /* A ticket that goes takes its name along; the machine is freed
+         * with live names (the sanitizer build checks for leaks). */
+        {
+                SessionKey k3 = key(3), k4 = key(4);
+                ASSERT_OK(admission_set_user(a, &k3, "carol"));
+                ASSERT_EQ_INT(join(a, 4, T0 + SEC(3)), 1);
+                ASSERT_OK(admission_set_user(a, &k4, "dave"));
+                ASSERT_OK(admission_leave(a, &k3, T0 + SEC(3)));
+                ASSERT_EQ_INT(admission_set_user(a, &k3, "carol"), -ENOENT);
+        }
+        admission_free(a);
+}
+
 TEST(claim) {
         Recorder rec;
         Admission *a = new_admission(&default_settings, &rec);

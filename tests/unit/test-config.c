@@ -52,6 +52,10 @@ TEST(defaults) {
         ASSERT_EQ_INT(c.http_max_connections_per_ip, 64);
         ASSERT_EQ_INT(c.http_request_timeout_seconds, 10);
         ASSERT_TRUE(!c.wiki_password && !c.llm_api_key);
+        ASSERT_TRUE(!c.trusted_proxies && c.n_trusted_proxies == 0);
+        ASSERT_TRUE(!config_identity_enabled(&c));
+        ASSERT_EQ_STR(c.user_header, "X-Remote-User");
+        ASSERT_TRUE(c.require_user);
         config_done(&c);
 }
 
@@ -180,6 +184,53 @@ TEST(user_agent_contact) {
                 ASSERT_EQ_STR(c.user_agent_contact, "wiki-admin@example.org");
                 config_done(&c);
         }
+}
+
+TEST(identity) {
+        const char *env[] = {
+                "WIKI_WEB_TRUSTED_PROXIES= 127.0.0.2/32 ,, ::1, ::ffff:10.0.0.0/104,fd00::/8 ",
+                "WIKI_WEB_USER_HEADER=X-Auth-Request-User",
+                "WIKI_WEB_REQUIRE_USER=false",
+                NULL,
+        };
+        char buf[NET_PREFIX_STRING_MAX];
+        Config c;
+        char *err = NULL;
+
+        ASSERT_OK(load(env, &c, &err));
+        ASSERT_TRUE(config_identity_enabled(&c));
+        ASSERT_EQ_INT(c.n_trusted_proxies, 4);
+        net_prefix_format(&c.trusted_proxies[0], buf);
+        ASSERT_EQ_STR(buf, "127.0.0.2/32");
+        net_prefix_format(&c.trusted_proxies[1], buf);
+        ASSERT_EQ_STR(buf, "::1/128");
+        net_prefix_format(&c.trusted_proxies[2], buf);
+        ASSERT_EQ_STR(buf, "10.0.0.0/8");
+        ASSERT_EQ_STR(c.user_header, "X-Auth-Request-User");
+        ASSERT_TRUE(!c.require_user);
+        config_done(&c);
+
+        /* Wildcards, however written: refused, naming the setting. */
+        expect_bad("WIKI_WEB_TRUSTED_PROXIES=*", "wildcard");
+        expect_bad("WIKI_WEB_TRUSTED_PROXIES=127.0.0.2,0.0.0.0/0", "wildcard");
+        expect_bad("WIKI_WEB_TRUSTED_PROXIES=::/0", "wildcard");
+        expect_bad("WIKI_WEB_TRUSTED_PROXIES=::ffff:0.0.0.0/96", "wildcard");
+        expect_bad("WIKI_WEB_TRUSTED_PROXIES=0.0.0.0", "wildcard");
+        /* Malformed entries. */
+        expect_bad("WIKI_WEB_TRUSTED_PROXIES=127.0.0.2,localhost", "invalid item \"localhost\"");
+        expect_bad("WIKI_WEB_TRUSTED_PROXIES=10.0.0.1/8", "invalid item");
+        expect_bad("WIKI_WEB_TRUSTED_PROXIES=127.1", "invalid item");
+        expect_bad("WIKI_WEB_TRUSTED_PROXIES=fe80::1%lo", "invalid item");
+        expect_bad("WIKI_WEB_TRUSTED_PROXIES=127.0.0.1\x01", "(unprintable");
+        expect_bad("WIKI_WEB_REQUIRE_USER=maybe", "expected true or false");
+        expect_bad("WIKI_WEB_USER_HEADER=", "WIKI_WEB_USER_HEADER");
+        expect_bad("WIKI_WEB_USER_HEADER=X Remote User", "WIKI_WEB_USER_HEADER");
+        expect_bad("WIKI_WEB_USER_HEADER=X-Remote-User:", "WIKI_WEB_USER_HEADER");
+        expect_bad("WIKI_WEB_USER_HEADER=cookie", "WIKI_WEB_USER_HEADER");
+        expect_bad("WIKI_WEB_USER_HEADER=X-Forwarded-For", "WIKI_WEB_USER_HEADER");
+        ASSERT_TRUE(config_user_header_is_valid("X-Remote-User"));
+        ASSERT_TRUE(config_user_header_is_valid("Remote-User"));
+        ASSERT_TRUE(!config_user_header_is_valid("Host"));
 }
 
 TEST(secrets) {

@@ -188,6 +188,7 @@ TEST(registry) {
         expect_contains(fresh, "wikiweb_tickets_removed_total{reason=\"heartbeat\"} 0\n");
         expect_contains(fresh, "wikiweb_queries_total{status=\"succeeded\"} 0\n");
         expect_contains(fresh, "wikiweb_sandbox_runs_total{outcome=\"timeout\"} 0\n");
+        expect_contains(fresh, "wikiweb_identity_refused_total{reason=\"untrusted_peer\"} 0\n");
         expect_contains(fresh, "wikiweb_query_duration_seconds_bucket{le=\"600.0\"} 0\n");
 
         metrics_count_ticket_removed("heartbeat");
@@ -200,6 +201,9 @@ TEST(registry) {
         metrics_count_model_tokens("prompt", 1000);
         metrics_count_model_tokens("completion", 20);
         metrics_count_sandbox_run("exited");
+        metrics_count_identity_refused("untrusted_peer");
+        metrics_count_identity_refused("untrusted_peer");
+        metrics_count_identity_refused("cookie");
         metrics_count_http_request(200);
         metrics_count_http_request(200);
         metrics_count_http_request(503);
@@ -241,6 +245,11 @@ TEST(registry) {
         expect_contains(om, "wikiweb_model_tokens_total{kind=\"prompt\"} 1000\n");
         expect_contains(om, "wikiweb_model_tokens_total{kind=\"completion\"} 20\n");
         expect_contains(om, "wikiweb_sandbox_runs_total{outcome=\"exited\"} 1\n");
+        expect_contains(
+                om,
+                "wikiweb_identity_refused_total{reason=\"untrusted_peer\"} 2\n"
+                "wikiweb_identity_refused_total{reason=\"invalid\"} 0\n");
+        expect_contains(om, "wikiweb_identity_refused_total{reason=\"cookie\"} 1\n");
         expect_contains(
                 om,
                 "wikiweb_http_requests_total{code=\"200\"} 2\n"

@@ -381,11 +381,13 @@ static void run_flow(Test *t) {
         expect_s(t, "State", "reserved");
         ASSERT_EQ_INT(get_u(t, "QueueLength"), 2);
 
-        /* ListTickets (we are root here, or we are refused). */
+        /* ListTickets (we are root here, or we are refused), with the
+         * user of A's ticket ("Identity"), none for B's. */
+        ASSERT_OK(admission_set_user(t->admission, &a, "alice"));
         {
                 _cleanup_(sd_bus_message_unrefp)
                         sd_bus_message *reply = call_method(t, IFACE, "ListTickets", NULL);
-                const char *id, *status;
+                const char *id, *status, *user;
                 uint32_t pos;
                 uint64_t joined, hb, res;
                 usec_t real = now(CLOCK_REALTIME);
@@ -394,25 +396,30 @@ static void run_flow(Test *t) {
                         ASSERT_TRUE(sd_bus_message_is_method_error(reply, SD_BUS_ERROR_ACCESS_DENIED));
                 } else {
                         ASSERT_TRUE(!sd_bus_message_is_method_error(reply, NULL));
-                        ASSERT_OK(sd_bus_message_enter_container(reply, 'a', "(ssuttt)"));
+                        ASSERT_OK(sd_bus_message_enter_container(reply, 'a', "(ssuttts)"));
                         ASSERT_EQ_INT(
-                                sd_bus_message_read(reply, "(ssuttt)", &id, &status, &pos, &joined, &hb, &res),
+                                sd_bus_message_read(
+                                        reply, "(ssuttts)", &id, &status, &pos, &joined, &hb, &res, &user),
                                 1);
                         ASSERT_EQ_STR(id, "tk_00000000000000000000000000000001");
                         ASSERT_EQ_STR(status, "reserved");
+                        ASSERT_EQ_STR(user, "alice");
                         ASSERT_EQ_INT(pos, 0);
                         ASSERT_TRUE(joined <= real && joined + 10 * USEC_PER_SEC > real);
                         ASSERT_TRUE(hb > real + 4 * USEC_PER_SEC && hb <= real + 5 * USEC_PER_SEC);
                         ASSERT_TRUE(res > real + 1 * USEC_PER_SEC && res <= real + 2 * USEC_PER_SEC);
                         ASSERT_EQ_INT(
-                                sd_bus_message_read(reply, "(ssuttt)", &id, &status, &pos, &joined, &hb, &res),
+                                sd_bus_message_read(
+                                        reply, "(ssuttts)", &id, &status, &pos, &joined, &hb, &res, &user),
                                 1);
                         ASSERT_EQ_STR(id, "tk_00000000000000000000000000000002");
                         ASSERT_EQ_STR(status, "waiting");
+                        ASSERT_EQ_STR(user, "");
                         ASSERT_EQ_INT(pos, 1);
                         ASSERT_EQ_INT(res, 0);
                         ASSERT_EQ_INT(
-                                sd_bus_message_read(reply, "(ssuttt)", &id, &status, &pos, &joined, &hb, &res),
+                                sd_bus_message_read(
+                                        reply, "(ssuttts)", &id, &status, &pos, &joined, &hb, &res, &user),
                                 0);
                         ASSERT_OK(sd_bus_message_exit_container(reply));
                 }
@@ -449,6 +456,24 @@ static void run_flow(Test *t) {
         expect_s(t, "State", "running");
         expect_s(t, "RunningQueryId", "qr_0123456789abcdef0123456789abcdef");
         ASSERT_EQ_INT(get_t(t, "QueriesStarted"), 1);
+        /* Its user, root only: B's query is anonymous until named. */
+        {
+                _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+                const char *user;
+
+                reply = call_method(t, IFACE, "GetRunningQueryUser", NULL);
+                if (geteuid() != 0)
+                        ASSERT_TRUE(sd_bus_message_is_method_error(reply, SD_BUS_ERROR_ACCESS_DENIED));
+                else {
+                        ASSERT_OK(sd_bus_message_read(reply, "s", &user));
+                        ASSERT_EQ_STR(user, "");
+                        reply = sd_bus_message_unref(reply);
+                        ASSERT_OK(admission_set_user(t->admission, &b, "bob"));
+                        reply = call_method(t, IFACE, "GetRunningQueryUser", NULL);
+                        ASSERT_OK(sd_bus_message_read(reply, "s", &user));
+                        ASSERT_EQ_STR(user, "bob");
+                }
+        }
 
         /* Its phases (API.md 11.4): each change is one PropertiesChanged;
          * the same phase again is none. */
@@ -564,6 +589,10 @@ static void run_list_tickets_needs_root(Test *t) {
                 r = sd_bus_call_method(bus, NAME, PATH, IFACE, "ListTickets", &error, &reply, NULL);
                 if (r >= 0 || !sd_bus_error_has_name(&error, SD_BUS_ERROR_ACCESS_DENIED))
                         _exit(4);
+                sd_bus_error_free(&error);
+                r = sd_bus_call_method(bus, NAME, PATH, IFACE, "GetRunningQueryUser", &error, NULL, NULL);
+                if (r >= 0 || !sd_bus_error_has_name(&error, SD_BUS_ERROR_ACCESS_DENIED))
+                        _exit(6);
                 /* Properties stay readable. */
                 sd_bus_error_free(&error);
                 r = sd_bus_get_property_trivial(

@@ -647,6 +647,7 @@ TEST(store_artifacts) {
         History *h = NULL;
         SessionKey k = { .bytes = { 1, 2, 3 } };
         HistoryArtifact a = { 0 };
+        SandboxArtifacts collected = { 0 };
         static const char png[] = "\x89PNG\r\n\x1a\n fake";
         char hex[65];
         uint8_t d[SHA256_DIGEST_SIZE];
@@ -672,11 +673,23 @@ TEST(store_artifacts) {
         write_at(out_fd, "notes.md", "# notes\n");
         ASSERT_TRUE(symlinkat("/etc/passwd", out_fd, "passwd.txt") == 0);
 
+        /* Collected as the pipeline does, kept as the Manager does. */
+        ASSERT_OK(sandbox_query_collect(q, &collected));
+        ASSERT_EQ_INT(collected.n, 2);
         ASSERT_OK(history_open(dir, &h, NULL));
-        /* No record yet: refused. */
-        ASSERT_EQ_INT(sandbox_query_store_artifacts(q, h), -ENOENT);
-        ASSERT_OK(history_begin(h, "qr_0123456789abcdef0123456789abcdef", &k, "q?", 1000000));
-        ASSERT_EQ_INT(sandbox_query_store_artifacts(q, h), 2);
+        {
+                char id[HISTORY_ARTIFACT_ID_MAX];
+
+                /* No record yet: refused. */
+                ASSERT_EQ_INT(
+                        history_add_artifact(h, "qr_0123456789abcdef0123456789abcdef", &collected.items[0], id),
+                        -ENOENT);
+                ASSERT_OK(history_begin(h, "qr_0123456789abcdef0123456789abcdef", &k, "q?", 1000000));
+                for (size_t i = 0; i < collected.n; i++)
+                        ASSERT_OK(history_add_artifact(
+                                h, "qr_0123456789abcdef0123456789abcdef", &collected.items[i], id));
+        }
+        sandbox_artifacts_done(&collected);
         ASSERT_OK(history_get_record(h, "qr_0123456789abcdef0123456789abcdef", &k, &rec));
         ASSERT_EQ_INT(rec->n_artifacts, 2);
         /* name order: notes.md, plot.png */

@@ -282,4 +282,76 @@ TEST(cookie_find) {
         ASSERT_EQ_INT(session_cookie_parse("other=1", t), 0);
 }
 
+TEST(user_is_valid) {
+        char long_name[SESSION_USER_MAX_BYTES + 2];
+
+        ASSERT_TRUE(session_user_is_valid("alice", 5));
+        ASSERT_TRUE(session_user_is_valid("alice@example.org", 17));
+        ASSERT_TRUE(session_user_is_valid("Zo\xc3\xab Fran\xc3\xa7ois", 14));
+        ASSERT_TRUE(session_user_is_valid("\xe6\x9d\xb1\xe4\xba\xac", 6));
+        ASSERT_TRUE(session_user_is_valid("a b", 3));
+
+        /* Length: 1 to 256 bytes. */
+        memset(long_name, 'a', sizeof long_name);
+        ASSERT_TRUE(session_user_is_valid(long_name, SESSION_USER_MAX_BYTES));
+        ASSERT_TRUE(!session_user_is_valid(long_name, SESSION_USER_MAX_BYTES + 1));
+        ASSERT_TRUE(!session_user_is_valid("", 0));
+        ASSERT_TRUE(!session_user_is_valid(NULL, 3));
+
+        /* Control characters: C0, DEL, C1. */
+        ASSERT_TRUE(!session_user_is_valid("a\rb", 3));
+        ASSERT_TRUE(!session_user_is_valid("a\nb", 3));
+        ASSERT_TRUE(!session_user_is_valid("a\tb", 3));
+        ASSERT_TRUE(!session_user_is_valid("a\0b", 3));
+        ASSERT_TRUE(!session_user_is_valid("a\x7f", 2));
+        ASSERT_TRUE(!session_user_is_valid("a\xc2\x85", 3));
+
+        /* Malformed UTF-8: a lone continuation, overlong, a surrogate,
+         * beyond U+10FFFF, cut short. */
+        ASSERT_TRUE(!session_user_is_valid("a\x80", 2));
+        ASSERT_TRUE(!session_user_is_valid("\xc0\xaf", 2));
+        ASSERT_TRUE(!session_user_is_valid("\xed\xa0\x80", 3));
+        ASSERT_TRUE(!session_user_is_valid("\xf4\x90\x80\x80", 4));
+        ASSERT_TRUE(!session_user_is_valid("\xe6\x9d", 2));
+        ASSERT_TRUE(!session_user_is_valid("\xff", 1));
+}
+
+TEST(key_from_user) {
+        SessionKey a, a2, b, t;
+
+        ASSERT_OK(session_key_from_user("alice", &a));
+        ASSERT_OK(session_key_from_user("alice", &a2));
+        ASSERT_OK(session_key_from_user("bob", &b));
+        /* One person, one key; two people, two keys. */
+        ASSERT_TRUE(memcmp(&a, &a2, sizeof a) == 0);
+        ASSERT_TRUE(memcmp(&a, &b, sizeof a) != 0);
+        /* Case matters: the proxy's name is taken as it is. */
+        ASSERT_OK(session_key_from_user("Alice", &a2));
+        ASSERT_TRUE(memcmp(&a, &a2, sizeof a) != 0);
+        /* Not the bare digest of the name (domain separated). */
+        ASSERT_OK(sha256("alice", 5, t.bytes));
+        ASSERT_TRUE(memcmp(&a, &t, sizeof a) != 0);
+}
+
+TEST(token_for_user) {
+        uint8_t secret[SESSION_SECRET_BYTES] = { 1, 2, 3 }, other[SESSION_SECRET_BYTES] = { 3, 2, 1 };
+        char a[SESSION_TOKEN_LEN + 1], a2[SESSION_TOKEN_LEN + 1], b[SESSION_TOKEN_LEN + 1];
+        SessionKey ka, ku;
+
+        ASSERT_OK(session_token_for_user(secret, "alice", a));
+        ASSERT_OK(session_token_for_user(secret, "alice", a2));
+        ASSERT_OK(session_token_for_user(secret, "bob", b));
+        ASSERT_TRUE(session_token_is_valid(a, strlen(a)));
+        ASSERT_EQ_STR(a, a2);
+        ASSERT_TRUE(strcmp(a, b) != 0);
+        /* Another daemon's secret, another token. */
+        ASSERT_OK(session_token_for_user(other, "alice", a2));
+        ASSERT_TRUE(strcmp(a, a2) != 0);
+        /* The token is no key to the user's data: presented without an
+         * identity it is an anonymous session of its own. */
+        ASSERT_OK(session_key_from_token(a, &ka));
+        ASSERT_OK(session_key_from_user("alice", &ku));
+        ASSERT_TRUE(memcmp(&ka, &ku, sizeof ka) != 0);
+}
+
 DEFINE_TEST_MAIN()

@@ -1,0 +1,922 @@
+/* SPDX-License-Identifier: MIT */
+#include <assert.h>
+#include <sys/stat.h>
+
+#include "admission/admission-timers.h"
+#include "manager/manager.h"
+#include "metrics/metrics.h"
+#include "shared/fault.h"
+#include "shared/list.h"
+#include "shared/log.h"
+#include "shared/random-util.h"
+#include "shared/sanitize.h"
+#include "store/sync-worker.h"
+
+struct ManagerQuery {
+        Manager *manager;
+        char id[QUERY_ID_MAX];
+        SessionKey session;
+        unsigned slot;
+        QueryPhase phase;
+        unsigned step;
+        usec_t since;   /* monotonic, the claim */
+        usec_t created; /* realtime, the record's created_at */
+        usec_t queued;  /* how long its ticket waited before the claim */
+
+        bool executing;        /* the executor runs it */
+        bool completing;       /* its record is being made durable */
+        bool awaiting_cleanup; /* durable, its cleanup not confirmed yet: the slot stays taken */
+
+        /* The outcome, between the executor's report and the durable record. */
+        bool succeeded, cleanup_confirmed;
+        ApiError api_error; /* when !succeeded */
+        char *message;      /* when !succeeded: sanitized */
+        usec_t ended;       /* monotonic */
+        usec_t duration;
+
+        ManagerQuery *queries_prev, *queries_next;
+};
+
+typedef struct ManagerSubscriber {
+        ManagerEventHandler handler;
+        void *userdata;
+} ManagerSubscriber;
+
+struct Manager {
+        sd_event *event;      /* borrowed */
+        const Config *config; /* borrowed */
+
+        Admission *admission;
+        AdmissionTimer *admission_timer;
+        QueryExecutor *executor;
+        History *history;
+        SyncWorker *sync; /* NULL: the syncs run on the loop */
+        Sandbox *sandbox;
+        SandboxState sandbox_state; /* as last logged */
+
+        ManagerQuery *queries; /* oldest claim first */
+        unsigned n_queries;
+
+        ManagerSubscriber *subscribers;
+        size_t n_subscribers;
+        ManagerHealth health; /* as last announced */
+
+        bool stopping;
+        const char *stop_reason;
+        usec_t stop_grace;
+        sd_event_source *stop_timer;
+};
+
+static const char *const manager_sandbox_health_table[_MANAGER_SANDBOX_HEALTH_MAX] = {
+        [MANAGER_SANDBOX_OK] = "ok",
+        [MANAGER_SANDBOX_STARTING] = "starting",
+        [MANAGER_SANDBOX_UNAVAILABLE] = "unavailable",
+};
+
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(manager_sandbox_health, ManagerSandboxHealth)
+
+static void manager_announce(Manager *m, const ManagerEvent *ev) {
+        for (size_t i = 0; i < m->n_subscribers; i++)
+                m->subscribers[i].handler(m, ev, m->subscribers[i].userdata);
+}
+
+static void manager_announce_query(Manager *m, ManagerEventType type, ManagerQuery *q) {
+        manager_announce(m, &(ManagerEvent){ .type = type, .query = q });
+}
+
+static bool health_equal(const ManagerHealth *a, const ManagerHealth *b) {
+        if (a->degraded != b->degraded || a->sandbox != b->sandbox || a->draining != b->draining ||
+            a->state != b->state || a->execution_configured != b->execution_configured)
+                return false;
+        for (size_t i = 0; i < ELEMENTSOF(a->missing_settings); i++)
+                if (a->missing_settings[i] != b->missing_settings[i])
+                        return false;
+        return true;
+}
+
+/* Announce MANAGER_HEALTH_CHANGED if health differs from what was last
+ * announced. */
+static void manager_check_health(Manager *m) {
+        ManagerHealth h;
+
+        manager_get_health(m, &h);
+        if (health_equal(&h, &m->health))
+                return;
+        m->health = h;
+        manager_announce(m, &(ManagerEvent){ .type = MANAGER_HEALTH_CHANGED });
+}
+
+int manager_subscribe(Manager *m, ManagerEventHandler handler, void *userdata) {
+        ManagerSubscriber *s;
+
+        assert(m);
+        assert(handler);
+
+        s = reallocarray(m->subscribers, m->n_subscribers + 1, sizeof *s);
+        if (!s)
+                return -ENOMEM;
+        m->subscribers = s;
+        m->subscribers[m->n_subscribers++] = (ManagerSubscriber){ handler, userdata };
+        return 0;
+}
+
+Admission *manager_get_admission(Manager *m) {
+        assert(m);
+        return m->admission;
+}
+
+History *manager_get_history(Manager *m) {
+        assert(m);
+        return m->history;
+}
+
+const Config *manager_get_config(Manager *m) {
+        assert(m);
+        return m->config;
+}
+
+/* ---- the queries ---- */
+
+static ManagerQuery *manager_query_free(ManagerQuery *q) {
+        if (!q)
+                return NULL;
+        free(q->message);
+        free(q);
+        return NULL;
+}
+
+static void manager_add_query(Manager *m, ManagerQuery *q) {
+        ManagerQuery *tail = m->queries;
+
+        q->queries_next = NULL;
+        if (!tail) {
+                q->queries_prev = NULL;
+                m->queries = q;
+        } else {
+                while (tail->queries_next)
+                        tail = tail->queries_next;
+                tail->queries_next = q;
+                q->queries_prev = tail;
+        }
+        m->n_queries++;
+}
+
+/* The query's slot is given up: announced, then the query is freed. */
+static void manager_release_query(Manager *m, ManagerQuery *q) {
+        LIST_REMOVE(queries, m->queries, q);
+        m->n_queries--;
+        manager_announce_query(m, MANAGER_QUERY_CLEANUP_CONFIRMED, q);
+        manager_query_free(q);
+        manager_check_health(m);
+}
+
+ManagerQuery *manager_get_query(Manager *m, const char *query_id) {
+        assert(m);
+        if (!query_id)
+                return NULL;
+        for (ManagerQuery *q = m->queries; q; q = q->queries_next)
+                if (streq(q->id, query_id))
+                        return q;
+        return NULL;
+}
+
+ManagerQuery *manager_get_query_by_session(Manager *m, const SessionKey *session) {
+        assert(m);
+        if (!session)
+                return NULL;
+        for (ManagerQuery *q = m->queries; q; q = q->queries_next)
+                if (memcmp(&q->session, session, sizeof *session) == 0)
+                        return q;
+        return NULL;
+}
+
+void manager_foreach_query(Manager *m, ManagerQueryVisitor f, void *userdata) {
+        ManagerQuery *next;
+
+        assert(m);
+        assert(f);
+        for (ManagerQuery *q = m->queries; q; q = next) {
+                next = q->queries_next;
+                f(q, userdata);
+        }
+}
+
+unsigned manager_n_queries(const Manager *m) {
+        assert(m);
+        return m->n_queries;
+}
+
+ManagerQuery *manager_oldest_query(Manager *m) {
+        assert(m);
+        return m->queries;
+}
+
+const char *manager_query_id(const ManagerQuery *q) {
+        assert(q);
+        return q->id;
+}
+
+const SessionKey *manager_query_session(const ManagerQuery *q) {
+        assert(q);
+        return &q->session;
+}
+
+unsigned manager_query_slot(const ManagerQuery *q) {
+        assert(q);
+        return q->slot;
+}
+
+const char *manager_query_phase(const ManagerQuery *q) {
+        const char *p;
+
+        assert(q);
+        if (q->awaiting_cleanup)
+                return query_phase_to_string(QUERY_PHASE_CLEANUP);
+        p = query_phase_to_string(q->phase);
+
+        return p ? p : "";
+}
+
+unsigned manager_query_step(const ManagerQuery *q) {
+        assert(q);
+        return q->step;
+}
+
+usec_t manager_query_since(const ManagerQuery *q) {
+        assert(q);
+        return q->since;
+}
+
+usec_t manager_query_created(const ManagerQuery *q) {
+        assert(q);
+        return q->created;
+}
+
+bool manager_query_executing(const ManagerQuery *q) {
+        assert(q);
+        return q->executing;
+}
+
+bool manager_query_awaiting_cleanup(const ManagerQuery *q) {
+        assert(q);
+        return q->awaiting_cleanup;
+}
+
+/* ---- health ---- */
+
+void manager_get_health(Manager *m, ManagerHealth *ret) {
+        SandboxState state;
+        bool degraded;
+
+        assert(m);
+        assert(ret);
+
+        degraded = m->sandbox && sandbox_cleanup_pending(m->sandbox);
+        for (ManagerQuery *q = m->queries; q && !degraded; q = q->queries_next)
+                if (q->awaiting_cleanup)
+                        degraded = true;
+
+        state = m->sandbox ? sandbox_get_state(m->sandbox) : SANDBOX_UNAVAILABLE;
+        *ret = (ManagerHealth){
+                .degraded = degraded,
+                .sandbox = state == SANDBOX_AVAILABLE ? MANAGER_SANDBOX_OK :
+                        state == SANDBOX_STARTING     ? MANAGER_SANDBOX_STARTING :
+                                                        MANAGER_SANDBOX_UNAVAILABLE,
+                .draining = admission_is_draining(m->admission),
+                .state = admission_get_state(m->admission),
+                .execution_configured = query_executor_is_configured(m->executor),
+        };
+        if (!ret->execution_configured)
+                (void) config_missing_execution_settings(m->config, ret->missing_settings);
+}
+
+/* ---- a query's life ---- */
+
+static void manager_log_query_started(const char *id) {
+        const char *fields[] = { "WIKIWEB_EVENT=query_started", NULL, NULL };
+        char f1[64];
+
+        snprintf(f1, sizeof f1, "QUERY_ID=%s", id);
+        fields[1] = f1;
+        log_fields(LOG_INFO, fields, "Query %s started.", id);
+}
+
+static void manager_log_query_finished(const ManagerQuery *q) {
+        const char *fields[] = { "WIKIWEB_EVENT=query_finished", NULL, NULL, NULL };
+        const char *status = q->succeeded ? "succeeded" : "failed";
+        char f1[64], f2[64];
+
+        snprintf(f1, sizeof f1, "QUERY_ID=%s", q->id);
+        snprintf(f2, sizeof f2, "QUERY_STATUS=%s", status);
+        fields[1] = f1;
+        fields[2] = f2;
+        log_fields(
+                LOG_INFO,
+                fields,
+                "Query %s %s after %" PRIu64 " ms%s%s.",
+                q->id,
+                status,
+                q->duration / USEC_PER_MSEC,
+                q->succeeded ? "" : ": ",
+                q->succeeded ? "" : api_error_to_string(q->api_error));
+}
+
+/* wikiweb_queries_total and wikiweb_query_duration_seconds, once the
+ * query's cleanup is confirmed (API.md 12.3). */
+static void manager_count_query(const ManagerQuery *q, usec_t duration) {
+        metrics_count_query(q->succeeded, q->succeeded ? NULL : api_error_to_string(q->api_error), duration);
+}
+
+/* Complete the query's record (API.md 9): it was written as "running"
+ * before execution started. A failure here is logged; the record then stays
+ * "running" until the next start marks it failed. Durable when this
+ * returns, or, with !durable, once the caller has synced the store
+ * (history_finish_nosync()). message: sanitized, for a failed query. */
+static void manager_record_outcome(
+        Manager *m, const ManagerQuery *q, const QueryOutcome *o, const char *message, bool durable) {
+        HistoryOutcome h = {
+                .succeeded = o->error >= 0,
+                .answer = o->error >= 0 ? (o->answer ? o->answer : "") : NULL,
+                .error_code = o->error >= 0 ? NULL : api_error_to_string(o->api_error),
+                .error_message = o->error >= 0 ? NULL : message,
+                .sources_json = o->sources_json,
+                .timings = {
+                        .queue_ms = q->queued / USEC_PER_MSEC,
+                        .wiki_ms = o->timings.wiki / USEC_PER_MSEC,
+                        .model_ms = o->timings.model / USEC_PER_MSEC,
+                        .sandbox_ms = o->timings.sandbox / USEC_PER_MSEC,
+                        .cleanup_ms = o->timings.cleanup / USEC_PER_MSEC,
+                        .total_ms = (q->queued + q->duration) / USEC_PER_MSEC,
+                },
+                .model = o->model ? o->model : m->config->llm_model,
+                .prompt_tokens = o->prompt_tokens,
+                .completion_tokens = o->completion_tokens,
+                .finished_at = now(CLOCK_REALTIME),
+                .sandbox = o->sandbox,
+        };
+        int r;
+
+        /* Without memory for the sanitized message there is none to keep. */
+        if (o->error < 0 && !message)
+                return;
+
+        /* Files left in /out are kept, also for a failed query (API.md 8.3),
+         * streamed from the files the pipeline collected. */
+        for (size_t i = 0; i < o->n_artifacts; i++) {
+                char id[HISTORY_ARTIFACT_ID_MAX];
+
+                r = history_add_artifact(m->history, q->id, &o->artifacts[i], id);
+                if (r < 0)
+                        log_warning_errno(r, "Query %s: an artifact could not be kept", q->id);
+        }
+
+        r = durable ? history_finish(m->history, q->id, &h) : history_finish_nosync(m->history, q->id, &h);
+        if (r == -ENOENT)
+                log_warning("Query %s ended, but its record is gone.", q->id);
+        else if (r < 0)
+                log_error_errno(r, "Failed to record the outcome of query %s", q->id);
+}
+
+/* The outcome's message as the record and the client get it: sanitized
+ * (API.md 2), the code's default when the outcome has none. NULL: out of
+ * memory. */
+static char *outcome_message(const QueryOutcome *o) {
+        const char *raw = o->message ? o->message : api_error_default_message(o->api_error);
+        char *message = NULL;
+
+        if (sanitize_message(raw, strlen(raw), &message) < 0) {
+                log_oom();
+                return NULL;
+        }
+        return message;
+}
+
+/* The record of the query that ended is durable (or could not be made
+ * so, error, logged): give up the slot if its cleanup is confirmed, tell
+ * the journal and the subscribers. */
+static void manager_record_durable(ManagerQuery *q, int error) {
+        Manager *m = q->manager;
+        ManagerOutcome outcome;
+        int r;
+
+        assert(q->completing);
+        q->completing = false;
+        if (error < 0)
+                log_error_errno(error, "Query %s: its record could not be made durable", q->id);
+
+        if (q->cleanup_confirmed) {
+                manager_count_query(q, q->duration);
+                r = admission_finish(m->admission, q->ended);
+                if (r < 0)
+                        log_error_errno(r, "Query %s ended but the controller was not running", q->id);
+        } else {
+                /* The slot stays taken until cleanup is confirmed (API.md 8.4). */
+                q->awaiting_cleanup = true;
+                log_error("Query %s: cleanup could not be confirmed; the queue stays blocked.", q->id);
+        }
+
+        manager_log_query_finished(q);
+
+        outcome = (ManagerOutcome){
+                .succeeded = q->succeeded,
+                .api_error = q->api_error,
+                .message = q->message ? q->message : api_error_default_message(q->api_error),
+                .duration = q->duration,
+                .cleanup_confirmed = q->cleanup_confirmed,
+        };
+        manager_announce(m, &(ManagerEvent){ .type = MANAGER_QUERY_DURABLE, .query = q, .outcome = &outcome });
+
+        if (q->cleanup_confirmed)
+                manager_release_query(m, q);
+        else {
+                manager_announce_query(m, MANAGER_QUERY_PHASE, q);
+                manager_check_health(m);
+        }
+}
+
+static void manager_on_record_durable(SyncWorker *w, int error, void *userdata) {
+        manager_record_durable(userdata, error);
+}
+
+/* The executor's report, on the loop: the record is committed now, and
+ * the rest waits for the sync that makes it durable, done on the worker's
+ * thread (several milliseconds on a disk, during which the loop serves
+ * requests) or, without it, here. */
+static void manager_on_query_done(QueryExecutor *x, int error, const QueryOutcome *o, void *userdata) {
+        Manager *m = userdata;
+        ManagerQuery *q = manager_get_query(m, o->query_id);
+        usec_t t = now(CLOCK_MONOTONIC);
+        int r;
+
+        if (!q || !q->executing) {
+                log_error("The executor reported query %s, which is not running.", o->query_id);
+                return;
+        }
+        q->executing = false;
+        q->completing = true;
+        q->succeeded = error >= 0;
+        q->cleanup_confirmed = o->cleanup_confirmed;
+        q->api_error = o->api_error;
+        q->ended = t;
+        q->duration = t - q->since;
+        /* Without memory for it the default message of the code is sent. */
+        q->message = q->succeeded ? NULL : outcome_message(o);
+
+        manager_record_outcome(m, q, o, q->message, /* durable= */ false);
+
+        r = m->sync ? sync_worker_start(m->sync, history_sync_fd(m->history), manager_on_record_durable, q) :
+                      -EOPNOTSUPP;
+        if (r < 0)
+                manager_record_durable(q, history_sync(m->history));
+}
+
+/* One event of a running query, from the pipeline. */
+static void manager_on_query_event(const char *query_id, const QueryEvent *ev, void *userdata) {
+        Manager *m = userdata;
+        ManagerQuery *q = manager_get_query(m, query_id);
+        bool phase_changed;
+
+        if (!q)
+                return;
+        phase_changed = q->phase != ev->phase;
+        q->phase = ev->phase;
+        if (ev->type == QUERY_EVENT_STEP)
+                q->step = ev->step;
+        manager_announce(m, &(ManagerEvent){ .type = MANAGER_QUERY_EVENT, .query = q, .event = ev });
+        if (phase_changed)
+                manager_announce_query(m, MANAGER_QUERY_PHASE, q);
+}
+
+int manager_start_query(
+        Manager *m, const SessionKey *session, const char *question, char *const *pages, ManagerQuery **ret) {
+        ManagerQuery *q;
+        QueryJob job = { 0 };
+        AdmissionStatus st;
+        usec_t t = now(CLOCK_MONOTONIC);
+        int r;
+
+        assert(m);
+        assert(session);
+        assert(question);
+
+        if (m->stopping)
+                return -ESHUTDOWN;
+
+        q = calloc(1, sizeof *q);
+        if (!q)
+                return -ENOMEM;
+        q->manager = m;
+        q->session = *session;
+        q->phase = QUERY_PHASE_MODEL;
+        q->since = t;
+        q->created = now(CLOCK_REALTIME);
+
+        r = random_id("qr_", q->id, sizeof q->id);
+        if (r < 0) {
+                manager_query_free(q);
+                return r;
+        }
+
+        /* How long the session's ticket waited, if it had one (an implicit
+         * join from idle waited for nothing). */
+        admission_peek(m->admission, session, t, &st);
+        q->queued = st.has_ticket ? t - MIN(t, st.ticket.joined) : 0;
+
+        r = admission_claim(m->admission, session, q->id, t);
+        if (r < 0) {
+                manager_query_free(q);
+                return r;
+        }
+        /* The ticket's wait ends with the claim; the pipeline counts the
+         * other phases as each ends (API.md 12.3). */
+        metrics_count_query_phase("queue", q->queued);
+
+        /* The history is authoritative: the record exists before execution
+         * starts (API.md 9). Without it the query does not run. */
+        r = history_begin(m->history, q->id, session, question, q->created);
+        if (r < 0) {
+                log_error_errno(r, "Failed to record query %s; not running it", q->id);
+                (void) admission_finish(m->admission, now(CLOCK_MONOTONIC));
+                manager_query_free(q);
+                return -EIO;
+        }
+
+        /* Listed and announced before the executor starts: the pipeline
+         * reports its first events from inside query_executor_start(). */
+        q->executing = true;
+        manager_add_query(m, q);
+        manager_announce_query(m, MANAGER_QUERY_STARTED, q);
+
+        memcpy(job.id, q->id, sizeof job.id);
+        job.session = *session;
+        job.question = question;
+        job.pages = pages;
+        r = query_executor_start(m->executor, &job, manager_on_query_done, m);
+        if (r < 0) {
+                QueryOutcome failed = {
+                        .query_id = q->id,
+                        .error = r,
+                        .api_error = API_ERROR_INTERNAL_ERROR,
+                        .cleanup_confirmed = true,
+                };
+
+                log_error_errno(r, "Failed to start query %s", q->id);
+                q->executing = false;
+                q->completing = true;
+                q->cleanup_confirmed = true;
+                q->api_error = failed.api_error;
+                q->ended = now(CLOCK_MONOTONIC);
+                q->duration = q->ended - t;
+                q->message = outcome_message(&failed);
+                manager_record_outcome(m, q, &failed, q->message, /* durable= */ true);
+                /* The slot is given up, the streams end with the record. */
+                manager_record_durable(q, 0);
+                return -EIO;
+        }
+
+        manager_log_query_started(q->id);
+        if (ret)
+                *ret = q;
+        return 0;
+}
+
+int manager_cancel_query(Manager *m, const char *query_id, const char *reason) {
+        ManagerQuery *q;
+
+        assert(m);
+        assert(reason);
+
+        q = manager_get_query(m, query_id);
+        if (!q || !q->executing)
+                return -ESRCH;
+        return query_executor_abort(m->executor, q->id, reason);
+}
+
+/* The Sandbox confirmed the cleanup of a query late: its slot is given
+ * up now (API.md 8.4), and health follows. */
+static void manager_on_cleanup_confirmed(Sandbox *s, const char *query_id, void *userdata) {
+        Manager *m = userdata;
+        ManagerQuery *q = manager_get_query(m, query_id);
+        usec_t t = now(CLOCK_MONOTONIC);
+        int r;
+
+        if (!q || !q->awaiting_cleanup) {
+                manager_check_health(m);
+                return;
+        }
+        q->awaiting_cleanup = false;
+        /* Its duration runs to the confirmed cleanup (API.md 12.3). */
+        manager_count_query(q, t - q->since);
+        r = admission_finish(m->admission, t);
+        if (r < 0)
+                log_error_errno(r, "Query %s: cleanup confirmed but the controller was not running", query_id);
+        log_notice("Query %s: cleanup confirmed at last; the queue moves on.", query_id);
+        manager_release_query(m, q);
+}
+
+/* ---- the sandbox ---- */
+
+/* One journal line for the sandbox's state. */
+static void log_sandbox_state(SandboxState state, const char *reason) {
+        if (state == SANDBOX_AVAILABLE)
+                log_info("Sandbox available: run_python can be offered.");
+        else if (state == SANDBOX_STARTING)
+                log_info(
+                        "Sandbox starting, a query waits for it (at most %" PRIu64 " s): %s.",
+                        (uint64_t) (QUERY_SANDBOX_WAIT_MAX_USEC / USEC_PER_SEC),
+                        reason);
+        else
+                log_warning("Sandbox unavailable, run_python is not offered: %s.", reason);
+}
+
+/* The Sandbox's announcement (from the loop): the journal, a query that
+ * waits for the sandbox to start, and health (degraded while a sandbox
+ * cleanup is not confirmed, API.md 8.4). */
+static void manager_on_sandbox_state(Sandbox *s, void *userdata) {
+        Manager *m = userdata;
+        SandboxState state = sandbox_get_state(s);
+
+        if (state != m->sandbox_state) {
+                m->sandbox_state = state;
+                log_sandbox_state(state, sandbox_unavailable_reason(s));
+        }
+        query_executor_sandbox_changed(m->executor);
+        manager_check_health(m);
+}
+
+/* ---- admission ---- */
+
+static void manager_on_admission_event(const AdmissionEvent *ev, void *userdata) {
+        Manager *m = userdata;
+        char f_event[64], f_ticket[64];
+        const char *fields[] = { f_event, f_ticket, NULL };
+        const char *event = NULL, *what = NULL;
+
+        switch (ev->type) {
+        case ADMISSION_EVENT_TICKET_ADDED:
+                event = "ticket_added";
+                what = "joined the queue";
+                break;
+        case ADMISSION_EVENT_TICKET_PROMOTED:
+                event = "ticket_promoted";
+                what = "was promoted to reserved";
+                break;
+        case ADMISSION_EVENT_TICKET_REMOVED:
+                event = "ticket_removed";
+                what = "was removed";
+                break;
+        case ADMISSION_EVENT_STATE_CHANGED:
+                log_debug("Admission state is now %s.", admission_state_to_string(ev->state));
+                break;
+        default:
+                break;
+        }
+
+        if (event) {
+                snprintf(f_event, sizeof f_event, "WIKIWEB_EVENT=%s", event);
+                snprintf(f_ticket, sizeof f_ticket, "TICKET_ID=%s", ev->ticket_id);
+                if (ev->type == ADMISSION_EVENT_TICKET_REMOVED)
+                        log_fields(
+                                LOG_INFO,
+                                fields,
+                                "Ticket %s %s (%s).",
+                                ev->ticket_id,
+                                what,
+                                remove_reason_to_string(ev->reason));
+                else
+                        log_fields(LOG_INFO, fields, "Ticket %s %s.", ev->ticket_id, what);
+        }
+
+        if (ev->type == ADMISSION_EVENT_TICKET_REMOVED)
+                metrics_count_ticket_removed(remove_reason_to_string(ev->reason));
+        manager_announce(m, &(ManagerEvent){ .type = MANAGER_ADMISSION, .admission = ev });
+        manager_check_health(m);
+}
+
+static void random_ticket_id(char buf[static TICKET_ID_MAX], void *userdata) {
+        static uint64_t fallback = 0;
+
+        if (random_id("tk_", buf, TICKET_ID_MAX) < 0)
+                /* getrandom() does not fail once the pool is ready; be total anyway. */
+                snprintf(buf, TICKET_ID_MAX, "tk_%032" PRIx64, ++fallback);
+}
+
+/* ---- set-up ---- */
+
+/* The state directory holds the history, which is authoritative: without
+ * one the daemon does not start. */
+static int open_history(const char *path, History **ret) {
+        unsigned recovered = 0;
+        int r;
+
+        if (!path) {
+                log_error("No state directory: set WIKI_WEB_STATE_DIRECTORY, or run under systemd with StateDirectory=.");
+                return -EINVAL;
+        }
+        if (mkdir(path, 0750) < 0 && errno != EEXIST)
+                return log_error_errno(errno, "Failed to create the state directory %s", path);
+
+        r = history_open(path, ret, &recovered);
+        if (r < 0)
+                return log_error_errno(r, "Failed to open the history in %s", path);
+        if (recovered > 0)
+                log_warning(
+                        "%u %s still running when the service last stopped; recorded %s as failed.",
+                        recovered,
+                        recovered == 1 ? "query was" : "queries were",
+                        recovered == 1 ? "it" : "them");
+        return 0;
+}
+
+/* The test-only fault switches (shared/fault.h) of the executor. */
+static int manager_setup_executor_faults(Manager *m) {
+        uint64_t n;
+        int r;
+
+        r = fault_uint64("WIKI_WEB_TEST_QUERY_DELAY_MS", 3600000, &n);
+        if (r < 0)
+                return r;
+        if (r > 0) {
+                log_warning("Test fault: every query takes %" PRIu64 " ms.", n);
+                query_executor_set_test_delay(m->executor, n * USEC_PER_MSEC);
+        }
+        return 0;
+}
+
+/* The test-only fault switches (shared/fault.h) of the sandbox. */
+static int manager_setup_sandbox_faults(Manager *m) {
+        uint64_t n;
+        int r;
+
+        r = fault_uint64("WIKI_WEB_TEST_SANDBOX_UNCONFIRMABLE", 100, &n);
+        if (r < 0)
+                return r;
+        if (r > 0) {
+                log_warning("Test fault: the next %" PRIu64 " sandbox scope confirmations fail.", n);
+                sandbox_set_test_unconfirmable(m->sandbox, (unsigned) n);
+        }
+        if (fault_bool("WIKI_WEB_TEST_SANDBOX_DEAF_INIT")) {
+                log_warning("Test fault: the containers' init is never told to stop.");
+                sandbox_set_test_deaf_init(m->sandbox, true);
+        }
+        r = fault_uint64("WIKI_WEB_TEST_SANDBOX_STARTING_MS", 3600000, &n);
+        if (r < 0)
+                return r;
+        if (r > 0) {
+                log_warning("Test fault: the sandbox is starting for %" PRIu64 " ms.", n);
+                sandbox_set_test_starting(m->sandbox, n * USEC_PER_MSEC);
+        }
+        return 0;
+}
+
+int manager_new(sd_event *event, const Config *config, Manager **ret) {
+        _cleanup_(manager_freep) Manager *m = NULL;
+        int r;
+
+        assert(event);
+        assert(config);
+        assert(ret);
+
+        m = calloc(1, sizeof *m);
+        if (!m)
+                return log_oom();
+        m->event = event;
+        m->config = config;
+
+        r = open_history(config->state_directory, &m->history);
+        if (r < 0)
+                return r;
+
+        r = admission_new(
+                &(AdmissionSettings){
+                        .reservation_usec = config->queue_reservation_seconds * USEC_PER_SEC,
+                        .heartbeat_usec = config->queue_heartbeat_seconds * USEC_PER_SEC,
+                        .max_length = config->queue_max_length,
+                },
+                &m->admission);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the admission controller");
+        admission_set_id_generator(m->admission, random_ticket_id, NULL);
+        admission_set_event_handler(m->admission, manager_on_admission_event, m);
+
+        r = admission_timer_new(event, m->admission, &m->admission_timer);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the admission timers");
+
+        r = query_executor_new(event, config, &m->executor);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the query executor");
+        r = manager_setup_executor_faults(m);
+        if (r < 0)
+                return r;
+        if (!query_executor_is_configured(m->executor))
+                log_warning("Query execution is not configured: every query will fail with execution_failed.");
+        query_executor_set_event_handler(m->executor, manager_on_query_event, m);
+
+        /* Without the thread, the sync is done on the loop. */
+        r = sync_worker_new(event, &m->sync);
+        if (r < 0)
+                log_warning_errno(r, "No thread for the history's syncs; they run on the event loop");
+
+        /* The sandbox owns SIGCHLD (the daemon is a subreaper), checks
+         * runtime, rootfs and the user manager, and sweeps what a previous
+         * run left behind. Unavailable is a state, not an error: queries
+         * still answer from the wiki. */
+        r = sandbox_new(event, config, NULL, &m->sandbox);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the sandbox");
+        sandbox_set_state_handler(m->sandbox, manager_on_sandbox_state, m);
+        sandbox_set_cleanup_confirmed_handler(m->sandbox, manager_on_cleanup_confirmed, m);
+        /* Queries offer run_python whenever the sandbox is available. */
+        query_executor_set_sandbox(m->executor, m->sandbox);
+        r = manager_setup_sandbox_faults(m);
+        if (r < 0)
+                return r;
+        /* Unavailable from the start was logged by the sandbox already. */
+        m->sandbox_state = sandbox_get_state(m->sandbox);
+        if (m->sandbox_state == SANDBOX_STARTING)
+                log_sandbox_state(m->sandbox_state, sandbox_unavailable_reason(m->sandbox));
+
+        manager_get_health(m, &m->health);
+        *ret = TAKE_PTR(m);
+        return 0;
+}
+
+Manager *manager_free(Manager *m) {
+        ManagerQuery *q;
+
+        if (!m)
+                return NULL;
+        m->stop_timer = sd_event_source_disable_unref(m->stop_timer);
+        /* A sync in flight is completed (joined), its callback dropped. */
+        m->sync = sync_worker_free(m->sync);
+        m->executor = query_executor_free(m->executor);
+        while ((q = m->queries)) {
+                LIST_REMOVE(queries, m->queries, q);
+                manager_query_free(q);
+        }
+        m->history = history_free(m->history);
+        m->sandbox = sandbox_free(m->sandbox);
+        m->admission_timer = admission_timer_free(m->admission_timer);
+        m->admission = admission_free(m->admission);
+        free(m->subscribers);
+        free(m);
+        return NULL;
+}
+
+/* ---- stopping ---- */
+
+/* The end of the stop grace: the queries still executing are aborted, so
+ * that their outcome is recorded before systemd kills us. */
+static int manager_on_stop_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        Manager *m = userdata;
+        int r;
+
+        for (ManagerQuery *q = m->queries; q; q = q->queries_next) {
+                if (!q->executing)
+                        continue;
+                log_warning(
+                        "The running query %s did not end within %" PRIu64
+                        " s of the stop request: aborting it.",
+                        q->id,
+                        (uint64_t) (m->stop_grace / USEC_PER_SEC));
+                r = query_executor_abort(m->executor, q->id, m->stop_reason);
+                if (r < 0)
+                        log_error_errno(r, "Query %s: cannot abort it", q->id);
+        }
+        return 0;
+}
+
+void manager_stop(Manager *m, usec_t grace_usec, const char *reason) {
+        int r;
+
+        assert(m);
+        assert(reason);
+
+        if (m->stopping)
+                return;
+        m->stopping = true;
+        m->stop_reason = reason;
+        m->stop_grace = grace_usec;
+        if (query_executor_n_running(m->executor) == 0)
+                return;
+        /* Let the queries finish, but not past the stop grace: systemd
+         * kills us at TimeoutStopSec=, and the outcome must be recorded
+         * before that. */
+        r = sd_event_add_time_relative(
+                m->event, &m->stop_timer, CLOCK_MONOTONIC, grace_usec, 0, manager_on_stop_timer, m);
+        if (r < 0) {
+                log_error_errno(r, "Failed to set up the stop grace; aborting the running queries now");
+                (void) manager_on_stop_timer(NULL, 0, m);
+                return;
+        }
+        (void) sd_event_source_set_description(m->stop_timer, "manager-stop-grace");
+}
+
+bool manager_busy(const Manager *m) {
+        assert(m);
+        for (const ManagerQuery *q = m->queries; q; q = q->queries_next)
+                if (q->executing || q->completing)
+                        return true;
+        return false;
+}
