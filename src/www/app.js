@@ -1117,8 +1117,8 @@
     finished(view) {
       if (view.done && view.shown && view.record) {
         const rec = view.record;
-        if (rec.status === 'succeeded') announce('The answer is ready: ' + (rec.question || '') + '.');
-        else if (rec.status === 'failed') announce('The query failed: ' + ((rec.error && rec.error.message) || 'no reason given') + '.');
+        if (rec.status === 'succeeded') announce('The answer to “' + (rec.question || '') + '” is ready.');
+        else if (rec.status === 'failed') announce('The query failed: ' + ((rec.error && rec.error.message) || 'no reason given'));
       }
       if (this.view === view || !this.view) {
         turn.reset();

@@ -870,6 +870,12 @@ TURN_RECORDER = """
         for (const r of records)
           if (r.target.id === 'status') window.__states.push([r.target.dataset.state, r.target.dataset.position || null]);
       }).observe(document, {subtree: true, attributes: true, attributeFilter: ['data-state', 'data-position']});
+      // What the live region says, each time it says something.
+      window.__said = [];
+      new MutationObserver((records) => {
+        for (const r of records)
+          if (r.target.id === 'announce' && r.target.textContent) window.__said.push(r.target.textContent);
+      }).observe(document, {subtree: true, childList: true});
     })();"""
 
 
@@ -950,6 +956,10 @@ class Turn(PageBase):
         self.assertEqual(second.text('#answer'), 'The second answer.')
         self.assertEqual(second.js('return document.title'), title)
         self.assertEqual(len(second.js('return window.__notes')), 1, 'told once')
+        # A screen reader is told the turn and the answer, once each, and
+        # nothing else (not each status, step or piece of the answer).
+        self.assertEqual(second.js('return window.__said'),
+                         ['It is your turn.', 'The answer to “The second question?” is ready.'])
 
         # The third, refused: no notification, the title and a banner.
         third.wait(lambda: third.js('return document.title').startswith('(Your turn) '), timeout=30,
