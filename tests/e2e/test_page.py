@@ -978,6 +978,109 @@ class Turn(PageBase):
             c.check_console()
 
 
+class Cutter:
+    """A TCP forwarder on another loopback port in front of the daemon,
+    whose connections the test can cut at once (a dropped connection), and
+    which can refuse new ones for a while."""
+
+    def __init__(self, tc, port):
+        import socket
+        self.target = port
+        self.lsock = socket.socket()
+        self.lsock.bind(('127.0.0.1', 0))
+        self.lsock.listen(64)
+        self.port = self.lsock.getsockname()[1]
+        self.conns = []
+        self.refusing = False
+        self.lock = threading.Lock()
+        threading.Thread(target=self.accept, daemon=True).start()
+        tc.addCleanup(self.stop)
+
+    def accept(self):
+        import socket
+        while True:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            if self.refusing:
+                c.close()
+                continue
+            u = socket.create_connection(('127.0.0.1', self.target))
+            with self.lock:
+                self.conns += [c, u]
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=self.pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def pump(a, b):
+        import socket
+        try:
+            while True:
+                data = a.recv(65536)
+                if not data:
+                    break
+                b.sendall(data)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self):
+        import socket
+        with self.lock:
+            conns, self.conns = self.conns, []
+        for s in conns:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+                s.close()
+            except OSError:
+                pass
+
+    def stop(self):
+        self.lsock.close()
+        self.cut()
+
+
+class Dropped(PageBase):
+    """The connection drops while waiting (cut in between): the page says
+    "Reconnecting…" while it cannot reach the daemon, and then shows the
+    same position."""
+
+    def test_dropped_connection_keeps_place(self):
+        d = self.page_daemon([{'answer': 'The first answer.', 'hold': 'first'}, {'answer': 'The second answer.'}])
+        first = self.chrome(d)
+        first.ask('The first question?')
+        self.wait_state(d, 'running')
+        cutter = Cutter(self, d.port)
+        second = self.chrome()
+        second.driver.get(f'http://127.0.0.1:{cutter.port}/')
+        second.wait(lambda: second.js('return document.readyState') == 'complete', what='the page loads')
+        second.ask('The second question?')
+        second.wait(lambda: second.js("return document.getElementById('status').dataset.state") == 'waiting',
+                    what='the second queued')
+        cutter.refusing = True
+        cutter.cut()
+        second.wait(lambda: second.js("return document.getElementById('status').dataset.state") == 'reconnecting',
+                    what='"Reconnecting…"')
+        self.assertEqual(second.text('#status'), 'Reconnecting…')
+        second.shot('reconnecting')
+        time.sleep(2)
+        cutter.refusing = False
+        second.wait(lambda: second.js("const s = document.getElementById('status');"
+                                      " return s.dataset.state + ' ' + s.dataset.position") == 'waiting 1',
+                    what='the same position again')
+        self.assertEqual(self.peek(d)['queue_length'], 1, 'the same ticket, not a new one')
+        d.llm.release('first')
+        second.wait_answer()
+        self.assertEqual(second.text('#answer'), 'The second answer.')
+        first.check_console()
+        second.check_console((r'queue/events', r'Failed to fetch', r'ERR_'))
+
+
 class NotConfigured(PageBase):
     """A daemon without a wiki or a model: the page names the missing
     settings and points to the README instead of offering a form."""
