@@ -7,6 +7,7 @@
 #include "admission/wait-tracker.h"
 #include "http/api.h"
 #include "http/query-stream.h"
+#include "http/sources-check.h"
 #include "http/queue-stream.h"
 #include "http/stream.h"
 #include "http/render.h"
@@ -33,9 +34,10 @@ struct Api {
         const Config *config;
         Admission *admission;
         History *history;
-        QueueStreams *queue_streams; /* GET /queue/events (API.md 11.1) */
-        QueryStreams *query_streams; /* the running query's events (11.2, 11.3) */
-        WaitTracker *wait_tracker;   /* the recent durations: the wait range (API.md 5) */
+        QueueStreams *queue_streams;   /* GET /queue/events (API.md 11.1) */
+        QueryStreams *query_streams;   /* the running query's events (11.2, 11.3) */
+        SourcesChecks *sources_checks; /* GET /history/{id}/sources (9) */
+        WaitTracker *wait_tracker;     /* the recent durations: the wait range (API.md 5) */
 
         /* The requests of the queries in flight: each stays suspended until
          * its record is durable (even if the client has gone). */
@@ -181,6 +183,9 @@ int api_new(sd_event *event, Manager *manager, Api **ret) {
         r = queue_streams_new(event, api->config, api->admission, api->query_streams, &api->queue_streams);
         if (r < 0)
                 return r;
+        r = sources_checks_new(manager_get_executor(manager), &api->sources_checks);
+        if (r < 0)
+                return r;
         r = api_make_wait_tracker(api->history, &api->wait_tracker);
         if (r < 0)
                 return r;
@@ -199,6 +204,7 @@ Api *api_free(Api *api) {
                 return NULL;
         api->queue_streams = queue_streams_free(api->queue_streams);
         api->query_streams = query_streams_free(api->query_streams);
+        api->sources_checks = sources_checks_free(api->sources_checks);
         api->wait_tracker = wait_tracker_free(api->wait_tracker);
         while ((w = api->waiting)) {
                 LIST_REMOVE(waiting, api->waiting, w);
@@ -518,6 +524,16 @@ static HttpHandlerResult api_handle_history_events(Api *api, HttpRequest *req, c
         return HTTP_HANDLED;
 }
 
+/* GET /history/{id}/sources (API.md 9): the caller's record's sources with
+ * the wiki's current revisions (http/sources-check.h). */
+static HttpHandlerResult api_handle_history_sources(Api *api, HttpRequest *req, const char *id) {
+        _cleanup_(history_record_freep) HistoryRecord *record = NULL;
+
+        if (!api_find_record(api, req, id, &record))
+                return HTTP_HANDLED;
+        return sources_checks_handle(api->sources_checks, req, record);
+}
+
 /* 200 with o as its body, taking o; NULL (out of memory): a 500. */
 static HttpHandlerResult reply_json_object(HttpRequest *req, json_object *o) {
         _cleanup_(json_object_putp) json_object *body = o;
@@ -658,6 +674,8 @@ HttpHandlerResult api_handle(HttpRequest *req, void *userdata) {
                 return api_handle_history_get(api, req, m->id);
         case ROUTE_HISTORY_EVENTS:
                 return api_handle_history_events(api, req, m->id);
+        case ROUTE_HISTORY_SOURCES:
+                return api_handle_history_sources(api, req, m->id);
         case ROUTE_ARTIFACT:
                 return api_handle_artifact(api, req, m->id);
         default:

@@ -10,7 +10,7 @@
  * fit next to what the request already holds. MHD builds the response
  * head only after the handler returned; when the head does not fit it
  * closes the connection without a byte, and whatever the handler did is
- * done (issue 21).
+ * done: a request executed and never answered.
  *
  * What the pool holds when the head is built:
  *   - from its start, the head as received (MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE:

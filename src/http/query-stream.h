@@ -43,9 +43,10 @@ int query_streams_begin(QueryStreams *q, const char *query_id, const SessionKey 
 /* One event of the running query (from the executor). */
 void query_streams_event(QueryStreams *q, const char *query_id, const QueryEvent *ev);
 
-/* The query ended and its record is durable: record_json (the record as
- * GET /history/{id} returns it; NULL if it could not be read) is the last
- * event of every stream, which then ends; the log is freed. */
+/* The query ended and its record is durable: its citations (the record's
+ * list) and then record_json (the record as GET /history/{id} returns it;
+ * NULL if it could not be read) are the last events of every stream,
+ * which then ends; the log is freed. */
 void query_streams_finish(QueryStreams *q, const char *query_id, const char *record_json);
 
 /* Answer req with a stream of the running query query_id, if it is running

@@ -19,7 +19,10 @@
  * streams for a look, and one defer source (run before anything but other
  * HTTP work, in the same loop iteration) compares what each session sees
  * with what it was last sent. A promotion reaches its stream within that
- * iteration. While a query runs, a waiting ticket's estimate falls by a
+ * iteration. Other changes are coalesced: at most one `status` event per
+ * stream in 250 ms; a stream looked at sooner is held back (not even
+ * compared) and one shared timer looks again when the earliest held-back
+ * interval ends, so the latest state wins. While a query runs, a waiting ticket's estimate falls by a
  * second a second until the average is used up: one timer, armed only
  * then, looks again each second.
  *

@@ -53,7 +53,7 @@ static json_object *render_artifact(const HistoryArtifactInfo *a) {
         return TAKE_PTR(o);
 }
 
-/* The stored sources, or [] when they are not an array. */
+/* The stored sources or citations, or [] when they are not an array. */
 static json_object *render_sources(const char *text) {
         json_object *sources = json_tokener_parse(text ? text : "[]");
 
@@ -93,7 +93,7 @@ static json_object *render_record_at(const void *items, size_t i) {
 
 json_object *render_history_record(const HistoryRecord *r) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
-        json_object *sources, *artifacts, *error, *timings, *usage;
+        json_object *sources, *citations, *artifacts, *error, *timings, *usage;
 
         assert(r);
 
@@ -103,6 +103,12 @@ json_object *render_history_record(const HistoryRecord *r) {
 
         sources = render_sources(r->sources_json);
         if (!sources || !render_add(o, "sources", sources))
+                return NULL;
+
+        /* Stored by history_finish() only after checking it is an array, as
+         * the sources. */
+        citations = render_sources(r->citations_json);
+        if (!citations || !render_add(o, "citations", citations))
                 return NULL;
 
         artifacts = render_array(r->artifacts, r->n_artifacts, render_artifact_at);

@@ -29,16 +29,17 @@ HttpMethod http_method_from_string(const char *s);
 const char *http_method_to_string(HttpMethod m);
 
 typedef enum Route {
-        ROUTE_HEALTH,         /* /api/v1/health */
-        ROUTE_QUEUE_JOIN,     /* /api/v1/queue/join */
-        ROUTE_QUEUE_STATUS,   /* /api/v1/queue/status */
-        ROUTE_QUEUE_TICKET,   /* /api/v1/queue/ticket */
-        ROUTE_QUEUE_EVENTS,   /* /api/v1/queue/events */
-        ROUTE_QUERY,          /* /api/v1/query */
-        ROUTE_HISTORY,        /* /api/v1/history */
-        ROUTE_HISTORY_ITEM,   /* /api/v1/history/qr_<32 hex> */
-        ROUTE_HISTORY_EVENTS, /* /api/v1/history/qr_<32 hex>/events */
-        ROUTE_ARTIFACT,       /* /api/v1/artifacts/af_<32 hex> */
+        ROUTE_HEALTH,          /* /api/v1/health */
+        ROUTE_QUEUE_JOIN,      /* /api/v1/queue/join */
+        ROUTE_QUEUE_STATUS,    /* /api/v1/queue/status */
+        ROUTE_QUEUE_TICKET,    /* /api/v1/queue/ticket */
+        ROUTE_QUEUE_EVENTS,    /* /api/v1/queue/events */
+        ROUTE_QUERY,           /* /api/v1/query */
+        ROUTE_HISTORY,         /* /api/v1/history */
+        ROUTE_HISTORY_ITEM,    /* /api/v1/history/qr_<32 hex> */
+        ROUTE_HISTORY_EVENTS,  /* /api/v1/history/qr_<32 hex>/events */
+        ROUTE_HISTORY_SOURCES, /* /api/v1/history/qr_<32 hex>/sources */
+        ROUTE_ARTIFACT,        /* /api/v1/artifacts/af_<32 hex> */
         _ROUTE_MAX,
         _ROUTE_INVALID = -EINVAL,
 } Route;
@@ -50,7 +51,7 @@ const char *route_to_string(Route r);
 
 typedef struct RouteMatch {
         Route route;
-        char id[ROUTE_ID_MAX]; /* the {id} segment for HISTORY_ITEM, HISTORY_EVENTS and ARTIFACT, "" otherwise */
+        char id[ROUTE_ID_MAX]; /* the {id} segment for HISTORY_ITEM, HISTORY_EVENTS, HISTORY_SOURCES and ARTIFACT, "" otherwise */
 } RouteMatch;
 
 /* Match a request path (without the query string). Returns 0 and fills
@@ -70,7 +71,8 @@ bool router_path_is_api(const char *path);
  *   history item: GET, HEAD, DELETE
  *   queue/join, query: POST
  *   queue/ticket: DELETE
- *   queue/events, history item's events: GET (event streams, API.md 11) */
+ *   queue/events, history item's events: GET (event streams, API.md 11)
+ *   history item's sources: GET (each one costs a wiki request, API.md 9) */
 bool route_allows_method(Route r, HttpMethod m);
 
 /* The Allow header value for a 405 on route r, e.g. "GET, HEAD"; NULL for

@@ -135,6 +135,11 @@ const Config *manager_get_config(Manager *m) {
         return m->config;
 }
 
+QueryExecutor *manager_get_executor(Manager *m) {
+        assert(m);
+        return m->executor;
+}
+
 /* ---- the queries ---- */
 
 static ManagerQuery *manager_query_free(ManagerQuery *q) {
@@ -340,6 +345,7 @@ static void manager_record_outcome(
                 .error_code = o->error >= 0 ? NULL : api_error_to_string(o->api_error),
                 .error_message = o->error >= 0 ? NULL : message,
                 .sources_json = o->sources_json,
+                .citations_json = o->citations_json,
                 .timings = {
                         .queue_ms = q->queued / USEC_PER_MSEC,
                         .wiki_ms = o->timings.wiki / USEC_PER_MSEC,

@@ -130,6 +130,9 @@ int manager_subscribe(Manager *m, ManagerEventHandler handler, void *userdata);
 Admission *manager_get_admission(Manager *m);
 History *manager_get_history(Manager *m);
 const Config *manager_get_config(Manager *m);
+/* The executor, for the work that is not a query's life (a record's
+ * sources checked against the wiki, API.md 9). Borrowed. */
+QueryExecutor *manager_get_executor(Manager *m);
 
 /* Start a query for session: claim, record, execute. question and pages
  * are copied. On success returns 0 with the new query in *ret (owned by

@@ -36,6 +36,7 @@ static struct {
         CounterVec sandbox_runs;     /* outcome */
         CounterVec http_requests;    /* code */
         CounterVec identity_refused; /* reason */
+        CounterVec citations;        /* status */
         int64_t http_connections;
         int64_t event_streams;
 } registry;
@@ -84,6 +85,7 @@ void metrics_reset(void) {
         static const char *const outcomes[] = { "exited", "timeout", "failed", "cleanup_failed", NULL };
         static const char *const identity_reasons[] = { "untrusted_peer", "invalid", "repeated",
                                                         "missing",        "cookie",  NULL };
+        static const char *const statuses[] = { "verified", "not_found", "not_read", "too_short", NULL };
 
         memset(&registry, 0, sizeof registry);
         registry.query_duration.bounds = metrics_query_duration_bounds;
@@ -95,6 +97,7 @@ void metrics_reset(void) {
         vec_seed(&registry.tokens, kinds);
         vec_seed(&registry.sandbox_runs, outcomes);
         vec_seed(&registry.identity_refused, identity_reasons);
+        vec_seed(&registry.citations, statuses);
         (void) vec_entry(&registry.queries, "succeeded", NULL);
 }
 
@@ -121,6 +124,10 @@ void metrics_count_sandbox_run(const char *outcome) {
 
 void metrics_count_identity_refused(const char *reason) {
         vec_add(&registry.identity_refused, reason, NULL, 1);
+}
+
+void metrics_count_citations(const char *status, unsigned n) {
+        vec_add(&registry.citations, status, NULL, n);
 }
 
 void metrics_count_http_request(unsigned status) {
@@ -308,6 +315,14 @@ int metrics_render(MetricsFormat format, const MetricsGauges *g, char **ret, siz
                 NULL,
                 "Identities refused, by reason (untrusted_peer, invalid, repeated, missing, cookie).");
         render_vec(&w, &registry.identity_refused, "reason", NULL);
+
+        metrics_family(
+                &w,
+                "wikiweb_citations",
+                METRIC_COUNTER,
+                NULL,
+                "Citations of answers, by status (verified, not_found, not_read, too_short).");
+        render_vec(&w, &registry.citations, "status", NULL);
 
         metrics_family(
                 &w,

@@ -49,6 +49,10 @@ void metrics_count_sandbox_run(const char *outcome);
  * ("missing"), a session cookie issued to another user ("cookie"). Never a
  * user name or an address as a label. */
 void metrics_count_identity_refused(const char *reason);
+
+/* wikiweb_citations_total{status}: n citations of an answer with that
+ * status, "verified", "not_found", "not_read", "too_short". */
+void metrics_count_citations(const char *status, unsigned n);
 /* wikiweb_http_requests_total{code}: each response sent on the API socket. */
 void metrics_count_http_request(unsigned status);
 /* wikiweb_http_connections and wikiweb_event_streams, gauges kept by their

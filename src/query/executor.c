@@ -6,6 +6,7 @@
 #include "query/llm-client.h"
 #include "query/pipeline.h"
 #include "query/upstream.h"
+#include "query/wiki-client.h"
 #include "shared/log.h"
 #include "shared/macro.h"
 
@@ -89,22 +90,25 @@ int query_executor_new(sd_event *event, const Config *config, QueryExecutor **re
         if (configured(config)) {
                 r = destination_policy_new(
                         config->wiki_api_url, config->llm_url, config->allowed_destinations, &x->policy);
-                if (r >= 0)
-                        r = upstream_new(event, x->policy, config->upstream_max_response_bytes, &x->upstream);
-                if (r >= 0)
-                        r = upstream_set_user_agent_contact(x->upstream, config->user_agent_contact);
-                if (r >= 0)
-                        r = llm_client_new(
-                                x->upstream,
-                                &(LlmClientSettings){
-                                        .url = config->llm_url,
-                                        .api_key = config->llm_api_key,
-                                        .idle_timeout = llm_client_idle_timeout(
-                                                config->query_timeout_seconds * USEC_PER_SEC),
-                                },
-                                &x->llm);
                 if (r < 0)
-                        return r;
+                        return log_error_errno(r, "Query execution: the destination policy could not be made");
+                r = upstream_new(event, x->policy, config->upstream_max_response_bytes, &x->upstream);
+                if (r < 0)
+                        return log_error_errno(r, "Query execution: the upstream client could not be made");
+                r = upstream_set_user_agent_contact(x->upstream, config->user_agent_contact);
+                if (r < 0)
+                        return log_error_errno(r, "Query execution: the User-Agent contact could not be set");
+                r = llm_client_new(
+                        x->upstream,
+                        &(LlmClientSettings){
+                                .url = config->llm_url,
+                                .api_key = config->llm_api_key,
+                                .idle_timeout = llm_client_idle_timeout(
+                                        config->query_timeout_seconds * USEC_PER_SEC),
+                        },
+                        &x->llm);
+                if (r < 0)
+                        return log_error_errno(r, "Query execution: the model client could not be made");
         }
         *ret = TAKE_PTR(x);
         return 0;
@@ -281,5 +285,63 @@ int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryExecutorDon
         x->done = done;
         x->userdata = userdata;
         x->busy = true;
+        return 0;
+}
+
+struct RevisionCheck {
+        WikiClient *wiki;
+        WikiOperation *op;
+        RevisionCheckDone done;
+        void *userdata;
+};
+
+RevisionCheck *revision_check_free(RevisionCheck *c) {
+        if (!c)
+                return NULL;
+        wiki_operation_free(c->op);
+        wiki_client_free(c->wiki);
+        free(c);
+        return NULL;
+}
+
+static void revision_check_on_done(WikiOperation *op, int error, const WikiResult *r, void *userdata) {
+        RevisionCheck *c = userdata;
+
+        c->done(c, error, r, c->userdata);
+}
+
+int query_executor_check_revisions(
+        QueryExecutor *x, char **titles, RevisionCheckDone done, void *userdata, RevisionCheck **ret) {
+        _cleanup_(revision_check_freep) RevisionCheck *c = NULL;
+        const Config *cfg;
+        int r;
+
+        assert(x);
+        assert(done);
+        assert(ret);
+
+        cfg = x->config;
+        if (!x->upstream || !cfg->wiki_api_url)
+                return -EOPNOTSUPP;
+        c = calloc(1, sizeof *c);
+        if (!c)
+                return -ENOMEM;
+        c->done = done;
+        c->userdata = userdata;
+        r = wiki_client_new(
+                x->upstream,
+                &(WikiClientSettings){
+                        .api_url = cfg->wiki_api_url,
+                        .username = cfg->wiki_username,
+                        .password = cfg->wiki_username ? cfg->wiki_password : NULL,
+                        .deadline = now(CLOCK_MONOTONIC) + REVISION_CHECK_TIMEOUT_USEC,
+                },
+                &c->wiki);
+        if (r < 0)
+                return r;
+        r = wiki_client_revisions(c->wiki, titles, revision_check_on_done, c, &c->op);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(c);
         return 0;
 }

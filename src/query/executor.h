@@ -67,3 +67,26 @@ int query_executor_abort(QueryExecutor *x, const char *query_id, const char *rea
  * pipeline does not run then, configured or not: each job ends as an
  * unconfigured one ("query execution is not configured"). */
 void query_executor_set_test_delay(QueryExecutor *x, usec_t delay);
+
+/* The staleness check of a record's sources (API.md 9, GET
+ * /history/{id}/sources): the wiki's current revision of 1..50 titles in
+ * one request (prop=info), on a wiki client of its own (logged in as a
+ * query's is), bounded by REVISION_CHECK_TIMEOUT_USEC. It runs beside a
+ * query. */
+#define REVISION_CHECK_TIMEOUT_USEC (30 * USEC_PER_SEC)
+
+typedef struct RevisionCheck RevisionCheck;
+typedef struct WikiResult WikiResult;
+
+/* error is r->error; r is borrowed for the call (its revisions, or the
+ * error's api_error and sanitized message). Called once, from the event
+ * loop, unless the check is freed first. */
+typedef void (*RevisionCheckDone)(RevisionCheck *c, int error, const WikiResult *r, void *userdata);
+
+/* Returns 0, -EOPNOTSUPP (the wiki is not configured), -EINVAL (no titles,
+ * too many, or an invalid one), -ENOMEM. The caller owns *ret and frees it
+ * (cancelling it) before the executor. */
+int query_executor_check_revisions(
+        QueryExecutor *x, char **titles, RevisionCheckDone done, void *userdata, RevisionCheck **ret);
+RevisionCheck *revision_check_free(RevisionCheck *c);
+DEFINE_TRIVIAL_CLEANUP_FUNC(RevisionCheck *, revision_check_free);

@@ -212,17 +212,23 @@ static void llm_call_arm_idle(LlmCall *call) {
                         (void) sd_event_source_set_enabled(call->idle, SD_EVENT_OFF);
                 return;
         }
-        if (call->idle) {
-                r = sd_event_source_set_time(call->idle, t);
-                if (r >= 0)
-                        r = sd_event_source_set_enabled(call->idle, SD_EVENT_ONESHOT);
-        } else {
+        if (!call->idle) {
                 r = sd_event_add_time(e, &call->idle, CLOCK_MONOTONIC, t, 0, llm_call_on_idle, call);
-                if (r >= 0)
-                        (void) sd_event_source_set_description(call->idle, "llm-call-idle");
+                if (r < 0) {
+                        log_warning_errno(r, "llm-client: cannot add the idle timer");
+                        return;
+                }
+                (void) sd_event_source_set_description(call->idle, "llm-call-idle");
+                return;
         }
+        r = sd_event_source_set_time(call->idle, t);
+        if (r < 0) {
+                log_warning_errno(r, "llm-client: cannot set the idle timer's time");
+                return;
+        }
+        r = sd_event_source_set_enabled(call->idle, SD_EVENT_ONESHOT);
         if (r < 0)
-                log_warning_errno(r, "llm-client: cannot arm the idle timer");
+                log_warning_errno(r, "llm-client: cannot enable the idle timer");
 }
 
 /* Inside libcurl's write callback: parse at once, so each content delta

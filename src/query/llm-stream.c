@@ -157,6 +157,14 @@ static int stream_failed(LlmStream *s, int r) {
 
 #define STREAM_FAIL(s, code, ...) stream_failed((s), llm_fail(&(s)->error, (code), __VA_ARGS__))
 
+static int stream_event_too_long(LlmStream *s) {
+        return STREAM_FAIL(
+                s,
+                API_ERROR_UPSTREAM_FAILED,
+                "model server's stream has an event longer than %zu bytes",
+                s->line_max);
+}
+
 static int stream_malformed(LlmStream *s, const char *what) {
         return STREAM_FAIL(s, API_ERROR_UPSTREAM_FAILED, "model server's stream has %s", what);
 }
@@ -476,14 +484,14 @@ static int stream_line(LlmStream *s, const char *p, size_t n) {
                 s->is_error = true; /* llama.cpp before PR #16109 */
 
         r = buf_append(&s->data, value, vlen, s->line_max);
-        if (r >= 0)
-                r = buf_append(&s->data, "\n", 1, s->line_max);
         if (r == -E2BIG)
-                return STREAM_FAIL(
-                        s,
-                        API_ERROR_UPSTREAM_FAILED,
-                        "model server's stream has an event longer than %zu bytes",
-                        s->line_max);
+                return stream_event_too_long(s);
+        if (r < 0)
+                return r;
+        /* The line's end counts against the cap too. */
+        r = buf_append(&s->data, "\n", 1, s->line_max);
+        if (r == -E2BIG)
+                return stream_event_too_long(s);
         return r;
 }
 

@@ -159,6 +159,33 @@ int mediawiki_build_read(const char *title, bool assert_user, char **ret) {
         return buf_finish(&b, ret);
 }
 
+int mediawiki_build_revisions(const char *const *titles, size_t n, bool assert_user, char **ret) {
+        Buf b = { 0 };
+        Buf joined = { 0 };
+
+        if (n < 1 || n > MEDIAWIKI_TITLES_MAX)
+                return -EINVAL;
+        for (size_t i = 0; i < n; i++) {
+                if (!mediawiki_title_is_valid(titles[i])) {
+                        free(joined.p);
+                        return -EINVAL;
+                }
+                if (i > 0)
+                        buf_adds(&joined, "|");
+                buf_adds(&joined, titles[i]);
+        }
+        if (joined.oom) {
+                free(joined.p);
+                return -ENOMEM;
+        }
+        buf_param(&b, "action", "query");
+        buf_param(&b, "prop", "info");
+        buf_param(&b, "titles", joined.p);
+        buf_common(&b, assert_user);
+        free(joined.p);
+        return buf_finish(&b, ret);
+}
+
 int mediawiki_build_login_token(char **ret) {
         Buf b = { 0 };
 
@@ -465,6 +492,62 @@ int mediawiki_parse_page(const char *body, size_t size, WikiPage *ret, MediaWiki
         *ret = p;
         p = (WikiPage){ 0 };
         return 0;
+}
+
+void mediawiki_revisions_free(MediaWikiRevision *r, size_t n) {
+        for (size_t i = 0; r && i < n; i++)
+                free(r[i].title);
+        free(r);
+}
+
+int mediawiki_parse_revisions(
+        const char *body, size_t size, MediaWikiRevision **ret, size_t *ret_n, MediaWikiError *ret_error) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        MediaWikiRevision *revs = NULL;
+        json_object *pages;
+        size_t n;
+        int r;
+
+        r = parse_reply(body, size, &o, ret_error);
+        if (r < 0)
+                return r;
+        pages = get(get(o, "query", json_type_object), "pages", json_type_array);
+        if (!pages)
+                return -EBADMSG;
+        n = json_object_array_length(pages);
+        if (n > MEDIAWIKI_TITLES_MAX)
+                return -EBADMSG;
+        if (n > 0) {
+                revs = calloc(n, sizeof *revs);
+                if (!revs)
+                        return -ENOMEM;
+        }
+        for (size_t i = 0; i < n; i++) {
+                json_object *page = json_object_array_get_idx(pages, i);
+                const char *title = get_string(page, "title", MEDIAWIKI_TITLE_MAX);
+                bool missing = json_object_get_boolean(get(page, "missing", json_type_boolean)) ||
+                        json_object_get_boolean(get(page, "invalid", json_type_boolean));
+
+                if (!title || !*title) {
+                        r = -EBADMSG;
+                        goto fail;
+                }
+                revs[i].missing = missing;
+                if (!missing) {
+                        r = take_uint(page, "lastrevid", &revs[i].revision_id);
+                        if (r < 0)
+                                goto fail;
+                }
+                r = strdup_checked(title, &revs[i].title);
+                if (r < 0)
+                        goto fail;
+        }
+        *ret = revs;
+        *ret_n = n;
+        return 0;
+fail:
+        mediawiki_revisions_free(revs, n);
+        return r;
 }
 
 int mediawiki_parse_login_token(const char *body, size_t size, char **ret_token, MediaWikiError *ret_error) {

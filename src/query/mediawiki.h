@@ -22,6 +22,7 @@
 #define MEDIAWIKI_SEARCH_MAX 50 /* hits asked for at most */
 #define MEDIAWIKI_CODE_MAX 64   /* bytes of an error code */
 #define MEDIAWIKI_TOKEN_MAX 256 /* bytes of a login token */
+#define MEDIAWIKI_TITLES_MAX 50 /* titles in one request: MediaWiki's limit without apihighlimits */
 
 /* An API error reply ({"error": {"code", "info"}}, HTTP 200). */
 typedef struct MediaWikiError {
@@ -37,6 +38,15 @@ typedef struct MediaWikiSearchHit {
         char *snippet; /* plain text: tags removed, entities decoded */
 } MediaWikiSearchHit;
 
+
+/* A page's current revision (prop=info): the one type for it in the parser,
+ * the wiki client's result and the staleness check of a record's sources. */
+typedef struct MediaWikiRevision {
+        char *title;          /* as the wiki returned it */
+        bool missing;         /* deleted, or the title is invalid */
+        uint64_t revision_id; /* lastrevid; 0 when missing */
+} MediaWikiRevision;
+void mediawiki_revisions_free(MediaWikiRevision *r, size_t n);
 
 typedef enum MediaWikiLoginResult {
         MEDIAWIKI_LOGIN_SUCCESS,
@@ -58,6 +68,9 @@ bool mediawiki_query_is_valid(const char *query);
  * -EINVAL for an invalid argument, or -ENOMEM. */
 int mediawiki_build_search(const char *query, unsigned limit, bool assert_user, char **ret);
 int mediawiki_build_read(const char *title, bool assert_user, char **ret);
+/* prop=info of 1..MEDIAWIKI_TITLES_MAX titles in one request, redirects not
+ * followed (a page that became a redirect has a new revision). */
+int mediawiki_build_revisions(const char *const *titles, size_t n, bool assert_user, char **ret);
 int mediawiki_build_login_token(char **ret);
 /* The POST body of action=login: holds the password; wipe it after use. */
 int mediawiki_build_login(const char *user, const char *password, const char *token, char **ret);
@@ -74,6 +87,10 @@ int mediawiki_parse_search(
 void mediawiki_search_hits_free(MediaWikiSearchHit *hits, size_t n);
 /* A page (shared/wiki-page.h): free it with wiki_page_done(). */
 int mediawiki_parse_page(const char *body, size_t size, WikiPage *ret, MediaWikiError *ret_error);
+/* The pages of a prop=info reply, in the wiki's order, at most
+ * MEDIAWIKI_TITLES_MAX: free with mediawiki_revisions_free(). */
+int mediawiki_parse_revisions(
+        const char *body, size_t size, MediaWikiRevision **ret, size_t *ret_n, MediaWikiError *ret_error);
 int mediawiki_parse_login_token(const char *body, size_t size, char **ret_token, MediaWikiError *ret_error);
 /* ret_reason: the wiki's reason for a failure (raw: sanitize), or NULL. */
 int mediawiki_parse_login(

@@ -10,6 +10,7 @@
 
 #include "metrics/metrics.h"
 #include "query/agent.h"
+#include "query/citation.h"
 #include "query/llm-client.h"
 #include "query/pipeline.h"
 #include "query/wiki-client.h"
@@ -75,6 +76,30 @@ static const char *const query_run_state_table[_QUERY_RUN_STATE_MAX] = {
         [QUERY_RUN_DONE] = "done",
 };
 
+/* A page read, kept for the citations (docs/QUERY.md, "Citations"): each
+ * title once, as first read (as the sources), with its wikitext while the
+ * query's budget lasts. */
+typedef struct QueryReadPage {
+        char *title;
+        char *redirected_from;
+        uint64_t revision_id;
+        char *text; /* NULL: over the budget */
+        size_t size;
+} QueryReadPage;
+
+/* The wikitext kept per query for the citations, at most: each page is
+ * already capped by WIKI_WEB_UPSTREAM_MAX_RESPONSE_BYTES (8 MiB by
+ * default), so this is 8 whole pages of the largest kind, thousands of
+ * ordinary ones. */
+#define QUERY_CITATION_TEXT_MAX_BYTES ((size_t) 64 * 1024 * 1024)
+
+static void query_read_page_done(QueryReadPage *p) {
+        free(p->title);
+        free(p->redirected_from);
+        free(p->text);
+        *p = (QueryReadPage){ 0 };
+}
+
 struct QueryRun {
         sd_event *event;
         const Config *config;
@@ -118,6 +143,10 @@ struct QueryRun {
         ApiError api_error; /* when failed */
         char *message;
         char *answer;
+        char *citations; /* the record's JSON array, NULL: [] */
+        QueryReadPage *read_pages;
+        size_t n_read_pages;
+        size_t read_bytes; /* of text kept */
         QueryTimings timings;
         SandboxArtifacts artifacts;
         bool reported;
@@ -214,32 +243,41 @@ static void query_run_next_call(QueryRun *q, unsigned step) {
         q->call++;
 }
 
-/* A tool call starts: its arguments as validated, strings cut, the code
- * replaced by its size. */
+/* A tool call's arguments as validated, strings cut, the code replaced by
+ * its size, added to o. */
+static int query_run_tool_arguments(json_object *o, const AgentCall *c) {
+        int r;
+
+        switch (c->tool) {
+        case AGENT_TOOL_WIKI_SEARCH:
+                r = json_add(o, "query", query_run_shown_string(c->query));
+                if (r < 0)
+                        return r;
+                return json_add(o, "limit", json_object_new_int64(c->limit));
+        case AGENT_TOOL_WIKI_READ:
+                return json_add(o, "title", query_run_shown_string(c->title));
+        case AGENT_TOOL_RUN_PYTHON:
+                return json_add(o, "code_bytes", json_object_new_int64((int64_t) c->code_size));
+        default:
+                return 0;
+        }
+}
+
+/* A tool call starts: its event, with its arguments ({} when they cannot
+ * be rendered). */
 static void query_run_emit_tool(QueryRun *q, const AgentAction *a) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         const AgentCall *c = &a->call;
-        int r = o ? 0 : -ENOMEM;
+        int r = o ? query_run_tool_arguments(o, c) : -ENOMEM;
 
+        if (r < 0)
+                query_run_log(
+                        q,
+                        LOG_WARNING,
+                        "step %u: the tool event's arguments could not be rendered: %s",
+                        a->step,
+                        strerror(-r));
         query_run_next_call(q, a->step);
-        switch (c->tool) {
-        case AGENT_TOOL_WIKI_SEARCH:
-                if (r >= 0)
-                        r = json_add(o, "query", query_run_shown_string(c->query));
-                if (r >= 0)
-                        r = json_add(o, "limit", json_object_new_int64(c->limit));
-                break;
-        case AGENT_TOOL_WIKI_READ:
-                if (r >= 0)
-                        r = json_add(o, "title", query_run_shown_string(c->title));
-                break;
-        case AGENT_TOOL_RUN_PYTHON:
-                if (r >= 0)
-                        r = json_add(o, "code_bytes", json_object_new_int64((int64_t) c->code_size));
-                break;
-        default:
-                break;
-        }
         query_run_emit(
                 q,
                 (QueryEvent){
@@ -330,44 +368,54 @@ static json_object *query_run_page_summary(const WikiPage *p) {
         return o;
 }
 
-static json_object *query_run_python_summary(const SandboxResult *res) {
-        json_object *o = json_object_new_object(), *files = json_object_new_array();
-        int r = o && files ? 0 : -ENOMEM;
+/* A run's summary fields, added to o. */
+static int query_run_python_summary_add(json_object *o, const SandboxResult *res) {
+        _cleanup_(json_object_putp) json_object *files = json_object_new_array();
+        int r;
 
-        for (size_t i = 0; r >= 0 && i < res->n_files; i++) {
-                json_object *f = json_object_new_object();
+        if (!files)
+                return -ENOMEM;
+        for (size_t i = 0; i < res->n_files; i++) {
+                _cleanup_(json_object_putp) json_object *f = json_object_new_object();
 
-                r = f ? 0 : -ENOMEM;
-                if (r >= 0)
-                        r = json_add(f, "name", json_string(res->files[i].name));
-                if (r >= 0)
-                        r = json_add(
-                                f, "size_bytes", json_object_new_int64((int64_t) res->files[i].size_bytes));
-                if (r >= 0)
-                        r = json_append(files, f);
-                else
-                        json_object_put(f);
+                if (!f)
+                        return -ENOMEM;
+                r = json_add(f, "name", json_string(res->files[i].name));
+                if (r < 0)
+                        return r;
+                r = json_add(f, "size_bytes", json_object_new_int64((int64_t) res->files[i].size_bytes));
+                if (r < 0)
+                        return r;
+                r = json_append(files, TAKE_PTR(f));
+                if (r < 0)
+                        return r;
         }
         /* json-c's JSON null is a NULL value, which json_add() takes for a
          * failed constructor. */
-        if (r >= 0 && res->has_exit_code)
+        if (res->has_exit_code)
                 r = json_add(o, "exit_code", json_object_new_int64(res->exit_code));
-        else if (r >= 0)
+        else
                 r = json_object_object_add(o, "exit_code", NULL) < 0 ? -ENOMEM : 0;
-        if (r >= 0 && res->signal)
+        if (r < 0)
+                return r;
+        if (res->signal)
                 r = json_add(o, "signal", json_string(res->signal));
-        else if (r >= 0)
+        else
                 r = json_object_object_add(o, "signal", NULL) < 0 ? -ENOMEM : 0;
-        if (r >= 0)
-                r = json_add(o, "timed_out", json_object_new_boolean(res->timed_out));
-        if (r >= 0)
-                r = json_add(o, "files", TAKE_PTR(files));
-        json_object_put(files);
-        if (r < 0) {
-                json_object_put(o);
+        if (r < 0)
+                return r;
+        r = json_add(o, "timed_out", json_object_new_boolean(res->timed_out));
+        if (r < 0)
+                return r;
+        return json_add(o, "files", TAKE_PTR(files));
+}
+
+static json_object *query_run_python_summary(const SandboxResult *res) {
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+
+        if (!o || query_run_python_summary_add(o, res) < 0)
                 return NULL;
-        }
-        return o;
+        return TAKE_PTR(o);
 }
 
 /* The first error wins: a negative errno and the API error. The agent
@@ -562,8 +610,52 @@ static void query_run_wiki_failed(QueryRun *q, const WikiResult *r) {
         q->state = QUERY_RUN_CLEANUP;
 }
 
-/* A page read (by the request or the model) goes to the agent, and to
- * /data as well. */
+/* Keep a page for the citations (QueryReadPage). */
+static int query_run_keep_page(QueryRun *q, const WikiPage *p) {
+        QueryReadPage *n;
+
+        if (p->missing || !p->title)
+                return 0;
+        for (size_t i = 0; i < q->n_read_pages; i++)
+                if (streq(q->read_pages[i].title, p->title))
+                        return 0;
+        n = reallocarray(q->read_pages, q->n_read_pages + 1, sizeof(QueryReadPage));
+        if (!n)
+                return -ENOMEM;
+        q->read_pages = n;
+        n = &q->read_pages[q->n_read_pages];
+        *n = (QueryReadPage){
+                .title = strdup(p->title),
+                .redirected_from = p->redirected_from ? strdup(p->redirected_from) : NULL,
+                .revision_id = p->revision_id,
+        };
+        if (!n->title || (p->redirected_from && !n->redirected_from)) {
+                query_read_page_done(n);
+                return -ENOMEM;
+        }
+        if (p->content && p->content_size <= QUERY_CITATION_TEXT_MAX_BYTES - q->read_bytes) {
+                n->text = malloc(p->content_size + 1);
+                if (!n->text) {
+                        query_read_page_done(n);
+                        return -ENOMEM;
+                }
+                memcpy(n->text, p->content, p->content_size);
+                n->text[p->content_size] = 0;
+                n->size = p->content_size;
+                q->read_bytes += p->content_size;
+        } else if (p->content)
+                query_run_log(
+                        q,
+                        LOG_NOTICE,
+                        "the text of %s is not kept for the citations: over the query's %zu MiB",
+                        p->title,
+                        QUERY_CITATION_TEXT_MAX_BYTES / (1024 * 1024));
+        q->n_read_pages++;
+        return 0;
+}
+
+/* A page read (by the request or the model) goes to the agent, to the
+ * pages kept for the citations, and to /data as well. */
 static int query_run_take_page(QueryRun *q, const WikiPage *p) {
         int r;
 
@@ -571,6 +663,9 @@ static int query_run_take_page(QueryRun *q, const WikiPage *p) {
                 r = agent_preload_page(q->agent, q->op_title, p);
         else
                 r = agent_tool_read_done(q->agent, p);
+        if (r < 0)
+                return r;
+        r = query_run_keep_page(q, p);
         if (r < 0 || !q->sandbox_query || p->missing)
                 return r;
         return sandbox_query_add_page(q->sandbox_query, p);
@@ -969,6 +1064,54 @@ static int query_run_sources_json(QueryRun *q, char **ret) {
         return 0;
 }
 
+/* The citations of a successful answer (docs/QUERY.md, "Citations"): the
+ * citation lines out of q->answer, the verified list in q->citations,
+ * counted in wikiweb_citations_total. A failure leaves the answer as it is
+ * and the list empty. */
+static void query_run_cite(QueryRun *q) {
+        _cleanup_free_ CitationSource *src = NULL;
+        _cleanup_free_ char *rest = NULL, *json = NULL;
+        unsigned counts[_CITATION_STATUS_MAX] = { 0 };
+        int r;
+
+        if (q->failed || !q->answer)
+                return;
+        if (q->n_read_pages > 0) {
+                src = calloc(q->n_read_pages, sizeof(CitationSource));
+                if (!src) {
+                        log_oom();
+                        return;
+                }
+        }
+        for (size_t i = 0; i < q->n_read_pages; i++)
+                src[i] = (CitationSource){
+                        .title = q->read_pages[i].title,
+                        .redirected_from = q->read_pages[i].redirected_from,
+                        .revision_id = q->read_pages[i].revision_id,
+                        .text = q->read_pages[i].text,
+                        .size = q->read_pages[i].size,
+                };
+        r = citation_answer(q->answer, src, q->n_read_pages, q->config->wiki_api_url, &rest, &json, counts);
+        if (r < 0) {
+                query_run_log(q, LOG_WARNING, "the citations could not be read: %s", strerror(-r));
+                return;
+        }
+        free(q->answer);
+        q->answer = TAKE_PTR(rest);
+        free(q->citations);
+        q->citations = TAKE_PTR(json);
+        for (CitationStatus st = 0; st < _CITATION_STATUS_MAX; st++)
+                metrics_count_citations(citation_status_to_string(st), counts[st]);
+        query_run_log(
+                q,
+                LOG_INFO,
+                "citations: %u verified, %u not found, %u not read, %u too short.",
+                counts[CITATION_VERIFIED],
+                counts[CITATION_NOT_FOUND],
+                counts[CITATION_NOT_READ],
+                counts[CITATION_TOO_SHORT]);
+}
+
 /* DONE: report once, from the defer that got us here. */
 static void query_run_report(QueryRun *q) {
         _cleanup_free_ char *sources = NULL;
@@ -978,6 +1121,7 @@ static void query_run_report(QueryRun *q) {
         q->deadline_source = sd_event_source_disable_unref(q->deadline_source);
         if (query_run_sources_json(q, &sources) < 0)
                 log_oom();
+        query_run_cite(q);
         agent_usage(q->agent, &prompt, &completion);
 
         o = (QueryOutcome){
@@ -988,6 +1132,7 @@ static void query_run_report(QueryRun *q) {
                 .answer = q->failed ? NULL : q->answer,
                 .cleanup_confirmed = !q->sandbox_query || sandbox_query_cleanup_confirmed(q->sandbox_query),
                 .sources_json = sources,
+                .citations_json = q->citations,
                 .model = q->config->llm_model,
                 .prompt_tokens = prompt,
                 .completion_tokens = completion,
@@ -1301,6 +1446,10 @@ QueryRun *query_run_free(QueryRun *q) {
         free(q->op_title);
         free(q->message);
         free(q->answer);
+        free(q->citations);
+        for (size_t i = 0; i < q->n_read_pages; i++)
+                query_read_page_done(&q->read_pages[i]);
+        free(q->read_pages);
         free(q->live_held);
         free(q);
         return NULL;

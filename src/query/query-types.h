@@ -61,7 +61,10 @@ typedef struct QueryOutcome {
 
         /* The record (API.md 9), also for a failed query: */
         const char *sources_json; /* JSON array of {"title", "url", "revision_id"}; NULL: [] */
-        const char *model;        /* the model name of "usage"; NULL: the configured one */
+        /* JSON array of {"n", "title", "revision_id", "quote", "status",
+         * "url", "section"} (query/citation.h); NULL: [] */
+        const char *citations_json;
+        const char *model;                         /* the model name of "usage"; NULL: the configured one */
         uint64_t prompt_tokens, completion_tokens; /* summed over the steps */
         unsigned steps;                            /* model requests sent */
         QueryTimings timings;

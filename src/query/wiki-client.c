@@ -6,6 +6,7 @@
 #include "shared/log.h"
 #include "shared/macro.h"
 #include "shared/sanitize.h"
+#include "shared/strv.h"
 
 struct WikiClient {
         Upstream *upstream;
@@ -22,6 +23,7 @@ struct WikiClient {
 typedef enum WikiKind {
         WIKI_SEARCH,
         WIKI_READ,
+        WIKI_REVISIONS,
 } WikiKind;
 
 typedef enum WikiState {
@@ -35,7 +37,8 @@ typedef enum WikiState {
 struct WikiOperation {
         WikiClient *client;
         WikiKind kind;
-        char *arg; /* query or title */
+        char *arg;     /* query or title */
+        char **titles; /* WIKI_REVISIONS */
         unsigned limit;
         WikiDone done;
         void *userdata;
@@ -54,6 +57,7 @@ static void wiki_result_done(WikiResult *r) {
         free(r->message);
         mediawiki_search_hits_free(r->hits, r->n_hits);
         wiki_page_done(&r->page);
+        mediawiki_revisions_free(r->revisions, r->n_revisions);
         *r = (WikiResult){ .api_error = _API_ERROR_INVALID };
 }
 
@@ -121,6 +125,7 @@ WikiOperation *wiki_operation_free(WikiOperation *op) {
         if (op->client && op->client->current == op)
                 op->client->current = NULL;
         free(op->arg);
+        strv_free(op->titles);
         wiki_result_done(&op->result);
         free(op);
         return NULL;
@@ -217,23 +222,28 @@ static void wiki_advance(WikiOperation *op) {
         switch (op->state) {
         case WIKI_STATE_LOGIN_TOKEN:
                 r = mediawiki_build_login_token(&q);
-                if (r >= 0)
-                        r = wiki_start_get(op, q);
                 break;
         case WIKI_STATE_REQUEST:
                 if (op->kind == WIKI_SEARCH)
                         r = mediawiki_build_search(op->arg, op->limit, assert_user, &q);
+                else if (op->kind == WIKI_REVISIONS)
+                        r = mediawiki_build_revisions(
+                                (const char *const *) op->titles, strv_length(op->titles), assert_user, &q);
                 else
                         r = mediawiki_build_read(op->arg, assert_user, &q);
-                if (r >= 0)
-                        r = wiki_start_get(op, q);
                 break;
         default:
                 r = -EINVAL;
         }
+        if (r < 0) {
+                wiki_finish_error(
+                        op, r, API_ERROR_INTERNAL_ERROR, "Wiki request could not be built: %s", strerror(-r));
+                return;
+        }
+        r = wiki_start_get(op, q);
         if (r < 0)
                 wiki_finish_error(
-                        op, r, API_ERROR_INTERNAL_ERROR, "Wiki request could not be made: %s", strerror(-r));
+                        op, r, API_ERROR_INTERNAL_ERROR, "Wiki request could not be started: %s", strerror(-r));
 }
 
 static int wiki_on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -402,6 +412,9 @@ static void wiki_on_upstream(UpstreamOperation *uop, int error, const UpstreamRe
                 if (op->kind == WIKI_SEARCH)
                         k = mediawiki_parse_search(
                                 r->body, r->body_size, &op->result.hits, &op->result.n_hits, &e);
+                else if (op->kind == WIKI_REVISIONS)
+                        k = mediawiki_parse_revisions(
+                                r->body, r->body_size, &op->result.revisions, &op->result.n_revisions, &e);
                 else
                         k = mediawiki_parse_page(r->body, r->body_size, &op->result.page, &e);
                 if (k >= 0) {
@@ -427,6 +440,7 @@ static int wiki_start(
         WikiClient *c,
         WikiKind kind,
         const char *arg,
+        char **titles,
         unsigned limit,
         WikiDone done,
         void *userdata,
@@ -451,6 +465,11 @@ static int wiki_start(
         op->arg = strdup(arg);
         if (!op->arg)
                 return -ENOMEM;
+        if (titles) {
+                op->titles = strv_copy(titles);
+                if (!op->titles)
+                        return -ENOMEM;
+        }
 
         r = sd_event_add_defer(upstream_get_event(c->upstream), &op->defer, wiki_on_defer, op);
         if (r < 0)
@@ -470,11 +489,22 @@ int wiki_client_search(
         WikiClient *c, const char *query, unsigned limit, WikiDone done, void *userdata, WikiOperation **ret) {
         if (!mediawiki_query_is_valid(query) || limit < 1 || limit > MEDIAWIKI_SEARCH_MAX)
                 return -EINVAL;
-        return wiki_start(c, WIKI_SEARCH, query, limit, done, userdata, ret);
+        return wiki_start(c, WIKI_SEARCH, query, NULL, limit, done, userdata, ret);
 }
 
 int wiki_client_read(WikiClient *c, const char *title, WikiDone done, void *userdata, WikiOperation **ret) {
         if (!mediawiki_title_is_valid(title))
                 return -EINVAL;
-        return wiki_start(c, WIKI_READ, title, 0, done, userdata, ret);
+        return wiki_start(c, WIKI_READ, title, NULL, 0, done, userdata, ret);
+}
+
+int wiki_client_revisions(WikiClient *c, char **titles, WikiDone done, void *userdata, WikiOperation **ret) {
+        size_t n = strv_length(titles);
+
+        if (n < 1 || n > MEDIAWIKI_TITLES_MAX)
+                return -EINVAL;
+        for (size_t i = 0; i < n; i++)
+                if (!mediawiki_title_is_valid(titles[i]))
+                        return -EINVAL;
+        return wiki_start(c, WIKI_REVISIONS, "", titles, 0, done, userdata, ret);
 }

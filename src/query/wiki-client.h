@@ -72,6 +72,9 @@ typedef struct WikiResult {
         size_t n_hits;
         /* read: page.missing for a page that does not exist */
         WikiPage page;
+        /* revisions: the current revision of each title */
+        MediaWikiRevision *revisions;
+        size_t n_revisions;
 } WikiResult;
 
 /* error is r->error; r is borrowed for the duration of the call. */
@@ -85,6 +88,10 @@ int wiki_client_search(
 /* One page with content, revision id and canonical URL, after redirects.
  * Returns as wiki_client_search(). */
 int wiki_client_read(WikiClient *c, const char *title, WikiDone done, void *userdata, WikiOperation **ret);
+
+/* The current revision of 1..MEDIAWIKI_TITLES_MAX titles (a strv, copied)
+ * in one request, prop=info. Returns as wiki_client_search(). */
+int wiki_client_revisions(WikiClient *c, char **titles, WikiDone done, void *userdata, WikiOperation **ret);
 
 WikiOperation *wiki_operation_free(WikiOperation *op);
 DEFINE_TRIVIAL_CLEANUP_FUNC(WikiOperation *, wiki_operation_free);

@@ -684,6 +684,13 @@ static int make_code_pipe(const char *code, size_t len, int *ret_read) {
         return 0;
 }
 
+/* A start that fails after the spawn: the child waits on the hold pipe and
+ * never executes; closing it ends the child. Returns error. */
+static int sandbox_run_start_abandon(SandboxRun *run, int error) {
+        (void) close(TAKE_FD(run->hold_fd));
+        return error;
+}
+
 int sandbox_run_start(
         SandboxQuery *q, const char *code, size_t len, SandboxRunDone done, void *userdata, SandboxRun **ret) {
         Sandbox *s = q->sandbox;
@@ -719,12 +726,16 @@ int sandbox_run_start(
         };
         cap = (size_t) c->sandbox_output_max_bytes;
         r = output_buffer_init(&run->out, cap);
-        if (r >= 0)
-                r = output_buffer_init(&run->err, cap);
-        if (r >= 0)
-                r = scope_name(q->id, q->runs + 1, &run->scope);
         if (r < 0)
-                return r;
+                return log_warning_errno(
+                        r, "Sandbox run of query %s: the stdout buffer could not be made", q->id);
+        r = output_buffer_init(&run->err, cap);
+        if (r < 0)
+                return log_warning_errno(
+                        r, "Sandbox run of query %s: the stderr buffer could not be made", q->id);
+        r = scope_name(q->id, q->runs + 1, &run->scope);
+        if (r < 0)
+                return log_warning_errno(r, "Sandbox run of query %s: no scope name", q->id);
         run->id = strndup(run->scope, strlen(run->scope) - STRLEN(".scope"));
         if (!run->id || asprintf(&run->bundle, "%s/bundle-%u", q->dir, q->runs + 1) < 0) {
                 run->bundle = NULL;
@@ -733,9 +744,13 @@ int sandbox_run_start(
         q->runs++;
 
         (void) sandbox_rm_rf(AT_FDCWD, run->bundle);
-        if (mkdir(run->bundle, 0700) < 0 ||
-            (bundle_fd = open(run->bundle, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-                return negative_errno();
+        if (mkdir(run->bundle, 0700) < 0)
+                return log_warning_errno(
+                        errno, "Sandbox run %s: its bundle directory could not be made", run->id);
+        bundle_fd = open(run->bundle, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (bundle_fd < 0)
+                return log_warning_errno(
+                        errno, "Sandbox run %s: its bundle directory could not be opened", run->id);
         {
                 _cleanup_free_ char *data = NULL;
                 RuntimeSpec spec = {
@@ -760,78 +775,96 @@ int sandbox_run_start(
                 spec.data_dir = data;
                 r = runtime_write_bundle(bundle_fd, &spec);
                 if (r < 0)
-                        return r;
+                        return log_warning_errno(r, "Sandbox run %s: its bundle could not be written", run->id);
         }
         /* The query's out directory, copied into /out before the code (an
          * open file description of its own: the init's reading moves its
          * offset), and the empty directory /out is copied into after it. */
         src_fd = openat(q->dir_fd, SANDBOX_OUT_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (src_fd < 0)
-                return negative_errno();
+                return log_warning_errno(
+                        errno, "Sandbox run %s: %s could not be opened", run->id, SANDBOX_OUT_DIR);
         r = sandbox_rm_rf(q->dir_fd, SANDBOX_OUT_NEXT_DIR);
-        if (r >= 0 && mkdirat(q->dir_fd, SANDBOX_OUT_NEXT_DIR, 0700) < 0)
-                r = negative_errno();
-        if (r >= 0 &&
-            (next_fd = openat(
-                     q->dir_fd, SANDBOX_OUT_NEXT_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) < 0)
-                r = negative_errno();
         if (r < 0)
-                return r;
+                return log_warning_errno(
+                        r, "Sandbox run %s: the previous %s could not be removed", run->id, SANDBOX_OUT_NEXT_DIR);
+        if (mkdirat(q->dir_fd, SANDBOX_OUT_NEXT_DIR, 0700) < 0)
+                return log_warning_errno(
+                        errno, "Sandbox run %s: %s could not be made", run->id, SANDBOX_OUT_NEXT_DIR);
+        next_fd = openat(q->dir_fd, SANDBOX_OUT_NEXT_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (next_fd < 0)
+                return log_warning_errno(
+                        errno, "Sandbox run %s: %s could not be opened", run->id, SANDBOX_OUT_NEXT_DIR);
 
         r = make_code_pipe(code, len, &code_fd);
-        if (r >= 0)
-                r = make_pipe(&run->out_fd, &out_w, true);
-        if (r >= 0)
-                r = make_pipe(&run->err_fd, &err_w, true);
-        if (r >= 0)
-                r = make_pipe(&run->hold_fd, &hold_r, false);
-        if (r >= 0)
-                r = make_pipe(&run->status_fd, &status_w, true);
-        if (r >= 0)
-                r = runtime_argv(s->kind, s->runtime, s->state_root, RUNTIME_RUN, run->id, run->bundle, &argv);
-        if (r >= 0)
-                r = runtime_spawn(
-                        argv,
-                        &(RuntimeFds){
-                                .stdin_fd = code_fd,
-                                .stdout_fd = out_w,
-                                .stderr_fd = err_w,
-                                .status_fd = status_w,
-                                .out_src_fd = src_fd,
-                                .out_dst_fd = next_fd,
-                                .hold_fd = hold_r,
-                        },
-                        &run->pid);
+        if (r < 0)
+                return log_warning_errno(r, "Sandbox run %s: the code's pipe could not be made", run->id);
+        r = make_pipe(&run->out_fd, &out_w, true);
+        if (r < 0)
+                return log_warning_errno(r, "Sandbox run %s: the stdout pipe could not be made", run->id);
+        r = make_pipe(&run->err_fd, &err_w, true);
+        if (r < 0)
+                return log_warning_errno(r, "Sandbox run %s: the stderr pipe could not be made", run->id);
+        r = make_pipe(&run->hold_fd, &hold_r, false);
+        if (r < 0)
+                return log_warning_errno(r, "Sandbox run %s: the hold pipe could not be made", run->id);
+        r = make_pipe(&run->status_fd, &status_w, true);
+        if (r < 0)
+                return log_warning_errno(r, "Sandbox run %s: the status pipe could not be made", run->id);
+        r = runtime_argv(s->kind, s->runtime, s->state_root, RUNTIME_RUN, run->id, run->bundle, &argv);
+        if (r < 0)
+                return log_warning_errno(
+                        r, "Sandbox run %s: the runtime's command line could not be made", run->id);
+        r = runtime_spawn(
+                argv,
+                &(RuntimeFds){
+                        .stdin_fd = code_fd,
+                        .stdout_fd = out_w,
+                        .stderr_fd = err_w,
+                        .status_fd = status_w,
+                        .out_src_fd = src_fd,
+                        .out_dst_fd = next_fd,
+                        .hold_fd = hold_r,
+                },
+                &run->pid);
         strv_free(argv);
         if (r < 0)
-                return r;
+                return log_warning_errno(r, "Sandbox run %s: the runtime could not be spawned", run->id);
+
+        /* From here on a failure closes the hold pipe: the child, which
+         * never executes, then ends. */
         r = reaper_watch(s->reaper, run->pid, sandbox_run_on_exit, run, &run->watch);
-        if (r >= 0)
-                r = sd_event_add_io(s->event, &run->out_src, run->out_fd, EPOLLIN, sandbox_run_on_output, run);
-        if (r >= 0)
-                r = sd_event_add_io(s->event, &run->err_src, run->err_fd, EPOLLIN, sandbox_run_on_output, run);
-        if (r >= 0) {
-                (void) sd_event_source_set_description(run->out_src, "sandbox-stdout");
-                (void) sd_event_source_set_description(run->err_src, "sandbox-stderr");
-                r = scope_start(
-                        s->scopes,
-                        run->scope,
-                        run->pid,
-                        &(ScopeLimits){
-                                .memory_max_bytes = c->sandbox_memory_max_bytes,
-                                /* the runtime itself, besides the code */
-                                .tasks_max = c->sandbox_tasks_max + 4,
-                                .cpu_quota_usec = USEC_PER_SEC,
-                        },
-                        sandbox_run_on_scope_started,
+        if (r < 0)
+                return sandbox_run_start_abandon(
                         run,
-                        &run->op);
-        }
-        if (r < 0) {
-                /* The child never executes: closing the hold pipe ends it. */
-                (void) close(TAKE_FD(run->hold_fd));
-                return r;
-        }
+                        log_warning_errno(
+                                r, "Sandbox run %s: the runtime's pid could not be watched", run->id));
+        r = sd_event_add_io(s->event, &run->out_src, run->out_fd, EPOLLIN, sandbox_run_on_output, run);
+        if (r < 0)
+                return sandbox_run_start_abandon(
+                        run, log_warning_errno(r, "Sandbox run %s: stdout could not be watched", run->id));
+        (void) sd_event_source_set_description(run->out_src, "sandbox-stdout");
+        r = sd_event_add_io(s->event, &run->err_src, run->err_fd, EPOLLIN, sandbox_run_on_output, run);
+        if (r < 0)
+                return sandbox_run_start_abandon(
+                        run, log_warning_errno(r, "Sandbox run %s: stderr could not be watched", run->id));
+        (void) sd_event_source_set_description(run->err_src, "sandbox-stderr");
+        r = scope_start(
+                s->scopes,
+                run->scope,
+                run->pid,
+                &(ScopeLimits){
+                        .memory_max_bytes = c->sandbox_memory_max_bytes,
+                        /* the runtime itself, besides the code */
+                        .tasks_max = c->sandbox_tasks_max + 4,
+                        .cpu_quota_usec = USEC_PER_SEC,
+                },
+                sandbox_run_on_scope_started,
+                run,
+                &run->op);
+        if (r < 0)
+                return sandbox_run_start_abandon(
+                        run, log_warning_errno(r, "Sandbox run %s: its scope could not be started", run->id));
         run->state = SANDBOX_RUN_STARTING;
         run->t_start = now(CLOCK_MONOTONIC);
         q->run = TAKE_PTR(run);

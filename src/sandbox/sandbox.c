@@ -263,14 +263,21 @@ static void sandbox_check_static(Sandbox *s) {
         s->kind = runtime_kind_from_path(s->runtime);
 
         r = sandbox_workdir_mkdir_p(s->work_dir, 0700);
-        if (r >= 0)
-                r = sandbox_workdir_mkdir_p(s->state_root, 0700);
         if (r < 0) {
                 snprintf(
                         s->static_reason,
                         sizeof s->static_reason,
-                        "cannot create %s or %s: %s",
+                        "cannot create %s: %s",
                         s->work_dir,
+                        strerror(-r));
+                return;
+        }
+        r = sandbox_workdir_mkdir_p(s->state_root, 0700);
+        if (r < 0) {
+                snprintf(
+                        s->static_reason,
+                        sizeof s->static_reason,
+                        "cannot create %s: %s",
                         s->state_root,
                         strerror(-r));
                 return;

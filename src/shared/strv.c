@@ -15,3 +15,17 @@ size_t strv_length(char *const *l) {
                 n++;
         return n;
 }
+
+char **strv_copy(char *const *l) {
+        size_t n = strv_length(l);
+        char **c = calloc(n + 1, sizeof(char *));
+
+        if (!c)
+                return NULL;
+        for (size_t i = 0; i < n; i++) {
+                c[i] = strdup(l[i]);
+                if (!c[i])
+                        return strv_free(c);
+        }
+        return c;
+}

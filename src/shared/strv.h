@@ -15,3 +15,7 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(char **, strv_free);
 
 /* The number of strings before the terminating NULL (0 for NULL). */
 size_t strv_length(char *const *l);
+
+/* A copy of every string and the array (an empty strv for NULL); NULL
+ * when out of memory. */
+char **strv_copy(char *const *l);

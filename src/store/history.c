@@ -17,12 +17,13 @@
 #include "store/history.h"
 #include "store/sync-worker.h"
 
-/* Schema version 2. The records keep their insertion order in seq, which
+/* Schema version 3. The records keep their insertion order in seq, which
  * orders a listing (newest first) and makes its cursor: a cursor is the seq
- * of the last record of the previous page, in decimal. Version 1 lacks the
- * column sandbox; opening such a file adds it (NULL in its records). */
-#define SCHEMA_VERSION 2
-#define SCHEMA_VERSION_SQL "PRAGMA user_version = 2"
+ * of the last record of the previous page, in decimal. Version 2 lacks the
+ * column citations, version 1 also the column sandbox; opening such a file
+ * adds them in one transaction (NULL and '[]' in its records). */
+#define SCHEMA_VERSION 3
+#define SCHEMA_VERSION_SQL "PRAGMA user_version = 3"
 
 static const char schema_sql[] =
         "CREATE TABLE queries ("
@@ -46,7 +47,8 @@ static const char schema_sql[] =
         "  completion_tokens INTEGER NOT NULL DEFAULT 0,"
         "  created_at INTEGER NOT NULL,"
         "  finished_at INTEGER,"
-        "  sandbox TEXT"
+        "  sandbox TEXT,"
+        "  citations TEXT NOT NULL DEFAULT '[]'"
         ");"
         "CREATE INDEX queries_by_session ON queries (session, seq);"
         "CREATE TABLE artifacts ("
@@ -64,7 +66,7 @@ static const char schema_sql[] =
 #define RECORD_COLUMNS                                                                                      \
         "seq, id, status, question, answer, sources, error_code, error_message, queue_ms, wiki_ms, "        \
         "model_ms, sandbox_ms, cleanup_ms, total_ms, model, prompt_tokens, completion_tokens, created_at, " \
-        "finished_at, sandbox"
+        "finished_at, sandbox, citations"
 
 /* The statements run per query or per request, prepared once per
  * connection (SQLITE_PREPARE_PERSISTENT) on first use and kept until
@@ -97,7 +99,7 @@ static const char *const statement_sql[_STMT_MAX] = {
                 "UPDATE queries SET status = ?2, answer = ?3, sources = ?4, error_code = ?5,"
                 " error_message = ?6, queue_ms = ?7, wiki_ms = ?8, model_ms = ?9, sandbox_ms = ?10,"
                 " cleanup_ms = ?11, total_ms = ?12, model = ?13, prompt_tokens = ?14,"
-                " completion_tokens = ?15, finished_at = ?16, sandbox = ?17"
+                " completion_tokens = ?15, finished_at = ?16, sandbox = ?17, citations = ?18"
                 " WHERE id = ?1 AND status = 'running'",
         [STMT_ARTIFACTS_OF] =
                 "SELECT id, name, media_type, size_bytes, sha256 FROM artifacts"
@@ -206,14 +208,15 @@ static int user_version(History *h, int *ret) {
 /* What check_schema() found. */
 enum {
         SCHEMA_CURRENT,
-        SCHEMA_CREATE,  /* an empty file */
-        SCHEMA_MIGRATE, /* version 1 */
+        SCHEMA_CREATE,    /* an empty file */
+        SCHEMA_MIGRATE_1, /* version 1 */
+        SCHEMA_MIGRATE_2, /* version 2 */
 };
 
 /* Decide from the file as it is, before changing anything in it: a schema
  * of a newer wikiwebd, or a database that is not a wikiweb history, is
  * refused and left untouched. Returns SCHEMA_CURRENT, SCHEMA_CREATE,
- * SCHEMA_MIGRATE, or a negative errno. */
+ * SCHEMA_MIGRATE_1, SCHEMA_MIGRATE_2, or a negative errno. */
 static int check_schema(History *h) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
         int version, r;
@@ -224,7 +227,9 @@ static int check_schema(History *h) {
         if (version == SCHEMA_VERSION)
                 return SCHEMA_CURRENT;
         if (version == 1)
-                return SCHEMA_MIGRATE;
+                return SCHEMA_MIGRATE_1;
+        if (version == 2)
+                return SCHEMA_MIGRATE_2;
         if (version > SCHEMA_VERSION) {
                 log_error(
                         "History store: schema version %d is newer than this wikiwebd's (%d); refusing to touch it.",
@@ -266,14 +271,30 @@ static int create_schema(History *h) {
 }
 
 /* Version 1 to 2: whether run_python was offered (API.md 9 "sandbox"); not
- * known for the records already there (NULL). */
-static int migrate_schema(History *h) {
+ * known for the records already there (NULL). Version 2 to 3: the verified
+ * citations (API.md 9 "citations"); none for the records already there.
+ * Every step from the file's version on, in one transaction. */
+static int migrate_schema(History *h, int from) {
+        static const char from_1[] =
+                "ALTER TABLE queries ADD COLUMN sandbox TEXT;"
+                "ALTER TABLE queries ADD COLUMN citations TEXT NOT NULL DEFAULT '[]';";
+        static const char from_2[] = "ALTER TABLE queries ADD COLUMN citations TEXT NOT NULL DEFAULT '[]';";
         int r;
 
-        r = change_schema(h, "ALTER TABLE queries ADD COLUMN sandbox TEXT", "add the column sandbox");
-        if (r >= 0)
-                log_info("History store: schema version 1 updated to %d.", SCHEMA_VERSION);
-        return r;
+        r = change_schema(h, from == SCHEMA_MIGRATE_1 ? from_1 : from_2, "add the new columns");
+        if (r < 0)
+                return r;
+        log_info(
+                "History store: schema version %d updated to %d.",
+                from == SCHEMA_MIGRATE_1 ? 1 : 2,
+                SCHEMA_VERSION);
+        return 0;
+}
+
+/* A step of history_open() failed (and said why): which one. Returns error. */
+static int history_open_failed(const char *path, int error, const char *step) {
+        log_error("History store: %s is not usable: %s.", path, step);
+        return error;
 }
 
 /* Records still "running" belong to a daemon that died: they failed. When
@@ -346,24 +367,33 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
          * artifacts). That is one sync per query instead of two, and the
          * query's completion does it off the event loop (history_finish_nosync(),
          * SyncWorker; ~4 ms on this machine's disk: bench-pipeline). */
+        /* Each step's failure is logged by the step (db_error()), then
+         * which step it was. */
         create = check_schema(h);
-        r = MIN(create, 0);
-        if (r >= 0)
-                r = exec(h, "PRAGMA journal_mode = WAL");
-        if (r >= 0)
-                r = exec(h, "PRAGMA synchronous = NORMAL");
-        if (r >= 0)
-                r = exec(h, "PRAGMA foreign_keys = ON");
-        if (r >= 0 && create == SCHEMA_CREATE)
+        if (create < 0)
+                return history_open_failed(path, create, "its schema could not be checked");
+        r = exec(h, "PRAGMA journal_mode = WAL");
+        if (r < 0)
+                return history_open_failed(path, r, "WAL mode could not be set");
+        r = exec(h, "PRAGMA synchronous = NORMAL");
+        if (r < 0)
+                return history_open_failed(path, r, "synchronous=NORMAL could not be set");
+        r = exec(h, "PRAGMA foreign_keys = ON");
+        if (r < 0)
+                return history_open_failed(path, r, "foreign keys could not be turned on");
+        if (create == SCHEMA_CREATE) {
                 r = create_schema(h);
-        if (r >= 0 && create == SCHEMA_MIGRATE)
-                r = migrate_schema(h);
-        if (r >= 0)
-                r = recover(h, &recovered);
-        if (r < 0) {
-                log_error("History store: %s is not usable.", path);
-                return r;
+                if (r < 0)
+                        return history_open_failed(path, r, "the schema could not be created");
         }
+        if (create == SCHEMA_MIGRATE_1 || create == SCHEMA_MIGRATE_2) {
+                r = migrate_schema(h, create);
+                if (r < 0)
+                        return history_open_failed(path, r, "the schema could not be updated");
+        }
+        r = recover(h, &recovered);
+        if (r < 0)
+                return history_open_failed(path, r, "the records of a dead daemon could not be recovered");
 
         if (ret_recovered)
                 *ret_recovered = recovered;
@@ -423,8 +453,11 @@ int history_sync(History *h) {
         int r;
 
         r = history_sync_fd(h);
-        if (r >= 0)
-                r = datasync(r);
+        if (r < 0) {
+                log_error_errno(r, "History store: cannot open the WAL to make the commit durable");
+                return -EIO;
+        }
+        r = datasync(r);
         if (r < 0) {
                 log_error_errno(r, "History store: cannot make the commit durable");
                 return -EIO;
@@ -505,7 +538,7 @@ static int finish(History *h, const char *id, const HistoryOutcome *o, bool dura
         assert(id);
         assert(o);
 
-        if (!is_json_array(o->sources_json))
+        if (!is_json_array(o->sources_json) || !is_json_array(o->citations_json))
                 return -EINVAL;
 
         r = statement(h, STMT_FINISH, &s);
@@ -531,6 +564,7 @@ static int finish(History *h, const char *id, const HistoryOutcome *o, bool dura
         sqlite3_bind_int64(s, 15, (sqlite3_int64) MIN(o->completion_tokens, (uint64_t) INT64_MAX));
         sqlite3_bind_int64(s, 16, (sqlite3_int64) o->finished_at);
         sqlite3_bind_text(s, 17, o->sandbox, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 18, o->citations_json ? o->citations_json : "[]", -1, SQLITE_STATIC);
 
         r = durable ? step_durable(h, s) : sqlite3_step(s);
         if (r != SQLITE_DONE)
@@ -601,6 +635,7 @@ void history_record_done(HistoryRecord *r) {
                 r->question,
                 r->answer,
                 r->sources_json,
+                r->citations_json,
                 r->error_code,
                 r->error_message,
                 r->model,
@@ -665,6 +700,9 @@ static int record_from_row(History *h, sqlite3_stmt *s, HistoryRecord *ret) {
         /* Written by history_finish() only after checking it is an array. */
         ret->sources_json = strdup(column_text(s, 5, "[]"));
         if (!ret->sources_json)
+                return -ENOMEM;
+        ret->citations_json = strdup(column_text(s, 20, "[]"));
+        if (!ret->citations_json)
                 return -ENOMEM;
         /* The message belongs to the error: none without a code. */
         if (ret->error_code && column_strdup(s, 7, &ret->error_message) < 0)
@@ -933,13 +971,44 @@ int history_get_artifact(History *h, const char *id, const SessionKey *session, 
         return 0;
 }
 
+/* The artifact's blob, written from its file; inside the transaction of
+ * history_add_artifact(). */
+static int history_write_artifact_blob(History *h, int fd, uint64_t size) {
+        sqlite3_blob *blob = NULL;
+        uint8_t buf[65536];
+        uint64_t done = 0;
+        int r = 0;
+
+        if (size == 0)
+                return 0;
+        if (sqlite3_blob_open(h->db, "main", "artifacts", "data", sqlite3_last_insert_rowid(h->db), 1, &blob) !=
+            SQLITE_OK)
+                return db_error(h, "open an artifact's blob");
+        /* Stream: the file may be large (WIKI_WEB_ARTIFACT_MAX_BYTES). */
+        while (done < size) {
+                ssize_t k = pread(fd, buf, (size_t) MIN(size - done, (uint64_t) sizeof buf), (off_t) done);
+
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0) {
+                        log_error_errno(k < 0 ? errno : EIO, "History store: cannot read an artifact's file");
+                        r = -EIO;
+                        break;
+                }
+                if (sqlite3_blob_write(blob, buf, (int) k, (int) done) != SQLITE_OK) {
+                        r = db_error(h, "write an artifact");
+                        break;
+                }
+                done += (uint64_t) k;
+        }
+        sqlite3_blob_close(blob);
+        return r;
+}
+
 int history_add_artifact(
         History *h, const char *query_id, const Artifact *a, char ret_id[static HISTORY_ARTIFACT_ID_MAX]) {
         _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
         char id[HISTORY_ARTIFACT_ID_MAX];
-        sqlite3_blob *blob = NULL;
-        uint8_t buf[65536];
-        uint64_t done = 0;
         const char *name, *media_type, *sha256;
         uint64_t size;
         int fd, r;
@@ -966,37 +1035,27 @@ int history_add_artifact(
         if (r < 0)
                 return r;
         r = statement(h, STMT_ADD_ARTIFACT, &s);
-        if (r >= 0) {
-                sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-                sqlite3_bind_text(s, 2, name, -1, SQLITE_STATIC);
-                sqlite3_bind_text(s, 3, media_type, -1, SQLITE_STATIC);
-                sqlite3_bind_int64(s, 4, (sqlite3_int64) size);
-                sqlite3_bind_text(s, 5, sha256, -1, SQLITE_STATIC);
-                sqlite3_bind_text(s, 6, query_id, -1, SQLITE_STATIC);
-                if (sqlite3_step(s) != SQLITE_DONE)
-                        r = db_error(h, "add an artifact");
-                else if (sqlite3_changes(h->db) != 1)
-                        r = -ENOENT;
+        if (r < 0) {
+                (void) exec_cached(h, STMT_ROLLBACK);
+                return r;
         }
-        if (r >= 0 && size > 0 &&
-            sqlite3_blob_open(h->db, "main", "artifacts", "data", sqlite3_last_insert_rowid(h->db), 1, &blob) !=
-                    SQLITE_OK)
-                r = db_error(h, "open an artifact's blob");
-        /* Stream: the file may be large (WIKI_WEB_ARTIFACT_MAX_BYTES). */
-        while (r >= 0 && done < size) {
-                ssize_t k = pread(fd, buf, (size_t) MIN(size - done, (uint64_t) sizeof buf), (off_t) done);
-
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k <= 0)
-                        r = -EIO;
-                else if (sqlite3_blob_write(blob, buf, (int) k, (int) done) != SQLITE_OK)
-                        r = db_error(h, "write an artifact");
-                else
-                        done += (uint64_t) k;
+        sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 2, name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 3, media_type, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 4, (sqlite3_int64) size);
+        sqlite3_bind_text(s, 5, sha256, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 6, query_id, -1, SQLITE_STATIC);
+        if (sqlite3_step(s) != SQLITE_DONE) {
+                r = db_error(h, "add an artifact");
+                (void) exec_cached(h, STMT_ROLLBACK);
+                return r;
         }
-        if (blob)
-                sqlite3_blob_close(blob);
+        if (sqlite3_changes(h->db) != 1) {
+                /* No such query (the INSERT ... SELECT found none). */
+                (void) exec_cached(h, STMT_ROLLBACK);
+                return -ENOENT;
+        }
+        r = history_write_artifact_blob(h, fd, size);
         if (r < 0) {
                 (void) exec_cached(h, STMT_ROLLBACK);
                 return r;

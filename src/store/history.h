@@ -49,10 +49,11 @@ typedef struct HistoryTimings {
 
 typedef struct HistoryOutcome {
         bool succeeded;
-        const char *answer;        /* when succeeded, else NULL */
-        const char *sources_json;  /* a JSON array, NULL for [] */
-        const char *error_code;    /* when failed */
-        const char *error_message; /* when failed: already sanitized */
+        const char *answer;         /* when succeeded, else NULL */
+        const char *sources_json;   /* a JSON array, NULL for [] */
+        const char *citations_json; /* a JSON array (API.md 9 "citations"), NULL for [] */
+        const char *error_code;     /* when failed */
+        const char *error_message;  /* when failed: already sanitized */
         HistoryTimings timings;
         const char *model; /* the model name of the usage object */
         uint64_t prompt_tokens, completion_tokens;
@@ -62,8 +63,8 @@ typedef struct HistoryOutcome {
 } HistoryOutcome;
 
 /* Complete the running record id. Returns 0, -ENOENT (no running record
- * of that id, e.g. it was deleted meanwhile), -EINVAL (sources_json is not
- * an array), -EIO. */
+ * of that id, e.g. it was deleted meanwhile), -EINVAL (sources_json or
+ * citations_json is not an array), -EIO. */
 int history_finish(History *h, const char *id, const HistoryOutcome *outcome);
 
 /* history_finish(), committed but not yet durable across a power cut (a
@@ -102,6 +103,8 @@ typedef struct HistoryRecord {
         /* The sources as stored: the JSON array text history_finish()
          * checked ("[]" when there are none). */
         char *sources_json;
+        /* The citations as stored, likewise checked ("[]" when none). */
+        char *citations_json;
         HistoryArtifactInfo *artifacts; /* in the order they were kept */
         size_t n_artifacts;
         char *error_code;

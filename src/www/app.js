@@ -331,6 +331,80 @@
     return a;
   }
 
+  // --- Citations (API.md 9, docs/WEB.md) ----------------------------------
+
+  // Each "[n]" in the answer's text, for a citation n, becomes a link to
+  // that citation. Text nodes only, outside code and links: the model's
+  // text stays text.
+  function linkMarkers(root, numbers) {
+    if (!numbers.size) return;
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    const nodes = [];
+    for (let n = walker.nextNode(); n; n = walker.nextNode())
+      if (!n.parentElement.closest('a, code, pre')) nodes.push(n);
+    for (const node of nodes) {
+      const text = node.nodeValue;
+      const re = /\[(\d{1,3})\]/g;
+      let last = 0;
+      let m;
+      const parts = [];
+      while ((m = re.exec(text))) {
+        const n = Number(m[1]);
+        if (!numbers.has(n)) continue;
+        parts.push(document.createTextNode(text.slice(last, m.index)));
+        const a = el('a', 'cite', '[' + n + ']');
+        a.href = '#cite-' + n;
+        a.setAttribute('aria-label', 'citation ' + n);
+        parts.push(a);
+        last = m.index + m[0].length;
+      }
+      if (!parts.length) continue;
+      parts.push(document.createTextNode(text.slice(last)));
+      node.replaceWith(...parts);
+    }
+  }
+
+  // One citation: the quote, the page, the revision, and plainly whether
+  // it was verified. Only "verified" looks verified and links to the
+  // wiki's revision with the quote highlighted (its text fragment).
+  function citationItem(c) {
+    const verified = c.status === 'verified';
+    const li = el('li', 'citation ' + (verified ? 'verified' : 'unverified'));
+    li.id = 'cite-' + c.n;
+    li.dataset.status = String(c.status);
+    li.appendChild(el('span', 'cite-n', '[' + c.n + ']'));
+    li.append(' ');
+    li.appendChild(el('q', 'quote', String(c.quote)));
+    li.append(' ');
+    const where = el('span', 'where', '— ' + String(c.title) +
+      (Number.isInteger(c.revision_id) ? ', revision ' + c.revision_id : '') +
+      (typeof c.section === 'string' ? ', section “' + c.section + '”' : ''));
+    li.appendChild(where);
+    const status = el('p', 'cite-status');
+    const href = safeHref(c.url);
+    if (verified && href) {
+      status.append('✓ ');
+      status.appendChild(outLink(href, 'quoted exactly from revision ' + c.revision_id));
+    } else if (verified) {
+      status.textContent = '✓ quoted exactly from revision ' + c.revision_id;
+    } else if (c.status === 'not_found') {
+      status.textContent = '⚠ Not verified: the model’s quote is not in the page it read (revision ' +
+        c.revision_id + ').';
+      if (href) {
+        status.append(' ');
+        status.appendChild(outLink(href, 'Open that revision'));
+      }
+    } else if (c.status === 'not_read') {
+      status.textContent = '⚠ Not verified: the model cites a page it never read.';
+    } else if (c.status === 'too_short') {
+      status.textContent = '⚠ Not verified: the quote is too short to check.';
+    } else {
+      status.textContent = '⚠ Not verified.';
+    }
+    li.appendChild(status);
+    return li;
+  }
+
   // --- CSV (RFC 4180) -----------------------------------------------------
 
   function parseCsv(text, maxRows) {
@@ -440,6 +514,10 @@
       $('failure').replaceChildren();
       $('sources-section').hidden = true;
       $('sources').replaceChildren();
+      $('sources-stale').hidden = true;
+      $('sources-stale').textContent = '';
+      $('citations-section').hidden = true;
+      $('citations').replaceChildren();
       $('artifacts-section').hidden = true;
       $('artifacts').replaceChildren();
       $('record-meta').textContent = '';
@@ -559,7 +637,7 @@
       }, this.liveText ? 60 : 0);
     }
 
-    showRecord(rec) {
+    showRecord(rec, { old = false } = {}) {
       if (!this.shown) return;
       this.done = true;
       this.id = rec.id;
@@ -578,6 +656,11 @@
       a.removeAttribute('aria-busy');
       a.replaceChildren();
       if (typeof rec.answer === 'string') a.appendChild(window.WikiwebMarkdown.render(rec.answer));
+      const citations = (Array.isArray(rec.citations) ? rec.citations : []).filter(
+        (c) => c && Number.isInteger(c.n) && c.n > 0);
+      linkMarkers(a, new Set(citations.map((c) => c.n)));
+      $('citations').replaceChildren(...citations.map(citationItem));
+      $('citations-section').hidden = citations.length === 0;
 
       const f = $('failure');
       if (rec.status === 'failed') {
@@ -594,6 +677,7 @@
       const sources = Array.isArray(rec.sources) ? rec.sources : [];
       $('sources').replaceChildren(...sources.map((s) => {
         const li = el('li');
+        li.dataset.title = String(s.title);
         const href = safeHref(s.url);
         li.appendChild(href ? outLink(href, String(s.title)) : el('span', null, String(s.title)));
         li.append(' ');
@@ -601,6 +685,8 @@
         return li;
       }));
       $('sources-section').hidden = sources.length === 0;
+      // An old answer: which of its pages changed on the wiki since.
+      if (old && sources.length > 0 && rec.status !== 'running') this.checkSources(rec.id);
 
       const artifacts = Array.isArray(rec.artifacts) ? rec.artifacts : [];
       $('artifacts').replaceChildren(...artifacts.map((x) => this.artifact(x)).filter(Boolean));
@@ -614,6 +700,41 @@
       // it: the answer was made without running code (API.md 9).
       if (rec.sandbox === 'starting') meta.push('answered without Python: the sandbox was still starting');
       $('record-meta').textContent = meta.join(' · ');
+    }
+
+    // GET /history/{id}/sources (API.md 9): each changed source says so,
+    // and a line above them counts them. A refusal (it is rate limited)
+    // or a failure leaves the sources as they are, with a note.
+    async checkSources(id) {
+      let res;
+      try {
+        res = (await call('GET', '/history/' + id + '/sources')).json;
+      } catch (e) {
+        if (!this.shown || this.id !== id) return;
+        const note = $('sources-stale');
+        note.textContent = 'Whether the sources changed since could not be checked: ' + describeError(e)[0];
+        note.className = 'stale-note';
+        note.hidden = false;
+        return;
+      }
+      if (!this.shown || this.id !== id || !res || !Array.isArray(res.sources)) return;
+      let changed = 0;
+      for (const s of res.sources) {
+        if (!s || s.changed !== true) continue;
+        changed++;
+        for (const li of $('sources').children) {
+          if (li.dataset.title !== String(s.title) || li.querySelector('.changed')) continue;
+          li.append(' ');
+          li.appendChild(el('span', 'changed', s.missing ? 'deleted since' :
+            'changed since (now revision ' + s.current_revision_id + ')'));
+        }
+      }
+      const note = $('sources-stale');
+      note.className = 'stale-note' + (changed ? ' changed' : '');
+      note.textContent = changed ?
+        plural(changed, 'source has', 'sources have') + ' changed on the wiki since this answer.' :
+        'None of the sources has changed on the wiki since this answer.';
+      note.hidden = false;
     }
 
     artifact(x) {
@@ -1188,7 +1309,7 @@
       const view = new QueryView(rec.question);
       view.id = id;
       if (rec.status === 'running') this.attach(id, view, null);
-      else view.showRecord(rec);
+      else view.showRecord(rec, { old: true });
       $('query-title').focus();
     },
 

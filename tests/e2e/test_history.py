@@ -19,7 +19,7 @@ import time
 import harness
 
 API = harness.API
-RECORD_KEYS = {'id', 'status', 'question', 'answer', 'sources', 'artifacts', 'error',
+RECORD_KEYS = {'id', 'status', 'question', 'answer', 'sources', 'citations', 'artifacts', 'error',
                'timings_ms', 'usage', 'sandbox', 'created_at', 'finished_at'}
 TIMING_KEYS = {'queue', 'wiki', 'model', 'sandbox', 'cleanup', 'total'}
 
@@ -31,6 +31,7 @@ def check_record(tc, rec, now=None):
     tc.assertIn(rec['status'], ('running', 'succeeded', 'failed'), ctx)
     tc.assertIsInstance(rec['question'], str, ctx)
     tc.assertIsInstance(rec['sources'], list, ctx)
+    tc.assertIsInstance(rec['citations'], list, ctx)
     tc.assertIsInstance(rec['artifacts'], list, ctx)
     tc.assertEqual(set(rec['timings_ms'].keys()), TIMING_KEYS, ctx)
     for v in rec['timings_ms'].values():

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""HTTP under hostile clients (issue 10), against the real binary.
+"""HTTP under hostile clients (docs/HTTP.md), against the real binary.
 
 Every address is a loopback address: attackers connect from 127.0.0.1, the
 well-behaved client binds to 127.0.0.2. Counts and durations are bounded;
@@ -225,7 +225,7 @@ class Hostile(harness.DaemonTestCase):
                     n += 1
         self.assertEqual(n, 2 * len(endpoints) * len(sizes))
 
-    # -- issue 21 item 2: the pool accounting, byte by byte ------------------
+    # -- the pool accounting (src/http/pool.h), byte by byte ----------------
 
     def pool_sweep(self, path, body):
         """One request per connection for every head size of each padding

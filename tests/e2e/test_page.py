@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-"""The web page (API.md 13, issue 19), served by the real wikiwebd and used
+"""The web page (API.md 13), served by the real wikiwebd and used
 in a real browser: Debian's chromium, headless, driven by python3-selenium
 through chromedriver, against the test MediaWiki (tests/fixtures/mediawiki.py)
 and the scripted model (tests/fixtures/fake_llm.py), all on 127.0.0.1.
@@ -1432,6 +1432,115 @@ class SignedIn(harness.DaemonTestCase):
         time.sleep(0.3)
         self.assertTrue(c2.js("return document.getElementById('signed-in').hidden"))
         c2.check_console()
+
+
+CITED_READ = [
+    {'tool_calls': [{'name': 'wiki_read', 'arguments': {'title': 'Apples'}},
+                    {'name': 'wiki_read', 'arguments': {'title': 'Orchard'}}]},
+]
+CITED_ANSWER = ('The apple tree likes sun [1]; the orchard grows several fruits [2]. '
+                'Apples grow on the moon [3], and bananas are yellow [4].\n\n'
+                'Sources:\n'
+                '[1] Apple: "The apple tree likes sun and well-drained soil."\n'
+                '[2] Orchard: "The orchard grows fruit: Apple, Banana, Cherry and more."\n'
+                '[3] Apple: "Apples grow best on the moon, <b>in low gravity</b>."\n'
+                '[4] Banana: "Banana is a fruit. It is number 2 in the orchard inventory."\n')
+
+
+class Citations(PageBase):
+    """The citations on the page: each [n] links to its citation; a citation
+    shows its quote, page, revision and plainly whether it was verified; a
+    verified one opens the wiki at that revision with the quote; an old
+    answer says which sources changed since. On a wiki of its own: the test
+    edits a page."""
+
+    def test_citations_and_staleness(self):
+        w = mediawiki.Wiki().start()
+        self.addCleanup(w.stop)
+        d = self.page_daemon(CITED_READ + [{'answer': CITED_ANSWER}], WIKI_WEB_WIKI_API_URL=w.api_url)
+        c = self.chrome(d)
+        c.ask('Where do apples grow?')
+        c.wait_answer()
+
+        # The answer without its citation lines, each [n] a link to its citation.
+        answer = c.text('#answer')
+        self.assertNotIn('Sources:', answer)
+        self.assertNotIn('well-drained', answer)
+        markers = c.js("return [...document.querySelectorAll('#answer a.cite')]"
+                       ".map(a => [a.textContent, a.getAttribute('href')])")
+        self.assertEqual(markers, [[f'[{n}]', f'#cite-{n}'] for n in (1, 2, 3, 4)])
+        items = c.js("return [...document.querySelectorAll('#citations li')].map(li => ({id: li.id,"
+                     " cls: li.className, status: li.dataset.status, quote: li.querySelector('q').textContent,"
+                     " text: li.innerText, links: [...li.querySelectorAll('a')].map(a => a.href)}))")
+        self.assertEqual([(i['id'], i['status']) for i in items],
+                         [('cite-1', 'verified'), ('cite-2', 'verified'), ('cite-3', 'not_found'),
+                          ('cite-4', 'not_read')])
+        _, _, body = w.api(action='query', titles='Apple|Orchard', prop='info')
+        revs = {p['title']: p['lastrevid'] for p in json.loads(body)['query']['pages']}
+        for i, (title, quote) in enumerate([('Apple', 'The apple tree likes sun and well-drained soil.'),
+                                            ('Orchard', 'The orchard grows fruit: Apple, Banana, Cherry and more.')]):
+            self.assertEqual(items[i]['cls'], 'citation verified')
+            self.assertEqual(items[i]['quote'], quote)
+            self.assertIn(f'{title}, revision {revs[title]}', items[i]['text'])
+            self.assertIn(f'quoted exactly from revision {revs[title]}', items[i]['text'])
+            self.assertEqual(len(items[i]['links']), 1)
+            self.assertTrue(items[i]['links'][0].startswith(f'{w.base_url}/index.php?oldid={revs[title]}#:~:text='),
+                            items[i]['links'][0])
+        # Never styled as verified: no "verified" class, no check mark, the
+        # warning in words; the model's markup in its quote is text.
+        for i in (2, 3):
+            self.assertEqual(items[i]['cls'], 'citation unverified')
+            self.assertIn('Not verified', items[i]['text'])
+            self.assertNotIn('quoted exactly', items[i]['text'])
+            self.assertNotIn('\u2713', items[i]['text'])
+        self.assertIn("the model\u2019s quote is not in the page it read (revision %d)" % revs['Apple'],
+                      items[2]['text'])
+        self.assertEqual(items[2]['quote'], 'Apples grow best on the moon, <b>in low gravity</b>.')
+        self.assertEqual(c.js("return document.querySelectorAll('#citations q b').length"), 0)
+        self.assertIn('the model cites a page it never read', items[3]['text'])
+        self.assertEqual(items[3]['links'], [])
+        colours = c.js("return [...document.querySelectorAll('#citations li')].map(li =>"
+                       " getComputedStyle(li).borderLeftStyle + ' ' + getComputedStyle(li).borderLeftColor)")
+        self.assertEqual(colours[0], colours[1])
+        self.assertNotEqual(colours[2], colours[0])
+        self.assertEqual(colours[2], colours[3])
+        c.shot('citations', css='#query')
+
+        # A marker leads to its citation.
+        c.find('#answer a.cite[href="#cite-3"]').click()
+        c.wait(lambda: c.js('return location.hash') == '#cite-3', what='the citation in the URL')
+
+        # Following a verified citation opens the wiki at that oldid, and the
+        # page shows the quoted text.
+        before = set(c.driver.window_handles)
+        c.find('#cite-2 .cite-status a').click()
+        c.wait(lambda: len(c.driver.window_handles) == len(before) + 1, what='the wiki in a new tab')
+        main = c.driver.current_window_handle
+        c.driver.switch_to.window((set(c.driver.window_handles) - before).pop())
+        c.wait(lambda: 'oldid=' in c.driver.current_url and c.js('return document.readyState') == 'complete',
+               what='the wiki page')
+        self.assertIn(f'oldid={revs["Orchard"]}', c.driver.current_url)
+        self.assertIn('The orchard grows fruit: Apple, Banana, Cherry and more.',
+                      re.sub(r'\s+', ' ', c.text('#mw-content-text')))
+        c.shot('citation-wiki')
+        c.driver.close()
+        c.driver.switch_to.window(main)
+
+        # The page changes on the wiki; the answer, opened again from the
+        # history, says which source changed since.
+        new_rev = w.edit('Apple', "'''Apple''' is a fruit. Its tree now likes shade.\n")
+        c.find('#history-list li button.open').click()
+        c.wait(lambda: not c.find('#sources-stale').get_attribute('hidden'), what='the staleness note')
+        self.assertEqual(c.text('#sources-stale'), '1 source has changed on the wiki since this answer.')
+        changed = c.js("return [...document.querySelectorAll('#sources li')].map(li =>"
+                       " [li.dataset.title, (li.querySelector('.changed') || {}).textContent || null])")
+        self.assertEqual(changed, [['Apple', f'changed since (now revision {new_rev})'], ['Orchard', None]])
+        # The citations are still those of the revision read.
+        self.assertEqual(c.js("return document.querySelector('#cite-1').className"), 'citation verified')
+        c.shot('citations-stale', css='#query')
+        # The wiki's own page (its tab) may log what it lacks; the page, nothing.
+        c.check_console(allow=[re.escape(w.base_url)])
+
 
 
 if __name__ == '__main__':

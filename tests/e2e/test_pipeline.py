@@ -429,7 +429,7 @@ class Errors(PipelineBase):
 
 
 class Streamed(PipelineBase):
-    """The model's replies as streams (issue 18 item 5): every server's
+    """The model's replies as streams: every server's
     shape, failures inside the stream, the idle timeout, and a server that
     refuses stream_options."""
 
@@ -552,7 +552,7 @@ class Slot(PipelineBase):
         self.assertEqual(items[0]['answer'], 'Apple [Apple].')
 
     def test_queue_status_fast_while_model_is_slow(self):
-        """issue 7's "the loop stays free": while the model server is slow
+        """The event loop stays free: while the model server is slow
         (5 steps of 0.4 s each, one request in flight at a time, as a query
         runs them), GET /queue/status answers in under 10 ms."""
         read = {'delay': 0.4, 'tool_calls': [{'name': 'wiki_read', 'arguments': {'title': 'Kiwi'}}]}

@@ -63,7 +63,7 @@ class QueryStream(PipelineBase):
         self.assertEqual(names, [
             'query', 'step', 'text', 'tool', 'tool_result',
             'step', 'tool', 'tool_result', 'tool', 'tool_result',
-            'step', 'text', 'phase', 'record'])
+            'step', 'text', 'phase', 'citations', 'record'])
         self.assertEqual(evs[0]['data']['id'], qid)
         self.assertEqual([e['data']['step'] for e in evs if e['event'] == 'step'], [1, 2, 3])
         self.assertEqual(evs[3]['data'], {'step': 1, 'call': 1, 'name': 'wiki_search',
@@ -78,6 +78,9 @@ class QueryStream(PipelineBase):
         self.assertEqual(set(read), {'title', 'url', 'revision_id'})
         self.assertEqual(evs[12]['data'], {'phase': 'cleanup'})
         record = evs[-1]['data']
+        # The record's citations, just before it (none here).
+        self.assertEqual(evs[-2]['data'], {'citations': record['citations']})
+        self.assertEqual(record['citations'], [])
         self.assertEqual(record, b.get(API + '/history/' + qid).json)
         self.assertEqual(record['status'], 'succeeded')
         # The answer is the text of the last step.

@@ -3,8 +3,10 @@
 """API.md 11.1: the queue stream, read raw as Server-Sent Events."""
 
 import socket
+import statistics
 import subprocess
 import shutil
+import threading
 import time
 
 import harness
@@ -106,6 +108,84 @@ class QueueStream(harness.DaemonTestCase):
         self.assertEqual(st['queue_length'], 2)
         self.assertEqual(s.last_id, 3)
         s.close()
+
+    def test_status_coalesced_under_churn_promotion_at_once(self):
+        """API.md 11.1: at most one status event per 250 ms per stream, the
+        latest state winning; a promotion is not held back."""
+        d = self.daemon()
+        a, b = d.browser(), d.browser()
+        self.assertStatus(a.join(), 201)
+        self.assertStatus(b.join(), 201)
+        s = b.queue_events()
+        self.addCleanup(s.close)
+        self.assertEqual(s.next_event()['data']['ticket']['position'], 1)
+
+        # Churn behind b for 2 s: every join and leave changes its queue
+        # length; a reader notes each event's arrival.
+        got, stop = [], threading.Event()
+
+        def read():
+            while not stop.is_set():
+                try:
+                    ev = s.next_event(timeout=0.1)
+                except socket.timeout:
+                    continue
+                if ev is None:
+                    return
+                got.append(ev)
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        churners = [d.browser() for _ in range(4)]
+        changes, t_end = 0, time.monotonic() + 2.0
+        t_start = time.monotonic()
+        while time.monotonic() < t_end:
+            for c in churners:
+                self.assertStatus(c.join(), 201)
+                changes += 1
+            for c in churners:
+                self.assertStatus(c.leave(), 204)
+                changes += 1
+        churn_s = time.monotonic() - t_start
+        time.sleep(0.5)  # the held-back last state goes out at the interval's end
+        stop.set()
+        reader.join()
+        statuses = [e for e in got if e['event'] == 'status']
+        self.assertEqual(len(statuses), len(got), [e['event'] for e in got])
+        gaps = [y['at'] - x['at'] for x, y in zip(statuses, statuses[1:])]
+        rate = len(statuses) / churn_s
+        self.assertGreater(changes, 40, 'too little churn to test anything')
+        # At most ~4 a second (the first may follow the stream's first
+        # event at once), spaced by the interval: on average, and each gap
+        # less the jitter of this reader's arrival times (the thread
+        # shares the interpreter with the churn).
+        self.assertLessEqual(len(statuses), churn_s / 0.25 + 2, (len(statuses), changes, churn_s))
+        self.assertGreaterEqual(len(statuses), 3, 'too few status events during the churn')
+        self.assertGreaterEqual(statistics.mean(gaps), 0.24, gaps)
+        self.assertGreater(min(gaps), 0.15, gaps)
+        # The latest state won: the churn ended with the queue at 2.
+        last = check_status_object(statuses[-1]['data'])
+        self.assertEqual((last['queue_length'], last['ticket']['position']), (2, 1))
+        print(f'# {changes} queue changes in {churn_s:.2f} s: {len(statuses)} status events '
+              f'({rate:.1f}/s), gaps {min(gaps) * 1e3:.0f}-{max(gaps) * 1e3:.0f} ms')
+
+        # A promotion inside a held-back interval: out at once.
+        c = churners[0]
+        self.assertStatus(c.join(), 201)
+        self.assertEqual(s.wait_for('status')['data']['queue_length'], 3)
+        self.assertStatus(c.leave(), 204)  # held back: the interval runs
+        t0 = time.monotonic()
+        self.assertStatus(a.leave(), 204)
+        ev = s.wait_for('status', where=lambda x: x['ticket']['status'] == 'reserved')
+        lag = ev['at'] - t0
+        st = check_status_object(ev['data'])
+        self.assertEqual((st['ticket']['position'], st['queue_length']), (0, 1))
+        self.assertLess(lag, 0.05, lag)
+        # A removal too.
+        t0 = time.monotonic()
+        self.assertStatus(b.leave(), 204)
+        ev = s.wait_for('removed')
+        self.assertLess(ev['at'] - t0, 0.05)
 
     def test_claim_removes(self):
         d, b, s = self.joined_stream()

@@ -109,9 +109,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 }
                 break;
         }
-        case 4:
+        case 4: {
+                /* An error reply and, on the same bytes, the revisions of a
+                 * staleness check. */
+                MediaWikiRevision *revs = NULL;
+                MediaWikiError e2 = { 0 };
+                size_t n = 0;
+
                 r = mediawiki_parse_error(body, size, &e);
+                if (mediawiki_parse_revisions(body, size, &revs, &n, &e2) >= 0) {
+                        CHECK(n <= MEDIAWIKI_TITLES_MAX);
+                        for (size_t i = 0; i < n; i++) {
+                                check_title(revs[i].title);
+                                CHECK(revs[i].missing ?
+                                              revs[i].revision_id == 0 :
+                                              revs[i].revision_id > 0 && revs[i].revision_id < INT64_MAX);
+                        }
+                        mediawiki_revisions_free(revs, n);
+                }
+                mediawiki_error_done(&e2);
                 break;
+        }
         default: {
                 char *text = NULL, *in = strndup(body, size);
                 if (in && mediawiki_snippet_to_text(in, &text) >= 0) {

@@ -23,6 +23,8 @@ check 'curl/' 'src/query/'
 check 'systemd/sd-bus' 'src/bus/|src/sandbox/|src/wikiwebctl/'
 check 'microhttpd\.h' 'src/http/'
 check 'sqlite3\.h' 'src/store/'
+# ICU (Unicode NFC, character properties) for the citations only.
+check 'unicode/' 'src/query/citation\.c'
 check 'openssl/' 'src/shared/sha256\.c'
 # json-c at the API edge (src/http/ renders the contract's JSON), in the
 # upstream clients (src/query/) and the sandbox (config.json, the run's

@@ -245,7 +245,7 @@ static void assert_json(json_object *o, const char *expected) {
 }
 
 static const char *const record_keys[] = {
-        "id",    "status",     "question", "answer",  "sources",    "artifacts",
+        "id",    "status",     "question", "answer",  "sources",    "citations",   "artifacts",
         "error", "timings_ms", "usage",    "sandbox", "created_at", "finished_at",
 };
 
@@ -309,7 +309,7 @@ TEST(open_creates_file) {
         ASSERT_TRUE(h);
         ASSERT_TRUE(history_free(h) == NULL);
         ASSERT_TRUE(history_free(NULL) == NULL);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 2);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 3);
 
         /* A directory that does not exist. */
         {
@@ -1148,12 +1148,13 @@ TEST(migrate_from_version_1) {
         sql_exec(dir, sql);
 
         h = open_store(dir, 1);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 2);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 3);
         done = get_record(h, qid(500), &k);
         ASSERT_EQ_STR(get_str(done, "status"), "succeeded");
         ASSERT_EQ_STR(get_str(done, "answer"), "42");
         ASSERT_EQ_INT(get_int(get_key(done, "timings_ms"), "wiki"), 7);
         assert_null(done, "sandbox");
+        ASSERT_EQ_INT(json_object_array_length(get_key(done, "citations")), 0);
         recovered = get_record(h, qid(501), &k);
         ASSERT_EQ_STR(get_str(recovered, "status"), "failed");
         assert_null(recovered, "sandbox");
@@ -1170,7 +1171,72 @@ TEST(migrate_from_version_1) {
 
         /* Opened again: nothing more to do. */
         h = open_store(dir, 0);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 2);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 3);
+        history_free(h);
+}
+
+/* A store of version 2 (with "sandbox") gains the column "citations" in
+ * one transaction: its records say [], new records keep theirs. */
+TEST(migrate_from_version_2) {
+        _cleanup_(rm_rf_freep) char *dir = make_subdir("migrate2");
+        _cleanup_(json_object_putp) json_object *old = NULL, *fresh = NULL;
+        _cleanup_free_ char *sql = NULL, *v2 = NULL;
+        const SessionKey k = key(9);
+        char hex[65] = "";
+        const char *end = strstr(schema_v1, "  finished_at INTEGER");
+        History *h;
+
+        ASSERT_TRUE(end);
+        /* version 2 is version 1 with the column sandbox */
+        ASSERT_TRUE(
+                asprintf(
+                        &v2,
+                        "%.*s  finished_at INTEGER,  sandbox TEXT%s",
+                        (int) (end - schema_v1),
+                        schema_v1,
+                        end + strlen("  finished_at INTEGER")) > 0);
+        *strstr(v2, "user_version = 1") = 0;
+        ASSERT_TRUE(asprintf(&sql, "%suser_version = 2;", v2) > 0);
+        sql_exec(dir, sql);
+        free(sql);
+        sql = NULL;
+        for (size_t i = 0; i < sizeof k.bytes; i++)
+                snprintf(hex + 2 * i, 3, "%02x", k.bytes[i]);
+        ASSERT_TRUE(
+                asprintf(
+                        &sql,
+                        "INSERT INTO queries (id, session, status, question, answer, model, created_at, "
+                        "finished_at, sandbox) VALUES ('%s', x'%s', 'succeeded', 'old', '42', 'm', 1000000, "
+                        "2000000, 'offered');",
+                        qid(600),
+                        hex) > 0);
+        sql_exec(dir, sql);
+
+        h = open_store(dir, 0);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 3);
+        old = get_record(h, qid(600), &k);
+        ASSERT_EQ_STR(get_str(old, "sandbox"), "offered");
+        ASSERT_EQ_INT(json_object_array_length(get_key(old, "citations")), 0);
+
+        ASSERT_OK(history_begin(h, qid(601), &k, "new", 3000000));
+        ASSERT_EQ_INT(
+                history_finish(
+                        h,
+                        qid(601),
+                        &(HistoryOutcome){ .succeeded = true, .answer = "a", .citations_json = "{\"n\": 1}" }),
+                -EINVAL);
+        ASSERT_OK(history_finish(
+                h,
+                qid(601),
+                &(HistoryOutcome){ .succeeded = true,
+                                   .answer = "a [1]",
+                                   .citations_json = "[{\"n\":1,\"title\":\"Apple\",\"revision_id\":3,"
+                                                     "\"quote\":\"q\",\"status\":\"verified\",\"url\":null,"
+                                                     "\"section\":null}]",
+                                   .finished_at = 4000000 }));
+        fresh = get_record(h, qid(601), &k);
+        ASSERT_EQ_INT(json_object_array_length(get_key(fresh, "citations")), 1);
+        ASSERT_EQ_STR(get_str(json_object_array_get_idx(get_key(fresh, "citations"), 0), "status"), "verified");
         history_free(h);
 }
 

@@ -378,4 +378,52 @@ TEST(builders) {
         ASSERT_TRUE(!mediawiki_title_is_valid(NULL));
 }
 
+/* A staleness check's prop=info (captured from the fixture wiki), its
+ * builder, and hostile replies. */
+TEST(revisions) {
+        const char *titles[] = { "Apple", "No such page", "東京" };
+        _cleanup_free_ char *body = NULL, *q = NULL;
+        MediaWikiRevision *revs = NULL;
+        MediaWikiError e = { 0 };
+        size_t size, n = 0;
+        char *x = NULL;
+
+        ASSERT_OK(mediawiki_build_revisions(titles, 3, true, &q));
+        ASSERT_EQ_STR(
+                q,
+                "action=query&prop=info&titles=Apple%7CNo%20such%20page%7C%E6%9D%B1%E4%BA%AC&format=json"
+                "&formatversion=2&errorformat=bc&maxlag=5&assert=user");
+        ASSERT_EQ_INT(mediawiki_build_revisions(titles, 0, false, &x), -EINVAL);
+        ASSERT_EQ_INT(mediawiki_build_revisions((const char *[]){ "A|B" }, 1, false, &x), -EINVAL);
+        ASSERT_EQ_INT(mediawiki_build_revisions(titles, MEDIAWIKI_TITLES_MAX + 1, false, &x), -EINVAL);
+        ASSERT_TRUE(!x);
+
+        body = load("revisions.json", &size);
+        ASSERT_OK(mediawiki_parse_revisions(body, size, &revs, &n, &e));
+        ASSERT_EQ_INT(n, 3);
+        ASSERT_EQ_STR(revs[0].title, "No such page");
+        ASSERT_TRUE(revs[0].missing && revs[0].revision_id == 0);
+        ASSERT_EQ_STR(revs[1].title, "Apple");
+        ASSERT_TRUE(!revs[1].missing);
+        ASSERT_EQ_INT(revs[1].revision_id, 3);
+        ASSERT_EQ_STR(revs[2].title, "東京");
+        ASSERT_EQ_INT(revs[2].revision_id, 34);
+        mediawiki_revisions_free(revs, n);
+
+        ASSERT_EQ_INT(
+                mediawiki_parse_revisions(S("{\"query\":{\"pages\":[{\"title\":\"A\"}]}}"), &revs, &n, &e),
+                -EBADMSG); /* neither missing nor a revision */
+        ASSERT_EQ_INT(
+                mediawiki_parse_revisions(
+                        S("{\"query\":{\"pages\":[{\"title\":\"A\",\"lastrevid\":-1}]}}"), &revs, &n, &e),
+                -EBADMSG);
+        ASSERT_EQ_INT(mediawiki_parse_revisions(S("{\"query\":{}}"), &revs, &n, &e), -EBADMSG);
+        ASSERT_EQ_INT(
+                mediawiki_parse_revisions(
+                        S("{\"error\":{\"code\":\"readapidenied\",\"info\":\"no\"}}"), &revs, &n, &e),
+                -EREMOTEIO);
+        ASSERT_EQ_STR(e.code, "readapidenied");
+        mediawiki_error_done(&e);
+}
+
 DEFINE_TEST_MAIN()

@@ -189,6 +189,7 @@ TEST(registry) {
         expect_contains(fresh, "wikiweb_queries_total{status=\"succeeded\"} 0\n");
         expect_contains(fresh, "wikiweb_sandbox_runs_total{outcome=\"timeout\"} 0\n");
         expect_contains(fresh, "wikiweb_identity_refused_total{reason=\"untrusted_peer\"} 0\n");
+        expect_contains(fresh, "wikiweb_citations_total{status=\"not_read\"} 0\n");
         expect_contains(fresh, "wikiweb_query_duration_seconds_bucket{le=\"600.0\"} 0\n");
 
         metrics_count_ticket_removed("heartbeat");
@@ -204,6 +205,9 @@ TEST(registry) {
         metrics_count_identity_refused("untrusted_peer");
         metrics_count_identity_refused("untrusted_peer");
         metrics_count_identity_refused("cookie");
+        metrics_count_citations("verified", 3);
+        metrics_count_citations("not_found", 1);
+        metrics_count_citations("verified", 0);
         metrics_count_http_request(200);
         metrics_count_http_request(200);
         metrics_count_http_request(503);
@@ -250,6 +254,11 @@ TEST(registry) {
                 "wikiweb_identity_refused_total{reason=\"untrusted_peer\"} 2\n"
                 "wikiweb_identity_refused_total{reason=\"invalid\"} 0\n");
         expect_contains(om, "wikiweb_identity_refused_total{reason=\"cookie\"} 1\n");
+        expect_contains(
+                om,
+                "wikiweb_citations_total{status=\"verified\"} 3\n"
+                "wikiweb_citations_total{status=\"not_found\"} 1\n"
+                "wikiweb_citations_total{status=\"not_read\"} 0\n");
         expect_contains(
                 om,
                 "wikiweb_http_requests_total{code=\"200\"} 2\n"

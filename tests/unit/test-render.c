@@ -18,86 +18,101 @@
 #define Q4 "qr_00000000000000000000000000000004"
 
 static const char expected_failed[] =
-        "{\"id\":\"qr_0123456789abcdef0123456789abcdef\",\"status\":\"failed\",\"question\":\"Wie h"
-        "och ist der \\\"Zugspitze\\\"-Gipfel? \xe2\x9b\xb0 'x' \\\\ \\/ ;--\",\"answer\":null,\"so"
-        "urces\":[{\"title\":\"B\xc3\xa4r \\/ \\\"x\\\"\",\"url\":\"https:\\/\\/de.wikipedia.org\\/"
-        "wiki\\/B%C3%A4r\",\"revision_id\":9007199254740993},{\"title\":\"Tab\\there\\u0001\",\"url"
-        "\":\"https:\\/\\/x.example\\/a\\/b\",\"revision_id\":1.5e3,\"extra\":[true,false,null,0,{}"
-        "]}],\"artifacts\":[{\"id\":\"af_0123456789abcdef0123456789abcdef\",\"name\":\"Gr\xc3\xb6\xc3\x9f"
-        "e"
-        " Tabelle \xe2\x82\xac \\\"1\\\".csv\",\"media_type\":\"text\\/csv; charset=utf-8\",\"size_"
-        "bytes\":11,\"sha256\":\"0000000000000000000000000000000000000000000000000000000000000001\""
-        ",\"download_url\":\"\\/api\\/v1\\/artifacts\\/af_0123456789abcdef0123456789abcdef\"},{\"id"
-        "\":\"af_fedcba9876543210fedcba9876543210\",\"name\":\"empty.bin\",\"media_type\":\"applica"
-        "tion\\/octet-stream\",\"size_bytes\":0,\"sha256\":\"e3b0c44298fc1c149afbf4c8996fb92427ae41"
-        "e4649b934ca495991b7852b855\",\"download_url\":\"\\/api\\/v1\\/artifacts\\/af_fedcba9876543"
-        "210fedcba9876543210\"}],\"error\":{\"code\":\"execution_failed\",\"message\":\"The code fa"
-        "iled: \\\"x\\\" \\/ line 3\\n\\ttab \xe2\x82\xac\"},\"timings_ms\":{\"queue\":12,\"wiki\":"
-        "3400,\"model\":5600,\"sandbox\":7800,\"cleanup\":90,\"total\":17000},\"usage\":{\"model\":"
-        "\"gpt-test\\/1\",\"prompt_tokens\":1234,\"completion_tokens\":9007199254740993},\"sandbox\":\"starting\",\"created_"
-        "at\":\"2025-11-22T10:00:00.123Z\",\"finished_at\":\"2025-11-22T10:00:17.124Z\"}";
+        "{\"id\":\"qr_0123456789abcdef0123456789abcdef\",\"status\":\"failed\",\"question\":\"Wie"
+        " hoch ist der \\\"Zugspitze\\\"-Gipfel? \xe2\x9b\xb0 'x' \\\\ \\/ ;--\",\"answer\":null,"
+        "\"sources\":[{\"title\":\"B\xc3\xa4r \\/ \\\"x\\\"\",\"url\":\"https:\\/\\/de.wikipedia."
+        "org\\/wiki\\/B%C3%A4r\",\"revision_id\":9007199254740993},{\"title\":\"Tab\\there\\u0001"
+        "\",\"url\":\"https:\\/\\/x.example\\/a\\/b\",\"revision_id\":1.5e3,\"extra\":[true,false"
+        ",null,0,{}]}],\"citations\":[],\"artifacts\":[{\"id\":\"af_0123456789abcdef0123456789abc"
+        "def\",\"name\":\"Gr\xc3\xb6\xc3\x9f"
+        "e Tabelle \xe2\x82\xac \\\"1\\\".csv\",\"media_type\""
+        ":\"text\\/csv; charset=utf-8\",\"size_bytes\":11,\"sha256\":\"00000000000000000000000000"
+        "00000000000000000000000000000000000001\",\"download_url\":\"\\/api\\/v1\\/artifacts\\/af"
+        "_0123456789abcdef0123456789abcdef\"},{\"id\":\"af_fedcba9876543210fedcba9876543210\",\"n"
+        "ame\":\"empty.bin\",\"media_type\":\"application\\/octet-stream\",\"size_bytes\":0,\"sha"
+        "256\":\"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\",\"download_ur"
+        "l\":\"\\/api\\/v1\\/artifacts\\/af_fedcba9876543210fedcba9876543210\"}],\"error\":{\"cod"
+        "e\":\"execution_failed\",\"message\":\"The code failed: \\\"x\\\" \\/ line 3\\n\\ttab \xe2"
+        "\x82\xac\"},\"timings_ms\":{\"queue\":12,\"wiki\":3400,\"model\":5600,\"sandbox\":7800,\""
+        "cleanup\":90,\"total\":17000},\"usage\":{\"model\":\"gpt-test\\/1\",\"prompt_tokens\":12"
+        "34,\"completion_tokens\":9007199254740993},\"sandbox\":\"starting\",\"created_at\":\"202"
+        "5-11-22T10:00:00.123Z\",\"finished_at\":\"2025-11-22T10:00:17.124Z\"}";
 
 static const char expected_succeeded[] =
-        "{\"id\":\"qr_00000000000000000000000000000002\",\"status\":\"succeeded\",\"question\":\"q2"
-        "\",\"answer\":\"Apples are \\\"pomes\\\" \\/ fruit.\\nSecond line: \xc3\xa4\xc3\xb6\xc3\xbc "
-        "\\u0001\x7f \\\\ end\",\"sources\":[],\"artifacts\":[],\"error\":null,\"timings_ms\":{\"qu"
-        "eue\":0,\"wiki\":1,\"model\":2,\"sandbox\":3,\"cleanup\":4,\"total\":10},\"usage\":{\"mode"
-        "l\":\"m\",\"prompt_tokens\":0,\"completion_tokens\":1},\"sandbox\":\"offered\",\"created_at\":\"2025-11-22T10:00:0"
-        "1.123Z\",\"finished_at\":\"2025-11-22T10:01:00.123Z\"}";
+        "{\"id\":\"qr_00000000000000000000000000000002\",\"status\":\"succeeded\",\"question\":\""
+        "q2\",\"answer\":\"Apples are \\\"pomes\\\" \\/ fruit.\\nSecond line: \xc3\xa4\xc3\xb6\xc3"
+        "\xbc \\u0001\x7f \\\\ end\",\"sources\":[],\"citations\":[{\"n\":1,\"title\":\"Apple\",\""
+        "revision_id\":7,\"quote\":\"Apples are \\\"pomes\\\" \\/ fruit.\",\"status\":\"verified\""
+        ",\"url\":\"http:\\/\\/w.example\\/index.php?oldid=7#:~:text=x\",\"section\":null},{\"n\""
+        ":2,\"title\":\"Nope\",\"revision_id\":null,\"quote\":\"\\u0001 \xe2\x82\xac\",\"status\""
+        ":\"not_read\",\"url\":null,\"section\":null}],\"artifacts\":[],\"error\":null,\"timings_"
+        "ms\":{\"queue\":0,\"wiki\":1,\"model\":2,\"sandbox\":3,\"cleanup\":4,\"total\":10},\"usa"
+        "ge\":{\"model\":\"m\",\"prompt_tokens\":0,\"completion_tokens\":1},\"sandbox\":\"offered"
+        "\",\"created_at\":\"2025-11-22T10:00:01.123Z\",\"finished_at\":\"2025-11-22T10:01:00.123"
+        "Z\"}";
 
 static const char expected_running[] =
-        "{\"id\":\"qr_00000000000000000000000000000004\",\"status\":\"running\",\"question\":\"now "
-        "running: \xe2\x82\xac \\/ \\\"x\\\"\",\"answer\":null,\"sources\":[],\"artifacts\":[],\"er"
-        "ror\":null,\"timings_ms\":{\"queue\":0,\"wiki\":0,\"model\":0,\"sandbox\":0,\"cleanup\":0,"
-        "\"total\":0},\"usage\":{\"model\":\"\",\"prompt_tokens\":0,\"completion_tokens\":0},\"sandbox\":null,\"crea"
-        "ted_at\":\"2025-11-22T10:01:10.123Z\",\"finished_at\":null}";
+        "{\"id\":\"qr_00000000000000000000000000000004\",\"status\":\"running\",\"question\":\"no"
+        "w running: \xe2\x82\xac \\/ \\\"x\\\"\",\"answer\":null,\"sources\":[],\"citations\":[],"
+        "\"artifacts\":[],\"error\":null,\"timings_ms\":{\"queue\":0,\"wiki\":0,\"model\":0,\"san"
+        "dbox\":0,\"cleanup\":0,\"total\":0},\"usage\":{\"model\":\"\",\"prompt_tokens\":0,\"comp"
+        "letion_tokens\":0},\"sandbox\":null,\"created_at\":\"2025-11-22T10:01:10.123Z\",\"finish"
+        "ed_at\":null}";
 
 static const char expected_recovered[] =
-        "{\"id\":\"qr_00000000000000000000000000000003\",\"status\":\"failed\",\"question\":\"still"
-        " running\",\"answer\":null,\"sources\":[],\"artifacts\":[],\"error\":{\"code\":\"execution"
-        "_failed\",\"message\":\"The service stopped while the query ran\"},\"timings_ms\":{\"queue"
-        "\":0,\"wiki\":0,\"model\":0,\"sandbox\":0,\"cleanup\":0,\"total\":58000},\"usage\":{\"mode"
-        "l\":\"\",\"prompt_tokens\":0,\"completion_tokens\":0},\"sandbox\":null,\"created_at\":\"2025-11-22T10:00:02"
-        ".123Z\",\"finished_at\":\"2025-11-22T10:01:00.123Z\"}";
+        "{\"id\":\"qr_00000000000000000000000000000003\",\"status\":\"failed\",\"question\":\"sti"
+        "ll running\",\"answer\":null,\"sources\":[],\"citations\":[],\"artifacts\":[],\"error\":"
+        "{\"code\":\"execution_failed\",\"message\":\"The service stopped while the query ran\"},"
+        "\"timings_ms\":{\"queue\":0,\"wiki\":0,\"model\":0,\"sandbox\":0,\"cleanup\":0,\"total\""
+        ":58000},\"usage\":{\"model\":\"\",\"prompt_tokens\":0,\"completion_tokens\":0},\"sandbox"
+        "\":null,\"created_at\":\"2025-11-22T10:00:02.123Z\",\"finished_at\":\"2025-11-22T10:01:0"
+        "0.123Z\"}";
 
 static const char expected_page1[] =
-        "{\"items\":[{\"id\":\"qr_00000000000000000000000000000004\",\"status\":\"running\",\"quest"
-        "ion\":\"now running: \xe2\x82\xac \\/ \\\"x\\\"\",\"answer\":null,\"sources\":[],\"artifac"
-        "ts\":[],\"error\":null,\"timings_ms\":{\"queue\":0,\"wiki\":0,\"model\":0,\"sandbox\":0,\""
-        "cleanup\":0,\"total\":0},\"usage\":{\"model\":\"\",\"prompt_tokens\":0,\"completion_tokens"
-        "\":0},\"sandbox\":null,\"created_at\":\"2025-11-22T10:01:10.123Z\",\"finished_at\":null},{\"id\":\"qr_00000"
-        "000000000000000000000000003\",\"status\":\"failed\",\"question\":\"still running\",\"answe"
-        "r\":null,\"sources\":[],\"artifacts\":[],\"error\":{\"code\":\"execution_failed\",\"messag"
-        "e\":\"The service stopped while the query ran\"},\"timings_ms\":{\"queue\":0,\"wiki\":0,\""
-        "model\":0,\"sandbox\":0,\"cleanup\":0,\"total\":58000},\"usage\":{\"model\":\"\",\"prompt_"
-        "tokens\":0,\"completion_tokens\":0},\"sandbox\":null,\"created_at\":\"2025-11-22T10:00:02.123Z\",\"finished"
-        "_at\":\"2025-11-22T10:01:00.123Z\"}],\"next_cursor\":\"3\"}";
+        "{\"items\":[{\"id\":\"qr_00000000000000000000000000000004\",\"status\":\"running\",\"que"
+        "stion\":\"now running: \xe2\x82\xac \\/ \\\"x\\\"\",\"answer\":null,\"sources\":[],\"cit"
+        "ations\":[],\"artifacts\":[],\"error\":null,\"timings_ms\":{\"queue\":0,\"wiki\":0,\"mod"
+        "el\":0,\"sandbox\":0,\"cleanup\":0,\"total\":0},\"usage\":{\"model\":\"\",\"prompt_token"
+        "s\":0,\"completion_tokens\":0},\"sandbox\":null,\"created_at\":\"2025-11-22T10:01:10.123"
+        "Z\",\"finished_at\":null},{\"id\":\"qr_00000000000000000000000000000003\",\"status\":\"f"
+        "ailed\",\"question\":\"still running\",\"answer\":null,\"sources\":[],\"citations\":[],\""
+        "artifacts\":[],\"error\":{\"code\":\"execution_failed\",\"message\":\"The service stoppe"
+        "d while the query ran\"},\"timings_ms\":{\"queue\":0,\"wiki\":0,\"model\":0,\"sandbox\":"
+        "0,\"cleanup\":0,\"total\":58000},\"usage\":{\"model\":\"\",\"prompt_tokens\":0,\"complet"
+        "ion_tokens\":0},\"sandbox\":null,\"created_at\":\"2025-11-22T10:00:02.123Z\",\"finished_"
+        "at\":\"2025-11-22T10:01:00.123Z\"}],\"next_cursor\":\"3\"}";
 
 static const char expected_page2[] =
-        "{\"items\":[{\"id\":\"qr_00000000000000000000000000000002\",\"status\":\"succeeded\",\"que"
-        "stion\":\"q2\",\"answer\":\"Apples are \\\"pomes\\\" \\/ fruit.\\nSecond line: \xc3\xa4\xc3\xb6\xc3\xbc "
-        "\\u0001\x7f \\\\ end\",\"sources\":[],\"artifacts\":[],\"error\":null,\"timings_ms\":{\"qu"
-        "eue\":0,\"wiki\":1,\"model\":2,\"sandbox\":3,\"cleanup\":4,\"total\":10},\"usage\":{\"mode"
-        "l\":\"m\",\"prompt_tokens\":0,\"completion_tokens\":1},\"sandbox\":\"offered\",\"created_at\":\"2025-11-22T10:00:0"
-        "1.123Z\",\"finished_at\":\"2025-11-22T10:01:00.123Z\"},{\"id\":\"qr_0123456789abcdef012345"
-        "6789abcdef\",\"status\":\"failed\",\"question\":\"Wie hoch ist der \\\"Zugspitze\\\"-Gipfe"
-        "l? \xe2\x9b\xb0 'x' \\\\ \\/ ;--\",\"answer\":null,\"sources\":[{\"title\":\"B\xc3\xa4r \\"
-        "/ \\\"x\\\"\",\"url\":\"https:\\/\\/de.wikipedia.org\\/wiki\\/B%C3%A4r\",\"revision_id\":9"
-        "007199254740993},{\"title\":\"Tab\\there\\u0001\",\"url\":\"https:\\/\\/x.example\\/a\\/b\""
-        ",\"revision_id\":1.5e3,\"extra\":[true,false,null,0,{}]}],\"artifacts\":[{\"id\":\"af_0123"
-        "456789abcdef0123456789abcdef\",\"name\":\"Gr\xc3\xb6\xc3\x9f"
-        "e Tabelle \xe2\x82\xac \\\"1\\"
-        "\".csv\",\"media_type\":\"text\\/csv; charset=utf-8\",\"size_bytes\":11,\"sha256\":\"00000"
-        "00000000000000000000000000000000000000000000000000000000001\",\"download_url\":\"\\/api\\/"
-        "v1\\/artifacts\\/af_0123456789abcdef0123456789abcdef\"},{\"id\":\"af_fedcba9876543210fedcb"
-        "a9876543210\",\"name\":\"empty.bin\",\"media_type\":\"application\\/octet-stream\",\"size_"
-        "bytes\":0,\"sha256\":\"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\","
-        "\"download_url\":\"\\/api\\/v1\\/artifacts\\/af_fedcba9876543210fedcba9876543210\"}],\"err"
-        "or\":{\"code\":\"execution_failed\",\"message\":\"The code failed: \\\"x\\\" \\/ line 3\\n"
-        "\\ttab \xe2\x82\xac\"},\"timings_ms\":{\"queue\":12,\"wiki\":3400,\"model\":5600,\"sandbox"
-        "\":7800,\"cleanup\":90,\"total\":17000},\"usage\":{\"model\":\"gpt-test\\/1\",\"prompt_tok"
-        "ens\":1234,\"completion_tokens\":9007199254740993},\"sandbox\":\"starting\",\"created_at\":\"2025-11-22T10:00:00.12"
-        "3Z\",\"finished_at\":\"2025-11-22T10:00:17.124Z\"}],\"next_cursor\":null}";
+        "{\"items\":[{\"id\":\"qr_00000000000000000000000000000002\",\"status\":\"succeeded\",\"q"
+        "uestion\":\"q2\",\"answer\":\"Apples are \\\"pomes\\\" \\/ fruit.\\nSecond line: \xc3\xa4"
+        "\xc3\xb6\xc3\xbc \\u0001\x7f \\\\ end\",\"sources\":[],\"citations\":[{\"n\":1,\"title\""
+        ":\"Apple\",\"revision_id\":7,\"quote\":\"Apples are \\\"pomes\\\" \\/ fruit.\",\"status\""
+        ":\"verified\",\"url\":\"http:\\/\\/w.example\\/index.php?oldid=7#:~:text=x\",\"section\""
+        ":null},{\"n\":2,\"title\":\"Nope\",\"revision_id\":null,\"quote\":\"\\u0001 \xe2\x82\xac"
+        "\",\"status\":\"not_read\",\"url\":null,\"section\":null}],\"artifacts\":[],\"error\":nu"
+        "ll,\"timings_ms\":{\"queue\":0,\"wiki\":1,\"model\":2,\"sandbox\":3,\"cleanup\":4,\"tota"
+        "l\":10},\"usage\":{\"model\":\"m\",\"prompt_tokens\":0,\"completion_tokens\":1},\"sandbo"
+        "x\":\"offered\",\"created_at\":\"2025-11-22T10:00:01.123Z\",\"finished_at\":\"2025-11-22"
+        "T10:01:00.123Z\"},{\"id\":\"qr_0123456789abcdef0123456789abcdef\",\"status\":\"failed\","
+        "\"question\":\"Wie hoch ist der \\\"Zugspitze\\\"-Gipfel? \xe2\x9b\xb0 'x' \\\\ \\/ ;--\""
+        ",\"answer\":null,\"sources\":[{\"title\":\"B\xc3\xa4r \\/ \\\"x\\\"\",\"url\":\"https:\\"
+        "/\\/de.wikipedia.org\\/wiki\\/B%C3%A4r\",\"revision_id\":9007199254740993},{\"title\":\""
+        "Tab\\there\\u0001\",\"url\":\"https:\\/\\/x.example\\/a\\/b\",\"revision_id\":1.5e3,\"ex"
+        "tra\":[true,false,null,0,{}]}],\"citations\":[],\"artifacts\":[{\"id\":\"af_0123456789ab"
+        "cdef0123456789abcdef\",\"name\":\"Gr\xc3\xb6\xc3\x9f"
+        "e Tabelle \xe2\x82\xac \\\"1\\\".csv"
+        "\",\"media_type\":\"text\\/csv; charset=utf-8\",\"size_bytes\":11,\"sha256\":\"000000000"
+        "0000000000000000000000000000000000000000000000000000001\",\"download_url\":\"\\/api\\/v1"
+        "\\/artifacts\\/af_0123456789abcdef0123456789abcdef\"},{\"id\":\"af_fedcba9876543210fedcb"
+        "a9876543210\",\"name\":\"empty.bin\",\"media_type\":\"application\\/octet-stream\",\"siz"
+        "e_bytes\":0,\"sha256\":\"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b85"
+        "5\",\"download_url\":\"\\/api\\/v1\\/artifacts\\/af_fedcba9876543210fedcba9876543210\"}]"
+        ",\"error\":{\"code\":\"execution_failed\",\"message\":\"The code failed: \\\"x\\\" \\/ l"
+        "ine 3\\n\\ttab \xe2\x82\xac\"},\"timings_ms\":{\"queue\":12,\"wiki\":3400,\"model\":5600"
+        ",\"sandbox\":7800,\"cleanup\":90,\"total\":17000},\"usage\":{\"model\":\"gpt-test\\/1\","
+        "\"prompt_tokens\":1234,\"completion_tokens\":9007199254740993},\"sandbox\":\"starting\","
+        "\"created_at\":\"2025-11-22T10:00:00.123Z\",\"finished_at\":\"2025-11-22T10:00:17.124Z\""
+        "}],\"next_cursor\":null}";
 
 static const char expected_empty[] = "{\"items\":[],\"next_cursor\":null}";
 
@@ -144,6 +159,8 @@ static void fixture_setup(Fixture *f) {
                 .completion_tokens = 1,
                 .finished_at = T0 + 60 * USEC_PER_SEC,
                 .sandbox = "offered",
+                .citations_json =
+                        "[{\"n\":1,\"title\":\"Apple\",\"revision_id\":7,\"quote\":\"Apples are \\\"pomes\\\" / fruit.\",\"status\":\"verified\",\"url\":\"http://w.example/index.php?oldid=7#:~:text=x\",\"section\":null},{\"n\":2,\"title\":\"Nope\",\"revision_id\":null,\"quote\":\"\\u0001 \xe2\x82\xac\",\"status\":\"not_read\",\"url\":null,\"section\":null}]",
         };
 
         *f = (Fixture){ .dir = "/tmp/test-render-XXXXXX" };
@@ -261,8 +278,8 @@ TEST(pages) {
         fixture_done(&f);
 }
 
-/* Sources that are not an array (only a file changed behind the store's
- * back) are rendered as []. */
+/* Sources or citations that are not an array (only a file changed behind
+ * the store's back) are rendered as []. */
 TEST(sources_not_an_array) {
         static const char *const bad[] = { "{}", "nope", "", "1" };
 
@@ -273,6 +290,7 @@ TEST(sources_not_an_array) {
                         .question = (char *) "q",
                         .answer = (char *) "a",
                         .sources_json = (char *) bad[i],
+                        .citations_json = (char *) bad[ELEMENTSOF(bad) - 1 - i],
                         .model = (char *) "m",
                         .created_at = 0,
                         .finished_at = USEC_INFINITY,
@@ -283,7 +301,7 @@ TEST(sources_not_an_array) {
                 ASSERT_EQ_STR(
                         render_body(o),
                         "{\"id\":\"qr_x\",\"status\":\"succeeded\",\"question\":\"q\",\"answer\":\"a\","
-                        "\"sources\":[],\"artifacts\":[],\"error\":null,\"timings_ms\":{\"queue\":0,"
+                        "\"sources\":[],\"citations\":[],\"artifacts\":[],\"error\":null,\"timings_ms\":{\"queue\":0,"
                         "\"wiki\":0,\"model\":0,\"sandbox\":0,\"cleanup\":0,\"total\":0},\"usage\":{"
                         "\"model\":\"m\",\"prompt_tokens\":0,\"completion_tokens\":0},\"sandbox\":null,\"created_at\":"
                         "\"1970-01-01T00:00:00.000Z\",\"finished_at\":null}");

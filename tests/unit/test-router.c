@@ -66,6 +66,7 @@ TEST(match) {
         expect_route("/api/v1/history", ROUTE_HISTORY, "");
         expect_route("/api/v1/history/" QR, ROUTE_HISTORY_ITEM, QR);
         expect_route("/api/v1/history/" QR "/events", ROUTE_HISTORY_EVENTS, QR);
+        expect_route("/api/v1/history/" QR "/sources", ROUTE_HISTORY_SOURCES, QR);
         expect_route("/api/v1/artifacts/" AF, ROUTE_ARTIFACT, AF);
 }
 
@@ -206,6 +207,7 @@ TEST(methods) {
                 { ROUTE_QUEUE_EVENTS, "GET" },       { ROUTE_QUERY, "POST" },
                 { ROUTE_HISTORY, "GET, HEAD" },      { ROUTE_HISTORY_ITEM, "GET, HEAD, DELETE" },
                 { ROUTE_HISTORY_EVENTS, "GET" },     { ROUTE_ARTIFACT, "GET, HEAD" },
+                { ROUTE_HISTORY_SOURCES, "GET" },
         };
 
         ASSERT_EQ_INT(ELEMENTSOF(table), _ROUTE_MAX);

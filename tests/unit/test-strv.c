@@ -33,4 +33,15 @@ TEST(strv_freep) {
         ASSERT_EQ_INT(strv_length(empty), 0);
 }
 
+TEST(strv_copy) {
+        char *l[] = { (char *) "one", (char *) "two", NULL };
+        _cleanup_(strv_freep) char **c = strv_copy(l), **e = strv_copy(NULL);
+
+        ASSERT_TRUE(c && c[0] != l[0]);
+        ASSERT_EQ_INT(strv_length(c), 2);
+        ASSERT_EQ_STR(c[0], "one");
+        ASSERT_EQ_STR(c[1], "two");
+        ASSERT_TRUE(e && !e[0]);
+}
+
 DEFINE_TEST_MAIN()

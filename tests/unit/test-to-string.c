@@ -7,6 +7,7 @@
 #include "http/origin.h"
 #include "http/router.h"
 #include "query/agent.h"
+#include "query/citation.h"
 #include "query/executor.h"
 #include "query/llm.h"
 #include "query/mediawiki.h"
@@ -186,6 +187,15 @@ TEST(query_names) {
                 "offered",
                 "unavailable",
                 "starting");
+        /* A citation's status (API.md 9, "citations"). */
+        CHECK_NAMES(
+                citation_status_to_string,
+                _CITATION_STATUS_MAX,
+                _CITATION_STATUS_INVALID,
+                "verified",
+                "not_found",
+                "not_read",
+                "too_short");
         /* MediaWikiLoginResult has no _MAX: OTHER is the last value. */
         CHECK_NAMES(
                 mediawiki_login_result_to_string,
