@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "admission/wait-tracker.h"
 #include "shared/macro.h"
@@ -13,8 +14,8 @@ typedef struct CachedRange {
         bool valid;
         uint64_t generation;
         uint64_t position;
-        size_t n_running;
-        double elapsed; /* the running query's elapsed time, to two significant digits */
+        size_t n_busy;
+        uint64_t key; /* the busy slots' elapsed times (two significant digits) and the slots */
         WaitRange range;
 } CachedRange;
 
@@ -67,48 +68,63 @@ static double two_digits(double s) {
         return floor(s / step) * step;
 }
 
-int wait_tracker_status_range(
-        WaitTracker *t,
-        const AdmissionStatus *st,
-        uint64_t waiting,
-        usec_t running_since,
-        usec_t now,
-        WaitRange *ret) {
-        uint64_t position;
-        double elapsed = 0;
-        size_t n_running = 0;
+/* FNV-1a over the busy slots' elapsed times: the cache's key for them. */
+static uint64_t hash_elapsed(const double *elapsed, size_t n) {
+        uint64_t h = UINT64_C(14695981039346656037);
+
+        for (size_t i = 0; i < n; i++) {
+                uint64_t bits;
+
+                memcpy(&bits, &elapsed[i], sizeof bits);
+                for (unsigned k = 0; k < 8; k++) {
+                        h ^= (bits >> (8 * k)) & 0xff;
+                        h *= UINT64_C(1099511628211);
+                }
+        }
+        return h;
+}
+
+int wait_tracker_range(WaitTracker *t, uint64_t position, const WaitSlots *slots, usec_t now, WaitRange *ret) {
+        double elapsed[WAIT_RANGE_SLOTS_MAX];
+        size_t n_busy = 0;
+        uint64_t key;
         CachedRange *c;
         int r;
 
         assert(t);
-        assert(st);
+        assert(slots);
+        assert(slots->running_since || slots->n_running == 0);
         assert(ret);
 
+        if (slots->total == 0 || slots->total > WAIT_RANGE_SLOTS_MAX ||
+            slots->n_running + slots->reserved > slots->total)
+                return -EINVAL;
         if (t->durations.n < WAIT_RANGE_KNOWN_MIN)
                 return 0;
-        if (st->has_ticket)
-                position = st->ticket.status == TICKET_RESERVED ? 0 : st->ticket.position;
-        else
-                position = st->state == ADMISSION_IDLE ? 0 : waiting + 1;
-        if (st->state == ADMISSION_RUNNING) {
-                n_running = 1;
-                if (running_since != USEC_INFINITY && now > running_since)
-                        elapsed = two_digits((double) (now - running_since) / USEC_PER_SEC);
-        } else if (st->state == ADMISSION_RESERVED)
-                n_running = 1;
+        for (size_t i = 0; i < slots->n_running; i++) {
+                usec_t since = slots->running_since[i];
+
+                elapsed[n_busy++] = since != USEC_INFINITY && now > since ?
+                        two_digits((double) (now - since) / USEC_PER_SEC) :
+                        0;
+        }
+        /* A reserved slot is busy from now: its query has not begun. */
+        for (unsigned i = 0; i < slots->reserved; i++)
+                elapsed[n_busy++] = 0;
+        key = hash_elapsed(elapsed, n_busy) ^ slots->total;
 
         c = &t->cache[position % CACHE_SIZE];
-        if (c->valid && c->generation == t->generation && c->position == position &&
-            c->n_running == n_running && c->elapsed == elapsed) {
+        if (c->valid && c->generation == t->generation && c->position == position && c->n_busy == n_busy &&
+            c->key == key) {
                 *ret = c->range;
                 return 1;
         }
         r = wait_range_estimate(
                 t->durations.seconds,
                 t->durations.n,
-                &elapsed,
-                n_running,
-                1,
+                elapsed,
+                n_busy,
+                slots->total,
                 position,
                 t->generation * 1000003 + position,
                 &c->range);
@@ -121,8 +137,34 @@ int wait_tracker_status_range(
         c->valid = true;
         c->generation = t->generation;
         c->position = position;
-        c->n_running = n_running;
-        c->elapsed = elapsed;
+        c->n_busy = n_busy;
+        c->key = key;
         *ret = c->range;
         return 1;
+}
+
+int wait_tracker_status_range(
+        WaitTracker *t,
+        const AdmissionStatus *st,
+        uint64_t waiting,
+        usec_t running_since,
+        usec_t now,
+        WaitRange *ret) {
+        WaitSlots slots = {
+                .total = 1,
+                .reserved = st->state == ADMISSION_RESERVED,
+                .n_running = st->state == ADMISSION_RUNNING,
+                .running_since = &running_since,
+        };
+        uint64_t position;
+
+        assert(t);
+        assert(st);
+        assert(ret);
+
+        if (st->has_ticket)
+                position = st->ticket.status == TICKET_RESERVED ? 0 : st->ticket.position;
+        else
+                position = st->state == ADMISSION_IDLE ? 0 : waiting + 1;
+        return wait_tracker_range(t, position, &slots, now, ret);
 }

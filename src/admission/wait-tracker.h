@@ -27,6 +27,22 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(WaitTracker *, wait_tracker_free);
 int wait_tracker_add(WaitTracker *t, double seconds);
 size_t wait_tracker_count(const WaitTracker *t);
 
+/* The slots as the range sees them: `total` slots, of which `reserved` are
+ * reserved for a ticket and n_running run a query, claimed at
+ * running_since[i] (monotonic). */
+typedef struct WaitSlots {
+        unsigned total;
+        unsigned reserved;
+        size_t n_running;
+        const usec_t *running_since;
+} WaitSlots;
+
+/* The range for a ticket at `position` (as wait_range_estimate() takes it)
+ * with those slots, at now. 1 and *ret when known; 0 when fewer than
+ * WAIT_RANGE_KNOWN_MIN durations are known; -EINVAL for slots that do not
+ * add up (more busy than total, none, more than WAIT_RANGE_SLOTS_MAX). */
+int wait_tracker_range(WaitTracker *t, uint64_t position, const WaitSlots *slots, usec_t now, WaitRange *ret);
+
 /* The range for the session whose status is st (its ticket's position;
  * without a ticket, position waiting + 1, or 0 when idle), one slot busy
  * while the controller is running (for now - running_since) or reserved

@@ -316,4 +316,33 @@ TEST(tracker) {
         ASSERT_TRUE(r.p90 == 0);
 }
 
+/* N slots through the tracker: the running ones by their claim times, the
+ * reserved ones busy from now, the idle ones free. */
+TEST(tracker_n_slots) {
+        _cleanup_(wait_tracker_freep) WaitTracker *t = NULL;
+        const usec_t now = 100 * USEC_PER_SEC;
+        const usec_t since[] = { now - 2 * USEC_PER_SEC, now - 7 * USEC_PER_SEC };
+        WaitSlots slots = { .total = 3, .reserved = 1, .n_running = 2, .running_since = since };
+        const double want[] = { 3, 8, 10, 13, 18, 20 };
+        WaitRange r;
+
+        ASSERT_OK(wait_tracker_new(&t));
+        for (int i = 0; i < WAIT_RANGE_KNOWN_MIN; i++)
+                ASSERT_OK(wait_tracker_add(t, 10));
+        /* Frees at 3 (running for 7 s), 8 (for 2 s), 10 (reserved). */
+        for (unsigned p = 1; p <= ELEMENTSOF(want); p++) {
+                ASSERT_EQ_INT(wait_tracker_range(t, p, &slots, now, &r), 1);
+                ASSERT_TRUE(fabs(r.p50 - want[p - 1]) < 1e-9);
+        }
+        /* A fourth slot, idle: the next waits nothing. */
+        slots.total = 4;
+        ASSERT_EQ_INT(wait_tracker_range(t, 1, &slots, now, &r), 1);
+        ASSERT_TRUE(r.p90 == 0);
+        /* More busy than there are slots, or none at all. */
+        slots.total = 2;
+        ASSERT_EQ_INT(wait_tracker_range(t, 1, &slots, now, &r), -EINVAL);
+        slots.total = 0;
+        ASSERT_EQ_INT(wait_tracker_range(t, 1, &slots, now, &r), -EINVAL);
+}
+
 DEFINE_TEST_MAIN()
