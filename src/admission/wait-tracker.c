@@ -8,7 +8,9 @@
 #include "admission/wait-tracker.h"
 #include "shared/macro.h"
 
-#define CACHE_SIZE 32U
+/* One range per position modulo this: a queue of up to this many waiting
+ * sessions, each with its queue stream, reuses its ranges while nothing moves. */
+#define CACHE_SIZE 256U
 
 typedef struct CachedRange {
         bool valid;
