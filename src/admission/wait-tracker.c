@@ -146,27 +146,27 @@ int wait_tracker_range(WaitTracker *t, uint64_t position, const WaitSlots *slots
 }
 
 int wait_tracker_status_range(
-        WaitTracker *t,
-        const AdmissionStatus *st,
-        uint64_t waiting,
-        usec_t running_since,
-        usec_t now,
-        WaitRange *ret) {
+        WaitTracker *t, const Admission *a, const AdmissionStatus *st, usec_t now, WaitRange *ret) {
+        /* One slot: running, reserved for a ticket, or idle. With N slots
+         * the running ones come from admission_foreach_running() and the
+         * reserved and idle ones from the status's slot counts. */
+        usec_t since = admission_running_since(a);
         WaitSlots slots = {
                 .total = 1,
                 .reserved = st->state == ADMISSION_RESERVED,
                 .n_running = st->state == ADMISSION_RUNNING,
-                .running_since = &running_since,
+                .running_since = &since,
         };
         uint64_t position;
 
         assert(t);
+        assert(a);
         assert(st);
         assert(ret);
 
         if (st->has_ticket)
                 position = st->ticket.status == TICKET_RESERVED ? 0 : st->ticket.position;
-        else
-                position = st->state == ADMISSION_IDLE ? 0 : waiting + 1;
+        else /* a claim now: after everyone waiting, or at once on an idle slot */
+                position = st->state == ADMISSION_IDLE ? 0 : admission_waiting_count(a) + 1;
         return wait_tracker_range(t, position, &slots, now, ret);
 }

@@ -44,15 +44,9 @@ typedef struct WaitSlots {
 int wait_tracker_range(WaitTracker *t, uint64_t position, const WaitSlots *slots, usec_t now, WaitRange *ret);
 
 /* The range for the session whose status is st (its ticket's position;
- * without a ticket, position waiting + 1, or 0 when idle), one slot busy
- * while the controller is running (for now - running_since) or reserved
- * (just begun). 1 and *ret when known; 0 when fewer than
- * WAIT_RANGE_KNOWN_MIN durations are known (the range is null); negative
- * errno on failure. */
+ * without a ticket, the place after everyone waiting, or 0 when a slot is
+ * idle), with the slots as the admission machine a has them. 1 and *ret
+ * when known; 0 when fewer than WAIT_RANGE_KNOWN_MIN durations are known
+ * (the range is null); negative errno on failure. */
 int wait_tracker_status_range(
-        WaitTracker *t,
-        const AdmissionStatus *st,
-        uint64_t waiting,
-        usec_t running_since,
-        usec_t now,
-        WaitRange *ret);
+        WaitTracker *t, const Admission *a, const AdmissionStatus *st, usec_t now, WaitRange *ret);

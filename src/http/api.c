@@ -241,13 +241,7 @@ static char *api_status_json(
                 user);
         if (!o)
                 return NULL;
-        r = wait_tracker_status_range(
-                api->wait_tracker,
-                st,
-                admission_waiting_count(api->admission),
-                admission_running_since(api->admission),
-                now_mono,
-                &range);
+        r = wait_tracker_status_range(api->wait_tracker, api->admission, st, now_mono, &range);
         if (r < 0)
                 log_warning_errno(r, "The wait range could not be computed: it is null");
         if (render_status_add_wait_range(o, r > 0 ? &range : NULL) < 0)

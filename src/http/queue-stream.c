@@ -117,13 +117,7 @@ static int queue_streams_add_wait_range(
         int r = 0;
 
         if (q->wait_tracker)
-                r = wait_tracker_status_range(
-                        q->wait_tracker,
-                        st,
-                        admission_waiting_count(q->admission),
-                        admission_running_since(q->admission),
-                        now_mono,
-                        &range);
+                r = wait_tracker_status_range(q->wait_tracker, q->admission, st, now_mono, &range);
         if (r < 0)
                 log_warning_errno(r, "Queue stream: the wait range could not be computed: it is null");
         return render_status_add_wait_range(o, r > 0 ? &range : NULL);

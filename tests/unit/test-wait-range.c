@@ -266,54 +266,82 @@ TEST(durations_ring) {
                 ASSERT_TRUE(w.seconds[i] >= 50 && w.seconds[i] < WAIT_DURATIONS_MAX + 50);
 }
 
-/* The tracker: a status becomes a position and a busy slot; the range is
- * null until 10 durations are known; it is computed again when a duration
- * is added or the running query's time moves, and is the same otherwise. */
+static SessionKey session(unsigned n) {
+        SessionKey k = { .bytes = { 0 } };
+
+        k.bytes[0] = (uint8_t) n;
+        k.bytes[31] = 0x5a;
+        return k;
+}
+
+/* The tracker on a real admission machine: a status becomes a position and
+ * a busy slot; the range is null until 10 durations are known; it is
+ * computed again when a duration is added or the running query's time
+ * moves, and is the same otherwise. */
 TEST(tracker) {
         _cleanup_(wait_tracker_freep) WaitTracker *t = NULL;
-        AdmissionStatus st = { .state = ADMISSION_RUNNING, .has_ticket = true };
+        _cleanup_(admission_freep) Admission *a = NULL;
+        const AdmissionSettings settings = {
+                .reservation_usec = 60 * USEC_PER_SEC,
+                .heartbeat_usec = 3600 * USEC_PER_SEC,
+                .max_length = 10,
+        };
+        const SessionKey s1 = session(1), s2 = session(2), s3 = session(3), s4 = session(4);
+        usec_t t0 = 1000 * USEC_PER_SEC;
+        AdmissionStatus st;
         WaitRange r, r2;
 
         ASSERT_OK(wait_tracker_new(&t));
-        st.ticket.status = TICKET_WAITING;
-        st.ticket.position = 2;
+        ASSERT_OK(admission_new(&settings, &a));
+
+        /* Idle, no ticket: nothing to wait for, once the range is known. */
+        ASSERT_OK(admission_status(a, &s4, t0, &st));
+        ASSERT_EQ_INT(wait_tracker_status_range(t, a, &st, t0, &r), 0);
         for (int i = 0; i < WAIT_RANGE_KNOWN_MIN - 1; i++)
                 ASSERT_OK(wait_tracker_add(t, 10));
-        ASSERT_EQ_INT(wait_tracker_status_range(t, &st, 2, 0, 4 * USEC_PER_SEC, &r), 0);
+        ASSERT_EQ_INT(wait_tracker_status_range(t, a, &st, t0, &r), 0);
         ASSERT_EQ_INT(wait_tracker_add(t, -1), -EINVAL);
         ASSERT_OK(wait_tracker_add(t, 10));
         ASSERT_EQ_INT(wait_tracker_count(t), WAIT_RANGE_KNOWN_MIN);
-        /* Running for 4 s of 10, then one of 10 ahead: 16 s. */
-        ASSERT_EQ_INT(wait_tracker_status_range(t, &st, 2, 0, 4 * USEC_PER_SEC, &r), 1);
+        ASSERT_EQ_INT(wait_tracker_status_range(t, a, &st, t0, &r), 1);
+        ASSERT_TRUE(r.p90 == 0);
+
+        /* s1 runs since t0; s2 waits at 1, s3 at 2. */
+        ASSERT_TRUE(admission_claim(a, &s1, "qr_1", t0) >= 0);
+        ASSERT_TRUE(admission_join(a, &s2, t0) >= 0);
+        ASSERT_TRUE(admission_join(a, &s3, t0) >= 0);
+
+        /* s3 at 4 s: 6 s left of the running one, then 10 s of s2's. */
+        ASSERT_OK(admission_status(a, &s3, t0 + 4 * USEC_PER_SEC, &st));
+        ASSERT_EQ_INT(wait_tracker_status_range(t, a, &st, t0 + 4 * USEC_PER_SEC, &r), 1);
         ASSERT_TRUE(fabs(r.p50 - 16) < 1e-9 && fabs(r.p10 - 16) < 1e-9 && fabs(r.p90 - 16) < 1e-9);
-        /* Cached: the same; 5 ms later, still the same (10 ms steps). */
-        ASSERT_EQ_INT(wait_tracker_status_range(t, &st, 2, 0, 4 * USEC_PER_SEC + 5000, &r2), 1);
+        /* 5 ms later: the same (the time moves in two digits). */
+        ASSERT_EQ_INT(wait_tracker_status_range(t, a, &st, t0 + 4 * USEC_PER_SEC + 5000, &r2), 1);
         ASSERT_TRUE(r2.p50 == r.p50);
         /* A second later: a second less. */
-        ASSERT_EQ_INT(wait_tracker_status_range(t, &st, 2, 0, 5 * USEC_PER_SEC, &r), 1);
+        ASSERT_OK(admission_status(a, &s3, t0 + 5 * USEC_PER_SEC, &st));
+        ASSERT_EQ_INT(wait_tracker_status_range(t, a, &st, t0 + 5 * USEC_PER_SEC, &r), 1);
         ASSERT_TRUE(fabs(r.p50 - 15) < 1e-9);
-        /* A new duration is seen at once. */
+        /* Without a ticket: after both waiting ones. */
+        ASSERT_OK(admission_status(a, &s4, t0 + 5 * USEC_PER_SEC, &st));
+        ASSERT_EQ_INT(wait_tracker_status_range(t, a, &st, t0 + 5 * USEC_PER_SEC, &r), 1);
+        ASSERT_TRUE(fabs(r.p50 - 25) < 1e-9);
+        /* New durations are seen at once. */
         for (int i = 0; i < WAIT_DURATIONS_MAX; i++)
                 ASSERT_OK(wait_tracker_add(t, 20));
-        ASSERT_EQ_INT(wait_tracker_status_range(t, &st, 2, 0, 5 * USEC_PER_SEC, &r), 1);
+        ASSERT_OK(admission_status(a, &s3, t0 + 5 * USEC_PER_SEC, &st));
+        ASSERT_EQ_INT(wait_tracker_status_range(t, a, &st, t0 + 5 * USEC_PER_SEC, &r), 1);
         ASSERT_TRUE(fabs(r.p50 - 35) < 1e-9);
-        /* Reserved for someone else: the slot is busy from now. */
-        st.state = ADMISSION_RESERVED;
-        ASSERT_EQ_INT(wait_tracker_status_range(t, &st, 2, USEC_INFINITY, 5 * USEC_PER_SEC, &r), 1);
-        ASSERT_TRUE(fabs(r.p50 - 40) < 1e-9);
-        /* The holder of the reservation waits nothing. */
-        st.ticket.status = TICKET_RESERVED;
-        st.ticket.position = 0;
-        ASSERT_EQ_INT(wait_tracker_status_range(t, &st, 2, USEC_INFINITY, 5 * USEC_PER_SEC, &r), 1);
+
+        /* s1 finishes: s2 holds the reservation (nothing to wait for), and
+         * the reserved slot is busy from now for s3, now first. */
+        ASSERT_OK(admission_finish(a, t0 + 6 * USEC_PER_SEC));
+        ASSERT_OK(admission_status(a, &s2, t0 + 6 * USEC_PER_SEC, &st));
+        ASSERT_EQ_INT(wait_tracker_status_range(t, a, &st, t0 + 6 * USEC_PER_SEC, &r), 1);
         ASSERT_TRUE(r.p90 == 0);
-        /* Without a ticket: the place after the 2 waiting ones; idle: 0. */
-        st.has_ticket = false;
-        st.state = ADMISSION_RUNNING;
-        ASSERT_EQ_INT(wait_tracker_status_range(t, &st, 2, 0, 5 * USEC_PER_SEC, &r), 1);
-        ASSERT_TRUE(fabs(r.p50 - 55) < 1e-9);
-        st.state = ADMISSION_IDLE;
-        ASSERT_EQ_INT(wait_tracker_status_range(t, &st, 0, USEC_INFINITY, 5 * USEC_PER_SEC, &r), 1);
-        ASSERT_TRUE(r.p90 == 0);
+        ASSERT_OK(admission_status(a, &s3, t0 + 6 * USEC_PER_SEC, &st));
+        ASSERT_EQ_INT(wait_tracker_status_range(t, a, &st, t0 + 6 * USEC_PER_SEC, &r), 1);
+        ASSERT_TRUE(fabs(r.p50 - 20) < 1e-9);
 }
 
 /* N slots through the tracker: the running ones by their claim times, the
