@@ -145,18 +145,22 @@ int wait_tracker_range(WaitTracker *t, uint64_t position, const WaitSlots *slots
         return 1;
 }
 
+typedef struct RunningSince {
+        usec_t since[WAIT_RANGE_SLOTS_MAX];
+        size_t n;
+} RunningSince;
+
+static void collect_running(const char *query_id, unsigned slot, usec_t since, void *userdata) {
+        RunningSince *c = userdata;
+
+        if (c->n < ELEMENTSOF(c->since))
+                c->since[c->n++] = since;
+}
+
 int wait_tracker_status_range(
         WaitTracker *t, const Admission *a, const AdmissionStatus *st, usec_t now, WaitRange *ret) {
-        /* One slot: running, reserved for a ticket, or idle. With N slots
-         * the running ones come from admission_foreach_running() and the
-         * reserved and idle ones from the status's slot counts. */
-        usec_t since = admission_running_since(a);
-        WaitSlots slots = {
-                .total = 1,
-                .reserved = st->state == ADMISSION_RESERVED,
-                .n_running = st->state == ADMISSION_RUNNING,
-                .running_since = &since,
-        };
+        RunningSince running = { .n = 0 };
+        WaitSlots slots;
         uint64_t position;
 
         assert(t);
@@ -164,9 +168,16 @@ int wait_tracker_status_range(
         assert(st);
         assert(ret);
 
+        admission_foreach_running(a, collect_running, &running);
+        slots = (WaitSlots){
+                .total = st->slots.total,
+                .reserved = st->slots.reserved,
+                .n_running = running.n,
+                .running_since = running.since,
+        };
         if (st->has_ticket)
                 position = st->ticket.status == TICKET_RESERVED ? 0 : st->ticket.position;
         else /* a claim now: after everyone waiting, or at once on an idle slot */
-                position = st->state == ADMISSION_IDLE ? 0 : admission_waiting_count(a) + 1;
+                position = st->slots.idle > 0 ? 0 : admission_waiting_count(a) + 1;
         return wait_tracker_range(t, position, &slots, now, ret);
 }

@@ -285,6 +285,7 @@ TEST(tracker) {
                 .reservation_usec = 60 * USEC_PER_SEC,
                 .heartbeat_usec = 3600 * USEC_PER_SEC,
                 .max_length = 10,
+                .slots = 1,
         };
         const SessionKey s1 = session(1), s2 = session(2), s3 = session(3), s4 = session(4);
         usec_t t0 = 1000 * USEC_PER_SEC;
@@ -335,7 +336,7 @@ TEST(tracker) {
 
         /* s1 finishes: s2 holds the reservation (nothing to wait for), and
          * the reserved slot is busy from now for s3, now first. */
-        ASSERT_OK(admission_finish(a, t0 + 6 * USEC_PER_SEC));
+        ASSERT_OK(admission_finish(a, "qr_1", t0 + 6 * USEC_PER_SEC));
         ASSERT_OK(admission_status(a, &s2, t0 + 6 * USEC_PER_SEC, &st));
         ASSERT_EQ_INT(wait_tracker_status_range(t, a, &st, t0 + 6 * USEC_PER_SEC, &r), 1);
         ASSERT_TRUE(r.p90 == 0);
