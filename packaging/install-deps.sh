@@ -36,6 +36,19 @@ else
         $sudo apt-get install -y -qq --no-install-recommends $missing
 fi
 
+# The browser tests' axe-core, at the version and hash of
+# tests/e2e/package-lock.json, into tests/e2e/node_modules/.
+# Debian's nodejs comes without npm, which is a package of its own there;
+# a nodejs from elsewhere may bring its own npm, which that one would
+# conflict with: so npm is installed only when there is none.
+if [ "$what" = all ]; then
+        if ! command -v npm >/dev/null 2>&1; then
+                export DEBIAN_FRONTEND=noninteractive
+                $sudo apt-get install -y -qq --no-install-recommends npm
+        fi
+        (cd "$here/../tests/e2e" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
 # The tests' real MediaWiki: Debian's code, extracted, not installed.
 if [ "$what" = all ]; then
         $sudo "$here/install-mediawiki.sh"

@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "config-version.h"
+#include "admission/wait-tracker.h"
 #include "http/api.h"
 #include "http/query-stream.h"
 #include "http/sources-check.h"
@@ -36,6 +37,7 @@ struct Api {
         QueueStreams *queue_streams;   /* GET /queue/events (API.md 11.1) */
         QueryStreams *query_streams;   /* the running query's events (11.2, 11.3) */
         SourcesChecks *sources_checks; /* GET /history/{id}/sources (9) */
+        WaitTracker *wait_tracker;     /* the recent durations: the wait range (API.md 5) */
 
         /* The requests of the queries in flight: each stays suspended until
          * its record is durable (even if the client has gone). */
@@ -101,6 +103,7 @@ static void api_query_durable(Api *api, ManagerQuery *q, const ManagerOutcome *o
  * the waiting requests. */
 static void api_on_manager_event(Manager *m, const ManagerEvent *ev, void *userdata) {
         Api *api = userdata;
+        usec_t t, since;
         int r;
 
         switch (ev->type) {
@@ -120,12 +123,43 @@ static void api_on_manager_event(Manager *m, const ManagerEvent *ev, void *userd
         case MANAGER_QUERY_DURABLE:
                 api_query_durable(api, ev->query, ev->outcome);
                 break;
+        case MANAGER_QUERY_CLEANUP_CONFIRMED:
+                /* Its duration for the wait range: claim to confirmed cleanup. */
+                t = now(CLOCK_MONOTONIC);
+                since = manager_query_since(ev->query);
+                r = wait_tracker_add(api->wait_tracker, (double) (t > since ? t - since : 0) / USEC_PER_SEC);
+                if (r < 0)
+                        log_debug_errno(r, "Query %s: its duration is not kept", manager_query_id(ev->query));
+                break;
         case MANAGER_ADMISSION:
                 queue_streams_admission_event(api->queue_streams, ev->admission);
                 break;
         default:
                 break;
         }
+}
+
+/* The wait range's durations, seeded from the history: the most recent
+ * WAIT_DURATIONS_MAX, oldest first, so that a restart forgets nothing. A
+ * history that cannot be read leaves it empty ("no estimate yet"). */
+static int api_make_wait_tracker(History *h, WaitTracker **ret) {
+        _cleanup_(wait_tracker_freep) WaitTracker *t = NULL;
+        double seconds[WAIT_DURATIONS_MAX];
+        size_t n = 0;
+        int r;
+
+        r = wait_tracker_new(&t);
+        if (r < 0)
+                return r;
+        r = history_recent_durations(h, ELEMENTSOF(seconds), seconds, &n);
+        if (r < 0)
+                log_warning_errno(
+                        r, "The recent query durations could not be read: the wait range starts empty");
+        for (size_t i = n; i-- > 0;)
+                (void) wait_tracker_add(t, seconds[i]);
+        log_debug("Wait range: %zu recent durations from the history.", n);
+        *ret = TAKE_PTR(t);
+        return 0;
 }
 
 int api_new(sd_event *event, Manager *manager, Api **ret) {
@@ -152,6 +186,10 @@ int api_new(sd_event *event, Manager *manager, Api **ret) {
         r = sources_checks_new(manager_get_executor(manager), &api->sources_checks);
         if (r < 0)
                 return r;
+        r = api_make_wait_tracker(api->history, &api->wait_tracker);
+        if (r < 0)
+                return r;
+        queue_streams_set_wait_tracker(api->queue_streams, api->wait_tracker);
         r = manager_subscribe(manager, api_on_manager_event, api);
         if (r < 0)
                 return r;
@@ -167,6 +205,7 @@ Api *api_free(Api *api) {
         api->queue_streams = queue_streams_free(api->queue_streams);
         api->query_streams = query_streams_free(api->query_streams);
         api->sources_checks = sources_checks_free(api->sources_checks);
+        api->wait_tracker = wait_tracker_free(api->wait_tracker);
         while ((w = api->waiting)) {
                 LIST_REMOVE(waiting, api->waiting, w);
                 free(w);
@@ -177,10 +216,13 @@ Api *api_free(Api *api) {
 
 /* The status object of API.md 6 as the session sees it, as text (the
  * caller frees it); NULL when out of memory. */
-static char *api_status_json(Api *api, const SessionKey *session, const char *user, const AdmissionStatus *st) {
+static char *api_status_json(
+        Api *api, const SessionKey *session, const char *user, const AdmissionStatus *st, usec_t now_mono) {
         _cleanup_(json_object_putp) json_object *o = NULL;
         ManagerQuery *q = manager_get_query_by_session(api->manager, session);
         RenderRunningQuery rq;
+        WaitRange range;
+        int r;
 
         /* Running until its record is durable (API.md 11.4). */
         if (q && manager_query_awaiting_cleanup(q))
@@ -197,7 +239,14 @@ static char *api_status_json(Api *api, const SessionKey *session, const char *us
                 api->config->queue_heartbeat_seconds,
                 q ? &rq : NULL,
                 user);
-        return o ? strdup(render_body(o)) : NULL;
+        if (!o)
+                return NULL;
+        r = wait_tracker_status_range(api->wait_tracker, api->admission, st, now_mono, &range);
+        if (r < 0)
+                log_warning_errno(r, "The wait range could not be computed: it is null");
+        if (render_status_add_wait_range(o, r > 0 ? &range : NULL) < 0)
+                return NULL;
+        return strdup(render_body(o));
 }
 
 /* Retry-After for busy and queue_full (API.md 2): whole seconds, at least
@@ -233,7 +282,7 @@ static HttpHandlerResult reply_status(Api *api, HttpRequest *req, unsigned code,
         AdmissionStatus st;
 
         admission_status(api->admission, http_request_session(req), now_mono, &st);
-        body = api_status_json(api, http_request_session(req), http_request_user(req), &st);
+        body = api_status_json(api, http_request_session(req), http_request_user(req), &st, now_mono);
         if (!body)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         return http_reply(req, code, body, NULL);

@@ -685,18 +685,26 @@ static bool request_refuse_framing(HttpRequest *req, const char *method, const c
  * origin policy (the page is only read; what it then calls is the API).
  * "no-cache" with a strong ETag: the browser keeps the file and asks each
  * time whether it is still current, and a new build answers with the new
- * bytes, never stale ones. */
+ * bytes, never stale ones. The copy compressed at build time goes to a
+ * client whose Accept-Encoding takes gzip, with its own ETag; every answer
+ * says "Vary: Accept-Encoding", so that a cache keeps the two apart. */
 static void request_serve_page(HttpRequest *req, const char *url) {
         const WwwFile *f = req->server->config->web_ui ? www_lookup(url) : NULL;
         const char *h[] = {
                 MHD_HTTP_HEADER_ETAG,
                 NULL,
+                MHD_HTTP_HEADER_VARY,
+                MHD_HTTP_HEADER_ACCEPT_ENCODING,
                 "Content-Security-Policy",
                 WWW_CONTENT_SECURITY_POLICY,
                 "Referrer-Policy",
                 "no-referrer",
+                NULL, /* Content-Encoding, for the compressed copy */
+                NULL,
                 NULL,
         };
+        const unsigned char *data;
+        size_t size;
 
         if (!f) {
                 http_reply_error(req, API_ERROR_NOT_FOUND, NULL, NULL);
@@ -709,11 +717,22 @@ static void request_serve_page(HttpRequest *req, const char *url) {
         }
 
         req->page = true;
-        h[1] = f->etag;
-        if (www_etag_matches(header(req->connection, MHD_HTTP_HEADER_IF_NONE_MATCH), f->etag))
+        if (f->gzip_data && www_accepts_gzip(header(req->connection, MHD_HTTP_HEADER_ACCEPT_ENCODING))) {
+                h[1] = f->gzip_etag;
+                h[8] = MHD_HTTP_HEADER_CONTENT_ENCODING;
+                h[9] = "gzip";
+                data = f->gzip_data;
+                size = f->gzip_size;
+        } else {
+                h[1] = f->etag;
+                data = f->data;
+                size = f->size;
+        }
+        if (www_etag_matches(header(req->connection, MHD_HTTP_HEADER_IF_NONE_MATCH), h[1])) {
+                h[8] = NULL; /* no body, no Content-Encoding */
                 http_reply_bytes(req, 304, NULL, NULL, 0, h);
-        else
-                http_reply_bytes(req, 200, f->media_type, f->data, f->size, h);
+        } else
+                http_reply_bytes(req, 200, f->media_type, data, size, h);
 }
 
 typedef struct CookieScan {

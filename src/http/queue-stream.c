@@ -26,6 +26,7 @@ struct QueueStreams {
         const Config *config;
         Admission *admission;
         const QueryStreams *query_streams;
+        WaitTracker *wait_tracker;        /* borrowed; NULL: no wait range */
         sd_event_source *look_source;     /* defer: compare what each stream was sent */
         sd_event_source *estimate_source; /* while a running query uses up the average */
         sd_event_source *held_source;     /* the end of the earliest held-back stream's interval */
@@ -108,6 +109,20 @@ static int queue_stream_send(QueueStream *qs, const char *event, json_object *o)
         return http_stream_send(qs->stream, ++qs->last_id, event, render_body(o));
 }
 
+/* The status event's wait range (API.md 5), null without a tracker or
+ * when it cannot be computed. -ENOMEM. */
+static int queue_streams_add_wait_range(
+        QueueStreams *q, const AdmissionStatus *st, usec_t now_mono, json_object *o) {
+        WaitRange range;
+        int r = 0;
+
+        if (q->wait_tracker)
+                r = wait_tracker_status_range(q->wait_tracker, q->admission, st, now_mono, &range);
+        if (r < 0)
+                log_warning_errno(r, "Queue stream: the wait range could not be computed: it is null");
+        return render_status_add_wait_range(o, r > 0 ? &range : NULL);
+}
+
 /* Send `removed`, and end the stream. */
 static void queue_stream_removed(QueueStream *qs) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
@@ -180,6 +195,8 @@ static void queue_stream_look(QueueStream *qs, usec_t t) {
                 q->config->queue_heartbeat_seconds,
                 running ? &rq : NULL,
                 qs->user);
+        if (o && queue_streams_add_wait_range(q, &st, t, o) < 0)
+                json_object_put(TAKE_PTR(o)); /* sent as -ENOMEM below */
         r = queue_stream_send(qs, "status", o);
         if (r < 0) {
                 if (r != -ENOBUFS && r != -EPIPE)
@@ -379,6 +396,11 @@ int queue_streams_new(
 
         *ret = TAKE_PTR(q);
         return 0;
+}
+
+void queue_streams_set_wait_tracker(QueueStreams *q, WaitTracker *t) {
+        assert(q);
+        q->wait_tracker = t;
 }
 
 QueueStreams *queue_streams_free(QueueStreams *q) {

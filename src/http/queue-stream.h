@@ -4,6 +4,7 @@
 #include <systemd/sd-event.h>
 
 #include "admission/admission.h"
+#include "admission/wait-tracker.h"
 #include "http/httpd.h"
 #include "shared/config.h"
 #include "shared/macro.h"
@@ -43,6 +44,8 @@ int queue_streams_new(
         Admission *admission,
         const QueryStreams *query_streams,
         QueueStreams **ret);
+/* The wait range of each status event (API.md 5); borrowed, NULL: null. */
+void queue_streams_set_wait_tracker(QueueStreams *q, WaitTracker *t);
 /* Only after the HTTP server is freed (which closes the streams). */
 QueueStreams *queue_streams_free(QueueStreams *q);
 DEFINE_TRIVIAL_CLEANUP_FUNC(QueueStreams *, queue_streams_free);

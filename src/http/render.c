@@ -171,19 +171,43 @@ const char *render_body(json_object *o) {
 
 /* --- The status object of API.md 6 ------------------------------------------ */
 
-/* Seconds as a JSON number with millisecond precision ("84.0", "12.345"). */
+/* Seconds as a JSON number with millisecond precision ("84.0", "12.345"):
+ * whole milliseconds written by hand, which costs a fraction of a "%.3f"
+ * (the status object has up to five of these). */
 static json_object *json_seconds(double seconds) {
-        char buf[64];
-        size_t n;
+        char buf[32], *p = buf + sizeof buf;
+        uint64_t ms, whole;
+        unsigned frac;
 
         if (!isfinite(seconds) || seconds < 0)
                 seconds = 0;
-        snprintf(buf, sizeof buf, "%.3f", round(seconds * 1000.0) / 1000.0);
-        /* Trim trailing zeros but keep one digit after the point. */
-        n = strlen(buf);
-        while (n > 2 && buf[n - 1] == '0' && buf[n - 2] != '.')
-                buf[--n] = 0;
-        return json_object_new_double_s(seconds, buf);
+        if (seconds > 1e12) /* some 30,000 years: nothing the queue says */
+                seconds = 1e12;
+        ms = (uint64_t) llround(seconds * 1000.0);
+        whole = ms / 1000;
+        frac = (unsigned) (ms % 1000);
+        *--p = 0;
+        /* The fraction without trailing zeros, but at least one digit. */
+        if (frac == 0)
+                *--p = '0';
+        else {
+                unsigned digits = 3;
+
+                while (frac % 10 == 0) {
+                        frac /= 10;
+                        digits--;
+                }
+                for (unsigned i = 0; i < digits; i++) {
+                        *--p = (char) ('0' + frac % 10);
+                        frac /= 10;
+                }
+        }
+        *--p = '.';
+        do {
+                *--p = (char) ('0' + whole % 10);
+                whole /= 10;
+        } while (whole > 0);
+        return json_object_new_double_s(seconds, p);
 }
 
 static json_object *json_time(usec_t mono) {
@@ -222,6 +246,28 @@ static json_object *render_running_query(const RenderRunningQuery *rq) {
                 return NULL;
         }
         return o;
+}
+
+int render_status_add_wait_range(json_object *o, const WaitRange *range) {
+        json_object *r = NULL;
+
+        assert(o);
+
+        if (range) {
+                r = json_object_new_object();
+                if (!r)
+                        return -ENOMEM;
+                json_object_object_add(r, "p10", json_seconds(range->p10));
+                json_object_object_add(r, "p50", json_seconds(range->p50));
+                json_object_object_add(r, "p90", json_seconds(range->p90));
+        }
+        if (json_object_object_add(o, "estimated_wait_range_seconds", r) < 0) {
+                json_object_put(r);
+                return -ENOMEM;
+        }
+        if (json_object_object_add(o, "wait_known", json_object_new_boolean(!!range)) < 0)
+                return -ENOMEM;
+        return 0;
 }
 
 json_object *render_slots(const AdmissionSlotCounts *c) {

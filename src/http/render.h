@@ -4,6 +4,7 @@
 #include <json-c/json.h>
 
 #include "admission/admission.h"
+#include "admission/wait-range.h"
 #include "store/history.h"
 
 /* The JSON of API.md 6 and 9 from the structs of the admission machine and
@@ -41,6 +42,11 @@ json_object *render_status(
         uint64_t heartbeat_seconds,
         const RenderRunningQuery *running,
         const char *user);
+
+/* The status object's "estimated_wait_range_seconds" ({"p10", "p50",
+ * "p90"}, or null when range is NULL) and "wait_known" (API.md 5, 6),
+ * added to o. -ENOMEM. */
+int render_status_add_wait_range(json_object *o, const WaitRange *range);
 
 /* The body of a response carrying o (owned by o: valid until it is put). */
 const char *render_body(json_object *o);

@@ -15,6 +15,12 @@ typedef struct WwwFile {
         const char *etag;       /* "\"<SHA-256 of the bytes, hex>\"", a strong ETag */
         const unsigned char *data;
         size_t size;
+        /* The same bytes compressed with gzip at build time, with an ETag of
+         * their own ("\"<hex>-gzip\""); NULL and 0 when gzip would not make
+         * the file smaller. */
+        const char *gzip_etag;
+        const unsigned char *gzip_data;
+        size_t gzip_size;
 } WwwFile;
 
 /* The table, sorted by path; static, never freed. */
@@ -29,6 +35,12 @@ extern const size_t www_n_files;
 /* The file served at path (the request path, without the query string),
  * or NULL. Matching is exact, as router_match() is for the API. */
 const WwwFile *www_lookup(const char *path);
+
+/* Whether an Accept-Encoding field value (RFC 9110 12.5.3) accepts gzip:
+ * "gzip" or "x-gzip", else "*", with a weight above 0 ("q=0" refuses it).
+ * A malformed element or weight counts as not accepting (the identity
+ * bytes are always right). NULL or empty: false. Linear in the length. */
+bool www_accepts_gzip(const char *accept_encoding);
 
 /* Whether an If-None-Match field value (RFC 9110 13.1.2) matches etag: "*",
  * or a comma-separated list of entity tags one of which, weak or not, is

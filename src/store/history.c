@@ -773,6 +773,33 @@ int history_get_record(History *h, const char *id, const SessionKey *session, Hi
         return 0;
 }
 
+int history_recent_durations(History *h, size_t max, double *ret_seconds, size_t *ret_n) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+        size_t n = 0;
+        int r;
+
+        assert(h);
+        assert(ret_seconds || max == 0);
+        assert(ret_n);
+
+        /* Claim to outcome: the whole time less the wait in the queue. */
+        r = prepare(
+                h,
+                "SELECT total_ms - queue_ms FROM queries WHERE status != 'running' AND total_ms >= queue_ms "
+                "ORDER BY seq DESC LIMIT ?",
+                &s);
+        if (r < 0)
+                return r;
+        if (sqlite3_bind_int64(s, 1, (sqlite3_int64) MIN(max, (size_t) INT64_MAX)) != SQLITE_OK)
+                return db_error(h, "bind");
+        while ((r = sqlite3_step(s)) == SQLITE_ROW)
+                ret_seconds[n++] = (double) sqlite3_column_int64(s, 0) / 1000.0;
+        if (r != SQLITE_DONE)
+                return db_error(h, "read the recent durations");
+        *ret_n = n;
+        return 0;
+}
+
 int history_is_running(History *h, const char *id, const SessionKey *session) {
         _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
         int r;

@@ -131,6 +131,11 @@ int history_get_record(History *h, const char *id, const SessionKey *session, Hi
  * 1, 0, or -EIO. */
 int history_is_running(History *h, const char *id, const SessionKey *session);
 
+/* The durations of the most recent finished queries (claim to outcome, in
+ * seconds: total_ms less queue_ms), newest first, at most max of them into
+ * ret_seconds; their number in *ret_n. For the wait range at start-up. */
+int history_recent_durations(History *h, size_t max, double *ret_seconds, size_t *ret_n);
+
 /* "9223372036854775807" and its NUL. */
 #define HISTORY_CURSOR_MAX 20
 

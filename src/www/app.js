@@ -17,6 +17,7 @@
   const API = '/api/v1';
   const PENDING_KEY = 'wikiweb.pending'; // the question waiting for the slot (localStorage)
   const RUNNING_KEY = 'wikiweb.running'; // the query being watched (sessionStorage)
+  const NOTIFY_KEY = 'wikiweb.notify'; // "notify me when it's my turn" was asked for (sessionStorage)
   const QUESTION_MAX = 4000;
   const PAGES_MAX = 20;
   const CSV_ROWS_MAX = 200;
@@ -241,6 +242,20 @@
     if (!last || last.textContent !== p.textContent) $('errors').appendChild(p);
   }
 
+  // The page's one live region: what a screen reader is told, once each
+  // (the turn has come; the answer is there). The status line, the steps
+  // and the answer change many times and are not live regions themselves.
+  let announced = '';
+  function announce(text) {
+    if (text === announced) return;
+    announced = text;
+    const a = $('announce');
+    a.textContent = '';
+    // A change a moment after the clearing is read even when the text is
+    // the same as an earlier one.
+    setTimeout(() => (a.textContent = text), 50);
+  }
+
   // API.md "Identity": the person a trusted proxy named, shown as text;
   // hidden when the status says null (no identity).
   function showUser(user) {
@@ -265,6 +280,34 @@
     if (s < 60) return s + ' s';
     const m = Math.floor(s / 60);
     return s % 60 ? m + ' min ' + (s % 60) + ' s' : m + ' min';
+  }
+
+  // A duration as a person says it: "about 40 s", "2 min", "1.5 h".
+  function approxSeconds(s) {
+    s = Math.max(0, s);
+    if (s < 10) return Math.max(1, Math.round(s)) + ' s';
+    if (s < 60) return Math.round(s / 5) * 5 + ' s';
+    if (s < 90 * 60) {
+      const m = Math.round(s / 60);
+      return m + ' min';
+    }
+    return (Math.round(s / 1800) / 2).toString() + ' h';
+  }
+
+  // The wait in words, from the status object (API.md 6): the range when
+  // the daemon knows enough, else the point estimate, else nothing.
+  function waitWords(st) {
+    const r = st.estimated_wait_range_seconds;
+    if (r && Number.isFinite(r.p10) && Number.isFinite(r.p50) && Number.isFinite(r.p90)) {
+      const lo = approxSeconds(r.p10);
+      const hi = approxSeconds(r.p90);
+      const mid = approxSeconds(r.p50);
+      if (lo === hi) return 'Expected wait: about ' + mid + '.';
+      return 'Expected wait: usually ' + lo + ' to ' + hi + ', most likely about ' + mid + '.';
+    }
+    if (st.wait_known === false) return 'Expected wait: no estimate yet.';
+    const est = st.estimated_wait_seconds;
+    return est === null || est === undefined ? 'Expected wait: no estimate yet.' : 'Estimated wait: about ' + formatSeconds(est) + '.';
   }
 
   function formatTime(t) {
@@ -598,6 +641,7 @@
       if (!this.shown) return;
       this.done = true;
       this.id = rec.id;
+      this.record = rec;
       clearTimeout(this.liveTimer);
       this.liveTimer = null;
       $('query-question').textContent = rec.question || '';
@@ -733,6 +777,112 @@
 
   // --- The queue (API.md 5, 6, 11.1) -------------------------------------
 
+  // --- Your turn: told by the title, a banner, a notification, a sound ---
+
+  const TITLE = document.title;
+  const turn = {
+    wanted: false, // "Notify me when it's my turn" was pressed
+    audio: null, // an AudioContext made from that click (browsers allow it then)
+    told: null, // the ticket whose turn was told
+
+    // From the click: the browser asks for the permission only then.
+    async ask() {
+      this.wanted = true;
+      store('sessionStorage', NOTIFY_KEY, { sound: $('notify-sound').checked });
+      if ($('notify-sound').checked) this.prepareSound();
+      let p = 'denied';
+      if ('Notification' in window) {
+        try {
+          p = Notification.permission === 'default' ? await Notification.requestPermission() : Notification.permission;
+        } catch (e) {
+          p = 'denied';
+        }
+      }
+      this.permission = p;
+      const b = $('notify-button');
+      b.setAttribute('aria-pressed', 'true');
+      $('notify-hint').textContent = p === 'granted' ?
+        'You will get a notification when it is your turn, and this tab’s title will say so.' :
+        'Notifications are not allowed for this page: this tab’s title and a banner here will say when it is your turn.';
+    },
+
+    prepareSound() {
+      if (this.audio || !window.AudioContext) return;
+      try {
+        this.audio = new AudioContext();
+      } catch (e) {
+        this.audio = null;
+      }
+    },
+
+    beep() {
+      const ctx = this.audio;
+      if (!ctx) return;
+      try {
+        if (ctx.state === 'suspended') ctx.resume();
+        const o = ctx.createOscillator();
+        const g = ctx.createGain();
+        o.frequency.value = 880;
+        g.gain.setValueAtTime(0.15, ctx.currentTime);
+        g.gain.exponentialRampToValueAtTime(0.001, ctx.currentTime + 0.4);
+        o.connect(g).connect(ctx.destination);
+        o.start();
+        o.stop(ctx.currentTime + 0.4);
+      } catch (e) {
+        /* no sound then */
+      }
+    },
+
+    // The queue stream said our ticket is reserved: once per ticket.
+    came(ticketId) {
+      if (this.told === ticketId) return;
+      this.told = ticketId;
+      document.title = '(Your turn) ' + TITLE;
+      announce('It is your turn.');
+      if (!this.wanted) return;
+      if ($('notify-sound').checked) this.beep();
+      let shown = false;
+      if ('Notification' in window && Notification.permission === 'granted') {
+        try {
+          const n = new Notification('wikiweb: your turn', {
+            body: loadPending() ? 'Your question is being asked now.' : 'The slot is reserved for you: ask your question.',
+            tag: 'wikiweb-turn',
+          });
+          n.onclick = () => window.focus();
+          shown = true;
+        } catch (e) {
+          shown = false;
+        }
+      }
+      if (!shown) {
+        const b = $('banner');
+        b.textContent = 'It is your turn.';
+        b.hidden = false;
+      }
+    },
+
+    // The turn is used (an answer) or gone: the title and banner are reset.
+    reset() {
+      document.title = TITLE;
+      $('banner').hidden = true;
+    },
+
+    // After a reload: the choice made before it still holds (the
+    // permission is the browser's; a sound needs a new click).
+    restore() {
+      const n = load('sessionStorage', NOTIFY_KEY);
+      if (!n) return;
+      this.wanted = true;
+      $('notify-sound').checked = !!n.sound;
+      $('notify-button').setAttribute('aria-pressed', 'true');
+      $('notify-hint').textContent = 'Notifications' in window && Notification.permission === 'granted' ?
+        'You will get a notification when it is your turn, and this tab’s title will say so.' :
+        'This tab’s title and a banner here will say when it is your turn.';
+    },
+  };
+
+  // --- The queue (API.md 5, 6, 11.1) -------------------------------------
+
   const queue = {
     ctl: null,
     countdown: null,
@@ -744,6 +894,15 @@
       clearInterval(this.countdown);
       this.countdown = null;
       $('leave-button').hidden = true;
+      $('notify').hidden = true;
+    },
+
+    // The connection dropped: the place is kept by the server within the
+    // heartbeat, and is shown again as soon as the stream is back.
+    reconnecting() {
+      clearInterval(this.countdown);
+      this.countdown = null;
+      setStatus('reconnecting', [el('p', null, 'Reconnecting…')]);
     },
 
     // Follow our ticket: the queue stream, or polling where there is none.
@@ -761,13 +920,21 @@
             });
             // The stream ended without "removed" (a proxy, a restart):
             // look again.
-            if (this.ctl === ctl) setTimeout(() => this.ctl === ctl && this.follow(), 1000);
+            if (this.ctl === ctl) {
+              this.reconnecting();
+              setTimeout(() => this.ctl === ctl && this.follow(), 1000);
+            }
             return;
           }
         } catch (e) {
           if (this.ctl !== ctl) return;
           if (e.code === 'ticket_not_found') {
             this.removed({ reason: 'heartbeat' });
+            return;
+          }
+          if (e.code === 'network' || e.name === 'TypeError') {
+            this.reconnecting();
+            setTimeout(() => this.ctl === ctl && this.follow(), 1000);
             return;
           }
           if (e.code !== 'not_found') {
@@ -788,7 +955,8 @@
           st = (await call('GET', '/queue/status')).json;
         } catch (e) {
           if (this.ctl !== ctl) return;
-          showError(e);
+          if (e.code === 'network') this.reconnecting();
+          else showError(e);
           await sleep(2000);
           continue;
         }
@@ -811,6 +979,7 @@
 
     removed(d) {
       this.stop();
+      turn.reset();
       const why = {
         heartbeat: 'Your place in the queue lapsed.',
         reservation: 'Your turn passed unused: the reservation expired.',
@@ -832,19 +1001,30 @@
       if (!t) return;
       if (t.status === 'waiting') {
         clearInterval(this.countdown);
-        this.countdown = null;
-        const est = st.estimated_wait_seconds;
         const s = $('status');
         s.dataset.position = t.position;
+        const waited = el('span', 'waited');
+        const joined = Date.parse(t.joined_at) - clockOffset;
+        const tick = () => {
+          waited.textContent = Number.isNaN(joined) ? '' : 'You have waited ' + formatSeconds((Date.now() - joined) / 1000) + '.';
+        };
+        tick();
+        this.countdown = setInterval(tick, 1000);
+        const waitedLine = el('p');
+        waitedLine.appendChild(waited);
         setStatus('waiting', [
           el('p', null, 'The slot is busy: you are number ' + t.position + ' in the queue (' + plural(st.queue_length, 'place', 'places') + ' taken).'),
-          el('p', null, est === null || est === undefined ? 'Estimated wait: not known yet.' : 'Estimated wait: about ' + formatSeconds(est) + '.'),
+          el('p', 'wait', waitWords(st)),
+          waitedLine,
           el('p', 'hint', loadPending() ? 'Your question is asked as soon as it is your turn. Keep this page open.' : 'Write your question; it is asked when your turn comes.'),
         ]);
+        $('notify').hidden = false;
         return;
       }
       // Reserved: the slot is ours until the deadline.
       delete $('status').dataset.position;
+      $('notify').hidden = true;
+      turn.came(t.id);
       const deadline = Date.parse(t.reservation_expires_at) - clockOffset;
       const count = el('span', 'countdown');
       const tick = () => {
@@ -1056,7 +1236,13 @@
     },
 
     finished(view) {
+      if (view.done && view.shown && view.record) {
+        const rec = view.record;
+        if (rec.status === 'succeeded') announce('The answer to “' + (rec.question || '') + '” is ready.');
+        else if (rec.status === 'failed') announce('The query failed: ' + ((rec.error && rec.error.message) || 'no reason given'));
+      }
       if (this.view === view || !this.view) {
+        turn.reset();
         forget();
         this.setBusy(false);
         if ($('status').dataset.state === 'asking') setStatus('', []);
@@ -1131,6 +1317,9 @@
     // is followed again (and its question asked when its turn comes).
     async resume() {
       let st;
+      // A question was waiting for its turn when the page went away: its
+      // place is looked up again.
+      if (loadPending()) queue.reconnecting();
       try {
         st = (await call('GET', '/queue/status')).json; // first: it makes the session
       } catch (e) {
@@ -1138,6 +1327,8 @@
         return;
       }
       showUser(st.user);
+      if (!st.ticket && $('status').dataset.state === 'reconnecting') setStatus('', []);
+      this.checkSetup();
       const items = await history.load(true);
       let id = (st.running_query && st.running_query.id) || remembered();
       if (!id) {
@@ -1175,6 +1366,37 @@
       }
     },
 
+    // Whether queries can run at all (API.md 4, health): without a wiki or
+    // a model the page says which settings are missing instead of offering
+    // a form whose every question would fail.
+    async checkSetup() {
+      let h;
+      try {
+        h = (await call('GET', '/health')).json;
+      } catch (e) {
+        return; // health is only a help here
+      }
+      if (!h || h.execution !== 'not_configured') return;
+      const names = (Array.isArray(h.missing_settings) ? h.missing_settings : []).filter((n) => typeof n === 'string' && /^WIKI_WEB_[A-Z_]+$/.test(n));
+      const t = $('setup-text');
+      t.replaceChildren();
+      t.append(names.length === 1 ? 'The setting ' : 'The settings ');
+      names.forEach((n, i) => {
+        if (i) t.append(i === names.length - 1 ? ' and ' : ', ');
+        t.appendChild(el('code', null, n));
+      });
+      t.append(names.length === 1 ? ' is missing' : names.length ? ' are missing' : 'Settings are missing');
+      t.append(': without a wiki and a model, no question can be answered. Set ' + (names.length === 1 ? 'it' : 'them') +
+        ' in ');
+      t.appendChild(el('code', null, '/etc/wikiweb/wikiweb.conf'));
+      t.append(' (or the daemon’s environment) and restart ');
+      t.appendChild(el('code', null, 'wikiwebd'));
+      t.append(', as the README’s section “Quick start” shows.');
+      $('setup').hidden = false;
+      $('ask-form').hidden = true;
+      $('ask-title').hidden = true;
+    },
+
     async leave() {
       queue.stop();
       clearPending();
@@ -1201,8 +1423,13 @@
       }
     });
     $('leave-button').addEventListener('click', () => app.leave());
+    $('notify-button').addEventListener('click', () => turn.ask());
+    $('notify-sound').addEventListener('change', () => {
+      if ($('notify-sound').checked) turn.prepareSound();
+    });
     $('history-more').addEventListener('click', () => history.load(false));
     $('history-title').tabIndex = -1;
+    turn.restore();
     app.resume();
   }
 

@@ -79,7 +79,8 @@ ERRORS = {
 
 STATUS_KEYS = {'state', 'queue_length', 'max_length', 'ticket', 'estimated_wait_seconds',
                'average_query_seconds', 'reservation_seconds', 'heartbeat_seconds',
-               'poll_after_seconds', 'running_query', 'user', 'slots'}
+               'poll_after_seconds', 'running_query', 'user', 'slots', 'estimated_wait_range_seconds',
+               'wait_known'}
 SLOTS_KEYS = {'total', 'idle', 'reserved', 'running'}
 TICKET_KEYS = {'id', 'status', 'position', 'joined_at', 'heartbeat_expires_at',
                'reservation_expires_at'}
@@ -836,6 +837,15 @@ def check_status_object(obj, now=None):
     # API.md "Identity": the user a trusted proxy named, null without one.
     u = obj['user']
     tc.assertTrue(u is None or (isinstance(u, str) and 1 <= len(u.encode()) <= 256), ctx)
+    # API.md 5, the wait range: null exactly when the wait is not known, and
+    # ordered when it is.
+    tc.assertIsInstance(obj['wait_known'], bool, ctx)
+    wr = obj['estimated_wait_range_seconds']
+    tc.assertEqual(wr is not None, obj['wait_known'], ctx)
+    if wr is not None:
+        tc.assertEqual(set(wr.keys()), {'p10', 'p50', 'p90'}, ctx)
+        tc.assertTrue(all(is_number(wr[k]) for k in wr), ctx)
+        tc.assertTrue(0 <= wr['p10'] <= wr['p50'] <= wr['p90'], ctx)
     rq = obj['running_query']
     if rq is not None:
         # API.md 11.4: the caller's own query, while it runs.

@@ -41,6 +41,9 @@ import mediawiki  # noqa: E402
 
 CHROMIUM = '/usr/bin/chromium'
 CHROMEDRIVER = '/usr/bin/chromedriver'
+# axe-core, from the npm registry at the version tests/e2e/package-lock.json
+# pins (packaging/install-deps.sh runs npm ci): injected into the page.
+AXE = os.path.join(HERE, 'node_modules', 'axe-core', 'axe.min.js')
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
        "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
 FILES = {'/': 'text/html; charset=utf-8', '/app.js': 'text/javascript; charset=utf-8',
@@ -76,6 +79,8 @@ def browser_missing():
     for p, pkg in ((CHROMIUM, 'chromium'), (CHROMEDRIVER, 'chromium-driver')):
         if not os.access(p, os.X_OK):
             return f'{p} not found (install {pkg})'
+    if not os.path.exists(AXE):
+        return f'{AXE} not found (run packaging/install-deps.sh, or npm ci in tests/e2e)'
     return None
 
 
@@ -207,6 +212,24 @@ class Chrome:
         print(f'screenshot: {path}', file=sys.stderr)
         return path
 
+    def axe(self, state):
+        """axe-core on the page as it is now: no violation of any rule
+        (WCAG 2.x A and AA, and axe's best practices). Injected through
+        WebDriver, which the page's CSP does not govern."""
+        if not self.js('return !!window.axe'):
+            with open(AXE, encoding='utf-8') as f:
+                self.js(f.read())
+        self.driver.set_script_timeout(60)
+        found = self.driver.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            " axe.run(document, {resultTypes: ['violations']})"
+            "  .then(r => done(r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,"
+            "    nodes: v.nodes.map(n => n.target.join(' ') + ': ' + n.failureSummary)}))))"
+            "  .catch(e => done([{id: 'axe-error', help: String(e)}]));")
+        self.tc.assertEqual(found, [], f'axe-core violations in the state "{state}"')
+        self.axed = getattr(self, 'axed', []) + [state]
+        return found
+
     def fetches(self):
         """[method, path] of each fetch() since the document loaded."""
         return self.js('return window.__fetches || []')
@@ -337,6 +360,8 @@ class PageServing(harness.DaemonTestCase):
             self.assertEqual(h['Content-Security-Policy'], CSP, path)
             self.assertEqual(h['Cache-Control'], 'no-cache', path)
             self.assertEqual(h['X-Content-Type-Options'], 'nosniff', path)
+            self.assertEqual(h['Vary'], 'Accept-Encoding', path)
+            self.assertIsNone(h['Content-Encoding'], 'asked for nothing: the bytes as they are')
             self.assertEqual(h['ETag'], '"' + hashlib.sha256(body).hexdigest() + '"', path)
             self.assertEqual(h['Content-Length'], str(len(body)), path)
             self.assertIsNone(h['Set-Cookie'], 'the page itself makes no session')
@@ -353,6 +378,36 @@ class PageServing(harness.DaemonTestCase):
             status, h2, body2 = get(d, path, method='HEAD')
             self.assertEqual((status, body2, h2['Content-Length']), (200, b'', str(len(body))), path)
         self.assertEqual(len(etags), len(FILES))
+
+        # Compressed at build time: the same bytes through gzip, with an ETag
+        # of their own, to a client that takes gzip; not to one that refuses it.
+        saved = 0
+        for path in FILES:
+            _, _, plain = get(d, path)
+            etag = '"' + hashlib.sha256(plain).hexdigest() + '-gzip"'
+            for ae in ('gzip, deflate, br', 'br;q=1.0, gzip;q=0.5', '*'):
+                status, h, body = get(d, path, {'Accept-Encoding': ae})
+                self.assertEqual(status, 200, path)
+                if path == '/favicon.svg' and h['Content-Encoding'] is None:
+                    continue  # too small to gain
+                self.assertEqual(h['Content-Encoding'], 'gzip', (path, ae))
+                self.assertEqual(h['Vary'], 'Accept-Encoding', path)
+                self.assertEqual(h['ETag'], etag, path)
+                self.assertEqual(h['Content-Length'], str(len(body)), path)
+                self.assertEqual(zlib.decompress(body, 16 + zlib.MAX_WBITS), plain, path)
+                self.assertLess(len(body), len(plain), path)
+            saved += len(plain) - len(body)
+            status, h2, body2 = get(d, path, {'Accept-Encoding': 'gzip', 'If-None-Match': h['ETag']})
+            self.assertEqual((status, body2, h2['ETag']), (304, b'', h['ETag']), path)
+            self.assertEqual(h2['Vary'], 'Accept-Encoding', path)
+            # The other representation's ETag does not match this one.
+            status, _, _ = get(d, path, {'Accept-Encoding': 'identity', 'If-None-Match': h['ETag']})
+            self.assertEqual(status, 200, path)
+            for ae in ('identity', 'gzip;q=0', 'gzip;q=0, *', 'br', 'gzip;q=2', 'x' * 4000):
+                status, h, body = get(d, path, {'Accept-Encoding': ae})
+                self.assertEqual((status, h['Content-Encoding'], body), (200, None, plain), (path, ae[:20]))
+        print(f'gzip saves {saved} bytes of the page\'s files', file=sys.stderr)
+        self.assertGreater(saved, 30000)
 
         status, h, body = get(d, '/?question=x')
         self.assertEqual(status, 200, 'a query string does not change the path')
@@ -402,6 +457,8 @@ class PageBase(harness.DaemonTestCase):
         settings.update(env)
         d = self.daemon(**settings)
         d.llm = llm
+        # Steps held by a test that failed reply, so the daemon can stop.
+        self.addCleanup(llm.release_all)
         return d
 
     def chrome(self, d=None, **kw):
@@ -477,6 +534,7 @@ class Answered(PageBase):
                          'Which fruits come first in the orchard inventory, and when are they harvested?')
         self.assertEqual(c.js("return document.querySelector('#history-list li').dataset.id"), qid)
         c.shot('answer', full=True)
+        c.axe('answered with files and sources')
         c.shot('answer-section', css='#query')  # docs/web-page.png
 
         c.find('#artifacts a.download').click()
@@ -502,6 +560,7 @@ class Answered(PageBase):
         failure = c.text('#failure')
         self.assertIn('The query failed:', failure)
         self.assertIn('(upstream_failed)', failure)
+        c.axe('failed')
         c.wait(lambda: c.js("const li = document.querySelector('#history-list li'); return li && li.dataset.status")
                == 'failed', what='the failed query in the history')
         # Through the query stream the failure is a record, not an HTTP error.
@@ -531,11 +590,13 @@ class Answered(PageBase):
         self.assertIn('The queue is full', c.text('#errors'))
         self.assertIn('(queue_full)', c.text('#errors'))
         self.assertIsNone(c.find('#ask-button').get_attribute('disabled'))
+        c.axe('an API error before admission')
         # Client-side checks have their messages too, and put the focus there.
         c.find('#question').clear()
         c.find('#ask-button').click()
         c.wait(lambda: 'Write a question first.' in (c.text('#errors') or ''), what='the empty question')
         self.assertEqual(c.js('return document.activeElement.id'), 'question')
+        c.axe('a check of the form')
         c.check_console((r'/api/v1/query .*503',))
 
 
@@ -677,8 +738,11 @@ class Usable(PageBase):
         # Every control has a label; the live parts are announced.
         for ctl in ('question', 'pages'):
             self.assertEqual(c.js(f"return document.querySelector('label[for={ctl}]').textContent.length > 0"), True)
-        self.assertEqual(c.find('#status').get_attribute('aria-live'), 'polite')
-        self.assertEqual(c.find('#steps').get_attribute('role'), 'log')
+        # One live region for what is told once (the turn, the answer); the
+        # status line and the steps, which change often, are not live.
+        self.assertEqual(c.find('#announce').get_attribute('aria-live'), 'polite')
+        self.assertIsNone(c.find('#status').get_attribute('aria-live'))
+        self.assertIsNone(c.find('#steps').get_attribute('role'))
         self.assertEqual(c.find('#errors').get_attribute('role'), 'alert')
 
         def keys(*seq):
@@ -734,6 +798,308 @@ WATCH_STATES = """
                {attributes: true, attributeFilter: ['data-state'], attributeOldValue: true});"""
 
 
+MAINTENANCE = """
+    (() => {
+      const f = window.fetch;
+      window.fetch = function (url, init) {
+        if (String(url) === '/api/v1/queue/join')
+          return Promise.resolve(new Response(JSON.stringify({error: {code: 'queue_full',
+              message: 'The queue is closed for maintenance'}}),
+            {status: 503, headers: {'Content-Type': 'application/json', 'Retry-After': '60'}}));
+        return f.apply(this, arguments);
+      };
+    })();"""
+
+
+class Accessible(PageBase):
+    """axe-core finds nothing in any state of the page: empty, running with
+    steps, waiting, reserved, answered (with the history), closed for
+    maintenance. (Answered with files and sources, failed, and the errors
+    are checked in Answered, the queue's removal in Queue.)"""
+
+    def test_states(self):
+        d = self.page_daemon([dict(s) for s in SEARCH_READ_ANSWER[:3]] +
+                             [{'answer': ANSWER.replace('{base}', 'http://127.0.0.1'), 'hold': 'first'},
+                              {'answer': 'The second answer.'}])
+        first = self.chrome(d)
+        first.wait(lambda: 'health' in str(first.fetches()), what='the health check')
+        self.assertFalse(first.find('#setup').is_displayed())
+        first.axe('empty')
+        first.ask('Which fruits come first?')
+        first.wait(lambda: len(first.finds('#steps li.step')) >= 3, what='three steps')
+        first.axe('running with steps')
+        second = self.chrome(d)
+        second.ask('The second question?')
+        second.wait(lambda: second.js("return document.getElementById('status').dataset.state") == 'waiting',
+                    what='the second session queued')
+        # Without its question kept, the turn is shown and waits for one.
+        second.js("localStorage.removeItem('wikiweb.pending')")
+        second.axe('waiting')
+        d.llm.release('first')
+        first.wait_answer()
+        first.wait(lambda: first.finds('#history-list li'), what='the history')
+        first.axe('answered, with the history')
+        second.wait(lambda: second.js("return document.getElementById('status').dataset.state") == 'reserved',
+                    what='the second session reserved')
+        second.axe('reserved')
+        second.shot('reserved')
+        # A third asks while admission is closed (the 503 of a drain, API.md 12.1).
+        third = self.chrome(d)
+        third.js(MAINTENANCE)
+        third.ask('A third question?')
+        third.wait(lambda: 'maintenance' in (third.text('#errors') or ''), what='the maintenance error')
+        third.axe('closed for maintenance')
+        third.shot('maintenance')
+        for c in (first, second, third):
+            c.check_console((r'/api/v1/queue/join .*503',))
+
+
+TURN_RECORDER = """
+    (() => {
+      window.__notes = [];
+      window.__states = [];
+      const N = window.Notification;
+      if (N)
+        window.Notification = class extends N {
+          constructor(title, opts) {
+            super(title, opts);
+            window.__notes.push([title, (opts && opts.body) || '', document.title]);
+          }
+        };
+      new MutationObserver((records) => {
+        for (const r of records)
+          if (r.target.id === 'status') window.__states.push([r.target.dataset.state, r.target.dataset.position || null]);
+      }).observe(document, {subtree: true, attributes: true, attributeFilter: ['data-state', 'data-position']});
+      // What the live region says, each time it says something.
+      window.__said = [];
+      new MutationObserver((records) => {
+        for (const r of records)
+          if (r.target.id === 'announce' && r.target.textContent) window.__said.push(r.target.textContent);
+      }).observe(document, {subtree: true, childList: true});
+    })();"""
+
+
+class Turn(PageBase):
+    """Waiting, told honestly: "Notify me when it's my turn" with the
+    permission granted (a notification, the title) and refused (the title
+    and a banner); a reload keeps the place ("Reconnecting…", then the same
+    position)."""
+
+    def waiter(self, d, permission):
+        c = self.chrome()
+        origin = f'http://127.0.0.1:{d.port}'
+        if permission == 'granted':
+            c.driver.execute_cdp_cmd('Browser.grantPermissions', {'origin': origin, 'permissions': ['notifications']})
+        else:
+            c.driver.execute_cdp_cmd('Browser.setPermission', {'origin': origin, 'permission': {'name': 'notifications'},
+                                                               'setting': 'denied'})
+        c.driver.execute_cdp_cmd('Page.addScriptToEvaluateOnNewDocument', {'source': TURN_RECORDER})
+        return c.open(d)
+
+    def state(self, c):
+        return c.js("const s = document.getElementById('status'); return [s.dataset.state, s.dataset.position || null]")
+
+    def test_turn_is_told_and_reload_keeps_place(self):
+        d = self.page_daemon([{'answer': f'Warm-up {i}.'} for i in range(10)] +
+                             [{'answer': 'The first answer.', 'hold': 'first'},
+                              {'answer': 'The second answer.', 'hold': 'second'},
+                              {'answer': 'The third answer.', 'hold': 'third'}])
+        # Ten queries first: the daemon knows enough durations for a range.
+        warm = d.browser()
+        for i in range(10):
+            self.assertStatus(warm.query(question=f'Warm-up {i}?'), 200)
+        first = self.chrome(d)
+        first.ask('The first question?')
+        self.wait_state(d, 'running')
+        second = self.waiter(d, 'granted')
+        title = second.js('return document.title')
+        second.ask('The second question?')
+        second.wait(lambda: self.state(second) == ['waiting', '1'], what='the second at position 1')
+        third = self.waiter(d, 'denied')
+        third.ask('The third question?')
+        third.wait(lambda: self.state(third) == ['waiting', '2'], what='the third at position 2')
+        self.assertIn('You have waited', third.text('#status'))
+        # The range in words (API.md 5): "usually … to …, most likely about …"
+        # or, when it is narrow, "about …".
+        self.assertRegex(third.text('#status'),
+                         r'Expected wait: (usually \d+ (s|min|h) to \d+ (s|min|h), most likely about|about) \d+(\.5)? (s|min|h)\.')
+        for c in (second, third):
+            self.assertTrue(c.find('#notify-button').is_displayed())
+            c.find('#notify-button').click()
+            c.wait(lambda: c.text('#notify-hint'), what='the answer to the permission')
+        self.assertIn('You will get a notification', second.text('#notify-hint'))
+        self.assertIn('Notifications are not allowed', third.text('#notify-hint'))
+        third.axe('waiting, notifications refused')
+        third.shot('waiting')
+
+        # A reload keeps the place: "Reconnecting…", then the same position,
+        # and the choice to be notified.
+        third.driver.refresh()
+        third.wait(lambda: self.state(third) == ['waiting', '2'], what='the third at position 2 after a reload')
+        states = third.js('return window.__states')
+        self.assertIn(['reconnecting', None], states)
+        self.assertLess(states.index(['reconnecting', None]), states.index(['waiting', '2']), states)
+        self.assertEqual(third.find('#notify-button').get_attribute('aria-pressed'), 'true')
+        self.assertEqual(third.js("return JSON.parse(localStorage.getItem('wikiweb.pending')).question"),
+                         'The third question?')
+
+        # The second's turn: a notification (the title already says so), then
+        # its answer, and the title is back.
+        d.llm.release('first')
+        second.wait(lambda: second.js('return window.__notes.length') > 0, timeout=30, what='the notification')
+        notes = second.js('return window.__notes')
+        self.assertEqual(notes[0][0], 'wikiweb: your turn')
+        self.assertTrue(notes[0][2].startswith('(Your turn) '), notes)
+        self.assertFalse(second.find('#banner').is_displayed())
+        d.llm.release('second')
+        second.wait_answer()
+        self.assertEqual(second.text('#answer'), 'The second answer.')
+        self.assertEqual(second.js('return document.title'), title)
+        self.assertEqual(len(second.js('return window.__notes')), 1, 'told once')
+        # A screen reader is told the turn and the answer, once each, and
+        # nothing else (not each status, step or piece of the answer).
+        self.assertEqual(second.js('return window.__said'),
+                         ['It is your turn.', 'The answer to “The second question?” is ready.'])
+
+        # The third, refused: no notification, the title and a banner.
+        third.wait(lambda: third.js('return document.title').startswith('(Your turn) '), timeout=30,
+                   what='the title of the third')
+        self.assertEqual(third.js('return window.__notes'), [])
+        self.assertTrue(third.find('#banner').is_displayed())
+        self.assertEqual(third.text('#banner'), 'It is your turn.')
+        third.shot('turn-banner')
+        third.axe('your turn, with the banner')
+        d.llm.release('third')
+        third.wait_answer()
+        self.assertEqual(third.text('#answer'), 'The third answer.')
+        self.assertEqual(third.js('return document.title'), title)
+        self.assertFalse(third.find('#banner').is_displayed())
+        for c in (first, second, third):
+            c.check_console()
+
+
+class Cutter:
+    """A TCP forwarder on another loopback port in front of the daemon,
+    whose connections the test can cut at once (a dropped connection), and
+    which can refuse new ones for a while."""
+
+    def __init__(self, tc, port):
+        import socket
+        self.target = port
+        self.lsock = socket.socket()
+        self.lsock.bind(('127.0.0.1', 0))
+        self.lsock.listen(64)
+        self.port = self.lsock.getsockname()[1]
+        self.conns = []
+        self.refusing = False
+        self.lock = threading.Lock()
+        threading.Thread(target=self.accept, daemon=True).start()
+        tc.addCleanup(self.stop)
+
+    def accept(self):
+        import socket
+        while True:
+            try:
+                c, _ = self.lsock.accept()
+            except OSError:
+                return
+            if self.refusing:
+                c.close()
+                continue
+            u = socket.create_connection(('127.0.0.1', self.target))
+            with self.lock:
+                self.conns += [c, u]
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=self.pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def pump(a, b):
+        import socket
+        try:
+            while True:
+                data = a.recv(65536)
+                if not data:
+                    break
+                b.sendall(data)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self):
+        import socket
+        with self.lock:
+            conns, self.conns = self.conns, []
+        for s in conns:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+                s.close()
+            except OSError:
+                pass
+
+    def stop(self):
+        self.lsock.close()
+        self.cut()
+
+
+class Dropped(PageBase):
+    """The connection drops while waiting (cut in between): the page says
+    "Reconnecting…" while it cannot reach the daemon, and then shows the
+    same position."""
+
+    def test_dropped_connection_keeps_place(self):
+        d = self.page_daemon([{'answer': 'The first answer.', 'hold': 'first'}, {'answer': 'The second answer.'}])
+        first = self.chrome(d)
+        first.ask('The first question?')
+        self.wait_state(d, 'running')
+        cutter = Cutter(self, d.port)
+        second = self.chrome()
+        second.driver.get(f'http://127.0.0.1:{cutter.port}/')
+        second.wait(lambda: second.js('return document.readyState') == 'complete', what='the page loads')
+        second.ask('The second question?')
+        second.wait(lambda: second.js("return document.getElementById('status').dataset.state") == 'waiting',
+                    what='the second queued')
+        cutter.refusing = True
+        cutter.cut()
+        second.wait(lambda: second.js("return document.getElementById('status').dataset.state") == 'reconnecting',
+                    what='"Reconnecting…"')
+        self.assertEqual(second.text('#status'), 'Reconnecting…')
+        second.shot('reconnecting')
+        time.sleep(2)
+        cutter.refusing = False
+        second.wait(lambda: second.js("const s = document.getElementById('status');"
+                                      " return s.dataset.state + ' ' + s.dataset.position") == 'waiting 1',
+                    what='the same position again')
+        self.assertEqual(self.peek(d)['queue_length'], 1, 'the same ticket, not a new one')
+        d.llm.release('first')
+        second.wait_answer()
+        self.assertEqual(second.text('#answer'), 'The second answer.')
+        first.check_console()
+        second.check_console((r'queue/events', r'Failed to fetch', r'ERR_'))
+
+
+class NotConfigured(PageBase):
+    """A daemon without a wiki or a model: the page names the missing
+    settings and points to the README instead of offering a form."""
+
+    def test_notice_instead_of_form(self):
+        d = self.daemon(WIKI_WEB_LLM_URL='http://127.0.0.1:9/v1')
+        c = self.chrome(d)
+        c.wait(lambda: c.find('#setup').is_displayed(), what='the notice')
+        text = c.text('#setup')
+        self.assertIn('WIKI_WEB_WIKI_API_URL', text)
+        self.assertIn('WIKI_WEB_LLM_MODEL', text)
+        self.assertNotIn('WIKI_WEB_LLM_URL', text)
+        self.assertIn('Quick start', text)
+        self.assertFalse(c.find('#ask-form').is_displayed())
+        c.axe('not configured')
+        c.shot('not-configured')
+        c.check_console()
+
+
 class Queue(PageBase):
 
     def test_two_sessions_queue(self):
@@ -750,7 +1116,8 @@ class Queue(PageBase):
                     what='the second session queued')
         status = second.text('#status')
         self.assertIn('you are number 1 in the queue', status)
-        self.assertIn('Estimated wait', status)
+        self.assertIn('Expected wait: no estimate yet.', status)
+        self.assertIn('You have waited', status)
         self.assertEqual(second.js("return document.getElementById('status').dataset.position"), '1')
         self.assertTrue(second.find('#leave-button').is_displayed())
         second.shot('queued')

@@ -22,6 +22,7 @@ class Queue(harness.DaemonTestCase):
             'reservation_seconds': 60, 'heartbeat_seconds': 30, 'poll_after_seconds': 10,
             'running_query': None, 'user': None,
             'slots': {'total': 1, 'idle': 1, 'reserved': 0, 'running': 0},
+            'estimated_wait_range_seconds': None, 'wait_known': False,
         })
         # A status call never creates a ticket.
         self.assertIsNone(b.status().json['ticket'])

@@ -1354,4 +1354,35 @@ TEST(sync_fd_is_the_wal) {
         ASSERT_EQ_INT(history_finish_nosync(f.h, qid(800), &out), -ENOENT);
 }
 
+/* The wait range's seed: claim to outcome (total less queue) of the most
+ * recent finished records, newest first; running ones are left out. */
+TEST(recent_durations) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("recent-durations");
+        const SessionKey k = key(1);
+        double d[8];
+        size_t n = 99;
+
+        ASSERT_OK(history_recent_durations(f.h, ELEMENTSOF(d), d, &n));
+        ASSERT_EQ_INT(n, 0);
+        for (unsigned i = 1; i <= 5; i++) {
+                HistoryOutcome out = {
+                        .succeeded = true,
+                        .answer = "a",
+                        .model = "m",
+                        .finished_at = T0 + i * USEC_PER_SEC,
+                        .timings = { .queue_ms = 1000 * i, .total_ms = 1000 * i + 250 * i },
+                };
+
+                ASSERT_OK(history_begin(f.h, qid(900 + i), &k, "q", T0 + i));
+                ASSERT_OK(history_finish(f.h, qid(900 + i), &out));
+        }
+        ASSERT_OK(history_begin(f.h, qid(999), &k, "still running", T0 + 10));
+        ASSERT_OK(history_recent_durations(f.h, 3, d, &n));
+        ASSERT_EQ_INT(n, 3);
+        ASSERT_TRUE(d[0] == 1.25 && d[1] == 1.0 && d[2] == 0.75);
+        ASSERT_OK(history_recent_durations(f.h, ELEMENTSOF(d), d, &n));
+        ASSERT_EQ_INT(n, 5);
+        ASSERT_TRUE(d[4] == 0.25);
+}
+
 DEFINE_TEST_MAIN()

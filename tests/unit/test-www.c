@@ -20,7 +20,7 @@ TEST(table) {
         for (size_t i = 0; i < ELEMENTSOF(want); i++) {
                 const WwwFile *f = www_lookup(want[i][0]);
                 uint8_t d[SHA256_DIGEST_SIZE];
-                char hex[65], etag[70];
+                char hex[65], etag[80];
 
                 ASSERT_TRUE(f);
                 ASSERT_EQ_STR(f->path, want[i][0]);
@@ -30,7 +30,20 @@ TEST(table) {
                 sha256_to_hex(d, hex);
                 snprintf(etag, sizeof etag, "\"%s\"", hex);
                 ASSERT_EQ_STR(f->etag, etag);
+                /* The compressed copy, when there is one, is smaller, is
+                 * gzip, and has an ETag of its own. */
+                if (f->gzip_data) {
+                        ASSERT_TRUE(f->gzip_size > 18 && f->gzip_size < f->size);
+                        ASSERT_TRUE(f->gzip_data[0] == 0x1f && f->gzip_data[1] == 0x8b);
+                        snprintf(etag, sizeof etag, "\"%s-gzip\"", hex);
+                        ASSERT_EQ_STR(f->gzip_etag, etag);
+                } else
+                        ASSERT_TRUE(!f->gzip_etag && f->gzip_size == 0);
         }
+        /* The page and its scripts shrink: at least these are compressed. */
+        ASSERT_TRUE(www_lookup("/")->gzip_data);
+        ASSERT_TRUE(www_lookup("/app.js")->gzip_data);
+        ASSERT_TRUE(www_lookup("/style.css")->gzip_data);
 }
 
 TEST(lookup_is_exact) {
@@ -98,6 +111,70 @@ TEST(etag_matches) {
         ASSERT_TRUE(!www_etag_matches("w/\"abc\"", e));
         ASSERT_TRUE(!www_etag_matches("*x", e));
         ASSERT_TRUE(!www_etag_matches("\"x\" junk \"abc\"", e));
+}
+
+TEST(accepts_gzip) {
+        static const char *const yes[] = {
+                "gzip",
+                "GZIP",
+                "x-gzip",
+                "gzip, deflate, br",
+                "br;q=1.0, gzip;q=0.8, *;q=0.1",
+                " ,, gzip ;q=0.001",
+                "*",
+                "*;q=0.5",
+                "identity, *",
+                "gzip;q=0, gzip",
+                "deflate;level=9, gzip",
+        };
+        static const char *const no[] = {
+                "",
+                "identity",
+                "br, deflate",
+                "gzip;q=0",
+                "gzip;q=0.000",
+                "gzip; q=0",
+                "*;q=0",
+                "gzip;q=0, *",   /* named and refused: the wildcard does not bring it back */
+                "gzip;q=1.1",    /* malformed weight: ignored */
+                "gzip;q=0.0001", /* four decimals */
+                "gzip;q=",       /* empty weight */
+                "gzip;q=-1",
+                "gzip;;",       /* an empty parameter */
+                "gzip deflate", /* not a list */
+                "gzipx",
+                "gzi",
+                "xgzip",
+                "*x",
+                ";q=1",
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(yes); i++)
+                if (!www_accepts_gzip(yes[i])) {
+                        fprintf(stderr, "should accept gzip: \"%s\"\n", yes[i]);
+                        abort();
+                }
+        for (size_t i = 0; i < ELEMENTSOF(no); i++)
+                if (www_accepts_gzip(no[i])) {
+                        fprintf(stderr, "should not accept gzip: \"%s\"\n", no[i]);
+                        abort();
+                }
+        ASSERT_TRUE(!www_accepts_gzip(NULL));
+}
+
+/* Hostile input: a long header of separators and parameters is read in one
+ * pass and gives the right answer. */
+TEST(accepts_gzip_long) {
+        size_t n = 1 << 20;
+        _cleanup_free_ char *s = malloc(n + 16);
+
+        ASSERT_TRUE(s);
+        for (size_t i = 0; i < n; i++)
+                s[i] = "; ,"[i % 3];
+        s[n] = '\0';
+        ASSERT_TRUE(!www_accepts_gzip(s));
+        memcpy(s + n - 5, ",gzip", 6);
+        ASSERT_TRUE(www_accepts_gzip(s));
 }
 
 DEFINE_TEST_MAIN()
