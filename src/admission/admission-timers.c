@@ -19,8 +19,8 @@ struct AdmissionTimer {
         sd_event_source *time_source;
         sd_event_source *post_source;
         usec_t armed; /* the deadline the time source is set to, USEC_INFINITY when off */
-        AdmissionTimerHook hook;
-        void *hook_userdata;
+        AdmissionTimerHandler handler;
+        void *handler_userdata;
 };
 
 int admission_timer_rearm(AdmissionTimer *t) {
@@ -75,8 +75,8 @@ static int admission_timer_on_deadline(sd_event_source *s, uint64_t usec, void *
         if (r < 0)
                 log_warning_errno(r, "Failed to re-arm the admission timer, ignoring");
 
-        if (t->hook)
-                t->hook(t->hook_userdata);
+        if (t->handler)
+                t->handler(t->handler_userdata);
         return 0;
 }
 
@@ -153,7 +153,7 @@ int admission_timer_new(sd_event *event, Admission *a, AdmissionTimer **ret) {
         return 0;
 }
 
-void admission_timer_set_hook(AdmissionTimer *t, AdmissionTimerHook hook, void *userdata) {
-        t->hook = hook;
-        t->hook_userdata = userdata;
+void admission_timer_set_handler(AdmissionTimer *t, AdmissionTimerHandler handler, void *userdata) {
+        t->handler = handler;
+        t->handler_userdata = userdata;
 }

@@ -17,7 +17,7 @@
 typedef struct AdmissionTimer AdmissionTimer;
 
 /* Called after the timer applied expiries (for STATUS updates etc.). */
-typedef void (*AdmissionTimerHook)(void *userdata);
+typedef void (*AdmissionTimerHandler)(void *userdata);
 
 int admission_timer_new(sd_event *event, Admission *a, AdmissionTimer **ret);
 AdmissionTimer *admission_timer_free(AdmissionTimer *t);
@@ -25,6 +25,6 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(AdmissionTimer *, admission_timer_free);
 /* Re-arm at once (the post source does this too; call it when a transition
  * happened outside the event loop, e.g. at start-up). */
 int admission_timer_rearm(AdmissionTimer *t);
-/* Install a hook called after each expiry pass of the timer (NULL to
+/* Install a handler called after each expiry pass of the timer (NULL to
  * remove). userdata is borrowed. */
-void admission_timer_set_hook(AdmissionTimer *t, AdmissionTimerHook hook, void *userdata);
+void admission_timer_set_handler(AdmissionTimer *t, AdmissionTimerHandler handler, void *userdata);

@@ -871,7 +871,7 @@ static int query_run_start_read(QueryRun *q, const char *title) {
 
 /* The live text of the model's reply, delta by delta as it streams in
  * (from inside libcurl's write callback: nothing may be freed or started
- * here). The hook for the query's event stream (API.md 11.2 "text"). */
+ * here). The handler for the query's event stream (API.md 11.2 "text"). */
 static bool query_run_is_space(char c) {
         return c && strchr(" \t\r\n\v\f", c);
 }

@@ -379,7 +379,7 @@ int sandbox_new(sd_event *event, const Config *config, const SandboxOptions *opt
         r = scope_manager_new(event, options->bus_address, &s->scopes);
         if (r < 0)
                 return r;
-        scope_manager_set_ready_callback(s->scopes, sandbox_on_ready, s);
+        scope_manager_set_ready_handler(s->scopes, sandbox_on_ready, s);
         r = sd_event_add_defer(event, &s->announce, sandbox_on_announce, s);
         if (r < 0)
                 return r;

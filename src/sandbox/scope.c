@@ -64,11 +64,11 @@ struct ScopeManager {
         bool ready;
         char reason[256];
         bool expected;           /* scope_manager_is_expected() */
-        bool announced_expected; /* as ready_cb last heard it */
+        bool announced_expected; /* as ready_handler last heard it */
         sd_event_source *reconnect;
         ScopeOp *ops;
         unsigned test_unconfirmable;
-        ScopeReadyCallback ready_cb;
+        ScopeReadyHandler ready_handler;
         void *ready_userdata;
 };
 
@@ -80,8 +80,8 @@ static void scope_manager_set_ready(ScopeManager *m, bool ready, const char *rea
         m->ready = ready;
         m->announced_expected = m->expected;
         snprintf(m->reason, sizeof m->reason, "%s", reason);
-        if (changed && m->ready_cb)
-                m->ready_cb(ready, m->reason, m->ready_userdata);
+        if (changed && m->ready_handler)
+                m->ready_handler(ready, m->reason, m->ready_userdata);
 }
 
 static int scope_on_reconnect(sd_event_source *s, uint64_t usec, void *userdata) {
@@ -755,10 +755,10 @@ ScopeManager *scope_manager_free(ScopeManager *m) {
         return NULL;
 }
 
-void scope_manager_set_ready_callback(ScopeManager *m, ScopeReadyCallback cb, void *userdata) {
+void scope_manager_set_ready_handler(ScopeManager *m, ScopeReadyHandler handler, void *userdata) {
         assert(m);
 
-        m->ready_cb = cb;
+        m->ready_handler = handler;
         m->ready_userdata = userdata;
 }
 

@@ -35,7 +35,7 @@ typedef void (*ScopeDone)(ScopeOp *op, int error, void *userdata);
 typedef void (*ScopeListDone)(ScopeOp *op, int error, char **names, void *userdata);
 /* Readiness changes: ready, or not with a reason (static or borrowed);
  * also called when scope_manager_is_expected() changes. */
-typedef void (*ScopeReadyCallback)(bool ready, const char *reason, void *userdata);
+typedef void (*ScopeReadyHandler)(bool ready, const char *reason, void *userdata);
 
 /* address: an sd-bus address; NULL: $RUNTIME_DIRECTORY/user/<our uid>/bus
  * if it exists (the unit binds /run/user there), else
@@ -46,7 +46,7 @@ int scope_manager_new(sd_event *event, const char *address, ScopeManager **ret);
 ScopeManager *scope_manager_free(ScopeManager *m);
 DEFINE_TRIVIAL_CLEANUP_FUNC(ScopeManager *, scope_manager_free);
 
-void scope_manager_set_ready_callback(ScopeManager *m, ScopeReadyCallback cb, void *userdata);
+void scope_manager_set_ready_handler(ScopeManager *m, ScopeReadyHandler handler, void *userdata);
 /* Whether the user manager answered Subscribe() on the current connection. */
 bool scope_manager_is_ready(const ScopeManager *m);
 /* Why not ready ("" when ready). Borrowed. */

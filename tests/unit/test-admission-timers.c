@@ -32,7 +32,7 @@ static void on_event(const AdmissionEvent *ev, void *userdata) {
                 o->promoted++;
 }
 
-static void on_hook(void *userdata) {
+static void on_expiry_pass(void *userdata) {
         Observed *o = userdata;
         o->hook_calls++;
 }
@@ -66,7 +66,7 @@ static void run_for(sd_event *e, usec_t duration) {
 }
 
 /* A fresh fixture per case: an admission machine observed by on_event()
- * and on_hook(), a loop, and the timer on both. */
+ * and on_expiry_pass(), a loop, and the timer on both. */
 typedef struct Fixture {
         sd_event *e;
         Admission *a;
@@ -91,7 +91,7 @@ static void fixture_init(Fixture *f) {
 
 static void fixture_start_timer(Fixture *f) {
         ASSERT_OK(admission_timer_new(f->e, f->a, &f->t));
-        admission_timer_set_hook(f->t, on_hook, &f->o);
+        admission_timer_set_handler(f->t, on_expiry_pass, &f->o);
 }
 
 static void fixture_done(Fixture *f) {
