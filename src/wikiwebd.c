@@ -44,7 +44,7 @@ static bool arg_check_config = false;
 
 static void help(void) {
         printf("%s [OPTIONS...]\n\n"
-               "Answers questions about a MediaWiki with a language model, one query at a time.\n\n"
+               "Answers questions about a MediaWiki with a language model, one query per admission slot.\n\n"
                "  -h --help            Show this help\n"
                "     --version         Show the version\n"
                "     --check-config    Print the effective configuration (secrets masked) and exit;\n"
@@ -313,7 +313,7 @@ static int on_stop_signal(sd_event_source *s, const struct signalfd_siginfo *si,
         log_info(
                 "Received %s, stopping: no new connections%s.",
                 strsignal((int) si->ssi_signo),
-                busy ? ", waiting for the running query" : "");
+                busy ? ", waiting for the running queries" : "");
         (void) sd_notify(false, "STOPPING=1");
         http_server_quiesce(d->http);
         manager_stop(
