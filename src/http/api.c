@@ -85,16 +85,18 @@ static void api_query_durable(Api *api, ManagerQuery *q, const ManagerOutcome *o
                 _cleanup_(json_object_putp) json_object *body = NULL;
 
                 r = history_get_record(api->history, id, http_request_session(req), &rec);
-                if (r >= 0) {
-                        body = render_history_record(rec);
-                        if (!body)
-                                r = -ENOMEM;
-                }
                 if (r < 0) {
                         log_error_errno(r, "Query %s succeeded but its record cannot be read", id);
                         http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, h);
-                } else
-                        http_reply(req, 200, render_body(body), h);
+                        return;
+                }
+                body = render_history_record(rec);
+                if (!body) {
+                        log_oom();
+                        http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, h);
+                        return;
+                }
+                http_reply(req, 200, render_body(body), h);
         } else
                 http_reply_error(req, outcome->api_error, outcome->message, h);
 }
