@@ -507,7 +507,7 @@ TEST(output_reference) {
                         _cleanup_free_ char *text = NULL;
                         size_t len;
                         ASSERT_OK(output_buffer_render(&b, &text, &len));
-                        ASSERT_TRUE(len <= output_render_max(cap));
+                        ASSERT_TRUE(len <= OUTPUT_RENDER_MAX(cap));
                         if (output_buffer_dropped(&b) == 0) {
                                 ASSERT_EQ_INT(len, total);
                                 ASSERT_TRUE(memcmp(text, all, total) == 0);
