@@ -375,7 +375,7 @@ static int setup_signals(Daemon *d) {
         r = sd_event_add_signal(d->event, NULL, SIGINT, on_stop_signal, d);
         if (r < 0)
                 return log_error_errno(r, "Failed to watch SIGINT");
-        if (sigismember(&mask, SIGUSR2)) {
+        if (TEST_FAULT(sigismember(&mask, SIGUSR2))) {
                 r = sd_event_add_signal(d->event, NULL, SIGUSR2, on_fault_signal, d);
                 if (r < 0)
                         return log_error_errno(r, "Failed to watch SIGUSR2");

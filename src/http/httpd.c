@@ -379,7 +379,7 @@ static const char http_oom_body[] = "{\"error\":{\"code\":\"internal_error\",\"m
 static struct MHD_Response *http_response_oom(const HttpServer *s) {
         struct MHD_Response *r;
 
-        if (s->test_oom == FAULT_HTTP_OOM_ALL)
+        if (TEST_FAULT(s->test_oom == FAULT_HTTP_OOM_ALL))
                 return NULL;
         r = MHD_create_response_from_buffer(
                 sizeof(http_oom_body) - 1, (void *) http_oom_body, MHD_RESPMEM_PERSISTENT);
@@ -423,7 +423,7 @@ HttpHandlerResult http_reply_bytes(
 
         assert(req);
 
-        r = req->server->test_oom != FAULT_HTTP_OOM_NONE ?
+        r = TEST_FAULT(req->server->test_oom != FAULT_HTTP_OOM_NONE) ?
                 NULL :
                 MHD_create_response_from_buffer(size, (void *) (size > 0 ? data : ""), MHD_RESPMEM_MUST_COPY);
         if (!r)
@@ -1341,7 +1341,7 @@ static void *http_server_on_uri_log(void *cls, const char *uri, struct MHD_Conne
         HttpRequest *req;
         bool bad = false;
 
-        if (s->test_oom == FAULT_HTTP_OOM_REQUEST)
+        if (TEST_FAULT(s->test_oom == FAULT_HTTP_OOM_REQUEST))
                 return NULL;
         req = calloc(1, sizeof *req);
         if (!req)

@@ -734,6 +734,7 @@ static int open_history(const char *path, History **ret) {
         return 0;
 }
 
+#if ENABLE_TEST_FAULTS
 /* The test-only fault switches (shared/fault.h) of the executor. */
 static int manager_setup_executor_faults(Manager *m) {
         uint64_t n;
@@ -774,6 +775,16 @@ static int manager_setup_sandbox_faults(Manager *m) {
         }
         return 0;
 }
+#else
+/* A build without the test faults (shared/fault.h): nothing to set. */
+static int manager_setup_executor_faults(Manager *m) {
+        return 0;
+}
+
+static int manager_setup_sandbox_faults(Manager *m) {
+        return 0;
+}
+#endif
 
 int manager_new(sd_event *event, const Config *config, Manager **ret) {
         _cleanup_(manager_freep) Manager *m = NULL;

@@ -7,6 +7,7 @@
 #include "query/pipeline.h"
 #include "query/upstream.h"
 #include "query/wiki-client.h"
+#include "shared/fault.h"
 #include "shared/log.h"
 #include "shared/macro.h"
 
@@ -229,10 +230,12 @@ int query_executor_abort(QueryExecutor *x, const char *query_id, const char *rea
         return 0;
 }
 
+#if ENABLE_TEST_FAULTS
 void query_executor_set_test_delay(QueryExecutor *x, usec_t delay) {
         assert(x);
         x->test_delay = delay;
 }
+#endif
 
 int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryExecutorDone done, void *userdata) {
         int r;
@@ -244,7 +247,7 @@ int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryExecutorDon
         if (x->busy)
                 return -EBUSY;
 
-        if (x->upstream && x->test_delay == 0) {
+        if (x->upstream && !TEST_FAULT(x->test_delay > 0)) {
                 r = query_run_new(
                         &(QueryRunContext){
                                 .event = x->event,
@@ -264,7 +267,7 @@ int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryExecutorDon
         } else {
                 /* Complete from the event loop, never from inside start(), so
                  * the caller sees the same ordering as with a real pipeline. */
-                if (x->test_delay > 0)
+                if (TEST_FAULT(x->test_delay > 0))
                         r = sd_event_add_time_relative(
                                 x->event,
                                 &x->defer,
@@ -278,7 +281,8 @@ int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryExecutorDon
                 if (r < 0)
                         return r;
                 (void) sd_event_source_set_description(
-                        x->defer, x->test_delay > 0 ? "query-executor-test-delay" : "query-executor-defer");
+                        x->defer,
+                        TEST_FAULT(x->test_delay > 0) ? "query-executor-test-delay" : "query-executor-defer");
         }
 
         memcpy(x->query_id, job->id, sizeof x->query_id);

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <systemd/sd-event.h>
 
+#include "config-build.h"
 #include "query/query-types.h"
 #include "shared/config.h"
 #include "shared/macro.h"
@@ -62,11 +63,13 @@ unsigned query_executor_n_running(const QueryExecutor *x);
  * runs. */
 int query_executor_abort(QueryExecutor *x, const char *query_id, const char *reason);
 
-/* Test-only (WIKI_WEB_TEST_FAULTS=1): make each job take this long before
+#if ENABLE_TEST_FAULTS
+/* Test-only (shared/fault.h): make each job take this long before
  * it reports, so tests can stop the service while a query runs. The
  * pipeline does not run then, configured or not: each job ends as an
  * unconfigured one ("query execution is not configured"). */
 void query_executor_set_test_delay(QueryExecutor *x, usec_t delay);
+#endif
 
 /* The staleness check of a record's sources (API.md 9, GET
  * /history/{id}/sources): the wiki's current revision of 1..50 titles in

@@ -9,6 +9,7 @@
 #include "metrics/metrics.h"
 #include "sandbox/files.h"
 #include "sandbox/sandbox-internal.h"
+#include "shared/fault.h"
 #include "shared/log.h"
 #include "shared/macro.h"
 #include "shared/parse-util.h"
@@ -469,7 +470,7 @@ static void run_stop(SandboxRun *run) {
                 return;
         run->state = SANDBOX_RUN_STOP_INIT;
         r = run_read_init_pid(run, &pid);
-        if (r >= 0 && run->sandbox->test_deaf_init)
+        if (r >= 0 && TEST_FAULT(run->sandbox->test_deaf_init))
                 log_warning("Test fault: run %s: the container's init is not told to stop.", run->id);
         else if (r >= 0 && kill(pid, SIGUSR1) < 0)
                 r = negative_errno();

@@ -6,6 +6,7 @@
 
 #include "sandbox/files.h"
 #include "sandbox/sandbox-internal.h"
+#include "shared/fault.h"
 #include "shared/log.h"
 #include "shared/macro.h"
 
@@ -30,7 +31,7 @@ static void sandbox_conditions(const Sandbox *s, usec_t t, SandboxConditions *re
 
         *ret = (SandboxConditions){
                 .static_unavailable = s->static_reason[0] != 0,
-                .test_starting = t < s->test_starting_until,
+                .test_starting = TEST_FAULT(t < s->test_starting_until),
                 .manager_ready = ready,
                 .manager_expected = scope_manager_is_expected(s->scopes),
                 .manager_overdue = !ready && t >= usec_add(s->manager_lost, SANDBOX_STARTING_MAX_USEC),
@@ -57,7 +58,7 @@ const char *sandbox_unavailable_reason(const Sandbox *s) {
         assert(s);
 
         sandbox_conditions(s, now(CLOCK_MONOTONIC), &c);
-        if (c.test_starting)
+        if (TEST_FAULT(c.test_starting))
                 return "held starting by the test fault switch WIKI_WEB_TEST_SANDBOX_STARTING_MS";
         if (c.static_unavailable)
                 return s->static_reason;
@@ -112,7 +113,7 @@ static void sandbox_arm_state_timer(Sandbox *s, usec_t t) {
         usec_t next = USEC_INFINITY;
         int r;
 
-        if (t < s->test_starting_until)
+        if (TEST_FAULT(t < s->test_starting_until))
                 next = s->test_starting_until;
         if (!scope_manager_is_ready(s->scopes)) {
                 usec_t overdue = usec_add(s->manager_lost, SANDBOX_STARTING_MAX_USEC);
@@ -167,6 +168,7 @@ void sandbox_set_cleanup_confirmed_handler(Sandbox *s, SandboxCleanupConfirmedHa
         s->confirmed_userdata = userdata;
 }
 
+#if ENABLE_TEST_FAULTS
 void sandbox_set_test_unconfirmable(Sandbox *s, unsigned n) {
         assert(s);
         scope_manager_set_test_unconfirmable(s->scopes, n);
@@ -182,6 +184,7 @@ void sandbox_set_test_starting(Sandbox *s, usec_t duration) {
         s->test_starting_until = usec_add(now(CLOCK_MONOTONIC), duration);
         sandbox_notify(s);
 }
+#endif
 
 /* Say once which limits hold here (docs/SANDBOX.md: cgroup v1 versus v2): the
  * scope's MemoryMax= and TasksMax= only where the user manager has the

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <systemd/sd-event.h>
 
+#include "config-build.h"
 #include "sandbox/files.h"
 #include "sandbox/result.h"
 #include "shared/config.h"
@@ -127,8 +128,9 @@ void sandbox_set_state_handler(Sandbox *s, SandboxStateHandler handler, void *us
 typedef void (*SandboxCleanupConfirmedHandler)(Sandbox *s, const char *query_id, void *userdata);
 void sandbox_set_cleanup_confirmed_handler(Sandbox *s, SandboxCleanupConfirmedHandler handler, void *userdata);
 
-/* Test-only fault switch: the next n scope confirmations find the unit
- * still there, as a stuck unit would (API.md 8.4). */
+#if ENABLE_TEST_FAULTS
+/* Test-only fault switch (shared/fault.h): the next n scope confirmations
+ * find the unit still there, as a stuck unit would (API.md 8.4). */
 void sandbox_set_test_unconfirmable(Sandbox *s, unsigned n);
 /* Test-only fault switch: at a timeout or a cancel the container's init is
  * not signalled, as an init that does not answer (the grace, then KillUnit). */
@@ -137,6 +139,7 @@ void sandbox_set_test_deaf_init(Sandbox *s, bool deaf);
  * from now, whatever its real state, which it then announces, as a start
  * that takes that long would. */
 void sandbox_set_test_starting(Sandbox *s, usec_t duration);
+#endif
 
 /* A query's sandbox context. query_id: [A-Za-z0-9_]+, at most 64 bytes.
  * Creates the directories (an existing one is emptied first: /out is empty

@@ -5,6 +5,7 @@
 #include <systemd/sd-bus.h>
 
 #include "sandbox/scope.h"
+#include "shared/fault.h"
 #include "shared/log.h"
 #include "shared/macro.h"
 #include "shared/strv.h"
@@ -239,7 +240,7 @@ static int scope_on_get_unit(sd_bus_message *reply, void *userdata, sd_bus_error
 
         op->slot = sd_bus_slot_unref(op->slot);
         if (error_is(e, "org.freedesktop.systemd1.NoSuchUnit")) {
-                if (m->test_unconfirmable > 0) {
+                if (TEST_FAULT(m->test_unconfirmable > 0)) {
                         m->test_unconfirmable--;
                         log_warning("Test fault: pretending %s is still loaded.", op->name);
                         scope_op_finish(op, -EBUSY);
@@ -776,10 +777,12 @@ bool scope_manager_is_expected(const ScopeManager *m) {
         return m->ready || m->expected;
 }
 
+#if ENABLE_TEST_FAULTS
 void scope_manager_set_test_unconfirmable(ScopeManager *m, unsigned n) {
         assert(m);
         m->test_unconfirmable = n;
 }
+#endif
 
 int scope_name(const char *query_id, unsigned n, char **ret) {
         size_t len = strlen(query_id);

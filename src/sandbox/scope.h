@@ -6,6 +6,7 @@
 #include <sys/types.h>
 #include <systemd/sd-event.h>
 
+#include "config-build.h"
 #include "shared/macro.h"
 
 /* Transient scopes in the service user's own systemd user manager, over
@@ -57,9 +58,11 @@ const char *scope_manager_reason(const ScopeManager *m);
  * still looked for at each reconnection). */
 bool scope_manager_is_expected(const ScopeManager *m);
 
-/* Test-only fault switch: the next n confirmations of scope_stop() find the
- * unit still there (-EBUSY), as a stuck unit would. */
+#if ENABLE_TEST_FAULTS
+/* Test-only fault switch (shared/fault.h): the next n confirmations of
+ * scope_stop() find the unit still there (-EBUSY), as a stuck unit would. */
 void scope_manager_set_test_unconfirmable(ScopeManager *m, unsigned n);
+#endif
 
 typedef struct ScopeLimits {
         uint64_t memory_max_bytes; /* MemoryMax= */

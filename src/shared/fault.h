@@ -4,6 +4,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "config-build.h"
+
 /* The test-only fault switches, read here and nowhere else. Each is an
  * environment variable that counts only with WIKI_WEB_TEST_FAULTS=1 (the
  * tests' drop-ins set both); without it every switch is off, whatever it
@@ -25,7 +27,23 @@
  *                                           watchdog test)
  *
  * The modules take the values through their own seams (setters, or the
- * server's state); only wikiwebd.c and httpd.c call these. */
+ * server's state); only wikiwebd.c, manager.c and httpd.c call these.
+ *
+ * They exist only in a build with ENABLE_TEST_FAULTS (meson's test-faults
+ * option: on by default, off in the packages). Without it the readers
+ * below are constant "off", the modules' test setters are not declared,
+ * and each check of a switch on a production path is written
+ * TEST_FAULT(cond): the compiler drops the code that depends on it, so the
+ * packaged daemon has neither the switches' names nor their code. */
+
+typedef enum FaultHttpOom {
+        FAULT_HTTP_OOM_NONE,
+        FAULT_HTTP_OOM_REPLY,   /* "reply": every response body; the static 500 still works */
+        FAULT_HTTP_OOM_ALL,     /* "all": the static 500 too: the connection is closed */
+        FAULT_HTTP_OOM_REQUEST, /* "request": the request object itself */
+} FaultHttpOom;
+
+#if ENABLE_TEST_FAULTS
 
 /* Whether WIKI_WEB_TEST_FAULTS=1. */
 bool fault_enabled(void);
@@ -37,12 +55,24 @@ int fault_uint64(const char *name, uint64_t max, uint64_t *ret);
 /* A boolean switch: on when its value is "1". */
 bool fault_bool(const char *name);
 
-typedef enum FaultHttpOom {
-        FAULT_HTTP_OOM_NONE,
-        FAULT_HTTP_OOM_REPLY,   /* "reply": every response body; the static 500 still works */
-        FAULT_HTTP_OOM_ALL,     /* "all": the static 500 too: the connection is closed */
-        FAULT_HTTP_OOM_REQUEST, /* "request": the request object itself */
-} FaultHttpOom;
-
 /* WIKI_WEB_TEST_HTTP_OOM; an unknown value is logged and ignored. */
 FaultHttpOom fault_http_oom(void);
+
+/* A check of a switch's state on a production path. */
+#        define TEST_FAULT(cond) (cond)
+
+#else
+
+static inline bool fault_enabled(void) {
+        return false;
+}
+
+static inline FaultHttpOom fault_http_oom(void) {
+        return FAULT_HTTP_OOM_NONE;
+}
+
+/* cond is type-checked, never evaluated: the switch's state is never
+ * set in this build. */
+#        define TEST_FAULT(cond) ((void) sizeof(cond), false)
+
+#endif

@@ -888,6 +888,12 @@ def check_set_cookie(tc, header, secure, max_age=2592000):
     return value
 
 
+def has_test_faults():
+    """Whether WIKIWEBD has the test fault switches (meson's test-faults)."""
+    with open(WIKIWEBD, 'rb') as f:
+        return b'WIKI_WEB_TEST_FAULTS' in f.read()
+
+
 class DaemonTestCase(unittest.TestCase):
     """Base class: self.daemon(**env) starts a daemon stopped (and checked)
     at the end of the test."""
@@ -896,6 +902,8 @@ class DaemonTestCase(unittest.TestCase):
 
     def daemon(self, socket_activation=True, args=(), notify=False, metrics=False, listen_host='127.0.0.1',
                **env):
+        if 'WIKI_WEB_TEST_FAULTS' in env and not has_test_faults():
+            self.skipTest(f'{WIKIWEBD} is built without the test fault switches (-Dtest-faults=false)')
         d = Daemon(self, socket_activation=socket_activation, args=args, notify=notify, metrics=metrics,
                    listen_host=listen_host, **env)
         try:

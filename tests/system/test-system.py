@@ -1701,6 +1701,11 @@ def _package_steps(bed, ct, deb):
     check(r.returncode == 0, f"apt-get install failed:\n{r.stdout[-3000:]}{r.stderr[-2000:]}")
     check(" 1 newly installed" in r.stdout, f"apt-get installed more than the package:\n{r.stdout[-2000:]}")
     log(f"# apt-get install ./{os.path.basename(deb)}: {time.monotonic() - t0:.1f}s")
+    # Built with -Dtest-faults=false: the switches are not in the program.
+    with open(ct.root("/usr/libexec/wikiwebd"), "rb") as f:
+        n = f.read().count(b"WIKI_WEB_TEST_")
+    check(n == 0, f"the packaged wikiwebd has the test fault switches: WIKI_WEB_TEST_ {n} times")
+    log("# the packaged /usr/libexec/wikiwebd has no WIKI_WEB_TEST_ name")
     check("wikiwebd.socket is enabled, not started" in r.stdout,
           f"postinst did not say the socket waits for configuration:\n{r.stdout[-2000:]}")
     enabled = ct.run(["systemctl", "is-enabled", SOCKET], check=False).stdout.strip()

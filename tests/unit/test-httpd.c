@@ -4,7 +4,9 @@
  * WIKI_WEB_TEST_FAULTS=1): a real HttpServer in an sd-event loop on a
  * loopback socket, a client thread speaking HTTP/1.1 to it. Every request
  * gets the static 500, directly or after being suspended, or (when not even
- * that can be made) its connection closed at once: none is left waiting. */
+ * that can be made) its connection closed at once: none is left waiting.
+ * In a build without the test faults (-Dtest-faults=false), the switches
+ * change nothing. */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -14,6 +16,7 @@
 #include <sys/time.h>
 
 #include "http/httpd.h"
+#include "config-build.h"
 #include "shared/config.h"
 #include "shared/macro.h"
 #include "shared/time-util.h"
@@ -186,16 +189,6 @@ static bool body_is(const Fixture *f, const char *body) {
         return b && streq(b + 4, body);
 }
 
-static void assert_static_500(const Fixture *f) {
-        ASSERT_TRUE(strneq(f->response, "HTTP/1.1 500 ", STRLEN("HTTP/1.1 500 ")));
-        ASSERT_TRUE(body_is(f, OOM_BODY));
-        ASSERT_TRUE(strcasestr(f->response, "\r\nConnection: close\r\n"));
-        ASSERT_TRUE(strcasestr(f->response, "\r\nContent-Type: application/json; charset=utf-8\r\n"));
-        ASSERT_TRUE(strcasestr(f->response, "\r\nCache-Control: no-store\r\n"));
-        /* ... and then the connection is closed, not left open. */
-        ASSERT_TRUE(f->eof);
-}
-
 TEST(no_fault_answers) {
         Fixture f;
 
@@ -218,6 +211,17 @@ TEST(switch_needs_test_faults) {
         ASSERT_TRUE(body_is(&f, "{\"ok\":true}"));
         run(&f, "0", "all", false, GET_HEALTH_CLOSE);
         ASSERT_TRUE(body_is(&f, "{\"ok\":true}"));
+}
+
+#if ENABLE_TEST_FAULTS
+static void assert_static_500(const Fixture *f) {
+        ASSERT_TRUE(strneq(f->response, "HTTP/1.1 500 ", STRLEN("HTTP/1.1 500 ")));
+        ASSERT_TRUE(body_is(f, OOM_BODY));
+        ASSERT_TRUE(strcasestr(f->response, "\r\nConnection: close\r\n"));
+        ASSERT_TRUE(strcasestr(f->response, "\r\nContent-Type: application/json; charset=utf-8\r\n"));
+        ASSERT_TRUE(strcasestr(f->response, "\r\nCache-Control: no-store\r\n"));
+        /* ... and then the connection is closed, not left open. */
+        ASSERT_TRUE(f->eof);
 }
 
 TEST(oom_reply_direct) {
@@ -277,6 +281,20 @@ TEST(oom_request_object) {
         ASSERT_EQ_INT(f.n_handled, 0);
         assert_static_500(&f);
 }
+
+#else
+TEST(switches_compiled_out) {
+        Fixture f;
+
+        /* A build without the test faults: the switches are not even read. */
+        run(&f, "1", "all", false, GET_HEALTH_CLOSE);
+        ASSERT_TRUE(strneq(f.response, "HTTP/1.1 200 ", STRLEN("HTTP/1.1 200 ")));
+        ASSERT_TRUE(body_is(&f, "{\"ok\":true}"));
+        run(&f, "1", "request", true, GET_HEALTH_CLOSE);
+        ASSERT_TRUE(body_is(&f, "{\"ok\":true}"));
+        ASSERT_EQ_INT(f.n_handled, 1);
+}
+#endif
 
 TEST(free_with_suspended_request) {
         Fixture f;

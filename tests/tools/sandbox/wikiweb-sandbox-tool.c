@@ -14,7 +14,8 @@
  *
  * run options: --query-id ID, --page TITLE=FILE (added to /data first),
  * --cancel-after-ms MS (cancel the first run), --unconfirmable N (the test
- * fault switch), --wait-confirmed-s S (wait that long for a late
+ * fault switch; refused in a build without the test faults),
+ * --wait-confirmed-s S (wait that long for a late
  * confirmation and report it). Any command: --wait-s S (how long to wait
  * for availability, default 15). */
 
@@ -258,8 +259,14 @@ static int cmd_run(Tool *t) {
         r = add_pages(t);
         if (r < 0)
                 return log_error_errno(r, "Cannot add the pages");
+#if ENABLE_TEST_FAULTS
         if (arg_unconfirmable > 0)
                 sandbox_set_test_unconfirmable(t->sandbox, arg_unconfirmable);
+#else
+        if (arg_unconfirmable > 0)
+                return log_error_errno(
+                        EOPNOTSUPP, "--unconfirmable: built without the test faults (-Dtest-faults=false)");
+#endif
         tool_start_next(t);
         if (!tool_wait(t, tool_finished, USEC_INFINITY))
                 return -EIO;
