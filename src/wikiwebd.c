@@ -217,9 +217,12 @@ static int render_metrics(MetricsFormat format, char **ret, size_t *ret_size, vo
         Daemon *d = userdata;
         Admission *a = manager_get_admission(d->manager);
         MetricsProcess process;
+        uint64_t slots[_ADMISSION_STATE_MAX];
+        AdmissionSlotCounts c;
         MetricsGauges g = {
                 .states = states,
                 .n_states = ELEMENTSOF(states),
+                .slots = slots,
                 .state = (size_t) admission_get_state(a),
                 .admission_open = !admission_is_draining(a),
                 .queue_length = admission_queue_length(a),
@@ -228,6 +231,10 @@ static int render_metrics(MetricsFormat format, char **ret, size_t *ret_size, vo
 
         for (int i = 0; i < _ADMISSION_STATE_MAX; i++)
                 states[i] = admission_state_to_string((AdmissionState) i);
+        admission_get_slot_counts(a, &c);
+        slots[ADMISSION_IDLE] = c.idle;
+        slots[ADMISSION_RESERVED] = c.reserved;
+        slots[ADMISSION_RUNNING] = c.running;
         if (metrics_read_process(&process) >= 0)
                 g.process = &process;
         return metrics_render(format, &g, ret, ret_size);
@@ -338,6 +345,20 @@ static void daemon_done(Daemon *d) {
         config_done(&d->config);
 }
 
+/* Every slot may run a sandbox at its memory limit at once: they must fit
+ * in the machine's memory. */
+static int check_memory(const Config *c) {
+        _cleanup_free_ char *error = NULL;
+        long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+        int r;
+
+        r = config_check_memory(
+                c, pages > 0 && page_size > 0 ? (uint64_t) pages * (uint64_t) page_size : 0, &error);
+        if (r < 0)
+                return log_error_errno(r, "Invalid configuration: %s", error ? error : "see above");
+        return 0;
+}
+
 /* The upstream URLs and hosts as the destination policy reads them
  * (API.md 8): one it would refuse fails here, not at every query. */
 static int check_destinations(const Config *c) {
@@ -440,6 +461,9 @@ static int run(int argc, char *argv[]) {
                 return log_error_errno(r, "Invalid configuration: %s", error ? error : "see above");
         log_set_max_level(d.config.log_level);
         r = check_destinations(&d.config);
+        if (r < 0)
+                return r;
+        r = check_memory(&d.config);
         if (r < 0)
                 return r;
         if (arg_check_config) {

@@ -16,12 +16,12 @@
  *  - Sessions find their ticket through an open-addressing hash table of
  *    pool indices and key hashes (linear probing, load at most 1/2,
  *    backward-shift deletion, no tombstones).
- *  - The FIFO is a slot array in join order, a bitmap of the live slots and
+ *  - The FIFO is a cell array in join order, a bitmap of the live cells and
  *    a Fenwick tree counting them per bitmap word: a position is a prefix
  *    sum plus a popcount, the head is a Fenwick search.
- *    New tickets take the next slot; when the array is used up the live
+ *    New tickets take the next cell; when the array is used up the live
  *    tickets are compacted to the front and the tree rebuilt in O(n), which
- *    leaves at least n free slots, so this is amortised O(1) per join.
+ *    leaves at least n free cells, so this is amortised O(1) per join.
  *  - Heartbeat deadlines are now + heartbeat_usec with a constant
  *    heartbeat_usec and a clamped, non-decreasing now, so a queue in order of
  *    last heartbeat is also in order of deadline: the earliest is at the
@@ -29,8 +29,18 @@
  *    one; dead entries are skipped at the head (which is always live, so the
  *    next deadline is exact) and squeezed out when the queue is full, which
  *    is amortised O(1).
- *  - The reserved ticket, when there is one, is always the FIFO head, and
- *    only it has a reservation deadline, kept here in Admission.
+ *  - The N slots are a small array beside the tickets. A reserved ticket
+ *    is always ahead of every waiting one (each was the first waiting
+ *    ticket when it was promoted, and later tickets join behind it), so the
+ *    reserved tickets are the first n_reserved live cells of the FIFO: a
+ *    waiting ticket's position is its rank less n_reserved, and the first
+ *    waiting ticket is a Fenwick search for rank n_reserved + 1. A slot
+ *    knows its ticket; a ticket does not know its slot (there is no room
+ *    in its 96 bytes), so the few transitions that free a reserved slot
+ *    look it up among the N slots. The earliest reservation deadline is
+ *    kept, and recomputed over the slots when a reserved slot is freed.
+ *    The running slots are kept in claim order, which is also the order of
+ *    their remaining time for the wait estimate.
  *  Measured: about 140 bytes per ticket in all, tables included.
  *
  * Cost at scale: at 10^6 tickets the tables span ~130 MB, so an operation
@@ -41,16 +51,35 @@
  * add page walks. bench-admission measures it. */
 
 #define IDX_NONE UINT32_MAX
-#define SLOTS_MIN 64u
+#define CELLS_MIN 64u
 #define HASH_MIN 64u
 #define HBQ_MIN 64u
+
+#define SLOT_NONE UINT32_MAX
+
+typedef struct Slot {
+        AdmissionState state;
+        uint32_t ticket;             /* reserved: the pool index of its ticket */
+        usec_t reservation_deadline; /* reserved */
+        usec_t claimed_at;           /* running */
+        SessionKey session;          /* running: one query per session */
+        char query_id[QUERY_ID_MAX]; /* running */
+        char *user;                  /* running: its user (from its ticket), NULL: anonymous */
+} Slot;
+
+/* A reserved ticket whose deadline is due, as expire_at() collects them. */
+typedef struct Due {
+        uint32_t slot;
+        RemoveReason reason;
+        char id[TICKET_ID_MAX];
+} Due;
 
 typedef struct Ticket {
         SessionKey key;
         char id[TICKET_ID_MAX];
         usec_t joined;
         usec_t heartbeat_deadline; /* USEC_INFINITY while held (admission_hold()) */
-        uint32_t slot;             /* index into Admission.slots; the free-list link while free */
+        uint32_t cell;             /* index into Admission.cells; the free-list link while free */
         uint32_t hb_pos;           /* its entry in Admission.hbq, IDX_NONE when not queued */
         char *user;                /* its holder's name (admission_set_user()), NULL: anonymous */
 } Ticket;
@@ -58,7 +87,6 @@ typedef struct Ticket {
 struct Admission {
         AdmissionSettings settings;
 
-        AdmissionState state;
         usec_t last_now; /* the largest "now" seen: earlier ones are clamped to it */
 
         /* Ticket pool */
@@ -71,16 +99,16 @@ struct Admission {
         struct Bucket *hash;
         uint32_t hash_size; /* power of two, or 0 */
 
-        /* FIFO: slot i is live when bit i of live[] is set, and then
-         * slots[i] is its pool index; fenwick[1..n_words] counts the live
-         * slots per bitmap word. */
-        uint32_t *slots;
+        /* FIFO: cell i is live when bit i of live[] is set, and then
+         * cells[i] is its pool index; fenwick[1..n_words] counts the live
+         * cells per bitmap word. */
+        uint32_t *cells;
         uint64_t *live;
         uint32_t *fenwick;
-        uint32_t n_slots;     /* a multiple of 64 */
-        uint32_t n_words;     /* n_slots / 64 */
+        uint32_t n_cells;     /* a multiple of 64 */
+        uint32_t n_words;     /* n_cells / 64 */
         uint32_t fenwick_top; /* the largest power of two <= n_words */
-        uint32_t slots_end;   /* next slot to hand out */
+        uint32_t cells_end;   /* next cell to hand out */
 
         /* Heartbeat queue: pool indices in order of last heartbeat, so of
          * heartbeat deadline. hbq[hbq_head..hbq_tail) holds them, IDX_NONE
@@ -93,14 +121,19 @@ struct Admission {
 
         bool draining; /* no new tickets, no claim but the reserved one's */
 
-        uint32_t reserved; /* pool index of the reserved ticket, or IDX_NONE */
-        usec_t reservation_deadline;
-
-        /* Running query */
-        char query_id[QUERY_ID_MAX];
-        usec_t claimed_at;
-        SessionKey running_key; /* the session that claimed */
-        char *running_user;     /* its user, NULL: anonymous */
+        /* Slots: settings.slots of them. idle_mask has a bit set for each
+         * idle slot; running[0..n_running) are the running slots, oldest
+         * claim first; promoted[0..n_promoted) the slots promote() reserved
+         * and that are not reported yet. */
+        Slot *slots;
+        uint32_t *running;
+        uint32_t *promoted;
+        Due *due; /* expire_at()'s scratch list, settings.slots entries */
+        uint32_t n_reserved;
+        uint32_t n_running;
+        uint32_t n_promoted;
+        uint64_t idle_mask[ADMISSION_SLOTS_MAX / 64];
+        usec_t reservation_deadline; /* the earliest of the reserved slots', or USEC_INFINITY */
 
         bool average_known;
         double average_seconds;
@@ -209,7 +242,7 @@ static void admission_default_id_generator(char buf[static TICKET_ID_MAX], void 
 static bool settings_valid(const AdmissionSettings *s) {
         return s->reservation_usec >= 1 * USEC_PER_SEC && s->reservation_usec <= 3600 * USEC_PER_SEC &&
                 s->heartbeat_usec >= 1 * USEC_PER_SEC && s->heartbeat_usec <= 3600 * USEC_PER_SEC &&
-                s->max_length <= 1000000;
+                s->max_length <= 1000000 && s->slots >= 1 && s->slots <= ADMISSION_SLOTS_MAX;
 }
 
 int admission_new(const AdmissionSettings *settings, Admission **ret) {
@@ -228,14 +261,27 @@ int admission_new(const AdmissionSettings *settings, Admission **ret) {
 
         *a = (Admission){
                 .settings = *settings,
-                .state = ADMISSION_IDLE,
                 .pool_free = IDX_NONE,
-                .reserved = IDX_NONE,
                 .reservation_deadline = USEC_INFINITY,
-                .claimed_at = USEC_INFINITY,
                 .id_generator = admission_default_id_generator,
         };
         a->id_userdata = a;
+
+        a->slots = calloc(settings->slots, sizeof(Slot));
+        a->running = calloc(settings->slots, sizeof(uint32_t));
+        a->promoted = calloc(settings->slots, sizeof(uint32_t));
+        a->due = calloc(settings->slots, sizeof(Due));
+        if (!a->slots || !a->running || !a->promoted || !a->due)
+                return -ENOMEM;
+        for (unsigned i = 0; i < settings->slots; i++) {
+                a->slots[i] = (Slot){
+                        .state = ADMISSION_IDLE,
+                        .ticket = IDX_NONE,
+                        .reservation_deadline = USEC_INFINITY,
+                        .claimed_at = USEC_INFINITY,
+                };
+                a->idle_mask[i / 64] |= UINT64_C(1) << (i % 64);
+        }
 
         /* The pool is allocated once for max_length tickets: it never
          * moves, so growing it costs no copy and no transient second copy
@@ -255,17 +301,23 @@ Admission *admission_free(Admission *a) {
         if (!a)
                 return NULL;
 
-        /* The live tickets' names (a free entry's is NULL, or stale). */
+        /* The live tickets' names (a free entry's is NULL, or stale), and
+         * the running queries'. */
         for (uint32_t w = 0; w < a->n_words; w++)
                 for (uint64_t bits = a->live[w]; bits != 0; bits &= bits - 1)
-                        free(a->pool[a->slots[w * 64 + (uint32_t) __builtin_ctzll(bits)]].user);
-        free(a->running_user);
+                        free(a->pool[a->cells[w * 64 + (uint32_t) __builtin_ctzll(bits)]].user);
+        for (uint32_t i = 0; a->slots && i < a->settings.slots; i++)
+                free(a->slots[i].user);
         free(a->pool);
         free(a->hash);
-        free(a->slots);
+        free(a->cells);
         free(a->live);
         free(a->fenwick);
         free(a->hbq);
+        free(a->slots);
+        free(a->running);
+        free(a->promoted);
+        free(a->due);
         free(a);
         return NULL;
 }
@@ -289,6 +341,116 @@ void admission_set_id_generator(Admission *a, AdmissionIdGenerator generator, vo
         }
 }
 
+/* ---- slots ---- */
+
+static uint32_t idle_count(const Admission *a) {
+        return a->settings.slots - a->n_reserved - a->n_running;
+}
+
+/* The controller's state: running when any slot runs, else reserved when
+ * any is reserved, else idle. */
+static AdmissionState controller_state(const Admission *a) {
+        if (a->n_running > 0)
+                return ADMISSION_RUNNING;
+        if (a->n_reserved > 0)
+                return ADMISSION_RESERVED;
+        return ADMISSION_IDLE;
+}
+
+/* The lowest idle slot. Only called with at least one. */
+static uint32_t first_idle(const Admission *a) {
+        for (uint32_t w = 0;; w++)
+                if (a->idle_mask[w] != 0)
+                        return w * 64 + (uint32_t) __builtin_ctzll(a->idle_mask[w]);
+}
+
+/* The slot reserved for the ticket idx, SLOT_NONE when it waits. */
+static uint32_t slot_of_ticket(const Admission *a, uint32_t idx) {
+        if (a->n_reserved == 0)
+                return SLOT_NONE;
+        for (uint32_t i = 0; i < a->settings.slots; i++)
+                if (a->slots[i].state == ADMISSION_RESERVED && a->slots[i].ticket == idx)
+                        return i;
+        return SLOT_NONE;
+}
+
+/* The running slot of query_id, SLOT_NONE when it does not run. */
+static uint32_t slot_of_query(const Admission *a, const char *query_id) {
+        for (uint32_t k = 0; k < a->n_running; k++)
+                if (streq(a->slots[a->running[k]].query_id, query_id))
+                        return a->running[k];
+        return SLOT_NONE;
+}
+
+static bool session_runs(const Admission *a, const SessionKey *session) {
+        for (uint32_t k = 0; k < a->n_running; k++)
+                if (memcmp(a->slots[a->running[k]].session.bytes, session->bytes, sizeof(session->bytes)) == 0)
+                        return true;
+        return false;
+}
+
+static void slot_reserve(Admission *a, uint32_t i, uint32_t idx, usec_t now) {
+        Slot *s = &a->slots[i];
+
+        assert(s->state == ADMISSION_IDLE);
+        s->state = ADMISSION_RESERVED;
+        s->ticket = idx;
+        s->reservation_deadline = usec_add(now, a->settings.reservation_usec);
+        a->idle_mask[i / 64] &= ~(UINT64_C(1) << (i % 64));
+        a->n_reserved++;
+        a->reservation_deadline = MIN(a->reservation_deadline, s->reservation_deadline);
+}
+
+/* user: taken over. */
+static void slot_run(
+        Admission *a, uint32_t i, const SessionKey *session, const char *query_id, char *user, usec_t now) {
+        Slot *s = &a->slots[i];
+
+        assert(s->state == ADMISSION_IDLE);
+        s->state = ADMISSION_RUNNING;
+        s->session = *session;
+        s->user = user;
+        memcpy(s->query_id, query_id, strlen(query_id) + 1);
+        s->claimed_at = now;
+        a->idle_mask[i / 64] &= ~(UINT64_C(1) << (i % 64));
+        /* Claims come at non-decreasing times: appending keeps the order. */
+        a->running[a->n_running++] = i;
+}
+
+/* A reserved or running slot becomes idle. Its ticket, if any, is the
+ * caller's. */
+static void slot_release(Admission *a, uint32_t i) {
+        Slot *s = &a->slots[i];
+
+        if (s->state == ADMISSION_RESERVED) {
+                usec_t d = s->reservation_deadline;
+
+                a->n_reserved--;
+                s->ticket = IDX_NONE;
+                s->reservation_deadline = USEC_INFINITY;
+                if (d == a->reservation_deadline) {
+                        a->reservation_deadline = USEC_INFINITY;
+                        for (uint32_t j = 0; a->n_reserved > 0 && j < a->settings.slots; j++)
+                                if (a->slots[j].state == ADMISSION_RESERVED)
+                                        a->reservation_deadline = MIN(
+                                                a->reservation_deadline, a->slots[j].reservation_deadline);
+                }
+        } else if (s->state == ADMISSION_RUNNING) {
+                uint32_t k = 0;
+
+                while (a->running[k] != i)
+                        k++;
+                memmove(&a->running[k], &a->running[k + 1], sizeof(uint32_t) * (a->n_running - k - 1));
+                a->n_running--;
+                s->query_id[0] = '\0';
+                free(s->user);
+                s->user = NULL;
+                s->claimed_at = USEC_INFINITY;
+        }
+        s->state = ADMISSION_IDLE;
+        a->idle_mask[i / 64] |= UINT64_C(1) << (i % 64);
+}
+
 /* ---- events ---- */
 
 static void emit(Admission *a, const AdmissionEvent *ev) {
@@ -304,7 +466,7 @@ static void emit_ticket(Admission *a, AdmissionEventType type, const char *id, R
                      .type = type,
                      .ticket_id = id,
                      .reason = type == ADMISSION_EVENT_TICKET_REMOVED ? reason : _REMOVE_REASON_INVALID,
-                     .state = a->state,
+                     .state = controller_state(a),
                      .duration_usec = 0,
              });
 }
@@ -316,7 +478,7 @@ static void emit_state(Admission *a) {
              &(const AdmissionEvent){
                      .type = ADMISSION_EVENT_STATE_CHANGED,
                      .reason = _REMOVE_REASON_INVALID,
-                     .state = a->state,
+                     .state = controller_state(a),
              });
 }
 
@@ -445,16 +607,16 @@ static void hash_remove(Admission *a, uint32_t idx) {
         a->hash[b] = (Bucket){ .idx = IDX_NONE };
 }
 
-/* ---- FIFO slots: a bitmap of the live ones, and a Fenwick tree over its
+/* ---- FIFO cells: a bitmap of the live ones, and a Fenwick tree over its
  * words ----
  *
- * A position needs the number of live slots up to a ticket's slot. A
- * Fenwick tree over the slots themselves would be 4 bytes per slot, and at
+ * A position needs the number of live cells up to a ticket's cell. A
+ * Fenwick tree over the cells themselves would be 4 bytes per cell, and at
  * 10^6 tickets its lower levels alone are far larger than the caches: each
- * position would cost a few misses. Here the tree counts per 64-slot bitmap
- * word, and the rest is a popcount within the word: at 2 * 10^6 slots the
+ * position would cost a few misses. Here the tree counts per 64-cell bitmap
+ * word, and the rest is a popcount within the word: at 2 * 10^6 cells the
  * bitmap is 256 KiB and the tree 128 KiB, both small enough to stay in the
- * cache, and the slot array itself (slot -> pool index, for the head and
+ * cache, and the cell array itself (cell -> pool index, for the head and
  * for listing) is only read for the head, written only at the tail, and
  * never cleared: the bitmap says which entries are meaningful. */
 
@@ -475,7 +637,7 @@ static void fenwick_add(Admission *a, uint32_t word, int32_t delta) {
                 a->fenwick[i] += (uint32_t) delta;
 }
 
-/* Number of live slots in the words [0, word). */
+/* Number of live cells in the words [0, word). */
 static uint32_t fenwick_prefix(const Admission *a, uint32_t word) {
         uint32_t sum = 0;
 
@@ -484,51 +646,57 @@ static uint32_t fenwick_prefix(const Admission *a, uint32_t word) {
         return sum;
 }
 
-static void slot_set(Admission *a, uint32_t slot) {
-        a->live[slot / 64] |= UINT64_C(1) << (slot % 64);
-        fenwick_add(a, slot / 64, +1);
+static void cell_set(Admission *a, uint32_t cell) {
+        a->live[cell / 64] |= UINT64_C(1) << (cell % 64);
+        fenwick_add(a, cell / 64, +1);
 }
 
-static void slot_clear(Admission *a, uint32_t slot) {
-        a->live[slot / 64] &= ~(UINT64_C(1) << (slot % 64));
-        fenwick_add(a, slot / 64, -1);
+static void cell_clear(Admission *a, uint32_t cell) {
+        a->live[cell / 64] &= ~(UINT64_C(1) << (cell % 64));
+        fenwick_add(a, cell / 64, -1);
 }
 
-/* Number of live slots in [0, slot]. */
-static uint32_t slot_rank(const Admission *a, uint32_t slot) {
-        uint32_t w = slot / 64;
+/* Number of live cells in [0, cell]. */
+static uint32_t cell_rank(const Admission *a, uint32_t cell) {
+        uint32_t w = cell / 64;
 
-        return fenwick_prefix(a, w) + popcount64(a->live[w] & (UINT64_MAX >> (63 - slot % 64)));
+        return fenwick_prefix(a, w) + popcount64(a->live[w] & (UINT64_MAX >> (63 - cell % 64)));
 }
 
-/* The smallest live slot. Only called with at least one ticket. */
-static uint32_t slot_first(const Admission *a) {
+/* The k-th live cell (k >= 1). Only called with at least k tickets. */
+static uint32_t cell_select(const Admission *a, uint32_t k) {
         uint32_t pos = 0;
+        uint64_t bits;
 
-        /* The largest pos with no live slot in the words [0, pos). */
+        /* The largest pos with fewer than k live cells in the words [0, pos). */
         for (uint32_t step = a->fenwick_top; step > 0; step /= 2)
-                if (pos + step <= a->n_words && a->fenwick[pos + step] == 0)
+                if (pos + step <= a->n_words && a->fenwick[pos + step] < k) {
                         pos += step;
-        return pos * 64 + (uint32_t) __builtin_ctzll(a->live[pos]);
+                        k -= a->fenwick[pos];
+                }
+        bits = a->live[pos];
+        while (--k > 0)
+                bits &= bits - 1;
+        return pos * 64 + (uint32_t) __builtin_ctzll(bits);
 }
 
-/* Make sure slots_end < n_slots, compacting (and resizing to max(64, 2n),
- * rounded up to whole words) when the slot array is used up. On failure
+/* Make sure cells_end < n_cells, compacting (and resizing to max(64, 2n),
+ * rounded up to whole words) when the cell array is used up. On failure
  * nothing is changed. */
-static int slots_reserve(Admission *a) {
-        uint32_t n = a->n_tickets, size, n_words, top, *slots, *fen, k = 0;
+static int cells_reserve(Admission *a) {
+        uint32_t n = a->n_tickets, size, n_words, top, *cells, *fen, k = 0;
         uint64_t *live;
 
-        if (a->slots_end < a->n_slots)
+        if (a->cells_end < a->n_cells)
                 return 0;
 
-        size = (MAX(SLOTS_MIN, 2 * n) + 63) & ~UINT32_C(63);
+        size = (MAX(CELLS_MIN, 2 * n) + 63) & ~UINT32_C(63);
         n_words = size / 64;
-        slots = table_alloc(sizeof(uint32_t) * size);
+        cells = table_alloc(sizeof(uint32_t) * size);
         live = table_calloc(n_words, sizeof(uint64_t));
         fen = table_calloc((size_t) n_words + 1, sizeof(uint32_t));
-        if (!slots || !live || !fen) {
-                free(slots);
+        if (!cells || !live || !fen) {
+                free(cells);
                 free(live);
                 free(fen);
                 return -ENOMEM;
@@ -536,10 +704,10 @@ static int slots_reserve(Admission *a) {
 
         for (uint32_t w = 0; w < a->n_words; w++)
                 for (uint64_t bits = a->live[w]; bits != 0; bits &= bits - 1) {
-                        uint32_t idx = a->slots[w * 64 + (uint32_t) __builtin_ctzll(bits)];
+                        uint32_t idx = a->cells[w * 64 + (uint32_t) __builtin_ctzll(bits)];
 
-                        slots[k] = idx;
-                        a->pool[idx].slot = k;
+                        cells[k] = idx;
+                        a->pool[idx].cell = k;
                         k++;
                 }
 
@@ -558,16 +726,16 @@ static int slots_reserve(Admission *a) {
         for (top = 1; top * 2 <= n_words; top *= 2)
                 ;
 
-        free(a->slots);
+        free(a->cells);
         free(a->live);
         free(a->fenwick);
-        a->slots = slots;
+        a->cells = cells;
         a->live = live;
         a->fenwick = fen;
-        a->n_slots = size;
+        a->n_cells = size;
         a->n_words = n_words;
         a->fenwick_top = top;
-        a->slots_end = k;
+        a->cells_end = k;
         return 0;
 }
 
@@ -579,14 +747,14 @@ static uint32_t pool_take(Admission *a) {
 
         if (a->pool_free != IDX_NONE) {
                 idx = a->pool_free;
-                a->pool_free = a->pool[idx].slot;
+                a->pool_free = a->pool[idx].cell;
         } else
                 idx = a->pool_used++;
         return idx;
 }
 
 static void pool_put(Admission *a, uint32_t idx) {
-        a->pool[idx].slot = a->pool_free;
+        a->pool[idx].cell = a->pool_free;
         a->pool_free = idx;
 }
 
@@ -677,39 +845,38 @@ static void heartbeat(Admission *a, uint32_t idx, usec_t now) {
 
 /* ---- transitions ---- */
 
-/* Take a ticket out of every table. The caller copies its id first if it
- * wants to report it, and fixes up the controller state. */
-static void ticket_unlink(Admission *a, uint32_t idx) {
+/* Take a ticket out of every table; slot is the slot reserved for it (it
+ * becomes idle) or SLOT_NONE. The caller copies its id first if it wants
+ * to report it, and promotes. */
+static void ticket_unlink(Admission *a, uint32_t idx, uint32_t slot) {
         Ticket *t = &a->pool[idx];
 
         free(t->user);
         t->user = NULL;
         hash_remove(a, idx);
         hb_unlink(a, idx);
-        slot_clear(a, t->slot);
+        cell_clear(a, t->cell);
         a->n_tickets--;
-        if (a->reserved == idx) {
-                a->reserved = IDX_NONE;
-                a->reservation_deadline = USEC_INFINITY;
-                a->state = ADMISSION_IDLE;
-        }
+        if (slot != SLOT_NONE)
+                slot_release(a, slot);
         pool_put(a, idx);
 }
 
-/* promote: when idle and a ticket waits, the FIFO head becomes reserved.
- * Returns the promoted ticket or IDX_NONE. Emits nothing: callers report
- * once the whole transition is done. */
-static uint32_t promote(Admission *a, usec_t now) {
-        uint32_t idx;
+static uint64_t waiting_count(const Admission *a) {
+        return a->n_tickets - a->n_reserved;
+}
 
-        if (a->state != ADMISSION_IDLE || a->n_tickets == 0)
-                return IDX_NONE;
+/* promote: while a slot is idle and a ticket waits, the first waiting
+ * ticket gets a reservation on the lowest idle slot. The slots reserved
+ * are noted in promoted[]; nothing is emitted: callers report once the
+ * whole transition is done (emit_promotion()). */
+static void promote(Admission *a, usec_t now) {
+        while (idle_count(a) > 0 && waiting_count(a) > 0) {
+                uint32_t idx = a->cells[cell_select(a, a->n_reserved + 1)], slot = first_idle(a);
 
-        idx = a->slots[slot_first(a)];
-        a->reserved = idx;
-        a->reservation_deadline = usec_add(now, a->settings.reservation_usec);
-        a->state = ADMISSION_RESERVED;
-        return idx;
+                slot_reserve(a, slot, idx, now);
+                a->promoted[a->n_promoted++] = slot;
+        }
 }
 
 /* Report what promote() did, and the state change if the transition as a
@@ -718,48 +885,70 @@ static uint32_t promote(Admission *a, usec_t now) {
  * ticket waits (API.md 5), so e.g. the reserved ticket leaving with another
  * one waiting emits TICKET_REMOVED and TICKET_PROMOTED, but no
  * STATE_CHANGED. */
-static void emit_promotion(Admission *a, uint32_t promoted, AdmissionState old_state) {
-        if (promoted != IDX_NONE)
-                emit_ticket(a, ADMISSION_EVENT_TICKET_PROMOTED, a->pool[promoted].id, 0);
-        if (a->state != old_state)
+static void emit_promotion(Admission *a, AdmissionState old_state) {
+        if (!a->event_handler) {
+                a->n_promoted = 0;
+                return;
+        }
+        for (uint32_t k = 0; k < a->n_promoted; k++) {
+                uint32_t slot = a->promoted[k];
+
+                emit(a,
+                     &(const AdmissionEvent){
+                             .type = ADMISSION_EVENT_TICKET_PROMOTED,
+                             .ticket_id = a->pool[a->slots[slot].ticket].id,
+                             .reason = _REMOVE_REASON_INVALID,
+                             .state = controller_state(a),
+                             .slot = slot,
+                     });
+        }
+        a->n_promoted = 0;
+        if (controller_state(a) != old_state)
                 emit_state(a);
 }
 
 /* Remove a ticket that leaves or whose reservation (or heartbeat) ran out
  * while it was reserved, promote the next one at "now", and report. */
 static void ticket_remove(Admission *a, uint32_t idx, RemoveReason reason, usec_t now) {
-        AdmissionState old_state = a->state;
+        AdmissionState old_state = controller_state(a);
         char id[TICKET_ID_MAX];
-        uint32_t promoted;
 
         memcpy(id, a->pool[idx].id, sizeof(id));
-        ticket_unlink(a, idx);
+        ticket_unlink(a, idx, slot_of_ticket(a, idx));
         if (reason == REMOVE_HEARTBEAT || reason == REMOVE_RESERVATION)
                 a->counters.tickets_expired++;
-        promoted = promote(a, now);
+        promote(a, now);
 
         emit_ticket(a, ADMISSION_EVENT_TICKET_REMOVED, id, reason);
-        emit_promotion(a, promoted, old_state);
+        emit_promotion(a, old_state);
 }
 
 /* Everything due at exactly time t: first the waiting tickets whose
  * heartbeat deadline passed (each removal leaves the machine consistent, so
- * it is reported at once), then the reserved ticket if its heartbeat or
+ * it is reported at once), then the reserved tickets whose heartbeat or
  * reservation deadline passed (heartbeat wins a tie), then promotion at t.
  * Promoting at the deadline rather than at the caller's "now" makes the
  * result independent of how late the timer fired. */
 static size_t expire_at(Admission *a, usec_t t) {
-        RemoveReason reserved_reason = _REMOVE_REASON_INVALID;
+        AdmissionState old_state = controller_state(a);
+        uint32_t n_due = 0;
         size_t removed = 0;
 
-        if (a->reserved != IDX_NONE) {
-                if (a->pool[a->reserved].heartbeat_deadline <= t)
-                        reserved_reason = REMOVE_HEARTBEAT;
-                else if (a->reservation_deadline <= t)
-                        reserved_reason = REMOVE_RESERVATION;
+        for (uint32_t i = 0; a->n_reserved > 0 && i < a->settings.slots; i++) {
+                const Slot *s = &a->slots[i];
+                RemoveReason reason;
+
+                if (s->state != ADMISSION_RESERVED)
+                        continue;
+                if (a->pool[s->ticket].heartbeat_deadline <= t)
+                        reason = REMOVE_HEARTBEAT;
+                else if (s->reservation_deadline <= t)
+                        reason = REMOVE_RESERVATION;
+                else
+                        continue;
                 /* Keep it out of the loop below; it goes last. */
-                if (reserved_reason >= 0)
-                        hb_unlink(a, a->reserved);
+                hb_unlink(a, s->ticket);
+                a->due[n_due++] = (Due){ .slot = i, .reason = reason };
         }
 
         while (a->hbq_head < a->hbq_tail && a->pool[a->hbq[a->hbq_head]].heartbeat_deadline <= t) {
@@ -767,16 +956,27 @@ static size_t expire_at(Admission *a, usec_t t) {
                 char id[TICKET_ID_MAX];
 
                 memcpy(id, a->pool[idx].id, sizeof(id));
-                ticket_unlink(a, idx);
+                ticket_unlink(a, idx, SLOT_NONE);
                 a->counters.tickets_expired++;
                 removed++;
                 emit_ticket(a, ADMISSION_EVENT_TICKET_REMOVED, id, REMOVE_HEARTBEAT);
         }
 
-        if (reserved_reason >= 0) {
-                ticket_remove(a, a->reserved, reserved_reason, t);
+        /* The reserved ones: all unlinked and the slots filled again
+         * before anything is reported, so that no handler sees an idle
+         * slot while a ticket waits. */
+        for (uint32_t k = 0; k < n_due; k++) {
+                uint32_t slot = a->due[k].slot;
+
+                memcpy(a->due[k].id, a->pool[a->slots[slot].ticket].id, TICKET_ID_MAX);
+                ticket_unlink(a, a->slots[slot].ticket, slot);
+                a->counters.tickets_expired++;
                 removed++;
         }
+        promote(a, t);
+        for (uint32_t k = 0; k < n_due; k++)
+                emit_ticket(a, ADMISSION_EVENT_TICKET_REMOVED, a->due[k].id, a->due[k].reason);
+        emit_promotion(a, old_state);
 
         return removed;
 }
@@ -825,7 +1025,7 @@ static usec_t begin(Admission *a, usec_t now) {
 
 int admission_join(Admission *a, const SessionKey *session, usec_t now) {
         AdmissionState old_state;
-        uint32_t idx, promoted, bucket = 0, hash_size;
+        uint32_t idx, bucket = 0, hash_size;
         Ticket *t;
         int r;
 
@@ -850,7 +1050,7 @@ int admission_join(Admission *a, const SessionKey *session, usec_t now) {
         r = hash_reserve(a, a->n_tickets + 1);
         if (r < 0)
                 return r;
-        r = slots_reserve(a);
+        r = cells_reserve(a);
         if (r < 0)
                 return r;
         r = hbq_reserve(a, a->n_tickets + 1);
@@ -862,14 +1062,14 @@ int admission_join(Admission *a, const SessionKey *session, usec_t now) {
         *t = (Ticket){
                 .key = *session,
                 .joined = now,
-                .slot = a->slots_end++,
+                .cell = a->cells_end++,
                 .hb_pos = IDX_NONE,
         };
         a->id_generator(t->id, a->id_userdata);
         t->id[TICKET_ID_MAX - 1] = '\0';
 
-        a->slots[t->slot] = idx;
-        slot_set(a, t->slot);
+        a->cells[t->cell] = idx;
+        cell_set(a, t->cell);
         if (a->hash_size == hash_size)
                 /* Not rehashed: the empty bucket the search ended at. */
                 a->hash[bucket] = (Bucket){ .idx = idx, .hash = key_hash(session) };
@@ -878,23 +1078,20 @@ int admission_join(Admission *a, const SessionKey *session, usec_t now) {
         heartbeat(a, idx, now);
         a->n_tickets++;
 
-        old_state = a->state;
-        promoted = promote(a, now);
+        old_state = controller_state(a);
+        promote(a, now);
 
         emit_ticket(a, ADMISSION_EVENT_TICKET_ADDED, a->pool[idx].id, 0);
-        emit_promotion(a, promoted, old_state);
+        emit_promotion(a, old_state);
         return 1;
 }
 
-static uint64_t waiting_count(const Admission *a) {
-        return a->n_tickets - (a->reserved != IDX_NONE ? 1 : 0);
-}
-
-static void fill_view(const Admission *a, uint32_t idx, uint64_t position, TicketView *v) {
+/* slot: the slot reserved for the ticket, SLOT_NONE when it waits. */
+static void fill_view(const Admission *a, uint32_t idx, uint32_t slot, uint64_t position, TicketView *v) {
         const Ticket *t = &a->pool[idx];
 
         memcpy(v->id, t->id, sizeof(v->id));
-        v->status = idx == a->reserved ? TICKET_RESERVED : TICKET_WAITING;
+        v->status = slot != SLOT_NONE ? TICKET_RESERVED : TICKET_WAITING;
         v->position = position;
         v->joined = t->joined;
         /* A held ticket shows the deadline it would get from a poll now (as
@@ -902,54 +1099,56 @@ static void fill_view(const Admission *a, uint32_t idx, uint64_t position, Ticke
          * in effect: it is renewed continuously. */
         v->heartbeat_deadline = held(a, idx) ? usec_add(a->last_now, a->settings.heartbeat_usec) :
                                                t->heartbeat_deadline;
-        v->reservation_deadline = idx == a->reserved ? a->reservation_deadline : USEC_INFINITY;
+        v->reservation_deadline = slot != SLOT_NONE ? a->slots[slot].reservation_deadline : USEC_INFINITY;
         v->user = t->user;
 }
 
-/* Position: tickets ahead in the FIFO, plus one unless the head is the
- * reserved ticket (which alone has position 0). */
-static uint64_t position_of(const Admission *a, uint32_t idx) {
-        uint64_t ahead = slot_rank(a, a->pool[idx].slot) - 1;
-
-        return ahead + (a->reserved != IDX_NONE ? 0 : 1);
-}
-
-/* The estimate for a waiting ticket at position p >= 1 (API.md 5). */
+/* The estimate for a waiting ticket at position p >= 1 (API.md 5). Each
+ * slot is free after f: 0 when idle, avg when reserved (its query has not
+ * started), max(0, avg - running time) when running. The waiting tickets
+ * take the slots in the order they free up, each for avg; since every f is
+ * in [0, avg], that order is round-robin over the f sorted ascending: p
+ * starts at f[(p - 1) mod N] + floor((p - 1) / N) * avg. Sorted, the f
+ * are the idle slots' zeros, then the running ones oldest claim first,
+ * then the reserved ones' avg: no sort needed. */
 static bool estimate_for_position(const Admission *a, uint64_t p, usec_t now, double *ret) {
-        double base;
+        uint64_t n = a->settings.slots, j = (p - 1) % n, q = (p - 1) / n, idle = idle_count(a);
+        double f;
 
-        switch (a->state) {
-        case ADMISSION_IDLE:
-                /* Only reachable for a caller without a ticket (p == 1):
-                 * the claim would start at once, known or not. */
-                base = 0;
-                if (p <= 1) {
-                        *ret = 0;
-                        return true;
-                }
-                break;
-        case ADMISSION_RESERVED:
-                base = a->average_seconds;
-                break;
-        case ADMISSION_RUNNING: {
-                double running = (double) (now - MIN(now, a->claimed_at)) / (double) USEC_PER_SEC;
-                base = MAX(0.0, a->average_seconds - running);
-                break;
+        /* With an idle slot no ticket waits: only a caller without a
+         * ticket gets here, and its claim would start at once. */
+        if (p <= idle) {
+                *ret = 0;
+                return true;
         }
-        default:
-                return false;
-        }
-
         if (!a->average_known)
                 return false;
 
-        *ret = base + (double) (p - 1) * a->average_seconds;
+        if (j < idle)
+                f = 0;
+        else if (j < idle + a->n_running) {
+                usec_t since = a->slots[a->running[j - idle]].claimed_at;
+                double running = (double) (now - MIN(now, since)) / (double) USEC_PER_SEC;
+                f = MAX(0.0, a->average_seconds - running);
+        } else
+                f = a->average_seconds;
+
+        *ret = f + (double) q * a->average_seconds;
         return true;
+}
+
+static void slot_counts(const Admission *a, AdmissionSlotCounts *ret) {
+        *ret = (AdmissionSlotCounts){
+                .total = a->settings.slots,
+                .idle = idle_count(a),
+                .reserved = a->n_reserved,
+                .running = a->n_running,
+        };
 }
 
 static void fill_status(const Admission *a, uint32_t idx, usec_t now, AdmissionStatus *ret) {
         *ret = (AdmissionStatus){
-                .state = a->state,
+                .state = controller_state(a),
                 .queue_length = a->n_tickets,
                 .max_length = a->settings.max_length,
                 .has_ticket = idx != IDX_NONE,
@@ -962,8 +1161,13 @@ static void fill_status(const Admission *a, uint32_t idx, usec_t now, AdmissionS
                 ret->estimate_known = estimate_for_position(
                         a, waiting_count(a) + 1, now, &ret->estimated_wait_seconds);
         } else {
-                fill_view(a, idx, position_of(a, idx), &ret->ticket);
-                if (idx == a->reserved) {
+                /* The reserved tickets are the first n_reserved in the
+                 * FIFO; a waiting one's position is its rank after them. */
+                uint64_t rank = cell_rank(a, a->pool[idx].cell);
+                uint32_t slot = rank <= a->n_reserved ? slot_of_ticket(a, idx) : SLOT_NONE;
+
+                fill_view(a, idx, slot, slot != SLOT_NONE ? 0 : rank - a->n_reserved, &ret->ticket);
+                if (slot != SLOT_NONE) {
                         ret->estimate_known = true;
                         ret->estimated_wait_seconds = 0;
                 } else
@@ -972,6 +1176,7 @@ static void fill_status(const Admission *a, uint32_t idx, usec_t now, AdmissionS
         }
         if (!ret->estimate_known)
                 ret->estimated_wait_seconds = 0;
+        slot_counts(a, &ret->slots);
 }
 
 int admission_status(Admission *a, const SessionKey *session, usec_t now, AdmissionStatus *ret) {
@@ -1040,7 +1245,10 @@ int admission_hold(Admission *a, const SessionKey *session, const char *ticket_i
 }
 
 int admission_claim(Admission *a, const SessionKey *session, const char *query_id, usec_t now) {
+        AdmissionState old_state;
         char id[TICKET_ID_MAX];
+        char *user = NULL;
+        uint32_t idx, slot;
         size_t len;
 
         assert(a);
@@ -1052,52 +1260,49 @@ int admission_claim(Admission *a, const SessionKey *session, const char *query_i
         len = strnlen(query_id, QUERY_ID_MAX);
         if (len >= QUERY_ID_MAX)
                 return -EINVAL;
+        if (slot_of_query(a, query_id) != SLOT_NONE)
+                return -EINVAL;
 
         now = begin(a, now);
+        old_state = controller_state(a);
 
-        switch (a->state) {
-        case ADMISSION_RESERVED:
-                if (memcmp(a->pool[a->reserved].key.bytes, session->bytes, sizeof(session->bytes)) != 0)
-                        return a->draining ? -ESHUTDOWN : -EBUSY;
+        idx = hash_find(a, session);
+        slot = idx != IDX_NONE ? slot_of_ticket(a, idx) : SLOT_NONE;
+        if (slot != SLOT_NONE) {
+                /* S holds a reservation: its slot runs, unless S already
+                 * runs a query elsewhere (one per session). */
+                if (session_runs(a, session))
+                        return -EBUSY;
 
-                memcpy(id, a->pool[a->reserved].id, sizeof(id));
+                memcpy(id, a->pool[idx].id, sizeof(id));
                 /* The ticket's user is the query's now. */
-                free(a->running_user);
-                a->running_user = TAKE_PTR(a->pool[a->reserved].user);
-                ticket_unlink(a, a->reserved);
-                /* ticket_unlink() left the controller idle: it is not
-                 * observable, we go straight on to running. */
-                break;
-
-        case ADMISSION_IDLE:
+                user = TAKE_PTR(a->pool[idx].user);
+                ticket_unlink(a, idx, slot);
+                /* ticket_unlink() left the slot idle: it is not
+                 * observable, it goes straight on to running. */
+        } else if (a->draining)
+                return -ESHUTDOWN;
+        else if (idx == IDX_NONE && waiting_count(a) == 0 && idle_count(a) > 0 && !session_runs(a, session)) {
                 /* Implicit join and claim in one step: the join is subject
                  * to the queue length, so max_length 0 refuses it. The
                  * ticket would be added and claimed in the same instant,
                  * so no TICKET_ADDED/PROMOTED/REMOVED is reported for it:
                  * nobody could ever have seen it. */
-                if (a->draining)
-                        return -ESHUTDOWN;
                 if (a->settings.max_length == 0)
                         return -ENOSPC;
+                slot = first_idle(a);
                 id[0] = '\0';
-                free(a->running_user);
-                a->running_user = NULL;
-                break;
+        } else
+                return -EBUSY;
 
-        default:
-                return a->draining ? -ESHUTDOWN : -EBUSY;
-        }
-
-        memcpy(a->query_id, query_id, len + 1);
-        a->claimed_at = now;
-        a->running_key = *session;
-        a->state = ADMISSION_RUNNING;
+        slot_run(a, slot, session, query_id, user, now);
         a->counters.queries_started++;
 
         if (id[0] != '\0')
                 emit_ticket(a, ADMISSION_EVENT_TICKET_REMOVED, id, REMOVE_CLAIMED);
-        emit_state(a);
-        return 0;
+        if (controller_state(a) != old_state)
+                emit_state(a);
+        return (int) slot;
 }
 
 int admission_remove_ticket(Admission *a, const char *ticket_id, usec_t now) {
@@ -1110,7 +1315,7 @@ int admission_remove_ticket(Admission *a, const char *ticket_id, usec_t now) {
 
         for (uint32_t w = 0; w < a->n_words; w++)
                 for (uint64_t bits = a->live[w]; bits != 0; bits &= bits - 1) {
-                        uint32_t idx = a->slots[w * 64 + (uint32_t) __builtin_ctzll(bits)];
+                        uint32_t idx = a->cells[w * 64 + (uint32_t) __builtin_ctzll(bits)];
 
                         if (strneq(a->pool[idx].id, ticket_id, TICKET_ID_MAX)) {
                                 ticket_remove(a, idx, REMOVE_ADMIN, now);
@@ -1130,21 +1335,22 @@ bool admission_is_draining(const Admission *a) {
         return a->draining;
 }
 
-int admission_finish(Admission *a, usec_t now) {
+int admission_finish(Admission *a, const char *query_id, usec_t now) {
         AdmissionState old_state;
-        char query_id[QUERY_ID_MAX];
+        char id[QUERY_ID_MAX];
         usec_t duration;
+        uint32_t slot;
         double d;
-        uint32_t promoted;
 
         assert(a);
 
         now = begin(a, now);
 
-        if (a->state != ADMISSION_RUNNING)
+        slot = query_id ? slot_of_query(a, query_id) : SLOT_NONE;
+        if (slot == SLOT_NONE)
                 return -ESRCH;
 
-        duration = now - MIN(now, a->claimed_at);
+        duration = now - MIN(now, a->slots[slot].claimed_at);
         d = (double) duration / (double) USEC_PER_SEC;
         if (a->average_known)
                 a->average_seconds = 0.2 * d + 0.8 * a->average_seconds;
@@ -1153,29 +1359,26 @@ int admission_finish(Admission *a, usec_t now) {
                 a->average_known = true;
         }
 
-        memcpy(query_id, a->query_id, sizeof(query_id));
-        a->query_id[0] = '\0';
-        a->claimed_at = USEC_INFINITY;
-        free(a->running_user);
-        a->running_user = NULL;
-        old_state = a->state;
-        a->state = ADMISSION_IDLE;
-        promoted = promote(a, now);
+        memcpy(id, a->slots[slot].query_id, sizeof(id));
+        old_state = controller_state(a);
+        slot_release(a, slot);
+        promote(a, now);
 
         emit(a,
              &(const AdmissionEvent){
                      .type = ADMISSION_EVENT_QUERY_FINISHED,
                      .reason = _REMOVE_REASON_INVALID,
-                     .state = a->state,
-                     .query_id = query_id,
+                     .state = controller_state(a),
+                     .query_id = id,
                      .duration_usec = duration,
+                     .slot = slot,
              });
-        emit_promotion(a, promoted, old_state);
+        emit_promotion(a, old_state);
         return 0;
 }
 
 AdmissionState admission_get_state(const Admission *a) {
-        return a->state;
+        return controller_state(a);
 }
 
 uint64_t admission_queue_length(const Admission *a) {
@@ -1198,7 +1401,11 @@ usec_t admission_average_usec(const Admission *a) {
 }
 
 const char *admission_running_query_id(const Admission *a) {
-        return a->state == ADMISSION_RUNNING ? a->query_id : "";
+        return a->n_running > 0 ? a->slots[a->running[0]].query_id : "";
+}
+
+usec_t admission_running_since(const Admission *a) {
+        return a->n_running > 0 ? a->slots[a->running[0]].claimed_at : USEC_INFINITY;
 }
 
 /* *p becomes a copy of user (NULL: none), unless it already is one. */
@@ -1232,8 +1439,12 @@ int admission_set_user(Admission *a, const SessionKey *session, const char *user
                         return r;
                 found = true;
         }
-        if (a->state == ADMISSION_RUNNING && memcmp(&a->running_key, session, sizeof(*session)) == 0) {
-                r = replace_user(&a->running_user, user);
+        for (uint32_t k = 0; k < a->n_running; k++) {
+                Slot *s = &a->slots[a->running[k]];
+
+                if (memcmp(s->session.bytes, session->bytes, sizeof(session->bytes)) != 0)
+                        continue;
+                r = replace_user(&s->user, user);
                 if (r < 0)
                         return r;
                 found = true;
@@ -1242,11 +1453,31 @@ int admission_set_user(Admission *a, const SessionKey *session, const char *user
 }
 
 const char *admission_running_user(const Admission *a) {
-        return a->state == ADMISSION_RUNNING ? a->running_user : NULL;
+        return a->n_running > 0 ? a->slots[a->running[0]].user : NULL;
 }
 
-usec_t admission_running_since(const Admission *a) {
-        return a->state == ADMISSION_RUNNING ? a->claimed_at : USEC_INFINITY;
+bool admission_is_running(const Admission *a, const char *query_id) {
+        assert(a);
+
+        return query_id && slot_of_query(a, query_id) != SLOT_NONE;
+}
+
+void admission_get_slot_counts(const Admission *a, AdmissionSlotCounts *ret) {
+        assert(a);
+        assert(ret);
+
+        slot_counts(a, ret);
+}
+
+void admission_foreach_running(const Admission *a, AdmissionRunningVisitor f, void *userdata) {
+        assert(a);
+        assert(f);
+
+        for (uint32_t k = 0; k < a->n_running; k++) {
+                const Slot *s = &a->slots[a->running[k]];
+
+                f(s->query_id, a->running[k], s->claimed_at, userdata);
+        }
 }
 
 void admission_get_counters(const Admission *a, AdmissionCounters *ret) {
@@ -1262,14 +1493,17 @@ void admission_foreach_ticket(const Admission *a, AdmissionTicketVisitor f, void
         assert(a);
         assert(f);
 
-        position = a->reserved != IDX_NONE ? 0 : 1;
-
-        /* Slots are in FIFO order; the reserved ticket is the first live one. */
+        /* Cells are in FIFO order; the reserved tickets are the first
+         * n_reserved live ones, all at position 0. */
+        position = 0;
         for (uint32_t w = 0; w < a->n_words; w++)
                 for (uint64_t bits = a->live[w]; bits != 0; bits &= bits - 1) {
+                        uint32_t idx = a->cells[w * 64 + (uint32_t) __builtin_ctzll(bits)];
+                        uint32_t slot = position < a->n_reserved ? slot_of_ticket(a, idx) : SLOT_NONE;
                         TicketView v;
 
-                        fill_view(a, a->slots[w * 64 + (uint32_t) __builtin_ctzll(bits)], position++, &v);
+                        fill_view(a, idx, slot, slot != SLOT_NONE ? 0 : position + 1 - a->n_reserved, &v);
+                        position++;
                         f(&v, userdata);
                 }
 }

@@ -11,6 +11,8 @@
 #include "shared/time-util.h"
 
 /* The admission controller of API.md section 5, as a pure state machine:
+ * N slots (AdmissionSettings.slots), each idle, reserved for one ticket or
+ * running one query, behind one FIFO of tickets;
  * no I/O, no clock reads, no allocation except its own tables and the
  * names of the tickets' users. Every call
  * takes "now" on CLOCK_MONOTONIC and first applies every expiry due at or
@@ -19,7 +21,9 @@
  * admission_next_deadline() after every call.
  *
  * Complexity: join, leave, status (including the position), claim and each
- * expiry are O(log n) amortised in the number of tickets; listing is O(n).
+ * expiry are O(log n) amortised in the number of tickets, plus O(N) in the
+ * number of slots for a transition that reserves, claims or frees a slot
+ * (N <= 256; O(1) with one slot); listing is O(n).
  *
  * Sessions are identified by a SessionKey (shared/ids.h, included here so
  * that every user of the machine has it): the SHA-256 of the session
@@ -27,6 +31,8 @@
 
 typedef struct Admission Admission;
 
+/* The state of one slot, and of the controller as a whole: running when
+ * any slot runs, else reserved when any is reserved, else idle. */
 typedef enum AdmissionState {
         ADMISSION_IDLE,
         ADMISSION_RESERVED,
@@ -63,7 +69,18 @@ typedef struct AdmissionSettings {
         usec_t reservation_usec; /* 1..3600 s */
         usec_t heartbeat_usec;   /* 1..3600 s */
         uint64_t max_length;     /* 0..1000000 */
+        unsigned slots;          /* 1..ADMISSION_SLOTS_MAX */
 } AdmissionSettings;
+
+#define ADMISSION_SLOTS_MAX 256u
+
+/* How many slots are in each state. */
+typedef struct AdmissionSlotCounts {
+        unsigned total;
+        unsigned idle;
+        unsigned reserved;
+        unsigned running;
+} AdmissionSlotCounts;
 
 /* Writes a fresh opaque ticket id ("tk_...", NUL-terminated) into buf.
  * The daemon uses the kernel's random source; tests may use a counter. */
@@ -74,7 +91,7 @@ typedef enum AdmissionEventType {
         ADMISSION_EVENT_TICKET_PROMOTED, /* ticket_id */
         ADMISSION_EVENT_TICKET_REMOVED,  /* ticket_id, reason */
         ADMISSION_EVENT_STATE_CHANGED,   /* state (the new one) */
-        ADMISSION_EVENT_QUERY_FINISHED,  /* query_id, duration_usec */
+        ADMISSION_EVENT_QUERY_FINISHED,  /* query_id, duration_usec, slot */
         _ADMISSION_EVENT_MAX,
         _ADMISSION_EVENT_INVALID = -EINVAL,
 } AdmissionEventType;
@@ -86,6 +103,7 @@ typedef struct AdmissionEvent {
         AdmissionState state;
         const char *query_id; /* borrowed */
         usec_t duration_usec;
+        unsigned slot; /* TICKET_PROMOTED, QUERY_FINISHED: the slot */
 } AdmissionEvent;
 
 /* Called synchronously from inside the transition that caused the event,
@@ -93,13 +111,14 @@ typedef struct AdmissionEvent {
  * machine.
  *
  * Order within one transition: TICKET_REMOVED / TICKET_ADDED /
- * QUERY_FINISHED first, then TICKET_PROMOTED, then STATE_CHANGED. The
+ * QUERY_FINISHED first, then TICKET_PROMOTED (one per slot reserved, in
+ * FIFO order), then STATE_CHANGED (the controller's state). The
  * momentary "idle" between losing the reserved ticket (or finishing) and
  * promoting the next one is not reported, since the controller is never
  * observably idle while a ticket waits: STATE_CHANGED is emitted only when
  * the state after the whole transition differs from the state before.
- * The implicit ticket of a claim from idle is not reported either (it is
- * added and claimed in the same instant): that claim emits only
+ * The implicit ticket of a claim on an idle slot is not reported either
+ * (it is added and claimed in the same instant): that claim emits at most
  * STATE_CHANGED(running). Expiries are applied as of their deadlines, so a
  * ticket promoted by an expiry gets its reservation deadline counted from
  * the deadline that expired, however late the timer fired. */
@@ -128,6 +147,7 @@ typedef struct AdmissionStatus {
         double estimated_wait_seconds;
         bool average_known; /* false: average_query_seconds is null */
         double average_query_seconds;
+        AdmissionSlotCounts slots;
 } AdmissionStatus;
 
 /* Counters for D-Bus and the STATUS line. */
@@ -170,17 +190,19 @@ int admission_hold(Admission *a, const SessionKey *session, const char *ticket_i
 /* leave(S): 0, or -ENOENT (ticket_not_found). */
 int admission_leave(Admission *a, const SessionKey *session, usec_t now);
 
-/* claim(S) for the query query_id (copied): 0 and the controller is
- * running; -EBUSY (busy; a waiting ticket of S is kept); -ENOSPC
- * (queue_full: idle with max_length 0); -ESHUTDOWN (draining, and S does
- * not hold the reserved ticket: only that one may still claim); -EINVAL
- * when query_id is NULL or not shorter than QUERY_ID_MAX (nothing
- * changed). */
+/* claim(S) for the query query_id (copied): S's reserved ticket's slot,
+ * or (S has no ticket, no ticket waits, a slot is idle) the lowest idle
+ * slot, runs the query. Returns that slot's index (>= 0); -EBUSY (busy,
+ * also when S already runs a query; a ticket of S is kept); -ENOSPC
+ * (queue_full: the implicit join with max_length 0); -ESHUTDOWN (draining,
+ * and S holds no reserved ticket: only those may still claim); -EINVAL
+ * when query_id is NULL, not shorter than QUERY_ID_MAX or already
+ * running (nothing changed). */
 int admission_claim(Admission *a, const SessionKey *session, const char *query_id, usec_t now);
 
 /* Remove the ticket with this id (an administrator's RemoveTicket), with
- * reason REMOVE_ADMIN; a reserved ticket leaves the controller idle, then
- * the next one is promoted. 0, or -ENOENT when no ticket has that id.
+ * reason REMOVE_ADMIN; a reserved ticket leaves its slot idle, then the
+ * next one is promoted. 0, or -ENOENT when no ticket has that id.
  * O(n) in the number of tickets: ids are not indexed, and this is not a
  * client's operation. */
 int admission_remove_ticket(Admission *a, const char *ticket_id, usec_t now);
@@ -188,14 +210,14 @@ int admission_remove_ticket(Admission *a, const char *ticket_id, usec_t now);
 /* Drain (true) or open (false) admission (API.md 12.1): while draining,
  * joins without a ticket and claims other than the reserved ticket's fail
  * with -ESHUTDOWN; existing tickets keep waiting and are still promoted,
- * the running query finishes. No event: the caller publishes it. */
+ * the running queries finish. No event: the caller publishes it. */
 void admission_set_draining(Admission *a, bool draining);
 bool admission_is_draining(const Admission *a);
 
-/* finish: the running query ended and its cleanup is confirmed. Updates the
- * average with now - claim time, goes idle, promotes. -ESRCH when not
- * running. */
-int admission_finish(Admission *a, usec_t now);
+/* finish: the running query query_id ended and its cleanup is confirmed.
+ * Updates the average with now - claim time, its slot goes idle, promotes.
+ * -ESRCH when no slot runs query_id. */
+int admission_finish(Admission *a, const char *query_id, usec_t now);
 
 /* Apply every expiry due at or before now. Returns the number of tickets
  * removed. */
@@ -211,21 +233,30 @@ uint64_t admission_waiting_count(const Admission *a);
 const AdmissionSettings *admission_get_settings(const Admission *a);
 /* Average query time in usec, 0 when unknown. */
 usec_t admission_average_usec(const Admission *a);
-/* The running query's id, "" when not running. Borrowed. */
+/* The oldest running query's id, "" when none runs. Borrowed. */
 const char *admission_running_query_id(const Admission *a);
 /* Who holds S's ticket and S's running query, by name (API.md "Identity":
  * shown to root on D-Bus, never to clients): a copy of user is kept with
  * the ticket, moves with it to the query at the claim, and goes with it.
- * user NULL forgets the name. 0, -ENOENT when S has neither a ticket nor
- * the running query, -ENOMEM. */
+ * user NULL forgets the name. 0, -ENOENT when S has neither a ticket nor a
+ * running query, -ENOMEM. */
 int admission_set_user(Admission *a, const SessionKey *session, const char *user);
-/* The running query's user, NULL when not running or anonymous. Borrowed:
- * valid until the next call that changes the machine. */
+/* The oldest running query's user, NULL when none runs or it is anonymous.
+ * Borrowed: valid until the next call that changes the machine. */
 const char *admission_running_user(const Admission *a);
-/* Monotonic claim time of the running query, USEC_INFINITY when not running. */
+/* Monotonic claim time of the oldest running query, USEC_INFINITY when none
+ * runs. */
 usec_t admission_running_since(const Admission *a);
+/* Whether query_id runs in a slot. */
+bool admission_is_running(const Admission *a, const char *query_id);
+void admission_get_slot_counts(const Admission *a, AdmissionSlotCounts *ret);
+
+/* Calls f for each running query, oldest claim first: its id (borrowed,
+ * valid during the call), its slot, its monotonic claim time. */
+typedef void (*AdmissionRunningVisitor)(const char *query_id, unsigned slot, usec_t since, void *userdata);
+void admission_foreach_running(const Admission *a, AdmissionRunningVisitor f, void *userdata);
 void admission_get_counters(const Admission *a, AdmissionCounters *ret);
 
-/* Calls f for each ticket in FIFO order (the reserved one first). */
+/* Calls f for each ticket in FIFO order (the reserved ones first). */
 typedef void (*AdmissionTicketVisitor)(const TicketView *ticket, void *userdata);
 void admission_foreach_ticket(const Admission *a, AdmissionTicketVisitor f, void *userdata);

@@ -25,6 +25,9 @@ typedef struct QueueBusSnapshot {
         usec_t average_usec;
         char running_query_id[QUERY_ID_MAX];
         char running_phase[QUEUE_BUS_PHASE_MAX];
+        uint32_t slots_running;
+        uint32_t slots_reserved;
+        uint64_t running_queries_hash; /* of RunningQueries' value */
         bool degraded;
         uint64_t queries_started;
         uint64_t queries_failed;
@@ -66,12 +69,68 @@ static const char *running_query_id(const QueueBus *b) {
         return id ? id : "";
 }
 
+/* RunningQueries: each query that holds a slot, oldest claim first, with
+ * its phase: the Manager's queries, or without one the controller's
+ * running queries, the phase known for the oldest only
+ * (queue_bus_set_running_phase()). */
+typedef void (*RunningQueryVisitor)(const char *id, const char *phase, void *userdata);
+
+typedef struct RunningWalk {
+        const QueueBus *b;
+        RunningQueryVisitor f;
+        void *userdata;
+        bool first;
+} RunningWalk;
+
+static void running_walk_one(const char *query_id, unsigned slot, usec_t since, void *userdata) {
+        RunningWalk *w = userdata;
+
+        w->f(query_id, w->first ? w->b->running_phase : "", w->userdata);
+        w->first = false;
+}
+
+static void running_walk_query(ManagerQuery *q, void *userdata) {
+        RunningWalk *w = userdata;
+
+        w->f(manager_query_id(q), manager_query_phase(q), w->userdata);
+}
+
+static void foreach_running_query(const QueueBus *b, RunningQueryVisitor f, void *userdata) {
+        RunningWalk w = { .b = b, .f = f, .userdata = userdata, .first = true };
+
+        if (b->manager)
+                manager_foreach_query(b->manager, running_walk_query, &w);
+        else
+                admission_foreach_running(b->admission, running_walk_one, &w);
+}
+
+/* FNV-1a over "id\0phase\0" of each: a change of the value changes it. */
+static void running_hash_one(const char *id, const char *phase, void *userdata) {
+        uint64_t *h = userdata;
+
+        for (const char *s = id;; s++) {
+                *h = (*h ^ (uint8_t) *s) * UINT64_C(0x100000001b3);
+                if (!*s)
+                        break;
+        }
+        for (const char *s = phase;; s++) {
+                *h = (*h ^ (uint8_t) *s) * UINT64_C(0x100000001b3);
+                if (!*s)
+                        break;
+        }
+}
+
 static void snapshot_take(const QueueBus *b, QueueBusSnapshot *ret) {
+        AdmissionSlotCounts slots;
         AdmissionCounters counters;
         const char *running = running_query_id(b);
 
         admission_get_counters(b->admission, &counters);
+        admission_get_slot_counts(b->admission, &slots);
         *ret = (QueueBusSnapshot){
+                .slots_running = slots.running,
+                .slots_reserved = slots.reserved,
+                .running_queries_hash = UINT64_C(0xcbf29ce484222325),
                 .state = admission_get_state(b->admission),
                 .draining = admission_is_draining(b->admission),
                 .queue_length = admission_queue_length(b->admission),
@@ -83,6 +142,7 @@ static void snapshot_take(const QueueBus *b, QueueBusSnapshot *ret) {
         };
         (void) snprintf(ret->running_query_id, sizeof ret->running_query_id, "%s", running ? running : "");
         memcpy(ret->running_phase, b->running_phase, sizeof ret->running_phase);
+        foreach_running_query(b, running_hash_one, &ret->running_queries_hash);
 }
 
 /* D-Bus "u" properties: the machine counts in uint64_t, its caps (1000000
@@ -117,6 +177,53 @@ DEFINE_PROPERTY_GETTER(average, "t", uint64_t, admission_average_usec(b->admissi
 DEFINE_PROPERTY_GETTER(running_query_id, "s", const char *, running_query_id(b));
 DEFINE_PROPERTY_GETTER(running_phase, "s", const char *, b->running_phase);
 DEFINE_PROPERTY_GETTER(health, "s", const char *, b->degraded ? "degraded" : "ok");
+
+static uint32_t slot_count(const QueueBus *b, AdmissionState state) {
+        AdmissionSlotCounts c;
+
+        admission_get_slot_counts(b->admission, &c);
+        return state == ADMISSION_RUNNING ? c.running : state == ADMISSION_RESERVED ? c.reserved : c.total;
+}
+
+DEFINE_PROPERTY_GETTER(slots, "u", uint32_t, slot_count(b, _ADMISSION_STATE_INVALID));
+DEFINE_PROPERTY_GETTER(slots_running, "u", uint32_t, slot_count(b, ADMISSION_RUNNING));
+DEFINE_PROPERTY_GETTER(slots_reserved, "u", uint32_t, slot_count(b, ADMISSION_RESERVED));
+
+typedef struct AppendContext {
+        sd_bus_message *reply;
+        int r; /* first error */
+} AppendContext;
+
+static void running_append_one(const char *id, const char *phase, void *userdata) {
+        AppendContext *c = userdata;
+        int r;
+
+        if (c->r < 0)
+                return;
+        r = sd_bus_message_append(c->reply, "(ss)", id, phase);
+        if (r < 0)
+                c->r = r;
+}
+
+static int property_get_running_queries(
+        sd_bus *bus,
+        const char *path,
+        const char *interface,
+        const char *property,
+        sd_bus_message *reply,
+        void *userdata,
+        sd_bus_error *error) {
+        AppendContext c = { .reply = reply };
+        int r;
+
+        r = sd_bus_message_open_container(reply, 'a', "(ss)");
+        if (r < 0)
+                return r;
+        foreach_running_query(userdata, running_append_one, &c);
+        if (c.r < 0)
+                return c.r;
+        return sd_bus_message_close_container(reply);
+}
 
 static int property_get_counter(
         sd_bus *bus,
@@ -334,6 +441,12 @@ static const sd_bus_vtable queue_vtable[] = {
                 "RunningQueryId", "s", property_get_running_query_id, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY(
                 "RunningQueryPhase", "s", property_get_running_phase, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Slots", "u", property_get_slots, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("SlotsRunning", "u", property_get_slots_running, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY(
+                "SlotsReserved", "u", property_get_slots_reserved, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY(
+                "RunningQueries", "a(ss)", property_get_running_queries, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Health", "s", property_get_health, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("QueriesStarted", "t", property_get_counter, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("QueriesFailed", "t", property_get_counter, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
@@ -373,7 +486,7 @@ static const sd_bus_vtable queue_vtable[] = {
 };
 
 int queue_bus_flush_properties(QueueBus *b) {
-        const char *changed[10];
+        const char *changed[16];
         QueueBusSnapshot s;
         size_t n = 0;
         int r;
@@ -394,6 +507,12 @@ int queue_bus_flush_properties(QueueBus *b) {
                 changed[n++] = "RunningQueryId";
         if (!streq(s.running_phase, b->last.running_phase))
                 changed[n++] = "RunningQueryPhase";
+        if (s.slots_running != b->last.slots_running)
+                changed[n++] = "SlotsRunning";
+        if (s.slots_reserved != b->last.slots_reserved)
+                changed[n++] = "SlotsReserved";
+        if (s.running_queries_hash != b->last.running_queries_hash)
+                changed[n++] = "RunningQueries";
         if (s.degraded != b->last.degraded)
                 changed[n++] = "Health";
         if (s.queries_started != b->last.queries_started)
@@ -676,6 +795,9 @@ static void queue_bus_on_manager_event(Manager *m, const ManagerEvent *ev, void 
         if (oldest && ev->type == MANAGER_QUERY_CLEANUP_CONFIRMED && oldest == ev->query)
                 oldest = NULL;
         queue_bus_set_running_phase(b, oldest ? manager_query_phase(oldest) : "");
+        /* RunningQueries and the slot counts follow every query's start,
+         * phase and end, the oldest's or not. */
+        schedule_flush(b);
 }
 
 int queue_bus_set_manager(QueueBus *b, Manager *m) {

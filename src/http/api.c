@@ -261,6 +261,13 @@ static HttpHandlerResult api_handle_health(Api *api, HttpRequest *req) {
         json_object_object_add(
                 o, "execution", json_object_new_string(h.execution_configured ? "ok" : "not_configured"));
         json_object_object_add(o, "missing_settings", missing);
+        {
+                AdmissionSlotCounts c;
+
+                admission_get_slot_counts(api->admission, &c);
+                if (json_add(o, "slots", render_slots(&c)) < 0)
+                        return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        }
         return http_reply(req, 200, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN), NULL);
 }
 

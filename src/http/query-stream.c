@@ -36,12 +36,15 @@ typedef struct QueryLog {
         size_t n_entries, n_allocated;
         size_t bytes;
         bool full; /* past QUERY_LOG_MAX_BYTES: nothing more is kept */
+        struct QueryLog *logs_prev, *logs_next;
 } QueryLog;
 
 typedef struct QueryStream QueryStream;
 
+/* One log per running query (WIKI_WEB_QUEUE_SLOTS of them at most), the
+ * newest first. */
 struct QueryStreams {
-        QueryLog *log;
+        QueryLog *logs_head;
         QueryStream *streams_head;
 };
 
@@ -94,16 +97,29 @@ static QueryLogEntry *query_log_append(QueryLog *l, size_t bytes) {
         return &l->entries[l->n_entries++];
 }
 
-/* Send to every stream attached to the running query. */
-static void query_streams_broadcast(QueryStreams *q, uint64_t id, const char *event, const char *json) {
+static QueryLog *query_streams_find(const QueryStreams *q, const char *query_id) {
+        for (QueryLog *l = q->logs_head; l; l = l->logs_next)
+                if (streq(l->id, query_id))
+                        return l;
+        return NULL;
+}
+
+/* Out of the list, and freed. */
+static void query_streams_drop(QueryStreams *q, QueryLog *l) {
+        LIST_REMOVE(logs, q->logs_head, l);
+        query_log_free(l);
+}
+
+/* Send to every stream attached to the query of log l. */
+static void query_streams_broadcast(
+        QueryStreams *q, const QueryLog *l, uint64_t id, const char *event, const char *json) {
         for (QueryStream *s = q->streams_head; s; s = s->streams_next)
-                if (s->stream && q->log && streq(s->query_id, q->log->id))
+                if (s->stream && streq(s->query_id, l->id))
                         (void) http_stream_send(s->stream, id, event, json);
 }
 
-/* A plain event: kept, and sent to the streams. json is copied. */
-static void query_streams_add(QueryStreams *q, const char *event, const char *json) {
-        QueryLog *l = q->log;
+/* A plain event of log l: kept, and sent to the streams. json is copied. */
+static void query_streams_add(QueryStreams *q, QueryLog *l, const char *event, const char *json) {
         QueryLogEntry *e;
         uint64_t id = ++l->last_id;
 
@@ -116,7 +132,7 @@ static void query_streams_add(QueryStreams *q, const char *event, const char *js
                 } else
                         l->n_entries--;
         }
-        query_streams_broadcast(q, id, event, json);
+        query_streams_broadcast(q, l, id, event, json);
 }
 
 static char *text_event_json(unsigned step, const char *text, size_t size) {
@@ -129,9 +145,8 @@ static char *text_event_json(unsigned step, const char *text, size_t size) {
                 json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
 }
 
-/* A text delta: sent on its own, and kept in the step's run. */
-static void query_streams_add_text(QueryStreams *q, unsigned step, const char *text, size_t size) {
-        QueryLog *l = q->log;
+/* A text delta of log l: sent on its own, and kept in the step's run. */
+static void query_streams_add_text(QueryStreams *q, QueryLog *l, unsigned step, const char *text, size_t size) {
         QueryLogEntry *e = l->n_entries > 0 ? &l->entries[l->n_entries - 1] : NULL;
         _cleanup_free_ char *json = text_event_json(step, text, size);
         uint64_t id = ++l->last_id;
@@ -179,43 +194,49 @@ static void query_streams_add_text(QueryStreams *q, unsigned step, const char *t
                 l->bytes += size;
         }
         if (json)
-                query_streams_broadcast(q, id, "text", json);
+                query_streams_broadcast(q, l, id, "text", json);
 }
 
 int query_streams_begin(
         QueryStreams *q, const char *query_id, const SessionKey *session, usec_t created_realtime) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         char created[RFC3339_MS_MAX];
+        QueryLog *l;
 
         assert(q);
         assert(query_id);
         assert(session);
 
-        q->log = query_log_free(q->log);
+        l = query_streams_find(q, query_id);
+        if (l)
+                query_streams_drop(q, l);
         if (!o || json_add(o, "id", json_string(query_id)) < 0 ||
             json_add(o, "created_at", json_string(format_rfc3339_ms(created, created_realtime))) < 0)
                 return -ENOMEM;
-        q->log = calloc(1, sizeof *q->log);
-        if (!q->log)
+        l = calloc(1, sizeof *l);
+        if (!l)
                 return -ENOMEM;
-        snprintf(q->log->id, sizeof q->log->id, "%s", query_id);
-        q->log->session = *session;
-        q->log->phase = QUERY_PHASE_MODEL;
-        query_streams_add(q, "query", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+        snprintf(l->id, sizeof l->id, "%s", query_id);
+        l->session = *session;
+        l->phase = QUERY_PHASE_MODEL;
+        LIST_PREPEND(logs, q->logs_head, l);
+        query_streams_add(q, l, "query", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
         return 0;
 }
 
 void query_streams_event(QueryStreams *q, const char *query_id, const QueryEvent *ev) {
         _cleanup_free_ char *json = NULL, *name = NULL;
         const char *event = NULL;
+        QueryLog *l;
         int r = 0;
 
         assert(q);
         assert(ev);
 
-        if (!q->log || !streq(q->log->id, query_id))
+        l = query_streams_find(q, query_id);
+        if (!l)
                 return;
-        q->log->phase = ev->phase;
+        l->phase = ev->phase;
         if (IN_SET(ev->type, QUERY_EVENT_TOOL, QUERY_EVENT_TOOL_RESULT)) {
                 /* Quoted: a rejected call's name is the model's. */
                 name = json_quote(ev->name ? ev->name : "");
@@ -226,12 +247,12 @@ void query_streams_event(QueryStreams *q, const char *query_id, const QueryEvent
         }
         switch (ev->type) {
         case QUERY_EVENT_STEP:
-                q->log->step = ev->step;
+                l->step = ev->step;
                 event = "step";
                 r = asprintf(&json, "{\"step\":%u}", ev->step);
                 break;
         case QUERY_EVENT_TEXT:
-                query_streams_add_text(q, ev->step, ev->text, ev->text_size);
+                query_streams_add_text(q, l, ev->step, ev->text, ev->text_size);
                 return;
         case QUERY_EVENT_TOOL:
                 event = "tool";
@@ -271,7 +292,7 @@ void query_streams_event(QueryStreams *q, const char *query_id, const QueryEvent
                 log_oom();
                 return;
         }
-        query_streams_add(q, event, json);
+        query_streams_add(q, l, event, json);
 }
 
 /* Send the log after last_event_id to one stream: text runs merged from
@@ -314,14 +335,15 @@ int query_streams_attach(
         const char *const *extra_headers) {
         _cleanup_free_ QueryStream *s = NULL;
         QueryStream *attached;
+        QueryLog *l;
         int r;
 
         assert(q);
         assert(req);
         assert(query_id);
 
-        if (!q->log || !streq(q->log->id, query_id) ||
-            memcmp(&q->log->session, http_request_session(req), sizeof(SessionKey)) != 0)
+        l = query_streams_find(q, query_id);
+        if (!l || memcmp(&l->session, http_request_session(req), sizeof(SessionKey)) != 0)
                 return -ENOENT;
 
         s = calloc(1, sizeof *s);
@@ -335,7 +357,7 @@ int query_streams_attach(
         attached = TAKE_PTR(s);
         LIST_PREPEND(streams, q->streams_head, attached);
         /* A replay that does not fit is cut like any stream that is not read. */
-        (void) query_stream_replay(attached, q->log, last_event_id);
+        (void) query_stream_replay(attached, l, last_event_id);
         return 0;
 }
 
@@ -356,24 +378,27 @@ static char *citations_event_json(const char *record_json) {
 }
 
 void query_streams_finish(QueryStreams *q, const char *query_id, const char *record_json) {
+        QueryLog *l;
+
         assert(q);
         assert(query_id);
 
-        if (!q->log || !streq(q->log->id, query_id))
+        l = query_streams_find(q, query_id);
+        if (!l)
                 return;
         if (record_json) {
                 _cleanup_free_ char *citations = citations_event_json(record_json);
 
                 if (citations)
-                        query_streams_add(q, "citations", citations);
+                        query_streams_add(q, l, "citations", citations);
                 else
                         log_oom();
-                query_streams_add(q, "record", record_json);
+                query_streams_add(q, l, "record", record_json);
         }
         for (QueryStream *s = q->streams_head; s; s = s->streams_next)
                 if (s->stream && streq(s->query_id, query_id))
                         http_stream_end(s->stream);
-        q->log = query_log_free(q->log);
+        query_streams_drop(q, l);
 }
 
 bool query_streams_running(
@@ -382,16 +407,25 @@ bool query_streams_running(
         const char **ret_id,
         unsigned *ret_step,
         const char **ret_phase) {
-        if (!q || !q->log || !session || memcmp(&q->log->session, session, sizeof *session) != 0)
+        if (!q || !session)
                 return false;
-        *ret_id = q->log->id;
-        *ret_step = q->log->step;
-        *ret_phase = query_phase_to_string(q->log->phase);
-        return true;
+        /* One running query per session (API.md 5). */
+        for (QueryLog *l = q->logs_head; l; l = l->logs_next)
+                if (memcmp(&l->session, session, sizeof *session) == 0) {
+                        *ret_id = l->id;
+                        *ret_step = l->step;
+                        *ret_phase = query_phase_to_string(l->phase);
+                        return true;
+                }
+        return false;
 }
 
 const char *query_streams_phase(const QueryStreams *q) {
-        return q && q->log ? query_phase_to_string(q->log->phase) : NULL;
+        const QueryLog *oldest = NULL;
+
+        for (const QueryLog *l = q ? q->logs_head : NULL; l; l = l->logs_next)
+                oldest = l;
+        return oldest ? query_phase_to_string(oldest->phase) : NULL;
 }
 
 int query_streams_new(QueryStreams **ret) {
@@ -405,7 +439,8 @@ QueryStreams *query_streams_free(QueryStreams *q) {
         if (!q)
                 return NULL;
         assert(!q->streams_head);
-        query_log_free(q->log);
+        while (q->logs_head)
+                query_streams_drop(q, q->logs_head);
         free(q);
         return NULL;
 }

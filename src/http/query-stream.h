@@ -8,7 +8,7 @@
 
 /* The query stream (API.md 11.2) and re-attaching to it (11.3).
  *
- * The running query has a log: its events (`query`, `step`, `text`, `tool`,
+ * Each running query has a log: its events (`query`, `step`, `text`, `tool`,
  * `tool_result`, `phase`) as they happened, with their ids, in memory only,
  * from the start of the query until its `record`; then every stream gets
  * the record, ends, and the log is freed. Streams attached to the query get
@@ -25,7 +25,9 @@
  * then lacks the rest, which the log says.
  *
  * Streams are the server's (http/stream.h); this borrows them until their
- * closed callback. One query runs at a time, so there is one log. */
+ * closed callback. Up to WIKI_WEB_QUEUE_SLOTS queries run at once, each
+ * with its log (one per session: API.md 5), so the memory is at most that
+ * many times one query's. */
 
 #define QUERY_LOG_MAX_BYTES (64U * 1024U * 1024U)
 
@@ -37,10 +39,10 @@ QueryStreams *query_streams_free(QueryStreams *q);
 DEFINE_TRIVIAL_CLEANUP_FUNC(QueryStreams *, query_streams_free);
 
 /* A query starts: its log begins with `query` (id and created_at, the
- * record's). Any log of an earlier query is dropped. */
+ * record's). The logs of the other running queries stay. */
 int query_streams_begin(QueryStreams *q, const char *query_id, const SessionKey *session, usec_t created_realtime);
 
-/* One event of the running query (from the executor). */
+/* One event of the running query query_id (from the executor). */
 void query_streams_event(QueryStreams *q, const char *query_id, const QueryEvent *ev);
 
 /* The query ended and its record is durable: its citations (the record's
@@ -70,5 +72,6 @@ bool query_streams_running(
         unsigned *ret_step,
         const char **ret_phase);
 
-/* The running query's phase, NULL when there is no log. Borrowed, static. */
+/* The phase of the oldest running query, NULL when there is no log.
+ * Borrowed, static. */
 const char *query_streams_phase(const QueryStreams *q);

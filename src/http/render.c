@@ -224,6 +224,21 @@ static json_object *render_running_query(const RenderRunningQuery *rq) {
         return o;
 }
 
+json_object *render_slots(const AdmissionSlotCounts *c) {
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+
+        assert(c);
+
+        if (!o)
+                return NULL;
+        if (json_add(o, "total", json_object_new_uint64(c->total)) < 0 ||
+            json_add(o, "idle", json_object_new_uint64(c->idle)) < 0 ||
+            json_add(o, "reserved", json_object_new_uint64(c->reserved)) < 0 ||
+            json_add(o, "running", json_object_new_uint64(c->running)) < 0)
+                return NULL;
+        return TAKE_PTR(o);
+}
+
 json_object *render_status(
         const AdmissionStatus *st,
         uint64_t reservation_seconds,
@@ -250,6 +265,8 @@ json_object *render_status(
         json_object_object_add(o, "reservation_seconds", json_object_new_uint64(reservation_seconds));
         json_object_object_add(o, "heartbeat_seconds", json_object_new_uint64(hb));
         json_object_object_add(o, "poll_after_seconds", json_object_new_uint64(hb / 3 > 0 ? hb / 3 : 1));
+        if (json_add(o, "slots", render_slots(&st->slots)) < 0)
+                return NULL;
         if (!running)
                 json_object_object_add(o, "running_query", NULL);
         else if (json_add(o, "running_query", render_running_query(running)) < 0)

@@ -28,6 +28,10 @@ typedef struct RenderRunningQuery {
         const char *phase;
 } RenderRunningQuery;
 
+/* {"total", "idle", "reserved", "running"}: the admission slots (API.md 5),
+ * in the status object and in health. */
+json_object *render_slots(const AdmissionSlotCounts *c);
+
 /* The status object of API.md 6 as one session sees it (st), with the
  * queue's settings, running_query (11.4; NULL: null) and the user of the
  * session ("Identity"; NULL: null). */

@@ -25,6 +25,7 @@ struct ManagerQuery {
 
         bool executing;        /* the executor runs it */
         bool completing;       /* its record is being made durable */
+        bool sync_in_flight;   /* completing: the worker's sync in flight covers its record */
         bool awaiting_cleanup; /* durable, its cleanup not confirmed yet: the slot stays taken */
 
         /* The outcome, between the executor's report and the durable record. */
@@ -412,7 +413,7 @@ static void manager_record_durable(ManagerQuery *q, int error) {
 
         if (q->cleanup_confirmed) {
                 manager_count_query(q, q->duration);
-                r = admission_finish(m->admission, q->ended);
+                r = admission_finish(m->admission, q->id, q->ended);
                 if (r < 0)
                         log_error_errno(r, "Query %s ended but the controller was not running", q->id);
         } else {
@@ -440,8 +441,54 @@ static void manager_record_durable(ManagerQuery *q, int error) {
         }
 }
 
+static void manager_on_record_durable(SyncWorker *w, int error, void *userdata);
+
+/* One sync on the worker for every committed record not yet covered by
+ * one (a group commit: with several slots, records committed while a sync
+ * is in flight wait for the next, rather than for an fdatasync() on the
+ * loop). Without the worker, or if it cannot start, the sync runs here. */
+static void manager_start_sync(Manager *m) {
+        ManagerQuery *next;
+        bool any = false;
+        int r;
+
+        if (m->sync && sync_worker_busy(m->sync))
+                return; /* its end starts the next */
+        for (ManagerQuery *q = m->queries; q; q = q->queries_next)
+                if (q->completing && !q->sync_in_flight) {
+                        q->sync_in_flight = true;
+                        any = true;
+                }
+        if (!any)
+                return;
+        r = m->sync ? sync_worker_start(m->sync, history_sync_fd(m->history), manager_on_record_durable, m) :
+                      -EOPNOTSUPP;
+        if (r >= 0)
+                return;
+        r = history_sync(m->history);
+        for (ManagerQuery *q = m->queries; q; q = next) {
+                next = q->queries_next;
+                if (q->sync_in_flight) {
+                        q->sync_in_flight = false;
+                        manager_record_durable(q, r);
+                }
+        }
+}
+
 static void manager_on_record_durable(SyncWorker *w, int error, void *userdata) {
-        manager_record_durable(userdata, error);
+        Manager *m = userdata;
+        ManagerQuery *next;
+
+        /* The ones this sync covered (freed as their slots are given up). */
+        for (ManagerQuery *q = m->queries; q; q = next) {
+                next = q->queries_next;
+                if (q->sync_in_flight) {
+                        q->sync_in_flight = false;
+                        manager_record_durable(q, error);
+                }
+        }
+        /* Records committed meanwhile. */
+        manager_start_sync(m);
 }
 
 /* The executor's report, on the loop: the record is committed now, and
@@ -452,7 +499,6 @@ static void manager_on_query_done(QueryExecutor *x, int error, const QueryOutcom
         Manager *m = userdata;
         ManagerQuery *q = manager_get_query(m, o->query_id);
         usec_t t = now(CLOCK_MONOTONIC);
-        int r;
 
         if (!q || !q->executing) {
                 log_error("The executor reported query %s, which is not running.", o->query_id);
@@ -469,11 +515,7 @@ static void manager_on_query_done(QueryExecutor *x, int error, const QueryOutcom
         q->message = q->succeeded ? NULL : outcome_message(o);
 
         manager_record_outcome(m, q, o, q->message, /* durable= */ false);
-
-        r = m->sync ? sync_worker_start(m->sync, history_sync_fd(m->history), manager_on_record_durable, q) :
-                      -EOPNOTSUPP;
-        if (r < 0)
-                manager_record_durable(q, history_sync(m->history));
+        manager_start_sync(m);
 }
 
 /* One event of a running query, from the pipeline. */
@@ -533,6 +575,7 @@ int manager_start_query(
                 manager_query_free(q);
                 return r;
         }
+        q->slot = (unsigned) r;
         /* The ticket's wait ends with the claim; the pipeline counts the
          * other phases as each ends (API.md 12.3). */
         metrics_count_query_phase("queue", q->queued);
@@ -542,7 +585,7 @@ int manager_start_query(
         r = history_begin(m->history, q->id, session, question, q->created);
         if (r < 0) {
                 log_error_errno(r, "Failed to record query %s; not running it", q->id);
-                (void) admission_finish(m->admission, now(CLOCK_MONOTONIC));
+                (void) admission_finish(m->admission, q->id, now(CLOCK_MONOTONIC));
                 manager_query_free(q);
                 return -EIO;
         }
@@ -613,7 +656,7 @@ static void manager_on_cleanup_confirmed(Sandbox *s, const char *query_id, void 
         q->awaiting_cleanup = false;
         /* Its duration runs to the confirmed cleanup (API.md 12.3). */
         manager_count_query(q, t - q->since);
-        r = admission_finish(m->admission, t);
+        r = admission_finish(m->admission, q->id, t);
         if (r < 0)
                 log_error_errno(r, "Query %s: cleanup confirmed but the controller was not running", query_id);
         log_notice("Query %s: cleanup confirmed at last; the queue moves on.", query_id);
@@ -809,6 +852,7 @@ int manager_new(sd_event *event, const Config *config, Manager **ret) {
                         .reservation_usec = config->queue_reservation_seconds * USEC_PER_SEC,
                         .heartbeat_usec = config->queue_heartbeat_seconds * USEC_PER_SEC,
                         .max_length = config->queue_max_length,
+                        .slots = (unsigned) config->queue_slots,
                 },
                 &m->admission);
         if (r < 0)

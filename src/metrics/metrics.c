@@ -237,6 +237,17 @@ int metrics_render(MetricsFormat format, const MetricsGauges *g, char **ret, siz
         metrics_family(&w, "wikiweb_state", METRIC_GAUGE, NULL, "The admission state: 1 for the current one.");
         for (size_t i = 0; i < g->n_states; i++)
                 metrics_sample_u64(&w, (const char *const[]){ "state", g->states[i], NULL }, i == g->state);
+        if (g->slots) {
+                metrics_family(
+                        &w,
+                        "wikiweb_slots",
+                        METRIC_GAUGE,
+                        NULL,
+                        "Admission slots in each state (WIKI_WEB_QUEUE_SLOTS in all).");
+                for (size_t i = 0; i < g->n_states; i++)
+                        metrics_sample_u64(
+                                &w, (const char *const[]){ "state", g->states[i], NULL }, g->slots[i]);
+        }
         render_gauge(
                 &w,
                 "wikiweb_admission_open",

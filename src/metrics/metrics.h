@@ -76,7 +76,8 @@ int metrics_read_process(MetricsProcess *ret);
 typedef struct MetricsGauges {
         const char *const *states; /* every state's name, for wikiweb_state{state} */
         size_t n_states;
-        size_t state; /* the index of the current one */
+        size_t state;          /* the index of the current one */
+        const uint64_t *slots; /* n_states: how many admission slots are in each state; NULL: no wikiweb_slots */
         bool admission_open;
         uint64_t queue_length;
         uint64_t queue_max_length;

@@ -4,33 +4,50 @@
 #include "query/destination.h"
 #include "query/executor.h"
 #include "query/llm-client.h"
+#include "query/llm.h"
 #include "query/pipeline.h"
 #include "query/upstream.h"
+#include "shared/list.h"
 #include "query/wiki-client.h"
 #include "shared/fault.h"
 #include "shared/log.h"
 #include "shared/macro.h"
+
+/* One job in flight: its own QueryRun (with its own deadline), or on the
+ * unconfigured path its own defer. */
+typedef struct ExecutorJob ExecutorJob;
+struct ExecutorJob {
+        QueryExecutor *executor;
+        char query_id[QUERY_ID_MAX];
+        QueryExecutorDone done;
+        void *userdata;
+        QueryRun *run;
+        sd_event_source *defer;   /* the unconfigured path (a timer with the test delay) */
+        const char *abort_reason; /* static string, set by query_executor_abort() */
+        ExecutorJob *jobs_prev, *jobs_next;
+};
 
 struct QueryExecutor {
         sd_event *event;
         const Config *config;
         Sandbox *sandbox;
 
-        /* Only when wiki and model are configured. */
+        /* Only when wiki and model are configured: shared by every job
+         * (one curl multi handle serves all their transfers). */
         DestinationPolicy *policy;
         Upstream *upstream;
         LlmClient *llm;
 
-        /* The job in flight. */
-        bool busy;
-        char query_id[QUERY_ID_MAX];
-        QueryExecutorDone done;
-        void *userdata;
+        /* At start-up with several slots: the model server's own count of
+         * them (llama.cpp's GET /props), to warn when it serves fewer. */
+        UpstreamOperation *props;
+
+        /* The jobs in flight, at most max_jobs (WIKI_WEB_QUEUE_SLOTS). */
+        ExecutorJob *jobs;
+        unsigned n_jobs;
+        unsigned max_jobs;
         QueryEventHandler on_event;
         void *event_userdata;
-        QueryRun *run;
-        sd_event_source *defer;   /* the unconfigured path (a timer with the test delay) */
-        const char *abort_reason; /* static string, set by query_executor_abort() */
 
         usec_t test_delay;
 
@@ -38,6 +55,26 @@ struct QueryExecutor {
          * settings that are missing and where to read on. */
         char unconfigured_message[256];
 };
+
+static ExecutorJob *executor_job_free(ExecutorJob *j) {
+        if (!j)
+                return NULL;
+        if (j->executor) {
+                LIST_REMOVE(jobs, j->executor->jobs, j);
+                j->executor->n_jobs--;
+        }
+        sd_event_source_disable_unref(j->defer);
+        query_run_free(j->run);
+        free(j);
+        return NULL;
+}
+
+static ExecutorJob *executor_find_job(QueryExecutor *x, const char *query_id) {
+        for (ExecutorJob *j = x->jobs; j; j = j->jobs_next)
+                if (streq(j->query_id, query_id))
+                        return j;
+        return NULL;
+}
 
 /* "query execution is not configured: WIKI_WEB_LLM_URL and
  * WIKI_WEB_LLM_MODEL are not set (see "Quick start" in the README)". */
@@ -73,6 +110,65 @@ static bool configured(const Config *c) {
         return c->wiki_api_url && c->llm_url && c->llm_model;
 }
 
+static void query_executor_on_props(UpstreamOperation *op, int error, const UpstreamResponse *r, void *userdata) {
+        QueryExecutor *x = userdata;
+        unsigned slots;
+
+        /* A server that does not say (another kind, an older llama.cpp, a
+         * router, an error) is fine: nothing is known. */
+        if (error < 0 || llm_parse_props_total_slots((const uint8_t *) r->body, r->body_size, &slots) < 0) {
+                log_debug("The model server does not report its slots (GET /props): not checked.");
+                return;
+        }
+        if (slots < x->max_jobs)
+                log_warning(
+                        "The model server reports total_slots=%u (GET /props), fewer than "
+                        "WIKI_WEB_QUEUE_SLOTS=%u: queries beyond %u wait at the model server. "
+                        "Raise its --parallel or lower WIKI_WEB_QUEUE_SLOTS.",
+                        slots,
+                        x->max_jobs,
+                        slots);
+        else
+                log_debug(
+                        "The model server reports total_slots=%u (GET /props), WIKI_WEB_QUEUE_SLOTS=%u.",
+                        slots,
+                        x->max_jobs);
+}
+
+/* Ask the model server for its slots, once, without waiting for it: the
+ * answer only adds a line to the journal. With one slot any server has
+ * enough, so nothing is asked. */
+static int query_executor_check_props(QueryExecutor *x) {
+        _cleanup_free_ char *url = NULL, *auth = NULL;
+        const char *headers[2] = { NULL, NULL };
+        int r;
+
+        if (x->max_jobs <= 1)
+                return 0;
+        r = llm_props_url(x->config->llm_url, &url);
+        if (r < 0)
+                return r;
+        if (x->config->llm_api_key) {
+                if (asprintf(&auth, "Authorization: Bearer %s", x->config->llm_api_key) < 0)
+                        return -ENOMEM;
+                headers[0] = auth;
+        }
+        r = upstream_start(
+                x->upstream,
+                &(UpstreamRequest){
+                        .method = "GET",
+                        .url = url,
+                        .headers = headers,
+                        .deadline = usec_add(now(CLOCK_MONOTONIC), 10 * USEC_PER_SEC),
+                },
+                query_executor_on_props,
+                x,
+                &x->props);
+        if (auth)
+                explicit_bzero(auth, strlen(auth));
+        return r;
+}
+
 int query_executor_new(sd_event *event, const Config *config, QueryExecutor **ret) {
         _cleanup_(query_executor_freep) QueryExecutor *x = NULL;
         int r;
@@ -86,6 +182,7 @@ int query_executor_new(sd_event *event, const Config *config, QueryExecutor **re
                 return -ENOMEM;
         x->event = event;
         x->config = config;
+        x->max_jobs = (unsigned) MAX(config->queue_slots, (uint64_t) 1);
         format_unconfigured_message(config, x->unconfigured_message, sizeof x->unconfigured_message);
 
         if (configured(config)) {
@@ -110,6 +207,9 @@ int query_executor_new(sd_event *event, const Config *config, QueryExecutor **re
                         &x->llm);
                 if (r < 0)
                         return log_error_errno(r, "Query execution: the model client could not be made");
+                r = query_executor_check_props(x);
+                if (r < 0)
+                        log_debug_errno(r, "Cannot ask the model server for its slots");
         }
         *ret = TAKE_PTR(x);
         return 0;
@@ -118,10 +218,11 @@ int query_executor_new(sd_event *event, const Config *config, QueryExecutor **re
 QueryExecutor *query_executor_free(QueryExecutor *x) {
         if (!x)
                 return NULL;
-        sd_event_source_disable_unref(x->defer);
         /* Only after the loop has ended: nothing can be in flight in the
          * sandbox any more that still needs these. */
-        x->run = query_run_free(x->run);
+        while (x->jobs)
+                executor_job_free(x->jobs);
+        upstream_operation_free(x->props);
         llm_client_free(x->llm);
         upstream_free(x->upstream);
         destination_policy_free(x->policy);
@@ -141,31 +242,36 @@ bool query_executor_is_configured(const QueryExecutor *x) {
 
 unsigned query_executor_n_running(const QueryExecutor *x) {
         assert(x);
-        return x->busy ? 1 : 0;
+        return x->n_jobs;
 }
 
-/* Report the job's end: a job that nothing ran needs no cleanup. */
-static void query_executor_report(QueryExecutor *x) {
-        QueryExecutorDone done = x->done;
-        void *u = x->userdata;
+bool query_executor_is_running(const QueryExecutor *x, const char *query_id) {
+        assert(x);
+        assert(query_id);
+        return executor_find_job((QueryExecutor *) x, query_id);
+}
+
+/* Report the job's end: a job that nothing ran needs no cleanup. The job
+ * is gone before done is called, so done may start another. */
+static void query_executor_report(ExecutorJob *j) {
+        QueryExecutor *x = j->executor;
+        QueryExecutorDone done = j->done;
+        void *u = j->userdata;
+        const char *abort_reason = j->abort_reason;
         char id[QUERY_ID_MAX];
         QueryOutcome o;
 
-        x->defer = sd_event_source_disable_unref(x->defer);
-        memcpy(id, x->query_id, sizeof id);
-        x->busy = false;
-        x->done = NULL;
-        x->userdata = NULL;
+        memcpy(id, j->query_id, sizeof id);
+        executor_job_free(j);
 
         o = (QueryOutcome){
                 .query_id = id,
-                .error = x->abort_reason ? -ECANCELED : -EOPNOTSUPP,
+                .error = abort_reason ? -ECANCELED : -EOPNOTSUPP,
                 .api_error = API_ERROR_EXECUTION_FAILED,
-                .message = x->abort_reason ? x->abort_reason : x->unconfigured_message,
+                .message = abort_reason ? abort_reason : x->unconfigured_message,
                 /* Nothing was started, so there is nothing to clean up. */
                 .cleanup_confirmed = true,
         };
-        x->abort_reason = NULL;
         done(x, o.error, &o, u);
 }
 
@@ -180,20 +286,23 @@ static int query_executor_on_test_delay(sd_event_source *s, uint64_t usec, void 
 }
 
 static void query_executor_on_run_done(QueryRun *q, int error, const QueryOutcome *o, void *userdata) {
-        QueryExecutor *x = userdata;
-        QueryExecutorDone done = x->done;
-        void *u = x->userdata;
+        ExecutorJob *j = userdata;
+        QueryExecutor *x = j->executor;
+        QueryExecutorDone done = j->done;
+        void *u = j->userdata;
 
-        assert(q == x->run);
-        x->busy = false;
-        x->done = NULL;
-        x->userdata = NULL;
-        x->run = NULL;
+        assert(q == j->run);
+        /* Out of the list first: done may start another job in its place. */
+        LIST_REMOVE(jobs, x->jobs, j);
+        x->n_jobs--;
+        j->executor = NULL;
+        j->run = NULL;
         done(x, error, o, u);
         /* The run ends with its report (the outcome points into it): its
          * query directory goes with it. A cleanup not yet confirmed goes on
          * in the Sandbox, which announces it. */
         query_run_free(q);
+        executor_job_free(j);
 }
 
 void query_executor_set_event_handler(QueryExecutor *x, QueryEventHandler handler, void *userdata) {
@@ -204,29 +313,33 @@ void query_executor_set_event_handler(QueryExecutor *x, QueryEventHandler handle
 
 void query_executor_sandbox_changed(QueryExecutor *x) {
         assert(x);
-        if (x->run)
-                query_run_sandbox_changed(x->run);
+        for (ExecutorJob *j = x->jobs; j; j = j->jobs_next)
+                if (j->run)
+                        query_run_sandbox_changed(j->run);
 }
 
 int query_executor_abort(QueryExecutor *x, const char *query_id, const char *reason) {
+        ExecutorJob *j;
         int r;
 
         assert(x);
         assert(query_id);
         assert(reason);
 
-        if (!x->busy || !streq(x->query_id, query_id))
+        j = executor_find_job(x, query_id);
+        if (!j)
                 return -ESRCH;
-        if (x->run) {
-                query_run_abort(x->run, -ECANCELED, API_ERROR_EXECUTION_FAILED, reason);
+        if (j->run) {
+                query_run_abort(j->run, -ECANCELED, API_ERROR_EXECUTION_FAILED, reason);
                 return 0;
         }
-        x->abort_reason = reason;
+        j->abort_reason = reason;
         /* Still report from the loop, never from inside the caller. */
-        x->defer = sd_event_source_disable_unref(x->defer);
-        r = sd_event_add_defer(x->event, &x->defer, query_executor_on_defer, x);
+        j->defer = sd_event_source_disable_unref(j->defer);
+        r = sd_event_add_defer(x->event, &j->defer, query_executor_on_defer, j);
         if (r < 0)
                 return r;
+        (void) sd_event_source_set_description(j->defer, "query-executor-abort");
         return 0;
 }
 
@@ -238,14 +351,22 @@ void query_executor_set_test_delay(QueryExecutor *x, usec_t delay) {
 #endif
 
 int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryExecutorDone done, void *userdata) {
+        _cleanup_free_ ExecutorJob *j = NULL;
         int r;
 
         assert(x);
         assert(job);
         assert(done);
 
-        if (x->busy)
+        if (x->n_jobs >= x->max_jobs || executor_find_job(x, job->id))
                 return -EBUSY;
+
+        j = calloc(1, sizeof *j);
+        if (!j)
+                return -ENOMEM;
+        memcpy(j->query_id, job->id, sizeof j->query_id);
+        j->done = done;
+        j->userdata = userdata;
 
         if (x->upstream && !TEST_FAULT(x->test_delay > 0)) {
                 r = query_run_new(
@@ -260,8 +381,8 @@ int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryExecutorDon
                         },
                         job,
                         query_executor_on_run_done,
-                        x,
-                        &x->run);
+                        j,
+                        &j->run);
                 if (r < 0)
                         return r;
         } else {
@@ -270,25 +391,25 @@ int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryExecutorDon
                 if (TEST_FAULT(x->test_delay > 0))
                         r = sd_event_add_time_relative(
                                 x->event,
-                                &x->defer,
+                                &j->defer,
                                 CLOCK_MONOTONIC,
                                 x->test_delay,
                                 0,
                                 query_executor_on_test_delay,
-                                x);
+                                j);
                 else
-                        r = sd_event_add_defer(x->event, &x->defer, query_executor_on_defer, x);
+                        r = sd_event_add_defer(x->event, &j->defer, query_executor_on_defer, j);
                 if (r < 0)
                         return r;
                 (void) sd_event_source_set_description(
-                        x->defer,
+                        j->defer,
                         TEST_FAULT(x->test_delay > 0) ? "query-executor-test-delay" : "query-executor-defer");
         }
 
-        memcpy(x->query_id, job->id, sizeof x->query_id);
-        x->done = done;
-        x->userdata = userdata;
-        x->busy = true;
+        j->executor = x;
+        LIST_PREPEND(jobs, x->jobs, j);
+        x->n_jobs++;
+        TAKE_PTR(j);
         return 0;
 }
 

@@ -13,13 +13,15 @@
 
 /* The execution step of a query (API.md 8): wiki, model, sandbox, cleanup.
  *
- * The executor runs one query at a time (query/pipeline.h: a QueryRun).
+ * The executor runs up to WIKI_WEB_QUEUE_SLOTS queries at once, each its
+ * own QueryRun (query/pipeline.h) with its own deadline, each reported
+ * once.
  * Without a wiki and a model in the configuration it reports every query
  * honestly as failed with execution_failed ("query execution is not
  * configured: … are not set", naming the missing settings and the README's
  * "Quick start"), asynchronously from the event loop, with its (empty)
  * cleanup confirmed. It owns the daemon's one Upstream (libcurl multi, with
- * the destination policy of the config). */
+ * the destination policy of the config), shared by every run. */
 
 typedef struct QueryExecutor QueryExecutor;
 
@@ -50,11 +52,14 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(QueryExecutor *, query_executor_free);
 /* Whether wiki and model are configured (false: every query fails with
  * execution_failed). */
 bool query_executor_is_configured(const QueryExecutor *x);
-/* Start the job; done is called exactly once later. Returns 0, -EBUSY if a
- * job is already running, -ENOMEM. */
+/* Start the job; done is called exactly once later, for this job. Returns
+ * 0, -EBUSY if WIKI_WEB_QUEUE_SLOTS jobs are running already or one with
+ * the same id is, -ENOMEM. */
 int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryExecutorDone done, void *userdata);
 /* How many jobs are running (whose done has not been called yet). */
 unsigned query_executor_n_running(const QueryExecutor *x);
+/* Whether the job query_id is running. */
+bool query_executor_is_running(const QueryExecutor *x, const char *query_id);
 
 /* End the running job query_id now (an administrator's CancelQuery; the
  * service is stopping and cannot wait any longer): its done is called from

@@ -482,6 +482,48 @@ int llm_fail_error_body(unsigned http_status, json_object *obj, LlmError *ret_er
                 q && *q ? q : "no message");
 }
 
+int llm_props_url(const char *llm_url, char **ret) {
+        const char *authority;
+        size_t n;
+        char *s;
+
+        assert(llm_url);
+        assert(ret);
+
+        authority = strstr(llm_url, "://");
+        if (!authority)
+                return -EINVAL;
+        authority += 3;
+        /* The authority ends at the path, the query or the fragment. */
+        n = (size_t) (authority - llm_url) + strcspn(authority, "/?#");
+        if (asprintf(&s, "%.*s/props", (int) n, llm_url) < 0)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}
+
+int llm_parse_props_total_slots(const uint8_t *body, size_t size, unsigned *ret) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        json_object *v;
+        const char *why;
+        int64_t n;
+
+        assert(ret);
+
+        o = llm_parse_json(body, size, &why);
+        if (!o || !json_object_is_type(o, json_type_object))
+                return -ENODATA;
+        if (!json_object_object_get_ex(o, "total_slots", &v) || !json_object_is_type(v, json_type_int))
+                return -ENODATA;
+        n = json_object_get_int64(v);
+        /* json-c saturates what does not fit in 64 bits; the range check
+         * refuses those too. */
+        if (n < 1 || n > (int64_t) LLM_PROPS_SLOTS_MAX)
+                return -ENODATA;
+        *ret = (unsigned) n;
+        return 0;
+}
+
 json_object *llm_parse_json(const uint8_t *body, size_t size, const char **ret_why) {
         _cleanup_(json_tokener_freep) struct json_tokener *tok = NULL;
         json_object *obj;

@@ -198,3 +198,16 @@ int llm_parse_reply(
  * option): HTTP 400 or 422 whose body names it. The caller then sends the
  * request once more without it (LLM_STREAM_ON) and keeps doing so. Pure. */
 bool llm_refuses_stream_options(unsigned http_status, const uint8_t *body, size_t size);
+
+/* The model server's capacity, where it says it: llama.cpp's GET /props at
+ * the root of the server of WIKI_WEB_LLM_URL ("http://h:8080/v1" ->
+ * "http://h:8080/props"). Returns 0 and a new string in *ret, -EINVAL for
+ * a URL without "scheme://", -ENOMEM. Pure. */
+int llm_props_url(const char *llm_url, char **ret);
+
+/* "total_slots" of a /props body: 0 and the number (1..LLM_PROPS_SLOTS_MAX)
+ * in *ret; -ENODATA when the body is not a JSON object (at most
+ * LLM_REPLY_MAX_DEPTH deep, valid UTF-8) with an integer total_slots in
+ * that range (another server, or none: nothing is known). Pure. */
+#define LLM_PROPS_SLOTS_MAX 1000000u
+int llm_parse_props_total_slots(const uint8_t *body, size_t size, unsigned *ret);

@@ -403,6 +403,26 @@ static bool url_is_valid(const char *s) {
         return strneq(s, "http://", 7) || strneq(s, "https://", 8);
 }
 
+int config_check_memory(const Config *c, uint64_t memory_bytes, char **ret_error) {
+        assert(c);
+
+        if (ret_error)
+                *ret_error = NULL;
+        /* Both are bounded (256 and 64 GiB): the product cannot overflow. */
+        if (memory_bytes == 0 || c->queue_slots * c->sandbox_memory_max_bytes <= memory_bytes)
+                return 0;
+        return fail(
+                ret_error,
+                -EINVAL,
+                "WIKI_WEB_QUEUE_SLOTS (%" PRIu64 ") times WIKI_WEB_SANDBOX_MEMORY_MAX_BYTES (%" PRIu64
+                ") is %" PRIu64 " bytes, more than this machine's memory (%" PRIu64
+                " bytes): lower one of them",
+                c->queue_slots,
+                c->sandbox_memory_max_bytes,
+                c->queue_slots * c->sandbox_memory_max_bytes,
+                memory_bytes);
+}
+
 int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
         _cleanup_(config_donep) Config *loading = NULL;
         const char *v;
@@ -429,6 +449,7 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
         UINT("WIKI_WEB_QUEUE_RESERVATION_SECONDS", queue_reservation_seconds, 60, 1, 3600);
         UINT("WIKI_WEB_QUEUE_HEARTBEAT_SECONDS", queue_heartbeat_seconds, 30, 1, 3600);
         UINT("WIKI_WEB_QUEUE_MAX_LENGTH", queue_max_length, 100, 0, 1000000);
+        UINT("WIKI_WEB_QUEUE_SLOTS", queue_slots, 1, 1, 256);
         UINT("WIKI_WEB_QUERY_MAX_STEPS", query_max_steps, 8, 1, 64);
         UINT("WIKI_WEB_MODEL_CONTEXT_TOKENS", model_context_tokens, 32768, 256, 10000000);
         UINT("WIKI_WEB_MODEL_MAX_OUTPUT_BYTES", model_max_output_bytes, 65536, 1024, 16 * 1024 * 1024);
@@ -567,6 +588,7 @@ void config_dump(const Config *c, FILE *f) {
         fprintf(f, "WIKI_WEB_QUEUE_RESERVATION_SECONDS=%" PRIu64 "\n", c->queue_reservation_seconds);
         fprintf(f, "WIKI_WEB_QUEUE_HEARTBEAT_SECONDS=%" PRIu64 "\n", c->queue_heartbeat_seconds);
         fprintf(f, "WIKI_WEB_QUEUE_MAX_LENGTH=%" PRIu64 "\n", c->queue_max_length);
+        fprintf(f, "WIKI_WEB_QUEUE_SLOTS=%" PRIu64 "\n", c->queue_slots);
         fprintf(f, "WIKI_WEB_WIKI_API_URL=%s\n", c->wiki_api_url ? c->wiki_api_url : "");
         fprintf(f, "WIKI_WEB_WIKI_USERNAME=%s\n", c->wiki_username ? c->wiki_username : "");
         fprintf(f, "WIKI_WEB_LLM_URL=%s\n", c->llm_url ? c->llm_url : "");

@@ -27,6 +27,7 @@ typedef struct Config {
         uint64_t queue_reservation_seconds;
         uint64_t queue_heartbeat_seconds;
         uint64_t queue_max_length;
+        uint64_t queue_slots; /* queries that run at once, 1..256 */
 
         /* Query (API.md 8) */
         char *wiki_api_url;       /* NULL when unset */
@@ -98,6 +99,12 @@ void config_dump(const Config *c, FILE *f);
  * URL of printable ASCII without spaces, parentheses or backslashes. */
 bool config_user_agent_contact_is_valid(const char *v);
 
+/* Whether the sandboxes of every slot fit in memory_bytes (the machine's
+ * memory): WIKI_WEB_QUEUE_SLOTS runs of WIKI_WEB_SANDBOX_MEMORY_MAX_BYTES
+ * each may be under way at once. 0, or -EINVAL with a message naming both
+ * settings in *ret_error (owned by the caller). memory_bytes 0: unknown,
+ * nothing is refused. */
+int config_check_memory(const Config *c, uint64_t memory_bytes, char **ret_error);
 /* Whether v is a WIKI_WEB_USER_HEADER: an HTTP field name (RFC 9110
  * token characters, 1 to 64 bytes) that is none of the fields the daemon
  * or a proxy gives another meaning (Host, Cookie, Origin, Forwarded, ...). */

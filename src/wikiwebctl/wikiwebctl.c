@@ -154,9 +154,52 @@ static int parse_argv(int argc, char *argv[]) {
 /* The value of one property of the GetAll reply, NULL when absent. */
 typedef struct QueueProperties {
         const char *state, *admission, *running, *phase, *health;
-        uint32_t queue_length, max_length;
+        uint32_t queue_length, max_length, slots, slots_running, slots_reserved;
+        char *running_queries; /* "qr_… (phase), …", owned; NULL when absent */
         uint64_t average, reservation, heartbeat, started, failed, expired;
 } QueueProperties;
+
+/* RunningQueries (a variant of a(ss)) as one line: "qr_… (phase), …",
+ * the phase left out when it is not known. */
+static int read_running_queries(sd_bus_message *reply, char **ret) {
+        _cleanup_free_ char *line = NULL;
+        const char *id, *phase;
+        int r;
+
+        r = sd_bus_message_enter_container(reply, 'v', "a(ss)");
+        if (r < 0)
+                return r;
+        r = sd_bus_message_enter_container(reply, 'a', "(ss)");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_read(reply, "(ss)", &id, &phase)) > 0) {
+                char *next;
+
+                if (asprintf(
+                            &next,
+                            "%s%s%s%s%s%s",
+                            line ? line : "",
+                            line ? ", " : "",
+                            id,
+                            *phase ? " (" : "",
+                            phase,
+                            *phase ? ")" : "") < 0)
+                        return -ENOMEM;
+                free(line);
+                line = next;
+        }
+        if (r < 0)
+                return r;
+        r = sd_bus_message_exit_container(reply);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_exit_container(reply);
+        if (r < 0)
+                return r;
+        free(*ret);
+        *ret = TAKE_PTR(line);
+        return 0;
+}
 
 static int read_properties(sd_bus_message *reply, QueueProperties *p) {
         const char *name;
@@ -178,6 +221,9 @@ static int read_properties(sd_bus_message *reply, QueueProperties *p) {
                         { "Health", 's', offsetof(QueueProperties, health) },
                         { "QueueLength", 'u', offsetof(QueueProperties, queue_length) },
                         { "MaxLength", 'u', offsetof(QueueProperties, max_length) },
+                        { "Slots", 'u', offsetof(QueueProperties, slots) },
+                        { "SlotsRunning", 'u', offsetof(QueueProperties, slots_running) },
+                        { "SlotsReserved", 'u', offsetof(QueueProperties, slots_reserved) },
                         { "AverageQueryUSec", 't', offsetof(QueueProperties, average) },
                         { "ReservationUSec", 't', offsetof(QueueProperties, reservation) },
                         { "HeartbeatUSec", 't', offsetof(QueueProperties, heartbeat) },
@@ -190,7 +236,13 @@ static int read_properties(sd_bus_message *reply, QueueProperties *p) {
                 r = sd_bus_message_read(reply, "s", &name);
                 if (r < 0)
                         return r;
-                for (size_t i = 0; i < ELEMENTSOF(map); i++) {
+                if (streq(name, "RunningQueries")) {
+                        r = read_running_queries(reply, &p->running_queries);
+                        if (r < 0)
+                                return r;
+                        known = true;
+                }
+                for (size_t i = 0; !known && i < ELEMENTSOF(map); i++) {
                         char sig[2] = { map[i].type, 0 };
 
                         if (!streq(name, map[i].name))
@@ -215,6 +267,11 @@ static int read_properties(sd_bus_message *reply, QueueProperties *p) {
         return sd_bus_message_exit_container(reply);
 }
 
+static void queue_properties_done(QueueProperties *p) {
+        free(p->running_queries);
+        p->running_queries = NULL;
+}
+
 static int bus_error(const char *what, const sd_bus_error *error, int r) {
         fprintf(stderr, "Failed to %s: %s\n", what, error && error->message ? error->message : strerror(-r));
         return r;
@@ -225,7 +282,7 @@ static int verb_status(sd_bus *bus) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL, *user_reply = NULL;
         const char *user = NULL;
         _cleanup_(table_freep) Table *t = NULL;
-        QueueProperties p = { 0 };
+        _cleanup_(queue_properties_done) QueueProperties p = { 0 };
         int r;
 
         r = sd_bus_call_method(
@@ -256,6 +313,14 @@ static int verb_status(sd_bus *bus) {
          * daemon answers; an anonymous query has none. */
         if (user && *user)
                 r |= table_add_key(t, "Query user", "running_query_user") | table_add_string(t, user);
+        r |= table_add_key(t, "Slots", "slots") | table_add_uint(t, p.slots);
+        r |= table_add_key(t, "Slots running", "slots_running") | table_add_uint(t, p.slots_running);
+        r |= table_add_key(t, "Slots reserved", "slots_reserved") | table_add_uint(t, p.slots_reserved);
+        r |= table_add_key(t, "Running queries", "running_queries") |
+                table_add_string(
+                        t,
+                        p.running_queries && *p.running_queries ? p.running_queries :
+                                                                  (arg_json ? "" : "none"));
         r |= table_add_key(t, "Average query", "average_query_usec");
         if (p.average > 0 || arg_json)
                 r |= table_add_timespan(t, p.average);

@@ -64,6 +64,7 @@ static Admission *new_machine(void) {
                 .reservation_usec = 3600 * USEC_PER_SEC,
                 .heartbeat_usec = 3600 * USEC_PER_SEC,
                 .max_length = 1000000,
+                .slots = 1,
         };
         Admission *a = NULL;
         int r;

@@ -28,7 +28,8 @@ int main(void) {
         if (admission_new(
                     &(AdmissionSettings){ .reservation_usec = 60 * USEC_PER_SEC,
                                           .heartbeat_usec = 3600 * USEC_PER_SEC,
-                                          .max_length = 2000 },
+                                          .max_length = 2000,
+                                          .slots = 1 },
                     &a) < 0)
                 return EXIT_FAILURE;
         for (unsigned i = 0; i < 1000; i++) {

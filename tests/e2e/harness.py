@@ -79,7 +79,8 @@ ERRORS = {
 
 STATUS_KEYS = {'state', 'queue_length', 'max_length', 'ticket', 'estimated_wait_seconds',
                'average_query_seconds', 'reservation_seconds', 'heartbeat_seconds',
-               'poll_after_seconds', 'running_query', 'user'}
+               'poll_after_seconds', 'running_query', 'user', 'slots'}
+SLOTS_KEYS = {'total', 'idle', 'reserved', 'running'}
 TICKET_KEYS = {'id', 'status', 'position', 'joined_at', 'heartbeat_expires_at',
                'reservation_expires_at'}
 
@@ -799,6 +800,18 @@ class EventStream:
             pass
 
 
+def check_slots_object(slots, ctx=''):
+    """The "slots" object of the status object and of health (API.md 6)."""
+    tc = unittest.TestCase()
+    tc.assertIsInstance(slots, dict, ctx)
+    tc.assertEqual(set(slots.keys()), SLOTS_KEYS, ctx)
+    for k in SLOTS_KEYS:
+        tc.assertTrue(is_int(slots[k]) and slots[k] >= 0, ctx)
+    tc.assertTrue(1 <= slots['total'] <= 256, ctx)
+    tc.assertEqual(slots['idle'] + slots['reserved'] + slots['running'], slots['total'], ctx)
+    return slots
+
+
 def check_status_object(obj, now=None):
     """The status object of API.md 6: exact keys, exact types, consistency."""
     tc = unittest.TestCase()
@@ -812,6 +825,9 @@ def check_status_object(obj, now=None):
         tc.assertGreaterEqual(obj[k], 0, ctx)
     tc.assertLessEqual(obj['queue_length'], obj['max_length'], ctx)
     tc.assertEqual(obj['poll_after_seconds'], max(1, obj['heartbeat_seconds'] // 3), ctx)
+    slots = check_slots_object(obj['slots'], ctx)
+    # API.md 5: the controller's state follows from its slots.
+    tc.assertEqual(obj['state'], 'running' if slots['running'] else 'reserved' if slots['reserved'] else 'idle', ctx)
     for k in ('estimated_wait_seconds', 'average_query_seconds'):
         v = obj[k]
         tc.assertTrue(v is None or is_number(v), f'{k} is neither null nor a number: {ctx}')
@@ -837,7 +853,7 @@ def check_status_object(obj, now=None):
         tc.assertGreaterEqual(obj['queue_length'], 1, ctx)
         tc.assertLess(t['position'], obj['queue_length'] + (0 if t['status'] == 'reserved' else 1), ctx)
         if t['status'] == 'reserved':
-            tc.assertEqual(obj['state'], 'reserved', ctx)
+            tc.assertGreaterEqual(slots['reserved'], 1, ctx)
             tc.assertEqual(obj['estimated_wait_seconds'], 0, ctx)
         else:
             tc.assertNotEqual(obj['state'], 'idle', ctx)

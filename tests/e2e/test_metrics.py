@@ -77,6 +77,8 @@ class MetricsTest(harness.DaemonTestCase):
         self.assertEqual(s['wikiweb_up'], 1)
         self.assertEqual(s['wikiweb_queries_total{status="succeeded"}'], 1)
         self.assertEqual(s['wikiweb_state{state="idle"}'], 1)
+        self.assertEqual((s['wikiweb_slots{state="idle"}'], s['wikiweb_slots{state="reserved"}'],
+                          s['wikiweb_slots{state="running"}']), (1, 0, 0))
         self.assertEqual(s['wikiweb_admission_open'], 1)
         self.assertEqual(s['wikiweb_query_duration_seconds_count'], 1)
         self.assertGreater(s['wikiweb_model_tokens_total{kind="prompt"}'], 0)

@@ -21,9 +21,39 @@ class Queue(harness.DaemonTestCase):
             'estimated_wait_seconds': 0, 'average_query_seconds': None,
             'reservation_seconds': 60, 'heartbeat_seconds': 30, 'poll_after_seconds': 10,
             'running_query': None, 'user': None,
+            'slots': {'total': 1, 'idle': 1, 'reserved': 0, 'running': 0},
         })
         # A status call never creates a ticket.
         self.assertIsNone(b.status().json['ticket'])
+
+    def test_slots_reserved_in_fifo_order(self):
+        # API.md 5 with WIKI_WEB_QUEUE_SLOTS=3: the first three tickets each
+        # get a slot at once, the fourth waits at position 1; a reserved
+        # ticket leaving gives its slot to the first waiting one.
+        d = self.daemon(WIKI_WEB_QUEUE_SLOTS=3)
+        h = d.browser().get(harness.API + '/health').json
+        self.assertEqual(h['slots'], {'total': 3, 'idle': 3, 'reserved': 0, 'running': 0})
+        bs = [d.browser() for _ in range(4)]
+        for i, b in enumerate(bs):
+            s = check_status_object(b.join().json)
+            self.assertEqual(s['queue_length'], i + 1)
+        for b in bs[:3]:
+            s = check_status_object(b.status().json)
+            self.assertEqual((s['ticket']['status'], s['ticket']['position']), ('reserved', 0))
+        s = check_status_object(bs[3].status().json)
+        self.assertEqual((s['ticket']['status'], s['ticket']['position']), ('waiting', 1))
+        self.assertEqual((s['state'], s['slots']), ('reserved', {'total': 3, 'idle': 0, 'reserved': 3, 'running': 0}))
+        # Before any query finished the wait is unknown.
+        self.assertIsNone(s['estimated_wait_seconds'])
+        self.assertStatus(bs[1].leave(), 204)
+        s = check_status_object(bs[3].status().json)
+        self.assertEqual((s['ticket']['status'], s['ticket']['position']), ('reserved', 0))
+        self.assertEqual(s['slots'], {'total': 3, 'idle': 0, 'reserved': 3, 'running': 0})
+        self.assertStatus(bs[0].leave(), 204)
+        s = check_status_object(bs[2].status().json)
+        self.assertEqual(s['slots'], {'total': 3, 'idle': 1, 'reserved': 2, 'running': 0})
+        h = d.browser().get(harness.API + '/health').json
+        self.assertEqual(h['slots'], s['slots'])
 
     def test_settings_and_poll_after(self):
         for hb, poll in [(1, 1), (2, 1), (3, 1), (7, 2), (30, 10), (3600, 1200)]:

@@ -38,7 +38,8 @@ class Transport(harness.DaemonTestCase):
         self.assertStatus(r, 200)
         j = r.json
         self.assertEqual(set(j.keys()), {'status', 'contract_revision', 'version', 'state', 'sandbox', 'admission',
-                                         'execution', 'missing_settings'}, r)
+                                         'execution', 'missing_settings', 'slots'}, r)
+        self.assertEqual(j['slots'], {'total': 1, 'idle': 1, 'reserved': 0, 'running': 0})
         # No user manager for the test daemon here: the sandbox says so.
         self.assertIn(j['sandbox'], ('ok', 'starting', 'unavailable'))
         # Neither wiki nor model: health says so, and which settings are missing.
@@ -54,6 +55,7 @@ class Transport(harness.DaemonTestCase):
         self.assertStatus(b.join(), 201)
         r = b.get(API + '/health')
         self.assertEqual(r.json['state'], 'reserved', r)
+        self.assertEqual(r.json['slots'], {'total': 1, 'idle': 0, 'reserved': 1, 'running': 0})
 
     def test_unknown_path_not_found(self):
         d = self.daemon()

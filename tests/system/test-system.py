@@ -2810,6 +2810,85 @@ def pipeline_kill9_while_container_runs(bed):
 
 
 @test
+def pipeline_two_slots_two_containers(bed):
+    """WIKI_WEB_QUEUE_SLOTS=2: two sessions' queries run at once, each run_python in a scope of its own (both
+    scopes there at the same time), both removed and confirmed, both records succeeded; a third session waits."""
+    code = "import time\ntime.sleep(4)\nopen('/out/done.txt', 'w').write('ok')\nprint('slept')\n"
+    with _Pipeline(bed, extra="WIKI_WEB_QUEUE_SLOTS=2\n") as pl:
+        pl.llm.set_script([{"tool_calls": [{"name": "run_python", "arguments": {"code": code}}]},
+                           {"tool_calls": [{"name": "run_python", "arguments": {"code": code}}]},
+                           {"answer": "Done."}, {"answer": "Done."}])
+        a, b, c = bed.session(), bed.session(), bed.session()
+        results = {}
+
+        def ask(tok):
+            results[tok] = bed.http("POST", "/api/v1/query", tok, {"question": "Sleep, then write?"}, timeout=90)
+        threads = [threading.Thread(target=ask, args=(t,), daemon=True) for t in (a, b)]
+        for th in threads:
+            th.start()
+            time.sleep(0.3)
+        wait_until(lambda: len(_sb_user_units(bed)) == 2, 30, interval=0.1, what="two scopes at once")
+        check(bed.prop("SlotsRunning") == 2, "two slots are not running")
+        status, _, st = bed.http("POST", "/api/v1/queue/join", c)
+        check(status == 201 and st["ticket"]["status"] == "waiting" and st["slots"]["running"] == 2,
+              f"a third session while two run: {status} {st}")
+        # C polls, as a client does (its heartbeat), until a slot is its.
+        seen = []
+
+        def poll_c():
+            while not seen:
+                s = bed.http("GET", "/api/v1/queue/status", c)[2]
+                if s["ticket"] is None or s["ticket"]["status"] == "reserved":
+                    seen.append(s)
+                time.sleep(0.5)
+        poller = threading.Thread(target=poll_c, daemon=True)
+        poller.start()
+        for th in threads:
+            th.join(90)
+        for tok in (a, b):
+            status, _, rec = results[tok]
+            check(status == 200 and rec["status"] == "succeeded", f"query of a session: {status} {rec}")
+            check([x["name"] for x in rec["artifacts"]] == ["done.txt"], f"artifacts: {rec['artifacts']}")
+        check(results[a][2]["id"] != results[b][2]["id"], "the same record twice")
+        _pl_no_scopes(bed)
+        poller.join(30)
+        check(seen and seen[0]["ticket"] and seen[0]["ticket"]["status"] == "reserved",
+              f"the third session promoted: {seen}")
+        check(bed.prop("Health") == "ok", "health after two confirmed cleanups")
+        _pl_grep_secrets(bed, pl.secrets())
+
+
+@test
+def pipeline_two_slots_kill9(bed):
+    """kill -9 with two queries running run_python in two scopes: after the restart both records are failed
+    and both scopes are swept."""
+    sleep = "import time\ntime.sleep(300)\n"
+    with _Pipeline(bed, extra="WIKI_WEB_QUEUE_SLOTS=2\n") as pl:
+        pl.llm.set_script([{"tool_calls": [{"name": "run_python", "arguments": {"code": sleep}}]},
+                           {"tool_calls": [{"name": "run_python", "arguments": {"code": sleep}}]},
+                           {"answer": "never"}, {"answer": "never"}])
+        tokens = [bed.session(), bed.session()]
+        for tok in tokens:
+            threading.Thread(target=lambda t=tok: _quietly(lambda: bed.http(
+                "POST", "/api/v1/query", t, {"question": "Sleep?"}, timeout=60)), daemon=True).start()
+            time.sleep(0.3)
+        wait_until(lambda: len(_sb_user_units(bed)) == 2, 30, interval=0.1, what="two scopes at once")
+        qids = [bed.http("GET", "/api/v1/queue/status", tok)[2]["running_query"]["id"] for tok in tokens]
+        check(len(set(qids)) == 2, f"running queries: {qids}")
+        old_pid = bed.show(SERVICE, "MainPID")["MainPID"]
+        bed.ct.run(["systemctl", "kill", "-s", "KILL", SERVICE])
+        wait_until(lambda: bed.service_up() and bed.show(SERVICE, "MainPID")["MainPID"] not in ("0", old_pid),
+                   30, what="the restarted daemon")
+        wait_until(lambda: not _sb_user_units(bed), 30, interval=0.1, what="both orphaned scopes swept")
+        for tok, qid in zip(tokens, qids):
+            status, _, rec = bed.http("GET", f"/api/v1/history/{qid}", tok)
+            check(status == 200 and rec["status"] == "failed" and rec["error"]["code"] == "execution_failed",
+                  f"record {qid} after kill -9: {status} {rec}")
+        left = bed.ct.run(["sh", "-c", "ls /var/lib/wikiweb/sandbox 2>/dev/null | grep qr_ || true"]).stdout.strip()
+        check(not left, f"query directories left: {left}")
+
+
+@test
 def pipeline_stop_while_container_runs(bed):
     """systemctl stop while run_python runs: past the stop grace the query is aborted, the container killed
     and cleaned up, the outcome recorded and sent, and the daemon exits 0 with no scope left."""

@@ -79,6 +79,7 @@ static void fixture_init(Fixture *f) {
                 .reservation_usec = 2 * USEC_PER_SEC,
                 .heartbeat_usec = 1 * USEC_PER_SEC,
                 .max_length = 10,
+                .slots = 1,
         };
 
         *f = (Fixture){ .e = NULL };

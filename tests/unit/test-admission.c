@@ -4,6 +4,7 @@
 #include "admission/admission.h"
 #include "shared/macro.h"
 #include "tests.h"
+#include "admission-model.h"
 
 /* Tests of the admission state machine (API.md 5): first every transition
  * with injected time and a recording event handler, then a long randomized
@@ -17,6 +18,7 @@ static const AdmissionSettings default_settings = {
         .reservation_usec = SEC(60),
         .heartbeat_usec = SEC(30),
         .max_length = 100,
+        .slots = 1,
 };
 
 /* ---- helpers ---- */
@@ -183,11 +185,19 @@ TEST(settings) {
         s = default_settings;
         s.max_length = 1000001;
         ASSERT_EQ_INT(admission_new(&s, &a), -EINVAL);
+        s = default_settings;
+        s.slots = 0;
+        ASSERT_EQ_INT(admission_new(&s, &a), -EINVAL);
+        s.slots = ADMISSION_SLOTS_MAX + 1;
+        ASSERT_EQ_INT(admission_new(&s, &a), -EINVAL);
         ASSERT_TRUE(!a);
+        s.slots = ADMISSION_SLOTS_MAX;
+        ASSERT_OK(admission_new(&s, &a));
+        a = admission_free(a);
 
-        s = (AdmissionSettings){ .reservation_usec = SEC(3600),
-                                 .heartbeat_usec = SEC(1),
-                                 .max_length = 1000000 };
+        s = (AdmissionSettings){
+                .reservation_usec = SEC(3600), .heartbeat_usec = SEC(1), .max_length = 1000000, .slots = 1
+        };
         ASSERT_OK(admission_new(&s, &a));
         ASSERT_TRUE(admission_get_settings(a)->reservation_usec == SEC(3600));
         ASSERT_TRUE(admission_get_settings(a)->heartbeat_usec == SEC(1));
@@ -453,7 +463,9 @@ TEST(hold) {
 
 TEST(reservation_expiry) {
         Recorder rec;
-        AdmissionSettings s = { .reservation_usec = SEC(60), .heartbeat_usec = SEC(3600), .max_length = 10 };
+        AdmissionSettings s = {
+                .reservation_usec = SEC(60), .heartbeat_usec = SEC(3600), .max_length = 10, .slots = 1
+        };
         Admission *a = new_admission(&s, &rec);
         AdmissionCounters c;
         AdmissionStatus st;
@@ -500,7 +512,9 @@ TEST(reservation_expiry) {
 
 TEST(expiry_ties) {
         Recorder rec;
-        AdmissionSettings s = { .reservation_usec = SEC(30), .heartbeat_usec = SEC(30), .max_length = 10 };
+        AdmissionSettings s = {
+                .reservation_usec = SEC(30), .heartbeat_usec = SEC(30), .max_length = 10, .slots = 1
+        };
         Admission *a = new_admission(&s, &rec);
 
         /* Reserved ticket whose heartbeat and reservation end together:
@@ -578,7 +592,7 @@ TEST(users) {
         ASSERT_EQ_STR(admission_running_user(a), "alice2");
         ASSERT_EQ_INT(admission_set_user(a, &k9, "zed"), -ENOENT);
         /* The query's name goes at the finish. */
-        ASSERT_OK(admission_finish(a, T0 + SEC(2)));
+        ASSERT_OK(admission_finish(a, "qr_1", T0 + SEC(2)));
         ASSERT_TRUE(!admission_running_user(a));
 
         /* A ticket without a name claims: the query has none until it is
@@ -636,7 +650,7 @@ TEST(claim) {
 
         /* Finish: 2 is promoted. */
         rec.n = 0;
-        ASSERT_EQ_INT(admission_finish(a, T0 + SEC(10)), 0);
+        ASSERT_EQ_INT(admission_finish(a, admission_running_query_id(a), T0 + SEC(10)), 0);
         ASSERT_EQ_INT(rec.n, 3);
         expect_event(&rec, 0, ADMISSION_EVENT_QUERY_FINISHED, NULL);
         ASSERT_EQ_STR(rec.events[0].query_id, "qr_1");
@@ -719,11 +733,11 @@ TEST(drain) {
         ASSERT_TRUE(peek_of(a, 3, T0 + SEC(2)).ticket.heartbeat_deadline == T0 + SEC(32));
 
         /* The running query finishes; 2 is promoted and may claim, 3 may not. */
-        ASSERT_EQ_INT(admission_finish(a, T0 + SEC(3)), 0);
+        ASSERT_EQ_INT(admission_finish(a, admission_running_query_id(a), T0 + SEC(3)), 0);
         ASSERT_EQ_INT(admission_get_state(a), ADMISSION_RESERVED);
         ASSERT_EQ_INT(claim(a, 3, "qr_3", T0 + SEC(4)), -ESHUTDOWN);
         ASSERT_EQ_INT(claim(a, 2, "qr_2", T0 + SEC(4)), 0);
-        ASSERT_EQ_INT(admission_finish(a, T0 + SEC(5)), 0);
+        ASSERT_EQ_INT(admission_finish(a, admission_running_query_id(a), T0 + SEC(5)), 0);
         ASSERT_EQ_INT(admission_get_state(a), ADMISSION_RESERVED);
         ASSERT_EQ_INT(leave(a, 3, T0 + SEC(6)), 0);
 
@@ -782,9 +796,10 @@ TEST(finish_ema) {
         Admission *a = new_admission(&default_settings, &rec);
         AdmissionStatus st;
 
-        ASSERT_EQ_INT(admission_finish(a, T0), -ESRCH);
+        ASSERT_EQ_INT(admission_finish(a, admission_running_query_id(a), T0), -ESRCH);
         ASSERT_EQ_INT(join(a, 1, T0), 1);
-        ASSERT_EQ_INT(admission_finish(a, T0), -ESRCH); /* reserved is not running */
+        ASSERT_EQ_INT(
+                admission_finish(a, admission_running_query_id(a), T0), -ESRCH); /* reserved is not running */
         ASSERT_EQ_INT(leave(a, 1, T0), 0);
 
         st = peek_of(a, 1, T0);
@@ -792,7 +807,7 @@ TEST(finish_ema) {
 
         ASSERT_EQ_INT(claim(a, 1, "qr_a", T0), 0);
         rec.n = 0;
-        ASSERT_EQ_INT(admission_finish(a, T0 + SEC(10)), 0);
+        ASSERT_EQ_INT(admission_finish(a, admission_running_query_id(a), T0 + SEC(10)), 0);
         ASSERT_EQ_INT(rec.n, 2);
         expect_event(&rec, 0, ADMISSION_EVENT_QUERY_FINISHED, NULL);
         ASSERT_EQ_STR(rec.events[0].query_id, "qr_a");
@@ -804,15 +819,16 @@ TEST(finish_ema) {
         assert_near(st.average_query_seconds, 10.0);
 
         ASSERT_EQ_INT(claim(a, 2, "qr_b", T0 + SEC(100)), 0);
-        ASSERT_EQ_INT(admission_finish(a, T0 + SEC(120)), 0);
+        ASSERT_EQ_INT(admission_finish(a, admission_running_query_id(a), T0 + SEC(120)), 0);
         /* 0.2 * 20 + 0.8 * 10 */
         ASSERT_TRUE(admission_average_usec(a) == SEC(12));
         assert_near(peek_of(a, 1, T0 + SEC(120)).average_query_seconds, 12.0);
-        ASSERT_EQ_INT(admission_finish(a, T0 + SEC(121)), -ESRCH);
+        ASSERT_EQ_INT(admission_finish(a, admission_running_query_id(a), T0 + SEC(121)), -ESRCH);
 
         /* Sub-second durations are kept exactly. */
         ASSERT_EQ_INT(claim(a, 2, "qr_c", T0 + SEC(200)), 0);
-        ASSERT_EQ_INT(admission_finish(a, T0 + SEC(200) + 500 * USEC_PER_MSEC), 0);
+        ASSERT_EQ_INT(
+                admission_finish(a, admission_running_query_id(a), T0 + SEC(200) + 500 * USEC_PER_MSEC), 0);
         assert_near(peek_of(a, 1, T0 + SEC(201)).average_query_seconds, 0.2 * 0.5 + 0.8 * 12.0);
         admission_free(a);
 }
@@ -824,7 +840,9 @@ static void expect_estimate(AdmissionStatus st, bool known, double value) {
 }
 
 TEST(estimates) {
-        AdmissionSettings s = { .reservation_usec = SEC(3600), .heartbeat_usec = SEC(3600), .max_length = 10 };
+        AdmissionSettings s = {
+                .reservation_usec = SEC(3600), .heartbeat_usec = SEC(3600), .max_length = 10, .slots = 1
+        };
         Admission *a = new_admission(&s, NULL);
 
         /* Average unknown. Idle, no ticket: 0. */
@@ -840,7 +858,7 @@ TEST(estimates) {
         /* Learn avg = 10 s: 1 claims and runs 10 s. */
         ASSERT_EQ_INT(claim(a, 1, "qr_1", T0), 0);
         expect_estimate(peek_of(a, 2, T0 + SEC(3)), false, 0); /* running, unknown */
-        ASSERT_EQ_INT(admission_finish(a, T0 + SEC(10)), 0);
+        ASSERT_EQ_INT(admission_finish(a, admission_running_query_id(a), T0 + SEC(10)), 0);
         /* 2 is now reserved. */
         ASSERT_EQ_INT(join(a, 3, T0 + SEC(10)), 1);
         ASSERT_EQ_INT(join(a, 4, T0 + SEC(10)), 1);
@@ -865,7 +883,7 @@ TEST(estimates) {
         /* Back to idle with a known average: a caller without a ticket 0. */
         ASSERT_EQ_INT(leave(a, 3, T0 + SEC(36)), 0);
         ASSERT_EQ_INT(leave(a, 4, T0 + SEC(36)), 0);
-        ASSERT_EQ_INT(admission_finish(a, T0 + SEC(40)), 0);
+        ASSERT_EQ_INT(admission_finish(a, admission_running_query_id(a), T0 + SEC(40)), 0);
         ASSERT_EQ_INT(admission_get_state(a), ADMISSION_IDLE);
         expect_estimate(peek_of(a, 9, T0 + SEC(40)), true, 0);
         /* avg = 0.2 * 20 + 0.8 * 10 = 12 */
@@ -874,7 +892,9 @@ TEST(estimates) {
 }
 
 TEST(next_deadline) {
-        AdmissionSettings s = { .reservation_usec = SEC(10), .heartbeat_usec = SEC(30), .max_length = 10 };
+        AdmissionSettings s = {
+                .reservation_usec = SEC(10), .heartbeat_usec = SEC(30), .max_length = 10, .slots = 1
+        };
         Admission *a = new_admission(&s, NULL);
 
         ASSERT_TRUE(admission_next_deadline(a) == USEC_INFINITY);
@@ -886,7 +906,7 @@ TEST(next_deadline) {
         ASSERT_TRUE(admission_next_deadline(a) == T0 + SEC(32)); /* waiting: heartbeat */
         (void) status_of(a, 2, T0 + SEC(5));
         ASSERT_TRUE(admission_next_deadline(a) == T0 + SEC(35));
-        ASSERT_EQ_INT(admission_finish(a, T0 + SEC(6)), 0);
+        ASSERT_EQ_INT(admission_finish(a, admission_running_query_id(a), T0 + SEC(6)), 0);
         ASSERT_TRUE(admission_next_deadline(a) == T0 + SEC(16)); /* promoted: reservation */
         admission_free(a);
 }
@@ -944,7 +964,9 @@ static void collect(const TicketView *v, void *userdata) {
  * deletion, slot compaction and the Fenwick rebuild. Positions from status
  * must match the FIFO listing. */
 TEST(churn_large) {
-        AdmissionSettings s = { .reservation_usec = SEC(3600), .heartbeat_usec = SEC(3600), .max_length = 3000 };
+        AdmissionSettings s = {
+                .reservation_usec = SEC(3600), .heartbeat_usec = SEC(3600), .max_length = 3000, .slots = 1
+        };
         Admission *a = new_admission(&s, NULL);
         static Listing l;
         static bool present[20000];
@@ -1001,7 +1023,9 @@ TEST(churn_large) {
  * heartbeats; now and then every session's ticket is checked too. */
 TEST(heartbeat_churn) {
         enum { N = 2000 };
-        AdmissionSettings s = { .reservation_usec = SEC(3600), .heartbeat_usec = SEC(5), .max_length = 1500 };
+        AdmissionSettings s = {
+                .reservation_usec = SEC(3600), .heartbeat_usec = SEC(5), .max_length = 1500, .slots = 1
+        };
         Admission *a = new_admission(&s, NULL);
         static usec_t last[N + 1]; /* last heartbeat, 0: no ticket */
         usec_t now = T0;
@@ -1068,348 +1092,89 @@ TEST(heartbeat_churn) {
         admission_free(a);
 }
 
-/* ---- the reference model ---- */
-
-#define N_SESSIONS 50
-
-typedef struct RefTicket {
-        unsigned session;
-        unsigned id;
-        usec_t joined;
-        usec_t heartbeat_deadline;
-} RefTicket;
-
-/* Event counts per operation; compared with what the handler saw. */
-typedef struct EventTally {
-        unsigned added, promoted, finished;
-        unsigned removed[_REMOVE_REASON_MAX];
-        AdmissionState states[16];
-        unsigned n_states;
-        unsigned removed_ids[N_SESSIONS * 2]; /* ticket numbers, in any order */
-        unsigned n_removed_ids;
-} EventTally;
-
-typedef struct Ref {
-        AdmissionSettings settings;
-        AdmissionState state;
-        RefTicket q[N_SESSIONS]; /* q[0] is the reserved one when state == reserved */
-        unsigned n;
-        usec_t reservation_deadline;
-        usec_t last_now;
-        unsigned next_id;
-        char query_id[QUERY_ID_MAX];
-        usec_t claimed_at;
-        bool avg_known;
-        double avg;
-        uint64_t started, expired;
-        EventTally tally;
-} Ref;
-
-static void ref_tally_state(Ref *m, AdmissionState s) {
-        ASSERT_TRUE(m->tally.n_states < ELEMENTSOF(m->tally.states));
-        m->tally.states[m->tally.n_states++] = s;
+static void count_running(const char *query_id, unsigned slot, usec_t since, void *userdata) {
+        (*(unsigned *) userdata)++;
 }
 
-static void ref_remove_at(Ref *m, unsigned i, RemoveReason reason) {
-        m->tally.removed[reason]++;
-        m->tally.removed_ids[m->tally.n_removed_ids++] = m->q[i].id;
-        if (reason == REMOVE_HEARTBEAT || reason == REMOVE_RESERVATION)
-                m->expired++;
-        if (i == 0 && m->state == ADMISSION_RESERVED)
-                m->state = ADMISSION_IDLE;
-        memmove(&m->q[i], &m->q[i + 1], sizeof(RefTicket) * (m->n - i - 1));
-        m->n--;
+/* Three slots, walked through by hand: the rules of API.md 5 for N. */
+TEST(slots) {
+        Recorder rec;
+        AdmissionSettings s = default_settings;
+        AdmissionSlotCounts c;
+        AdmissionStatus st;
+        Admission *a;
+        unsigned n = 0;
+
+        s.slots = 3;
+        a = new_admission(&s, &rec);
+
+        /* Three implicit claims take slots 0, 1, 2; one state change. */
+        ASSERT_EQ_INT(claim(a, 1, "qr_1", T0), 0);
+        ASSERT_EQ_INT(claim(a, 2, "qr_2", T0 + SEC(10)), 1);
+        /* One running query per session, and ids are unique. */
+        ASSERT_EQ_INT(claim(a, 1, "qr_9", T0 + SEC(10)), -EBUSY);
+        ASSERT_EQ_INT(claim(a, 3, "qr_2", T0 + SEC(10)), -EINVAL);
+        ASSERT_EQ_INT(claim(a, 3, "qr_3", T0 + SEC(20)), 2);
+        ASSERT_EQ_INT(rec.n, 1);
+        expect_state(&rec, 0, ADMISSION_RUNNING);
+        admission_get_slot_counts(a, &c);
+        ASSERT_TRUE(c.total == 3 && c.idle == 0 && c.reserved == 0 && c.running == 3);
+        ASSERT_EQ_STR(admission_running_query_id(a), "qr_1");
+        admission_foreach_running(a, count_running, &n);
+        ASSERT_EQ_INT(n, 3);
+
+        /* A fourth waits; a session that runs may queue too. */
+        ASSERT_EQ_INT(claim(a, 4, "qr_4", T0 + SEC(20)), -EBUSY);
+        ASSERT_EQ_INT(join(a, 4, T0 + SEC(20)), 1);
+        ASSERT_EQ_INT(join(a, 1, T0 + SEC(20)), 1);
+        st = status_of(a, 4, T0 + SEC(20));
+        ASSERT_TRUE(st.ticket.status == TICKET_WAITING && st.ticket.position == 1);
+        /* No average yet: no estimate. */
+        ASSERT_TRUE(!st.estimate_known);
+
+        /* The second slot finishes first: the FIFO head gets slot 1. */
+        rec.n = 0;
+        ASSERT_EQ_INT(admission_finish(a, "qr_2", T0 + SEC(30)), 0);
+        ASSERT_EQ_INT(rec.n, 2);
+        expect_event(&rec, 0, ADMISSION_EVENT_QUERY_FINISHED, NULL);
+        ASSERT_EQ_STR(rec.events[0].query_id, "qr_2");
+        expect_event(&rec, 1, ADMISSION_EVENT_TICKET_PROMOTED, expected_id(1));
+        st = status_of(a, 4, T0 + SEC(30));
+        ASSERT_TRUE(st.ticket.status == TICKET_RESERVED && st.ticket.position == 0);
+        ASSERT_TRUE(st.ticket.reservation_deadline == T0 + SEC(90));
+        st = status_of(a, 1, T0 + SEC(30));
+        ASSERT_TRUE(st.ticket.status == TICKET_WAITING && st.ticket.position == 1);
+
+        /* avg = 20 s. Slot 0 ran 30 s (0 left), slot 2 ran 10 s (10 s
+         * left), slot 1 is reserved (20 s): the next waiting ticket gets
+         * slot 0 at once, the one after it slot 2 in 10 s. */
+        ASSERT_TRUE(st.estimate_known);
+        assert_near(st.estimated_wait_seconds, 0);
+        ASSERT_EQ_INT(join(a, 5, T0 + SEC(30)), 1);
+        st = status_of(a, 5, T0 + SEC(30));
+        ASSERT_EQ_INT(st.ticket.position, 2);
+        assert_near(st.estimated_wait_seconds, 10);
+        st = peek_of(a, 6, T0 + SEC(30));
+        assert_near(st.estimated_wait_seconds, 20); /* the reserved slot */
+        ASSERT_TRUE(st.slots.total == 3 && st.slots.reserved == 1 && st.slots.running == 2);
+
+        /* Session 1 is promoted while its query still runs: its claim is
+         * busy, and its reservation runs out unless that query ends. */
+        ASSERT_EQ_INT(admission_finish(a, "qr_3", T0 + SEC(31)), 0);
+        ASSERT_EQ_INT(status_of(a, 1, T0 + SEC(31)).ticket.status, TICKET_RESERVED);
+        ASSERT_EQ_INT(claim(a, 1, "qr_10", T0 + SEC(31)), -EBUSY);
+        ASSERT_EQ_INT(admission_finish(a, "qr_1", T0 + SEC(32)), 0);
+        ASSERT_EQ_INT(claim(a, 1, "qr_10", T0 + SEC(32)), 2);
+        ASSERT_EQ_STR(admission_running_query_id(a), "qr_10");
+        ASSERT_EQ_INT(claim(a, 4, "qr_11", T0 + SEC(33)), 1);
+
+        /* Unknown ids are not finished. */
+        ASSERT_EQ_INT(admission_finish(a, "qr_1", T0 + SEC(34)), -ESRCH);
+        ASSERT_EQ_INT(admission_finish(a, NULL, T0 + SEC(34)), -ESRCH);
+        admission_free(a);
 }
 
-static void ref_promote(Ref *m, usec_t t) {
-        if (m->state == ADMISSION_IDLE && m->n > 0) {
-                m->state = ADMISSION_RESERVED;
-                m->reservation_deadline = t + m->settings.reservation_usec;
-                m->tally.promoted++;
-        }
-}
-
-/* Transitions report a state change only when the state at their end
- * differs from the one at their start. */
-static void ref_end(Ref *m, AdmissionState before) {
-        if (m->state != before)
-                ref_tally_state(m, m->state);
-}
-
-static void ref_expire(Ref *m, usec_t now) {
-        for (;;) {
-                usec_t t = USEC_INFINITY;
-                AdmissionState before = m->state;
-
-                for (unsigned i = 0; i < m->n; i++)
-                        t = MIN(t, m->q[i].heartbeat_deadline);
-                if (m->state == ADMISSION_RESERVED)
-                        t = MIN(t, m->reservation_deadline);
-                if (t > now)
-                        return;
-
-                /* Everything due at t; a heartbeat beats a reservation. */
-                bool reserved_gone = false;
-                for (unsigned i = 0; i < m->n;) {
-                        if (m->q[i].heartbeat_deadline <= t) {
-                                if (i == 0 && m->state == ADMISSION_RESERVED)
-                                        reserved_gone = true;
-                                ref_remove_at(m, i, REMOVE_HEARTBEAT);
-                        } else
-                                i++;
-                }
-                if (!reserved_gone && m->state == ADMISSION_RESERVED && m->reservation_deadline <= t)
-                        ref_remove_at(m, 0, REMOVE_RESERVATION);
-                ref_promote(m, t);
-                ref_end(m, before);
-        }
-}
-
-static usec_t ref_begin(Ref *m, usec_t now) {
-        memset(&m->tally, 0, sizeof(m->tally));
-        m->last_now = MAX(m->last_now, now);
-        ref_expire(m, m->last_now);
-        return m->last_now;
-}
-
-static int ref_find(const Ref *m, unsigned session) {
-        for (unsigned i = 0; i < m->n; i++)
-                if (m->q[i].session == session)
-                        return (int) i;
-        return -1;
-}
-
-static int ref_join(Ref *m, unsigned s, usec_t now) {
-        AdmissionState before;
-        int i;
-
-        now = ref_begin(m, now);
-        before = m->state;
-        i = ref_find(m, s);
-        if (i >= 0) {
-                m->q[i].heartbeat_deadline = now + m->settings.heartbeat_usec;
-                return 0;
-        }
-        if (m->n >= m->settings.max_length)
-                return -ENOSPC;
-        m->q[m->n++] = (RefTicket){
-                .session = s,
-                .id = ++m->next_id,
-                .joined = now,
-                .heartbeat_deadline = now + m->settings.heartbeat_usec,
-        };
-        m->tally.added++;
-        ref_promote(m, now);
-        ref_end(m, before);
-        return 1;
-}
-
-static int ref_leave(Ref *m, unsigned s, usec_t now) {
-        AdmissionState before;
-        int i;
-
-        now = ref_begin(m, now);
-        before = m->state;
-        i = ref_find(m, s);
-        if (i < 0)
-                return -ENOENT;
-        ref_remove_at(m, (unsigned) i, REMOVE_LEFT);
-        ref_promote(m, now);
-        ref_end(m, before);
-        return 0;
-}
-
-static int ref_claim(Ref *m, unsigned s, const char *qid, usec_t now) {
-        AdmissionState before;
-
-        now = ref_begin(m, now);
-        before = m->state;
-        if (m->state == ADMISSION_RESERVED && m->q[0].session == s)
-                ref_remove_at(m, 0, REMOVE_CLAIMED);
-        else if (m->state == ADMISSION_IDLE) {
-                if (m->settings.max_length == 0)
-                        return -ENOSPC;
-        } else
-                return -EBUSY;
-        m->state = ADMISSION_RUNNING;
-        m->claimed_at = now;
-        (void) snprintf(m->query_id, sizeof(m->query_id), "%s", qid);
-        m->started++;
-        ref_end(m, before);
-        return 0;
-}
-
-static int ref_finish(Ref *m, usec_t now) {
-        double d;
-
-        now = ref_begin(m, now);
-        if (m->state != ADMISSION_RUNNING)
-                return -ESRCH;
-        d = (double) (now - m->claimed_at) / 1e6;
-        m->avg = m->avg_known ? 0.2 * d + 0.8 * m->avg : d;
-        m->avg_known = true;
-        m->tally.finished++;
-        m->state = ADMISSION_IDLE;
-        ref_promote(m, now);
-        ref_end(m, ADMISSION_RUNNING);
-        return 0;
-}
-
-static void ref_status(Ref *m, unsigned s, usec_t now, bool heartbeat, AdmissionStatus *ret) {
-        uint64_t waiting;
-        int i;
-
-        now = ref_begin(m, now);
-        i = ref_find(m, s);
-        if (i >= 0 && heartbeat)
-                m->q[i].heartbeat_deadline = now + m->settings.heartbeat_usec;
-
-        *ret = (AdmissionStatus){
-                .state = m->state,
-                .queue_length = m->n,
-                .max_length = m->settings.max_length,
-                .has_ticket = i >= 0,
-                .average_known = m->avg_known,
-                .average_query_seconds = m->avg_known ? m->avg : 0,
-        };
-        waiting = m->n - (m->state == ADMISSION_RESERVED ? 1 : 0);
-
-        uint64_t p;
-        if (i >= 0) {
-                RefTicket *t = &m->q[i];
-                bool reserved = i == 0 && m->state == ADMISSION_RESERVED;
-                p = m->state == ADMISSION_RESERVED ? (uint64_t) i : (uint64_t) i + 1;
-                (void) snprintf(ret->ticket.id, sizeof(ret->ticket.id), "tk_%032x", t->id);
-                ret->ticket.status = reserved ? TICKET_RESERVED : TICKET_WAITING;
-                ret->ticket.position = p;
-                ret->ticket.joined = t->joined;
-                ret->ticket.heartbeat_deadline = t->heartbeat_deadline;
-                ret->ticket.reservation_deadline = reserved ? m->reservation_deadline : USEC_INFINITY;
-                if (reserved) {
-                        ret->estimate_known = true;
-                        ret->estimated_wait_seconds = 0;
-                        return;
-                }
-        } else
-                p = waiting + 1;
-
-        /* API.md 5, literally. */
-        if (m->state == ADMISSION_IDLE && i < 0) {
-                ret->estimate_known = true;
-                ret->estimated_wait_seconds = 0;
-                return;
-        }
-        if (!m->avg_known)
-                return;
-        double base = 0;
-        if (m->state == ADMISSION_RESERVED)
-                base = m->avg;
-        else if (m->state == ADMISSION_RUNNING)
-                base = MAX(0.0, m->avg - (double) (now - m->claimed_at) / 1e6);
-        ret->estimate_known = true;
-        ret->estimated_wait_seconds = base + (double) (p - 1) * m->avg;
-}
-
-static usec_t ref_next_deadline(const Ref *m) {
-        usec_t t = m->state == ADMISSION_RESERVED ? m->reservation_deadline : USEC_INFINITY;
-
-        for (unsigned i = 0; i < m->n; i++)
-                t = MIN(t, m->q[i].heartbeat_deadline);
-        return t;
-}
-
-/* What the handler saw during one operation. */
-static EventTally seen;
-
-static void tally(const AdmissionEvent *ev, void *userdata) {
-        switch (ev->type) {
-        case ADMISSION_EVENT_TICKET_ADDED:
-                seen.added++;
-                break;
-        case ADMISSION_EVENT_TICKET_PROMOTED:
-                seen.promoted++;
-                break;
-        case ADMISSION_EVENT_TICKET_REMOVED: {
-                unsigned id;
-                ASSERT_TRUE(ev->reason >= 0 && ev->reason < _REMOVE_REASON_MAX);
-                seen.removed[ev->reason]++;
-                ASSERT_TRUE(sscanf(ev->ticket_id, "tk_%x", &id) == 1);
-                ASSERT_TRUE(seen.n_removed_ids < ELEMENTSOF(seen.removed_ids));
-                seen.removed_ids[seen.n_removed_ids++] = id;
-                break;
-        }
-        case ADMISSION_EVENT_STATE_CHANGED:
-                ASSERT_TRUE(seen.n_states < ELEMENTSOF(seen.states));
-                seen.states[seen.n_states++] = ev->state;
-                break;
-        case ADMISSION_EVENT_QUERY_FINISHED:
-                seen.finished++;
-                break;
-        default:
-                ASSERT_TRUE(false);
-        }
-}
-
-static int cmp_unsigned(const void *x, const void *y) {
-        unsigned a = *(const unsigned *) x, b = *(const unsigned *) y;
-        return a < b ? -1 : a > b;
-}
-
-static void compare_tallies(EventTally *got, EventTally *want) {
-        ASSERT_EQ_INT(got->added, want->added);
-        ASSERT_EQ_INT(got->promoted, want->promoted);
-        ASSERT_EQ_INT(got->finished, want->finished);
-        for (unsigned r = 0; r < _REMOVE_REASON_MAX; r++)
-                ASSERT_EQ_INT(got->removed[r], want->removed[r]);
-        ASSERT_EQ_INT(got->n_states, want->n_states);
-        for (unsigned i = 0; i < got->n_states; i++)
-                ASSERT_EQ_INT(got->states[i], want->states[i]);
-        ASSERT_EQ_INT(got->n_removed_ids, want->n_removed_ids);
-        qsort(got->removed_ids, got->n_removed_ids, sizeof(unsigned), cmp_unsigned);
-        qsort(want->removed_ids, want->n_removed_ids, sizeof(unsigned), cmp_unsigned);
-        for (unsigned i = 0; i < got->n_removed_ids; i++)
-                ASSERT_EQ_INT(got->removed_ids[i], want->removed_ids[i]);
-}
-
-static void compare_status(const AdmissionStatus *got, const AdmissionStatus *want) {
-        ASSERT_EQ_INT(got->state, want->state);
-        ASSERT_EQ_INT(got->queue_length, want->queue_length);
-        ASSERT_EQ_INT(got->max_length, want->max_length);
-        ASSERT_EQ_INT(got->has_ticket, want->has_ticket);
-        if (want->has_ticket) {
-                ASSERT_EQ_STR(got->ticket.id, want->ticket.id);
-                ASSERT_EQ_INT(got->ticket.status, want->ticket.status);
-                ASSERT_EQ_INT(got->ticket.position, want->ticket.position);
-                ASSERT_TRUE(got->ticket.joined == want->ticket.joined);
-                ASSERT_TRUE(got->ticket.heartbeat_deadline == want->ticket.heartbeat_deadline);
-                ASSERT_TRUE(got->ticket.reservation_deadline == want->ticket.reservation_deadline);
-        }
-        ASSERT_EQ_INT(got->estimate_known, want->estimate_known);
-        if (want->estimate_known)
-                assert_near(got->estimated_wait_seconds, want->estimated_wait_seconds);
-        ASSERT_EQ_INT(got->average_known, want->average_known);
-        if (want->average_known)
-                assert_near(got->average_query_seconds, want->average_query_seconds);
-}
-
-typedef struct ListCheck {
-        const Ref *m;
-        unsigned i;
-} ListCheck;
-
-static void check_listed(const TicketView *v, void *userdata) {
-        ListCheck *c = userdata;
-        const RefTicket *t;
-        char id[TICKET_ID_MAX];
-
-        ASSERT_TRUE(c->i < c->m->n);
-        t = &c->m->q[c->i];
-        (void) snprintf(id, sizeof(id), "tk_%032x", t->id);
-        ASSERT_EQ_STR(v->id, id);
-        ASSERT_EQ_INT(v->position, c->m->state == ADMISSION_RESERVED ? c->i : c->i + 1);
-        ASSERT_TRUE(v->heartbeat_deadline == t->heartbeat_deadline);
-        c->i++;
-}
+/* ---- against the reference model (admission-model.h) ---- */
 
 static uint64_t rng_state;
 
@@ -1421,164 +1186,60 @@ static uint64_t rng(void) {
         return z ^ (z >> 31);
 }
 
-static unsigned rnd(unsigned n) {
-        return (unsigned) (rng() % n);
-}
-
-/* A random time step: mostly small against the deadlines, sometimes
- * exactly on the next deadline or a microsecond before it, sometimes whole
- * seconds (many deadlines tie), sometimes past every deadline, and
- * occasionally backwards (must be treated as no step). */
-static usec_t time_step(usec_t now, const AdmissionSettings *s, const Ref *m) {
-        unsigned k = rnd(100);
-        usec_t next = ref_next_deadline(m);
-
-        if (k < 1)
-                return now + s->reservation_usec + s->heartbeat_usec + rnd(3) * USEC_PER_SEC;
-        if (k < 6 && next != USEC_INFINITY)
-                return next - rnd(2);
-        if (k < 8)
-                return now - MIN(now, (usec_t) rnd(5) * USEC_PER_SEC);
-        if (k < 20)
-                return now + rnd(3) * USEC_PER_SEC;
-        return now + rng() % (MIN(s->reservation_usec, s->heartbeat_usec) / 40);
+static bool rng_source(void *userdata, uint64_t n, uint64_t *ret) {
+        *ret = rng() % n;
+        return true;
 }
 
 static void random_run(const AdmissionSettings *s, unsigned ops, uint64_t seed) {
-        static Ref m;
-        Admission *a = new_admission(s, NULL);
-        usec_t now = T0;
-        unsigned qn = 0;
+        ModelStats st;
 
         fprintf(stderr,
-                "random run: seed %" PRIu64 ", %u operations, reservation %" PRIu64 " s, heartbeat %" PRIu64
-                " s, max_length %" PRIu64 "\n",
+                "random run: seed %" PRIu64 ", %u operations, %u slots, reservation %" PRIu64
+                " s, heartbeat %" PRIu64 " s, max_length %" PRIu64 "\n",
                 seed,
                 ops,
+                s->slots,
                 s->reservation_usec / USEC_PER_SEC,
                 s->heartbeat_usec / USEC_PER_SEC,
                 s->max_length);
         rng_state = seed;
-        m = (Ref){ .settings = *s, .state = ADMISSION_IDLE, .claimed_at = USEC_INFINITY };
-        admission_set_event_handler(a, tally, NULL);
-        /* What the run exercised, so a run that never reaches some case
-         * is visible (and checked below). */
-        unsigned n_created = 0, n_full = 0, n_claimed = 0, n_busy = 0, n_finished = 0;
-        unsigned n_expired[_REMOVE_REASON_MAX] = { 0 };
-
-        for (unsigned op = 0; op < ops; op++) {
-                unsigned sess = rnd(N_SESSIONS);
-                SessionKey k;
-                AdmissionStatus got, want;
-                char qid[QUERY_ID_MAX];
-                int r = 0, rr;
-
-                if (rnd(4) == 0)
-                        now = time_step(now, s, &m);
-                /* Claims mostly come from the holder of the reservation, as
-                 * they would: otherwise reservations would nearly always
-                 * expire. */
-                if (m.state == ADMISSION_RESERVED && rnd(2) == 0)
-                        sess = m.q[0].session;
-                k = key(sess);
-
-                memset(&seen, 0, sizeof(seen));
-                unsigned kind = rnd(16);
-                if (kind < 4) {
-                        r = admission_join(a, &k, now);
-                        rr = ref_join(&m, sess, now);
-                        ASSERT_EQ_INT(r, rr);
-                } else if (kind < 7) {
-                        r = admission_status(a, &k, now, &got);
-                        ASSERT_EQ_INT(r, 0);
-                        ref_status(&m, sess, now, true, &want);
-                        compare_status(&got, &want);
-                } else if (kind < 9) {
-                        r = admission_leave(a, &k, now);
-                        rr = ref_leave(&m, sess, now);
-                        ASSERT_EQ_INT(r, rr);
-                } else if (kind < 12) {
-                        (void) snprintf(qid, sizeof(qid), "qr_%u", ++qn);
-                        r = admission_claim(a, &k, qid, now);
-                        rr = ref_claim(&m, sess, qid, now);
-                        ASSERT_EQ_INT(r, rr);
-                } else if (kind < 14) {
-                        r = admission_finish(a, now);
-                        rr = ref_finish(&m, now);
-                        ASSERT_EQ_INT(r, rr);
-                } else if (kind == 14) {
-                        (void) admission_expire(a, now);
-                        (void) ref_begin(&m, now);
-                } else {
-                        admission_peek(a, NULL, now, &got);
-                        ref_status(&m, UINT32_MAX, now, false, &want);
-                        compare_status(&got, &want);
-                }
-                compare_tallies(&seen, &m.tally);
-                n_created += seen.added;
-                n_finished += seen.finished;
-                for (unsigned i = 0; i < _REMOVE_REASON_MAX; i++)
-                        n_expired[i] += seen.removed[i];
-                if (kind < 4 && r == -ENOSPC)
-                        n_full++;
-                if (kind >= 9 && kind < 12)
-                        r == 0 ? n_claimed++ : r == -EBUSY ? n_busy++ : 0;
-
-                /* The whole visible state, as every session sees it. */
-                ASSERT_EQ_INT(admission_get_state(a), m.state);
-                ASSERT_EQ_INT(admission_queue_length(a), m.n);
-                ASSERT_EQ_INT(admission_waiting_count(a), m.n - (m.state == ADMISSION_RESERVED));
-                ASSERT_TRUE(admission_next_deadline(a) == ref_next_deadline(&m));
-                ASSERT_TRUE(
-                        admission_running_since(a) ==
-                        (m.state == ADMISSION_RUNNING ? m.claimed_at : USEC_INFINITY));
-                ASSERT_EQ_STR(admission_running_query_id(a), m.state == ADMISSION_RUNNING ? m.query_id : "");
-                AdmissionCounters c;
-                admission_get_counters(a, &c);
-                ASSERT_EQ_INT(c.queries_started, m.started);
-                ASSERT_EQ_INT(c.tickets_expired, m.expired);
-                ASSERT_TRUE(
-                        admission_average_usec(a) ==
-                        (m.avg_known ? MAX((usec_t) llround(m.avg * 1e6), (usec_t) 1) : 0));
-
-                for (unsigned i = 0; i < N_SESSIONS; i++) {
-                        SessionKey ki = key(i);
-                        /* Same "now": peeking applies nothing more. */
-                        memset(&seen, 0, sizeof(seen));
-                        admission_peek(a, &ki, now, &got);
-                        ref_status(&m, i, now, false, &want);
-                        compare_status(&got, &want);
-                        ASSERT_EQ_INT(seen.n_states + seen.n_removed_ids + seen.promoted, 0);
-                }
-
-                ListCheck lc = { .m = &m };
-                admission_foreach_ticket(a, check_listed, &lc);
-                ASSERT_EQ_INT(lc.i, m.n);
-        }
+        admission_model_run(s, ops, rng_source, NULL, &st);
 
         fprintf(stderr,
-                "  created %u, queue_full %u, claimed %u, busy %u, finished %u, removed: left %u, "
-                "claimed %u, heartbeat %u, reservation %u\n",
-                n_created,
-                n_full,
-                n_claimed,
-                n_busy,
-                n_finished,
-                n_expired[REMOVE_LEFT],
-                n_expired[REMOVE_CLAIMED],
-                n_expired[REMOVE_HEARTBEAT],
-                n_expired[REMOVE_RESERVATION]);
+                "  created %u, queue_full %u, draining %u, claimed %u, busy %u (running already %u), "
+                "finished %u (not running %u), most running %u, removed: left %u, claimed %u, heartbeat %u, "
+                "reservation %u\n",
+                st.created,
+                st.full,
+                st.shutdown,
+                st.claimed,
+                st.busy,
+                st.busy_running,
+                st.finished,
+                st.finished_missing,
+                st.max_running,
+                st.removed[REMOVE_LEFT],
+                st.removed[REMOVE_CLAIMED],
+                st.removed[REMOVE_HEARTBEAT],
+                st.removed[REMOVE_RESERVATION]);
+        ASSERT_EQ_INT(st.ops, ops);
+        ASSERT_TRUE(st.finished_missing > 0 && st.shutdown > 0);
         if (s->max_length > 0) {
-                ASSERT_TRUE(n_claimed > 0 && n_busy > 0 && n_finished > 0);
-                ASSERT_TRUE(n_created > 0);
+                ASSERT_TRUE(st.claimed > 0 && st.busy > 0 && st.finished > 0);
+                ASSERT_TRUE(st.created > 0);
                 /* Every reason a client or a timer causes (REMOVE_ADMIN
                  * has its own test). */
                 for (unsigned i = 0; i <= REMOVE_RESERVATION; i++)
-                        ASSERT_TRUE(n_expired[i] > 0);
+                        ASSERT_TRUE(st.removed[i] > 0);
+                /* Every slot ran at some point, and with several a
+                 * session that already runs one was refused. */
+                ASSERT_EQ_INT(st.max_running, s->slots);
+                if (s->slots > 1)
+                        ASSERT_TRUE(st.busy_running > 0);
         }
-        if (s->max_length < N_SESSIONS)
-                ASSERT_TRUE(n_full > 0);
-        admission_free(a);
+        if (s->max_length < MODEL_SESSIONS)
+                ASSERT_TRUE(st.full > 0);
 }
 
 TEST(random) {
@@ -1586,23 +1247,40 @@ TEST(random) {
         uint64_t seed = e ? strtoull(e, NULL, 10) : 20261122;
 
         /* Short deadlines relative to the time steps, so expiries of every
-         * kind happen often; a small max_length so queue_full does too. */
-        random_run(
-                &(AdmissionSettings){ .reservation_usec = SEC(10), .heartbeat_usec = SEC(30), .max_length = 12 },
-                60000,
-                seed);
-        random_run(
-                &(AdmissionSettings){ .reservation_usec = SEC(2), .heartbeat_usec = SEC(8), .max_length = 1000 },
-                40000,
-                seed + 1);
-        random_run(
-                &(AdmissionSettings){ .reservation_usec = SEC(1), .heartbeat_usec = SEC(1), .max_length = 5 },
-                10000,
-                seed + 2);
-        random_run(
-                &(AdmissionSettings){ .reservation_usec = SEC(3), .heartbeat_usec = SEC(3), .max_length = 0 },
-                5000,
-                seed + 3);
+         * kind happen often; a small max_length so queue_full does too.
+         * One slot as the service always had, then 2..8. */
+        for (unsigned n = 1; n <= MODEL_SLOTS_MAX; n++) {
+                unsigned scale = n == 1 ? 2 : 1;
+
+                random_run(
+                        &(AdmissionSettings){ .reservation_usec = SEC(10),
+                                              .heartbeat_usec = SEC(30),
+                                              .max_length = 12,
+                                              .slots = n },
+                        scale * 15000,
+                        seed + 10 * n);
+                random_run(
+                        &(AdmissionSettings){ .reservation_usec = SEC(2),
+                                              .heartbeat_usec = SEC(8),
+                                              .max_length = 1000,
+                                              .slots = n },
+                        scale * 10000,
+                        seed + 10 * n + 1);
+                random_run(
+                        &(AdmissionSettings){ .reservation_usec = SEC(1),
+                                              .heartbeat_usec = SEC(1),
+                                              .max_length = 5,
+                                              .slots = n },
+                        scale * 4000,
+                        seed + 10 * n + 2);
+                random_run(
+                        &(AdmissionSettings){ .reservation_usec = SEC(3),
+                                              .heartbeat_usec = SEC(3),
+                                              .max_length = 0,
+                                              .slots = n },
+                        2000,
+                        seed + 10 * n + 3);
+        }
 }
 
 DEFINE_TEST_MAIN()

@@ -36,6 +36,7 @@ TEST(defaults) {
         ASSERT_EQ_INT(c.queue_reservation_seconds, 60);
         ASSERT_EQ_INT(c.queue_heartbeat_seconds, 30);
         ASSERT_EQ_INT(c.queue_max_length, 100);
+        ASSERT_EQ_INT(c.queue_slots, 1);
         ASSERT_EQ_INT(c.query_max_steps, 8);
         ASSERT_EQ_INT(c.query_timeout_seconds, 120);
         ASSERT_EQ_INT(c.upstream_max_response_bytes, 8 * 1024 * 1024);
@@ -108,6 +109,9 @@ TEST(ranges) {
         expect_bad("WIKI_WEB_QUEUE_MAX_LENGTH=0x10", "WIKI_WEB_QUEUE_MAX_LENGTH");
         expect_bad("WIKI_WEB_QUEUE_MAX_LENGTH=", "WIKI_WEB_QUEUE_MAX_LENGTH");
         expect_bad("WIKI_WEB_QUEUE_MAX_LENGTH=99999999999999999999999", "WIKI_WEB_QUEUE_MAX_LENGTH");
+        expect_bad("WIKI_WEB_QUEUE_SLOTS=0", "1..256");
+        expect_bad("WIKI_WEB_QUEUE_SLOTS=257", "1..256");
+        expect_bad("WIKI_WEB_QUEUE_SLOTS=-1", "WIKI_WEB_QUEUE_SLOTS");
         expect_bad("WIKI_WEB_COOKIE_SECURE=maybe", "WIKI_WEB_COOKIE_SECURE");
         expect_bad("WIKI_WEB_UI=maybe", "WIKI_WEB_UI");
         expect_bad("WIKI_WEB_ALLOWED_ORIGINS=ftp://x", "WIKI_WEB_ALLOWED_ORIGINS");
@@ -127,6 +131,35 @@ TEST(ranges) {
         expect_bad("WIKI_WEB_HTTP_REQUEST_TIMEOUT_SECONDS=0", "1..3600");
         expect_bad("WIKI_WEB_USER_AGENT_CONTACT=not a contact", "WIKI_WEB_USER_AGENT_CONTACT");
         expect_bad("WIKI_WEB_USER_AGENT_CONTACT=\001admin@example.org", "WIKI_WEB_USER_AGENT_CONTACT");
+}
+
+/* SLOTS sandboxes of SANDBOX_MEMORY_MAX_BYTES each must fit in memory. */
+TEST(slots_memory) {
+        const char *env[] = { "WIKI_WEB_QUEUE_SLOTS=8", "WIKI_WEB_SANDBOX_MEMORY_MAX_BYTES=1073741824", NULL };
+        const char *top[] = { "WIKI_WEB_QUEUE_SLOTS=256",
+                              "WIKI_WEB_SANDBOX_MEMORY_MAX_BYTES=68719476736",
+                              NULL };
+        Config c;
+        char *err = NULL;
+
+        ASSERT_OK(load(env, &c, &err));
+        ASSERT_EQ_INT(c.queue_slots, 8);
+        ASSERT_OK(config_check_memory(&c, UINT64_C(8) << 30, &err));
+        ASSERT_TRUE(!err);
+        ASSERT_EQ_INT(config_check_memory(&c, (UINT64_C(8) << 30) - 1, &err), -EINVAL);
+        ASSERT_TRUE(err);
+        ASSERT_TRUE(strstr(err, "WIKI_WEB_QUEUE_SLOTS"));
+        ASSERT_TRUE(strstr(err, "WIKI_WEB_SANDBOX_MEMORY_MAX_BYTES"));
+        free(err);
+        /* Unknown memory: nothing refused. */
+        ASSERT_OK(config_check_memory(&c, 0, &err));
+        config_done(&c);
+
+        /* The largest product (2^44) does not wrap. */
+        ASSERT_OK(load(top, &c, &err));
+        ASSERT_EQ_INT(config_check_memory(&c, UINT64_C(1) << 40, &err), -EINVAL);
+        free(err);
+        config_done(&c);
 }
 
 TEST(user_agent_contact) {

@@ -822,4 +822,51 @@ TEST(role_table) {
         ASSERT_TRUE(!llm_role_to_string(_LLM_ROLE_INVALID));
 }
 
+static void expect_props_url(const char *llm_url, const char *want) {
+        char *got = NULL;
+
+        ASSERT_OK(llm_props_url(llm_url, &got));
+        ASSERT_EQ_STR(got, want);
+        free(got);
+}
+
+TEST(props_url) {
+        char *u = NULL;
+
+        expect_props_url("http://127.0.0.1:8080/v1", "http://127.0.0.1:8080/props");
+        expect_props_url("https://llm.example.org/v1/", "https://llm.example.org/props");
+        expect_props_url("http://[::1]:8080", "http://[::1]:8080/props");
+        expect_props_url("http://h:1?x=/y#z", "http://h:1/props");
+        ASSERT_EQ_INT(llm_props_url("no-scheme/v1", &u), -EINVAL);
+        ASSERT_TRUE(!u);
+}
+
+static int props(const char *body) {
+        unsigned n = 0;
+        int r = llm_parse_props_total_slots((const uint8_t *) body, strlen(body), &n);
+
+        return r < 0 ? r : (int) n;
+}
+
+TEST(props_total_slots) {
+        ASSERT_EQ_INT(props("{\"total_slots\": 4, \"build_info\": \"b8681\"}"), 4);
+        ASSERT_EQ_INT(props("{\"default_generation_settings\": {\"n_ctx\": 4096}, \"total_slots\": 1}"), 1);
+        ASSERT_EQ_INT(props("{\"total_slots\": 1000000}"), 1000000);
+        /* Servers that do not say, or say nonsense: nothing is known. */
+        ASSERT_EQ_INT(props("{}"), -ENODATA);
+        ASSERT_EQ_INT(props("{\"total_slots\": 0}"), -ENODATA);
+        ASSERT_EQ_INT(props("{\"total_slots\": -3}"), -ENODATA);
+        ASSERT_EQ_INT(props("{\"total_slots\": 1000001}"), -ENODATA);
+        ASSERT_EQ_INT(props("{\"total_slots\": 99999999999999999999999}"), -ENODATA);
+        ASSERT_EQ_INT(props("{\"total_slots\": 4.5}"), -ENODATA);
+        ASSERT_EQ_INT(props("{\"total_slots\": \"4\"}"), -ENODATA);
+        ASSERT_EQ_INT(props("[4]"), -ENODATA);
+        ASSERT_EQ_INT(props("<html>404</html>"), -ENODATA);
+        ASSERT_EQ_INT(props("{\"total_slots\": 4} trailing"), -ENODATA);
+        ASSERT_EQ_INT(props(""), -ENODATA);
+        ASSERT_EQ_INT(
+                llm_parse_props_total_slots((const uint8_t *) "{\"total_slots\":\xff}", 17, &(unsigned){ 0 }),
+                -ENODATA);
+}
+
 DEFINE_TEST_MAIN()

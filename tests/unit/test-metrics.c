@@ -160,10 +160,12 @@ TEST(numbers) {
 
 static char *render(MetricsFormat f) {
         static const char *const states[] = { "idle", "reserved", "running" };
+        static const uint64_t slots[] = { 1, 2, 5 };
         MetricsProcess p;
         MetricsGauges g = {
                 .states = states,
                 .n_states = ELEMENTSOF(states),
+                .slots = slots,
                 .state = 2,
                 .admission_open = false,
                 .queue_length = 4,
@@ -223,6 +225,13 @@ TEST(registry) {
                 "wikiweb_state{state=\"idle\"} 0\n"
                 "wikiweb_state{state=\"reserved\"} 0\n"
                 "wikiweb_state{state=\"running\"} 1\n");
+        expect_contains(
+                om,
+                "# HELP wikiweb_slots Admission slots in each state (WIKI_WEB_QUEUE_SLOTS in all).\n"
+                "# TYPE wikiweb_slots gauge\n"
+                "wikiweb_slots{state=\"idle\"} 1\n"
+                "wikiweb_slots{state=\"reserved\"} 2\n"
+                "wikiweb_slots{state=\"running\"} 5\n");
         expect_contains(om, "wikiweb_admission_open 0\n");
         expect_contains(om, "wikiweb_queue_length 4\n");
         expect_contains(om, "wikiweb_queue_max_length 100\n");

@@ -257,6 +257,23 @@ static uint32_t get_u(Test *t, const char *property) {
         return v;
 }
 
+/* RunningQueries as "id:phase," for each entry. */
+static void expect_running_queries(Test *t, const char *expected) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = get_property(t, "RunningQueries", "a(ss)");
+        char buf[512] = "";
+        const char *id, *phase;
+        int r;
+
+        ASSERT_OK(sd_bus_message_enter_container(reply, 'a', "(ss)"));
+        while ((r = sd_bus_message_read(reply, "(ss)", &id, &phase)) > 0) {
+                size_t n = strlen(buf);
+                (void) snprintf(buf + n, sizeof buf - n, "%s:%s,", id, phase);
+        }
+        ASSERT_OK(r);
+        ASSERT_OK(sd_bus_message_exit_container(reply));
+        ASSERT_EQ_STR(buf, expected);
+}
+
 static void expect_s(Test *t, const char *property, const char *expected) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = get_property(t, property, "s");
         const char *v;
@@ -368,6 +385,10 @@ static void run_flow(Test *t) {
         expect_s(t, "RunningQueryPhase", "");
         ASSERT_EQ_INT(get_u(t, "QueueLength"), 0);
         ASSERT_EQ_INT(get_t(t, "AverageQueryUSec"), 0);
+        ASSERT_EQ_INT(get_u(t, "Slots"), 1);
+        ASSERT_EQ_INT(get_u(t, "SlotsRunning"), 0);
+        ASSERT_EQ_INT(get_u(t, "SlotsReserved"), 0);
+        expect_running_queries(t, "");
 
         /* A joins: promoted at once. One PropertiesChanged, with final values. */
         ASSERT_EQ_INT(admission_join(t->admission, &a, t0), 1);
@@ -376,9 +397,10 @@ static void run_flow(Test *t) {
         rv = expect_received(t, &i, "TicketPromoted");
         ASSERT_EQ_STR(rv->arg0, "tk_00000000000000000000000000000001");
         rv = expect_received(t, &i, "PropertiesChanged");
-        ASSERT_EQ_STR(rv->changed, "State,QueueLength,");
+        ASSERT_EQ_STR(rv->changed, "State,QueueLength,SlotsReserved,");
         ASSERT_EQ_INT(t->n_received, i);
         expect_s(t, "State", "reserved");
+        ASSERT_EQ_INT(get_u(t, "SlotsReserved"), 1);
         ASSERT_EQ_INT(get_u(t, "QueueLength"), 2);
 
         /* ListTickets (we are root here, or we are refused), with the
@@ -452,8 +474,13 @@ static void run_flow(Test *t) {
         rv = expect_received(t, &i, "TicketRemoved");
         ASSERT_EQ_STR(rv->arg1, "claimed");
         rv = expect_received(t, &i, "PropertiesChanged");
-        ASSERT_EQ_STR(rv->changed, "State,QueueLength,RunningQueryId,QueriesStarted,");
+        ASSERT_EQ_STR(
+                rv->changed,
+                "State,QueueLength,RunningQueryId,SlotsRunning,SlotsReserved,RunningQueries,QueriesStarted,");
         expect_s(t, "State", "running");
+        ASSERT_EQ_INT(get_u(t, "SlotsRunning"), 1);
+        ASSERT_EQ_INT(get_u(t, "SlotsReserved"), 0);
+        expect_running_queries(t, "qr_0123456789abcdef0123456789abcdef:,");
         expect_s(t, "RunningQueryId", "qr_0123456789abcdef0123456789abcdef");
         ASSERT_EQ_INT(get_t(t, "QueriesStarted"), 1);
         /* Its user, root only: B's query is anonymous until named. */
@@ -480,13 +507,14 @@ static void run_flow(Test *t) {
         queue_bus_set_running_phase(t->qb, "model");
         settle(t);
         rv = expect_received(t, &i, "PropertiesChanged");
-        ASSERT_EQ_STR(rv->changed, "RunningQueryPhase,");
+        ASSERT_EQ_STR(rv->changed, "RunningQueryPhase,RunningQueries,");
         expect_s(t, "RunningQueryPhase", "model");
+        expect_running_queries(t, "qr_0123456789abcdef0123456789abcdef:model,");
         queue_bus_set_running_phase(t->qb, "model");
         queue_bus_set_running_phase(t->qb, "sandbox");
         settle(t);
         rv = expect_received(t, &i, "PropertiesChanged");
-        ASSERT_EQ_STR(rv->changed, "RunningQueryPhase,");
+        ASSERT_EQ_STR(rv->changed, "RunningQueryPhase,RunningQueries,");
         expect_s(t, "RunningQueryPhase", "sandbox");
 
         /* While it runs, C joins and stops polling: expired by heartbeat. */
@@ -518,10 +546,13 @@ static void run_flow(Test *t) {
         /* Cleanup confirmed: finish, idle, average known (claim to finish). */
         queue_bus_set_health(t->qb, false);
         queue_bus_set_running_phase(t->qb, NULL);
-        ASSERT_OK(admission_finish(t->admission, t0 + 9 * USEC_PER_SEC));
+        ASSERT_OK(admission_finish(t->admission, "qr_0123456789abcdef0123456789abcdef", t0 + 9 * USEC_PER_SEC));
         settle(t);
         rv = expect_received(t, &i, "PropertiesChanged");
-        ASSERT_EQ_STR(rv->changed, "State,AverageQueryUSec,RunningQueryId,RunningQueryPhase,Health,");
+        ASSERT_EQ_STR(
+                rv->changed,
+                "State,AverageQueryUSec,RunningQueryId,RunningQueryPhase,SlotsRunning,RunningQueries,Health,");
+        expect_running_queries(t, "");
         expect_s(t, "State", "idle");
         expect_s(t, "RunningQueryId", "");
         expect_s(t, "RunningQueryPhase", "");
@@ -865,6 +896,7 @@ static void test_setup(Test *t) {
                 .reservation_usec = 2 * USEC_PER_SEC,
                 .heartbeat_usec = 5 * USEC_PER_SEC,
                 .max_length = 3,
+                .slots = 1,
         };
 
         *t = (Test){ .bus_pid = -1, .n_received = 0 };
