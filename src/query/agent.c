@@ -1229,9 +1229,8 @@ int agent_tool_read_done(Agent *a, const WikiPage *page) {
         return 0;
 }
 
-int agent_tool_python_done(Agent *a, const AgentPythonRun *run) {
-        _cleanup_(json_object_putp) json_object *o = json_object_new_object(),
-                                                *files = json_object_new_array();
+int agent_tool_python_done(Agent *a, const SandboxResult *run) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
         int r;
 
         assert(a);
@@ -1239,48 +1238,7 @@ int agent_tool_python_done(Agent *a, const AgentPythonRun *run) {
         r = tool_done_check(a, AGENT_TOOL_RUN_PYTHON);
         if (r <= 0)
                 return r;
-        if (!o || !files)
-                return -ENOMEM;
-
-        /* json-c's JSON null is a NULL value */
-        if (run->has_exit_code)
-                r = json_add(o, "exit_code", json_object_new_int(run->exit_code));
-        else
-                r = json_object_object_add(o, "exit_code", NULL) < 0 ? -ENOMEM : 0;
-        if (r < 0)
-                return r;
-        if (run->signal)
-                r = json_add(o, "signal", json_string_bytes(run->signal, strlen(run->signal)));
-        else
-                r = json_object_object_add(o, "signal", NULL) < 0 ? -ENOMEM : 0;
-        if (r < 0)
-                return r;
-        r = json_add(o, "timed_out", json_object_new_boolean(run->timed_out));
-        if (r < 0)
-                return r;
-        r = json_add(o, "stdout", json_string_bytes(run->stdout_bytes, run->stdout_size));
-        if (r < 0)
-                return r;
-        r = json_add(o, "stderr", json_string_bytes(run->stderr_bytes, run->stderr_size));
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < run->n_files; i++) {
-                _cleanup_(json_object_putp) json_object *f = json_object_new_object();
-                const char *name = run->files[i].name ? run->files[i].name : "";
-
-                if (!f)
-                        return -ENOMEM;
-                r = json_add(f, "name", json_string_bytes(name, strlen(name)));
-                if (r < 0)
-                        return r;
-                r = json_add(f, "size_bytes", json_object_new_uint64(run->files[i].size_bytes));
-                if (r < 0)
-                        return r;
-                r = json_append(files, TAKE_PTR(f));
-                if (r < 0)
-                        return r;
-        }
-        r = json_add(o, "files", TAKE_PTR(files));
+        r = sandbox_result_to_json(run, SANDBOX_RESULT_TOOL, &o);
         if (r < 0)
                 return r;
         return tool_done_result(a, o);

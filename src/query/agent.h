@@ -7,6 +7,7 @@
 
 #include "query/llm.h"
 #include "query/mediawiki.h"
+#include "sandbox/result.h"
 #include "shared/api-error.h"
 #include "shared/artifact.h"
 #include "shared/macro.h"
@@ -184,27 +185,15 @@ int agent_rebuild_request(Agent *a, AgentAction *ret);
  * wins. Returns 0 or -ENOMEM. */
 int agent_abort(Agent *a, ApiError error, const char *message);
 
-typedef struct AgentPythonRun {
-        bool has_exit_code;
-        int exit_code;
-        const char *signal; /* "SIGKILL", or NULL */
-        bool timed_out;
-        const char *stdout_bytes; /* any bytes, made valid UTF-8 */
-        size_t stdout_size;
-        const char *stderr_bytes;
-        size_t stderr_size;
-        const Artifact *files; /* name and size_bytes */
-        size_t n_files;
-} AgentPythonRun;
-
 /* The result of the outstanding TOOL action, which must be of the matching
  * tool (agent_tool_failed() fits any): the search hits as
  * mediawiki_parse_search() returns them (borrowed). page NULL or page->missing: the page
  * does not exist ({"error": "missing"}); a page read is after redirects. A page read becomes a source (first
- * read first). Returns 0; -EBUSY when no tool call of that kind is outstanding; -ENOMEM. */
+ * read first). A run_python result as the sandbox made it (borrowed), told as
+ * sandbox_result_to_json() builds it. Returns 0; -EBUSY when no tool call of that kind is outstanding; -ENOMEM. */
 int agent_tool_search_done(Agent *a, const MediaWikiSearchHit *hits, size_t n);
 int agent_tool_read_done(Agent *a, const WikiPage *page);
-int agent_tool_python_done(Agent *a, const AgentPythonRun *run);
+int agent_tool_python_done(Agent *a, const SandboxResult *run);
 /* A tool failure the model should see and may work around. */
 int agent_tool_failed(Agent *a, const char *message);
 

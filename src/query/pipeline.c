@@ -368,54 +368,13 @@ static json_object *query_run_page_summary(const WikiPage *p) {
         return o;
 }
 
-/* A run's summary fields, added to o. */
-static int query_run_python_summary_add(json_object *o, const SandboxResult *res) {
-        _cleanup_(json_object_putp) json_object *files = json_object_new_array();
-        int r;
-
-        if (!files)
-                return -ENOMEM;
-        for (size_t i = 0; i < res->n_files; i++) {
-                _cleanup_(json_object_putp) json_object *f = json_object_new_object();
-
-                if (!f)
-                        return -ENOMEM;
-                r = json_add(f, "name", json_string(res->files[i].name));
-                if (r < 0)
-                        return r;
-                r = json_add(f, "size_bytes", json_object_new_int64((int64_t) res->files[i].size_bytes));
-                if (r < 0)
-                        return r;
-                r = json_append(files, TAKE_PTR(f));
-                if (r < 0)
-                        return r;
-        }
-        /* json-c's JSON null is a NULL value, which json_add() takes for a
-         * failed constructor. */
-        if (res->has_exit_code)
-                r = json_add(o, "exit_code", json_object_new_int64(res->exit_code));
-        else
-                r = json_object_object_add(o, "exit_code", NULL) < 0 ? -ENOMEM : 0;
-        if (r < 0)
-                return r;
-        if (res->signal)
-                r = json_add(o, "signal", json_string(res->signal));
-        else
-                r = json_object_object_add(o, "signal", NULL) < 0 ? -ENOMEM : 0;
-        if (r < 0)
-                return r;
-        r = json_add(o, "timed_out", json_object_new_boolean(res->timed_out));
-        if (r < 0)
-                return r;
-        return json_add(o, "files", TAKE_PTR(files));
-}
-
+/* A run's summary (API.md 11.2), or NULL when out of memory. */
 static json_object *query_run_python_summary(const SandboxResult *res) {
-        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+        json_object *o = NULL;
 
-        if (!o || query_run_python_summary_add(o, res) < 0)
+        if (sandbox_result_to_json(res, SANDBOX_RESULT_SUMMARY, &o) < 0)
                 return NULL;
-        return TAKE_PTR(o);
+        return o;
 }
 
 /* The first error wins: a negative errno and the API error. The agent
@@ -827,20 +786,7 @@ static void query_run_on_sandbox_done(SandboxRun *run, int error, const SandboxR
         if (q->failed || q->sandbox_cancelled)
                 q->state = QUERY_RUN_CLEANUP;
         else {
-                k = agent_tool_python_done(
-                        q->agent,
-                        &(AgentPythonRun){
-                                .has_exit_code = res->has_exit_code,
-                                .exit_code = res->exit_code,
-                                .signal = res->signal,
-                                .timed_out = res->timed_out,
-                                .stdout_bytes = res->stdout_text ? res->stdout_text : "",
-                                .stdout_size = res->stdout_text ? strlen(res->stdout_text) : 0,
-                                .stderr_bytes = res->stderr_text ? res->stderr_text : "",
-                                .stderr_size = res->stderr_text ? strlen(res->stderr_text) : 0,
-                                .files = res->files,
-                                .n_files = res->n_files,
-                        });
+                k = agent_tool_python_done(q->agent, res);
                 if (k < 0) {
                         log_error_errno(k, "Query %s: cannot take the sandbox's result", q->id);
                         query_run_fail(q, k, API_ERROR_INTERNAL_ERROR, NULL);

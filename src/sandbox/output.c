@@ -124,16 +124,10 @@ int output_sanitize(const uint8_t *data, size_t len, char **ret, size_t *ret_len
         return 0;
 }
 
-#define OMITTED_MAX 64 /* "\n[... 18446744073709551615 bytes omitted ...]\n" */
-
-size_t output_render_max(size_t cap) {
-        return 3 * (cap + OMITTED_MAX) + 1;
-}
-
 int output_buffer_render(const OutputBuffer *b, char **ret, size_t *ret_len) {
         size_t tail_cap = b->cap / 2, n = 0, len;
         uint64_t dropped = output_buffer_dropped(b);
-        _cleanup_free_ uint8_t *raw = malloc(b->head_len + b->tail_len + OMITTED_MAX);
+        _cleanup_free_ uint8_t *raw = malloc(b->head_len + b->tail_len + OUTPUT_OMITTED_MAX);
         char *text;
         int r;
 
@@ -146,7 +140,7 @@ int output_buffer_render(const OutputBuffer *b, char **ret, size_t *ret_len) {
         n = b->head_len;
         if (dropped > 0) {
                 int k = snprintf(
-                        (char *) raw + n, OMITTED_MAX, "\n[... %" PRIu64 " bytes omitted ...]\n", dropped);
+                        (char *) raw + n, OUTPUT_OMITTED_MAX, "\n[... %" PRIu64 " bytes omitted ...]\n", dropped);
                 n += (size_t) MAX(k, 0);
         }
         for (size_t i = 0; i < b->tail_len; i++)

@@ -35,9 +35,13 @@ uint64_t output_buffer_dropped(const OutputBuffer *b);
  * invalid byte becomes U+FFFD) and without control characters other than
  * newline and tab (each becomes U+FFFD; CR LF becomes LF). The result is
  * NUL-terminated, owned by the caller, and at most
- * output_render_max(cap) bytes long. Returns 0 or -ENOMEM. */
+ * OUTPUT_RENDER_MAX(cap) bytes long. Returns 0 or -ENOMEM. */
 int output_buffer_render(const OutputBuffer *b, char **ret, size_t *ret_len);
-size_t output_render_max(size_t cap);
+
+/* The omitted line at its longest:
+ * "\n[... 18446744073709551615 bytes omitted ...]\n" and its NUL. */
+#define OUTPUT_OMITTED_MAX 64
+#define OUTPUT_RENDER_MAX(cap) (3 * ((size_t) (cap) + OUTPUT_OMITTED_MAX) + 1)
 
 /* The sanitizing step of output_buffer_render() on its own: len bytes (any
  * bytes) to valid UTF-8 text as described there, at most 3 * len + 1

@@ -2,7 +2,6 @@
 #include <assert.h>
 #include <dirent.h>
 #include <fcntl.h>
-#include <json-c/json.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -11,7 +10,6 @@
 #include "sandbox/files.h"
 #include "sandbox/sandbox-internal.h"
 #include "shared/fault.h"
-#include "shared/json-util.h"
 #include "shared/log.h"
 #include "shared/macro.h"
 #include "shared/parse-util.h"
@@ -32,55 +30,7 @@
 /* The run's timers (0 would be sd-event's default of 250 ms). */
 #define SANDBOX_TIMER_ACCURACY_USEC (10 * USEC_PER_MSEC)
 
-static const char *const sandbox_run_state_table[_SANDBOX_RUN_STATE_MAX] = {
-        [SANDBOX_RUN_STARTING] = "starting",   [SANDBOX_RUN_RUNNING] = "running",
-        [SANDBOX_RUN_STOP_INIT] = "stop-init", [SANDBOX_RUN_STOP_KILL] = "stop-kill",
-        [SANDBOX_RUN_DRAIN] = "drain",         [SANDBOX_RUN_CLEANING] = "cleaning",
-        [SANDBOX_RUN_REPORTING] = "reporting",
-};
-
-DEFINE_STRING_TABLE_LOOKUP_TO_STRING(sandbox_run_state, SandboxRunState)
-
 /* ---- results ---- */
-
-static void sandbox_result_done(SandboxResult *r) {
-        free(r->stdout_text);
-        free(r->stderr_text);
-        for (size_t i = 0; i < r->n_files; i++)
-                artifact_done(&r->files[i]);
-        free(r->files);
-        *r = (SandboxResult){ 0 };
-}
-
-int sandbox_result_to_json(const SandboxResult *r, char **ret) {
-        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
-        json_object *files = json_object_new_array();
-
-        assert(r);
-        assert(ret);
-
-        if (!o || !files || json_object_object_add(o, "files", files) < 0) {
-                json_object_put(files);
-                return -ENOMEM;
-        }
-        json_object_object_add(o, "exit_code", r->has_exit_code ? json_object_new_int(r->exit_code) : NULL);
-        json_object_object_add(o, "signal", r->signal ? json_object_new_string(r->signal) : NULL);
-        json_object_object_add(o, "timed_out", json_object_new_boolean(r->timed_out));
-        json_object_object_add(o, "stdout", json_object_new_string(r->stdout_text ? r->stdout_text : ""));
-        json_object_object_add(o, "stderr", json_object_new_string(r->stderr_text ? r->stderr_text : ""));
-        for (size_t i = 0; i < r->n_files; i++) {
-                json_object *f = json_object_new_object();
-                if (!f || json_object_array_add(files, f) < 0) {
-                        json_object_put(f);
-                        return -ENOMEM;
-                }
-                json_object_object_add(f, "name", json_object_new_string(r->files[i].name));
-                json_object_object_add(f, "size_bytes", json_object_new_uint64(r->files[i].size_bytes));
-        }
-        *ret = strdup(
-                json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
-        return *ret ? 0 : -ENOMEM;
-}
 
 static int cmp_files(const void *a, const void *b) {
         return strcmp(((const Artifact *) a)->name, ((const Artifact *) b)->name);
@@ -362,8 +312,8 @@ static void run_finish(SandboxRun *run) {
         }
         res->stdout_bytes = run->out.total;
         res->stderr_bytes = run->err.total;
-        if (output_buffer_render(&run->out, &res->stdout_text, NULL) < 0 ||
-            output_buffer_render(&run->err, &res->stderr_text, NULL) < 0)
+        if (output_buffer_render(&run->out, &res->stdout_text, &res->stdout_size) < 0 ||
+            output_buffer_render(&run->err, &res->stderr_text, &res->stderr_size) < 0)
                 log_oom();
         if (run->query) {
                 /* What the run left in /out is the query's only if its init

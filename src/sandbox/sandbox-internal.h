@@ -77,8 +77,6 @@ typedef enum SandboxRunState {
         _SANDBOX_RUN_STATE_INVALID = -EINVAL,
 } SandboxRunState;
 
-const char *sandbox_run_state_to_string(SandboxRunState s);
-
 struct SandboxRun {
         Sandbox *sandbox;
         SandboxQuery *query;

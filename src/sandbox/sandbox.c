@@ -12,14 +12,6 @@
 
 /* ---- state changes ---- */
 
-static const char *const sandbox_state_table[_SANDBOX_STATE_MAX] = {
-        [SANDBOX_STARTING] = "starting",
-        [SANDBOX_AVAILABLE] = "available",
-        [SANDBOX_UNAVAILABLE] = "unavailable",
-};
-
-DEFINE_STRING_TABLE_LOOKUP_TO_STRING(sandbox_state, SandboxState)
-
 SandboxState sandbox_state_of(const SandboxConditions *c) {
         assert(c);
 

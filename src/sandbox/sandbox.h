@@ -7,6 +7,7 @@
 
 #include "config-build.h"
 #include "sandbox/files.h"
+#include "sandbox/result.h"
 #include "shared/config.h"
 #include "shared/macro.h"
 #include "shared/time-util.h"
@@ -47,7 +48,7 @@
  * a query that starts while the Sandbox is SANDBOX_STARTING may wait for
  * it (bounded), and learns of the change through the state handler;
  * map a done callback's error < 0 to execution_failed, anything else is a
- * tool result (sandbox_result_to_json()); on the query deadline call
+ * tool result (result.h); on the query deadline call
  * sandbox_run_cancel() and wait for the callback; at the end of the query
  * call sandbox_query_collect() (also when it failed; the outcome hands
  * the artifacts to the store), report
@@ -101,9 +102,6 @@ typedef enum SandboxState {
         _SANDBOX_STATE_MAX,
         _SANDBOX_STATE_INVALID = -EINVAL,
 } SandboxState;
-
-/* "starting", "available", "unavailable"; NULL out of range. */
-const char *sandbox_state_to_string(SandboxState state);
 
 SandboxState sandbox_get_state(const Sandbox *s);
 /* sandbox_get_state() == SANDBOX_AVAILABLE: runtime, rootfs and user
@@ -169,31 +167,10 @@ bool sandbox_query_cleanup_confirmed(const SandboxQuery *q);
  * query, also when it failed, before sandbox_query_free(). */
 int sandbox_query_collect(SandboxQuery *q, SandboxArtifacts *ret);
 
-/* The result of API.md 8.6. All strings owned by the result, which is
- * borrowed by the done callback for the duration of the call. */
-typedef struct SandboxResult {
-        bool has_exit_code;
-        int exit_code;      /* when has_exit_code */
-        const char *signal; /* "SIGKILL", ... or NULL (static) */
-        bool timed_out;     /* WIKI_WEB_SANDBOX_TIMEOUT_SECONDS was reached */
-        bool cancelled;     /* sandbox_run_cancel() */
-        char *stdout_text;  /* sanitized, head and tail when cut */
-        char *stderr_text;
-        uint64_t stdout_bytes, stderr_bytes; /* as written by the code */
-        Artifact *files; /* top-level regular files in /out after the run: name and size_bytes */
-        size_t n_files;
-        bool cleanup_confirmed; /* false: cleanup_failed, retried with backoff */
-        usec_t run_usec;        /* from the start to the end of the container */
-        usec_t cleanup_usec;    /* the first cleanup attempt */
-} SandboxResult;
-
-/* {"exit_code", "signal", "timed_out", "stdout", "stderr", "files":
- * [{"name", "size_bytes"}]} as a new NUL-terminated string. */
-int sandbox_result_to_json(const SandboxResult *r, char **ret);
-
 /* error < 0: no container could run (the runtime failed to start one, the
  * scope could not be made: execution_failed; result still says whether the
- * cleanup was confirmed); else result is the run's outcome. */
+ * cleanup was confirmed); else result is the run's outcome (result.h),
+ * borrowed for the duration of the call. */
 typedef void (*SandboxRunDone)(SandboxRun *run, int error, const SandboxResult *result, void *userdata);
 
 /* Run code (at most 65536 bytes, any bytes; Python reads it from stdin) in

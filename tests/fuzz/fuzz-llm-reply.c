@@ -91,10 +91,10 @@ static void drive_agent(unsigned status, const uint8_t *data, size_t size) {
                         break;
                 }
                 case AGENT_TOOL_RUN_PYTHON: {
-                        AgentPythonRun run = {
-                                .stdout_bytes = act.call.code,
+                        SandboxResult run = {
+                                .stdout_text = (char *) act.call.code,
                                 .stdout_size = act.call.code_size,
-                                .stderr_bytes = act.call.code,
+                                .stderr_text = (char *) act.call.code,
                                 .stderr_size = act.call.code_size,
                         };
                         r = agent_tool_python_done(a, &run);

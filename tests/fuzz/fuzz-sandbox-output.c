@@ -5,7 +5,7 @@
  * file name rule, the artifact name). The first byte picks the cap and how
  * the input is cut into writes. Besides memory errors it checks:
  *  - the rendered text is valid UTF-8, has no control character but LF and
- *    TAB, and is at most output_render_max(cap) bytes;
+ *    TAB, and is at most OUTPUT_RENDER_MAX(cap) bytes;
  *  - nothing is lost from the count: head + tail + dropped == total;
  *  - without a cut, sanitizing the whole input equals the rendered text;
  *  - a /data name is at most 255 bytes, ends in ".wiki", and has only
@@ -84,7 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         CHECK(b.total == size);
         CHECK(b.head_len + b.tail_len + output_buffer_dropped(&b) == b.total);
         CHECK(output_buffer_render(&b, &text, &len) == 0);
-        CHECK(len <= output_render_max(cap));
+        CHECK(len <= OUTPUT_RENDER_MAX(cap));
         check_text(text, len, true);
         if (output_buffer_dropped(&b) == 0) {
                 size_t wl;

@@ -297,12 +297,12 @@ TEST(several_calls_in_order) {
         ASSERT_EQ_INT(act.call.code_size, 8);
         {
                 Artifact files[] = { { .name = (char *) "table.csv", .size_bytes = 120, .fd = -1 } };
-                AgentPythonRun run = {
+                SandboxResult run = {
                         .has_exit_code = true,
                         .exit_code = 0,
-                        .stdout_bytes = "1\n",
+                        .stdout_text = (char *) "1\n",
                         .stdout_size = 2,
-                        .stderr_bytes = "",
+                        .stderr_text = (char *) "",
                         .files = files,
                         .n_files = 1,
                 };
@@ -831,13 +831,13 @@ TEST(truncation) {
         ASSERT_OK(agent_tool_read_done(a, &big));
         next(a, AGENT_ACTION_TOOL);
         {
-                AgentPythonRun run = {
+                SandboxResult run = {
                         .has_exit_code = false,
                         .signal = "SIGKILL",
                         .timed_out = true,
-                        .stdout_bytes = content,
+                        .stdout_text = content,
                         .stdout_size = size,
-                        .stderr_bytes = "\xff\xfe\x00oops",
+                        .stderr_text = (char *) "\xff\xfe\x00oops",
                         .stderr_size = 7,
                 };
                 ASSERT_OK(agent_tool_python_done(a, &run));

@@ -507,7 +507,7 @@ TEST(output_reference) {
                         _cleanup_free_ char *text = NULL;
                         size_t len;
                         ASSERT_OK(output_buffer_render(&b, &text, &len));
-                        ASSERT_TRUE(len <= output_render_max(cap));
+                        ASSERT_TRUE(len <= OUTPUT_RENDER_MAX(cap));
                         if (output_buffer_dropped(&b) == 0) {
                                 ASSERT_EQ_INT(len, total);
                                 ASSERT_TRUE(memcmp(text, all, total) == 0);
@@ -607,27 +607,55 @@ TEST(runtime_argv) {
         }
 }
 
+static char *result_json(const SandboxResult *r, SandboxResultShape shape) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        char *j;
+
+        ASSERT_OK(sandbox_result_to_json(r, shape, &o));
+        j = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+        ASSERT_TRUE(j);
+        return j;
+}
+
+/* The one JSON of a run_python result: the tool result the model sees
+ * (API.md 8.6) and the stream's summary (11.2), the same keys in the same
+ * order; bytes that are not UTF-8 (a caller's, not the sandbox's, which
+ * sanitizes) made valid. */
 TEST(result_json) {
-        Artifact files[] = { { .name = (char *) "a.csv", .size_bytes = 12, .fd = -1 } };
+        Artifact files[] = { { .name = (char *) "a.csv", .size_bytes = 12, .fd = -1 },
+                             { .name = (char *) "b\xff", .size_bytes = UINT64_C(1) << 40, .fd = -1 } };
         SandboxResult r = {
                 .has_exit_code = true,
                 .exit_code = 3,
-                .stdout_text = (char *) "out\n",
-                .stderr_text = (char *) "",
+                .stdout_text = (char *) "out\n\"/",
+                .stdout_size = 6,
+                .stderr_text = (char *) "a\0b",
+                .stderr_size = 3,
                 .files = files,
                 .n_files = 1,
         };
-        _cleanup_free_ char *j = NULL, *k = NULL;
+        _cleanup_free_ char *j = NULL, *k = NULL, *l = NULL, *m = NULL;
 
-        ASSERT_OK(sandbox_result_to_json(&r, &j));
+        j = result_json(&r, SANDBOX_RESULT_TOOL);
         ASSERT_EQ_STR(
                 j,
-                "{\"files\":[{\"name\":\"a.csv\",\"size_bytes\":12}],\"exit_code\":3,\"signal\":null,\"timed_out\":false,\"stdout\":\"out\\n\",\"stderr\":\"\"}");
-        r = (SandboxResult){ .signal = "SIGKILL", .timed_out = true };
-        ASSERT_OK(sandbox_result_to_json(&r, &k));
+                "{\"exit_code\":3,\"signal\":null,\"timed_out\":false,\"stdout\":\"out\\n\\\"/\","
+                "\"stderr\":\"a\xef\xbf\xbd"
+                "b\",\"files\":[{\"name\":\"a.csv\",\"size_bytes\":12}]}");
+        k = result_json(&r, SANDBOX_RESULT_SUMMARY);
         ASSERT_EQ_STR(
                 k,
-                "{\"files\":[],\"exit_code\":null,\"signal\":\"SIGKILL\",\"timed_out\":true,\"stdout\":\"\",\"stderr\":\"\"}");
+                "{\"exit_code\":3,\"signal\":null,\"timed_out\":false,\"files\":[{\"name\":\"a.csv\",\"size_bytes\":12}]}");
+
+        r = (SandboxResult){ .signal = "SIGKILL", .timed_out = true, .files = files + 1, .n_files = 1 };
+        l = result_json(&r, SANDBOX_RESULT_TOOL);
+        ASSERT_EQ_STR(
+                l,
+                "{\"exit_code\":null,\"signal\":\"SIGKILL\",\"timed_out\":true,\"stdout\":\"\",\"stderr\":\"\","
+                "\"files\":[{\"name\":\"b\xef\xbf\xbd\",\"size_bytes\":1099511627776}]}");
+        r = (SandboxResult){ 0 };
+        m = result_json(&r, SANDBOX_RESULT_SUMMARY);
+        ASSERT_EQ_STR(m, "{\"exit_code\":null,\"signal\":null,\"timed_out\":false,\"files\":[]}");
 }
 
 static const char *no_env(const char *name, void *userdata) {
@@ -763,7 +791,7 @@ TEST(state_rule) {
         for (size_t i = 0; i < ELEMENTSOF(rows); i++) {
                 SandboxState st = sandbox_state_of(&rows[i].c);
                 if (st != rows[i].state)
-                        fprintf(stderr, "row %zu: %s\n", i, sandbox_state_to_string(st));
+                        fprintf(stderr, "row %zu: %d\n", i, (int) st);
                 ASSERT_EQ_INT(st, rows[i].state);
         }
 }

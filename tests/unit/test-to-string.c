@@ -11,7 +11,6 @@
 #include "query/executor.h"
 #include "query/llm.h"
 #include "query/mediawiki.h"
-#include "sandbox/sandbox-internal.h"
 #include "shared/api-error.h"
 #include "shared/macro.h"
 #include "tests.h"
@@ -207,29 +206,6 @@ TEST(query_names) {
                 "NeedToken",
                 "Aborted",
                 "other");
-}
-
-/* A sandbox run's phases (sandbox-internal.h) and the Sandbox's state
- * (sandbox.h: the journal). */
-TEST(sandbox_names) {
-        CHECK_NAMES(
-                sandbox_state_to_string,
-                _SANDBOX_STATE_MAX,
-                _SANDBOX_STATE_INVALID,
-                "starting",
-                "available",
-                "unavailable");
-        CHECK_NAMES(
-                sandbox_run_state_to_string,
-                _SANDBOX_RUN_STATE_MAX,
-                _SANDBOX_RUN_STATE_INVALID,
-                "starting",
-                "running",
-                "stop-init",
-                "stop-kill",
-                "drain",
-                "cleaning",
-                "reporting");
 }
 
 DEFINE_TEST_MAIN()

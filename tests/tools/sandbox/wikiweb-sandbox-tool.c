@@ -34,6 +34,7 @@
 #include "sandbox/sandbox.h"
 #include "sandbox/scope.h"
 #include "shared/config.h"
+#include "shared/json-util.h"
 #include "shared/log.h"
 #include "shared/macro.h"
 #include "shared/strv.h"
@@ -149,12 +150,14 @@ static void tool_on_confirmed(Sandbox *s, const char *query_id, void *userdata) 
 
 static void tool_on_done(SandboxRun *run, int error, const SandboxResult *r, void *userdata) {
         Tool *t = userdata;
-        _cleanup_free_ char *json = NULL;
+        _cleanup_(json_object_putp) json_object *result = NULL;
+        const char *json = NULL;
 
         t->run = NULL;
         t->cancel_timer = sd_event_source_disable_unref(t->cancel_timer);
-        if (sandbox_result_to_json(r, &json) < 0)
-                json = strdup("null");
+        if (sandbox_result_to_json(r, SANDBOX_RESULT_TOOL, &result) >= 0)
+                json = json_object_to_json_string_ext(
+                        result, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
         printf("{\"event\": \"result\", \"error\": %d, \"result\": %s, \"cleanup_confirmed\": %s, \"cancelled\": %s, "
                "\"stdout_bytes\": %" PRIu64 ", \"stderr_bytes\": %" PRIu64
                ", \"run_ms\": %.1f, \"cleanup_ms\": %.1f, "

@@ -1,0 +1,308 @@
+/* SPDX-License-Identifier: MIT */
+/* The Manager with its real parts (admission, history on a temporary
+ * state directory, the sync worker, the executor, the sandbox) on a real
+ * event loop, with query execution not configured: every query fails with
+ * execution_failed from the loop, which is enough to see a query's whole
+ * life through the Manager's interface: its announcements, once each and
+ * in order, the record, busy, cancel, health and the stop. */
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <systemd/sd-event.h>
+
+#include "manager/manager.h"
+#include "sandbox/files.h"
+#include "shared/config.h"
+#include "shared/macro.h"
+#include "store/history.h"
+#include "tests.h"
+
+#define LOG_MAX 32
+
+typedef struct Seen {
+        ManagerEventType type;
+        char id[QUERY_ID_MAX];
+} Seen;
+
+typedef struct Log {
+        Seen seen[LOG_MAX];
+        size_t n;
+        bool inside; /* a call into the Manager that must not announce is running */
+        /* The last MANAGER_QUERY_DURABLE's outcome. */
+        bool succeeded, cleanup_confirmed;
+        ApiError api_error;
+        char message[256];
+        /* At MANAGER_QUERY_CLEANUP_CONFIRMED: the slot was given up (the
+         * query no longer listed, the controller idle). */
+        bool released_at_confirmed;
+} Log;
+
+static const char *no_env(const char *name, void *userdata) {
+        return NULL;
+}
+
+static void on_event(Manager *m, const ManagerEvent *ev, void *userdata) {
+        Log *l = userdata;
+        Seen *s;
+
+        ASSERT_TRUE(!l->inside);
+        /* Health and the admission controller's events are not a query's. */
+        if (ev->type == MANAGER_HEALTH_CHANGED || ev->type == MANAGER_ADMISSION)
+                return;
+        ASSERT_TRUE(ev->query);
+        ASSERT_TRUE(l->n < LOG_MAX);
+        s = &l->seen[l->n++];
+        s->type = ev->type;
+        snprintf(s->id, sizeof s->id, "%s", manager_query_id(ev->query));
+
+        if (ev->type == MANAGER_QUERY_DURABLE) {
+                ASSERT_TRUE(ev->outcome);
+                l->succeeded = ev->outcome->succeeded;
+                l->cleanup_confirmed = ev->outcome->cleanup_confirmed;
+                l->api_error = ev->outcome->api_error;
+                snprintf(l->message, sizeof l->message, "%s", ev->outcome->message);
+        }
+        if (ev->type == MANAGER_QUERY_CLEANUP_CONFIRMED) {
+                ManagerHealth h;
+
+                manager_get_health(m, &h);
+                l->released_at_confirmed = !manager_get_query(m, manager_query_id(ev->query)) &&
+                        !manager_query_awaiting_cleanup(ev->query) && h.state == ADMISSION_IDLE;
+        }
+}
+
+typedef struct Fixture {
+        char *dir;
+        Config config;
+        sd_event *event;
+        Manager *manager;
+        Log log;
+} Fixture;
+
+/* A Manager on a temporary state directory: no wiki and no model
+ * configured (execution_failed), no container runtime (the sandbox is
+ * unavailable for good, so no sweep touches the user manager). */
+static void fixture_start(Fixture *f) {
+        _cleanup_free_ char *cfg_error = NULL;
+
+        *f = (Fixture){ .dir = strdup("/tmp/test-manager-XXXXXX") };
+        ASSERT_TRUE(f->dir && mkdtemp(f->dir));
+        ASSERT_OK(config_load(&f->config, no_env, NULL, &cfg_error));
+        free(f->config.state_directory);
+        f->config.state_directory = strdup(f->dir);
+        free(f->config.sandbox_runtime);
+        f->config.sandbox_runtime = strdup("/nonexistent/crun");
+        ASSERT_TRUE(f->config.state_directory && f->config.sandbox_runtime);
+        ASSERT_OK(sd_event_new(&f->event));
+        ASSERT_OK(manager_new(f->event, &f->config, &f->manager));
+        ASSERT_OK(manager_subscribe(f->manager, on_event, &f->log));
+}
+
+static void fixture_stop(Fixture *f) {
+        f->manager = manager_free(f->manager);
+        f->event = sd_event_unref(f->event);
+        config_done(&f->config);
+        ASSERT_OK(sandbox_rm_rf(AT_FDCWD, f->dir));
+        free(f->dir);
+}
+
+/* Run the loop until n query announcements were seen, at most 10 s. */
+static void run_until(Fixture *f, size_t n) {
+        usec_t end = usec_add(now(CLOCK_MONOTONIC), 10 * USEC_PER_SEC);
+
+        while (f->log.n < n && now(CLOCK_MONOTONIC) < end)
+                ASSERT_OK(sd_event_run(f->event, 10 * USEC_PER_MSEC));
+        ASSERT_EQ_INT(f->log.n, n);
+}
+
+static SessionKey session(uint8_t b) {
+        SessionKey k;
+
+        memset(k.bytes, b, sizeof k.bytes);
+        return k;
+}
+
+/* The announcements of id from index i on, in order, with no other
+ * query's in between. */
+static void expect(const Fixture *f, size_t i, const char *id, const ManagerEventType *types, size_t n) {
+        ASSERT_EQ_INT(f->log.n, i + n);
+        for (size_t k = 0; k < n; k++) {
+                ASSERT_EQ_INT(f->log.seen[i + k].type, types[k]);
+                ASSERT_EQ_STR(f->log.seen[i + k].id, id);
+        }
+}
+
+static void expect_record(Fixture *f, const char *id, const SessionKey *s, const char *status, const char *code) {
+        _cleanup_(history_record_freep) HistoryRecord *r = NULL;
+
+        ASSERT_OK(history_get_record(manager_get_history(f->manager), id, s, &r));
+        ASSERT_EQ_STR(r->status, status);
+        if (code)
+                ASSERT_EQ_STR(r->error_code, code);
+        else
+                ASSERT_TRUE(!r->error_code);
+}
+
+TEST(health_not_configured) {
+        Fixture f;
+        ManagerHealth h;
+
+        fixture_start(&f);
+        manager_get_health(f.manager, &h);
+        ASSERT_TRUE(!h.execution_configured);
+        ASSERT_TRUE(h.missing_settings[0]);
+        ASSERT_TRUE(!h.degraded);
+        ASSERT_TRUE(!h.draining);
+        ASSERT_EQ_INT(h.state, ADMISSION_IDLE);
+        ASSERT_EQ_INT(h.sandbox, MANAGER_SANDBOX_UNAVAILABLE);
+        ASSERT_EQ_INT(manager_n_queries(f.manager), 0);
+        ASSERT_TRUE(!manager_oldest_query(f.manager));
+        ASSERT_TRUE(!manager_busy(f.manager));
+        fixture_stop(&f);
+}
+
+/* One query's life: STARTED before manager_start_query() returns; then,
+ * from the loop, DURABLE with its outcome (the record already says so),
+ * and CLEANUP_CONFIRMED, after which the Manager no longer holds it. No
+ * phase announcement: the pipeline never ran. */
+TEST(query_life) {
+        static const ManagerEventType life[] = {
+                MANAGER_QUERY_STARTED,
+                MANAGER_QUERY_DURABLE,
+                MANAGER_QUERY_CLEANUP_CONFIRMED,
+        };
+        Fixture f;
+        SessionKey a = session(1), b = session(2);
+        ManagerQuery *q = NULL, *q2 = NULL;
+        char id[QUERY_ID_MAX], id2[QUERY_ID_MAX];
+        ManagerHealth h;
+
+        fixture_start(&f);
+        ASSERT_OK(manager_start_query(f.manager, &a, "How many apples?", NULL, &q));
+        ASSERT_TRUE(q);
+        snprintf(id, sizeof id, "%s", manager_query_id(q));
+        ASSERT_TRUE(strncmp(id, "qr_", 3) == 0 && strlen(id) == 35);
+        expect(&f, 0, id, life, 1);
+
+        /* Running: findable by id and by session, the record is running,
+         * the controller is running. */
+        ASSERT_TRUE(manager_get_query(f.manager, id) == q);
+        ASSERT_TRUE(manager_get_query_by_session(f.manager, &a) == q);
+        ASSERT_TRUE(!manager_get_query_by_session(f.manager, &b));
+        ASSERT_TRUE(manager_oldest_query(f.manager) == q);
+        ASSERT_EQ_INT(manager_n_queries(f.manager), 1);
+        ASSERT_TRUE(manager_query_executing(q));
+        ASSERT_TRUE(!manager_query_awaiting_cleanup(q));
+        ASSERT_TRUE(memcmp(manager_query_session(q), &a, sizeof a) == 0);
+        ASSERT_TRUE(manager_busy(f.manager));
+        manager_get_health(f.manager, &h);
+        ASSERT_EQ_INT(h.state, ADMISSION_RUNNING);
+        expect_record(&f, id, &a, "running", NULL);
+        /* Another session's record is not found. */
+        {
+                HistoryRecord *r = NULL;
+                ASSERT_EQ_INT(history_get_record(manager_get_history(f.manager), id, &b, &r), -ENOENT);
+        }
+
+        /* One slot, and it runs: busy for the same session and for another,
+         * and nothing is announced or started. */
+        f.log.inside = true;
+        ASSERT_EQ_INT(manager_start_query(f.manager, &a, "Again?", NULL, &q2), -EBUSY);
+        ASSERT_EQ_INT(manager_start_query(f.manager, &b, "Me too?", NULL, &q2), -EBUSY);
+        ASSERT_TRUE(!q2);
+        /* Cancel: an unknown id, a malformed one. */
+        ASSERT_EQ_INT(manager_cancel_query(f.manager, "qr_00000000000000000000000000000000", "x"), -ESRCH);
+        ASSERT_EQ_INT(manager_cancel_query(f.manager, "", "x"), -ESRCH);
+        f.log.inside = false;
+        ASSERT_EQ_INT(manager_n_queries(f.manager), 1);
+
+        run_until(&f, 3);
+        expect(&f, 0, id, life, 3);
+        ASSERT_TRUE(!f.log.succeeded);
+        ASSERT_TRUE(f.log.cleanup_confirmed);
+        ASSERT_EQ_INT(f.log.api_error, API_ERROR_EXECUTION_FAILED);
+        ASSERT_TRUE(strstr(f.log.message, "not configured"));
+        ASSERT_TRUE(f.log.released_at_confirmed);
+
+        /* Gone, the slot given up, the record failed. */
+        ASSERT_TRUE(!manager_get_query(f.manager, id));
+        ASSERT_EQ_INT(manager_n_queries(f.manager), 0);
+        ASSERT_TRUE(!manager_busy(f.manager));
+        ASSERT_EQ_INT(manager_cancel_query(f.manager, id, "x"), -ESRCH);
+        manager_get_health(f.manager, &h);
+        ASSERT_EQ_INT(h.state, ADMISSION_IDLE);
+        ASSERT_TRUE(!h.degraded);
+        expect_record(&f, id, &a, "failed", "execution_failed");
+
+        /* Nothing more comes. */
+        ASSERT_OK(sd_event_run(f.event, 50 * USEC_PER_MSEC));
+        ASSERT_EQ_INT(f.log.n, 3);
+
+        /* The slot is free again: the other session's query starts. */
+        ASSERT_OK(manager_start_query(f.manager, &b, "Me too?", NULL, &q2));
+        ASSERT_TRUE(q2);
+        snprintf(id2, sizeof id2, "%s", manager_query_id(q2));
+        ASSERT_TRUE(!streq(id2, id));
+        run_until(&f, 6);
+        expect(&f, 3, id2, life, 3);
+        expect_record(&f, id2, &b, "failed", "execution_failed");
+        fixture_stop(&f);
+}
+
+/* An administrator's cancel while the query runs (before the loop has
+ * let the executor report): execution_failed with the reason as its
+ * message instead of the executor's own, announced once; a second cancel
+ * finds nothing to cancel. */
+TEST(cancel) {
+        static const ManagerEventType life[] = {
+                MANAGER_QUERY_STARTED,
+                MANAGER_QUERY_DURABLE,
+                MANAGER_QUERY_CLEANUP_CONFIRMED,
+        };
+        Fixture f;
+        SessionKey a = session(3);
+        ManagerQuery *q = NULL;
+        char id[QUERY_ID_MAX];
+
+        fixture_start(&f);
+        ASSERT_OK(manager_start_query(f.manager, &a, "Slow?", NULL, &q));
+        snprintf(id, sizeof id, "%s", manager_query_id(q));
+        ASSERT_TRUE(manager_query_executing(q));
+
+        f.log.inside = true;
+        ASSERT_OK(manager_cancel_query(f.manager, id, "Cancelled by the test"));
+        f.log.inside = false;
+        run_until(&f, 3);
+        expect(&f, 0, id, life, 3);
+        ASSERT_EQ_INT(f.log.api_error, API_ERROR_EXECUTION_FAILED);
+        ASSERT_EQ_STR(f.log.message, "Cancelled by the test");
+        ASSERT_EQ_INT(manager_cancel_query(f.manager, id, "again"), -ESRCH);
+        expect_record(&f, id, &a, "failed", "execution_failed");
+        {
+                _cleanup_(history_record_freep) HistoryRecord *r = NULL;
+
+                ASSERT_OK(history_get_record(manager_get_history(f.manager), id, &a, &r));
+                ASSERT_EQ_STR(r->error_message, "Cancelled by the test");
+        }
+        fixture_stop(&f);
+}
+
+/* The stop: no new query (-ESHUTDOWN), nothing announced. */
+TEST(stop) {
+        Fixture f;
+        SessionKey a = session(4);
+        ManagerQuery *q = NULL;
+
+        fixture_start(&f);
+        manager_stop(f.manager, USEC_PER_SEC, "stopping");
+        f.log.inside = true;
+        ASSERT_EQ_INT(manager_start_query(f.manager, &a, "Now?", NULL, &q), -ESHUTDOWN);
+        f.log.inside = false;
+        ASSERT_TRUE(!q);
+        ASSERT_OK(sd_event_run(f.event, 50 * USEC_PER_MSEC));
+        ASSERT_EQ_INT(f.log.n, 0);
+        ASSERT_TRUE(!manager_busy(f.manager));
+        fixture_stop(&f);
+}
+
+DEFINE_TEST_MAIN()
