@@ -1003,6 +1003,7 @@ int citation_normalize(const char *wikitext, size_t size, CitationText *ret) {
         CitationText t = { 0 };
         Buf out = { 0 };
         bool pending = false;
+        const char *base;
         size_t pos = 0, len;
         int r;
 
@@ -1025,21 +1026,20 @@ int citation_normalize(const char *wikitext, size_t size, CitationText *ret) {
                         goto fail;
                 }
         }
+        /* An empty output has no buffer: offsets from NULL are undefined. */
+        base = st.out.data ? st.out.data : "";
         for (size_t h = 0; h <= st.n_headings; h++) {
                 size_t end = h < st.n_headings ? st.headings[h].start : st.out.len;
                 Buf heading = { 0 };
                 bool hp = false;
 
-                r = fold_span(st.out.data + pos, end - pos, &out, &pending);
+                r = fold_span(base + pos, end - pos, &out, &pending);
                 if (r < 0)
                         goto fail;
                 if (h == st.n_headings)
                         break;
                 r = fold_span(
-                        st.out.data + st.headings[h].start,
-                        st.headings[h].end - st.headings[h].start,
-                        &heading,
-                        &hp);
+                        base + st.headings[h].start, st.headings[h].end - st.headings[h].start, &heading, &hp);
                 if (r < 0) {
                         buf_done(&heading);
                         goto fail;
