@@ -153,25 +153,43 @@ bool session_user_is_valid(const char *s, size_t len) {
 #define SESSION_USER_KEY_DOMAIN "wikiweb-user"
 #define SESSION_USER_COOKIE_DOMAIN "wikiweb-cookie"
 
-int session_key_from_user(const char *user, SessionKey *ret) {
+/* SHA-256 of the secret (when there is one: it has a fixed length), the
+ * domain with its NUL, then the name. Names contain no NUL, so no two
+ * inputs of one domain are the same bytes. */
+static int user_digest(
+        const uint8_t *secret,
+        const char *domain,
+        size_t domain_size,
+        const char *user,
+        uint8_t ret[static SHA256_DIGEST_SIZE]) {
         _cleanup_(sha256_done) Sha256Ctx ctx = { 0 };
+        int r;
+
+        r = sha256_init(&ctx);
+        if (r < 0)
+                return r;
+        if (secret) {
+                r = sha256_update(&ctx, secret, SESSION_SECRET_BYTES);
+                if (r < 0)
+                        return r;
+        }
+        r = sha256_update(&ctx, domain, domain_size);
+        if (r < 0)
+                return r;
+        r = sha256_update(&ctx, user, strlen(user));
+        if (r < 0)
+                return r;
+        return sha256_final(&ctx, ret);
+}
+
+int session_key_from_user(const char *user, SessionKey *ret) {
         uint8_t d[SHA256_DIGEST_SIZE];
         int r;
 
         assert(user);
         assert(ret);
 
-        r = sha256_init(&ctx);
-        if (r < 0)
-                return r;
-        /* The domain with its NUL, then the name. */
-        r = sha256_update(&ctx, SESSION_USER_KEY_DOMAIN, sizeof(SESSION_USER_KEY_DOMAIN));
-        if (r < 0)
-                return r;
-        r = sha256_update(&ctx, user, strlen(user));
-        if (r < 0)
-                return r;
-        r = sha256_final(&ctx, d);
+        r = user_digest(NULL, SESSION_USER_KEY_DOMAIN, sizeof(SESSION_USER_KEY_DOMAIN), user, d);
         if (r < 0)
                 return r;
         memcpy(ret->bytes, d, sizeof d);
@@ -182,7 +200,6 @@ int session_token_for_user(
         const uint8_t secret[static SESSION_SECRET_BYTES],
         const char *user,
         char ret[static SESSION_TOKEN_LEN + 1]) {
-        _cleanup_(sha256_done) Sha256Ctx ctx = { 0 };
         uint8_t d[SHA256_DIGEST_SIZE];
         int r;
 
@@ -190,21 +207,7 @@ int session_token_for_user(
         assert(user);
 
         _Static_assert(SHA256_DIGEST_SIZE == SESSION_TOKEN_BYTES, "a token is a digest's worth of bytes");
-        r = sha256_init(&ctx);
-        if (r < 0)
-                return r;
-        /* The secret has a fixed length and names contain no NUL, so no
-         * two (secret, name) pairs give the same input. */
-        r = sha256_update(&ctx, secret, SESSION_SECRET_BYTES);
-        if (r < 0)
-                return r;
-        r = sha256_update(&ctx, SESSION_USER_COOKIE_DOMAIN, sizeof(SESSION_USER_COOKIE_DOMAIN));
-        if (r < 0)
-                return r;
-        r = sha256_update(&ctx, user, strlen(user));
-        if (r < 0)
-                return r;
-        r = sha256_final(&ctx, d);
+        r = user_digest(secret, SESSION_USER_COOKIE_DOMAIN, sizeof(SESSION_USER_COOKIE_DOMAIN), user, d);
         if (r < 0)
                 return r;
         base64url_encode(d, sizeof d, ret);
