@@ -67,7 +67,6 @@ static void api_query_durable(Api *api, ManagerQuery *q, const ManagerOutcome *o
         const char *h[] = { "Wikiweb-Query-Id", id, NULL };
         _cleanup_free_ char *record = api_record_json(api, id, manager_query_session(q));
         HttpRequest *req = NULL;
-        int r;
 
         query_streams_finish(api->query_streams, id, record);
 
@@ -81,22 +80,13 @@ static void api_query_durable(Api *api, ManagerQuery *q, const ManagerOutcome *o
         if (!req)
                 return;
         if (outcome->succeeded) {
-                _cleanup_(history_record_freep) HistoryRecord *rec = NULL;
-                _cleanup_(json_object_putp) json_object *body = NULL;
-
-                r = history_get_record(api->history, id, http_request_session(req), &rec);
-                if (r < 0) {
-                        log_error_errno(r, "Query %s succeeded but its record cannot be read", id);
+                /* The same record the streams got: read and rendered once. */
+                if (!record) {
+                        log_error("Query %s succeeded but its record cannot be read.", id);
                         http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, h);
                         return;
                 }
-                body = render_history_record(rec);
-                if (!body) {
-                        log_oom();
-                        http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, h);
-                        return;
-                }
-                http_reply(req, 200, render_body(body), h);
+                http_reply(req, 200, record, h);
         } else
                 http_reply_error(req, outcome->api_error, outcome->message, h);
 }
