@@ -957,7 +957,12 @@ class Turn(PageBase):
         self.assertEqual(second.js('return document.title'), title)
         self.assertEqual(len(second.js('return window.__notes')), 1, 'told once')
         # A screen reader is told the turn and the answer, once each, and
-        # nothing else (not each status, step or piece of the answer).
+        # nothing else (not each status, step or piece of the answer). The
+        # live region is filled 50 ms after it is cleared (app.js announce()),
+        # so the answer's line may come a moment after the answer is shown.
+        second.wait(lambda: len(second.js('return window.__said')) >= 2, timeout=10,
+                    what='the answer said by the live region')
+        time.sleep(0.3)  # anything said after it would be counted too
         self.assertEqual(second.js('return window.__said'),
                          ['It is your turn.', 'The answer to “The second question?” is ready.'])
 
