@@ -159,7 +159,7 @@ static void collect_running(const char *query_id, unsigned slot, usec_t since, v
 
 int wait_tracker_status_range(
         WaitTracker *t, const Admission *a, const AdmissionStatus *st, usec_t now, WaitRange *ret) {
-        RunningSince running = { .n = 0 };
+        RunningSince running; /* since[] is 2 KiB: only its first n are written and read */
         WaitSlots slots;
         uint64_t position;
 
@@ -168,6 +168,7 @@ int wait_tracker_status_range(
         assert(st);
         assert(ret);
 
+        running.n = 0;
         admission_foreach_running(a, collect_running, &running);
         slots = (WaitSlots){
                 .total = st->slots.total,

@@ -218,17 +218,36 @@ static json_object *json_time(usec_t mono) {
         return json_object_new_string(format_rfc3339_ms(buf, monotonic_to_wallclock(mono)));
 }
 
+/* The status object is asked for most of all (a waiting page polls it):
+ * its keys are literals, each added once, so json-c neither copies nor
+ * looks them up. add_key() takes a NULL value as JSON null; add_value()
+ * takes a NULL value as a failed allocation, as json_add() does. */
+static int add_key(json_object *o, const char *literal_key, json_object *value) {
+        if (json_object_object_add_ex(
+                    o, literal_key, value, JSON_C_OBJECT_ADD_KEY_IS_NEW | JSON_C_OBJECT_ADD_CONSTANT_KEY) < 0) {
+                json_object_put(value);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
+static int add_value(json_object *o, const char *literal_key, json_object *value) {
+        if (!value)
+                return -ENOMEM;
+        return add_key(o, literal_key, value);
+}
+
 static json_object *ticket_to_json(const TicketView *t) {
         json_object *o = json_object_new_object();
 
         if (!o)
                 return NULL;
-        json_object_object_add(o, "id", json_object_new_string(t->id));
-        json_object_object_add(o, "status", json_object_new_string(ticket_status_to_string(t->status)));
-        json_object_object_add(o, "position", json_object_new_uint64(t->position));
-        json_object_object_add(o, "joined_at", json_time(t->joined));
-        json_object_object_add(o, "heartbeat_expires_at", json_time(t->heartbeat_deadline));
-        json_object_object_add(
+        add_key(o, "id", json_object_new_string(t->id));
+        add_key(o, "status", json_object_new_string(ticket_status_to_string(t->status)));
+        add_key(o, "position", json_object_new_uint64(t->position));
+        add_key(o, "joined_at", json_time(t->joined));
+        add_key(o, "heartbeat_expires_at", json_time(t->heartbeat_deadline));
+        add_key(
                 o,
                 "reservation_expires_at",
                 t->status == TICKET_RESERVED ? json_time(t->reservation_deadline) : NULL);
@@ -239,9 +258,9 @@ static json_object *render_running_query(const RenderRunningQuery *rq) {
         json_object *o = json_object_new_object();
 
         if (o &&
-            (json_add(o, "id", json_string(rq->id)) < 0 ||
-             json_add(o, "step", json_object_new_int64(rq->step)) < 0 ||
-             json_add(o, "phase", json_string(rq->phase)) < 0)) {
+            (add_value(o, "id", json_string(rq->id)) < 0 ||
+             add_value(o, "step", json_object_new_int64(rq->step)) < 0 ||
+             add_value(o, "phase", json_string(rq->phase)) < 0)) {
                 json_object_put(o);
                 return NULL;
         }
@@ -257,15 +276,13 @@ int render_status_add_wait_range(json_object *o, const WaitRange *range) {
                 r = json_object_new_object();
                 if (!r)
                         return -ENOMEM;
-                json_object_object_add(r, "p10", json_seconds(range->p10));
-                json_object_object_add(r, "p50", json_seconds(range->p50));
-                json_object_object_add(r, "p90", json_seconds(range->p90));
+                add_key(r, "p10", json_seconds(range->p10));
+                add_key(r, "p50", json_seconds(range->p50));
+                add_key(r, "p90", json_seconds(range->p90));
         }
-        if (json_object_object_add(o, "estimated_wait_range_seconds", r) < 0) {
-                json_object_put(r);
+        if (add_key(o, "estimated_wait_range_seconds", r) < 0)
                 return -ENOMEM;
-        }
-        if (json_object_object_add(o, "wait_known", json_object_new_boolean(!!range)) < 0)
+        if (add_key(o, "wait_known", json_object_new_boolean(!!range)) < 0)
                 return -ENOMEM;
         return 0;
 }
@@ -277,10 +294,10 @@ json_object *render_slots(const AdmissionSlotCounts *c) {
 
         if (!o)
                 return NULL;
-        if (json_add(o, "total", json_object_new_uint64(c->total)) < 0 ||
-            json_add(o, "idle", json_object_new_uint64(c->idle)) < 0 ||
-            json_add(o, "reserved", json_object_new_uint64(c->reserved)) < 0 ||
-            json_add(o, "running", json_object_new_uint64(c->running)) < 0)
+        if (add_value(o, "total", json_object_new_uint64(c->total)) < 0 ||
+            add_value(o, "idle", json_object_new_uint64(c->idle)) < 0 ||
+            add_value(o, "reserved", json_object_new_uint64(c->reserved)) < 0 ||
+            add_value(o, "running", json_object_new_uint64(c->running)) < 0)
                 return NULL;
         return TAKE_PTR(o);
 }
@@ -298,28 +315,28 @@ json_object *render_status(
 
         if (!o)
                 return NULL;
-        json_object_object_add(o, "state", json_object_new_string(admission_state_to_string(st->state)));
-        json_object_object_add(o, "queue_length", json_object_new_uint64(st->queue_length));
-        json_object_object_add(o, "max_length", json_object_new_uint64(st->max_length));
-        json_object_object_add(o, "ticket", st->has_ticket ? ticket_to_json(&st->ticket) : NULL);
-        json_object_object_add(
+        add_key(o, "state", json_object_new_string(admission_state_to_string(st->state)));
+        add_key(o, "queue_length", json_object_new_uint64(st->queue_length));
+        add_key(o, "max_length", json_object_new_uint64(st->max_length));
+        add_key(o, "ticket", st->has_ticket ? ticket_to_json(&st->ticket) : NULL);
+        add_key(
                 o,
                 "estimated_wait_seconds",
                 st->estimate_known ? json_seconds(st->estimated_wait_seconds) : NULL);
-        json_object_object_add(
+        add_key(
                 o, "average_query_seconds", st->average_known ? json_seconds(st->average_query_seconds) : NULL);
-        json_object_object_add(o, "reservation_seconds", json_object_new_uint64(reservation_seconds));
-        json_object_object_add(o, "heartbeat_seconds", json_object_new_uint64(hb));
-        json_object_object_add(o, "poll_after_seconds", json_object_new_uint64(hb / 3 > 0 ? hb / 3 : 1));
-        if (json_add(o, "slots", render_slots(&st->slots)) < 0)
+        add_key(o, "reservation_seconds", json_object_new_uint64(reservation_seconds));
+        add_key(o, "heartbeat_seconds", json_object_new_uint64(hb));
+        add_key(o, "poll_after_seconds", json_object_new_uint64(hb / 3 > 0 ? hb / 3 : 1));
+        if (add_value(o, "slots", render_slots(&st->slots)) < 0)
                 return NULL;
         if (!running)
-                json_object_object_add(o, "running_query", NULL);
-        else if (json_add(o, "running_query", render_running_query(running)) < 0)
+                add_key(o, "running_query", NULL);
+        else if (add_value(o, "running_query", render_running_query(running)) < 0)
                 return NULL;
         if (!user)
-                json_object_object_add(o, "user", NULL);
-        else if (json_add(o, "user", json_string(user)) < 0)
+                add_key(o, "user", NULL);
+        else if (add_value(o, "user", json_string(user)) < 0)
                 return NULL;
         return TAKE_PTR(o);
 }

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <string.h>
 #include <time.h>
 
 #include "shared/macro.h"
@@ -30,25 +31,53 @@ usec_t monotonic_to_wallclock(usec_t mono) {
         return (usec_t) ((int64_t) mono + cached_offset);
 }
 
-char *format_rfc3339_ms(char buf[static RFC3339_MS_MAX], usec_t realtime) {
-        time_t sec = (time_t) (realtime / USEC_PER_SEC);
-        unsigned ms = (unsigned) ((realtime % USEC_PER_SEC) / USEC_PER_MSEC);
-        struct tm tm;
+/* Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's
+ * civil_from_days, for days >= 0). */
+static void civil_from_days(uint64_t days, unsigned *ret_year, unsigned *ret_month, unsigned *ret_day) {
+        uint64_t z = days + 719468, era = z / 146097, doe = z - era * 146097;
+        uint64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+        uint64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100), mp = (5 * doy + 2) / 153;
+        unsigned month = (unsigned) (mp < 10 ? mp + 3 : mp - 9);
 
-        if (!gmtime_r(&sec, &tm)) {
-                snprintf(buf, RFC3339_MS_MAX, "1970-01-01T00:00:00.000Z");
+        *ret_year = (unsigned) (yoe + era * 400 + (month <= 2));
+        *ret_month = month;
+        *ret_day = (unsigned) (doy - (153 * mp + 2) / 5 + 1);
+}
+
+static char *put_digits(char *p, unsigned v, unsigned n) {
+        for (unsigned i = n; i > 0; i--) {
+                p[i - 1] = (char) ('0' + v % 10);
+                v /= 10;
+        }
+        return p + n;
+}
+
+/* Written by hand: a status object has two of these, and gmtime_r() with
+ * snprintf() cost some 3,700 instructions each (tests/bench/bench-http-instructions.sh). */
+char *format_rfc3339_ms(char buf[static RFC3339_MS_MAX], usec_t realtime) {
+        uint64_t sec = realtime / USEC_PER_SEC, days = sec / 86400, rest = sec % 86400;
+        unsigned year, month, day;
+        char *p = buf;
+
+        civil_from_days(days, &year, &month, &day);
+        if (year > 9999) { /* beyond what four digits say: the latest they do */
+                memcpy(buf, "9999-12-31T23:59:59.999Z", sizeof "9999-12-31T23:59:59.999Z");
                 return buf;
         }
-        snprintf(
-                buf,
-                RFC3339_MS_MAX,
-                "%04d-%02d-%02dT%02d:%02d:%02d.%03uZ",
-                tm.tm_year + 1900,
-                tm.tm_mon + 1,
-                tm.tm_mday,
-                tm.tm_hour,
-                tm.tm_min,
-                tm.tm_sec,
-                ms);
+        p = put_digits(p, year, 4);
+        *p++ = '-';
+        p = put_digits(p, month, 2);
+        *p++ = '-';
+        p = put_digits(p, day, 2);
+        *p++ = 'T';
+        p = put_digits(p, (unsigned) (rest / 3600), 2);
+        *p++ = ':';
+        p = put_digits(p, (unsigned) (rest / 60 % 60), 2);
+        *p++ = ':';
+        p = put_digits(p, (unsigned) (rest % 60), 2);
+        *p++ = '.';
+        p = put_digits(p, (unsigned) (realtime % USEC_PER_SEC / USEC_PER_MSEC), 3);
+        *p++ = 'Z';
+        *p = 0;
         return buf;
 }
