@@ -247,8 +247,7 @@ static json_object *ticket_to_json(const TicketView *t) {
         add_key(o, "position", json_object_new_uint64(t->position));
         add_key(o, "joined_at", json_time(t->joined));
         add_key(o, "heartbeat_expires_at", json_time(t->heartbeat_deadline));
-        add_key(
-                o,
+        add_key(o,
                 "reservation_expires_at",
                 t->status == TICKET_RESERVED ? json_time(t->reservation_deadline) : NULL);
         return o;
@@ -319,12 +318,10 @@ json_object *render_status(
         add_key(o, "queue_length", json_object_new_uint64(st->queue_length));
         add_key(o, "max_length", json_object_new_uint64(st->max_length));
         add_key(o, "ticket", st->has_ticket ? ticket_to_json(&st->ticket) : NULL);
-        add_key(
-                o,
+        add_key(o,
                 "estimated_wait_seconds",
                 st->estimate_known ? json_seconds(st->estimated_wait_seconds) : NULL);
-        add_key(
-                o, "average_query_seconds", st->average_known ? json_seconds(st->average_query_seconds) : NULL);
+        add_key(o, "average_query_seconds", st->average_known ? json_seconds(st->average_query_seconds) : NULL);
         add_key(o, "reservation_seconds", json_object_new_uint64(reservation_seconds));
         add_key(o, "heartbeat_seconds", json_object_new_uint64(hb));
         add_key(o, "poll_after_seconds", json_object_new_uint64(hb / 3 > 0 ? hb / 3 : 1));
