@@ -242,6 +242,16 @@
     if (!last || last.textContent !== p.textContent) $('errors').appendChild(p);
   }
 
+  // The number of admission slots the status says (API.md 6), 1 when it
+  // does not say.
+  function slotCount(st) {
+    return (st && st.slots && st.slots.total) || 1;
+  }
+  function busyWords(st) {
+    const n = slotCount(st);
+    return n > 1 ? 'All ' + n + ' slots are busy' : 'The slot is busy';
+  }
+
   // The page's one live region: what a screen reader is told, once each
   // (the turn has come; the answer is there). The status line, the steps
   // and the answer change many times and are not live regions themselves.
@@ -845,7 +855,7 @@
       if ('Notification' in window && Notification.permission === 'granted') {
         try {
           const n = new Notification('wikiweb: your turn', {
-            body: loadPending() ? 'Your question is being asked now.' : 'The slot is reserved for you: ask your question.',
+            body: loadPending() ? 'Your question is being asked now.' : 'A slot is reserved for you: ask your question.',
             tag: 'wikiweb-turn',
           });
           n.onclick = () => window.focus();
@@ -1013,7 +1023,7 @@
         const waitedLine = el('p');
         waitedLine.appendChild(waited);
         setStatus('waiting', [
-          el('p', null, 'The slot is busy: you are number ' + t.position + ' in the queue (' + plural(st.queue_length, 'place', 'places') + ' taken).'),
+          el('p', null, busyWords(st) + ': you are number ' + t.position + ' in the queue (' + plural(st.queue_length, 'place', 'places') + ' taken).'),
           el('p', 'wait', waitWords(st)),
           waitedLine,
           el('p', 'hint', loadPending() ? 'Your question is asked as soon as it is your turn. Keep this page open.' : 'Write your question; it is asked when your turn comes.'),
@@ -1034,7 +1044,7 @@
       tick();
       clearInterval(this.countdown);
       this.countdown = setInterval(tick, 1000);
-      const p = el('p', null, 'Your turn: the slot is reserved for you for ');
+      const p = el('p', null, 'Your turn: ' + (slotCount(st) > 1 ? 'a' : 'the') + ' slot is reserved for you for ');
       p.append(count, '.');
       setStatus('reserved', [p]);
       const pending = loadPending();

@@ -1148,6 +1148,33 @@ class Queue(PageBase):
         for c in (first, second):
             c.check_console()
 
+    def test_all_slots_busy(self):
+        """With two admission slots, two questions run at once; a third
+        waits, and the page says that every slot is busy, then that a slot
+        (not "the slot") is reserved for it."""
+        d = self.page_daemon([{'answer': 'One.', 'hold': 'one'}, {'answer': 'Two.', 'hold': 'two'},
+                              {'answer': 'Three.'}], WIKI_WEB_QUEUE_SLOTS='2')
+        first, second, third = self.chrome(d), self.chrome(d), self.chrome(d)
+        third.js(WATCH_STATES)
+        first.ask('The first question?')
+        second.ask('The second question?')
+        deadline = time.monotonic() + 20
+        while self.peek(d)['slots']['running'] < 2:
+            self.assertLess(time.monotonic(), deadline, 'two queries running')
+            time.sleep(0.1)
+        third.ask('The third question?')
+        third.wait(lambda: third.js("return document.getElementById('status').dataset.state") == 'waiting',
+                   what='the third session queued')
+        self.assertIn('All 2 slots are busy: you are number 1 in the queue', third.text('#status'))
+        third.shot('queued-two-slots')
+        d.llm.release('one')
+        third.wait_answer()
+        self.assertEqual(third.text('#answer'), 'Three.')
+        d.llm.release('two')
+        second.wait_answer()
+        for c in (first, second, third):
+            c.check_console()
+
     def test_leave_the_queue(self):
         d = self.page_daemon([{'answer': 'The first answer.', 'delay': 3}])
         first, second = self.chrome(d), self.chrome(d)
