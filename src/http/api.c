@@ -210,7 +210,6 @@ Api *api_free(Api *api) {
  * caller frees it); NULL when out of memory. */
 static char *api_status_json(
         Api *api, const SessionKey *session, const char *user, const AdmissionStatus *st, usec_t now_mono) {
-        _cleanup_(json_object_putp) json_object *o = NULL;
         ManagerQuery *q = manager_get_query_by_session(api->manager, session);
         RenderRunningQuery rq;
         WaitRange range;
@@ -225,20 +224,16 @@ static char *api_status_json(
                         .step = manager_query_step(q),
                         .phase = manager_query_phase(q),
                 };
-        o = render_status(
+        r = wait_tracker_status_range(api->wait_tracker, api->admission, st, now_mono, &range);
+        if (r < 0)
+                log_warning_errno(r, "The wait range could not be computed: it is null");
+        return render_status_text(
                 st,
                 api->config->queue_reservation_seconds,
                 api->config->queue_heartbeat_seconds,
                 q ? &rq : NULL,
-                user);
-        if (!o)
-                return NULL;
-        r = wait_tracker_status_range(api->wait_tracker, api->admission, st, now_mono, &range);
-        if (r < 0)
-                log_warning_errno(r, "The wait range could not be computed: it is null");
-        if (render_status_add_wait_range(o, r > 0 ? &range : NULL) < 0)
-                return NULL;
-        return strdup(render_body(o));
+                user,
+                r > 0 ? &range : NULL);
 }
 
 /* Retry-After for busy and queue_full (API.md 2): whole seconds, at least

@@ -109,18 +109,16 @@ static int queue_stream_send(QueueStream *qs, const char *event, json_object *o)
         return http_stream_send(qs->stream, ++qs->last_id, event, render_body(o));
 }
 
-/* The status event's wait range (API.md 5), null without a tracker or
- * when it cannot be computed. -ENOMEM. */
-static int queue_streams_add_wait_range(
-        QueueStreams *q, const AdmissionStatus *st, usec_t now_mono, json_object *o) {
-        WaitRange range;
+/* The status event's wait range (API.md 5) in *ret: true, or false (null)
+ * without a tracker or when it cannot be computed. */
+static bool queue_streams_wait_range(QueueStreams *q, const AdmissionStatus *st, usec_t now_mono, WaitRange *ret) {
         int r = 0;
 
         if (q->wait_tracker)
-                r = wait_tracker_status_range(q->wait_tracker, q->admission, st, now_mono, &range);
+                r = wait_tracker_status_range(q->wait_tracker, q->admission, st, now_mono, ret);
         if (r < 0)
                 log_warning_errno(r, "Queue stream: the wait range could not be computed: it is null");
-        return render_status_add_wait_range(o, r > 0 ? &range : NULL);
+        return r > 0;
 }
 
 /* Send `removed`, and end the stream. */
@@ -142,11 +140,12 @@ static void queue_stream_removed(QueueStream *qs) {
  * send the status object if it differs (always, the first time). */
 static void queue_stream_look(QueueStream *qs, usec_t t) {
         QueueStreams *q = qs->owner;
-        _cleanup_(json_object_putp) json_object *o = NULL;
+        _cleanup_free_ char *text = NULL;
         AdmissionStatus st;
         QueueStreamSeen now_seen;
         RenderRunningQuery rq;
-        bool running;
+        WaitRange range;
+        bool running, known;
         int r;
 
         if (!qs->stream || qs->ended)
@@ -189,15 +188,15 @@ static void queue_stream_look(QueueStream *qs, usec_t t) {
         }
 
         running = query_streams_running(q->query_streams, &qs->session, &rq.id, &rq.step, &rq.phase);
-        o = render_status(
+        known = queue_streams_wait_range(q, &st, t, &range);
+        text = render_status_text(
                 &st,
                 q->config->queue_reservation_seconds,
                 q->config->queue_heartbeat_seconds,
                 running ? &rq : NULL,
-                qs->user);
-        if (o && queue_streams_add_wait_range(q, &st, t, o) < 0)
-                json_object_put(TAKE_PTR(o)); /* sent as -ENOMEM below */
-        r = queue_stream_send(qs, "status", o);
+                qs->user,
+                known ? &range : NULL);
+        r = text ? http_stream_send(qs->stream, ++qs->last_id, "status", text) : -ENOMEM;
         if (r < 0) {
                 if (r != -ENOBUFS && r != -EPIPE)
                         log_warning_errno(r, "Queue stream: a status event could not be sent");

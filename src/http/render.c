@@ -2,6 +2,8 @@
 #include <assert.h>
 #include <json-c/json.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "http/render.h"
 #include "shared/json-util.h"
@@ -171,10 +173,107 @@ const char *render_body(json_object *o) {
 
 /* --- The status object of API.md 6 ------------------------------------------ */
 
-/* Seconds as a JSON number with millisecond precision ("84.0", "12.345"):
- * whole milliseconds written by hand, which costs a fraction of a "%.3f"
- * (the status object has up to five of these). */
-static json_object *json_seconds(double seconds) {
+/* The status object is what is asked for most (every waiting page and
+ * every poll), so it is written as text by hand, not built as a json-c
+ * tree and serialized: a third of the instructions of a status request
+ * went to making, printing and freeing that tree
+ * (tests/bench/bench-http-instructions.sh). The bytes are json-c's own
+ * (JSON_C_TO_STRING_PLAIN): test-render compares them. */
+
+typedef struct Text {
+        char *buf;
+        size_t n, size;
+        bool failed; /* out of memory: everything after is dropped */
+} Text;
+
+static void text_put(Text *t, const char *s, size_t n) {
+        if (t->failed)
+                return;
+        if (t->size - t->n <= n) {
+                size_t size = MAX(t->size * 2, (size_t) 1024);
+                char *b;
+
+                while (size - t->n <= n)
+                        size *= 2;
+                b = realloc(t->buf, size);
+                if (!b) {
+                        t->failed = true;
+                        return;
+                }
+                t->buf = b;
+                t->size = size;
+        }
+        memcpy(t->buf + t->n, s, n);
+        t->n += n;
+        t->buf[t->n] = 0;
+}
+
+#define text_literal(t, s) text_put((t), "" s "", sizeof(s) - 1)
+
+static void text_u64(Text *t, uint64_t v) {
+        char buf[24], *p = buf + sizeof buf;
+
+        do {
+                *--p = (char) ('0' + v % 10);
+                v /= 10;
+        } while (v > 0);
+        text_put(t, p, (size_t) (buf + sizeof buf - p));
+}
+
+/* s as a JSON string, escaped as json-c escapes it ('/' too); NULL is "". */
+static void text_string(Text *t, const char *s) {
+        static const char hex[] = "0123456789abcdef";
+        const char *run;
+
+        text_literal(t, "\"");
+        if (!s)
+                s = "";
+        run = s;
+        for (;; s++) {
+                unsigned char c = (unsigned char) *s;
+                char esc[6] = { '\\', 0 };
+                size_t n = 2;
+
+                if (c >= 0x20 && c != '"' && c != '\\' && c != '/')
+                        continue;
+                text_put(t, run, (size_t) (s - run));
+                if (c == 0)
+                        break;
+                switch (c) {
+                case '\b':
+                        esc[1] = 'b';
+                        break;
+                case '\n':
+                        esc[1] = 'n';
+                        break;
+                case '\r':
+                        esc[1] = 'r';
+                        break;
+                case '\t':
+                        esc[1] = 't';
+                        break;
+                case '\f':
+                        esc[1] = 'f';
+                        break;
+                case '"':
+                case '\\':
+                case '/':
+                        esc[1] = (char) c;
+                        break;
+                default:
+                        memcpy(esc + 1, "u00", 3);
+                        esc[4] = hex[c >> 4];
+                        esc[5] = hex[c & 0xf];
+                        n = 6;
+                }
+                text_put(t, esc, n);
+                run = s + 1;
+        }
+        text_literal(t, "\"");
+}
+
+/* Seconds as a JSON number with millisecond precision ("84.0", "12.345"). */
+static void text_seconds(Text *t, double seconds) {
         char buf[32], *p = buf + sizeof buf;
         uint64_t ms, whole;
         unsigned frac;
@@ -186,7 +285,6 @@ static json_object *json_seconds(double seconds) {
         ms = (uint64_t) llround(seconds * 1000.0);
         whole = ms / 1000;
         frac = (unsigned) (ms % 1000);
-        *--p = 0;
         /* The fraction without trailing zeros, but at least one digit. */
         if (frac == 0)
                 *--p = '0';
@@ -207,84 +305,125 @@ static json_object *json_seconds(double seconds) {
                 *--p = (char) ('0' + whole % 10);
                 whole /= 10;
         } while (whole > 0);
-        return json_object_new_double_s(seconds, p);
+        text_put(t, p, (size_t) (buf + sizeof buf - p));
 }
 
-static json_object *json_time(usec_t mono) {
+/* A monotonic time as an RFC 3339 string; USEC_INFINITY is null. */
+static void text_time(Text *t, usec_t mono) {
         char buf[RFC3339_MS_MAX];
 
-        if (mono == USEC_INFINITY)
-                return NULL;
-        return json_object_new_string(format_rfc3339_ms(buf, monotonic_to_wallclock(mono)));
-}
-
-/* The status object is asked for most of all (a waiting page polls it):
- * its keys are literals, each added once, so json-c neither copies nor
- * looks them up. add_key() takes a NULL value as JSON null; add_value()
- * takes a NULL value as a failed allocation, as json_add() does. */
-static int add_key(json_object *o, const char *literal_key, json_object *value) {
-        if (json_object_object_add_ex(
-                    o, literal_key, value, JSON_C_OBJECT_ADD_KEY_IS_NEW | JSON_C_OBJECT_ADD_CONSTANT_KEY) < 0) {
-                json_object_put(value);
-                return -ENOMEM;
+        if (mono == USEC_INFINITY) {
+                text_literal(t, "null");
+                return;
         }
-        return 0;
+        format_rfc3339_ms(buf, monotonic_to_wallclock(mono));
+        text_literal(t, "\"");
+        text_put(t, buf, strlen(buf));
+        text_literal(t, "\"");
 }
 
-static int add_value(json_object *o, const char *literal_key, json_object *value) {
-        if (!value)
-                return -ENOMEM;
-        return add_key(o, literal_key, value);
-}
+char *render_status_text(
+        const AdmissionStatus *st,
+        uint64_t reservation_seconds,
+        uint64_t heartbeat_seconds,
+        const RenderRunningQuery *running,
+        const char *user,
+        const WaitRange *range) {
+        Text t = { .failed = false };
 
-static json_object *ticket_to_json(const TicketView *t) {
-        json_object *o = json_object_new_object();
+        assert(st);
 
-        if (!o)
-                return NULL;
-        add_key(o, "id", json_object_new_string(t->id));
-        add_key(o, "status", json_object_new_string(ticket_status_to_string(t->status)));
-        add_key(o, "position", json_object_new_uint64(t->position));
-        add_key(o, "joined_at", json_time(t->joined));
-        add_key(o, "heartbeat_expires_at", json_time(t->heartbeat_deadline));
-        add_key(o,
-                "reservation_expires_at",
-                t->status == TICKET_RESERVED ? json_time(t->reservation_deadline) : NULL);
-        return o;
-}
-
-static json_object *render_running_query(const RenderRunningQuery *rq) {
-        json_object *o = json_object_new_object();
-
-        if (o &&
-            (add_value(o, "id", json_string(rq->id)) < 0 ||
-             add_value(o, "step", json_object_new_int64(rq->step)) < 0 ||
-             add_value(o, "phase", json_string(rq->phase)) < 0)) {
-                json_object_put(o);
+        text_literal(&t, "{\"state\":");
+        text_string(&t, admission_state_to_string(st->state));
+        text_literal(&t, ",\"queue_length\":");
+        text_u64(&t, st->queue_length);
+        text_literal(&t, ",\"max_length\":");
+        text_u64(&t, st->max_length);
+        text_literal(&t, ",\"ticket\":");
+        if (!st->has_ticket)
+                text_literal(&t, "null");
+        else {
+                text_literal(&t, "{\"id\":");
+                text_string(&t, st->ticket.id);
+                text_literal(&t, ",\"status\":");
+                text_string(&t, ticket_status_to_string(st->ticket.status));
+                text_literal(&t, ",\"position\":");
+                text_u64(&t, st->ticket.position);
+                text_literal(&t, ",\"joined_at\":");
+                text_time(&t, st->ticket.joined);
+                text_literal(&t, ",\"heartbeat_expires_at\":");
+                text_time(&t, st->ticket.heartbeat_deadline);
+                text_literal(&t, ",\"reservation_expires_at\":");
+                text_time(
+                        &t,
+                        st->ticket.status == TICKET_RESERVED ? st->ticket.reservation_deadline :
+                                                               USEC_INFINITY);
+                text_literal(&t, "}");
+        }
+        text_literal(&t, ",\"estimated_wait_seconds\":");
+        if (st->estimate_known)
+                text_seconds(&t, st->estimated_wait_seconds);
+        else
+                text_literal(&t, "null");
+        text_literal(&t, ",\"average_query_seconds\":");
+        if (st->average_known)
+                text_seconds(&t, st->average_query_seconds);
+        else
+                text_literal(&t, "null");
+        text_literal(&t, ",\"reservation_seconds\":");
+        text_u64(&t, reservation_seconds);
+        text_literal(&t, ",\"heartbeat_seconds\":");
+        text_u64(&t, heartbeat_seconds);
+        text_literal(&t, ",\"poll_after_seconds\":");
+        text_u64(&t, heartbeat_seconds / 3 > 0 ? heartbeat_seconds / 3 : 1);
+        text_literal(&t, ",\"slots\":{\"total\":");
+        text_u64(&t, st->slots.total);
+        text_literal(&t, ",\"idle\":");
+        text_u64(&t, st->slots.idle);
+        text_literal(&t, ",\"reserved\":");
+        text_u64(&t, st->slots.reserved);
+        text_literal(&t, ",\"running\":");
+        text_u64(&t, st->slots.running);
+        text_literal(&t, "},\"running_query\":");
+        if (!running)
+                text_literal(&t, "null");
+        else {
+                text_literal(&t, "{\"id\":");
+                text_string(&t, running->id);
+                text_literal(&t, ",\"step\":");
+                text_u64(&t, running->step);
+                text_literal(&t, ",\"phase\":");
+                text_string(&t, running->phase);
+                text_literal(&t, "}");
+        }
+        text_literal(&t, ",\"user\":");
+        if (user)
+                text_string(&t, user);
+        else
+                text_literal(&t, "null");
+        text_literal(&t, ",\"estimated_wait_range_seconds\":");
+        if (!range)
+                text_literal(&t, "null");
+        else {
+                text_literal(&t, "{\"p10\":");
+                text_seconds(&t, range->p10);
+                text_literal(&t, ",\"p50\":");
+                text_seconds(&t, range->p50);
+                text_literal(&t, ",\"p90\":");
+                text_seconds(&t, range->p90);
+                text_literal(&t, "}");
+        }
+        if (range)
+                text_literal(&t, ",\"wait_known\":true}");
+        else
+                text_literal(&t, ",\"wait_known\":false}");
+        if (t.failed) {
+                free(t.buf);
                 return NULL;
         }
-        return o;
+        return t.buf;
 }
 
-int render_status_add_wait_range(json_object *o, const WaitRange *range) {
-        json_object *r = NULL;
-
-        assert(o);
-
-        if (range) {
-                r = json_object_new_object();
-                if (!r)
-                        return -ENOMEM;
-                add_key(r, "p10", json_seconds(range->p10));
-                add_key(r, "p50", json_seconds(range->p50));
-                add_key(r, "p90", json_seconds(range->p90));
-        }
-        if (add_key(o, "estimated_wait_range_seconds", r) < 0)
-                return -ENOMEM;
-        if (add_key(o, "wait_known", json_object_new_boolean(!!range)) < 0)
-                return -ENOMEM;
-        return 0;
-}
 
 json_object *render_slots(const AdmissionSlotCounts *c) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
@@ -293,47 +432,10 @@ json_object *render_slots(const AdmissionSlotCounts *c) {
 
         if (!o)
                 return NULL;
-        if (add_value(o, "total", json_object_new_uint64(c->total)) < 0 ||
-            add_value(o, "idle", json_object_new_uint64(c->idle)) < 0 ||
-            add_value(o, "reserved", json_object_new_uint64(c->reserved)) < 0 ||
-            add_value(o, "running", json_object_new_uint64(c->running)) < 0)
-                return NULL;
-        return TAKE_PTR(o);
-}
-
-json_object *render_status(
-        const AdmissionStatus *st,
-        uint64_t reservation_seconds,
-        uint64_t heartbeat_seconds,
-        const RenderRunningQuery *running,
-        const char *user) {
-        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
-        uint64_t hb = heartbeat_seconds;
-
-        assert(st);
-
-        if (!o)
-                return NULL;
-        add_key(o, "state", json_object_new_string(admission_state_to_string(st->state)));
-        add_key(o, "queue_length", json_object_new_uint64(st->queue_length));
-        add_key(o, "max_length", json_object_new_uint64(st->max_length));
-        add_key(o, "ticket", st->has_ticket ? ticket_to_json(&st->ticket) : NULL);
-        add_key(o,
-                "estimated_wait_seconds",
-                st->estimate_known ? json_seconds(st->estimated_wait_seconds) : NULL);
-        add_key(o, "average_query_seconds", st->average_known ? json_seconds(st->average_query_seconds) : NULL);
-        add_key(o, "reservation_seconds", json_object_new_uint64(reservation_seconds));
-        add_key(o, "heartbeat_seconds", json_object_new_uint64(hb));
-        add_key(o, "poll_after_seconds", json_object_new_uint64(hb / 3 > 0 ? hb / 3 : 1));
-        if (add_value(o, "slots", render_slots(&st->slots)) < 0)
-                return NULL;
-        if (!running)
-                add_key(o, "running_query", NULL);
-        else if (add_value(o, "running_query", render_running_query(running)) < 0)
-                return NULL;
-        if (!user)
-                add_key(o, "user", NULL);
-        else if (add_value(o, "user", json_string(user)) < 0)
+        if (json_add(o, "total", json_object_new_uint64(c->total)) < 0 ||
+            json_add(o, "idle", json_object_new_uint64(c->idle)) < 0 ||
+            json_add(o, "reserved", json_object_new_uint64(c->reserved)) < 0 ||
+            json_add(o, "running", json_object_new_uint64(c->running)) < 0)
                 return NULL;
         return TAKE_PTR(o);
 }

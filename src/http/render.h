@@ -34,19 +34,17 @@ typedef struct RenderRunningQuery {
 json_object *render_slots(const AdmissionSlotCounts *c);
 
 /* The status object of API.md 6 as one session sees it (st), with the
- * queue's settings, running_query (11.4; NULL: null) and the user of the
- * session ("Identity"; NULL: null). */
-json_object *render_status(
+ * queue's settings, running_query (11.4; NULL: null), the user of the
+ * session ("Identity"; NULL: null) and the wait range (5; NULL: null, and
+ * "wait_known": false), as the text of a response: a new string (the
+ * caller frees it), NULL when out of memory. */
+char *render_status_text(
         const AdmissionStatus *st,
         uint64_t reservation_seconds,
         uint64_t heartbeat_seconds,
         const RenderRunningQuery *running,
-        const char *user);
-
-/* The status object's "estimated_wait_range_seconds" ({"p10", "p50",
- * "p90"}, or null when range is NULL) and "wait_known" (API.md 5, 6),
- * added to o. -ENOMEM. */
-int render_status_add_wait_range(json_object *o, const WaitRange *range);
+        const char *user,
+        const WaitRange *range);
 
 /* The body of a response carrying o (owned by o: valid until it is put). */
 const char *render_body(json_object *o);

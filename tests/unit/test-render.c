@@ -308,4 +308,89 @@ TEST(sources_not_an_array) {
         }
 }
 
+/* The status object of API.md 6, written by hand (render_status_text()):
+ * the bytes json-c wrote for it before, escaping ('/' too) and field
+ * order included. */
+TEST(status_bytes) {
+        usec_t mono = now(CLOCK_MONOTONIC);
+        char hb[RFC3339_MS_MAX], res[RFC3339_MS_MAX], *want = NULL;
+        AdmissionStatus st = {
+                .state = ADMISSION_RUNNING,
+                .queue_length = 3,
+                .max_length = 1000,
+                .has_ticket = true,
+                .ticket = {
+                        .id = "tk_0123456789abcdef",
+                        .status = TICKET_RESERVED,
+                        .position = 0,
+                        .joined = USEC_INFINITY,
+                        .heartbeat_deadline = mono + 30 * USEC_PER_SEC,
+                        .reservation_deadline = mono + 60 * USEC_PER_SEC,
+                },
+                .estimate_known = true,
+                .estimated_wait_seconds = 84.0,
+                .average_known = true,
+                .average_query_seconds = 12.3456,
+                .slots = { .total = 4, .idle = 0, .reserved = 1, .running = 3 },
+        };
+        RenderRunningQuery rq = { .id = "qr_1", .step = 2, .phase = "model/\"x\"" };
+        WaitRange range = { .p10 = 0.0004, .p50 = 61.25, .p90 = 1e15 };
+        _cleanup_free_ char *text = NULL, *idle = NULL;
+
+        format_rfc3339_ms(hb, monotonic_to_wallclock(st.ticket.heartbeat_deadline));
+        format_rfc3339_ms(res, monotonic_to_wallclock(st.ticket.reservation_deadline));
+        ASSERT_TRUE(
+                asprintf(
+                        &want,
+                        "{\"state\":\"running\",\"queue_length\":3,\"max_length\":1000,\"ticket\":{\"id\":"
+                        "\"tk_0123456789abcdef\",\"status\":\"reserved\",\"position\":0,\"joined_at\":null,"
+                        "\"heartbeat_expires_at\":\"%s\",\"reservation_expires_at\":\"%s\"},"
+                        "\"estimated_wait_seconds\":84.0,\"average_query_seconds\":12.346,"
+                        "\"reservation_seconds\":60,\"heartbeat_seconds\":2,\"poll_after_seconds\":1,"
+                        "\"slots\":{\"total\":4,\"idle\":0,\"reserved\":1,\"running\":3},\"running_query\":"
+                        "{\"id\":\"qr_1\",\"step\":2,\"phase\":\"model\\/\\\"x\\\"\"},\"user\":"
+                        "\"a\\\\b\\n\\t\\u0001\\u001f\x7f \xc3\xa9\",\"estimated_wait_range_seconds\":"
+                        "{\"p10\":0.0,\"p50\":61.25,\"p90\":1000000000000.0},\"wait_known\":true}",
+                        hb,
+                        res) > 0);
+        text = render_status_text(&st, 60, 2, &rq, "a\\b\n\t\x01\x1f\x7f \xc3\xa9", &range);
+        ASSERT_EQ_STR(text, want);
+        free(want);
+
+        st = (AdmissionStatus){ .state = ADMISSION_IDLE, .max_length = 5, .slots = { .total = 1, .idle = 1 } };
+        idle = render_status_text(&st, 60, 30, NULL, NULL, NULL);
+        ASSERT_EQ_STR(
+                idle,
+                "{\"state\":\"idle\",\"queue_length\":0,\"max_length\":5,\"ticket\":null,"
+                "\"estimated_wait_seconds\":null,\"average_query_seconds\":null,\"reservation_seconds\":60,"
+                "\"heartbeat_seconds\":30,\"poll_after_seconds\":10,\"slots\":{\"total\":1,\"idle\":1,"
+                "\"reserved\":0,\"running\":0},\"running_query\":null,\"user\":null,"
+                "\"estimated_wait_range_seconds\":null,\"wait_known\":false}");
+}
+
+/* Any user name (every byte but NUL) comes back whole from a JSON parser. */
+TEST(status_user_round_trip) {
+        AdmissionStatus st = { .state = ADMISSION_IDLE, .slots = { .total = 1, .idle = 1 } };
+        uint64_t x = 0x2545f4914f6cdd1dULL;
+
+        for (int i = 0; i < 20000; i++) {
+                char user[64];
+                size_t n = (size_t) (i % 63);
+                _cleanup_free_ char *text = NULL;
+                _cleanup_(json_object_putp) json_object *o = NULL;
+
+                for (size_t k = 0; k < n; k++) {
+                        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                        user[k] = (char) (1 + x % 127); /* ASCII: json-c checks UTF-8 */
+                }
+                user[n] = 0;
+                text = render_status_text(&st, 1, 1, NULL, user, NULL);
+                ASSERT_TRUE(text);
+                o = json_tokener_parse(text);
+                ASSERT_TRUE(o);
+                ASSERT_EQ_STR(json_object_get_string(json_object_object_get(o, "user")), user);
+                ASSERT_TRUE(json_object_object_length(o) == 14);
+        }
+}
+
 DEFINE_TEST_MAIN()
