@@ -1456,6 +1456,17 @@ const char *admission_running_user(const Admission *a) {
         return a->n_running > 0 ? a->slots[a->running[0]].user : NULL;
 }
 
+const char *admission_query_user(const Admission *a, const char *query_id) {
+        uint32_t slot;
+
+        assert(a);
+
+        if (!query_id)
+                return NULL;
+        slot = slot_of_query(a, query_id);
+        return slot == SLOT_NONE ? NULL : a->slots[slot].user;
+}
+
 bool admission_is_running(const Admission *a, const char *query_id) {
         assert(a);
 

@@ -244,6 +244,10 @@ int admission_set_user(Admission *a, const SessionKey *session, const char *user
 /* The oldest running query's user, NULL when none runs or it is anonymous.
  * Borrowed: valid until the next call that changes the machine. */
 const char *admission_running_user(const Admission *a);
+/* The user of the running query query_id, NULL when it is anonymous or
+ * does not run. Borrowed: valid until the next call that changes the
+ * machine. */
+const char *admission_query_user(const Admission *a, const char *query_id);
 /* Monotonic claim time of the oldest running query, USEC_INFINITY when none
  * runs. */
 usec_t admission_running_since(const Admission *a);

@@ -289,7 +289,9 @@ static int check_caller_is_root(sd_bus_message *m, sd_bus_error *error) {
                         error, SD_BUS_ERROR_ACCESS_DENIED, "Cannot determine the caller's user; access denied.");
         if (r == 0)
                 return sd_bus_error_set(
-                        error, SD_BUS_ERROR_ACCESS_DENIED, "Only root may list tickets and their users.");
+                        error,
+                        SD_BUS_ERROR_ACCESS_DENIED,
+                        "Only root may list tickets, running queries and their users.");
         return 0;
 }
 
@@ -317,6 +319,51 @@ static int method_list_tickets(sd_bus_message *m, void *userdata, sd_bus_error *
                 return r;
         c.reply = reply;
         admission_foreach_ticket(b->admission, list_one, &c);
+        if (c.r < 0)
+                return c.r;
+        r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+/* ListRunningQueries: RunningQueries with each query's user (API.md
+ * "Identity"), root only like the tickets. */
+typedef struct RunningListContext {
+        const Admission *admission;
+        sd_bus_message *reply;
+        int r; /* first error */
+} RunningListContext;
+
+static void running_list_one(const char *id, const char *phase, void *userdata) {
+        RunningListContext *c = userdata;
+        const char *user = admission_query_user(c->admission, id);
+        int r;
+
+        if (c->r < 0)
+                return;
+        r = sd_bus_message_append(c->reply, "(sss)", id, phase, user ? user : "");
+        if (r < 0)
+                c->r = r;
+}
+
+static int method_list_running_queries(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        QueueBus *b = userdata;
+        RunningListContext c = { .admission = b->admission };
+        int r;
+
+        r = check_caller_is_root(m, error);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_new_method_return(m, &reply);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(reply, 'a', "(sss)");
+        if (r < 0)
+                return r;
+        c.reply = reply;
+        foreach_running_query(b, running_list_one, &c);
         if (c.r < 0)
                 return c.r;
         r = sd_bus_message_close_container(reply);
@@ -462,6 +509,12 @@ static const sd_bus_vtable queue_vtable[] = {
                 SD_BUS_NO_ARGS,
                 SD_BUS_RESULT("s", user),
                 method_get_running_query_user,
+                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS(
+                "ListRunningQueries",
+                SD_BUS_NO_ARGS,
+                SD_BUS_RESULT("a(sss)", queries),
+                method_list_running_queries,
                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS(
                 "Drain", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, method_drain, SD_BUS_VTABLE_UNPRIVILEGED),

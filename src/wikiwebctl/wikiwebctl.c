@@ -201,6 +201,46 @@ static int read_running_queries(sd_bus_message *reply, char **ret) {
         return 0;
 }
 
+/* ListRunningQueries (root only) as the same line, each query's user
+ * added: "qr_… (phase, user alice), …". */
+static int read_running_query_users(sd_bus_message *reply, char **ret) {
+        _cleanup_free_ char *line = NULL;
+        const char *id, *phase, *user;
+        int r;
+
+        r = sd_bus_message_enter_container(reply, 'a', "(sss)");
+        if (r < 0)
+                return r;
+        while ((r = sd_bus_message_read(reply, "(sss)", &id, &phase, &user)) > 0) {
+                bool said = *phase || *user;
+                char *next;
+
+                if (asprintf(
+                            &next,
+                            "%s%s%s%s%s%s%s%s%s",
+                            line ? line : "",
+                            line ? ", " : "",
+                            id,
+                            said ? " (" : "",
+                            phase,
+                            *phase && *user ? ", " : "",
+                            *user ? "user " : "",
+                            user,
+                            said ? ")" : "") < 0)
+                        return -ENOMEM;
+                free(line);
+                line = next;
+        }
+        if (r < 0)
+                return r;
+        r = sd_bus_message_exit_container(reply);
+        if (r < 0)
+                return r;
+        free(*ret);
+        *ret = TAKE_PTR(line);
+        return 0;
+}
+
 static int read_properties(sd_bus_message *reply, QueueProperties *p) {
         const char *name;
         int r;
@@ -279,7 +319,8 @@ static int bus_error(const char *what, const sd_bus_error *error, int r) {
 
 static int verb_status(sd_bus *bus) {
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL, *user_reply = NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL, *user_reply = NULL,
+                                                        *running_reply = NULL;
         const char *user = NULL;
         _cleanup_(table_freep) Table *t = NULL;
         _cleanup_(queue_properties_done) QueueProperties p = { 0 };
@@ -295,6 +336,10 @@ static int verb_status(sd_bus *bus) {
         r = sd_bus_call_method(bus, NAME, PATH, IFACE, "GetRunningQueryUser", NULL, &user_reply, NULL);
         if (r >= 0 && sd_bus_message_read(user_reply, "s", &user) < 0)
                 user = NULL;
+        /* Root sees each running query's user too; others the property. */
+        r = sd_bus_call_method(bus, NAME, PATH, IFACE, "ListRunningQueries", NULL, &running_reply, NULL);
+        if (r >= 0 && read_running_query_users(running_reply, &p.running_queries) < 0)
+                return bus_error("parse the running queries", NULL, -EBADMSG);
 
         t = table_new_vertical();
         if (!t)

@@ -890,6 +890,11 @@ def bus_policy(bed):
     log(f"# nobody ListTickets: exit {r.returncode}: {r.stderr.strip()}")
     check(r.returncode != 0, "nobody may call ListTickets")
     check(re.search(r"denied|Rejected", r.stderr, re.I), "not an access denial")
+    for member in ("GetRunningQueryUser", "ListRunningQueries"):
+        r = bed.ct.run(["busctl", "call", NAME, OPATH, IFACE, member], user=nobody, check=False)
+        check(r.returncode != 0 and re.search(r"denied|Rejected", r.stderr, re.I), f"nobody may call {member}")
+        r = bed.ct.run(["busctl", "call", NAME, OPATH, IFACE, member], check=False)
+        check(r.returncode == 0, f"root may call {member}: {r.stderr}")
 
     for who in (nobody, None):
         r = bed.ct.run(["busctl", "call", "org.freedesktop.DBus", "/org/freedesktop/DBus",
@@ -2829,6 +2834,14 @@ def pipeline_two_slots_two_containers(bed):
             time.sleep(0.3)
         wait_until(lambda: len(_sb_user_units(bed)) == 2, 30, interval=0.1, what="two scopes at once")
         check(bed.prop("SlotsRunning") == 2, "two slots are not running")
+        # Root lists both running queries with their users (anonymous here), and wikiwebctl shows both.
+        r = bed.ct.run(["busctl", "--json=short", "call", NAME, OPATH, IFACE, "ListRunningQueries"])
+        running = json.loads(r.stdout)["data"][0]
+        log(f"# ListRunningQueries: {running}")
+        check(len(running) == 2 and all(q[0].startswith("qr_") and q[2] == "" for q in running),
+              f"ListRunningQueries: {running}")
+        shown = json.loads(bed.ct.run([WIKIWEBCTL_IN_CT, "--no-pager", "status", "--json=short"]).stdout)
+        check(all(q[0] in shown["running_queries"] for q in running), f"wikiwebctl status: {shown}")
         status, _, st = bed.http("POST", "/api/v1/queue/join", c)
         check(status == 201 and st["ticket"]["status"] == "waiting" and st["slots"]["running"] == 2,
               f"a third session while two run: {status} {st}")

@@ -274,6 +274,24 @@ static void expect_running_queries(Test *t, const char *expected) {
         ASSERT_EQ_STR(buf, expected);
 }
 
+/* ListRunningQueries (root only): "id:phase:user," for each. */
+static void expect_running_query_users(Test *t, const char *expected) {
+        _cleanup_(sd_bus_message_unrefp)
+                sd_bus_message *reply = call_method(t, IFACE, "ListRunningQueries", NULL);
+        char buf[512] = "";
+        const char *id, *phase, *user;
+        int r;
+
+        ASSERT_OK(sd_bus_message_enter_container(reply, 'a', "(sss)"));
+        while ((r = sd_bus_message_read(reply, "(sss)", &id, &phase, &user)) > 0) {
+                size_t n = strlen(buf);
+                (void) snprintf(buf + n, sizeof buf - n, "%s:%s:%s,", id, phase, user);
+        }
+        ASSERT_OK(r);
+        ASSERT_OK(sd_bus_message_exit_container(reply));
+        ASSERT_EQ_STR(buf, expected);
+}
+
 static void expect_s(Test *t, const char *property, const char *expected) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = get_property(t, property, "s");
         const char *v;
@@ -499,6 +517,7 @@ static void run_flow(Test *t) {
                         reply = call_method(t, IFACE, "GetRunningQueryUser", NULL);
                         ASSERT_OK(sd_bus_message_read(reply, "s", &user));
                         ASSERT_EQ_STR(user, "bob");
+                        expect_running_query_users(t, "qr_0123456789abcdef0123456789abcdef::bob,");
                 }
         }
 
@@ -516,6 +535,8 @@ static void run_flow(Test *t) {
         rv = expect_received(t, &i, "PropertiesChanged");
         ASSERT_EQ_STR(rv->changed, "RunningQueryPhase,RunningQueries,");
         expect_s(t, "RunningQueryPhase", "sandbox");
+        if (geteuid() == 0)
+                expect_running_query_users(t, "qr_0123456789abcdef0123456789abcdef:sandbox:bob,");
 
         /* While it runs, C joins and stops polling: expired by heartbeat. */
         ASSERT_EQ_INT(admission_join(t->admission, &c, t0 + 3 * USEC_PER_SEC), 1);
@@ -624,6 +645,10 @@ static void run_list_tickets_needs_root(Test *t) {
                 r = sd_bus_call_method(bus, NAME, PATH, IFACE, "GetRunningQueryUser", &error, NULL, NULL);
                 if (r >= 0 || !sd_bus_error_has_name(&error, SD_BUS_ERROR_ACCESS_DENIED))
                         _exit(6);
+                sd_bus_error_free(&error);
+                r = sd_bus_call_method(bus, NAME, PATH, IFACE, "ListRunningQueries", &error, NULL, NULL);
+                if (r >= 0 || !sd_bus_error_has_name(&error, SD_BUS_ERROR_ACCESS_DENIED))
+                        _exit(7);
                 /* Properties stay readable. */
                 sd_bus_error_free(&error);
                 r = sd_bus_get_property_trivial(
