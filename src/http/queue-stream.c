@@ -43,6 +43,8 @@ typedef struct QueueStreamSeen {
         uint64_t queue_length;
         bool estimate_known;
         double estimate;
+        bool range_known;
+        WaitRange range;
 } QueueStreamSeen;
 
 struct QueueStream {
@@ -96,11 +98,23 @@ static void queue_stream_on_closed(HttpStream *s, HttpStreamEnd why, void *userd
         queue_stream_free(qs);
 }
 
+/* A bound of the wait range moved by at least a second and a twentieth
+ * of what was sent: the page says it in words ("about 2 min"), so smaller
+ * moves are not news. */
+static bool bound_moved(double now, double sent) {
+        return fabs(now - sent) >= MAX(1.0, sent / 20);
+}
+
 static bool seen_differs(const QueueStreamSeen *a, const QueueStreamSeen *b) {
         if (a->state != b->state || a->ticket_status != b->ticket_status || a->position != b->position ||
-            a->queue_length != b->queue_length || a->estimate_known != b->estimate_known)
+            a->queue_length != b->queue_length || a->estimate_known != b->estimate_known ||
+            a->range_known != b->range_known)
                 return true;
-        return a->estimate_known && fabs(a->estimate - b->estimate) >= 1.0;
+        if (a->estimate_known && fabs(a->estimate - b->estimate) >= 1.0)
+                return true;
+        return a->range_known &&
+                (bound_moved(a->range.p10, b->range.p10) || bound_moved(a->range.p50, b->range.p50) ||
+                 bound_moved(a->range.p90, b->range.p90));
 }
 
 static int queue_stream_send(QueueStream *qs, const char *event, json_object *o) {
@@ -174,6 +188,7 @@ static void queue_stream_look(QueueStream *qs, usec_t t) {
                 queue_stream_removed(qs);
                 return;
         }
+        known = queue_streams_wait_range(q, &st, t, &range);
         now_seen = (QueueStreamSeen){
                 .state = st.state,
                 .ticket_status = st.ticket.status,
@@ -181,6 +196,8 @@ static void queue_stream_look(QueueStream *qs, usec_t t) {
                 .queue_length = st.queue_length,
                 .estimate_known = st.estimate_known,
                 .estimate = st.estimated_wait_seconds,
+                .range_known = known,
+                .range = known ? range : (WaitRange){ .p50 = 0 },
         };
         if (qs->sent_any && !seen_differs(&now_seen, &qs->seen)) {
                 qs->urgent = false;
@@ -188,7 +205,6 @@ static void queue_stream_look(QueueStream *qs, usec_t t) {
         }
 
         running = query_streams_running(q->query_streams, &qs->session, &rq.id, &rq.step, &rq.phase);
-        known = queue_streams_wait_range(q, &st, t, &range);
         text = render_status_text(
                 &st,
                 q->config->queue_reservation_seconds,
@@ -232,13 +248,18 @@ static void queue_streams_arm_held(QueueStreams *q) {
 }
 
 /* While a query runs and the average is not used up, a waiting ticket's
- * estimate falls by a second each second: look again then. Otherwise no
- * timer: the estimate changes only with an event. */
+ * estimate falls by a second each second; while a query runs and the
+ * wait range is known, the range moves with the running queries' time
+ * (API.md 5): look again in a second. Otherwise no timer: the estimate
+ * and the range change only with an event. */
 static void queue_streams_arm_estimate(QueueStreams *q, usec_t t) {
         usec_t since = admission_running_since(q->admission), avg = admission_average_usec(q->admission);
-        bool falling = q->streams_head && since != USEC_INFINITY && avg > 0 && t - MIN(t, since) < avg;
+        bool running = q->streams_head && since != USEC_INFINITY;
+        bool falling = running && avg > 0 && t - MIN(t, since) < avg;
+        bool ranged = running && q->wait_tracker &&
+                wait_tracker_count(q->wait_tracker) >= WAIT_RANGE_KNOWN_MIN;
 
-        if (!falling) {
+        if (!falling && !ranged) {
                 (void) sd_event_source_set_enabled(q->estimate_source, SD_EVENT_OFF);
                 return;
         }

@@ -19,6 +19,8 @@ real ones."""
 
 import os
 import random
+import socket
+import sqlite3
 import sys
 import threading
 import time
@@ -108,6 +110,67 @@ class Calibration(harness.DaemonTestCase):
               f'{unknown[0]} waits before the range was known', file=sys.stderr)
         self.assertGreaterEqual(share, 0.70)
         self.assertLessEqual(share, 0.90)
+
+
+class Followed(harness.DaemonTestCase):
+    """API.md 11.1: while a query runs, a waiting person's queue stream
+    gets a status event when the wait range moves with the running
+    query's time, even when nothing else in the status object does (here
+    the average, and with it estimated_wait_seconds, is not known yet)."""
+
+    def test_stream_follows_the_range(self):
+        llm = fake_llm.FakeLLM([{'answer': 'Slow.', 'delay': 14}]).start()
+        self.addCleanup(llm.release_all)
+        self.addCleanup(llm.stop)
+        d = self.daemon(WIKI_WEB_WIKI_API_URL='http://127.0.0.1:9/w/api.php', WIKI_WEB_LLM_URL=llm.url,
+                        WIKI_WEB_LLM_MODEL='test-model', WIKI_WEB_QUEUE_HEARTBEAT_SECONDS='30')
+        # Twenty earlier queries in the history, ten of 5 s and ten of 30 s:
+        # read at start-up (API.md 5), as after a restart.
+        db = sqlite3.connect(os.path.join(d.state_directory, 'history.sqlite3'), timeout=10)
+        with db:
+            for i in range(20):
+                db.execute("INSERT INTO queries (id, session, status, question, total_ms, queue_ms, created_at, "
+                           "finished_at) VALUES (?, ?, 'succeeded', 'Earlier?', ?, 0, ?, ?)",
+                           (f'qr_{i:032x}', bytes(32), 5000 if i % 2 else 30000, 1000000 + i, 2000000 + i))
+        db.close()
+        d.restart()
+
+        asker = d.browser()
+        done = []
+        t = threading.Thread(target=lambda: done.append(asker.query(question='Slow?', timeout=40)), daemon=True)
+        t.start()
+        self.wait_state(d, 'running')
+        waiter = d.browser()
+        self.assertStatus(waiter.join(), 201)
+        stream = waiter.queue_events()
+        first = stream.next_event()['data']
+        self.assertTrue(first['wait_known'], first)
+        self.assertIsNone(first['estimated_wait_seconds'], 'the average is not known: the estimate cannot move')
+        # Eight seconds of the stream, the running query between about 1 s
+        # and 9 s: its remaining time (30 s less its time, or 5 s less it
+        # while under 5 s) falls by a second each second.
+        seen = [first]
+        end = time.monotonic() + 8
+        while time.monotonic() < end:
+            try:
+                ev = stream.next_event(timeout=max(0.1, end - time.monotonic()))
+            except (socket.timeout, TimeoutError):
+                break
+            self.assertIsNotNone(ev, 'the stream ended')
+            if ev['event'] == 'status':
+                seen.append(ev['data'])
+        stream.close()
+        p90 = [x['estimated_wait_range_seconds']['p90'] for x in seen]
+        print(f'status events in 8 s: {len(seen) - 1} after the first; p90 {p90}', file=sys.stderr)
+        self.assertGreaterEqual(len(seen) - 1, 4, p90)
+        for x in seen:
+            self.assertEqual(x['ticket']['position'], 1, x)
+            self.assertTrue(x['wait_known'], x)
+        self.assertEqual(p90, sorted(p90, reverse=True), 'the p90 falls as the running query goes on')
+        self.assertLess(p90[-1], p90[0] - 3, p90)
+        waiter.leave()
+        t.join(40)
+        self.assertEqual(done[0].status, 200, done[0].body if done else None)
 
 
 if __name__ == '__main__':
