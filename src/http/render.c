@@ -8,6 +8,7 @@
 #include "http/render.h"
 #include "shared/json-util.h"
 #include "shared/macro.h"
+#include "shared/strbuf.h"
 #include "shared/time-util.h"
 
 /* Each adds key to o and returns false when out of memory (whatever was
@@ -180,52 +181,25 @@ const char *render_body(json_object *o) {
  * (tests/bench/bench-http-instructions.sh). The bytes are json-c's own
  * (JSON_C_TO_STRING_PLAIN): test-render compares them. */
 
-typedef struct Text {
-        char *buf;
-        size_t n, size;
-        bool failed; /* out of memory: everything after is dropped */
-} Text;
+/* The puts below are checked once, at the end (strbuf_steal()): a failed
+ * allocation is sticky. */
 
-static void text_put(Text *t, const char *s, size_t n) {
-        if (t->failed)
-                return;
-        if (t->size - t->n <= n) {
-                size_t size = MAX(t->size * 2, (size_t) 1024);
-                char *b;
-
-                while (size - t->n <= n)
-                        size *= 2;
-                b = realloc(t->buf, size);
-                if (!b) {
-                        t->failed = true;
-                        return;
-                }
-                t->buf = b;
-                t->size = size;
-        }
-        memcpy(t->buf + t->n, s, n);
-        t->n += n;
-        t->buf[t->n] = 0;
-}
-
-#define text_literal(t, s) text_put((t), "" s "", sizeof(s) - 1)
-
-static void text_u64(Text *t, uint64_t v) {
+static void text_u64(StrBuf *t, uint64_t v) {
         char buf[24], *p = buf + sizeof buf;
 
         do {
                 *--p = (char) ('0' + v % 10);
                 v /= 10;
         } while (v > 0);
-        text_put(t, p, (size_t) (buf + sizeof buf - p));
+        strbuf_put(t, p, (size_t) (buf + sizeof buf - p));
 }
 
 /* s as a JSON string, escaped as json-c escapes it ('/' too); NULL is "". */
-static void text_string(Text *t, const char *s) {
+static void text_string(StrBuf *t, const char *s) {
         static const char hex[] = "0123456789abcdef";
         const char *run;
 
-        text_literal(t, "\"");
+        strbuf_put_literal(t, "\"");
         if (!s)
                 s = "";
         run = s;
@@ -236,7 +210,7 @@ static void text_string(Text *t, const char *s) {
 
                 if (c >= 0x20 && c != '"' && c != '\\' && c != '/')
                         continue;
-                text_put(t, run, (size_t) (s - run));
+                strbuf_put(t, run, (size_t) (s - run));
                 if (c == 0)
                         break;
                 switch (c) {
@@ -266,14 +240,14 @@ static void text_string(Text *t, const char *s) {
                         esc[5] = hex[c & 0xf];
                         n = 6;
                 }
-                text_put(t, esc, n);
+                strbuf_put(t, esc, n);
                 run = s + 1;
         }
-        text_literal(t, "\"");
+        strbuf_put_literal(t, "\"");
 }
 
 /* Seconds as a JSON number with millisecond precision ("84.0", "12.345"). */
-static void text_seconds(Text *t, double seconds) {
+static void text_seconds(StrBuf *t, double seconds) {
         char buf[32], *p = buf + sizeof buf;
         uint64_t ms, whole;
         unsigned frac;
@@ -305,21 +279,21 @@ static void text_seconds(Text *t, double seconds) {
                 *--p = (char) ('0' + whole % 10);
                 whole /= 10;
         } while (whole > 0);
-        text_put(t, p, (size_t) (buf + sizeof buf - p));
+        strbuf_put(t, p, (size_t) (buf + sizeof buf - p));
 }
 
 /* A monotonic time as an RFC 3339 string; USEC_INFINITY is null. */
-static void text_time(Text *t, usec_t mono) {
+static void text_time(StrBuf *t, usec_t mono) {
         char buf[RFC3339_MS_MAX];
 
         if (mono == USEC_INFINITY) {
-                text_literal(t, "null");
+                strbuf_put_literal(t, "null");
                 return;
         }
         format_rfc3339_ms(buf, monotonic_to_wallclock(mono));
-        text_literal(t, "\"");
-        text_put(t, buf, strlen(buf));
-        text_literal(t, "\"");
+        strbuf_put_literal(t, "\"");
+        strbuf_put(t, buf, strlen(buf));
+        strbuf_put_literal(t, "\"");
 }
 
 char *render_status_text(
@@ -329,99 +303,97 @@ char *render_status_text(
         const RenderRunningQuery *running,
         const char *user,
         const WaitRange *range) {
-        Text t = { .failed = false };
+        StrBuf t = { .failed = false };
 
         assert(st);
 
-        text_literal(&t, "{\"state\":");
+        (void) strbuf_reserve(&t, 1024); /* the whole object, as a rule */
+
+        strbuf_put_literal(&t, "{\"state\":");
         text_string(&t, admission_state_to_string(st->state));
-        text_literal(&t, ",\"queue_length\":");
+        strbuf_put_literal(&t, ",\"queue_length\":");
         text_u64(&t, st->queue_length);
-        text_literal(&t, ",\"max_length\":");
+        strbuf_put_literal(&t, ",\"max_length\":");
         text_u64(&t, st->max_length);
-        text_literal(&t, ",\"ticket\":");
+        strbuf_put_literal(&t, ",\"ticket\":");
         if (!st->has_ticket)
-                text_literal(&t, "null");
+                strbuf_put_literal(&t, "null");
         else {
-                text_literal(&t, "{\"id\":");
+                strbuf_put_literal(&t, "{\"id\":");
                 text_string(&t, st->ticket.id);
-                text_literal(&t, ",\"status\":");
+                strbuf_put_literal(&t, ",\"status\":");
                 text_string(&t, ticket_status_to_string(st->ticket.status));
-                text_literal(&t, ",\"position\":");
+                strbuf_put_literal(&t, ",\"position\":");
                 text_u64(&t, st->ticket.position);
-                text_literal(&t, ",\"joined_at\":");
+                strbuf_put_literal(&t, ",\"joined_at\":");
                 text_time(&t, st->ticket.joined);
-                text_literal(&t, ",\"heartbeat_expires_at\":");
+                strbuf_put_literal(&t, ",\"heartbeat_expires_at\":");
                 text_time(&t, st->ticket.heartbeat_deadline);
-                text_literal(&t, ",\"reservation_expires_at\":");
+                strbuf_put_literal(&t, ",\"reservation_expires_at\":");
                 text_time(
                         &t,
                         st->ticket.status == TICKET_RESERVED ? st->ticket.reservation_deadline :
                                                                USEC_INFINITY);
-                text_literal(&t, "}");
+                strbuf_put_literal(&t, "}");
         }
-        text_literal(&t, ",\"estimated_wait_seconds\":");
+        strbuf_put_literal(&t, ",\"estimated_wait_seconds\":");
         if (st->estimate_known)
                 text_seconds(&t, st->estimated_wait_seconds);
         else
-                text_literal(&t, "null");
-        text_literal(&t, ",\"average_query_seconds\":");
+                strbuf_put_literal(&t, "null");
+        strbuf_put_literal(&t, ",\"average_query_seconds\":");
         if (st->average_known)
                 text_seconds(&t, st->average_query_seconds);
         else
-                text_literal(&t, "null");
-        text_literal(&t, ",\"reservation_seconds\":");
+                strbuf_put_literal(&t, "null");
+        strbuf_put_literal(&t, ",\"reservation_seconds\":");
         text_u64(&t, reservation_seconds);
-        text_literal(&t, ",\"heartbeat_seconds\":");
+        strbuf_put_literal(&t, ",\"heartbeat_seconds\":");
         text_u64(&t, heartbeat_seconds);
-        text_literal(&t, ",\"poll_after_seconds\":");
+        strbuf_put_literal(&t, ",\"poll_after_seconds\":");
         text_u64(&t, heartbeat_seconds / 3 > 0 ? heartbeat_seconds / 3 : 1);
-        text_literal(&t, ",\"slots\":{\"total\":");
+        strbuf_put_literal(&t, ",\"slots\":{\"total\":");
         text_u64(&t, st->slots.total);
-        text_literal(&t, ",\"idle\":");
+        strbuf_put_literal(&t, ",\"idle\":");
         text_u64(&t, st->slots.idle);
-        text_literal(&t, ",\"reserved\":");
+        strbuf_put_literal(&t, ",\"reserved\":");
         text_u64(&t, st->slots.reserved);
-        text_literal(&t, ",\"running\":");
+        strbuf_put_literal(&t, ",\"running\":");
         text_u64(&t, st->slots.running);
-        text_literal(&t, "},\"running_query\":");
+        strbuf_put_literal(&t, "},\"running_query\":");
         if (!running)
-                text_literal(&t, "null");
+                strbuf_put_literal(&t, "null");
         else {
-                text_literal(&t, "{\"id\":");
+                strbuf_put_literal(&t, "{\"id\":");
                 text_string(&t, running->id);
-                text_literal(&t, ",\"step\":");
+                strbuf_put_literal(&t, ",\"step\":");
                 text_u64(&t, running->step);
-                text_literal(&t, ",\"phase\":");
+                strbuf_put_literal(&t, ",\"phase\":");
                 text_string(&t, running->phase);
-                text_literal(&t, "}");
+                strbuf_put_literal(&t, "}");
         }
-        text_literal(&t, ",\"user\":");
+        strbuf_put_literal(&t, ",\"user\":");
         if (user)
                 text_string(&t, user);
         else
-                text_literal(&t, "null");
-        text_literal(&t, ",\"estimated_wait_range_seconds\":");
+                strbuf_put_literal(&t, "null");
+        strbuf_put_literal(&t, ",\"estimated_wait_range_seconds\":");
         if (!range)
-                text_literal(&t, "null");
+                strbuf_put_literal(&t, "null");
         else {
-                text_literal(&t, "{\"p10\":");
+                strbuf_put_literal(&t, "{\"p10\":");
                 text_seconds(&t, range->p10);
-                text_literal(&t, ",\"p50\":");
+                strbuf_put_literal(&t, ",\"p50\":");
                 text_seconds(&t, range->p50);
-                text_literal(&t, ",\"p90\":");
+                strbuf_put_literal(&t, ",\"p90\":");
                 text_seconds(&t, range->p90);
-                text_literal(&t, "}");
+                strbuf_put_literal(&t, "}");
         }
         if (range)
-                text_literal(&t, ",\"wait_known\":true}");
+                strbuf_put_literal(&t, ",\"wait_known\":true}");
         else
-                text_literal(&t, ",\"wait_known\":false}");
-        if (t.failed) {
-                free(t.buf);
-                return NULL;
-        }
-        return t.buf;
+                strbuf_put_literal(&t, ",\"wait_known\":false}");
+        return strbuf_steal(&t);
 }
 
 

@@ -12,6 +12,7 @@
 
 #include "query/citation.h"
 #include "shared/json-util.h"
+#include "shared/strbuf.h"
 #include "shared/utf8.h"
 
 static const char *const citation_status_table[_CITATION_STATUS_MAX] = {
@@ -23,52 +24,11 @@ static const char *const citation_status_table[_CITATION_STATUS_MAX] = {
 
 DEFINE_STRING_TABLE_LOOKUP_TO_STRING(citation_status, CitationStatus)
 
-/* A growable byte buffer, always NUL-terminated once it holds anything. */
-typedef struct Buf {
-        char *data;
-        size_t len, cap;
-} Buf;
-
-static void buf_done(Buf *b) {
-        free(b->data);
-        *b = (Buf){ 0 };
+static int buf_putc(StrBuf *b, char c) {
+        return strbuf_put(b, &c, 1);
 }
 
-static int buf_reserve(Buf *b, size_t more) {
-        size_t want, cap;
-        char *d;
-
-        if (more > SIZE_MAX / 2 - b->len)
-                return -ENOMEM;
-        want = b->len + more + 1;
-        if (want <= b->cap)
-                return 0;
-        cap = MAX(b->cap * 2, (size_t) 256);
-        cap = MAX(cap, want);
-        d = realloc(b->data, cap);
-        if (!d)
-                return -ENOMEM;
-        b->data = d;
-        b->cap = cap;
-        return 0;
-}
-
-static int buf_put(Buf *b, const char *s, size_t n) {
-        int r = buf_reserve(b, n);
-
-        if (r < 0)
-                return r;
-        memcpy(b->data + b->len, s, n);
-        b->len += n;
-        b->data[b->len] = 0;
-        return 0;
-}
-
-static int buf_putc(Buf *b, char c) {
-        return buf_put(b, &c, 1);
-}
-
-static int buf_put_cp(Buf *b, uint32_t cp) {
+static int buf_put_cp(StrBuf *b, uint32_t cp) {
         char u[4];
         size_t n;
 
@@ -91,17 +51,7 @@ static int buf_put_cp(Buf *b, uint32_t cp) {
                 u[3] = (char) (0x80 | (cp & 0x3f));
                 n = 4;
         }
-        return buf_put(b, u, n);
-}
-
-static char *buf_steal(Buf *b) {
-        char *d;
-
-        if (!b->data)
-                return strdup("");
-        d = b->data;
-        *b = (Buf){ 0 };
-        return d;
+        return strbuf_put(b, u, n);
 }
 
 void citation_done(Citation *c) {
@@ -326,7 +276,7 @@ int citation_parse_answer(const char *answer, size_t size, char **ret_answer, Ci
         Citation *cs = NULL;
         size_t n_lines = 0, n_cs = 0, len;
         bool seen[CITATION_N_MAX + 1] = { 0 };
-        Buf out = { 0 };
+        StrBuf out = { 0 };
         int r;
 
         assert(answer || size == 0);
@@ -422,7 +372,7 @@ int citation_parse_answer(const char *answer, size_t size, char **ret_answer, Ci
                         if (r < 0)
                                 goto fail;
                 }
-                r = buf_put(&out, lines[i].s, lines[i].n);
+                r = strbuf_put(&out, lines[i].s, lines[i].n);
                 if (r < 0)
                         goto fail;
         }
@@ -431,7 +381,7 @@ int citation_parse_answer(const char *answer, size_t size, char **ret_answer, Ci
                 out.data[--out.len] = 0;
 
         qsort(cs, n_cs, sizeof(Citation), citation_cmp);
-        *ret_answer = buf_steal(&out);
+        *ret_answer = strbuf_steal(&out);
         if (!*ret_answer) {
                 r = -ENOMEM;
                 goto fail;
@@ -445,7 +395,7 @@ int citation_parse_answer(const char *answer, size_t size, char **ret_answer, Ci
         return 0;
 
 fail:
-        buf_done(&out);
+        strbuf_done(&out);
         citation_free_many(cs, n_cs);
         return r;
 }
@@ -551,7 +501,7 @@ typedef struct Span {
 typedef struct Stripper {
         const char *s;
         size_t n;
-        Buf out;
+        StrBuf out;
         Span *headings;
         size_t n_headings;
 } Stripper;
@@ -893,7 +843,7 @@ static bool cp_is_invisible(uint32_t cp) {
 }
 
 /* NFC of n bytes of valid UTF-8 (ICU's normalizer on UTF-16). */
-static int nfc(const char *s, size_t n, Buf *out) {
+static int nfc(const char *s, size_t n, StrBuf *out) {
         _cleanup_free_ UChar *u = NULL, *v = NULL;
         const UNormalizer2 *norm;
         UErrorCode e = U_ZERO_ERROR;
@@ -904,7 +854,7 @@ static int nfc(const char *s, size_t n, Buf *out) {
         for (size_t i = 0; i < n && ascii; i++)
                 ascii = (unsigned char) s[i] < 0x80;
         if (ascii)
-                return buf_put(out, s, n);
+                return strbuf_put(out, s, n);
         if (n > INT32_MAX / 4)
                 return -EIO;
 
@@ -929,7 +879,7 @@ static int nfc(const char *s, size_t n, Buf *out) {
         if (e != U_BUFFER_OVERFLOW_ERROR && U_FAILURE(e))
                 return -EIO;
         e = U_ZERO_ERROR;
-        r = buf_reserve(out, (size_t) on);
+        r = strbuf_reserve(out, (size_t) on);
         if (r < 0)
                 return r;
         u_strToUTF8(out->data + out->len, on + 1, NULL, v, vn, &e);
@@ -942,8 +892,8 @@ static int nfc(const char *s, size_t n, Buf *out) {
 
 /* Pass 2 on one span: invisible characters out, whitespace runs to one
  * space, NFC; appended to out with *pending_space carried across spans. */
-static int fold_span(const char *s, size_t n, Buf *out, bool *pending_space) {
-        Buf folded = { 0 }, normal = { 0 };
+static int fold_span(const char *s, size_t n, StrBuf *out, bool *pending_space) {
+        StrBuf folded = { 0 }, normal = { 0 };
         bool space = false;
         int r = 0;
 
@@ -964,7 +914,7 @@ static int fold_span(const char *s, size_t n, Buf *out, bool *pending_space) {
                                         goto finish;
                                 space = false;
                         }
-                        r = buf_put(&folded, s + i, k);
+                        r = strbuf_put(&folded, s + i, k);
                         if (r < 0)
                                 goto finish;
                 }
@@ -992,8 +942,8 @@ static int fold_span(const char *s, size_t n, Buf *out, bool *pending_space) {
                         goto finish;
         }
 finish:
-        buf_done(&folded);
-        buf_done(&normal);
+        strbuf_done(&folded);
+        strbuf_done(&normal);
         return r;
 }
 
@@ -1001,7 +951,7 @@ int citation_normalize(const char *wikitext, size_t size, CitationText *ret) {
         _cleanup_free_ char *valid = NULL;
         Stripper st = { 0 };
         CitationText t = { 0 };
-        Buf out = { 0 };
+        StrBuf out = { 0 };
         bool pending = false;
         const char *base;
         size_t pos = 0, len;
@@ -1030,7 +980,7 @@ int citation_normalize(const char *wikitext, size_t size, CitationText *ret) {
         base = st.out.data ? st.out.data : "";
         for (size_t h = 0; h <= st.n_headings; h++) {
                 size_t end = h < st.n_headings ? st.headings[h].start : st.out.len;
-                Buf heading = { 0 };
+                StrBuf heading = { 0 };
                 bool hp = false;
 
                 r = fold_span(base + pos, end - pos, &out, &pending);
@@ -1041,50 +991,50 @@ int citation_normalize(const char *wikitext, size_t size, CitationText *ret) {
                 r = fold_span(
                         base + st.headings[h].start, st.headings[h].end - st.headings[h].start, &heading, &hp);
                 if (r < 0) {
-                        buf_done(&heading);
+                        strbuf_done(&heading);
                         goto fail;
                 }
                 pos = st.headings[h].end;
                 /* A heading a reader does not see (all markup) is none. */
                 if (heading.len == 0) {
-                        buf_done(&heading);
+                        strbuf_done(&heading);
                         continue;
                 }
                 /* The heading starts a new piece of text: the pending space before it. */
                 if (pending && out.len > 0) {
                         r = buf_putc(&out, ' ');
                         if (r < 0) {
-                                buf_done(&heading);
+                                strbuf_done(&heading);
                                 goto fail;
                         }
                 }
                 t.offsets[t.n_headings] = out.len;
-                t.headings[t.n_headings] = buf_steal(&heading);
+                t.headings[t.n_headings] = strbuf_steal(&heading);
                 if (!t.headings[t.n_headings]) {
                         r = -ENOMEM;
                         goto fail;
                 }
                 t.n_headings++;
-                r = buf_put(&out, t.headings[t.n_headings - 1], strlen(t.headings[t.n_headings - 1]));
+                r = strbuf_put(&out, t.headings[t.n_headings - 1], strlen(t.headings[t.n_headings - 1]));
                 if (r < 0)
                         goto fail;
                 pending = true;
         }
 
-        t.text = buf_steal(&out);
+        t.text = strbuf_steal(&out);
         if (!t.text) {
                 r = -ENOMEM;
                 goto fail;
         }
         t.size = strlen(t.text);
-        buf_done(&st.out);
+        strbuf_done(&st.out);
         free(st.headings);
         *ret = t;
         return 0;
 
 fail:
-        buf_done(&out);
-        buf_done(&st.out);
+        strbuf_done(&out);
+        strbuf_done(&st.out);
         free(st.headings);
         citation_text_done(&t);
         return r;
@@ -1166,7 +1116,7 @@ int citation_verify(const CitationText *page, const char *quote, CitationCheck *
 
 /* ---- Links ---- */
 
-static int fragment_encode(Buf *b, const char *s, size_t n) {
+static int fragment_encode(StrBuf *b, const char *s, size_t n) {
         static const char hex[] = "0123456789ABCDEF";
         int r;
 
@@ -1178,7 +1128,7 @@ static int fragment_encode(Buf *b, const char *s, size_t n) {
                     c == '_' || c == '~')
                         r = buf_putc(b, (char) c);
                 else
-                        r = buf_put(b, e, 3);
+                        r = strbuf_put(b, e, 3);
                 if (r < 0)
                         return r;
         }
@@ -1190,7 +1140,7 @@ static int fragment_encode(Buf *b, const char *s, size_t n) {
 
 int citation_text_fragment(const char *quote, char **ret) {
         size_t n = strlen(quote), words = 0;
-        Buf b = { 0 };
+        StrBuf b = { 0 };
         int r;
 
         assert(ret);
@@ -1198,7 +1148,7 @@ int citation_text_fragment(const char *quote, char **ret) {
                 if (quote[i] != ' ' && (i == 0 || quote[i - 1] == ' '))
                         words++;
 
-        r = buf_put(&b, "#:~:text=", 9);
+        r = strbuf_put(&b, "#:~:text=", 9);
         if (r < 0)
                 goto fail;
         if (words <= FRAGMENT_WORDS_MAX)
@@ -1229,10 +1179,10 @@ int citation_text_fragment(const char *quote, char **ret) {
         }
         if (r < 0)
                 goto fail;
-        *ret = buf_steal(&b);
+        *ret = strbuf_steal(&b);
         return *ret ? 0 : -ENOMEM;
 fail:
-        buf_done(&b);
+        strbuf_done(&b);
         return r;
 }
 

@@ -5,6 +5,7 @@
 #include "query/mediawiki.h"
 #include "shared/json-util.h"
 #include "shared/macro.h"
+#include "shared/strbuf.h"
 #include "shared/utf8.h"
 
 
@@ -51,71 +52,40 @@ bool mediawiki_query_is_valid(const char *query) {
 
 /* ---- builders ---- */
 
-typedef struct Buf {
-        char *p;
-        size_t n, a;
-        bool oom;
-} Buf;
-
-static void buf_add(Buf *b, const char *s, size_t n) {
-        if (b->oom)
-                return;
-        if (b->n + n + 1 > b->a) {
-                size_t a = MAX(b->a * 2, (size_t) 256);
-                char *q;
-                while (a < b->n + n + 1)
-                        a *= 2;
-                q = realloc(b->p, a);
-                if (!q) {
-                        b->oom = true;
-                        return;
-                }
-                b->p = q;
-                b->a = a;
-        }
-        memcpy(b->p + b->n, s, n);
-        b->n += n;
-        b->p[b->n] = 0;
-}
-
-static void buf_adds(Buf *b, const char *s) {
-        buf_add(b, s, strlen(s));
-}
-
 /* Percent-encode everything but RFC 3986's unreserved characters. */
-static void buf_add_encoded(Buf *b, const char *s) {
+static void buf_add_encoded(StrBuf *b, const char *s) {
         static const char hex[] = "0123456789ABCDEF";
 
         for (; *s; s++) {
                 unsigned char c = (unsigned char) *s;
                 if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
                     c == '.' || c == '_' || c == '~')
-                        buf_add(b, (const char *) &c, 1);
+                        strbuf_put(b, (const char *) &c, 1);
                 else {
                         char e[3] = { '%', hex[c >> 4], hex[c & 15] };
-                        buf_add(b, e, 3);
+                        strbuf_put(b, e, 3);
                 }
         }
 }
 
-static void buf_param(Buf *b, const char *name, const char *value) {
-        if (b->n > 0)
-                buf_adds(b, "&");
-        buf_adds(b, name);
-        buf_adds(b, "=");
+static void buf_param(StrBuf *b, const char *name, const char *value) {
+        if (b->len > 0)
+                strbuf_puts(b, "&");
+        strbuf_puts(b, name);
+        strbuf_puts(b, "=");
         buf_add_encoded(b, value);
 }
 
-static int buf_finish(Buf *b, char **ret) {
-        if (b->oom) {
-                free(b->p);
+static int buf_finish(StrBuf *b, char **ret) {
+        char *p = strbuf_steal(b);
+
+        if (!p)
                 return -ENOMEM;
-        }
-        *ret = b->p;
+        *ret = p;
         return 0;
 }
 
-static void buf_common(Buf *b, bool assert_user) {
+static void buf_common(StrBuf *b, bool assert_user) {
         buf_param(b, "format", "json");
         buf_param(b, "formatversion", "2");
         buf_param(b, "errorformat", "bc");
@@ -126,7 +96,7 @@ static void buf_common(Buf *b, bool assert_user) {
 }
 
 int mediawiki_build_search(const char *query, unsigned limit, bool assert_user, char **ret) {
-        Buf b = { 0 };
+        StrBuf b = { 0 };
         char n[16];
 
         if (!mediawiki_query_is_valid(query) || limit < 1 || limit > MEDIAWIKI_SEARCH_MAX)
@@ -144,7 +114,7 @@ int mediawiki_build_search(const char *query, unsigned limit, bool assert_user, 
 }
 
 int mediawiki_build_read(const char *title, bool assert_user, char **ret) {
-        Buf b = { 0 };
+        StrBuf b = { 0 };
 
         if (!mediawiki_title_is_valid(title))
                 return -EINVAL;
@@ -160,34 +130,34 @@ int mediawiki_build_read(const char *title, bool assert_user, char **ret) {
 }
 
 int mediawiki_build_revisions(const char *const *titles, size_t n, bool assert_user, char **ret) {
-        Buf b = { 0 };
-        Buf joined = { 0 };
+        StrBuf b = { 0 };
+        StrBuf joined = { 0 };
 
         if (n < 1 || n > MEDIAWIKI_TITLES_MAX)
                 return -EINVAL;
         for (size_t i = 0; i < n; i++) {
                 if (!mediawiki_title_is_valid(titles[i])) {
-                        free(joined.p);
+                        strbuf_done(&joined);
                         return -EINVAL;
                 }
                 if (i > 0)
-                        buf_adds(&joined, "|");
-                buf_adds(&joined, titles[i]);
+                        strbuf_puts(&joined, "|");
+                strbuf_puts(&joined, titles[i]);
         }
-        if (joined.oom) {
-                free(joined.p);
+        if (joined.failed) {
+                strbuf_done(&joined);
                 return -ENOMEM;
         }
         buf_param(&b, "action", "query");
         buf_param(&b, "prop", "info");
-        buf_param(&b, "titles", joined.p);
+        buf_param(&b, "titles", joined.data);
         buf_common(&b, assert_user);
-        free(joined.p);
+        strbuf_done(&joined);
         return buf_finish(&b, ret);
 }
 
 int mediawiki_build_login_token(char **ret) {
-        Buf b = { 0 };
+        StrBuf b = { 0 };
 
         buf_param(&b, "action", "query");
         buf_param(&b, "meta", "tokens");
@@ -197,7 +167,7 @@ int mediawiki_build_login_token(char **ret) {
 }
 
 int mediawiki_build_login(const char *user, const char *password, const char *token, char **ret) {
-        Buf b = { 0 };
+        StrBuf b = { 0 };
 
         if (!user || !password || !token || !*user || !*password || !*token)
                 return -EINVAL;
@@ -206,8 +176,8 @@ int mediawiki_build_login(const char *user, const char *password, const char *to
         buf_param(&b, "lgpassword", password);
         buf_param(&b, "lgtoken", token);
         buf_common(&b, false);
-        if (b.oom && b.p)
-                explicit_bzero(b.p, b.a);
+        if (b.failed && b.data)
+                explicit_bzero(b.data, b.cap);
         return buf_finish(&b, ret);
 }
 
@@ -617,7 +587,7 @@ int mediawiki_parse_login(
 
 /* ---- snippets ---- */
 
-static void buf_add_codepoint(Buf *b, uint32_t cp) {
+static void buf_add_codepoint(StrBuf *b, uint32_t cp) {
         char e[4];
         size_t n;
 
@@ -633,12 +603,12 @@ static void buf_add_codepoint(Buf *b, uint32_t cp) {
         else
                 e[0] = (char) (0xF0 | cp >> 18), e[1] = (char) (0x80 | ((cp >> 12) & 0x3F)),
                 e[2] = (char) (0x80 | ((cp >> 6) & 0x3F)), e[3] = (char) (0x80 | (cp & 0x3F)), n = 4;
-        buf_add(b, e, n);
+        strbuf_put(b, e, n);
 }
 
 /* Decode the entity at s ("&...;"); returns the bytes consumed, 0 if it is
  * not one we know (then "&" is kept as text). */
-static size_t decode_entity(const char *s, Buf *b) {
+static size_t decode_entity(const char *s, StrBuf *b) {
         static const struct {
                 const char *name;
                 char c;
@@ -646,7 +616,7 @@ static size_t decode_entity(const char *s, Buf *b) {
 
         for (size_t i = 0; i < ELEMENTSOF(named); i++)
                 if (strneq(s, named[i].name, strlen(named[i].name))) {
-                        buf_add(b, &named[i].c, 1);
+                        strbuf_put(b, &named[i].c, 1);
                         return strlen(named[i].name);
                 }
         if (s[1] == '#') {
@@ -676,9 +646,9 @@ static size_t decode_entity(const char *s, Buf *b) {
 }
 
 int mediawiki_snippet_to_text(const char *html, char **ret) {
-        Buf b = { 0 };
+        StrBuf b = { 0 };
 
-        buf_add(&b, "", 0);
+        strbuf_put(&b, "", 0);
         for (const char *s = html; *s;) {
                 if (*s == '<') {
                         const char *close = strchr(s, '>');
@@ -688,13 +658,13 @@ int mediawiki_snippet_to_text(const char *html, char **ret) {
                 } else if (*s == '&') {
                         size_t n = decode_entity(s, &b);
                         if (n == 0) {
-                                buf_add(&b, "&", 1);
+                                strbuf_put(&b, "&", 1);
                                 s++;
                         } else
                                 s += n;
                 } else {
                         size_t n = strcspn(s, "<&");
-                        buf_add(&b, s, n);
+                        strbuf_put(&b, s, n);
                         s += n;
                 }
         }

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "shared/macro.h"
+#include "shared/strbuf.h"
+
+static int strbuf_fail(StrBuf *b) {
+        b->failed = true;
+        return -ENOMEM;
+}
+
+int strbuf_reserve(StrBuf *b, size_t more) {
+        size_t want, cap;
+        char *d;
+
+        if (b->failed)
+                return -ENOMEM;
+        if (more > SIZE_MAX / 2 - b->len)
+                return strbuf_fail(b);
+        want = b->len + more + 1;
+        if (want <= b->cap)
+                return 0;
+        cap = MAX(b->cap * 2, (size_t) 256);
+        cap = MAX(cap, want);
+        d = realloc(b->data, cap);
+        if (!d)
+                return strbuf_fail(b);
+        b->data = d;
+        b->cap = cap;
+        return 0;
+}
+
+int strbuf_put(StrBuf *b, const char *s, size_t n) {
+        int r = strbuf_reserve(b, n);
+
+        if (r < 0)
+                return r;
+        memcpy(b->data + b->len, s, n);
+        b->len += n;
+        b->data[b->len] = 0;
+        return 0;
+}
+
+char *strbuf_steal(StrBuf *b) {
+        char *d;
+
+        if (b->failed) {
+                strbuf_done(b);
+                return NULL;
+        }
+        d = b->data ? b->data : strdup("");
+        *b = (StrBuf){ 0 };
+        return d;
+}
+
+void strbuf_done(StrBuf *b) {
+        free(b->data);
+        *b = (StrBuf){ 0 };
+}
