@@ -159,62 +159,28 @@ typedef struct QueueProperties {
         uint64_t average, reservation, heartbeat, started, failed, expired;
 } QueueProperties;
 
-/* RunningQueries (a variant of a(ss)) as one line: "qr_… (phase), …",
- * the phase left out when it is not known. */
-static int read_running_queries(sd_bus_message *reply, char **ret) {
+/* An array of running queries as one line, "qr_… (phase, user alice), …",
+ * what is not known left out: RunningQueries' a(ss) (no users), or
+ * ListRunningQueries' a(sss) (root only: with_user). */
+static int read_running_list(sd_bus_message *reply, bool with_user, char **ret) {
         _cleanup_free_ char *line = NULL;
-        const char *id, *phase;
         int r;
 
-        r = sd_bus_message_enter_container(reply, 'v', "a(ss)");
+        r = sd_bus_message_enter_container(reply, 'a', with_user ? "(sss)" : "(ss)");
         if (r < 0)
                 return r;
-        r = sd_bus_message_enter_container(reply, 'a', "(ss)");
-        if (r < 0)
-                return r;
-        while ((r = sd_bus_message_read(reply, "(ss)", &id, &phase)) > 0) {
+        for (;;) {
+                const char *id, *phase, *user = "";
+                bool said;
                 char *next;
 
-                if (asprintf(
-                            &next,
-                            "%s%s%s%s%s%s",
-                            line ? line : "",
-                            line ? ", " : "",
-                            id,
-                            *phase ? " (" : "",
-                            phase,
-                            *phase ? ")" : "") < 0)
-                        return -ENOMEM;
-                free(line);
-                line = next;
-        }
-        if (r < 0)
-                return r;
-        r = sd_bus_message_exit_container(reply);
-        if (r < 0)
-                return r;
-        r = sd_bus_message_exit_container(reply);
-        if (r < 0)
-                return r;
-        free(*ret);
-        *ret = TAKE_PTR(line);
-        return 0;
-}
-
-/* ListRunningQueries (root only) as the same line, each query's user
- * added: "qr_… (phase, user alice), …". */
-static int read_running_query_users(sd_bus_message *reply, char **ret) {
-        _cleanup_free_ char *line = NULL;
-        const char *id, *phase, *user;
-        int r;
-
-        r = sd_bus_message_enter_container(reply, 'a', "(sss)");
-        if (r < 0)
-                return r;
-        while ((r = sd_bus_message_read(reply, "(sss)", &id, &phase, &user)) > 0) {
-                bool said = *phase || *user;
-                char *next;
-
+                if (with_user)
+                        r = sd_bus_message_read(reply, "(sss)", &id, &phase, &user);
+                else
+                        r = sd_bus_message_read(reply, "(ss)", &id, &phase);
+                if (r <= 0)
+                        break;
+                said = *phase || *user;
                 if (asprintf(
                             &next,
                             "%s%s%s%s%s%s%s%s%s",
@@ -239,6 +205,19 @@ static int read_running_query_users(sd_bus_message *reply, char **ret) {
         free(*ret);
         *ret = TAKE_PTR(line);
         return 0;
+}
+
+/* RunningQueries, a variant of a(ss). */
+static int read_running_queries(sd_bus_message *reply, char **ret) {
+        int r;
+
+        r = sd_bus_message_enter_container(reply, 'v', "a(ss)");
+        if (r < 0)
+                return r;
+        r = read_running_list(reply, false, ret);
+        if (r < 0)
+                return r;
+        return sd_bus_message_exit_container(reply);
 }
 
 static int read_properties(sd_bus_message *reply, QueueProperties *p) {
@@ -338,7 +317,7 @@ static int verb_status(sd_bus *bus) {
                 user = NULL;
         /* Root sees each running query's user too; others the property. */
         r = sd_bus_call_method(bus, NAME, PATH, IFACE, "ListRunningQueries", NULL, &running_reply, NULL);
-        if (r >= 0 && read_running_query_users(running_reply, &p.running_queries) < 0)
+        if (r >= 0 && read_running_list(running_reply, true, &p.running_queries) < 0)
                 return bus_error("parse the running queries", NULL, -EBADMSG);
 
         t = table_new_vertical();
