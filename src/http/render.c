@@ -175,11 +175,10 @@ const char *render_body(json_object *o) {
 /* --- The status object of API.md 6 ------------------------------------------ */
 
 /* The status object is what is asked for most (every waiting page and
- * every poll), so it is written as text by hand, not built as a json-c
- * tree and serialized: a third of the instructions of a status request
- * went to making, printing and freeing that tree
+ * every poll), so it is written as text by hand: a json-c tree made,
+ * printed and freed would cost the request a third more instructions
  * (tests/bench/bench-http-instructions.sh). The bytes are json-c's own
- * (JSON_C_TO_STRING_PLAIN): test-render compares them. */
+ * (JSON_C_TO_STRING_PLAIN): test-render pins them. */
 
 /* The puts below are checked once, at the end (strbuf_steal()): a failed
  * allocation is sticky. */

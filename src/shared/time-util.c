@@ -53,7 +53,8 @@ static char *put_digits(char *p, unsigned v, unsigned n) {
 }
 
 /* Written by hand: a status object has two of these, and gmtime_r() with
- * snprintf() cost some 3,700 instructions each (tests/bench/bench-http-instructions.sh). */
+ * snprintf() would cost some 3,700 instructions each
+ * (tests/bench/bench-http-instructions.sh). */
 char *format_rfc3339_ms(char buf[static RFC3339_MS_MAX], usec_t realtime) {
         uint64_t sec = realtime / USEC_PER_SEC, days = sec / 86400, rest = sec % 86400;
         unsigned year, month, day;
