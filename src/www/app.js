@@ -382,6 +382,18 @@
 
   const formatTime = I18n.date;
 
+  // When something happened, as a person says it: "3 minutes ago", "vor 3
+  // Minuten" within a day (against the server's clock), else the date.
+  function whenWords(t) {
+    const now = Date.now() + clockOffset;
+    const d = Date.parse(t);
+    return !Number.isNaN(d) && Math.abs(now - d) < 86400 * 1000 ? I18n.relative(d, now) : formatTime(t);
+  }
+  // The history's times are said again each half minute.
+  setInterval(() => {
+    for (const e of document.querySelectorAll('#history-list time')) e.textContent = whenWords(e.dateTime);
+  }, 30000);
+
   function safeHref(url) {
     return typeof url === 'string' ? window.WikiwebMarkdown.safeUrl(url) : null;
   }
@@ -1142,7 +1154,11 @@
       open.type = 'button';
       // The question keeps its own direction, whatever the page's.
       open.appendChild(el('span', 'q')).appendChild(el('bdi', null, rec.question));
-      const when = el('span', 'when', formatTime(rec.created_at) + ' ');
+      const when = el('span', 'when');
+      const time = el('time', null, whenWords(rec.created_at));
+      time.dateTime = String(rec.created_at);
+      time.title = formatTime(rec.created_at);
+      when.append(time, ' ');
       when.appendChild(el('span', 'badge ' + rec.status, I18n.has('history.status.' + rec.status) ? t('history.status.' + rec.status) : String(rec.status)));
       open.appendChild(when);
       open.addEventListener('click', () => app.open(rec.id));
@@ -1468,16 +1484,10 @@
     },
   };
 
-  // The language switcher: each language named in itself; a choice is
-  // kept (i18n.js) and the page's words follow it.
+  // The language switcher (index.html: each language named in itself); a
+  // choice is kept (i18n.js) and the page's words follow it.
   function languages() {
     const sel = $('language-select');
-    sel.replaceChildren(...I18n.LANGUAGES.map((l) => {
-      const o = el('option', null, I18n.autonym(l));
-      o.value = l;
-      o.lang = l;
-      return o;
-    }));
     sel.value = I18n.lang();
     sel.addEventListener('change', () => I18n.set(sel.value));
     $('language').hidden = false;

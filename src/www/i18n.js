@@ -101,12 +101,18 @@
         c = await fetchCatalog('en').catch(() => ({}));
       }
     }
+    const html = root.document.documentElement;
+    const same = l === lang && html.lang === l;
     lang = l;
     catalog = c;
-    const html = root.document.documentElement;
-    html.lang = l;
-    html.dir = RTL.has(l) ? 'rtl' : 'ltr';
-    translate(root.document);
+    // The markup is English, word for word the English catalog (the
+    // lint checks it): English on first load changes nothing, and costs
+    // no style recalculation.
+    if (!same) {
+      html.lang = l;
+      html.dir = RTL.has(l) ? 'rtl' : 'ltr';
+      translate(root.document);
+    }
     return l;
   }
 
@@ -201,16 +207,6 @@
     return ms < 1000 ? unit(Math.round(ms), 'millisecond') : unit(ms / 1000, 'second', { minimumFractionDigits: 1, maximumFractionDigits: 1 });
   }
 
-  // The language's name in itself ("Deutsch", "日本語").
-  function autonym(l) {
-    try {
-      const n = new Intl.DisplayNames([l], { type: 'language' }).of(l);
-      return n.charAt(0).toLocaleUpperCase(l) + n.slice(1);
-    } catch (e) {
-      return l;
-    }
-  }
-
   const chosen = loadChoice() || choose(root.navigator.languages || [root.navigator.language]);
   // Started at once: the catalog loads while the rest of the page does.
   const ready = use(chosen);
@@ -238,6 +234,5 @@
     duration,
     approx,
     millis,
-    autonym,
   });
 })(typeof window === 'object' ? window : globalThis);

@@ -23,7 +23,9 @@ Fails, naming each problem, when:
   aria-label, announce(), a notification, an error's message);
 - index.html has text or a shown attribute (aria-label, title,
   placeholder, alt, a meta description) without data-i18n or
-  data-i18n-attr (translate="no" marks a name that stays as it is).
+  data-i18n-attr (translate="no" marks a name that stays as it is), or
+  its English words are not word for word those of en.json (English is
+  painted from the markup, untouched).
 
 A literal that is shown but not words of a language (an API contract's
 table compared, never shown) sits between "// i18n-exempt-begin" and
@@ -261,9 +263,11 @@ class PageText(html.parser.HTMLParser):
     SHOWN_ATTRS = ('aria-label', 'title', 'placeholder', 'alt')
     VOID = {'meta', 'link', 'input', 'br', 'img', 'hr', 'source', 'area', 'base', 'col', 'embed', 'track', 'wbr'}
 
-    def __init__(self, used):
+    def __init__(self, used, en):
         super().__init__(convert_charrefs=True)
         self.used = used
+        self.en = en
+        self.texts = {}  # data-i18n key -> the element's text in the markup
         self.stack = []  # (tag, covered: text here comes from a catalog or stays)
 
     def handle_starttag(self, tag, attrs):
@@ -271,6 +275,7 @@ class PageText(html.parser.HTMLParser):
         covered = bool(self.stack and self.stack[-1][1])
         if 'data-i18n' in a:
             self.used.add(a['data-i18n'])
+            self.texts.setdefault(a['data-i18n'], '')
             covered = True
         if a.get('translate') == 'no':
             covered = True
@@ -279,6 +284,9 @@ class PageText(html.parser.HTMLParser):
             attr, _, key = pair.partition(':')
             translated.add(attr)
             self.used.add(key)
+            if self.en.get(key) != a.get(attr):
+                problem(f'src/www/index.html:{self.getpos()[0]}',
+                        f'<{tag} {attr}> is not word for word en.json "{key}"')
         shown = [x for x in self.SHOWN_ATTRS if a.get(x)]
         if tag == 'meta' and a.get('name') == 'description':
             shown.append('content')
@@ -298,6 +306,8 @@ class PageText(html.parser.HTMLParser):
                 break
 
     def handle_data(self, data):
+        if self.stack and 'data-i18n' in self.stack[-1][2]:
+            self.texts[self.stack[-1][2]['data-i18n']] += data
         if not data.strip() or (self.stack and self.stack[-1][0] in ('script', 'style')):
             return
         if not (self.stack and self.stack[-1][1]):
@@ -314,8 +324,14 @@ def main(argv):
     with open(os.path.join(www, 'style.css'), encoding='utf-8') as f:
         css_classes = set(re.findall(r'\.([a-z][a-z0-9-]*)', f.read()))
     check_js(os.path.join(www, 'app.js'), en, used, prefixes, css_classes)
+    page = PageText(used, en)
     with open(os.path.join(www, 'index.html'), encoding='utf-8') as f:
-        PageText(used).feed(f.read())
+        page.feed(f.read())
+    # The markup is the English page as it is first painted: the same
+    # words as the English catalog, so that English needs no change.
+    for key, text in page.texts.items():
+        if en.get(key) != text:
+            problem('src/www/index.html', f'data-i18n="{key}": {text!r} is not word for word en.json {en.get(key)!r}')
     for key in sorted(used - set(en)):
         if not any(key.startswith(p) for p in prefixes):
             problem('src/www/app.js, index.html', f'use "{key}", which en.json has not')

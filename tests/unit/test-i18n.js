@@ -52,6 +52,11 @@ eq(choose(['de-CH-1996'], have), 'de', 'a tag with a variant');
 // Arabic runs right to left.
 for (const l of LANGUAGES) eq(fs.existsSync(path.join(www, 'i18n', l + '.json')), true, `a catalog for ${l}`);
 eq(LANGUAGES[0], 'en', 'English first: the fallback');
+// The switcher of index.html offers exactly these, each named in itself.
+const html = fs.readFileSync(path.join(www, 'index.html'), 'utf8');
+const select = html.slice(html.indexOf('<select id="language-select"'), html.indexOf('</select>'));
+eq([...select.matchAll(/<option value="([a-z]+)" lang="([a-z]+)"/g)].map((m) => (m[1] === m[2] ? m[1] : m[0])), LANGUAGES,
+  'the switcher offers the languages');
 eq([...RTL], ['ar'], 'right to left: Arabic only');
 
 // --- Messages ------------------------------------------------------------
