@@ -1186,7 +1186,9 @@ class Queue(PageBase):
             c.check_console()
 
     def test_leave_the_queue(self):
-        d = self.page_daemon([{'answer': 'The first answer.', 'delay': 3}])
+        # The first answer is held until the second has left: under load a
+        # fixed delay could end first, and the second's turn hide the button.
+        d = self.page_daemon([{'answer': 'The first answer.', 'hold': 'first'}])
         first, second = self.chrome(d), self.chrome(d)
         first.ask('The first question?')
         self.wait_state(d, 'running')
@@ -1195,6 +1197,7 @@ class Queue(PageBase):
         second.find('#leave-button').click()
         second.wait(lambda: 'You left the queue.' in (second.text('#status') or ''), what='left')
         self.assertEqual(self.peek(d)['queue_length'], 0)
+        d.llm.release('first')
         first.wait_answer()
         time.sleep(2.5)  # the second does not ask after all
         self.assertEqual(len(d.llm.chat_requests()), 1)
