@@ -56,7 +56,8 @@ PLURALS = {
 # names (a selector).
 NOT_WORDS = {'use strict', 'noopener noreferrer', 'noopener noreferrer nofollow'}
 TAGS = {'a', 'code', 'pre', 'p', 'li', 'ul', 'ol', 'span', 'div', 'button', 'table', 'td', 'th', 'tr', 'img',
-        'summary', 'details', 'section', 'h2', 'h3', 'h4', 'q', 'em', 'strong', 'option', 'select', 'input'}
+        'summary', 'details', 'section', 'h2', 'h3', 'h4', 'q', 'em', 'strong', 'option', 'select', 'input',
+        'time', 'bdi'}
 
 PLACEHOLDER = re.compile(r'\{([a-z_]+)\}')
 KEY = re.compile(r'^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$')
@@ -247,6 +248,7 @@ def check_js(path, en, used, prefixes, css_classes):
         words = re.findall(r'[A-Za-z]+', text)
         tokens = text.replace(',', ' ').split()
         class_list = text in NOT_WORDS or all(
+            re.fullmatch(r'[#.][A-Za-z][\w-]*', tok) or  # a selector's id or class
             re.fullmatch(r'[a-z][a-z0-9-]*', tok) and (tok in css_classes or tok in TAGS) for tok in tokens)
         why = None
         if foreign:
