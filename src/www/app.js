@@ -291,23 +291,25 @@
     return detail ? t('error.with_detail', { text, detail }) : text;
   }
 
+  // The same as pieces for append(): the server's message marked as
+  // English, so that a screen reader says it in English.
+  function errorParts(code, message) {
+    const [text, detail] = errorWords(code, message);
+    if (!detail) return [text];
+    const d = el('span', 'detail', detail);
+    d.lang = 'en';
+    d.dir = 'ltr';
+    return I18n.parts('error.with_detail', { text, detail: d });
+  }
+
   // Every error as its words (and its code, where the API gave one); the
   // server's message, in English, beside them when it says more.
   function showError(e) {
     if (unloading || (e && e.name === 'AbortError')) return;
     const code = e instanceof ApiError ? e.code : null;
     const p = el('p');
-    if (e instanceof ApiError && !e.local) {
-      const [text, detail] = errorWords(e.code, e.message);
-      p.append(text);
-      if (detail) {
-        p.append(' ');
-        const d = el('span', 'detail', detail);
-        d.lang = 'en';
-        d.dir = 'ltr';
-        p.append(d);
-      }
-    } else p.append(describeError(e));
+    if (e instanceof ApiError && !e.local) p.append(...errorParts(e.code, e.message));
+    else p.append(describeError(e));
     if (code && code !== 'network') {
       p.append(' ');
       p.appendChild(el('span', 'code', '(' + code + ')'));
@@ -744,7 +746,10 @@
       const f = $('failure');
       if (rec.status === 'failed') {
         const err = rec.error || {};
-        const p = el('p', null, t('answer.failed', { reason: failureWords(err) }) + ' ');
+        const reason = err.code || err.message ? el('span') : t('answer.no_reason');
+        if (typeof reason === 'object') reason.append(...errorParts(err.code, err.message));
+        const p = el('p');
+        p.append(...I18n.parts('answer.failed', { reason }), ' ');
         p.appendChild(el('span', 'code', '(' + (err.code || 'unknown') + ')'));
         f.replaceChildren(p);
         f.hidden = false;

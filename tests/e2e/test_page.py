@@ -1718,6 +1718,9 @@ class Languages(PageBase):
         self.says(failure, cat['answer.failed'], 'the failure')
         self.assertIn(cat['error.upstream_failed'], failure)
         self.assertIn('(upstream_failed)', failure)
+        detail = c.js("const d = document.querySelector('#failure .detail'); return d && [d.lang, d.textContent]")
+        self.assertEqual(detail[0], 'en', 'the server\'s message beside, marked as English')
+        self.assertIn(detail[1], failure)
         # The history: two records, their state and time in the language.
         c.wait(lambda: len(c.finds('#history-list li')) == 2 and
                c.js("return document.querySelector('#history-list li').dataset.status") == 'failed',
