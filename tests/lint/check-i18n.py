@@ -269,7 +269,7 @@ class PageText(html.parser.HTMLParser):
         super().__init__(convert_charrefs=True)
         self.used = used
         self.en = en
-        self.texts = {}  # data-i18n key -> the element's text in the markup
+        self.texts = []  # [key, text] of each element with data-i18n, in order
         self.stack = []  # (tag, covered: text here comes from a catalog or stays)
 
     def handle_starttag(self, tag, attrs):
@@ -277,7 +277,8 @@ class PageText(html.parser.HTMLParser):
         covered = bool(self.stack and self.stack[-1][1])
         if 'data-i18n' in a:
             self.used.add(a['data-i18n'])
-            self.texts.setdefault(a['data-i18n'], '')
+            self.texts.append([a['data-i18n'], ''])
+            a = dict(a, _text=len(self.texts) - 1)
             covered = True
         if a.get('translate') == 'no':
             covered = True
@@ -308,8 +309,8 @@ class PageText(html.parser.HTMLParser):
                 break
 
     def handle_data(self, data):
-        if self.stack and 'data-i18n' in self.stack[-1][2]:
-            self.texts[self.stack[-1][2]['data-i18n']] += data
+        if self.stack and '_text' in self.stack[-1][2]:
+            self.texts[self.stack[-1][2]['_text']][1] += data
         if not data.strip() or (self.stack and self.stack[-1][0] in ('script', 'style')):
             return
         if not (self.stack and self.stack[-1][1]):
@@ -331,7 +332,7 @@ def main(argv):
         page.feed(f.read())
     # The markup is the English page as it is first painted: the same
     # words as the English catalog, so that English needs no change.
-    for key, text in page.texts.items():
+    for key, text in page.texts:
         if en.get(key) != text:
             problem('src/www/index.html', f'data-i18n="{key}": {text!r} is not word for word en.json {en.get(key)!r}')
     for key in sorted(used - set(en)):
