@@ -297,6 +297,16 @@ static HttpHandlerResult api_handle_health(Api *api, HttpRequest *req) {
         json_object_object_add(
                 o, "execution", json_object_new_string(h.execution_configured ? "ok" : "not_configured"));
         json_object_object_add(o, "missing_settings", missing);
+        /* Whose wiki permissions count, and in person mode whether the wiki
+         * answered the last check (API.md "Whose permissions"). */
+        json_object_object_add(
+                o, "wiki_read_as", json_object_new_string(config_read_as_to_string(api->config->wiki_read_as)));
+        if (api->config->wiki_read_as == CONFIG_READ_AS_PERSON)
+                json_object_object_add(
+                        o,
+                        "wiki_read_check",
+                        json_object_new_string(
+                                query_executor_read_check_health(manager_get_executor(api->manager))));
         {
                 AdmissionSlotCounts c;
 
@@ -428,7 +438,8 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
         if (!w)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
 
-        r = manager_start_query(api->manager, http_request_session(req), q.question, q.pages, &query);
+        r = manager_start_query_as(
+                api->manager, http_request_session(req), http_request_user(req), q.question, q.pages, &query);
         if (r < 0)
                 free(w);
         if (r == -EBUSY)

@@ -537,6 +537,16 @@ static void manager_on_query_event(const char *query_id, const QueryEvent *ev, v
 
 int manager_start_query(
         Manager *m, const SessionKey *session, const char *question, char *const *pages, ManagerQuery **ret) {
+        return manager_start_query_as(m, session, NULL, question, pages, ret);
+}
+
+int manager_start_query_as(
+        Manager *m,
+        const SessionKey *session,
+        const char *user,
+        const char *question,
+        char *const *pages,
+        ManagerQuery **ret) {
         ManagerQuery *q;
         QueryJob job = { 0 };
         AdmissionStatus st;
@@ -599,6 +609,7 @@ int manager_start_query(
         memcpy(job.id, q->id, sizeof job.id);
         job.session = *session;
         job.question = question;
+        job.user = user;
         job.pages = pages;
         r = query_executor_start(m->executor, &job, manager_on_query_done, m);
         if (r < 0) {

@@ -147,6 +147,16 @@ QueryExecutor *manager_get_executor(Manager *m);
  * and MANAGER_QUERY_CLEANUP_CONFIRMED have been announced too. */
 int manager_start_query(
         Manager *m, const SessionKey *session, const char *question, char *const *pages, ManagerQuery **ret);
+/* The same, for the person user (their identity name, borrowed for the
+ * call; NULL: anonymous): with WIKI_WEB_WIKI_READ_AS=person the query uses
+ * only what user may read on the wiki (API.md "Whose permissions"). */
+int manager_start_query_as(
+        Manager *m,
+        const SessionKey *session,
+        const char *user,
+        const char *question,
+        char *const *pages,
+        ManagerQuery **ret);
 
 /* End a running query now, as its deadline would (an administrator's
  * CancelQuery; the service stopping): it fails with execution_failed and
