@@ -140,6 +140,7 @@ struct QueryRun {
         char *user;         /* the person's wiki user name; NULL: anonymous */
         bool checking;      /* q->wiki_op is the read check of q->pending */
         WikiResult pending; /* the search or read being checked */
+        usec_t wiki_mark;   /* wiki time counted up to here (a check follows its read) */
 
         sd_event_source *deadline_source;
         sd_event_source *defer; /* advances or reports */
@@ -418,7 +419,7 @@ static void query_run_cancel_in_flight(QueryRun *q) {
                 q->checking = false;
                 wiki_result_done(&q->pending);
                 query_run_add_phase(
-                        &q->timings.wiki, "wiki", usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started));
+                        &q->timings.wiki, "wiki", usec_sub_unsigned(now(CLOCK_MONOTONIC), q->wiki_mark));
         }
         if (q->sandbox_run && !q->sandbox_cancelled) {
                 q->sandbox_cancelled = true;
@@ -853,7 +854,9 @@ static void query_run_on_wiki_done(WikiOperation *op, int error, const WikiResul
         int k;
 
         assert(op == q->wiki_op);
-        query_run_add_phase(&q->timings.wiki, "wiki", usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started));
+        /* Since the operation (or its read check's search or read) began. */
+        query_run_add_phase(&q->timings.wiki, "wiki", usec_sub_unsigned(now(CLOCK_MONOTONIC), q->wiki_mark));
+        q->wiki_mark = now(CLOCK_MONOTONIC);
 
         if (q->checking)
                 query_run_on_check_done(q, error, r);
@@ -995,7 +998,7 @@ static int query_run_start_read(QueryRun *q, const char *title) {
         q->op_title = strdup(title);
         if (!q->op_title)
                 return -ENOMEM;
-        q->op_started = now(CLOCK_MONOTONIC);
+        q->op_started = q->wiki_mark = now(CLOCK_MONOTONIC);
         return wiki_client_read(q->wiki, title, query_run_on_wiki_done, q, &q->wiki_op);
 }
 
@@ -1113,7 +1116,7 @@ static int query_run_send(QueryRun *q, const AgentAction *a) {
 }
 
 static int query_run_start_tool(QueryRun *q, const AgentAction *a) {
-        q->op_started = now(CLOCK_MONOTONIC);
+        q->op_started = q->wiki_mark = now(CLOCK_MONOTONIC);
         q->op_step = a->step;
         q->op_tool = a->call.tool;
         query_run_log(q, LOG_INFO, "step %u: %s.", a->step, agent_tool_to_string(a->call.tool));

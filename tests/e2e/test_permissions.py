@@ -139,6 +139,9 @@ class Permissions(PipelineBase):
         self.assertStatus(r, 200)
         rec = r.json
         self.assertEqual(rec['status'], 'succeeded', rec)
+        # The check's time is wiki time, counted once.
+        t = rec['timings_ms']
+        self.assertLessEqual(t['wiki'] + t['model'], t['total'] + 2, t)
         h = b.get(API + '/history/' + rec['id'], headers=headers)
         self.assertStatus(h, 200)
         self.assertEqual(h.json, rec)
