@@ -199,7 +199,8 @@ class Permissions(PipelineBase):
                                'Quokka notice': False})
         # No title of a withheld page in the journal.
         log = d.log()
-        for t in ('Payroll:Salaries', 'HR/Case 17', 'Case seventeen', 'Salary table'):
+        for t in ('Payroll:Salaries', 'HR/Case 17', 'Case seventeen', 'Salary table', 'Payroll%3ASalaries',
+                  'Case%2017', 'Case_17'):
             self.assertNotIn(t, log)
         self.assertIn('withheld', log)
 
