@@ -304,6 +304,31 @@ def measure_read_as():
               f'the check adds {p - s:.1f} ms per tool call')
         print(f'  end to end: service median {statistics.median(e2e_ms["service"]):.1f} ms, '
               f'person median {statistics.median(e2e_ms["person"]):.1f} ms')
+        # The check alone, next to a read, as the bot, alternating.
+        import http.cookiejar
+        import urllib.parse
+        import urllib.request
+        op = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+
+        def get(**p):
+            p.update(format='json', formatversion='2')
+            t0 = time.perf_counter()
+            with op.open(w.api_url + '?' + urllib.parse.urlencode(p)) as r:
+                body = json.load(r)
+            return (time.perf_counter() - t0) * 1000, body
+
+        tok = get(action='query', meta='tokens', type='login')[1]['query']['tokens']['logintoken']
+        with op.open(w.api_url, urllib.parse.urlencode(dict(
+                action='login', lgname=w.bot_user, lgpassword=w.bot_password, lgtoken=tok,
+                format='json')).encode()) as r:
+            assert json.load(r)['login']['result'] == 'Success'
+        check, read = [], []
+        for _ in range(READ_AS_QUERIES):
+            check.append(get(action='wikiwebreadcheck', user='Alice', titles='Apple')[0])
+            read.append(get(action='query', prop='revisions|info', titles='Apple', rvslots='main',
+                            rvprop='content|ids', inprop='url', redirects='1')[0])
+        print(f'  one request alone, {READ_AS_QUERIES} each, alternating: the check median '
+              f'{statistics.median(check):.1f} ms, a read median {statistics.median(read):.1f} ms')
     finally:
         for d in daemons.values():
             d.discard()
