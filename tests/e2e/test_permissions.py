@@ -16,11 +16,11 @@ the scripted model receives is searched for the restricted pages' text.
 
 All traffic goes to loopback addresses only."""
 
-import http.client
 import json
 import os
-import re
+import subprocess
 import sys
+import time
 import urllib.parse
 import urllib.request
 import http.cookiejar
@@ -162,6 +162,12 @@ class Permissions(PipelineBase):
         d = self.person_daemon(llm)
         h = d.browser().get(API + '/health')
         self.assertEqual(h.json['wiki_read_as'], 'person')
+        # The daemon's own check at start: answered.
+        deadline = time.monotonic() + 10
+        while h.json['wiki_read_check'] != 'ok' and time.monotonic() < deadline:
+            time.sleep(0.1)
+            h = d.browser().get(API + '/health')
+        self.assertEqual(h.json['wiki_read_check'], 'ok')
         # Alice (outside the group) and an anonymous person.
         for user in ('Alice', None):
             with self.subTest(user=user):
@@ -245,7 +251,8 @@ class Permissions(PipelineBase):
                     b, r, headers = self.ask_as(d, 'Alice', llm, pages=None)
                     self.assertStatus(r, 403)
                     self.assertEqual(len(llm.chat_requests()), 1)
-            self.assertIn(d.browser().get(API + '/health').json['wiki_read_check'], ('failed', 'unknown'))
+            # The daemon started while the wiki could not answer: health says so.
+            self.assertEqual(d.browser().get(API + '/health').json['wiki_read_check'], 'failed')
             self.assertGreaterEqual(self.withheld(d)[3], 4)
         finally:
             w.set_switch('readcheck-unloaded', False)
@@ -256,7 +263,10 @@ class Permissions(PipelineBase):
         service account may not read is a tool result, not a failed query."""
         llm = self.llm([{'tool_calls': [read('Vault/Keys'), read('No such page at all')]},
                         {'answer': 'Nothing.'}])
-        d = self.pipeline_daemon(llm, wiki(), bot=True, WIKI_WEB_WIKI_READ_AS='service')
+        # Trusted proxies and the mode left to its default: a warning names it.
+        d = self.pipeline_daemon(llm, wiki(), bot=True, WIKI_WEB_TRUSTED_PROXIES='127.0.0.2/32',
+                                 WIKI_WEB_REQUIRE_USER='false')
+        self.assertIn('WIKI_WEB_WIKI_READ_AS is not', d.log())
         b, r = self.ask(d, question='What is in the vault?')
         rec = self.check_record(d, b, r)
         results = tool_results(llm.chat_requests()[1])
@@ -266,6 +276,17 @@ class Permissions(PipelineBase):
         h = d.browser().get(API + '/health').json
         self.assertEqual(h['wiki_read_as'], 'service')
         self.assertNotIn('wiki_read_check', h)
+        # --check-config: the mode shown, and an invalid one named.
+        env = dict(os.environ, WIKI_WEB_WIKI_READ_AS='person')
+        p = subprocess.run([harness.WIKIWEBD, '--check-config'], env=env, capture_output=True, text=True,
+                           timeout=30, stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 0, p)
+        self.assertIn('WIKI_WEB_WIKI_READ_AS=person', p.stdout.splitlines())
+        env['WIKI_WEB_WIKI_READ_AS'] = 'Person'
+        p = subprocess.run([harness.WIKIWEBD, '--check-config'], env=env, capture_output=True, text=True,
+                           timeout=30, stdin=subprocess.DEVNULL)
+        self.assertNotEqual(p.returncode, 0, p)
+        self.assertIn('WIKI_WEB_WIKI_READ_AS', p.stderr)
 
     def test_extension_api(self):
         """The extension's answers, asked directly: a named user, an unknown
