@@ -222,9 +222,11 @@ static void manager_add_query(Manager *m, ManagerQuery *q) {
         m->n_queries++;
 }
 
-/* The query's slot is given up: its duration (claim to confirmed cleanup)
- * goes to the wait range, it is announced, then freed. */
-static void manager_release_query(Manager *m, ManagerQuery *q) {
+/* The last of every query, as importd's transfer_finalize(): its slot is
+ * given up (the caller called admission_finish()), its duration (claim to
+ * confirmed cleanup) goes to the wait range, MANAGER_QUERY_CLEANUP_CONFIRMED
+ * is announced, and it is freed. */
+static void manager_query_finalize(Manager *m, ManagerQuery *q) {
         usec_t t = now(CLOCK_MONOTONIC);
         int r;
 
@@ -538,7 +540,7 @@ static void manager_record_durable(ManagerQuery *q, int error) {
         manager_announce(m, &(ManagerEvent){ .type = MANAGER_QUERY_DURABLE, .query = q, .outcome = &outcome });
 
         if (q->cleanup_confirmed)
-                manager_release_query(m, q);
+                manager_query_finalize(m, q);
         else {
                 manager_announce_query(m, MANAGER_QUERY_PHASE, q);
                 manager_check_health(m);
@@ -595,19 +597,17 @@ static void manager_on_record_durable(SyncWorker *w, int error, void *userdata) 
         manager_start_sync(m);
 }
 
-/* The executor's report, on the loop: the record is committed now, and
- * the rest waits for the sync that makes it durable, done on the worker's
- * thread (several milliseconds on a disk, during which the loop serves
- * requests) or, without it, here. */
-static void manager_on_query_done(QueryExecutor *x, int error, const QueryOutcome *o, void *userdata) {
-        Manager *m = userdata;
-        ManagerQuery *q = manager_get_query(m, o->query_id);
+/* Where every query ends, however it ended (the executor's report, a
+ * cancel, the stop grace, or an executor that could not start it): its
+ * outcome is kept, its record committed now, and the rest waits for the
+ * sync that makes it durable (manager_record_durable()), done on the
+ * worker's thread (several milliseconds on a disk, during which the loop
+ * serves requests) or, without it, here; then manager_query_finalize(). */
+static void manager_query_end(ManagerQuery *q, int error, const QueryOutcome *o) {
+        Manager *m = q->manager;
         usec_t t = now(CLOCK_MONOTONIC);
 
-        if (!q || !q->executing) {
-                log_error("The executor reported query %s, which is not running.", o->query_id);
-                return;
-        }
+        assert(q->executing);
         q->executing = false;
         q->completing = true;
         q->succeeded = error >= 0;
@@ -620,6 +620,18 @@ static void manager_on_query_done(QueryExecutor *x, int error, const QueryOutcom
 
         manager_record_outcome(m, q, o, q->message, /* durable= */ false);
         manager_start_sync(m);
+}
+
+/* The executor's report, on the loop. */
+static void manager_on_query_done(QueryExecutor *x, int error, const QueryOutcome *o, void *userdata) {
+        Manager *m = userdata;
+        ManagerQuery *q = manager_get_query(m, o->query_id);
+
+        if (!q || !q->executing) {
+                log_error("The executor reported query %s, which is not running.", o->query_id);
+                return;
+        }
+        manager_query_end(q, error, o);
 }
 
 /* One event of a running query, from the pipeline. */
@@ -717,24 +729,18 @@ int manager_start_query(Manager *m, const ManagerQueryRequest *req, ManagerQuery
         job.pages = req->pages;
         r = query_executor_start(m->executor, &job, manager_on_query_done, m);
         if (r < 0) {
-                QueryOutcome failed = {
-                        .query_id = q->id,
-                        .error = r,
-                        .api_error = API_ERROR_INTERNAL_ERROR,
-                        .cleanup_confirmed = true,
-                };
-
                 log_error_errno(r, "Failed to start query %s", q->id);
-                q->executing = false;
-                q->completing = true;
-                q->cleanup_confirmed = true;
-                q->api_error = failed.api_error;
-                q->ended = now(CLOCK_MONOTONIC);
-                q->duration = q->ended - t;
-                q->message = outcome_message(&failed);
-                manager_record_outcome(m, q, &failed, q->message, /* durable= */ true);
-                /* The slot is given up, the streams end with the record. */
-                manager_record_durable(q, 0);
+                /* It ends as every query does: internal_error, nothing to
+                 * clean up. */
+                manager_query_end(
+                        q,
+                        r,
+                        &(QueryOutcome){
+                                .query_id = q->id,
+                                .error = r,
+                                .api_error = API_ERROR_INTERNAL_ERROR,
+                                .cleanup_confirmed = true,
+                        });
                 return -EIO;
         }
 
@@ -775,7 +781,7 @@ static void manager_on_cleanup_confirmed(Sandbox *s, const char *query_id, void 
         if (r < 0)
                 log_error_errno(r, "Query %s: cleanup confirmed but the controller was not running", query_id);
         log_notice("Query %s: cleanup confirmed at last; the queue moves on.", query_id);
-        manager_release_query(m, q);
+        manager_query_finalize(m, q);
 }
 
 /* ---- the sandbox ---- */

@@ -209,9 +209,10 @@ typedef struct ManagerQueryRequest {
  * not be written: internal_error). MANAGER_QUERY_STARTED is announced
  * before this returns, and before the query's first MANAGER_QUERY_EVENT
  * (the pipeline may report from inside the executor's start). -EIO also
- * when the executor could not start it: its record is then failed
- * (internal_error), and MANAGER_QUERY_DURABLE and
- * MANAGER_QUERY_CLEANUP_CONFIRMED have been announced too. */
+ * when the executor could not start it: the query has started then, and
+ * ends as every query ends (internal_error): its record failed, then
+ * MANAGER_QUERY_DURABLE and MANAGER_QUERY_CLEANUP_CONFIRMED once the
+ * record is durable. */
 int manager_start_query(Manager *m, const ManagerQueryRequest *req, ManagerQuery **ret);
 
 /* End a running query now, as its deadline would (an administrator's
