@@ -348,14 +348,11 @@ static int setup_signals(Daemon *d) {
 static int setup_faces(Daemon *d) {
         int r, fd, metrics_fd;
 
-        /* The D-Bus object subscribes first: QueryFinished goes out before
-         * the answer to the query's request. */
-        r = queue_bus_new(d->event, manager_get_admission(d->manager), NULL, &d->bus);
+        /* The D-Bus object subscribes before the HTTP API: QueryFinished
+         * goes out before the answer to the query's request. */
+        r = queue_bus_new(d->event, d->manager, NULL, &d->bus);
         if (r < 0)
                 log_warning_errno(r, "Not publishing the queue on D-Bus");
-        r = queue_bus_set_manager(d->bus, d->manager);
-        if (r < 0)
-                return log_oom();
 
         r = api_new(d->event, d->manager, &d->api);
         if (r < 0)

@@ -64,6 +64,7 @@ struct Manager {
         ManagerSubscriber *subscribers;
         size_t n_subscribers;
         ManagerHealth health; /* as last announced */
+        uint64_t queries_failed;
 
         bool stopping;
         const char *stop_reason;
@@ -122,6 +123,19 @@ int manager_subscribe(Manager *m, ManagerEventHandler handler, void *userdata) {
         m->subscribers = s;
         m->subscribers[m->n_subscribers++] = (ManagerSubscriber){ handler, userdata };
         return 0;
+}
+
+void manager_unsubscribe(Manager *m, ManagerEventHandler handler, void *userdata) {
+        assert(m);
+
+        for (size_t i = 0; i < m->n_subscribers; i++)
+                if (m->subscribers[i].handler == handler && m->subscribers[i].userdata == userdata) {
+                        memmove(&m->subscribers[i],
+                                &m->subscribers[i + 1],
+                                (m->n_subscribers - i - 1) * sizeof m->subscribers[0]);
+                        m->n_subscribers--;
+                        return;
+                }
 }
 
 Admission *manager_get_admission(Manager *m) {
@@ -365,6 +379,20 @@ void manager_get_health(Manager *m, ManagerHealth *ret) {
                 (void) config_missing_execution_settings(m->config, ret->missing_settings);
 }
 
+void manager_get_counters(Manager *m, ManagerCounters *ret) {
+        AdmissionCounters c;
+
+        assert(m);
+        assert(ret);
+
+        admission_get_counters(m->admission, &c);
+        *ret = (ManagerCounters){
+                .queries_started = c.queries_started,
+                .queries_failed = m->queries_failed,
+                .tickets_expired = c.tickets_expired,
+        };
+}
+
 /* ---- the status ---- */
 
 void manager_status(Manager *m, const SessionKey *session, usec_t now, ManagerStatus *ret) {
@@ -529,6 +557,8 @@ static void manager_record_durable(ManagerQuery *q, int error) {
         }
 
         manager_log_query_finished(q);
+        if (!q->succeeded)
+                m->queries_failed++;
 
         outcome = (ManagerOutcome){
                 .succeeded = q->succeeded,
