@@ -246,7 +246,7 @@ static void assert_json(json_object *o, const char *expected) {
 
 static const char *const record_keys[] = {
         "id",    "status",     "question", "answer",  "sources",    "citations",   "artifacts",
-        "error", "timings_ms", "usage",    "sandbox", "created_at", "finished_at",
+        "error", "timings_ms", "usage",    "sandbox", "created_at", "finished_at", "feedback",
 };
 
 /* RFC 3339 in UTC with exactly three fractional digits. */
@@ -309,7 +309,7 @@ TEST(open_creates_file) {
         ASSERT_TRUE(h);
         ASSERT_TRUE(history_free(h) == NULL);
         ASSERT_TRUE(history_free(NULL) == NULL);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 3);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 5);
 
         /* A directory that does not exist. */
         {
@@ -1148,7 +1148,7 @@ TEST(migrate_from_version_1) {
         sql_exec(dir, sql);
 
         h = open_store(dir, 1);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 3);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 5);
         done = get_record(h, qid(500), &k);
         ASSERT_EQ_STR(get_str(done, "status"), "succeeded");
         ASSERT_EQ_STR(get_str(done, "answer"), "42");
@@ -1171,7 +1171,7 @@ TEST(migrate_from_version_1) {
 
         /* Opened again: nothing more to do. */
         h = open_store(dir, 0);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 3);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 5);
         history_free(h);
 }
 
@@ -1213,7 +1213,7 @@ TEST(migrate_from_version_2) {
         sql_exec(dir, sql);
 
         h = open_store(dir, 0);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 3);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 5);
         old = get_record(h, qid(600), &k);
         ASSERT_EQ_STR(get_str(old, "sandbox"), "offered");
         ASSERT_EQ_INT(json_object_array_length(get_key(old, "citations")), 0);

@@ -207,7 +207,8 @@ TEST(methods) {
                 { ROUTE_QUEUE_EVENTS, "GET" },       { ROUTE_QUERY, "POST" },
                 { ROUTE_HISTORY, "GET, HEAD" },      { ROUTE_HISTORY_ITEM, "GET, HEAD, DELETE" },
                 { ROUTE_HISTORY_EVENTS, "GET" },     { ROUTE_ARTIFACT, "GET, HEAD" },
-                { ROUTE_HISTORY_SOURCES, "GET" },
+                { ROUTE_HISTORY_SOURCES, "GET" },    { ROUTE_HISTORY_FEEDBACK, "POST" },
+                { ROUTE_REPORT_UNANSWERED, "GET, HEAD" },
         };
 
         ASSERT_EQ_INT(ELEMENTSOF(table), _ROUTE_MAX);
