@@ -1223,7 +1223,7 @@ int history_set_feedback(
         const char *comment,
         usec_t rated_at) {
         _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
-        int r;
+        int r, running;
 
         assert(h);
         assert(id);
@@ -1232,18 +1232,16 @@ int history_set_feedback(
 
         if (!streq(rating, "up") && !streq(rating, "down"))
                 return -EINVAL;
-        r = history_is_running(h, id, session);
-        if (r < 0)
-                return r;
-        if (r > 0)
-                return -EBUSY;
-        /* Not running and yet not found: not the session's. */
+        /* Not found (also another session's), or running. */
         r = select_owned(h, STMT_IS_RUNNING, id, session, &s);
         if (r < 0)
                 return r;
-        stmt_release(TAKE_PTR(s));
         if (r == 0)
                 return -ENOENT;
+        running = sqlite3_column_int(s, 0);
+        stmt_release(TAKE_PTR(s));
+        if (running)
+                return -EBUSY;
 
         r = statement(h, STMT_SET_FEEDBACK, &s);
         if (r < 0)
