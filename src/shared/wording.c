@@ -310,9 +310,10 @@ typedef struct Founder {
 /* Open addressing: word -> the groups whose founding key has it, in
  * founding order. */
 typedef struct Posting {
-        const char *word; /* NULL: empty slot; points into a Founder's copy */
+        const char *word; /* NULL: empty slot; points into a key's copy that outlives the index */
         size_t *groups;
         size_t n, cap;
+        size_t frequency; /* keys with this word */
 } Posting;
 
 typedef struct Index {
@@ -382,18 +383,49 @@ static int index_add(Index *x, const char *word, size_t group) {
         return 0;
 }
 
-static int compare_size(const void *a, const void *b) {
-        size_t x = *(const size_t *) a, y = *(const size_t *) b;
+/* The words of a key most worth looking up: the rarest ones first (fewest
+ * keys have them; ties by the word). */
+typedef struct RareWord {
+        const char *word;
+        size_t frequency;
+} RareWord;
 
-        return x < y ? -1 : x > y;
+static int compare_rare(const void *a, const void *b) {
+        const RareWord *x = a, *y = b;
+
+        if (x->frequency != y->frequency)
+                return x->frequency < y->frequency ? -1 : 1;
+        return strcmp(x->word, y->word);
+}
+
+/* Prefix filtering (Chaudhuri et al. 2006; Bayardo et al. 2007): two sets
+ * with a Jaccard similarity of at least t share a word among the first
+ * |X| - ceil(t |X|) + 1 of each, in one global order (here: rarest first).
+ * Only those words are indexed and looked up, so a word most keys have
+ * ("policy") does not make every group a candidate. The prefix of words
+ * (sorted alphabetically) into ret; its length. */
+static size_t rare_prefix(Index *counts, const char *const *words, size_t n, RareWord *ret) {
+        size_t k;
+
+        for (size_t i = 0; i < n; i++) {
+                Posting *p = index_find(counts, words[i], false);
+
+                ret[i] = (RareWord){ .word = words[i], .frequency = p ? p->frequency : 0 };
+        }
+        qsort(ret, n, sizeof(RareWord), compare_rare);
+        /* |X| - ceil(t |X|) + 1 with t = 1/2. */
+        k = n - (n + 1) / 2 + 1;
+        return MIN(k, n);
 }
 
 int wording_group(const char *const *keys, size_t n, size_t *ret_group, size_t *ret_n_groups) {
         _cleanup_free_ size_t *candidates = NULL, *seen = NULL;
         _cleanup_free_ const char **words = NULL;
+        _cleanup_free_ RareWord *rare = NULL;
+        char **copies = NULL;
         Founder *founders = NULL;
         size_t n_founders = 0;
-        Index x = { 0 };
+        Index x = { 0 }, counts = { 0 };
         int r = 0;
 
         assert(keys || n == 0);
@@ -401,18 +433,40 @@ int wording_group(const char *const *keys, size_t n, size_t *ret_group, size_t *
         assert(ret_n_groups);
 
         words = calloc(WORDS_MAX, sizeof(char *));
+        rare = calloc(WORDS_MAX, sizeof(RareWord));
+        copies = calloc(n + 1, sizeof(char *));
         founders = calloc(n + 1, sizeof(Founder));
         candidates = calloc(n + 1, sizeof(size_t));
         /* seen[g] == i + 1: group g is a candidate of key i already. */
         seen = calloc(n + 1, sizeof(size_t));
-        if (!words || !founders || !candidates || !seen) {
+        if (!words || !rare || !copies || !founders || !candidates || !seen) {
                 r = -ENOMEM;
                 goto finish;
         }
 
+        /* How many keys have each word: the global order of the prefixes. */
+        for (size_t i = 0; i < n; i++) {
+                size_t nw;
+
+                copies[i] = strdup(keys[i]);
+                if (!copies[i]) {
+                        r = -ENOMEM;
+                        goto finish;
+                }
+                nw = split(copies[i], words, WORDS_MAX);
+                for (size_t w = 0; w < nw; w++) {
+                        Posting *p;
+
+                        if (counts.used * 2 >= counts.cap && (r = index_grow(&counts)) < 0)
+                                goto finish;
+                        p = index_find(&counts, words[w], true);
+                        p->frequency++;
+                }
+        }
+
         for (size_t i = 0; i < n; i++) {
                 _cleanup_free_ char *copy = strdup(keys[i]);
-                size_t nw, nc = 0, group = SIZE_MAX;
+                size_t nw, np, nc = 0, group = SIZE_MAX;
                 Founder *f;
 
                 if (!copy) {
@@ -420,8 +474,9 @@ int wording_group(const char *const *keys, size_t n, size_t *ret_group, size_t *
                         goto finish;
                 }
                 nw = split(copy, words, WORDS_MAX);
-                for (size_t w = 0; w < nw; w++) {
-                        Posting *p = x.cap ? index_find(&x, words[w], false) : NULL;
+                np = rare_prefix(&counts, words, nw, rare);
+                for (size_t w = 0; w < np; w++) {
+                        Posting *p = x.cap ? index_find(&x, rare[w].word, false) : NULL;
 
                         for (size_t k = 0; p && k < p->n; k++)
                                 if (seen[p->groups[k]] != i + 1) {
@@ -436,14 +491,14 @@ int wording_group(const char *const *keys, size_t n, size_t *ret_group, size_t *
                                         candidates[nc++] = g;
                                         break;
                                 }
-                qsort(candidates, nc, sizeof(size_t), compare_size);
+                /* The first group in founding order that is similar enough:
+                 * the smallest number among those that are. */
                 for (size_t k = 0; k < nc; k++) {
                         const Founder *c = &founders[candidates[k]];
 
-                        if (jaccard(c->words, c->n_words, words, nw) >= WORDING_SIMILARITY_MIN) {
+                        if (candidates[k] < group &&
+                            jaccard(c->words, c->n_words, words, nw) >= WORDING_SIMILARITY_MIN)
                                 group = candidates[k];
-                                break;
-                        }
                 }
                 if (group != SIZE_MAX) {
                         ret_group[i] = group;
@@ -461,8 +516,9 @@ int wording_group(const char *const *keys, size_t n, size_t *ret_group, size_t *
                 }
                 nw = split(f->copy, f->words, nw);
                 f->n_words = nw;
-                for (size_t w = 0; w < nw; w++) {
-                        r = index_add(&x, f->words[w], group);
+                np = rare_prefix(&counts, f->words, nw, rare);
+                for (size_t w = 0; w < np; w++) {
+                        r = index_add(&x, rare[w].word, group);
                         if (r < 0)
                                 goto finish;
                 }
@@ -479,5 +535,9 @@ finish:
         for (size_t i = 0; i < x.cap; i++)
                 free(x.slots[i].groups);
         free(x.slots);
+        free(counts.slots);
+        for (size_t i = 0; copies && i < n; i++)
+                free(copies[i]);
+        free(copies);
         return r;
 }

@@ -158,10 +158,23 @@ static int compare_slots(const void *a, const void *b) {
         " FROM queries q LEFT JOIN feedback f ON f.query_id = q.id"                                      \
         " WHERE q.wording_key IS NOT NULL AND q.finished_at >= ?1 AND (q.signals != 0 OR f.rating = 'down')"
 
-static const char phase1_sql[] =
-        "SELECT q.wording_key, count(*), min(q.created_at), max(q.created_at),"
-        " sum((q.signals & 1) != 0), sum((q.signals & 2) != 0), sum((q.signals & 4) != 0),"
-        " sum(coalesce(f.rating = 'down', 0))" REPORT_WHERE " GROUP BY q.wording_key";
+/* Phase 1, in two: the records with a signal kept at finish time, grouped
+ * by key from the covering index alone (in key order); then the records
+ * rated down (few), each looked up by id: those without such a signal
+ * add to the count. A join of every record with the feedback table cost
+ * a lookup per record. */
+static const char phase1_signals_sql[] =
+        "SELECT wording_key, count(*), min(created_at), max(created_at),"
+        " sum((signals & 1) != 0), sum((signals & 2) != 0), sum((signals & 4) != 0)"
+        " FROM queries WHERE wording_key IS NOT NULL AND finished_at >= ?1 AND signals != 0"
+        " GROUP BY wording_key";
+
+static const char phase1_down_sql[] =
+        "SELECT q.wording_key, count(*), sum(q.signals = 0),"
+        " min(CASE WHEN q.signals = 0 THEN q.created_at END), max(CASE WHEN q.signals = 0 THEN q.created_at END)"
+        " FROM feedback f CROSS JOIN queries q ON q.id = f.query_id"
+        " WHERE f.rating = 'down' AND q.wording_key IS NOT NULL AND q.finished_at >= ?1"
+        " GROUP BY q.wording_key";
 
 static const char phase2_sql[] =
         "SELECT q.question, q.signals, q.error_code, q.searches, q.sources, f.rating, f.reason, f.comment,"
@@ -237,11 +250,13 @@ static int fill_group(sqlite3 *db, usec_t since, GroupSlot *slot, const KeyRow *
                 log_error("Unanswered report: %s", sqlite3_errmsg(db));
                 return -EIO;
         }
-        for (size_t k = 0; k < slot->n_keys && k < REPORT_WORDINGS_MAX * 4 && r >= 0; k++) {
+        /* The newest records of the most asked keys first, REPORT_SAMPLE_MAX in all. */
+        for (size_t k = 0, budget = REPORT_SAMPLE_MAX; k < slot->n_keys && budget > 0 && r >= 0; k++) {
                 sqlite3_reset(s);
                 sqlite3_bind_int64(s, 1, (sqlite3_int64) since);
                 sqlite3_bind_text(s, 2, rows[slot->keys[k]].key, -1, SQLITE_STATIC);
-                sqlite3_bind_int(s, 3, (int) REPORT_SAMPLE_MAX);
+                sqlite3_bind_int(s, 3, (int) budget);
+                budget -= MIN(budget, (size_t) rows[slot->keys[k]].count);
                 while (r >= 0 && (r = sqlite3_step(s)) == SQLITE_ROW) {
                         const char *question = col_text(s, 0), *code = col_text(s, 2), *rating = col_text(s, 5),
                                    *reason = col_text(s, 6), *comment = col_text(s, 7);
@@ -315,6 +330,83 @@ static int fill_group(sqlite3 *db, usec_t since, GroupSlot *slot, const KeyRow *
         return r;
 }
 
+static int compare_key_text(const void *a, const void *b) {
+        return strcmp(((const KeyRow *) a)->key, ((const KeyRow *) b)->key);
+}
+
+static KeyRow *key_rows_add(KeyRow **rows, size_t *n, const char *key) {
+        KeyRow *l = reallocarray(*rows, *n + 1, sizeof(KeyRow));
+
+        if (!l)
+                return NULL;
+        *rows = l;
+        l[*n] = (KeyRow){ .key = strdup(key), .first = USEC_INFINITY };
+        if (!l[*n].key)
+                return NULL;
+        return &l[(*n)++];
+}
+
+/* Phase 1: rows[] of every key with its counts. */
+static int read_keys(sqlite3 *db, usec_t since, KeyRow **rows, size_t *n_rows) {
+        sqlite3_stmt *s = NULL;
+        size_t n_signals;
+        int r;
+
+        if (sqlite3_prepare_v2(db, phase1_signals_sql, -1, &s, NULL) != SQLITE_OK)
+                goto fail;
+        sqlite3_bind_int64(s, 1, (sqlite3_int64) MIN(since, (usec_t) INT64_MAX));
+        while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+                KeyRow *k = key_rows_add(rows, n_rows, col_text(s, 0) ? col_text(s, 0) : "");
+
+                if (!k) {
+                        sqlite3_finalize(s);
+                        return -ENOMEM;
+                }
+                k->count = (uint64_t) sqlite3_column_int64(s, 1);
+                k->first = (usec_t) sqlite3_column_int64(s, 2);
+                k->last = (usec_t) sqlite3_column_int64(s, 3);
+                k->no_sources = (uint64_t) sqlite3_column_int64(s, 4);
+                k->unverified = (uint64_t) sqlite3_column_int64(s, 5);
+                k->failed = (uint64_t) sqlite3_column_int64(s, 6);
+        }
+        sqlite3_finalize(s);
+        s = NULL;
+        if (r != SQLITE_DONE)
+                goto fail;
+
+        /* In key order already (the index's), but SQLite's collation is
+         * memcmp() and so is strcmp() on UTF-8: sorted once more, cheap. */
+        qsort(*rows, *n_rows, sizeof(KeyRow), compare_key_text);
+        n_signals = *n_rows;
+
+        if (sqlite3_prepare_v2(db, phase1_down_sql, -1, &s, NULL) != SQLITE_OK)
+                goto fail;
+        sqlite3_bind_int64(s, 1, (sqlite3_int64) MIN(since, (usec_t) INT64_MAX));
+        while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+                KeyRow probe = { .key = (char *) (col_text(s, 0) ? col_text(s, 0) : "") }, *k;
+                uint64_t without = (uint64_t) sqlite3_column_int64(s, 2);
+
+                k = bsearch(&probe, *rows, n_signals, sizeof(KeyRow), compare_key_text);
+                if (!k && !(k = key_rows_add(rows, n_rows, probe.key))) {
+                        sqlite3_finalize(s);
+                        return -ENOMEM;
+                }
+                k->negative += (uint64_t) sqlite3_column_int64(s, 1);
+                if (without > 0) {
+                        k->count += without;
+                        k->first = MIN(k->first, (usec_t) sqlite3_column_int64(s, 3));
+                        k->last = MAX(k->last, (usec_t) sqlite3_column_int64(s, 4));
+                }
+        }
+        sqlite3_finalize(s);
+        if (r != SQLITE_DONE)
+                goto fail;
+        return 0;
+fail:
+        log_error("Unanswered report: %s", sqlite3_errmsg(db));
+        return -EIO;
+}
+
 static void key_rows_free(KeyRow *rows, size_t n) {
         for (size_t i = 0; i < n; i++)
                 free(rows[i].key);
@@ -328,7 +420,6 @@ int report_unanswered(History *h, usec_t since, Report **ret) {
         size_t n_rows = 0, n_slots = 0, *group_of = NULL;
         const char **keys = NULL;
         GroupSlot *slots = NULL;
-        sqlite3_stmt *s = NULL;
         int r;
 
         assert(h);
@@ -339,40 +430,10 @@ int report_unanswered(History *h, usec_t since, Report **ret) {
                 return -ENOMEM;
         report->since = since;
 
-        /* Phase 1: each wording key with its counts, one indexed scan. */
-        if (sqlite3_prepare_v2(db, phase1_sql, -1, &s, NULL) != SQLITE_OK) {
-                log_error("Unanswered report: %s", sqlite3_errmsg(db));
-                return -EIO;
-        }
-        sqlite3_bind_int64(s, 1, (sqlite3_int64) MIN(since, (usec_t) INT64_MAX));
-        while ((r = sqlite3_step(s)) == SQLITE_ROW) {
-                KeyRow *l = reallocarray(rows, n_rows + 1, sizeof(KeyRow));
-
-                if (!l) {
-                        r = -ENOMEM;
-                        goto finish;
-                }
-                rows = l;
-                rows[n_rows] = (KeyRow){
-                        .key = strdup(col_text(s, 0) ? col_text(s, 0) : ""),
-                        .count = (uint64_t) sqlite3_column_int64(s, 1),
-                        .first = (usec_t) sqlite3_column_int64(s, 2),
-                        .last = (usec_t) sqlite3_column_int64(s, 3),
-                        .no_sources = (uint64_t) sqlite3_column_int64(s, 4),
-                        .unverified = (uint64_t) sqlite3_column_int64(s, 5),
-                        .failed = (uint64_t) sqlite3_column_int64(s, 6),
-                        .negative = (uint64_t) sqlite3_column_int64(s, 7),
-                };
-                if (!rows[n_rows++].key) {
-                        r = -ENOMEM;
-                        goto finish;
-                }
-        }
-        if (r != SQLITE_DONE) {
-                log_error("Unanswered report: %s", sqlite3_errmsg(db));
-                r = -EIO;
+        /* Phase 1: each wording key with its counts. */
+        r = read_keys(db, since, &rows, &n_rows);
+        if (r < 0)
                 goto finish;
-        }
 
         /* Most asked keys found the groups. */
         qsort(rows, n_rows, sizeof(KeyRow), compare_key_rows);
@@ -434,7 +495,6 @@ int report_unanswered(History *h, usec_t since, Report **ret) {
         r = 0;
 
 finish:
-        sqlite3_finalize(s);
         for (size_t i = 0; slots && i < n_slots; i++) {
                 group_done(&slots[i].g);
                 free(slots[i].keys);

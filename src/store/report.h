@@ -22,7 +22,7 @@
 #define REPORT_COMMENTS_MAX 10u  /* comments of a group, newest first */
 #define REPORT_SEARCHES_MAX 10u  /* distinct searches of a group, most made first */
 #define REPORT_PAGES_MAX 10u     /* distinct pages read in a group, most read first */
-#define REPORT_SAMPLE_MAX 200u   /* records per wording key read for the lists above, newest first */
+#define REPORT_SAMPLE_MAX 200u   /* records of a group read for the lists above: the most asked keys', newest first */
 
 /* The reasons of a "down" rating (API.md 9.1), in the contract's order. */
 typedef enum ReportReason {
