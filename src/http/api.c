@@ -614,7 +614,8 @@ static HttpHandlerResult api_handle_report(Api *api, HttpRequest *req) {
         int r;
 
         if (!config_is_editor(manager_get_config(api->manager), http_request_user(req)))
-                return http_reply_error(req, API_ERROR_ORIGIN_DENIED, "The report is for the wiki's editors", NULL);
+                return http_reply_error(
+                        req, API_ERROR_ORIGIN_DENIED, "The report is for the wiki's editors", NULL);
         if (report_parse_days(http_request_argument(req, "days"), &days, &message) < 0)
                 return http_reply_error(req, API_ERROR_INVALID_INPUT, message, NULL);
         if (api_report_format(req, &csv) < 0)
@@ -640,7 +641,8 @@ static HttpHandlerResult api_handle_report(Api *api, HttpRequest *req) {
                         return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
                 return http_reply_bytes(req, 200, "text/csv; charset=utf-8", text, strlen(text), h);
         }
-        return reply_json_object(req, render_report(report, days, manager_get_config(api->manager)->wiki_api_url));
+        return reply_json_object(
+                req, render_report(report, days, manager_get_config(api->manager)->wiki_api_url));
 }
 
 HttpHandlerResult api_handle(HttpRequest *req, void *userdata) {

@@ -157,7 +157,8 @@ json_object *render_history_record(const HistoryRecord *r) {
         if (r->feedback_rating) {
                 json_object *f = json_object_new_object();
 
-                if (!f || !render_add(o, "feedback", f) || !render_add_string(f, "rating", r->feedback_rating) ||
+                if (!f || !render_add(o, "feedback", f) ||
+                    !render_add_string(f, "rating", r->feedback_rating) ||
                     !render_add_string(f, "reason", r->feedback_reason) ||
                     !render_add_string(f, "comment", r->feedback_comment) ||
                     !render_add_time(f, "rated_at", r->feedback_at))
@@ -474,8 +475,7 @@ char *render_new_page_url(const char *wiki_api_url, const char *title) {
         for (const unsigned char *p = (const unsigned char *) t; *p; p++)
                 if (*p == ' ')
                         (void) strbuf_put(&b, "_", 1);
-                else if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-                         strchr("-._~", *p))
+                else if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr("-._~", *p))
                         (void) strbuf_put(&b, (const char *) p, 1);
                 else {
                         char e[3] = { '%', hex[*p >> 4], hex[*p & 15] };
@@ -521,11 +521,13 @@ static json_object *render_group(const ReportGroup *g, const char *wiki_api_url)
         if (!wordings || !render_add(o, "wordings", wordings))
                 return NULL;
         for (size_t i = 0; i < g->n_wordings; i++)
-                if (!(v = json_object_new_string(g->wordings[i].text)) || json_object_array_add(wordings, v) < 0) {
+                if (!(v = json_object_new_string(g->wordings[i].text)) ||
+                    json_object_array_add(wordings, v) < 0) {
                         json_object_put(v);
                         return NULL;
                 }
-        if (!render_add_int(o, "count", (int64_t) g->count) || !render_add_time(o, "first_asked", g->first_asked) ||
+        if (!render_add_int(o, "count", (int64_t) g->count) ||
+            !render_add_time(o, "first_asked", g->first_asked) ||
             !render_add_time(o, "last_asked", g->last_asked))
                 return NULL;
 
@@ -542,7 +544,8 @@ static json_object *render_group(const ReportGroup *g, const char *wiki_api_url)
         if (!reasons || !render_add(negative, "reasons", reasons))
                 return NULL;
         for (ReportReason r = 0; r < _REPORT_REASON_MAX; r++)
-                if (g->reasons[r] > 0 && !render_add_int(reasons, report_reason_to_string(r), (int64_t) g->reasons[r]))
+                if (g->reasons[r] > 0 &&
+                    !render_add_int(reasons, report_reason_to_string(r), (int64_t) g->reasons[r]))
                         return NULL;
         comments = json_object_new_array();
         if (!comments || !render_add(negative, "comments", comments))

@@ -711,18 +711,21 @@ int request_parse_feedback(
         if (!has_rating)
                 return fail(ret_message, "rating: is required");
         v = json_object_is_type(rating, json_type_string) ? json_object_get_string(rating) : NULL;
-        if (!v || json_object_get_string_len(rating) != (int) strlen(v) || (!streq(v, "up") && !streq(v, "down")))
+        if (!v || json_object_get_string_len(rating) != (int) strlen(v) ||
+            (!streq(v, "up") && !streq(v, "down")))
                 return fail(ret_message, "rating: must be \"up\" or \"down\"");
         b.rating = streq(v, "up") ? "up" : "down";
 
         if (has_reason) {
                 v = json_object_is_type(reason, json_type_string) ? json_object_get_string(reason) : NULL;
-                why = v && json_object_get_string_len(reason) == (int) strlen(v) ? report_reason_from_string(v) :
-                                                                                    _REPORT_REASON_INVALID;
+                why = v && json_object_get_string_len(reason) == (int) strlen(v) ?
+                        report_reason_from_string(v) :
+                        _REPORT_REASON_INVALID;
                 if (why < 0)
-                        return fail(ret_message,
-                                    "reason: must be one of \"wrong\", \"incomplete\", \"not_what_i_asked\", "
-                                    "\"bad_sources\", \"other\"");
+                        return fail(
+                                ret_message,
+                                "reason: must be one of \"wrong\", \"incomplete\", \"not_what_i_asked\", "
+                                "\"bad_sources\", \"other\"");
                 if (streq(b.rating, "up"))
                         return fail(ret_message, "reason: only with the rating \"down\"");
                 b.reason = report_reason_to_string(why);

@@ -66,9 +66,9 @@ int request_parse_join(const char *content_type, const uint8_t *body, size_t siz
 #define FEEDBACK_COMMENT_MAX_CHARS 1000
 
 typedef struct FeedbackBody {
-        const char *rating;  /* "up" or "down", static */
-        const char *reason;  /* one of the reasons (store/report.h), static; NULL: none */
-        char *comment;       /* trimmed, owned; NULL: none (also for a blank one) */
+        const char *rating; /* "up" or "down", static */
+        const char *reason; /* one of the reasons (store/report.h), static; NULL: none */
+        char *comment;      /* trimmed, owned; NULL: none (also for a blank one) */
 } FeedbackBody;
 
 /* Free what a FeedbackBody owns and zero it; safe on a zeroed one. */

@@ -29,18 +29,18 @@ HttpMethod http_method_from_string(const char *s);
 const char *http_method_to_string(HttpMethod m);
 
 typedef enum Route {
-        ROUTE_HEALTH,          /* /api/v1/health */
-        ROUTE_QUEUE_JOIN,      /* /api/v1/queue/join */
-        ROUTE_QUEUE_STATUS,    /* /api/v1/queue/status */
-        ROUTE_QUEUE_TICKET,    /* /api/v1/queue/ticket */
-        ROUTE_QUEUE_EVENTS,    /* /api/v1/queue/events */
-        ROUTE_QUERY,           /* /api/v1/query */
-        ROUTE_HISTORY,         /* /api/v1/history */
-        ROUTE_HISTORY_ITEM,    /* /api/v1/history/qr_<32 hex> */
-        ROUTE_HISTORY_EVENTS,  /* /api/v1/history/qr_<32 hex>/events */
-        ROUTE_HISTORY_SOURCES, /* /api/v1/history/qr_<32 hex>/sources */
-        ROUTE_ARTIFACT,        /* /api/v1/artifacts/af_<32 hex> */
-        ROUTE_HISTORY_FEEDBACK, /* /api/v1/history/qr_<32 hex>/feedback */
+        ROUTE_HEALTH,            /* /api/v1/health */
+        ROUTE_QUEUE_JOIN,        /* /api/v1/queue/join */
+        ROUTE_QUEUE_STATUS,      /* /api/v1/queue/status */
+        ROUTE_QUEUE_TICKET,      /* /api/v1/queue/ticket */
+        ROUTE_QUEUE_EVENTS,      /* /api/v1/queue/events */
+        ROUTE_QUERY,             /* /api/v1/query */
+        ROUTE_HISTORY,           /* /api/v1/history */
+        ROUTE_HISTORY_ITEM,      /* /api/v1/history/qr_<32 hex> */
+        ROUTE_HISTORY_EVENTS,    /* /api/v1/history/qr_<32 hex>/events */
+        ROUTE_HISTORY_SOURCES,   /* /api/v1/history/qr_<32 hex>/sources */
+        ROUTE_ARTIFACT,          /* /api/v1/artifacts/af_<32 hex> */
+        ROUTE_HISTORY_FEEDBACK,  /* /api/v1/history/qr_<32 hex>/feedback */
         ROUTE_REPORT_UNANSWERED, /* /api/v1/reports/unanswered */
         _ROUTE_MAX,
         _ROUTE_INVALID = -EINVAL,

@@ -349,7 +349,12 @@ int metrics_render(MetricsFormat format, const MetricsGauges *g, char **ret, siz
                 "Citations of answers, by status (verified, not_found, not_read, too_short).");
         render_vec(&w, &registry.citations, "status", NULL);
 
-        metrics_family(&w, "wikiweb_feedback", METRIC_COUNTER, NULL, "Ratings of answers by their askers, by rating (up, down).");
+        metrics_family(
+                &w,
+                "wikiweb_feedback",
+                METRIC_COUNTER,
+                NULL,
+                "Ratings of answers by their askers, by rating (up, down).");
         render_vec(&w, &registry.feedback, "rating", NULL);
 
         metrics_family(

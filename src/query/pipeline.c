@@ -130,7 +130,7 @@ struct QueryRun {
         usec_t op_started; /* monotonic */
         unsigned op_step;
         AgentTool op_tool;
-        char *op_title; /* the title a wiki_read asked for */
+        char *op_title;  /* the title a wiki_read asked for */
         char *op_search; /* the query a wiki_search asked for */
 
         sd_event_source *deadline_source;
@@ -144,7 +144,7 @@ struct QueryRun {
         ApiError api_error; /* when failed */
         char *message;
         char *answer;
-        char *citations; /* the record's JSON array, NULL: [] */
+        char *citations;       /* the record's JSON array, NULL: [] */
         json_object *searches; /* each wiki_search done: {"query", "results"}, for the report (API.md 9.2) */
         QueryReadPage *read_pages;
         size_t n_read_pages;

@@ -68,7 +68,7 @@ typedef struct Config {
         size_t n_trusted_proxies;
         char *user_header; /* WIKI_WEB_USER_HEADER: a header field name, "X-Remote-User" */
         bool require_user; /* WIKI_WEB_REQUIRE_USER: with trusted proxies, no identity is 403 */
-        char **editors;    /* WIKI_WEB_EDITORS: identity names who may read the unanswered report; never NULL */
+        char **editors; /* WIKI_WEB_EDITORS: identity names who may read the unanswered report; never NULL */
 
         /* Secrets: never log, never print. NULL when absent. */
         char *wiki_password;

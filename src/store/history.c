@@ -149,8 +149,8 @@ static const char *const statement_sql[_STMT_MAX] = {
                 " WHERE query_id = ?1 ORDER BY seq",
         [STMT_GET_RECORD] = "SELECT " RECORD_COLUMNS " FROM " RECORD_FROM " WHERE id = ?1 AND session = ?2",
         [STMT_IS_RUNNING] = "SELECT status = 'running' FROM queries WHERE id = ?1 AND session = ?2",
-        [STMT_LIST] = "SELECT " RECORD_COLUMNS
-                      " FROM " RECORD_FROM " WHERE session = ?1 AND seq < ?2"
+        [STMT_LIST] = "SELECT " RECORD_COLUMNS " FROM " RECORD_FROM
+                      " WHERE session = ?1 AND seq < ?2"
                       " ORDER BY seq DESC LIMIT ?3",
         [STMT_DELETE] = "DELETE FROM queries WHERE id = ?1 AND session = ?2 AND status != 'running'",
         [STMT_GET_ARTIFACT] =
@@ -255,9 +255,9 @@ static int user_version(History *h, int *ret) {
 /* What check_schema() found. */
 enum {
         SCHEMA_CURRENT,
-        SCHEMA_CREATE,    /* an empty file */
-        SCHEMA_MIGRATE_1, /* version 1 */
-        SCHEMA_MIGRATE_2, /* version 2 */
+        SCHEMA_CREATE,        /* an empty file */
+        SCHEMA_MIGRATE_1,     /* version 1 */
+        SCHEMA_MIGRATE_2,     /* version 2 */
         SCHEMA_MIGRATE_STEPS, /* version 3 or later, below SCHEMA_VERSION: schema_steps only */
 };
 
@@ -340,7 +340,7 @@ static int migrate_schema(History *h, int from, int version) {
 
         r = change_schema(
                 h,
-                from == SCHEMA_MIGRATE_1 ? from_1 :
+                from == SCHEMA_MIGRATE_1         ? from_1 :
                         from == SCHEMA_MIGRATE_2 ? from_2 :
                                                    NULL,
                 MAX(version, 3),
@@ -627,7 +627,8 @@ unsigned history_outcome_signals(const HistoryOutcome *o) {
         unsigned signals = 0;
 
         for (size_t i = 0; i < n_searches; i++) {
-                json_object *results = json_object_object_get(json_object_array_get_idx(searches, i), "results");
+                json_object *results = json_object_object_get(
+                        json_object_array_get_idx(searches, i), "results");
 
                 if (json_object_get_int64(results) > 0)
                         n_found++;
@@ -853,7 +854,8 @@ static int record_from_row(History *h, sqlite3_stmt *s, HistoryRecord *ret) {
                 return -ENOMEM;
 
         if (sqlite3_column_type(s, 21) != SQLITE_NULL) {
-                if (column_strdup(s, 21, &ret->feedback_rating) < 0 || column_strdup(s, 22, &ret->feedback_reason) < 0 ||
+                if (column_strdup(s, 21, &ret->feedback_rating) < 0 ||
+                    column_strdup(s, 22, &ret->feedback_reason) < 0 ||
                     column_strdup(s, 23, &ret->feedback_comment) < 0)
                         return -ENOMEM;
                 ret->feedback_at = column_time(s, 24);

@@ -69,9 +69,12 @@ typedef struct HistoryOutcome {
 /* The signals a finished record keeps for the unanswered report (API.md
  * 9.2), computed by history_finish() from the outcome. negative_feedback
  * is the feedback's, not a bit. */
-#define HISTORY_SIGNAL_NO_SOURCES (1u << 0) /* an answer without a page read, or whose searches all found nothing */
-#define HISTORY_SIGNAL_UNVERIFIED (1u << 1) /* an answer without a verified citation, or with a quote not found */
-#define HISTORY_SIGNAL_FAILED (1u << 2)     /* failed with an error that means "no answer" (below), after a search or read */
+#define HISTORY_SIGNAL_NO_SOURCES \
+        (1u << 0) /* an answer without a page read, or whose searches all found nothing */
+#define HISTORY_SIGNAL_UNVERIFIED \
+        (1u << 1) /* an answer without a verified citation, or with a quote not found */
+#define HISTORY_SIGNAL_FAILED \
+        (1u << 2) /* failed with an error that means "no answer" (below), after a search or read */
 
 /* Whether a failed query's error code says the wiki had no answer:
  * query_timeout, execution_failed (also the step limit: the model was

@@ -154,8 +154,8 @@ static int compare_slots(const void *a, const void *b) {
 }
 
 /* The common condition: finished since ?, with a signal or a down rating. */
-#define REPORT_WHERE                                                                                    \
-        " FROM queries q LEFT JOIN feedback f ON f.query_id = q.id"                                      \
+#define REPORT_WHERE                                                \
+        " FROM queries q LEFT JOIN feedback f ON f.query_id = q.id" \
         " WHERE q.wording_key IS NOT NULL AND q.finished_at >= ?1 AND (q.signals != 0 OR f.rating = 'down')"
 
 /* Phase 1, in two: the records with a signal kept at finish time, grouped
@@ -204,7 +204,8 @@ static int add_lists(ReportGroup *g, const char *searches, const char *sources) 
         _cleanup_(json_object_putp) json_object *s = searches ? json_tokener_parse(searches) : NULL,
                                                 *p = sources ? json_tokener_parse(sources) : NULL;
 
-        for (size_t i = 0; s && json_object_is_type(s, json_type_array) && i < json_object_array_length(s); i++) {
+        for (size_t i = 0; s && json_object_is_type(s, json_type_array) && i < json_object_array_length(s);
+             i++) {
                 json_object *e = json_object_array_get_idx(s, i);
                 const char *q = json_object_get_string(json_object_object_get(e, "query"));
                 ReportItem *it;
@@ -218,7 +219,8 @@ static int add_lists(ReportGroup *g, const char *searches, const char *sources) 
                 if (it->n++ == 0)
                         it->results = json_object_get_int64(json_object_object_get(e, "results"));
         }
-        for (size_t i = 0; p && json_object_is_type(p, json_type_array) && i < json_object_array_length(p); i++) {
+        for (size_t i = 0; p && json_object_is_type(p, json_type_array) && i < json_object_array_length(p);
+             i++) {
                 json_object *e = json_object_array_get_idx(p, i);
                 const char *t = json_object_get_string(json_object_object_get(e, "title")),
                            *u = json_object_get_string(json_object_object_get(e, "url"));
@@ -258,8 +260,9 @@ static int fill_group(sqlite3 *db, usec_t since, GroupSlot *slot, const KeyRow *
                 sqlite3_bind_int(s, 3, (int) budget);
                 budget -= MIN(budget, (size_t) rows[slot->keys[k]].count);
                 while (r >= 0 && (r = sqlite3_step(s)) == SQLITE_ROW) {
-                        const char *question = col_text(s, 0), *code = col_text(s, 2), *rating = col_text(s, 5),
-                                   *reason = col_text(s, 6), *comment = col_text(s, 7);
+                        const char *question = col_text(s, 0), *code = col_text(s, 2),
+                                   *rating = col_text(s, 5), *reason = col_text(s, 6),
+                                   *comment = col_text(s, 7);
                         unsigned signals = (unsigned) sqlite3_column_int(s, 1);
                         ReportItem *it;
 

@@ -17,12 +17,13 @@
 #define REPORT_DAYS_MIN 1u
 #define REPORT_DAYS_MAX 365u
 #define REPORT_DAYS_DEFAULT 30u
-#define REPORT_GROUPS_MAX 100u   /* the most asked groups */
-#define REPORT_WORDINGS_MAX 5u   /* wordings of a group, most asked first */
-#define REPORT_COMMENTS_MAX 10u  /* comments of a group, newest first */
-#define REPORT_SEARCHES_MAX 10u  /* distinct searches of a group, most made first */
-#define REPORT_PAGES_MAX 10u     /* distinct pages read in a group, most read first */
-#define REPORT_SAMPLE_MAX 200u   /* records of a group read for the lists above: the most asked keys', newest first */
+#define REPORT_GROUPS_MAX 100u  /* the most asked groups */
+#define REPORT_WORDINGS_MAX 5u  /* wordings of a group, most asked first */
+#define REPORT_COMMENTS_MAX 10u /* comments of a group, newest first */
+#define REPORT_SEARCHES_MAX 10u /* distinct searches of a group, most made first */
+#define REPORT_PAGES_MAX 10u    /* distinct pages read in a group, most read first */
+#define REPORT_SAMPLE_MAX \
+        200u /* records of a group read for the lists above: the most asked keys', newest first */
 
 /* The reasons of a "down" rating (API.md 9.1), in the contract's order. */
 typedef enum ReportReason {
@@ -47,10 +48,10 @@ typedef struct ReportItem {
 } ReportItem;
 
 typedef struct ReportGroup {
-        char *question;         /* the most asked wording */
-        ReportItem *wordings;   /* at most REPORT_WORDINGS_MAX, most asked first */
+        char *question;       /* the most asked wording */
+        ReportItem *wordings; /* at most REPORT_WORDINGS_MAX, most asked first */
         size_t n_wordings;
-        uint64_t count;         /* records in the group */
+        uint64_t count; /* records in the group */
         usec_t first_asked, last_asked;
         /* Records with each signal. */
         uint64_t no_sources, unverified, failed, negative_feedback;

@@ -425,9 +425,8 @@ static char *terminal_safe(const char *s) {
 
 /* ListUnanswered (API.md 9.2, root only): one row per group. */
 static int verb_unanswered(sd_bus *bus, const char *days_arg) {
-        static const char *const columns[] = {
-                "count", "no_sources", "unverified", "negative_feedback", "failed", "last_asked", "question", NULL
-        };
+        static const char *const columns[] = { "count",  "no_sources", "unverified", "negative_feedback",
+                                               "failed", "last_asked", "question",   NULL };
         _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         _cleanup_(table_freep) Table *t = NULL;
@@ -442,8 +441,8 @@ static int verb_unanswered(sd_bus *bus, const char *days_arg) {
 
                 errno = 0;
                 v = strtoul(days_arg, &end, 10);
-                if (errno != 0 || !end || *end || end == days_arg || days_arg[0] == '-' || days_arg[0] == '+' ||
-                    v < 1 || v > 365) {
+                if (errno != 0 || !end || *end || end == days_arg || days_arg[0] == '-' ||
+                    days_arg[0] == '+' || v < 1 || v > 365) {
                         fprintf(stderr, "DAYS must be an integer from 1 to 365: %s\n", days_arg);
                         return -EINVAL;
                 }
@@ -464,7 +463,16 @@ static int verb_unanswered(sd_bus *bus, const char *days_arg) {
                 _cleanup_free_ char *safe = NULL;
 
                 r = sd_bus_message_read(
-                        reply, "sttttttt", &question, &count, &first, &last, &no_sources, &unverified, &negative, &failed);
+                        reply,
+                        "sttttttt",
+                        &question,
+                        &count,
+                        &first,
+                        &last,
+                        &no_sources,
+                        &unverified,
+                        &negative,
+                        &failed);
                 if (r < 0)
                         return bus_error("parse the report", NULL, r);
                 r = sd_bus_message_skip(reply, "as");

@@ -26,8 +26,8 @@
 #define VOCABULARY 600
 
 static const char *const prefixes[] = {
-        "What is the", "How do I find the", "Where is the", "Who approves the", "Tell me about the",
-        "Is there a",  "Explain the",       "",
+        "What is the",       "How do I find the", "Where is the", "Who approves the",
+        "Tell me about the", "Is there a",        "Explain the",  "",
 };
 
 static int cmp(const void *a, const void *b) {
@@ -46,8 +46,9 @@ static uint64_t rnd(void) {
 }
 
 static void word(unsigned n, char buf[static 16]) {
-        static const char *const syl[] = { "par", "ki", "pol", "cy", "tra", "vel", "ro", "om", "bud", "get",
-                                           "lea", "ve", "ex", "pen", "se", "vi", "si", "tor", "ne", "to" };
+        static const char *const syl[] = { "par", "ki",  "pol", "cy",  "tra", "vel", "ro",
+                                           "om",  "bud", "get", "lea", "ve",  "ex",  "pen",
+                                           "se",  "vi",  "si",  "tor", "ne",  "to" };
 
         snprintf(buf, 16, "%s%s%s", syl[n % 20], syl[(n / 20) % 20], syl[(n / 400) % 20]);
 }
@@ -55,7 +56,8 @@ static void word(unsigned n, char buf[static 16]) {
 int main(int argc, char *argv[]) {
         unsigned n = argc > 1 ? (unsigned) strtoul(argv[1], NULL, 10) : 100000;
         char tmpl[] = "/tmp/bench-report-XXXXXX", *dir = argc > 2 ? argv[2] : mkdtemp(tmpl);
-        usec_t t_report[RUNS], t_json[RUNS], t_csv[RUNS], t0, start = now(CLOCK_REALTIME) - 20 * 24 * 3600 * USEC_PER_SEC;
+        usec_t t_report[RUNS], t_json[RUNS], t_csv[RUNS], t0,
+                start = now(CLOCK_REALTIME) - 20 * 24 * 3600 * USEC_PER_SEC;
         History *h = NULL;
         size_t groups = 0, json_bytes = 0, csv_bytes = 0;
         uint64_t records = 0;
@@ -83,22 +85,30 @@ int main(int argc, char *argv[]) {
                 for (unsigned j = 0; j < 3; j++)
                         word(topics[topic][j], w[j]);
                 snprintf(id, sizeof id, "qr_%032x", i + 1);
-                snprintf(q,
-                         sizeof q,
-                         "%s %s %s%s%s?",
-                         prefixes[rnd() % ELEMENTSOF(prefixes)],
-                         w[0],
-                         w[1],
-                         rnd() % 2 ? " " : "s ",
-                         rnd() % 3 ? w[2] : "for visitors");
+                snprintf(
+                        q,
+                        sizeof q,
+                        "%s %s %s%s%s?",
+                        prefixes[rnd() % ELEMENTSOF(prefixes)],
+                        w[0],
+                        w[1],
+                        rnd() % 2 ? " " : "s ",
+                        rnd() % 3 ? w[2] : "for visitors");
                 memcpy(k.bytes, &i, sizeof i);
-                snprintf(search, sizeof search, "[{\"query\":\"%s %s\",\"results\":%u}]", w[0], w[1], signal < 3 ? 0 : 4);
-                snprintf(sources,
-                         sizeof sources,
-                         "[{\"title\":\"%s\",\"url\":\"https://wiki.example/index.php?oldid=%u\",\"revision_id\":%u}]",
-                         w[0],
-                         i,
-                         i);
+                snprintf(
+                        search,
+                        sizeof search,
+                        "[{\"query\":\"%s %s\",\"results\":%u}]",
+                        w[0],
+                        w[1],
+                        signal < 3 ? 0 : 4);
+                snprintf(
+                        sources,
+                        sizeof sources,
+                        "[{\"title\":\"%s\",\"url\":\"https://wiki.example/index.php?oldid=%u\",\"revision_id\":%u}]",
+                        w[0],
+                        i,
+                        i);
                 if (history_begin(h, id, &k, q, start + (usec_t) i * 10 * USEC_PER_SEC) < 0 ||
                     history_finish_nosync(
                             h,
@@ -119,8 +129,13 @@ int main(int argc, char *argv[]) {
                         return EXIT_FAILURE;
                 if (i % 10 == 0 &&
                     history_set_feedback(
-                            h, id, &k, signal % 2 ? "down" : "up", signal % 2 ? "incomplete" : NULL,
-                            signal % 2 ? "The page is missing." : NULL, start) < 0)
+                            h,
+                            id,
+                            &k,
+                            signal % 2 ? "down" : "up",
+                            signal % 2 ? "incomplete" : NULL,
+                            signal % 2 ? "The page is missing." : NULL,
+                            start) < 0)
                         return EXIT_FAILURE;
         }
         (void) history_sync(h);
@@ -168,7 +183,9 @@ int main(int argc, char *argv[]) {
         history_free(h);
         if (argc <= 2) {
                 /* The store's files, then the directory. */
-                static const char *const files[] = { "history.sqlite3", "history.sqlite3-wal", "history.sqlite3-shm" };
+                static const char *const files[] = { "history.sqlite3",
+                                                     "history.sqlite3-wal",
+                                                     "history.sqlite3-shm" };
 
                 for (size_t i = 0; i < ELEMENTSOF(files); i++) {
                         char p[256];

@@ -80,8 +80,8 @@ static void check_key(const uint8_t *data, size_t size) {
                 return;
         }
         n = strlen(k);
-        if (n > WORDING_KEY_MAX_BYTES || !utf8_is_valid(k, n) || (n > 0 && (k[0] == ' ' || k[n - 1] == ' ')) ||
-            strstr(k, "  "))
+        if (n > WORDING_KEY_MAX_BYTES || !utf8_is_valid(k, n) ||
+            (n > 0 && (k[0] == ' ' || k[n - 1] == ' ')) || strstr(k, "  "))
                 abort();
         for (size_t i = 0; i < n; i++)
                 if (k[i] >= 'A' && k[i] <= 'Z')
@@ -104,7 +104,11 @@ static void check_key(const uint8_t *data, size_t size) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         static const char *const content_types[] = {
-                "application/json", "application/json; charset=utf-8", "application/json", "text/plain", NULL,
+                "application/json",
+                "application/json; charset=utf-8",
+                "application/json",
+                "text/plain",
+                NULL,
         };
         uint8_t mode;
 

@@ -1388,8 +1388,16 @@ TEST(recent_durations) {
 
 /* A finished record with the given searches, sources and citations. */
 static void finish_with(
-        History *h, unsigned n, const SessionKey *k, const char *question, bool ok, const char *code,
-        const char *searches, const char *sources, const char *citations, usec_t at) {
+        History *h,
+        unsigned n,
+        const SessionKey *k,
+        const char *question,
+        bool ok,
+        const char *code,
+        const char *searches,
+        const char *sources,
+        const char *citations,
+        usec_t at) {
         ASSERT_OK(history_begin(h, qid(n), k, question, at));
         ASSERT_OK(history_finish(
                 h,
@@ -1417,25 +1425,40 @@ TEST(signals_feedback_report) {
 
         /* No page read, the search found nothing: no_sources + unverified. */
         finish_with(f.h, 1, &a, "What is the parking policy?", true, NULL, SEARCH("parking", 0), NULL, NULL, t);
-        finish_with(f.h, 2, &b, "Parking policy for visitors?", true, NULL, SEARCH("parking", 0), NULL, NULL, t + 1);
+        finish_with(
+                f.h, 2, &b, "Parking policy for visitors?", true, NULL, SEARCH("parking", 0), NULL, NULL, t + 1);
         /* Verified: no signal; rated up below, still not listed. */
         finish_with(f.h, 3, &a, "Where do apples grow?", true, NULL, NULL, SRC_APPLE, CITE("verified"), t + 2);
         /* Verified but a quote not found: unverified only. */
         finish_with(f.h, 4, &a, "Apple colours", true, NULL, NULL, SRC_APPLE, CITE("not_found"), t + 3);
         /* Failed after a search with a code that counts, and one that does not. */
-        finish_with(f.h, 5, &b, "Travel policy?", false, "query_timeout", SEARCH("travel", 2), NULL, NULL, t + 4);
-        finish_with(f.h, 6, &b, "Zebra height", false, "upstream_failed", SEARCH("zebra", 1), NULL, NULL, t + 5);
+        finish_with(
+                f.h, 5, &b, "Travel policy?", false, "query_timeout", SEARCH("travel", 2), NULL, NULL, t + 4);
+        finish_with(
+                f.h, 6, &b, "Zebra height", false, "upstream_failed", SEARCH("zebra", 1), NULL, NULL, t + 5);
         /* execution_failed before any search or read: not the wiki's. */
         finish_with(f.h, 7, &b, "Not configured", false, "execution_failed", NULL, NULL, NULL, t + 6);
         /* Too old for the report. */
         finish_with(f.h, 8, &b, "Parking?", true, NULL, NULL, NULL, NULL, t - 10 * USEC_PER_SEC);
 
-        ASSERT_EQ_INT(sql_int(f.dir, "SELECT signals FROM queries WHERE id = 'qr_00000000000000000000000000000001'"), 3);
-        ASSERT_EQ_INT(sql_int(f.dir, "SELECT signals FROM queries WHERE id = 'qr_00000000000000000000000000000003'"), 0);
-        ASSERT_EQ_INT(sql_int(f.dir, "SELECT signals FROM queries WHERE id = 'qr_00000000000000000000000000000004'"), 2);
-        ASSERT_EQ_INT(sql_int(f.dir, "SELECT signals FROM queries WHERE id = 'qr_00000000000000000000000000000005'"), 4);
-        ASSERT_EQ_INT(sql_int(f.dir, "SELECT signals FROM queries WHERE id = 'qr_00000000000000000000000000000006'"), 0);
-        ASSERT_EQ_INT(sql_int(f.dir, "SELECT signals FROM queries WHERE id = 'qr_00000000000000000000000000000007'"), 0);
+        ASSERT_EQ_INT(
+                sql_int(f.dir, "SELECT signals FROM queries WHERE id = 'qr_00000000000000000000000000000001'"),
+                3);
+        ASSERT_EQ_INT(
+                sql_int(f.dir, "SELECT signals FROM queries WHERE id = 'qr_00000000000000000000000000000003'"),
+                0);
+        ASSERT_EQ_INT(
+                sql_int(f.dir, "SELECT signals FROM queries WHERE id = 'qr_00000000000000000000000000000004'"),
+                2);
+        ASSERT_EQ_INT(
+                sql_int(f.dir, "SELECT signals FROM queries WHERE id = 'qr_00000000000000000000000000000005'"),
+                4);
+        ASSERT_EQ_INT(
+                sql_int(f.dir, "SELECT signals FROM queries WHERE id = 'qr_00000000000000000000000000000006'"),
+                0);
+        ASSERT_EQ_INT(
+                sql_int(f.dir, "SELECT signals FROM queries WHERE id = 'qr_00000000000000000000000000000007'"),
+                0);
 
         /* Feedback: own records only, replaced, not on a running one. */
         ASSERT_EQ_INT(history_set_feedback(f.h, qid(1), &b, "down", NULL, NULL, t), -ENOENT);
@@ -1496,7 +1519,8 @@ TEST(report_parse_days) {
         ASSERT_EQ_INT(d, 365);
         ASSERT_OK(report_parse_days("1", &d, &msg));
         ASSERT_EQ_INT(d, 1);
-        static const char *const bad[] = { "0", "366", "01", "+1", "-1", " 1", "1 ", "", "x", "99999999999999999999" };
+        static const char *const bad[] = { "0",  "366", "01", "+1", "-1",
+                                           " 1", "1 ",  "",   "x",  "99999999999999999999" };
 
         for (size_t i = 0; i < ELEMENTSOF(bad); i++)
                 ASSERT_EQ_INT(report_parse_days(bad[i], &d, &msg), -EINVAL);

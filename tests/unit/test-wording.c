@@ -27,7 +27,10 @@ TEST(wording_key) {
         check_key("?!", "");
         check_key("", "");
         /* Invalid UTF-8 is a separator, not a crash. */
-        check_key("park\xff" "ing", "ing park");
+        check_key(
+                "park\xff"
+                "ing",
+                "ing park");
         /* Digits are words. */
         check_key("Room 101 booking", "101 booking room");
 }
