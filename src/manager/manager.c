@@ -11,6 +11,9 @@
 #include "shared/log.h"
 #include "shared/random-util.h"
 #include "shared/sanitize.h"
+#include "shared/strv.h"
+#include "query/mediawiki.h"
+#include "query/wiki-client.h"
 #include "store/sync-worker.h"
 
 struct ManagerQuery {
@@ -64,6 +67,7 @@ struct Manager {
         ManagerSubscriber *subscribers;
         size_t n_subscribers;
         ManagerHealth health; /* as last announced */
+        uint64_t queries_failed;
 
         bool stopping;
         const char *stop_reason;
@@ -122,6 +126,19 @@ int manager_subscribe(Manager *m, ManagerEventHandler handler, void *userdata) {
         m->subscribers = s;
         m->subscribers[m->n_subscribers++] = (ManagerSubscriber){ handler, userdata };
         return 0;
+}
+
+void manager_unsubscribe(Manager *m, ManagerEventHandler handler, void *userdata) {
+        assert(m);
+
+        for (size_t i = 0; i < m->n_subscribers; i++)
+                if (m->subscribers[i].handler == handler && m->subscribers[i].userdata == userdata) {
+                        memmove(&m->subscribers[i],
+                                &m->subscribers[i + 1],
+                                (m->n_subscribers - i - 1) * sizeof m->subscribers[0]);
+                        m->n_subscribers--;
+                        return;
+                }
 }
 
 Admission *manager_get_admission(Manager *m) {
@@ -222,9 +239,11 @@ static void manager_add_query(Manager *m, ManagerQuery *q) {
         m->n_queries++;
 }
 
-/* The query's slot is given up: its duration (claim to confirmed cleanup)
- * goes to the wait range, it is announced, then freed. */
-static void manager_release_query(Manager *m, ManagerQuery *q) {
+/* The last of every query, as importd's transfer_finalize(): its slot is
+ * given up (the caller called admission_finish()), its duration (claim to
+ * confirmed cleanup) goes to the wait range, MANAGER_QUERY_CLEANUP_CONFIRMED
+ * is announced, and it is freed. */
+static void manager_query_finalize(Manager *m, ManagerQuery *q) {
         usec_t t = now(CLOCK_MONOTONIC);
         int r;
 
@@ -361,6 +380,20 @@ void manager_get_health(Manager *m, ManagerHealth *ret) {
         };
         if (!ret->execution_configured)
                 (void) config_missing_execution_settings(m->config, ret->missing_settings);
+}
+
+void manager_get_counters(Manager *m, ManagerCounters *ret) {
+        AdmissionCounters c;
+
+        assert(m);
+        assert(ret);
+
+        admission_get_counters(m->admission, &c);
+        *ret = (ManagerCounters){
+                .queries_started = c.queries_started,
+                .queries_failed = m->queries_failed,
+                .tickets_expired = c.tickets_expired,
+        };
 }
 
 /* ---- the status ---- */
@@ -539,6 +572,8 @@ static void manager_record_durable(ManagerQuery *q, int error) {
         }
 
         manager_log_query_finished(q);
+        if (!q->succeeded)
+                m->queries_failed++;
 
         outcome = (ManagerOutcome){
                 .succeeded = q->succeeded,
@@ -550,7 +585,7 @@ static void manager_record_durable(ManagerQuery *q, int error) {
         manager_announce(m, &(ManagerEvent){ .type = MANAGER_QUERY_DURABLE, .query = q, .outcome = &outcome });
 
         if (q->cleanup_confirmed)
-                manager_release_query(m, q);
+                manager_query_finalize(m, q);
         else {
                 manager_announce_query(m, MANAGER_QUERY_PHASE, q);
                 manager_check_health(m);
@@ -607,19 +642,17 @@ static void manager_on_record_durable(SyncWorker *w, int error, void *userdata) 
         manager_start_sync(m);
 }
 
-/* The executor's report, on the loop: the record is committed now, and
- * the rest waits for the sync that makes it durable, done on the worker's
- * thread (several milliseconds on a disk, during which the loop serves
- * requests) or, without it, here. */
-static void manager_on_query_done(QueryExecutor *x, int error, const QueryOutcome *o, void *userdata) {
-        Manager *m = userdata;
-        ManagerQuery *q = manager_get_query(m, o->query_id);
+/* Where every query ends, however it ended (the executor's report, a
+ * cancel, the stop grace, or an executor that could not start it): its
+ * outcome is kept, its record committed now, and the rest waits for the
+ * sync that makes it durable (manager_record_durable()), done on the
+ * worker's thread (several milliseconds on a disk, during which the loop
+ * serves requests) or, without it, here; then manager_query_finalize(). */
+static void manager_query_end(ManagerQuery *q, int error, const QueryOutcome *o) {
+        Manager *m = q->manager;
         usec_t t = now(CLOCK_MONOTONIC);
 
-        if (!q || !q->executing) {
-                log_error("The executor reported query %s, which is not running.", o->query_id);
-                return;
-        }
+        assert(q->executing);
         q->executing = false;
         q->completing = true;
         q->succeeded = error >= 0;
@@ -632,6 +665,18 @@ static void manager_on_query_done(QueryExecutor *x, int error, const QueryOutcom
 
         manager_record_outcome(m, q, o, q->message, /* durable= */ false);
         manager_start_sync(m);
+}
+
+/* The executor's report, on the loop. */
+static void manager_on_query_done(QueryExecutor *x, int error, const QueryOutcome *o, void *userdata) {
+        Manager *m = userdata;
+        ManagerQuery *q = manager_get_query(m, o->query_id);
+
+        if (!q || !q->executing) {
+                log_error("The executor reported query %s, which is not running.", o->query_id);
+                return;
+        }
+        manager_query_end(q, error, o);
 }
 
 /* One event of a running query, from the pipeline. */
@@ -726,27 +771,24 @@ int manager_start_query(Manager *m, const ManagerQueryRequest *req, ManagerQuery
         memcpy(job.id, q->id, sizeof job.id);
         job.session = *session;
         job.question = req->question;
+        /* Whose wiki permissions count in person mode (API.md "Whose
+         * permissions"): the query's user, as its record names it. */
+        job.user = q->user;
         job.pages = req->pages;
         r = query_executor_start(m->executor, &job, manager_on_query_done, m);
         if (r < 0) {
-                QueryOutcome failed = {
-                        .query_id = q->id,
-                        .error = r,
-                        .api_error = API_ERROR_INTERNAL_ERROR,
-                        .cleanup_confirmed = true,
-                };
-
                 log_error_errno(r, "Failed to start query %s", q->id);
-                q->executing = false;
-                q->completing = true;
-                q->cleanup_confirmed = true;
-                q->api_error = failed.api_error;
-                q->ended = now(CLOCK_MONOTONIC);
-                q->duration = q->ended - t;
-                q->message = outcome_message(&failed);
-                manager_record_outcome(m, q, &failed, q->message, /* durable= */ true);
-                /* The slot is given up, the streams end with the record. */
-                manager_record_durable(q, 0);
+                /* It ends as every query does: internal_error, nothing to
+                 * clean up. */
+                manager_query_end(
+                        q,
+                        r,
+                        &(QueryOutcome){
+                                .query_id = q->id,
+                                .error = r,
+                                .api_error = API_ERROR_INTERNAL_ERROR,
+                                .cleanup_confirmed = true,
+                        });
                 return -EIO;
         }
 
@@ -787,7 +829,7 @@ static void manager_on_cleanup_confirmed(Sandbox *s, const char *query_id, void 
         if (r < 0)
                 log_error_errno(r, "Query %s: cleanup confirmed but the controller was not running", query_id);
         log_notice("Query %s: cleanup confirmed at last; the queue moves on.", query_id);
-        manager_release_query(m, q);
+        manager_query_finalize(m, q);
 }
 
 /* ---- the sandbox ---- */
@@ -1141,4 +1183,96 @@ bool manager_busy(const Manager *m) {
                 if (q->executing || q->completing)
                         return true;
         return false;
+}
+
+/* ---- what a person may read (manager_check_readable()) ---- */
+
+struct ManagerReadableCheck {
+        RevisionCheck *check;   /* person mode: the wiki's answer */
+        sd_event_source *defer; /* service mode: every title readable */
+        size_t n;
+        ManagerReadableDone done;
+        void *userdata;
+};
+
+ManagerReadableCheck *manager_readable_check_free(ManagerReadableCheck *c) {
+        if (!c)
+                return NULL;
+        revision_check_free(c->check);
+        sd_event_source_disable_unref(c->defer);
+        free(c);
+        return NULL;
+}
+
+static void manager_readable_on_check(RevisionCheck *rc, int error, const WikiResult *r, void *userdata) {
+        ManagerReadableCheck *c = userdata;
+
+        metrics_count_read_check(error >= 0);
+        if (error < 0 || r->n_readable != c->n)
+                c->done(c,
+                        error < 0 ? error : -EBADMSG,
+                        error < 0 ? r->api_error : API_ERROR_WIKI_AUTH_FAILED,
+                        r->message,
+                        NULL,
+                        0,
+                        c->userdata);
+        else
+                c->done(c, 0, _API_ERROR_INVALID, NULL, r->readable, r->n_readable, c->userdata);
+}
+
+static int manager_readable_on_defer(sd_event_source *s, void *userdata) {
+        ManagerReadableCheck *c = userdata;
+        _cleanup_free_ bool *all = calloc(c->n, sizeof(bool));
+
+        (void) sd_event_source_set_enabled(s, SD_EVENT_OFF);
+        if (!all) {
+                c->done(c, -ENOMEM, API_ERROR_INTERNAL_ERROR, NULL, NULL, 0, c->userdata);
+                return 0;
+        }
+        for (size_t i = 0; i < c->n; i++)
+                all[i] = true;
+        c->done(c, 0, _API_ERROR_INVALID, NULL, all, c->n, c->userdata);
+        return 0;
+}
+
+int manager_check_readable(
+        Manager *m,
+        const char *user,
+        char **titles,
+        ManagerReadableDone done,
+        void *userdata,
+        ManagerReadableCheck **ret) {
+        _cleanup_(manager_readable_check_freep) ManagerReadableCheck *c = NULL;
+        size_t n = strv_length(titles);
+        int r;
+
+        assert(m);
+        assert(done);
+        assert(ret);
+
+        if (n < 1 || n > MEDIAWIKI_TITLES_MAX)
+                return -EINVAL;
+        for (size_t i = 0; i < n; i++)
+                if (!mediawiki_title_is_valid(titles[i]))
+                        return -EINVAL;
+        if (!m->config->wiki_api_url)
+                return -EOPNOTSUPP;
+        c = calloc(1, sizeof *c);
+        if (!c)
+                return -ENOMEM;
+        c->n = n;
+        c->done = done;
+        c->userdata = userdata;
+        if (query_executor_reads_as_person(m->executor))
+                r = query_executor_check_readable(
+                        m->executor, user, titles, manager_readable_on_check, c, &c->check);
+        else {
+                r = sd_event_add_defer(m->event, &c->defer, manager_readable_on_defer, c);
+                if (r >= 0)
+                        (void) sd_event_source_set_description(c->defer, "manager-readable");
+        }
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(c);
+        return 0;
 }

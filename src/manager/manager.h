@@ -131,6 +131,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Manager *, manager_free);
 
 /* Subscribe to every announcement (see above). Returns 0 or -ENOMEM. */
 int manager_subscribe(Manager *m, ManagerEventHandler handler, void *userdata);
+/* Undo manager_subscribe() (not from inside an announcement). */
+void manager_unsubscribe(Manager *m, ManagerEventHandler handler, void *userdata);
 
 /* The queue's operations (API.md 5, 11.1, 12.1), as the admission
  * controller defines them (admission/admission.h); each may announce
@@ -209,10 +211,49 @@ typedef struct ManagerQueryRequest {
  * not be written: internal_error). MANAGER_QUERY_STARTED is announced
  * before this returns, and before the query's first MANAGER_QUERY_EVENT
  * (the pipeline may report from inside the executor's start). -EIO also
- * when the executor could not start it: its record is then failed
- * (internal_error), and MANAGER_QUERY_DURABLE and
- * MANAGER_QUERY_CLEANUP_CONFIRMED have been announced too. */
+ * when the executor could not start it: the query has started then, and
+ * ends as every query ends (internal_error): its record failed, then
+ * MANAGER_QUERY_DURABLE and MANAGER_QUERY_CLEANUP_CONFIRMED once the
+ * record is durable. */
 int manager_start_query(Manager *m, const ManagerQueryRequest *req, ManagerQuery **ret);
+
+/* What a person may read on the wiki, for a face that shows wiki content
+ * outside a query (API.md "Whose permissions"; the share of a record):
+ * whether user (their identity name; NULL: an anonymous reader) may read
+ * each of 1..MEDIAWIKI_TITLES_MAX titles, asked of the wiki now (the
+ * extension WikiwebReadCheck, one request through the executor, on a wiki
+ * client of its own, at most REVISION_CHECK_TIMEOUT_USEC), never cached.
+ * With WIKI_WEB_WIKI_READ_AS=service every title is readable (the service
+ * account's permissions count), without asking the wiki.
+ *
+ * done is called once, from the event loop (a defer), never from inside
+ * this call, unless the check is freed first (which cancels it): error 0
+ * and readable[i] for titles[i] (n of them); or a negative errno, api_error
+ * and message (sanitized, names what to fix: wiki_auth_failed when the
+ * wiki lacks the extension or the service account the right) and no
+ * readable: the caller must then show nothing (fail closed). Everything
+ * is borrowed for the call. titles is copied. Returns 0, -EINVAL (no
+ * titles, more than 50, an invalid one), -EOPNOTSUPP (no wiki
+ * configured), -ENOMEM. The caller owns *ret and frees it before the
+ * Manager. */
+typedef struct ManagerReadableCheck ManagerReadableCheck;
+typedef void (*ManagerReadableDone)(
+        ManagerReadableCheck *c,
+        int error,
+        ApiError api_error,
+        const char *message,
+        const bool *readable,
+        size_t n,
+        void *userdata);
+int manager_check_readable(
+        Manager *m,
+        const char *user,
+        char **titles,
+        ManagerReadableDone done,
+        void *userdata,
+        ManagerReadableCheck **ret);
+ManagerReadableCheck *manager_readable_check_free(ManagerReadableCheck *c);
+DEFINE_TRIVIAL_CLEANUP_FUNC(ManagerReadableCheck *, manager_readable_check_free);
 
 /* End a running query now, as its deadline would (an administrator's
  * CancelQuery; the service stopping): it fails with execution_failed and
@@ -249,6 +290,16 @@ bool manager_query_executing(const ManagerQuery *q); /* the executor still runs 
 bool manager_query_awaiting_cleanup(const ManagerQuery *q);
 
 void manager_get_health(Manager *m, ManagerHealth *ret);
+
+/* Counted since the Manager was set up (D-Bus QueriesStarted,
+ * QueriesFailed, TicketsExpired). */
+typedef struct ManagerCounters {
+        uint64_t queries_started; /* claims */
+        uint64_t queries_failed;  /* records made durable as failed */
+        uint64_t tickets_expired; /* heartbeat and reservation removals */
+} ManagerCounters;
+
+void manager_get_counters(Manager *m, ManagerCounters *ret);
 
 /* The service is stopping (SIGTERM): no new query starts (-ESHUTDOWN);
  * the running ones may finish until grace_usec has passed, then they are

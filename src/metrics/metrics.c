@@ -39,6 +39,8 @@ static struct {
         CounterVec citations;        /* status */
         CounterVec feedback;         /* rating */
         CounterVec unanswered;       /* signal */
+        CounterVec read_checks;      /* outcome */
+        CounterVec withheld;         /* from */
         int64_t http_connections;
         int64_t event_streams;
 } registry;
@@ -90,6 +92,8 @@ void metrics_reset(void) {
         static const char *const statuses[] = { "verified", "not_found", "not_read", "too_short", NULL };
         static const char *const ratings[] = { "up", "down", NULL };
         static const char *const signals[] = { "no_sources", "unverified", "negative_feedback", "failed", NULL };
+        static const char *const check_outcomes[] = { "answered", "failed", NULL };
+        static const char *const withheld_from[] = { "search", "read", "sources", NULL };
 
         memset(&registry, 0, sizeof registry);
         registry.query_duration.bounds = metrics_query_duration_bounds;
@@ -104,6 +108,8 @@ void metrics_reset(void) {
         vec_seed(&registry.citations, statuses);
         vec_seed(&registry.feedback, ratings);
         vec_seed(&registry.unanswered, signals);
+        vec_seed(&registry.read_checks, check_outcomes);
+        vec_seed(&registry.withheld, withheld_from);
         (void) vec_entry(&registry.queries, "succeeded", NULL);
 }
 
@@ -142,6 +148,14 @@ void metrics_count_feedback(const char *rating) {
 
 void metrics_count_unanswered(const char *signal) {
         vec_add(&registry.unanswered, signal, NULL, 1);
+}
+
+void metrics_count_read_check(bool answered) {
+        vec_add(&registry.read_checks, answered ? "answered" : "failed", NULL, 1);
+}
+
+void metrics_count_withheld(const char *from, unsigned n) {
+        vec_add(&registry.withheld, from, NULL, n);
 }
 
 void metrics_count_http_request(unsigned status) {
@@ -364,6 +378,24 @@ int metrics_render(MetricsFormat format, const MetricsGauges *g, char **ret, siz
                 NULL,
                 "Queries the wiki could not answer, by signal (no_sources, unverified, negative_feedback, failed).");
         render_vec(&w, &registry.unanswered, "signal", NULL);
+
+        metrics_family(
+                &w,
+                "wikiweb_wiki_read_checks",
+                METRIC_COUNTER,
+                NULL,
+                "Checks of what the asking person may read (WIKI_WEB_WIKI_READ_AS=person), by outcome "
+                "(answered, failed).");
+        render_vec(&w, &registry.read_checks, "outcome", NULL);
+
+        metrics_family(
+                &w,
+                "wikiweb_wiki_pages_withheld",
+                METRIC_COUNTER,
+                NULL,
+                "Pages withheld because the asking person may not read them, by where they came from "
+                "(search, read, sources).");
+        render_vec(&w, &registry.withheld, "from", NULL);
 
         metrics_family(
                 &w,
