@@ -42,21 +42,29 @@
  *   While it runs: MANAGER_QUERY_EVENT for each pipeline event (step, text,
  *   tool, tool_result, phase) and MANAGER_QUERY_PHASE when its phase
  *   changes.
- *   The executor reports its outcome: the record completed, made durable
- *   (the sync worker); then MANAGER_QUERY_DURABLE (with the outcome's
- *   status, code and sanitized message: the HTTP face answers the waiting
- *   request, the streams send the record and end, D-Bus QueryFinished).
- *   If its cleanup was confirmed: the slot is given up at once
- *   (admission_finish()) and MANAGER_QUERY_CLEANUP_CONFIRMED follows; else
- *   the slot stays taken, health goes degraded (MANAGER_HEALTH_CHANGED), and
- *   when the Sandbox announces the cleanup confirmed at last the slot is
- *   given up and MANAGER_QUERY_CLEANUP_CONFIRMED is announced then. The
- *   ManagerQuery is freed after that announcement.
+ *   It ends in one place, however it ends (the executor's outcome, a
+ *   cancel, the stop grace, an executor that could not start it): the
+ *   record completed, then made durable (the sync worker). Then, if its
+ *   cleanup was confirmed, the slot is given up (admission_finish(): its
+ *   MANAGER_ADMISSION events, a promotion, come first); else the slot stays
+ *   taken and health goes degraded (MANAGER_HEALTH_CHANGED follows).
+ *   MANAGER_QUERY_DURABLE is announced then (with the outcome's status,
+ *   code and sanitized message: the HTTP face answers the waiting request,
+ *   the streams send the record and end, D-Bus QueryFinished). Last, once
+ *   the slot is given up (at once, or when the Sandbox announces the
+ *   cleanup confirmed at last), its duration goes to the wait range and
+ *   MANAGER_QUERY_CLEANUP_CONFIRMED is announced: the ManagerQuery is freed
+ *   after that announcement.
  *
- * Every announcement is made once, from the event loop, to every
+ * Every announcement is made once, synchronously on the event loop (from
+ * inside the Manager's operation or event source that caused it), to every
  * subscriber in the order they subscribed, with everything borrowed for
  * the duration of the call. A handler may call the Manager's read
  * functions but must not start, cancel or free anything from inside it.
+ * wikiwebd subscribes its faces in this order, so that they hear each
+ * announcement in it: the STATUS= line (manager/status-line.h), the D-Bus
+ * object (so QueryFinished goes out before the answer to the query's
+ * request), the HTTP API and its streams. The metrics face only reads.
  *
  * Slots: the Manager holds any number of running queries (one per
  * admission slot); the admission controller decides how many there may
