@@ -34,7 +34,7 @@ struct QueueBus {
         PolkitRegistry *polkit;
 };
 
-static Admission *queue_bus_admission(const QueueBus *b) {
+static const Admission *queue_bus_admission(const QueueBus *b) {
         return manager_get_admission(b->manager);
 }
 
@@ -231,7 +231,6 @@ static int check_caller_is_root(sd_bus_message *m, sd_bus_error *error) {
 static int method_list_tickets(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         QueueBus *b = userdata;
-        AdmissionStatus status;
         ListContext c;
         int r;
 
@@ -242,7 +241,7 @@ static int method_list_tickets(sd_bus_message *m, void *userdata, sd_bus_error *
         c = (ListContext){ .now_mono = now(CLOCK_MONOTONIC) };
         /* Apply the expiries due now first (without heartbeating anybody),
          * so a late timer never shows an expired ticket. */
-        admission_peek(queue_bus_admission(b), NULL, c.now_mono, &status);
+        manager_heartbeat(b->manager, NULL, c.now_mono);
 
         r = sd_bus_message_new_method_return(m, &reply);
         if (r < 0)

@@ -6,6 +6,7 @@
 #include "admission/wait-tracker.h"
 #include "manager/manager.h"
 #include "metrics/metrics.h"
+#include "sandbox/sandbox.h"
 #include "shared/fault.h"
 #include "shared/list.h"
 #include "shared/log.h"
@@ -138,7 +139,7 @@ void manager_unsubscribe(Manager *m, ManagerEventHandler handler, void *userdata
                 }
 }
 
-Admission *manager_get_admission(Manager *m) {
+const Admission *manager_get_admission(const Manager *m) {
         assert(m);
         return m->admission;
 }

@@ -8,7 +8,6 @@
 #include "admission/admission.h"
 #include "admission/wait-range.h"
 #include "query/executor.h"
-#include "sandbox/sandbox.h"
 #include "shared/api-error.h"
 #include "shared/config.h"
 #include "shared/ids.h"
@@ -152,7 +151,9 @@ void manager_unsubscribe(Manager *m, ManagerEventHandler handler, void *userdata
 int manager_join(Manager *m, const SessionKey *session, const char *user, usec_t now);
 /* 0, or -ENOENT (no ticket). */
 int manager_leave(Manager *m, const SessionKey *session, usec_t now);
-/* A queue call's heartbeat of the session's ticket, if it has one. */
+/* A queue call's heartbeat of the session's ticket, if it has one
+ * (session NULL: nobody's); the expiries due by now are applied first
+ * either way. */
 void manager_heartbeat(Manager *m, const SessionKey *session, usec_t now);
 /* admission_hold(): an open queue stream holds its ticket. */
 int manager_hold_ticket(Manager *m, const SessionKey *session, const char *ticket_id, bool hold, usec_t now);
@@ -190,9 +191,10 @@ void manager_status(Manager *m, const SessionKey *session, usec_t now, ManagerSt
  * (WAIT_RANGE_KNOWN_MIN). */
 bool manager_wait_known(const Manager *m);
 
-/* The admission controller, read-only for the faces' counters and lists
- * (D-Bus properties, ListTickets, metrics gauges). Borrowed. */
-Admission *manager_get_admission(Manager *m);
+/* The admission controller, read-only, for the faces' counters and lists
+ * (D-Bus properties, ListTickets, the metrics gauges, STATUS=); every
+ * change to it is a Manager operation above. Borrowed. */
+const Admission *manager_get_admission(const Manager *m);
 /* The history, for reading and deleting records (list, get, delete,
  * artifacts), as machined reads its images. Borrowed. */
 History *manager_get_history(Manager *m);
