@@ -45,13 +45,15 @@
  *   cancel, the stop grace, an executor that could not start it): the
  *   record completed, then made durable (the sync worker). Then, if its
  *   cleanup was confirmed, the slot is given up (admission_finish(): its
- *   MANAGER_ADMISSION events, a promotion, come first); else the slot stays
- *   taken and health goes degraded (MANAGER_HEALTH_CHANGED follows).
+ *   MANAGER_ADMISSION events, a promotion, come first), and its duration
+ *   from the claim is counted once for the admission's average, the
+ *   metrics and the wait range; else the slot stays taken and health goes
+ *   degraded (MANAGER_HEALTH_CHANGED follows).
  *   MANAGER_QUERY_DURABLE is announced then (with the outcome's status,
  *   code and sanitized message: the HTTP face answers the waiting request,
  *   the streams send the record and end, D-Bus QueryFinished). Last, once
  *   the slot is given up (at once, or when the Sandbox announces the
- *   cleanup confirmed at last), its duration goes to the wait range and
+ *   cleanup confirmed at last: its duration runs to then),
  *   MANAGER_QUERY_CLEANUP_CONFIRMED is announced: the ManagerQuery is freed
  *   after that announcement.
  *
