@@ -73,6 +73,18 @@ static const struct {
                              NULL,
                              M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD),
                              "GET, HEAD" },
+        [ROUTE_HISTORY_FEEDBACK] = { "history-feedback",
+                                     "/api/v1/history/",
+                                     "qr_",
+                                     "/feedback",
+                                     M(HTTP_METHOD_POST),
+                                     "POST" },
+        [ROUTE_REPORT_UNANSWERED] = { "report-unanswered",
+                                      "/api/v1/reports/unanswered",
+                                      NULL,
+                                      NULL,
+                                      M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD),
+                                      "GET, HEAD" },
 };
 
 const char *route_to_string(Route r) {

@@ -29,17 +29,19 @@ HttpMethod http_method_from_string(const char *s);
 const char *http_method_to_string(HttpMethod m);
 
 typedef enum Route {
-        ROUTE_HEALTH,          /* /api/v1/health */
-        ROUTE_QUEUE_JOIN,      /* /api/v1/queue/join */
-        ROUTE_QUEUE_STATUS,    /* /api/v1/queue/status */
-        ROUTE_QUEUE_TICKET,    /* /api/v1/queue/ticket */
-        ROUTE_QUEUE_EVENTS,    /* /api/v1/queue/events */
-        ROUTE_QUERY,           /* /api/v1/query */
-        ROUTE_HISTORY,         /* /api/v1/history */
-        ROUTE_HISTORY_ITEM,    /* /api/v1/history/qr_<32 hex> */
-        ROUTE_HISTORY_EVENTS,  /* /api/v1/history/qr_<32 hex>/events */
-        ROUTE_HISTORY_SOURCES, /* /api/v1/history/qr_<32 hex>/sources */
-        ROUTE_ARTIFACT,        /* /api/v1/artifacts/af_<32 hex> */
+        ROUTE_HEALTH,            /* /api/v1/health */
+        ROUTE_QUEUE_JOIN,        /* /api/v1/queue/join */
+        ROUTE_QUEUE_STATUS,      /* /api/v1/queue/status */
+        ROUTE_QUEUE_TICKET,      /* /api/v1/queue/ticket */
+        ROUTE_QUEUE_EVENTS,      /* /api/v1/queue/events */
+        ROUTE_QUERY,             /* /api/v1/query */
+        ROUTE_HISTORY,           /* /api/v1/history */
+        ROUTE_HISTORY_ITEM,      /* /api/v1/history/qr_<32 hex> */
+        ROUTE_HISTORY_EVENTS,    /* /api/v1/history/qr_<32 hex>/events */
+        ROUTE_HISTORY_SOURCES,   /* /api/v1/history/qr_<32 hex>/sources */
+        ROUTE_ARTIFACT,          /* /api/v1/artifacts/af_<32 hex> */
+        ROUTE_HISTORY_FEEDBACK,  /* /api/v1/history/qr_<32 hex>/feedback */
+        ROUTE_REPORT_UNANSWERED, /* /api/v1/reports/unanswered */
         _ROUTE_MAX,
         _ROUTE_INVALID = -EINVAL,
 } Route;
@@ -51,7 +53,8 @@ const char *route_to_string(Route r);
 
 typedef struct RouteMatch {
         Route route;
-        char id[ROUTE_ID_MAX]; /* the {id} segment for HISTORY_ITEM, HISTORY_EVENTS, HISTORY_SOURCES and ARTIFACT, "" otherwise */
+        char id[ROUTE_ID_MAX]; /* the {id} segment for HISTORY_ITEM, HISTORY_EVENTS, HISTORY_SOURCES,
+                                * HISTORY_FEEDBACK and ARTIFACT, "" otherwise */
 } RouteMatch;
 
 /* Match a request path (without the query string). Returns 0 and fills
@@ -72,7 +75,9 @@ bool router_path_is_api(const char *path);
  *   queue/join, query: POST
  *   queue/ticket: DELETE
  *   queue/events, history item's events: GET (event streams, API.md 11)
- *   history item's sources: GET (each one costs a wiki request, API.md 9) */
+ *   history item's sources: GET (each one costs a wiki request, API.md 9)
+ *   history item's feedback: POST (API.md 9.1)
+ *   reports/unanswered: GET, HEAD (API.md 9.2) */
 bool route_allows_method(Route r, HttpMethod m);
 
 /* The Allow header value for a 405 on route r, e.g. "GET, HEAD"; NULL for
