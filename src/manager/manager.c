@@ -537,6 +537,16 @@ static void manager_on_query_event(const char *query_id, const QueryEvent *ev, v
 
 int manager_start_query(
         Manager *m, const SessionKey *session, const char *question, char *const *pages, ManagerQuery **ret) {
+        return manager_start_follow_up(m, session, question, pages, NULL, ret);
+}
+
+int manager_start_follow_up(
+        Manager *m,
+        const SessionKey *session,
+        const char *question,
+        char *const *pages,
+        const ManagerFollowUp *follow_up,
+        ManagerQuery **ret) {
         ManagerQuery *q;
         QueryJob job = { 0 };
         AdmissionStatus st;
@@ -582,7 +592,14 @@ int manager_start_query(
 
         /* The history is authoritative: the record exists before execution
          * starts (API.md 9). Without it the query does not run. */
-        r = history_begin(m->history, q->id, session, question, q->created);
+        r = history_begin_follow_up(
+                m->history,
+                q->id,
+                session,
+                question,
+                follow_up ? follow_up->follow_up : NULL,
+                follow_up ? follow_up->conversation : NULL,
+                q->created);
         if (r < 0) {
                 log_error_errno(r, "Failed to record query %s; not running it", q->id);
                 (void) admission_finish(m->admission, q->id, now(CLOCK_MONOTONIC));
@@ -600,6 +617,10 @@ int manager_start_query(
         job.session = *session;
         job.question = question;
         job.pages = pages;
+        if (follow_up) {
+                job.turns = follow_up->turns;
+                job.n_turns = follow_up->n_turns;
+        }
         r = query_executor_start(m->executor, &job, manager_on_query_done, m);
         if (r < 0) {
                 QueryOutcome failed = {

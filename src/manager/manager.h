@@ -148,6 +148,27 @@ QueryExecutor *manager_get_executor(Manager *m);
 int manager_start_query(
         Manager *m, const SessionKey *session, const char *question, char *const *pages, ManagerQuery **ret);
 
+/* A follow-up (API.md 7): the record it follows, which the face has found
+ * to be the session's and ended, with the turns of its conversation. All
+ * borrowed for the call. */
+typedef struct ManagerFollowUp {
+        const char *follow_up;    /* the record followed */
+        const char *conversation; /* the id of its conversation (its first record) */
+        const QueryTurn *turns;   /* the earlier turns, oldest first, the followed record last */
+        size_t n_turns;
+} ManagerFollowUp;
+
+/* manager_start_query() for a follow-up (NULL: a new conversation): the
+ * record says what it follows and its conversation, and the model is given
+ * the earlier turns. Same returns. */
+int manager_start_follow_up(
+        Manager *m,
+        const SessionKey *session,
+        const char *question,
+        char *const *pages,
+        const ManagerFollowUp *follow_up,
+        ManagerQuery **ret);
+
 /* End a running query now, as its deadline would (an administrator's
  * CancelQuery; the service stopping): it fails with execution_failed and
  * the reason as its message, after its cleanup. 0, or -ESRCH when no query

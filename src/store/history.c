@@ -17,13 +17,16 @@
 #include "store/history.h"
 #include "store/sync-worker.h"
 
-/* Schema version 3. The records keep their insertion order in seq, which
+/* Schema version 4. The records keep their insertion order in seq, which
  * orders a listing (newest first) and makes its cursor: a cursor is the seq
- * of the last record of the previous page, in decimal. Version 2 lacks the
+ * of the last record of the previous page, in decimal. schema_sql is
+ * version 3; each later version is one step of schema_steps[], run in
+ * order after it, for a new file as for an old one. Version 2 lacks the
  * column citations, version 1 also the column sandbox; opening such a file
- * adds them in one transaction (NULL and '[]' in its records). */
-#define SCHEMA_VERSION 3
-#define SCHEMA_VERSION_SQL "PRAGMA user_version = 3"
+ * adds them in one transaction (NULL and '[]' in its records), and then
+ * the later steps. */
+#define SCHEMA_VERSION 4
+#define SCHEMA_VERSION_SQL "PRAGMA user_version = 4"
 
 static const char schema_sql[] =
         "CREATE TABLE queries ("
@@ -63,10 +66,31 @@ static const char schema_sql[] =
         ");"
         "CREATE INDEX artifacts_by_query ON artifacts (query_id, seq);";
 
+/* The steps after version 3, each one self-contained: step v makes a
+ * version v-1 file a version v one.
+ *   4: conversations (API.md 7 and 9): a follow-up names the record it
+ *      follows (follow_up) and every record its conversation (the id of
+ *      its first question; a record made before is its own); the shares of
+ *      a conversation (API.md 9 "Share"), by the SHA-256 of their token
+ *      (never the token), deleted with their record. */
+static const char *const schema_steps[SCHEMA_VERSION + 1] = {
+        [4] = "ALTER TABLE queries ADD COLUMN follow_up TEXT;"
+              "ALTER TABLE queries ADD COLUMN conversation TEXT;"
+              "UPDATE queries SET conversation = id;"
+              "CREATE INDEX queries_by_follow_up ON queries (follow_up);"
+              "CREATE TABLE shares ("
+              "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+              "  token_sha256 BLOB NOT NULL UNIQUE CHECK (length(token_sha256) = 32),"
+              "  query_id TEXT NOT NULL REFERENCES queries (id) ON DELETE CASCADE,"
+              "  created_at INTEGER NOT NULL"
+              ");"
+              "CREATE INDEX shares_by_query ON shares (query_id, seq);",
+};
+
 #define RECORD_COLUMNS                                                                                      \
         "seq, id, status, question, answer, sources, error_code, error_message, queue_ms, wiki_ms, "        \
         "model_ms, sandbox_ms, cleanup_ms, total_ms, model, prompt_tokens, completion_tokens, created_at, " \
-        "finished_at, sandbox, citations"
+        "finished_at, sandbox, citations, follow_up, conversation"
 
 /* The statements run per query or per request, prepared once per
  * connection (SQLITE_PREPARE_PERSISTENT) on first use and kept until
@@ -85,6 +109,10 @@ typedef enum Statement {
         STMT_DELETE,
         STMT_GET_ARTIFACT,
         STMT_ADD_ARTIFACT,
+        STMT_SHARE_ADD,
+        STMT_SHARE_TRIM,
+        STMT_SHARE_REVOKE,
+        STMT_SHARE_FIND,
         _STMT_MAX,
 } Statement;
 
@@ -93,8 +121,8 @@ static const char *const statement_sql[_STMT_MAX] = {
         [STMT_COMMIT] = "COMMIT",
         [STMT_ROLLBACK] = "ROLLBACK",
         [STMT_INSERT] =
-                "INSERT INTO queries (id, session, status, question, created_at)"
-                " VALUES (?1, ?2, 'running', ?3, ?4)",
+                "INSERT INTO queries (id, session, status, question, created_at, follow_up, conversation)"
+                " VALUES (?1, ?2, 'running', ?3, ?4, ?5, coalesce(?6, ?1))",
         [STMT_FINISH] =
                 "UPDATE queries SET status = ?2, answer = ?3, sources = ?4, error_code = ?5,"
                 " error_message = ?6, queue_ms = ?7, wiki_ms = ?8, model_ms = ?9, sandbox_ms = ?10,"
@@ -116,6 +144,15 @@ static const char *const statement_sql[_STMT_MAX] = {
         [STMT_ADD_ARTIFACT] =
                 "INSERT INTO artifacts (id, query_id, name, media_type, size_bytes, sha256, data)"
                 " SELECT ?1, id, ?2, ?3, ?4, ?5, zeroblob(?4) FROM queries WHERE id = ?6",
+        [STMT_SHARE_ADD] = "INSERT INTO shares (token_sha256, query_id, created_at) VALUES (?1, ?2, ?3)",
+        /* The oldest links of the record beyond HISTORY_SHARES_MAX go. */
+        [STMT_SHARE_TRIM] =
+                "DELETE FROM shares WHERE query_id = ?1 AND seq NOT IN"
+                " (SELECT seq FROM shares WHERE query_id = ?1 ORDER BY seq DESC LIMIT ?2)",
+        [STMT_SHARE_REVOKE] = "DELETE FROM shares WHERE query_id = ?1",
+        [STMT_SHARE_FIND] =
+                "SELECT s.token_sha256, q.id, q.session FROM shares s JOIN queries q ON q.id = s.query_id"
+                " WHERE s.token_sha256 = ?1",
 };
 
 struct History {
@@ -205,18 +242,10 @@ static int user_version(History *h, int *ret) {
         return 0;
 }
 
-/* What check_schema() found. */
-enum {
-        SCHEMA_CURRENT,
-        SCHEMA_CREATE,    /* an empty file */
-        SCHEMA_MIGRATE_1, /* version 1 */
-        SCHEMA_MIGRATE_2, /* version 2 */
-};
-
 /* Decide from the file as it is, before changing anything in it: a schema
  * of a newer wikiwebd, or a database that is not a wikiweb history, is
- * refused and left untouched. Returns SCHEMA_CURRENT, SCHEMA_CREATE,
- * SCHEMA_MIGRATE_1, SCHEMA_MIGRATE_2, or a negative errno. */
+ * refused and left untouched. Returns the file's schema version (0: an
+ * empty file, to create), or a negative errno. */
 static int check_schema(History *h) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
         int version, r;
@@ -224,12 +253,6 @@ static int check_schema(History *h) {
         r = user_version(h, &version);
         if (r < 0)
                 return r;
-        if (version == SCHEMA_VERSION)
-                return SCHEMA_CURRENT;
-        if (version == 1)
-                return SCHEMA_MIGRATE_1;
-        if (version == 2)
-                return SCHEMA_MIGRATE_2;
         if (version > SCHEMA_VERSION) {
                 log_error(
                         "History store: schema version %d is newer than this wikiwebd's (%d); refusing to touch it.",
@@ -237,6 +260,8 @@ static int check_schema(History *h) {
                         SCHEMA_VERSION);
                 return -ENOTSUP;
         }
+        if (version > 0)
+                return version;
 
         r = prepare(h, "SELECT count(*) FROM sqlite_master", &s);
         if (r < 0)
@@ -247,48 +272,43 @@ static int check_schema(History *h) {
                 log_error("History store: the file holds another database, not a wikiweb history; refusing to touch it.");
                 return -ENOTSUP;
         }
-        return SCHEMA_CREATE;
+        return 0;
 }
 
-/* Run sql and set the schema version, in one transaction. */
-static int change_schema(History *h, const char *sql, const char *what) {
+/* Bring a file of version from (0: empty) to SCHEMA_VERSION, in one
+ * transaction: version 3 is schema_sql (versions 1 and 2 get its missing
+ * columns: whether run_python was offered, API.md 9 "sandbox", not known
+ * for their records; the verified citations, none for their records),
+ * then every step of schema_steps[] after the file's version. */
+static int change_schema(History *h, int from) {
+        static const char from_1[] =
+                "ALTER TABLE queries ADD COLUMN sandbox TEXT;"
+                "ALTER TABLE queries ADD COLUMN citations TEXT NOT NULL DEFAULT '[]';";
+        static const char from_2[] = "ALTER TABLE queries ADD COLUMN citations TEXT NOT NULL DEFAULT '[]';";
+        const char *base = from == 0 ? schema_sql : from == 1 ? from_1 : from == 2 ? from_2 : NULL;
         int r;
 
         r = exec(h, "BEGIN IMMEDIATE");
         if (r < 0)
                 return r;
-        if (sqlite3_exec(h->db, sql, NULL, NULL, NULL) != SQLITE_OK ||
-            sqlite3_exec(h->db, SCHEMA_VERSION_SQL, NULL, NULL, NULL) != SQLITE_OK) {
-                r = db_error(h, what);
-                (void) sqlite3_exec(h->db, "ROLLBACK", NULL, NULL, NULL);
-                return r;
-        }
-        return exec(h, "COMMIT");
-}
-
-static int create_schema(History *h) {
-        return change_schema(h, schema_sql, "create the schema");
-}
-
-/* Version 1 to 2: whether run_python was offered (API.md 9 "sandbox"); not
- * known for the records already there (NULL). Version 2 to 3: the verified
- * citations (API.md 9 "citations"); none for the records already there.
- * Every step from the file's version on, in one transaction. */
-static int migrate_schema(History *h, int from) {
-        static const char from_1[] =
-                "ALTER TABLE queries ADD COLUMN sandbox TEXT;"
-                "ALTER TABLE queries ADD COLUMN citations TEXT NOT NULL DEFAULT '[]';";
-        static const char from_2[] = "ALTER TABLE queries ADD COLUMN citations TEXT NOT NULL DEFAULT '[]';";
-        int r;
-
-        r = change_schema(h, from == SCHEMA_MIGRATE_1 ? from_1 : from_2, "add the new columns");
+        if (base && sqlite3_exec(h->db, base, NULL, NULL, NULL) != SQLITE_OK)
+                goto fail;
+        for (int v = MAX(from + 1, 4); v <= SCHEMA_VERSION; v++)
+                if (schema_steps[v] && sqlite3_exec(h->db, schema_steps[v], NULL, NULL, NULL) != SQLITE_OK)
+                        goto fail;
+        if (sqlite3_exec(h->db, SCHEMA_VERSION_SQL, NULL, NULL, NULL) != SQLITE_OK)
+                goto fail;
+        r = exec(h, "COMMIT");
         if (r < 0)
                 return r;
-        log_info(
-                "History store: schema version %d updated to %d.",
-                from == SCHEMA_MIGRATE_1 ? 1 : 2,
-                SCHEMA_VERSION);
+        if (from > 0)
+                log_info("History store: schema version %d updated to %d.", from, SCHEMA_VERSION);
         return 0;
+
+fail:
+        r = db_error(h, from == 0 ? "create the schema" : "update the schema");
+        (void) sqlite3_exec(h->db, "ROLLBACK", NULL, NULL, NULL);
+        return r;
 }
 
 /* A step of history_open() failed (and said why): which one. Returns error. */
@@ -381,15 +401,14 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
         r = exec(h, "PRAGMA foreign_keys = ON");
         if (r < 0)
                 return history_open_failed(path, r, "foreign keys could not be turned on");
-        if (create == SCHEMA_CREATE) {
-                r = create_schema(h);
+        if (create < SCHEMA_VERSION) {
+                r = change_schema(h, create);
                 if (r < 0)
-                        return history_open_failed(path, r, "the schema could not be created");
-        }
-        if (create == SCHEMA_MIGRATE_1 || create == SCHEMA_MIGRATE_2) {
-                r = migrate_schema(h, create);
-                if (r < 0)
-                        return history_open_failed(path, r, "the schema could not be updated");
+                        return history_open_failed(
+                                path,
+                                r,
+                                create == 0 ? "the schema could not be created" :
+                                              "the schema could not be updated");
         }
         r = recover(h, &recovered);
         if (r < 0)
@@ -478,6 +497,17 @@ static int step_durable(History *h, sqlite3_stmt *s) {
 }
 
 int history_begin(History *h, const char *id, const SessionKey *session, const char *question, usec_t created_at) {
+        return history_begin_follow_up(h, id, session, question, NULL, NULL, created_at);
+}
+
+int history_begin_follow_up(
+        History *h,
+        const char *id,
+        const SessionKey *session,
+        const char *question,
+        const char *follow_up,
+        const char *conversation,
+        usec_t created_at) {
         _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
         int r;
 
@@ -493,6 +523,8 @@ int history_begin(History *h, const char *id, const SessionKey *session, const c
         bind_session(s, 2, session);
         sqlite3_bind_text(s, 3, question, -1, SQLITE_STATIC);
         sqlite3_bind_int64(s, 4, (sqlite3_int64) created_at);
+        sqlite3_bind_text(s, 5, follow_up, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 6, conversation, -1, SQLITE_STATIC);
 
         r = sqlite3_step(s);
         if (r == SQLITE_CONSTRAINT_UNIQUE || r == SQLITE_CONSTRAINT_PRIMARYKEY)
@@ -639,7 +671,9 @@ void history_record_done(HistoryRecord *r) {
                 r->error_code,
                 r->error_message,
                 r->model,
-                r->sandbox);
+                r->sandbox,
+                r->follow_up,
+                r->conversation);
         *r = (HistoryRecord){ 0 };
 }
 
@@ -695,7 +729,11 @@ static int record_from_row(History *h, sqlite3_stmt *s, HistoryRecord *ret) {
         if (column_strdup(s, 1, &ret->id) < 0 || column_strdup(s, 2, &ret->status) < 0 ||
             column_strdup(s, 3, &ret->question) < 0 || column_strdup(s, 4, &ret->answer) < 0 ||
             column_strdup(s, 6, &ret->error_code) < 0 || column_strdup(s, 14, &ret->model) < 0 ||
-            column_strdup(s, 19, &ret->sandbox) < 0)
+            column_strdup(s, 19, &ret->sandbox) < 0 || column_strdup(s, 21, &ret->follow_up) < 0)
+                return -ENOMEM;
+        /* A record is its own conversation unless it follows another. */
+        ret->conversation = strdup(column_text(s, 22, column_text(s, 1, "")));
+        if (!ret->conversation)
                 return -ENOMEM;
         /* Written by history_finish() only after checking it is an array. */
         ret->sources_json = strdup(column_text(s, 5, "[]"));
@@ -1066,5 +1104,199 @@ int history_add_artifact(
                 return r;
         }
         memcpy(ret_id, id, sizeof id);
+        return 0;
+}
+
+/* ---- conversations and their shares ---- */
+
+void history_conversation_free_records(HistoryRecord *records, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                history_record_done(&records[i]);
+        free(records);
+}
+
+int history_get_conversation(
+        History *h, const char *id, const SessionKey *session, size_t max, HistoryRecord **ret, size_t *ret_n) {
+        HistoryRecord *turns = NULL;
+        size_t n = 0;
+        char next[QUERY_ID_MAX];
+        int r;
+
+        assert(h);
+        assert(id);
+        assert(session);
+        assert(ret);
+        assert(ret_n);
+
+        if (max < 1)
+                return -EINVAL;
+        turns = calloc(max, sizeof *turns);
+        if (!turns)
+                return -ENOMEM;
+
+        /* Newest first, following the links back; a turn that was deleted
+         * ends the chain there. */
+        snprintf(next, sizeof next, "%s", id);
+        while (n < max) {
+                _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
+
+                r = select_owned(h, STMT_GET_RECORD, next, session, &s);
+                if (r < 0)
+                        goto fail;
+                if (r == 0) {
+                        if (n == 0) {
+                                r = -ENOENT;
+                                goto fail;
+                        }
+                        break;
+                }
+                r = record_from_row(h, s, &turns[n++]);
+                if (r < 0)
+                        goto fail;
+                if (!turns[n - 1].follow_up || strlen(turns[n - 1].follow_up) >= sizeof next)
+                        break;
+                snprintf(next, sizeof next, "%s", turns[n - 1].follow_up);
+        }
+
+        /* Oldest first. */
+        for (size_t i = 0; i < n / 2; i++) {
+                HistoryRecord t = turns[i];
+                turns[i] = turns[n - 1 - i];
+                turns[n - 1 - i] = t;
+        }
+        *ret = turns;
+        *ret_n = n;
+        return 0;
+
+fail:
+        history_conversation_free_records(turns, n);
+        return r;
+}
+
+int history_share_add(
+        History *h,
+        const char *id,
+        const SessionKey *session,
+        const uint8_t token_sha256[static HISTORY_SHARE_DIGEST_SIZE],
+        usec_t created_at) {
+        _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL, *t = NULL;
+        int r;
+
+        assert(h);
+        assert(id);
+        assert(session);
+        assert(token_sha256);
+
+        {
+                _cleanup_(stmt_releasep) sqlite3_stmt *o = NULL;
+
+                r = select_owned(h, STMT_IS_RUNNING, id, session, &o);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        return -ENOENT;
+                if (sqlite3_column_int(o, 0))
+                        return -EBUSY;
+        }
+
+        r = exec_cached(h, STMT_BEGIN);
+        if (r < 0)
+                return r;
+        r = statement(h, STMT_SHARE_ADD, &s);
+        if (r >= 0) {
+                sqlite3_bind_blob(s, 1, token_sha256, HISTORY_SHARE_DIGEST_SIZE, SQLITE_STATIC);
+                sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
+                sqlite3_bind_int64(s, 3, (sqlite3_int64) created_at);
+                r = sqlite3_step(s) == SQLITE_DONE ? 0 : db_error(h, "add a share");
+        }
+        if (r >= 0)
+                r = statement(h, STMT_SHARE_TRIM, &t);
+        if (r >= 0) {
+                sqlite3_bind_text(t, 1, id, -1, SQLITE_STATIC);
+                sqlite3_bind_int(t, 2, HISTORY_SHARES_MAX);
+                r = sqlite3_step(t) == SQLITE_DONE ? 0 : db_error(h, "trim the shares");
+        }
+        if (r >= 0)
+                r = exec_cached(h, STMT_COMMIT);
+        if (r < 0) {
+                (void) exec_cached(h, STMT_ROLLBACK);
+                return r;
+        }
+        return history_sync(h);
+}
+
+int history_share_revoke(History *h, const char *id, const SessionKey *session) {
+        _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
+        int r;
+
+        assert(h);
+        assert(id);
+        assert(session);
+
+        {
+                _cleanup_(stmt_releasep) sqlite3_stmt *o = NULL;
+
+                r = select_owned(h, STMT_IS_RUNNING, id, session, &o);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        return -ENOENT;
+        }
+        r = statement(h, STMT_SHARE_REVOKE, &s);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+        if (step_durable(h, s) != SQLITE_DONE)
+                return db_error(h, "revoke shares");
+        return sqlite3_changes(h->db);
+}
+
+/* Whether a and b are equal, in a time that does not depend on where they
+ * differ. */
+static bool memeq_const_time(const uint8_t *a, const uint8_t *b, size_t n) {
+        uint8_t d = 0;
+
+        for (size_t i = 0; i < n; i++)
+                d |= a[i] ^ b[i];
+        return d == 0;
+}
+
+int history_share_find(
+        History *h,
+        const uint8_t token_sha256[static HISTORY_SHARE_DIGEST_SIZE],
+        char ret_id[static QUERY_ID_MAX],
+        SessionKey *ret_session) {
+        _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
+        const void *digest, *session;
+        const char *id;
+        int r;
+
+        assert(h);
+        assert(token_sha256);
+        assert(ret_id);
+        assert(ret_session);
+
+        r = statement(h, STMT_SHARE_FIND, &s);
+        if (r < 0)
+                return r;
+        sqlite3_bind_blob(s, 1, token_sha256, HISTORY_SHARE_DIGEST_SIZE, SQLITE_STATIC);
+        r = sqlite3_step(s);
+        if (r == SQLITE_DONE)
+                return -ENOENT;
+        if (r != SQLITE_ROW)
+                return db_error(h, "find a share");
+        digest = sqlite3_column_blob(s, 0);
+        id = column_text(s, 1, "");
+        session = sqlite3_column_blob(s, 2);
+        if (!digest || sqlite3_column_bytes(s, 0) != HISTORY_SHARE_DIGEST_SIZE || !session ||
+            sqlite3_column_bytes(s, 2) != (int) sizeof(ret_session->bytes) || strlen(id) >= QUERY_ID_MAX)
+                return -ENOENT;
+        /* The index found it by the digest; the digest is compared once
+         * more, in constant time, so that the answer never rests on a
+         * comparison that stops at the first differing byte. */
+        if (!memeq_const_time(digest, token_sha256, HISTORY_SHARE_DIGEST_SIZE))
+                return -ENOENT;
+        memcpy(ret_session->bytes, session, sizeof(ret_session->bytes));
+        snprintf(ret_id, QUERY_ID_MAX, "%s", id);
         return 0;
 }
