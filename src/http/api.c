@@ -6,6 +6,7 @@
 #include "config-version.h"
 #include "admission/wait-tracker.h"
 #include "http/api.h"
+#include "http/export.h"
 #include "http/query-stream.h"
 #include "http/sources-check.h"
 #include "http/queue-stream.h"
@@ -19,6 +20,7 @@
 #include "shared/macro.h"
 #include "shared/random-util.h"
 #include "shared/sanitize.h"
+#include "shared/sha256.h"
 #include "shared/time-util.h"
 #include "shared/list.h"
 
@@ -404,10 +406,84 @@ static void api_log_user(HttpRequest *req, const char *query_id) {
         log_fields(LOG_INFO, fields, "Query %s asked by user %s.", query_id, user);
 }
 
+/* A conversation as history_get_conversation() gives it. */
+typedef struct ApiConversation {
+        HistoryRecord *turns;
+        size_t n_turns;
+} ApiConversation;
+
+static void api_conversation_done(ApiConversation *c) {
+        history_conversation_free_records(c->turns, c->n_turns);
+        *c = (ApiConversation){ .turns = NULL };
+}
+
+/* The conversation up to the record id of session into *ret; false when
+ * there is none to give, and then the request is answered (query_not_found
+ * for an unknown record or another session's, or internal_error). */
+static bool api_find_conversation(
+        Api *api, HttpRequest *req, const char *id, const SessionKey *session, ApiConversation *ret) {
+        int r;
+
+        r = history_get_conversation(
+                api->history, id, session, HISTORY_CONVERSATION_MAX_TURNS, &ret->turns, &ret->n_turns);
+        if (r == -ENOENT)
+                http_reply_error(req, API_ERROR_QUERY_NOT_FOUND, NULL, NULL);
+        else if (r < 0)
+                http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        return r >= 0;
+}
+
+/* A follow-up (API.md 7): the conversation of the record followed, which
+ * must be the session's own and have ended, as the turns the model is
+ * given. Checked before admission: a follow-up refused changes no queue
+ * state and runs nothing. false: the request is answered (query_not_found,
+ * busy, internal_error). */
+static bool api_prepare_follow_up(
+        Api *api,
+        HttpRequest *req,
+        const char *follow_up,
+        ApiConversation *conversation,
+        QueryTurn **ret_turns,
+        ManagerFollowUp *ret) {
+        const HistoryRecord *last;
+        QueryTurn *turns;
+
+        if (!api_find_conversation(api, req, follow_up, http_request_session(req), conversation))
+                return false;
+        last = &conversation->turns[conversation->n_turns - 1];
+        if (streq(last->status, "running")) {
+                reply_with_retry_after(
+                        api, req, API_ERROR_BUSY, "The query followed is still running", now(CLOCK_MONOTONIC));
+                return false;
+        }
+        turns = calloc(conversation->n_turns, sizeof *turns);
+        if (!turns) {
+                http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+                return false;
+        }
+        for (size_t i = 0; i < conversation->n_turns; i++)
+                turns[i] = (QueryTurn){
+                        .question = conversation->turns[i].question,
+                        .answer = conversation->turns[i].answer,
+                        .sources_json = conversation->turns[i].sources_json,
+                };
+        *ret_turns = turns;
+        *ret = (ManagerFollowUp){
+                .follow_up = last->id,
+                .conversation = last->conversation,
+                .turns = turns,
+                .n_turns = conversation->n_turns,
+        };
+        return true;
+}
+
 static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
         bool stream = api_wants_stream(req);
         _cleanup_free_ char *message = NULL;
         _cleanup_(query_body_done) QueryBody q = { 0 };
+        _cleanup_(api_conversation_done) ApiConversation conversation = { .turns = NULL };
+        _cleanup_free_ QueryTurn *turns = NULL;
+        ManagerFollowUp follow_up;
         usec_t t = now(CLOCK_MONOTONIC);
         ManagerQuery *query;
         ApiWaiting *w;
@@ -421,6 +497,8 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
         /* A stream refused is refused before admission (API.md 11.2). */
         if (stream && !http_stream_allowed(req))
                 return http_reply_error(req, API_ERROR_RATE_LIMITED, NULL, NULL);
+        if (q.follow_up && !api_prepare_follow_up(api, req, q.follow_up, &conversation, &turns, &follow_up))
+                return HTTP_HANDLED;
 
         /* Allocated first: once the query has started, nothing may fail
          * before its request is kept. */
@@ -428,7 +506,13 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
         if (!w)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
 
-        r = manager_start_query(api->manager, http_request_session(req), q.question, q.pages, &query);
+        r = manager_start_follow_up(
+                api->manager,
+                http_request_session(req),
+                q.question,
+                q.pages,
+                q.follow_up ? &follow_up : NULL,
+                &query);
         if (r < 0)
                 free(w);
         if (r == -EBUSY)
@@ -594,13 +678,15 @@ static char *disposition_filename(const char *name) {
         return out;
 }
 
-static HttpHandlerResult api_handle_artifact(Api *api, HttpRequest *req, const char *id) {
+/* The artifact id of session's records, served. */
+static HttpHandlerResult
+        api_serve_artifact(Api *api, HttpRequest *req, const char *id, const SessionKey *session) {
         _cleanup_(history_artifact_done) HistoryArtifact a = { 0 };
         _cleanup_free_ char *disposition = NULL;
         char etag[64 + 3];
         int r;
 
-        r = history_get_artifact(api->history, id, http_request_session(req), &a);
+        r = history_get_artifact(api->history, id, session, &a);
         if (r == -ENOENT)
                 return http_reply_error(req, API_ERROR_ARTIFACT_NOT_FOUND, NULL, NULL);
         if (r < 0)
@@ -631,6 +717,223 @@ static HttpHandlerResult api_handle_artifact(Api *api, HttpRequest *req, const c
                 };
                 return http_reply_bytes(req, 200, a.media_type, a.data, a.size, h);
         }
+}
+
+static HttpHandlerResult api_handle_artifact(Api *api, HttpRequest *req, const char *id) {
+        return api_serve_artifact(api, req, id, http_request_session(req));
+}
+
+/* ---- conversations: export and share (API.md 9) ---- */
+
+/* 200 with a conversation as Markdown, to be saved. */
+static HttpHandlerResult
+        api_reply_markdown(HttpRequest *req, const ApiConversation *c, const char *artifact_base) {
+        _cleanup_free_ char *text = NULL, *disposition = NULL;
+        int r;
+
+        r = export_markdown(c->turns, c->n_turns, artifact_base, &text);
+        if (r < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        /* Named after the record: an id is safe in a header as it is. */
+        if (asprintf(&disposition, "attachment; filename=\"conversation-%s.md\"", c->turns[c->n_turns - 1].id) <
+            0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        {
+                /* A download, like an artifact: never a document of ours. */
+                const char *h[] = {
+                        "Content-Disposition", disposition, "Content-Security-Policy", "sandbox", NULL,
+                };
+                return http_reply_bytes(req, 200, "text/markdown; charset=utf-8", text, strlen(text), h);
+        }
+}
+
+static HttpHandlerResult api_handle_history_export(Api *api, HttpRequest *req, const char *id) {
+        _cleanup_(api_conversation_done) ApiConversation c = { .turns = NULL };
+
+        if (!api_find_conversation(api, req, id, http_request_session(req), &c))
+                return HTTP_HANDLED;
+        return api_reply_markdown(req, &c, "/api/v1/artifacts/");
+}
+
+/* The digest a share token is kept as. */
+static int share_digest(const char *token, uint8_t ret[static HISTORY_SHARE_DIGEST_SIZE]) {
+        return sha256(token, strlen(token), ret);
+}
+
+static HttpHandlerResult api_handle_share(Api *api, HttpRequest *req, const char *id) {
+        _cleanup_free_ char *message = NULL, *url = NULL;
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        uint8_t bytes[SHARE_TOKEN_HEX_DIGITS / 2], digest[HISTORY_SHARE_DIGEST_SIZE];
+        char token[3 + SHARE_TOKEN_HEX_DIGITS + 1] = "sh_";
+        const uint8_t *body;
+        size_t size;
+        int r;
+
+        if (http_request_method(req) == HTTP_METHOD_DELETE) {
+                r = history_share_revoke(api->history, id, http_request_session(req));
+                if (r == -ENOENT)
+                        return http_reply_error(req, API_ERROR_QUERY_NOT_FOUND, NULL, NULL);
+                if (r < 0)
+                        return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+                return http_reply(req, 204, NULL, NULL);
+        }
+
+        /* POST: no body, or {}, as a join. */
+        body = http_request_body(req, &size);
+        if (request_parse_join(http_request_content_type(req), body, size, &message) < 0)
+                return http_reply_error(req, API_ERROR_INVALID_INPUT, message, NULL);
+
+        /* 256 random bits; only their digest is kept. */
+        r = random_bytes(bytes, sizeof bytes);
+        if (r < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        for (size_t i = 0; i < sizeof bytes; i++)
+                snprintf(token + 3 + 2 * i, 3, "%02x", bytes[i]);
+        r = share_digest(token, digest);
+        if (r < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+
+        r = history_share_add(api->history, id, http_request_session(req), digest, now(CLOCK_REALTIME));
+        if (r == -ENOENT)
+                return http_reply_error(req, API_ERROR_QUERY_NOT_FOUND, NULL, NULL);
+        if (r == -EBUSY)
+                return reply_with_retry_after(
+                        api, req, API_ERROR_BUSY, "The query is still running", now(CLOCK_MONOTONIC));
+        if (r < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+
+        /* The page's address of the shared view: the token in the fragment,
+         * which browsers never send, so that it stays out of access logs
+         * and Referer headers. */
+        if (asprintf(&url, "/#/shared/%s", token) < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        o = json_object_new_object();
+        if (!o || json_add(o, "token", json_string(token)) < 0 || json_add(o, "url", json_string(url)) < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        return http_reply(req, 201, render_body(o), NULL);
+}
+
+/* Whether the person asking may read every source of a shared
+ * conversation. With WIKI_WEB_WIKI_READ_AS=person (issue 33), this is
+ * where manager_check_readable() is asked (asynchronously: the request is
+ * suspended until it answers; a "no" is 404, as for a wrong token). Without
+ * that setting, every signed-in person (or, without identity, everyone
+ * with the link) may. The one call site: api_find_share(). */
+static bool api_shared_readable(Api *api, HttpRequest *req, const ApiConversation *c) {
+        return true;
+}
+
+/* The shared conversation of a token (API.md 9 "Share") into *ret and its
+ * owner's session into *ret_owner; false when there is none to give, and
+ * then the request is answered: 403 origin_denied for an anonymous request
+ * while identity is on (before the token is looked at, so it says nothing
+ * of the token), 404 not_found for a token that is wrong or revoked or
+ * whose record is gone. */
+static bool api_find_share(
+        Api *api, HttpRequest *req, const char *token, ApiConversation *ret, SessionKey *ret_owner) {
+        uint8_t digest[HISTORY_SHARE_DIGEST_SIZE];
+        char id[QUERY_ID_MAX];
+        int r;
+
+        if (config_identity_enabled(api->config) && !http_request_user(req)) {
+                http_reply_error(req, API_ERROR_ORIGIN_DENIED, "Sign in to read a shared conversation", NULL);
+                return false;
+        }
+        r = share_digest(token, digest);
+        if (r >= 0)
+                r = history_share_find(api->history, digest, id, ret_owner);
+        if (r >= 0)
+                r = history_get_conversation(
+                        api->history, id, ret_owner, HISTORY_CONVERSATION_MAX_TURNS, &ret->turns, &ret->n_turns);
+        if (r == -ENOENT) {
+                http_reply_error(req, API_ERROR_NOT_FOUND, NULL, NULL);
+                return false;
+        }
+        if (r < 0) {
+                http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+                return false;
+        }
+        if (!api_shared_readable(api, req, ret)) {
+                api_conversation_done(ret);
+                http_reply_error(req, API_ERROR_NOT_FOUND, NULL, NULL);
+                return false;
+        }
+        return true;
+}
+
+static HttpHandlerResult api_handle_shared(Api *api, HttpRequest *req, const char *token) {
+        _cleanup_(api_conversation_done) ApiConversation c = { .turns = NULL };
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        _cleanup_free_ char *base = NULL;
+        json_object *turns;
+        SessionKey owner;
+
+        if (!api_find_share(api, req, token, &c, &owner))
+                return HTTP_HANDLED;
+        if (asprintf(&base, "/api/v1/shared/%s", token) < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+
+        o = json_object_new_object();
+        turns = json_object_new_array();
+        if (!o || !turns || json_object_object_add(o, "turns", turns) < 0) {
+                json_object_put(turns);
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        }
+        for (size_t i = 0; i < c.n_turns; i++) {
+                json_object *rec = render_history_record(&c.turns[i]), *arts;
+                size_t n;
+
+                if (!rec || json_object_array_add(turns, rec) < 0) {
+                        json_object_put(rec);
+                        return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+                }
+                /* Its artifacts are downloaded through the share. */
+                arts = json_object_object_get(rec, "artifacts");
+                n = json_object_array_length(arts);
+                for (size_t j = 0; j < n; j++) {
+                        json_object *a = json_object_array_get_idx(arts, j);
+                        _cleanup_free_ char *u = NULL;
+
+                        if (asprintf(&u, "%s/artifacts/%s", base, c.turns[i].artifacts[j].id) < 0 ||
+                            json_add(a, "download_url", json_string(u)) < 0)
+                                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+                }
+        }
+        {
+                _cleanup_free_ char *export = NULL;
+
+                if (asprintf(&export, "%s/export", base) < 0 ||
+                    json_add(o, "export_url", json_string(export)) < 0)
+                        return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        }
+        return http_reply(req, 200, render_body(o), NULL);
+}
+
+static HttpHandlerResult api_handle_shared_export(Api *api, HttpRequest *req, const char *token) {
+        _cleanup_(api_conversation_done) ApiConversation c = { .turns = NULL };
+        _cleanup_free_ char *base = NULL;
+        SessionKey owner;
+
+        if (!api_find_share(api, req, token, &c, &owner))
+                return HTTP_HANDLED;
+        if (asprintf(&base, "/api/v1/shared/%s/artifacts/", token) < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        return api_reply_markdown(req, &c, base);
+}
+
+/* An artifact of a shared conversation: only one of its turns'. */
+static HttpHandlerResult
+        api_handle_shared_artifact(Api *api, HttpRequest *req, const char *token, const char *artifact_id) {
+        _cleanup_(api_conversation_done) ApiConversation c = { .turns = NULL };
+        SessionKey owner;
+
+        if (!api_find_share(api, req, token, &c, &owner))
+                return HTTP_HANDLED;
+        for (size_t i = 0; i < c.n_turns; i++)
+                for (size_t j = 0; j < c.turns[i].n_artifacts; j++)
+                        if (streq(c.turns[i].artifacts[j].id, artifact_id))
+                                return api_serve_artifact(api, req, artifact_id, &owner);
+        return http_reply_error(req, API_ERROR_ARTIFACT_NOT_FOUND, NULL, NULL);
 }
 
 HttpHandlerResult api_handle(HttpRequest *req, void *userdata) {
@@ -666,6 +969,16 @@ HttpHandlerResult api_handle(HttpRequest *req, void *userdata) {
                 return api_handle_history_sources(api, req, m->id);
         case ROUTE_ARTIFACT:
                 return api_handle_artifact(api, req, m->id);
+        case ROUTE_HISTORY_EXPORT:
+                return api_handle_history_export(api, req, m->id);
+        case ROUTE_HISTORY_SHARE:
+                return api_handle_share(api, req, m->id);
+        case ROUTE_SHARED:
+                return api_handle_shared(api, req, m->id);
+        case ROUTE_SHARED_EXPORT:
+                return api_handle_shared_export(api, req, m->id);
+        case ROUTE_SHARED_ARTIFACT:
+                return api_handle_shared_artifact(api, req, m->id, m->id2);
         default:
                 return http_reply_error(req, API_ERROR_NOT_FOUND, NULL, NULL);
         }
