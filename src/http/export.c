@@ -174,6 +174,9 @@ static void put_citations(StrBuf *b, const char *citations_json) {
                         (void) strbuf_put_literal(b, "](");
                         put_destination(b, url);
                         (void) strbuf_put_literal(b, "), verified\n");
+                } else if (verified) {
+                        put_escaped(b, title, true);
+                        (void) strbuf_put_literal(b, ", verified\n");
                 } else {
                         put_escaped(b, title, true);
                         (void) strbuf_put_literal(b, ", not verified (");
