@@ -813,64 +813,99 @@ static HttpHandlerResult api_handle_share(Api *api, HttpRequest *req, const char
         return http_reply(req, 201, render_body(o), NULL);
 }
 
-/* Whether the person asking may read every source of a shared
- * conversation. With WIKI_WEB_WIKI_READ_AS=person (issue 33), this is
- * where manager_check_readable() is asked (asynchronously: the request is
- * suspended until it answers; a "no" is 404, as for a wrong token). Without
- * that setting, every signed-in person (or, without identity, everyone
- * with the link) may. The one call site: api_find_share(). */
-static bool api_shared_readable(Api *api, HttpRequest *req, const ApiConversation *c) {
-        return true;
+/* A request for a shared conversation (API.md 9 "Share"), from the
+ * token's lookup to its answer: what the answer needs, kept while the
+ * readability check runs. */
+typedef struct ApiShared ApiShared;
+typedef HttpHandlerResult (*ApiSharedHandler)(Api *api, HttpRequest *req, const ApiShared *s);
+
+struct ApiShared {
+        char token[3 + SHARE_TOKEN_HEX_DIGITS + 1];
+        char artifact_id[ROUTE_ID_MAX]; /* GET …/artifacts/{id}; "" otherwise */
+        ApiConversation conversation;
+        SessionKey owner; /* whose records they are */
+        ApiSharedHandler handler;
+};
+
+static ApiShared *api_shared_free(ApiShared *s) {
+        if (!s)
+                return NULL;
+        api_conversation_done(&s->conversation);
+        free(s);
+        return NULL;
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(ApiShared *, api_shared_free);
+
+/* The readability check has answered: the request is answered, by s's
+ * handler or with 404 (as for a wrong token). Takes s. */
+static HttpHandlerResult api_shared_readable_done(Api *api, HttpRequest *req, ApiShared *s, bool readable) {
+        _cleanup_(api_shared_freep) ApiShared *t = s;
+
+        if (!readable)
+                return http_reply_error(req, API_ERROR_NOT_FOUND, NULL, NULL);
+        return t->handler(api, req, t);
 }
 
-/* The shared conversation of a token (API.md 9 "Share") into *ret and its
- * owner's session into *ret_owner; false when there is none to give, and
- * then the request is answered: 403 origin_denied for an anonymous request
+/* Whether the person asking may read every source of the shared
+ * conversation. Without WIKI_WEB_WIKI_READ_AS=person every signed-in
+ * person (without identity: everyone with the link) may. This is the one
+ * call site for the permissions check of issue 33 (manager_check_readable(),
+ * asynchronous): ask it with the titles of s's turns' sources and the
+ * user, http_request_suspend(req), return HTTP_SUSPENDED, and from its
+ * callback call api_shared_readable_done() (which answers the suspended
+ * request). Takes s. */
+static HttpHandlerResult api_check_shared_readable(Api *api, HttpRequest *req, ApiShared *s) {
+        return api_shared_readable_done(api, req, s, true);
+}
+
+/* GET /shared/{token}[/…]: 403 origin_denied for an anonymous request
  * while identity is on (before the token is looked at, so it says nothing
  * of the token), 404 not_found for a token that is wrong or revoked or
- * whose record is gone. */
-static bool api_find_share(
-        Api *api, HttpRequest *req, const char *token, ApiConversation *ret, SessionKey *ret_owner) {
+ * whose record is gone; else the readability check, then handler. */
+static HttpHandlerResult api_handle_shared_route(
+        Api *api, HttpRequest *req, const char *token, const char *artifact_id, ApiSharedHandler handler) {
+        _cleanup_(api_shared_freep) ApiShared *s = NULL;
         uint8_t digest[HISTORY_SHARE_DIGEST_SIZE];
         char id[QUERY_ID_MAX];
         int r;
 
-        if (config_identity_enabled(api->config) && !http_request_user(req)) {
-                http_reply_error(req, API_ERROR_ORIGIN_DENIED, "Sign in to read a shared conversation", NULL);
-                return false;
-        }
-        r = share_digest(token, digest);
+        if (config_identity_enabled(api->config) && !http_request_user(req))
+                return http_reply_error(
+                        req, API_ERROR_ORIGIN_DENIED, "Sign in to read a shared conversation", NULL);
+
+        s = calloc(1, sizeof *s);
+        if (!s)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        snprintf(s->token, sizeof s->token, "%s", token);
+        snprintf(s->artifact_id, sizeof s->artifact_id, "%s", artifact_id ? artifact_id : "");
+        s->handler = handler;
+
+        r = share_digest(s->token, digest);
         if (r >= 0)
-                r = history_share_find(api->history, digest, id, ret_owner);
+                r = history_share_find(api->history, digest, id, &s->owner);
         if (r >= 0)
                 r = history_get_conversation(
-                        api->history, id, ret_owner, HISTORY_CONVERSATION_MAX_TURNS, &ret->turns, &ret->n_turns);
-        if (r == -ENOENT) {
-                http_reply_error(req, API_ERROR_NOT_FOUND, NULL, NULL);
-                return false;
-        }
-        if (r < 0) {
-                http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-                return false;
-        }
-        if (!api_shared_readable(api, req, ret)) {
-                api_conversation_done(ret);
-                http_reply_error(req, API_ERROR_NOT_FOUND, NULL, NULL);
-                return false;
-        }
-        return true;
+                        api->history,
+                        id,
+                        &s->owner,
+                        HISTORY_CONVERSATION_MAX_TURNS,
+                        &s->conversation.turns,
+                        &s->conversation.n_turns);
+        if (r == -ENOENT)
+                return http_reply_error(req, API_ERROR_NOT_FOUND, NULL, NULL);
+        if (r < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        return api_check_shared_readable(api, req, TAKE_PTR(s));
 }
 
-static HttpHandlerResult api_handle_shared(Api *api, HttpRequest *req, const char *token) {
-        _cleanup_(api_conversation_done) ApiConversation c = { .turns = NULL };
+/* GET /shared/{token}: the turns, read-only, their files through the share. */
+static HttpHandlerResult api_reply_shared(Api *api, HttpRequest *req, const ApiShared *s) {
+        const ApiConversation *c = &s->conversation;
         _cleanup_(json_object_putp) json_object *o = NULL;
         _cleanup_free_ char *base = NULL;
         json_object *turns;
-        SessionKey owner;
 
-        if (!api_find_share(api, req, token, &c, &owner))
-                return HTTP_HANDLED;
-        if (asprintf(&base, "/api/v1/shared/%s", token) < 0)
+        if (asprintf(&base, "/api/v1/shared/%s", s->token) < 0)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
 
         o = json_object_new_object();
@@ -879,8 +914,8 @@ static HttpHandlerResult api_handle_shared(Api *api, HttpRequest *req, const cha
                 json_object_put(turns);
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         }
-        for (size_t i = 0; i < c.n_turns; i++) {
-                json_object *rec = render_history_record(&c.turns[i]), *arts;
+        for (size_t i = 0; i < c->n_turns; i++) {
+                json_object *rec = render_history_record(&c->turns[i]), *arts;
                 size_t n;
 
                 if (!rec || json_object_array_add(turns, rec) < 0) {
@@ -894,7 +929,7 @@ static HttpHandlerResult api_handle_shared(Api *api, HttpRequest *req, const cha
                         json_object *a = json_object_array_get_idx(arts, j);
                         _cleanup_free_ char *u = NULL;
 
-                        if (asprintf(&u, "%s/artifacts/%s", base, c.turns[i].artifacts[j].id) < 0 ||
+                        if (asprintf(&u, "%s/artifacts/%s", base, c->turns[i].artifacts[j].id) < 0 ||
                             json_add(a, "download_url", json_string(u)) < 0)
                                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
                 }
@@ -909,30 +944,23 @@ static HttpHandlerResult api_handle_shared(Api *api, HttpRequest *req, const cha
         return http_reply(req, 200, render_body(o), NULL);
 }
 
-static HttpHandlerResult api_handle_shared_export(Api *api, HttpRequest *req, const char *token) {
-        _cleanup_(api_conversation_done) ApiConversation c = { .turns = NULL };
+/* GET /shared/{token}/export. */
+static HttpHandlerResult api_reply_shared_export(Api *api, HttpRequest *req, const ApiShared *s) {
         _cleanup_free_ char *base = NULL;
-        SessionKey owner;
 
-        if (!api_find_share(api, req, token, &c, &owner))
-                return HTTP_HANDLED;
-        if (asprintf(&base, "/api/v1/shared/%s/artifacts/", token) < 0)
+        if (asprintf(&base, "/api/v1/shared/%s/artifacts/", s->token) < 0)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-        return api_reply_markdown(req, &c, base);
+        return api_reply_markdown(req, &s->conversation, base);
 }
 
-/* An artifact of a shared conversation: only one of its turns'. */
-static HttpHandlerResult
-        api_handle_shared_artifact(Api *api, HttpRequest *req, const char *token, const char *artifact_id) {
-        _cleanup_(api_conversation_done) ApiConversation c = { .turns = NULL };
-        SessionKey owner;
+/* GET /shared/{token}/artifacts/{id}: only an artifact of its turns. */
+static HttpHandlerResult api_reply_shared_artifact(Api *api, HttpRequest *req, const ApiShared *s) {
+        const ApiConversation *c = &s->conversation;
 
-        if (!api_find_share(api, req, token, &c, &owner))
-                return HTTP_HANDLED;
-        for (size_t i = 0; i < c.n_turns; i++)
-                for (size_t j = 0; j < c.turns[i].n_artifacts; j++)
-                        if (streq(c.turns[i].artifacts[j].id, artifact_id))
-                                return api_serve_artifact(api, req, artifact_id, &owner);
+        for (size_t i = 0; i < c->n_turns; i++)
+                for (size_t j = 0; j < c->turns[i].n_artifacts; j++)
+                        if (streq(c->turns[i].artifacts[j].id, s->artifact_id))
+                                return api_serve_artifact(api, req, s->artifact_id, &s->owner);
         return http_reply_error(req, API_ERROR_ARTIFACT_NOT_FOUND, NULL, NULL);
 }
 
@@ -974,11 +1002,11 @@ HttpHandlerResult api_handle(HttpRequest *req, void *userdata) {
         case ROUTE_HISTORY_SHARE:
                 return api_handle_share(api, req, m->id);
         case ROUTE_SHARED:
-                return api_handle_shared(api, req, m->id);
+                return api_handle_shared_route(api, req, m->id, NULL, api_reply_shared);
         case ROUTE_SHARED_EXPORT:
-                return api_handle_shared_export(api, req, m->id);
+                return api_handle_shared_route(api, req, m->id, NULL, api_reply_shared_export);
         case ROUTE_SHARED_ARTIFACT:
-                return api_handle_shared_artifact(api, req, m->id, m->id2);
+                return api_handle_shared_route(api, req, m->id, m->id2, api_reply_shared_artifact);
         default:
                 return http_reply_error(req, API_ERROR_NOT_FOUND, NULL, NULL);
         }
