@@ -17,6 +17,7 @@
 #include "http/httpd.h"
 #include "http/metrics-server.h"
 #include "manager/manager.h"
+#include "manager/status-line.h"
 #include "metrics/metrics.h"
 #include "query/destination.h"
 #include "shared/config.h"
@@ -29,11 +30,11 @@ typedef struct Daemon {
         Config config;
         sd_event *event;
         Manager *manager;
+        StatusLine *status_line; /* STATUS= */
         Api *api;
         HttpServer *http;
         MetricsServer *metrics; /* only with wikiwebd-metrics.socket */
         QueueBus *bus;
-        bool stopping;
         usec_t drain_deadline; /* 0 until no query runs while stopping */
         usec_t exit_wake;      /* when exit_timer fires, while stopping */
         sd_event_source *exit_timer;
@@ -178,38 +179,6 @@ static int acquire_listen_fd(int *ret_metrics_fd) {
         return fd;
 }
 
-/* sd_notify STATUS=, after every announcement of the Manager but a
- * query's events. */
-static void update_status(Daemon *d) {
-        Admission *a = manager_get_admission(d->manager);
-        const char *id = admission_running_query_id(a);
-        usec_t avg = admission_average_usec(a);
-        ManagerHealth h;
-        char avg_buf[32];
-
-        manager_get_health(d->manager, &h);
-        if (avg > 0)
-                snprintf(avg_buf, sizeof avg_buf, "%.1fs", (double) avg / USEC_PER_SEC);
-        else
-                snprintf(avg_buf, sizeof avg_buf, "n/a");
-
-        (void) sd_notifyf(
-                false,
-                "STATUS=%s%s; waiting: %" PRIu64 "; running: %s; average query: %s%s",
-                d->stopping ? "Stopping; " : "",
-                admission_state_to_string(admission_get_state(a)),
-                admission_waiting_count(a),
-                id && *id ? id : "none",
-                avg_buf,
-                h.degraded ? "; health: degraded" : "");
-}
-
-static void on_manager_event(Manager *m, const ManagerEvent *ev, void *userdata) {
-        if (IN_SET(ev->type, MANAGER_QUERY_EVENT, MANAGER_QUERY_PHASE))
-                return;
-        update_status(userdata);
-}
-
 /* A scrape of wikiwebd-metrics.socket: the gauges read now, in O(1), the
  * counters as they were counted. */
 static int render_metrics(MetricsFormat format, char **ret, size_t *ret_size, void *userdata) {
@@ -253,7 +222,7 @@ static int on_exit_timer(sd_event_source *s, uint64_t usec, void *userdata);
 static void maybe_exit(Daemon *d) {
         usec_t t = now(CLOCK_MONOTONIC), wake;
 
-        if (!d->stopping || manager_busy(d->manager))
+        if (!manager_is_stopping(d->manager) || manager_busy(d->manager))
                 return;
         if (d->drain_deadline == 0)
                 d->drain_deadline = usec_add(t, STOP_DRAIN_USEC);
@@ -307,9 +276,8 @@ static int on_stop_signal(sd_event_source *s, const struct signalfd_siginfo *si,
         Daemon *d = userdata;
         bool busy = manager_busy(d->manager);
 
-        if (d->stopping)
+        if (manager_is_stopping(d->manager))
                 return 0;
-        d->stopping = true;
         log_info(
                 "Received %s, stopping: no new connections%s.",
                 strsignal((int) si->ssi_signo),
@@ -320,7 +288,6 @@ static int on_stop_signal(sd_event_source *s, const struct signalfd_siginfo *si,
                 d->manager,
                 d->config.stop_grace_seconds * USEC_PER_SEC,
                 "query aborted: the service is stopping");
-        update_status(d);
         maybe_exit(d);
         return 0;
 }
@@ -340,6 +307,7 @@ static void daemon_done(Daemon *d) {
         d->http = http_server_free(d->http);
         d->api = api_free(d->api);
         d->bus = queue_bus_free(d->bus);
+        d->status_line = status_line_free(d->status_line);
         d->manager = manager_free(d->manager);
         d->event = sd_event_unref(d->event);
         config_done(&d->config);
@@ -491,7 +459,10 @@ static int run(int argc, char *argv[]) {
         r = manager_new(d.event, &d.config, &d.manager);
         if (r < 0)
                 return r;
-        r = manager_subscribe(d.manager, on_manager_event, &d);
+        /* STATUS= hears the Manager first, the D-Bus object second (its
+         * QueryFinished goes out before the answer to the query's request),
+         * the HTTP API last. */
+        r = status_line_new(d.manager, &d.status_line);
         if (r < 0)
                 return log_oom();
         r = setup_faces(&d);
@@ -503,7 +474,6 @@ static int run(int argc, char *argv[]) {
 
         log_info("wikiwebd %s started (contract revision %d).", PACKAGE_VERSION, CONTRACT_REVISION);
         (void) sd_notify(false, "READY=1");
-        update_status(&d);
 
         r = sd_event_loop(d.event);
         if (r < 0)

@@ -64,7 +64,6 @@ typedef struct Slot {
         usec_t claimed_at;           /* running */
         SessionKey session;          /* running: one query per session */
         char query_id[QUERY_ID_MAX]; /* running */
-        char *user;                  /* running: its user (from its ticket), NULL: anonymous */
 } Slot;
 
 /* A reserved ticket whose deadline is due, as expire_at() collects them. */
@@ -301,13 +300,10 @@ Admission *admission_free(Admission *a) {
         if (!a)
                 return NULL;
 
-        /* The live tickets' names (a free entry's is NULL, or stale), and
-         * the running queries'. */
+        /* The live tickets' names (a free entry's is NULL, or stale). */
         for (uint32_t w = 0; w < a->n_words; w++)
                 for (uint64_t bits = a->live[w]; bits != 0; bits &= bits - 1)
                         free(a->pool[a->cells[w * 64 + (uint32_t) __builtin_ctzll(bits)]].user);
-        for (uint32_t i = 0; a->slots && i < a->settings.slots; i++)
-                free(a->slots[i].user);
         free(a->pool);
         free(a->hash);
         free(a->cells);
@@ -401,15 +397,12 @@ static void slot_reserve(Admission *a, uint32_t i, uint32_t idx, usec_t now) {
         a->reservation_deadline = MIN(a->reservation_deadline, s->reservation_deadline);
 }
 
-/* user: taken over. */
-static void slot_run(
-        Admission *a, uint32_t i, const SessionKey *session, const char *query_id, char *user, usec_t now) {
+static void slot_run(Admission *a, uint32_t i, const SessionKey *session, const char *query_id, usec_t now) {
         Slot *s = &a->slots[i];
 
         assert(s->state == ADMISSION_IDLE);
         s->state = ADMISSION_RUNNING;
         s->session = *session;
-        s->user = user;
         memcpy(s->query_id, query_id, strlen(query_id) + 1);
         s->claimed_at = now;
         a->idle_mask[i / 64] &= ~(UINT64_C(1) << (i % 64));
@@ -443,8 +436,6 @@ static void slot_release(Admission *a, uint32_t i) {
                 memmove(&a->running[k], &a->running[k + 1], sizeof(uint32_t) * (a->n_running - k - 1));
                 a->n_running--;
                 s->query_id[0] = '\0';
-                free(s->user);
-                s->user = NULL;
                 s->claimed_at = USEC_INFINITY;
         }
         s->state = ADMISSION_IDLE;
@@ -1247,7 +1238,6 @@ int admission_hold(Admission *a, const SessionKey *session, const char *ticket_i
 int admission_claim(Admission *a, const SessionKey *session, const char *query_id, usec_t now) {
         AdmissionState old_state;
         char id[TICKET_ID_MAX];
-        char *user = NULL;
         uint32_t idx, slot;
         size_t len;
 
@@ -1275,8 +1265,8 @@ int admission_claim(Admission *a, const SessionKey *session, const char *query_i
                         return -EBUSY;
 
                 memcpy(id, a->pool[idx].id, sizeof(id));
-                /* The ticket's user is the query's now. */
-                user = TAKE_PTR(a->pool[idx].user);
+                /* The ticket's user goes with it: the query's record is
+                 * the caller's. */
                 ticket_unlink(a, idx, slot);
                 /* ticket_unlink() left the slot idle: it is not
                  * observable, it goes straight on to running. */
@@ -1295,7 +1285,7 @@ int admission_claim(Admission *a, const SessionKey *session, const char *query_i
         } else
                 return -EBUSY;
 
-        slot_run(a, slot, session, query_id, user, now);
+        slot_run(a, slot, session, query_id, now);
         a->counters.queries_started++;
 
         if (id[0] != '\0')
@@ -1400,14 +1390,6 @@ usec_t admission_average_usec(const Admission *a) {
         return MAX((usec_t) llround(a->average_seconds * (double) USEC_PER_SEC), (usec_t) 1);
 }
 
-const char *admission_running_query_id(const Admission *a) {
-        return a->n_running > 0 ? a->slots[a->running[0]].query_id : "";
-}
-
-usec_t admission_running_since(const Admission *a) {
-        return a->n_running > 0 ? a->slots[a->running[0]].claimed_at : USEC_INFINITY;
-}
-
 /* *p becomes a copy of user (NULL: none), unless it already is one. */
 static int replace_user(char **p, const char *user) {
         char *copy = NULL;
@@ -1425,46 +1407,26 @@ static int replace_user(char **p, const char *user) {
 }
 
 int admission_set_user(Admission *a, const SessionKey *session, const char *user) {
-        bool found = false;
         uint32_t idx;
-        int r;
 
         assert(a);
         assert(session);
 
         idx = hash_find(a, session);
-        if (idx != IDX_NONE) {
-                r = replace_user(&a->pool[idx].user, user);
-                if (r < 0)
-                        return r;
-                found = true;
-        }
-        for (uint32_t k = 0; k < a->n_running; k++) {
-                Slot *s = &a->slots[a->running[k]];
-
-                if (memcmp(s->session.bytes, session->bytes, sizeof(session->bytes)) != 0)
-                        continue;
-                r = replace_user(&s->user, user);
-                if (r < 0)
-                        return r;
-                found = true;
-        }
-        return found ? 0 : -ENOENT;
+        if (idx == IDX_NONE)
+                return -ENOENT;
+        return replace_user(&a->pool[idx].user, user);
 }
 
-const char *admission_running_user(const Admission *a) {
-        return a->n_running > 0 ? a->slots[a->running[0]].user : NULL;
-}
-
-const char *admission_query_user(const Admission *a, const char *query_id) {
-        uint32_t slot;
+void admission_heartbeat(Admission *a, const SessionKey *session, usec_t now) {
+        uint32_t idx;
 
         assert(a);
 
-        if (!query_id)
-                return NULL;
-        slot = slot_of_query(a, query_id);
-        return slot == SLOT_NONE ? NULL : a->slots[slot].user;
+        now = begin(a, now);
+        idx = session ? hash_find(a, session) : IDX_NONE;
+        if (idx != IDX_NONE)
+                heartbeat(a, idx, now);
 }
 
 bool admission_is_running(const Admission *a, const char *query_id) {

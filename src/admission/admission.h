@@ -174,6 +174,10 @@ int admission_join(Admission *a, const SessionKey *session, usec_t now);
  * Always succeeds (returns 0). */
 int admission_status(Admission *a, const SessionKey *session, usec_t now, AdmissionStatus *ret);
 
+/* The heartbeat of admission_status() alone: S's ticket, if it has one,
+ * is refreshed (expiries due by now applied first). */
+void admission_heartbeat(Admission *a, const SessionKey *session, usec_t now);
+
 /* Like admission_status() but without a heartbeat (for callers that are not
  * a queue call: health, D-Bus, the STATUS line). session may be NULL. */
 void admission_peek(Admission *a, const SessionKey *session, usec_t now, AdmissionStatus *ret);
@@ -233,24 +237,12 @@ uint64_t admission_waiting_count(const Admission *a);
 const AdmissionSettings *admission_get_settings(const Admission *a);
 /* Average query time in usec, 0 when unknown. */
 usec_t admission_average_usec(const Admission *a);
-/* The oldest running query's id, "" when none runs. Borrowed. */
-const char *admission_running_query_id(const Admission *a);
-/* Who holds S's ticket and S's running query, by name (API.md "Identity":
- * shown to root on D-Bus, never to clients): a copy of user is kept with
- * the ticket, moves with it to the query at the claim, and goes with it.
- * user NULL forgets the name. 0, -ENOENT when S has neither a ticket nor a
- * running query, -ENOMEM. */
+/* Who holds S's ticket, by name (API.md "Identity": shown to root on
+ * D-Bus, never to clients): a copy of user is kept with the ticket
+ * (TicketView.user) until it goes, by a claim too; a running query's user
+ * is its caller's record (the Manager's). user NULL forgets the name. 0,
+ * -ENOENT when S has no ticket, -ENOMEM. */
 int admission_set_user(Admission *a, const SessionKey *session, const char *user);
-/* The oldest running query's user, NULL when none runs or it is anonymous.
- * Borrowed: valid until the next call that changes the machine. */
-const char *admission_running_user(const Admission *a);
-/* The user of the running query query_id, NULL when it is anonymous or
- * does not run. Borrowed: valid until the next call that changes the
- * machine. */
-const char *admission_query_user(const Admission *a, const char *query_id);
-/* Monotonic claim time of the oldest running query, USEC_INFINITY when none
- * runs. */
-usec_t admission_running_since(const Admission *a);
 /* Whether query_id runs in a slot. */
 bool admission_is_running(const Admission *a, const char *query_id);
 void admission_get_slot_counts(const Admission *a, AdmissionSlotCounts *ret);

@@ -56,24 +56,11 @@ struct QueueBus {
         void *cancel_userdata;
 };
 
-/* RunningQueryId: the Manager's oldest query, or without one the
- * controller's running query. */
-static const char *running_query_id(const QueueBus *b) {
-        const char *id;
-
-        if (b->manager) {
-                ManagerQuery *q = manager_oldest_query(b->manager);
-                return q ? manager_query_id(q) : "";
-        }
-        id = admission_running_query_id(b->admission);
-        return id ? id : "";
-}
-
 /* RunningQueries: each query that holds a slot, oldest claim first, with
- * its phase: the Manager's queries, or without one the controller's
- * running queries, the phase known for the oldest only
- * (queue_bus_set_running_phase()). */
-typedef void (*RunningQueryVisitor)(const char *id, const char *phase, void *userdata);
+ * its phase and user: the Manager's queries, or without one the
+ * controller's running queries, the phase known for the oldest only
+ * (queue_bus_set_running_phase()), no user. */
+typedef void (*RunningQueryVisitor)(const char *id, const char *phase, const char *user, void *userdata);
 
 typedef struct RunningWalk {
         const QueueBus *b;
@@ -85,14 +72,14 @@ typedef struct RunningWalk {
 static void running_walk_one(const char *query_id, unsigned slot, usec_t since, void *userdata) {
         RunningWalk *w = userdata;
 
-        w->f(query_id, w->first ? w->b->running_phase : "", w->userdata);
+        w->f(query_id, w->first ? w->b->running_phase : "", NULL, w->userdata);
         w->first = false;
 }
 
 static void running_walk_query(ManagerQuery *q, void *userdata) {
         RunningWalk *w = userdata;
 
-        w->f(manager_query_id(q), manager_query_phase(q), w->userdata);
+        w->f(manager_query_id(q), manager_query_phase(q), manager_query_user(q), w->userdata);
 }
 
 static void foreach_running_query(const QueueBus *b, RunningQueryVisitor f, void *userdata) {
@@ -104,8 +91,23 @@ static void foreach_running_query(const QueueBus *b, RunningQueryVisitor f, void
                 admission_foreach_running(b->admission, running_walk_one, &w);
 }
 
+/* RunningQueryId: the oldest running query's id, "" when none runs. */
+static void running_first_id(const char *id, const char *phase, const char *user, void *userdata) {
+        const char **first = userdata;
+
+        if (!*first)
+                *first = id;
+}
+
+static const char *running_query_id(const QueueBus *b) {
+        const char *id = NULL;
+
+        foreach_running_query(b, running_first_id, &id);
+        return id ? id : "";
+}
+
 /* FNV-1a over "id\0phase\0" of each: a change of the value changes it. */
-static void running_hash_one(const char *id, const char *phase, void *userdata) {
+static void running_hash_one(const char *id, const char *phase, const char *user, void *userdata) {
         uint64_t *h = userdata;
 
         for (const char *s = id;; s++) {
@@ -194,7 +196,7 @@ typedef struct AppendContext {
         int r; /* first error */
 } AppendContext;
 
-static void running_append_one(const char *id, const char *phase, void *userdata) {
+static void running_append_one(const char *id, const char *phase, const char *user, void *userdata) {
         AppendContext *c = userdata;
         int r;
 
@@ -330,14 +332,12 @@ static int method_list_tickets(sd_bus_message *m, void *userdata, sd_bus_error *
 /* ListRunningQueries: RunningQueries with each query's user (API.md
  * "Identity"), root only like the tickets. */
 typedef struct RunningListContext {
-        const Admission *admission;
         sd_bus_message *reply;
         int r; /* first error */
 } RunningListContext;
 
-static void running_list_one(const char *id, const char *phase, void *userdata) {
+static void running_list_one(const char *id, const char *phase, const char *user, void *userdata) {
         RunningListContext *c = userdata;
-        const char *user = admission_query_user(c->admission, id);
         int r;
 
         if (c->r < 0)
@@ -350,7 +350,7 @@ static void running_list_one(const char *id, const char *phase, void *userdata) 
 static int method_list_running_queries(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         QueueBus *b = userdata;
-        RunningListContext c = { .admission = b->admission };
+        RunningListContext c = { 0 };
         int r;
 
         r = check_caller_is_root(m, error);
@@ -376,13 +376,13 @@ static int method_list_running_queries(sd_bus_message *m, void *userdata, sd_bus
  * tickets: "" when none runs or it is anonymous. */
 static int method_get_running_query_user(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         QueueBus *b = userdata;
-        const char *user;
+        ManagerQuery *q = b->manager ? manager_oldest_query(b->manager) : NULL;
+        const char *user = q ? manager_query_user(q) : NULL;
         int r;
 
         r = check_caller_is_root(m, error);
         if (r < 0)
                 return r;
-        user = admission_running_user(b->admission);
         return sd_bus_reply_method_return(m, "s", user ? user : "");
 }
 
@@ -419,7 +419,10 @@ static int set_admission(QueueBus *b, sd_bus_message *m, bool draining, sd_bus_e
         AUTHORIZED_OR_RETURN(r);
 
         if (admission_is_draining(b->admission) != draining) {
-                admission_set_draining(b->admission, draining);
+                if (b->manager)
+                        manager_set_draining(b->manager, draining);
+                else
+                        admission_set_draining(b->admission, draining);
                 if (draining)
                         log_notice("Admission is draining: new tickets and claims are refused until Resume().");
                 else
@@ -463,7 +466,8 @@ static int method_remove_ticket(sd_bus_message *m, void *userdata, sd_bus_error 
         AUTHORIZED_OR_RETURN(r);
 
         /* TicketRemoved(id, "admin") goes out from the admission event. */
-        r = admission_remove_ticket(b->admission, id, now(CLOCK_MONOTONIC));
+        r = b->manager ? manager_remove_ticket(b->manager, id, now(CLOCK_MONOTONIC)) :
+                         admission_remove_ticket(b->admission, id, now(CLOCK_MONOTONIC));
         if (r == -ENOENT)
                 return sd_bus_error_setf(error, QUEUE_BUS_ERROR_NO_SUCH_TICKET, "No ticket with id '%s'.", id);
         if (r < 0)

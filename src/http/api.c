@@ -4,7 +4,6 @@
 #include <math.h>
 
 #include "config-version.h"
-#include "admission/wait-tracker.h"
 #include "http/api.h"
 #include "http/export.h"
 #include "http/query-stream.h"
@@ -33,13 +32,10 @@ typedef struct ApiWaiting {
 
 struct Api {
         Manager *manager;
-        const Config *config;
-        Admission *admission;
-        History *history;
+        History *history;              /* read directly: the records (API.md 9) */
         QueueStreams *queue_streams;   /* GET /queue/events (API.md 11.1) */
         QueryStreams *query_streams;   /* the running query's events (11.2, 11.3) */
         SourcesChecks *sources_checks; /* GET /history/{id}/sources (9) */
-        WaitTracker *wait_tracker;     /* the recent durations: the wait range (API.md 5) */
 
         /* The requests of the queries in flight: each stays suspended until
          * its record is durable (even if the client has gone). */
@@ -97,7 +93,6 @@ static void api_query_durable(Api *api, ManagerQuery *q, const ManagerOutcome *o
  * the waiting requests. */
 static void api_on_manager_event(Manager *m, const ManagerEvent *ev, void *userdata) {
         Api *api = userdata;
-        usec_t t, since;
         int r;
 
         switch (ev->type) {
@@ -117,43 +112,12 @@ static void api_on_manager_event(Manager *m, const ManagerEvent *ev, void *userd
         case MANAGER_QUERY_DURABLE:
                 api_query_durable(api, ev->query, ev->outcome);
                 break;
-        case MANAGER_QUERY_CLEANUP_CONFIRMED:
-                /* Its duration for the wait range: claim to confirmed cleanup. */
-                t = now(CLOCK_MONOTONIC);
-                since = manager_query_since(ev->query);
-                r = wait_tracker_add(api->wait_tracker, (double) (t > since ? t - since : 0) / USEC_PER_SEC);
-                if (r < 0)
-                        log_debug_errno(r, "Query %s: its duration is not kept", manager_query_id(ev->query));
-                break;
         case MANAGER_ADMISSION:
                 queue_streams_admission_event(api->queue_streams, ev->admission);
                 break;
         default:
                 break;
         }
-}
-
-/* The wait range's durations, seeded from the history: the most recent
- * WAIT_DURATIONS_MAX, oldest first, so that a restart forgets nothing. A
- * history that cannot be read leaves it empty ("no estimate yet"). */
-static int api_make_wait_tracker(History *h, WaitTracker **ret) {
-        _cleanup_(wait_tracker_freep) WaitTracker *t = NULL;
-        double seconds[WAIT_DURATIONS_MAX];
-        size_t n = 0;
-        int r;
-
-        r = wait_tracker_new(&t);
-        if (r < 0)
-                return r;
-        r = history_recent_durations(h, ELEMENTSOF(seconds), seconds, &n);
-        if (r < 0)
-                log_warning_errno(
-                        r, "The recent query durations could not be read: the wait range starts empty");
-        for (size_t i = n; i-- > 0;)
-                (void) wait_tracker_add(t, seconds[i]);
-        log_debug("Wait range: %zu recent durations from the history.", n);
-        *ret = TAKE_PTR(t);
-        return 0;
 }
 
 int api_new(sd_event *event, Manager *manager, Api **ret) {
@@ -168,22 +132,16 @@ int api_new(sd_event *event, Manager *manager, Api **ret) {
         if (!api)
                 return -ENOMEM;
         api->manager = manager;
-        api->config = manager_get_config(manager);
-        api->admission = manager_get_admission(manager);
         api->history = manager_get_history(manager);
         r = query_streams_new(&api->query_streams);
         if (r < 0)
                 return r;
-        r = queue_streams_new(event, api->config, api->admission, api->query_streams, &api->queue_streams);
+        r = queue_streams_new(event, manager, &api->queue_streams);
         if (r < 0)
                 return r;
         r = sources_checks_new(manager_get_executor(manager), &api->sources_checks);
         if (r < 0)
                 return r;
-        r = api_make_wait_tracker(api->history, &api->wait_tracker);
-        if (r < 0)
-                return r;
-        queue_streams_set_wait_tracker(api->queue_streams, api->wait_tracker);
         r = manager_subscribe(manager, api_on_manager_event, api);
         if (r < 0)
                 return r;
@@ -199,7 +157,6 @@ Api *api_free(Api *api) {
         api->queue_streams = queue_streams_free(api->queue_streams);
         api->query_streams = query_streams_free(api->query_streams);
         api->sources_checks = sources_checks_free(api->sources_checks);
-        api->wait_tracker = wait_tracker_free(api->wait_tracker);
         while ((w = api->waiting)) {
                 LIST_REMOVE(waiting, api->waiting, w);
                 free(w);
@@ -208,47 +165,17 @@ Api *api_free(Api *api) {
         return NULL;
 }
 
-/* The status object of API.md 6 as the session sees it, as text (the
- * caller frees it); NULL when out of memory. */
-static char *api_status_json(
-        Api *api, const SessionKey *session, const char *user, const AdmissionStatus *st, usec_t now_mono) {
-        ManagerQuery *q = manager_get_query_by_session(api->manager, session);
-        RenderRunningQuery rq;
-        WaitRange range;
-        int r;
-
-        /* Running until its record is durable (API.md 11.4). */
-        if (q && manager_query_awaiting_cleanup(q))
-                q = NULL;
-        if (q)
-                rq = (RenderRunningQuery){
-                        .id = manager_query_id(q),
-                        .step = manager_query_step(q),
-                        .phase = manager_query_phase(q),
-                };
-        r = wait_tracker_status_range(api->wait_tracker, api->admission, st, now_mono, &range);
-        if (r < 0)
-                log_warning_errno(r, "The wait range could not be computed: it is null");
-        return render_status_text(
-                st,
-                api->config->queue_reservation_seconds,
-                api->config->queue_heartbeat_seconds,
-                q ? &rq : NULL,
-                user,
-                r > 0 ? &range : NULL);
-}
-
 /* Retry-After for busy and queue_full (API.md 2): whole seconds, at least
  * 1, from the caller's wait estimate, else the heartbeat interval. */
-static void retry_after(const Api *api, const SessionKey *session, usec_t now_mono, char buf[static 32]) {
-        AdmissionStatus st;
+static void retry_after(Api *api, const SessionKey *session, usec_t now_mono, char buf[static 32]) {
+        ManagerStatus st;
         uint64_t seconds;
 
-        admission_peek(api->admission, session, now_mono, &st);
-        if (st.estimate_known)
-                seconds = (uint64_t) ceil(st.estimated_wait_seconds);
+        manager_status(api->manager, session, now_mono, &st);
+        if (st.admission.estimate_known)
+                seconds = (uint64_t) ceil(st.admission.estimated_wait_seconds);
         else
-                seconds = api->config->queue_heartbeat_seconds;
+                seconds = st.heartbeat_seconds;
         snprintf(buf, 32, "%" PRIu64, MAX(seconds, (uint64_t) 1));
 }
 
@@ -266,12 +193,14 @@ static HttpHandlerResult reply_with_retry_after(
         return http_reply_error(req, error, message, h);
 }
 
+/* The status object (API.md 6); a queue call, so a heartbeat too. */
 static HttpHandlerResult reply_status(Api *api, HttpRequest *req, unsigned code, usec_t now_mono) {
         _cleanup_free_ char *body = NULL;
-        AdmissionStatus st;
+        ManagerStatus st;
 
-        admission_status(api->admission, http_request_session(req), now_mono, &st);
-        body = api_status_json(api, http_request_session(req), http_request_user(req), &st, now_mono);
+        manager_heartbeat(api->manager, http_request_session(req), now_mono);
+        manager_status(api->manager, http_request_session(req), now_mono, &st);
+        body = render_status_text(&st, http_request_user(req));
         if (!body)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         return http_reply(req, code, body, NULL);
@@ -302,23 +231,11 @@ static HttpHandlerResult api_handle_health(Api *api, HttpRequest *req) {
         {
                 AdmissionSlotCounts c;
 
-                admission_get_slot_counts(api->admission, &c);
+                admission_get_slot_counts(manager_get_admission(api->manager), &c);
                 if (json_add(o, "slots", render_slots(&c)) < 0)
                         return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         }
         return http_reply(req, 200, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN), NULL);
-}
-
-/* The name of the user who holds the session's ticket or runs its query,
- * kept for root on D-Bus (API.md "Identity"); failing loses only that. */
-static void api_name_holder(Api *api, HttpRequest *req) {
-        int r;
-
-        if (!http_request_user(req))
-                return;
-        r = admission_set_user(api->admission, http_request_session(req), http_request_user(req));
-        if (r < 0 && r != -ENOENT)
-                log_warning_errno(r, "Failed to keep the name of a ticket's user");
 }
 
 static HttpHandlerResult api_handle_join(Api *api, HttpRequest *req) {
@@ -332,7 +249,7 @@ static HttpHandlerResult api_handle_join(Api *api, HttpRequest *req) {
         if (request_parse_join(http_request_content_type(req), body, size, &message) < 0)
                 return http_reply_error(req, API_ERROR_INVALID_INPUT, message, NULL);
 
-        r = admission_join(api->admission, http_request_session(req), t);
+        r = manager_join(api->manager, http_request_session(req), http_request_user(req), t);
         if (r == -ENOSPC)
                 return reply_with_retry_after(api, req, API_ERROR_QUEUE_FULL, NULL, t);
         if (r == -ESHUTDOWN)
@@ -341,14 +258,13 @@ static HttpHandlerResult api_handle_join(Api *api, HttpRequest *req) {
                 log_error_errno(r, "Failed to join the queue");
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         }
-        api_name_holder(api, req);
         return reply_status(api, req, r > 0 ? 201 : 200, t);
 }
 
 static HttpHandlerResult api_handle_leave(Api *api, HttpRequest *req) {
         int r;
 
-        r = admission_leave(api->admission, http_request_session(req), now(CLOCK_MONOTONIC));
+        r = manager_leave(api->manager, http_request_session(req), now(CLOCK_MONOTONIC));
         if (r == -ENOENT)
                 return http_reply_error(req, API_ERROR_TICKET_NOT_FOUND, NULL, NULL);
         if (r < 0)
@@ -506,12 +422,15 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
         if (!w)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
 
-        r = manager_start_follow_up(
+        r = manager_start_query(
                 api->manager,
-                http_request_session(req),
-                q.question,
-                q.pages,
-                q.follow_up ? &follow_up : NULL,
+                &(ManagerQueryRequest){
+                        .session = http_request_session(req),
+                        .user = http_request_user(req),
+                        .question = q.question,
+                        .pages = q.pages,
+                        .follow_up = q.follow_up ? &follow_up : NULL,
+                },
                 &query);
         if (r < 0)
                 free(w);
@@ -523,7 +442,6 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
                 return reply_with_retry_after(api, req, API_ERROR_QUEUE_FULL, API_DRAINING_MESSAGE, t);
         if (r < 0)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-        api_name_holder(api, req);
         api_log_user(req, manager_query_id(query));
 
         if (stream) {
@@ -869,7 +787,7 @@ static HttpHandlerResult api_handle_shared_route(
         char id[QUERY_ID_MAX];
         int r;
 
-        if (config_identity_enabled(api->config) && !http_request_user(req))
+        if (config_identity_enabled(manager_get_config(api->manager)) && !http_request_user(req))
                 return http_reply_error(
                         req, API_ERROR_ORIGIN_DENIED, "Sign in to read a shared conversation", NULL);
 

@@ -30,8 +30,6 @@ typedef struct QueryLog {
         char id[QUERY_ID_MAX];
         SessionKey session;
         uint64_t last_id;
-        unsigned step;
-        QueryPhase phase;
         QueryLogEntry *entries;
         size_t n_entries, n_allocated;
         size_t bytes;
@@ -218,7 +216,6 @@ int query_streams_begin(
                 return -ENOMEM;
         snprintf(l->id, sizeof l->id, "%s", query_id);
         l->session = *session;
-        l->phase = QUERY_PHASE_MODEL;
         LIST_PREPEND(logs, q->logs_head, l);
         query_streams_add(q, l, "query", json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
         return 0;
@@ -236,7 +233,6 @@ void query_streams_event(QueryStreams *q, const char *query_id, const QueryEvent
         l = query_streams_find(q, query_id);
         if (!l)
                 return;
-        l->phase = ev->phase;
         if (IN_SET(ev->type, QUERY_EVENT_TOOL, QUERY_EVENT_TOOL_RESULT)) {
                 /* Quoted: a rejected call's name is the model's. */
                 name = json_quote(ev->name ? ev->name : "");
@@ -247,7 +243,6 @@ void query_streams_event(QueryStreams *q, const char *query_id, const QueryEvent
         }
         switch (ev->type) {
         case QUERY_EVENT_STEP:
-                l->step = ev->step;
                 event = "step";
                 r = asprintf(&json, "{\"step\":%u}", ev->step);
                 break;
@@ -399,33 +394,6 @@ void query_streams_finish(QueryStreams *q, const char *query_id, const char *rec
                 if (s->stream && streq(s->query_id, query_id))
                         http_stream_end(s->stream);
         query_streams_drop(q, l);
-}
-
-bool query_streams_running(
-        const QueryStreams *q,
-        const SessionKey *session,
-        const char **ret_id,
-        unsigned *ret_step,
-        const char **ret_phase) {
-        if (!q || !session)
-                return false;
-        /* One running query per session (API.md 5). */
-        for (QueryLog *l = q->logs_head; l; l = l->logs_next)
-                if (memcmp(&l->session, session, sizeof *session) == 0) {
-                        *ret_id = l->id;
-                        *ret_step = l->step;
-                        *ret_phase = query_phase_to_string(l->phase);
-                        return true;
-                }
-        return false;
-}
-
-const char *query_streams_phase(const QueryStreams *q) {
-        const QueryLog *oldest = NULL;
-
-        for (const QueryLog *l = q ? q->logs_head : NULL; l; l = l->logs_next)
-                oldest = l;
-        return oldest ? query_phase_to_string(oldest->phase) : NULL;
 }
 
 int query_streams_new(QueryStreams **ret) {

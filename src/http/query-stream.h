@@ -62,16 +62,3 @@ int query_streams_attach(
         const char *query_id,
         uint64_t last_event_id,
         const char *const *extra_headers);
-
-/* The running query as its own session sees it (API.md 11.4): true and its
- * id, step and phase (borrowed) when session runs one, else false. */
-bool query_streams_running(
-        const QueryStreams *q,
-        const SessionKey *session,
-        const char **ret_id,
-        unsigned *ret_step,
-        const char **ret_phase);
-
-/* The phase of the oldest running query, NULL when there is no log.
- * Borrowed, static. */
-const char *query_streams_phase(const QueryStreams *q);

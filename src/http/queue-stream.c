@@ -3,7 +3,7 @@
 #include <json-c/json.h>
 #include <math.h>
 
-#include "http/query-stream.h"
+#include "admission/wait-range.h"
 #include "http/queue-stream.h"
 #include "http/render.h"
 #include "http/stream.h"
@@ -23,10 +23,7 @@ typedef struct QueueStream QueueStream;
 
 struct QueueStreams {
         sd_event *event;
-        const Config *config;
-        Admission *admission;
-        const QueryStreams *query_streams;
-        WaitTracker *wait_tracker;        /* borrowed; NULL: no wait range */
+        Manager *manager;
         sd_event_source *look_source;     /* defer: compare what each stream was sent */
         sd_event_source *estimate_source; /* while a running query uses up the average */
         sd_event_source *held_source;     /* the end of the earliest held-back stream's interval */
@@ -94,7 +91,8 @@ static void queue_stream_on_closed(HttpStream *s, HttpStreamEnd why, void *userd
         /* The last stream of a ticket that is still there: its ordinary
          * heartbeat deadline runs from now (API.md 11.1). */
         if (!qs->removed && !ticket_has_other_stream(q, qs))
-                (void) admission_hold(q->admission, &qs->session, qs->ticket_id, false, now(CLOCK_MONOTONIC));
+                (void) manager_hold_ticket(
+                        q->manager, &qs->session, qs->ticket_id, false, now(CLOCK_MONOTONIC));
         queue_stream_free(qs);
 }
 
@@ -123,18 +121,6 @@ static int queue_stream_send(QueueStream *qs, const char *event, json_object *o)
         return http_stream_send(qs->stream, ++qs->last_id, event, render_body(o));
 }
 
-/* The status event's wait range (API.md 5) in *ret: true, or false (null)
- * without a tracker or when it cannot be computed. */
-static bool queue_streams_wait_range(QueueStreams *q, const AdmissionStatus *st, usec_t now_mono, WaitRange *ret) {
-        int r = 0;
-
-        if (q->wait_tracker)
-                r = wait_tracker_status_range(q->wait_tracker, q->admission, st, now_mono, ret);
-        if (r < 0)
-                log_warning_errno(r, "Queue stream: the wait range could not be computed: it is null");
-        return r > 0;
-}
-
 /* Send `removed`, and end the stream. */
 static void queue_stream_removed(QueueStream *qs) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
@@ -155,11 +141,9 @@ static void queue_stream_removed(QueueStream *qs) {
 static void queue_stream_look(QueueStream *qs, usec_t t) {
         QueueStreams *q = qs->owner;
         _cleanup_free_ char *text = NULL;
-        AdmissionStatus st;
+        ManagerStatus view;
+        const AdmissionStatus *st = &view.admission;
         QueueStreamSeen now_seen;
-        RenderRunningQuery rq;
-        WaitRange range;
-        bool running, known;
         int r;
 
         if (!qs->stream || qs->ended)
@@ -178,8 +162,8 @@ static void queue_stream_look(QueueStream *qs, usec_t t) {
 
         /* The peek applies expiries due by now, whose events may mark
          * this very stream removed. */
-        admission_peek(q->admission, &qs->session, t, &st);
-        if (!qs->removed && (!st.has_ticket || !streq(st.ticket.id, qs->ticket_id))) {
+        manager_status(q->manager, &qs->session, t, &view);
+        if (!qs->removed && (!st->has_ticket || !streq(st->ticket.id, qs->ticket_id))) {
                 /* Gone without an event we saw (should not happen). */
                 qs->removed = true;
                 qs->reason = REMOVE_LEFT;
@@ -188,30 +172,22 @@ static void queue_stream_look(QueueStream *qs, usec_t t) {
                 queue_stream_removed(qs);
                 return;
         }
-        known = queue_streams_wait_range(q, &st, t, &range);
         now_seen = (QueueStreamSeen){
-                .state = st.state,
-                .ticket_status = st.ticket.status,
-                .position = st.ticket.position,
-                .queue_length = st.queue_length,
-                .estimate_known = st.estimate_known,
-                .estimate = st.estimated_wait_seconds,
-                .range_known = known,
-                .range = known ? range : (WaitRange){ .p50 = 0 },
+                .state = st->state,
+                .ticket_status = st->ticket.status,
+                .position = st->ticket.position,
+                .queue_length = st->queue_length,
+                .estimate_known = st->estimate_known,
+                .estimate = st->estimated_wait_seconds,
+                .range_known = view.range_known,
+                .range = view.range_known ? view.range : (WaitRange){ .p50 = 0 },
         };
         if (qs->sent_any && !seen_differs(&now_seen, &qs->seen)) {
                 qs->urgent = false;
                 return;
         }
 
-        running = query_streams_running(q->query_streams, &qs->session, &rq.id, &rq.step, &rq.phase);
-        text = render_status_text(
-                &st,
-                q->config->queue_reservation_seconds,
-                q->config->queue_heartbeat_seconds,
-                running ? &rq : NULL,
-                qs->user,
-                known ? &range : NULL);
+        text = render_status_text(&view, qs->user);
         r = text ? http_stream_send(qs->stream, ++qs->last_id, "status", text) : -ENOMEM;
         if (r < 0) {
                 if (r != -ENOBUFS && r != -EPIPE)
@@ -253,11 +229,12 @@ static void queue_streams_arm_held(QueueStreams *q) {
  * (API.md 5): look again in a second. Otherwise no timer: the estimate
  * and the range change only with an event. */
 static void queue_streams_arm_estimate(QueueStreams *q, usec_t t) {
-        usec_t since = admission_running_since(q->admission), avg = admission_average_usec(q->admission);
-        bool running = q->streams_head && since != USEC_INFINITY;
+        ManagerQuery *oldest = manager_oldest_query(q->manager);
+        usec_t since = oldest ? manager_query_since(oldest) : USEC_INFINITY;
+        usec_t avg = admission_average_usec(manager_get_admission(q->manager));
+        bool running = q->streams_head && oldest;
         bool falling = running && avg > 0 && t - MIN(t, since) < avg;
-        bool ranged = running && q->wait_tracker &&
-                wait_tracker_count(q->wait_tracker) >= WAIT_RANGE_KNOWN_MIN;
+        bool ranged = running && manager_wait_known(q->manager);
 
         if (!falling && !ranged) {
                 (void) sd_event_source_set_enabled(q->estimate_source, SD_EVENT_OFF);
@@ -317,15 +294,16 @@ HttpHandlerResult queue_streams_open(QueueStreams *q, HttpRequest *req) {
         const SessionKey *session = http_request_session(req);
         usec_t t = now(CLOCK_MONOTONIC);
         _cleanup_free_ QueueStream *qs = NULL;
-        AdmissionStatus st;
+        ManagerStatus st;
         int r;
 
         assert(q);
         assert(req);
 
         /* A queue call like a status poll: it is a heartbeat too. */
-        (void) admission_status(q->admission, session, t, &st);
-        if (!st.has_ticket)
+        manager_heartbeat(q->manager, session, t);
+        manager_status(q->manager, session, t, &st);
+        if (!st.admission.has_ticket)
                 return http_reply_error(req, API_ERROR_TICKET_NOT_FOUND, NULL, NULL);
         if (!http_stream_allowed(req))
                 return http_reply_error(req, API_ERROR_RATE_LIMITED, NULL, NULL);
@@ -340,7 +318,7 @@ HttpHandlerResult queue_streams_open(QueueStreams *q, HttpRequest *req) {
                 if (!qs->user)
                         return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         }
-        memcpy(qs->ticket_id, st.ticket.id, sizeof qs->ticket_id);
+        memcpy(qs->ticket_id, st.admission.ticket.id, sizeof qs->ticket_id);
 
         r = http_stream_open(req, HTTP_STREAM_END_ON_QUIESCE, NULL, queue_stream_on_closed, qs, &qs->stream);
         if (r < 0) {
@@ -352,7 +330,7 @@ HttpHandlerResult queue_streams_open(QueueStreams *q, HttpRequest *req) {
         if (r < 0)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
 
-        r = admission_hold(q->admission, session, qs->ticket_id, true, t);
+        r = manager_hold_ticket(q->manager, session, qs->ticket_id, true, t);
         if (r < 0)
                 log_warning_errno(r, "Queue stream: the ticket could not be held");
         LIST_PREPEND(streams, q->streams_head, qs);
@@ -367,27 +345,19 @@ unsigned queue_streams_count(const QueueStreams *q) {
         return q ? q->n_streams : 0;
 }
 
-int queue_streams_new(
-        sd_event *event,
-        const Config *config,
-        Admission *admission,
-        const QueryStreams *query_streams,
-        QueueStreams **ret) {
+int queue_streams_new(sd_event *event, Manager *manager, QueueStreams **ret) {
         _cleanup_(queue_streams_freep) QueueStreams *q = NULL;
         int r;
 
         assert(event);
-        assert(config);
-        assert(admission);
+        assert(manager);
         assert(ret);
 
         q = calloc(1, sizeof *q);
         if (!q)
                 return -ENOMEM;
         q->event = event;
-        q->config = config;
-        q->admission = admission;
-        q->query_streams = query_streams;
+        q->manager = manager;
 
         r = sd_event_add_defer(event, &q->look_source, queue_streams_on_look, q);
         if (r < 0)
@@ -416,11 +386,6 @@ int queue_streams_new(
 
         *ret = TAKE_PTR(q);
         return 0;
-}
-
-void queue_streams_set_wait_tracker(QueueStreams *q, WaitTracker *t) {
-        assert(q);
-        q->wait_tracker = t;
 }
 
 QueueStreams *queue_streams_free(QueueStreams *q) {

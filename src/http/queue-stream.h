@@ -3,10 +3,8 @@
 
 #include <systemd/sd-event.h>
 
-#include "admission/admission.h"
-#include "admission/wait-tracker.h"
 #include "http/httpd.h"
-#include "shared/config.h"
+#include "manager/manager.h"
 #include "shared/macro.h"
 
 /* The queue stream, GET /api/v1/queue/events (API.md 11.1): the caller's
@@ -29,23 +27,15 @@
  * An open stream is its ticket's heartbeat (admission_hold()); when the
  * last stream of a ticket closes, the ordinary deadline runs from then.
  *
- * Borrows the event loop, the config and the admission machine, which must
- * outlive it. Its streams end when the server quiesces; the server may
- * close them later too (they are the server's), and tells us. */
+ * What a stream shows is the Manager's status view (manager_status()),
+ * rendered by the one writer of the status object (render_status_text()).
+ *
+ * Borrows the event loop and the Manager, which must outlive it. Its streams end when the server quiesces;
+ * the server may close them later too (they are the server's), and tells us. */
 
 typedef struct QueueStreams QueueStreams;
 
-/* query_streams: for the session's own running query in the status
- * object (API.md 11.4); borrowed too. */
-typedef struct QueryStreams QueryStreams;
-int queue_streams_new(
-        sd_event *event,
-        const Config *config,
-        Admission *admission,
-        const QueryStreams *query_streams,
-        QueueStreams **ret);
-/* The wait range of each status event (API.md 5); borrowed, NULL: null. */
-void queue_streams_set_wait_tracker(QueueStreams *q, WaitTracker *t);
+int queue_streams_new(sd_event *event, Manager *manager, QueueStreams **ret);
 /* Only after the HTTP server is freed (which closes the streams). */
 QueueStreams *queue_streams_free(QueueStreams *q);
 DEFINE_TRIVIAL_CLEANUP_FUNC(QueueStreams *, queue_streams_free);

@@ -302,16 +302,15 @@ static void text_time(StrBuf *t, usec_t mono) {
         strbuf_put_literal(t, "\"");
 }
 
-char *render_status_text(
-        const AdmissionStatus *st,
-        uint64_t reservation_seconds,
-        uint64_t heartbeat_seconds,
-        const RenderRunningQuery *running,
-        const char *user,
-        const WaitRange *range) {
+char *render_status_text(const ManagerStatus *status, const char *user) {
+        const AdmissionStatus *st = &status->admission;
+        const ManagerStatusQuery *running = status->has_query ? &status->query : NULL;
+        const WaitRange *range = status->range_known ? &status->range : NULL;
+        uint64_t reservation_seconds = status->reservation_seconds,
+                 heartbeat_seconds = status->heartbeat_seconds;
         StrBuf t = { .failed = false };
 
-        assert(st);
+        assert(status);
 
         (void) strbuf_reserve(&t, 1024); /* the whole object, as a rule */
 

@@ -5,6 +5,7 @@
 
 #include "admission/admission.h"
 #include "admission/wait-range.h"
+#include "manager/manager.h"
 #include "store/history.h"
 
 /* The JSON of API.md 6 and 9 from the structs of the admission machine and
@@ -22,29 +23,17 @@ json_object *render_history_record(const HistoryRecord *r);
 /* A listing page: {"items": [...], "next_cursor": "..." or null}. */
 json_object *render_history_page(const HistoryPage *p);
 
-/* The session's own running query in the status object (API.md 11.4). */
-typedef struct RenderRunningQuery {
-        const char *id;
-        unsigned step;
-        const char *phase;
-} RenderRunningQuery;
-
 /* {"total", "idle", "reserved", "running"}: the admission slots (API.md 5),
  * in the status object and in health. */
 json_object *render_slots(const AdmissionSlotCounts *c);
 
-/* The status object of API.md 6 as one session sees it (st), with the
- * queue's settings, running_query (11.4; NULL: null), the user of the
- * session ("Identity"; NULL: null) and the wait range (5; NULL: null, and
- * "wait_known": false), as the text of a response: a new string (the
- * caller frees it), NULL when out of memory. */
-char *render_status_text(
-        const AdmissionStatus *st,
-        uint64_t reservation_seconds,
-        uint64_t heartbeat_seconds,
-        const RenderRunningQuery *running,
-        const char *user,
-        const WaitRange *range);
+/* The status object of API.md 6 as one session sees it (manager_status():
+ * the admission status, the queue's settings, running_query (11.4; none:
+ * null) and the wait range (5; unknown: null, and "wait_known": false)),
+ * with the user of the session ("Identity"; NULL: null), as the text of a
+ * response or a queue stream's status event: a new string (the caller
+ * frees it), NULL when out of memory. The one writer of that object. */
+char *render_status_text(const ManagerStatus *status, const char *user);
 
 /* The body of a response carrying o (owned by o: valid until it is put). */
 const char *render_body(json_object *o);

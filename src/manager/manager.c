@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include "admission/admission-timers.h"
+#include "admission/wait-tracker.h"
 #include "manager/manager.h"
 #include "metrics/metrics.h"
 #include "shared/fault.h"
@@ -16,6 +17,7 @@ struct ManagerQuery {
         Manager *manager;
         char id[QUERY_ID_MAX];
         SessionKey session;
+        char *user; /* API.md "Identity", NULL: anonymous */
         unsigned slot;
         QueryPhase phase;
         unsigned step;
@@ -49,6 +51,7 @@ struct Manager {
 
         Admission *admission;
         AdmissionTimer *admission_timer;
+        WaitTracker *wait_tracker; /* the recent durations: the wait range (API.md 5) */
         QueryExecutor *executor;
         History *history;
         SyncWorker *sync; /* NULL: the syncs run on the loop */
@@ -141,12 +144,64 @@ QueryExecutor *manager_get_executor(Manager *m) {
         return m->executor;
 }
 
+/* ---- the queue ---- */
+
+int manager_join(Manager *m, const SessionKey *session, const char *user, usec_t now) {
+        int r, k;
+
+        assert(m);
+        assert(session);
+
+        r = admission_join(m->admission, session, now);
+        if (r < 0 || !user)
+                return r;
+        /* Failing loses only the name (shown to root on D-Bus). */
+        k = admission_set_user(m->admission, session, user);
+        if (k < 0)
+                log_warning_errno(k, "Failed to keep the name of a ticket's user");
+        return r;
+}
+
+int manager_leave(Manager *m, const SessionKey *session, usec_t now) {
+        assert(m);
+        assert(session);
+        return admission_leave(m->admission, session, now);
+}
+
+void manager_heartbeat(Manager *m, const SessionKey *session, usec_t now) {
+        assert(m);
+        admission_heartbeat(m->admission, session, now);
+}
+
+int manager_hold_ticket(Manager *m, const SessionKey *session, const char *ticket_id, bool hold, usec_t now) {
+        assert(m);
+        assert(session);
+        assert(ticket_id);
+        return admission_hold(m->admission, session, ticket_id, hold, now);
+}
+
+void manager_set_draining(Manager *m, bool draining) {
+        assert(m);
+
+        if (admission_is_draining(m->admission) == draining)
+                return;
+        admission_set_draining(m->admission, draining);
+        manager_check_health(m);
+}
+
+int manager_remove_ticket(Manager *m, const char *ticket_id, usec_t now) {
+        assert(m);
+        assert(ticket_id);
+        return admission_remove_ticket(m->admission, ticket_id, now);
+}
+
 /* ---- the queries ---- */
 
 static ManagerQuery *manager_query_free(ManagerQuery *q) {
         if (!q)
                 return NULL;
         free(q->message);
+        free(q->user);
         free(q);
         return NULL;
 }
@@ -167,8 +222,15 @@ static void manager_add_query(Manager *m, ManagerQuery *q) {
         m->n_queries++;
 }
 
-/* The query's slot is given up: announced, then the query is freed. */
+/* The query's slot is given up: its duration (claim to confirmed cleanup)
+ * goes to the wait range, it is announced, then freed. */
 static void manager_release_query(Manager *m, ManagerQuery *q) {
+        usec_t t = now(CLOCK_MONOTONIC);
+        int r;
+
+        r = wait_tracker_add(m->wait_tracker, (double) (t > q->since ? t - q->since : 0) / USEC_PER_SEC);
+        if (r < 0)
+                log_debug_errno(r, "Query %s: its duration is not kept", q->id);
         LIST_REMOVE(queries, m->queries, q);
         m->n_queries--;
         manager_announce_query(m, MANAGER_QUERY_CLEANUP_CONFIRMED, q);
@@ -230,6 +292,11 @@ const SessionKey *manager_query_session(const ManagerQuery *q) {
 unsigned manager_query_slot(const ManagerQuery *q) {
         assert(q);
         return q->slot;
+}
+
+const char *manager_query_user(const ManagerQuery *q) {
+        assert(q);
+        return q->user;
 }
 
 const char *manager_query_phase(const ManagerQuery *q) {
@@ -294,6 +361,43 @@ void manager_get_health(Manager *m, ManagerHealth *ret) {
         };
         if (!ret->execution_configured)
                 (void) config_missing_execution_settings(m->config, ret->missing_settings);
+}
+
+/* ---- the status ---- */
+
+void manager_status(Manager *m, const SessionKey *session, usec_t now, ManagerStatus *ret) {
+        ManagerQuery *q;
+        int r;
+
+        assert(m);
+        assert(ret);
+
+        *ret = (ManagerStatus){
+                .reservation_seconds = m->config->queue_reservation_seconds,
+                .heartbeat_seconds = m->config->queue_heartbeat_seconds,
+        };
+        admission_peek(m->admission, session, now, &ret->admission);
+
+        /* Its query is running until its record is durable (API.md 11.4). */
+        q = manager_get_query_by_session(m, session);
+        if (q && !q->awaiting_cleanup) {
+                ret->has_query = true;
+                ret->query = (ManagerStatusQuery){
+                        .id = q->id,
+                        .step = q->step,
+                        .phase = manager_query_phase(q),
+                };
+        }
+
+        r = wait_tracker_status_range(m->wait_tracker, m->admission, &ret->admission, now, &ret->range);
+        if (r < 0)
+                log_warning_errno(r, "The wait range could not be computed: it is null");
+        ret->range_known = r > 0;
+}
+
+bool manager_wait_known(const Manager *m) {
+        assert(m);
+        return wait_tracker_count(m->wait_tracker) >= WAIT_RANGE_KNOWN_MIN;
 }
 
 /* ---- a query's life ---- */
@@ -535,18 +639,8 @@ static void manager_on_query_event(const char *query_id, const QueryEvent *ev, v
                 manager_announce_query(m, MANAGER_QUERY_PHASE, q);
 }
 
-int manager_start_query(
-        Manager *m, const SessionKey *session, const char *question, char *const *pages, ManagerQuery **ret) {
-        return manager_start_follow_up(m, session, question, pages, NULL, ret);
-}
-
-int manager_start_follow_up(
-        Manager *m,
-        const SessionKey *session,
-        const char *question,
-        char *const *pages,
-        const ManagerFollowUp *follow_up,
-        ManagerQuery **ret) {
+int manager_start_query(Manager *m, const ManagerQueryRequest *req, ManagerQuery **ret) {
+        const SessionKey *session;
         ManagerQuery *q;
         QueryJob job = { 0 };
         AdmissionStatus st;
@@ -554,8 +648,10 @@ int manager_start_follow_up(
         int r;
 
         assert(m);
-        assert(session);
-        assert(question);
+        assert(req);
+        assert(req->session);
+        assert(req->question);
+        session = req->session;
 
         if (m->stopping)
                 return -ESHUTDOWN;
@@ -579,6 +675,15 @@ int manager_start_follow_up(
          * join from idle waited for nothing). */
         admission_peek(m->admission, session, t, &st);
         q->queued = st.has_ticket ? t - MIN(t, st.ticket.joined) : 0;
+        /* Its user: the caller's, or the name its ticket held (which goes
+         * with the ticket at the claim). */
+        if (req->user || (st.has_ticket && st.ticket.user)) {
+                q->user = strdup(req->user ? req->user : st.ticket.user);
+                if (!q->user) {
+                        manager_query_free(q);
+                        return -ENOMEM;
+                }
+        }
 
         r = admission_claim(m->admission, session, q->id, t);
         if (r < 0) {
@@ -596,9 +701,9 @@ int manager_start_follow_up(
                 m->history,
                 q->id,
                 session,
-                question,
-                follow_up ? follow_up->follow_up : NULL,
-                follow_up ? follow_up->conversation : NULL,
+                req->question,
+                req->follow_up ? req->follow_up->follow_up : NULL,
+                req->follow_up ? req->follow_up->conversation : NULL,
                 q->created);
         if (r < 0) {
                 log_error_errno(r, "Failed to record query %s; not running it", q->id);
@@ -615,11 +720,11 @@ int manager_start_follow_up(
 
         memcpy(job.id, q->id, sizeof job.id);
         job.session = *session;
-        job.question = question;
-        job.pages = pages;
-        if (follow_up) {
-                job.turns = follow_up->turns;
-                job.n_turns = follow_up->n_turns;
+        job.question = req->question;
+        job.pages = req->pages;
+        if (req->follow_up) {
+                job.turns = req->follow_up->turns;
+                job.n_turns = req->follow_up->n_turns;
         }
         r = query_executor_start(m->executor, &job, manager_on_query_done, m);
         if (r < 0) {
@@ -850,6 +955,29 @@ static int manager_setup_sandbox_faults(Manager *m) {
 }
 #endif
 
+/* The wait range's durations, seeded from the history: the most recent
+ * WAIT_DURATIONS_MAX, oldest first, so that a restart forgets nothing. A
+ * history that cannot be read leaves it empty ("no estimate yet"). */
+static int manager_make_wait_tracker(History *h, WaitTracker **ret) {
+        _cleanup_(wait_tracker_freep) WaitTracker *t = NULL;
+        double seconds[WAIT_DURATIONS_MAX];
+        size_t n = 0;
+        int r;
+
+        r = wait_tracker_new(&t);
+        if (r < 0)
+                return r;
+        r = history_recent_durations(h, ELEMENTSOF(seconds), seconds, &n);
+        if (r < 0)
+                log_warning_errno(
+                        r, "The recent query durations could not be read: the wait range starts empty");
+        for (size_t i = n; i-- > 0;)
+                (void) wait_tracker_add(t, seconds[i]);
+        log_debug("Wait range: %zu recent durations from the history.", n);
+        *ret = TAKE_PTR(t);
+        return 0;
+}
+
 int manager_new(sd_event *event, const Config *config, Manager **ret) {
         _cleanup_(manager_freep) Manager *m = NULL;
         int r;
@@ -884,6 +1012,10 @@ int manager_new(sd_event *event, const Config *config, Manager **ret) {
         r = admission_timer_new(event, m->admission, &m->admission_timer);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the admission timers");
+
+        r = manager_make_wait_tracker(m->history, &m->wait_tracker);
+        if (r < 0)
+                return log_oom();
 
         r = query_executor_new(event, config, &m->executor);
         if (r < 0)
@@ -941,6 +1073,7 @@ Manager *manager_free(Manager *m) {
         m->sandbox = sandbox_free(m->sandbox);
         m->admission_timer = admission_timer_free(m->admission_timer);
         m->admission = admission_free(m->admission);
+        m->wait_tracker = wait_tracker_free(m->wait_tracker);
         free(m->subscribers);
         free(m);
         return NULL;
@@ -980,6 +1113,7 @@ void manager_stop(Manager *m, usec_t grace_usec, const char *reason) {
         m->stopping = true;
         m->stop_reason = reason;
         m->stop_grace = grace_usec;
+        manager_announce(m, &(ManagerEvent){ .type = MANAGER_STOPPING });
         if (query_executor_n_running(m->executor) == 0)
                 return;
         /* Let the queries finish, but not past the stop grace: systemd
@@ -993,6 +1127,11 @@ void manager_stop(Manager *m, usec_t grace_usec, const char *reason) {
                 return;
         }
         (void) sd_event_source_set_description(m->stop_timer, "manager-stop-grace");
+}
+
+bool manager_is_stopping(const Manager *m) {
+        assert(m);
+        return m->stopping;
 }
 
 bool manager_busy(const Manager *m) {

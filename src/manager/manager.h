@@ -6,6 +6,7 @@
 #include <systemd/sd-event.h>
 
 #include "admission/admission.h"
+#include "admission/wait-range.h"
 #include "query/executor.h"
 #include "sandbox/sandbox.h"
 #include "shared/api-error.h"
@@ -21,12 +22,18 @@
  * sandbox/), as machined's Manager sits under machined-dbus.c.
  *
  * It owns the admission controller and its timer, the executor, the
- * sandbox, the history store and the durable-sync worker, and every
- * running query (ManagerQuery): id, session, slot, phase, step, start,
- * deadline, the executor's job, whether its cleanup is awaited or
- * confirmed. The faces keep no copy of that state: they ask the Manager
- * (manager_get_query(), manager_foreach_query(), manager_get_health())
- * and subscribe to its announcements.
+ * sandbox, the history store, the durable-sync worker, the recent
+ * durations of the wait range (the WaitTracker: seeded from the history at
+ * start-up, fed with each query that ends), and the one record of every
+ * running query (ManagerQuery): id, session, user, slot, phase, step, claim
+ * time, whether its cleanup is awaited or confirmed. The admission
+ * controller knows slots and tickets only (a ticket holder's name until
+ * the claim). The faces keep no copy of that state: they ask the Manager
+ * (manager_get_query(), manager_foreach_query(), manager_status(),
+ * manager_get_health()), act through it (manager_join(), manager_leave(),
+ * manager_hold_ticket(), manager_set_draining(), manager_remove_ticket(),
+ * manager_start_query(), manager_cancel_query()) and subscribe to its
+ * announcements.
  *
  * A query's life, as the Manager drives it:
  *   manager_start_query(): claim (admission_claim(), which may join
@@ -89,6 +96,7 @@ typedef enum ManagerEventType {
         MANAGER_QUERY_CLEANUP_CONFIRMED, /* query: its slot is given up; the query is freed after this */
         MANAGER_HEALTH_CHANGED,          /* health: manager_get_health() differs from before */
         MANAGER_ADMISSION,               /* admission: an event of the admission controller */
+        MANAGER_STOPPING,                /* manager_stop() was called: no new query starts */
         _MANAGER_EVENT_TYPE_MAX,
         _MANAGER_EVENT_TYPE_INVALID = -EINVAL,
 } ManagerEventType;
@@ -124,33 +132,67 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Manager *, manager_free);
 /* Subscribe to every announcement (see above). Returns 0 or -ENOMEM. */
 int manager_subscribe(Manager *m, ManagerEventHandler handler, void *userdata);
 
-/* The parts the faces read and use directly for the queue operations that
- * are not a query's life (join, leave, status, hold, drain, remove a
- * ticket) and for the history (list, get, delete, artifacts). Borrowed. */
+/* The queue's operations (API.md 5, 11.1, 12.1), as the admission
+ * controller defines them (admission/admission.h); each may announce
+ * MANAGER_ADMISSION events before it returns.
+ *
+ * manager_join(): join, and keep user (NULL: none) as the ticket holder's
+ * name. 1 (a new ticket), 0 (the session had one; its heartbeat
+ * refreshed), -ENOSPC, -ESHUTDOWN (draining), -ENOMEM. */
+int manager_join(Manager *m, const SessionKey *session, const char *user, usec_t now);
+/* 0, or -ENOENT (no ticket). */
+int manager_leave(Manager *m, const SessionKey *session, usec_t now);
+/* A queue call's heartbeat of the session's ticket, if it has one. */
+void manager_heartbeat(Manager *m, const SessionKey *session, usec_t now);
+/* admission_hold(): an open queue stream holds its ticket. */
+int manager_hold_ticket(Manager *m, const SessionKey *session, const char *ticket_id, bool hold, usec_t now);
+/* Drain (true) or open admission; announces MANAGER_HEALTH_CHANGED. */
+void manager_set_draining(Manager *m, bool draining);
+/* An administrator's RemoveTicket: 0, or -ENOENT. */
+int manager_remove_ticket(Manager *m, const char *ticket_id, usec_t now);
+
+/* The session's own running query in a status (API.md 11.4). */
+typedef struct ManagerStatusQuery {
+        const char *id; /* borrowed */
+        unsigned step;
+        const char *phase; /* borrowed, static */
+} ManagerStatusQuery;
+
+/* The status object of API.md 6 as one session sees it: the admission
+ * status, the session's running query (until its record is durable), the
+ * wait range (API.md 5) and the queue's settings. Borrowed strings: valid
+ * until the Manager changes. */
+typedef struct ManagerStatus {
+        AdmissionStatus admission;
+        bool has_query;
+        ManagerStatusQuery query;
+        bool range_known; /* false: the wait range is null */
+        WaitRange range;
+        uint64_t reservation_seconds;
+        uint64_t heartbeat_seconds;
+} ManagerStatus;
+
+/* The status of session (NULL: a session without ticket or query) at now
+ * (monotonic), without a heartbeat (manager_heartbeat()). */
+void manager_status(Manager *m, const SessionKey *session, usec_t now, ManagerStatus *ret);
+
+/* Whether the wait range is known: enough recent durations are kept
+ * (WAIT_RANGE_KNOWN_MIN). */
+bool manager_wait_known(const Manager *m);
+
+/* The admission controller, read-only for the faces' counters and lists
+ * (D-Bus properties, ListTickets, metrics gauges). Borrowed. */
 Admission *manager_get_admission(Manager *m);
+/* The history, for reading and deleting records (list, get, delete,
+ * artifacts), as machined reads its images. Borrowed. */
 History *manager_get_history(Manager *m);
 const Config *manager_get_config(Manager *m);
 /* The executor, for the work that is not a query's life (a record's
  * sources checked against the wiki, API.md 9). Borrowed. */
 QueryExecutor *manager_get_executor(Manager *m);
 
-/* Start a query for session: claim, record, execute. question and pages
- * are copied. On success returns 0 with the new query in *ret (owned by
- * the Manager; valid until MANAGER_QUERY_CLEANUP_CONFIRMED has been
- * announced for it). Errors, nothing started: -EBUSY (busy), -ENOSPC
- * (queue_full), -ESHUTDOWN (draining, or the service is stopping),
- * -ENOMEM, -EIO (the record could not be written: internal_error).
- * MANAGER_QUERY_STARTED is announced before this returns, and before the
- * query's first MANAGER_QUERY_EVENT (the pipeline may report from inside
- * the executor's start). -EIO also when the executor could not start it:
- * its record is then failed (internal_error), and MANAGER_QUERY_DURABLE
- * and MANAGER_QUERY_CLEANUP_CONFIRMED have been announced too. */
-int manager_start_query(
-        Manager *m, const SessionKey *session, const char *question, char *const *pages, ManagerQuery **ret);
-
 /* A follow-up (API.md 7): the record it follows, which the face has found
- * to be the session's and ended, with the turns of its conversation. All
- * borrowed for the call. */
+ * to be the session's and ended, with the turns of its conversation. */
 typedef struct ManagerFollowUp {
         const char *follow_up;    /* the record followed */
         const char *conversation; /* the id of its conversation (its first record) */
@@ -158,16 +200,32 @@ typedef struct ManagerFollowUp {
         size_t n_turns;
 } ManagerFollowUp;
 
-/* manager_start_query() for a follow-up (NULL: a new conversation): the
- * record says what it follows and its conversation, and the model is given
- * the earlier turns. Same returns. */
-int manager_start_follow_up(
-        Manager *m,
-        const SessionKey *session,
-        const char *question,
-        char *const *pages,
-        const ManagerFollowUp *follow_up,
-        ManagerQuery **ret);
+/* What a query is started with. Borrowed for the call; what the query
+ * keeps is copied. */
+typedef struct ManagerQueryRequest {
+        const SessionKey *session;
+        const char *user; /* identity name or NULL */
+        const char *question;
+        char *const *pages;
+        /* A follow-up: the record says what it follows and its
+         * conversation, and the model is given the earlier turns. NULL: a
+         * new conversation. */
+        const ManagerFollowUp *follow_up;
+} ManagerQueryRequest;
+
+/* Start a query for req->session: claim, record, execute. Its user is
+ * req->user, or without one the name its ticket held (API.md "Identity").
+ * On success returns 0 with the new query in *ret (owned by the Manager;
+ * valid until MANAGER_QUERY_CLEANUP_CONFIRMED has been announced for it).
+ * Errors, nothing started: -EBUSY (busy), -ENOSPC (queue_full), -ESHUTDOWN
+ * (draining, or the service is stopping), -ENOMEM, -EIO (the record could
+ * not be written: internal_error). MANAGER_QUERY_STARTED is announced
+ * before this returns, and before the query's first MANAGER_QUERY_EVENT
+ * (the pipeline may report from inside the executor's start). -EIO also
+ * when the executor could not start it: its record is then failed
+ * (internal_error), and MANAGER_QUERY_DURABLE and
+ * MANAGER_QUERY_CLEANUP_CONFIRMED have been announced too. */
+int manager_start_query(Manager *m, const ManagerQueryRequest *req, ManagerQuery **ret);
 
 /* End a running query now, as its deadline would (an administrator's
  * CancelQuery; the service stopping): it fails with execution_failed and
@@ -193,6 +251,8 @@ ManagerQuery *manager_oldest_query(Manager *m);
 const char *manager_query_id(const ManagerQuery *q);
 const SessionKey *manager_query_session(const ManagerQuery *q);
 unsigned manager_query_slot(const ManagerQuery *q);
+/* Who asked it (API.md "Identity"), NULL: anonymous. */
+const char *manager_query_user(const ManagerQuery *q);
 /* "wiki", "model", "sandbox", "cleanup"; "" before the first phase. */
 const char *manager_query_phase(const ManagerQuery *q);
 unsigned manager_query_step(const ManagerQuery *q);
@@ -205,8 +265,10 @@ void manager_get_health(Manager *m, ManagerHealth *ret);
 
 /* The service is stopping (SIGTERM): no new query starts (-ESHUTDOWN);
  * the running ones may finish until grace_usec has passed, then they are
- * cancelled with reason. */
+ * cancelled with reason. Announces MANAGER_STOPPING (once). */
 void manager_stop(Manager *m, usec_t grace_usec, const char *reason);
+/* Whether manager_stop() was called. */
+bool manager_is_stopping(const Manager *m);
 /* Whether anything of a query's life is still in flight: a query
  * executing, or a record being made durable. The daemon exits once this is
  * false (and its requests are done). */

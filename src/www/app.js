@@ -25,6 +25,10 @@
 
   const $ = (id) => document.getElementById(id);
 
+  // The page's words (src/www/i18n.js, docs/WEB.md "Languages").
+  const I18n = window.WikiwebI18n;
+  const t = I18n.t;
+
   function el(name, cls, text) {
     const e = document.createElement(name);
     if (cls) e.className = cls;
@@ -73,13 +77,59 @@
 
   // --- The API ------------------------------------------------------------
 
+  // An error of the API (its code and English message), or one the page
+  // made itself (local: its message is already in the person's language).
   class ApiError extends Error {
-    constructor(code, message, status, headers) {
+    constructor(code, message, status, headers, local) {
       super(message);
       this.code = code;
       this.status = status;
       this.headers = headers || null;
+      this.local = !!local;
     }
+  }
+
+  // The default message of each error code (API.md 2): a message that is
+  // not its code's default tells something more, and is shown beside the
+  // catalog's words. Compared, never shown.
+  // i18n-exempt-begin
+  const DEFAULT_MESSAGES = {
+    invalid_input: 'Invalid input',
+    model_context_exceeded: 'Model context window exceeded',
+    origin_denied: 'Origin denied by policy',
+    destination_denied: 'Destination denied by policy',
+    wiki_auth_failed: 'Wiki authentication failed',
+    artifact_not_found: 'Artifact not found',
+    ticket_not_found: 'Ticket not found',
+    query_not_found: 'Query not found',
+    not_found: 'Not found',
+    method_not_allowed: 'Method not allowed',
+    busy: 'Active query already in progress',
+    request_too_large: 'Request body exceeds maximum allowed size',
+    request_header_too_large: 'Request line and header fields exceed the maximum allowed size',
+    rate_limited: 'Too many open event streams',
+    upstream_failed: 'Upstream request failed',
+    upstream_response_too_large: 'Upstream response exceeds maximum allowed size',
+    tls_failed: 'TLS certificate verification failed',
+    connectivity_failed: 'Failed to connect to upstream server',
+    model_output_limit: 'Model output exceeded limit',
+    query_timeout: 'Query execution timed out',
+    execution_failed: 'Query execution failed',
+    cleanup_failed: 'Container cleanup could not be confirmed',
+    internal_error: 'Internal error',
+    queue_full: 'The queue is full',
+  };
+  // i18n-exempt-end
+
+  // An error in words: the catalog's text for its code, and the server's
+  // (English) message beside it when it says more than the code.
+  // [text, detail or null].
+  function errorWords(code, message) {
+    message = typeof message === 'string' ? message : '';
+    const known = typeof code === 'string' && I18n.has('error.' + code);
+    if (!known) return message ? [message, null] : [t('error.unknown'), null];
+    const detail = message && message !== DEFAULT_MESSAGES[code] ? message : null;
+    return [t('error.' + code), detail];
   }
 
   // The server's clock less ours, from the Date header, so a countdown to a
@@ -110,7 +160,7 @@
       });
     } catch (e) {
       if (e.name === 'AbortError') throw e;
-      throw new ApiError('network', 'The server cannot be reached (' + e.message + ')', 0);
+      throw new ApiError('network', e.message, 0);
     }
   }
 
@@ -130,7 +180,7 @@
       const e = json && typeof json.error === 'object' && json.error;
       throw new ApiError(
         e && typeof e.code === 'string' ? e.code : 'http_' + r.status,
-        e && typeof e.message === 'string' ? e.message : 'HTTP ' + r.status + ' ' + r.statusText,
+        e && typeof e.message === 'string' ? e.message : r.status + ' ' + r.statusText,
         r.status,
         r.headers);
     }
@@ -225,16 +275,41 @@
     $('errors').replaceChildren();
   }
 
+  // An error as one line of text in the person's language.
   function describeError(e) {
-    if (e instanceof ApiError) return [e.message, e.code];
-    return [String((e && e.message) || e), null];
+    if (e instanceof ApiError) {
+      if (e.local) return e.message;
+      const [text, detail] = errorWords(e.code, e.message);
+      return detail ? t('error.with_detail', { text, detail }) : text;
+    }
+    return String((e && e.message) || e);
   }
 
-  // Every error as its message (and its code, where the API gave one).
+  // A failed query's error (its record's {code, message}) in words.
+  function failureWords(err) {
+    err = err || {};
+    if (!err.code && !err.message) return t('answer.no_reason');
+    const [text, detail] = errorWords(err.code, err.message);
+    return detail ? t('error.with_detail', { text, detail }) : text;
+  }
+
+  // Every error as its words (and its code, where the API gave one); the
+  // server's message, in English, beside them when it says more.
   function showError(e) {
     if (unloading || (e && e.name === 'AbortError')) return;
-    const [message, code] = describeError(e);
-    const p = el('p', null, message);
+    const code = e instanceof ApiError ? e.code : null;
+    const p = el('p');
+    if (e instanceof ApiError && !e.local) {
+      const [text, detail] = errorWords(e.code, e.message);
+      p.append(text);
+      if (detail) {
+        p.append(' ');
+        const d = el('span', 'detail', detail);
+        d.lang = 'en';
+        d.dir = 'ltr';
+        p.append(d);
+      }
+    } else p.append(describeError(e));
     if (code && code !== 'network') {
       p.append(' ');
       p.appendChild(el('span', 'code', '(' + code + ')'));
@@ -250,8 +325,7 @@
     return (st && st.slots && st.slots.total) || 1;
   }
   function busyWords(st) {
-    const n = slotCount(st);
-    return n > 1 ? 'All ' + n + ' slots are busy' : 'The slot is busy';
+    return t('queue.busy', { count: slotCount(st) });
   }
 
   // The page's one live region: what a screen reader is told, once each
@@ -273,9 +347,10 @@
   function showUser(user) {
     const p = $('signed-in');
     if (typeof user === 'string' && user !== '') {
-      p.textContent = 'Signed in as ' + user;
+      p.textContent = t('page.signed_in', { user });
       p.hidden = false;
-      $('history-empty').textContent = 'No questions yet.';
+      $('history-empty').dataset.i18n = 'history.empty_user';
+      $('history-empty').textContent = t('history.empty_user');
     } else {
       p.hidden = true;
     }
@@ -287,24 +362,9 @@
     s.replaceChildren(...nodes);
   }
 
-  function formatSeconds(s) {
-    s = Math.max(0, Math.round(s));
-    if (s < 60) return s + ' s';
-    const m = Math.floor(s / 60);
-    return s % 60 ? m + ' min ' + (s % 60) + ' s' : m + ' min';
-  }
-
-  // A duration as a person says it: "about 40 s", "2 min", "1.5 h".
-  function approxSeconds(s) {
-    s = Math.max(0, s);
-    if (s < 10) return Math.max(1, Math.round(s)) + ' s';
-    if (s < 60) return Math.round(s / 5) * 5 + ' s';
-    if (s < 90 * 60) {
-      const m = Math.round(s / 60);
-      return m + ' min';
-    }
-    return (Math.round(s / 1800) / 2).toString() + ' h';
-  }
+  const formatSeconds = I18n.duration;
+  // A duration as a person says it: "40 sec", "2 min", "1.5 hr".
+  const approxSeconds = I18n.approx;
 
   // The wait in words, from the status object (API.md 6): the range when
   // the daemon knows enough, else the point estimate, else nothing.
@@ -314,22 +374,15 @@
       const lo = approxSeconds(r.p10);
       const hi = approxSeconds(r.p90);
       const mid = approxSeconds(r.p50);
-      if (lo === hi) return 'Expected wait: about ' + mid + '.';
-      return 'Expected wait: usually ' + lo + ' to ' + hi + ', most likely about ' + mid + '.';
+      if (lo === hi) return t('queue.wait_about', { time: mid });
+      return t('queue.wait_range', { low: lo, high: hi, time: mid });
     }
-    if (st.wait_known === false) return 'Expected wait: no estimate yet.';
+    if (st.wait_known === false) return t('queue.wait_unknown');
     const est = st.estimated_wait_seconds;
-    return est === null || est === undefined ? 'Expected wait: no estimate yet.' : 'Estimated wait: about ' + formatSeconds(est) + '.';
+    return est === null || est === undefined ? t('queue.wait_unknown') : t('queue.wait_estimate', { time: formatSeconds(est) });
   }
 
-  function formatTime(t) {
-    const d = new Date(t);
-    return Number.isNaN(d.getTime()) ? String(t) : d.toLocaleString();
-  }
-
-  function plural(n, one, many) {
-    return n + ' ' + (n === 1 ? one : many);
-  }
+  const formatTime = I18n.date;
 
   function safeHref(url) {
     return typeof url === 'string' ? window.WikiwebMarkdown.safeUrl(url) : null;
@@ -366,7 +419,7 @@
         parts.push(document.createTextNode(text.slice(last, m.index)));
         const a = el('a', 'cite', '[' + n + ']');
         a.href = '#' + prefix + n;
-        a.setAttribute('aria-label', 'citation ' + n);
+        a.setAttribute('aria-label', t('citation.marker', { n: String(n) }));
         parts.push(a);
         last = m.index + m[0].length;
       }
@@ -388,30 +441,30 @@
     li.append(' ');
     li.appendChild(el('q', 'quote', String(c.quote)));
     li.append(' ');
-    const where = el('span', 'where', '— ' + String(c.title) +
-      (Number.isInteger(c.revision_id) ? ', revision ' + c.revision_id : '') +
-      (typeof c.section === 'string' ? ', section “' + c.section + '”' : ''));
+    const hasRev = Number.isInteger(c.revision_id);
+    const hasSection = typeof c.section === 'string';
+    const vars = { title: String(c.title), revision: String(c.revision_id), section: String(c.section) };
+    const where = el('span', 'where', t('citation.where' + (hasRev ? '_revision' : '') + (hasSection ? '_section' : ''), vars));
     li.appendChild(where);
     const status = el('p', 'cite-status');
     const href = safeHref(c.url);
     if (verified && href) {
       status.append('✓ ');
-      status.appendChild(outLink(href, 'quoted exactly from revision ' + c.revision_id));
+      status.appendChild(outLink(href, t('citation.verified', vars)));
     } else if (verified) {
-      status.textContent = '✓ quoted exactly from revision ' + c.revision_id;
+      status.textContent = '✓ ' + t('citation.verified', vars);
     } else if (c.status === 'not_found') {
-      status.textContent = '⚠ Not verified: the model’s quote is not in the page it read (revision ' +
-        c.revision_id + ').';
+      status.textContent = '⚠ ' + t('citation.not_found', vars);
       if (href) {
         status.append(' ');
-        status.appendChild(outLink(href, 'Open that revision'));
+        status.appendChild(outLink(href, t('citation.open_revision')));
       }
     } else if (c.status === 'not_read') {
-      status.textContent = '⚠ Not verified: the model cites a page it never read.';
+      status.textContent = '⚠ ' + t('citation.not_read');
     } else if (c.status === 'too_short') {
-      status.textContent = '⚠ Not verified: the quote is too short to check.';
+      status.textContent = '⚠ ' + t('citation.too_short');
     } else {
-      status.textContent = '⚠ Not verified.';
+      status.textContent = '⚠ ' + t('citation.not_verified');
     }
     li.appendChild(status);
     return li;
@@ -471,38 +524,37 @@
     args = args || {};
     switch (name) {
       case 'wiki_search':
-        return 'Searching the wiki for “' + (args.query || '') + '”';
+        return t('step.search', { query: String(args.query || '') });
       case 'wiki_read':
-        return 'Reading “' + (args.title || '') + '”';
+        return t('step.read', { title: String(args.title || '') });
       case 'run_python':
-        return 'Running Python code' + (Number.isInteger(args.code_bytes) ? ' (' + plural(args.code_bytes, 'byte', 'bytes') + ')' : '');
+        return Number.isInteger(args.code_bytes) ? t('step.python_bytes', { count: args.code_bytes }) : t('step.python');
       default:
-        return 'Calling ' + name;
+        return t('step.call', { name: String(name) });
     }
   }
 
   function describeResult(d) {
     const s = d.summary || {};
     const out = [];
-    if (!d.ok) out.push('refused: ' + (s.error || 'invalid call'));
-    else if (d.name === 'wiki_search') out.push(plural(Number(s.results) || 0, 'result', 'results'));
+    if (!d.ok) out.push(t('step.refused', { reason: String(s.error || t('step.invalid_call')) }));
+    else if (d.name === 'wiki_search') out.push(t('step.results', { count: Number(s.results) || 0 }));
     else if (d.name === 'wiki_read') {
-      if (s.missing) out.push('no such page');
+      if (s.missing) out.push(t('step.missing'));
       else {
         const href = safeHref(s.url);
-        out.push('read ');
-        out.push(href ? outLink(href, String(s.title)) : String(s.title));
-        if (s.revision_id !== undefined) out.push(' (revision ' + s.revision_id + ')');
+        const title = href ? outLink(href, String(s.title)) : el('span', null, String(s.title));
+        const key = s.revision_id !== undefined ? 'step.read_revision' : 'step.read_done';
+        out.push(...I18n.parts(key, { title, revision: String(s.revision_id) }));
       }
     } else if (d.name === 'run_python') {
-      if (s.timed_out) out.push('timed out');
-      else if (s.signal) out.push('killed by ' + s.signal);
-      else out.push('exit code ' + s.exit_code);
+      if (s.timed_out) out.push(t('step.timed_out'));
+      else if (s.signal) out.push(t('step.killed', { signal: String(s.signal) }));
+      else out.push(t('step.exit', { code: String(s.exit_code) }));
       const files = Array.isArray(s.files) ? s.files.length : Number(s.files) || 0;
-      if (files) out.push(', ' + plural(files, 'file', 'files') + ' in /out');
-    } else out.push('done');
-    if (Number.isFinite(d.duration_ms))
-      out.push(' in ' + (d.duration_ms < 1000 ? Math.round(d.duration_ms) + ' ms' : (d.duration_ms / 1000).toFixed(1) + ' s'));
+      if (files) out.push(', ' + t('step.files', { count: files }));
+    } else out.push(t('step.done'));
+    if (Number.isFinite(d.duration_ms)) out.push(' ' + t('step.took', { time: I18n.millis(d.duration_ms) }));
     return out;
   }
 
@@ -573,7 +625,7 @@
           this.toolResult(d);
           break;
         case 'phase':
-          if (d.phase === 'cleanup') this.note('Finishing: confirming the cleanup');
+          if (d.phase === 'cleanup') this.note(t('step.cleanup'));
           break;
         case 'record':
           this.showRecord(d);
@@ -587,7 +639,7 @@
       if (this.steps.has(n)) return this.steps.get(n);
       const li = el('li', 'step');
       li.dataset.step = n;
-      const title = el('span', 'title', 'Step ' + n + ': asking the model');
+      const title = el('span', 'title', t('step.asking', { n }));
       const calls = el('ul', 'calls');
       li.append(title, calls);
       $('steps').appendChild(li);
@@ -609,12 +661,12 @@
     fold(s) {
       if (s.thinking) return;
       const details = el('details');
-      details.appendChild(el('summary', null, 'What the model wrote'));
+      details.appendChild(el('summary', null, t('step.thinking')));
       s.thinking = el('p', 'thinking', s.text);
       details.appendChild(s.thinking);
       if (!s.text) details.hidden = true;
       s.li.insertBefore(details, s.calls);
-      s.title.textContent = 'Step ' + s.n + ': the model asked for tools';
+      s.title.textContent = t('step.tools', { n: s.n });
       this.live('');
     }
 
@@ -658,6 +710,7 @@
     showRecord(rec, { old = false } = {}) {
       if (!this.shown) return;
       this.done = true;
+      this.old = old;
       this.id = rec.id;
       this.record = rec;
       clearTimeout(this.liveTimer);
@@ -666,7 +719,7 @@
       $('live').classList.add('done');
       for (const n of $('steps').querySelectorAll('.note.waiting')) n.remove();
       for (const st of this.steps.values())
-        if (!st.thinking) st.title.textContent = 'Step ' + st.n + (rec.status === 'succeeded' ? ': the answer' : '');
+        if (!st.thinking) st.title.textContent = t(rec.status === 'succeeded' ? 'step.answer' : 'step.plain', { n: st.n });
       if (!$('steps').childNodes.length) $('live').hidden = true;
 
       const a = $('answer');
@@ -683,13 +736,13 @@
       const f = $('failure');
       if (rec.status === 'failed') {
         const err = rec.error || {};
-        const p = el('p', null, 'The query failed: ' + (err.message || 'no reason given') + ' ');
+        const p = el('p', null, t('answer.failed', { reason: failureWords(err) }) + ' ');
         p.appendChild(el('span', 'code', '(' + (err.code || 'unknown') + ')'));
         f.replaceChildren(p);
         f.hidden = false;
       } else if (rec.status === 'running') {
         f.hidden = true;
-        this.note('Still running.');
+        this.note(t('answer.still_running'));
       } else f.hidden = true;
 
       const sources = Array.isArray(rec.sources) ? rec.sources : [];
@@ -699,7 +752,7 @@
         const href = safeHref(s.url);
         li.appendChild(href ? outLink(href, String(s.title)) : el('span', null, String(s.title)));
         li.append(' ');
-        li.appendChild(el('span', 'rev', 'revision ' + s.revision_id));
+        li.appendChild(el('span', 'rev', t('source.revision', { revision: String(s.revision_id) })));
         return li;
       }));
       $('sources-section').hidden = sources.length === 0;
@@ -711,12 +764,12 @@
       $('artifacts-section').hidden = artifacts.length === 0;
 
       const meta = [];
-      if (rec.created_at) meta.push('Asked ' + formatTime(rec.created_at));
-      if (rec.timings_ms && Number.isFinite(rec.timings_ms.total)) meta.push('took ' + formatSeconds(rec.timings_ms.total / 1000));
-      if (rec.usage && rec.usage.model) meta.push('model ' + rec.usage.model);
+      if (rec.created_at) meta.push(t('meta.asked', { time: formatTime(rec.created_at) }));
+      if (rec.timings_ms && Number.isFinite(rec.timings_ms.total)) meta.push(t('meta.took', { time: formatSeconds(rec.timings_ms.total / 1000) }));
+      if (rec.usage && rec.usage.model) meta.push(t('meta.model', { model: String(rec.usage.model) }));
       // The sandbox was still starting when the query gave up waiting for
       // it: the answer was made without running code (API.md 9).
-      if (rec.sandbox === 'starting') meta.push('answered without Python: the sandbox was still starting');
+      if (rec.sandbox === 'starting') meta.push(t('meta.no_python'));
       $('record-meta').textContent = meta.join(' · ');
 
       // A conversation (API.md 7, 9): its earlier turns above, and under
@@ -759,7 +812,7 @@
       } catch (e) {
         if (!this.shown || this.id !== id) return;
         const note = $('sources-stale');
-        note.textContent = 'Whether the sources changed since could not be checked: ' + describeError(e)[0];
+        note.textContent = t('sources.check_failed', { reason: describeError(e) });
         note.className = 'stale-note';
         note.hidden = false;
         return;
@@ -772,15 +825,13 @@
         for (const li of $('sources').children) {
           if (li.dataset.title !== String(s.title) || li.querySelector('.changed')) continue;
           li.append(' ');
-          li.appendChild(el('span', 'changed', s.missing ? 'deleted since' :
-            'changed since (now revision ' + s.current_revision_id + ')'));
+          li.appendChild(el('span', 'changed', s.missing ? t('sources.deleted') :
+            t('sources.changed', { revision: String(s.current_revision_id) })));
         }
       }
       const note = $('sources-stale');
       note.className = 'stale-note' + (changed ? ' changed' : '');
-      note.textContent = changed ?
-        plural(changed, 'source has', 'sources have') + ' changed on the wiki since this answer.' :
-        'None of the sources has changed on the wiki since this answer.';
+      note.textContent = changed ? t('sources.changed_count', { count: changed }) : t('sources.none_changed');
       note.hidden = false;
     }
 
@@ -791,25 +842,25 @@
       const box = el('div', 'artifact');
       box.dataset.id = x.id;
       box.appendChild(el('h4', null, name));
-      const dl = el('a', 'download', 'Download ' + name);
+      const dl = el('a', 'download', t('artifact.download', { name }));
       dl.href = url;
       dl.download = name;
       const line = el('p');
-      line.append(dl, ' ', el('span', 'size', '(' + plural(Number(x.size_bytes) || 0, 'byte', 'bytes') + ', ' + x.media_type + ')'));
+      line.append(dl, ' ', el('span', 'size', t('artifact.size', { count: Number(x.size_bytes) || 0, type: String(x.media_type) })));
       box.appendChild(line);
       const type = String(x.media_type || '').split(';')[0].trim().toLowerCase();
       if (type === 'text/csv') {
-        const holder = el('div', 'preview', 'Loading the table…');
+        const holder = el('div', 'preview', t('artifact.loading'));
         box.appendChild(holder);
         fetchApi('GET', '/artifacts/' + x.id)
-          .then((r) => (r.ok ? r.text() : Promise.reject(new ApiError('http_' + r.status, 'The table could not be loaded', r.status))))
+          .then((r) => (r.ok ? r.text() : Promise.reject(new ApiError('http_' + r.status, t('artifact.failed'), r.status, null, true))))
           .then((text) => {
             const { rows, truncated } = parseCsv(text, CSV_ROWS_MAX);
             holder.replaceChildren(csvTable(rows.slice(0, CSV_ROWS_MAX + 1), name));
-            if (truncated) holder.appendChild(el('p', 'hint', 'The first ' + CSV_ROWS_MAX + ' rows; download the file for the rest.'));
+            if (truncated) holder.appendChild(el('p', 'hint', t('artifact.truncated', { count: CSV_ROWS_MAX })));
           })
           .catch((e) => {
-            holder.textContent = describeError(e)[0];
+            holder.textContent = describeError(e);
           });
       } else if (/^image\/(png|jpeg|gif|webp|svg\+xml)$/.test(type)) {
         const img = el('img');
@@ -829,11 +880,14 @@
   function turnItem(rec, level, full) {
     const li = el('li', 'turn');
     li.dataset.id = String(rec.id);
-    li.appendChild(el(level, 'turn-question', String(rec.question || '')));
+    const q = el(level, 'turn-question', String(rec.question || ''));
+    q.dir = 'auto';
+    li.appendChild(q);
     const a = el('div', 'answer markdown');
+    a.dir = 'auto';
     if (typeof rec.answer === 'string') a.appendChild(window.WikiwebMarkdown.render(rec.answer));
-    else if (rec.status === 'running') a.appendChild(el('p', 'hint', 'Still running.'));
-    else a.appendChild(el('p', 'failure', 'No answer: ' + ((rec.error && rec.error.message) || 'the query failed')));
+    else if (rec.status === 'running') a.appendChild(el('p', 'hint', t('answer.still_running')));
+    else a.appendChild(el('p', 'failure', t('answer.failed', { reason: failureWords(rec.error) })));
     li.appendChild(a);
     if (!full) return li;
     const sub = 'h' + (Number(level.slice(1)) + 1);
@@ -842,21 +896,21 @@
     const prefix = 'cite-' + full.n + '-';
     linkMarkers(a, new Set(citations.map((c) => c.n)), prefix);
     if (citations.length) {
-      li.appendChild(el(sub, null, 'Citations'));
+      li.appendChild(el(sub, null, t('answer.citations_title')));
       const ol = el('ol', 'citations');
       ol.append(...citations.map((c) => citationItem(c, prefix)));
       li.appendChild(ol);
     }
     const sources = Array.isArray(rec.sources) ? rec.sources : [];
     if (sources.length) {
-      li.appendChild(el(sub, null, 'Sources'));
+      li.appendChild(el(sub, null, t('answer.sources_title')));
       const ul = el('ul', 'sources');
       for (const x of sources) {
         const item = el('li');
         const href = safeHref(x.url);
         item.appendChild(href ? outLink(href, String(x.title)) : el('span', null, String(x.title)));
         item.append(' ');
-        item.appendChild(el('span', 'rev', 'revision ' + x.revision_id));
+        item.appendChild(el('span', 'rev', t('source.revision', { revision: String(x.revision_id) })));
         ul.appendChild(item);
       }
       li.appendChild(ul);
@@ -864,14 +918,14 @@
     const files = (Array.isArray(rec.artifacts) ? rec.artifacts : []).filter(
       (x) => x && /^\/api\/v1\/shared\/sh_[0-9a-f]{64}\/artifacts\/af_[0-9a-f]{32}$/.test(String(x.download_url)));
     if (files.length) {
-      li.appendChild(el(sub, null, 'Files'));
+      li.appendChild(el(sub, null, t('answer.files_title')));
       const ul = el('ul', 'files');
       for (const x of files) {
         const item = el('li');
-        const dl = el('a', 'download', 'Download ' + String(x.name));
+        const dl = el('a', 'download', t('artifact.download', { name: String(x.name) }));
         dl.href = x.download_url;
         dl.download = String(x.name);
-        item.append(dl, ' ', el('span', 'size', '(' + plural(Number(x.size_bytes) || 0, 'byte', 'bytes') + ', ' + x.media_type + ')'));
+        item.append(dl, ' ', el('span', 'size', t('artifact.size', { count: Number(x.size_bytes) || 0, type: String(x.media_type) })));
         ul.appendChild(item);
       }
       li.appendChild(ul);
@@ -882,24 +936,26 @@
   // --- A shared conversation (API.md 9 "Share"), at /#/shared/<token> ----
 
   const shared = {
+    active: null, // the token shown
+
     token() {
       const m = /^#\/shared\/(sh_[0-9a-f]{64})$/.exec(window.location.hash);
       return m ? m[1] : null;
     },
 
     async show(token) {
+      this.active = token;
       $('ask').hidden = true;
       $('query').hidden = true;
       $('history').hidden = true;
       $('shared').hidden = false;
-      document.title = 'A shared conversation · ' + TITLE;
+      document.title = t('shared.page_title', { title: t('page.title') });
       let res;
       try {
         res = (await call('GET', '/shared/' + token)).json;
       } catch (e) {
-        const msg = e.code === 'not_found' ?
-          'This link does not work: it was never valid, it was revoked, or the conversation was deleted.' :
-          e.code === 'origin_denied' ? 'Sign in to read a shared conversation.' : describeError(e)[0];
+        const msg = e.code === 'not_found' ? t('shared.not_found') :
+          e.code === 'origin_denied' ? t('shared.sign_in') : describeError(e);
         $('shared-error').replaceChildren(el('p', null, msg));
         $('shared-title').focus();
         return;
@@ -911,7 +967,7 @@
         ex.href = res.export_url;
         ex.hidden = false;
       }
-      announce('A shared conversation of ' + plural(turns.length, 'question', 'questions') + '.');
+      announce(t('shared.announce', { count: turns.length }));
       $('shared-title').focus();
     },
   };
@@ -920,7 +976,6 @@
 
   // --- Your turn: told by the title, a banner, a notification, a sound ---
 
-  const TITLE = document.title;
   const turn = {
     wanted: false, // "Notify me when it's my turn" was pressed
     audio: null, // an AudioContext made from that click (browsers allow it then)
@@ -942,9 +997,8 @@
       this.permission = p;
       const b = $('notify-button');
       b.setAttribute('aria-pressed', 'true');
-      $('notify-hint').textContent = p === 'granted' ?
-        'You will get a notification when it is your turn, and this tab’s title will say so.' :
-        'Notifications are not allowed for this page: this tab’s title and a banner here will say when it is your turn.';
+      this.hint = p === 'granted' ? 'notify.granted' : 'notify.denied';
+      $('notify-hint').textContent = t(this.hint);
     },
 
     prepareSound() {
@@ -978,15 +1032,17 @@
     came(ticketId) {
       if (this.told === ticketId) return;
       this.told = ticketId;
-      document.title = '(Your turn) ' + TITLE;
-      announce('It is your turn.');
+      this.titled = true;
+      document.title = t('turn.title', { title: t('page.title') });
+      announce(t('turn.now'));
       if (!this.wanted) return;
       if ($('notify-sound').checked) this.beep();
       let shown = false;
       if ('Notification' in window && Notification.permission === 'granted') {
         try {
-          const n = new Notification('wikiweb: your turn', {
-            body: loadPending() ? 'Your question is being asked now.' : 'A slot is reserved for you: ask your question.',
+          const n = new Notification(t('turn.notification'), {
+            body: loadPending() ? t('turn.notification_asking') : t('turn.notification_ask'),
+            lang: I18n.lang(),
             tag: 'wikiweb-turn',
           });
           n.onclick = () => window.focus();
@@ -997,14 +1053,15 @@
       }
       if (!shown) {
         const b = $('banner');
-        b.textContent = 'It is your turn.';
+        b.textContent = t('turn.now');
         b.hidden = false;
       }
     },
 
     // The turn is used (an answer) or gone: the title and banner are reset.
     reset() {
-      document.title = TITLE;
+      this.titled = false;
+      document.title = t('page.title');
       $('banner').hidden = true;
     },
 
@@ -1016,9 +1073,8 @@
       this.wanted = true;
       $('notify-sound').checked = !!n.sound;
       $('notify-button').setAttribute('aria-pressed', 'true');
-      $('notify-hint').textContent = 'Notifications' in window && Notification.permission === 'granted' ?
-        'You will get a notification when it is your turn, and this tab’s title will say so.' :
-        'This tab’s title and a banner here will say when it is your turn.';
+      this.hint = 'Notification' in window && Notification.permission === 'granted' ? 'notify.granted' : 'notify.restored';
+      $('notify-hint').textContent = t(this.hint);
     },
   };
 
@@ -1043,7 +1099,7 @@
     reconnecting() {
       clearInterval(this.countdown);
       this.countdown = null;
-      setStatus('reconnecting', [el('p', null, 'Reconnecting…')]);
+      setStatus('reconnecting', [el('p', null, t('queue.reconnecting'))]);
     },
 
     // Follow our ticket: the queue stream, or polling where there is none.
@@ -1121,43 +1177,43 @@
     removed(d) {
       this.stop();
       turn.reset();
-      const why = {
-        heartbeat: 'Your place in the queue lapsed.',
-        reservation: 'Your turn passed unused: the reservation expired.',
-        admin: 'An administrator removed your place in the queue.',
-      }[d.reason];
+      const why = t({
+        heartbeat: 'queue.lapsed',
+        reservation: 'queue.expired',
+        admin: 'queue.removed_admin',
+      }[d.reason] || 'queue.gone');
       if (d.reason === 'claimed') return; // we asked
-      if (d.reason === 'left') setStatus('left', [el('p', null, 'You left the queue.')]);
+      if (d.reason === 'left') setStatus('left', [el('p', null, t('queue.left'))]);
       else {
-        setStatus('removed', [el('p', null, why || 'Your place in the queue is gone.')]);
-        showError(new ApiError('ticket_not_found', (why || 'Your place in the queue is gone.') + ' Ask again to queue again.', 404));
+        setStatus('removed', [el('p', null, why)]);
+        showError(new ApiError('ticket_not_found', t('queue.ask_again', { why }), 404, null, true));
       }
       app.setBusy(false);
     },
 
     show(st) {
-      const t = st.ticket;
+      const tk = st.ticket;
       this.last = st;
       showUser(st.user);
-      if (!t) return;
-      if (t.status === 'waiting') {
+      if (!tk) return;
+      if (tk.status === 'waiting') {
         clearInterval(this.countdown);
         const s = $('status');
-        s.dataset.position = t.position;
+        s.dataset.position = tk.position;
         const waited = el('span', 'waited');
-        const joined = Date.parse(t.joined_at) - clockOffset;
+        const joined = Date.parse(tk.joined_at) - clockOffset;
         const tick = () => {
-          waited.textContent = Number.isNaN(joined) ? '' : 'You have waited ' + formatSeconds((Date.now() - joined) / 1000) + '.';
+          waited.textContent = Number.isNaN(joined) ? '' : t('queue.waited', { time: formatSeconds((Date.now() - joined) / 1000) });
         };
         tick();
         this.countdown = setInterval(tick, 1000);
         const waitedLine = el('p');
         waitedLine.appendChild(waited);
         setStatus('waiting', [
-          el('p', null, busyWords(st) + ': you are number ' + t.position + ' in the queue (' + plural(st.queue_length, 'place', 'places') + ' taken).'),
+          el('p', null, t('queue.waiting', { busy: busyWords(st), position: tk.position, places: t('queue.places', { count: Number(st.queue_length) || 0 }) })),
           el('p', 'wait', waitWords(st)),
           waitedLine,
-          el('p', 'hint', loadPending() ? 'Your question is asked as soon as it is your turn. Keep this page open.' : 'Write your question; it is asked when your turn comes.'),
+          el('p', 'hint', loadPending() ? t('queue.hint_pending') : t('queue.hint_write')),
         ]);
         $('notify').hidden = false;
         return;
@@ -1165,8 +1221,8 @@
       // Reserved: the slot is ours until the deadline.
       delete $('status').dataset.position;
       $('notify').hidden = true;
-      turn.came(t.id);
-      const deadline = Date.parse(t.reservation_expires_at) - clockOffset;
+      turn.came(tk.id);
+      const deadline = Date.parse(tk.reservation_expires_at) - clockOffset;
       const count = el('span', 'countdown');
       const tick = () => {
         const left = Math.max(0, Math.ceil((deadline - Date.now()) / 1000));
@@ -1175,13 +1231,13 @@
       tick();
       clearInterval(this.countdown);
       this.countdown = setInterval(tick, 1000);
-      const p = el('p', null, 'Your turn: ' + (slotCount(st) > 1 ? 'a' : 'the') + ' slot is reserved for you for ');
-      p.append(count, '.');
+      const p = el('p');
+      p.append(...I18n.parts('queue.reserved', { count: slotCount(st), time: count }));
       setStatus('reserved', [p]);
       const pending = loadPending();
       if (pending && !app.running) app.run(pending.question, pending.pages, pending.follow_up);
       else if (!pending) {
-        setStatus('reserved', [p, el('p', 'hint', 'Write your question and ask before the time runs out.')]);
+        setStatus('reserved', [p, el('p', 'hint', t('queue.reserved_hint'))]);
         $('question').focus();
       }
     },
@@ -1227,18 +1283,18 @@
       open.type = 'button';
       open.appendChild(el('span', 'q', rec.question));
       const when = el('span', 'when', formatTime(rec.created_at) + ' ');
-      when.appendChild(el('span', 'badge ' + rec.status, rec.status));
+      when.appendChild(el('span', 'badge ' + rec.status, I18n.has('history.status.' + rec.status) ? t('history.status.' + rec.status) : String(rec.status)));
       if (typeof rec.follow_up === 'string') {
         li.dataset.conversation = String(rec.conversation);
         when.append(' ');
-        when.appendChild(el('span', 'badge conversation', 'conversation'));
+        when.appendChild(el('span', 'badge conversation', t('history.conversation')));
       }
       open.appendChild(when);
       open.addEventListener('click', () => app.open(rec.id));
-      const del = el('button', 'delete secondary', 'Delete');
+      const del = el('button', 'delete secondary', t('history.delete'));
       del.type = 'button';
       const short = rec.question.length > 60 ? rec.question.slice(0, 60) + '…' : rec.question;
-      del.setAttribute('aria-label', 'Delete “' + short + '”');
+      del.setAttribute('aria-label', t('history.delete_label', { question: short }));
       del.addEventListener('click', () => this.remove(rec.id, li));
       li.append(open, del);
       return li;
@@ -1299,17 +1355,17 @@
 
     async ask(question, pages, followUp, field) {
       let bad = null;
-      if (!question) bad = ['Write a question first.', field];
-      else if (question.length > QUESTION_MAX) bad = ['The question is longer than ' + QUESTION_MAX + ' characters.', field];
-      else if (pages.length > PAGES_MAX) bad = ['At most ' + PAGES_MAX + ' pages.', 'pages'];
-      else if (pages.some((p) => new TextEncoder().encode(p).length > 255)) bad = ['A page title is longer than 255 bytes.', 'pages'];
+      if (!question) bad = [t('form.empty'), field];
+      else if (question.length > QUESTION_MAX) bad = [t('form.too_long', { count: QUESTION_MAX }), field];
+      else if (pages.length > PAGES_MAX) bad = [t('form.too_many_pages', { count: PAGES_MAX }), 'pages'];
+      else if (pages.some((p) => new TextEncoder().encode(p).length > 255)) bad = [t('form.title_too_long', { count: 255 }), 'pages'];
       if (bad) {
-        showError(new ApiError('invalid_input', bad[0], 400));
+        showError(new ApiError('invalid_input', bad[0], 400, null, true));
         $(bad[1]).focus();
         return false;
       }
       if (this.running) {
-        showError(new ApiError('busy', 'A question is being answered on this page: wait for its answer.', 409));
+        showError(new ApiError('busy', t('form.busy'), 409, null, true));
         return false;
       }
       const pending = { question, pages };
@@ -1357,9 +1413,9 @@
       } catch (e) {
         /* no clipboard here: the link is shown to copy by hand */
       }
-      if (copied) announce('Link copied: whoever has it can read this conversation.');
+      if (copied) announce(t('share.copied'));
       else {
-        announce('The link is shown below; copy it from there.');
+        announce(t('share.shown'));
         $('share-url').select();
       }
     },
@@ -1377,7 +1433,7 @@
       $('share-line').hidden = true;
       $('share-url').value = '';
       $('unshare-button').hidden = true;
-      announce('Sharing stopped: the links to this conversation no longer work.');
+      announce(t('share.stopped'));
       $('share-button').focus();
     },
 
@@ -1395,7 +1451,7 @@
       // Without a stream the id comes only with the reply: find the
       // running record, so that a reload can re-attach.
       const finder = setTimeout(() => this.findRunning(view), 500);
-      const waiting = view.note('Asked; waiting for the model…', 'waiting');
+      const waiting = view.note(t('step.waiting'), 'waiting');
       try {
         const res = await openStream('POST', '/query', { body });
         clearPending();
@@ -1457,8 +1513,8 @@
     finished(view) {
       if (view.done && view.shown && view.record) {
         const rec = view.record;
-        if (rec.status === 'succeeded') announce('The answer to “' + (rec.question || '') + '” is ready.');
-        else if (rec.status === 'failed') announce('The query failed: ' + ((rec.error && rec.error.message) || 'no reason given'));
+        if (rec.status === 'succeeded') announce(t('answer.ready', { question: String(rec.question || '') }));
+        else if (rec.status === 'failed') announce(t('answer.failed', { reason: failureWords(rec.error) }));
       }
       if (this.view === view || !this.view) {
         turn.reset();
@@ -1564,7 +1620,7 @@
         if (rec && rec.status === 'running') {
           const view = new QueryView(rec.question);
           view.id = id;
-          view.note('Re-attached to the running query.');
+          view.note(t('answer.reattached'));
           await this.attach(id, view, null);
           return;
         }
@@ -1597,20 +1653,11 @@
       }
       if (!h || h.execution !== 'not_configured') return;
       const names = (Array.isArray(h.missing_settings) ? h.missing_settings : []).filter((n) => typeof n === 'string' && /^WIKI_WEB_[A-Z_]+$/.test(n));
-      const t = $('setup-text');
-      t.replaceChildren();
-      t.append(names.length === 1 ? 'The setting ' : 'The settings ');
-      names.forEach((n, i) => {
-        if (i) t.append(i === names.length - 1 ? ' and ' : ', ');
-        t.appendChild(el('code', null, n));
-      });
-      t.append(names.length === 1 ? ' is missing' : names.length ? ' are missing' : 'Settings are missing');
-      t.append(': without a wiki and a model, no question can be answered. Set ' + (names.length === 1 ? 'it' : 'them') +
-        ' in ');
-      t.appendChild(el('code', null, '/etc/wikiweb/wikiweb.conf'));
-      t.append(' (or the daemon’s environment) and restart ');
-      t.appendChild(el('code', null, 'wikiwebd'));
-      t.append(', as the README’s section “Quick start” shows.');
+      const box = $('setup-text');
+      const settings = el('span');
+      settings.append(...I18n.list(names, (n) => el('code', null, n)));
+      const vars = { count: names.length, settings, file: el('code', null, '/etc/wikiweb/wikiweb.conf'), daemon: el('code', null, 'wikiwebd') };
+      box.replaceChildren(...I18n.parts(names.length ? 'setup.missing' : 'setup.missing_unnamed', vars));
       $('setup').hidden = false;
       $('ask-form').hidden = true;
       $('ask-title').hidden = true;
@@ -1621,16 +1668,53 @@
       clearPending();
       try {
         await call('DELETE', '/queue/ticket');
-        setStatus('left', [el('p', null, 'You left the queue.')]);
+        setStatus('left', [el('p', null, t('queue.left'))]);
       } catch (e) {
         if (e.code !== 'ticket_not_found') showError(e);
-        else setStatus('left', [el('p', null, 'You left the queue.')]);
+        else setStatus('left', [el('p', null, t('queue.left'))]);
       }
       $('question').focus();
     },
   };
 
-  function start() {
+  // The language switcher: each language named in itself; a choice is
+  // kept (i18n.js) and the page's words follow it.
+  function languages() {
+    const sel = $('language-select');
+    sel.replaceChildren(...I18n.LANGUAGES.map((l) => {
+      const o = el('option', null, I18n.autonym(l));
+      o.value = l;
+      o.lang = l;
+      return o;
+    }));
+    sel.value = I18n.lang();
+    sel.addEventListener('change', () => I18n.set(sel.value));
+    $('language').hidden = false;
+    window.addEventListener('wikiweb-language', () => relabel());
+  }
+
+  // Words made before the language changed are made again.
+  function relabel() {
+    $('language-select').value = I18n.lang();
+    if (shared.active) {
+      shared.show(shared.active);
+      return;
+    }
+    document.title = turn.titled ? t('turn.title', { title: t('page.title') }) : t('page.title');
+    if (turn.hint) $('notify-hint').textContent = t(turn.hint);
+    if (!$('banner').hidden) $('banner').textContent = t('turn.now');
+    const st = queue.last;
+    if (st) showUser(st.user);
+    if (st && st.ticket && queue.ctl) queue.show(st);
+    if (!$('setup').hidden) app.checkSetup();
+    const v = app.view;
+    if (v && v.done && v.record) new QueryView(v.record.question).showRecord(v.record, { old: v.old });
+    history.load(true);
+  }
+
+  async function start() {
+    await I18n.ready;
+    languages();
     const token = shared.token();
     if (token) {
       shared.show(token);

@@ -4,7 +4,8 @@
 
 Usage: embed.py OUTPUT.c FILE...
 
-Each FILE is served at "/" + its base name, except index.html, which is
+Each FILE is served at "/" + its path under src/www/ (the directory of
+this script: "/app.js", "/i18n/de.json"), except index.html, which is
 served at "/". The media type comes from the extension (a fixed list: any
 other extension is an error, so that nothing is served with a guessed
 type); the ETag is the SHA-256 of the bytes, computed here, once, at build
@@ -21,11 +22,14 @@ import hashlib
 import os
 import sys
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+
 MEDIA_TYPES = {
     '.html': 'text/html; charset=utf-8',
     '.css': 'text/css; charset=utf-8',
     '.js': 'text/javascript; charset=utf-8',
     '.svg': 'image/svg+xml',
+    '.json': 'application/json',
     '.png': 'image/png',
 }
 
@@ -51,7 +55,11 @@ def main(argv):
             return 1
         with open(path, 'rb') as f:
             data = f.read()
-        url = '/' if name == 'index.html' else '/' + name
+        rel = os.path.relpath(os.path.abspath(path), HERE).replace(os.sep, '/')
+        if rel.startswith('../'):
+            print(f'embed.py: {path} is not under {HERE}', file=sys.stderr)
+            return 1
+        url = '/' if rel == 'index.html' else '/' + rel
         if any(e[0] == url for e in entries):
             print(f'embed.py: {url} given twice', file=sys.stderr)
             return 1

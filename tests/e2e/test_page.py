@@ -48,7 +48,10 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' 
        "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
 FILES = {'/': 'text/html; charset=utf-8', '/app.js': 'text/javascript; charset=utf-8',
          '/markdown.js': 'text/javascript; charset=utf-8', '/style.css': 'text/css; charset=utf-8',
-         '/favicon.svg': 'image/svg+xml'}
+         '/favicon.svg': 'image/svg+xml', '/i18n.js': 'text/javascript; charset=utf-8'}
+# The catalogs, one a language (docs/WEB.md "Languages").
+I18N = os.path.join(HERE, '..', '..', 'src', 'www', 'i18n')
+FILES.update({f'/i18n/{n}': 'application/json' for n in sorted(os.listdir(I18N)) if n.endswith('.json')})
 
 SHOTS = os.environ.get('WIKIWEB_SCREENSHOT_DIR') or tempfile.mkdtemp(prefix='wikiweb-screenshots-')
 os.makedirs(SHOTS, exist_ok=True)
@@ -110,7 +113,7 @@ class Chrome:
     """One headless Chromium with a fresh profile: its own cookie jar, its
     own download folder, its console log kept."""
 
-    def __init__(self, tc, width=1100, height=1000):
+    def __init__(self, tc, width=1100, height=1000, lang=None):
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
 
@@ -127,8 +130,12 @@ class Chrome:
                   '--disable-dev-shm-usage', '--disable-features=Translate,OptimizationHints,MediaRouter',
                   f'--window-size={width},{height}', f'--user-data-dir={self.profile}'):
             o.add_argument(a)
-        o.add_experimental_option('prefs', {'download.default_directory': self.downloads,
-                                            'download.prompt_for_download': False})
+        prefs = {'download.default_directory': self.downloads, 'download.prompt_for_download': False}
+        if lang:
+            # The browser's language, as a person's system sets it.
+            o.add_argument(f'--lang={lang}')
+            prefs['intl.accept_languages'] = lang
+        o.add_experimental_option('prefs', prefs)
         o.set_capability('goog:loggingPrefs', {'browser': 'ALL'})
         self.driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=o)
         self.driver.execute_cdp_cmd('Browser.setDownloadBehavior',
@@ -413,7 +420,8 @@ class PageServing(harness.DaemonTestCase):
         self.assertEqual(status, 200, 'a query string does not change the path')
         # Nothing else is served: no directory, no other name.
         for path in ('/index.html', '/app.js/', '/www/app.js', '/../meson.build', '/%2e%2e/meson.build',
-                     '/favicon.ico', '/embed.py', '//app.js', '/APP.JS'):
+                     '/favicon.ico', '/embed.py', '//app.js', '/APP.JS', '/i18n/', '/i18n', '/i18n/xx.json',
+                     '/i18n/../app.js', '/en.json', '/i18n/glossary.json'):
             status, h, body = get(d, path)
             self.assertEqual(status, 404, path)
             self.assertEqual(json.loads(body)['error']['code'], 'not_found', path)
@@ -849,10 +857,11 @@ class Usable(PageBase):
             return c.js('const e = document.activeElement; return e.id || e.className')
 
         order = []
-        for _ in range(4):
+        for _ in range(5):
             keys(Keys.TAB)
             order.append(focused())
-        self.assertEqual(order, ['skip', 'question', 'pages', 'ask-button'])
+        # The header's language switcher, which the skip link skips.
+        self.assertEqual(order, ['skip', 'language-select', 'question', 'pages', 'ask-button'])
         keys((Keys.SHIFT, Keys.TAB), (Keys.SHIFT, Keys.TAB))
         self.assertEqual(focused(), 'question')
         # The focus is seen: an outline on the focused control.
@@ -1013,7 +1022,8 @@ class Turn(PageBase):
         # The range in words (API.md 5): "usually … to …, most likely about …"
         # or, when it is narrow, "about …".
         self.assertRegex(third.text('#status'),
-                         r'Expected wait: (usually \d+ (s|min|h) to \d+ (s|min|h), most likely about|about) \d+(\.5)? (s|min|h)\.')
+                         r'Expected wait: (usually \d+ (sec|min|hr) to \d+ (sec|min|hr), most likely about|about)'
+                         r' \d+(\.5)? (sec|min|hr)\.')
         for c in (second, third):
             self.assertTrue(c.find('#notify-button').is_displayed())
             c.find('#notify-button').click()
@@ -1267,7 +1277,9 @@ class Queue(PageBase):
             c.check_console()
 
     def test_leave_the_queue(self):
-        d = self.page_daemon([{'answer': 'The first answer.', 'delay': 3}])
+        # The first answer is held until the second has left: under load a
+        # fixed delay could end first, and the second's turn hide the button.
+        d = self.page_daemon([{'answer': 'The first answer.', 'hold': 'first'}])
         first, second = self.chrome(d), self.chrome(d)
         first.ask('The first question?')
         self.wait_state(d, 'running')
@@ -1276,6 +1288,7 @@ class Queue(PageBase):
         second.find('#leave-button').click()
         second.wait(lambda: 'You left the queue.' in (second.text('#status') or ''), what='left')
         self.assertEqual(self.peek(d)['queue_length'], 0)
+        d.llm.release('first')
         first.wait_answer()
         time.sleep(2.5)  # the second does not ask after all
         self.assertEqual(len(d.llm.chat_requests()), 1)
@@ -1671,3 +1684,4 @@ if __name__ == '__main__':
     if why:
         harness.skip_or_fail(why)
     harness.main()
+

@@ -2842,6 +2842,10 @@ def pipeline_two_slots_two_containers(bed):
               f"ListRunningQueries: {running}")
         shown = json.loads(bed.ct.run([WIKIWEBCTL_IN_CT, "--no-pager", "status", "--json=short"]).stdout)
         check(all(q[0] in shown["running_queries"] for q in running), f"wikiwebctl status: {shown}")
+        # STATUS= names both running queries, oldest first, as D-Bus lists them.
+        status_text = bed.show(SERVICE, "StatusText")["StatusText"]
+        log(f"# STATUS with two running: {status_text!r}")
+        check(f"running: {running[0][0]}, {running[1][0]};" in status_text, f"StatusText: {status_text!r}")
         status, _, st = bed.http("POST", "/api/v1/queue/join", c)
         check(status == 201 and st["ticket"]["status"] == "waiting" and st["slots"]["running"] == 2,
               f"a third session while two run: {status} {st}")

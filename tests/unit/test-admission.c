@@ -128,6 +128,41 @@ static AdmissionStatus peek_of(Admission *a, unsigned n, usec_t now) {
         return st;
 }
 
+/* The oldest running query's id ("" when none) and claim time
+ * (USEC_INFINITY), from admission_foreach_running(). */
+typedef struct Oldest {
+        char id[QUERY_ID_MAX];
+        usec_t since;
+        bool found;
+} Oldest;
+
+static void oldest_one(const char *query_id, unsigned slot, usec_t since, void *userdata) {
+        Oldest *o = userdata;
+
+        if (o->found)
+                return;
+        o->found = true;
+        snprintf(o->id, sizeof o->id, "%s", query_id);
+        o->since = since;
+}
+
+/* Borrowed: valid until the next call. */
+static const char *running_query_id(const Admission *a) {
+        static Oldest o;
+
+        o = (Oldest){ .since = USEC_INFINITY };
+        admission_foreach_running(a, oldest_one, &o);
+        return o.id;
+}
+
+static usec_t running_since(const Admission *a) {
+        Oldest o = { .since = USEC_INFINITY };
+
+        admission_foreach_running(a, oldest_one, &o);
+        return o.since;
+}
+
+
 static int join(Admission *a, unsigned n, usec_t now) {
         SessionKey k = key(n);
         return admission_join(a, &k, now);
@@ -204,8 +239,8 @@ TEST(settings) {
         ASSERT_TRUE(admission_get_settings(a)->max_length == 1000000);
         ASSERT_EQ_INT(admission_get_state(a), ADMISSION_IDLE);
         ASSERT_TRUE(admission_next_deadline(a) == USEC_INFINITY);
-        ASSERT_EQ_STR(admission_running_query_id(a), "");
-        ASSERT_TRUE(admission_running_since(a) == USEC_INFINITY);
+        ASSERT_EQ_STR(running_query_id(a), "");
+        ASSERT_TRUE(running_since(a) == USEC_INFINITY);
         ASSERT_TRUE(admission_average_usec(a) == 0);
         ASSERT_TRUE(!admission_free(a));
         ASSERT_TRUE(!admission_free(NULL));
@@ -565,9 +600,8 @@ TEST(users) {
         SessionKey k1 = key(1), k9 = key(9);
         UserList l = { 0 };
 
-        /* No ticket, no running query: nothing to name. */
+        /* No ticket: nothing to name. */
         ASSERT_EQ_INT(admission_set_user(a, &k1, "alice"), -ENOENT);
-        ASSERT_TRUE(!admission_running_user(a));
 
         ASSERT_EQ_INT(join(a, 1, T0), 1);
         ASSERT_EQ_INT(join(a, 2, T0), 1);
@@ -585,25 +619,18 @@ TEST(users) {
         ASSERT_EQ_STR(l.users[1], "-");
         ASSERT_EQ_STR(l.users[2], "-");
 
-        /* The claim moves the name to the running query. */
+        /* The name goes with the ticket at the claim: the running query's
+         * user is the Manager's record, not the machine's. */
         ASSERT_EQ_INT(claim(a, 1, "qr_1", T0 + SEC(1)), 0);
-        ASSERT_EQ_STR(admission_running_user(a), "alice");
-        ASSERT_OK(admission_set_user(a, &k1, "alice2"));
-        ASSERT_EQ_STR(admission_running_user(a), "alice2");
+        ASSERT_EQ_INT(admission_set_user(a, &k1, "alice2"), -ENOENT);
         ASSERT_EQ_INT(admission_set_user(a, &k9, "zed"), -ENOENT);
-        /* The query's name goes at the finish. */
+        l.n = 0;
+        admission_foreach_ticket(a, collect_user, &l);
+        ASSERT_EQ_INT(l.n, 2);
+        ASSERT_EQ_STR(l.users[0], "-");
+        ASSERT_EQ_STR(l.users[1], "-");
         ASSERT_OK(admission_finish(a, "qr_1", T0 + SEC(2)));
-        ASSERT_TRUE(!admission_running_user(a));
 
-        /* A ticket without a name claims: the query has none until it is
-         * given one. */
-        ASSERT_EQ_INT(claim(a, 2, "qr_2", T0 + SEC(3)), 0);
-        ASSERT_TRUE(!admission_running_user(a));
-        {
-                SessionKey k2 = key(2);
-                ASSERT_OK(admission_set_user(a, &k2, "bob"));
-        }
-        ASSERT_EQ_STR(admission_running_user(a), "bob");
         /* A ticket that goes takes its name along; the machine is freed
          * with live names (the sanitizer build checks for leaks). */
         {
@@ -614,6 +641,24 @@ TEST(users) {
                 ASSERT_OK(admission_leave(a, &k3, T0 + SEC(3)));
                 ASSERT_EQ_INT(admission_set_user(a, &k3, "carol"), -ENOENT);
         }
+        admission_free(a);
+}
+
+/* The heartbeat alone (a status call's, without its status). */
+TEST(heartbeat) {
+        Admission *a = new_admission(&default_settings, NULL);
+        SessionKey k1 = key(1);
+        AdmissionStatus st;
+
+        ASSERT_EQ_INT(join(a, 1, T0), 1);
+        ASSERT_EQ_INT(join(a, 2, T0), 1);
+        admission_heartbeat(a, &k1, T0 + SEC(20));
+        admission_heartbeat(a, NULL, T0 + SEC(20)); /* nobody's: nothing */
+        /* Session 2 expired by heartbeat at T0 + 30 s, session 1 did not. */
+        ASSERT_EQ_INT(admission_expire(a, T0 + SEC(31)), 1);
+        admission_peek(a, &k1, T0 + SEC(31), &st);
+        ASSERT_TRUE(st.has_ticket);
+        ASSERT_TRUE(st.ticket.heartbeat_deadline == T0 + SEC(50));
         admission_free(a);
 }
 
@@ -629,8 +674,8 @@ TEST(claim) {
         expect_state(&rec, 0, ADMISSION_RUNNING);
         ASSERT_EQ_INT(admission_get_state(a), ADMISSION_RUNNING);
         ASSERT_EQ_INT(admission_queue_length(a), 0);
-        ASSERT_EQ_STR(admission_running_query_id(a), "qr_1");
-        ASSERT_TRUE(admission_running_since(a) == T0);
+        ASSERT_EQ_STR(running_query_id(a), "qr_1");
+        ASSERT_TRUE(running_since(a) == T0);
         ASSERT_TRUE(!peek_of(a, 1, T0).has_ticket);
         ASSERT_TRUE(admission_next_deadline(a) == USEC_INFINITY);
 
@@ -646,19 +691,19 @@ TEST(claim) {
         st = peek_of(a, 2, T0 + SEC(2));
         ASSERT_TRUE(st.has_ticket);
         ASSERT_TRUE(st.ticket.heartbeat_deadline == T0 + SEC(31));
-        ASSERT_EQ_STR(admission_running_query_id(a), "qr_1");
+        ASSERT_EQ_STR(running_query_id(a), "qr_1");
 
         /* Finish: 2 is promoted. */
         rec.n = 0;
-        ASSERT_EQ_INT(admission_finish(a, admission_running_query_id(a), T0 + SEC(10)), 0);
+        ASSERT_EQ_INT(admission_finish(a, running_query_id(a), T0 + SEC(10)), 0);
         ASSERT_EQ_INT(rec.n, 3);
         expect_event(&rec, 0, ADMISSION_EVENT_QUERY_FINISHED, NULL);
         ASSERT_EQ_STR(rec.events[0].query_id, "qr_1");
         ASSERT_TRUE(rec.events[0].duration_usec == SEC(10));
         expect_event(&rec, 1, ADMISSION_EVENT_TICKET_PROMOTED, expected_id(1));
         expect_state(&rec, 2, ADMISSION_RESERVED);
-        ASSERT_EQ_STR(admission_running_query_id(a), "");
-        ASSERT_TRUE(admission_running_since(a) == USEC_INFINITY);
+        ASSERT_EQ_STR(running_query_id(a), "");
+        ASSERT_TRUE(running_since(a) == USEC_INFINITY);
 
         /* Reserved for someone else: busy, and the other's waiting ticket
          * stays where it is with its heartbeat untouched. */
@@ -682,8 +727,8 @@ TEST(claim) {
         ASSERT_TRUE(!peek_of(a, 2, T0 + SEC(13)).has_ticket);
         ASSERT_EQ_INT(admission_queue_length(a), 1);
         ASSERT_EQ_INT(peek_of(a, 3, T0 + SEC(13)).ticket.position, 1);
-        ASSERT_EQ_STR(admission_running_query_id(a), "qr_4");
-        ASSERT_TRUE(admission_running_since(a) == T0 + SEC(13));
+        ASSERT_EQ_STR(running_query_id(a), "qr_4");
+        ASSERT_TRUE(running_since(a) == T0 + SEC(13));
 
         /* A bad query id changes nothing. */
         char long_id[QUERY_ID_MAX + 1];
@@ -733,11 +778,11 @@ TEST(drain) {
         ASSERT_TRUE(peek_of(a, 3, T0 + SEC(2)).ticket.heartbeat_deadline == T0 + SEC(32));
 
         /* The running query finishes; 2 is promoted and may claim, 3 may not. */
-        ASSERT_EQ_INT(admission_finish(a, admission_running_query_id(a), T0 + SEC(3)), 0);
+        ASSERT_EQ_INT(admission_finish(a, running_query_id(a), T0 + SEC(3)), 0);
         ASSERT_EQ_INT(admission_get_state(a), ADMISSION_RESERVED);
         ASSERT_EQ_INT(claim(a, 3, "qr_3", T0 + SEC(4)), -ESHUTDOWN);
         ASSERT_EQ_INT(claim(a, 2, "qr_2", T0 + SEC(4)), 0);
-        ASSERT_EQ_INT(admission_finish(a, admission_running_query_id(a), T0 + SEC(5)), 0);
+        ASSERT_EQ_INT(admission_finish(a, running_query_id(a), T0 + SEC(5)), 0);
         ASSERT_EQ_INT(admission_get_state(a), ADMISSION_RESERVED);
         ASSERT_EQ_INT(leave(a, 3, T0 + SEC(6)), 0);
 
@@ -796,10 +841,9 @@ TEST(finish_ema) {
         Admission *a = new_admission(&default_settings, &rec);
         AdmissionStatus st;
 
-        ASSERT_EQ_INT(admission_finish(a, admission_running_query_id(a), T0), -ESRCH);
+        ASSERT_EQ_INT(admission_finish(a, running_query_id(a), T0), -ESRCH);
         ASSERT_EQ_INT(join(a, 1, T0), 1);
-        ASSERT_EQ_INT(
-                admission_finish(a, admission_running_query_id(a), T0), -ESRCH); /* reserved is not running */
+        ASSERT_EQ_INT(admission_finish(a, running_query_id(a), T0), -ESRCH); /* reserved is not running */
         ASSERT_EQ_INT(leave(a, 1, T0), 0);
 
         st = peek_of(a, 1, T0);
@@ -807,7 +851,7 @@ TEST(finish_ema) {
 
         ASSERT_EQ_INT(claim(a, 1, "qr_a", T0), 0);
         rec.n = 0;
-        ASSERT_EQ_INT(admission_finish(a, admission_running_query_id(a), T0 + SEC(10)), 0);
+        ASSERT_EQ_INT(admission_finish(a, running_query_id(a), T0 + SEC(10)), 0);
         ASSERT_EQ_INT(rec.n, 2);
         expect_event(&rec, 0, ADMISSION_EVENT_QUERY_FINISHED, NULL);
         ASSERT_EQ_STR(rec.events[0].query_id, "qr_a");
@@ -819,16 +863,15 @@ TEST(finish_ema) {
         assert_near(st.average_query_seconds, 10.0);
 
         ASSERT_EQ_INT(claim(a, 2, "qr_b", T0 + SEC(100)), 0);
-        ASSERT_EQ_INT(admission_finish(a, admission_running_query_id(a), T0 + SEC(120)), 0);
+        ASSERT_EQ_INT(admission_finish(a, running_query_id(a), T0 + SEC(120)), 0);
         /* 0.2 * 20 + 0.8 * 10 */
         ASSERT_TRUE(admission_average_usec(a) == SEC(12));
         assert_near(peek_of(a, 1, T0 + SEC(120)).average_query_seconds, 12.0);
-        ASSERT_EQ_INT(admission_finish(a, admission_running_query_id(a), T0 + SEC(121)), -ESRCH);
+        ASSERT_EQ_INT(admission_finish(a, running_query_id(a), T0 + SEC(121)), -ESRCH);
 
         /* Sub-second durations are kept exactly. */
         ASSERT_EQ_INT(claim(a, 2, "qr_c", T0 + SEC(200)), 0);
-        ASSERT_EQ_INT(
-                admission_finish(a, admission_running_query_id(a), T0 + SEC(200) + 500 * USEC_PER_MSEC), 0);
+        ASSERT_EQ_INT(admission_finish(a, running_query_id(a), T0 + SEC(200) + 500 * USEC_PER_MSEC), 0);
         assert_near(peek_of(a, 1, T0 + SEC(201)).average_query_seconds, 0.2 * 0.5 + 0.8 * 12.0);
         admission_free(a);
 }
@@ -858,7 +901,7 @@ TEST(estimates) {
         /* Learn avg = 10 s: 1 claims and runs 10 s. */
         ASSERT_EQ_INT(claim(a, 1, "qr_1", T0), 0);
         expect_estimate(peek_of(a, 2, T0 + SEC(3)), false, 0); /* running, unknown */
-        ASSERT_EQ_INT(admission_finish(a, admission_running_query_id(a), T0 + SEC(10)), 0);
+        ASSERT_EQ_INT(admission_finish(a, running_query_id(a), T0 + SEC(10)), 0);
         /* 2 is now reserved. */
         ASSERT_EQ_INT(join(a, 3, T0 + SEC(10)), 1);
         ASSERT_EQ_INT(join(a, 4, T0 + SEC(10)), 1);
@@ -883,7 +926,7 @@ TEST(estimates) {
         /* Back to idle with a known average: a caller without a ticket 0. */
         ASSERT_EQ_INT(leave(a, 3, T0 + SEC(36)), 0);
         ASSERT_EQ_INT(leave(a, 4, T0 + SEC(36)), 0);
-        ASSERT_EQ_INT(admission_finish(a, admission_running_query_id(a), T0 + SEC(40)), 0);
+        ASSERT_EQ_INT(admission_finish(a, running_query_id(a), T0 + SEC(40)), 0);
         ASSERT_EQ_INT(admission_get_state(a), ADMISSION_IDLE);
         expect_estimate(peek_of(a, 9, T0 + SEC(40)), true, 0);
         /* avg = 0.2 * 20 + 0.8 * 10 = 12 */
@@ -906,7 +949,7 @@ TEST(next_deadline) {
         ASSERT_TRUE(admission_next_deadline(a) == T0 + SEC(32)); /* waiting: heartbeat */
         (void) status_of(a, 2, T0 + SEC(5));
         ASSERT_TRUE(admission_next_deadline(a) == T0 + SEC(35));
-        ASSERT_EQ_INT(admission_finish(a, admission_running_query_id(a), T0 + SEC(6)), 0);
+        ASSERT_EQ_INT(admission_finish(a, running_query_id(a), T0 + SEC(6)), 0);
         ASSERT_TRUE(admission_next_deadline(a) == T0 + SEC(16)); /* promoted: reservation */
         admission_free(a);
 }
@@ -1119,7 +1162,7 @@ TEST(slots) {
         expect_state(&rec, 0, ADMISSION_RUNNING);
         admission_get_slot_counts(a, &c);
         ASSERT_TRUE(c.total == 3 && c.idle == 0 && c.reserved == 0 && c.running == 3);
-        ASSERT_EQ_STR(admission_running_query_id(a), "qr_1");
+        ASSERT_EQ_STR(running_query_id(a), "qr_1");
         admission_foreach_running(a, count_running, &n);
         ASSERT_EQ_INT(n, 3);
 
@@ -1165,7 +1208,7 @@ TEST(slots) {
         ASSERT_EQ_INT(claim(a, 1, "qr_10", T0 + SEC(31)), -EBUSY);
         ASSERT_EQ_INT(admission_finish(a, "qr_1", T0 + SEC(32)), 0);
         ASSERT_EQ_INT(claim(a, 1, "qr_10", T0 + SEC(32)), 2);
-        ASSERT_EQ_STR(admission_running_query_id(a), "qr_10");
+        ASSERT_EQ_STR(running_query_id(a), "qr_10");
         ASSERT_EQ_INT(claim(a, 4, "qr_11", T0 + SEC(33)), 1);
 
         /* Unknown ids are not finished. */

@@ -11,6 +11,7 @@
 #include <systemd/sd-event.h>
 
 #include "manager/manager.h"
+#include "manager/status-line.h"
 #include "sandbox/files.h"
 #include "shared/config.h"
 #include "shared/macro.h"
@@ -35,6 +36,7 @@ typedef struct Log {
         /* At MANAGER_QUERY_CLEANUP_CONFIRMED: the slot was given up (the
          * query no longer listed, the controller idle). */
         bool released_at_confirmed;
+        unsigned stopping_seen;
 } Log;
 
 static const char *no_env(const char *name, void *userdata) {
@@ -46,8 +48,11 @@ static void on_event(Manager *m, const ManagerEvent *ev, void *userdata) {
         Seen *s;
 
         ASSERT_TRUE(!l->inside);
-        /* Health and the admission controller's events are not a query's. */
-        if (ev->type == MANAGER_HEALTH_CHANGED || ev->type == MANAGER_ADMISSION)
+        /* Health, the admission controller's events and the stop are not a
+         * query's. */
+        if (ev->type == MANAGER_STOPPING)
+                l->stopping_seen++;
+        if (IN_SET(ev->type, MANAGER_HEALTH_CHANGED, MANAGER_ADMISSION, MANAGER_STOPPING))
                 return;
         ASSERT_TRUE(ev->query);
         ASSERT_TRUE(l->n < LOG_MAX);
@@ -115,6 +120,12 @@ static void run_until(Fixture *f, size_t n) {
         ASSERT_EQ_INT(f->log.n, n);
 }
 
+/* An anonymous query of session s. */
+static int start(Fixture *f, const SessionKey *s, const char *question, ManagerQuery **ret) {
+        return manager_start_query(
+                f->manager, &(ManagerQueryRequest){ .session = s, .question = question }, ret);
+}
+
 static SessionKey session(uint8_t b) {
         SessionKey k;
 
@@ -178,7 +189,7 @@ TEST(query_life) {
         ManagerHealth h;
 
         fixture_start(&f);
-        ASSERT_OK(manager_start_query(f.manager, &a, "How many apples?", NULL, &q));
+        ASSERT_OK(start(&f, &a, "How many apples?", &q));
         ASSERT_TRUE(q);
         snprintf(id, sizeof id, "%s", manager_query_id(q));
         ASSERT_TRUE(strncmp(id, "qr_", 3) == 0 && strlen(id) == 35);
@@ -207,8 +218,8 @@ TEST(query_life) {
         /* One slot, and it runs: busy for the same session and for another,
          * and nothing is announced or started. */
         f.log.inside = true;
-        ASSERT_EQ_INT(manager_start_query(f.manager, &a, "Again?", NULL, &q2), -EBUSY);
-        ASSERT_EQ_INT(manager_start_query(f.manager, &b, "Me too?", NULL, &q2), -EBUSY);
+        ASSERT_EQ_INT(start(&f, &a, "Again?", &q2), -EBUSY);
+        ASSERT_EQ_INT(start(&f, &b, "Me too?", &q2), -EBUSY);
         ASSERT_TRUE(!q2);
         /* Cancel: an unknown id, a malformed one. */
         ASSERT_EQ_INT(manager_cancel_query(f.manager, "qr_00000000000000000000000000000000", "x"), -ESRCH);
@@ -239,7 +250,7 @@ TEST(query_life) {
         ASSERT_EQ_INT(f.log.n, 3);
 
         /* The slot is free again: the other session's query starts. */
-        ASSERT_OK(manager_start_query(f.manager, &b, "Me too?", NULL, &q2));
+        ASSERT_OK(start(&f, &b, "Me too?", &q2));
         ASSERT_TRUE(q2);
         snprintf(id2, sizeof id2, "%s", manager_query_id(q2));
         ASSERT_TRUE(!streq(id2, id));
@@ -265,7 +276,7 @@ TEST(cancel) {
         char id[QUERY_ID_MAX];
 
         fixture_start(&f);
-        ASSERT_OK(manager_start_query(f.manager, &a, "Slow?", NULL, &q));
+        ASSERT_OK(start(&f, &a, "Slow?", &q));
         snprintf(id, sizeof id, "%s", manager_query_id(q));
         ASSERT_TRUE(manager_query_executing(q));
 
@@ -296,12 +307,144 @@ TEST(stop) {
         fixture_start(&f);
         manager_stop(f.manager, USEC_PER_SEC, "stopping");
         f.log.inside = true;
-        ASSERT_EQ_INT(manager_start_query(f.manager, &a, "Now?", NULL, &q), -ESHUTDOWN);
+        ASSERT_EQ_INT(start(&f, &a, "Now?", &q), -ESHUTDOWN);
         f.log.inside = false;
         ASSERT_TRUE(!q);
         ASSERT_OK(sd_event_run(f.event, 50 * USEC_PER_MSEC));
         ASSERT_EQ_INT(f.log.n, 0);
+        /* Announced once; the STATUS= line says it. */
+        ASSERT_EQ_INT(f.log.stopping_seen, 1);
+        ASSERT_TRUE(manager_is_stopping(f.manager));
+        manager_stop(f.manager, USEC_PER_SEC, "again");
+        ASSERT_EQ_INT(f.log.stopping_seen, 1);
+        {
+                _cleanup_free_ char *line = status_line_format(f.manager);
+
+                ASSERT_EQ_STR(line, "Stopping; idle; waiting: 0; running: none; average query: n/a");
+        }
         ASSERT_TRUE(!manager_busy(f.manager));
+        fixture_stop(&f);
+}
+
+/* What the record holds, as manager_foreach_query() walks it. */
+typedef struct Walked {
+        char ids[4][QUERY_ID_MAX];
+        char users[4][16];
+        unsigned slots[4];
+        size_t n;
+} Walked;
+
+static void walk_one(ManagerQuery *q, void *userdata) {
+        Walked *w = userdata;
+
+        ASSERT_TRUE(w->n < ELEMENTSOF(w->ids));
+        snprintf(w->ids[w->n], sizeof w->ids[0], "%s", manager_query_id(q));
+        snprintf(w->users[w->n], sizeof w->users[0], "%s", manager_query_user(q) ? manager_query_user(q) : "-");
+        w->slots[w->n] = manager_query_slot(q);
+        w->n++;
+}
+
+/* Two slots, two running queries: the Manager's one record of each (its
+ * session, its user: the caller's or its ticket's, its slot, phase and
+ * step) is what manager_foreach_query(), manager_status() and the STATUS=
+ * line show; a third session is busy; once they end, their durations are
+ * the wait range's, which is known after ten. */
+TEST(record_and_status_two_slots) {
+        Fixture f;
+        SessionKey a = session(5), b = session(6), c = session(7);
+        ManagerQuery *qa = NULL, *qb = NULL, *qc = NULL;
+        char ida[QUERY_ID_MAX], idb[QUERY_ID_MAX];
+        ManagerStatus st;
+        Walked w = { .n = 0 };
+
+        fixture_start(&f);
+        manager_free(f.manager);
+        f.config.queue_slots = 2;
+        ASSERT_OK(manager_new(f.event, &f.config, &f.manager));
+        ASSERT_OK(manager_subscribe(f.manager, on_event, &f.log));
+
+        /* A joins with a name: the ticket holds it until the claim. */
+        ASSERT_EQ_INT(manager_join(f.manager, &a, "alice", now(CLOCK_MONOTONIC)), 1);
+        manager_status(f.manager, &a, now(CLOCK_MONOTONIC), &st);
+        ASSERT_TRUE(st.admission.has_ticket);
+        ASSERT_EQ_STR(st.admission.ticket.user, "alice");
+        ASSERT_TRUE(!st.has_query);
+        ASSERT_EQ_INT(st.admission.slots.total, 2);
+        ASSERT_EQ_INT(st.reservation_seconds, f.config.queue_reservation_seconds);
+        ASSERT_EQ_INT(st.heartbeat_seconds, f.config.queue_heartbeat_seconds);
+        ASSERT_TRUE(!st.range_known);
+
+        /* A claims without a name of its own: its ticket's is the query's.
+         * B, without a ticket, claims the other slot with its own name. */
+        ASSERT_OK(start(&f, &a, "Apples?", &qa));
+        ASSERT_OK(manager_start_query(
+                f.manager, &(ManagerQueryRequest){ .session = &b, .user = "bob", .question = "Pears?" }, &qb));
+        snprintf(ida, sizeof ida, "%s", manager_query_id(qa));
+        snprintf(idb, sizeof idb, "%s", manager_query_id(qb));
+        ASSERT_EQ_INT(start(&f, &c, "Plums?", &qc), -EBUSY);
+        ASSERT_EQ_INT(manager_n_queries(f.manager), 2);
+
+        manager_foreach_query(f.manager, walk_one, &w);
+        ASSERT_EQ_INT(w.n, 2);
+        ASSERT_EQ_STR(w.ids[0], ida);
+        ASSERT_EQ_STR(w.ids[1], idb);
+        ASSERT_EQ_STR(w.users[0], "alice");
+        ASSERT_EQ_STR(w.users[1], "bob");
+        ASSERT_TRUE(w.slots[0] != w.slots[1]);
+        ASSERT_TRUE(manager_oldest_query(f.manager) == qa);
+        ASSERT_EQ_STR(manager_query_phase(qa), "model");
+        ASSERT_EQ_INT(manager_query_step(qb), 0);
+        ASSERT_TRUE(manager_query_since(qa) <= manager_query_since(qb));
+        /* The name went with the ticket: the admission keeps none. */
+        ASSERT_EQ_INT(manager_join(f.manager, &a, NULL, now(CLOCK_MONOTONIC)), 1);
+        manager_status(f.manager, &a, now(CLOCK_MONOTONIC), &st);
+        ASSERT_TRUE(st.admission.has_ticket && !st.admission.ticket.user);
+        ASSERT_OK(manager_leave(f.manager, &a, now(CLOCK_MONOTONIC)));
+
+        /* Each session sees its own query, the slots both running. */
+        manager_status(f.manager, &a, now(CLOCK_MONOTONIC), &st);
+        ASSERT_TRUE(st.has_query);
+        ASSERT_EQ_STR(st.query.id, ida);
+        ASSERT_EQ_STR(st.query.phase, "model");
+        ASSERT_EQ_INT(st.admission.slots.running, 2);
+        manager_status(f.manager, &b, now(CLOCK_MONOTONIC), &st);
+        ASSERT_TRUE(st.has_query);
+        ASSERT_EQ_STR(st.query.id, idb);
+        manager_status(f.manager, &c, now(CLOCK_MONOTONIC), &st);
+        ASSERT_TRUE(!st.has_query && !st.admission.has_ticket);
+        manager_status(f.manager, NULL, now(CLOCK_MONOTONIC), &st);
+        ASSERT_TRUE(!st.has_query);
+
+        /* STATUS= names both. */
+        {
+                _cleanup_free_ char *line = status_line_format(f.manager), *want = NULL;
+
+                ASSERT_TRUE(
+                        asprintf(&want, "running; waiting: 0; running: %s, %s; average query: n/a", ida, idb) >
+                        0);
+                ASSERT_EQ_STR(line, want);
+        }
+
+        /* Both end (execution is not configured); the record goes. */
+        run_until(&f, 6);
+        ASSERT_EQ_INT(manager_n_queries(f.manager), 0);
+        ASSERT_TRUE(!manager_get_query_by_session(f.manager, &a));
+        {
+                _cleanup_free_ char *line = status_line_format(f.manager);
+
+                ASSERT_TRUE(strstr(line, "idle; waiting: 0; running: none; average query: "));
+        }
+        ASSERT_TRUE(!manager_wait_known(f.manager));
+
+        /* Eight more: ten durations, and the wait range is known. */
+        for (unsigned i = 0; i < 8; i++) {
+                ASSERT_OK(start(&f, &c, "Again?", &qc));
+                run_until(&f, 9 + 3 * i);
+        }
+        ASSERT_TRUE(manager_wait_known(f.manager));
+        manager_status(f.manager, &c, now(CLOCK_MONOTONIC), &st);
+        ASSERT_TRUE(st.range_known);
+        ASSERT_TRUE(st.range.p10 <= st.range.p50 && st.range.p50 <= st.range.p90);
         fixture_stop(&f);
 }
 

@@ -333,8 +333,14 @@ TEST(status_bytes) {
                 .average_query_seconds = 12.3456,
                 .slots = { .total = 4, .idle = 0, .reserved = 1, .running = 3 },
         };
-        RenderRunningQuery rq = { .id = "qr_1", .step = 2, .phase = "model/\"x\"" };
-        WaitRange range = { .p10 = 0.0004, .p50 = 61.25, .p90 = 1e15 };
+        ManagerStatus view = {
+                .has_query = true,
+                .query = { .id = "qr_1", .step = 2, .phase = "model/\"x\"" },
+                .range_known = true,
+                .range = { .p10 = 0.0004, .p50 = 61.25, .p90 = 1e15 },
+                .reservation_seconds = 60,
+                .heartbeat_seconds = 2,
+        };
         _cleanup_free_ char *text = NULL, *idle = NULL;
 
         format_rfc3339_ms(hb, monotonic_to_wallclock(st.ticket.heartbeat_deadline));
@@ -353,12 +359,14 @@ TEST(status_bytes) {
                         "{\"p10\":0.0,\"p50\":61.25,\"p90\":1000000000000.0},\"wait_known\":true}",
                         hb,
                         res) > 0);
-        text = render_status_text(&st, 60, 2, &rq, "a\\b\n\t\x01\x1f\x7f \xc3\xa9", &range);
+        view.admission = st;
+        text = render_status_text(&view, "a\\b\n\t\x01\x1f\x7f \xc3\xa9");
         ASSERT_EQ_STR(text, want);
         free(want);
 
         st = (AdmissionStatus){ .state = ADMISSION_IDLE, .max_length = 5, .slots = { .total = 1, .idle = 1 } };
-        idle = render_status_text(&st, 60, 30, NULL, NULL, NULL);
+        view = (ManagerStatus){ .admission = st, .reservation_seconds = 60, .heartbeat_seconds = 30 };
+        idle = render_status_text(&view, NULL);
         ASSERT_EQ_STR(
                 idle,
                 "{\"state\":\"idle\",\"queue_length\":0,\"max_length\":5,\"ticket\":null,"
@@ -370,7 +378,11 @@ TEST(status_bytes) {
 
 /* Any user name (every byte but NUL) comes back whole from a JSON parser. */
 TEST(status_user_round_trip) {
-        AdmissionStatus st = { .state = ADMISSION_IDLE, .slots = { .total = 1, .idle = 1 } };
+        ManagerStatus view = {
+                .admission = { .state = ADMISSION_IDLE, .slots = { .total = 1, .idle = 1 } },
+                .reservation_seconds = 1,
+                .heartbeat_seconds = 1,
+        };
         uint64_t x = 0x2545f4914f6cdd1dULL;
 
         for (int i = 0; i < 20000; i++) {
@@ -384,7 +396,7 @@ TEST(status_user_round_trip) {
                         user[k] = (char) (1 + x % 127); /* ASCII: json-c checks UTF-8 */
                 }
                 user[n] = 0;
-                text = render_status_text(&st, 1, 1, NULL, user, NULL);
+                text = render_status_text(&view, user);
                 ASSERT_TRUE(text);
                 o = json_tokener_parse(text);
                 ASSERT_TRUE(o);

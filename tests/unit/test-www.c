@@ -12,6 +12,13 @@ TEST(table) {
                 { "/", "text/html; charset=utf-8" },
                 { "/app.js", "text/javascript; charset=utf-8" },
                 { "/favicon.svg", "image/svg+xml" },
+                { "/i18n.js", "text/javascript; charset=utf-8" },
+                { "/i18n/ar.json", "application/json" },
+                { "/i18n/de.json", "application/json" },
+                { "/i18n/en.json", "application/json" },
+                { "/i18n/es.json", "application/json" },
+                { "/i18n/fr.json", "application/json" },
+                { "/i18n/ja.json", "application/json" },
                 { "/markdown.js", "text/javascript; charset=utf-8" },
                 { "/style.css", "text/css; charset=utf-8" },
         };
@@ -88,7 +95,7 @@ TEST(page_refers_to_table) {
                         }
                         n++;
                 }
-        ASSERT_EQ_INT(n, 4); /* the icon, the style, the two scripts */
+        ASSERT_EQ_INT(n, 5); /* the icon, the style, the three scripts */
 }
 
 TEST(etag_matches) {
