@@ -179,36 +179,6 @@ static int acquire_listen_fd(int *ret_metrics_fd) {
         return fd;
 }
 
-/* A scrape of wikiwebd-metrics.socket: the gauges read now, in O(1), the
- * counters as they were counted. */
-static int render_metrics(MetricsFormat format, char **ret, size_t *ret_size, void *userdata) {
-        const char *states[_ADMISSION_STATE_MAX];
-        Daemon *d = userdata;
-        Admission *a = manager_get_admission(d->manager);
-        MetricsProcess process;
-        uint64_t slots[_ADMISSION_STATE_MAX];
-        AdmissionSlotCounts c;
-        MetricsGauges g = {
-                .states = states,
-                .n_states = ELEMENTSOF(states),
-                .slots = slots,
-                .state = (size_t) admission_get_state(a),
-                .admission_open = !admission_is_draining(a),
-                .queue_length = admission_queue_length(a),
-                .queue_max_length = admission_get_settings(a)->max_length,
-        };
-
-        for (int i = 0; i < _ADMISSION_STATE_MAX; i++)
-                states[i] = admission_state_to_string((AdmissionState) i);
-        admission_get_slot_counts(a, &c);
-        slots[ADMISSION_IDLE] = c.idle;
-        slots[ADMISSION_RESERVED] = c.reserved;
-        slots[ADMISSION_RUNNING] = c.running;
-        if (metrics_read_process(&process) >= 0)
-                g.process = &process;
-        return metrics_render(format, &g, ret, ret_size);
-}
-
 /* How long a stop may wait for requests in flight (a body still arriving,
  * a response still being sent) once no query runs. */
 #define STOP_DRAIN_USEC (10 * USEC_PER_SEC)
@@ -378,14 +348,11 @@ static int setup_signals(Daemon *d) {
 static int setup_faces(Daemon *d) {
         int r, fd, metrics_fd;
 
-        /* The D-Bus object subscribes first: QueryFinished goes out before
-         * the answer to the query's request. */
-        r = queue_bus_new(d->event, manager_get_admission(d->manager), NULL, &d->bus);
+        /* The D-Bus object subscribes before the HTTP API: QueryFinished
+         * goes out before the answer to the query's request. */
+        r = queue_bus_new(d->event, d->manager, NULL, &d->bus);
         if (r < 0)
                 log_warning_errno(r, "Not publishing the queue on D-Bus");
-        r = queue_bus_set_manager(d->bus, d->manager);
-        if (r < 0)
-                return log_oom();
 
         r = api_new(d->event, d->manager, &d->api);
         if (r < 0)
@@ -404,7 +371,7 @@ static int setup_faces(Daemon *d) {
                 return log_error_errno(r, "Failed to start the HTTP server");
         }
         if (metrics_fd >= 0) {
-                r = metrics_server_new(d->event, metrics_fd, render_metrics, d, &d->metrics);
+                r = metrics_server_new(d->event, metrics_fd, d->manager, &d->metrics);
                 if (r < 0)
                         log_warning_errno(r, "Failed to serve metrics on the metrics socket");
                 else

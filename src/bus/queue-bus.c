@@ -16,65 +16,36 @@
 /* The polkit action of every method that acts (API.md 12.1). */
 #define QUEUE_BUS_POLKIT_ACTION "org.wikiweb.queue.manage"
 
-/* The values of every property that emits PropertiesChanged, as last
- * emitted (or as read at start-up). */
-typedef struct QueueBusSnapshot {
-        AdmissionState state;
-        bool draining;
-        uint64_t queue_length;
-        usec_t average_usec;
-        char running_query_id[QUERY_ID_MAX];
-        char running_phase[QUEUE_BUS_PHASE_MAX];
-        uint32_t slots_running;
-        uint32_t slots_reserved;
-        uint64_t running_queries_hash; /* of RunningQueries' value */
-        bool degraded;
-        uint64_t queries_started;
-        uint64_t queries_failed;
-        uint64_t tickets_expired;
-} QueueBusSnapshot;
-
 struct QueueBus {
-        sd_event *event;      /* borrowed */
-        Admission *admission; /* borrowed */
-        Manager *manager;     /* borrowed, NULL: none (queue_bus_set_manager()) */
+        sd_event *event;  /* borrowed */
+        Manager *manager; /* borrowed */
 
         sd_bus *bus;
         sd_bus_slot *object_slot;
         sd_bus_slot *disconnected_slot;
         sd_event_source *flush_source; /* one-shot defer: PropertiesChanged */
-
-        bool degraded;
         bool disconnected;
-        uint64_t queries_failed;
-        char running_phase[QUEUE_BUS_PHASE_MAX]; /* API.md 11.4 */
+        bool subscribed;
 
-        QueueBusSnapshot last;
+        /* Of each property that emits PropertiesChanged, the key of the
+         * value last emitted (queue_bus_changing[]). */
+        uint64_t last[13];
 
         PolkitRegistry *polkit;
-        QueueBusCancelHandler cancel_handler;
-        void *cancel_userdata;
 };
 
-/* RunningQueries: each query that holds a slot, oldest claim first, with
- * its phase and user: the Manager's queries, or without one the
- * controller's running queries, the phase known for the oldest only
- * (queue_bus_set_running_phase()), no user. */
+static Admission *queue_bus_admission(const QueueBus *b) {
+        return manager_get_admission(b->manager);
+}
+
+/* RunningQueries and ListRunningQueries: each query that holds a slot,
+ * oldest claim first, from the Manager's record. */
 typedef void (*RunningQueryVisitor)(const char *id, const char *phase, const char *user, void *userdata);
 
 typedef struct RunningWalk {
-        const QueueBus *b;
         RunningQueryVisitor f;
         void *userdata;
-        bool first;
 } RunningWalk;
-
-static void running_walk_one(const char *query_id, unsigned slot, usec_t since, void *userdata) {
-        RunningWalk *w = userdata;
-
-        w->f(query_id, w->first ? w->b->running_phase : "", NULL, w->userdata);
-        w->first = false;
-}
 
 static void running_walk_query(ManagerQuery *q, void *userdata) {
         RunningWalk *w = userdata;
@@ -83,68 +54,37 @@ static void running_walk_query(ManagerQuery *q, void *userdata) {
 }
 
 static void foreach_running_query(const QueueBus *b, RunningQueryVisitor f, void *userdata) {
-        RunningWalk w = { .b = b, .f = f, .userdata = userdata, .first = true };
-
-        if (b->manager)
-                manager_foreach_query(b->manager, running_walk_query, &w);
-        else
-                admission_foreach_running(b->admission, running_walk_one, &w);
+        manager_foreach_query(b->manager, running_walk_query, &(RunningWalk){ .f = f, .userdata = userdata });
 }
 
-/* RunningQueryId: the oldest running query's id, "" when none runs. */
-static void running_first_id(const char *id, const char *phase, const char *user, void *userdata) {
-        const char **first = userdata;
-
-        if (!*first)
-                *first = id;
-}
-
+/* RunningQueryId and RunningQueryPhase: the oldest running query's. */
 static const char *running_query_id(const QueueBus *b) {
-        const char *id = NULL;
-
-        foreach_running_query(b, running_first_id, &id);
-        return id ? id : "";
+        ManagerQuery *q = manager_oldest_query(b->manager);
+        return q ? manager_query_id(q) : "";
 }
 
-/* FNV-1a over "id\0phase\0" of each: a change of the value changes it. */
-static void running_hash_one(const char *id, const char *phase, const char *user, void *userdata) {
-        uint64_t *h = userdata;
-
-        for (const char *s = id;; s++) {
-                *h = (*h ^ (uint8_t) *s) * UINT64_C(0x100000001b3);
-                if (!*s)
-                        break;
-        }
-        for (const char *s = phase;; s++) {
-                *h = (*h ^ (uint8_t) *s) * UINT64_C(0x100000001b3);
-                if (!*s)
-                        break;
-        }
+static const char *running_query_phase(const QueueBus *b) {
+        ManagerQuery *q = manager_oldest_query(b->manager);
+        return q ? manager_query_phase(q) : "";
 }
 
-static void snapshot_take(const QueueBus *b, QueueBusSnapshot *ret) {
-        AdmissionSlotCounts slots;
-        AdmissionCounters counters;
-        const char *running = running_query_id(b);
+static bool queue_bus_degraded(const QueueBus *b) {
+        ManagerHealth h;
 
-        admission_get_counters(b->admission, &counters);
-        admission_get_slot_counts(b->admission, &slots);
-        *ret = (QueueBusSnapshot){
-                .slots_running = slots.running,
-                .slots_reserved = slots.reserved,
-                .running_queries_hash = UINT64_C(0xcbf29ce484222325),
-                .state = admission_get_state(b->admission),
-                .draining = admission_is_draining(b->admission),
-                .queue_length = admission_queue_length(b->admission),
-                .average_usec = admission_average_usec(b->admission),
-                .degraded = b->degraded,
-                .queries_started = counters.queries_started,
-                .queries_failed = b->queries_failed,
-                .tickets_expired = counters.tickets_expired,
-        };
-        (void) snprintf(ret->running_query_id, sizeof ret->running_query_id, "%s", running ? running : "");
-        memcpy(ret->running_phase, b->running_phase, sizeof ret->running_phase);
-        foreach_running_query(b, running_hash_one, &ret->running_queries_hash);
+        manager_get_health(b->manager, &h);
+        return h.degraded;
+}
+
+static uint64_t queue_bus_counter(const QueueBus *b, const char *property) {
+        ManagerCounters c;
+
+        manager_get_counters(b->manager, &c);
+        if (streq(property, "QueriesStarted"))
+                return c.queries_started;
+        if (streq(property, "TicketsExpired"))
+                return c.tickets_expired;
+        assert(streq(property, "QueriesFailed"));
+        return c.queries_failed;
 }
 
 /* D-Bus "u" properties: the machine counts in uint64_t, its caps (1000000
@@ -169,21 +109,26 @@ static uint32_t clamp_u32(uint64_t v) {
         }                                                                \
         struct __useless_struct_to_allow_trailing_semicolon__
 
-DEFINE_PROPERTY_GETTER(state, "s", const char *, admission_state_to_string(admission_get_state(b->admission)));
-DEFINE_PROPERTY_GETTER(admission, "s", const char *, admission_is_draining(b->admission) ? "draining" : "open");
-DEFINE_PROPERTY_GETTER(queue_length, "u", uint32_t, clamp_u32(admission_queue_length(b->admission)));
-DEFINE_PROPERTY_GETTER(max_length, "u", uint32_t, clamp_u32(admission_get_settings(b->admission)->max_length));
-DEFINE_PROPERTY_GETTER(reservation, "t", uint64_t, admission_get_settings(b->admission)->reservation_usec);
-DEFINE_PROPERTY_GETTER(heartbeat, "t", uint64_t, admission_get_settings(b->admission)->heartbeat_usec);
-DEFINE_PROPERTY_GETTER(average, "t", uint64_t, admission_average_usec(b->admission));
+DEFINE_PROPERTY_GETTER(
+        state, "s", const char *, admission_state_to_string(admission_get_state(queue_bus_admission(b))));
+DEFINE_PROPERTY_GETTER(
+        admission, "s", const char *, admission_is_draining(queue_bus_admission(b)) ? "draining" : "open");
+DEFINE_PROPERTY_GETTER(queue_length, "u", uint32_t, clamp_u32(admission_queue_length(queue_bus_admission(b))));
+DEFINE_PROPERTY_GETTER(
+        max_length, "u", uint32_t, clamp_u32(admission_get_settings(queue_bus_admission(b))->max_length));
+DEFINE_PROPERTY_GETTER(
+        reservation, "t", uint64_t, admission_get_settings(queue_bus_admission(b))->reservation_usec);
+DEFINE_PROPERTY_GETTER(heartbeat, "t", uint64_t, admission_get_settings(queue_bus_admission(b))->heartbeat_usec);
+DEFINE_PROPERTY_GETTER(average, "t", uint64_t, admission_average_usec(queue_bus_admission(b)));
 DEFINE_PROPERTY_GETTER(running_query_id, "s", const char *, running_query_id(b));
-DEFINE_PROPERTY_GETTER(running_phase, "s", const char *, b->running_phase);
-DEFINE_PROPERTY_GETTER(health, "s", const char *, b->degraded ? "degraded" : "ok");
+DEFINE_PROPERTY_GETTER(running_phase, "s", const char *, running_query_phase(b));
+DEFINE_PROPERTY_GETTER(health, "s", const char *, queue_bus_degraded(b) ? "degraded" : "ok");
+DEFINE_PROPERTY_GETTER(counter, "t", uint64_t, queue_bus_counter(b, property));
 
 static uint32_t slot_count(const QueueBus *b, AdmissionState state) {
         AdmissionSlotCounts c;
 
-        admission_get_slot_counts(b->admission, &c);
+        admission_get_slot_counts(queue_bus_admission(b), &c);
         return state == ADMISSION_RUNNING ? c.running : state == ADMISSION_RESERVED ? c.reserved : c.total;
 }
 
@@ -225,30 +170,6 @@ static int property_get_running_queries(
         if (c.r < 0)
                 return c.r;
         return sd_bus_message_close_container(reply);
-}
-
-static int property_get_counter(
-        sd_bus *bus,
-        const char *path,
-        const char *interface,
-        const char *property,
-        sd_bus_message *reply,
-        void *userdata,
-        sd_bus_error *error) {
-        QueueBus *b = userdata;
-        AdmissionCounters counters;
-        uint64_t v;
-
-        admission_get_counters(b->admission, &counters);
-        if (streq(property, "QueriesStarted"))
-                v = counters.queries_started;
-        else if (streq(property, "TicketsExpired"))
-                v = counters.tickets_expired;
-        else if (streq(property, "QueriesFailed"))
-                v = b->queries_failed;
-        else
-                return -EINVAL;
-        return sd_bus_message_append(reply, "t", v);
 }
 
 typedef struct ListContext {
@@ -311,7 +232,7 @@ static int method_list_tickets(sd_bus_message *m, void *userdata, sd_bus_error *
         c = (ListContext){ .now_mono = now(CLOCK_MONOTONIC) };
         /* Apply the expiries due now first (without heartbeating anybody),
          * so a late timer never shows an expired ticket. */
-        admission_peek(b->admission, NULL, c.now_mono, &status);
+        admission_peek(queue_bus_admission(b), NULL, c.now_mono, &status);
 
         r = sd_bus_message_new_method_return(m, &reply);
         if (r < 0)
@@ -320,7 +241,7 @@ static int method_list_tickets(sd_bus_message *m, void *userdata, sd_bus_error *
         if (r < 0)
                 return r;
         c.reply = reply;
-        admission_foreach_ticket(b->admission, list_one, &c);
+        admission_foreach_ticket(queue_bus_admission(b), list_one, &c);
         if (c.r < 0)
                 return c.r;
         r = sd_bus_message_close_container(reply);
@@ -376,7 +297,7 @@ static int method_list_running_queries(sd_bus_message *m, void *userdata, sd_bus
  * tickets: "" when none runs or it is anonymous. */
 static int method_get_running_query_user(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         QueueBus *b = userdata;
-        ManagerQuery *q = b->manager ? manager_oldest_query(b->manager) : NULL;
+        ManagerQuery *q = manager_oldest_query(b->manager);
         const char *user = q ? manager_query_user(q) : NULL;
         int r;
 
@@ -418,11 +339,8 @@ static int set_admission(QueueBus *b, sd_bus_message *m, bool draining, sd_bus_e
         r = authorize(b, m, NULL, error);
         AUTHORIZED_OR_RETURN(r);
 
-        if (admission_is_draining(b->admission) != draining) {
-                if (b->manager)
-                        manager_set_draining(b->manager, draining);
-                else
-                        admission_set_draining(b->admission, draining);
+        if (admission_is_draining(queue_bus_admission(b)) != draining) {
+                manager_set_draining(b->manager, draining);
                 if (draining)
                         log_notice("Admission is draining: new tickets and claims are refused until Resume().");
                 else
@@ -440,6 +358,11 @@ static int method_resume(sd_bus_message *m, void *userdata, sd_bus_error *error)
         return set_admission(userdata, m, false, error);
 }
 
+/* D-Bus CancelQuery (API.md 12.1), once polkit allowed it: the running
+ * query stops as at its deadline, through the same cleanup, and is
+ * recorded failed with execution_failed. */
+#define CANCELLED_BY_ADMIN "Cancelled by an administrator"
+
 static int method_cancel_query(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         QueueBus *b = userdata;
         const char *id = NULL;
@@ -448,7 +371,9 @@ static int method_cancel_query(sd_bus_message *m, void *userdata, sd_bus_error *
         r = authorize(b, m, &id, error);
         AUTHORIZED_OR_RETURN(r);
 
-        r = b->cancel_handler ? b->cancel_handler(id, b->cancel_userdata) : -ESRCH;
+        r = manager_cancel_query(b->manager, id, CANCELLED_BY_ADMIN);
+        if (r >= 0)
+                log_notice("Query %s: cancelled by an administrator.", id);
         if (r == -ESRCH)
                 return sd_bus_error_setf(
                         error, QUEUE_BUS_ERROR_NO_SUCH_QUERY, "No running query with id '%s'.", id);
@@ -466,8 +391,7 @@ static int method_remove_ticket(sd_bus_message *m, void *userdata, sd_bus_error 
         AUTHORIZED_OR_RETURN(r);
 
         /* TicketRemoved(id, "admin") goes out from the admission event. */
-        r = b->manager ? manager_remove_ticket(b->manager, id, now(CLOCK_MONOTONIC)) :
-                         admission_remove_ticket(b->admission, id, now(CLOCK_MONOTONIC));
+        r = manager_remove_ticket(b->manager, id, now(CLOCK_MONOTONIC));
         if (r == -ENOENT)
                 return sd_bus_error_setf(error, QUEUE_BUS_ERROR_NO_SUCH_TICKET, "No ticket with id '%s'.", id);
         if (r < 0)
@@ -542,53 +466,118 @@ static const sd_bus_vtable queue_vtable[] = {
         SD_BUS_VTABLE_END,
 };
 
+/* FNV-1a over the bytes of s and its NUL, continuing from h. */
+static uint64_t hash_string(uint64_t h, const char *s) {
+        for (;; s++) {
+                h = (h ^ (uint8_t) *s) * UINT64_C(0x100000001b3);
+                if (!*s)
+                        return h;
+        }
+}
+
+#define HASH_START UINT64_C(0xcbf29ce484222325)
+
+static void running_hash_one(const char *id, const char *phase, const char *user, void *userdata) {
+        uint64_t *h = userdata;
+
+        *h = hash_string(hash_string(*h, id), phase);
+}
+
+static uint64_t key_state(const QueueBus *b) {
+        return (uint64_t) admission_get_state(queue_bus_admission(b));
+}
+static uint64_t key_admission(const QueueBus *b) {
+        return admission_is_draining(queue_bus_admission(b));
+}
+static uint64_t key_queue_length(const QueueBus *b) {
+        return admission_queue_length(queue_bus_admission(b));
+}
+static uint64_t key_average(const QueueBus *b) {
+        return admission_average_usec(queue_bus_admission(b));
+}
+static uint64_t key_running_query_id(const QueueBus *b) {
+        return hash_string(HASH_START, running_query_id(b));
+}
+static uint64_t key_running_phase(const QueueBus *b) {
+        return hash_string(HASH_START, running_query_phase(b));
+}
+static uint64_t key_slots_running(const QueueBus *b) {
+        return slot_count(b, ADMISSION_RUNNING);
+}
+static uint64_t key_slots_reserved(const QueueBus *b) {
+        return slot_count(b, ADMISSION_RESERVED);
+}
+static uint64_t key_running_queries(const QueueBus *b) {
+        uint64_t h = HASH_START;
+
+        foreach_running_query(b, running_hash_one, &h);
+        return h;
+}
+static uint64_t key_health(const QueueBus *b) {
+        return queue_bus_degraded(b);
+}
+static uint64_t key_queries_started(const QueueBus *b) {
+        return queue_bus_counter(b, "QueriesStarted");
+}
+static uint64_t key_queries_failed(const QueueBus *b) {
+        return queue_bus_counter(b, "QueriesFailed");
+}
+static uint64_t key_tickets_expired(const QueueBus *b) {
+        return queue_bus_counter(b, "TicketsExpired");
+}
+
+/* Every property that emits PropertiesChanged, in the order of the
+ * interface, with a key of its value read from the Manager: a number as
+ * it is, a string or a list by its hash (FNV-1a, 64 bits). */
+static const struct {
+        const char *name;
+        uint64_t (*key)(const QueueBus *b);
+} queue_bus_changing[] = {
+        { "State", key_state },
+        { "Admission", key_admission },
+        { "QueueLength", key_queue_length },
+        { "AverageQueryUSec", key_average },
+        { "RunningQueryId", key_running_query_id },
+        { "RunningQueryPhase", key_running_phase },
+        { "SlotsRunning", key_slots_running },
+        { "SlotsReserved", key_slots_reserved },
+        { "RunningQueries", key_running_queries },
+        { "Health", key_health },
+        { "QueriesStarted", key_queries_started },
+        { "QueriesFailed", key_queries_failed },
+        { "TicketsExpired", key_tickets_expired },
+};
+
+_Static_assert(ELEMENTSOF(queue_bus_changing) == ELEMENTSOF(((QueueBus *) NULL)->last), "one key per property");
+
+static void queue_bus_keys(const QueueBus *b, uint64_t ret[static ELEMENTSOF(queue_bus_changing)]) {
+        for (size_t i = 0; i < ELEMENTSOF(queue_bus_changing); i++)
+                ret[i] = queue_bus_changing[i].key(b);
+}
+
 int queue_bus_flush_properties(QueueBus *b) {
-        const char *changed[16];
-        QueueBusSnapshot s;
+        const char *changed[ELEMENTSOF(queue_bus_changing) + 1];
+        uint64_t keys[ELEMENTSOF(queue_bus_changing)];
         size_t n = 0;
         int r;
 
         if (!b || b->disconnected)
                 return 0;
 
-        snapshot_take(b, &s);
-        if (s.state != b->last.state)
-                changed[n++] = "State";
-        if (s.draining != b->last.draining)
-                changed[n++] = "Admission";
-        if (s.queue_length != b->last.queue_length)
-                changed[n++] = "QueueLength";
-        if (s.average_usec != b->last.average_usec)
-                changed[n++] = "AverageQueryUSec";
-        if (!streq(s.running_query_id, b->last.running_query_id))
-                changed[n++] = "RunningQueryId";
-        if (!streq(s.running_phase, b->last.running_phase))
-                changed[n++] = "RunningQueryPhase";
-        if (s.slots_running != b->last.slots_running)
-                changed[n++] = "SlotsRunning";
-        if (s.slots_reserved != b->last.slots_reserved)
-                changed[n++] = "SlotsReserved";
-        if (s.running_queries_hash != b->last.running_queries_hash)
-                changed[n++] = "RunningQueries";
-        if (s.degraded != b->last.degraded)
-                changed[n++] = "Health";
-        if (s.queries_started != b->last.queries_started)
-                changed[n++] = "QueriesStarted";
-        if (s.queries_failed != b->last.queries_failed)
-                changed[n++] = "QueriesFailed";
-        if (s.tickets_expired != b->last.tickets_expired)
-                changed[n++] = "TicketsExpired";
+        queue_bus_keys(b, keys);
+        for (size_t i = 0; i < ELEMENTSOF(queue_bus_changing); i++)
+                if (keys[i] != b->last[i])
+                        changed[n++] = queue_bus_changing[i].name;
         changed[n] = NULL;
-
         if (n == 0)
                 return 0;
 
-        /* The getters read the same live values the snapshot was taken from:
+        /* The getters read the same live values the keys were taken from:
          * nothing runs in between. */
         r = sd_bus_emit_properties_changed_strv(b->bus, QUEUE_BUS_PATH, QUEUE_BUS_INTERFACE, (char **) changed);
         if (r < 0)
                 return log_warning_errno(r, "D-Bus: cannot emit PropertiesChanged");
-        b->last = s;
+        memcpy(b->last, keys, sizeof keys);
         return 0;
 }
 
@@ -618,18 +607,21 @@ static int on_disconnected(sd_bus_message *m, void *userdata, sd_bus_error *erro
         return 0;
 }
 
-int queue_bus_new(sd_event *event, Admission *admission, const char *address, QueueBus **ret) {
+static void queue_bus_on_manager_event(Manager *m, const ManagerEvent *ev, void *userdata);
+
+int queue_bus_new(sd_event *event, Manager *manager, const char *address, QueueBus **ret) {
         _cleanup_(queue_bus_freep) QueueBus *b = NULL;
         int r;
 
-        if (!event || !admission || !ret)
-                return -EINVAL;
+        assert(event);
+        assert(manager);
+        assert(ret);
 
         b = calloc(1, sizeof *b);
         if (!b)
                 return -ENOMEM;
         b->event = event;
-        b->admission = admission;
+        b->manager = manager;
 
         if (address) {
                 r = sd_bus_new(&b->bus);
@@ -689,7 +681,7 @@ int queue_bus_new(sd_event *event, Admission *admission, const char *address, Qu
         (void) sd_event_source_set_description(b->flush_source, "queue-bus-flush");
 
         /* What the object shows now is the baseline for PropertiesChanged. */
-        snapshot_take(b, &b->last);
+        queue_bus_keys(b, b->last);
 
         /* Synchronous on purpose: the object is added first, so nobody sees
          * the name without it, and a daemon that cannot own the name (a
@@ -697,6 +689,12 @@ int queue_bus_new(sd_event *event, Admission *admission, const char *address, Qu
         r = sd_bus_request_name(b->bus, QUEUE_BUS_NAME, 0);
         if (r < 0)
                 return log_error_errno(r, "D-Bus: cannot own the name %s", QUEUE_BUS_NAME);
+
+        /* Last: nothing above can fail once the Manager announces to us. */
+        r = manager_subscribe(manager, queue_bus_on_manager_event, b);
+        if (r < 0)
+                return r;
+        b->subscribed = true;
 
         log_debug("D-Bus: %s ready at %s.", QUEUE_BUS_NAME, QUEUE_BUS_PATH);
         *ret = TAKE_PTR(b);
@@ -707,6 +705,8 @@ QueueBus *queue_bus_free(QueueBus *b) {
         if (!b)
                 return NULL;
 
+        if (b->subscribed)
+                manager_unsubscribe(b->manager, queue_bus_on_manager_event, b);
         /* A change made just before the loop exited still goes out. */
         if (b->flush_source && sd_event_source_get_enabled(b->flush_source, NULL) > 0)
                 (void) queue_bus_flush_properties(b);
@@ -722,18 +722,16 @@ QueueBus *queue_bus_free(QueueBus *b) {
         return NULL;
 }
 
-void queue_bus_admission_event(QueueBus *b, const AdmissionEvent *event) {
+/* TicketPromoted and TicketRemoved, from the admission's events (as the
+ * Manager forwards them). TICKET_ADDED, STATE_CHANGED and QUERY_FINISHED
+ * show only in the properties. */
+static void queue_bus_admission_event(QueueBus *b, const AdmissionEvent *event) {
         int r = 0;
 
-        if (!b || !event || b->disconnected)
-                return;
-
-        switch (event->type) {
-        case ADMISSION_EVENT_TICKET_PROMOTED:
+        if (event->type == ADMISSION_EVENT_TICKET_PROMOTED)
                 r = sd_bus_emit_signal(
                         b->bus, QUEUE_BUS_PATH, QUEUE_BUS_INTERFACE, "TicketPromoted", "s", event->ticket_id);
-                break;
-        case ADMISSION_EVENT_TICKET_REMOVED:
+        else if (event->type == ADMISSION_EVENT_TICKET_REMOVED)
                 r = sd_bus_emit_signal(
                         b->bus,
                         QUEUE_BUS_PATH,
@@ -742,134 +740,42 @@ void queue_bus_admission_event(QueueBus *b, const AdmissionEvent *event) {
                         "ss",
                         event->ticket_id,
                         remove_reason_to_string(event->reason));
-                break;
-        default:
-                /* TICKET_ADDED, STATE_CHANGED and QUERY_FINISHED show only in
-                 * the properties (QueryFinished, the signal, comes from
-                 * queue_bus_query_finished() with the query's status). */
-                break;
-        }
         if (r < 0)
                 log_warning_errno(r, "D-Bus: cannot emit a signal");
-
-        schedule_flush(b);
 }
 
-void queue_bus_query_finished(QueueBus *b, const char *query_id, const char *status, usec_t duration_usec) {
+static void queue_bus_query_finished(QueueBus *b, ManagerQuery *q, const ManagerOutcome *o) {
         int r;
 
-        if (!b || !query_id || !status)
-                return;
-
-        if (streq(status, "failed"))
-                b->queries_failed++;
-        if (b->disconnected)
-                return;
         r = sd_bus_emit_signal(
                 b->bus,
                 QUEUE_BUS_PATH,
                 QUEUE_BUS_INTERFACE,
                 "QueryFinished",
                 "sst",
-                query_id,
-                status,
-                (uint64_t) duration_usec);
+                manager_query_id(q),
+                o->succeeded ? "succeeded" : "failed",
+                (uint64_t) o->duration);
         if (r < 0)
                 log_warning_errno(r, "D-Bus: cannot emit QueryFinished");
-        schedule_flush(b);
 }
 
-void queue_bus_set_health(QueueBus *b, bool degraded) {
-        if (!b || b->degraded == degraded)
-                return;
-        b->degraded = degraded;
-        schedule_flush(b);
-}
+/* The Manager's announcements: the signals at once, and every change of
+ * a property (the queue's, a query's start, phase and end, health) in one
+ * PropertiesChanged after the transition (schedule_flush()). A query's
+ * pipeline events change no property. */
+static void queue_bus_on_manager_event(Manager *m, const ManagerEvent *ev, void *userdata) {
+        QueueBus *b = userdata;
 
-void queue_bus_set_running_phase(QueueBus *b, const char *phase) {
-        if (!b || streq(b->running_phase, phase ? phase : ""))
+        if (ev->type == MANAGER_QUERY_EVENT || b->disconnected)
                 return;
-        (void) snprintf(b->running_phase, sizeof b->running_phase, "%s", phase ? phase : "");
+        if (ev->type == MANAGER_ADMISSION)
+                queue_bus_admission_event(b, ev->admission);
+        else if (ev->type == MANAGER_QUERY_DURABLE)
+                queue_bus_query_finished(b, ev->query, ev->outcome);
         schedule_flush(b);
-}
-
-void queue_bus_set_cancel_handler(QueueBus *b, QueueBusCancelHandler handler, void *userdata) {
-        if (!b)
-                return;
-        b->cancel_handler = handler;
-        b->cancel_userdata = userdata;
 }
 
 sd_bus *queue_bus_get_bus(QueueBus *b) {
         return b ? b->bus : NULL;
-}
-
-/* D-Bus CancelQuery (API.md 12.1), once polkit allowed it: the running
- * query stops as at its deadline, through the same cleanup, and is
- * recorded failed with execution_failed. */
-#define CANCELLED_BY_ADMIN "Cancelled by an administrator"
-
-static int queue_bus_cancel_query(const char *query_id, void *userdata) {
-        QueueBus *b = userdata;
-        int r;
-
-        r = manager_cancel_query(b->manager, query_id, CANCELLED_BY_ADMIN);
-        if (r < 0)
-                return r;
-        log_notice("Query %s: cancelled by an administrator.", query_id);
-        return 0;
-}
-
-/* The Manager's announcements: the admission events, QueryFinished,
- * RunningQueryId/RunningQueryPhase (the oldest query's) and Health. */
-static void queue_bus_on_manager_event(Manager *m, const ManagerEvent *ev, void *userdata) {
-        QueueBus *b = userdata;
-        ManagerHealth h;
-        ManagerQuery *oldest;
-
-        switch (ev->type) {
-        case MANAGER_ADMISSION:
-                queue_bus_admission_event(b, ev->admission);
-                return;
-        case MANAGER_HEALTH_CHANGED:
-                manager_get_health(m, &h);
-                queue_bus_set_health(b, h.degraded);
-                return;
-        case MANAGER_QUERY_DURABLE:
-                queue_bus_query_finished(
-                        b,
-                        manager_query_id(ev->query),
-                        ev->outcome->succeeded ? "succeeded" : "failed",
-                        ev->outcome->duration);
-                break;
-        case MANAGER_QUERY_EVENT:
-                return;
-        default:
-                break;
-        }
-        /* After MANAGER_QUERY_CLEANUP_CONFIRMED the query is still listed. */
-        oldest = manager_oldest_query(m);
-        if (oldest && ev->type == MANAGER_QUERY_CLEANUP_CONFIRMED && oldest == ev->query)
-                oldest = NULL;
-        queue_bus_set_running_phase(b, oldest ? manager_query_phase(oldest) : "");
-        /* RunningQueries and the slot counts follow every query's start,
-         * phase and end, the oldest's or not. */
-        schedule_flush(b);
-}
-
-int queue_bus_set_manager(QueueBus *b, Manager *m) {
-        ManagerHealth h;
-        int r;
-
-        if (!b)
-                return 0;
-        assert(m);
-        r = manager_subscribe(m, queue_bus_on_manager_event, b);
-        if (r < 0)
-                return r;
-        b->manager = m;
-        queue_bus_set_cancel_handler(b, queue_bus_cancel_query, b);
-        manager_get_health(m, &h);
-        queue_bus_set_health(b, h.degraded);
-        return 0;
 }

@@ -4,6 +4,7 @@
 
 #include "http/metrics-server.h"
 #include "http/mhd-util.h"
+#include "metrics/metrics.h"
 #include "shared/log.h"
 #include "shared/macro.h"
 
@@ -15,9 +16,37 @@
 struct MetricsServer {
         struct MHD_Daemon *daemon;
         MhdEventSources sources;
-        MetricsRender render;
-        void *userdata;
+        Manager *manager; /* borrowed */
 };
+
+/* A scrape: the gauges read now, in O(1), the counters as they were
+ * counted. */
+static int metrics_server_render(MetricsServer *s, MetricsFormat format, char **ret, size_t *ret_size) {
+        const char *states[_ADMISSION_STATE_MAX];
+        Admission *a = manager_get_admission(s->manager);
+        MetricsProcess process;
+        uint64_t slots[_ADMISSION_STATE_MAX];
+        AdmissionSlotCounts c;
+        MetricsGauges g = {
+                .states = states,
+                .n_states = ELEMENTSOF(states),
+                .slots = slots,
+                .state = (size_t) admission_get_state(a),
+                .admission_open = !admission_is_draining(a),
+                .queue_length = admission_queue_length(a),
+                .queue_max_length = admission_get_settings(a)->max_length,
+        };
+
+        for (int i = 0; i < _ADMISSION_STATE_MAX; i++)
+                states[i] = admission_state_to_string((AdmissionState) i);
+        admission_get_slot_counts(a, &c);
+        slots[ADMISSION_IDLE] = c.idle;
+        slots[ADMISSION_RESERVED] = c.reserved;
+        slots[ADMISSION_RUNNING] = c.running;
+        if (metrics_read_process(&process) >= 0)
+                g.process = &process;
+        return metrics_render(format, &g, ret, ret_size);
+}
 
 static enum MHD_Result
         reply(struct MHD_Connection *c, unsigned status, const char *content_type, char *body, size_t size) {
@@ -71,7 +100,7 @@ static enum MHD_Result metrics_server_on_request(
 
         format = metrics_format_from_accept(
                 MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT));
-        r = s->render(format, &body, &size, s->userdata);
+        r = metrics_server_render(s, format, &body, &size);
         if (r < 0) {
                 log_warning_errno(r, "Metrics: cannot render the exposition");
                 return reply(connection, MHD_HTTP_INTERNAL_SERVER_ERROR, NULL, NULL, 0);
@@ -105,15 +134,15 @@ _printf_(2, 0) static void metrics_server_on_mhd_log(void *arg, const char *fmt,
         log_debug("microhttpd (metrics): %s", buf);
 }
 
-int metrics_server_new(sd_event *event, int listen_fd, MetricsRender render, void *userdata, MetricsServer **ret) {
+int metrics_server_new(sd_event *event, int listen_fd, Manager *manager, MetricsServer **ret) {
         _cleanup_(metrics_server_freep) MetricsServer *s = malloc(sizeof *s);
         _cleanup_close_ int fd = listen_fd;
         int r;
 
-        assert(event && render && ret);
+        assert(event && manager && ret);
         if (!s)
                 return -ENOMEM;
-        *s = (MetricsServer){ .render = render, .userdata = userdata };
+        *s = (MetricsServer){ .manager = manager };
 
         s->daemon = MHD_start_daemon(
                 MHD_USE_EPOLL | MHD_USE_ERROR_LOG,

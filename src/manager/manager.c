@@ -64,6 +64,7 @@ struct Manager {
         ManagerSubscriber *subscribers;
         size_t n_subscribers;
         ManagerHealth health; /* as last announced */
+        uint64_t queries_failed;
 
         bool stopping;
         const char *stop_reason;
@@ -122,6 +123,19 @@ int manager_subscribe(Manager *m, ManagerEventHandler handler, void *userdata) {
         m->subscribers = s;
         m->subscribers[m->n_subscribers++] = (ManagerSubscriber){ handler, userdata };
         return 0;
+}
+
+void manager_unsubscribe(Manager *m, ManagerEventHandler handler, void *userdata) {
+        assert(m);
+
+        for (size_t i = 0; i < m->n_subscribers; i++)
+                if (m->subscribers[i].handler == handler && m->subscribers[i].userdata == userdata) {
+                        memmove(&m->subscribers[i],
+                                &m->subscribers[i + 1],
+                                (m->n_subscribers - i - 1) * sizeof m->subscribers[0]);
+                        m->n_subscribers--;
+                        return;
+                }
 }
 
 Admission *manager_get_admission(Manager *m) {
@@ -222,9 +236,11 @@ static void manager_add_query(Manager *m, ManagerQuery *q) {
         m->n_queries++;
 }
 
-/* The query's slot is given up: its duration (claim to confirmed cleanup)
- * goes to the wait range, it is announced, then freed. */
-static void manager_release_query(Manager *m, ManagerQuery *q) {
+/* The last of every query, as importd's transfer_finalize(): its slot is
+ * given up (the caller called admission_finish()), its duration (claim to
+ * confirmed cleanup) goes to the wait range, MANAGER_QUERY_CLEANUP_CONFIRMED
+ * is announced, and it is freed. */
+static void manager_query_finalize(Manager *m, ManagerQuery *q) {
         usec_t t = now(CLOCK_MONOTONIC);
         int r;
 
@@ -361,6 +377,20 @@ void manager_get_health(Manager *m, ManagerHealth *ret) {
         };
         if (!ret->execution_configured)
                 (void) config_missing_execution_settings(m->config, ret->missing_settings);
+}
+
+void manager_get_counters(Manager *m, ManagerCounters *ret) {
+        AdmissionCounters c;
+
+        assert(m);
+        assert(ret);
+
+        admission_get_counters(m->admission, &c);
+        *ret = (ManagerCounters){
+                .queries_started = c.queries_started,
+                .queries_failed = m->queries_failed,
+                .tickets_expired = c.tickets_expired,
+        };
 }
 
 /* ---- the status ---- */
@@ -527,6 +557,8 @@ static void manager_record_durable(ManagerQuery *q, int error) {
         }
 
         manager_log_query_finished(q);
+        if (!q->succeeded)
+                m->queries_failed++;
 
         outcome = (ManagerOutcome){
                 .succeeded = q->succeeded,
@@ -538,7 +570,7 @@ static void manager_record_durable(ManagerQuery *q, int error) {
         manager_announce(m, &(ManagerEvent){ .type = MANAGER_QUERY_DURABLE, .query = q, .outcome = &outcome });
 
         if (q->cleanup_confirmed)
-                manager_release_query(m, q);
+                manager_query_finalize(m, q);
         else {
                 manager_announce_query(m, MANAGER_QUERY_PHASE, q);
                 manager_check_health(m);
@@ -595,19 +627,17 @@ static void manager_on_record_durable(SyncWorker *w, int error, void *userdata) 
         manager_start_sync(m);
 }
 
-/* The executor's report, on the loop: the record is committed now, and
- * the rest waits for the sync that makes it durable, done on the worker's
- * thread (several milliseconds on a disk, during which the loop serves
- * requests) or, without it, here. */
-static void manager_on_query_done(QueryExecutor *x, int error, const QueryOutcome *o, void *userdata) {
-        Manager *m = userdata;
-        ManagerQuery *q = manager_get_query(m, o->query_id);
+/* Where every query ends, however it ended (the executor's report, a
+ * cancel, the stop grace, or an executor that could not start it): its
+ * outcome is kept, its record committed now, and the rest waits for the
+ * sync that makes it durable (manager_record_durable()), done on the
+ * worker's thread (several milliseconds on a disk, during which the loop
+ * serves requests) or, without it, here; then manager_query_finalize(). */
+static void manager_query_end(ManagerQuery *q, int error, const QueryOutcome *o) {
+        Manager *m = q->manager;
         usec_t t = now(CLOCK_MONOTONIC);
 
-        if (!q || !q->executing) {
-                log_error("The executor reported query %s, which is not running.", o->query_id);
-                return;
-        }
+        assert(q->executing);
         q->executing = false;
         q->completing = true;
         q->succeeded = error >= 0;
@@ -620,6 +650,18 @@ static void manager_on_query_done(QueryExecutor *x, int error, const QueryOutcom
 
         manager_record_outcome(m, q, o, q->message, /* durable= */ false);
         manager_start_sync(m);
+}
+
+/* The executor's report, on the loop. */
+static void manager_on_query_done(QueryExecutor *x, int error, const QueryOutcome *o, void *userdata) {
+        Manager *m = userdata;
+        ManagerQuery *q = manager_get_query(m, o->query_id);
+
+        if (!q || !q->executing) {
+                log_error("The executor reported query %s, which is not running.", o->query_id);
+                return;
+        }
+        manager_query_end(q, error, o);
 }
 
 /* One event of a running query, from the pipeline. */
@@ -728,24 +770,18 @@ int manager_start_query(Manager *m, const ManagerQueryRequest *req, ManagerQuery
         }
         r = query_executor_start(m->executor, &job, manager_on_query_done, m);
         if (r < 0) {
-                QueryOutcome failed = {
-                        .query_id = q->id,
-                        .error = r,
-                        .api_error = API_ERROR_INTERNAL_ERROR,
-                        .cleanup_confirmed = true,
-                };
-
                 log_error_errno(r, "Failed to start query %s", q->id);
-                q->executing = false;
-                q->completing = true;
-                q->cleanup_confirmed = true;
-                q->api_error = failed.api_error;
-                q->ended = now(CLOCK_MONOTONIC);
-                q->duration = q->ended - t;
-                q->message = outcome_message(&failed);
-                manager_record_outcome(m, q, &failed, q->message, /* durable= */ true);
-                /* The slot is given up, the streams end with the record. */
-                manager_record_durable(q, 0);
+                /* It ends as every query does: internal_error, nothing to
+                 * clean up. */
+                manager_query_end(
+                        q,
+                        r,
+                        &(QueryOutcome){
+                                .query_id = q->id,
+                                .error = r,
+                                .api_error = API_ERROR_INTERNAL_ERROR,
+                                .cleanup_confirmed = true,
+                        });
                 return -EIO;
         }
 
@@ -786,7 +822,7 @@ static void manager_on_cleanup_confirmed(Sandbox *s, const char *query_id, void 
         if (r < 0)
                 log_error_errno(r, "Query %s: cleanup confirmed but the controller was not running", query_id);
         log_notice("Query %s: cleanup confirmed at last; the queue moves on.", query_id);
-        manager_release_query(m, q);
+        manager_query_finalize(m, q);
 }
 
 /* ---- the sandbox ---- */

@@ -131,6 +131,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Manager *, manager_free);
 
 /* Subscribe to every announcement (see above). Returns 0 or -ENOMEM. */
 int manager_subscribe(Manager *m, ManagerEventHandler handler, void *userdata);
+/* Undo manager_subscribe() (not from inside an announcement). */
+void manager_unsubscribe(Manager *m, ManagerEventHandler handler, void *userdata);
 
 /* The queue's operations (API.md 5, 11.1, 12.1), as the admission
  * controller defines them (admission/admission.h); each may announce
@@ -222,9 +224,10 @@ typedef struct ManagerQueryRequest {
  * not be written: internal_error). MANAGER_QUERY_STARTED is announced
  * before this returns, and before the query's first MANAGER_QUERY_EVENT
  * (the pipeline may report from inside the executor's start). -EIO also
- * when the executor could not start it: its record is then failed
- * (internal_error), and MANAGER_QUERY_DURABLE and
- * MANAGER_QUERY_CLEANUP_CONFIRMED have been announced too. */
+ * when the executor could not start it: the query has started then, and
+ * ends as every query ends (internal_error): its record failed, then
+ * MANAGER_QUERY_DURABLE and MANAGER_QUERY_CLEANUP_CONFIRMED once the
+ * record is durable. */
 int manager_start_query(Manager *m, const ManagerQueryRequest *req, ManagerQuery **ret);
 
 /* End a running query now, as its deadline would (an administrator's
@@ -262,6 +265,16 @@ bool manager_query_executing(const ManagerQuery *q); /* the executor still runs 
 bool manager_query_awaiting_cleanup(const ManagerQuery *q);
 
 void manager_get_health(Manager *m, ManagerHealth *ret);
+
+/* Counted since the Manager was set up (D-Bus QueriesStarted,
+ * QueriesFailed, TicketsExpired). */
+typedef struct ManagerCounters {
+        uint64_t queries_started; /* claims */
+        uint64_t queries_failed;  /* records made durable as failed */
+        uint64_t tickets_expired; /* heartbeat and reservation removals */
+} ManagerCounters;
+
+void manager_get_counters(Manager *m, ManagerCounters *ret);
 
 /* The service is stopping (SIGTERM): no new query starts (-ESHUTDOWN);
  * the running ones may finish until grace_usec has passed, then they are

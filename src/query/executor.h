@@ -5,7 +5,6 @@
 #include <stdint.h>
 #include <systemd/sd-event.h>
 
-#include "config-build.h"
 #include "query/query-types.h"
 #include "shared/config.h"
 #include "shared/macro.h"

@@ -7,7 +7,6 @@
 #include "query/llm-client.h"
 #include "shared/log.h"
 #include "shared/macro.h"
-#include "shared/sanitize.h"
 
 #define LLM_CLIENT_STREAM_TYPE "text/event-stream"
 
@@ -133,25 +132,15 @@ static int llm_call_on_defer(sd_event_source *s, void *userdata) {
  * raw, sanitized here; NULL: the API error's default), or 0 with
  * call->has_reply set. Reported from the defer. */
 static void llm_call_finish(LlmCall *call, int error, ApiError api_error, const char *message) {
-        int r;
-
         assert(!call->finished);
         call->finished = true;
-        call->result.error = error;
-        call->result.api_error = error < 0 ? api_error : _API_ERROR_INVALID;
-        if (error < 0) {
-                const char *m = message ? message : api_error_default_message(api_error);
-
-                if (sanitize_message(m, strlen(m), &call->message) < 0)
-                        call->message = NULL;
-                call->result.message = call->message;
-        }
         if (call->stream)
                 call->result.events = llm_stream_events(call->stream);
+        /* Sanitized before the exchange goes: message may point into it. */
+        upstream_complete(
+                call->defer, error, api_error, message, &call->result.error, &call->result.api_error, &call->message);
+        call->result.message = error < 0 ? call->message : NULL;
         llm_call_stop_exchange(call);
-        r = sd_event_source_set_enabled(call->defer, SD_EVENT_ONESHOT);
-        if (r < 0)
-                log_error_errno(r, "llm-client: cannot schedule a completion");
 }
 
 /* The stream's outcome as the call's reply. */
@@ -380,11 +369,10 @@ int llm_call_start(LlmClient *c, const LlmCallRequest *req, LlmCallDone done, vo
         call->mode = c->mode;
         call->result = (LlmCallResult){ .api_error = _API_ERROR_INVALID, .attempts = 1 };
 
-        r = sd_event_add_defer(upstream_get_event(c->upstream), &call->defer, llm_call_on_defer, call);
+        r = upstream_completion_new(
+                upstream_get_event(c->upstream), llm_call_on_defer, call, "llm-call-defer", &call->defer);
         if (r < 0)
                 return r;
-        (void) sd_event_source_set_enabled(call->defer, SD_EVENT_OFF);
-        (void) sd_event_source_set_description(call->defer, "llm-call-defer");
 
         r = llm_call_start_exchange(call, req->body, req->body_size);
         if (r < 0)

@@ -349,26 +349,77 @@ static int upstream_on_defer(sd_event_source *s, void *userdata) {
         return 0;
 }
 
+int upstream_completion_new(
+        sd_event *event,
+        sd_event_handler_t handler,
+        void *userdata,
+        const char *description,
+        sd_event_source **ret) {
+        int r;
+
+        assert(event);
+        assert(handler);
+        assert(ret);
+
+        r = sd_event_add_defer(event, ret, handler, userdata);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_enabled(*ret, SD_EVENT_OFF);
+        (void) sd_event_source_set_description(*ret, description);
+        return 0;
+}
+
+void upstream_complete(
+        sd_event_source *defer,
+        int error,
+        ApiError api_error,
+        const char *message,
+        int *ret_error,
+        ApiError *ret_api_error,
+        char **ret_message) {
+        const char *name = NULL;
+        int r;
+
+        assert(defer);
+        assert(ret_error);
+        assert(ret_api_error);
+        assert(ret_message);
+
+        *ret_error = error;
+        *ret_api_error = error < 0 ? api_error : _API_ERROR_INVALID;
+        if (error < 0) {
+                const char *m = message ? message : api_error_default_message(api_error);
+                char *sanitized = NULL;
+
+                /* Sanitized first: m may point into the old message. */
+                if (sanitize_message(m, strlen(m), &sanitized) < 0)
+                        sanitized = NULL;
+                free(*ret_message);
+                *ret_message = sanitized;
+        }
+        r = sd_event_source_set_enabled(defer, SD_EVENT_ONESHOT);
+        if (r < 0) {
+                (void) sd_event_source_get_description(defer, &name);
+                log_error_errno(r, "%s: cannot schedule a completion", name ? name : "upstream");
+        }
+}
+
 /* Record the end of the operation and schedule the report: error 0 for a
  * 2xx, else a negative errno and the API error. message: raw, sanitized
  * here; NULL for the API error's default message. */
 static void upstream_operation_finish(UpstreamOperation *op, int error, ApiError api_error, const char *message) {
-        int r;
-
         op->finished = true;
-        op->response.error = error;
-        op->response.api_error = error < 0 ? api_error : _API_ERROR_INVALID;
         if (!op->response.url)
                 op->response.url = strdup(op->url);
-        if (error < 0) {
-                const char *m = message ? message : api_error_default_message(api_error);
-                if (sanitize_message(m, strlen(m), &op->response.message) < 0)
-                        op->response.message = NULL;
-        }
         upstream_operation_stop_hop(op);
-        r = sd_event_source_set_enabled(op->defer, SD_EVENT_ONESHOT);
-        if (r < 0)
-                log_error_errno(r, "upstream: cannot schedule a completion");
+        upstream_complete(
+                op->defer,
+                error,
+                api_error,
+                message,
+                &op->response.error,
+                &op->response.api_error,
+                &op->response.message);
 }
 
 bool upstream_media_type_is(const char *content_type, const char *type) {
@@ -774,11 +825,9 @@ int upstream_start(
                 op->body_size = req->body_size;
         }
 
-        r = sd_event_add_defer(u->event, &op->defer, upstream_on_defer, op);
+        r = upstream_completion_new(u->event, upstream_on_defer, op, "upstream-defer", &op->defer);
         if (r < 0)
                 return r;
-        (void) sd_event_source_set_enabled(op->defer, SD_EVENT_OFF);
-        (void) sd_event_source_set_description(op->defer, "upstream-defer");
 
         /* Check 1 before anything else: a refused URL is never requested. */
         r = destination_check_url(u->policy, op->url, &op->hop);

@@ -157,6 +157,31 @@ const UpstreamResponse *upstream_operation_response(const UpstreamOperation *op)
  * body becomes NULL. */
 char *upstream_operation_take_body(UpstreamOperation *op, size_t *ret_size);
 
+/* How the three upstream clients (this exchange, llm-client.c's call and
+ * wiki-client.c's operation) end an operation. upstream_completion_new():
+ * the client's report, a one-shot defer source on event, off until
+ * upstream_complete(); 0 or a negative errno. upstream_complete(): record
+ * the end, *ret_error = error, *ret_api_error = api_error (or
+ * _API_ERROR_INVALID when error is 0), and for an error *ret_message =
+ * message (raw, NULL: the API error's default; it may point into what
+ * *ret_message held) sanitized (API.md 2), replacing what it held (NULL
+ * when out of memory); then enable the report, so that it always comes
+ * from the loop, never from inside the caller. */
+int upstream_completion_new(
+        sd_event *event,
+        sd_event_handler_t handler,
+        void *userdata,
+        const char *description,
+        sd_event_source **ret);
+void upstream_complete(
+        sd_event_source *defer,
+        int error,
+        ApiError api_error,
+        const char *message,
+        int *ret_error,
+        ApiError *ret_api_error,
+        char **ret_message);
+
 /* The facts upstream_classify() decides on. */
 typedef struct UpstreamOutcome {
         int curl_code;        /* CURLcode of the last hop */

@@ -5,7 +5,6 @@
 #include "query/wiki-client.h"
 #include "shared/log.h"
 #include "shared/macro.h"
-#include "shared/sanitize.h"
 #include "shared/strv.h"
 
 struct WikiClient {
@@ -144,18 +143,10 @@ static int wiki_on_defer(sd_event_source *s, void *userdata) {
  * message raw (sanitized here), NULL: the API error's default. */
 static void wiki_finish(WikiOperation *op, int error, ApiError api_error, const char *message) {
         op->state = WIKI_STATE_DONE;
-        op->result.error = error;
-        op->result.api_error = error < 0 ? api_error : _API_ERROR_INVALID;
-        if (error < 0) {
-                const char *m = message ? message : api_error_default_message(api_error);
-                free(op->result.message);
-                if (sanitize_message(m, strlen(m), &op->result.message) < 0)
-                        op->result.message = NULL;
-        }
+        upstream_complete(
+                op->defer, error, api_error, message, &op->result.error, &op->result.api_error, &op->result.message);
         /* Only now: message may point into the upstream response. */
         op->upstream_op = upstream_operation_free(op->upstream_op);
-        if (sd_event_source_set_enabled(op->defer, SD_EVENT_ONESHOT) < 0)
-                log_error("wiki: cannot schedule a completion");
 }
 
 static void wiki_finish_error(WikiOperation *op, int error, ApiError api_error, const char *format, ...)
@@ -471,11 +462,10 @@ static int wiki_start(
                         return -ENOMEM;
         }
 
-        r = sd_event_add_defer(upstream_get_event(c->upstream), &op->defer, wiki_on_defer, op);
+        r = upstream_completion_new(
+                upstream_get_event(c->upstream), wiki_on_defer, op, "wiki-defer", &op->defer);
         if (r < 0)
                 return r;
-        (void) sd_event_source_set_enabled(op->defer, SD_EVENT_OFF);
-        (void) sd_event_source_set_description(op->defer, "wiki-defer");
 
         op->client = c;
         c->current = op;

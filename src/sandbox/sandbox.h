@@ -5,7 +5,6 @@
 #include <stdint.h>
 #include <systemd/sd-event.h>
 
-#include "config-build.h"
 #include "sandbox/files.h"
 #include "sandbox/result.h"
 #include "shared/config.h"

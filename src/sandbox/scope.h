@@ -6,7 +6,6 @@
 #include <sys/types.h>
 #include <systemd/sd-event.h>
 
-#include "config-build.h"
 #include "shared/macro.h"
 
 /* Transient scopes in the service user's own systemd user manager, over

@@ -4,8 +4,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "config-build.h"
-
 /* The test-only fault switches, read here and nowhere else. Each is an
  * environment variable that counts only with WIKI_WEB_TEST_FAULTS=1 (the
  * tests' drop-ins set both); without it every switch is off, whatever it
@@ -29,8 +27,11 @@
  * The modules take the values through their own seams (setters, or the
  * server's state); only wikiwebd.c, manager.c and httpd.c call these.
  *
- * They exist only in a build with ENABLE_TEST_FAULTS (meson's test-faults
- * option: on by default, off in the packages). Without it the readers
+ * They exist only where ENABLE_TEST_FAULTS is 1. meson.build sets it for
+ * each target: 1 in the tests' variant (the unit tests and wikiwebd-test,
+ * which the e2e and system suites run), 0 in the product (wikiwebd,
+ * wikiwebctl, the packages) unless meson's test-faults option (off by
+ * default) puts them there too. Where it is 0 the readers
  * below are constant "off", the modules' test setters are not declared,
  * and each check of a switch on a production path is written
  * TEST_FAULT(cond): the compiler drops the code that depends on it, so the

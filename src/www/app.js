@@ -439,7 +439,11 @@
     li.dataset.status = String(c.status);
     li.appendChild(el('span', 'cite-n', '[' + c.n + ']'));
     li.append(' ');
-    li.appendChild(el('q', 'quote', String(c.quote)));
+    // The quote marks are the page's; the words inside keep their own
+    // direction (the wiki's language, whatever the page's).
+    const quote = el('q', 'quote');
+    quote.appendChild(el('bdi', null, String(c.quote)));
+    li.appendChild(quote);
     li.append(' ');
     const hasRev = Number.isInteger(c.revision_id);
     const hasSection = typeof c.section === 'string';
@@ -567,7 +571,7 @@
       this.liveTimer = null;
       app.view = this;
       $('query').hidden = false;
-      $('query-question').textContent = question || '';
+      $('query-question').replaceChildren(el('bdi', null, question || ''));
       $('steps').replaceChildren();
       $('live').hidden = false;
       $('live').classList.remove('done');
@@ -715,7 +719,7 @@
       this.record = rec;
       clearTimeout(this.liveTimer);
       this.liveTimer = null;
-      $('query-question').textContent = rec.question || '';
+      $('query-question').replaceChildren(el('bdi', null, rec.question || ''));
       $('live').classList.add('done');
       for (const n of $('steps').querySelectorAll('.note.waiting')) n.remove();
       for (const st of this.steps.values())
@@ -880,9 +884,8 @@
   function turnItem(rec, level, full) {
     const li = el('li', 'turn');
     li.dataset.id = String(rec.id);
-    const q = el(level, 'turn-question', String(rec.question || ''));
-    q.dir = 'auto';
-    li.appendChild(q);
+    // The question keeps its own direction, whatever the page's.
+    li.appendChild(el(level, 'turn-question')).appendChild(el('bdi', null, String(rec.question || '')));
     const a = el('div', 'answer markdown');
     a.dir = 'auto';
     if (typeof rec.answer === 'string') a.appendChild(window.WikiwebMarkdown.render(rec.answer));
@@ -1281,7 +1284,8 @@
       li.dataset.status = rec.status;
       const open = el('button', 'open');
       open.type = 'button';
-      open.appendChild(el('span', 'q', rec.question));
+      // The question keeps its own direction, whatever the page's.
+      open.appendChild(el('span', 'q')).appendChild(el('bdi', null, rec.question));
       const when = el('span', 'when', formatTime(rec.created_at) + ' ');
       when.appendChild(el('span', 'badge ' + rec.status, I18n.has('history.status.' + rec.status) ? t('history.status.' + rec.status) : String(rec.status)));
       if (typeof rec.follow_up === 'string') {

@@ -915,7 +915,7 @@ def check_set_cookie(tc, header, secure, max_age=2592000):
 
 
 def has_test_faults():
-    """Whether WIKIWEBD has the test fault switches (meson's test-faults)."""
+    """Whether WIKIWEBD has the test fault switches (wikiwebd-test has them)."""
     with open(WIKIWEBD, 'rb') as f:
         return b'WIKI_WEB_TEST_FAULTS' in f.read()
 
@@ -929,7 +929,7 @@ class DaemonTestCase(unittest.TestCase):
     def daemon(self, socket_activation=True, args=(), notify=False, metrics=False, listen_host='127.0.0.1',
                **env):
         if 'WIKI_WEB_TEST_FAULTS' in env and not has_test_faults():
-            self.skipTest(f'{WIKIWEBD} is built without the test fault switches (-Dtest-faults=false)')
+            self.skipTest(f'{WIKIWEBD} is built without the test fault switches (run build/wikiwebd-test)')
         d = Daemon(self, socket_activation=socket_activation, args=args, notify=notify, metrics=metrics,
                    listen_host=listen_host, **env)
         try:

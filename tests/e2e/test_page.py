@@ -1679,6 +1679,167 @@ class Citations(PageBase):
 
 
 
+class Languages(PageBase):
+    """The page in the browser's language (docs/WEB.md "Languages"):
+    chromium with --lang=de-DE, ja and ar, one browser each on one daemon.
+    In each: the idle form with a check of the form, the waiting page with
+    the turn's notification and title, an answer with citations, a failed
+    query, the history; the words those of that language's catalog, <html
+    lang> and dir right (Arabic right to left, its layout mirrored), axe-core
+    0 violations. The Arabic browser then switches to English on the page,
+    and the choice outlasts a reload."""
+
+    CASES = (('de-DE', 'de', 'ltr'), ('ja', 'ja', 'ltr'), ('ar', 'ar', 'rtl'))
+
+    def test_languages(self):
+        steps = []
+        for _, lang, _ in self.CASES:
+            steps += [{'answer': 'Held.', 'hold': 'hold-' + lang}] + CITED_READ + [{'answer': CITED_ANSWER},
+                                                                               {'error': 'server'}]
+        d = self.page_daemon(steps)
+        with open(os.path.join(I18N, 'en.json'), encoding='utf-8') as f:
+            en = json.load(f)
+        for tag, lang, direction in self.CASES:
+            with self.subTest(lang=tag):
+                self.one_language(d, en, tag, lang, direction)
+
+    @staticmethod
+    def pieces(message):
+        """The fixed words of a message: its text between placeholders."""
+        return [p for p in re.split(r'\{[a-z_]+\}', message) if p.strip(' ()（）.。:：،')]
+
+    def says(self, text, message, what):
+        for p in self.pieces(message):
+            self.assertIn(p, text, what)
+
+    def one_language(self, d, en, tag, lang, direction):
+        with open(os.path.join(I18N, lang + '.json'), encoding='utf-8') as f:
+            cat = json.load(f)
+        # Someone else holds the slot: this browser will wait.
+        holder = threading.Thread(target=lambda: d.browser().query(question='Hold the slot.', timeout=60), daemon=True)
+        holder.start()
+        self.addCleanup(holder.join, 30)
+        self.wait_state(d, 'running')
+
+        c = Chrome(self, width=800, height=900, lang=tag)
+        origin = f'http://127.0.0.1:{d.port}'
+        c.driver.execute_cdp_cmd('Browser.grantPermissions', {'origin': origin, 'permissions': ['notifications']})
+        c.driver.execute_cdp_cmd('Page.addScriptToEvaluateOnNewDocument', {'source': TURN_RECORDER})
+        c.open(d)
+        self.assertEqual(c.js('return navigator.language'), tag, 'the browser speaks the language')
+        c.wait(lambda: c.js('return document.documentElement.lang') == lang, what=f'<html lang="{lang}">')
+        self.assertEqual(c.js('return document.documentElement.dir'), direction)
+        self.assertEqual(c.js('return document.title'), cat['page.title'])
+        self.assertEqual(c.text('#ask-title'), cat['form.title'])
+        self.assertEqual(c.text('#history-title'), cat['history.title'])
+        self.assertEqual(c.find('#language-select').get_attribute('value'), lang)
+        self.assertEqual(c.js("return document.querySelector('meta[name=description]').content"), cat['page.description'])
+        fetched = [p for _, p in c.fetches() if p.startswith('/i18n/')]
+        self.assertEqual(fetched, [f'/i18n/{lang}.json'], 'only the chosen catalog is fetched')
+        # The idle form, and a check of the form in words of the language.
+        c.find('#ask-button').click()
+        c.wait(lambda: cat['form.empty'] in (c.text('#errors') or ''), what='the empty question, translated')
+        self.assertNotIn(en['form.empty'], c.text('body'))
+        c.axe(f'{lang}: the idle form with a check')
+
+        # Waiting: the status line, the wait, the notification's hint.
+        c.ask('Where do apples grow?')
+        c.wait(lambda: c.js("return document.getElementById('status').dataset.state") == 'waiting',
+               what='the waiting page')
+        status = c.text('#status')
+        self.says(status, cat['queue.busy']['one'] if 'one' in cat['queue.busy'] else cat['queue.busy']['other'],
+                  'the busy slot')
+        self.says(status, cat['queue.waiting'], 'the position')
+        self.assertTrue(any(p in status for p in self.pieces(cat['queue.wait_unknown']) + self.pieces(cat['queue.wait_about'])),
+                        status)
+        self.assertIn(cat['queue.hint_pending'], status)
+        self.assertNotIn('You have waited', status)
+        c.find('#notify-button').click()
+        c.wait(lambda: c.text('#notify-hint') == cat['notify.granted'], what='the notification hint, translated')
+        c.axe(f'{lang}: waiting')
+
+        # The turn: a notification and the title in the language; then the
+        # answer with its citations.
+        d.llm.release('hold-' + lang)
+        c.wait(lambda: c.js('return window.__notes.length') > 0, what='the notification')
+        note = c.js('return window.__notes')[0]
+        self.assertEqual(note[0], cat['turn.notification'])
+        self.assertEqual(note[1], cat['turn.notification_asking'])
+        self.assertEqual(note[2], cat['turn.title'].replace('{title}', cat['page.title']))
+        c.wait_answer()
+        self.assertEqual(c.js('return document.title'), cat['page.title'], 'the title back')
+        self.assertEqual(c.js('return window.__said')[0], cat['turn.now'])
+        c.wait(lambda: len(c.js('return window.__said')) >= 2, what='the answer announced')
+        self.assertEqual(c.js('return window.__said')[1], cat['answer.ready'].replace('{question}', 'Where do apples grow?'))
+        self.assertEqual(c.text('#citations-title'), cat['answer.citations_title'])
+        self.assertEqual(c.text('#sources-title'), cat['answer.sources_title'])
+        items = c.js("return [...document.querySelectorAll('#citations li')].map(li => [li.dataset.status, li.innerText,"
+                     " li.querySelector('a.cite, .cite-status a') && li.querySelector('.cite-status a').textContent])")
+        self.assertEqual([i[0] for i in items], ['verified', 'verified', 'not_found', 'not_read'])
+        for i in (0, 1):
+            self.says(items[i][1], cat['citation.verified'], 'verified')
+            self.says(items[i][1], cat['citation.where_revision'], 'the page and revision')
+        self.says(items[2][1], cat['citation.not_found'], 'not found')
+        self.assertIn(cat['citation.not_read'], items[3][1])
+        self.assertEqual(c.js("return document.querySelector('#answer a.cite').getAttribute('aria-label')"),
+                         cat['citation.marker'].replace('{n}', '1'))
+        rev = c.text('#sources li .rev')
+        self.says(rev, cat['source.revision'], 'a source\'s revision')
+        self.says(c.text('#record-meta'), cat['meta.asked'], 'when it was asked')
+        # The steps: the model's reads, in words of the language.
+        self.says(c.text('#steps'), cat['step.read'], 'a read step')
+        # The layout follows the direction: the citation's bar on the
+        # inline start (right in Arabic), the switcher at the line's end.
+        bars = c.js("const s = getComputedStyle(document.querySelector('#citations li'));"
+                    " return [s.borderLeftStyle, s.borderRightStyle]")
+        self.assertEqual(bars, ['none', 'solid'] if direction == 'rtl' else ['solid', 'none'])
+        h1, switch = c.js("return ['h1', '#language'].map(q => document.querySelector(q).getBoundingClientRect().left)")
+        self.assertTrue(switch < h1 if direction == 'rtl' else switch > h1, (h1, switch))
+        self.assertLessEqual(c.js('return document.documentElement.scrollWidth'), c.js('return window.innerWidth'))
+        c.axe(f'{lang}: an answer with citations')
+        shot = c.shot(f'language-{lang}', full=True)
+        self.assertTrue(os.path.getsize(shot) > 0)
+
+        # A failed query: the code's words from the catalog, the server's
+        # message beside them in English, the code.
+        c.ask('What happens when the model fails?')
+        c.wait(lambda: not c.find('#failure').get_attribute('hidden'), what='the failure')
+        failure = c.text('#failure')
+        self.says(failure, cat['answer.failed'], 'the failure')
+        self.assertIn(cat['error.upstream_failed'], failure)
+        self.assertIn('(upstream_failed)', failure)
+        # The history: two records, their state and time in the language.
+        c.wait(lambda: len(c.finds('#history-list li')) == 2 and
+               c.js("return document.querySelector('#history-list li').dataset.status") == 'failed',
+               what='the history')
+        badges = c.js("return [...document.querySelectorAll('#history-list .badge')].map(b => b.textContent)")
+        self.assertEqual(badges, [cat['history.status.failed'], cat['history.status.succeeded']])
+        self.assertEqual(c.js("return document.querySelector('#history-list .delete').textContent"), cat['history.delete'])
+        when = c.js("return document.querySelector('#history-list .when').firstChild.textContent.trim()")
+        self.assertEqual(when, c.js("return new Intl.DateTimeFormat(arguments[0], {dateStyle: 'medium', timeStyle: 'short'})"
+                                    ".format(new Date(arguments[1]))", lang,
+                                    d.browser(cookie=c.cookie()).get('/api/v1/history?limit=1').json['items'][0]['created_at']))
+        c.axe(f'{lang}: failed, with the history')
+
+        if direction == 'rtl':
+            # Switched on the page: English at once, kept across a reload.
+            from selenium.webdriver.support.ui import Select
+            Select(c.find('#language-select')).select_by_value('en')
+            c.wait(lambda: c.js('return document.documentElement.lang') == 'en', what='English after the switch')
+            self.assertEqual(c.js('return document.documentElement.dir'), 'ltr')
+            self.assertEqual(c.text('#ask-title'), en['form.title'])
+            c.wait(lambda: c.js("return document.querySelector('#history-list .badge').textContent")
+                   == en['history.status.failed'], what='the history in English')
+            self.assertIn(en['error.upstream_failed'], c.text('#failure'))
+            self.assertEqual(c.js("return localStorage.getItem('wikiweb.lang')"), '"en"')
+            c.driver.refresh()
+            c.wait(lambda: c.js('return document.readyState') == 'complete' and c.text('#ask-title') == en['form.title'],
+                   what='English after a reload')
+            self.assertEqual(c.js('return document.documentElement.lang'), 'en')
+        c.check_console((r'/api/v1/query .*50[0-9]',))
+        c.quit()
+
+
 if __name__ == '__main__':
     why = browser_missing()
     if why:

@@ -16,7 +16,6 @@
 #include <sys/time.h>
 
 #include "http/httpd.h"
-#include "config-build.h"
 #include "shared/config.h"
 #include "shared/macro.h"
 #include "shared/time-util.h"

@@ -1,15 +1,18 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# The packaged programs have no test-only fault switch (src/shared/fault.h,
-# meson's test-faults option, off in the packages): no WIKI_WEB_TEST_ name
-# in any file of usr/bin, usr/sbin or usr/libexec of the .deb that
-# $WIKIWEB_TEST_DEB names (CI builds it with packaging/build-deb). The
-# test build's wikiwebd ($1) has them, and the same check must find them
-# there, so a check that cannot see them does not pass.
-# Exit 77 (skip) without WIKIWEB_TEST_DEB, unless WIKIWEB_TEST_NO_SKIP=1.
+# The product has no test-only fault switch (src/shared/fault.h, meson's
+# test-faults option, off by default and in the packages): no WIKI_WEB_TEST_
+# name in the build's wikiwebd ($2, when it is built without them; "" when
+# -Dtest-faults=true put them in), nor in any file of usr/bin, usr/sbin or
+# usr/libexec of the .deb that $WIKIWEB_TEST_DEB names (CI builds it with
+# packaging/build-deb). The tests' wikiwebd-test ($1) has them, and the same
+# check must find them there, so a check that cannot see them does not
+# pass. Exit 77 (skip) when there is neither a product to check nor a .deb,
+# unless WIKIWEB_TEST_NO_SKIP=1.
 set -eu
 
 wikiwebd=$1
+product=${2:-}
 skip() {
         echo "SKIP: $*"
         if [ "${WIKIWEB_TEST_NO_SKIP:-}" = 1 ]; then
@@ -31,8 +34,17 @@ n=$(count "$wikiwebd")
 [ "$n" -gt 0 ] || fail "the test build's $wikiwebd has no WIKI_WEB_TEST_ name: the check cannot see them"
 echo "test build: $wikiwebd has WIKI_WEB_TEST_ $n times"
 
+if [ -n "$product" ]; then
+        n=$(count "$product")
+        [ "$n" -eq 0 ] || fail "the build's $product has WIKI_WEB_TEST_ $n times"
+        echo "product: $product has no WIKI_WEB_TEST_ name"
+fi
+
 deb=${WIKIWEB_TEST_DEB:-}
-[ -n "$deb" ] || skip "WIKIWEB_TEST_DEB names no .deb (packaging/build-deb builds one)"
+if [ -z "$deb" ]; then
+        [ -n "$product" ] && exit 0
+        skip "WIKIWEB_TEST_DEB names no .deb (packaging/build-deb builds one)"
+fi
 [ -f "$deb" ] || fail "WIKIWEB_TEST_DEB=$deb: no such file"
 command -v dpkg-deb >/dev/null 2>&1 || fail "dpkg-deb not found"
 
