@@ -812,10 +812,23 @@ class Conversations(PageBase):
         c.shot('shared', full=True)
         c.axe('a shared conversation')
 
-        # A wrong link says so.
+        # In Arabic, switched on the shared view: its words from the
+        # catalog, right to left, the conversation still there.
+        from selenium.webdriver.support.ui import Select
+        with open(os.path.join(I18N, 'ar.json'), encoding='utf-8') as f:
+            ar = json.load(f)
+        Select(c.find('#language-select')).select_by_value('ar')
+        c.wait(lambda: c.js('return document.documentElement.dir') == 'rtl' and
+               c.text('#shared-title') == ar['shared.title'], what='the shared view in Arabic')
+        c.wait(lambda: len(c.finds('#shared-turns > li')) == 2, what='the turns after the switch')
+        self.assertEqual(c.text('#shared-export'), ar['conversation.download'])
+        c.shot('shared-ar', full=True)
+        c.axe('a shared conversation in Arabic')
+
+        # A wrong link says so (in the language chosen).
         c.driver.get(url[:-1] + ('0' if url[-1] != '0' else '1'))
         c.wait(lambda: c.text('#shared-error'), what='the wrong link')
-        self.assertIn('This link does not work', c.text('#shared-error'))
+        self.assertEqual(c.text('#shared-error'), ar['shared.not_found'])
         c.axe('a wrong share link')
         c.check_console(allow=[r'404'])
 
