@@ -405,6 +405,17 @@ static int run(int argc, char *argv[]) {
                 config_dump(&d.config, stdout);
                 return 0;
         }
+        /* People are told apart, but the setting that decides whose wiki
+         * permissions count was left to its default (API.md "Whose
+         * permissions"). */
+        if (config_identity_enabled(&d.config) && !d.config.wiki_read_as_set)
+                log_warning(
+                        "WIKI_WEB_TRUSTED_PROXIES is set but WIKI_WEB_WIKI_READ_AS is not: every signed-in "
+                        "person gets answers from every page the service account may read. Set "
+                        "WIKI_WEB_WIKI_READ_AS=person to answer each from what they may read, or =service "
+                        "to keep this.");
+        if (d.config.wiki_read_as == CONFIG_READ_AS_PERSON)
+                log_info("Wiki pages are used as the asking person may read them (WIKI_WEB_WIKI_READ_AS=person).");
 
         /* The sandbox spawns container runtimes whose children may be
          * orphaned; reap them ourselves rather than leaving zombies. */

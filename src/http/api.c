@@ -228,6 +228,19 @@ static HttpHandlerResult api_handle_health(Api *api, HttpRequest *req) {
         json_object_object_add(
                 o, "execution", json_object_new_string(h.execution_configured ? "ok" : "not_configured"));
         json_object_object_add(o, "missing_settings", missing);
+        /* Whose wiki permissions count, and in person mode whether the wiki
+         * answered the last check (API.md "Whose permissions"). */
+        json_object_object_add(
+                o,
+                "wiki_read_as",
+                json_object_new_string(
+                        config_read_as_to_string(manager_get_config(api->manager)->wiki_read_as)));
+        if (manager_get_config(api->manager)->wiki_read_as == CONFIG_READ_AS_PERSON)
+                json_object_object_add(
+                        o,
+                        "wiki_read_check",
+                        json_object_new_string(
+                                query_executor_read_check_health(manager_get_executor(api->manager))));
         {
                 AdmissionSlotCounts c;
 

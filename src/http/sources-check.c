@@ -5,6 +5,7 @@
 
 #include "http/render.h"
 #include "http/sources-check.h"
+#include "metrics/metrics.h"
 #include "query/mediawiki.h"
 #include "query/wiki-client.h"
 #include "shared/json-util.h"
@@ -20,6 +21,10 @@ struct SourcesCheck {
         HttpRequest *req;
         RevisionCheck *check;
         json_object *sources; /* the record's, to answer with */
+        /* WIKI_WEB_WIKI_READ_AS=person: the titles checked for the person
+         * first, and those they may not read now (answered as missing). */
+        char **titles;
+        char **withheld;
         SourcesCheck *checks_prev, *checks_next;
 };
 
@@ -44,6 +49,8 @@ static SourcesCheck *sources_check_free(SourcesCheck *c) {
         }
         revision_check_free(c->check);
         json_object_put(c->sources);
+        strv_free(c->titles);
+        strv_free(c->withheld);
         free(c);
         return NULL;
 }
@@ -105,7 +112,16 @@ static bool sources_checks_admit(SourcesChecks *s, const SessionKey *session, us
 
 /* The record's sources, each with what the wiki says of it now (NULL revs:
  * none checked). */
-static json_object *sources_render(json_object *sources, const MediaWikiRevision *revs, size_t n_revs) {
+static bool strv_contains(char *const *l, const char *s) {
+        for (; l && *l; l++)
+                if (streq(*l, s))
+                        return true;
+        return false;
+}
+
+static json_object *sources_render(
+        json_object *sources, const MediaWikiRevision *revs, size_t n_revs, char *const *withheld) {
+        static const MediaWikiRevision missing = { .missing = true };
         _cleanup_(json_object_putp) json_object *list = json_object_new_array();
         size_t n = json_object_array_length(sources);
 
@@ -119,7 +135,10 @@ static json_object *sources_render(json_object *sources, const MediaWikiRevision
                 const MediaWikiRevision *now = NULL;
                 _cleanup_(json_object_putp) json_object *o = json_object_new_object();
 
-                for (size_t k = 0; title && k < n_revs; k++)
+                /* A page the person may not read now reads as a missing one. */
+                if (title && strv_contains(withheld, title))
+                        now = &missing;
+                for (size_t k = 0; title && !now && k < n_revs; k++)
                         if (streq(revs[k].title, title)) {
                                 now = &revs[k];
                                 break;
@@ -155,13 +174,18 @@ static json_object *sources_render(json_object *sources, const MediaWikiRevision
 }
 
 static HttpHandlerResult sources_reply(
-        HttpRequest *req, const char *id, json_object *sources, const MediaWikiRevision *revs, size_t n_revs) {
+        HttpRequest *req,
+        const char *id,
+        json_object *sources,
+        const MediaWikiRevision *revs,
+        size_t n_revs,
+        char *const *withheld) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         char t[RFC3339_MS_MAX];
 
         if (!o || json_add(o, "id", json_string(id)) < 0 ||
             json_add(o, "checked_at", json_string(format_rfc3339_ms(t, now(CLOCK_REALTIME)))) < 0 ||
-            json_add(o, "sources", sources_render(sources, revs, n_revs)) < 0)
+            json_add(o, "sources", sources_render(sources, revs, n_revs, withheld)) < 0)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         return http_reply(req, 200, render_body(o), NULL);
 }
@@ -174,7 +198,55 @@ static void sources_check_on_done(RevisionCheck *rc, int error, const WikiResult
                 log_info("Sources of %s: the wiki could not be asked: %s", m->id, r->message ? r->message : "");
                 (void) http_reply_error(c->req, r->api_error, r->message, NULL);
         } else
-                (void) sources_reply(c->req, m->id, c->sources, r->revisions, r->n_revisions);
+                (void) sources_reply(c->req, m->id, c->sources, r->revisions, r->n_revisions, c->withheld);
+        sources_check_free(c);
+}
+
+/* Person mode: the person's read check came back. The titles they may read
+ * are asked for their revisions; the others answer as missing. A check
+ * that could not be made fails the request (fail closed). */
+static void sources_check_on_readable(RevisionCheck *rc, int error, const WikiResult *r, void *userdata) {
+        SourcesCheck *c = userdata;
+        const RouteMatch *m = http_request_route(c->req);
+        _cleanup_(strv_freep) char **readable = NULL;
+        size_t n = strv_length(c->titles), k = 0, w = 0;
+        int q;
+
+        /* r belongs to c->check: freed only once read. */
+        if (error < 0) {
+                metrics_count_read_check(false);
+                log_info("Sources of %s: the read check failed: %s", m->id, api_error_to_string(r->api_error));
+                (void) http_reply_error(c->req, API_ERROR_WIKI_AUTH_FAILED, r->message, NULL);
+                sources_check_free(c);
+                return;
+        }
+        metrics_count_read_check(true);
+        readable = calloc(n + 1, sizeof(char *));
+        c->withheld = calloc(n + 1, sizeof(char *));
+        if (!readable || !c->withheld)
+                goto fail;
+        for (size_t i = 0; i < n; i++) {
+                bool ok = i < r->n_readable && r->readable[i];
+                char **l = ok ? readable : c->withheld;
+                size_t *at = ok ? &k : &w;
+
+                l[*at] = strdup(c->titles[i]);
+                if (!l[(*at)++])
+                        goto fail;
+        }
+        if (w > 0)
+                metrics_count_withheld("sources", (unsigned) w);
+        c->check = revision_check_free(c->check);
+        if (k == 0) {
+                (void) sources_reply(c->req, m->id, c->sources, NULL, 0, c->withheld);
+                sources_check_free(c);
+                return;
+        }
+        q = query_executor_check_revisions(c->owner->executor, readable, sources_check_on_done, c, &c->check);
+        if (q >= 0)
+                return;
+fail:
+        (void) http_reply_error(c->req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         sources_check_free(c);
 }
 
@@ -199,7 +271,7 @@ HttpHandlerResult sources_checks_handle(SourcesChecks *s, HttpRequest *req, cons
         }
         n = json_object_array_length(sources);
         if (n == 0)
-                return sources_reply(req, record->id, sources, NULL, 0);
+                return sources_reply(req, record->id, sources, NULL, 0, NULL);
 
         if (!sources_checks_admit(s, http_request_session(req), now(CLOCK_MONOTONIC), &wait)) {
                 char retry[16];
@@ -225,12 +297,19 @@ HttpHandlerResult sources_checks_handle(SourcesChecks *s, HttpRequest *req, cons
                         return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         }
         if (!titles[0])
-                return sources_reply(req, record->id, sources, NULL, 0);
+                return sources_reply(req, record->id, sources, NULL, 0, NULL);
 
         c = calloc(1, sizeof *c);
         if (!c)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-        r = query_executor_check_revisions(s->executor, titles, sources_check_on_done, c, &c->check);
+        if (query_executor_reads_as_person(s->executor)) {
+                /* Person mode: first what the asking person may read now. */
+                r = query_executor_check_readable(
+                        s->executor, http_request_user(req), titles, sources_check_on_readable, c, &c->check);
+                if (r >= 0)
+                        c->titles = TAKE_PTR(titles);
+        } else
+                r = query_executor_check_revisions(s->executor, titles, sources_check_on_done, c, &c->check);
         if (r < 0) {
                 free(c);
                 if (r == -EOPNOTSUPP)

@@ -230,6 +230,44 @@ typedef struct ManagerQueryRequest {
  * record is durable. */
 int manager_start_query(Manager *m, const ManagerQueryRequest *req, ManagerQuery **ret);
 
+/* What a person may read on the wiki, for a face that shows wiki content
+ * outside a query (API.md "Whose permissions"; the share of a record):
+ * whether user (their identity name; NULL: an anonymous reader) may read
+ * each of 1..MEDIAWIKI_TITLES_MAX titles, asked of the wiki now (the
+ * extension WikiwebReadCheck, one request through the executor, on a wiki
+ * client of its own, at most REVISION_CHECK_TIMEOUT_USEC), never cached.
+ * With WIKI_WEB_WIKI_READ_AS=service every title is readable (the service
+ * account's permissions count), without asking the wiki.
+ *
+ * done is called once, from the event loop (a defer), never from inside
+ * this call, unless the check is freed first (which cancels it): error 0
+ * and readable[i] for titles[i] (n of them); or a negative errno, api_error
+ * and message (sanitized, names what to fix: wiki_auth_failed when the
+ * wiki lacks the extension or the service account the right) and no
+ * readable: the caller must then show nothing (fail closed). Everything
+ * is borrowed for the call. titles is copied. Returns 0, -EINVAL (no
+ * titles, more than 50, an invalid one), -EOPNOTSUPP (no wiki
+ * configured), -ENOMEM. The caller owns *ret and frees it before the
+ * Manager. */
+typedef struct ManagerReadableCheck ManagerReadableCheck;
+typedef void (*ManagerReadableDone)(
+        ManagerReadableCheck *c,
+        int error,
+        ApiError api_error,
+        const char *message,
+        const bool *readable,
+        size_t n,
+        void *userdata);
+int manager_check_readable(
+        Manager *m,
+        const char *user,
+        char **titles,
+        ManagerReadableDone done,
+        void *userdata,
+        ManagerReadableCheck **ret);
+ManagerReadableCheck *manager_readable_check_free(ManagerReadableCheck *c);
+DEFINE_TRIVIAL_CLEANUP_FUNC(ManagerReadableCheck *, manager_readable_check_free);
+
 /* End a running query now, as its deadline would (an administrator's
  * CancelQuery; the service stopping): it fails with execution_failed and
  * the reason as its message, after its cleanup. 0, or -ESRCH when no query

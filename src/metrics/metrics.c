@@ -37,6 +37,8 @@ static struct {
         CounterVec http_requests;    /* code */
         CounterVec identity_refused; /* reason */
         CounterVec citations;        /* status */
+        CounterVec read_checks;      /* outcome */
+        CounterVec withheld;         /* from */
         int64_t http_connections;
         int64_t event_streams;
 } registry;
@@ -86,6 +88,8 @@ void metrics_reset(void) {
         static const char *const identity_reasons[] = { "untrusted_peer", "invalid", "repeated",
                                                         "missing",        "cookie",  NULL };
         static const char *const statuses[] = { "verified", "not_found", "not_read", "too_short", NULL };
+        static const char *const check_outcomes[] = { "answered", "failed", NULL };
+        static const char *const withheld_from[] = { "search", "read", "sources", NULL };
 
         memset(&registry, 0, sizeof registry);
         registry.query_duration.bounds = metrics_query_duration_bounds;
@@ -98,6 +102,8 @@ void metrics_reset(void) {
         vec_seed(&registry.sandbox_runs, outcomes);
         vec_seed(&registry.identity_refused, identity_reasons);
         vec_seed(&registry.citations, statuses);
+        vec_seed(&registry.read_checks, check_outcomes);
+        vec_seed(&registry.withheld, withheld_from);
         (void) vec_entry(&registry.queries, "succeeded", NULL);
 }
 
@@ -128,6 +134,14 @@ void metrics_count_identity_refused(const char *reason) {
 
 void metrics_count_citations(const char *status, unsigned n) {
         vec_add(&registry.citations, status, NULL, n);
+}
+
+void metrics_count_read_check(bool answered) {
+        vec_add(&registry.read_checks, answered ? "answered" : "failed", NULL, 1);
+}
+
+void metrics_count_withheld(const char *from, unsigned n) {
+        vec_add(&registry.withheld, from, NULL, n);
 }
 
 void metrics_count_http_request(unsigned status) {
@@ -334,6 +348,24 @@ int metrics_render(MetricsFormat format, const MetricsGauges *g, char **ret, siz
                 NULL,
                 "Citations of answers, by status (verified, not_found, not_read, too_short).");
         render_vec(&w, &registry.citations, "status", NULL);
+
+        metrics_family(
+                &w,
+                "wikiweb_wiki_read_checks",
+                METRIC_COUNTER,
+                NULL,
+                "Checks of what the asking person may read (WIKI_WEB_WIKI_READ_AS=person), by outcome "
+                "(answered, failed).");
+        render_vec(&w, &registry.read_checks, "outcome", NULL);
+
+        metrics_family(
+                &w,
+                "wikiweb_wiki_pages_withheld",
+                METRIC_COUNTER,
+                NULL,
+                "Pages withheld because the asking person may not read them, by where they came from "
+                "(search, read, sources).");
+        render_vec(&w, &registry.withheld, "from", NULL);
 
         metrics_family(
                 &w,

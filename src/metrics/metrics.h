@@ -53,6 +53,11 @@ void metrics_count_identity_refused(const char *reason);
 /* wikiweb_citations_total{status}: n citations of an answer with that
  * status, "verified", "not_found", "not_read", "too_short". */
 void metrics_count_citations(const char *status, unsigned n);
+/* wikiweb_wiki_read_checks_total{outcome}: "answered", "failed" (API.md
+ * "Whose permissions"). */
+void metrics_count_read_check(bool answered);
+/* wikiweb_wiki_pages_withheld_total{from}: "search", "read", "sources". */
+void metrics_count_withheld(const char *from, unsigned n);
 /* wikiweb_http_requests_total{code}: each response sent on the API socket. */
 void metrics_count_http_request(unsigned status);
 /* wikiweb_http_connections and wikiweb_event_streams, gauges kept by their

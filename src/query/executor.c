@@ -51,10 +51,17 @@ struct QueryExecutor {
 
         usec_t test_delay;
 
+        /* WIKI_WEB_WIKI_READ_AS=person: health's probe of the read check. */
+        RevisionCheck *read_probe;
+        int read_probe_state; /* 0 unknown, 1 ok, -1 failed */
+        usec_t read_probe_at; /* when the last one started; monotonic */
+
         /* The message of a query that cannot run (API.md 9, health): the
          * settings that are missing and where to read on. */
         char unconfigured_message[256];
 };
+
+static void read_probe_start(QueryExecutor *x);
 
 static ExecutorJob *executor_job_free(ExecutorJob *j) {
         if (!j)
@@ -210,6 +217,7 @@ int query_executor_new(sd_event *event, const Config *config, QueryExecutor **re
                 r = query_executor_check_props(x);
                 if (r < 0)
                         log_debug_errno(r, "Cannot ask the model server for its slots");
+                read_probe_start(x);
         }
         *ret = TAKE_PTR(x);
         return 0;
@@ -223,6 +231,7 @@ QueryExecutor *query_executor_free(QueryExecutor *x) {
         while (x->jobs)
                 executor_job_free(x->jobs);
         upstream_operation_free(x->props);
+        revision_check_free(x->read_probe);
         llm_client_free(x->llm);
         upstream_free(x->upstream);
         destination_policy_free(x->policy);
@@ -435,8 +444,7 @@ static void revision_check_on_done(WikiOperation *op, int error, const WikiResul
         c->done(c, error, r, c->userdata);
 }
 
-int query_executor_check_revisions(
-        QueryExecutor *x, char **titles, RevisionCheckDone done, void *userdata, RevisionCheck **ret) {
+static int wiki_check_new(QueryExecutor *x, RevisionCheckDone done, void *userdata, RevisionCheck **ret) {
         _cleanup_(revision_check_freep) RevisionCheck *c = NULL;
         const Config *cfg;
         int r;
@@ -464,9 +472,90 @@ int query_executor_check_revisions(
                 &c->wiki);
         if (r < 0)
                 return r;
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+int query_executor_check_revisions(
+        QueryExecutor *x, char **titles, RevisionCheckDone done, void *userdata, RevisionCheck **ret) {
+        _cleanup_(revision_check_freep) RevisionCheck *c = NULL;
+        int r;
+
+        r = wiki_check_new(x, done, userdata, &c);
+        if (r < 0)
+                return r;
         r = wiki_client_revisions(c->wiki, titles, revision_check_on_done, c, &c->op);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(c);
         return 0;
+}
+
+int query_executor_check_readable(
+        QueryExecutor *x,
+        const char *user,
+        char **titles,
+        RevisionCheckDone done,
+        void *userdata,
+        RevisionCheck **ret) {
+        _cleanup_(revision_check_freep) RevisionCheck *c = NULL;
+        int r;
+
+        r = wiki_check_new(x, done, userdata, &c);
+        if (r < 0)
+                return r;
+        r = wiki_client_readcheck(c->wiki, user, titles, revision_check_on_done, c, &c->op);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+#define READ_PROBE_INTERVAL_USEC (60 * USEC_PER_SEC)
+
+static void read_probe_on_done(RevisionCheck *c, int error, const WikiResult *r, void *userdata) {
+        QueryExecutor *x = userdata;
+        int state = error >= 0 ? 1 : -1;
+
+        if (state != x->read_probe_state) {
+                if (state < 0)
+                        log_warning(
+                                "The wiki cannot say what a person may read: %s",
+                                r->message ? r->message : api_error_to_string(r->api_error));
+                else
+                        log_info("The wiki answers read checks (WikiwebReadCheck).");
+        }
+        x->read_probe_state = state;
+        x->read_probe = revision_check_free(x->read_probe);
+}
+
+static void read_probe_start(QueryExecutor *x) {
+        char *titles[] = { (char *) "Main Page", NULL };
+        int r;
+
+        if (x->read_probe || x->config->wiki_read_as != CONFIG_READ_AS_PERSON || !x->upstream)
+                return;
+        x->read_probe_at = now(CLOCK_MONOTONIC);
+        r = query_executor_check_readable(x, NULL, titles, read_probe_on_done, x, &x->read_probe);
+        if (r < 0) {
+                log_warning_errno(r, "Cannot check whether the wiki answers read checks");
+                x->read_probe_state = -1;
+        }
+}
+
+bool query_executor_reads_as_person(const QueryExecutor *x) {
+        assert(x);
+        return x->config->wiki_read_as == CONFIG_READ_AS_PERSON;
+}
+
+const char *query_executor_read_check_health(QueryExecutor *x) {
+        assert(x);
+
+        if (x->config->wiki_read_as != CONFIG_READ_AS_PERSON)
+                return NULL;
+        if (!x->upstream)
+                return "failed";
+        if (!x->read_probe && now(CLOCK_MONOTONIC) >= usec_add(x->read_probe_at, READ_PROBE_INTERVAL_USEC))
+                read_probe_start(x);
+        return x->read_probe_state > 0 ? "ok" : x->read_probe_state < 0 ? "failed" : "unknown";
 }

@@ -97,3 +97,30 @@ int query_executor_check_revisions(
         QueryExecutor *x, char **titles, RevisionCheckDone done, void *userdata, RevisionCheck **ret);
 RevisionCheck *revision_check_free(RevisionCheck *c);
 DEFINE_TRIVIAL_CLEANUP_FUNC(RevisionCheck *, revision_check_free);
+
+/* What the asking person may read (API.md "Whose permissions"): whether
+ * user (their wiki user name; NULL: an anonymous reader) may read each of
+ * 1..50 titles, in one request to the wiki's extension WikiwebReadCheck,
+ * on a wiki client of its own (logged in as a query's is), bounded by
+ * REVISION_CHECK_TIMEOUT_USEC. done gets r->readable[i] for titles[i], or
+ * an error (fail closed: wiki_auth_failed naming what to fix when the wiki
+ * lacks the extension or the account the right). Nothing is cached.
+ * Returns as query_executor_check_revisions(); free with
+ * revision_check_free(). */
+int query_executor_check_readable(
+        QueryExecutor *x,
+        const char *user,
+        char **titles,
+        RevisionCheckDone done,
+        void *userdata,
+        RevisionCheck **ret);
+
+/* Whether WIKI_WEB_WIKI_READ_AS=person. */
+bool query_executor_reads_as_person(const QueryExecutor *x);
+
+/* Whether the wiki answered the last read check of the executor's own
+ * (health, WIKI_WEB_WIKI_READ_AS=person): "ok", "failed", or "unknown"
+ * (none answered yet); NULL in service mode. A check of an anonymous
+ * reader on the page "Main Page" is made at start and when this is asked
+ * and the last one is older than a minute (the next call shows it). */
+const char *query_executor_read_check_health(QueryExecutor *x);

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
 #include <json-c/json.h>
 #include <limits.h>
 
@@ -150,6 +151,43 @@ int mediawiki_build_revisions(const char *const *titles, size_t n, bool assert_u
         }
         buf_param(&b, "action", "query");
         buf_param(&b, "prop", "info");
+        buf_param(&b, "titles", joined.data);
+        buf_common(&b, assert_user);
+        strbuf_done(&joined);
+        return buf_finish(&b, ret);
+}
+
+/* titles joined with "|" for a multi-value parameter; each must be valid. */
+static int join_titles(const char *const *titles, size_t n, StrBuf *joined) {
+        if (n < 1 || n > MEDIAWIKI_TITLES_MAX)
+                return -EINVAL;
+        for (size_t i = 0; i < n; i++) {
+                if (!mediawiki_title_is_valid(titles[i]))
+                        return -EINVAL;
+                if (i > 0)
+                        strbuf_puts(joined, "|");
+                strbuf_puts(joined, titles[i]);
+        }
+        return joined->failed ? -ENOMEM : 0;
+}
+
+int mediawiki_build_readcheck(
+        const char *user, const char *const *titles, size_t n, bool assert_user, char **ret) {
+        StrBuf b = { 0 };
+        StrBuf joined = { 0 };
+        int r;
+
+        if (user && *user && !mediawiki_title_is_valid(user))
+                return -EINVAL;
+        r = join_titles(titles, n, &joined);
+        if (r < 0) {
+                strbuf_done(&joined);
+                return r;
+        }
+        buf_param(&b, "action", "wikiwebreadcheck");
+        /* No user parameter: the extension checks an anonymous reader. */
+        if (user && *user)
+                buf_param(&b, "user", user);
         buf_param(&b, "titles", joined.data);
         buf_common(&b, assert_user);
         strbuf_done(&joined);
@@ -518,6 +556,40 @@ int mediawiki_parse_revisions(
 fail:
         mediawiki_revisions_free(revs, n);
         return r;
+}
+
+int mediawiki_parse_readcheck(const char *body, size_t size, size_t n, bool **ret, MediaWikiError *ret_error) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        _cleanup_free_ bool *readable = NULL;
+        json_object *pages;
+        int r;
+
+        assert(ret);
+
+        if (n < 1 || n > MEDIAWIKI_TITLES_MAX)
+                return -EINVAL;
+        r = parse_reply(body, size, &o, ret_error);
+        if (r < 0)
+                return r;
+        pages = get(get(o, "wikiwebreadcheck", json_type_object), "pages", json_type_array);
+        /* One answer per title asked, in the order asked: else nothing is
+         * known about any of them. */
+        if (!pages || json_object_array_length(pages) != n)
+                return -EBADMSG;
+        readable = calloc(n, sizeof(bool));
+        if (!readable)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                json_object *page = json_object_array_get_idx(pages, i);
+                json_object *v = get(page, "readable", json_type_boolean);
+                const char *title = get_string(page, "title", 4 * MEDIAWIKI_TITLE_MAX);
+
+                if (!v || !title)
+                        return -EBADMSG;
+                readable[i] = json_object_get_boolean(v);
+        }
+        *ret = TAKE_PTR(readable);
+        return 0;
 }
 
 int mediawiki_parse_login_token(const char *body, size_t size, char **ret_token, MediaWikiError *ret_error) {

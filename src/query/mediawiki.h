@@ -71,6 +71,13 @@ int mediawiki_build_read(const char *title, bool assert_user, char **ret);
 /* prop=info of 1..MEDIAWIKI_TITLES_MAX titles in one request, redirects not
  * followed (a page that became a redirect has a new revision). */
 int mediawiki_build_revisions(const char *const *titles, size_t n, bool assert_user, char **ret);
+/* action=wikiwebreadcheck (the extension WikiwebReadCheck, API.md "Whose
+ * permissions"): whether user (NULL or "": an anonymous reader) may read
+ * each of 1..MEDIAWIKI_TITLES_MAX titles, redirects counting as their
+ * targets. user: at most MEDIAWIKI_TITLE_MAX bytes of valid UTF-8 without
+ * control characters or "|". */
+int mediawiki_build_readcheck(
+        const char *user, const char *const *titles, size_t n, bool assert_user, char **ret);
 int mediawiki_build_login_token(char **ret);
 /* The POST body of action=login: holds the password; wipe it after use. */
 int mediawiki_build_login(const char *user, const char *password, const char *token, char **ret);
@@ -91,6 +98,11 @@ int mediawiki_parse_page(const char *body, size_t size, WikiPage *ret, MediaWiki
  * MEDIAWIKI_TITLES_MAX: free with mediawiki_revisions_free(). */
 int mediawiki_parse_revisions(
         const char *body, size_t size, MediaWikiRevision **ret, size_t *ret_n, MediaWikiError *ret_error);
+/* The reply of mediawiki_build_readcheck() for n titles: exactly n pages in
+ * the order asked, each with a boolean "readable"; *ret an array of n
+ * (owned by the caller, free()). Anything else is -EBADMSG: the caller
+ * treats every failure as "may not read" (fail closed). */
+int mediawiki_parse_readcheck(const char *body, size_t size, size_t n, bool **ret, MediaWikiError *ret_error);
 int mediawiki_parse_login_token(const char *body, size_t size, char **ret_token, MediaWikiError *ret_error);
 /* ret_reason: the wiki's reason for a failure (raw: sanitize), or NULL. */
 int mediawiki_parse_login(

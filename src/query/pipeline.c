@@ -132,7 +132,17 @@ struct QueryRun {
         usec_t op_started; /* monotonic */
         unsigned op_step;
         AgentTool op_tool;
-        char *op_title; /* the title a wiki_read asked for */
+        char *op_title;    /* the title a wiki_read asked for */
+        unsigned op_limit; /* the hits a wiki_search asked for */
+
+        /* WIKI_WEB_WIKI_READ_AS=person (API.md "Whose permissions"): each
+         * search and read is checked for the person before anything of it
+         * is used; the check is the wiki operation in flight then. */
+        bool read_as_person;
+        char *user;         /* the person's wiki user name; NULL: anonymous */
+        bool checking;      /* q->wiki_op is the read check of q->pending */
+        WikiResult pending; /* the search or read being checked */
+        usec_t wiki_mark;   /* wiki time counted up to here (a check follows its read) */
 
         sd_event_source *deadline_source;
         sd_event_source *defer; /* advances or reports */
@@ -408,8 +418,10 @@ static void query_run_cancel_in_flight(QueryRun *q) {
         }
         if (q->wiki_op) {
                 q->wiki_op = wiki_operation_free(q->wiki_op);
+                q->checking = false;
+                wiki_result_done(&q->pending);
                 query_run_add_phase(
-                        &q->timings.wiki, "wiki", usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started));
+                        &q->timings.wiki, "wiki", usec_sub_unsigned(now(CLOCK_MONOTONIC), q->wiki_mark));
         }
         if (q->sandbox_run && !q->sandbox_cancelled) {
                 q->sandbox_cancelled = true;
@@ -637,12 +649,10 @@ static int query_run_take_page(QueryRun *q, const WikiPage *p) {
         return sandbox_query_add_page(q->sandbox_query, p);
 }
 
-static void query_run_on_wiki_done(WikiOperation *op, int error, const WikiResult *r, void *userdata) {
-        QueryRun *q = userdata;
+/* A search or read as the model (or the request) gets it: after the read
+ * check in person mode. */
+static void query_run_wiki_result(QueryRun *q, int error, const WikiResult *r) {
         int k = 0;
-
-        assert(op == q->wiki_op);
-        query_run_add_phase(&q->timings.wiki, "wiki", usec_sub_unsigned(now(CLOCK_MONOTONIC), q->op_started));
 
         if (q->state != QUERY_RUN_PRELOAD)
                 query_run_emit_tool_result(
@@ -692,6 +702,183 @@ static void query_run_on_wiki_done(WikiOperation *op, int error, const WikiResul
                 query_run_fail(q, k, API_ERROR_INTERNAL_ERROR, NULL);
                 q->state = QUERY_RUN_CLEANUP;
         }
+}
+
+/* The titles of a search or read result to check for the person: each
+ * hit; the page, and the title asked for when a redirect was followed (a
+ * public redirect into a page the person may not read is withheld, and so
+ * is a redirect the person may not read itself). NULL strv and 0: nothing
+ * to check (no hits, a missing page). */
+static int query_run_check_titles(QueryRun *q, const WikiResult *r, char ***ret) {
+        _cleanup_(strv_freep) char **l = NULL;
+        size_t n = 0;
+        bool search = q->op_tool == AGENT_TOOL_WIKI_SEARCH && q->state != QUERY_RUN_PRELOAD;
+
+        if (search)
+                n = MIN(r->n_hits, (size_t) MEDIAWIKI_TITLES_MAX);
+        else if (!r->page.missing && r->page.title)
+                n = r->page.redirected_from ? 2 : 1;
+        if (n == 0) {
+                *ret = NULL;
+                return 0;
+        }
+        l = calloc(n + 1, sizeof(char *));
+        if (!l)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                const char *t = search ? r->hits[i].title : i == 0 ? r->page.title : r->page.redirected_from;
+
+                l[i] = strdup(t);
+                if (!l[i])
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(l);
+        return 0;
+}
+
+static void query_run_on_wiki_done(WikiOperation *op, int error, const WikiResult *r, void *userdata);
+
+/* Person mode: after a search or read, ask the wiki what the person may
+ * read of it (one request). 1: the check is in flight (q->pending holds
+ * the result), 0: nothing to check, < 0: it could not start. */
+static int query_run_start_check(QueryRun *q, WikiOperation *op, const WikiResult *r) {
+        _cleanup_(strv_freep) char **titles = NULL;
+        int k;
+
+        k = query_run_check_titles(q, r, &titles);
+        if (k < 0 || !titles)
+                return k;
+        wiki_operation_take_result(op, &q->pending);
+        q->wiki_op = wiki_operation_free(q->wiki_op);
+        k = wiki_client_readcheck(q->wiki, q->user, titles, query_run_on_wiki_done, q, &q->wiki_op);
+        if (k < 0) {
+                wiki_result_done(&q->pending);
+                return k;
+        }
+        q->checking = true;
+        return 1;
+}
+
+/* Person mode: keep of q->pending what the person may read. A search keeps
+ * the first op_limit readable hits; a page the person may not read becomes
+ * the missing page of the title asked for, exactly as the wiki reports a
+ * page that does not exist. Returns the pages withheld. */
+static unsigned query_run_filter_pending(QueryRun *q, const bool *readable, size_t n) {
+        WikiResult *r = &q->pending;
+        unsigned withheld = 0;
+
+        if (q->op_tool == AGENT_TOOL_WIKI_SEARCH && q->state != QUERY_RUN_PRELOAD) {
+                size_t kept = 0;
+
+                for (size_t i = 0; i < r->n_hits; i++) {
+                        bool ok = i < n && readable[i];
+
+                        if (!ok)
+                                withheld++;
+                        if (ok && kept < q->op_limit) {
+                                MediaWikiSearchHit h = r->hits[i];
+                                r->hits[i] = (MediaWikiSearchHit){ 0 };
+                                r->hits[kept++] = h;
+                        } else {
+                                free(r->hits[i].title);
+                                free(r->hits[i].snippet);
+                                r->hits[i] = (MediaWikiSearchHit){ 0 };
+                        }
+                }
+                r->n_hits = kept;
+                return withheld;
+        }
+        for (size_t i = 0; i < n; i++)
+                if (!readable[i]) {
+                        withheld = 1;
+                        break;
+                }
+        if (withheld || n == 0) {
+                char *asked = r->page.redirected_from ? r->page.redirected_from : r->page.title;
+
+                /* Take the title asked for; drop everything else. */
+                if (asked == r->page.redirected_from)
+                        r->page.redirected_from = NULL;
+                else
+                        r->page.title = NULL;
+                wiki_page_done(&r->page);
+                r->page = (WikiPage){ .missing = true, .title = asked };
+                withheld = 1;
+        }
+        return withheld;
+}
+
+/* The message of a query that fails because the check could not be made
+ * (API.md "Whose permissions": fail closed). */
+#define QUERY_READ_CHECK_FAILED_MESSAGE                                                                     \
+        "The wiki could not say what this person may read (%s), so nothing of it was used: the wiki needs " \
+        "the MediaWiki extension WikiwebReadCheck and the service account the right wikiweb-readcheck "     \
+        "(or set WIKI_WEB_WIKI_READ_AS=service)"
+
+static void query_run_on_check_done(QueryRun *q, int error, const WikiResult *r) {
+        q->checking = false;
+        metrics_count_read_check(error >= 0);
+        if (error < 0) {
+                _cleanup_free_ char *m = NULL;
+
+                /* Never the wiki's own text here: it may name a title. */
+                query_run_log(
+                        q,
+                        LOG_WARNING,
+                        "the read check failed: %s; failing closed.",
+                        api_error_to_string(r->api_error));
+                if (r->api_error == API_ERROR_WIKI_AUTH_FAILED && r->message)
+                        m = strdup(r->message);
+                else if (asprintf(&m, QUERY_READ_CHECK_FAILED_MESSAGE, api_error_to_string(r->api_error)) < 0)
+                        m = NULL;
+                if (q->state != QUERY_RUN_PRELOAD)
+                        query_run_emit_tool_result(
+                                q, false, query_run_summary("error", json_string("wiki_auth_failed")));
+                query_run_fail(q, -EACCES, API_ERROR_WIKI_AUTH_FAILED, m ? m : "The wiki's read check failed");
+                q->state = QUERY_RUN_CLEANUP;
+        } else {
+                unsigned withheld = query_run_filter_pending(q, r->readable, r->n_readable);
+                bool search = q->op_tool == AGENT_TOOL_WIKI_SEARCH && q->state != QUERY_RUN_PRELOAD;
+
+                if (withheld > 0) {
+                        metrics_count_withheld(search ? "search" : "read", withheld);
+                        /* The count only: a withheld title is never logged. */
+                        query_run_log(
+                                q,
+                                LOG_INFO,
+                                "%u %s withheld: the person may not read %s.",
+                                withheld,
+                                withheld == 1 ? "page" : "pages",
+                                withheld == 1 ? "it" : "them");
+                }
+                query_run_wiki_result(q, 0, &q->pending);
+        }
+        wiki_result_done(&q->pending);
+}
+
+static void query_run_on_wiki_done(WikiOperation *op, int error, const WikiResult *r, void *userdata) {
+        QueryRun *q = userdata;
+        int k;
+
+        assert(op == q->wiki_op);
+        /* Since the operation (or its read check's search or read) began. */
+        query_run_add_phase(&q->timings.wiki, "wiki", usec_sub_unsigned(now(CLOCK_MONOTONIC), q->wiki_mark));
+        q->wiki_mark = now(CLOCK_MONOTONIC);
+
+        if (q->checking)
+                query_run_on_check_done(q, error, r);
+        else if (error >= 0 && q->read_as_person) {
+                k = query_run_start_check(q, op, r);
+                if (k > 0)
+                        return; /* the check's completion comes here again */
+                if (k < 0) {
+                        log_error_errno(k, "Query %s: cannot start the read check", q->id);
+                        query_run_fail(q, k, API_ERROR_INTERNAL_ERROR, NULL);
+                        q->state = QUERY_RUN_CLEANUP;
+                } else
+                        query_run_wiki_result(q, error, r);
+        } else
+                query_run_wiki_result(q, error, r);
 
         q->wiki_op = wiki_operation_free(q->wiki_op);
         q->op_title = mfree(q->op_title);
@@ -818,7 +1005,7 @@ static int query_run_start_read(QueryRun *q, const char *title) {
         q->op_title = strdup(title);
         if (!q->op_title)
                 return -ENOMEM;
-        q->op_started = now(CLOCK_MONOTONIC);
+        q->op_started = q->wiki_mark = now(CLOCK_MONOTONIC);
         return wiki_client_read(q->wiki, title, query_run_on_wiki_done, q, &q->wiki_op);
 }
 
@@ -936,7 +1123,7 @@ static int query_run_send(QueryRun *q, const AgentAction *a) {
 }
 
 static int query_run_start_tool(QueryRun *q, const AgentAction *a) {
-        q->op_started = now(CLOCK_MONOTONIC);
+        q->op_started = q->wiki_mark = now(CLOCK_MONOTONIC);
         q->op_step = a->step;
         q->op_tool = a->call.tool;
         query_run_log(q, LOG_INFO, "step %u: %s.", a->step, agent_tool_to_string(a->call.tool));
@@ -944,8 +1131,16 @@ static int query_run_start_tool(QueryRun *q, const AgentAction *a) {
         switch (a->call.tool) {
         case AGENT_TOOL_WIKI_SEARCH:
                 log_debug("Query %s: wiki_search limit %u.", q->id, a->call.limit);
+                /* A person gets up to limit hits they may read where the
+                 * wiki has them: the check sees up to 50 (one request). */
+                q->op_limit = a->call.limit;
                 return wiki_client_search(
-                        q->wiki, a->call.query, a->call.limit, query_run_on_wiki_done, q, &q->wiki_op);
+                        q->wiki,
+                        a->call.query,
+                        q->read_as_person ? MEDIAWIKI_SEARCH_MAX : a->call.limit,
+                        query_run_on_wiki_done,
+                        q,
+                        &q->wiki_op);
         case AGENT_TOOL_WIKI_READ:
                 return query_run_start_read(q, a->call.title);
         case AGENT_TOOL_RUN_PYTHON:
@@ -1303,6 +1498,13 @@ int query_run_new(
         q->offer = _QUERY_SANDBOX_INVALID;
         q->api_error = _API_ERROR_INVALID;
         memcpy(q->id, job->id, sizeof q->id);
+        q->read_as_person = c->wiki_read_as == CONFIG_READ_AS_PERSON;
+        q->pending.api_error = _API_ERROR_INVALID;
+        if (job->user) {
+                q->user = strdup(job->user);
+                if (!q->user)
+                        return -ENOMEM;
+        }
         q->started = now(CLOCK_MONOTONIC);
         q->deadline = usec_add(q->started, c->query_timeout_seconds * USEC_PER_SEC);
 
@@ -1403,6 +1605,8 @@ QueryRun *query_run_free(QueryRun *q) {
                 return NULL;
         q->model_call = llm_call_free(q->model_call);
         q->wiki_op = wiki_operation_free(q->wiki_op);
+        wiki_result_done(&q->pending);
+        free(q->user);
         /* A run must not outlive its query context: sandbox.h says cancel
          * and wait. Freeing with a run in flight is a bug of the caller. */
         assert(!q->sandbox_run);

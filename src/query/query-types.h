@@ -25,7 +25,11 @@ typedef struct QueryJob {
         char id[QUERY_ID_MAX];
         SessionKey session;
         const char *question; /* borrowed for the duration of start() */
-        char *const *pages;   /* borrowed, NULL-terminated */
+        /* The asking person's wiki user name (their identity name, API.md
+         * "Whose permissions"); NULL: an anonymous reader. Borrowed for the
+         * duration of start(). */
+        const char *user;
+        char *const *pages; /* borrowed, NULL-terminated */
         /* A follow-up's earlier turns, oldest first, borrowed for the
          * duration of start(); n_turns 0: a new conversation. */
         const QueryTurn *turns;

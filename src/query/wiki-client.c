@@ -23,6 +23,7 @@ typedef enum WikiKind {
         WIKI_SEARCH,
         WIKI_READ,
         WIKI_REVISIONS,
+        WIKI_READCHECK,
 } WikiKind;
 
 typedef enum WikiState {
@@ -36,8 +37,8 @@ typedef enum WikiState {
 struct WikiOperation {
         WikiClient *client;
         WikiKind kind;
-        char *arg;     /* query or title */
-        char **titles; /* WIKI_REVISIONS */
+        char *arg;     /* query, title, or the user of WIKI_READCHECK ("": anonymous) */
+        char **titles; /* WIKI_REVISIONS, WIKI_READCHECK */
         unsigned limit;
         WikiDone done;
         void *userdata;
@@ -52,8 +53,11 @@ struct WikiOperation {
         WikiResult result;
 };
 
-static void wiki_result_done(WikiResult *r) {
+void wiki_result_done(WikiResult *r) {
+        if (!r)
+                return;
         free(r->message);
+        free(r->readable);
         mediawiki_search_hits_free(r->hits, r->n_hits);
         wiki_page_done(&r->page);
         mediawiki_revisions_free(r->revisions, r->n_revisions);
@@ -220,6 +224,13 @@ static void wiki_advance(WikiOperation *op) {
                 else if (op->kind == WIKI_REVISIONS)
                         r = mediawiki_build_revisions(
                                 (const char *const *) op->titles, strv_length(op->titles), assert_user, &q);
+                else if (op->kind == WIKI_READCHECK)
+                        r = mediawiki_build_readcheck(
+                                op->arg,
+                                (const char *const *) op->titles,
+                                strv_length(op->titles),
+                                assert_user,
+                                &q);
                 else
                         r = mediawiki_build_read(op->arg, assert_user, &q);
                 break;
@@ -310,6 +321,33 @@ static void wiki_api_error(WikiOperation *op, const UpstreamResponse *r, const M
                 op->state = WIKI_STATE_LOGIN_TOKEN;
                 op->upstream_op = upstream_operation_free(op->upstream_op);
                 wiki_advance(op);
+                return;
+        }
+        if (op->kind == WIKI_READ && streq(e->code, "accessdenied")) {
+                /* The service's own account may not read this page: to the
+                 * model it is a page it cannot have, like a missing one. */
+                wiki_page_done(&op->result.page);
+                op->result.page = (WikiPage){ .missing = true, .title = strdup(op->arg) };
+                if (!op->result.page.title)
+                        wiki_finish(op, -ENOMEM, API_ERROR_INTERNAL_ERROR, NULL);
+                else
+                        wiki_finish(op, 0, _API_ERROR_INVALID, NULL);
+                return;
+        }
+        if (op->kind == WIKI_READCHECK &&
+            (streq(e->code, "badvalue") || streq(e->code, "unknown_action") ||
+             streq(e->code, "permissiondenied"))) {
+                bool right = streq(e->code, "permissiondenied");
+
+                wiki_finish_error(
+                        op,
+                        -EACCES,
+                        API_ERROR_WIKI_AUTH_FAILED,
+                        "The wiki cannot say what this person may read (%s): %s; or set "
+                        "WIKI_WEB_WIKI_READ_AS=service",
+                        e->code,
+                        right ? "grant the right wikiweb-readcheck to the service account's group" :
+                                "load the MediaWiki extension WikiwebReadCheck");
                 return;
         }
         if (streq(e->code, "readapidenied") || streq(e->code, "assertuserfailed") ||
@@ -406,7 +444,12 @@ static void wiki_on_upstream(UpstreamOperation *uop, int error, const UpstreamRe
                 else if (op->kind == WIKI_REVISIONS)
                         k = mediawiki_parse_revisions(
                                 r->body, r->body_size, &op->result.revisions, &op->result.n_revisions, &e);
-                else
+                else if (op->kind == WIKI_READCHECK) {
+                        k = mediawiki_parse_readcheck(
+                                r->body, r->body_size, strv_length(op->titles), &op->result.readable, &e);
+                        if (k >= 0)
+                                op->result.n_readable = strv_length(op->titles);
+                } else
                         k = mediawiki_parse_page(r->body, r->body_size, &op->result.page, &e);
                 if (k >= 0) {
                         wiki_finish(op, 0, _API_ERROR_INVALID, NULL);
@@ -486,6 +529,26 @@ int wiki_client_read(WikiClient *c, const char *title, WikiDone done, void *user
         if (!mediawiki_title_is_valid(title))
                 return -EINVAL;
         return wiki_start(c, WIKI_READ, title, NULL, 0, done, userdata, ret);
+}
+
+void wiki_operation_take_result(WikiOperation *op, WikiResult *ret) {
+        assert(op);
+        assert(ret);
+
+        *ret = op->result;
+        op->result = (WikiResult){ .error = ret->error, .api_error = ret->api_error };
+}
+
+int wiki_client_readcheck(
+        WikiClient *c, const char *user, char **titles, WikiDone done, void *userdata, WikiOperation **ret) {
+        size_t n = strv_length(titles);
+
+        if (n < 1 || n > MEDIAWIKI_TITLES_MAX || (user && *user && !mediawiki_title_is_valid(user)))
+                return -EINVAL;
+        for (size_t i = 0; i < n; i++)
+                if (!mediawiki_title_is_valid(titles[i]))
+                        return -EINVAL;
+        return wiki_start(c, WIKI_READCHECK, user ? user : "", titles, 0, done, userdata, ret);
 }
 
 int wiki_client_revisions(WikiClient *c, char **titles, WikiDone done, void *userdata, WikiOperation **ret) {

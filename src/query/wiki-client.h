@@ -75,7 +75,13 @@ typedef struct WikiResult {
         /* revisions: the current revision of each title */
         MediaWikiRevision *revisions;
         size_t n_revisions;
+        /* readcheck: readable[i] for the i-th title asked */
+        bool *readable;
+        size_t n_readable;
 } WikiResult;
+
+/* Frees what a result owns (a result taken with wiki_operation_take_result()). */
+void wiki_result_done(WikiResult *r);
 
 /* error is r->error; r is borrowed for the duration of the call. */
 typedef void (*WikiDone)(WikiOperation *op, int error, const WikiResult *r, void *userdata);
@@ -86,12 +92,27 @@ typedef void (*WikiDone)(WikiOperation *op, int error, const WikiResult *r, void
 int wiki_client_search(
         WikiClient *c, const char *query, unsigned limit, WikiDone done, void *userdata, WikiOperation **ret);
 /* One page with content, revision id and canonical URL, after redirects.
- * Returns as wiki_client_search(). */
+ * A page the client's own account may not read ("accessdenied") is a
+ * missing page, not a failure. Returns as wiki_client_search(). */
 int wiki_client_read(WikiClient *c, const char *title, WikiDone done, void *userdata, WikiOperation **ret);
 
 /* The current revision of 1..MEDIAWIKI_TITLES_MAX titles (a strv, copied)
  * in one request, prop=info. Returns as wiki_client_search(). */
 int wiki_client_revisions(WikiClient *c, char **titles, WikiDone done, void *userdata, WikiOperation **ret);
+
+/* Whether user (NULL: an anonymous reader) may read each of
+ * 1..MEDIAWIKI_TITLES_MAX titles (a strv, copied), in one request to the
+ * extension WikiwebReadCheck (API.md "Whose permissions"): result.readable.
+ * Every failure fails: wiki_auth_failed naming what to fix when the wiki
+ * lacks the extension ("badvalue", "unknown_action") or the account the
+ * right ("permissiondenied"), else as any request. Returns as
+ * wiki_client_search(). */
+int wiki_client_readcheck(
+        WikiClient *c, const char *user, char **titles, WikiDone done, void *userdata, WikiOperation **ret);
+
+/* Moves the result out of a finished operation (from its callback): the
+ * caller owns *ret then and frees it with wiki_result_done(). */
+void wiki_operation_take_result(WikiOperation *op, WikiResult *ret);
 
 WikiOperation *wiki_operation_free(WikiOperation *op);
 DEFINE_TRIVIAL_CLEANUP_FUNC(WikiOperation *, wiki_operation_free);

@@ -423,6 +423,22 @@ int config_check_memory(const Config *c, uint64_t memory_bytes, char **ret_error
                 memory_bytes);
 }
 
+static const char *const config_read_as_table[_CONFIG_READ_AS_MAX] = {
+        [CONFIG_READ_AS_SERVICE] = "service",
+        [CONFIG_READ_AS_PERSON] = "person",
+};
+
+const char *config_read_as_to_string(ConfigReadAs a) {
+        return a >= 0 && a < _CONFIG_READ_AS_MAX ? config_read_as_table[a] : NULL;
+}
+
+ConfigReadAs config_read_as_from_string(const char *s) {
+        for (ConfigReadAs a = 0; s && a < _CONFIG_READ_AS_MAX; a++)
+                if (streq(s, config_read_as_table[a]))
+                        return a;
+        return _CONFIG_READ_AS_INVALID;
+}
+
 int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
         _cleanup_(config_donep) Config *loading = NULL;
         const char *v;
@@ -493,6 +509,17 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
                                 -EINVAL,
                                 "WIKI_WEB_LOG_LEVEL: invalid value, expected an integer in 0..7");
                 c->log_level = (int) level;
+        }
+
+        v = g("WIKI_WEB_WIKI_READ_AS", u);
+        if (v) {
+                c->wiki_read_as = config_read_as_from_string(v);
+                if (c->wiki_read_as < 0)
+                        return fail(
+                                ret_error,
+                                -EINVAL,
+                                "WIKI_WEB_WIKI_READ_AS: invalid value, expected service or person");
+                c->wiki_read_as_set = true;
         }
 
         v = g("WIKI_WEB_REQUIRE_USER", u);
@@ -601,6 +628,7 @@ void config_dump(const Config *c, FILE *f) {
         fprintf(f, "WIKI_WEB_UPSTREAM_MAX_RESPONSE_BYTES=%" PRIu64 "\n", c->upstream_max_response_bytes);
         dump_list(f, "WIKI_WEB_ALLOWED_DESTINATIONS", c->allowed_destinations);
         fprintf(f, "WIKI_WEB_TOOL_RESULT_MAX_BYTES=%" PRIu64 "\n", c->tool_result_max_bytes);
+        fprintf(f, "WIKI_WEB_WIKI_READ_AS=%s\n", config_read_as_to_string(c->wiki_read_as));
         fprintf(f, "WIKI_WEB_SANDBOX_RUNTIME=%s\n", c->sandbox_runtime ? c->sandbox_runtime : "");
         fprintf(f, "WIKI_WEB_SANDBOX_ROOTFS=%s\n", c->sandbox_rootfs ? c->sandbox_rootfs : "");
         fprintf(f, "WIKI_WEB_SANDBOX_TIMEOUT_SECONDS=%" PRIu64 "\n", c->sandbox_timeout_seconds);

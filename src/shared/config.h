@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -14,6 +15,20 @@
  * WIKI_WEB_LLM_API_KEY_FILE. A secret is never printed: config_dump() masks it.
  *
  * A Config owns all its strings; config_done() frees them. */
+
+/* Whose read permissions decide what a query may use (WIKI_WEB_WIKI_READ_AS,
+ * API.md "Whose permissions"). */
+typedef enum ConfigReadAs {
+        CONFIG_READ_AS_SERVICE, /* the service account's: whatever it may read */
+        CONFIG_READ_AS_PERSON,  /* the asking person's, checked by the wiki (WikiwebReadCheck) */
+        _CONFIG_READ_AS_MAX,
+        _CONFIG_READ_AS_INVALID = -EINVAL,
+} ConfigReadAs;
+
+/* "service", "person"; NULL out of range. And back: _CONFIG_READ_AS_INVALID
+ * for anything else. */
+const char *config_read_as_to_string(ConfigReadAs a);
+ConfigReadAs config_read_as_from_string(const char *s);
 
 typedef struct Config {
         /* HTTP (API.md 1, 3, 4) */
@@ -42,6 +57,8 @@ typedef struct Config {
         uint64_t upstream_max_response_bytes;
         char **allowed_destinations; /* NULL-terminated hosts */
         uint64_t tool_result_max_bytes;
+        ConfigReadAs wiki_read_as; /* WIKI_WEB_WIKI_READ_AS, default service */
+        bool wiki_read_as_set;     /* given explicitly (the start warns with identity and without it) */
 
         /* Sandbox (API.md 8.3, 8.8) */
         char *sandbox_runtime; /* "crun" by default; a name on PATH or an absolute path */

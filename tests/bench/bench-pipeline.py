@@ -37,6 +37,13 @@ MediaWiki (tests/fixtures/mediawiki.py) and the scripted model server
    by milliseconds at times: perf sched). The target is read against the
    last.
 
+3. WIKI_WEB_WIKI_READ_AS=person against service, same run, same wiki
+   (restricted=True, the extension WikiwebReadCheck loaded from the tree,
+   both daemons logged in as the bot): READ_AS_QUERIES (30) queries each,
+   alternating in blocks, one wiki_read per query. Prints the median wiki
+   time per query of each mode and their difference: the read check's
+   extra per tool call.
+
     tests/bench/bench-pipeline.py [path/to/wikiwebd]
 """
 
@@ -257,6 +264,79 @@ def measure_overhead(d, llm, where):
           f'median {statistics.median(recorded):.1f} ms')
 
 
+READ_AS_QUERIES = int(os.environ.get('READ_AS_QUERIES', '30'))
+
+
+def measure_read_as():
+    """The read check's cost per tool call: person mode against service
+    mode on one wiki, queries alternating in blocks of five."""
+    w = mediawiki.Wiki(restricted=True).start()
+    llm = fake_llm.FakeLLM([]).start()
+    tmp = tempfile.mkdtemp(prefix='wikiweb-bench-')
+    daemons = {}
+    try:
+        pw = os.path.join(tmp, 'wiki-password')
+        with open(pw, 'w') as f:
+            f.write(w.bot_password)
+        for mode in ('service', 'person'):
+            daemons[mode] = harness.Daemon(
+                None, WIKI_WEB_WIKI_API_URL=w.api_url, WIKI_WEB_LLM_URL=llm.url, WIKI_WEB_LLM_MODEL='bench',
+                WIKI_WEB_LOG_LEVEL='6', WIKI_WEB_WIKI_USERNAME=w.bot_user, WIKI_WEB_WIKI_PASSWORD_FILE=pw,
+                WIKI_WEB_WIKI_READ_AS=mode).start()
+        wiki_ms = {m: [] for m in daemons}
+        e2e_ms = {m: [] for m in daemons}
+        llm.set_script(READ_ANSWER * (2 * READ_AS_QUERIES + 2))
+        for m, d in daemons.items():  # warm-up
+            assert d.browser().query('What is an apple?', timeout=60).status == 200
+        for block in range(READ_AS_QUERIES // 5):
+            for m, d in daemons.items():
+                b = d.browser()
+                for _ in range(5):
+                    t0 = time.perf_counter()
+                    r = b.query('What is an apple?', timeout=60)
+                    e2e_ms[m].append((time.perf_counter() - t0) * 1000)
+                    assert r.status == 200, r
+                    wiki_ms[m].append(r.json['timings_ms']['wiki'])
+        s, p = statistics.median(wiki_ms['service']), statistics.median(wiki_ms['person'])
+        print(f'WIKI_WEB_WIKI_READ_AS, {len(wiki_ms["person"])} queries each, one wiki_read per query '
+              f'(a bot login each query, then the read; person mode also the check):')
+        print(f'  wiki time per query: service median {s:.1f} ms, person median {p:.1f} ms; '
+              f'the check adds {p - s:.1f} ms per tool call')
+        print(f'  end to end: service median {statistics.median(e2e_ms["service"]):.1f} ms, '
+              f'person median {statistics.median(e2e_ms["person"]):.1f} ms')
+        # The check alone, next to a read, as the bot, alternating.
+        import http.cookiejar
+        import urllib.parse
+        import urllib.request
+        op = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+
+        def get(**p):
+            p.update(format='json', formatversion='2')
+            t0 = time.perf_counter()
+            with op.open(w.api_url + '?' + urllib.parse.urlencode(p)) as r:
+                body = json.load(r)
+            return (time.perf_counter() - t0) * 1000, body
+
+        tok = get(action='query', meta='tokens', type='login')[1]['query']['tokens']['logintoken']
+        with op.open(w.api_url, urllib.parse.urlencode(dict(
+                action='login', lgname=w.bot_user, lgpassword=w.bot_password, lgtoken=tok,
+                format='json')).encode()) as r:
+            assert json.load(r)['login']['result'] == 'Success'
+        check, read = [], []
+        for _ in range(READ_AS_QUERIES):
+            check.append(get(action='wikiwebreadcheck', user='Alice', titles='Apple')[0])
+            read.append(get(action='query', prop='revisions|info', titles='Apple', rvslots='main',
+                            rvprop='content|ids', inprop='url', redirects='1')[0])
+        print(f'  one request alone, {READ_AS_QUERIES} each, alternating: the check median '
+              f'{statistics.median(check):.1f} ms, a read median {statistics.median(read):.1f} ms')
+    finally:
+        for d in daemons.values():
+            d.discard()
+        llm.stop()
+        w.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def print_round(i, idle, busy, what):
     p_idle, p_busy = pct(idle, 99), pct(busy, 99)
     print(f'    round {i + 1}: idle median {statistics.median(idle):.3f} ms, p99 {p_idle:.3f} ms; '
@@ -317,6 +397,9 @@ def main():
         print('no MediaWiki: ' + why, file=sys.stderr)
         return 2
     harness.WIKIWEBD = wikiwebd
+    if os.environ.get('READ_AS_ONLY'):
+        measure_read_as()
+        return 0
     shm = tempfile.mkdtemp(prefix='wikiweb-bench-', dir='/dev/shm') if os.path.isdir('/dev/shm') else None
     try:
         # The history syncs once per query (an fdatasync() of its WAL, up
@@ -344,6 +427,7 @@ def main():
                     d.discard()
                 llm.stop()
                 w.stop()
+        measure_read_as()
     finally:
         if shm:
             shutil.rmtree(shm, ignore_errors=True)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Fuzz target for the MediaWiki reply parsers (src/query/mediawiki.c). The
  * first byte picks the parser (mod 6: search, page, login token, login,
- * error, snippet), the rest is the reply. Besides memory errors it checks
+ * error and revisions and read check, snippet), the rest is the reply; for
+ * the read check the first byte / 6 also says how many titles were asked. Besides memory errors it checks
  * that what a parser accepts has the promised shape: titles 1..255 bytes
  * without NUL, a found page has a revision id > 0, an http(s) URL and
  * content, error codes are plain or "(invalid)", snippets come out as
@@ -126,6 +127,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                               revs[i].revision_id > 0 && revs[i].revision_id < INT64_MAX);
                         }
                         mediawiki_revisions_free(revs, n);
+                }
+                mediawiki_error_done(&e2);
+
+                /* And the reply of a read check of 1..50 titles: what is
+                 * accepted is one answer per title, each true or false,
+                 * from a reply that names the module. */
+                bool *readable = NULL;
+                size_t asked = 1 + (size_t) (data[0] / 6) % MEDIAWIKI_TITLES_MAX;
+                if (mediawiki_parse_readcheck(body, size, asked, &readable, &e2) >= 0) {
+                        CHECK(memmem(body, size, "wikiwebreadcheck", 16));
+                        for (size_t i = 0; i < asked; i++)
+                                CHECK(readable[i] == true || readable[i] == false);
+                        free(readable);
                 }
                 mediawiki_error_done(&e2);
                 break;

@@ -1144,7 +1144,8 @@ def _id_request(bed, method, path, source, user=None, token=None):
 def identity_behind_trusted_proxy(bed):
     """API.md "Identity" under the production unit: WIKI_WEB_TRUSTED_PROXIES from /etc/wikiweb/wikiweb.conf,
     the user header believed from the trusted address only, the user on D-Bus (root) and in the journal's
-    refusal line; a wildcard fails the start with one journal line naming the setting."""
+    refusal line; WIKI_WEB_WIKI_READ_AS unset warns, set shows in health, invalid fails the start; a
+    wildcard fails the start with one journal line naming the setting."""
     conf = "/etc/wikiweb/wikiweb.conf"
     with open(bed.ct.root(conf)) as f:
         saved = f.read()
@@ -1175,6 +1176,23 @@ def identity_behind_trusted_proxy(bed):
         check(not [line for line in journal.splitlines() if "X-Remote-User" in line and "alice" in line],
               "a refused header's value reached the journal")
         _id_request(bed, "DELETE", "/api/v1/queue/ticket", "127.0.0.2", user="alice")
+        # API.md "Whose permissions": trusted proxies without WIKI_WEB_WIKI_READ_AS warn at start,
+        # naming it; health says the mode.
+        check([line for line in journal.splitlines() if "WIKI_WEB_WIKI_READ_AS is not" in line],
+              "no warning naming WIKI_WEB_WIKI_READ_AS with trusted proxies")
+        status, h = _id_request(bed, "GET", "/api/v1/health", "127.0.0.1")
+        check(h.get("wiki_read_as") == "service" and "wiki_read_check" not in h, f"health in service mode: {h}")
+        bed.ct.write(conf, saved + "WIKI_WEB_TRUSTED_PROXIES=127.0.0.2/32\nWIKI_WEB_WIKI_READ_AS=person\n")
+        bed.restart_clean()
+        status, h = _id_request(bed, "GET", "/api/v1/health", "127.0.0.1")
+        log(f"# health with WIKI_WEB_WIKI_READ_AS=person: {h}")
+        check(h.get("wiki_read_as") == "person" and h.get("wiki_read_check") in ("ok", "failed", "unknown"),
+              f"health in person mode: {h}")
+        bed.ct.write(conf, saved + "WIKI_WEB_WIKI_READ_AS=everyone\n")
+        r = bed.ct.run(["systemctl", "restart", SERVICE], check=False, timeout=60)
+        check(r.returncode != 0, "systemctl restart succeeded with WIKI_WEB_WIKI_READ_AS=everyone")
+        check("WIKI_WEB_WIKI_READ_AS: invalid value" in bed.journal(),
+              "no journal line names WIKI_WEB_WIKI_READ_AS")
 
         # A wildcard: the start fails in ExecStartPre, one line names the setting.
         bed.ct.write(conf, saved + "WIKI_WEB_TRUSTED_PROXIES=0.0.0.0/0\n")

@@ -266,6 +266,36 @@ TEST(identity) {
         ASSERT_TRUE(!config_user_header_is_valid("Host"));
 }
 
+/* WIKI_WEB_WIKI_READ_AS (API.md "Whose permissions"): service by default
+ * and not "set", person when given, anything else refused naming it. */
+TEST(wiki_read_as) {
+        const char *person[] = { "WIKI_WEB_WIKI_READ_AS=person", NULL };
+        const char *service[] = { "WIKI_WEB_WIKI_READ_AS=service", NULL };
+        const char *none[] = { NULL };
+        Config c;
+        char *err = NULL;
+
+        ASSERT_OK(load(none, &c, &err));
+        ASSERT_EQ_INT(c.wiki_read_as, CONFIG_READ_AS_SERVICE);
+        ASSERT_TRUE(!c.wiki_read_as_set);
+        config_done(&c);
+        ASSERT_OK(load(service, &c, &err));
+        ASSERT_EQ_INT(c.wiki_read_as, CONFIG_READ_AS_SERVICE);
+        ASSERT_TRUE(c.wiki_read_as_set);
+        config_done(&c);
+        ASSERT_OK(load(person, &c, &err));
+        ASSERT_EQ_INT(c.wiki_read_as, CONFIG_READ_AS_PERSON);
+        config_done(&c);
+        expect_bad(
+                "WIKI_WEB_WIKI_READ_AS=", "WIKI_WEB_WIKI_READ_AS: invalid value, expected service or person");
+        expect_bad("WIKI_WEB_WIKI_READ_AS=Person", "WIKI_WEB_WIKI_READ_AS");
+        expect_bad("WIKI_WEB_WIKI_READ_AS=person ", "WIKI_WEB_WIKI_READ_AS");
+        expect_bad("WIKI_WEB_WIKI_READ_AS=user", "WIKI_WEB_WIKI_READ_AS");
+        ASSERT_EQ_STR(config_read_as_to_string(CONFIG_READ_AS_PERSON), "person");
+        ASSERT_TRUE(!config_read_as_to_string(_CONFIG_READ_AS_MAX));
+        ASSERT_EQ_INT(config_read_as_from_string(NULL), _CONFIG_READ_AS_INVALID);
+}
+
 TEST(secrets) {
         char dir[] = "/tmp/wikiweb-test-config-XXXXXX";
         char path[256], env_dir[300], env_file[300];

@@ -299,6 +299,65 @@ TEST(cancel) {
 }
 
 /* The stop: no new query (-ESHUTDOWN), nothing announced. */
+typedef struct Readable {
+        unsigned calls;
+        int error;
+        size_t n;
+        bool all;
+} Readable;
+
+static void on_readable(
+        ManagerReadableCheck *c,
+        int error,
+        ApiError api_error,
+        const char *message,
+        const bool *readable,
+        size_t n,
+        void *userdata) {
+        Readable *r = userdata;
+
+        r->calls++;
+        r->error = error;
+        r->n = n;
+        r->all = true;
+        for (size_t i = 0; i < n; i++)
+                r->all = r->all && readable[i];
+}
+
+/* manager_check_readable(): the arguments refused at once; in service mode
+ * every title readable, from the loop, never inside the call; a check
+ * freed before it reports never reports. */
+TEST(check_readable) {
+        char *titles[] = { (char *) "Apple", (char *) "Payroll:Salaries", NULL };
+        char *bad[] = { (char *) "A|B", NULL };
+        char *none[] = { NULL };
+        ManagerReadableCheck *c = NULL, *d = NULL;
+        Readable r = { 0 }, q = { 0 };
+        Fixture f;
+
+        fixture_start(&f);
+        ASSERT_EQ_INT(manager_check_readable(f.manager, "Alice", titles, on_readable, &r, &c), -EOPNOTSUPP);
+        f.config.wiki_api_url = strdup("http://127.0.0.1:1/api.php");
+        ASSERT_TRUE(f.config.wiki_api_url);
+        ASSERT_EQ_INT(manager_check_readable(f.manager, "Alice", bad, on_readable, &r, &c), -EINVAL);
+        ASSERT_EQ_INT(manager_check_readable(f.manager, "Alice", none, on_readable, &r, &c), -EINVAL);
+        ASSERT_TRUE(!c);
+
+        ASSERT_OK(manager_check_readable(f.manager, "Alice", titles, on_readable, &r, &c));
+        ASSERT_OK(manager_check_readable(f.manager, NULL, titles, on_readable, &q, &d));
+        ASSERT_EQ_INT(r.calls, 0);
+        d = manager_readable_check_free(d);
+        for (unsigned i = 0; i < 10 && r.calls == 0; i++)
+                ASSERT_OK(sd_event_run(f.event, 10 * USEC_PER_MSEC));
+        ASSERT_EQ_INT(r.calls, 1);
+        ASSERT_EQ_INT(r.error, 0);
+        ASSERT_EQ_INT(r.n, 2);
+        ASSERT_TRUE(r.all);
+        ASSERT_EQ_INT(q.calls, 0);
+        c = manager_readable_check_free(c);
+        fixture_stop(&f);
+}
+
 TEST(stop) {
         Fixture f;
         SessionKey a = session(4);

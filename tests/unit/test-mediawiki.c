@@ -378,6 +378,68 @@ TEST(builders) {
         ASSERT_TRUE(!mediawiki_title_is_valid(NULL));
 }
 
+/* The read check of the extension WikiwebReadCheck (API.md "Whose
+ * permissions"): its builder, the reply captured from the fixture wiki
+ * (tests/fixtures/mediawiki.py, restricted=True, as Alice), and replies
+ * that must fail closed. */
+TEST(readcheck) {
+        const char *titles[] = { "Apple", "Payroll:Salaries", "Salary table", "Special:Version", "a" };
+        _cleanup_free_ char *body = NULL, *q = NULL, *anon = NULL;
+        MediaWikiError e = { 0 };
+        bool *readable = NULL;
+        size_t size;
+        char *x = NULL;
+
+        ASSERT_OK(mediawiki_build_readcheck("Alice Ä", titles, 2, true, &q));
+        ASSERT_EQ_STR(
+                q,
+                "action=wikiwebreadcheck&user=Alice%20%C3%84&titles=Apple%7CPayroll%3ASalaries&format=json"
+                "&formatversion=2&errorformat=bc&maxlag=5&assert=user");
+        /* Anonymous: no user parameter at all. */
+        ASSERT_OK(mediawiki_build_readcheck(NULL, titles, 1, false, &anon));
+        ASSERT_EQ_STR(
+                anon,
+                "action=wikiwebreadcheck&titles=Apple&format=json&formatversion=2&errorformat=bc&maxlag=5");
+        ASSERT_EQ_INT(mediawiki_build_readcheck("A|B", titles, 1, false, &x), -EINVAL);
+        ASSERT_EQ_INT(mediawiki_build_readcheck("A\nB", titles, 1, false, &x), -EINVAL);
+        ASSERT_EQ_INT(mediawiki_build_readcheck(NULL, titles, 0, false, &x), -EINVAL);
+        ASSERT_EQ_INT(mediawiki_build_readcheck(NULL, (const char *[]){ "A|B" }, 1, false, &x), -EINVAL);
+        ASSERT_EQ_INT(mediawiki_build_readcheck(NULL, titles, MEDIAWIKI_TITLES_MAX + 1, false, &x), -EINVAL);
+        ASSERT_TRUE(!x);
+
+        body = load("readcheck.json", &size);
+        ASSERT_OK(mediawiki_parse_readcheck(body, size, 5, &readable, &e));
+        ASSERT_TRUE(readable[0] && !readable[1] && !readable[2] && !readable[3] && readable[4]);
+        free(readable);
+        readable = NULL;
+        /* Not one answer per title asked: nothing is known. */
+        ASSERT_EQ_INT(mediawiki_parse_readcheck(body, size, 4, &readable, &e), -EBADMSG);
+        ASSERT_EQ_INT(mediawiki_parse_readcheck(body, size, 6, &readable, &e), -EBADMSG);
+        ASSERT_EQ_INT(mediawiki_parse_readcheck(body, size, 0, &readable, &e), -EINVAL);
+        static const char *const bad[] = {
+                "{\"wikiwebreadcheck\":{\"pages\":[{\"title\":\"A\",\"readable\":\"true\"}]}}",
+                "{\"wikiwebreadcheck\":{\"pages\":[{\"title\":\"A\",\"readable\":1}]}}",
+                "{\"wikiwebreadcheck\":{\"pages\":[{\"title\":\"A\"}]}}",
+                "{\"wikiwebreadcheck\":{\"pages\":[{\"readable\":true}]}}",
+                "{\"wikiwebreadcheck\":{\"pages\":[true]}}",
+                "{\"wikiwebreadcheck\":{\"pages\":{}}}",
+                "{\"wikiwebreadcheck\":[]}",
+                "{\"query\":{\"pages\":[{\"title\":\"A\",\"readable\":true}]}}",
+                "{\"wikiwebreadcheck\":{\"pages\":[{\"title\":\"A\",\"readable\":true}]}} x",
+                "[]",
+                "",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                ASSERT_EQ_INT(mediawiki_parse_readcheck(bad[i], strlen(bad[i]), 1, &readable, &e), -EBADMSG);
+        ASSERT_TRUE(!readable);
+        {
+                const char *err = "{\"error\":{\"code\":\"permissiondenied\",\"info\":\"no\"}}";
+                ASSERT_EQ_INT(mediawiki_parse_readcheck(err, strlen(err), 1, &readable, &e), -EREMOTEIO);
+                ASSERT_EQ_STR(e.code, "permissiondenied");
+                mediawiki_error_done(&e);
+        }
+}
+
 /* A staleness check's prop=info (captured from the fixture wiki), its
  * builder, and hostile replies. */
 TEST(revisions) {

@@ -1,0 +1,336 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""API.md "Whose permissions": with WIKI_WEB_WIKI_READ_AS=person a query
+uses only what the asking person may read, as the real MediaWiki 1.39
+decides it through the extension WikiwebReadCheck loaded from the tree
+(packaging/mediawiki/), at the moment of use, and fails closed.
+
+One wiki for the whole file (tests/fixtures/mediawiki.py, restricted=True:
+the namespace Payroll and the titles under HR/ readable by the group
+"payroll" only, through a getUserPermissionsErrors hook as Lockdown does;
+Vault/ by sysop only, so not by the service account either). Alice is
+outside the group, Bob is moved in and out of it between questions, and
+an anonymous person asks too. The people are told apart by the trusted
+proxy's header (the test client is the proxy, 127.0.0.1). Every request
+the scripted model receives is searched for the restricted pages' text.
+
+All traffic goes to loopback addresses only."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+import http.cookiejar
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'fixtures'))
+
+import harness  # noqa: E402
+import mediawiki  # noqa: E402
+from harness import API  # noqa: E402
+from test_metrics import samples, scrape  # noqa: E402
+from test_pipeline import PipelineBase  # noqa: E402
+
+USER = 'X-Remote-User'
+MARKERS = mediawiki.RESTRICTED_MARKERS
+
+_WIKI = None
+
+
+def wiki():
+    global _WIKI
+    if _WIKI is None:
+        _WIKI = mediawiki.Wiki(restricted=True).start()
+    return _WIKI
+
+
+def read(title):
+    return {'name': 'wiki_read', 'arguments': {'title': title}}
+
+
+# One conversation: a search whose first hits are restricted, reads of a
+# public redirect into a restricted page, of restricted pages directly,
+# of a page that does not exist and of a public page; the answer cites a
+# restricted page and a public one.
+SCRIPT = [
+    {'tool_calls': [{'name': 'wiki_search', 'arguments': {'query': 'zanzibarquokka', 'limit': 1}}]},
+    {'tool_calls': [read('Salary table'), read('Payroll:Salaries'), read('Case seventeen'),
+                    read('No such page at all'), read('Quokka notice')]},
+    {'answer': 'The festival is public [1]; the salary is known [2].\n\n'
+               '[1] Quokka notice: "The zanzibarquokka festival is public and open to everyone."\n'
+               '[2] Payroll:Salaries: "The director\'s salary is 98765 kroner a month."'},
+]
+PAGES = ['HR/Case 17', 'Apple']
+
+
+def tool_results(request):
+    """The tool results of a chat request, in order, as JSON."""
+    out = []
+    for m in request['messages']:
+        if m.get('role') == 'tool':
+            out.append(json.loads(m['content']))
+    return out
+
+
+class Permissions(PipelineBase):
+
+    @classmethod
+    def tearDownClass(cls):
+        global _WIKI
+        if _WIKI:
+            _WIKI.stop()
+            _WIKI = None
+
+    def person_daemon(self, llm, **env):
+        w = wiki()
+        settings = dict(WIKI_WEB_WIKI_READ_AS='person', WIKI_WEB_TRUSTED_PROXIES='127.0.0.1/32',
+                        WIKI_WEB_REQUIRE_USER='false', metrics=True, bot=True)
+        settings.update(env)
+        return self.pipeline_daemon(llm, w, **settings)
+
+    def ask_as(self, d, user, script_llm, question='What is known about the quokka and the salary?', pages=PAGES):
+        b = d.browser()
+        headers = {USER: user} if user else None
+        body = {'question': question}
+        if pages:
+            body['pages'] = pages
+        r = b.post(API + '/query', body, headers=headers, timeout=60)
+        return b, r, headers
+
+    def assertClean(self, llm):
+        """Nothing of a restricted page in any request the model received."""
+        reqs = llm.chat_requests()
+        self.assertTrue(reqs)
+        for body in reqs:
+            text = json.dumps(body, ensure_ascii=False)
+            for m in MARKERS:
+                self.assertNotIn(m, text, 'restricted text reached the model')
+
+    def check_outsider(self, d, llm, b, r, headers):
+        rec = self.check_record_as(b, r, headers)
+        self.assertClean(llm)
+        reqs = llm.chat_requests()
+        # The search: one hit asked for, one readable hit given, though the
+        # wiki ranks a restricted one with it.
+        search = tool_results(reqs[1])[-1]
+        self.assertEqual([h['title'] for h in search['results']], ['Quokka notice'], search)
+        # Each withheld read is exactly a missing page's result.
+        reads = tool_results(reqs[2])[-5:]
+        missing = reads[3]
+        self.assertEqual(reads[0], missing)
+        self.assertEqual(reads[1], missing)
+        self.assertEqual(reads[2], missing)
+        self.assertIn('zanzibarquokka festival', json.dumps(reads[4]))
+        # The request's pages: HR/Case 17 withheld, Apple read.
+        preload = tool_results(reqs[0])
+        self.assertEqual(preload[0], missing)
+        self.assertIn('Apple', json.dumps(preload[1]))
+        self.assertEqual([s['title'] for s in rec['sources']], ['Apple', 'Quokka notice'])
+        c = {x['title']: x['status'] for x in rec['citations']}
+        self.assertEqual(c, {'Quokka notice': 'verified', 'Payroll:Salaries': 'not_read'})
+        for m in MARKERS:
+            self.assertNotIn(m, json.dumps(rec['sources']) + rec['answer'].replace('98765 kroner', ''))
+        return rec
+
+    def check_record_as(self, b, r, headers):
+        self.assertStatus(r, 200)
+        rec = r.json
+        self.assertEqual(rec['status'], 'succeeded', rec)
+        # The check's time is wiki time, counted once.
+        t = rec['timings_ms']
+        self.assertLessEqual(t['wiki'] + t['model'], t['total'] + 2, t)
+        h = b.get(API + '/history/' + rec['id'], headers=headers)
+        self.assertStatus(h, 200)
+        self.assertEqual(h.json, rec)
+        return rec
+
+    def withheld(self, d):
+        _, _, body, _ = scrape(d)
+        m = samples(body)
+        return (m['wikiweb_wiki_pages_withheld_total{from="search"}'],
+                m['wikiweb_wiki_pages_withheld_total{from="read"}'],
+                m['wikiweb_wiki_read_checks_total{outcome="answered"}'],
+                m['wikiweb_wiki_read_checks_total{outcome="failed"}'])
+
+    def test_people_and_a_group_change(self):
+        w = wiki()
+        w.set_groups('Bob', [])
+        llm = self.llm(SCRIPT)
+        d = self.person_daemon(llm)
+        h = d.browser().get(API + '/health')
+        self.assertEqual(h.json['wiki_read_as'], 'person')
+        # The daemon's own check at start: answered.
+        deadline = time.monotonic() + 10
+        while h.json['wiki_read_check'] != 'ok' and time.monotonic() < deadline:
+            time.sleep(0.1)
+            h = d.browser().get(API + '/health')
+        self.assertEqual(h.json['wiki_read_check'], 'ok')
+        # Alice (outside the group) and an anonymous person.
+        for user in ('Alice', None):
+            with self.subTest(user=user):
+                llm.set_script(SCRIPT)
+                b, r, headers = self.ask_as(d, user, llm)
+                self.check_outsider(d, llm, b, r, headers)
+        s0, r0, a0, f0 = self.withheld(d)
+        # Per query: 1 search hit, 4 reads (3 tool calls, 1 requested page).
+        self.assertEqual((s0, r0, f0), (2, 8, 0))
+        # One check per tool call that returned something, none across queries.
+        self.assertEqual(a0, 2 * (1 + 4 + 1 + 1))
+        # Bob, outside, then inside the group: the change counts at once.
+        llm.set_script(SCRIPT)
+        b, r, headers = self.ask_as(d, 'Bob', llm)
+        self.check_outsider(d, llm, b, r, headers)
+        w.set_groups('Bob', ['payroll'])
+        llm.set_script(SCRIPT)
+        b, r, headers = self.ask_as(d, 'bob', llm)  # MediaWiki normalises the name
+        rec = self.check_record_as(b, r, headers)
+        text = json.dumps(llm.chat_requests(), ensure_ascii=False)
+        for m in ('98765', 'quetzalhrcase', 'Confidential case'):
+            self.assertIn(m, text)
+        self.assertNotIn('quetzalvault', text)
+        self.assertEqual([s['title'] for s in rec['sources']],
+                         ['HR/Case 17', 'Apple', 'Payroll:Salaries', 'Quokka notice'])
+        c = {x['title']: x['status'] for x in rec['citations']}
+        self.assertEqual(c, {'Quokka notice': 'verified', 'Payroll:Salaries': 'verified'})
+        # The sources again, for Bob once he has left the group: the
+        # restricted ones read as missing pages now.
+        w.set_groups('Bob', [])
+        s = b.get(API + '/history/' + rec['id'] + '/sources', headers=headers)
+        self.assertStatus(s, 200)
+        now = {x['title']: x['missing'] for x in s.json['sources']}
+        self.assertEqual(now, {'HR/Case 17': True, 'Apple': False, 'Payroll:Salaries': True,
+                               'Quokka notice': False})
+        # No title of a withheld page in the journal.
+        log = d.log()
+        for t in ('Payroll:Salaries', 'HR/Case 17', 'Case seventeen', 'Salary table', 'Payroll%3ASalaries',
+                  'Case%2017', 'Case_17'):
+            self.assertNotIn(t, log)
+        self.assertIn('withheld', log)
+
+    def test_private_wiki(self):
+        w = wiki()
+        llm = self.llm([])
+        d = self.person_daemon(llm)
+        w.set_switch('private', True)
+        try:
+            for user, readable in ((None, False), ('Alice', True)):
+                with self.subTest(user=user):
+                    llm.set_script([{'tool_calls': [read('Apple')]}, {'answer': 'Done.'}])
+                    b, r, headers = self.ask_as(d, user, llm, pages=None)
+                    rec = self.check_record_as(b, r, headers)
+                    result = tool_results(llm.chat_requests()[1])[0]
+                    self.assertEqual('error' not in result, readable, result)
+                    self.assertEqual(len(rec['sources']), 1 if readable else 0)
+        finally:
+            w.set_switch('private', False)
+
+    def test_fail_closed(self):
+        w = wiki()
+        llm = self.llm([])
+        w.set_switch('readcheck-unloaded', True)
+        try:
+            d = self.person_daemon(llm)
+            for switch, name in (('readcheck-unloaded', 'WikiwebReadCheck'),
+                                 ('readcheck-revoked', 'wikiweb-readcheck')):
+                with self.subTest(switch=switch):
+                    w.set_switch('readcheck-unloaded', switch == 'readcheck-unloaded')
+                    w.set_switch('readcheck-revoked', switch == 'readcheck-revoked')
+                    # A requested page: nothing reaches the model at all.
+                    llm.set_script([{'answer': 'never'}])
+                    b, r, headers = self.ask_as(d, 'Alice', llm, pages=['Apple'])
+                    self.assertStatus(r, 403)
+                    self.assertError(r, 'wiki_auth_failed')
+                    self.assertIn(name, r.json['error']['message'])
+                    self.assertIn('WIKI_WEB_WIKI_READ_AS', r.json['error']['message'])
+                    self.assertEqual(llm.chat_requests(), [])
+                    # A read the model asks for: its result never comes.
+                    llm.set_script([{'tool_calls': [read('Apple')]}, {'answer': 'never'}])
+                    b, r, headers = self.ask_as(d, 'Alice', llm, pages=None)
+                    self.assertStatus(r, 403)
+                    self.assertEqual(len(llm.chat_requests()), 1)
+            # The daemon started while the wiki could not answer: health says so.
+            self.assertEqual(d.browser().get(API + '/health').json['wiki_read_check'], 'failed')
+            self.assertGreaterEqual(self.withheld(d)[3], 4)
+        finally:
+            w.set_switch('readcheck-unloaded', False)
+            w.set_switch('readcheck-revoked', False)
+
+    def test_service_mode(self):
+        """Today's behaviour, and the fault fixed in every mode: a page the
+        service account may not read is a tool result, not a failed query."""
+        llm = self.llm([{'tool_calls': [read('Vault/Keys'), read('No such page at all')]},
+                        {'answer': 'Nothing.'}])
+        # Trusted proxies and the mode left to its default: a warning names it.
+        d = self.pipeline_daemon(llm, wiki(), bot=True, WIKI_WEB_TRUSTED_PROXIES='127.0.0.2/32',
+                                 WIKI_WEB_REQUIRE_USER='false')
+        self.assertIn('WIKI_WEB_WIKI_READ_AS is not', d.log())
+        b, r = self.ask(d, question='What is in the vault?')
+        rec = self.check_record(d, b, r)
+        results = tool_results(llm.chat_requests()[1])
+        self.assertEqual(results[0], results[1])
+        self.assertEqual(rec['sources'], [])
+        self.assertNotIn('quetzalvault', json.dumps(llm.chat_requests()))
+        h = d.browser().get(API + '/health').json
+        self.assertEqual(h['wiki_read_as'], 'service')
+        self.assertNotIn('wiki_read_check', h)
+        # --check-config: the mode shown, and an invalid one named.
+        env = dict(os.environ, WIKI_WEB_WIKI_READ_AS='person')
+        p = subprocess.run([harness.WIKIWEBD, '--check-config'], env=env, capture_output=True, text=True,
+                           timeout=30, stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 0, p)
+        self.assertIn('WIKI_WEB_WIKI_READ_AS=person', p.stdout.splitlines())
+        env['WIKI_WEB_WIKI_READ_AS'] = 'Person'
+        p = subprocess.run([harness.WIKIWEBD, '--check-config'], env=env, capture_output=True, text=True,
+                           timeout=30, stdin=subprocess.DEVNULL)
+        self.assertNotEqual(p.returncode, 0, p)
+        self.assertIn('WIKI_WEB_WIKI_READ_AS', p.stderr)
+
+    def test_extension_api(self):
+        """The extension's answers, asked directly: a named user, an unknown
+        user, no user, and a caller without the right."""
+        w = wiki()
+        jar = http.cookiejar.CookieJar()
+        op = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+
+        def api(post=False, **p):
+            p.update(format='json', formatversion='2')
+            data = urllib.parse.urlencode(p)
+            r = op.open(w.api_url, data.encode()) if post else op.open(w.api_url + '?' + data)
+            return r.headers.get('MediaWiki-API-Error'), json.load(r)
+
+        titles = 'Apple|Payroll:Salaries|Salary table|HR/Case 17|Special:Version|Vault/Keys'
+        code, body = api(action='wikiwebreadcheck', user='Alice', titles=titles)
+        self.assertEqual(code, 'permissiondenied')  # an anonymous caller lacks the right
+        tok = api(action='query', meta='tokens', type='login')[1]['query']['tokens']['logintoken']
+        login = api(True, action='login', lgname=w.bot_user, lgpassword=w.bot_password, lgtoken=tok)[1]
+        self.assertEqual(login['login']['result'], 'Success')
+        w.set_groups('Bob', ['payroll'])
+        expect = {
+            'Alice': [True, False, False, False, False, False],
+            'bob': [True, True, True, True, False, False],
+            'Nobody Registered': [True, False, False, False, False, False],
+            '': [True, False, False, False, False, False],
+            'Admin': [True, False, False, False, False, True],
+        }
+        for user, readable in expect.items():
+            code, body = api(action='wikiwebreadcheck', user=user, titles=titles)
+            self.assertIsNone(code, body)
+            rc = body['wikiwebreadcheck']
+            self.assertEqual([p['readable'] for p in rc['pages']], readable, (user, rc))
+            self.assertEqual([p['title'] for p in rc['pages']], titles.split('|'))
+            self.assertEqual(rc['anonymous'], user in ('', 'Nobody Registered'))
+        self.assertEqual(rc['pages'][2]['target'], 'Payroll:Salaries')
+        code, _ = api(action='wikiwebreadcheck', user='Alice', titles='|'.join('T%d' % i for i in range(51)))
+        self.assertEqual(code, 'toomanyvalues')
+        w.set_groups('Bob', [])
+
+
+if __name__ == '__main__':
+    try:
+        harness.main()
+    finally:
+        if _WIKI:
+            _WIKI.stop()
