@@ -20,6 +20,8 @@
 #include "shared/random-util.h"
 #include "shared/sanitize.h"
 #include "shared/sha256.h"
+#include "shared/strv.h"
+#include "query/mediawiki.h"
 #include "shared/time-util.h"
 #include "shared/list.h"
 
@@ -40,6 +42,10 @@ struct Api {
         /* The requests of the queries in flight: each stays suspended until
          * its record is durable (even if the client has gone). */
         ApiWaiting *waiting;
+
+        /* The shared views waiting for the reader's permissions (API.md 9
+         * "Share"). */
+        struct ApiReadable *readables;
 };
 
 /* The record as GET /history/{id} returns it, as text (the caller frees
@@ -149,6 +155,9 @@ int api_new(sd_event *event, Manager *manager, Api **ret) {
         return 0;
 }
 
+typedef struct ApiReadable ApiReadable;
+static ApiReadable *api_readable_free(ApiReadable *r);
+
 Api *api_free(Api *api) {
         ApiWaiting *w;
 
@@ -161,6 +170,8 @@ Api *api_free(Api *api) {
                 LIST_REMOVE(waiting, api->waiting, w);
                 free(w);
         }
+        while (api->readables)
+                api_readable_free(api->readables);
         free(api);
         return NULL;
 }
@@ -777,16 +788,150 @@ static HttpHandlerResult api_shared_readable_done(Api *api, HttpRequest *req, Ap
         return t->handler(api, req, t);
 }
 
+/* A shared view waiting for what its reader may read: every source title
+ * of its turns, asked of manager_check_readable() in batches of at most
+ * MEDIAWIKI_TITLES_MAX. */
+struct ApiReadable {
+        Api *api;
+        HttpRequest *req;
+        ApiShared *shared;
+        char **titles; /* each once */
+        size_t next;   /* the first not yet asked */
+        ManagerReadableCheck *check;
+        ApiReadable *readables_prev, *readables_next;
+};
+
+static ApiReadable *api_readable_free(ApiReadable *r) {
+        if (!r)
+                return NULL;
+        LIST_REMOVE(readables, r->api->readables, r);
+        manager_readable_check_free(r->check);
+        api_shared_free(r->shared);
+        strv_free(r->titles);
+        free(r);
+        return NULL;
+}
+
+/* Every source title of the conversation, each once, that the wiki would
+ * take; NULL-terminated. */
+static char **api_shared_titles(const ApiConversation *c) {
+        _cleanup_(strv_freep) char **titles = calloc(1, sizeof(char *));
+        size_t n = 0;
+
+        if (!titles)
+                return NULL;
+        for (size_t i = 0; i < c->n_turns; i++) {
+                _cleanup_(json_object_putp) json_object *a = json_tokener_parse(c->turns[i].sources_json);
+                size_t m = json_object_is_type(a, json_type_array) ? json_object_array_length(a) : 0;
+
+                for (size_t j = 0; j < m; j++) {
+                        const char *t = json_object_get_string(
+                                json_object_object_get(json_object_array_get_idx(a, j), "title"));
+                        bool seen = false;
+                        char **l;
+
+                        if (!t || !mediawiki_title_is_valid(t))
+                                continue;
+                        for (size_t k = 0; k < n && !seen; k++)
+                                seen = streq(titles[k], t);
+                        if (seen)
+                                continue;
+                        l = reallocarray(titles, n + 2, sizeof(char *));
+                        if (!l)
+                                return NULL;
+                        titles = l;
+                        titles[n] = strdup(t);
+                        if (!titles[n])
+                                return NULL;
+                        titles[++n] = NULL;
+                }
+        }
+        return TAKE_PTR(titles);
+}
+
+static int api_readable_ask(ApiReadable *r);
+
+static void api_readable_on_done(
+        ManagerReadableCheck *c,
+        int error,
+        ApiError api_error,
+        const char *message,
+        const bool *readable,
+        size_t n,
+        void *userdata) {
+        ApiReadable *r = userdata;
+        bool all = true;
+        int q;
+
+        if (error < 0) {
+                /* Fail closed: the wiki's error, nothing shown. */
+                (void) http_reply_error(r->req, api_error, message, NULL);
+                api_readable_free(r);
+                return;
+        }
+        for (size_t i = 0; i < n; i++)
+                all = all && readable[i];
+        r->next += n;
+        r->check = manager_readable_check_free(r->check);
+        if (all && r->titles[r->next]) {
+                q = api_readable_ask(r);
+                if (q >= 0)
+                        return;
+                (void) http_reply_error(r->req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+                api_readable_free(r);
+                return;
+        }
+        (void) api_shared_readable_done(r->api, r->req, TAKE_PTR(r->shared), all);
+        api_readable_free(r);
+}
+
+/* The next batch of titles. */
+static int api_readable_ask(ApiReadable *r) {
+        char *batch[MEDIAWIKI_TITLES_MAX + 1] = { NULL };
+
+        for (size_t i = 0; i < MEDIAWIKI_TITLES_MAX && r->titles[r->next + i]; i++)
+                batch[i] = r->titles[r->next + i];
+        return manager_check_readable(
+                r->api->manager, http_request_user(r->req), batch, api_readable_on_done, r, &r->check);
+}
+
 /* Whether the person asking may read every source of the shared
- * conversation. Without WIKI_WEB_WIKI_READ_AS=person every signed-in
- * person (without identity: everyone with the link) may. This is the one
- * call site for the permissions check of issue 33 (manager_check_readable(),
- * asynchronous): ask it with the titles of s's turns' sources and the
- * user, http_request_suspend(req), return HTTP_SUSPENDED, and from its
- * callback call api_shared_readable_done() (which answers the suspended
- * request). Takes s. */
+ * conversation (API.md 9 "Share"): manager_check_readable() with the
+ * reader's identity (WIKI_WEB_WIKI_READ_AS=person asks the wiki; service
+ * answers yes at once); the request is suspended meanwhile. A source they
+ * may not read: 404, as for a wrong token; a check that cannot be made:
+ * its error (fail closed). Takes s. */
 static HttpHandlerResult api_check_shared_readable(Api *api, HttpRequest *req, ApiShared *s) {
-        return api_shared_readable_done(api, req, s, true);
+        _cleanup_(api_shared_freep) ApiShared *shared = s;
+        ApiReadable *r;
+        char **titles;
+        int q;
+
+        titles = api_shared_titles(&shared->conversation);
+        if (!titles)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        if (!titles[0]) {
+                strv_free(titles);
+                return api_shared_readable_done(api, req, TAKE_PTR(shared), true);
+        }
+        r = calloc(1, sizeof *r);
+        if (!r) {
+                strv_free(titles);
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        }
+        *r = (ApiReadable){ .api = api, .req = req, .titles = titles };
+        LIST_PREPEND(readables, api->readables, r);
+        q = api_readable_ask(r);
+        if (q < 0) {
+                api_readable_free(r);
+                if (q == -EOPNOTSUPP)
+                        return http_reply_error(
+                                req, API_ERROR_EXECUTION_FAILED, "The wiki is not configured", NULL);
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        }
+        r->shared = TAKE_PTR(shared);
+        http_request_suspend(req);
+        return HTTP_SUSPENDED;
 }
 
 /* GET /shared/{token}[/…]: 403 origin_denied for an anonymous request
