@@ -9,6 +9,7 @@
 #include "manager/manager.h"
 #include "shared/log.h"
 #include "shared/macro.h"
+#include "store/report.h"
 
 #define QUEUE_BUS_NAME "org.wikiweb.Queue1"
 #define QUEUE_BUS_PATH "/org/wikiweb/Queue1"
@@ -293,6 +294,82 @@ static int method_list_running_queries(sd_bus_message *m, void *userdata, sd_bus
         return sd_bus_send(NULL, reply, NULL);
 }
 
+/* ListUnanswered(u days): the unanswered report of API.md 9.2 (the same
+ * groups as GET /api/v1/reports/unanswered), root only: it holds what
+ * people asked, though it names nobody. days 0 is the default. */
+static int method_list_unanswered(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_(report_freep) Report *report = NULL;
+        QueueBus *b = userdata;
+        usec_t t, span;
+        uint32_t days;
+        int r;
+
+        r = check_caller_is_root(m, error);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_read(m, "u", &days);
+        if (r < 0)
+                return r;
+        if (days == 0)
+                days = REPORT_DAYS_DEFAULT;
+        if (days < REPORT_DAYS_MIN || days > REPORT_DAYS_MAX)
+                return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, "days must be 0 (30) or 1 to 365.");
+        if (!b->manager)
+                return sd_bus_error_set(error, SD_BUS_ERROR_FAILED, "The history is not available.");
+
+        t = now(CLOCK_REALTIME);
+        span = (usec_t) days * 24 * 3600 * USEC_PER_SEC;
+        r = report_unanswered(manager_get_history(b->manager), t > span ? t - span : 0, &report);
+        if (r < 0)
+                return sd_bus_error_set(error, SD_BUS_ERROR_FAILED, "The report could not be made.");
+
+        r = sd_bus_message_new_method_return(m, &reply);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_open_container(reply, 'a', "(stttttttas)");
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < report->n_groups; i++) {
+                const ReportGroup *g = &report->groups[i];
+
+                r = sd_bus_message_open_container(reply, 'r', "stttttttas");
+                if (r < 0)
+                        return r;
+                r = sd_bus_message_append(
+                        reply,
+                        "sttttttt",
+                        g->question,
+                        g->count,
+                        (uint64_t) g->first_asked,
+                        (uint64_t) g->last_asked,
+                        g->no_sources,
+                        g->unverified,
+                        g->negative_feedback,
+                        g->failed);
+                if (r < 0)
+                        return r;
+                r = sd_bus_message_open_container(reply, 'a', "s");
+                if (r < 0)
+                        return r;
+                for (size_t k = 0; k < g->n_wordings; k++) {
+                        r = sd_bus_message_append(reply, "s", g->wordings[k].text);
+                        if (r < 0)
+                                return r;
+                }
+                r = sd_bus_message_close_container(reply);
+                if (r < 0)
+                        return r;
+                r = sd_bus_message_close_container(reply);
+                if (r < 0)
+                        return r;
+        }
+        r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
 /* The user of the running query (API.md "Identity"), root only like the
  * tickets: "" when none runs or it is anonymous. */
 static int method_get_running_query_user(sd_bus_message *m, void *userdata, sd_bus_error *error) {
@@ -443,6 +520,12 @@ static const sd_bus_vtable queue_vtable[] = {
                 SD_BUS_NO_ARGS,
                 SD_BUS_RESULT("a(sss)", queries),
                 method_list_running_queries,
+                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS(
+                "ListUnanswered",
+                SD_BUS_ARGS("u", days),
+                SD_BUS_RESULT("a(stttttttas)", groups),
+                method_list_unanswered,
                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS(
                 "Drain", SD_BUS_NO_ARGS, SD_BUS_NO_RESULT, method_drain, SD_BUS_VTABLE_UNPRIVILEGED),

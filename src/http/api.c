@@ -661,6 +661,95 @@ static HttpHandlerResult
         }
 }
 
+/* POST /history/{id}/feedback (API.md 9.1): the asker rates their own
+ * finished record; the answer is the record, with its feedback. */
+static HttpHandlerResult api_handle_history_feedback(Api *api, HttpRequest *req, const char *id) {
+        _cleanup_(feedback_body_done) FeedbackBody f = { .rating = NULL };
+        _cleanup_(history_record_freep) HistoryRecord *record = NULL;
+        _cleanup_free_ char *message = NULL;
+        const uint8_t *body;
+        size_t size;
+        int r;
+
+        body = http_request_body(req, &size);
+        if (request_parse_feedback(http_request_content_type(req), body, size, &f, &message) < 0)
+                return http_reply_error(req, API_ERROR_INVALID_INPUT, message, NULL);
+
+        r = history_set_feedback(
+                api->history, id, http_request_session(req), f.rating, f.reason, f.comment, now(CLOCK_REALTIME));
+        if (r == -ENOENT)
+                return http_reply_error(req, API_ERROR_QUERY_NOT_FOUND, NULL, NULL);
+        if (r == -EBUSY)
+                /* There is no answer to rate yet. */
+                return reply_with_retry_after(
+                        api, req, API_ERROR_BUSY, "The query is still running", now(CLOCK_MONOTONIC));
+        if (r < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        metrics_count_feedback(f.rating);
+        if (streq(f.rating, "down"))
+                metrics_count_unanswered("negative_feedback");
+
+        if (!api_find_record(api, req, id, &record))
+                return HTTP_HANDLED;
+        return reply_json_object(req, render_history_record(record));
+}
+
+/* Whether the client asks for the report as CSV: ?format=csv. */
+static int api_report_format(HttpRequest *req, bool *ret_csv) {
+        const char *format = http_request_argument(req, "format");
+
+        if (!format || streq(format, "json")) {
+                *ret_csv = false;
+                return 0;
+        }
+        if (streq(format, "csv")) {
+                *ret_csv = true;
+                return 0;
+        }
+        return -EINVAL;
+}
+
+/* GET /reports/unanswered (API.md 9.2): for the wiki's editors only. */
+static HttpHandlerResult api_handle_report(Api *api, HttpRequest *req) {
+        _cleanup_(report_freep) Report *report = NULL;
+        const char *message = NULL;
+        usec_t t, span;
+        unsigned days;
+        bool csv;
+        int r;
+
+        if (!config_is_editor(manager_get_config(api->manager), http_request_user(req)))
+                return http_reply_error(
+                        req, API_ERROR_ORIGIN_DENIED, "The report is for the wiki's editors", NULL);
+        if (report_parse_days(http_request_argument(req, "days"), &days, &message) < 0)
+                return http_reply_error(req, API_ERROR_INVALID_INPUT, message, NULL);
+        if (api_report_format(req, &csv) < 0)
+                return http_reply_error(req, API_ERROR_INVALID_INPUT, "format must be json or csv", NULL);
+
+        t = now(CLOCK_REALTIME);
+        span = (usec_t) days * 24 * 3600 * USEC_PER_SEC;
+        r = report_unanswered(api->history, t > span ? t - span : 0, &report);
+        if (r < 0) {
+                log_error_errno(r, "The unanswered report could not be made");
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        }
+        if (csv) {
+                _cleanup_free_ char *text = render_report_csv(report);
+                /* A download, as an artifact is: never rendered as a page. */
+                const char *h[] = { "Content-Disposition",
+                                    "attachment; filename=\"unanswered.csv\"",
+                                    "Content-Security-Policy",
+                                    "sandbox",
+                                    NULL };
+
+                if (!text)
+                        return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+                return http_reply_bytes(req, 200, "text/csv; charset=utf-8", text, strlen(text), h);
+        }
+        return reply_json_object(
+                req, render_report(report, days, manager_get_config(api->manager)->wiki_api_url));
+}
+
 static HttpHandlerResult api_handle_artifact(Api *api, HttpRequest *req, const char *id) {
         return api_serve_artifact(api, req, id, http_request_session(req));
 }
@@ -1073,6 +1162,10 @@ HttpHandlerResult api_handle(HttpRequest *req, void *userdata) {
                 return api_handle_history_sources(api, req, m->id);
         case ROUTE_ARTIFACT:
                 return api_handle_artifact(api, req, m->id);
+        case ROUTE_HISTORY_FEEDBACK:
+                return api_handle_history_feedback(api, req, m->id);
+        case ROUTE_REPORT_UNANSWERED:
+                return api_handle_report(api, req);
         case ROUTE_HISTORY_EXPORT:
                 return api_handle_history_export(api, req, m->id);
         case ROUTE_HISTORY_SHARE:

@@ -3,6 +3,7 @@
 #include <json-c/json.h>
 #include <math.h>
 #include <stdlib.h>
+#include <stdarg.h>
 #include <string.h>
 
 #include "http/render.h"
@@ -10,6 +11,8 @@
 #include "shared/macro.h"
 #include "shared/strbuf.h"
 #include "shared/time-util.h"
+#include "shared/utf8.h"
+#include "query/citation.h"
 
 /* Each adds key to o and returns false when out of memory (whatever was
  * made is freed). A NULL string or an unset time is a JSON null. */
@@ -148,6 +151,19 @@ json_object *render_history_record(const HistoryRecord *r) {
 
         if (!render_add_time(o, "created_at", r->created_at) ||
             !render_add_time(o, "finished_at", r->finished_at))
+                return NULL;
+
+        /* The asker's feedback (API.md 9.1), null without one. */
+        if (r->feedback_rating) {
+                json_object *f = json_object_new_object();
+
+                if (!f || !render_add(o, "feedback", f) ||
+                    !render_add_string(f, "rating", r->feedback_rating) ||
+                    !render_add_string(f, "reason", r->feedback_reason) ||
+                    !render_add_string(f, "comment", r->feedback_comment) ||
+                    !render_add_time(f, "rated_at", r->feedback_at))
+                        return NULL;
+        } else if (!render_add(o, "feedback", NULL))
                 return NULL;
 
         /* The conversation (API.md 7): the record followed, and the id of
@@ -415,4 +431,252 @@ json_object *render_slots(const AdmissionSlotCounts *c) {
             json_add(o, "running", json_object_new_uint64(c->running)) < 0)
                 return NULL;
         return TAKE_PTR(o);
+}
+
+/* ---- the unanswered report (API.md 9.2) ---- */
+
+_printf_(2, 3) static void sb_printf(StrBuf *b, const char *format, ...) {
+        _cleanup_free_ char *t = NULL;
+        va_list ap;
+        int k;
+
+        va_start(ap, format);
+        k = vasprintf(&t, format, ap);
+        va_end(ap);
+        if (k < 0) {
+                b->failed = true;
+                return;
+        }
+        (void) strbuf_put(b, t, (size_t) k);
+}
+
+static const char *sb_str(const StrBuf *b) {
+        return b->data ? b->data : "";
+}
+
+/* Stop at the end of the question's last word: "Parking policy?" ->
+ * "Parking policy", at most 200 bytes (a title is at most 255). */
+static char *render_page_title(const char *text) {
+        size_t n = utf8_cut(text, strlen(text), 200);
+
+        while (n > 0 && strchr(" \t\n?!.:;,", text[n - 1]))
+                n--;
+        return strndup(text, n);
+}
+
+char *render_new_page_url(const char *wiki_api_url, const char *title) {
+        static const char hex[] = "0123456789ABCDEF";
+        _cleanup_free_ char *base = NULL, *t = NULL;
+        StrBuf b = { 0 };
+        char *q;
+
+        if (!wiki_api_url || !title || citation_permalink(wiki_api_url, 1, &base) < 0)
+                return NULL;
+        q = strchr(base, '?');
+        if (q)
+                *q = 0;
+        t = render_page_title(title);
+        if (!t || !*t)
+                return NULL;
+        sb_printf(&b, "%s?title=", base);
+        for (const unsigned char *p = (const unsigned char *) t; *p; p++)
+                if (*p == ' ')
+                        (void) strbuf_put(&b, "_", 1);
+                else if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || strchr("-._~", *p))
+                        (void) strbuf_put(&b, (const char *) p, 1);
+                else {
+                        char e[3] = { '%', hex[*p >> 4], hex[*p & 15] };
+
+                        (void) strbuf_put(&b, e, 3);
+                }
+        sb_printf(&b, "&action=edit");
+        return strbuf_steal(&b);
+}
+
+static json_object *render_items(const ReportItem *items, size_t n, const char *key) {
+        _cleanup_(json_object_putp) json_object *a = json_object_new_array();
+
+        if (!a)
+                return NULL;
+        for (size_t i = 0; i < n; i++) {
+                json_object *e = json_object_new_object();
+
+                if (!e || json_object_array_add(a, e) < 0) {
+                        json_object_put(e);
+                        return NULL;
+                }
+                if (!render_add_string(e, key, items[i].text))
+                        return NULL;
+                if (streq(key, "query") && !render_add_int(e, "results", items[i].results))
+                        return NULL;
+                if (streq(key, "title") && !render_add_string(e, "url", items[i].url))
+                        return NULL;
+                if (!render_add_int(e, "count", (int64_t) items[i].n))
+                        return NULL;
+        }
+        return TAKE_PTR(a);
+}
+
+static json_object *render_group(const ReportGroup *g, const char *wiki_api_url) {
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+        _cleanup_free_ char *url = NULL;
+        json_object *wordings, *signals, *failed, *codes, *negative, *reasons, *comments, *v;
+
+        if (!o || !render_add_string(o, "question", g->question))
+                return NULL;
+        wordings = json_object_new_array();
+        if (!wordings || !render_add(o, "wordings", wordings))
+                return NULL;
+        for (size_t i = 0; i < g->n_wordings; i++)
+                if (!(v = json_object_new_string(g->wordings[i].text)) ||
+                    json_object_array_add(wordings, v) < 0) {
+                        json_object_put(v);
+                        return NULL;
+                }
+        if (!render_add_int(o, "count", (int64_t) g->count) ||
+            !render_add_time(o, "first_asked", g->first_asked) ||
+            !render_add_time(o, "last_asked", g->last_asked))
+                return NULL;
+
+        signals = json_object_new_object();
+        if (!signals || !render_add(o, "signals", signals) ||
+            !render_add_int(signals, "no_sources", (int64_t) g->no_sources) ||
+            !render_add_int(signals, "unverified", (int64_t) g->unverified))
+                return NULL;
+        negative = json_object_new_object();
+        if (!negative || !render_add(signals, "negative_feedback", negative) ||
+            !render_add_int(negative, "count", (int64_t) g->negative_feedback))
+                return NULL;
+        reasons = json_object_new_object();
+        if (!reasons || !render_add(negative, "reasons", reasons))
+                return NULL;
+        for (ReportReason r = 0; r < _REPORT_REASON_MAX; r++)
+                if (g->reasons[r] > 0 &&
+                    !render_add_int(reasons, report_reason_to_string(r), (int64_t) g->reasons[r]))
+                        return NULL;
+        comments = json_object_new_array();
+        if (!comments || !render_add(negative, "comments", comments))
+                return NULL;
+        for (size_t i = 0; i < g->n_comments; i++)
+                if (!(v = json_object_new_string(g->comments[i])) || json_object_array_add(comments, v) < 0) {
+                        json_object_put(v);
+                        return NULL;
+                }
+        failed = json_object_new_object();
+        if (!failed || !render_add(signals, "failed", failed) ||
+            !render_add_int(failed, "count", (int64_t) g->failed))
+                return NULL;
+        codes = json_object_new_object();
+        if (!codes || !render_add(failed, "codes", codes))
+                return NULL;
+        for (size_t i = 0; i < g->n_failed_codes; i++)
+                if (!render_add_int(codes, g->failed_codes[i].text, (int64_t) g->failed_codes[i].n))
+                        return NULL;
+
+        v = render_items(g->searches, g->n_searches, "query");
+        if (!v || !render_add(o, "searches", v))
+                return NULL;
+        v = render_items(g->pages, g->n_pages, "title");
+        if (!v || !render_add(o, "pages", v))
+                return NULL;
+
+        /* The page to write: named as the model searched for it, else as asked. */
+        url = render_new_page_url(wiki_api_url, g->n_searches > 0 ? g->searches[0].text : g->question);
+        if (!render_add_string(o, "new_page_url", url))
+                return NULL;
+        return TAKE_PTR(o);
+}
+
+json_object *render_report(const Report *r, unsigned days, const char *wiki_api_url) {
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+        json_object *groups;
+
+        assert(r);
+
+        if (!o || !render_add_time(o, "since", r->since) || !render_add_int(o, "days", days) ||
+            !render_add_int(o, "records", (int64_t) r->n_records))
+                return NULL;
+        groups = json_object_new_array();
+        if (!groups || !render_add(o, "groups", groups))
+                return NULL;
+        for (size_t i = 0; i < r->n_groups; i++) {
+                json_object *g = render_group(&r->groups[i], wiki_api_url);
+
+                if (!g || json_object_array_add(groups, g) < 0) {
+                        json_object_put(g);
+                        return NULL;
+                }
+        }
+        return TAKE_PTR(o);
+}
+
+/* One CSV cell (RFC 4180: quoted, quotes doubled). A cell a spreadsheet
+ * would run as a formula (starting with = + - @, a tab or a carriage
+ * return) gets a leading apostrophe, which shows it as text (OWASP, "CSV
+ * Injection"). */
+static void csv_cell(StrBuf *b, const char *text, bool last) {
+        (void) strbuf_put(b, "\"", 1);
+        if (text && strchr("=+-@\t\r", text[0]) && text[0])
+                (void) strbuf_put(b, "'", 1);
+        for (const char *p = text ? text : ""; *p; p++)
+                (void) strbuf_put(b, *p == '"' ? "\"\"" : p, *p == '"' ? 2 : 1);
+        (void) strbuf_put(b, last ? "\"\r\n" : "\",", last ? 3 : 2);
+}
+
+static void csv_items(StrBuf *b, const ReportItem *items, size_t n) {
+        StrBuf cell = { 0 };
+
+        for (size_t i = 0; i < n; i++)
+                sb_printf(&cell, "%s%s (%" PRIu64 ")", i > 0 ? "; " : "", items[i].text, items[i].n);
+        csv_cell(b, sb_str(&cell), false);
+        strbuf_done(&cell);
+}
+
+char *render_report_csv(const Report *r) {
+        StrBuf b = { 0 };
+
+        assert(r);
+
+        sb_printf(
+                &b,
+                "\"question\",\"count\",\"first_asked\",\"last_asked\",\"no_sources\",\"unverified\","
+                "\"negative_feedback\",\"failed\",\"wordings\",\"searches\",\"pages\",\"reasons\","
+                "\"comments\"\r\n");
+        for (size_t i = 0; i < r->n_groups; i++) {
+                const ReportGroup *g = &r->groups[i];
+                char t1[RFC3339_MS_MAX], t2[RFC3339_MS_MAX], num[32];
+                StrBuf cell = { 0 };
+
+                csv_cell(&b, g->question, false);
+                snprintf(num, sizeof num, "%" PRIu64, g->count);
+                csv_cell(&b, num, false);
+                csv_cell(&b, format_rfc3339_ms(t1, g->first_asked), false);
+                csv_cell(&b, format_rfc3339_ms(t2, g->last_asked), false);
+                snprintf(num, sizeof num, "%" PRIu64, g->no_sources);
+                csv_cell(&b, num, false);
+                snprintf(num, sizeof num, "%" PRIu64, g->unverified);
+                csv_cell(&b, num, false);
+                snprintf(num, sizeof num, "%" PRIu64, g->negative_feedback);
+                csv_cell(&b, num, false);
+                snprintf(num, sizeof num, "%" PRIu64, g->failed);
+                csv_cell(&b, num, false);
+                csv_items(&b, g->wordings, g->n_wordings);
+                csv_items(&b, g->searches, g->n_searches);
+                csv_items(&b, g->pages, g->n_pages);
+                for (ReportReason why = 0; why < _REPORT_REASON_MAX; why++)
+                        if (g->reasons[why] > 0)
+                                sb_printf(
+                                        &cell,
+                                        "%s%s (%" PRIu64 ")",
+                                        cell.len > 0 ? "; " : "",
+                                        report_reason_to_string(why),
+                                        g->reasons[why]);
+                csv_cell(&b, sb_str(&cell), false);
+                strbuf_done(&cell);
+                for (size_t k = 0; k < g->n_comments; k++)
+                        sb_printf(&cell, "%s%s", k > 0 ? " | " : "", g->comments[k]);
+                csv_cell(&b, sb_str(&cell), true);
+                strbuf_done(&cell);
+        }
+        return strbuf_steal(&b);
 }

@@ -7,6 +7,7 @@
 #include "admission/wait-range.h"
 #include "manager/manager.h"
 #include "store/history.h"
+#include "store/report.h"
 
 /* The JSON of API.md 6 and 9 from the structs of the admission machine and
  * the store: they return plain structs (store/history.h), the API edge
@@ -37,3 +38,19 @@ char *render_status_text(const ManagerStatus *status, const char *user);
 
 /* The body of a response carrying o (owned by o: valid until it is put). */
 const char *render_body(json_object *o);
+
+/* The unanswered report (API.md 9.2) of the last days: {"since", "days",
+ * "records", "groups": [...]}, each group with its "new_page_url" made
+ * from wiki_api_url (NULL: null). */
+json_object *render_report(const Report *r, unsigned days, const char *wiki_api_url);
+
+/* The same report as CSV (RFC 4180, CRLF, every cell quoted, a header
+ * line; a cell that starts with = + - @, a tab or a carriage return gets a
+ * leading apostrophe): a new string, NULL when out of memory. */
+char *render_report_csv(const Report *r);
+
+/* The wiki's page to create for a title: index.php beside wiki_api_url,
+ * ?title=T&action=edit, T the text up to its last word (at most 200
+ * bytes), spaces as underscores, percent-encoded. A new string; NULL
+ * without a URL or a title, or when out of memory. */
+char *render_new_page_url(const char *wiki_api_url, const char *title);

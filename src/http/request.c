@@ -11,6 +11,7 @@
 #include "shared/macro.h"
 #include "shared/strv.h"
 #include "shared/utf8.h"
+#include "store/report.h"
 
 /* Set *ret_message to a copy of a fixed message and return -EINVAL, or
  * -ENOMEM if even that fails. Messages never contain request bytes except
@@ -651,5 +652,123 @@ int request_parse_join(const char *content_type, const uint8_t *body, size_t siz
                 (void) value;
                 return fail_unknown_field(ret_message, key);
         }
+        return 0;
+}
+
+void feedback_body_done(FeedbackBody *b) {
+        if (!b)
+                return;
+        free(b->comment);
+        *b = (FeedbackBody){ .rating = NULL };
+}
+
+/* Control characters a comment may not carry: C0 except tab, line feed
+ * and carriage return, DEL and C1. */
+static bool comment_has_control(const uint8_t *s, size_t n) {
+        for (size_t i = 0; i < n;) {
+                uint32_t cp;
+                size_t l = utf8_decode(s + i, n - i, &cp);
+
+                if (l == 0)
+                        return true;
+                if ((cp < 0x20 && cp != '\t' && cp != '\n' && cp != '\r') || (cp >= 0x7f && cp <= 0x9f))
+                        return true;
+                i += l;
+        }
+        return false;
+}
+
+static int parse_comment(json_object *v, char **ret, char **ret_message) {
+        const char *s, *e;
+        size_t n_chars;
+
+        if (!json_object_is_type(v, json_type_string))
+                return fail(ret_message, "comment: must be a string");
+        s = json_object_get_string(v);
+        e = s + json_object_get_string_len(v);
+        if (memchr(s, '\0', (size_t) (e - s)))
+                return fail(ret_message, "comment: must not contain NUL characters");
+        while (s < e && is_ascii_space(*s))
+                s++;
+        while (e > s && is_ascii_space(e[-1]))
+                e--;
+        if (!utf8_is_valid(s, (size_t) (e - s)))
+                return fail(ret_message, "comment: is not valid Unicode");
+        n_chars = utf8_count(s, (size_t) (e - s));
+        if (n_chars > FEEDBACK_COMMENT_MAX_CHARS)
+                return fail(ret_message, "comment: must be at most 1000 characters");
+        if (comment_has_control((const uint8_t *) s, (size_t) (e - s)))
+                return fail(ret_message, "comment: must not contain control characters");
+        if (n_chars == 0) {
+                *ret = NULL;
+                return 0;
+        }
+        *ret = strndup(s, (size_t) (e - s));
+        return *ret ? 0 : -ENOMEM;
+}
+
+int request_parse_feedback(
+        const char *content_type, const uint8_t *body, size_t size, FeedbackBody *ret, char **ret_message) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        _cleanup_(feedback_body_done) FeedbackBody b = { .rating = NULL };
+        json_object *rating = NULL, *reason = NULL, *comment = NULL;
+        bool has_rating = false, has_reason = false, has_comment = false;
+        ReportReason why;
+        const char *v;
+        int r;
+
+        if (!request_content_type_is_json(content_type))
+                return fail(ret_message, "Content-Type must be application/json");
+        assert(body || size == 0);
+
+        r = parse_json_object(body, size, &o, ret_message);
+        if (r < 0)
+                return r;
+
+        json_object_object_foreach(o, key, value) {
+                if (streq(key, "rating")) {
+                        rating = value;
+                        has_rating = true;
+                } else if (streq(key, "reason")) {
+                        reason = value;
+                        has_reason = true;
+                } else if (streq(key, "comment")) {
+                        comment = value;
+                        has_comment = true;
+                } else
+                        return fail_unknown_field(ret_message, key);
+        }
+
+        if (!has_rating)
+                return fail(ret_message, "rating: is required");
+        v = json_object_is_type(rating, json_type_string) ? json_object_get_string(rating) : NULL;
+        if (!v || json_object_get_string_len(rating) != (int) strlen(v) ||
+            (!streq(v, "up") && !streq(v, "down")))
+                return fail(ret_message, "rating: must be \"up\" or \"down\"");
+        b.rating = streq(v, "up") ? "up" : "down";
+
+        if (has_reason) {
+                v = json_object_is_type(reason, json_type_string) ? json_object_get_string(reason) : NULL;
+                why = v && json_object_get_string_len(reason) == (int) strlen(v) ?
+                        report_reason_from_string(v) :
+                        _REPORT_REASON_INVALID;
+                if (why < 0)
+                        return fail(
+                                ret_message,
+                                "reason: must be one of \"wrong\", \"incomplete\", \"not_what_i_asked\", "
+                                "\"bad_sources\", \"other\"");
+                if (streq(b.rating, "up"))
+                        return fail(ret_message, "reason: only with the rating \"down\"");
+                b.reason = report_reason_to_string(why);
+        }
+
+        if (has_comment) {
+                r = parse_comment(comment, &b.comment, ret_message);
+                if (r < 0)
+                        return r;
+        }
+
+        *ret = b;
+        b = (FeedbackBody){ .rating = NULL };
         return 0;
 }

@@ -66,3 +66,31 @@ int request_parse_query(
  * or the JSON object {} (JSON Content-Type, JSON whitespace around and
  * inside allowed). Returns 0; -EINVAL with a message as above; -ENOMEM. */
 int request_parse_join(const char *content_type, const uint8_t *body, size_t size, char **ret_message);
+
+/* A POST /history/{id}/feedback body (API.md 9.1). */
+#define FEEDBACK_COMMENT_MAX_CHARS 1000
+
+typedef struct FeedbackBody {
+        const char *rating; /* "up" or "down", static */
+        const char *reason; /* one of the reasons (store/report.h), static; NULL: none */
+        char *comment;      /* trimmed, owned; NULL: none (also for a blank one) */
+} FeedbackBody;
+
+/* Free what a FeedbackBody owns and zero it; safe on a zeroed one. */
+void feedback_body_done(FeedbackBody *b);
+
+/* Validate a feedback body. Accepted is exactly, besides what
+ * request_parse_query() asks of every body (JSON Content-Type, UTF-8,
+ * strict JSON, one object, no duplicate keys):
+ *   - "rating" (required): the string "up" or "down";
+ *   - "reason" (optional, only with "down"): one of the strings "wrong",
+ *     "incomplete", "not_what_i_asked", "bad_sources", "other";
+ *   - "comment" (optional): a string of at most 1000 code points after
+ *     trimming ASCII whitespace at both ends, without NUL and control
+ *     characters other than tab, line feed and carriage return
+ *     (U+0001..U+001F, U+007F..U+009F); blank is no comment;
+ *   - no other key; null for any of them is a wrong type.
+ * Returns 0 and fills *ret (free with feedback_body_done()); -EINVAL with
+ * an allocated message in *ret_message (if not NULL); -ENOMEM. */
+int request_parse_feedback(
+        const char *content_type, const uint8_t *body, size_t size, FeedbackBody *ret, char **ret_message);

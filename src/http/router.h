@@ -29,22 +29,24 @@ HttpMethod http_method_from_string(const char *s);
 const char *http_method_to_string(HttpMethod m);
 
 typedef enum Route {
-        ROUTE_HEALTH,          /* /api/v1/health */
-        ROUTE_QUEUE_JOIN,      /* /api/v1/queue/join */
-        ROUTE_QUEUE_STATUS,    /* /api/v1/queue/status */
-        ROUTE_QUEUE_TICKET,    /* /api/v1/queue/ticket */
-        ROUTE_QUEUE_EVENTS,    /* /api/v1/queue/events */
-        ROUTE_QUERY,           /* /api/v1/query */
-        ROUTE_HISTORY,         /* /api/v1/history */
-        ROUTE_HISTORY_ITEM,    /* /api/v1/history/qr_<32 hex> */
-        ROUTE_HISTORY_EVENTS,  /* /api/v1/history/qr_<32 hex>/events */
-        ROUTE_HISTORY_SOURCES, /* /api/v1/history/qr_<32 hex>/sources */
-        ROUTE_ARTIFACT,        /* /api/v1/artifacts/af_<32 hex> */
-        ROUTE_HISTORY_EXPORT,  /* /api/v1/history/qr_<32 hex>/export */
-        ROUTE_HISTORY_SHARE,   /* /api/v1/history/qr_<32 hex>/share */
-        ROUTE_SHARED,          /* /api/v1/shared/sh_<64 hex> */
-        ROUTE_SHARED_EXPORT,   /* /api/v1/shared/sh_<64 hex>/export */
-        ROUTE_SHARED_ARTIFACT, /* /api/v1/shared/sh_<64 hex>/artifacts/af_<32 hex> */
+        ROUTE_HEALTH,            /* /api/v1/health */
+        ROUTE_QUEUE_JOIN,        /* /api/v1/queue/join */
+        ROUTE_QUEUE_STATUS,      /* /api/v1/queue/status */
+        ROUTE_QUEUE_TICKET,      /* /api/v1/queue/ticket */
+        ROUTE_QUEUE_EVENTS,      /* /api/v1/queue/events */
+        ROUTE_QUERY,             /* /api/v1/query */
+        ROUTE_HISTORY,           /* /api/v1/history */
+        ROUTE_HISTORY_ITEM,      /* /api/v1/history/qr_<32 hex> */
+        ROUTE_HISTORY_EVENTS,    /* /api/v1/history/qr_<32 hex>/events */
+        ROUTE_HISTORY_SOURCES,   /* /api/v1/history/qr_<32 hex>/sources */
+        ROUTE_ARTIFACT,          /* /api/v1/artifacts/af_<32 hex> */
+        ROUTE_HISTORY_FEEDBACK,  /* /api/v1/history/qr_<32 hex>/feedback */
+        ROUTE_REPORT_UNANSWERED, /* /api/v1/reports/unanswered */
+        ROUTE_HISTORY_EXPORT,    /* /api/v1/history/qr_<32 hex>/export */
+        ROUTE_HISTORY_SHARE,     /* /api/v1/history/qr_<32 hex>/share */
+        ROUTE_SHARED,            /* /api/v1/shared/sh_<64 hex> */
+        ROUTE_SHARED_EXPORT,     /* /api/v1/shared/sh_<64 hex>/export */
+        ROUTE_SHARED_ARTIFACT,   /* /api/v1/shared/sh_<64 hex>/artifacts/af_<32 hex> */
         _ROUTE_MAX,
         _ROUTE_INVALID = -EINVAL,
 } Route;
@@ -83,6 +85,8 @@ bool router_path_is_api(const char *path);
  *   queue/ticket: DELETE
  *   queue/events, history item's events: GET (event streams, API.md 11)
  *   history item's sources: GET (each one costs a wiki request, API.md 9)
+ *   history item's feedback: POST (API.md 9.1)
+ *   reports/unanswered: GET, HEAD (API.md 9.2)
  *   history item's export, shared, shared export: GET
  *   shared artifact: GET, HEAD
  *   history item's share: POST, DELETE */

@@ -497,7 +497,9 @@ static void manager_record_outcome(
                 .completion_tokens = o->completion_tokens,
                 .finished_at = now(CLOCK_REALTIME),
                 .sandbox = o->sandbox,
+                .searches_json = o->searches_json,
         };
+        unsigned signals;
         int r;
 
         /* Without memory for the sanitized message there is none to keep. */
@@ -519,6 +521,16 @@ static void manager_record_outcome(
                 log_warning("Query %s ended, but its record is gone.", q->id);
         else if (r < 0)
                 log_error_errno(r, "Failed to record the outcome of query %s", q->id);
+        else {
+                /* What the wiki could not answer (API.md 9.2), as counted. */
+                signals = history_outcome_signals(&h);
+                if (signals & HISTORY_SIGNAL_NO_SOURCES)
+                        metrics_count_unanswered("no_sources");
+                if (signals & HISTORY_SIGNAL_UNVERIFIED)
+                        metrics_count_unanswered("unverified");
+                if (signals & HISTORY_SIGNAL_FAILED)
+                        metrics_count_unanswered("failed");
+        }
 }
 
 /* The outcome's message as the record and the client get it: sanitized

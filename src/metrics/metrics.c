@@ -37,6 +37,8 @@ static struct {
         CounterVec http_requests;    /* code */
         CounterVec identity_refused; /* reason */
         CounterVec citations;        /* status */
+        CounterVec feedback;         /* rating */
+        CounterVec unanswered;       /* signal */
         CounterVec read_checks;      /* outcome */
         CounterVec withheld;         /* from */
         int64_t http_connections;
@@ -88,6 +90,8 @@ void metrics_reset(void) {
         static const char *const identity_reasons[] = { "untrusted_peer", "invalid", "repeated",
                                                         "missing",        "cookie",  NULL };
         static const char *const statuses[] = { "verified", "not_found", "not_read", "too_short", NULL };
+        static const char *const ratings[] = { "up", "down", NULL };
+        static const char *const signals[] = { "no_sources", "unverified", "negative_feedback", "failed", NULL };
         static const char *const check_outcomes[] = { "answered", "failed", NULL };
         static const char *const withheld_from[] = { "search", "read", "sources", NULL };
 
@@ -102,6 +106,8 @@ void metrics_reset(void) {
         vec_seed(&registry.sandbox_runs, outcomes);
         vec_seed(&registry.identity_refused, identity_reasons);
         vec_seed(&registry.citations, statuses);
+        vec_seed(&registry.feedback, ratings);
+        vec_seed(&registry.unanswered, signals);
         vec_seed(&registry.read_checks, check_outcomes);
         vec_seed(&registry.withheld, withheld_from);
         (void) vec_entry(&registry.queries, "succeeded", NULL);
@@ -134,6 +140,14 @@ void metrics_count_identity_refused(const char *reason) {
 
 void metrics_count_citations(const char *status, unsigned n) {
         vec_add(&registry.citations, status, NULL, n);
+}
+
+void metrics_count_feedback(const char *rating) {
+        vec_add(&registry.feedback, rating, NULL, 1);
+}
+
+void metrics_count_unanswered(const char *signal) {
+        vec_add(&registry.unanswered, signal, NULL, 1);
 }
 
 void metrics_count_read_check(bool answered) {
@@ -348,6 +362,22 @@ int metrics_render(MetricsFormat format, const MetricsGauges *g, char **ret, siz
                 NULL,
                 "Citations of answers, by status (verified, not_found, not_read, too_short).");
         render_vec(&w, &registry.citations, "status", NULL);
+
+        metrics_family(
+                &w,
+                "wikiweb_feedback",
+                METRIC_COUNTER,
+                NULL,
+                "Ratings of answers by their askers, by rating (up, down).");
+        render_vec(&w, &registry.feedback, "rating", NULL);
+
+        metrics_family(
+                &w,
+                "wikiweb_unanswered",
+                METRIC_COUNTER,
+                NULL,
+                "Queries the wiki could not answer, by signal (no_sources, unverified, negative_feedback, failed).");
+        render_vec(&w, &registry.unanswered, "signal", NULL);
 
         metrics_family(
                 &w,

@@ -59,6 +59,12 @@ void metrics_count_read_check(bool answered);
 /* wikiweb_wiki_pages_withheld_total{from}: "search", "read", "sources". */
 void metrics_count_withheld(const char *from, unsigned n);
 /* wikiweb_http_requests_total{code}: each response sent on the API socket. */
+/* A rating of an answer (API.md 9.1): "up" or "down". */
+void metrics_count_feedback(const char *rating);
+/* A query with a signal of the unanswered report (API.md 9.2), once per
+ * signal: "no_sources", "unverified", "failed" when its record is
+ * finished, "negative_feedback" when it is rated down. */
+void metrics_count_unanswered(const char *signal);
 void metrics_count_http_request(unsigned status);
 /* wikiweb_http_connections and wikiweb_event_streams, gauges kept by their
  * owners: +1 when one opens, -1 when it closes. */

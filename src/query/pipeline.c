@@ -133,6 +133,7 @@ struct QueryRun {
         unsigned op_step;
         AgentTool op_tool;
         char *op_title;    /* the title a wiki_read asked for */
+        char *op_search;   /* the query a wiki_search asked for */
         unsigned op_limit; /* the hits a wiki_search asked for */
 
         /* WIKI_WEB_WIKI_READ_AS=person (API.md "Whose permissions"): each
@@ -155,7 +156,8 @@ struct QueryRun {
         ApiError api_error; /* when failed */
         char *message;
         char *answer;
-        char *citations; /* the record's JSON array, NULL: [] */
+        char *citations;       /* the record's JSON array, NULL: [] */
+        json_object *searches; /* each wiki_search done: {"query", "results"}, for the report (API.md 9.2) */
         QueryReadPage *read_pages;
         size_t n_read_pages;
         size_t read_bytes; /* of text kept */
@@ -649,6 +651,26 @@ static int query_run_take_page(QueryRun *q, const WikiPage *p) {
         return sandbox_query_add_page(q->sandbox_query, p);
 }
 
+/* A wiki_search done: what was asked and how many pages it found, kept
+ * for the unanswered report (at most 64 per query; a failure to keep one
+ * loses only that). */
+static void query_run_keep_search(QueryRun *q, size_t n_hits) {
+        json_object *e;
+
+        if (!q->op_search)
+                return;
+        if (!q->searches && !(q->searches = json_object_new_array()))
+                return;
+        if (json_object_array_length(q->searches) >= 64)
+                return;
+        e = json_object_new_object();
+        if (!e || json_add(e, "query", json_string(q->op_search)) < 0 ||
+            json_add(e, "results", json_object_new_int64((int64_t) n_hits)) < 0 ||
+            json_object_array_add(q->searches, e) < 0)
+                json_object_put(e);
+        q->op_search = mfree(q->op_search);
+}
+
 /* A search or read as the model (or the request) gets it: after the read
  * check in person mode. */
 static void query_run_wiki_result(QueryRun *q, int error, const WikiResult *r) {
@@ -687,6 +709,7 @@ static void query_run_wiki_result(QueryRun *q, int error, const WikiResult *r) {
                                                           "");
                 q->state = QUERY_RUN_STEP;
         } else {
+                query_run_keep_search(q, r->n_hits);
                 k = agent_tool_search_done(q->agent, r->hits, r->n_hits);
                 query_run_log(
                         q,
@@ -1131,6 +1154,8 @@ static int query_run_start_tool(QueryRun *q, const AgentAction *a) {
         switch (a->call.tool) {
         case AGENT_TOOL_WIKI_SEARCH:
                 log_debug("Query %s: wiki_search limit %u.", q->id, a->call.limit);
+                free(q->op_search);
+                q->op_search = a->call.query ? strdup(a->call.query) : NULL;
                 /* A person gets up to limit hits they may read where the
                  * wiki has them: the check sees up to 50 (one request). */
                 q->op_limit = a->call.limit;
@@ -1260,9 +1285,20 @@ static void query_run_cite(QueryRun *q) {
                 counts[CITATION_TOO_SHORT]);
 }
 
+/* The searches as the record keeps them; NULL: [] (also when out of memory:
+ * the report then lacks them, the query does not fail for it). */
+static char *query_run_searches_json(QueryRun *q) {
+        const char *t;
+
+        if (!q->searches)
+                return NULL;
+        t = json_object_to_json_string_ext(q->searches, JSON_C_TO_STRING_PLAIN);
+        return t ? strdup(t) : NULL;
+}
+
 /* DONE: report once, from the defer that got us here. */
 static void query_run_report(QueryRun *q) {
-        _cleanup_free_ char *sources = NULL;
+        _cleanup_free_ char *sources = NULL, *searches = query_run_searches_json(q);
         uint64_t prompt = 0, completion = 0;
         QueryOutcome o;
 
@@ -1289,6 +1325,7 @@ static void query_run_report(QueryRun *q) {
                 .artifacts = q->artifacts.items,
                 .n_artifacts = q->artifacts.n,
                 .sandbox = query_sandbox_to_string(q->offer),
+                .searches_json = searches,
         };
         q->reported = true;
         q->done(q, o.error, &o, q->userdata);
@@ -1621,6 +1658,8 @@ QueryRun *query_run_free(QueryRun *q) {
         free(q->question);
         query_turns_free(q->turns, q->n_turns);
         free(q->op_title);
+        free(q->op_search);
+        json_object_put(q->searches);
         free(q->message);
         free(q->answer);
         free(q->citations);

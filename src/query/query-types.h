@@ -87,6 +87,9 @@ typedef struct QueryOutcome {
         const Artifact *artifacts; /* the files left in /out, to keep (API.md 9); fds borrowed */
         size_t n_artifacts;
         const char *sandbox; /* query_sandbox_to_string(); NULL: no pipeline ran */
+        /* The wiki_search calls done: a JSON array of {"query", "results"}
+         * in order (API.md 9.2); NULL: none. */
+        const char *searches_json;
 } QueryOutcome;
 
 /* What a running query is doing (API.md 11.2 and 11.4), as it happens:

@@ -9,6 +9,7 @@
 #include "shared/macro.h"
 #include "shared/parse-util.h"
 #include "shared/strv.h"
+#include "shared/utf8.h"
 
 #define SECRET_MAX_BYTES 4096
 #define LIST_MAX_ITEMS 256
@@ -46,6 +47,7 @@ void config_done(Config *c) {
         free(c->sandbox_rootfs);
         free(c->state_directory);
         free(c->trusted_proxies);
+        strv_free(c->editors);
         free(c->user_header);
         if (c->wiki_password)
                 explicit_bzero(c->wiki_password, strlen(c->wiki_password));
@@ -541,6 +543,17 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
         if (!c->user_header)
                 return -ENOMEM;
 
+        r = load_list("WIKI_WEB_EDITORS", config_editor_name_is_valid, &c->editors, g, u, ret_error);
+        if (r < 0)
+                return r;
+        /* Without trusted proxies nobody has a name: the list could only
+         * ever be mistaken for working. */
+        if (c->editors[0] && !config_identity_enabled(c))
+                return fail(
+                        ret_error,
+                        -EINVAL,
+                        "WIKI_WEB_EDITORS: needs WIKI_WEB_TRUSTED_PROXIES, without which nobody has a name");
+
         r = load_list("WIKI_WEB_ALLOWED_ORIGINS", config_origin_is_valid, &c->allowed_origins, g, u, ret_error);
         if (r < 0)
                 return r;
@@ -653,7 +666,33 @@ void config_dump(const Config *c, FILE *f) {
         fputc('\n', f);
         fprintf(f, "WIKI_WEB_USER_HEADER=%s\n", c->user_header ? c->user_header : "");
         fprintf(f, "WIKI_WEB_REQUIRE_USER=%s\n", c->require_user ? "true" : "false");
+        dump_list(f, "WIKI_WEB_EDITORS", c->editors);
         /* Secrets: only whether they are present. */
         fprintf(f, "credential wiki-password=%s\n", c->wiki_password ? "(set, masked)" : "(unset)");
         fprintf(f, "credential llm-api-key=%s\n", c->llm_api_key ? "(set, masked)" : "(unset)");
+}
+
+bool config_editor_name_is_valid(const char *v) {
+        size_t n = strlen(v);
+
+        if (n < 1 || n > 256 || !utf8_is_valid(v, n))
+                return false;
+        for (size_t i = 0; i < n;) {
+                uint32_t cp;
+                size_t l = utf8_decode((const uint8_t *) v + i, n - i, &cp);
+
+                if (l == 0 || cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
+                        return false;
+                i += l;
+        }
+        return true;
+}
+
+bool config_is_editor(const Config *c, const char *user) {
+        if (!user || !c->editors)
+                return false;
+        for (char **e = c->editors; *e; e++)
+                if (streq(*e, user))
+                        return true;
+        return false;
 }

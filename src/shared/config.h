@@ -85,6 +85,7 @@ typedef struct Config {
         size_t n_trusted_proxies;
         char *user_header; /* WIKI_WEB_USER_HEADER: a header field name, "X-Remote-User" */
         bool require_user; /* WIKI_WEB_REQUIRE_USER: with trusted proxies, no identity is 403 */
+        char **editors; /* WIKI_WEB_EDITORS: identity names who may read the unanswered report; never NULL */
 
         /* Secrets: never log, never print. NULL when absent. */
         char *wiki_password;
@@ -130,6 +131,13 @@ bool config_user_header_is_valid(const char *v);
 static inline bool config_identity_enabled(const Config *c) {
         return c->n_trusted_proxies > 0;
 }
+
+/* Whether v is an identity name as WIKI_WEB_EDITORS lists it: 1 to 256
+ * bytes of valid UTF-8 without control characters (API.md "Identity"). */
+bool config_editor_name_is_valid(const char *v);
+/* Whether user (NULL: anonymous) is one of WIKI_WEB_EDITORS, compared
+ * exactly, as names are. */
+bool config_is_editor(const Config *c, const char *user);
 
 /* The getenv() adapter for config_load(). */
 const char *config_getenv_process(const char *name, void *userdata);

@@ -14,19 +14,20 @@
 #include "shared/macro.h"
 #include "shared/parse-util.h"
 #include "shared/random-util.h"
+#include "shared/wording.h"
+#include "store/history-internal.h"
 #include "store/history.h"
 #include "store/sync-worker.h"
 
-/* Schema version 4. The records keep their insertion order in seq, which
+/* Schema version 5. The records keep their insertion order in seq, which
  * orders a listing (newest first) and makes its cursor: a cursor is the seq
- * of the last record of the previous page, in decimal. schema_sql is
- * version 3; each later version is one step of schema_steps[], run in
- * order after it, for a new file as for an old one. Version 2 lacks the
+ * of the last record of the previous page, in decimal. Version 2 lacks the
  * column citations, version 1 also the column sandbox; opening such a file
- * adds them in one transaction (NULL and '[]' in its records), and then
- * the later steps. */
-#define SCHEMA_VERSION 4
-#define SCHEMA_VERSION_SQL "PRAGMA user_version = 4"
+ * adds them in one transaction (NULL and '[]' in its records). A new file
+ * is made as version 3 (schema_sql), then each later step runs in turn
+ * (schema_steps), as it does for an older file. */
+#define SCHEMA_VERSION 5
+#define SCHEMA_VERSION_SQL "PRAGMA user_version = 5"
 
 static const char schema_sql[] =
         "CREATE TABLE queries ("
@@ -66,31 +67,65 @@ static const char schema_sql[] =
         ");"
         "CREATE INDEX artifacts_by_query ON artifacts (query_id, seq);";
 
-/* The steps after version 3, each one self-contained: step v makes a
- * version v-1 file a version v one.
- *   4: conversations (API.md 7 and 9): a follow-up names the record it
- *      follows (follow_up) and every record its conversation (the id of
- *      its first question; a record made before is its own); the shares of
- *      a conversation (API.md 9 "Share"), by the SHA-256 of their token
- *      (never the token), deleted with their record. */
-static const char *const schema_steps[SCHEMA_VERSION + 1] = {
-        [4] = "ALTER TABLE queries ADD COLUMN follow_up TEXT;"
-              "ALTER TABLE queries ADD COLUMN conversation TEXT;"
-              "UPDATE queries SET conversation = id;"
-              "CREATE INDEX queries_by_follow_up ON queries (follow_up);"
-              "CREATE TABLE shares ("
-              "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
-              "  token_sha256 BLOB NOT NULL UNIQUE CHECK (length(token_sha256) = 32),"
-              "  query_id TEXT NOT NULL REFERENCES queries (id) ON DELETE CASCADE,"
-              "  created_at INTEGER NOT NULL"
-              ");"
-              "CREATE INDEX shares_by_query ON shares (query_id, seq);",
+/* Version 5: what the unanswered report needs (API.md 9.1, 9.2). Each
+ * record, when it finishes, keeps the searches the model made (a JSON
+ * array of {"query", "results"}), the key of its question's wording
+ * (shared/wording.h) and its signals (HISTORY_SIGNAL_*), so that the
+ * report reads one covering index instead of the records' JSON. Records
+ * finished before keep no key and no signals: they are not in the
+ * report. The asker's feedback is a table of its own, one row per record,
+ * deleted with it. */
+static const char schema_step_5[] =
+        "ALTER TABLE queries ADD COLUMN searches TEXT NOT NULL DEFAULT '[]';"
+        "ALTER TABLE queries ADD COLUMN wording_key TEXT;"
+        "ALTER TABLE queries ADD COLUMN signals INTEGER NOT NULL DEFAULT 0;"
+        /* Covering for the report: it groups by key in index order and
+         * never reads the records' rows (which hold the answers). */
+        "CREATE INDEX queries_by_wording ON queries (wording_key, finished_at, signals, created_at, id)"
+        "  WHERE wording_key IS NOT NULL;"
+        "CREATE TABLE feedback ("
+        "  query_id TEXT PRIMARY KEY REFERENCES queries (id) ON DELETE CASCADE,"
+        "  rating TEXT NOT NULL CHECK (rating IN ('up', 'down')),"
+        "  reason TEXT,"
+        "  comment TEXT,"
+        "  rated_at INTEGER NOT NULL"
+        ");";
+
+/* Version 4: conversations (API.md 7 and 9): a follow-up names the record
+ * it follows (follow_up) and every record its conversation (the id of its
+ * first question; a record made before is its own); the shares of a
+ * conversation (API.md 9 "Export and share"), by the SHA-256 of their
+ * token (never the token), deleted with their record. */
+static const char schema_step_4[] =
+        "ALTER TABLE queries ADD COLUMN follow_up TEXT;"
+        "ALTER TABLE queries ADD COLUMN conversation TEXT;"
+        "UPDATE queries SET conversation = id;"
+        "CREATE INDEX queries_by_follow_up ON queries (follow_up);"
+        "CREATE TABLE shares ("
+        "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+        "  token_sha256 BLOB NOT NULL UNIQUE CHECK (length(token_sha256) = 32),"
+        "  query_id TEXT NOT NULL REFERENCES queries (id) ON DELETE CASCADE,"
+        "  created_at INTEGER NOT NULL"
+        ");"
+        "CREATE INDEX shares_by_query ON shares (query_id, seq);";
+
+/* The steps after version 3, in order: a file of version v runs every
+ * step above v, in one transaction with the new version. */
+static const struct {
+        int version;
+        const char *sql;
+} schema_steps[] = {
+        { 4, schema_step_4 },
+        { 5, schema_step_5 },
 };
 
 #define RECORD_COLUMNS                                                                                      \
         "seq, id, status, question, answer, sources, error_code, error_message, queue_ms, wiki_ms, "        \
         "model_ms, sandbox_ms, cleanup_ms, total_ms, model, prompt_tokens, completion_tokens, created_at, " \
-        "finished_at, sandbox, citations, follow_up, conversation"
+        "finished_at, sandbox, citations, rating, reason, comment, rated_at, follow_up, conversation"
+
+/* The records with their feedback. */
+#define RECORD_FROM "queries LEFT JOIN feedback ON feedback.query_id = queries.id"
 
 /* The statements run per query or per request, prepared once per
  * connection (SQLITE_PREPARE_PERSISTENT) on first use and kept until
@@ -109,6 +144,8 @@ typedef enum Statement {
         STMT_DELETE,
         STMT_GET_ARTIFACT,
         STMT_ADD_ARTIFACT,
+        STMT_SET_FEEDBACK,
+        STMT_QUESTION,
         STMT_SHARE_ADD,
         STMT_SHARE_TRIM,
         STMT_SHARE_REVOKE,
@@ -127,15 +164,16 @@ static const char *const statement_sql[_STMT_MAX] = {
                 "UPDATE queries SET status = ?2, answer = ?3, sources = ?4, error_code = ?5,"
                 " error_message = ?6, queue_ms = ?7, wiki_ms = ?8, model_ms = ?9, sandbox_ms = ?10,"
                 " cleanup_ms = ?11, total_ms = ?12, model = ?13, prompt_tokens = ?14,"
-                " completion_tokens = ?15, finished_at = ?16, sandbox = ?17, citations = ?18"
+                " completion_tokens = ?15, finished_at = ?16, sandbox = ?17, citations = ?18,"
+                " searches = ?19, wording_key = ?20, signals = ?21"
                 " WHERE id = ?1 AND status = 'running'",
         [STMT_ARTIFACTS_OF] =
                 "SELECT id, name, media_type, size_bytes, sha256 FROM artifacts"
                 " WHERE query_id = ?1 ORDER BY seq",
-        [STMT_GET_RECORD] = "SELECT " RECORD_COLUMNS " FROM queries WHERE id = ?1 AND session = ?2",
+        [STMT_GET_RECORD] = "SELECT " RECORD_COLUMNS " FROM " RECORD_FROM " WHERE id = ?1 AND session = ?2",
         [STMT_IS_RUNNING] = "SELECT status = 'running' FROM queries WHERE id = ?1 AND session = ?2",
-        [STMT_LIST] = "SELECT " RECORD_COLUMNS
-                      " FROM queries WHERE session = ?1 AND seq < ?2"
+        [STMT_LIST] = "SELECT " RECORD_COLUMNS " FROM " RECORD_FROM
+                      " WHERE session = ?1 AND seq < ?2"
                       " ORDER BY seq DESC LIMIT ?3",
         [STMT_DELETE] = "DELETE FROM queries WHERE id = ?1 AND session = ?2 AND status != 'running'",
         [STMT_GET_ARTIFACT] =
@@ -144,6 +182,10 @@ static const char *const statement_sql[_STMT_MAX] = {
         [STMT_ADD_ARTIFACT] =
                 "INSERT INTO artifacts (id, query_id, name, media_type, size_bytes, sha256, data)"
                 " SELECT ?1, id, ?2, ?3, ?4, ?5, zeroblob(?4) FROM queries WHERE id = ?6",
+        [STMT_SET_FEEDBACK] =
+                "INSERT OR REPLACE INTO feedback (query_id, rating, reason, comment, rated_at)"
+                " VALUES (?1, ?2, ?3, ?4, ?5)",
+        [STMT_QUESTION] = "SELECT question FROM queries WHERE id = ?1",
         [STMT_SHARE_ADD] = "INSERT INTO shares (token_sha256, query_id, created_at) VALUES (?1, ?2, ?3)",
         /* The oldest links of the record beyond HISTORY_SHARES_MAX go. */
         [STMT_SHARE_TRIM] =
@@ -242,10 +284,19 @@ static int user_version(History *h, int *ret) {
         return 0;
 }
 
+/* What check_schema() found. */
+enum {
+        SCHEMA_CURRENT,
+        SCHEMA_CREATE,        /* an empty file */
+        SCHEMA_MIGRATE_1,     /* version 1 */
+        SCHEMA_MIGRATE_2,     /* version 2 */
+        SCHEMA_MIGRATE_STEPS, /* version 3 or later, below SCHEMA_VERSION: schema_steps only */
+};
+
 /* Decide from the file as it is, before changing anything in it: a schema
  * of a newer wikiwebd, or a database that is not a wikiweb history, is
- * refused and left untouched. Returns the file's schema version (0: an
- * empty file, to create), or a negative errno. */
+ * refused and left untouched. Returns SCHEMA_CURRENT, SCHEMA_CREATE,
+ * SCHEMA_MIGRATE_1, SCHEMA_MIGRATE_2, or a negative errno. */
 static int check_schema(History *h) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
         int version, r;
@@ -253,6 +304,14 @@ static int check_schema(History *h) {
         r = user_version(h, &version);
         if (r < 0)
                 return r;
+        if (version == SCHEMA_VERSION)
+                return SCHEMA_CURRENT;
+        if (version == 1)
+                return SCHEMA_MIGRATE_1;
+        if (version == 2)
+                return SCHEMA_MIGRATE_2;
+        if (version >= 3 && version < SCHEMA_VERSION)
+                return SCHEMA_MIGRATE_STEPS;
         if (version > SCHEMA_VERSION) {
                 log_error(
                         "History store: schema version %d is newer than this wikiwebd's (%d); refusing to touch it.",
@@ -260,8 +319,6 @@ static int check_schema(History *h) {
                         SCHEMA_VERSION);
                 return -ENOTSUP;
         }
-        if (version > 0)
-                return version;
 
         r = prepare(h, "SELECT count(*) FROM sqlite_master", &s);
         if (r < 0)
@@ -272,43 +329,58 @@ static int check_schema(History *h) {
                 log_error("History store: the file holds another database, not a wikiweb history; refusing to touch it.");
                 return -ENOTSUP;
         }
-        return 0;
+        return SCHEMA_CREATE;
 }
 
-/* Bring a file of version from (0: empty) to SCHEMA_VERSION, in one
- * transaction: version 3 is schema_sql (versions 1 and 2 get its missing
- * columns: whether run_python was offered, API.md 9 "sandbox", not known
- * for their records; the verified citations, none for their records),
- * then every step of schema_steps[] after the file's version. */
-static int change_schema(History *h, int from) {
-        static const char from_1[] =
-                "ALTER TABLE queries ADD COLUMN sandbox TEXT;"
-                "ALTER TABLE queries ADD COLUMN citations TEXT NOT NULL DEFAULT '[]';";
-        static const char from_2[] = "ALTER TABLE queries ADD COLUMN citations TEXT NOT NULL DEFAULT '[]';";
-        const char *base = from == 0 ? schema_sql : from == 1 ? from_1 : from == 2 ? from_2 : NULL;
+/* Run sql (a file at version from), then every step of schema_steps above
+ * version from, and set the schema version, in one transaction. */
+static int change_schema(History *h, const char *sql, int from, const char *what) {
         int r;
 
         r = exec(h, "BEGIN IMMEDIATE");
         if (r < 0)
                 return r;
-        if (base && sqlite3_exec(h->db, base, NULL, NULL, NULL) != SQLITE_OK)
+        if (sql && sqlite3_exec(h->db, sql, NULL, NULL, NULL) != SQLITE_OK)
                 goto fail;
-        for (int v = MAX(from + 1, 4); v <= SCHEMA_VERSION; v++)
-                if (schema_steps[v] && sqlite3_exec(h->db, schema_steps[v], NULL, NULL, NULL) != SQLITE_OK)
+        for (size_t i = 0; i < ELEMENTSOF(schema_steps); i++)
+                if (schema_steps[i].version > from &&
+                    sqlite3_exec(h->db, schema_steps[i].sql, NULL, NULL, NULL) != SQLITE_OK)
                         goto fail;
         if (sqlite3_exec(h->db, SCHEMA_VERSION_SQL, NULL, NULL, NULL) != SQLITE_OK)
                 goto fail;
-        r = exec(h, "COMMIT");
-        if (r < 0)
-                return r;
-        if (from > 0)
-                log_info("History store: schema version %d updated to %d.", from, SCHEMA_VERSION);
-        return 0;
-
+        return exec(h, "COMMIT");
 fail:
-        r = db_error(h, from == 0 ? "create the schema" : "update the schema");
+        r = db_error(h, what);
         (void) sqlite3_exec(h->db, "ROLLBACK", NULL, NULL, NULL);
         return r;
+}
+
+static int create_schema(History *h) {
+        return change_schema(h, schema_sql, 3, "create the schema");
+}
+
+/* Version 1 to 2: whether run_python was offered (API.md 9 "sandbox"); not
+ * known for the records already there (NULL). Version 2 to 3: the verified
+ * citations (API.md 9 "citations"); none for the records already there.
+ * Every step from the file's version on, in one transaction. */
+static int migrate_schema(History *h, int from, int version) {
+        static const char from_1[] =
+                "ALTER TABLE queries ADD COLUMN sandbox TEXT;"
+                "ALTER TABLE queries ADD COLUMN citations TEXT NOT NULL DEFAULT '[]';";
+        static const char from_2[] = "ALTER TABLE queries ADD COLUMN citations TEXT NOT NULL DEFAULT '[]';";
+        int r;
+
+        r = change_schema(
+                h,
+                from == SCHEMA_MIGRATE_1         ? from_1 :
+                        from == SCHEMA_MIGRATE_2 ? from_2 :
+                                                   NULL,
+                MAX(version, 3),
+                "add the new columns");
+        if (r < 0)
+                return r;
+        log_info("History store: schema version %d updated to %d.", version, SCHEMA_VERSION);
+        return 0;
 }
 
 /* A step of history_open() failed (and said why): which one. Returns error. */
@@ -347,7 +419,7 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
         _cleanup_(history_freep) History *h = NULL;
         _cleanup_free_ char *path = NULL;
         unsigned recovered = 0;
-        int r, create;
+        int r, create, version = 0;
 
         assert(directory);
         assert(ret);
@@ -390,6 +462,8 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
         /* Each step's failure is logged by the step (db_error()), then
          * which step it was. */
         create = check_schema(h);
+        if (create >= 0 && user_version(h, &version) < 0)
+                return history_open_failed(path, -EIO, "its schema version could not be read");
         if (create < 0)
                 return history_open_failed(path, create, "its schema could not be checked");
         r = exec(h, "PRAGMA journal_mode = WAL");
@@ -398,17 +472,24 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
         r = exec(h, "PRAGMA synchronous = NORMAL");
         if (r < 0)
                 return history_open_failed(path, r, "synchronous=NORMAL could not be set");
+        /* 16 MiB of pages kept (SQLite's default is 2 MiB): the unanswered
+         * report reads an index of about 8 MiB per 100,000 records, which
+         * then stays in memory between reports (docs/PERFORMANCE.md). */
+        r = exec(h, "PRAGMA cache_size = -16384");
+        if (r < 0)
+                return history_open_failed(path, r, "the cache size could not be set");
         r = exec(h, "PRAGMA foreign_keys = ON");
         if (r < 0)
                 return history_open_failed(path, r, "foreign keys could not be turned on");
-        if (create < SCHEMA_VERSION) {
-                r = change_schema(h, create);
+        if (create == SCHEMA_CREATE) {
+                r = create_schema(h);
                 if (r < 0)
-                        return history_open_failed(
-                                path,
-                                r,
-                                create == 0 ? "the schema could not be created" :
-                                              "the schema could not be updated");
+                        return history_open_failed(path, r, "the schema could not be created");
+        }
+        if (create == SCHEMA_MIGRATE_1 || create == SCHEMA_MIGRATE_2 || create == SCHEMA_MIGRATE_STEPS) {
+                r = migrate_schema(h, create, version);
+                if (r < 0)
+                        return history_open_failed(path, r, "the schema could not be updated");
         }
         r = recover(h, &recovered);
         if (r < 0)
@@ -562,16 +643,85 @@ static bool is_json_array(const char *text) {
         return ok;
 }
 
+/* The parsed array text, NULL when it is not one (checked before). */
+static json_object *parse_array(const char *text) {
+        json_object *o = text ? json_tokener_parse(text) : NULL;
+
+        if (o && !json_object_is_type(o, json_type_array)) {
+                json_object_put(o);
+                return NULL;
+        }
+        return o;
+}
+
+static bool streq_ptr(const char *a, const char *b) {
+        return a && b && streq(a, b);
+}
+
+/* Whether the query ran into something the wiki lacks (API.md 9.2,
+ * "Signals"): no_sources and unverified for an answer, failed for a
+ * failure that says the wiki had no answer (history_error_means_unanswered()).
+ * A failure of the model, the network or the service is no signal. */
+unsigned history_outcome_signals(const HistoryOutcome *o) {
+        _cleanup_(json_object_putp) json_object *sources = parse_array(o->sources_json),
+                                                *citations = parse_array(o->citations_json),
+                                                *searches = parse_array(o->searches_json);
+        size_t n_sources = sources ? json_object_array_length(sources) : 0,
+               n_searches = searches ? json_object_array_length(searches) : 0, n_found = 0, n_verified = 0,
+               n_not_found = 0;
+        unsigned signals = 0;
+
+        for (size_t i = 0; i < n_searches; i++) {
+                json_object *results = json_object_object_get(
+                        json_object_array_get_idx(searches, i), "results");
+
+                if (json_object_get_int64(results) > 0)
+                        n_found++;
+        }
+        for (size_t i = 0; citations && i < json_object_array_length(citations); i++) {
+                const char *st = json_object_get_string(
+                        json_object_object_get(json_object_array_get_idx(citations, i), "status"));
+
+                if (streq_ptr(st, "verified"))
+                        n_verified++;
+                else if (streq_ptr(st, "not_found"))
+                        n_not_found++;
+        }
+
+        if (!o->succeeded) {
+                if (history_error_means_unanswered(o->error_code) && (n_searches > 0 || n_sources > 0))
+                        signals |= HISTORY_SIGNAL_FAILED;
+                return signals;
+        }
+        if (n_sources == 0 || (n_searches > 0 && n_found == 0))
+                signals |= HISTORY_SIGNAL_NO_SOURCES;
+        if (n_verified == 0 || n_not_found > 0)
+                signals |= HISTORY_SIGNAL_UNVERIFIED;
+        return signals;
+}
+
+bool history_error_means_unanswered(const char *code) {
+        return streq_ptr(code, "query_timeout") || streq_ptr(code, "execution_failed") ||
+                streq_ptr(code, "model_context_exceeded");
+}
+
 static int finish(History *h, const char *id, const HistoryOutcome *o, bool durable) {
         _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
+        _cleanup_free_ char *key = NULL;
+        unsigned signals;
         int r;
 
         assert(h);
         assert(id);
         assert(o);
 
-        if (!is_json_array(o->sources_json) || !is_json_array(o->citations_json))
+        if (!is_json_array(o->sources_json) || !is_json_array(o->citations_json) ||
+            !is_json_array(o->searches_json))
                 return -EINVAL;
+        signals = history_outcome_signals(o);
+        r = history_question_of(h, id, &key);
+        if (r < 0)
+                return r;
 
         r = statement(h, STMT_FINISH, &s);
         if (r < 0)
@@ -597,6 +747,9 @@ static int finish(History *h, const char *id, const HistoryOutcome *o, bool dura
         sqlite3_bind_int64(s, 16, (sqlite3_int64) o->finished_at);
         sqlite3_bind_text(s, 17, o->sandbox, -1, SQLITE_STATIC);
         sqlite3_bind_text(s, 18, o->citations_json ? o->citations_json : "[]", -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 19, o->searches_json ? o->searches_json : "[]", -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 20, key, -1, SQLITE_STATIC);
+        sqlite3_bind_int(s, 21, (int) signals);
 
         r = durable ? step_durable(h, s) : sqlite3_step(s);
         if (r != SQLITE_DONE)
@@ -605,6 +758,8 @@ static int finish(History *h, const char *id, const HistoryOutcome *o, bool dura
 }
 
 int history_finish(History *h, const char *id, const HistoryOutcome *o) {
+        assert(h);
+        assert(o);
         return finish(h, id, o, true);
 }
 
@@ -672,6 +827,9 @@ void history_record_done(HistoryRecord *r) {
                 r->error_message,
                 r->model,
                 r->sandbox,
+                r->feedback_rating,
+                r->feedback_reason,
+                r->feedback_comment,
                 r->follow_up,
                 r->conversation);
         *r = (HistoryRecord){ 0 };
@@ -729,10 +887,10 @@ static int record_from_row(History *h, sqlite3_stmt *s, HistoryRecord *ret) {
         if (column_strdup(s, 1, &ret->id) < 0 || column_strdup(s, 2, &ret->status) < 0 ||
             column_strdup(s, 3, &ret->question) < 0 || column_strdup(s, 4, &ret->answer) < 0 ||
             column_strdup(s, 6, &ret->error_code) < 0 || column_strdup(s, 14, &ret->model) < 0 ||
-            column_strdup(s, 19, &ret->sandbox) < 0 || column_strdup(s, 21, &ret->follow_up) < 0)
+            column_strdup(s, 19, &ret->sandbox) < 0 || column_strdup(s, 25, &ret->follow_up) < 0)
                 return -ENOMEM;
         /* A record is its own conversation unless it follows another. */
-        ret->conversation = strdup(column_text(s, 22, column_text(s, 1, "")));
+        ret->conversation = strdup(column_text(s, 26, column_text(s, 1, "")));
         if (!ret->conversation)
                 return -ENOMEM;
         /* Written by history_finish() only after checking it is an array. */
@@ -745,6 +903,14 @@ static int record_from_row(History *h, sqlite3_stmt *s, HistoryRecord *ret) {
         /* The message belongs to the error: none without a code. */
         if (ret->error_code && column_strdup(s, 7, &ret->error_message) < 0)
                 return -ENOMEM;
+
+        if (sqlite3_column_type(s, 21) != SQLITE_NULL) {
+                if (column_strdup(s, 21, &ret->feedback_rating) < 0 ||
+                    column_strdup(s, 22, &ret->feedback_reason) < 0 ||
+                    column_strdup(s, 23, &ret->feedback_comment) < 0)
+                        return -ENOMEM;
+                ret->feedback_at = column_time(s, 24);
+        }
 
         r = artifacts_of(h, column_text(s, 1, ""), ret);
         if (r < 0)
@@ -1105,6 +1271,75 @@ int history_add_artifact(
         }
         memcpy(ret_id, id, sizeof id);
         return 0;
+}
+
+int history_set_feedback(
+        History *h,
+        const char *id,
+        const SessionKey *session,
+        const char *rating,
+        const char *reason,
+        const char *comment,
+        usec_t rated_at) {
+        _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
+        int r, running;
+
+        assert(h);
+        assert(id);
+        assert(session);
+        assert(rating);
+
+        if (!streq(rating, "up") && !streq(rating, "down"))
+                return -EINVAL;
+        /* Not found (also another session's), or running. */
+        r = select_owned(h, STMT_IS_RUNNING, id, session, &s);
+        if (r < 0)
+                return r;
+        if (r == 0)
+                return -ENOENT;
+        running = sqlite3_column_int(s, 0);
+        stmt_release(TAKE_PTR(s));
+        if (running)
+                return -EBUSY;
+
+        r = statement(h, STMT_SET_FEEDBACK, &s);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 2, rating, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 3, reason, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 4, comment, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 5, (sqlite3_int64) rated_at);
+        if (step_durable(h, s) != SQLITE_DONE)
+                return db_error(h, "keep the feedback");
+        return 0;
+}
+
+sqlite3 *history_database(History *h) {
+        assert(h);
+        return h->db;
+}
+
+int history_question_of(History *h, const char *id, char **ret_key) {
+        _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
+        int r;
+
+        assert(h);
+        assert(id);
+        assert(ret_key);
+
+        r = statement(h, STMT_QUESTION, &s);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+        r = sqlite3_step(s);
+        if (r == SQLITE_DONE) {
+                *ret_key = NULL;
+                return 0;
+        }
+        if (r != SQLITE_ROW)
+                return db_error(h, "read a question");
+        return wording_key(column_text(s, 0, ""), ret_key);
 }
 
 /* ---- conversations and their shares ---- */

@@ -72,7 +72,30 @@ typedef struct HistoryOutcome {
         usec_t finished_at;  /* CLOCK_REALTIME */
         const char *sandbox; /* whether run_python was offered ("offered", "unavailable", "starting"); NULL:
                               * not known */
+        /* The searches the model made: a JSON array of {"query": "…",
+         * "results": N}, in order; NULL for []. Kept for the unanswered
+         * report (API.md 9.2), not shown in the record. */
+        const char *searches_json;
 } HistoryOutcome;
+
+/* The signals a finished record keeps for the unanswered report (API.md
+ * 9.2), computed by history_finish() from the outcome. negative_feedback
+ * is the feedback's, not a bit. */
+#define HISTORY_SIGNAL_NO_SOURCES \
+        (1u << 0) /* an answer without a page read, or whose searches all found nothing */
+#define HISTORY_SIGNAL_UNVERIFIED \
+        (1u << 1) /* an answer without a verified citation, or with a quote not found */
+#define HISTORY_SIGNAL_FAILED \
+        (1u << 2) /* failed with an error that means "no answer" (below), after a search or read */
+
+/* Whether a failed query's error code says the wiki had no answer:
+ * query_timeout, execution_failed (also the step limit: the model was
+ * still searching) and model_context_exceeded. The failures of the model,
+ * the wiki's server, the network, the sandbox and the service are not. */
+bool history_error_means_unanswered(const char *code);
+
+/* The HISTORY_SIGNAL_* bits history_finish() keeps for the outcome. */
+unsigned history_outcome_signals(const HistoryOutcome *o);
 
 /* Complete the running record id. Returns 0, -ENOENT (no running record
  * of that id, e.g. it was deleted meanwhile), -EINVAL (sources_json or
@@ -127,6 +150,12 @@ typedef struct HistoryRecord {
         usec_t created_at;  /* CLOCK_REALTIME */
         usec_t finished_at; /* CLOCK_REALTIME, USEC_INFINITY while running */
         char *sandbox;      /* as HistoryOutcome's; NULL while running and when not known */
+        /* The asker's feedback (API.md 9.1): rating "up" or "down", NULL
+         * without feedback; reason and comment NULL when not given. */
+        char *feedback_rating;
+        char *feedback_reason;
+        char *feedback_comment;
+        usec_t feedback_at; /* CLOCK_REALTIME, when there is feedback */
         char *follow_up;    /* the record it follows (API.md 7), NULL for a conversation's first */
         char *conversation; /* the id of its conversation's first record, never NULL */
 } HistoryRecord;
@@ -180,7 +209,21 @@ int history_list_records(
 int history_parse_list_arguments(
         const char *limit, const char *cursor, unsigned *ret_limit, const char **ret_message);
 
-/* Delete the session's record id and its artifacts. Returns 0, -ENOENT
+/* The asker's feedback on the session's finished record id (API.md 9.1):
+ * rating "up" or "down", reason and comment NULL when not given (the
+ * request validator checked them). A second call replaces the first.
+ * Durable when it returns. Returns 0, -ENOENT (none of this session),
+ * -EBUSY (still running), -EINVAL (another rating), -EIO. */
+int history_set_feedback(
+        History *h,
+        const char *id,
+        const SessionKey *session,
+        const char *rating,
+        const char *reason,
+        const char *comment,
+        usec_t rated_at);
+
+/* Delete the session's record id and its artifacts (and its feedback). Returns 0, -ENOENT
  * (none of this session), -EBUSY (it is still running), -EIO. */
 int history_delete(History *h, const char *id, const SessionKey *session);
 

@@ -37,7 +37,9 @@ static void help(void) {
                "  drain                  Close admission for maintenance\n"
                "  resume                 Open admission again\n"
                "  cancel ID              Cancel the running query ID\n"
-               "  remove-ticket ID       Remove the ticket ID\n\n"
+               "  remove-ticket ID       Remove the ticket ID\n"
+               "  unanswered [DAYS]      What the wiki could not answer in the last DAYS\n"
+               "                         (default 30), most asked first (root only)\n\n"
                "Options:\n"
                "  -h --help              Show this help\n"
                "     --version           Show the version\n"
@@ -402,6 +404,97 @@ static int verb_tickets(sd_bus *bus) {
         return table_print(t, stdout, arg_json, arg_legend);
 }
 
+/* A question as people typed it, made safe for a terminal: control
+ * characters (C0, DEL, C1) become spaces, so that no escape sequence in
+ * what somebody asked reaches root's terminal. A new string, NULL on OOM. */
+static char *terminal_safe(const char *s) {
+        char *t = strdup(s), *w = t;
+
+        if (!t)
+                return NULL;
+        for (const unsigned char *p = (const unsigned char *) s; *p; p++) {
+                if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+                        *w++ = ' ';
+                        p++;
+                } else
+                        *w++ = *p < 0x20 || *p == 0x7f ? ' ' : (char) *p;
+        }
+        *w = 0;
+        return t;
+}
+
+/* ListUnanswered (API.md 9.2, root only): one row per group. */
+static int verb_unanswered(sd_bus *bus, const char *days_arg) {
+        static const char *const columns[] = { "count",  "no_sources", "unverified", "negative_feedback",
+                                               "failed", "last_asked", "question",   NULL };
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_(table_freep) Table *t = NULL;
+        uint64_t count, first, last, no_sources, unverified, negative, failed;
+        const char *question;
+        uint32_t days = 0;
+        int r;
+
+        if (days_arg) {
+                char *end = NULL;
+                unsigned long v;
+
+                errno = 0;
+                v = strtoul(days_arg, &end, 10);
+                if (errno != 0 || !end || *end || end == days_arg || days_arg[0] == '-' ||
+                    days_arg[0] == '+' || v < 1 || v > 365) {
+                        fprintf(stderr, "DAYS must be an integer from 1 to 365: %s\n", days_arg);
+                        return -EINVAL;
+                }
+                days = (uint32_t) v;
+        }
+        r = sd_bus_call_method(bus, NAME, PATH, IFACE, "ListUnanswered", &error, &reply, "u", days);
+        if (r < 0)
+                return bus_error("list what the wiki could not answer", &error, r);
+
+        t = table_new(columns);
+        if (!t)
+                return -ENOMEM;
+        table_set_noun(t, "question", "questions");
+        r = sd_bus_message_enter_container(reply, 'a', "(stttttttas)");
+        if (r < 0)
+                return bus_error("parse the report", NULL, r);
+        while ((r = sd_bus_message_enter_container(reply, 'r', "stttttttas")) > 0) {
+                _cleanup_free_ char *safe = NULL;
+
+                r = sd_bus_message_read(
+                        reply,
+                        "sttttttt",
+                        &question,
+                        &count,
+                        &first,
+                        &last,
+                        &no_sources,
+                        &unverified,
+                        &negative,
+                        &failed);
+                if (r < 0)
+                        return bus_error("parse the report", NULL, r);
+                r = sd_bus_message_skip(reply, "as");
+                if (r < 0)
+                        return bus_error("parse the report", NULL, r);
+                r = sd_bus_message_exit_container(reply);
+                if (r < 0)
+                        return bus_error("parse the report", NULL, r);
+                safe = terminal_safe(question);
+                if (!safe || table_add_uint(t, count) < 0 || table_add_uint(t, no_sources) < 0 ||
+                    table_add_uint(t, unverified) < 0 || table_add_uint(t, negative) < 0 ||
+                    table_add_uint(t, failed) < 0 || table_add_timestamp(t, last) < 0 ||
+                    table_add_string(t, safe) < 0)
+                        return -ENOMEM;
+        }
+        if (r < 0)
+                return bus_error("parse the report", NULL, r);
+
+        pager_open();
+        return table_print(t, stdout, arg_json, arg_legend);
+}
+
 /* Drain, Resume, CancelQuery(id), RemoveTicket(id): polkit may ask for a
  * password on the caller's terminal (its agent), unless --no-ask-password. */
 static int verb_act(sd_bus *bus, const char *member, const char *id, const char *what) {
@@ -449,6 +542,8 @@ static int run(int argc, char *argv[]) {
                 return verb_act(bus, "Resume", NULL, "resume admission");
         if (streq(verb, "cancel") && n == 1)
                 return verb_act(bus, "CancelQuery", argv[optind + 1], "cancel the query");
+        if (streq(verb, "unanswered") && n <= 1)
+                return verb_unanswered(bus, n == 1 ? argv[optind + 1] : NULL);
         if (streq(verb, "remove-ticket") && n == 1)
                 return verb_act(bus, "RemoveTicket", argv[optind + 1], "remove the ticket");
 

@@ -775,6 +775,7 @@
       // it: the answer was made without running code (API.md 9).
       if (rec.sandbox === 'starting') meta.push(t('meta.no_python'));
       $('record-meta').textContent = meta.join(' · ');
+      feedback.show(rec);
 
       // A conversation (API.md 7, 9): its earlier turns above, and under
       // the answer: download, share, ask a follow-up.
@@ -1331,6 +1332,163 @@
     return text.split('\n').map((s) => s.trim()).filter((s) => s !== '');
   }
 
+  // --- Feedback on an answer (API.md 9.1) -----------------------------
+
+  const feedback = {
+    id: null,
+
+    // Under a finished answer: the buttons, pressed as the record says.
+    show(rec) {
+      const running = !rec || rec.status === 'running';
+      $('feedback-section').hidden = running;
+      if (running) return;
+      if (this.id !== rec.id) {
+        $('feedback-form').hidden = true;
+        $('feedback-status').textContent = '';
+        $('feedback-reason').value = '';
+        $('feedback-comment').value = '';
+      }
+      this.id = rec.id;
+      this.mark(rec.feedback);
+    },
+
+    mark(fb) {
+      const rating = fb && typeof fb.rating === 'string' ? fb.rating : '';
+      $('feedback-up').setAttribute('aria-pressed', String(rating === 'up'));
+      $('feedback-down').setAttribute('aria-pressed', String(rating === 'down'));
+    },
+
+    async send(body) {
+      const id = this.id;
+      if (!id) return;
+      try {
+        const rec = (await call('POST', '/history/' + id + '/feedback', body)).json;
+        if (this.id !== id) return;
+        this.mark(rec.feedback);
+        if (app.view && app.view.record && app.view.record.id === id) app.view.record = rec;
+        $('feedback-form').hidden = true;
+        const words = t(body.rating === 'up' ? 'feedback.thanks_up' : 'feedback.thanks_down');
+        $('feedback-status').textContent = words;
+        announce(words);
+      } catch (e) {
+        $('feedback-status').textContent = t('feedback.failed', { reason: describeError(e) });
+      }
+    },
+
+    up() {
+      this.send({ rating: 'up' });
+    },
+
+    // Not useful: a reason and a comment first, both optional.
+    down() {
+      $('feedback-form').hidden = false;
+      $('feedback-status').textContent = '';
+      $('feedback-reason').focus();
+    },
+
+    submit() {
+      const body = { rating: 'down' };
+      const reason = $('feedback-reason').value;
+      const comment = $('feedback-comment').value.trim();
+      if (reason) body.reason = reason;
+      if (comment) body.comment = comment;
+      this.send(body);
+    },
+  };
+
+  // --- The editors' report (API.md 9.2) --------------------------------
+
+  const report = {
+    // Shown to the wiki's editors only: the server says who they are (a
+    // HEAD of the report answers 200 to them, 403 to everybody else).
+    async probe(user) {
+      if (!user) return;
+      let r;
+      try {
+        r = await fetchApi('HEAD', '/reports/unanswered?days=1');
+      } catch (e) {
+        return;
+      }
+      if (!r.ok) return;
+      $('report').hidden = false;
+      this.load();
+    },
+
+    days() {
+      const d = Number($('report-days').value);
+      return [7, 30, 90, 365].includes(d) ? d : 30;
+    },
+
+    async load() {
+      const days = this.days();
+      $('report-csv').href = API + '/reports/unanswered?format=csv&days=' + days;
+      let rep;
+      try {
+        rep = (await call('GET', '/reports/unanswered?days=' + days)).json;
+      } catch (e) {
+        $('report-status').textContent = t('report.failed', { reason: describeError(e) });
+        return;
+      }
+      const groups = Array.isArray(rep.groups) ? rep.groups : [];
+      $('report-status').textContent = groups.length ? '' : t('report.empty');
+      $('report-groups').replaceChildren(...groups.map((g) => this.group(g)));
+    },
+
+    list(title, items) {
+      if (!items.length) return null;
+      const box = el('div', 'report-list');
+      box.appendChild(el('h4', null, title));
+      const ul = el('ul');
+      for (const x of items) {
+        const li = el('li');
+        li.append(x);
+        ul.appendChild(li);
+      }
+      box.appendChild(ul);
+      return box;
+    },
+
+    group(g) {
+      const li = el('li', 'report-group');
+      const q = el('h3', 'question', String(g.question || ''));
+      q.dir = 'auto';
+      li.appendChild(q);
+      const sig = g.signals || {};
+      const neg = sig.negative_feedback || {};
+      const failed = sig.failed || {};
+      const facts = [t('report.asked', { number: Number(g.count) || 0 })];
+      if (g.last_asked) facts.push(t('report.last_asked', { time: formatTime(g.last_asked) }));
+      if (sig.no_sources) facts.push(t('report.no_sources', { number: Number(sig.no_sources) }));
+      if (sig.unverified) facts.push(t('report.unverified', { number: Number(sig.unverified) }));
+      if (neg.count) facts.push(t('report.negative_feedback', { number: Number(neg.count) }));
+      if (failed.count) facts.push(t('report.failed_count', { number: Number(failed.count) }));
+      li.appendChild(el('p', 'meta', facts.join(' · ')));
+
+      const wordings = (Array.isArray(g.wordings) ? g.wordings : []).filter((w) => w !== g.question);
+      const reasons = neg.reasons && typeof neg.reasons === 'object' ? Object.keys(neg.reasons) : [];
+      const parts = [
+        this.list(t('report.wordings'), wordings.map(String)),
+        this.list(t('report.searches'), (Array.isArray(g.searches) ? g.searches : []).map(
+          (x) => t('report.search', { query: String(x.query), results: Number(x.results) || 0 }))),
+        this.list(t('report.pages'), (Array.isArray(g.pages) ? g.pages : []).map((x) => {
+          const href = safeHref(x.url);
+          return href ? outLink(href, String(x.title)) : String(x.title);
+        })),
+        this.list(t('report.reasons'), reasons.filter((r) => I18n.has('feedback.reason.' + r)).map(
+          (r) => t('report.reason', { reason: t('feedback.reason.' + r), number: Number(neg.reasons[r]) || 0 }))),
+        this.list(t('report.comments'), (Array.isArray(neg.comments) ? neg.comments : []).map(String)),
+      ].filter(Boolean);
+      li.append(...parts);
+      const href = safeHref(g.new_page_url);
+      if (href) {
+        const p = el('p', 'create');
+        p.appendChild(outLink(href, t('report.create_page')));
+        li.appendChild(p);
+      }
+      return li;
+    },
+  };
+
   const app = {
     streams: null, // whether the daemon has the event streams (null: not known yet)
     view: null,
@@ -1606,6 +1764,7 @@
         return;
       }
       showUser(st.user);
+      report.probe(st.user);
       if (!st.ticket && $('status').dataset.state === 'reconnecting') setStatus('', []);
       this.checkSetup();
       const items = await history.load(true);
@@ -1714,6 +1873,7 @@
     const v = app.view;
     if (v && v.done && v.record) new QueryView(v.record.question).showRecord(v.record, { old: v.old });
     history.load(true);
+    if (!$('report').hidden) report.load();
   }
 
   async function start() {
@@ -1750,6 +1910,13 @@
       if ($('notify-sound').checked) turn.prepareSound();
     });
     $('history-more').addEventListener('click', () => history.load(false));
+    $('feedback-up').addEventListener('click', () => feedback.up());
+    $('feedback-down').addEventListener('click', () => feedback.down());
+    $('feedback-form').addEventListener('submit', (e) => {
+      e.preventDefault();
+      feedback.submit();
+    });
+    $('report-days').addEventListener('change', () => report.load());
     $('history-title').tabIndex = -1;
     turn.restore();
     app.resume();

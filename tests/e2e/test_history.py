@@ -20,7 +20,7 @@ import harness
 
 API = harness.API
 RECORD_KEYS = {'id', 'status', 'question', 'answer', 'sources', 'citations', 'artifacts', 'error',
-               'timings_ms', 'usage', 'sandbox', 'created_at', 'finished_at', 'follow_up', 'conversation'}
+               'timings_ms', 'usage', 'sandbox', 'created_at', 'finished_at', 'feedback', 'follow_up', 'conversation'}
 TIMING_KEYS = {'queue', 'wiki', 'model', 'sandbox', 'cleanup', 'total'}
 
 
@@ -41,6 +41,10 @@ def check_record(tc, rec, now=None):
     if now is not None:
         tc.assertLess(abs(created - now), 30, ctx)
     tc.assertIn(rec['sandbox'], (None, 'offered', 'unavailable', 'starting'), ctx)
+    # API.md 9.1: null until the asker rates it.
+    if rec['feedback'] is not None:
+        tc.assertEqual(set(rec['feedback']), {'rating', 'reason', 'comment', 'rated_at'}, ctx)
+        tc.assertIn(rec['feedback']['rating'], ('up', 'down'), ctx)
     if rec['status'] == 'running':
         tc.assertIsNone(rec['finished_at'], ctx)
         tc.assertIsNone(rec['error'], ctx)

@@ -1583,6 +1583,87 @@ class SignedIn(harness.DaemonTestCase):
         c2.check_console()
 
 
+class Feedback(PageBase):
+    """API.md 9.1 and 9.2 on the page, in one browser session of a person
+    who is one of the wiki's editors: the notice beside the form, rating
+    an answer (not useful, with a reason and a comment), and the editors'
+    report with the question, its comment, the search, the link that
+    creates the page on the wiki and the CSV download."""
+
+    def test_rate_and_report(self):
+        d = self.page_daemon(
+            [{'tool_calls': [{'name': 'wiki_search', 'arguments': {'query': 'parking policy', 'limit': 5}}]},
+             {'answer': 'The wiki has no page about parking.'}],
+            WIKI_WEB_TRUSTED_PROXIES='127.0.0.1', WIKI_WEB_EDITORS='Eda Editor')
+        c = Chrome(self)
+        c.driver.execute_cdp_cmd('Network.enable', {})
+        # Somebody who is not an editor: the probe is refused, no report.
+        c.driver.execute_cdp_cmd('Network.setExtraHTTPHeaders', {'headers': {'X-Remote-User': 'Bob'}})
+        c.open(d)
+        self.assertIn('without your name', c.text('#report-notice'))
+        c.wait(lambda: c.js("return window.__fetches.some((f) => f[1].includes('/reports/unanswered'))"),
+               what="the probe for the editors' report")
+        time.sleep(0.5)
+        self.assertTrue(c.js("return document.getElementById('report').hidden"))
+        # The same browser as an editor.
+        c.driver.execute_cdp_cmd('Network.setExtraHTTPHeaders', {'headers': {'X-Remote-User': 'Eda Editor'}})
+        c.open(d)
+        # An editor: the report is there, empty so far.
+        c.wait(lambda: c.js("return !document.getElementById('report').hidden"), what="the editors' report")
+        c.wait(lambda: c.text('#report-status') == 'Nothing to show for this period.', what='the empty report')
+        c.ask('What is the parking policy?')
+        c.wait_answer()
+        c.wait(lambda: c.js("return !document.getElementById('feedback-section').hidden"), what='the rating buttons')
+        self.assertEqual(c.find('#feedback-down').get_attribute('aria-pressed'), 'false')
+        c.find('#feedback-down').click()
+        c.wait(lambda: c.js("return !document.getElementById('feedback-form').hidden"), what='the reason form')
+        from selenium.webdriver.support.ui import Select
+        Select(c.find('#feedback-reason')).select_by_value('incomplete')
+        c.find('#feedback-comment').send_keys('=Nothing <b>about</b> visitors')
+        c.axe('rating')
+        c.find('#feedback-send').click()
+        c.wait(lambda: c.find('#feedback-down').get_attribute('aria-pressed') == 'true', what='the rating kept')
+        self.assertIn('Thank you', c.text('#feedback-status'))
+        c.shot('feedback')
+        # The record says so.
+        rec = json.loads(get(d, '/api/v1/history', {'X-Remote-User': 'Eda Editor'})[2])['items'][0]
+        self.assertEqual(rec['feedback']['reason'], 'incomplete')
+        # The report, again: the question with its signals and comment, as text.
+        Select(c.find('#report-days')).select_by_value('7')
+        c.wait(lambda: c.finds('#report-groups li.report-group'), what='a group in the report')
+        group = c.text('#report-groups li.report-group')
+        self.assertIn('What is the parking policy?', group)
+        self.assertIn('Times asked: 1', group)
+        self.assertIn('No page found: 1', group)
+        self.assertIn('Rated not useful: 1', group)
+        self.assertIn('=Nothing <b>about</b> visitors', group)
+        self.assertIn('parking policy (results: 0)', group)
+        self.assertEqual(c.finds('#report-groups b'), [])
+        self.assertNotIn('Eda', group)
+        create = c.find('#report-groups a[href*="action=edit"]')
+        self.assertEqual(create.get_attribute('href'),
+                         wiki().api_url.rsplit('/', 1)[0] + '/index.php?title=parking_policy&action=edit')
+        self.assertEqual(c.find('#report-csv').get_attribute('href'),
+                         f'http://127.0.0.1:{d.port}/api/v1/reports/unanswered?format=csv&days=7')
+        c.axe('report')
+        c.shot('report', full=True)
+        # The link's file, fetched as the page's own requests are (CDP's
+        # extra header, standing in for the proxy, does not reach the
+        # browser's download manager).
+        c.driver.set_script_timeout(30)
+        got = c.driver.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            " fetch(document.getElementById('report-csv').href).then(async (r) =>"
+            "  done([r.status, r.headers.get('Content-Type'), r.headers.get('Content-Disposition'), await r.text()]));")
+        self.assertEqual(got[:3], [200, 'text/csv; charset=utf-8', 'attachment; filename="unanswered.csv"'])
+        self.assertEqual(c.find('#report-csv').get_attribute('download'), '')
+        text = got[3]
+        self.assertIn('"What is the parking policy?"', text)
+        self.assertIn('"\'=Nothing <b>about</b> visitors"', text)
+        # Bob's probe was refused (403), as it should be; nothing else failed.
+        c.check_console(allow=(r'reports/unanswered.*403',))
+
+
 CITED_READ = [
     {'tool_calls': [{'name': 'wiki_read', 'arguments': {'title': 'Apples'}},
                     {'name': 'wiki_read', 'arguments': {'title': 'Orchard'}}]},

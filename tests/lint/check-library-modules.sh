@@ -30,9 +30,11 @@ check 'openssl/' 'src/shared/sha256\.c'
 # upstream clients (src/query/) and the sandbox (config.json, the run's
 # outputs), and in the shared helpers (src/shared/json-util.*). The store
 # returns structs; wikiwebctl's --json output is made in its table module;
-# history.c uses json-c only to check that the sources
-# handed to history_finish() are one JSON array (its -EINVAL contract).
-check 'json-c/' 'src/http/|src/query/|src/sandbox/|src/shared/json-util\.|src/store/history\.c|src/wikiwebctl/ctl-table\.c'
+# history.c uses json-c to check that the sources
+# handed to history_finish() are one JSON array (its -EINVAL contract) and
+# to derive the report's signals from them; report.c reads the searches and
+# sources the unanswered report lists.
+check 'json-c/' 'src/http/|src/query/|src/sandbox/|src/shared/json-util\.|src/store/history\.c|src/store/report\.c|src/wikiwebctl/ctl-table\.c'
 
 [ "$status" -eq 0 ] && echo "library-modules: each library is included by its one module only"
 exit "$status"

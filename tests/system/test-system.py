@@ -890,6 +890,10 @@ def bus_policy(bed):
     log(f"# nobody ListTickets: exit {r.returncode}: {r.stderr.strip()}")
     check(r.returncode != 0, "nobody may call ListTickets")
     check(re.search(r"denied|Rejected", r.stderr, re.I), "not an access denial")
+    r = bed.ct.run(["busctl", "call", NAME, OPATH, IFACE, "ListUnanswered", "u", "0"], user=nobody, check=False)
+    check(r.returncode != 0 and re.search(r"denied|Rejected", r.stderr, re.I), "nobody may call ListUnanswered")
+    r = bed.ct.run(["busctl", "call", NAME, OPATH, IFACE, "ListUnanswered", "u", "0"], check=False)
+    check(r.returncode == 0, f"root may call ListUnanswered: {r.stderr}")
     for member in ("GetRunningQueryUser", "ListRunningQueries"):
         r = bed.ct.run(["busctl", "call", NAME, OPATH, IFACE, member], user=nobody, check=False)
         check(r.returncode != 0 and re.search(r"denied|Rejected", r.stderr, re.I), f"nobody may call {member}")
@@ -2830,6 +2834,33 @@ def pipeline_kill9_while_container_runs(bed):
         left = bed.ct.run(["sh", "-c", "ls /var/lib/wikiweb/sandbox 2>/dev/null | grep qr_ || true"]).stdout.strip()
         check(not left, f"query directories left: {left}")
         log(f"# {qid} after kill -9: {rec['error']}")
+
+
+@test
+def pipeline_unanswered_over_dbus(bed):
+    """wikiwebctl unanswered (API.md 9.2, 12.2): a question the wiki could not answer (no page read) is in
+    root's report over D-Bus, with its signals and without any name or token; nobody may not call
+    ListUnanswered (bus policy), and days out of range are refused."""
+    with _Pipeline(bed) as pl:
+        pl.llm.set_script([{"answer": "No page says."}])
+        token = bed.session()
+        status, _, rec = bed.http("POST", "/api/v1/query", token, {"question": "What is the \x1b[31mparking policy?"},
+                                  timeout=60)
+        check(status == 200 and rec["status"] == "succeeded", f"query: {status} {rec}")
+        r = bed.ct.run([WIKIWEBCTL_IN_CT, "--no-pager", "unanswered", "--json=short"])
+        rows = json.loads(r.stdout)
+        log(f"# wikiwebctl unanswered: {rows}")
+        check(len(rows) == 1 and rows[0]["count"] == 1 and rows[0]["no_sources"] == 1 and
+              rows[0]["unverified"] == 1 and rows[0]["question"] == "What is the  [31mparking policy?",
+              f"wikiwebctl unanswered: {rows}")
+        check(token not in r.stdout and rec["id"] not in r.stdout, "a token or record id in the report")
+        r = bed.ct.run([WIKIWEBCTL_IN_CT, "--no-pager", "unanswered", "7"])
+        check("parking policy" in r.stdout and "\x1b" not in r.stdout, f"the table: {r.stdout!r}")
+        r = bed.ct.run([WIKIWEBCTL_IN_CT, "--no-pager", "unanswered"], user="65534", check=False)
+        check(r.returncode != 0 and re.search(r"denied|Rejected", r.stderr, re.I), f"nobody: {r.stderr}")
+        r = bed.ct.run(["busctl", "call", NAME, OPATH, IFACE, "ListUnanswered", "u", "400"], check=False)
+        check(r.returncode != 0 and ("InvalidArgs" in r.stderr or "365" in r.stderr),
+              f"days 400: {r.stderr}")
 
 
 @test

@@ -11,6 +11,7 @@
 #include "shared/macro.h"
 #include "shared/sha256.h"
 #include "store/history.h"
+#include "store/report.h"
 #include "tests.h"
 
 /* Tests of the SQLite query history (API.md 9) against a real file in a
@@ -245,9 +246,9 @@ static void assert_json(json_object *o, const char *expected) {
 }
 
 static const char *const record_keys[] = {
-        "id",        "status",     "question",    "answer",     "sources",
-        "citations", "artifacts",  "error",       "timings_ms", "usage",
-        "sandbox",   "created_at", "finished_at", "follow_up",  "conversation",
+        "id",          "status",   "question",   "answer",       "sources", "citations",
+        "artifacts",   "error",    "timings_ms", "usage",        "sandbox", "created_at",
+        "finished_at", "feedback", "follow_up",  "conversation",
 };
 
 /* RFC 3339 in UTC with exactly three fractional digits. */
@@ -310,7 +311,7 @@ TEST(open_creates_file) {
         ASSERT_TRUE(h);
         ASSERT_TRUE(history_free(h) == NULL);
         ASSERT_TRUE(history_free(NULL) == NULL);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 4);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 5);
 
         /* A directory that does not exist. */
         {
@@ -1250,7 +1251,7 @@ TEST(migrate_from_version_1) {
         sql_exec(dir, sql);
 
         h = open_store(dir, 1);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 4);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 5);
         done = get_record(h, qid(500), &k);
         ASSERT_EQ_STR(get_str(done, "status"), "succeeded");
         ASSERT_EQ_STR(get_str(done, "answer"), "42");
@@ -1276,7 +1277,7 @@ TEST(migrate_from_version_1) {
 
         /* Opened again: nothing more to do. */
         h = open_store(dir, 0);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 4);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 5);
         history_free(h);
 }
 
@@ -1318,7 +1319,7 @@ TEST(migrate_from_version_2) {
         sql_exec(dir, sql);
 
         h = open_store(dir, 0);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 4);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 5);
         old = get_record(h, qid(600), &k);
         ASSERT_EQ_STR(get_str(old, "sandbox"), "offered");
         ASSERT_EQ_INT(json_object_array_length(get_key(old, "citations")), 0);
@@ -1345,15 +1346,18 @@ TEST(migrate_from_version_2) {
         history_free(h);
 
         /* Back to version 3 (as a wikiwebd of that version left it: the
-         * new columns and the shares table unknown), and opened again: the
-         * step to 4 alone runs. */
+         * later columns and tables unknown), and opened again: the steps
+         * to 4 and 5 run, in order. */
         sql_exec(
                 dir,
                 "DROP TABLE shares; DROP INDEX queries_by_follow_up;"
                 "ALTER TABLE queries DROP COLUMN follow_up; ALTER TABLE queries DROP COLUMN conversation;"
+                "DROP TABLE feedback; DROP INDEX queries_by_wording;"
+                "ALTER TABLE queries DROP COLUMN searches; ALTER TABLE queries DROP COLUMN wording_key;"
+                "ALTER TABLE queries DROP COLUMN signals;"
                 "PRAGMA user_version = 3;");
         h = open_store(dir, 0);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 4);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 5);
         ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM queries WHERE conversation = id"), 2);
         ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM shares"), 0);
         history_free(h);
@@ -1502,6 +1506,147 @@ TEST(recent_durations) {
         ASSERT_OK(history_recent_durations(f.h, ELEMENTSOF(d), d, &n));
         ASSERT_EQ_INT(n, 5);
         ASSERT_TRUE(d[4] == 0.25);
+}
+
+/* A finished record with the given searches, sources and citations. */
+static void finish_with(
+        History *h,
+        unsigned n,
+        const SessionKey *k,
+        const char *question,
+        bool ok,
+        const char *code,
+        const char *searches,
+        const char *sources,
+        const char *citations,
+        usec_t at) {
+        ASSERT_OK(history_begin(h, qid(n), k, question, at));
+        ASSERT_OK(history_finish(
+                h,
+                qid(n),
+                &(HistoryOutcome){ .succeeded = ok,
+                                   .answer = ok ? "a" : NULL,
+                                   .error_code = code,
+                                   .error_message = code ? "m" : NULL,
+                                   .searches_json = searches,
+                                   .sources_json = sources,
+                                   .citations_json = citations,
+                                   .finished_at = at + 1000 }));
+}
+
+#define SRC_APPLE "[{\"title\":\"Apple\",\"url\":\"http://w/index.php?oldid=3\",\"revision_id\":3}]"
+#define CITE(st) "[{\"n\":1,\"title\":\"Apple\",\"revision_id\":3,\"quote\":\"q\",\"status\":\"" st "\"}]"
+#define SEARCH(q, n) "[{\"query\":\"" q "\",\"results\":" #n "}]"
+
+TEST(signals_feedback_report) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("report");
+        _cleanup_(report_freep) Report *rep = NULL;
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        const SessionKey a = key(1), b = key(2);
+        const usec_t t = 1700000000ULL * USEC_PER_SEC;
+
+        /* No page read, the search found nothing: no_sources + unverified. */
+        finish_with(f.h, 1, &a, "What is the parking policy?", true, NULL, SEARCH("parking", 0), NULL, NULL, t);
+        finish_with(
+                f.h, 2, &b, "Parking policy for visitors?", true, NULL, SEARCH("parking", 0), NULL, NULL, t + 1);
+        /* Verified: no signal; rated up below, still not listed. */
+        finish_with(f.h, 3, &a, "Where do apples grow?", true, NULL, NULL, SRC_APPLE, CITE("verified"), t + 2);
+        /* Verified but a quote not found: unverified only. */
+        finish_with(f.h, 4, &a, "Apple colours", true, NULL, NULL, SRC_APPLE, CITE("not_found"), t + 3);
+        /* Failed after a search with a code that counts, and one that does not. */
+        finish_with(
+                f.h, 5, &b, "Travel policy?", false, "query_timeout", SEARCH("travel", 2), NULL, NULL, t + 4);
+        finish_with(
+                f.h, 6, &b, "Zebra height", false, "upstream_failed", SEARCH("zebra", 1), NULL, NULL, t + 5);
+        /* execution_failed before any search or read: not the wiki's. */
+        finish_with(f.h, 7, &b, "Not configured", false, "execution_failed", NULL, NULL, NULL, t + 6);
+        /* Too old for the report. */
+        finish_with(f.h, 8, &b, "Parking?", true, NULL, NULL, NULL, NULL, t - 10 * USEC_PER_SEC);
+
+        ASSERT_EQ_INT(
+                sql_int(f.dir, "SELECT signals FROM queries WHERE id = 'qr_00000000000000000000000000000001'"),
+                3);
+        ASSERT_EQ_INT(
+                sql_int(f.dir, "SELECT signals FROM queries WHERE id = 'qr_00000000000000000000000000000003'"),
+                0);
+        ASSERT_EQ_INT(
+                sql_int(f.dir, "SELECT signals FROM queries WHERE id = 'qr_00000000000000000000000000000004'"),
+                2);
+        ASSERT_EQ_INT(
+                sql_int(f.dir, "SELECT signals FROM queries WHERE id = 'qr_00000000000000000000000000000005'"),
+                4);
+        ASSERT_EQ_INT(
+                sql_int(f.dir, "SELECT signals FROM queries WHERE id = 'qr_00000000000000000000000000000006'"),
+                0);
+        ASSERT_EQ_INT(
+                sql_int(f.dir, "SELECT signals FROM queries WHERE id = 'qr_00000000000000000000000000000007'"),
+                0);
+
+        /* Feedback: own records only, replaced, not on a running one. */
+        ASSERT_EQ_INT(history_set_feedback(f.h, qid(1), &b, "down", NULL, NULL, t), -ENOENT);
+        ASSERT_EQ_INT(history_set_feedback(f.h, qid(99), &a, "down", NULL, NULL, t), -ENOENT);
+        ASSERT_EQ_INT(history_set_feedback(f.h, qid(1), &a, "sideways", NULL, NULL, t), -EINVAL);
+        ASSERT_OK(history_set_feedback(f.h, qid(1), &a, "up", NULL, "fine", t));
+        ASSERT_OK(history_set_feedback(f.h, qid(1), &a, "down", "wrong", "No visitors", t + 7));
+        ASSERT_OK(history_set_feedback(f.h, qid(3), &a, "up", NULL, NULL, t));
+        ASSERT_OK(history_begin(f.h, qid(10), &a, "running", t));
+        ASSERT_EQ_INT(history_set_feedback(f.h, qid(10), &a, "up", NULL, NULL, t), -EBUSY);
+        o = get_record(f.h, qid(1), &a);
+        ASSERT_EQ_STR(get_str(get_key(o, "feedback"), "rating"), "down");
+        ASSERT_EQ_STR(get_str(get_key(o, "feedback"), "reason"), "wrong");
+        ASSERT_EQ_STR(get_str(get_key(o, "feedback"), "comment"), "No visitors");
+
+        ASSERT_OK(report_unanswered(f.h, t - USEC_PER_SEC, &rep));
+        ASSERT_EQ_INT(rep->n_groups, 3);
+        ASSERT_EQ_INT(rep->n_records, 4);
+        /* The two wordings of parking, most asked first. */
+        ASSERT_EQ_INT(rep->groups[0].count, 2);
+        ASSERT_EQ_INT(rep->groups[0].n_wordings, 2);
+        ASSERT_EQ_INT(rep->groups[0].no_sources, 2);
+        ASSERT_EQ_INT(rep->groups[0].unverified, 2);
+        ASSERT_EQ_INT(rep->groups[0].negative_feedback, 1);
+        ASSERT_EQ_INT(rep->groups[0].reasons[REPORT_REASON_WRONG], 1);
+        ASSERT_EQ_INT(rep->groups[0].n_comments, 1);
+        ASSERT_EQ_STR(rep->groups[0].comments[0], "No visitors");
+        ASSERT_EQ_INT(rep->groups[0].n_searches, 1);
+        ASSERT_EQ_STR(rep->groups[0].searches[0].text, "parking");
+        ASSERT_EQ_INT(rep->groups[0].searches[0].n, 2);
+        ASSERT_EQ_INT(rep->groups[0].searches[0].results, 0);
+        ASSERT_TRUE(rep->groups[0].first_asked == t && rep->groups[0].last_asked == t + 1);
+        /* Then the unverified apple and the timed-out travel, founding order. */
+        ASSERT_EQ_STR(rep->groups[1].question, "Apple colours");
+        ASSERT_EQ_INT(rep->groups[1].unverified, 1);
+        ASSERT_EQ_INT(rep->groups[1].n_pages, 1);
+        ASSERT_EQ_STR(rep->groups[1].pages[0].text, "Apple");
+        ASSERT_EQ_STR(rep->groups[2].question, "Travel policy?");
+        ASSERT_EQ_INT(rep->groups[2].failed, 1);
+        ASSERT_EQ_STR(rep->groups[2].failed_codes[0].text, "query_timeout");
+        rep = report_free(rep);
+
+        /* Deleting a record deletes its feedback. */
+        ASSERT_OK(history_delete(f.h, qid(1), &a));
+        ASSERT_EQ_INT(sql_int(f.dir, "SELECT count(*) FROM feedback"), 1);
+        ASSERT_OK(report_unanswered(f.h, t - USEC_PER_SEC, &rep));
+        ASSERT_EQ_INT(rep->groups[0].count, 1);
+        ASSERT_EQ_INT(rep->groups[0].negative_feedback, 0);
+}
+
+TEST(report_parse_days) {
+        const char *msg = NULL;
+        unsigned d = 0;
+
+        ASSERT_OK(report_parse_days(NULL, &d, &msg));
+        ASSERT_EQ_INT(d, 30);
+        ASSERT_OK(report_parse_days("365", &d, &msg));
+        ASSERT_EQ_INT(d, 365);
+        ASSERT_OK(report_parse_days("1", &d, &msg));
+        ASSERT_EQ_INT(d, 1);
+        static const char *const bad[] = { "0",  "366", "01", "+1", "-1",
+                                           " 1", "1 ",  "",   "x",  "99999999999999999999" };
+
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++)
+                ASSERT_EQ_INT(report_parse_days(bad[i], &d, &msg), -EINVAL);
+        ASSERT_EQ_STR(msg, "days must be an integer from 1 to 365");
 }
 
 DEFINE_TEST_MAIN()

@@ -247,14 +247,24 @@ TEST(methods) {
                 Route route;
                 const char *allowed; /* the methods, as in the Allow header */
         } table[] = {
-                { ROUTE_HEALTH, "GET, HEAD" },           { ROUTE_QUEUE_JOIN, "POST" },
-                { ROUTE_QUEUE_STATUS, "GET, HEAD" },     { ROUTE_QUEUE_TICKET, "DELETE" },
-                { ROUTE_QUEUE_EVENTS, "GET" },           { ROUTE_QUERY, "POST" },
-                { ROUTE_HISTORY, "GET, HEAD" },          { ROUTE_HISTORY_ITEM, "GET, HEAD, DELETE" },
-                { ROUTE_HISTORY_EVENTS, "GET" },         { ROUTE_ARTIFACT, "GET, HEAD" },
-                { ROUTE_HISTORY_SOURCES, "GET" },        { ROUTE_HISTORY_EXPORT, "GET" },
-                { ROUTE_HISTORY_SHARE, "POST, DELETE" }, { ROUTE_SHARED, "GET" },
-                { ROUTE_SHARED_EXPORT, "GET" },          { ROUTE_SHARED_ARTIFACT, "GET, HEAD" },
+                { ROUTE_HEALTH, "GET, HEAD" },
+                { ROUTE_QUEUE_JOIN, "POST" },
+                { ROUTE_QUEUE_STATUS, "GET, HEAD" },
+                { ROUTE_QUEUE_TICKET, "DELETE" },
+                { ROUTE_QUEUE_EVENTS, "GET" },
+                { ROUTE_QUERY, "POST" },
+                { ROUTE_HISTORY, "GET, HEAD" },
+                { ROUTE_HISTORY_ITEM, "GET, HEAD, DELETE" },
+                { ROUTE_HISTORY_EVENTS, "GET" },
+                { ROUTE_ARTIFACT, "GET, HEAD" },
+                { ROUTE_HISTORY_SOURCES, "GET" },
+                { ROUTE_HISTORY_FEEDBACK, "POST" },
+                { ROUTE_REPORT_UNANSWERED, "GET, HEAD" },
+                { ROUTE_HISTORY_EXPORT, "GET" },
+                { ROUTE_HISTORY_SHARE, "POST, DELETE" },
+                { ROUTE_SHARED, "GET" },
+                { ROUTE_SHARED_EXPORT, "GET" },
+                { ROUTE_SHARED_ARTIFACT, "GET, HEAD" },
         };
 
         ASSERT_EQ_INT(ELEMENTSOF(table), _ROUTE_MAX);

@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <sqlite3.h>
+
+#include "store/history.h"
+
+/* For the store's own modules (report.c): the connection of h, borrowed,
+ * valid until history_free(). Statements prepared on it are the caller's
+ * to finalize. */
+sqlite3 *history_database(History *h);
+
+/* The wording key (shared/wording.h) of the record id's question: 0 and a
+ * new string in *ret_key (NULL when there is no such record), -ENOMEM,
+ * -EIO. */
+int history_question_of(History *h, const char *id, char **ret_key);

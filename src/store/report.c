@@ -1,0 +1,510 @@
+/* SPDX-License-Identifier: MIT */
+#include <assert.h>
+/* json-c reads the searches and sources the store kept (both checked to be
+ * arrays when they were written). */
+#include <json-c/json.h>
+#include <sqlite3.h>
+
+#include "shared/json-util.h"
+#include "shared/log.h"
+#include "shared/parse-util.h"
+#include "shared/wording.h"
+#include "store/history-internal.h"
+#include "store/report.h"
+
+static const char *const report_reason_table[_REPORT_REASON_MAX] = {
+        [REPORT_REASON_WRONG] = "wrong",
+        [REPORT_REASON_INCOMPLETE] = "incomplete",
+        [REPORT_REASON_NOT_WHAT_I_ASKED] = "not_what_i_asked",
+        [REPORT_REASON_BAD_SOURCES] = "bad_sources",
+        [REPORT_REASON_OTHER] = "other",
+};
+
+const char *report_reason_to_string(ReportReason r) {
+        if (r < 0 || r >= _REPORT_REASON_MAX)
+                return NULL;
+        return report_reason_table[r];
+}
+
+ReportReason report_reason_from_string(const char *s) {
+        if (!s)
+                return _REPORT_REASON_INVALID;
+        for (ReportReason r = 0; r < _REPORT_REASON_MAX; r++)
+                if (streq(s, report_reason_table[r]))
+                        return r;
+        return _REPORT_REASON_INVALID;
+}
+
+int report_parse_days(const char *days, unsigned *ret_days, const char **ret_message) {
+        uint64_t v;
+
+        assert(ret_days);
+        assert(ret_message);
+
+        if (!days) {
+                *ret_days = REPORT_DAYS_DEFAULT;
+                return 0;
+        }
+        if ((days[0] == '0' && days[1] != '\0') || days[0] == '+' ||
+            parse_uint64_range(days, REPORT_DAYS_MIN, REPORT_DAYS_MAX, &v) < 0) {
+                *ret_message = "days must be an integer from 1 to 365";
+                return -EINVAL;
+        }
+        *ret_days = (unsigned) v;
+        return 0;
+}
+
+static void items_free(ReportItem *items, size_t n) {
+        for (size_t i = 0; i < n; i++) {
+                free(items[i].text);
+                free(items[i].url);
+        }
+        free(items);
+}
+
+static void group_done(ReportGroup *g) {
+        free(g->question);
+        items_free(g->wordings, g->n_wordings);
+        items_free(g->failed_codes, g->n_failed_codes);
+        items_free(g->searches, g->n_searches);
+        items_free(g->pages, g->n_pages);
+        for (size_t i = 0; i < g->n_comments; i++)
+                free(g->comments[i]);
+        free(g->comments);
+}
+
+Report *report_free(Report *r) {
+        if (!r)
+                return NULL;
+        for (size_t i = 0; i < r->n_groups; i++)
+                group_done(&r->groups[i]);
+        free(r->groups);
+        free(r);
+        return NULL;
+}
+
+/* text's item in the list (added with n = 0 if new). NULL: out of memory. */
+static ReportItem *items_get(ReportItem **items, size_t *n, const char *text) {
+        ReportItem *l;
+
+        for (size_t i = 0; i < *n; i++)
+                if (streq((*items)[i].text, text))
+                        return &(*items)[i];
+        l = reallocarray(*items, *n + 1, sizeof(ReportItem));
+        if (!l)
+                return NULL;
+        *items = l;
+        l[*n] = (ReportItem){ .text = strdup(text), .results = -1 };
+        if (!l[*n].text)
+                return NULL;
+        return &l[(*n)++];
+}
+
+static int compare_items(const void *a, const void *b) {
+        const ReportItem *x = a, *y = b;
+
+        /* Most first; among equals the first seen (newest) first: the
+         * sort is not stable, so the text decides, deterministically. */
+        if (x->n != y->n)
+                return x->n > y->n ? -1 : 1;
+        return strcmp(x->text, y->text);
+}
+
+/* Sort most first and keep max. */
+static void items_top(ReportItem *items, size_t *n, size_t max) {
+        qsort(items, *n, sizeof(ReportItem), compare_items);
+        if (*n > max) {
+                for (size_t i = max; i < *n; i++) {
+                        free(items[i].text);
+                        free(items[i].url);
+                }
+                *n = max;
+        }
+}
+
+/* One wording key of phase 1. */
+typedef struct KeyRow {
+        char *key;
+        uint64_t count, no_sources, unverified, failed, negative;
+        usec_t first, last;
+        size_t group;
+} KeyRow;
+
+static int compare_key_rows(const void *a, const void *b) {
+        const KeyRow *x = a, *y = b;
+
+        if (x->count != y->count)
+                return x->count > y->count ? -1 : 1;
+        return strcmp(x->key, y->key);
+}
+
+typedef struct GroupSlot {
+        size_t founded; /* the founding order */
+        ReportGroup g;
+        size_t *keys; /* indices into the key rows, most asked first */
+        size_t n_keys;
+} GroupSlot;
+
+static int compare_slots(const void *a, const void *b) {
+        const GroupSlot *x = a, *y = b;
+
+        if (x->g.count != y->g.count)
+                return x->g.count > y->g.count ? -1 : 1;
+        return x->founded < y->founded ? -1 : x->founded > y->founded;
+}
+
+/* The common condition: finished since ?, with a signal or a down rating. */
+#define REPORT_WHERE                                                \
+        " FROM queries q LEFT JOIN feedback f ON f.query_id = q.id" \
+        " WHERE q.wording_key IS NOT NULL AND q.finished_at >= ?1 AND (q.signals != 0 OR f.rating = 'down')"
+
+/* Phase 1, in two: the records with a signal kept at finish time, grouped
+ * by key from the covering index alone (in key order); then the records
+ * rated down (few), each looked up by id: those without such a signal
+ * add to the count. A join of every record with the feedback table cost
+ * a lookup per record. */
+static const char phase1_signals_sql[] =
+        "SELECT wording_key, count(*), min(created_at), max(created_at),"
+        " sum((signals & 1) != 0), sum((signals & 2) != 0), sum((signals & 4) != 0)"
+        " FROM queries WHERE wording_key IS NOT NULL AND finished_at >= ?1 AND signals != 0"
+        " GROUP BY wording_key";
+
+static const char phase1_down_sql[] =
+        "SELECT q.wording_key, count(*), sum(q.signals = 0),"
+        " min(CASE WHEN q.signals = 0 THEN q.created_at END), max(CASE WHEN q.signals = 0 THEN q.created_at END)"
+        " FROM feedback f CROSS JOIN queries q ON q.id = f.query_id"
+        " WHERE f.rating = 'down' AND q.wording_key IS NOT NULL AND q.finished_at >= ?1"
+        " GROUP BY q.wording_key";
+
+static const char phase2_sql[] =
+        "SELECT q.question, q.signals, q.error_code, q.searches, q.sources, f.rating, f.reason, f.comment,"
+        " f.rated_at" REPORT_WHERE " AND q.wording_key = ?2 ORDER BY q.finished_at DESC LIMIT ?3";
+
+/* A comment with its time, for sorting newest first. */
+typedef struct Comment {
+        char *text;
+        int64_t at;
+} Comment;
+
+static int compare_comments(const void *a, const void *b) {
+        const Comment *x = a, *y = b;
+
+        if (x->at != y->at)
+                return x->at > y->at ? -1 : 1;
+        return strcmp(x->text, y->text);
+}
+
+static const char *col_text(sqlite3_stmt *s, int i) {
+        return (const char *) sqlite3_column_text(s, i);
+}
+
+/* The searches ([{"query", "results"}]) and pages ([{"title", "url"}]) of
+ * one record into the group. */
+static int add_lists(ReportGroup *g, const char *searches, const char *sources) {
+        _cleanup_(json_object_putp) json_object *s = searches ? json_tokener_parse(searches) : NULL,
+                                                *p = sources ? json_tokener_parse(sources) : NULL;
+
+        for (size_t i = 0; s && json_object_is_type(s, json_type_array) && i < json_object_array_length(s);
+             i++) {
+                json_object *e = json_object_array_get_idx(s, i);
+                const char *q = json_object_get_string(json_object_object_get(e, "query"));
+                ReportItem *it;
+
+                if (!q)
+                        continue;
+                it = items_get(&g->searches, &g->n_searches, q);
+                if (!it)
+                        return -ENOMEM;
+                /* Rows come newest first: the first run seen is the last made. */
+                if (it->n++ == 0)
+                        it->results = json_object_get_int64(json_object_object_get(e, "results"));
+        }
+        for (size_t i = 0; p && json_object_is_type(p, json_type_array) && i < json_object_array_length(p);
+             i++) {
+                json_object *e = json_object_array_get_idx(p, i);
+                const char *t = json_object_get_string(json_object_object_get(e, "title")),
+                           *u = json_object_get_string(json_object_object_get(e, "url"));
+                ReportItem *it;
+
+                if (!t)
+                        continue;
+                it = items_get(&g->pages, &g->n_pages, t);
+                if (!it)
+                        return -ENOMEM;
+                if (it->n++ == 0 && u) {
+                        it->url = strdup(u);
+                        if (!it->url)
+                                return -ENOMEM;
+                }
+        }
+        return 0;
+}
+
+/* Phase 2: the lists of one group, from its most asked keys. */
+static int fill_group(sqlite3 *db, usec_t since, GroupSlot *slot, const KeyRow *rows) {
+        ReportGroup *g = &slot->g;
+        Comment *comments = NULL;
+        size_t n_comments = 0;
+        sqlite3_stmt *s = NULL;
+        int r = 0;
+
+        if (sqlite3_prepare_v2(db, phase2_sql, -1, &s, NULL) != SQLITE_OK) {
+                log_error("Unanswered report: %s", sqlite3_errmsg(db));
+                return -EIO;
+        }
+        /* The newest records of the most asked keys first, REPORT_SAMPLE_MAX in all. */
+        for (size_t k = 0, budget = REPORT_SAMPLE_MAX; k < slot->n_keys && budget > 0 && r >= 0; k++) {
+                sqlite3_reset(s);
+                sqlite3_bind_int64(s, 1, (sqlite3_int64) since);
+                sqlite3_bind_text(s, 2, rows[slot->keys[k]].key, -1, SQLITE_STATIC);
+                sqlite3_bind_int(s, 3, (int) budget);
+                budget -= MIN(budget, (size_t) rows[slot->keys[k]].count);
+                while (r >= 0 && (r = sqlite3_step(s)) == SQLITE_ROW) {
+                        const char *question = col_text(s, 0), *code = col_text(s, 2),
+                                   *rating = col_text(s, 5), *reason = col_text(s, 6),
+                                   *comment = col_text(s, 7);
+                        unsigned signals = (unsigned) sqlite3_column_int(s, 1);
+                        ReportItem *it;
+
+                        r = 0;
+                        it = items_get(&g->wordings, &g->n_wordings, question ? question : "");
+                        if (!it) {
+                                r = -ENOMEM;
+                                break;
+                        }
+                        it->n++;
+                        if ((signals & HISTORY_SIGNAL_FAILED) && code) {
+                                it = items_get(&g->failed_codes, &g->n_failed_codes, code);
+                                if (!it) {
+                                        r = -ENOMEM;
+                                        break;
+                                }
+                                it->n++;
+                        }
+                        if (rating && streq(rating, "down")) {
+                                ReportReason why = report_reason_from_string(reason);
+
+                                if (why >= 0)
+                                        g->reasons[why]++;
+                                if (comment && *comment) {
+                                        Comment *c = reallocarray(comments, n_comments + 1, sizeof(Comment));
+
+                                        if (!c) {
+                                                r = -ENOMEM;
+                                                break;
+                                        }
+                                        comments = c;
+                                        c[n_comments] = (Comment){ .text = strdup(comment),
+                                                                   .at = sqlite3_column_int64(s, 8) };
+                                        if (!c[n_comments++].text) {
+                                                r = -ENOMEM;
+                                                break;
+                                        }
+                                }
+                        }
+                        r = add_lists(g, col_text(s, 3), col_text(s, 4));
+                }
+                if (r >= 0 && r != SQLITE_DONE) {
+                        log_error("Unanswered report: %s", sqlite3_errmsg(db));
+                        r = -EIO;
+                }
+        }
+        sqlite3_finalize(s);
+
+        if (r >= 0) {
+                r = 0;
+                items_top(g->wordings, &g->n_wordings, REPORT_WORDINGS_MAX);
+                items_top(g->failed_codes, &g->n_failed_codes, SIZE_MAX);
+                items_top(g->searches, &g->n_searches, REPORT_SEARCHES_MAX);
+                items_top(g->pages, &g->n_pages, REPORT_PAGES_MAX);
+                g->question = strdup(g->n_wordings > 0 ? g->wordings[0].text : "");
+                if (!g->question)
+                        r = -ENOMEM;
+                qsort(comments, n_comments, sizeof(Comment), compare_comments);
+                g->comments = calloc(MIN(n_comments, (size_t) REPORT_COMMENTS_MAX) + 1, sizeof(char *));
+                if (!g->comments)
+                        r = -ENOMEM;
+                for (size_t i = 0; g->comments && i < n_comments && i < REPORT_COMMENTS_MAX; i++)
+                        g->comments[g->n_comments++] = TAKE_PTR(comments[i].text);
+        }
+        for (size_t i = 0; i < n_comments; i++)
+                free(comments[i].text);
+        free(comments);
+        return r;
+}
+
+static int compare_key_text(const void *a, const void *b) {
+        return strcmp(((const KeyRow *) a)->key, ((const KeyRow *) b)->key);
+}
+
+static KeyRow *key_rows_add(KeyRow **rows, size_t *n, const char *key) {
+        KeyRow *l = reallocarray(*rows, *n + 1, sizeof(KeyRow));
+
+        if (!l)
+                return NULL;
+        *rows = l;
+        l[*n] = (KeyRow){ .key = strdup(key), .first = USEC_INFINITY };
+        if (!l[*n].key)
+                return NULL;
+        return &l[(*n)++];
+}
+
+/* Phase 1: rows[] of every key with its counts. */
+static int read_keys(sqlite3 *db, usec_t since, KeyRow **rows, size_t *n_rows) {
+        sqlite3_stmt *s = NULL;
+        size_t n_signals;
+        int r;
+
+        if (sqlite3_prepare_v2(db, phase1_signals_sql, -1, &s, NULL) != SQLITE_OK)
+                goto fail;
+        sqlite3_bind_int64(s, 1, (sqlite3_int64) MIN(since, (usec_t) INT64_MAX));
+        while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+                KeyRow *k = key_rows_add(rows, n_rows, col_text(s, 0) ? col_text(s, 0) : "");
+
+                if (!k) {
+                        sqlite3_finalize(s);
+                        return -ENOMEM;
+                }
+                k->count = (uint64_t) sqlite3_column_int64(s, 1);
+                k->first = (usec_t) sqlite3_column_int64(s, 2);
+                k->last = (usec_t) sqlite3_column_int64(s, 3);
+                k->no_sources = (uint64_t) sqlite3_column_int64(s, 4);
+                k->unverified = (uint64_t) sqlite3_column_int64(s, 5);
+                k->failed = (uint64_t) sqlite3_column_int64(s, 6);
+        }
+        sqlite3_finalize(s);
+        s = NULL;
+        if (r != SQLITE_DONE)
+                goto fail;
+
+        /* In key order already (the index's), but SQLite's collation is
+         * memcmp() and so is strcmp() on UTF-8: sorted once more, cheap. */
+        qsort(*rows, *n_rows, sizeof(KeyRow), compare_key_text);
+        n_signals = *n_rows;
+
+        if (sqlite3_prepare_v2(db, phase1_down_sql, -1, &s, NULL) != SQLITE_OK)
+                goto fail;
+        sqlite3_bind_int64(s, 1, (sqlite3_int64) MIN(since, (usec_t) INT64_MAX));
+        while ((r = sqlite3_step(s)) == SQLITE_ROW) {
+                KeyRow probe = { .key = (char *) (col_text(s, 0) ? col_text(s, 0) : "") }, *k;
+                uint64_t without = (uint64_t) sqlite3_column_int64(s, 2);
+
+                k = bsearch(&probe, *rows, n_signals, sizeof(KeyRow), compare_key_text);
+                if (!k && !(k = key_rows_add(rows, n_rows, probe.key))) {
+                        sqlite3_finalize(s);
+                        return -ENOMEM;
+                }
+                k->negative += (uint64_t) sqlite3_column_int64(s, 1);
+                if (without > 0) {
+                        k->count += without;
+                        k->first = MIN(k->first, (usec_t) sqlite3_column_int64(s, 3));
+                        k->last = MAX(k->last, (usec_t) sqlite3_column_int64(s, 4));
+                }
+        }
+        sqlite3_finalize(s);
+        if (r != SQLITE_DONE)
+                goto fail;
+        return 0;
+fail:
+        log_error("Unanswered report: %s", sqlite3_errmsg(db));
+        return -EIO;
+}
+
+static void key_rows_free(KeyRow *rows, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                free(rows[i].key);
+        free(rows);
+}
+
+int report_unanswered(History *h, usec_t since, Report **ret) {
+        _cleanup_(report_freep) Report *report = NULL;
+        sqlite3 *db = history_database(h);
+        KeyRow *rows = NULL;
+        size_t n_rows = 0, n_slots = 0, *group_of = NULL;
+        const char **keys = NULL;
+        GroupSlot *slots = NULL;
+        int r;
+
+        assert(h);
+        assert(ret);
+
+        report = calloc(1, sizeof *report);
+        if (!report)
+                return -ENOMEM;
+        report->since = since;
+
+        /* Phase 1: each wording key with its counts. */
+        r = read_keys(db, since, &rows, &n_rows);
+        if (r < 0)
+                goto finish;
+
+        /* Most asked keys found the groups. */
+        qsort(rows, n_rows, sizeof(KeyRow), compare_key_rows);
+        keys = calloc(n_rows + 1, sizeof(char *));
+        group_of = calloc(n_rows + 1, sizeof(size_t));
+        if (!keys || !group_of) {
+                r = -ENOMEM;
+                goto finish;
+        }
+        for (size_t i = 0; i < n_rows; i++)
+                keys[i] = rows[i].key;
+        r = wording_group(keys, n_rows, group_of, &n_slots);
+        if (r < 0)
+                goto finish;
+        slots = calloc(n_slots + 1, sizeof(GroupSlot));
+        if (!slots) {
+                r = -ENOMEM;
+                goto finish;
+        }
+        for (size_t i = 0; i < n_slots; i++)
+                slots[i] = (GroupSlot){ .founded = i, .g = { .first_asked = USEC_INFINITY } };
+        for (size_t i = 0; i < n_rows; i++) {
+                GroupSlot *sl = &slots[group_of[i]];
+                ReportGroup *g = &sl->g;
+                size_t *k = reallocarray(sl->keys, sl->n_keys + 1, sizeof(size_t));
+
+                if (!k) {
+                        r = -ENOMEM;
+                        goto finish;
+                }
+                sl->keys = k;
+                sl->keys[sl->n_keys++] = i;
+                g->count += rows[i].count;
+                g->no_sources += rows[i].no_sources;
+                g->unverified += rows[i].unverified;
+                g->failed += rows[i].failed;
+                g->negative_feedback += rows[i].negative;
+                g->first_asked = MIN(g->first_asked, rows[i].first);
+                g->last_asked = MAX(g->last_asked, rows[i].last);
+                report->n_records += rows[i].count;
+        }
+        qsort(slots, n_slots, sizeof(GroupSlot), compare_slots);
+
+        /* Phase 2: the lists of the groups shown. */
+        report->groups = calloc(MIN(n_slots, (size_t) REPORT_GROUPS_MAX) + 1, sizeof(ReportGroup));
+        if (!report->groups) {
+                r = -ENOMEM;
+                goto finish;
+        }
+        for (size_t i = 0; i < n_slots && i < REPORT_GROUPS_MAX; i++) {
+                r = fill_group(db, since, &slots[i], rows);
+                /* Counted first: a group half filled is freed with the report. */
+                report->groups[report->n_groups++] = slots[i].g;
+                slots[i].g = (ReportGroup){ 0 };
+                if (r < 0)
+                        goto finish;
+        }
+        *ret = TAKE_PTR(report);
+        r = 0;
+
+finish:
+        for (size_t i = 0; slots && i < n_slots; i++) {
+                group_done(&slots[i].g);
+                free(slots[i].keys);
+        }
+        free(slots);
+        free(keys);
+        free(group_of);
+        key_rows_free(rows, n_rows);
+        return r;
+}
