@@ -35,7 +35,7 @@ struct QueueBus {
         PolkitRegistry *polkit;
 };
 
-static Admission *queue_bus_admission(const QueueBus *b) {
+static const Admission *queue_bus_admission(const QueueBus *b) {
         return manager_get_admission(b->manager);
 }
 
@@ -137,8 +137,11 @@ DEFINE_PROPERTY_GETTER(slots, "u", uint32_t, slot_count(b, _ADMISSION_STATE_INVA
 DEFINE_PROPERTY_GETTER(slots_running, "u", uint32_t, slot_count(b, ADMISSION_RUNNING));
 DEFINE_PROPERTY_GETTER(slots_reserved, "u", uint32_t, slot_count(b, ADMISSION_RESERVED));
 
+/* The running queries as an array: RunningQueries, a(ss) (id, phase), or
+ * with users, ListRunningQueries' a(sss) (API.md "Identity"). */
 typedef struct AppendContext {
         sd_bus_message *reply;
+        bool with_user;
         int r; /* first error */
 } AppendContext;
 
@@ -148,9 +151,25 @@ static void running_append_one(const char *id, const char *phase, const char *us
 
         if (c->r < 0)
                 return;
-        r = sd_bus_message_append(c->reply, "(ss)", id, phase);
+        if (c->with_user)
+                r = sd_bus_message_append(c->reply, "(sss)", id, phase, user ? user : "");
+        else
+                r = sd_bus_message_append(c->reply, "(ss)", id, phase);
         if (r < 0)
                 c->r = r;
+}
+
+static int append_running_queries(const QueueBus *b, sd_bus_message *reply, bool with_user) {
+        AppendContext c = { .reply = reply, .with_user = with_user };
+        int r;
+
+        r = sd_bus_message_open_container(reply, 'a', with_user ? "(sss)" : "(ss)");
+        if (r < 0)
+                return r;
+        foreach_running_query(b, running_append_one, &c);
+        if (c.r < 0)
+                return c.r;
+        return sd_bus_message_close_container(reply);
 }
 
 static int property_get_running_queries(
@@ -161,16 +180,7 @@ static int property_get_running_queries(
         sd_bus_message *reply,
         void *userdata,
         sd_bus_error *error) {
-        AppendContext c = { .reply = reply };
-        int r;
-
-        r = sd_bus_message_open_container(reply, 'a', "(ss)");
-        if (r < 0)
-                return r;
-        foreach_running_query(userdata, running_append_one, &c);
-        if (c.r < 0)
-                return c.r;
-        return sd_bus_message_close_container(reply);
+        return append_running_queries(userdata, reply, /* with_user= */ false);
 }
 
 typedef struct ListContext {
@@ -222,7 +232,6 @@ static int check_caller_is_root(sd_bus_message *m, sd_bus_error *error) {
 static int method_list_tickets(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         QueueBus *b = userdata;
-        AdmissionStatus status;
         ListContext c;
         int r;
 
@@ -233,7 +242,7 @@ static int method_list_tickets(sd_bus_message *m, void *userdata, sd_bus_error *
         c = (ListContext){ .now_mono = now(CLOCK_MONOTONIC) };
         /* Apply the expiries due now first (without heartbeating anybody),
          * so a late timer never shows an expired ticket. */
-        admission_peek(queue_bus_admission(b), NULL, c.now_mono, &status);
+        manager_heartbeat(b->manager, NULL, c.now_mono);
 
         r = sd_bus_message_new_method_return(m, &reply);
         if (r < 0)
@@ -253,26 +262,8 @@ static int method_list_tickets(sd_bus_message *m, void *userdata, sd_bus_error *
 
 /* ListRunningQueries: RunningQueries with each query's user (API.md
  * "Identity"), root only like the tickets. */
-typedef struct RunningListContext {
-        sd_bus_message *reply;
-        int r; /* first error */
-} RunningListContext;
-
-static void running_list_one(const char *id, const char *phase, const char *user, void *userdata) {
-        RunningListContext *c = userdata;
-        int r;
-
-        if (c->r < 0)
-                return;
-        r = sd_bus_message_append(c->reply, "(sss)", id, phase, user ? user : "");
-        if (r < 0)
-                c->r = r;
-}
-
 static int method_list_running_queries(sd_bus_message *m, void *userdata, sd_bus_error *error) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        QueueBus *b = userdata;
-        RunningListContext c = { 0 };
         int r;
 
         r = check_caller_is_root(m, error);
@@ -281,14 +272,7 @@ static int method_list_running_queries(sd_bus_message *m, void *userdata, sd_bus
         r = sd_bus_message_new_method_return(m, &reply);
         if (r < 0)
                 return r;
-        r = sd_bus_message_open_container(reply, 'a', "(sss)");
-        if (r < 0)
-                return r;
-        c.reply = reply;
-        foreach_running_query(b, running_list_one, &c);
-        if (c.r < 0)
-                return c.r;
-        r = sd_bus_message_close_container(reply);
+        r = append_running_queries(userdata, reply, /* with_user= */ true);
         if (r < 0)
                 return r;
         return sd_bus_send(NULL, reply, NULL);

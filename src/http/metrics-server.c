@@ -23,7 +23,7 @@ struct MetricsServer {
  * counted. */
 static int metrics_server_render(MetricsServer *s, MetricsFormat format, char **ret, size_t *ret_size) {
         const char *states[_ADMISSION_STATE_MAX];
-        Admission *a = manager_get_admission(s->manager);
+        const Admission *a = manager_get_admission(s->manager);
         MetricsProcess process;
         uint64_t slots[_ADMISSION_STATE_MAX];
         AdmissionSlotCounts c;

@@ -6,6 +6,7 @@
 #include "admission/wait-tracker.h"
 #include "manager/manager.h"
 #include "metrics/metrics.h"
+#include "sandbox/sandbox.h"
 #include "shared/fault.h"
 #include "shared/list.h"
 #include "shared/log.h"
@@ -141,7 +142,7 @@ void manager_unsubscribe(Manager *m, ManagerEventHandler handler, void *userdata
                 }
 }
 
-Admission *manager_get_admission(Manager *m) {
+const Admission *manager_get_admission(const Manager *m) {
         assert(m);
         return m->admission;
 }
@@ -239,17 +240,10 @@ static void manager_add_query(Manager *m, ManagerQuery *q) {
         m->n_queries++;
 }
 
-/* The last of every query, as importd's transfer_finalize(): its slot is
- * given up (the caller called admission_finish()), its duration (claim to
- * confirmed cleanup) goes to the wait range, MANAGER_QUERY_CLEANUP_CONFIRMED
+/* The last of every query, as importd's transfer_finalize(), once its slot
+ * is given up (manager_query_give_up_slot()): MANAGER_QUERY_CLEANUP_CONFIRMED
  * is announced, and it is freed. */
 static void manager_query_finalize(Manager *m, ManagerQuery *q) {
-        usec_t t = now(CLOCK_MONOTONIC);
-        int r;
-
-        r = wait_tracker_add(m->wait_tracker, (double) (t > q->since ? t - q->since : 0) / USEC_PER_SEC);
-        if (r < 0)
-                log_debug_errno(r, "Query %s: its duration is not kept", q->id);
         LIST_REMOVE(queries, m->queries, q);
         m->n_queries--;
         manager_announce_query(m, MANAGER_QUERY_CLEANUP_CONFIRMED, q);
@@ -470,6 +464,23 @@ static void manager_count_query(const ManagerQuery *q, usec_t duration) {
         metrics_count_query(q->succeeded, q->succeeded ? NULL : api_error_to_string(q->api_error), duration);
 }
 
+/* The query's slot is given up at end (monotonic: the end of its
+ * execution, or its cleanup confirmed late), its duration from the claim
+ * to then counted once for all three that keep it: the admission's average
+ * (admission_finish()), the query metrics and the wait range. */
+static void manager_query_give_up_slot(Manager *m, ManagerQuery *q, usec_t end) {
+        usec_t duration = end - MIN(end, q->since);
+        int r;
+
+        manager_count_query(q, duration);
+        r = wait_tracker_add(m->wait_tracker, (double) duration / USEC_PER_SEC);
+        if (r < 0)
+                log_debug_errno(r, "Query %s: its duration is not kept", q->id);
+        r = admission_finish(m->admission, q->id, end);
+        if (r < 0)
+                log_error_errno(r, "Query %s ended but the controller was not running", q->id);
+}
+
 /* Complete the query's record (API.md 9): it was written as "running"
  * before execution started. A failure here is logged; the record then stays
  * "running" until the next start marks it failed. Durable when this
@@ -553,19 +564,15 @@ static char *outcome_message(const QueryOutcome *o) {
 static void manager_record_durable(ManagerQuery *q, int error) {
         Manager *m = q->manager;
         ManagerOutcome outcome;
-        int r;
 
         assert(q->completing);
         q->completing = false;
         if (error < 0)
                 log_error_errno(error, "Query %s: its record could not be made durable", q->id);
 
-        if (q->cleanup_confirmed) {
-                manager_count_query(q, q->duration);
-                r = admission_finish(m->admission, q->id, q->ended);
-                if (r < 0)
-                        log_error_errno(r, "Query %s ended but the controller was not running", q->id);
-        } else {
+        if (q->cleanup_confirmed)
+                manager_query_give_up_slot(m, q, q->ended);
+        else {
                 /* The slot stays taken until cleanup is confirmed (API.md 8.4). */
                 q->awaiting_cleanup = true;
                 log_error("Query %s: cleanup could not be confirmed; the queue stays blocked.", q->id);
@@ -827,7 +834,6 @@ static void manager_on_cleanup_confirmed(Sandbox *s, const char *query_id, void 
         Manager *m = userdata;
         ManagerQuery *q = manager_get_query(m, query_id);
         usec_t t = now(CLOCK_MONOTONIC);
-        int r;
 
         if (!q || !q->awaiting_cleanup) {
                 manager_check_health(m);
@@ -835,10 +841,7 @@ static void manager_on_cleanup_confirmed(Sandbox *s, const char *query_id, void 
         }
         q->awaiting_cleanup = false;
         /* Its duration runs to the confirmed cleanup (API.md 12.3). */
-        manager_count_query(q, t - q->since);
-        r = admission_finish(m->admission, q->id, t);
-        if (r < 0)
-                log_error_errno(r, "Query %s: cleanup confirmed but the controller was not running", query_id);
+        manager_query_give_up_slot(m, q, t);
         log_notice("Query %s: cleanup confirmed at last; the queue moves on.", query_id);
         manager_query_finalize(m, q);
 }

@@ -8,7 +8,6 @@
 #include "admission/admission.h"
 #include "admission/wait-range.h"
 #include "query/executor.h"
-#include "sandbox/sandbox.h"
 #include "shared/api-error.h"
 #include "shared/config.h"
 #include "shared/ids.h"
@@ -42,21 +41,31 @@
  *   While it runs: MANAGER_QUERY_EVENT for each pipeline event (step, text,
  *   tool, tool_result, phase) and MANAGER_QUERY_PHASE when its phase
  *   changes.
- *   The executor reports its outcome: the record completed, made durable
- *   (the sync worker); then MANAGER_QUERY_DURABLE (with the outcome's
- *   status, code and sanitized message: the HTTP face answers the waiting
- *   request, the streams send the record and end, D-Bus QueryFinished).
- *   If its cleanup was confirmed: the slot is given up at once
- *   (admission_finish()) and MANAGER_QUERY_CLEANUP_CONFIRMED follows; else
- *   the slot stays taken, health goes degraded (MANAGER_HEALTH_CHANGED), and
- *   when the Sandbox announces the cleanup confirmed at last the slot is
- *   given up and MANAGER_QUERY_CLEANUP_CONFIRMED is announced then. The
- *   ManagerQuery is freed after that announcement.
+ *   It ends in one place, however it ends (the executor's outcome, a
+ *   cancel, the stop grace, an executor that could not start it): the
+ *   record completed, then made durable (the sync worker). Then, if its
+ *   cleanup was confirmed, the slot is given up (admission_finish(): its
+ *   MANAGER_ADMISSION events, a promotion, come first), and its duration
+ *   from the claim is counted once for the admission's average, the
+ *   metrics and the wait range; else the slot stays taken and health goes
+ *   degraded (MANAGER_HEALTH_CHANGED follows).
+ *   MANAGER_QUERY_DURABLE is announced then (with the outcome's status,
+ *   code and sanitized message: the HTTP face answers the waiting request,
+ *   the streams send the record and end, D-Bus QueryFinished). Last, once
+ *   the slot is given up (at once, or when the Sandbox announces the
+ *   cleanup confirmed at last: its duration runs to then),
+ *   MANAGER_QUERY_CLEANUP_CONFIRMED is announced: the ManagerQuery is freed
+ *   after that announcement.
  *
- * Every announcement is made once, from the event loop, to every
+ * Every announcement is made once, synchronously on the event loop (from
+ * inside the Manager's operation or event source that caused it), to every
  * subscriber in the order they subscribed, with everything borrowed for
  * the duration of the call. A handler may call the Manager's read
  * functions but must not start, cancel or free anything from inside it.
+ * wikiwebd subscribes its faces in this order, so that they hear each
+ * announcement in it: the STATUS= line (manager/status-line.h), the D-Bus
+ * object (so QueryFinished goes out before the answer to the query's
+ * request), the HTTP API and its streams. The metrics face only reads.
  *
  * Slots: the Manager holds any number of running queries (one per
  * admission slot); the admission controller decides how many there may
@@ -144,7 +153,9 @@ void manager_unsubscribe(Manager *m, ManagerEventHandler handler, void *userdata
 int manager_join(Manager *m, const SessionKey *session, const char *user, usec_t now);
 /* 0, or -ENOENT (no ticket). */
 int manager_leave(Manager *m, const SessionKey *session, usec_t now);
-/* A queue call's heartbeat of the session's ticket, if it has one. */
+/* A queue call's heartbeat of the session's ticket, if it has one
+ * (session NULL: nobody's); the expiries due by now are applied first
+ * either way. */
 void manager_heartbeat(Manager *m, const SessionKey *session, usec_t now);
 /* admission_hold(): an open queue stream holds its ticket. */
 int manager_hold_ticket(Manager *m, const SessionKey *session, const char *ticket_id, bool hold, usec_t now);
@@ -182,9 +193,10 @@ void manager_status(Manager *m, const SessionKey *session, usec_t now, ManagerSt
  * (WAIT_RANGE_KNOWN_MIN). */
 bool manager_wait_known(const Manager *m);
 
-/* The admission controller, read-only for the faces' counters and lists
- * (D-Bus properties, ListTickets, metrics gauges). Borrowed. */
-Admission *manager_get_admission(Manager *m);
+/* The admission controller, read-only, for the faces' counters and lists
+ * (D-Bus properties, ListTickets, the metrics gauges, STATUS=); every
+ * change to it is a Manager operation above. Borrowed. */
+const Admission *manager_get_admission(const Manager *m);
 /* The history, for reading and deleting records (list, get, delete,
  * artifacts), as machined reads its images. Borrowed. */
 History *manager_get_history(Manager *m);

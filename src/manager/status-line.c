@@ -19,7 +19,7 @@ static void status_line_put_query(ManagerQuery *q, void *userdata) {
 }
 
 char *status_line_format(Manager *m) {
-        Admission *a = manager_get_admission(m);
+        const Admission *a = manager_get_admission(m);
         usec_t avg = admission_average_usec(a);
         StrBuf b = { .failed = false };
         ManagerHealth h;

@@ -38,7 +38,10 @@ class Transport(harness.DaemonTestCase):
         self.assertStatus(r, 200)
         j = r.json
         self.assertEqual(set(j.keys()), {'status', 'contract_revision', 'version', 'state', 'sandbox', 'admission',
-                                         'execution', 'missing_settings', 'slots'}, r)
+                                         'execution', 'missing_settings', 'wiki_read_as', 'slots'}, r)
+        # The default: the wiki is read with the service's account (API.md
+        # "Whose permissions"); wiki_read_check only in person mode.
+        self.assertEqual(j['wiki_read_as'], 'service')
         self.assertEqual(j['slots'], {'total': 1, 'idle': 1, 'reserved': 0, 'running': 0})
         # No user manager for the test daemon here: the sandbox says so.
         self.assertIn(j['sandbox'], ('ok', 'starting', 'unavailable'))
