@@ -5,6 +5,7 @@
 
 #include "config-version.h"
 #include "http/api.h"
+#include "http/export.h"
 #include "http/query-stream.h"
 #include "http/sources-check.h"
 #include "http/queue-stream.h"
@@ -18,6 +19,9 @@
 #include "shared/macro.h"
 #include "shared/random-util.h"
 #include "shared/sanitize.h"
+#include "shared/sha256.h"
+#include "shared/strv.h"
+#include "query/mediawiki.h"
 #include "shared/time-util.h"
 #include "shared/list.h"
 
@@ -38,6 +42,10 @@ struct Api {
         /* The requests of the queries in flight: each stays suspended until
          * its record is durable (even if the client has gone). */
         ApiWaiting *waiting;
+
+        /* The shared views waiting for the reader's permissions (API.md 9
+         * "Share"). */
+        struct ApiReadable *readables;
 };
 
 /* The record as GET /history/{id} returns it, as text (the caller frees
@@ -147,6 +155,9 @@ int api_new(sd_event *event, Manager *manager, Api **ret) {
         return 0;
 }
 
+typedef struct ApiReadable ApiReadable;
+static ApiReadable *api_readable_free(ApiReadable *r);
+
 Api *api_free(Api *api) {
         ApiWaiting *w;
 
@@ -159,6 +170,8 @@ Api *api_free(Api *api) {
                 LIST_REMOVE(waiting, api->waiting, w);
                 free(w);
         }
+        while (api->readables)
+                api_readable_free(api->readables);
         free(api);
         return NULL;
 }
@@ -333,10 +346,84 @@ static void api_log_user(HttpRequest *req, const char *query_id) {
         log_fields(LOG_INFO, fields, "Query %s asked by user %s.", query_id, user);
 }
 
+/* A conversation as history_get_conversation() gives it. */
+typedef struct ApiConversation {
+        HistoryRecord *turns;
+        size_t n_turns;
+} ApiConversation;
+
+static void api_conversation_done(ApiConversation *c) {
+        history_conversation_free_records(c->turns, c->n_turns);
+        *c = (ApiConversation){ .turns = NULL };
+}
+
+/* The conversation up to the record id of session into *ret; false when
+ * there is none to give, and then the request is answered (query_not_found
+ * for an unknown record or another session's, or internal_error). */
+static bool api_find_conversation(
+        Api *api, HttpRequest *req, const char *id, const SessionKey *session, ApiConversation *ret) {
+        int r;
+
+        r = history_get_conversation(
+                api->history, id, session, HISTORY_CONVERSATION_MAX_TURNS, &ret->turns, &ret->n_turns);
+        if (r == -ENOENT)
+                http_reply_error(req, API_ERROR_QUERY_NOT_FOUND, NULL, NULL);
+        else if (r < 0)
+                http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        return r >= 0;
+}
+
+/* A follow-up (API.md 7): the conversation of the record followed, which
+ * must be the session's own and have ended, as the turns the model is
+ * given. Checked before admission: a follow-up refused changes no queue
+ * state and runs nothing. false: the request is answered (query_not_found,
+ * busy, internal_error). */
+static bool api_prepare_follow_up(
+        Api *api,
+        HttpRequest *req,
+        const char *follow_up,
+        ApiConversation *conversation,
+        QueryTurn **ret_turns,
+        ManagerFollowUp *ret) {
+        const HistoryRecord *last;
+        QueryTurn *turns;
+
+        if (!api_find_conversation(api, req, follow_up, http_request_session(req), conversation))
+                return false;
+        last = &conversation->turns[conversation->n_turns - 1];
+        if (streq(last->status, "running")) {
+                reply_with_retry_after(
+                        api, req, API_ERROR_BUSY, "The query followed is still running", now(CLOCK_MONOTONIC));
+                return false;
+        }
+        turns = calloc(conversation->n_turns, sizeof *turns);
+        if (!turns) {
+                http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+                return false;
+        }
+        for (size_t i = 0; i < conversation->n_turns; i++)
+                turns[i] = (QueryTurn){
+                        .question = conversation->turns[i].question,
+                        .answer = conversation->turns[i].answer,
+                        .sources_json = conversation->turns[i].sources_json,
+                };
+        *ret_turns = turns;
+        *ret = (ManagerFollowUp){
+                .follow_up = last->id,
+                .conversation = last->conversation,
+                .turns = turns,
+                .n_turns = conversation->n_turns,
+        };
+        return true;
+}
+
 static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
         bool stream = api_wants_stream(req);
         _cleanup_free_ char *message = NULL;
         _cleanup_(query_body_done) QueryBody q = { 0 };
+        _cleanup_(api_conversation_done) ApiConversation conversation = { .turns = NULL };
+        _cleanup_free_ QueryTurn *turns = NULL;
+        ManagerFollowUp follow_up;
         usec_t t = now(CLOCK_MONOTONIC);
         ManagerQuery *query;
         ApiWaiting *w;
@@ -350,6 +437,8 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
         /* A stream refused is refused before admission (API.md 11.2). */
         if (stream && !http_stream_allowed(req))
                 return http_reply_error(req, API_ERROR_RATE_LIMITED, NULL, NULL);
+        if (q.follow_up && !api_prepare_follow_up(api, req, q.follow_up, &conversation, &turns, &follow_up))
+                return HTTP_HANDLED;
 
         /* Allocated first: once the query has started, nothing may fail
          * before its request is kept. */
@@ -364,6 +453,7 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
                         .user = http_request_user(req),
                         .question = q.question,
                         .pages = q.pages,
+                        .follow_up = q.follow_up ? &follow_up : NULL,
                 },
                 &query);
         if (r < 0)
@@ -530,13 +620,15 @@ static char *disposition_filename(const char *name) {
         return out;
 }
 
-static HttpHandlerResult api_handle_artifact(Api *api, HttpRequest *req, const char *id) {
+/* The artifact id of session's records, served. */
+static HttpHandlerResult
+        api_serve_artifact(Api *api, HttpRequest *req, const char *id, const SessionKey *session) {
         _cleanup_(history_artifact_done) HistoryArtifact a = { 0 };
         _cleanup_free_ char *disposition = NULL;
         char etag[64 + 3];
         int r;
 
-        r = history_get_artifact(api->history, id, http_request_session(req), &a);
+        r = history_get_artifact(api->history, id, session, &a);
         if (r == -ENOENT)
                 return http_reply_error(req, API_ERROR_ARTIFACT_NOT_FOUND, NULL, NULL);
         if (r < 0)
@@ -658,6 +750,385 @@ static HttpHandlerResult api_handle_report(Api *api, HttpRequest *req) {
                 req, render_report(report, days, manager_get_config(api->manager)->wiki_api_url));
 }
 
+static HttpHandlerResult api_handle_artifact(Api *api, HttpRequest *req, const char *id) {
+        return api_serve_artifact(api, req, id, http_request_session(req));
+}
+
+/* ---- conversations: export and share (API.md 9) ---- */
+
+/* 200 with a conversation as Markdown, to be saved. */
+static HttpHandlerResult
+        api_reply_markdown(HttpRequest *req, const ApiConversation *c, const char *artifact_base) {
+        _cleanup_free_ char *text = NULL, *disposition = NULL;
+        int r;
+
+        r = export_markdown(c->turns, c->n_turns, artifact_base, &text);
+        if (r < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        /* Named after the record: an id is safe in a header as it is. */
+        if (asprintf(&disposition, "attachment; filename=\"conversation-%s.md\"", c->turns[c->n_turns - 1].id) <
+            0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        {
+                /* A download, like an artifact: never a document of ours. */
+                const char *h[] = {
+                        "Content-Disposition", disposition, "Content-Security-Policy", "sandbox", NULL,
+                };
+                return http_reply_bytes(req, 200, "text/markdown; charset=utf-8", text, strlen(text), h);
+        }
+}
+
+static HttpHandlerResult api_handle_history_export(Api *api, HttpRequest *req, const char *id) {
+        _cleanup_(api_conversation_done) ApiConversation c = { .turns = NULL };
+
+        if (!api_find_conversation(api, req, id, http_request_session(req), &c))
+                return HTTP_HANDLED;
+        return api_reply_markdown(req, &c, "/api/v1/artifacts/");
+}
+
+/* The digest a share token is kept as. */
+static int share_digest(const char *token, uint8_t ret[static HISTORY_SHARE_DIGEST_SIZE]) {
+        return sha256(token, strlen(token), ret);
+}
+
+static HttpHandlerResult api_handle_share(Api *api, HttpRequest *req, const char *id) {
+        _cleanup_free_ char *message = NULL, *url = NULL;
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        uint8_t bytes[SHARE_TOKEN_HEX_DIGITS / 2], digest[HISTORY_SHARE_DIGEST_SIZE];
+        char token[3 + SHARE_TOKEN_HEX_DIGITS + 1] = "sh_";
+        const uint8_t *body;
+        size_t size;
+        int r;
+
+        if (http_request_method(req) == HTTP_METHOD_DELETE) {
+                r = history_share_revoke(api->history, id, http_request_session(req));
+                if (r == -ENOENT)
+                        return http_reply_error(req, API_ERROR_QUERY_NOT_FOUND, NULL, NULL);
+                if (r < 0)
+                        return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+                return http_reply(req, 204, NULL, NULL);
+        }
+
+        /* POST: no body, or {}, as a join. */
+        body = http_request_body(req, &size);
+        if (request_parse_join(http_request_content_type(req), body, size, &message) < 0)
+                return http_reply_error(req, API_ERROR_INVALID_INPUT, message, NULL);
+
+        /* 256 random bits; only their digest is kept. */
+        r = random_bytes(bytes, sizeof bytes);
+        if (r < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        for (size_t i = 0; i < sizeof bytes; i++)
+                snprintf(token + 3 + 2 * i, 3, "%02x", bytes[i]);
+        r = share_digest(token, digest);
+        if (r < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+
+        r = history_share_add(api->history, id, http_request_session(req), digest, now(CLOCK_REALTIME));
+        if (r == -ENOENT)
+                return http_reply_error(req, API_ERROR_QUERY_NOT_FOUND, NULL, NULL);
+        if (r == -EBUSY)
+                return reply_with_retry_after(
+                        api, req, API_ERROR_BUSY, "The query is still running", now(CLOCK_MONOTONIC));
+        if (r < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+
+        /* The page's address of the shared view: the token in the fragment,
+         * which browsers never send, so that it stays out of access logs
+         * and Referer headers. */
+        if (asprintf(&url, "/#/shared/%s", token) < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        o = json_object_new_object();
+        if (!o || json_add(o, "token", json_string(token)) < 0 || json_add(o, "url", json_string(url)) < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        return http_reply(req, 201, render_body(o), NULL);
+}
+
+/* A request for a shared conversation (API.md 9 "Share"), from the
+ * token's lookup to its answer: what the answer needs, kept while the
+ * readability check runs. */
+typedef struct ApiShared ApiShared;
+typedef HttpHandlerResult (*ApiSharedHandler)(Api *api, HttpRequest *req, const ApiShared *s);
+
+struct ApiShared {
+        char token[3 + SHARE_TOKEN_HEX_DIGITS + 1];
+        char artifact_id[ROUTE_ID_MAX]; /* GET …/artifacts/{id}; "" otherwise */
+        ApiConversation conversation;
+        SessionKey owner; /* whose records they are */
+        ApiSharedHandler handler;
+};
+
+static ApiShared *api_shared_free(ApiShared *s) {
+        if (!s)
+                return NULL;
+        api_conversation_done(&s->conversation);
+        free(s);
+        return NULL;
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(ApiShared *, api_shared_free);
+
+/* The readability check has answered: the request is answered, by s's
+ * handler or with 404 (as for a wrong token). Takes s. */
+static HttpHandlerResult api_shared_readable_done(Api *api, HttpRequest *req, ApiShared *s, bool readable) {
+        _cleanup_(api_shared_freep) ApiShared *t = s;
+
+        if (!readable)
+                return http_reply_error(req, API_ERROR_NOT_FOUND, NULL, NULL);
+        return t->handler(api, req, t);
+}
+
+/* A shared view waiting for what its reader may read: every source title
+ * of its turns, asked of manager_check_readable() in batches of at most
+ * MEDIAWIKI_TITLES_MAX. */
+struct ApiReadable {
+        Api *api;
+        HttpRequest *req;
+        ApiShared *shared;
+        char **titles; /* each once */
+        size_t next;   /* the first not yet asked */
+        ManagerReadableCheck *check;
+        ApiReadable *readables_prev, *readables_next;
+};
+
+static ApiReadable *api_readable_free(ApiReadable *r) {
+        if (!r)
+                return NULL;
+        LIST_REMOVE(readables, r->api->readables, r);
+        manager_readable_check_free(r->check);
+        api_shared_free(r->shared);
+        strv_free(r->titles);
+        free(r);
+        return NULL;
+}
+
+/* Every source title of the conversation, each once, that the wiki would
+ * take; NULL-terminated. */
+static char **api_shared_titles(const ApiConversation *c) {
+        _cleanup_(strv_freep) char **titles = calloc(1, sizeof(char *));
+        size_t n = 0;
+
+        if (!titles)
+                return NULL;
+        for (size_t i = 0; i < c->n_turns; i++) {
+                _cleanup_(json_object_putp) json_object *a = json_tokener_parse(c->turns[i].sources_json);
+                size_t m = json_object_is_type(a, json_type_array) ? json_object_array_length(a) : 0;
+
+                for (size_t j = 0; j < m; j++) {
+                        const char *t = json_object_get_string(
+                                json_object_object_get(json_object_array_get_idx(a, j), "title"));
+                        bool seen = false;
+                        char **l;
+
+                        if (!t || !mediawiki_title_is_valid(t))
+                                continue;
+                        for (size_t k = 0; k < n && !seen; k++)
+                                seen = streq(titles[k], t);
+                        if (seen)
+                                continue;
+                        l = reallocarray(titles, n + 2, sizeof(char *));
+                        if (!l)
+                                return NULL;
+                        titles = l;
+                        titles[n] = strdup(t);
+                        if (!titles[n])
+                                return NULL;
+                        titles[++n] = NULL;
+                }
+        }
+        return TAKE_PTR(titles);
+}
+
+static int api_readable_ask(ApiReadable *r);
+
+static void api_readable_on_done(
+        ManagerReadableCheck *c,
+        int error,
+        ApiError api_error,
+        const char *message,
+        const bool *readable,
+        size_t n,
+        void *userdata) {
+        ApiReadable *r = userdata;
+        bool all = true;
+        int q;
+
+        if (error < 0) {
+                /* Fail closed: the wiki's error, nothing shown. */
+                (void) http_reply_error(r->req, api_error, message, NULL);
+                api_readable_free(r);
+                return;
+        }
+        for (size_t i = 0; i < n; i++)
+                all = all && readable[i];
+        r->next += n;
+        r->check = manager_readable_check_free(r->check);
+        if (all && r->titles[r->next]) {
+                q = api_readable_ask(r);
+                if (q >= 0)
+                        return;
+                (void) http_reply_error(r->req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+                api_readable_free(r);
+                return;
+        }
+        (void) api_shared_readable_done(r->api, r->req, TAKE_PTR(r->shared), all);
+        api_readable_free(r);
+}
+
+/* The next batch of titles. */
+static int api_readable_ask(ApiReadable *r) {
+        char *batch[MEDIAWIKI_TITLES_MAX + 1] = { NULL };
+
+        for (size_t i = 0; i < MEDIAWIKI_TITLES_MAX && r->titles[r->next + i]; i++)
+                batch[i] = r->titles[r->next + i];
+        return manager_check_readable(
+                r->api->manager, http_request_user(r->req), batch, api_readable_on_done, r, &r->check);
+}
+
+/* Whether the person asking may read every source of the shared
+ * conversation (API.md 9 "Share"): manager_check_readable() with the
+ * reader's identity (WIKI_WEB_WIKI_READ_AS=person asks the wiki; service
+ * answers yes at once); the request is suspended meanwhile. A source they
+ * may not read: 404, as for a wrong token; a check that cannot be made:
+ * its error (fail closed). Takes s. */
+static HttpHandlerResult api_check_shared_readable(Api *api, HttpRequest *req, ApiShared *s) {
+        _cleanup_(api_shared_freep) ApiShared *shared = s;
+        ApiReadable *r;
+        char **titles;
+        int q;
+
+        titles = api_shared_titles(&shared->conversation);
+        if (!titles)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        if (!titles[0]) {
+                strv_free(titles);
+                return api_shared_readable_done(api, req, TAKE_PTR(shared), true);
+        }
+        r = calloc(1, sizeof *r);
+        if (!r) {
+                strv_free(titles);
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        }
+        *r = (ApiReadable){ .api = api, .req = req, .titles = titles };
+        LIST_PREPEND(readables, api->readables, r);
+        q = api_readable_ask(r);
+        if (q < 0) {
+                api_readable_free(r);
+                if (q == -EOPNOTSUPP)
+                        return http_reply_error(
+                                req, API_ERROR_EXECUTION_FAILED, "The wiki is not configured", NULL);
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        }
+        r->shared = TAKE_PTR(shared);
+        http_request_suspend(req);
+        return HTTP_SUSPENDED;
+}
+
+/* GET /shared/{token}[/…]: 403 origin_denied for an anonymous request
+ * while identity is on (before the token is looked at, so it says nothing
+ * of the token), 404 not_found for a token that is wrong or revoked or
+ * whose record is gone; else the readability check, then handler. */
+static HttpHandlerResult api_handle_shared_route(
+        Api *api, HttpRequest *req, const char *token, const char *artifact_id, ApiSharedHandler handler) {
+        _cleanup_(api_shared_freep) ApiShared *s = NULL;
+        uint8_t digest[HISTORY_SHARE_DIGEST_SIZE];
+        char id[QUERY_ID_MAX];
+        int r;
+
+        if (config_identity_enabled(manager_get_config(api->manager)) && !http_request_user(req))
+                return http_reply_error(
+                        req, API_ERROR_ORIGIN_DENIED, "Sign in to read a shared conversation", NULL);
+
+        s = calloc(1, sizeof *s);
+        if (!s)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        snprintf(s->token, sizeof s->token, "%s", token);
+        snprintf(s->artifact_id, sizeof s->artifact_id, "%s", artifact_id ? artifact_id : "");
+        s->handler = handler;
+
+        r = share_digest(s->token, digest);
+        if (r >= 0)
+                r = history_share_find(api->history, digest, id, &s->owner);
+        if (r >= 0)
+                r = history_get_conversation(
+                        api->history,
+                        id,
+                        &s->owner,
+                        HISTORY_CONVERSATION_MAX_TURNS,
+                        &s->conversation.turns,
+                        &s->conversation.n_turns);
+        if (r == -ENOENT)
+                return http_reply_error(req, API_ERROR_NOT_FOUND, NULL, NULL);
+        if (r < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        return api_check_shared_readable(api, req, TAKE_PTR(s));
+}
+
+/* GET /shared/{token}: the turns, read-only, their files through the share. */
+static HttpHandlerResult api_reply_shared(Api *api, HttpRequest *req, const ApiShared *s) {
+        const ApiConversation *c = &s->conversation;
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        _cleanup_free_ char *base = NULL;
+        json_object *turns;
+
+        if (asprintf(&base, "/api/v1/shared/%s", s->token) < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+
+        o = json_object_new_object();
+        turns = json_object_new_array();
+        if (!o || !turns || json_object_object_add(o, "turns", turns) < 0) {
+                json_object_put(turns);
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        }
+        for (size_t i = 0; i < c->n_turns; i++) {
+                json_object *rec = render_history_record(&c->turns[i]), *arts;
+                size_t n;
+
+                if (!rec || json_object_array_add(turns, rec) < 0) {
+                        json_object_put(rec);
+                        return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+                }
+                /* Its artifacts are downloaded through the share. */
+                arts = json_object_object_get(rec, "artifacts");
+                n = json_object_array_length(arts);
+                for (size_t j = 0; j < n; j++) {
+                        json_object *a = json_object_array_get_idx(arts, j);
+                        _cleanup_free_ char *u = NULL;
+
+                        if (asprintf(&u, "%s/artifacts/%s", base, c->turns[i].artifacts[j].id) < 0 ||
+                            json_add(a, "download_url", json_string(u)) < 0)
+                                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+                }
+        }
+        {
+                _cleanup_free_ char *export = NULL;
+
+                if (asprintf(&export, "%s/export", base) < 0 ||
+                    json_add(o, "export_url", json_string(export)) < 0)
+                        return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        }
+        return http_reply(req, 200, render_body(o), NULL);
+}
+
+/* GET /shared/{token}/export. */
+static HttpHandlerResult api_reply_shared_export(Api *api, HttpRequest *req, const ApiShared *s) {
+        _cleanup_free_ char *base = NULL;
+
+        if (asprintf(&base, "/api/v1/shared/%s/artifacts/", s->token) < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        return api_reply_markdown(req, &s->conversation, base);
+}
+
+/* GET /shared/{token}/artifacts/{id}: only an artifact of its turns. */
+static HttpHandlerResult api_reply_shared_artifact(Api *api, HttpRequest *req, const ApiShared *s) {
+        const ApiConversation *c = &s->conversation;
+
+        for (size_t i = 0; i < c->n_turns; i++)
+                for (size_t j = 0; j < c->turns[i].n_artifacts; j++)
+                        if (streq(c->turns[i].artifacts[j].id, s->artifact_id))
+                                return api_serve_artifact(api, req, s->artifact_id, &s->owner);
+        return http_reply_error(req, API_ERROR_ARTIFACT_NOT_FOUND, NULL, NULL);
+}
+
 HttpHandlerResult api_handle(HttpRequest *req, void *userdata) {
         Api *api = userdata;
         const RouteMatch *m;
@@ -695,6 +1166,16 @@ HttpHandlerResult api_handle(HttpRequest *req, void *userdata) {
                 return api_handle_history_feedback(api, req, m->id);
         case ROUTE_REPORT_UNANSWERED:
                 return api_handle_report(api, req);
+        case ROUTE_HISTORY_EXPORT:
+                return api_handle_history_export(api, req, m->id);
+        case ROUTE_HISTORY_SHARE:
+                return api_handle_share(api, req, m->id);
+        case ROUTE_SHARED:
+                return api_handle_shared_route(api, req, m->id, NULL, api_reply_shared);
+        case ROUTE_SHARED_EXPORT:
+                return api_handle_shared_route(api, req, m->id, NULL, api_reply_shared_export);
+        case ROUTE_SHARED_ARTIFACT:
+                return api_handle_shared_route(api, req, m->id, m->id2, api_reply_shared_artifact);
         default:
                 return http_reply_error(req, API_ERROR_NOT_FOUND, NULL, NULL);
         }

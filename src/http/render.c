@@ -166,6 +166,13 @@ json_object *render_history_record(const HistoryRecord *r) {
         } else if (!render_add(o, "feedback", NULL))
                 return NULL;
 
+        /* The conversation (API.md 7): the record followed, and the id of
+         * the conversation's first record (a record without one is its
+         * own). */
+        if (!render_add_string(o, "follow_up", r->follow_up) ||
+            !render_add_string(o, "conversation", r->conversation ? r->conversation : r->id))
+                return NULL;
+
         return TAKE_PTR(o);
 }
 

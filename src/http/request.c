@@ -542,9 +542,31 @@ static int parse_pages(json_object *v, char ***ret, size_t *ret_n, char **ret_me
         return 0;
 }
 
+/* "qr_" and 32 lowercase hex digits: a record id as the API hands them
+ * out. Anything else cannot name a record. */
+static int parse_follow_up(json_object *v, char **ret, char **ret_message) {
+        const char *s;
+        size_t l;
+
+        if (!json_object_is_type(v, json_type_string))
+                return fail(ret_message, "follow_up: must be a string");
+        s = json_object_get_string(v);
+        l = (size_t) json_object_get_string_len(v);
+        if (l != QUERY_FOLLOW_UP_LEN || !strneq(s, "qr_", 3))
+                return fail(ret_message, "follow_up: must be a query id (qr_ and 32 lowercase hex digits)");
+        for (size_t i = 3; i < l; i++)
+                if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+                        return fail(
+                                ret_message,
+                                "follow_up: must be a query id (qr_ and 32 lowercase hex digits)");
+        *ret = strndup(s, l);
+        return *ret ? 0 : -ENOMEM;
+}
+
 void query_body_done(QueryBody *b) {
         if (!b)
                 return;
+        free(b->follow_up);
         free(b->question);
         strv_free(b->pages);
         *b = (QueryBody){ .question = NULL };
@@ -555,8 +577,8 @@ int request_parse_query(
         _cleanup_(json_object_putp) json_object *o = NULL;
         _cleanup_(query_body_done) QueryBody b = { .question = NULL };
         /* JSON null is a NULL json_object: presence is tracked apart. */
-        json_object *question = NULL, *pages = NULL;
-        bool has_question = false, has_pages = false;
+        json_object *question = NULL, *pages = NULL, *follow_up = NULL;
+        bool has_question = false, has_pages = false, has_follow_up = false;
         int r;
 
         if (!request_content_type_is_json(content_type))
@@ -576,6 +598,9 @@ int request_parse_query(
                 } else if (streq(key, "pages")) {
                         pages = value;
                         has_pages = true;
+                } else if (streq(key, "follow_up")) {
+                        follow_up = value;
+                        has_follow_up = true;
                 } else
                         return fail_unknown_field(ret_message, key);
         }
@@ -594,6 +619,12 @@ int request_parse_query(
                 b.pages = calloc(1, sizeof(char *));
                 if (!b.pages)
                         return -ENOMEM;
+        }
+
+        if (has_follow_up) {
+                r = parse_follow_up(follow_up, &b.follow_up, ret_message);
+                if (r < 0)
+                        return r;
         }
 
         *ret = b;

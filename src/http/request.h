@@ -17,6 +17,8 @@
 #define QUERY_QUESTION_MAX_CHARS 4000
 #define QUERY_PAGES_MAX 20
 #define QUERY_PAGE_TITLE_MAX_BYTES 255
+/* "qr_" + 32 lowercase hex digits */
+#define QUERY_FOLLOW_UP_LEN 35
 
 /* True for "application/json", ASCII case-insensitive, optionally followed
  * by parameters of which only charset=utf-8 (value case-insensitive,
@@ -29,6 +31,7 @@ typedef struct QueryBody {
         char *question; /* trimmed, valid UTF-8 without NUL, owned */
         char **pages;   /* NULL-terminated, owned, never NULL (may be empty) */
         size_t n_pages;
+        char *follow_up; /* "qr_" + 32 lowercase hex digits, owned; NULL: absent */
 } QueryBody;
 
 /* Free what a QueryBody owns and zero it; safe on a zeroed or already
@@ -44,8 +47,10 @@ void query_body_done(QueryBody *b);
  *     unpaired \u surrogate escapes, byte order mark) with only JSON
  *     whitespace after it, nested at most REQUEST_JSON_MAX_DEPTH deep, and
  *     without duplicate keys;
- *   - with the keys "question" (required, a string) and "pages" (optional,
- *     an array; null is a wrong type, not "absent"), and no others;
+ *   - with the keys "question" (required, a string), "pages" (optional,
+ *     an array; null is a wrong type, not "absent") and "follow_up"
+ *     (optional, a string: "qr_" and exactly 32 lowercase hex digits; null
+ *     is a wrong type), and no others;
  *   - question: 1..4000 code points after trimming ASCII whitespace
  *     (SP, \t, \n, \v, \f, \r) at both ends, no U+0000;
  *   - pages: at most 20 strings of 1..255 bytes each, without control

@@ -29,6 +29,8 @@ static const struct {
         const char *suffix;    /* what follows the {id}; NULL: nothing */
         unsigned methods;
         const char *allow;
+        size_t id_digits;       /* hex digits of the {id}; 0: 32 */
+        const char *id2_prefix; /* a second id after the suffix: this prefix and 32 hex digits; NULL: none */
 } route_table[_ROUTE_MAX] = {
         [ROUTE_HEALTH] = { "health",
                            "/api/v1/health",
@@ -85,6 +87,30 @@ static const struct {
                                       NULL,
                                       M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD),
                                       "GET, HEAD" },
+        /* Conversations (API.md 9 "Export" and "Share"). */
+        [ROUTE_HISTORY_EXPORT] = { "history-export", "/api/v1/history/", "qr_", "/export", M(HTTP_METHOD_GET), "GET" },
+        [ROUTE_HISTORY_SHARE] = { "history-share",
+                                  "/api/v1/history/",
+                                  "qr_",
+                                  "/share",
+                                  M(HTTP_METHOD_POST) | M(HTTP_METHOD_DELETE),
+                                  "POST, DELETE" },
+        [ROUTE_SHARED] = { "shared", "/api/v1/shared/", "sh_", NULL, M(HTTP_METHOD_GET), "GET", SHARE_TOKEN_HEX_DIGITS },
+        [ROUTE_SHARED_EXPORT] = { "shared-export",
+                                  "/api/v1/shared/",
+                                  "sh_",
+                                  "/export",
+                                  M(HTTP_METHOD_GET),
+                                  "GET",
+                                  SHARE_TOKEN_HEX_DIGITS },
+        [ROUTE_SHARED_ARTIFACT] = { "shared-artifact",
+                                    "/api/v1/shared/",
+                                    "sh_",
+                                    "/artifacts/",
+                                    M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD),
+                                    "GET, HEAD",
+                                    SHARE_TOKEN_HEX_DIGITS,
+                                    "af_" },
 };
 
 const char *route_to_string(Route r) {
@@ -93,18 +119,17 @@ const char *route_to_string(Route r) {
         return route_table[r].name;
 }
 
-/* prefix + exactly 32 lowercase hex digits, then exactly the suffix (NULL:
- * nothing). */
-static bool id_is_valid(const char *s, const char *prefix, const char *suffix) {
+/* prefix + exactly digits lowercase hex digits at s: the length of that,
+ * or 0. */
+static size_t id_length(const char *s, const char *prefix, size_t digits) {
         size_t l = strlen(prefix);
 
         if (!strneq(s, prefix, l))
-                return false;
-        s += l;
-        for (size_t i = 0; i < 32; i++)
-                if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-                        return false; /* also stops at the NUL */
-        return streq(s + 32, suffix ? suffix : "");
+                return 0;
+        for (size_t i = 0; i < digits; i++)
+                if (!((s[l + i] >= '0' && s[l + i] <= '9') || (s[l + i] >= 'a' && s[l + i] <= 'f')))
+                        return 0; /* also stops at the NUL */
+        return l + digits;
 }
 
 int router_match(const char *path, RouteMatch *ret) {
@@ -123,14 +148,33 @@ int router_match(const char *path, RouteMatch *ret) {
 
                 if (!strneq(path, route_table[r].path, strlen(route_table[r].path)))
                         continue;
-                id = path + strlen(route_table[r].path);
-                if (!id_is_valid(id, route_table[r].id_prefix, route_table[r].suffix))
-                        continue;
+                const char *rest, *suffix = route_table[r].suffix ? route_table[r].suffix : "";
+                size_t l, l2 = 0;
 
-                _Static_assert(3 + 32 < ROUTE_ID_MAX, "an id fits in RouteMatch.id");
+                id = path + strlen(route_table[r].path);
+                l = id_length(
+                        id, route_table[r].id_prefix, route_table[r].id_digits ? route_table[r].id_digits : 32);
+                if (l == 0)
+                        continue;
+                rest = id + l;
+                if (!route_table[r].id2_prefix) {
+                        if (!streq(rest, suffix))
+                                continue;
+                } else {
+                        if (!strneq(rest, suffix, strlen(suffix)))
+                                continue;
+                        rest += strlen(suffix);
+                        l2 = id_length(rest, route_table[r].id2_prefix, 32);
+                        if (l2 == 0 || rest[l2] != '\0')
+                                continue;
+                }
+
+                _Static_assert(3 + SHARE_TOKEN_HEX_DIGITS < ROUTE_ID_MAX, "an id fits in RouteMatch.id");
                 *ret = (RouteMatch){ .route = r };
-                memcpy(ret->id, id, 3 + 32);
-                ret->id[3 + 32] = '\0';
+                memcpy(ret->id, id, l);
+                ret->id[l] = '\0';
+                memcpy(ret->id2, rest, l2);
+                ret->id2[l2] = '\0';
                 return 0;
         }
 

@@ -42,6 +42,11 @@ typedef enum Route {
         ROUTE_ARTIFACT,          /* /api/v1/artifacts/af_<32 hex> */
         ROUTE_HISTORY_FEEDBACK,  /* /api/v1/history/qr_<32 hex>/feedback */
         ROUTE_REPORT_UNANSWERED, /* /api/v1/reports/unanswered */
+        ROUTE_HISTORY_EXPORT,    /* /api/v1/history/qr_<32 hex>/export */
+        ROUTE_HISTORY_SHARE,     /* /api/v1/history/qr_<32 hex>/share */
+        ROUTE_SHARED,            /* /api/v1/shared/sh_<64 hex> */
+        ROUTE_SHARED_EXPORT,     /* /api/v1/shared/sh_<64 hex>/export */
+        ROUTE_SHARED_ARTIFACT,   /* /api/v1/shared/sh_<64 hex>/artifacts/af_<32 hex> */
         _ROUTE_MAX,
         _ROUTE_INVALID = -EINVAL,
 } Route;
@@ -49,19 +54,23 @@ typedef enum Route {
 /* "health", "queue-join", ...: for logs; NULL for out-of-range values. */
 const char *route_to_string(Route r);
 
-#define ROUTE_ID_MAX 64
+/* A share token (API.md 9 "Share"): "sh_" and 64 lowercase hex digits,
+ * 256 random bits. */
+#define SHARE_TOKEN_HEX_DIGITS 64
+#define ROUTE_ID_MAX 72
 
 typedef struct RouteMatch {
         Route route;
-        char id[ROUTE_ID_MAX]; /* the {id} segment for HISTORY_ITEM, HISTORY_EVENTS, HISTORY_SOURCES,
-                                * HISTORY_FEEDBACK and ARTIFACT, "" otherwise */
+        char id[ROUTE_ID_MAX];  /* the {id} segment (a record, an artifact, a share token), "" when none */
+        char id2[ROUTE_ID_MAX]; /* SHARED_ARTIFACT: the artifact's id; "" otherwise */
 } RouteMatch;
 
 /* Match a request path (without the query string). Returns 0 and fills
  * *ret, or -ENOENT (not_found) for every other path, and -EINVAL for NULL.
  * Matching is exact: no trailing slash, no case variants, no "//", no dot
  * segments, no percent-decoding. Ids are "qr_" (history) or "af_"
- * (artifacts) followed by exactly 32 lowercase hex digits. */
+ * (artifacts) followed by exactly 32 lowercase hex digits, share tokens
+ * "sh_" and exactly 64. */
 int router_match(const char *path, RouteMatch *ret);
 
 /* True for "/api/v1" and anything starting with "/api/v1/": the paths that
@@ -77,7 +86,10 @@ bool router_path_is_api(const char *path);
  *   queue/events, history item's events: GET (event streams, API.md 11)
  *   history item's sources: GET (each one costs a wiki request, API.md 9)
  *   history item's feedback: POST (API.md 9.1)
- *   reports/unanswered: GET, HEAD (API.md 9.2) */
+ *   reports/unanswered: GET, HEAD (API.md 9.2)
+ *   history item's export, shared, shared export: GET
+ *   shared artifact: GET, HEAD
+ *   history item's share: POST, DELETE */
 bool route_allows_method(Route r, HttpMethod m);
 
 /* The Allow header value for a 405 on route r, e.g. "GET, HEAD"; NULL for

@@ -761,7 +761,14 @@ int manager_start_query(Manager *m, const ManagerQueryRequest *req, ManagerQuery
 
         /* The history is authoritative: the record exists before execution
          * starts (API.md 9). Without it the query does not run. */
-        r = history_begin(m->history, q->id, session, req->question, q->created);
+        r = history_begin_follow_up(
+                m->history,
+                q->id,
+                session,
+                req->question,
+                req->follow_up ? req->follow_up->follow_up : NULL,
+                req->follow_up ? req->follow_up->conversation : NULL,
+                q->created);
         if (r < 0) {
                 log_error_errno(r, "Failed to record query %s; not running it", q->id);
                 (void) admission_finish(m->admission, q->id, now(CLOCK_MONOTONIC));
@@ -782,6 +789,10 @@ int manager_start_query(Manager *m, const ManagerQueryRequest *req, ManagerQuery
          * permissions"): the query's user, as its record names it. */
         job.user = q->user;
         job.pages = req->pages;
+        if (req->follow_up) {
+                job.turns = req->follow_up->turns;
+                job.n_turns = req->follow_up->n_turns;
+        }
         r = query_executor_start(m->executor, &job, manager_on_query_done, m);
         if (r < 0) {
                 log_error_errno(r, "Failed to start query %s", q->id);

@@ -205,6 +205,15 @@ const Config *manager_get_config(Manager *m);
  * sources checked against the wiki, API.md 9). Borrowed. */
 QueryExecutor *manager_get_executor(Manager *m);
 
+/* A follow-up (API.md 7): the record it follows, which the face has found
+ * to be the session's and ended, with the turns of its conversation. */
+typedef struct ManagerFollowUp {
+        const char *follow_up;    /* the record followed */
+        const char *conversation; /* the id of its conversation (its first record) */
+        const QueryTurn *turns;   /* the earlier turns, oldest first, the followed record last */
+        size_t n_turns;
+} ManagerFollowUp;
+
 /* What a query is started with. Borrowed for the call; what the query
  * keeps is copied. */
 typedef struct ManagerQueryRequest {
@@ -212,6 +221,10 @@ typedef struct ManagerQueryRequest {
         const char *user; /* identity name or NULL */
         const char *question;
         char *const *pages;
+        /* A follow-up: the record says what it follows and its
+         * conversation, and the model is given the earlier turns. NULL: a
+         * new conversation. */
+        const ManagerFollowUp *follow_up;
 } ManagerQueryRequest;
 
 /* Start a query for req->session: claim, record, execute. Its user is

@@ -43,6 +43,10 @@ struct Agent {
         /* preloaded pages: the synthetic assistant message, or SIZE_MAX */
         size_t preload_message;
 
+        /* A follow-up's earlier turns (agent_turns()). */
+        size_t turns_kept, turns_dropped;
+        bool turns_cut;
+
         LlmRequestBody request;
         char *answer;
         ApiError error;
@@ -369,7 +373,7 @@ static int push_text(Agent *a, LlmRole role, const char *text) {
         return push_message(a, &m);
 }
 
-static int system_prompt(const AgentSettings *s, char **ret) {
+static int system_prompt(const AgentSettings *s, bool follow_up, char **ret) {
         int k = asprintf(
                 ret,
                 "You answer questions about a wiki, using its pages. You have tools:\n"
@@ -389,7 +393,7 @@ static int system_prompt(const AgentSettings *s, char **ret) {
                 "that appear in it.\n"
                 "- You have at most %u steps (one step is one reply of yours); in the last one no tool can be "
                 "used and you must answer.\n"
-                "- Answer in the language of the question.",
+                "- Answer in the language of the question.%s",
                 s->sandbox_available ?
                         "- run_python(code): runs Python 3 in an isolated container without network. Every page "
                         "you have read is in /data, read-only: /data/pages.json lists them as [{\"title\", "
@@ -399,19 +403,44 @@ static int system_prompt(const AgentSettings *s, char **ret) {
                         "directory is /tmp. stdout, stderr, the exit status and the files in /out come back to "
                         "you; fix the code and run it again if it failed.\n" :
                         "",
-                s->max_steps);
+                s->max_steps,
+                follow_up ?
+                        "\n- This question follows earlier ones of the same conversation, given before it with "
+                        "their answers and the pages each one read. A page counts as read for this answer only "
+                        "once you read it again with wiki_read; cite only such pages." :
+                        "");
         if (k < 0)
                 return -ENOMEM;
         return 0;
 }
 
-int agent_new(const AgentSettings *settings, const char *question, Agent **ret) {
+/* The bytes the earlier turns of a follow-up may take (API.md 7): half of
+ * what the context leaves after the system prompt, the tools and the new
+ * question (each as a message of the request); the other half stays for
+ * the new work (tool results, the answer). */
+static size_t turns_budget(const AgentSettings *s, const char *prompt, const char *question) {
+        size_t n_tools, base, context;
+        const LlmTool *offered = agent_tools(s->sandbox_available, &n_tools);
+
+        base = conversation_message_cost(prompt) + conversation_message_cost(question) + 256;
+        for (size_t i = 0; i < n_tools; i++)
+                base += strlen(offered[i].name) + 2 * strlen(offered[i].description) +
+                        2 * strlen(offered[i].parameters) + 64;
+        context = s->context_tokens > SIZE_MAX / LLM_BYTES_PER_TOKEN ?
+                SIZE_MAX :
+                (size_t) s->context_tokens * LLM_BYTES_PER_TOKEN;
+        return context > base ? (context - base) / 2 : 0;
+}
+
+int agent_new_follow_up(
+        const AgentSettings *settings, const char *question, const QueryTurn *turns, size_t n_turns, Agent **ret) {
         _cleanup_(agent_freep) Agent *a = NULL;
         _cleanup_free_ char *prompt = NULL;
         int r;
 
         assert(settings);
         assert(question);
+        assert(turns || n_turns == 0);
         assert(ret);
 
         if (settings->max_steps < 1 || settings->tool_result_max_bytes < 256 ||
@@ -430,18 +459,51 @@ int agent_new(const AgentSettings *settings, const char *question, Agent **ret) 
         a->state = AGENT_READY;
         a->preload_message = SIZE_MAX;
 
-        r = system_prompt(settings, &prompt);
+        r = system_prompt(settings, n_turns > 0, &prompt);
         if (r < 0)
                 return r;
         r = push_text(a, LLM_ROLE_SYSTEM, prompt);
         if (r < 0)
                 return r;
+
+        /* A follow-up: the earlier turns, as many as fit, before the new
+         * question (conversation.h). */
+        if (n_turns > 0) {
+                _cleanup_(conversation_messages_done) ConversationMessages m = { .texts = NULL };
+
+                r = conversation_build(turns, n_turns, turns_budget(settings, prompt, question), &m);
+                if (r < 0)
+                        return r;
+                for (size_t i = 0; i < 2 * m.n_kept; i++) {
+                        r = push_text(a, i % 2 == 0 ? LLM_ROLE_USER : LLM_ROLE_ASSISTANT, m.texts[i]);
+                        if (r < 0)
+                                return r;
+                }
+                a->turns_kept = m.n_kept;
+                a->turns_dropped = m.n_dropped;
+                a->turns_cut = m.cut;
+        }
+
         r = push_text(a, LLM_ROLE_USER, question);
         if (r < 0)
                 return r;
 
         *ret = TAKE_PTR(a);
         return 0;
+}
+
+int agent_new(const AgentSettings *settings, const char *question, Agent **ret) {
+        return agent_new_follow_up(settings, question, NULL, 0, ret);
+}
+
+void agent_turns(const Agent *a, size_t *ret_kept, size_t *ret_dropped, bool *ret_cut) {
+        assert(a);
+        if (ret_kept)
+                *ret_kept = a->turns_kept;
+        if (ret_dropped)
+                *ret_dropped = a->turns_dropped;
+        if (ret_cut)
+                *ret_cut = a->turns_cut;
 }
 
 _printf_(3, 4) static int fail(Agent *a, ApiError error, const char *format, ...) {

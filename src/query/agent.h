@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "query/llm.h"
+#include "query/conversation.h"
 #include "query/mediawiki.h"
 #include "sandbox/result.h"
 #include "shared/api-error.h"
@@ -88,6 +89,16 @@ typedef struct Agent Agent;
 /* Returns 0 and a new agent in *ret; -EINVAL for settings out of range;
  * -ENOMEM. question: valid UTF-8 (validated by the HTTP layer). */
 int agent_new(const AgentSettings *settings, const char *question, Agent **ret);
+/* The same for a follow-up (API.md 7): the earlier turns (oldest first,
+ * borrowed) go before the question as messages (query/conversation.h),
+ * within half of what the context leaves after the system prompt, the
+ * tools and the question; the system prompt says what they are. n_turns 0:
+ * agent_new(). */
+int agent_new_follow_up(
+        const AgentSettings *settings, const char *question, const QueryTurn *turns, size_t n_turns, Agent **ret);
+/* How many earlier turns were given to the model, how many left out
+ * (the oldest), and whether the one just before was cut. */
+void agent_turns(const Agent *a, size_t *ret_kept, size_t *ret_dropped, bool *ret_cut);
 Agent *agent_free(Agent *a);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Agent *, agent_free);
 

@@ -118,7 +118,9 @@ struct QueryRun {
         QuerySandbox offer;          /* whether run_python is offered; _INVALID while waiting */
 
         /* Waiting for a starting sandbox (SANDBOX_WAIT). */
-        char *question; /* kept to make the agent again with run_python */
+        char *question;   /* kept to make the agent again with run_python */
+        QueryTurn *turns; /* likewise: a follow-up's earlier turns (owned) */
+        size_t n_turns;
         sd_event_source *wait_source;
         usec_t wait_until;
 
@@ -454,7 +456,7 @@ bool query_sandbox_decide(SandboxState state, usec_t t, usec_t wait_until, Query
 /* (Re)make the agent for question, offering run_python if q->offer says so
  * and the query's sandbox directory can be made (if not, it is not offered
  * after all). Before the first step only. */
-static int query_run_make_agent(QueryRun *q, const char *question) {
+static int query_run_make_agent(QueryRun *q, const char *question, const QueryTurn *turns, size_t n_turns) {
         const Config *c = q->config;
         int r;
 
@@ -467,7 +469,7 @@ static int query_run_make_agent(QueryRun *q, const char *question) {
                 }
         }
         q->agent = agent_free(q->agent);
-        return agent_new(
+        return agent_new_follow_up(
                 &(AgentSettings){
                         .model = c->llm_model,
                         .max_steps = (unsigned) c->query_max_steps,
@@ -478,6 +480,8 @@ static int query_run_make_agent(QueryRun *q, const char *question) {
                         .stream = llm_client_stream_mode(q->llm),
                 },
                 question,
+                turns,
+                n_turns,
                 &q->agent);
 }
 
@@ -492,8 +496,11 @@ static int query_run_end_wait(QueryRun *q, QuerySandbox offer) {
         query_run_add_phase(&q->timings.sandbox, "sandbox", waited);
         q->offer = offer;
         if (offer == QUERY_SANDBOX_OFFERED)
-                r = query_run_make_agent(q, q->question);
+                r = query_run_make_agent(q, q->question, q->turns, q->n_turns);
         q->question = mfree(q->question);
+        query_turns_free(q->turns, q->n_turns);
+        q->turns = NULL;
+        q->n_turns = 0;
         query_run_log(
                 q,
                 offer == QUERY_SANDBOX_STARTING ? LOG_NOTICE : LOG_INFO,
@@ -1560,13 +1567,32 @@ int query_run_new(
                 q->question = strdup(job->question);
                 if (!q->question)
                         return -ENOMEM;
+                if (job->n_turns > 0) {
+                        r = query_turns_copy(job->turns, job->n_turns, &q->turns);
+                        if (r < 0)
+                                return r;
+                        q->n_turns = job->n_turns;
+                }
                 q->state = QUERY_RUN_SANDBOX_WAIT;
         }
         /* Made now also while waiting (it checks the question), and again
          * with run_python if the sandbox comes. */
-        r = query_run_make_agent(q, job->question);
+        r = query_run_make_agent(q, job->question, job->turns, job->n_turns);
         if (r < 0)
                 return r;
+        if (job->n_turns > 0) {
+                size_t kept, dropped;
+                bool cut;
+
+                agent_turns(q->agent, &kept, &dropped, &cut);
+                query_run_log(
+                        q,
+                        LOG_INFO,
+                        "a follow-up: %zu earlier turns given to the model, %zu older ones left out%s.",
+                        kept,
+                        dropped,
+                        cut ? ", the one before cut to fit" : "");
+        }
 
         r = wiki_client_new(
                 q->upstream,
@@ -1630,6 +1656,7 @@ QueryRun *query_run_free(QueryRun *q) {
         q->agent = agent_free(q->agent);
         strv_free(q->pages);
         free(q->question);
+        query_turns_free(q->turns, q->n_turns);
         free(q->op_title);
         free(q->op_search);
         json_object_put(q->searches);

@@ -13,6 +13,14 @@
  * QueryRun) takes its job and produces its events and its outcome; the
  * executor passes them on, and the Manager and its faces read them. */
 
+/* An earlier turn of the conversation a follow-up continues (API.md 7),
+ * as its record says. */
+typedef struct QueryTurn {
+        const char *question;
+        const char *answer;       /* NULL: the turn failed */
+        const char *sources_json; /* the record's sources, a JSON array */
+} QueryTurn;
+
 typedef struct QueryJob {
         char id[QUERY_ID_MAX];
         SessionKey session;
@@ -22,6 +30,10 @@ typedef struct QueryJob {
          * duration of start(). */
         const char *user;
         char *const *pages; /* borrowed, NULL-terminated */
+        /* A follow-up's earlier turns, oldest first, borrowed for the
+         * duration of start(); n_turns 0: a new conversation. */
+        const QueryTurn *turns;
+        size_t n_turns;
 } QueryJob;
 
 /* Time spent in each phase of one query (API.md 9 timings_ms). */

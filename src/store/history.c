@@ -91,19 +91,38 @@ static const char schema_step_5[] =
         "  rated_at INTEGER NOT NULL"
         ");";
 
+/* Version 4: conversations (API.md 7 and 9): a follow-up names the record
+ * it follows (follow_up) and every record its conversation (the id of its
+ * first question; a record made before is its own); the shares of a
+ * conversation (API.md 9 "Export and share"), by the SHA-256 of their
+ * token (never the token), deleted with their record. */
+static const char schema_step_4[] =
+        "ALTER TABLE queries ADD COLUMN follow_up TEXT;"
+        "ALTER TABLE queries ADD COLUMN conversation TEXT;"
+        "UPDATE queries SET conversation = id;"
+        "CREATE INDEX queries_by_follow_up ON queries (follow_up);"
+        "CREATE TABLE shares ("
+        "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+        "  token_sha256 BLOB NOT NULL UNIQUE CHECK (length(token_sha256) = 32),"
+        "  query_id TEXT NOT NULL REFERENCES queries (id) ON DELETE CASCADE,"
+        "  created_at INTEGER NOT NULL"
+        ");"
+        "CREATE INDEX shares_by_query ON shares (query_id, seq);";
+
 /* The steps after version 3, in order: a file of version v runs every
  * step above v, in one transaction with the new version. */
 static const struct {
         int version;
         const char *sql;
 } schema_steps[] = {
+        { 4, schema_step_4 },
         { 5, schema_step_5 },
 };
 
 #define RECORD_COLUMNS                                                                                      \
         "seq, id, status, question, answer, sources, error_code, error_message, queue_ms, wiki_ms, "        \
         "model_ms, sandbox_ms, cleanup_ms, total_ms, model, prompt_tokens, completion_tokens, created_at, " \
-        "finished_at, sandbox, citations, rating, reason, comment, rated_at"
+        "finished_at, sandbox, citations, rating, reason, comment, rated_at, follow_up, conversation"
 
 /* The records with their feedback. */
 #define RECORD_FROM "queries LEFT JOIN feedback ON feedback.query_id = queries.id"
@@ -127,6 +146,10 @@ typedef enum Statement {
         STMT_ADD_ARTIFACT,
         STMT_SET_FEEDBACK,
         STMT_QUESTION,
+        STMT_SHARE_ADD,
+        STMT_SHARE_TRIM,
+        STMT_SHARE_REVOKE,
+        STMT_SHARE_FIND,
         _STMT_MAX,
 } Statement;
 
@@ -135,8 +158,8 @@ static const char *const statement_sql[_STMT_MAX] = {
         [STMT_COMMIT] = "COMMIT",
         [STMT_ROLLBACK] = "ROLLBACK",
         [STMT_INSERT] =
-                "INSERT INTO queries (id, session, status, question, created_at)"
-                " VALUES (?1, ?2, 'running', ?3, ?4)",
+                "INSERT INTO queries (id, session, status, question, created_at, follow_up, conversation)"
+                " VALUES (?1, ?2, 'running', ?3, ?4, ?5, coalesce(?6, ?1))",
         [STMT_FINISH] =
                 "UPDATE queries SET status = ?2, answer = ?3, sources = ?4, error_code = ?5,"
                 " error_message = ?6, queue_ms = ?7, wiki_ms = ?8, model_ms = ?9, sandbox_ms = ?10,"
@@ -163,6 +186,15 @@ static const char *const statement_sql[_STMT_MAX] = {
                 "INSERT OR REPLACE INTO feedback (query_id, rating, reason, comment, rated_at)"
                 " VALUES (?1, ?2, ?3, ?4, ?5)",
         [STMT_QUESTION] = "SELECT question FROM queries WHERE id = ?1",
+        [STMT_SHARE_ADD] = "INSERT INTO shares (token_sha256, query_id, created_at) VALUES (?1, ?2, ?3)",
+        /* The oldest links of the record beyond HISTORY_SHARES_MAX go. */
+        [STMT_SHARE_TRIM] =
+                "DELETE FROM shares WHERE query_id = ?1 AND seq NOT IN"
+                " (SELECT seq FROM shares WHERE query_id = ?1 ORDER BY seq DESC LIMIT ?2)",
+        [STMT_SHARE_REVOKE] = "DELETE FROM shares WHERE query_id = ?1",
+        [STMT_SHARE_FIND] =
+                "SELECT s.token_sha256, q.id, q.session FROM shares s JOIN queries q ON q.id = s.query_id"
+                " WHERE s.token_sha256 = ?1",
 };
 
 struct History {
@@ -546,6 +578,17 @@ static int step_durable(History *h, sqlite3_stmt *s) {
 }
 
 int history_begin(History *h, const char *id, const SessionKey *session, const char *question, usec_t created_at) {
+        return history_begin_follow_up(h, id, session, question, NULL, NULL, created_at);
+}
+
+int history_begin_follow_up(
+        History *h,
+        const char *id,
+        const SessionKey *session,
+        const char *question,
+        const char *follow_up,
+        const char *conversation,
+        usec_t created_at) {
         _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
         int r;
 
@@ -561,6 +604,8 @@ int history_begin(History *h, const char *id, const SessionKey *session, const c
         bind_session(s, 2, session);
         sqlite3_bind_text(s, 3, question, -1, SQLITE_STATIC);
         sqlite3_bind_int64(s, 4, (sqlite3_int64) created_at);
+        sqlite3_bind_text(s, 5, follow_up, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 6, conversation, -1, SQLITE_STATIC);
 
         r = sqlite3_step(s);
         if (r == SQLITE_CONSTRAINT_UNIQUE || r == SQLITE_CONSTRAINT_PRIMARYKEY)
@@ -784,7 +829,9 @@ void history_record_done(HistoryRecord *r) {
                 r->sandbox,
                 r->feedback_rating,
                 r->feedback_reason,
-                r->feedback_comment);
+                r->feedback_comment,
+                r->follow_up,
+                r->conversation);
         *r = (HistoryRecord){ 0 };
 }
 
@@ -840,7 +887,11 @@ static int record_from_row(History *h, sqlite3_stmt *s, HistoryRecord *ret) {
         if (column_strdup(s, 1, &ret->id) < 0 || column_strdup(s, 2, &ret->status) < 0 ||
             column_strdup(s, 3, &ret->question) < 0 || column_strdup(s, 4, &ret->answer) < 0 ||
             column_strdup(s, 6, &ret->error_code) < 0 || column_strdup(s, 14, &ret->model) < 0 ||
-            column_strdup(s, 19, &ret->sandbox) < 0)
+            column_strdup(s, 19, &ret->sandbox) < 0 || column_strdup(s, 25, &ret->follow_up) < 0)
+                return -ENOMEM;
+        /* A record is its own conversation unless it follows another. */
+        ret->conversation = strdup(column_text(s, 26, column_text(s, 1, "")));
+        if (!ret->conversation)
                 return -ENOMEM;
         /* Written by history_finish() only after checking it is an array. */
         ret->sources_json = strdup(column_text(s, 5, "[]"));
@@ -1289,4 +1340,198 @@ int history_question_of(History *h, const char *id, char **ret_key) {
         if (r != SQLITE_ROW)
                 return db_error(h, "read a question");
         return wording_key(column_text(s, 0, ""), ret_key);
+}
+
+/* ---- conversations and their shares ---- */
+
+void history_conversation_free_records(HistoryRecord *records, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                history_record_done(&records[i]);
+        free(records);
+}
+
+int history_get_conversation(
+        History *h, const char *id, const SessionKey *session, size_t max, HistoryRecord **ret, size_t *ret_n) {
+        HistoryRecord *turns = NULL;
+        size_t n = 0;
+        char next[QUERY_ID_MAX];
+        int r;
+
+        assert(h);
+        assert(id);
+        assert(session);
+        assert(ret);
+        assert(ret_n);
+
+        if (max < 1)
+                return -EINVAL;
+        turns = calloc(max, sizeof *turns);
+        if (!turns)
+                return -ENOMEM;
+
+        /* Newest first, following the links back; a turn that was deleted
+         * ends the chain there. */
+        snprintf(next, sizeof next, "%s", id);
+        while (n < max) {
+                _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
+
+                r = select_owned(h, STMT_GET_RECORD, next, session, &s);
+                if (r < 0)
+                        goto fail;
+                if (r == 0) {
+                        if (n == 0) {
+                                r = -ENOENT;
+                                goto fail;
+                        }
+                        break;
+                }
+                r = record_from_row(h, s, &turns[n++]);
+                if (r < 0)
+                        goto fail;
+                if (!turns[n - 1].follow_up || strlen(turns[n - 1].follow_up) >= sizeof next)
+                        break;
+                snprintf(next, sizeof next, "%s", turns[n - 1].follow_up);
+        }
+
+        /* Oldest first. */
+        for (size_t i = 0; i < n / 2; i++) {
+                HistoryRecord t = turns[i];
+                turns[i] = turns[n - 1 - i];
+                turns[n - 1 - i] = t;
+        }
+        *ret = turns;
+        *ret_n = n;
+        return 0;
+
+fail:
+        history_conversation_free_records(turns, n);
+        return r;
+}
+
+int history_share_add(
+        History *h,
+        const char *id,
+        const SessionKey *session,
+        const uint8_t token_sha256[static HISTORY_SHARE_DIGEST_SIZE],
+        usec_t created_at) {
+        _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL, *t = NULL;
+        int r;
+
+        assert(h);
+        assert(id);
+        assert(session);
+        assert(token_sha256);
+
+        {
+                _cleanup_(stmt_releasep) sqlite3_stmt *o = NULL;
+
+                r = select_owned(h, STMT_IS_RUNNING, id, session, &o);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        return -ENOENT;
+                if (sqlite3_column_int(o, 0))
+                        return -EBUSY;
+        }
+
+        r = exec_cached(h, STMT_BEGIN);
+        if (r < 0)
+                return r;
+        r = statement(h, STMT_SHARE_ADD, &s);
+        if (r >= 0) {
+                sqlite3_bind_blob(s, 1, token_sha256, HISTORY_SHARE_DIGEST_SIZE, SQLITE_STATIC);
+                sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
+                sqlite3_bind_int64(s, 3, (sqlite3_int64) created_at);
+                r = sqlite3_step(s) == SQLITE_DONE ? 0 : db_error(h, "add a share");
+        }
+        if (r >= 0)
+                r = statement(h, STMT_SHARE_TRIM, &t);
+        if (r >= 0) {
+                sqlite3_bind_text(t, 1, id, -1, SQLITE_STATIC);
+                sqlite3_bind_int(t, 2, HISTORY_SHARES_MAX);
+                r = sqlite3_step(t) == SQLITE_DONE ? 0 : db_error(h, "trim the shares");
+        }
+        if (r >= 0)
+                r = exec_cached(h, STMT_COMMIT);
+        if (r < 0) {
+                (void) exec_cached(h, STMT_ROLLBACK);
+                return r;
+        }
+        return history_sync(h);
+}
+
+int history_share_revoke(History *h, const char *id, const SessionKey *session) {
+        _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
+        int r;
+
+        assert(h);
+        assert(id);
+        assert(session);
+
+        {
+                _cleanup_(stmt_releasep) sqlite3_stmt *o = NULL;
+
+                r = select_owned(h, STMT_IS_RUNNING, id, session, &o);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        return -ENOENT;
+        }
+        r = statement(h, STMT_SHARE_REVOKE, &s);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+        if (step_durable(h, s) != SQLITE_DONE)
+                return db_error(h, "revoke shares");
+        return sqlite3_changes(h->db);
+}
+
+/* Whether a and b are equal, in a time that does not depend on where they
+ * differ. */
+static bool memeq_const_time(const uint8_t *a, const uint8_t *b, size_t n) {
+        uint8_t d = 0;
+
+        for (size_t i = 0; i < n; i++)
+                d |= a[i] ^ b[i];
+        return d == 0;
+}
+
+int history_share_find(
+        History *h,
+        const uint8_t token_sha256[static HISTORY_SHARE_DIGEST_SIZE],
+        char ret_id[static QUERY_ID_MAX],
+        SessionKey *ret_session) {
+        _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
+        const void *digest, *session;
+        const char *id;
+        int r;
+
+        assert(h);
+        assert(token_sha256);
+        assert(ret_id);
+        assert(ret_session);
+
+        r = statement(h, STMT_SHARE_FIND, &s);
+        if (r < 0)
+                return r;
+        sqlite3_bind_blob(s, 1, token_sha256, HISTORY_SHARE_DIGEST_SIZE, SQLITE_STATIC);
+        r = sqlite3_step(s);
+        if (r == SQLITE_DONE)
+                return -ENOENT;
+        if (r != SQLITE_ROW)
+                return db_error(h, "find a share");
+        digest = sqlite3_column_blob(s, 0);
+        id = column_text(s, 1, "");
+        session = sqlite3_column_blob(s, 2);
+        if (!digest || sqlite3_column_bytes(s, 0) != HISTORY_SHARE_DIGEST_SIZE || !session ||
+            sqlite3_column_bytes(s, 2) != (int) sizeof(ret_session->bytes) || strlen(id) >= QUERY_ID_MAX)
+                return -ENOENT;
+        /* The index found it by the digest; the digest is compared once
+         * more, in constant time, so that the answer never rests on a
+         * comparison that stops at the first differing byte. */
+        if (!memeq_const_time(digest, token_sha256, HISTORY_SHARE_DIGEST_SIZE))
+                return -ENOENT;
+        memcpy(ret_session->bytes, session, sizeof(ret_session->bytes));
+        snprintf(ret_id, QUERY_ID_MAX, "%s", id);
+        return 0;
 }

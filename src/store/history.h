@@ -40,8 +40,20 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(History *, history_free);
 
 /* A new record in state "running". question is stored as given (the
  * request validator has checked it). created_at is CLOCK_REALTIME. Returns
- * 0, -EEXIST for a duplicate id, -EIO. */
+ * 0, -EEXIST for a duplicate id, -EIO. The record starts a conversation of
+ * its own. */
 int history_begin(History *h, const char *id, const SessionKey *session, const char *question, usec_t created_at);
+/* The same, for a follow-up (API.md 7): follow_up is the id of the record
+ * this one follows, conversation the id of the conversation's first
+ * record (NULL for both: history_begin()). */
+int history_begin_follow_up(
+        History *h,
+        const char *id,
+        const SessionKey *session,
+        const char *question,
+        const char *follow_up,
+        const char *conversation,
+        usec_t created_at);
 
 typedef struct HistoryTimings {
         uint64_t queue_ms, wiki_ms, model_ms, sandbox_ms, cleanup_ms, total_ms;
@@ -144,6 +156,8 @@ typedef struct HistoryRecord {
         char *feedback_reason;
         char *feedback_comment;
         usec_t feedback_at; /* CLOCK_REALTIME, when there is feedback */
+        char *follow_up;    /* the record it follows (API.md 7), NULL for a conversation's first */
+        char *conversation; /* the id of its conversation's first record, never NULL */
 } HistoryRecord;
 
 /* Free what r holds and zero it (r itself is the caller's). */
@@ -239,3 +253,48 @@ int history_get_artifact(History *h, const char *id, const SessionKey *session, 
 #define HISTORY_ARTIFACT_ID_MAX 40
 int history_add_artifact(
         History *h, const char *query_id, const Artifact *a, char ret_id[static HISTORY_ARTIFACT_ID_MAX]);
+
+/* ---- conversations (API.md 7 and 9) ---- */
+
+/* Turns read at most by history_get_conversation()'s callers: the
+ * conversation a follow-up continues, an export, a shared view. */
+#define HISTORY_CONVERSATION_MAX_TURNS 100u
+
+/* The conversation up to and including the session's record id: the
+ * records reached from it through their follow_up links, oldest first, at
+ * most max (the newest ones). A link to a record that is gone ends it.
+ * Returns 0 with *ret (free with history_conversation_free_records()) and
+ * *ret_n >= 1, -ENOENT (id is not the session's), -EINVAL (max 0),
+ * -ENOMEM, -EIO. */
+int history_get_conversation(
+        History *h, const char *id, const SessionKey *session, size_t max, HistoryRecord **ret, size_t *ret_n);
+void history_conversation_free_records(HistoryRecord *records, size_t n);
+
+/* The links of one record kept at most; a new one beyond that revokes the
+ * oldest. */
+#define HISTORY_SHARES_MAX 20
+#define HISTORY_SHARE_DIGEST_SIZE 32
+
+/* A share link of the session's ended record id, known by the SHA-256 of
+ * its token (the token itself is never stored). Durable when it returns.
+ * Returns 0, -ENOENT (not the session's), -EBUSY (still running), -EIO. */
+int history_share_add(
+        History *h,
+        const char *id,
+        const SessionKey *session,
+        const uint8_t token_sha256[static HISTORY_SHARE_DIGEST_SIZE],
+        usec_t created_at);
+
+/* Revoke every link of the session's record id. Returns how many there
+ * were (>= 0), -ENOENT (not the session's record), -EIO. Deleting a record
+ * (history_delete()) deletes its links too. */
+int history_share_revoke(History *h, const char *id, const SessionKey *session);
+
+/* The record a link's token digest shares, and the session it belongs to.
+ * Returns 0, -ENOENT (no such link: never made, revoked, or its record
+ * deleted), -EIO. */
+int history_share_find(
+        History *h,
+        const uint8_t token_sha256[static HISTORY_SHARE_DIGEST_SIZE],
+        char ret_id[static QUERY_ID_MAX],
+        SessionKey *ret_session);

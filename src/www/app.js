@@ -21,6 +21,7 @@
   const QUESTION_MAX = 4000;
   const PAGES_MAX = 20;
   const CSV_ROWS_MAX = 200;
+  const TURNS_SHOWN = 50; // earlier turns of a conversation shown above its answer
 
   const $ = (id) => document.getElementById(id);
 
@@ -63,6 +64,7 @@
   const savePending = (p) => store('localStorage', PENDING_KEY, p);
   const loadPending = () => {
     const p = load('localStorage', PENDING_KEY);
+    if (p && p.follow_up !== undefined && !/^qr_[0-9a-f]{32}$/.test(String(p.follow_up))) return null;
     return p && typeof p.question === 'string' && Array.isArray(p.pages) ? p : null;
   };
   const clearPending = () => store('localStorage', PENDING_KEY, null);
@@ -413,7 +415,7 @@
   // Each "[n]" in the answer's text, for a citation n, becomes a link to
   // that citation. Text nodes only, outside code and links: the model's
   // text stays text.
-  function linkMarkers(root, numbers) {
+  function linkMarkers(root, numbers, prefix = 'cite-') {
     if (!numbers.size) return;
     const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
     const nodes = [];
@@ -430,7 +432,7 @@
         if (!numbers.has(n)) continue;
         parts.push(document.createTextNode(text.slice(last, m.index)));
         const a = el('a', 'cite', '[' + n + ']');
-        a.href = '#cite-' + n;
+        a.href = '#' + prefix + n;
         a.setAttribute('aria-label', t('citation.marker', { n: String(n) }));
         parts.push(a);
         last = m.index + m[0].length;
@@ -444,10 +446,10 @@
   // One citation: the quote, the page, the revision, and plainly whether
   // it was verified. Only "verified" looks verified and links to the
   // wiki's revision with the quote highlighted (its text fragment).
-  function citationItem(c) {
+  function citationItem(c, prefix = 'cite-') {
     const verified = c.status === 'verified';
     const li = el('li', 'citation ' + (verified ? 'verified' : 'unverified'));
-    li.id = 'cite-' + c.n;
+    li.id = prefix + c.n;
     li.dataset.status = String(c.status);
     li.appendChild(el('span', 'cite-n', '[' + c.n + ']'));
     li.append(' ');
@@ -601,6 +603,12 @@
       $('artifacts-section').hidden = true;
       $('artifacts').replaceChildren();
       $('record-meta').textContent = '';
+      $('turns-section').hidden = true;
+      $('turns').replaceChildren();
+      $('conversation-actions').hidden = true;
+      $('unshare-button').hidden = true;
+      $('share-line').hidden = true;
+      $('follow-form').hidden = true;
     }
 
     // Another query took the page: this one writes nothing more.
@@ -785,6 +793,35 @@
       if (rec.sandbox === 'starting') meta.push(t('meta.no_python'));
       $('record-meta').textContent = meta.join(' · ');
       feedback.show(rec);
+
+      // A conversation (API.md 7, 9): its earlier turns above, and under
+      // the answer: download, share, ask a follow-up.
+      if (rec.status !== 'running' && /^qr_[0-9a-f]{32}$/.test(String(rec.id))) {
+        $('export-link').href = API + '/history/' + rec.id + '/export';
+        $('export-link').setAttribute('download', 'conversation-' + rec.id + '.md');
+        $('conversation-actions').hidden = false;
+        $('follow-form').hidden = false;
+      }
+      if (typeof rec.follow_up === 'string') this.loadTurns(rec);
+    }
+
+    // The earlier turns, read back through their follow_up links (at most
+    // TURNS_SHOWN of them), oldest first.
+    async loadTurns(rec) {
+      const turns = [];
+      let id = rec.follow_up;
+      try {
+        while (typeof id === 'string' && /^qr_[0-9a-f]{32}$/.test(id) && turns.length < TURNS_SHOWN) {
+          const r = (await call('GET', '/history/' + id)).json;
+          turns.unshift(r);
+          id = r.follow_up;
+        }
+      } catch (e) {
+        /* a turn deleted: the conversation starts after it */
+      }
+      if (!this.shown || this.id !== rec.id || !turns.length) return;
+      $('turns').replaceChildren(...turns.map((t) => turnItem(t, 'h4')));
+      $('turns-section').hidden = false;
     }
 
     // GET /history/{id}/sources (API.md 9): each changed source says so,
@@ -857,6 +894,104 @@
       return box;
     }
   }
+
+  // One turn of a conversation: the question as a heading, the answer
+  // (or why there is none); for a shared view also its citations, sources
+  // and files (full: {n}, the turn's number, which makes its citations'
+  // ids unique on the page).
+  function turnItem(rec, level, full) {
+    const li = el('li', 'turn');
+    li.dataset.id = String(rec.id);
+    // The question keeps its own direction, whatever the page's.
+    li.appendChild(el(level, 'turn-question')).appendChild(el('bdi', null, String(rec.question || '')));
+    const a = el('div', 'answer markdown');
+    a.dir = 'auto';
+    if (typeof rec.answer === 'string') a.appendChild(window.WikiwebMarkdown.render(rec.answer));
+    else if (rec.status === 'running') a.appendChild(el('p', 'hint', t('answer.still_running')));
+    else a.appendChild(el('p', 'failure', t('answer.failed', { reason: failureWords(rec.error) })));
+    li.appendChild(a);
+    if (!full) return li;
+    const sub = 'h' + (Number(level.slice(1)) + 1);
+    const citations = (Array.isArray(rec.citations) ? rec.citations : []).filter(
+      (c) => c && Number.isInteger(c.n) && c.n > 0);
+    const prefix = 'cite-' + full.n + '-';
+    linkMarkers(a, new Set(citations.map((c) => c.n)), prefix);
+    if (citations.length) {
+      li.appendChild(el(sub, null, t('answer.citations_title')));
+      const ol = el('ol', 'citations');
+      ol.append(...citations.map((c) => citationItem(c, prefix)));
+      li.appendChild(ol);
+    }
+    const sources = Array.isArray(rec.sources) ? rec.sources : [];
+    if (sources.length) {
+      li.appendChild(el(sub, null, t('answer.sources_title')));
+      const ul = el('ul', 'sources');
+      for (const x of sources) {
+        const item = el('li');
+        const href = safeHref(x.url);
+        item.appendChild(href ? outLink(href, String(x.title)) : el('span', null, String(x.title)));
+        item.append(' ');
+        item.appendChild(el('span', 'rev', t('source.revision', { revision: String(x.revision_id) })));
+        ul.appendChild(item);
+      }
+      li.appendChild(ul);
+    }
+    const files = (Array.isArray(rec.artifacts) ? rec.artifacts : []).filter(
+      (x) => x && /^\/api\/v1\/shared\/sh_[0-9a-f]{64}\/artifacts\/af_[0-9a-f]{32}$/.test(String(x.download_url)));
+    if (files.length) {
+      li.appendChild(el(sub, null, t('answer.files_title')));
+      const ul = el('ul', 'files');
+      for (const x of files) {
+        const item = el('li');
+        const dl = el('a', 'download', t('artifact.download', { name: String(x.name) }));
+        dl.href = x.download_url;
+        dl.download = String(x.name);
+        item.append(dl, ' ', el('span', 'size', t('artifact.size', { count: Number(x.size_bytes) || 0, type: String(x.media_type) })));
+        ul.appendChild(item);
+      }
+      li.appendChild(ul);
+    }
+    return li;
+  }
+
+  // --- A shared conversation (API.md 9 "Share"), at /#/shared/<token> ----
+
+  const shared = {
+    active: null, // the token shown
+
+    token() {
+      const m = /^#\/shared\/(sh_[0-9a-f]{64})$/.exec(window.location.hash);
+      return m ? m[1] : null;
+    },
+
+    async show(token) {
+      this.active = token;
+      $('ask').hidden = true;
+      $('query').hidden = true;
+      $('history').hidden = true;
+      $('shared').hidden = false;
+      document.title = t('shared.page_title', { title: t('page.title') });
+      let res;
+      try {
+        res = (await call('GET', '/shared/' + token)).json;
+      } catch (e) {
+        const msg = e.code === 'not_found' ? t('shared.not_found') :
+          e.code === 'origin_denied' ? t('shared.sign_in') : describeError(e);
+        $('shared-error').replaceChildren(el('p', null, msg));
+        $('shared-title').focus();
+        return;
+      }
+      const turns = Array.isArray(res.turns) ? res.turns : [];
+      $('shared-turns').replaceChildren(...turns.map((t, i) => turnItem(t, 'h3', { n: i + 1 })));
+      const ex = $('shared-export');
+      if (typeof res.export_url === 'string' && /^\/api\/v1\/shared\/sh_[0-9a-f]{64}\/export$/.test(res.export_url)) {
+        ex.href = res.export_url;
+        ex.hidden = false;
+      }
+      announce(t('shared.announce', { count: turns.length }));
+      $('shared-title').focus();
+    },
+  };
 
   // --- The queue (API.md 5, 6, 11.1) -------------------------------------
 
@@ -1121,7 +1256,7 @@
       p.append(...I18n.parts('queue.reserved', { count: slotCount(st), time: count }));
       setStatus('reserved', [p]);
       const pending = loadPending();
-      if (pending && !app.running) app.run(pending.question, pending.pages);
+      if (pending && !app.running) app.run(pending.question, pending.pages, pending.follow_up);
       else if (!pending) {
         setStatus('reserved', [p, el('p', 'hint', t('queue.reserved_hint'))]);
         $('question').focus();
@@ -1133,6 +1268,7 @@
 
   const history = {
     cursor: null,
+    seen: new Set(), // the conversations listed: one entry each, its newest question
 
     async load(reset) {
       let page;
@@ -1144,8 +1280,16 @@
         return [];
       }
       const list = $('history-list');
-      if (reset) list.replaceChildren();
-      for (const rec of page.items) list.appendChild(this.item(rec));
+      if (reset) {
+        list.replaceChildren();
+        this.seen = new Set();
+      }
+      for (const rec of page.items) {
+        const c = typeof rec.conversation === 'string' ? rec.conversation : rec.id;
+        if (this.seen.has(c)) continue;
+        this.seen.add(c);
+        list.appendChild(this.item(rec));
+      }
       this.cursor = page.next_cursor;
       $('history-more').hidden = !this.cursor;
       $('history-empty').hidden = list.childNodes.length > 0;
@@ -1166,6 +1310,11 @@
       time.title = formatTime(rec.created_at);
       when.append(time, ' ');
       when.appendChild(el('span', 'badge ' + rec.status, I18n.has('history.status.' + rec.status) ? t('history.status.' + rec.status) : String(rec.status)));
+      if (typeof rec.follow_up === 'string') {
+        li.dataset.conversation = String(rec.conversation);
+        when.append(' ');
+        when.appendChild(el('span', 'badge conversation', t('history.conversation')));
+      }
       open.appendChild(when);
       open.addEventListener('click', () => app.open(rec.id));
       const del = el('button', 'delete secondary', t('history.delete'));
@@ -1376,41 +1525,104 @@
     // its turn.
     async submit() {
       clearErrors();
-      const question = $('question').value.trim();
-      const pages = parsePages($('pages').value);
+      return this.ask($('question').value.trim(), parsePages($('pages').value), undefined, 'question');
+    },
+
+    // A follow-up of the answer shown (API.md 7): asked like any question.
+    async followUp() {
+      clearErrors();
+      if (!this.view || !this.view.id) return;
+      const ok = await this.ask($('follow-question').value.trim(), [], this.view.id, 'follow-question');
+      if (ok) $('follow-question').value = '';
+    },
+
+    async ask(question, pages, followUp, field) {
       let bad = null;
-      if (!question) bad = [t('form.empty'), 'question'];
-      else if (question.length > QUESTION_MAX) bad = [t('form.too_long', { count: QUESTION_MAX }), 'question'];
+      if (!question) bad = [t('form.empty'), field];
+      else if (question.length > QUESTION_MAX) bad = [t('form.too_long', { count: QUESTION_MAX }), field];
       else if (pages.length > PAGES_MAX) bad = [t('form.too_many_pages', { count: PAGES_MAX }), 'pages'];
       else if (pages.some((p) => new TextEncoder().encode(p).length > 255)) bad = [t('form.title_too_long', { count: 255 }), 'pages'];
       if (bad) {
         showError(new ApiError('invalid_input', bad[0], 400, null, true));
         $(bad[1]).focus();
-        return;
+        return false;
       }
       if (this.running) {
         showError(new ApiError('busy', t('form.busy'), 409, null, true));
-        return;
+        return false;
       }
-      savePending({ question, pages });
+      const pending = { question, pages };
+      if (followUp) pending.follow_up = followUp;
+      savePending(pending);
       try {
         const st = (await call('GET', '/queue/status')).json;
         const t = st.ticket;
         if ((t && t.status === 'reserved') || (!t && st.state === 'idle')) {
-          await this.run(question, pages);
-          return;
+          await this.run(question, pages, followUp);
+          return true;
         }
         if (!t) await call('POST', '/queue/join');
         queue.follow();
+        return true;
       } catch (e) {
         showError(e);
         if (e.code === 'queue_full') clearPending();
+        return false;
       }
+    },
+
+    // "Copy link" (API.md 9): a new share link, shown and copied; "Stop
+    // sharing" revokes every link of the record.
+    async share() {
+      clearErrors();
+      const view = this.view;
+      if (!view || !view.id) return;
+      let res;
+      try {
+        res = (await call('POST', '/history/' + view.id + '/share')).json;
+      } catch (e) {
+        showError(e);
+        return;
+      }
+      if (!res || typeof res.url !== 'string' || !/^\/#\/shared\/sh_[0-9a-f]{64}$/.test(res.url)) return;
+      const url = window.location.origin + res.url;
+      $('share-url').value = url;
+      $('share-line').hidden = false;
+      $('unshare-button').hidden = false;
+      let copied = false;
+      try {
+        await navigator.clipboard.writeText(url);
+        copied = true;
+      } catch (e) {
+        /* no clipboard here: the link is shown to copy by hand */
+      }
+      if (copied) announce(t('share.copied'));
+      else {
+        announce(t('share.shown'));
+        $('share-url').select();
+      }
+    },
+
+    async unshare() {
+      clearErrors();
+      const view = this.view;
+      if (!view || !view.id) return;
+      try {
+        await call('DELETE', '/history/' + view.id + '/share');
+      } catch (e) {
+        showError(e);
+        return;
+      }
+      $('share-line').hidden = true;
+      $('share-url').value = '';
+      $('unshare-button').hidden = true;
+      announce(t('share.stopped'));
+      $('share-button').focus();
     },
 
     // Ask now (API.md 7, 11.2): a stream of events, or the blocking reply
     // of a daemon without streams.
-    async run(question, pages) {
+    async run(question, pages, followUp) {
       queue.stop();
       setStatus('asking', []);
       clearErrors();
@@ -1418,6 +1630,7 @@
       this.setBusy(true);
       const body = { question };
       if (pages && pages.length) body.pages = pages;
+      if (followUp) body.follow_up = followUp;
       // Without a stream the id comes only with the reply: find the
       // running record, so that a reload can re-attach.
       const finder = setTimeout(() => this.findRunning(view), 500);
@@ -1661,6 +1874,10 @@
   // Words made before the language changed are made again.
   function relabel() {
     $('language-select').value = I18n.lang();
+    if (shared.active) {
+      shared.show(shared.active);
+      return;
+    }
     document.title = turn.titled ? t('turn.title', { title: t('page.title') }) : t('page.title');
     if (turn.hint) $('notify-hint').textContent = t(turn.hint);
     if (!$('banner').hidden) $('banner').textContent = t('turn.now');
@@ -1677,6 +1894,21 @@
   async function start() {
     await I18n.ready;
     languages();
+    const token = shared.token();
+    if (token) {
+      shared.show(token);
+      window.addEventListener('hashchange', () => window.location.reload());
+      return;
+    }
+    window.addEventListener('hashchange', () => {
+      if (shared.token()) window.location.reload();
+    });
+    $('follow-form').addEventListener('submit', (e) => {
+      e.preventDefault();
+      app.followUp();
+    });
+    $('share-button').addEventListener('click', () => app.share());
+    $('unshare-button').addEventListener('click', () => app.unshare());
     $('ask-form').addEventListener('submit', (e) => {
       e.preventDefault();
       app.submit();

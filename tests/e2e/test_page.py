@@ -729,6 +729,110 @@ class History(PageBase):
         c.check_console()
 
 
+class Conversations(PageBase):
+
+    def test_follow_up_export_share(self):
+        """One browser: an answer, "Ask a follow-up" under it, the
+        conversation as turns and as one entry of the history, "Download as
+        Markdown", "Copy link" and the read-only shared view at its URL (the
+        same browser: the link works for anyone who has it without
+        identity), a wrong link; axe-core in each new state."""
+        quote = 'The apple tree likes sun and well-drained soil.'
+        d = self.page_daemon([
+            {'tool_calls': [{'name': 'wiki_read', 'arguments': {'title': 'Apples'}}]},
+            {'answer': 'The apple tree likes **sun** [1].\n\n[1] Apple: "' + quote + '"'},
+            {'tool_calls': [{'name': 'wiki_read', 'arguments': {'title': 'Apple'}}]},
+            {'answer': 'In month 1 [1].\n\n[1] Apple: "Harvest usually happens in month 1."'},
+        ])
+        c = self.chrome(d)
+        c.ask('What does the apple tree like?')
+        c.wait_answer()
+        first = c.js("return JSON.parse(sessionStorage.getItem('wikiweb.running')) ||"
+                     " document.querySelector('#history-list li') && document.querySelector('#history-list li').dataset.id")
+        c.wait(lambda: c.find('#follow-form').is_displayed(), what='the follow-up form')
+        self.assertTrue(c.find('#conversation-actions').is_displayed())
+        self.assertFalse(c.find('#turns-section').is_displayed())
+        c.axe('an answer with its conversation actions')
+
+        # The follow-up, typed under the answer.
+        c.find('#follow-question').send_keys('And when is it harvested?')
+        c.find('#follow-button').click()
+        c.wait(lambda: c.text('#query-question') == 'And when is it harvested?' and
+               c.js("return document.getElementById('live').classList.contains('done')"),
+               what='the follow-up answer')
+        c.wait(lambda: c.find('#turns-section').is_displayed(), what='the earlier turn')
+        turns = c.js("return [...document.querySelectorAll('#turns > li')].map(li =>"
+                     " [li.querySelector('.turn-question').textContent, li.querySelector('.answer').textContent])")
+        self.assertEqual(turns, [['What does the apple tree like?', 'The apple tree likes sun [1].']])
+        self.assertIn('In month 1', c.text('#answer'))
+        self.assertEqual(c.js("return document.querySelector('#citations li').dataset.status"), 'verified')
+        self.assertEqual(c.find('#follow-question').get_attribute('value'), '')
+        # The model got the first turn before the new question.
+        msgs = d.llm.chat_requests()[-2]['messages']
+        self.assertEqual([m['content'] for m in msgs if m['role'] == 'user'],
+                         ['What does the apple tree like?', 'And when is it harvested?'])
+        # One entry in the history: the conversation's newest question.
+        c.wait(lambda: c.text('#history-list li .q') == 'And when is it harvested?', what='the history entry')
+        self.assertEqual(len(c.finds('#history-list li')), 1)
+        self.assertEqual(c.text('#history-list li .badge.conversation'), 'conversation')
+        second = c.js("return document.querySelector('#history-list li').dataset.id")
+        self.assertEqual(c.js("return document.querySelector('#history-list li').dataset.conversation"), first)
+        c.shot('conversation', full=True)
+        c.axe('a follow-up with its earlier turn')
+
+        # Download as Markdown: both turns, in order.
+        c.find('#export-link').click()
+        path = os.path.join(c.downloads, f'conversation-{second}.md')
+        c.wait(lambda: os.path.exists(path) and not any(n.endswith('.crdownload') for n in os.listdir(c.downloads)),
+               what='the Markdown download')
+        with open(path, encoding='utf-8') as f:
+            md = f.read()
+        self.assertLess(md.index('> What does the apple tree like?'), md.index('> And when is it harvested?'))
+        self.assertIn('#:~:text=', md)
+
+        # Copy link: the link is shown (and copied where the browser lets it).
+        c.find('#share-button').click()
+        c.wait(lambda: c.find('#share-line').is_displayed(), what='the share link')
+        url = c.find('#share-url').get_attribute('value')
+        self.assertRegex(url, rf'^http://127\.0\.0\.1:{d.port}/#/shared/sh_[0-9a-f]{{64}}$')
+        self.assertTrue(c.find('#unshare-button').is_displayed())
+        c.axe('a share link shown')
+
+        # The shared view at its URL: read-only, both turns, no form.
+        c.driver.get(url)
+        c.wait(lambda: len(c.finds('#shared-turns > li')) == 2, what='the shared conversation')
+        self.assertFalse(c.find('#ask').is_displayed())
+        self.assertFalse(c.find('#history').is_displayed())
+        self.assertEqual(c.js("return [...document.querySelectorAll('#shared-turns .turn-question')].map(h => h.textContent)"),
+                         ['What does the apple tree like?', 'And when is it harvested?'])
+        self.assertEqual(c.js("return [...document.querySelectorAll('#shared-turns .citation')].map(x => x.id)"),
+                         ['cite-1-1', 'cite-2-1'])
+        self.assertTrue(c.find('#shared-export').is_displayed())
+        self.assertEqual(c.js('return document.activeElement.id'), 'shared-title')
+        c.shot('shared', full=True)
+        c.axe('a shared conversation')
+
+        # In Arabic, switched on the shared view: its words from the
+        # catalog, right to left, the conversation still there.
+        from selenium.webdriver.support.ui import Select
+        with open(os.path.join(I18N, 'ar.json'), encoding='utf-8') as f:
+            ar = json.load(f)
+        Select(c.find('#language-select')).select_by_value('ar')
+        c.wait(lambda: c.js('return document.documentElement.dir') == 'rtl' and
+               c.text('#shared-title') == ar['shared.title'], what='the shared view in Arabic')
+        c.wait(lambda: len(c.finds('#shared-turns > li')) == 2, what='the turns after the switch')
+        self.assertEqual(c.text('#shared-export'), ar['conversation.download'])
+        c.shot('shared-ar', full=True)
+        c.axe('a shared conversation in Arabic')
+
+        # A wrong link says so (in the language chosen).
+        c.driver.get(url[:-1] + ('0' if url[-1] != '0' else '1'))
+        c.wait(lambda: c.text('#shared-error'), what='the wrong link')
+        self.assertEqual(c.text('#shared-error'), ar['shared.not_found'])
+        c.axe('a wrong share link')
+        c.check_console(allow=[r'404'])
+
+
 class Usable(PageBase):
 
     def test_narrow_keyboard_dark(self):

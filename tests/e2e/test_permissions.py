@@ -258,6 +258,36 @@ class Permissions(PipelineBase):
             w.set_switch('readcheck-unloaded', False)
             w.set_switch('readcheck-revoked', False)
 
+    def test_shared_conversation(self):
+        """A shared conversation (API.md 9 "Share") is shown only to a
+        person who may read every one of its sources, as the wiki says at
+        the moment of reading: Bob, in the group, shares a turn that read a
+        restricted page; Alice, outside it, gets 404 for the view, its
+        export and its files, as for a wrong token; Bob gets it until he
+        leaves the group."""
+        w = wiki()
+        w.set_groups('Bob', ['payroll'])
+        self.addCleanup(w.set_groups, 'Bob', [])
+        llm = self.llm([{'tool_calls': [read('Payroll:Salaries'), read('Apple')]},
+                        {'answer': 'It is in the payroll.'}])
+        d = self.person_daemon(llm)
+        bob = {USER: 'Bob'}
+        b, r, _ = self.ask_as(d, 'Bob', llm, question='Where is the salary?', pages=None)
+        rec = self.check_record_as(b, r, bob)
+        self.assertEqual([s['title'] for s in rec['sources']], ['Payroll:Salaries', 'Apple'])
+        token = b.post(f'{API}/history/{rec["id"]}/share', headers=bob).json['token']
+        a = d.browser()
+        for path in ('', '/export', '/artifacts/af_' + '0' * 32):
+            r = a.get(f'{API}/shared/{token}{path}', headers={USER: 'Alice'})
+            self.assertStatus(r, 404)
+            self.assertError(r, 'not_found')
+        self.assertNotIn(b'98765', r.body)
+        r = b.get(f'{API}/shared/{token}', headers=bob)
+        self.assertStatus(r, 200)
+        self.assertEqual(r.json['turns'][0]['answer'], 'It is in the payroll.')
+        w.set_groups('Bob', [])
+        self.assertError(b.get(f'{API}/shared/{token}', headers=bob), 'not_found')
+
     def test_service_mode(self):
         """Today's behaviour, and the fault fixed in every mode: a page the
         service account may not read is a tool result, not a failed query."""

@@ -61,6 +61,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         if (l < 1 || l > QUERY_PAGE_TITLE_MAX_BYTES)
                                 abort();
                 }
+                /* A follow-up names a record id and nothing else. */
+                if (q.follow_up) {
+                        if (strlen(q.follow_up) != QUERY_FOLLOW_UP_LEN || !strneq(q.follow_up, "qr_", 3) ||
+                            strspn(q.follow_up + 3, "0123456789abcdef") != 32)
+                                abort();
+                }
                 query_body_done(&q);
         } else if (r == -EINVAL) {
                 if (!msg || !*msg || strlen(msg) > 128)

@@ -30,15 +30,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         abort();
                 if (strstr(s, "//") || strstr(s, "/.") || s[strlen(s) - 1] == '/')
                         abort();
-                if (m.route == ROUTE_HISTORY_ITEM || m.route == ROUTE_ARTIFACT) {
-                        if (strlen(m.id) != 35 || !strneq(m.id, m.route == ROUTE_ARTIFACT ? "af_" : "qr_", 3))
+                if (m.id[0] != '\0') {
+                        /* An id has the shape of its route: a record's,
+                         * an artifact's or a share token. */
+                        const char *prefix = m.route == ROUTE_ARTIFACT ? "af_" :
+                                m.route == ROUTE_SHARED || m.route == ROUTE_SHARED_EXPORT ||
+                                        m.route == ROUTE_SHARED_ARTIFACT ?
+                                                                         "sh_" :
+                                                                         "qr_";
+                        size_t digits = streq(prefix, "sh_") ? SHARE_TOKEN_HEX_DIGITS : 32;
+
+                        if (strlen(m.id) != 3 + digits || !strneq(m.id, prefix, 3))
                                 abort();
-                        for (size_t i = 3; i < 35; i++)
+                        for (size_t i = 3; i < 3 + digits; i++)
                                 if (!strchr("0123456789abcdef", m.id[i]))
                                         abort();
                         if (!strstr(s, m.id))
                                 abort();
-                } else if (m.id[0] != '\0')
+                } else if (m.route == ROUTE_HISTORY_ITEM || m.route == ROUTE_ARTIFACT || m.route == ROUTE_SHARED)
+                        abort();
+                if ((m.route == ROUTE_SHARED_ARTIFACT) != (m.id2[0] != '\0'))
+                        abort();
+                if (m.id2[0] != '\0' &&
+                    (strlen(m.id2) != 35 || !strneq(m.id2, "af_", 3) || !streq(s + strlen(s) - 35, m.id2)))
                         abort();
                 for (HttpMethod meth = 0; meth < _HTTP_METHOD_MAX; meth++)
                         (void) route_allows_method(m.route, meth);

@@ -246,8 +246,9 @@ static void assert_json(json_object *o, const char *expected) {
 }
 
 static const char *const record_keys[] = {
-        "id",    "status",     "question", "answer",  "sources",    "citations",   "artifacts",
-        "error", "timings_ms", "usage",    "sandbox", "created_at", "finished_at", "feedback",
+        "id",          "status",   "question",   "answer",       "sources", "citations",
+        "artifacts",   "error",    "timings_ms", "usage",        "sandbox", "created_at",
+        "finished_at", "feedback", "follow_up",  "conversation",
 };
 
 /* RFC 3339 in UTC with exactly three fractional digits. */
@@ -1120,6 +1121,107 @@ static const char schema_v1[] =
         "CREATE INDEX artifacts_by_query ON artifacts (query_id, seq);"
         "PRAGMA user_version = 1;";
 
+static void finish_answer(History *h, const char *id, const char *answer) {
+        ASSERT_OK(history_finish(
+                h,
+                id,
+                &(HistoryOutcome){ .succeeded = true,
+                                   .answer = answer,
+                                   .sources_json = "[{\"title\":\"Apple\",\"url\":\"u\",\"revision_id\":3}]",
+                                   .finished_at = T0 + 10 * USEC_PER_SEC }));
+}
+
+static void digest(uint8_t d[static HISTORY_SHARE_DIGEST_SIZE], uint8_t v) {
+        memset(d, v, HISTORY_SHARE_DIGEST_SIZE);
+}
+
+/* A conversation is its records through their follow_up links, oldest
+ * first; a share link is known by its digest, revoked, trimmed to the
+ * newest HISTORY_SHARES_MAX, and deleted with its record. */
+TEST(conversations_and_shares) {
+        _cleanup_(rm_rf_freep) char *dir = make_subdir("conversation");
+        const SessionKey k = key(7), other = key(8);
+        HistoryRecord *turns = NULL;
+        SessionKey owner;
+        char id[QUERY_ID_MAX];
+        uint8_t d[HISTORY_SHARE_DIGEST_SIZE];
+        size_t n;
+        History *h = open_store(dir, 0);
+
+        ASSERT_OK(history_begin(h, qid(1), &k, "first", T0));
+        finish_answer(h, qid(1), "one");
+        ASSERT_OK(history_begin_follow_up(h, qid(2), &k, "second", qid(1), qid(1), T0 + 1));
+        finish_answer(h, qid(2), "two");
+        ASSERT_OK(history_begin_follow_up(h, qid(3), &k, "third", qid(2), qid(1), T0 + 2));
+
+        ASSERT_OK(history_get_conversation(h, qid(3), &k, 100, &turns, &n));
+        ASSERT_EQ_INT(n, 3);
+        ASSERT_EQ_STR(turns[0].id, qid(1));
+        ASSERT_TRUE(turns[0].follow_up == NULL);
+        ASSERT_EQ_STR(turns[0].conversation, qid(1));
+        ASSERT_EQ_STR(turns[1].question, "second");
+        ASSERT_EQ_STR(turns[1].follow_up, qid(1));
+        ASSERT_EQ_STR(turns[2].conversation, qid(1));
+        ASSERT_EQ_STR(turns[2].status, "running");
+        history_conversation_free_records(turns, n);
+
+        /* The newest max. */
+        ASSERT_OK(history_get_conversation(h, qid(3), &k, 2, &turns, &n));
+        ASSERT_EQ_INT(n, 2);
+        ASSERT_EQ_STR(turns[0].id, qid(2));
+        ASSERT_EQ_STR(turns[1].id, qid(3));
+        history_conversation_free_records(turns, n);
+
+        ASSERT_EQ_INT(history_get_conversation(h, qid(3), &other, 100, &turns, &n), -ENOENT);
+        ASSERT_EQ_INT(history_get_conversation(h, qid(9), &k, 100, &turns, &n), -ENOENT);
+        ASSERT_EQ_INT(history_get_conversation(h, qid(3), &k, 0, &turns, &n), -EINVAL);
+
+        /* Shares: not of a running record, not of another session's. */
+        digest(d, 1);
+        ASSERT_EQ_INT(history_share_add(h, qid(3), &k, d, T0), -EBUSY);
+        ASSERT_EQ_INT(history_share_add(h, qid(2), &other, d, T0), -ENOENT);
+        ASSERT_EQ_INT(history_share_find(h, d, id, &owner), -ENOENT);
+        ASSERT_OK(history_share_add(h, qid(2), &k, d, T0));
+        ASSERT_OK(history_share_find(h, d, id, &owner));
+        ASSERT_EQ_STR(id, qid(2));
+        ASSERT_TRUE(memcmp(owner.bytes, k.bytes, sizeof k.bytes) == 0);
+        digest(d, 2);
+        ASSERT_EQ_INT(history_share_find(h, d, id, &owner), -ENOENT);
+        ASSERT_OK(history_share_add(h, qid(2), &k, d, T0));
+        ASSERT_EQ_INT(history_share_revoke(h, qid(2), &other), -ENOENT);
+        ASSERT_EQ_INT(history_share_revoke(h, qid(2), &k), 2);
+        ASSERT_EQ_INT(history_share_find(h, d, id, &owner), -ENOENT);
+        ASSERT_EQ_INT(history_share_revoke(h, qid(2), &k), 0);
+
+        /* The newest HISTORY_SHARES_MAX of one record stay. */
+        for (unsigned i = 0; i <= HISTORY_SHARES_MAX; i++) {
+                digest(d, (uint8_t) (10 + i));
+                ASSERT_OK(history_share_add(h, qid(1), &k, d, T0 + i));
+        }
+        digest(d, 10);
+        ASSERT_EQ_INT(history_share_find(h, d, id, &owner), -ENOENT);
+        digest(d, 11);
+        ASSERT_OK(history_share_find(h, d, id, &owner));
+        ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM shares"), HISTORY_SHARES_MAX);
+
+        /* Deleting the record deletes its links; the chain ends at it. */
+        ASSERT_OK(history_delete(h, qid(1), &k));
+        ASSERT_EQ_INT(history_share_find(h, d, id, &owner), -ENOENT);
+        ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM shares"), 0);
+        finish_answer(h, qid(3), "three");
+        ASSERT_OK(history_get_conversation(h, qid(3), &k, 100, &turns, &n));
+        ASSERT_EQ_INT(n, 2);
+        ASSERT_EQ_STR(turns[0].id, qid(2));
+        history_conversation_free_records(turns, n);
+        ASSERT_OK(history_delete(h, qid(2), &k));
+        ASSERT_OK(history_get_conversation(h, qid(3), &k, 100, &turns, &n));
+        ASSERT_EQ_INT(n, 1);
+        ASSERT_EQ_STR(turns[0].answer, "three");
+        history_conversation_free_records(turns, n);
+
+        history_free(h);
+}
+
 /* A store of version 1 gains the column "sandbox": its records keep
  * everything and say null, a running one is still recovered, and new
  * records carry the value. */
@@ -1159,6 +1261,9 @@ TEST(migrate_from_version_1) {
         recovered = get_record(h, qid(501), &k);
         ASSERT_EQ_STR(get_str(recovered, "status"), "failed");
         assert_null(recovered, "sandbox");
+        /* Each old record is a conversation of its own. */
+        assert_null(done, "follow_up");
+        ASSERT_EQ_STR(get_str(done, "conversation"), qid(500));
 
         ASSERT_OK(history_begin(h, qid(502), &k, "new", 3000000));
         ASSERT_OK(history_finish(
@@ -1238,6 +1343,23 @@ TEST(migrate_from_version_2) {
         fresh = get_record(h, qid(601), &k);
         ASSERT_EQ_INT(json_object_array_length(get_key(fresh, "citations")), 1);
         ASSERT_EQ_STR(get_str(json_object_array_get_idx(get_key(fresh, "citations"), 0), "status"), "verified");
+        history_free(h);
+
+        /* Back to version 3 (as a wikiwebd of that version left it: the
+         * later columns and tables unknown), and opened again: the steps
+         * to 4 and 5 run, in order. */
+        sql_exec(
+                dir,
+                "DROP TABLE shares; DROP INDEX queries_by_follow_up;"
+                "ALTER TABLE queries DROP COLUMN follow_up; ALTER TABLE queries DROP COLUMN conversation;"
+                "DROP TABLE feedback; DROP INDEX queries_by_wording;"
+                "ALTER TABLE queries DROP COLUMN searches; ALTER TABLE queries DROP COLUMN wording_key;"
+                "ALTER TABLE queries DROP COLUMN signals;"
+                "PRAGMA user_version = 3;");
+        h = open_store(dir, 0);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 5);
+        ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM queries WHERE conversation = id"), 2);
+        ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM shares"), 0);
         history_free(h);
 }
 

@@ -196,6 +196,51 @@ TEST(path_is_api) {
         ASSERT_TRUE(!router_path_is_api(NULL));
 }
 
+#define TOKEN "sh_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+#define SHARED_AF "af_0123456789abcdef0123456789abcdef"
+
+/* The conversation routes: exports, shares, and the shared view with its
+ * artifacts (two ids in one path). */
+TEST(conversation_routes) {
+        RouteMatch m;
+
+        ASSERT_OK(router_match("/api/v1/history/qr_0123456789abcdef0123456789abcdef/export", &m));
+        ASSERT_EQ_INT(m.route, ROUTE_HISTORY_EXPORT);
+        ASSERT_EQ_STR(m.id, "qr_0123456789abcdef0123456789abcdef");
+        ASSERT_OK(router_match("/api/v1/history/qr_0123456789abcdef0123456789abcdef/share", &m));
+        ASSERT_EQ_INT(m.route, ROUTE_HISTORY_SHARE);
+        ASSERT_OK(router_match("/api/v1/shared/" TOKEN, &m));
+        ASSERT_EQ_INT(m.route, ROUTE_SHARED);
+        ASSERT_EQ_STR(m.id, TOKEN);
+        ASSERT_EQ_STR(m.id2, "");
+        ASSERT_OK(router_match("/api/v1/shared/" TOKEN "/export", &m));
+        ASSERT_EQ_INT(m.route, ROUTE_SHARED_EXPORT);
+        ASSERT_EQ_STR(m.id, TOKEN);
+        ASSERT_OK(router_match("/api/v1/shared/" TOKEN "/artifacts/" SHARED_AF, &m));
+        ASSERT_EQ_INT(m.route, ROUTE_SHARED_ARTIFACT);
+        ASSERT_EQ_STR(m.id, TOKEN);
+        ASSERT_EQ_STR(m.id2, SHARED_AF);
+
+        /* Exactly 64 lowercase hex digits, and nothing after an id. */
+        ASSERT_EQ_INT(router_match("/api/v1/shared/sh_0123456789abcdef0123456789abcdef", &m), -ENOENT);
+        ASSERT_EQ_INT(router_match("/api/v1/shared/" TOKEN "0", &m), -ENOENT);
+        ASSERT_EQ_INT(router_match("/api/v1/shared/" TOKEN "/", &m), -ENOENT);
+        ASSERT_EQ_INT(
+                router_match(
+                        "/api/v1/shared/sh_0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef",
+                        &m),
+                -ENOENT);
+        ASSERT_EQ_INT(router_match("/api/v1/shared/qr_0123456789abcdef0123456789abcdef", &m), -ENOENT);
+        ASSERT_EQ_INT(router_match("/api/v1/shared/" TOKEN "/artifacts/", &m), -ENOENT);
+        ASSERT_EQ_INT(router_match("/api/v1/shared/" TOKEN "/artifacts/" SHARED_AF "/", &m), -ENOENT);
+        ASSERT_EQ_INT(router_match("/api/v1/shared/" TOKEN "/artifacts/af_0123", &m), -ENOENT);
+        ASSERT_EQ_INT(
+                router_match("/api/v1/shared/" TOKEN "/artifacts/qr_0123456789abcdef0123456789abcdef", &m),
+                -ENOENT);
+        ASSERT_EQ_INT(router_match("/api/v1/shared/" TOKEN "/export/x", &m), -ENOENT);
+        ASSERT_EQ_INT(router_match("/api/v1/shared/", &m), -ENOENT);
+}
+
 TEST(methods) {
         /* The full table: route x method. */
         static const struct {
@@ -215,6 +260,11 @@ TEST(methods) {
                 { ROUTE_HISTORY_SOURCES, "GET" },
                 { ROUTE_HISTORY_FEEDBACK, "POST" },
                 { ROUTE_REPORT_UNANSWERED, "GET, HEAD" },
+                { ROUTE_HISTORY_EXPORT, "GET" },
+                { ROUTE_HISTORY_SHARE, "POST, DELETE" },
+                { ROUTE_SHARED, "GET" },
+                { ROUTE_SHARED_EXPORT, "GET" },
+                { ROUTE_SHARED_ARTIFACT, "GET, HEAD" },
         };
 
         ASSERT_EQ_INT(ELEMENTSOF(table), _ROUTE_MAX);

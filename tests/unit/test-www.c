@@ -95,7 +95,8 @@ TEST(page_refers_to_table) {
                         }
                         n++;
                 }
-        ASSERT_EQ_INT(n, 5); /* the icon, the style, the three scripts */
+        ASSERT_EQ_INT(
+                n, 6); /* the icon, the style, the three scripts, the shared view's way back to the form */
 }
 
 TEST(etag_matches) {

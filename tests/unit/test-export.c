@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: MIT */
+/* src/http/export.c: a conversation as Markdown, pinned, and hostile text
+ * in questions, titles, quotes and URLs. */
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "http/export.h"
+#include "shared/macro.h"
+#include "tests.h"
+
+TEST(pinned) {
+        HistoryArtifactInfo art = {
+                .id = (char *) "af_0123456789abcdef0123456789abcdef",
+                .name = (char *) "kg [1].csv",
+                .media_type = (char *) "text/csv",
+                .size_bytes = 12,
+                .sha256 = (char *) "ab",
+        };
+        HistoryRecord turns[] = {
+                {
+                        .id = (char *) "qr_1",
+                        .status = (char *) "succeeded",
+                        .question = (char *) "Who *roasts*\nin Lyon?",
+                        .answer = (char *) "**Ines** roasts [1]. <script>",
+                        .sources_json = (char *) "[{\"title\":\"Lyon\",\"url\":\"https://w.example/wiki/Lyon\","
+                                                 "\"revision_id\":7}]",
+                        .citations_json = (char *) "[{\"n\":1,\"title\":\"Lyon\",\"revision_id\":7,"
+                                                   "\"quote\":\"Ines roasts.\",\"status\":\"verified\","
+                                                   "\"url\":\"https://w.example/index.php?oldid=7#:~:text=Ines%20roasts.\"},"
+                                                   "{\"n\":2,\"title\":\"Paris\",\"revision_id\":null,"
+                                                   "\"quote\":\"x\",\"status\":\"not_read\",\"url\":null}]",
+                        .artifacts = &art,
+                        .n_artifacts = 1,
+                        .created_at = 0,
+                },
+                {
+                        .id = (char *) "qr_2",
+                        .status = (char *) "failed",
+                        .question = (char *) "And [then](javascript:x)?",
+                        .error_message = (char *) "timed out",
+                        .sources_json = (char *) "[]",
+                        .citations_json = (char *) "[]",
+                        .created_at = 1000000,
+                },
+        };
+        _cleanup_free_ char *md = NULL;
+
+        ASSERT_OK(export_markdown(turns, 2, "/api/v1/shared/sh_x/artifacts/", &md));
+        ASSERT_EQ_STR(
+                md,
+                "# Who \\*roasts\\* in Lyon?\n"
+                "\n## Question 1\n\n"
+                "> Who \\*roasts\\*\n> in Lyon?\n"
+                "\nAsked 1970-01-01T00:00:00.000Z\n"
+                "\n**Answer**\n\n"
+                "**Ines** roasts [1]. \\<script>\n"
+                "\n**Citations**\n\n"
+                "- \\[1\\] \"Ines roasts\\.\", [Lyon, revision 7](<https://w.example/index.php?oldid=7#:~:text=Ines%20roasts.>), "
+                "verified\n"
+                "- \\[2\\] \"x\", Paris, not verified (not\\_read)\n"
+                "\n**Sources**\n\n"
+                "- [Lyon](<https://w.example/wiki/Lyon>), revision 7\n"
+                "\n**Files**\n\n"
+                "- [kg \\[1\\]\\.csv](</api/v1/shared/sh_x/artifacts/af_0123456789abcdef0123456789abcdef>) (text/csv, 12 "
+                "bytes, SHA\\-256 ab)\n"
+                "\n## Question 2\n\n"
+                "> And \\[then\\]\\(javascript\\:x\\)?\n"
+                "\nAsked 1970-01-01T00:00:01.000Z\n"
+                "\n**Answer**\n\n"
+                "(No answer: timed out)\n");
+
+        ASSERT_EQ_INT(export_markdown(turns, 0, NULL, &md), -EINVAL);
+}
+
+/* Links only to http(s), destinations that cannot be broken out of. */
+TEST(hostile_links) {
+        HistoryRecord t = {
+                .id = (char *) "qr_1",
+                .status = (char *) "succeeded",
+                .question = (char *) "q",
+                .answer = (char *) "a",
+                .sources_json =
+                        (char *) "[{\"title\":\"](x)\",\"url\":\"javascript:alert(1)\"},"
+                                 "{\"title\":\"T\",\"url\":\"https://w.example/a b>c<d\\\\e\\n\"}]",
+                .citations_json =
+                        (char *) "[{\"n\":1,\"title\":\"T\",\"quote\":\"q\",\"status\":\"verified\","
+                                 "\"url\":\"data:text/html,x\"}]",
+        };
+        _cleanup_free_ char *md = NULL;
+
+        ASSERT_OK(export_markdown(&t, 1, NULL, &md));
+        ASSERT_TRUE(!strstr(md, "javascript"));
+        ASSERT_TRUE(!strstr(md, "data:"));
+        ASSERT_TRUE(strstr(md, "- \\]\\(x\\)\n"));
+        ASSERT_TRUE(strstr(md, "(<https://w.example/a%20b%3Ec%3Cd%5Ce%0A>)"));
+        /* Verified, but not a web address: said, not linked. */
+        ASSERT_TRUE(strstr(md, "- \\[1\\] \"q\", T, verified\n"));
+}
+
+DEFINE_TEST_MAIN()
