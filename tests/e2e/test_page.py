@@ -29,6 +29,7 @@ import sys
 import tempfile
 import threading
 import time
+import unittest
 import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -1948,7 +1949,24 @@ class Languages(PageBase):
         c.quit()
 
 
+def _check_parts():
+    """meson runs the classes in parts (tests/e2e/meson.build) and names
+    them all in WIKIWEB_PAGE_CLASSES: a class in no part would never run."""
+    listed = os.environ.get('WIKIWEB_PAGE_CLASSES')
+    if listed is None:
+        return
+    cases = {name for name, obj in globals().items()
+             if isinstance(obj, type) and issubclass(obj, unittest.TestCase)
+             and obj.__module__ == '__main__' and unittest.defaultTestLoader.getTestCaseNames(obj)}
+    missing = cases - set(listed.split(','))
+    if missing:
+        print('test_page.py: classes in no part of tests/e2e/meson.build: %s' % ', '.join(sorted(missing)),
+              file=sys.stderr)
+        sys.exit(1)
+
+
 if __name__ == '__main__':
+    _check_parts()
     why = browser_missing()
     if why:
         harness.skip_or_fail(why)
