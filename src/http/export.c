@@ -11,21 +11,6 @@
 #include "shared/strbuf.h"
 #include "shared/time-util.h"
 
-_printf_(2, 3) static void put_printf(StrBuf *b, const char *format, ...) {
-        _cleanup_free_ char *s = NULL;
-        va_list ap;
-        int k;
-
-        va_start(ap, format);
-        k = vasprintf(&s, format, ap);
-        va_end(ap);
-        if (k < 0) {
-                b->failed = true;
-                return;
-        }
-        (void) strbuf_put(b, s, (size_t) k);
-}
-
 /* Text with every ASCII punctuation character Markdown gives a meaning
  * backslash-escaped (CommonMark: any ASCII punctuation may be), and line
  * breaks as spaces when one_line. */
@@ -140,7 +125,7 @@ static void put_sources(StrBuf *b, const char *sources_json) {
                 } else
                         put_escaped(b, title, true);
                 if (get_int(s, "revision_id", &rev))
-                        put_printf(b, ", revision %" PRId64, rev);
+                        strbuf_printf(b, ", revision %" PRId64, rev);
                 (void) strbuf_put_literal(b, "\n");
         }
 }
@@ -163,14 +148,14 @@ static void put_citations(StrBuf *b, const char *citations_json) {
                         (void) strbuf_put_literal(b, "\n**Citations**\n\n");
                 any = true;
                 (void) get_int(c, "n", &num);
-                put_printf(b, "- \\[%" PRId64 "\\] \"", num);
+                strbuf_printf(b, "- \\[%" PRId64 "\\] \"", num);
                 put_escaped(b, quote, true);
                 (void) strbuf_put_literal(b, "\", ");
                 if (verified && is_web_url(url)) {
                         (void) strbuf_put_literal(b, "[");
                         put_escaped(b, title, true);
                         if (get_int(c, "revision_id", &rev))
-                                put_printf(b, ", revision %" PRId64, rev);
+                                strbuf_printf(b, ", revision %" PRId64, rev);
                         (void) strbuf_put_literal(b, "](");
                         put_destination(b, url);
                         (void) strbuf_put_literal(b, "), verified\n");
@@ -210,7 +195,7 @@ static void put_artifacts(StrBuf *b, const HistoryRecord *r, const char *artifac
                         put_escaped(b, a->name, true);
                 (void) strbuf_put_literal(b, " (");
                 put_escaped(b, a->media_type, true);
-                put_printf(b, ", %" PRId64 " bytes, SHA\\-256 %s)\n", a->size_bytes, a->sha256);
+                strbuf_printf(b, ", %" PRId64 " bytes, SHA\\-256 %s)\n", a->size_bytes, a->sha256);
         }
 }
 
@@ -232,9 +217,9 @@ int export_markdown(const HistoryRecord *turns, size_t n, const char *artifact_b
                 const HistoryRecord *r = &turns[i];
                 char t[RFC3339_MS_MAX];
 
-                put_printf(&b, "\n## Question %zu\n\n", i + 1);
+                strbuf_printf(&b, "\n## Question %zu\n\n", i + 1);
                 put_quote(&b, r->question);
-                put_printf(&b, "\nAsked %s\n", format_rfc3339_ms(t, r->created_at));
+                strbuf_printf(&b, "\nAsked %s\n", format_rfc3339_ms(t, r->created_at));
 
                 (void) strbuf_put_literal(&b, "\n**Answer**\n\n");
                 if (r->answer)

@@ -435,21 +435,6 @@ json_object *render_slots(const AdmissionSlotCounts *c) {
 
 /* ---- the unanswered report (API.md 9.2) ---- */
 
-_printf_(2, 3) static void sb_printf(StrBuf *b, const char *format, ...) {
-        _cleanup_free_ char *t = NULL;
-        va_list ap;
-        int k;
-
-        va_start(ap, format);
-        k = vasprintf(&t, format, ap);
-        va_end(ap);
-        if (k < 0) {
-                b->failed = true;
-                return;
-        }
-        (void) strbuf_put(b, t, (size_t) k);
-}
-
 static const char *sb_str(const StrBuf *b) {
         return b->data ? b->data : "";
 }
@@ -478,7 +463,7 @@ char *render_new_page_url(const char *wiki_api_url, const char *title) {
         t = render_page_title(title);
         if (!t || !*t)
                 return NULL;
-        sb_printf(&b, "%s?title=", base);
+        strbuf_printf(&b, "%s?title=", base);
         for (const unsigned char *p = (const unsigned char *) t; *p; p++)
                 if (*p == ' ')
                         (void) strbuf_put(&b, "_", 1);
@@ -489,7 +474,7 @@ char *render_new_page_url(const char *wiki_api_url, const char *title) {
 
                         (void) strbuf_put(&b, e, 3);
                 }
-        sb_printf(&b, "&action=edit");
+        strbuf_printf(&b, "&action=edit");
         return strbuf_steal(&b);
 }
 
@@ -627,7 +612,7 @@ static void csv_items(StrBuf *b, const ReportItem *items, size_t n) {
         StrBuf cell = { 0 };
 
         for (size_t i = 0; i < n; i++)
-                sb_printf(&cell, "%s%s (%" PRIu64 ")", i > 0 ? "; " : "", items[i].text, items[i].n);
+                strbuf_printf(&cell, "%s%s (%" PRIu64 ")", i > 0 ? "; " : "", items[i].text, items[i].n);
         csv_cell(b, sb_str(&cell), false);
         strbuf_done(&cell);
 }
@@ -637,7 +622,7 @@ char *render_report_csv(const Report *r) {
 
         assert(r);
 
-        sb_printf(
+        strbuf_printf(
                 &b,
                 "\"question\",\"count\",\"first_asked\",\"last_asked\",\"no_sources\",\"unverified\","
                 "\"negative_feedback\",\"failed\",\"wordings\",\"searches\",\"pages\",\"reasons\","
@@ -665,7 +650,7 @@ char *render_report_csv(const Report *r) {
                 csv_items(&b, g->pages, g->n_pages);
                 for (ReportReason why = 0; why < _REPORT_REASON_MAX; why++)
                         if (g->reasons[why] > 0)
-                                sb_printf(
+                                strbuf_printf(
                                         &cell,
                                         "%s%s (%" PRIu64 ")",
                                         cell.len > 0 ? "; " : "",
@@ -674,7 +659,7 @@ char *render_report_csv(const Report *r) {
                 csv_cell(&b, sb_str(&cell), false);
                 strbuf_done(&cell);
                 for (size_t k = 0; k < g->n_comments; k++)
-                        sb_printf(&cell, "%s%s", k > 0 ? " | " : "", g->comments[k]);
+                        strbuf_printf(&cell, "%s%s", k > 0 ? " | " : "", g->comments[k]);
                 csv_cell(&b, sb_str(&cell), true);
                 strbuf_done(&cell);
         }

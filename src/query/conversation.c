@@ -40,21 +40,6 @@ size_t conversation_message_cost(const char *text) {
         return json_string_cost(text, strlen(text)) + CONVERSATION_MESSAGE_OVERHEAD;
 }
 
-_printf_(2, 3) static void sb_printf(StrBuf *sb, const char *format, ...) {
-        _cleanup_free_ char *s = NULL;
-        va_list ap;
-        int k;
-
-        va_start(ap, format);
-        k = vasprintf(&s, format, ap);
-        va_end(ap);
-        if (k < 0) {
-                sb->failed = true;
-                return;
-        }
-        (void) strbuf_put(sb, s, (size_t) k);
-}
-
 /* The note after a turn's answer: the pages it read, with the revision
  * read. Appended to sb. */
 static void add_pages_note(StrBuf *sb, const char *sources_json) {
@@ -74,15 +59,15 @@ static void add_pages_note(StrBuf *sb, const char *sources_json) {
                     !json_object_object_get_ex(o, "title", &t) || !json_object_is_type(t, json_type_string))
                         continue;
                 if (shown == CONVERSATION_PAGES_MAX) {
-                        sb_printf(sb, "; and %zu more", n - i);
+                        strbuf_printf(sb, "; and %zu more", n - i);
                         break;
                 }
                 (void) strbuf_puts(
                         sb, shown == 0 ? "\n\n[Pages read for this answer, with the revision read: " : "; ");
-                sb_printf(sb, "\"%s\"", json_object_get_string(t));
+                strbuf_printf(sb, "\"%s\"", json_object_get_string(t));
                 if (json_object_object_get_ex(o, "revision_id", &rev) &&
                     json_object_is_type(rev, json_type_int))
-                        sb_printf(sb, " (revision %" PRId64 ")", json_object_get_int64(rev));
+                        strbuf_printf(sb, " (revision %" PRId64 ")", json_object_get_int64(rev));
                 shown++;
         }
         if (shown > 0)

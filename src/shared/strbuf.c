@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -41,6 +43,21 @@ int strbuf_put(StrBuf *b, const char *s, size_t n) {
         b->len += n;
         b->data[b->len] = 0;
         return 0;
+}
+
+int strbuf_printf(StrBuf *b, const char *format, ...) {
+        _cleanup_free_ char *s = NULL;
+        va_list ap;
+        int k;
+
+        va_start(ap, format);
+        k = vasprintf(&s, format, ap);
+        va_end(ap);
+        if (k < 0) {
+                b->failed = true;
+                return -ENOMEM;
+        }
+        return strbuf_put(b, s, (size_t) k);
 }
 
 char *strbuf_steal(StrBuf *b) {

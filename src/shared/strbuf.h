@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "shared/macro.h"
+
 /* A growable string, NUL-terminated once it holds anything; zero it to
  * start empty. A failed allocation is sticky: every later put fails too
  * and strbuf_steal() gives NULL, so that a run of puts may be checked
@@ -24,6 +26,9 @@ int strbuf_put(StrBuf *b, const char *s, size_t n);
 static inline int strbuf_puts(StrBuf *b, const char *s) {
         return strbuf_put(b, s, strlen(s));
 }
+
+/* Append a formatted string: 0, or -ENOMEM (sticky, as every put). */
+_printf_(2, 3) int strbuf_printf(StrBuf *b, const char *format, ...);
 
 /* A string literal, its length known at compile time. */
 #define strbuf_put_literal(b, s) strbuf_put((b), "" s "", sizeof(s) - 1)

@@ -36,4 +36,20 @@ TEST(failure_is_sticky) {
         strbuf_done(&b);
 }
 
+/* A formatted put appends, and fails once the buffer has failed. */
+TEST(printf) {
+        StrBuf b = { 0 };
+        char *s;
+
+        ASSERT_TRUE(strbuf_puts(&b, "n=") == 0);
+        ASSERT_TRUE(strbuf_printf(&b, "%d, %s", 42, "forty-two") == 0);
+        ASSERT_TRUE(b.len == strlen("n=42, forty-two"));
+        s = strbuf_steal(&b);
+        ASSERT_EQ_STR(s, "n=42, forty-two");
+        free(s);
+        ASSERT_TRUE(strbuf_reserve(&b, SIZE_MAX) == -ENOMEM);
+        ASSERT_TRUE(strbuf_printf(&b, "%d", 1) == -ENOMEM);
+        ASSERT_TRUE(strbuf_steal(&b) == NULL);
+}
+
 DEFINE_TEST_MAIN()
