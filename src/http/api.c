@@ -145,7 +145,7 @@ int api_new(sd_event *event, Manager *manager, Api **ret) {
         r = queue_streams_new(event, manager, &api->queue_streams);
         if (r < 0)
                 return r;
-        r = sources_checks_new(manager_get_executor(manager), &api->sources_checks);
+        r = sources_checks_new(manager, &api->sources_checks);
         if (r < 0)
                 return r;
         r = manager_subscribe(manager, api_on_manager_event, api);
@@ -248,10 +248,7 @@ static HttpHandlerResult api_handle_health(Api *api, HttpRequest *req) {
                         config_read_as_to_string(manager_get_config(api->manager)->wiki_read_as)));
         if (manager_get_config(api->manager)->wiki_read_as == CONFIG_READ_AS_PERSON)
                 json_object_object_add(
-                        o,
-                        "wiki_read_check",
-                        json_object_new_string(
-                                query_executor_read_check_health(manager_get_executor(api->manager))));
+                        o, "wiki_read_check", json_object_new_string(manager_read_check_health(api->manager)));
         {
                 AdmissionSlotCounts c;
 

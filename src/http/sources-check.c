@@ -20,7 +20,8 @@ struct SourcesCheck {
         SourcesChecks *owner;
         HttpRequest *req;
         RevisionCheck *check;
-        json_object *sources; /* the record's, to answer with */
+        ManagerReadableCheck *readable; /* person mode: the read check first */
+        json_object *sources;           /* the record's, to answer with */
         /* WIKI_WEB_WIKI_READ_AS=person: the titles checked for the person
          * first, and those they may not read now (answered as missing). */
         char **titles;
@@ -34,7 +35,7 @@ typedef struct SessionSlot {
 } SessionSlot;
 
 struct SourcesChecks {
-        QueryExecutor *executor;
+        Manager *manager;
         SourcesCheck *checks_head;
         unsigned in_flight;
         SessionSlot sessions[SOURCES_CHECK_SESSIONS];
@@ -48,6 +49,7 @@ static SourcesCheck *sources_check_free(SourcesCheck *c) {
                 c->owner->in_flight--;
         }
         revision_check_free(c->check);
+        manager_readable_check_free(c->readable);
         json_object_put(c->sources);
         strv_free(c->titles);
         strv_free(c->withheld);
@@ -55,15 +57,15 @@ static SourcesCheck *sources_check_free(SourcesCheck *c) {
         return NULL;
 }
 
-int sources_checks_new(QueryExecutor *executor, SourcesChecks **ret) {
+int sources_checks_new(Manager *manager, SourcesChecks **ret) {
         SourcesChecks *s;
 
-        assert(executor);
+        assert(manager);
         assert(ret);
         s = calloc(1, sizeof *s);
         if (!s)
                 return -ENOMEM;
-        s->executor = executor;
+        s->manager = manager;
         *ret = s;
         return 0;
 }
@@ -205,18 +207,25 @@ static void sources_check_on_done(RevisionCheck *rc, int error, const WikiResult
 /* Person mode: the person's read check came back. The titles they may read
  * are asked for their revisions; the others answer as missing. A check
  * that could not be made fails the request (fail closed). */
-static void sources_check_on_readable(RevisionCheck *rc, int error, const WikiResult *r, void *userdata) {
+static void sources_check_on_readable(
+        ManagerReadableCheck *rc,
+        int error,
+        ApiError api_error,
+        const char *message,
+        const bool *readable_titles,
+        size_t n_readable,
+        void *userdata) {
         SourcesCheck *c = userdata;
         const RouteMatch *m = http_request_route(c->req);
         _cleanup_(strv_freep) char **readable = NULL;
         size_t n = strv_length(c->titles), k = 0, w = 0;
         int q;
 
-        /* r belongs to c->check: freed only once read. */
+        /* What the check reports belongs to c->readable: freed only once read. */
         if (error < 0) {
                 metrics_count_read_check(false);
-                log_info("Sources of %s: the read check failed: %s", m->id, api_error_to_string(r->api_error));
-                (void) http_reply_error(c->req, API_ERROR_WIKI_AUTH_FAILED, r->message, NULL);
+                log_info("Sources of %s: the read check failed: %s", m->id, api_error_to_string(api_error));
+                (void) http_reply_error(c->req, API_ERROR_WIKI_AUTH_FAILED, message, NULL);
                 sources_check_free(c);
                 return;
         }
@@ -226,7 +235,7 @@ static void sources_check_on_readable(RevisionCheck *rc, int error, const WikiRe
         if (!readable || !c->withheld)
                 goto fail;
         for (size_t i = 0; i < n; i++) {
-                bool ok = i < r->n_readable && r->readable[i];
+                bool ok = i < n_readable && readable_titles[i];
                 char **l = ok ? readable : c->withheld;
                 size_t *at = ok ? &k : &w;
 
@@ -236,13 +245,13 @@ static void sources_check_on_readable(RevisionCheck *rc, int error, const WikiRe
         }
         if (w > 0)
                 metrics_count_withheld("sources", (unsigned) w);
-        c->check = revision_check_free(c->check);
+        c->readable = manager_readable_check_free(c->readable);
         if (k == 0) {
                 (void) sources_reply(c->req, m->id, c->sources, NULL, 0, c->withheld);
                 sources_check_free(c);
                 return;
         }
-        q = query_executor_check_revisions(c->owner->executor, readable, sources_check_on_done, c, &c->check);
+        q = manager_check_revisions(c->owner->manager, readable, sources_check_on_done, c, &c->check);
         if (q >= 0)
                 return;
 fail:
@@ -302,14 +311,14 @@ HttpHandlerResult sources_checks_handle(SourcesChecks *s, HttpRequest *req, cons
         c = calloc(1, sizeof *c);
         if (!c)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-        if (query_executor_reads_as_person(s->executor)) {
+        if (manager_reads_as_person(s->manager)) {
                 /* Person mode: first what the asking person may read now. */
-                r = query_executor_check_readable(
-                        s->executor, http_request_user(req), titles, sources_check_on_readable, c, &c->check);
+                r = manager_check_readable(
+                        s->manager, http_request_user(req), titles, sources_check_on_readable, c, &c->readable);
                 if (r >= 0)
                         c->titles = TAKE_PTR(titles);
         } else
-                r = query_executor_check_revisions(s->executor, titles, sources_check_on_done, c, &c->check);
+                r = manager_check_revisions(s->manager, titles, sources_check_on_done, c, &c->check);
         if (r < 0) {
                 free(c);
                 if (r == -EOPNOTSUPP)

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "http/httpd.h"
-#include "query/executor.h"
+#include "manager/manager.h"
 #include "shared/macro.h"
 #include "store/history.h"
 
@@ -31,7 +31,7 @@
 
 typedef struct SourcesChecks SourcesChecks;
 
-int sources_checks_new(QueryExecutor *executor, SourcesChecks **ret);
+int sources_checks_new(Manager *manager, SourcesChecks **ret);
 SourcesChecks *sources_checks_free(SourcesChecks *s);
 DEFINE_TRIVIAL_CLEANUP_FUNC(SourcesChecks *, sources_checks_free);
 

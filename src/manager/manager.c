@@ -157,9 +157,20 @@ const Config *manager_get_config(Manager *m) {
         return m->config;
 }
 
-QueryExecutor *manager_get_executor(Manager *m) {
+int manager_check_revisions(
+        Manager *m, char **titles, RevisionCheckDone done, void *userdata, RevisionCheck **ret) {
         assert(m);
-        return m->executor;
+        return query_executor_check_revisions(m->executor, titles, done, userdata, ret);
+}
+
+bool manager_reads_as_person(const Manager *m) {
+        assert(m);
+        return query_executor_reads_as_person(m->executor);
+}
+
+const char *manager_read_check_health(Manager *m) {
+        assert(m);
+        return query_executor_read_check_health(m->executor);
 }
 
 /* ---- the queue ---- */

@@ -201,9 +201,18 @@ const Admission *manager_get_admission(const Manager *m);
  * artifacts), as machined reads its images. Borrowed. */
 History *manager_get_history(Manager *m);
 const Config *manager_get_config(Manager *m);
-/* The executor, for the work that is not a query's life (a record's
- * sources checked against the wiki, API.md 9). Borrowed. */
-QueryExecutor *manager_get_executor(Manager *m);
+/* The wiki's current revisions of titles (1..50, NULL-terminated,
+ * borrowed for the call), for a record's sources (API.md 9): the
+ * executor's check, asked through the Manager. Returns as
+ * query_executor_check_revisions(); free *ret (revision_check_free()) to
+ * cancel. */
+int manager_check_revisions(
+        Manager *m, char **titles, RevisionCheckDone done, void *userdata, RevisionCheck **ret);
+/* Whether the wiki is read as the asking person (WIKI_WEB_WIKI_READ_AS=person). */
+bool manager_reads_as_person(const Manager *m);
+/* Health's "wiki_read_check" in person mode ("ok", "failed", "unknown");
+ * NULL in service mode. */
+const char *manager_read_check_health(Manager *m);
 
 /* A follow-up (API.md 7): the record it follows, which the face has found
  * to be the session's and ended, with the turns of its conversation. */
