@@ -706,6 +706,22 @@ static int api_report_format(HttpRequest *req, bool *ret_csv) {
         return -EINVAL;
 }
 
+/* GET /reports (API.md 9.2): the reports the asking person may read, so
+ * that a page shows the editors' report to editors without being refused
+ * for everybody else. */
+static HttpHandlerResult api_handle_reports(Api *api, HttpRequest *req) {
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+        json_object *reports = json_object_new_array();
+
+        /* json_add() and json_append() take their value over, also on failure. */
+        if (!o || json_add(o, "reports", reports) < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        if (config_is_editor(manager_get_config(api->manager), http_request_user(req)) &&
+            json_append(reports, json_string("unanswered")) < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        return reply_json_object(req, TAKE_PTR(o));
+}
+
 /* GET /reports/unanswered (API.md 9.2): for the wiki's editors only. */
 static HttpHandlerResult api_handle_report(Api *api, HttpRequest *req) {
         _cleanup_(report_freep) Report *report = NULL;
@@ -1163,6 +1179,8 @@ HttpHandlerResult api_handle(HttpRequest *req, void *userdata) {
                 return api_handle_history_feedback(api, req, m->id);
         case ROUTE_REPORT_UNANSWERED:
                 return api_handle_report(api, req);
+        case ROUTE_REPORTS:
+                return api_handle_reports(api, req);
         case ROUTE_HISTORY_EXPORT:
                 return api_handle_history_export(api, req, m->id);
         case ROUTE_HISTORY_SHARE:

@@ -111,6 +111,7 @@ static const struct {
                                     "GET, HEAD",
                                     SHARE_TOKEN_HEX_DIGITS,
                                     "af_" },
+        [ROUTE_REPORTS] = { "reports", "/api/v1/reports", NULL, NULL, M(HTTP_METHOD_GET), "GET" },
 };
 
 const char *route_to_string(Route r) {

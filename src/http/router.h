@@ -47,6 +47,7 @@ typedef enum Route {
         ROUTE_SHARED,            /* /api/v1/shared/sh_<64 hex> */
         ROUTE_SHARED_EXPORT,     /* /api/v1/shared/sh_<64 hex>/export */
         ROUTE_SHARED_ARTIFACT,   /* /api/v1/shared/sh_<64 hex>/artifacts/af_<32 hex> */
+        ROUTE_REPORTS,           /* /api/v1/reports */
         _ROUTE_MAX,
         _ROUTE_INVALID = -EINVAL,
 } Route;
@@ -87,6 +88,7 @@ bool router_path_is_api(const char *path);
  *   history item's sources: GET (each one costs a wiki request, API.md 9)
  *   history item's feedback: POST (API.md 9.1)
  *   reports/unanswered: GET, HEAD (API.md 9.2)
+ *   reports: GET (API.md 9.2: the reports this person may read)
  *   history item's export, shared, shared export: GET
  *   shared artifact: GET, HEAD
  *   history item's share: POST, DELETE */

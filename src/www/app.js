@@ -748,7 +748,7 @@
       const citations = (Array.isArray(rec.citations) ? rec.citations : []).filter(
         (c) => c && Number.isInteger(c.n) && c.n > 0);
       linkMarkers(a, new Set(citations.map((c) => c.n)));
-      $('citations').replaceChildren(...citations.map(citationItem));
+      $('citations').replaceChildren(...citations.map((c) => citationItem(c)));
       $('citations-section').hidden = citations.length === 0;
 
       const f = $('failure');
@@ -1420,17 +1420,17 @@
   // --- The editors' report (API.md 9.2) --------------------------------
 
   const report = {
-    // Shown to the wiki's editors only: the server says who they are (a
-    // HEAD of the report answers 200 to them, 403 to everybody else).
+    // Shown to the wiki's editors only: the server says who they are
+    // (GET /reports lists the reports this person may read).
     async probe(user) {
       if (!user) return;
       let r;
       try {
-        r = await fetchApi('HEAD', '/reports/unanswered?days=1');
+        r = await call('GET', '/reports');
       } catch (e) {
         return;
       }
-      if (!r.ok) return;
+      if (!r.json || !Array.isArray(r.json.reports) || !r.json.reports.includes('unanswered')) return;
       $('report').hidden = false;
       this.load();
     },

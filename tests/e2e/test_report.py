@@ -155,6 +155,13 @@ class Report(PipelineBase):
             with self.subTest(user=user):
                 r = self.report(d, user)
                 self.assertError(r, 'origin_denied')
+                # GET /reports lists none for them, without refusing.
+                r = self.call(d, 'GET', API + '/reports', user)
+                self.assertStatus(r, 200)
+                self.assertEqual(r.json, {'reports': []})
+        for user in (EDITOR, 'Ed Two'):
+            with self.subTest(user=user):
+                self.assertEqual(self.call(d, 'GET', API + '/reports', user).json, {'reports': ['unanswered']})
         for q in ('?days=0', '?days=366', '?days=abc', '?days=01', '?days=-1', '?days=+5', '?days=',
                   '?format=xml'):
             with self.subTest(q=q):

@@ -265,6 +265,7 @@ TEST(methods) {
                 { ROUTE_SHARED, "GET" },
                 { ROUTE_SHARED_EXPORT, "GET" },
                 { ROUTE_SHARED_ARTIFACT, "GET, HEAD" },
+                { ROUTE_REPORTS, "GET" },
         };
 
         ASSERT_EQ_INT(ELEMENTSOF(table), _ROUTE_MAX);
