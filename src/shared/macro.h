@@ -112,4 +112,13 @@ static inline void fclosep(FILE **f) {
         }                                       \
         struct __useless_struct_to_allow_trailing_semicolon__
 
+/* qsort() of n items at base, where an empty array may be NULL: qsort()
+ * must not be given NULL even for none (its argument is declared nonnull;
+ * UBSan says so), as systemd's qsort_safe(). */
+static inline void qsort_safe(void *base, size_t n, size_t size, int (*compare)(const void *, const void *)) {
+        if (n <= 1)
+                return;
+        qsort(base, n, size, compare);
+}
+
 #include "shared/banned.h"

@@ -234,7 +234,7 @@ static bool is_stop_word(const char *w) {
         static bool sorted = false;
 
         if (!sorted) {
-                qsort(stop_words, ELEMENTSOF(stop_words), sizeof stop_words[0], compare_strings);
+                qsort_safe(stop_words, ELEMENTSOF(stop_words), sizeof stop_words[0], compare_strings);
                 sorted = true;
         }
         return bsearch(&w, stop_words, ELEMENTSOF(stop_words), sizeof stop_words[0], compare_strings);
@@ -363,7 +363,7 @@ static int words_join(Words *w, char **ret) {
         size_t k = 0;
         char *out;
 
-        qsort(w->words, w->n, sizeof(char *), compare_strings);
+        qsort_safe(w->words, w->n, sizeof(char *), compare_strings);
         out = malloc(WORDING_KEY_MAX_BYTES + 1);
         if (!out)
                 return -ENOMEM;
@@ -602,7 +602,7 @@ static size_t rare_prefix(Index *counts, const char *const *words, size_t n, Rar
 
                 ret[i] = (RareWord){ .word = words[i], .frequency = p ? p->frequency : 0 };
         }
-        qsort(ret, n, sizeof(RareWord), compare_rare);
+        qsort_safe(ret, n, sizeof(RareWord), compare_rare);
         /* |X| - ceil(t |X|) + 1 with t = 1/2. */
         k = n - (n + 1) / 2 + 1;
         return MIN(k, n);

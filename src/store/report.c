@@ -112,7 +112,7 @@ static int compare_items(const void *a, const void *b) {
 
 /* Sort most first and keep max. */
 static void items_top(ReportItem *items, size_t *n, size_t max) {
-        qsort(items, *n, sizeof(ReportItem), compare_items);
+        qsort_safe(items, *n, sizeof(ReportItem), compare_items);
         if (*n > max) {
                 for (size_t i = max; i < *n; i++) {
                         free(items[i].text);
@@ -320,7 +320,7 @@ static int fill_group(sqlite3 *db, usec_t since, GroupSlot *slot, const KeyRow *
                 g->question = strdup(g->n_wordings > 0 ? g->wordings[0].text : "");
                 if (!g->question)
                         r = -ENOMEM;
-                qsort(comments, n_comments, sizeof(Comment), compare_comments);
+                qsort_safe(comments, n_comments, sizeof(Comment), compare_comments);
                 g->comments = calloc(MIN(n_comments, (size_t) REPORT_COMMENTS_MAX) + 1, sizeof(char *));
                 if (!g->comments)
                         r = -ENOMEM;
@@ -379,7 +379,7 @@ static int read_keys(sqlite3 *db, usec_t since, KeyRow **rows, size_t *n_rows) {
 
         /* In key order already (the index's), but SQLite's collation is
          * memcmp() and so is strcmp() on UTF-8: sorted once more, cheap. */
-        qsort(*rows, *n_rows, sizeof(KeyRow), compare_key_text);
+        qsort_safe(*rows, *n_rows, sizeof(KeyRow), compare_key_text);
         n_signals = *n_rows;
 
         if (sqlite3_prepare_v2(db, phase1_down_sql, -1, &s, NULL) != SQLITE_OK)
@@ -439,7 +439,7 @@ int report_unanswered(History *h, usec_t since, Report **ret) {
                 goto finish;
 
         /* Most asked keys found the groups. */
-        qsort(rows, n_rows, sizeof(KeyRow), compare_key_rows);
+        qsort_safe(rows, n_rows, sizeof(KeyRow), compare_key_rows);
         keys = calloc(n_rows + 1, sizeof(char *));
         group_of = calloc(n_rows + 1, sizeof(size_t));
         if (!keys || !group_of) {
@@ -478,7 +478,7 @@ int report_unanswered(History *h, usec_t since, Report **ret) {
                 g->last_asked = MAX(g->last_asked, rows[i].last);
                 report->n_records += rows[i].count;
         }
-        qsort(slots, n_slots, sizeof(GroupSlot), compare_slots);
+        qsort_safe(slots, n_slots, sizeof(GroupSlot), compare_slots);
 
         /* Phase 2: the lists of the groups shown. */
         report->groups = calloc(MIN(n_slots, (size_t) REPORT_GROUPS_MAX) + 1, sizeof(ReportGroup));
