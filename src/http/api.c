@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <assert.h>
 #include <json-c/json.h>
+#include <limits.h>
 #include <math.h>
 
 #include "config-version.h"
@@ -691,6 +692,152 @@ static HttpHandlerResult api_handle_history_feedback(Api *api, HttpRequest *req,
         return reply_json_object(req, render_history_record(record));
 }
 
+/* ---- what the person asking may read (API.md "Whose permissions") ---- */
+
+/* What answers a request once its titles are checked: readable[i] says
+ * whether the person asking may read titles[i]. data is the request's
+ * own, freed afterwards. */
+typedef HttpHandlerResult (*ApiReadableDone)(
+        Api *api, HttpRequest *req, void *data, char *const *titles, const bool *readable);
+
+/* A request suspended while manager_check_readable() answers for its
+ * titles with the identity of the person asking (WIKI_WEB_WIKI_READ_AS=
+ * person asks the wiki; service answers yes at once), asked in batches of
+ * at most MEDIAWIKI_TITLES_MAX. With stop_at_unreadable the first title
+ * found unreadable ends the asking (those not asked stay unreadable). */
+struct ApiReadable {
+        Api *api;
+        HttpRequest *req;
+        char **titles;  /* each once, every one a valid title */
+        bool *readable; /* one per title */
+        size_t next;    /* the first not yet asked */
+        bool stop_at_unreadable;
+        ApiReadableDone done;
+        void *data;
+        void (*free_data)(void *data);
+        ManagerReadableCheck *check;
+        ApiReadable *readables_prev, *readables_next;
+};
+
+static ApiReadable *api_readable_free(ApiReadable *r) {
+        if (!r)
+                return NULL;
+        LIST_REMOVE(readables, r->api->readables, r);
+        manager_readable_check_free(r->check);
+        if (r->data)
+                r->free_data(r->data);
+        strv_free(r->titles);
+        free(r->readable);
+        free(r);
+        return NULL;
+}
+
+static int api_readable_ask(ApiReadable *r);
+
+static void api_readable_on_done(
+        ManagerReadableCheck *c,
+        int error,
+        ApiError api_error,
+        const char *message,
+        const bool *readable,
+        size_t n,
+        void *userdata) {
+        ApiReadable *r = userdata;
+        bool stop = false;
+        int q;
+
+        if (error < 0) {
+                /* Fail closed: the wiki's error, nothing shown. */
+                (void) http_reply_error(r->req, api_error, message, NULL);
+                api_readable_free(r);
+                return;
+        }
+        for (size_t i = 0; i < n && r->titles[r->next]; i++, r->next++) {
+                r->readable[r->next] = readable[i];
+                stop = stop || (r->stop_at_unreadable && !readable[i]);
+        }
+        r->check = manager_readable_check_free(r->check);
+        if (!stop && r->titles[r->next]) {
+                q = api_readable_ask(r);
+                if (q >= 0)
+                        return;
+                (void) http_reply_error(r->req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+                api_readable_free(r);
+                return;
+        }
+        (void) r->done(r->api, r->req, r->data, r->titles, r->readable);
+        api_readable_free(r);
+}
+
+/* The next batch of titles. */
+static int api_readable_ask(ApiReadable *r) {
+        char *batch[MEDIAWIKI_TITLES_MAX + 1] = { NULL };
+
+        for (size_t i = 0; i < MEDIAWIKI_TITLES_MAX && r->titles[r->next + i]; i++)
+                batch[i] = r->titles[r->next + i];
+        return manager_check_readable(
+                r->api->manager, http_request_user(r->req), batch, api_readable_on_done, r, &r->check);
+}
+
+/* Check titles for the person asking, then answer with done(data); the
+ * request is suspended meanwhile. A title the wiki would not take is
+ * dropped (so never readable). A check that cannot be made is answered
+ * with its error (fail closed). Takes titles and data. */
+static HttpHandlerResult api_readable_start(
+        Api *api,
+        HttpRequest *req,
+        char **titles,
+        bool stop_at_unreadable,
+        ApiReadableDone done,
+        void *data,
+        void (*free_data)(void *data)) {
+        ApiReadable *r;
+        size_t n = 0;
+        int q;
+
+        r = calloc(1, sizeof *r);
+        if (!r) {
+                strv_free(titles);
+                free_data(data);
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        }
+        *r = (ApiReadable){ .api = api,
+                            .req = req,
+                            .titles = titles,
+                            .stop_at_unreadable = stop_at_unreadable,
+                            .done = done,
+                            .data = data,
+                            .free_data = free_data };
+        LIST_PREPEND(readables, api->readables, r);
+        for (size_t i = 0; titles[i]; i++)
+                if (mediawiki_title_is_valid(titles[i]))
+                        titles[n++] = titles[i];
+                else
+                        free(titles[i]);
+        titles[n] = NULL;
+        r->readable = calloc(n + 1, sizeof(bool));
+        if (!r->readable) {
+                api_readable_free(r);
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        }
+        if (n == 0) {
+                HttpHandlerResult h = done(api, req, data, titles, r->readable);
+
+                api_readable_free(r);
+                return h;
+        }
+        q = api_readable_ask(r);
+        if (q < 0) {
+                api_readable_free(r);
+                if (q == -EOPNOTSUPP)
+                        return http_reply_error(
+                                req, API_ERROR_EXECUTION_FAILED, "The wiki is not configured", NULL);
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        }
+        http_request_suspend(req);
+        return HTTP_SUSPENDED;
+}
+
 /* Whether the client asks for the report as CSV: ?format=csv. */
 static int api_report_format(HttpRequest *req, bool *ret_csv) {
         const char *format = http_request_argument(req, "format");
@@ -722,10 +869,63 @@ static HttpHandlerResult api_handle_reports(Api *api, HttpRequest *req) {
         return reply_json_object(req, TAKE_PTR(o));
 }
 
-/* GET /reports/unanswered (API.md 9.2): for the wiki's editors only. */
+/* The unanswered report, as JSON or CSV. */
+static HttpHandlerResult
+        api_reply_report(Api *api, HttpRequest *req, const Report *report, unsigned days, bool csv) {
+        if (csv) {
+                _cleanup_free_ char *text = render_report_csv(report);
+                /* A download, as an artifact is: never rendered as a page. */
+                const char *h[] = { "Content-Disposition",
+                                    "attachment; filename=\"unanswered.csv\"",
+                                    "Content-Security-Policy",
+                                    "sandbox",
+                                    NULL };
+
+                if (!text)
+                        return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+                return http_reply_bytes(req, 200, "text/csv; charset=utf-8", text, strlen(text), h);
+        }
+        return reply_json_object(
+                req, render_report(report, days, manager_get_config(api->manager)->wiki_api_url));
+}
+
+/* A report waiting for what its editor may read. */
+typedef struct ApiReport {
+        Report *report;
+        unsigned days;
+        bool csv;
+} ApiReport;
+
+static void api_report_free(void *p) {
+        ApiReport *x = p;
+
+        if (!x)
+                return;
+        report_free(x->report);
+        free(x);
+}
+
+/* Only the pages the editor may read stay in the report (API.md "Whose
+ * permissions"); how many did not is counted, never which. */
+static HttpHandlerResult api_report_on_readable(
+        Api *api, HttpRequest *req, void *data, char *const *titles, const bool *readable) {
+        ApiReport *x = data;
+        size_t n = report_keep_pages(x->report, titles, readable);
+
+        if (n > 0) {
+                metrics_count_withheld("report", (unsigned) MIN(n, (size_t) UINT_MAX));
+                log_info("Unanswered report: pages withheld from the editor reading it: %zu", n);
+        }
+        return api_reply_report(api, req, x->report, x->days, x->csv);
+}
+
+/* GET /reports/unanswered (API.md 9.2): for the wiki's editors only; in
+ * person mode with the pages the editor may read. */
 static HttpHandlerResult api_handle_report(Api *api, HttpRequest *req) {
         _cleanup_(report_freep) Report *report = NULL;
         const char *message = NULL;
+        ApiReport *x;
+        char **titles;
         usec_t t, span;
         unsigned days;
         bool csv;
@@ -746,21 +946,17 @@ static HttpHandlerResult api_handle_report(Api *api, HttpRequest *req) {
                 log_error_errno(r, "The unanswered report could not be made");
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         }
-        if (csv) {
-                _cleanup_free_ char *text = render_report_csv(report);
-                /* A download, as an artifact is: never rendered as a page. */
-                const char *h[] = { "Content-Disposition",
-                                    "attachment; filename=\"unanswered.csv\"",
-                                    "Content-Security-Policy",
-                                    "sandbox",
-                                    NULL };
+        if (!manager_reads_as_person(api->manager))
+                return api_reply_report(api, req, report, days, csv);
 
-                if (!text)
-                        return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-                return http_reply_bytes(req, 200, "text/csv; charset=utf-8", text, strlen(text), h);
+        titles = report_page_titles(report);
+        x = titles ? calloc(1, sizeof *x) : NULL;
+        if (!x) {
+                strv_free(titles);
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         }
-        return reply_json_object(
-                req, render_report(report, days, manager_get_config(api->manager)->wiki_api_url));
+        *x = (ApiReport){ .report = TAKE_PTR(report), .days = days, .csv = csv };
+        return api_readable_start(api, req, titles, false, api_report_on_readable, x, api_report_free);
 }
 
 static HttpHandlerResult api_handle_artifact(Api *api, HttpRequest *req, const char *id) {
@@ -880,42 +1076,7 @@ static ApiShared *api_shared_free(ApiShared *s) {
 }
 DEFINE_TRIVIAL_CLEANUP_FUNC(ApiShared *, api_shared_free);
 
-/* The readability check has answered: the request is answered, by s's
- * handler or with 404 (as for a wrong token). Takes s. */
-static HttpHandlerResult api_shared_readable_done(Api *api, HttpRequest *req, ApiShared *s, bool readable) {
-        _cleanup_(api_shared_freep) ApiShared *t = s;
-
-        if (!readable)
-                return http_reply_error(req, API_ERROR_NOT_FOUND, NULL, NULL);
-        return t->handler(api, req, t);
-}
-
-/* A shared view waiting for what its reader may read: every source title
- * of its turns, asked of manager_check_readable() in batches of at most
- * MEDIAWIKI_TITLES_MAX. */
-struct ApiReadable {
-        Api *api;
-        HttpRequest *req;
-        ApiShared *shared;
-        char **titles; /* each once */
-        size_t next;   /* the first not yet asked */
-        ManagerReadableCheck *check;
-        ApiReadable *readables_prev, *readables_next;
-};
-
-static ApiReadable *api_readable_free(ApiReadable *r) {
-        if (!r)
-                return NULL;
-        LIST_REMOVE(readables, r->api->readables, r);
-        manager_readable_check_free(r->check);
-        api_shared_free(r->shared);
-        strv_free(r->titles);
-        free(r);
-        return NULL;
-}
-
-/* Every source title of the conversation, each once, that the wiki would
- * take; NULL-terminated. */
+/* Every source title of the conversation, each once; NULL-terminated. */
 static char **api_shared_titles(const ApiConversation *c) {
         _cleanup_(strv_freep) char **titles = calloc(1, sizeof(char *));
         size_t n = 0;
@@ -929,111 +1090,41 @@ static char **api_shared_titles(const ApiConversation *c) {
                 for (size_t j = 0; j < m; j++) {
                         const char *t = json_object_get_string(
                                 json_object_object_get(json_object_array_get_idx(a, j), "title"));
-                        bool seen = false;
-                        char **l;
 
-                        if (!t || !mediawiki_title_is_valid(t))
-                                continue;
-                        for (size_t k = 0; k < n && !seen; k++)
-                                seen = streq(titles[k], t);
-                        if (seen)
-                                continue;
-                        l = reallocarray(titles, n + 2, sizeof(char *));
-                        if (!l)
+                        if (t && strv_extend_unique(&titles, &n, t) < 0)
                                 return NULL;
-                        titles = l;
-                        titles[n] = strdup(t);
-                        if (!titles[n])
-                                return NULL;
-                        titles[++n] = NULL;
                 }
         }
         return TAKE_PTR(titles);
 }
 
-static int api_readable_ask(ApiReadable *r);
+/* The readability check has answered: every source readable, s's
+ * handler answers; else 404, as for a wrong token. */
+static HttpHandlerResult api_shared_on_readable(
+        Api *api, HttpRequest *req, void *data, char *const *titles, const bool *readable) {
+        ApiShared *s = data;
 
-static void api_readable_on_done(
-        ManagerReadableCheck *c,
-        int error,
-        ApiError api_error,
-        const char *message,
-        const bool *readable,
-        size_t n,
-        void *userdata) {
-        ApiReadable *r = userdata;
-        bool all = true;
-        int q;
-
-        if (error < 0) {
-                /* Fail closed: the wiki's error, nothing shown. */
-                (void) http_reply_error(r->req, api_error, message, NULL);
-                api_readable_free(r);
-                return;
-        }
-        for (size_t i = 0; i < n; i++)
-                all = all && readable[i];
-        r->next += n;
-        r->check = manager_readable_check_free(r->check);
-        if (all && r->titles[r->next]) {
-                q = api_readable_ask(r);
-                if (q >= 0)
-                        return;
-                (void) http_reply_error(r->req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-                api_readable_free(r);
-                return;
-        }
-        (void) api_shared_readable_done(r->api, r->req, TAKE_PTR(r->shared), all);
-        api_readable_free(r);
+        for (size_t i = 0; titles[i]; i++)
+                if (!readable[i])
+                        return http_reply_error(req, API_ERROR_NOT_FOUND, NULL, NULL);
+        return s->handler(api, req, s);
 }
 
-/* The next batch of titles. */
-static int api_readable_ask(ApiReadable *r) {
-        char *batch[MEDIAWIKI_TITLES_MAX + 1] = { NULL };
-
-        for (size_t i = 0; i < MEDIAWIKI_TITLES_MAX && r->titles[r->next + i]; i++)
-                batch[i] = r->titles[r->next + i];
-        return manager_check_readable(
-                r->api->manager, http_request_user(r->req), batch, api_readable_on_done, r, &r->check);
+static void api_shared_free_data(void *p) {
+        api_shared_free(p);
 }
 
 /* Whether the person asking may read every source of the shared
- * conversation (API.md 9 "Share"): manager_check_readable() with the
- * reader's identity (WIKI_WEB_WIKI_READ_AS=person asks the wiki; service
- * answers yes at once); the request is suspended meanwhile. A source they
- * may not read: 404, as for a wrong token; a check that cannot be made:
- * its error (fail closed). Takes s. */
+ * conversation (API.md 9 "Share"), then s's handler; a source they may
+ * not read: 404, as for a wrong token. Takes s. */
 static HttpHandlerResult api_check_shared_readable(Api *api, HttpRequest *req, ApiShared *s) {
-        _cleanup_(api_shared_freep) ApiShared *shared = s;
-        ApiReadable *r;
-        char **titles;
-        int q;
+        char **titles = api_shared_titles(&s->conversation);
 
-        titles = api_shared_titles(&shared->conversation);
-        if (!titles)
-                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-        if (!titles[0]) {
-                strv_free(titles);
-                return api_shared_readable_done(api, req, TAKE_PTR(shared), true);
-        }
-        r = calloc(1, sizeof *r);
-        if (!r) {
-                strv_free(titles);
+        if (!titles) {
+                api_shared_free(s);
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         }
-        *r = (ApiReadable){ .api = api, .req = req, .titles = titles };
-        LIST_PREPEND(readables, api->readables, r);
-        q = api_readable_ask(r);
-        if (q < 0) {
-                api_readable_free(r);
-                if (q == -EOPNOTSUPP)
-                        return http_reply_error(
-                                req, API_ERROR_EXECUTION_FAILED, "The wiki is not configured", NULL);
-                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-        }
-        r->shared = TAKE_PTR(shared);
-        http_request_suspend(req);
-        return HTTP_SUSPENDED;
+        return api_readable_start(api, req, titles, true, api_shared_on_readable, s, api_shared_free_data);
 }
 
 /* GET /shared/{token}[/…]: 403 origin_denied for an anonymous request

@@ -114,13 +114,6 @@ static bool sources_checks_admit(SourcesChecks *s, const SessionKey *session, us
 
 /* The record's sources, each with what the wiki says of it now (NULL revs:
  * none checked). */
-static bool strv_contains(char *const *l, const char *s) {
-        for (; l && *l; l++)
-                if (streq(*l, s))
-                        return true;
-        return false;
-}
-
 static json_object *sources_render(
         json_object *sources, const MediaWikiRevision *revs, size_t n_revs, char *const *withheld) {
         static const MediaWikiRevision missing = { .missing = true };

@@ -93,7 +93,7 @@ void metrics_reset(void) {
         static const char *const ratings[] = { "up", "down", NULL };
         static const char *const signals[] = { "no_sources", "unverified", "negative_feedback", "failed", NULL };
         static const char *const check_outcomes[] = { "answered", "failed", NULL };
-        static const char *const withheld_from[] = { "search", "read", "sources", NULL };
+        static const char *const withheld_from[] = { "search", "read", "sources", "report", NULL };
 
         memset(&registry, 0, sizeof registry);
         registry.query_duration.bounds = metrics_query_duration_bounds;

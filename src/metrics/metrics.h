@@ -56,7 +56,7 @@ void metrics_count_citations(const char *status, unsigned n);
 /* wikiweb_wiki_read_checks_total{outcome}: "answered", "failed" (API.md
  * "Whose permissions"). */
 void metrics_count_read_check(bool answered);
-/* wikiweb_wiki_pages_withheld_total{from}: "search", "read", "sources". */
+/* wikiweb_wiki_pages_withheld_total{from}: "search", "read", "sources", "report". */
 void metrics_count_withheld(const char *from, unsigned n);
 /* wikiweb_http_requests_total{code}: each response sent on the API socket. */
 /* A rating of an answer (API.md 9.1): "up" or "down". */

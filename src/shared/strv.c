@@ -1,4 +1,9 @@
 /* SPDX-License-Identifier: MIT */
+#include <assert.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "shared/strv.h"
 
 char **strv_free(char **l) {
@@ -28,4 +33,31 @@ char **strv_copy(char *const *l) {
                         return strv_free(c);
         }
         return c;
+}
+
+bool strv_contains(char *const *l, const char *s) {
+        for (; l && *l; l++)
+                if (streq(*l, s))
+                        return true;
+        return false;
+}
+
+int strv_extend_unique(char ***l, size_t *n, const char *s) {
+        _cleanup_free_ char *c = NULL;
+        char **m;
+
+        assert(l && n && s);
+
+        if (strv_contains(*l, s))
+                return 0;
+        c = strdup(s);
+        if (!c)
+                return -ENOMEM;
+        m = reallocarray(*l, *n + 2, sizeof(char *));
+        if (!m)
+                return -ENOMEM;
+        m[(*n)++] = TAKE_PTR(c);
+        m[*n] = NULL;
+        *l = m;
+        return 0;
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "shared/macro.h"
@@ -19,3 +20,11 @@ size_t strv_length(char *const *l);
 /* A copy of every string and the array (an empty strv for NULL); NULL
  * when out of memory. */
 char **strv_copy(char *const *l);
+
+/* Whether s is one of l's strings. */
+bool strv_contains(char *const *l, const char *s);
+
+/* Append a copy of s to *l unless it is there already; *n is *l's length,
+ * kept up to date (*l may be NULL with *n 0). Returns 0, or -ENOMEM with
+ * *l unchanged. */
+int strv_extend_unique(char ***l, size_t *n, const char *s);

@@ -8,6 +8,7 @@
 #include "shared/json-util.h"
 #include "shared/log.h"
 #include "shared/parse-util.h"
+#include "shared/strv.h"
 #include "shared/wording.h"
 #include "store/history-internal.h"
 #include "store/report.h"
@@ -81,6 +82,51 @@ Report *report_free(Report *r) {
         free(r->groups);
         free(r);
         return NULL;
+}
+
+char **report_page_titles(const Report *r) {
+        _cleanup_(strv_freep) char **titles = calloc(1, sizeof(char *));
+        size_t n = 0;
+
+        assert(r);
+
+        if (!titles)
+                return NULL;
+        for (size_t i = 0; i < r->n_groups; i++)
+                for (size_t j = 0; j < r->groups[i].n_pages; j++)
+                        if (strv_extend_unique(&titles, &n, r->groups[i].pages[j].text) < 0)
+                                return NULL;
+        return TAKE_PTR(titles);
+}
+
+static bool title_readable(char *const *titles, const bool *readable, const char *title) {
+        for (size_t i = 0; titles && titles[i]; i++)
+                if (streq(titles[i], title))
+                        return readable[i];
+        return false;
+}
+
+size_t report_keep_pages(Report *r, char *const *titles, const bool *readable) {
+        size_t left_out = 0;
+
+        assert(r);
+
+        for (size_t i = 0; i < r->n_groups; i++) {
+                ReportGroup *g = &r->groups[i];
+                size_t k = 0;
+
+                for (size_t j = 0; j < g->n_pages; j++) {
+                        if (title_readable(titles, readable, g->pages[j].text)) {
+                                g->pages[k++] = g->pages[j];
+                                continue;
+                        }
+                        free(g->pages[j].text);
+                        free(g->pages[j].url);
+                        left_out++;
+                }
+                g->n_pages = k;
+        }
+        return left_out;
 }
 
 /* text's item in the list (added with n = 0 if new). NULL: out of memory. */

@@ -80,6 +80,15 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(Report *, report_free);
  * new report in *ret (free with report_free()), -ENOMEM, -EIO. */
 int report_unanswered(History *h, usec_t since, Report **ret);
 
+/* Every page title of the report's groups, each once, NULL-terminated
+ * (free with strv_free()); NULL when out of memory. */
+char **report_page_titles(const Report *r);
+
+/* Keep in every group only the pages whose title is titles[i] with
+ * readable[i] true, in their order (API.md "Whose permissions": an editor
+ * sees only the pages they may read). Returns how many were left out. */
+size_t report_keep_pages(Report *r, char *const *titles, const bool *readable);
+
 /* Parse the days argument (NULL: the default): a decimal integer 1..365
  * without sign, spaces or leading zeros. Returns 0 and *ret_days, or
  * -EINVAL and a static message in *ret_message. Untrusted input. */

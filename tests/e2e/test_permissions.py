@@ -288,6 +288,58 @@ class Permissions(PipelineBase):
         w.set_groups('Bob', [])
         self.assertError(b.get(f'{API}/shared/{token}', headers=bob), 'not_found')
 
+    def test_unanswered_report(self):
+        """The unanswered report (API.md 9.2) shows an editor only the
+        pages they may read, as the wiki says when they read the report:
+        Bob, in the group, asks a question whose answer cites nothing after
+        reading a restricted page and a public one. Eve, an editor outside
+        the group, sees the public page only, in JSON and CSV; Bob, an
+        editor too, sees both until he leaves the group. The check fails
+        closed, as a query's does."""
+        w = wiki()
+        w.set_groups('Bob', ['payroll'])
+        self.addCleanup(w.set_groups, 'Bob', [])
+        llm = self.llm([{'tool_calls': [read('Payroll:Salaries'), read('Apple')]},
+                        {'answer': 'Nobody knows.'}])
+        d = self.person_daemon(llm, WIKI_WEB_EDITORS='Eve,Bob')
+        b, r, _ = self.ask_as(d, 'Bob', llm, question='Where is the salary?', pages=None)
+        rec = self.check_record_as(b, r, {USER: 'Bob'})
+        self.assertEqual([s['title'] for s in rec['sources']], ['Payroll:Salaries', 'Apple'])
+        withheld0 = samples(scrape(d)[2])['wikiweb_wiki_pages_withheld_total{from="report"}']
+
+        def report(user, query=''):
+            r = d.browser().get(API + '/reports/unanswered' + query, headers={USER: user})
+            self.assertStatus(r, 200)
+            return r
+
+        def pages(user):
+            groups = report(user).json['groups']
+            self.assertEqual([g['question'] for g in groups], ['Where is the salary?'])
+            return [p['title'] for p in groups[0]['pages']]
+
+        self.assertEqual(pages('Eve'), ['Apple'])
+        csv = report('Eve', '?format=csv').body.decode()
+        self.assertIn('Apple (1)', csv)
+        self.assertNotIn('Payroll', csv)
+        self.assertEqual(sorted(pages('Bob')), ['Apple', 'Payroll:Salaries'])
+        w.set_groups('Bob', [])
+        self.assertEqual(pages('Bob'), ['Apple'])
+        withheld = samples(scrape(d)[2])['wikiweb_wiki_pages_withheld_total{from="report"}']
+        self.assertEqual(withheld - withheld0, 3)
+        # The journal counts them, never names them.
+        self.assertIn('pages withheld from the editor reading it: 1', d.log())
+        self.assertNotIn('Payroll:Salaries', d.log())
+        # Fail closed: no report while the wiki cannot answer the check.
+        w.set_switch('readcheck-unloaded', True)
+        try:
+            r = d.browser().get(API + '/reports/unanswered', headers={USER: 'Eve'})
+            self.assertStatus(r, 403)
+            self.assertError(r, 'wiki_auth_failed')
+            self.assertIn('WikiwebReadCheck', r.json['error']['message'])
+            self.assertNotIn(b'Payroll', r.body)
+        finally:
+            w.set_switch('readcheck-unloaded', False)
+
     def test_service_mode(self):
         """Today's behaviour, and the fault fixed in every mode: a page the
         service account may not read is a tool result, not a failed query."""

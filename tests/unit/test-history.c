@@ -11,6 +11,7 @@
 #include "shared/macro.h"
 #include "shared/sha256.h"
 #include "store/history.h"
+#include "shared/strv.h"
 #include "store/report.h"
 #include "tests.h"
 
@@ -1621,6 +1622,22 @@ TEST(signals_feedback_report) {
         ASSERT_EQ_STR(rep->groups[2].question, "Travel policy?");
         ASSERT_EQ_INT(rep->groups[2].failed, 1);
         ASSERT_EQ_STR(rep->groups[2].failed_codes[0].text, "query_timeout");
+        {
+                /* An editor's view in person mode: the pages they may not
+                 * read are left out, and a title not asked about is too. */
+                _cleanup_(strv_freep) char **titles = report_page_titles(rep);
+                const bool no[] = { false }, yes[] = { true };
+
+                ASSERT_TRUE(titles);
+                ASSERT_EQ_INT(strv_length(titles), 1);
+                ASSERT_EQ_STR(titles[0], "Apple");
+                ASSERT_EQ_INT(report_keep_pages(rep, titles, yes), 0);
+                ASSERT_EQ_INT(rep->groups[1].n_pages, 1);
+                ASSERT_EQ_INT(report_keep_pages(rep, titles, no), 1);
+                ASSERT_EQ_INT(rep->groups[1].n_pages, 0);
+                ASSERT_EQ_INT(rep->groups[1].count, 1);
+                ASSERT_EQ_INT(report_keep_pages(rep, NULL, NULL), 0);
+        }
         rep = report_free(rep);
 
         /* Deleting a record deletes its feedback. */

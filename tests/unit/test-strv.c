@@ -44,4 +44,28 @@ TEST(strv_copy) {
         ASSERT_TRUE(e && !e[0]);
 }
 
+TEST(strv_contains) {
+        char *l[] = { (char *) "one", (char *) "", NULL };
+
+        ASSERT_TRUE(strv_contains(l, "one"));
+        ASSERT_TRUE(strv_contains(l, ""));
+        ASSERT_TRUE(!strv_contains(l, "One"));
+        ASSERT_TRUE(!strv_contains(NULL, "one"));
+}
+
+TEST(strv_extend_unique) {
+        _cleanup_(strv_freep) char **l = NULL;
+        size_t n = 0;
+
+        /* From NULL; a second "a" is not added; the array stays terminated. */
+        ASSERT_OK(strv_extend_unique(&l, &n, "a"));
+        ASSERT_OK(strv_extend_unique(&l, &n, "b"));
+        ASSERT_OK(strv_extend_unique(&l, &n, "a"));
+        ASSERT_EQ_INT(n, 2);
+        ASSERT_EQ_INT(strv_length(l), 2);
+        ASSERT_EQ_STR(l[0], "a");
+        ASSERT_EQ_STR(l[1], "b");
+        ASSERT_TRUE(!l[2]);
+}
+
 DEFINE_TEST_MAIN()
