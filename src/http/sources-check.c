@@ -216,13 +216,11 @@ static void sources_check_on_readable(
 
         /* What the check reports belongs to c->readable: freed only once read. */
         if (error < 0) {
-                metrics_count_read_check(false);
                 log_info("Sources of %s: the read check failed: %s", m->id, api_error_to_string(api_error));
                 (void) http_reply_error(c->req, API_ERROR_WIKI_AUTH_FAILED, message, NULL);
                 sources_check_free(c);
                 return;
         }
-        metrics_count_read_check(true);
         readable = calloc(n + 1, sizeof(char *));
         c->withheld = calloc(n + 1, sizeof(char *));
         if (!readable || !c->withheld)

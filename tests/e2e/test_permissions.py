@@ -198,8 +198,11 @@ class Permissions(PipelineBase):
         # The sources again, for Bob once he has left the group: the
         # restricted ones read as missing pages now.
         w.set_groups('Bob', [])
+        answered = self.withheld(d)[2]
         s = b.get(API + '/history/' + rec['id'] + '/sources', headers=headers)
         self.assertStatus(s, 200)
+        # One check of the four titles, counted once.
+        self.assertEqual(self.withheld(d)[2], answered + 1)
         now = {x['title']: x['missing'] for x in s.json['sources']}
         self.assertEqual(now, {'HR/Case 17': True, 'Apple': False, 'Payroll:Salaries': True,
                                'Quokka notice': False})
