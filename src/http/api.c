@@ -579,18 +579,26 @@ static HttpHandlerResult api_handle_history_get(Api *api, HttpRequest *req, cons
         return reply_json_object(req, render_history_record(record));
 }
 
+/* A history_*() call on one of the asker's records failed: -ENOENT is 404
+ * (not theirs, or gone), -EBUSY 409 busy with Retry-After (its outcome is
+ * still to be written: try after), anything else 500. */
+static HttpHandlerResult reply_history_error(Api *api, HttpRequest *req, int r) {
+        assert(r < 0);
+
+        if (r == -ENOENT)
+                return http_reply_error(req, API_ERROR_QUERY_NOT_FOUND, NULL, NULL);
+        if (r == -EBUSY)
+                return reply_with_retry_after(
+                        api, req, API_ERROR_BUSY, "The query is still running", now(CLOCK_MONOTONIC));
+        return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+}
+
 static HttpHandlerResult api_handle_history_delete(Api *api, HttpRequest *req, const char *id) {
         int r;
 
         r = history_delete(api->history, id, http_request_session(req));
-        if (r == -ENOENT)
-                return http_reply_error(req, API_ERROR_QUERY_NOT_FOUND, NULL, NULL);
-        if (r == -EBUSY)
-                /* Its outcome is still to be written: delete it after. */
-                return reply_with_retry_after(
-                        api, req, API_ERROR_BUSY, "The query is still running", now(CLOCK_MONOTONIC));
         if (r < 0)
-                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+                return reply_history_error(api, req, r);
         return http_reply(req, 204, NULL, NULL);
 }
 
@@ -675,14 +683,8 @@ static HttpHandlerResult api_handle_history_feedback(Api *api, HttpRequest *req,
 
         r = history_set_feedback(
                 api->history, id, http_request_session(req), f.rating, f.reason, f.comment, now(CLOCK_REALTIME));
-        if (r == -ENOENT)
-                return http_reply_error(req, API_ERROR_QUERY_NOT_FOUND, NULL, NULL);
-        if (r == -EBUSY)
-                /* There is no answer to rate yet. */
-                return reply_with_retry_after(
-                        api, req, API_ERROR_BUSY, "The query is still running", now(CLOCK_MONOTONIC));
-        if (r < 0)
-                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        if (r < 0) /* -EBUSY: there is no answer to rate yet. */
+                return reply_history_error(api, req, r);
         metrics_count_feedback(f.rating);
         if (streq(f.rating, "down"))
                 metrics_count_unanswered("negative_feedback");
@@ -1011,10 +1013,8 @@ static HttpHandlerResult api_handle_share(Api *api, HttpRequest *req, const char
 
         if (http_request_method(req) == HTTP_METHOD_DELETE) {
                 r = history_share_revoke(api->history, id, http_request_session(req));
-                if (r == -ENOENT)
-                        return http_reply_error(req, API_ERROR_QUERY_NOT_FOUND, NULL, NULL);
                 if (r < 0)
-                        return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+                        return reply_history_error(api, req, r);
                 return http_reply(req, 204, NULL, NULL);
         }
 
@@ -1034,13 +1034,8 @@ static HttpHandlerResult api_handle_share(Api *api, HttpRequest *req, const char
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
 
         r = history_share_add(api->history, id, http_request_session(req), digest, now(CLOCK_REALTIME));
-        if (r == -ENOENT)
-                return http_reply_error(req, API_ERROR_QUERY_NOT_FOUND, NULL, NULL);
-        if (r == -EBUSY)
-                return reply_with_retry_after(
-                        api, req, API_ERROR_BUSY, "The query is still running", now(CLOCK_MONOTONIC));
         if (r < 0)
-                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+                return reply_history_error(api, req, r);
 
         /* The page's address of the shared view: the token in the fragment,
          * which browsers never send, so that it stays out of access logs

@@ -563,6 +563,52 @@ static int parse_follow_up(json_object *v, char **ret, char **ret_message) {
         return *ret ? 0 : -ENOMEM;
 }
 
+/* A field a body may carry, and where its value goes: JSON null is a NULL
+ * json_object, so presence is kept apart. */
+typedef struct BodyField {
+        const char *name;
+        json_object **value;
+        bool *present;
+} BodyField;
+
+/* A body that is one JSON object of the fields named and no other:
+ * Content-Type application/json, the object in *ret (the fields' values
+ * belong to it), each field's value and presence filled in. Unknown fields
+ * are looked for first, in document order, so the message names the first
+ * offending one whatever else is wrong. */
+static int parse_body_fields(
+        const char *content_type,
+        const uint8_t *body,
+        size_t size,
+        const BodyField *fields,
+        size_t n_fields,
+        json_object **ret,
+        char **ret_message) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        int r;
+
+        if (!request_content_type_is_json(content_type))
+                return fail(ret_message, "Content-Type must be application/json");
+        assert(body || size == 0);
+
+        r = parse_json_object(body, size, &o, ret_message);
+        if (r < 0)
+                return r;
+
+        json_object_object_foreach(o, key, value) {
+                size_t i;
+
+                for (i = 0; i < n_fields && !streq(key, fields[i].name); i++)
+                        ;
+                if (i == n_fields)
+                        return fail_unknown_field(ret_message, key);
+                *fields[i].value = value;
+                *fields[i].present = true;
+        }
+        *ret = TAKE_PTR(o);
+        return 0;
+}
+
 void query_body_done(QueryBody *b) {
         if (!b)
                 return;
@@ -579,31 +625,16 @@ int request_parse_query(
         /* JSON null is a NULL json_object: presence is tracked apart. */
         json_object *question = NULL, *pages = NULL, *follow_up = NULL;
         bool has_question = false, has_pages = false, has_follow_up = false;
+        const BodyField fields[] = {
+                { "question", &question, &has_question },
+                { "pages", &pages, &has_pages },
+                { "follow_up", &follow_up, &has_follow_up },
+        };
         int r;
 
-        if (!request_content_type_is_json(content_type))
-                return fail(ret_message, "Content-Type must be application/json");
-        assert(body || size == 0);
-
-        r = parse_json_object(body, size, &o, ret_message);
+        r = parse_body_fields(content_type, body, size, fields, ELEMENTSOF(fields), &o, ret_message);
         if (r < 0)
                 return r;
-
-        /* Unknown fields first, in document order, so the message names the
-         * first offending one whatever else is wrong. */
-        json_object_object_foreach(o, key, value) {
-                if (streq(key, "question")) {
-                        question = value;
-                        has_question = true;
-                } else if (streq(key, "pages")) {
-                        pages = value;
-                        has_pages = true;
-                } else if (streq(key, "follow_up")) {
-                        follow_up = value;
-                        has_follow_up = true;
-                } else
-                        return fail_unknown_field(ret_message, key);
-        }
 
         if (!has_question)
                 return fail(ret_message, "question: is required");
@@ -640,19 +671,8 @@ int request_parse_join(const char *content_type, const uint8_t *body, size_t siz
         if (size == 0)
                 return 0;
 
-        if (!request_content_type_is_json(content_type))
-                return fail(ret_message, "Content-Type must be application/json");
-        assert(body);
-
-        r = parse_json_object(body, size, &o, ret_message);
-        if (r < 0)
-                return r;
-
-        json_object_object_foreach(o, key, value) {
-                (void) value;
-                return fail_unknown_field(ret_message, key);
-        }
-        return 0;
+        r = parse_body_fields(content_type, body, size, NULL, 0, &o, ret_message);
+        return r < 0 ? r : 0;
 }
 
 void feedback_body_done(FeedbackBody *b) {
@@ -713,31 +733,18 @@ int request_parse_feedback(
         _cleanup_(feedback_body_done) FeedbackBody b = { .rating = NULL };
         json_object *rating = NULL, *reason = NULL, *comment = NULL;
         bool has_rating = false, has_reason = false, has_comment = false;
+        const BodyField fields[] = {
+                { "rating", &rating, &has_rating },
+                { "reason", &reason, &has_reason },
+                { "comment", &comment, &has_comment },
+        };
         ReportReason why;
         const char *v;
         int r;
 
-        if (!request_content_type_is_json(content_type))
-                return fail(ret_message, "Content-Type must be application/json");
-        assert(body || size == 0);
-
-        r = parse_json_object(body, size, &o, ret_message);
+        r = parse_body_fields(content_type, body, size, fields, ELEMENTSOF(fields), &o, ret_message);
         if (r < 0)
                 return r;
-
-        json_object_object_foreach(o, key, value) {
-                if (streq(key, "rating")) {
-                        rating = value;
-                        has_rating = true;
-                } else if (streq(key, "reason")) {
-                        reason = value;
-                        has_reason = true;
-                } else if (streq(key, "comment")) {
-                        comment = value;
-                        has_comment = true;
-                } else
-                        return fail_unknown_field(ret_message, key);
-        }
 
         if (!has_rating)
                 return fail(ret_message, "rating: is required");
