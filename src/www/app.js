@@ -1270,8 +1270,11 @@
     cursor: null,
     seen: new Set(), // the conversations listed: one entry each, its newest question
 
+    generation: 0, // of the list: a reload begins a new one
+
     async load(reset) {
       let page;
+      const generation = reset ? ++this.generation : this.generation;
       try {
         const q = !reset && this.cursor ? '&cursor=' + encodeURIComponent(this.cursor) : '';
         page = (await call('GET', '/history?limit=10' + q)).json;
@@ -1279,6 +1282,9 @@
         showError(e);
         return [];
       }
+      // Answers may come back out of order: one older than the last
+      // reload would put back a list that is no longer true.
+      if (generation !== this.generation) return page.items;
       const list = $('history-list');
       if (reset) {
         list.replaceChildren();

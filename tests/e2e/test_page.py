@@ -649,7 +649,11 @@ class Hostile(PageBase):
         def check():
             self.assertIsNone(c.js('return window.__pwned === undefined ? null : window.__pwned'))
             self.assertEqual(c.js("return document.querySelectorAll('#query img, #query script, #query iframe,"
-                                  " #query style, #query link, #query svg, #query b, #history img').length"), 0)
+                                  " #query style, #query link, #query svg:not(.icon), #query b,"
+                                  " #history img').length"), 0)
+            # The only drawings are the page's own: the rating's two icons.
+            self.assertEqual(c.js("return [...document.querySelectorAll('#query svg')]"
+                                  ".map(s => s.closest('button').id)"), ['feedback-up', 'feedback-down'])
             # The only links made are http: ones (the Markdown link, and the
             # URL inside the CSS as a bare URL), and they load nothing by
             # themselves: nothing was turned into an element that would.
