@@ -707,7 +707,7 @@
         li = s.items.get(d.call);
       }
       const r = el('span', 'result' + (d.ok ? '' : ' bad'));
-      r.append(': ', ...describeResult(d));
+      r.append(t('step.result_separator'), ...describeResult(d));
       li.appendChild(r);
     }
 
