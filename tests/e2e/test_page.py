@@ -752,8 +752,10 @@ class Conversations(PageBase):
         c = self.chrome(d)
         c.ask('What does the apple tree like?')
         c.wait_answer()
-        first = c.js("return JSON.parse(sessionStorage.getItem('wikiweb.running')) ||"
-                     " document.querySelector('#history-list li') && document.querySelector('#history-list li').dataset.id")
+        # The history is reloaded after the answer, not with it: wait for it.
+        c.wait(lambda: c.text('#history-list li .q') == 'What does the apple tree like?', what='the first record')
+        first = c.js("return document.querySelector('#history-list li').dataset.id")
+        self.assertRegex(first, harness.QUERY_ID_RE)
         c.wait(lambda: c.find('#follow-form').is_displayed(), what='the follow-up form')
         self.assertTrue(c.find('#conversation-actions').is_displayed())
         self.assertFalse(c.find('#turns-section').is_displayed())
