@@ -1004,18 +1004,30 @@ int history_recent_durations(History *h, size_t max, double *ret_seconds, size_t
         return 0;
 }
 
-int history_is_running(History *h, const char *id, const SessionKey *session) {
+/* Whether session's record id is running: 1, 0 once it has ended, -ENOENT
+ * when session has no such record (another session's included), or a
+ * database error. */
+static int owned_running(History *h, const char *id, const SessionKey *session) {
         _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
+        int r;
+
+        r = select_owned(h, STMT_IS_RUNNING, id, session, &s);
+        if (r < 0)
+                return r;
+        if (r == 0)
+                return -ENOENT;
+        return sqlite3_column_int(s, 0) ? 1 : 0;
+}
+
+int history_is_running(History *h, const char *id, const SessionKey *session) {
         int r;
 
         assert(h);
         assert(id);
         assert(session);
 
-        r = select_owned(h, STMT_IS_RUNNING, id, session, &s);
-        if (r <= 0)
-                return r;
-        return sqlite3_column_int(s, 0) ? 1 : 0;
+        r = owned_running(h, id, session);
+        return r == -ENOENT ? 0 : r;
 }
 
 /* A decimal integer without sign, spaces or leading zeros, at most max:
@@ -1282,7 +1294,7 @@ int history_set_feedback(
         const char *comment,
         usec_t rated_at) {
         _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
-        int r, running;
+        int r;
 
         assert(h);
         assert(id);
@@ -1292,14 +1304,10 @@ int history_set_feedback(
         if (!streq(rating, "up") && !streq(rating, "down"))
                 return -EINVAL;
         /* Not found (also another session's), or running. */
-        r = select_owned(h, STMT_IS_RUNNING, id, session, &s);
+        r = owned_running(h, id, session);
         if (r < 0)
                 return r;
-        if (r == 0)
-                return -ENOENT;
-        running = sqlite3_column_int(s, 0);
-        stmt_release(TAKE_PTR(s));
-        if (running)
+        if (r > 0)
                 return -EBUSY;
 
         r = statement(h, STMT_SET_FEEDBACK, &s);
@@ -1422,17 +1430,11 @@ int history_share_add(
         assert(session);
         assert(token_sha256);
 
-        {
-                _cleanup_(stmt_releasep) sqlite3_stmt *o = NULL;
-
-                r = select_owned(h, STMT_IS_RUNNING, id, session, &o);
-                if (r < 0)
-                        return r;
-                if (r == 0)
-                        return -ENOENT;
-                if (sqlite3_column_int(o, 0))
-                        return -EBUSY;
-        }
+        r = owned_running(h, id, session);
+        if (r < 0)
+                return r;
+        if (r > 0)
+                return -EBUSY;
 
         r = exec_cached(h, STMT_BEGIN);
         if (r < 0)
@@ -1468,15 +1470,9 @@ int history_share_revoke(History *h, const char *id, const SessionKey *session) 
         assert(id);
         assert(session);
 
-        {
-                _cleanup_(stmt_releasep) sqlite3_stmt *o = NULL;
-
-                r = select_owned(h, STMT_IS_RUNNING, id, session, &o);
-                if (r < 0)
-                        return r;
-                if (r == 0)
-                        return -ENOENT;
-        }
+        r = owned_running(h, id, session);
+        if (r < 0)
+                return r;
         r = statement(h, STMT_SHARE_REVOKE, &s);
         if (r < 0)
                 return r;
