@@ -272,8 +272,4 @@ def mediawiki_wiki():
 
 
 if __name__ == '__main__':
-    try:
-        harness.main()
-    finally:
-        for w in test_pipeline.WIKIS.values():
-            w.stop()
+    test_pipeline.main()

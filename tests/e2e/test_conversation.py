@@ -295,8 +295,4 @@ class SharedWithIdentity(harness.DaemonTestCase):
 
 
 if __name__ == '__main__':
-    try:
-        harness.main()
-    finally:
-        for w in test_pipeline.WIKIS.values():
-            w.stop()
+    test_pipeline.main()

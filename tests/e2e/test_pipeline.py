@@ -27,6 +27,15 @@ LLM_KEY = 'sk-test-0123456789abcdef-pipeline-key'
 WIKIS = {}
 
 
+def main():
+    """harness.main(), then stop the wikis the file started."""
+    try:
+        harness.main()
+    finally:
+        for w in WIKIS.values():
+            w.stop()
+
+
 def wiki(private=False):
     """One wiki per kind for the whole file (a copy of the template each)."""
     if private not in WIKIS:
@@ -690,8 +699,4 @@ class SandboxStart(PipelineBase):
 
 
 if __name__ == '__main__':
-    try:
-        harness.main()
-    finally:
-        for w in WIKIS.values():
-            w.stop()
+    main()

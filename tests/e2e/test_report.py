@@ -280,8 +280,4 @@ class Report(PipelineBase):
 
 
 if __name__ == '__main__':
-    try:
-        harness.main()
-    finally:
-        for w in test_pipeline.WIKIS.values():
-            w.stop()
+    test_pipeline.main()
