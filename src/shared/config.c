@@ -8,6 +8,7 @@
 #include "shared/config.h"
 #include "shared/macro.h"
 #include "shared/parse-util.h"
+#include "shared/strbuf.h"
 #include "shared/strv.h"
 #include "shared/utf8.h"
 
@@ -66,8 +67,7 @@ static int fail(char **ret_error, int r, const char *fmt, ...) {
 
         if (ret_error) {
                 va_start(ap, fmt);
-                if (vasprintf(ret_error, fmt, ap) < 0)
-                        *ret_error = NULL;
+                *ret_error = strdup_vprintf(fmt, ap);
                 va_end(ap);
         }
         return r;
