@@ -10,11 +10,13 @@
 #include <string.h>
 #include <systemd/sd-event.h>
 
+#include "manager/manager-ops.h"
 #include "manager/manager.h"
 #include "manager/status-line.h"
 #include "sandbox/files.h"
 #include "shared/config.h"
 #include "shared/macro.h"
+#include "shared/strv.h"
 #include "store/history.h"
 #include "tests.h"
 
@@ -301,59 +303,84 @@ TEST(cancel) {
 /* The stop: no new query (-ESHUTDOWN), nothing announced. */
 typedef struct Readable {
         unsigned calls;
-        int error;
+        bool failed;
+        ApiError api_error;
+        char message[512];
         size_t n;
-        bool all;
+        size_t n_readable;
+        bool readable[256];
 } Readable;
 
 static void on_readable(
-        ManagerReadableCheck *c,
-        int error,
-        ApiError api_error,
-        const char *message,
-        const bool *readable,
-        size_t n,
-        void *userdata) {
+        ManagerReadableCheck *c, const ManagerError *error, const ManagerReadable *result, void *userdata) {
         Readable *r = userdata;
 
         r->calls++;
-        r->error = error;
-        r->n = n;
-        r->all = true;
-        for (size_t i = 0; i < n; i++)
-                r->all = r->all && readable[i];
+        r->failed = error != NULL;
+        ASSERT_TRUE(!error != !result);
+        if (error) {
+                r->api_error = error->api_error;
+                snprintf(r->message, sizeof r->message, "%s", error->message ? error->message : "");
+                return;
+        }
+        r->n = result->n;
+        r->n_readable = 0;
+        for (size_t i = 0; i < result->n && i < ELEMENTSOF(r->readable); i++) {
+                r->readable[i] = result->readable[i];
+                r->n_readable += result->readable[i];
+        }
 }
 
-/* manager_check_readable(): the arguments refused at once; in service mode
- * every title readable, from the loop, never inside the call; a check
- * freed before it reports never reports. */
+static void run_until_called(Fixture *f, const unsigned *calls, unsigned n) {
+        usec_t end = usec_add(now(CLOCK_MONOTONIC), 20 * USEC_PER_SEC);
+
+        while (*calls < n && now(CLOCK_MONOTONIC) < end)
+                ASSERT_OK(sd_event_run(f->event, 10 * USEC_PER_MSEC));
+        ASSERT_EQ_INT(*calls, n);
+}
+
+/* manager_check_readable() in service mode: any number of titles, every
+ * valid one readable and an invalid one never, from the loop and never
+ * inside the call; no titles: an empty result; a check freed before it
+ * reports never reports. */
 TEST(check_readable) {
-        char *titles[] = { (char *) "Apple", (char *) "Payroll:Salaries", NULL };
-        char *bad[] = { (char *) "A|B", NULL };
+        char *titles[] = { (char *) "Apple", (char *) "A|B", (char *) "Payroll:Salaries", NULL };
         char *none[] = { NULL };
-        ManagerReadableCheck *c = NULL, *d = NULL;
-        Readable r = { 0 }, q = { 0 };
+        _cleanup_(strv_freep) char **many = NULL;
+        ManagerReadableCheck *c = NULL, *d = NULL, *e = NULL;
+        Readable r = { 0 }, q = { 0 }, z = { 0 }, w = { 0 };
+        ManagerError err;
+        size_t n_many = 0;
         Fixture f;
 
         fixture_start(&f);
-        ASSERT_EQ_INT(manager_check_readable(f.manager, "Alice", titles, on_readable, &r, &c), -EOPNOTSUPP);
-        f.config.wiki_api_url = strdup("http://127.0.0.1:1/api.php");
-        ASSERT_TRUE(f.config.wiki_api_url);
-        ASSERT_EQ_INT(manager_check_readable(f.manager, "Alice", bad, on_readable, &r, &c), -EINVAL);
-        ASSERT_EQ_INT(manager_check_readable(f.manager, "Alice", none, on_readable, &r, &c), -EINVAL);
-        ASSERT_TRUE(!c);
-
-        ASSERT_OK(manager_check_readable(f.manager, "Alice", titles, on_readable, &r, &c));
-        ASSERT_OK(manager_check_readable(f.manager, NULL, titles, on_readable, &q, &d));
+        ASSERT_OK(manager_check_readable(f.manager, "Alice", titles, on_readable, &r, &c, &err));
+        ASSERT_OK(manager_check_readable(f.manager, NULL, titles, on_readable, &q, &d, &err));
+        ASSERT_OK(manager_check_readable(f.manager, NULL, none, on_readable, &z, &e, &err));
         ASSERT_EQ_INT(r.calls, 0);
         d = manager_readable_check_free(d);
-        for (unsigned i = 0; i < 10 && r.calls == 0; i++)
-                ASSERT_OK(sd_event_run(f.event, 10 * USEC_PER_MSEC));
-        ASSERT_EQ_INT(r.calls, 1);
-        ASSERT_EQ_INT(r.error, 0);
-        ASSERT_EQ_INT(r.n, 2);
-        ASSERT_TRUE(r.all);
+        run_until_called(&f, &r.calls, 1);
+        run_until_called(&f, &z.calls, 1);
+        ASSERT_TRUE(!r.failed);
+        ASSERT_EQ_INT(r.n, 3);
+        ASSERT_TRUE(r.readable[0] && !r.readable[1] && r.readable[2]);
+        ASSERT_TRUE(!z.failed);
+        ASSERT_EQ_INT(z.n, 0);
         ASSERT_EQ_INT(q.calls, 0);
+        c = manager_readable_check_free(c);
+        e = manager_readable_check_free(e);
+
+        /* More than one batch's worth: all answered, in order. */
+        for (unsigned i = 0; i < 120; i++) {
+                char t[32];
+
+                snprintf(t, sizeof t, "Page %u", i);
+                ASSERT_OK(strv_extend_unique(&many, &n_many, t));
+        }
+        ASSERT_OK(manager_check_readable(f.manager, "Alice", many, on_readable, &w, &c, &err));
+        run_until_called(&f, &w.calls, 1);
+        ASSERT_EQ_INT(w.n, 120);
+        ASSERT_EQ_INT(w.n_readable, 120);
         c = manager_readable_check_free(c);
         fixture_stop(&f);
 }
