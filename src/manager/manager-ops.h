@@ -8,6 +8,7 @@
 #include "shared/api-error.h"
 #include "shared/ids.h"
 #include "shared/macro.h"
+#include "shared/wiki-page.h"
 #include "store/history.h"
 #include "store/report.h"
 
@@ -158,6 +159,53 @@ int manager_report_unanswered(
         ManagerError *ret_error);
 ManagerReportCheck *manager_report_check_free(ManagerReportCheck *c);
 DEFINE_TRIVIAL_CLEANUP_FUNC(ManagerReportCheck *, manager_report_check_free);
+
+/* ---- the wiki for a person (manager-wiki.c) ---- */
+
+/* A search and a read as a query's tools make them (API.md 8.6), outside
+ * any query: with the service account, and in person mode filtered for
+ * user as the tools filter (a page they may not read is left out of a
+ * search and reads as a missing page, exactly as one that does not exist;
+ * how many were withheld is counted in the metrics, never which). A read
+ * check that cannot be made fails closed (manager_check_readable()); the
+ * wiki's own failures are passed on (their API error, sanitized message).
+ * Start errors: -EINVAL (an invalid query, limit or title:
+ * invalid_input), -EOPNOTSUPP (no wiki and model configured:
+ * execution_failed), -ENOMEM. */
+typedef struct ManagerWikiHit {
+        const char *title;
+        const char *snippet; /* plain text */
+} ManagerWikiHit;
+typedef struct ManagerWikiHits {
+        const ManagerWikiHit *hits; /* at most the limit asked for, the wiki's order */
+        size_t n;
+} ManagerWikiHits;
+typedef struct ManagerWikiOperation ManagerWikiOperation;
+typedef void (*ManagerWikiSearchDone)(
+        ManagerWikiOperation *o, const ManagerError *error, const ManagerWikiHits *result, void *userdata);
+typedef void (*ManagerWikiReadDone)(
+        ManagerWikiOperation *o, const ManagerError *error, const WikiPage *result, void *userdata);
+/* limit 1..MANAGER_WIKI_SEARCH_MAX. */
+#define MANAGER_WIKI_SEARCH_MAX 50
+int manager_wiki_search(
+        Manager *m,
+        const char *user,
+        const char *query,
+        unsigned limit,
+        ManagerWikiSearchDone done,
+        void *userdata,
+        ManagerWikiOperation **ret,
+        ManagerError *ret_error);
+int manager_wiki_read(
+        Manager *m,
+        const char *user,
+        const char *title,
+        ManagerWikiReadDone done,
+        void *userdata,
+        ManagerWikiOperation **ret,
+        ManagerError *ret_error);
+ManagerWikiOperation *manager_wiki_operation_free(ManagerWikiOperation *o);
+DEFINE_TRIVIAL_CLEANUP_FUNC(ManagerWikiOperation *, manager_wiki_operation_free);
 
 /* ---- share links (manager-share.c, API.md 9 "Share") ---- */
 
