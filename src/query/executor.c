@@ -50,6 +50,7 @@ struct QueryExecutor {
         void *event_userdata;
 
         usec_t test_delay;
+        usec_t test_check_timeout; /* 0: REVISION_CHECK_TIMEOUT_USEC */
 
         /* WIKI_WEB_WIKI_READ_AS=person: health's probe of the read check. */
         RevisionCheck *read_probe;
@@ -361,6 +362,11 @@ void query_executor_set_test_delay(QueryExecutor *x, usec_t delay) {
         assert(x);
         x->test_delay = delay;
 }
+
+void query_executor_set_test_check_timeout(QueryExecutor *x, usec_t timeout) {
+        assert(x);
+        x->test_check_timeout = timeout;
+}
 #endif
 
 int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryExecutorDone done, void *userdata) {
@@ -471,7 +477,9 @@ static int wiki_check_new(QueryExecutor *x, RevisionCheckDone done, void *userda
                         .api_url = cfg->wiki_api_url,
                         .username = cfg->wiki_username,
                         .password = cfg->wiki_username ? cfg->wiki_password : NULL,
-                        .deadline = now(CLOCK_MONOTONIC) + REVISION_CHECK_TIMEOUT_USEC,
+                        .deadline = now(CLOCK_MONOTONIC) +
+                                (TEST_FAULT(x->test_check_timeout > 0) ? x->test_check_timeout :
+                                                                         REVISION_CHECK_TIMEOUT_USEC),
                 },
                 &c->wiki);
         if (r < 0)

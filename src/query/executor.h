@@ -73,6 +73,9 @@ int query_executor_abort(QueryExecutor *x, const char *query_id, const char *rea
  * pipeline does not run then, configured or not: each job ends as an
  * unconfigured one ("query execution is not configured"). */
 void query_executor_set_test_delay(QueryExecutor *x, usec_t delay);
+/* Test-only: the bound of the checks and searches outside a query
+ * instead of REVISION_CHECK_TIMEOUT_USEC (0: that). */
+void query_executor_set_test_check_timeout(QueryExecutor *x, usec_t timeout);
 #endif
 
 /* The staleness check of a record's sources (API.md 9, GET
