@@ -343,6 +343,32 @@ class Permissions(PipelineBase):
         finally:
             w.set_switch('readcheck-unloaded', False)
 
+    def test_report_search_counts(self):
+        """A search's result count in the unanswered report is what it
+        found for the person who asked: Bob, in the group, finds the
+        restricted hits too. Neither Eve, an editor outside the group, nor
+        Bob reading the report is shown that count (null): the reader's own
+        is not known without searching again."""
+        w = wiki()
+        w.set_groups('Bob', ['payroll'])
+        self.addCleanup(w.set_groups, 'Bob', [])
+        llm = self.llm([{'tool_calls': [{'name': 'wiki_search',
+                                         'arguments': {'query': 'zanzibarquokka', 'limit': 5}}]},
+                        {'answer': 'Nobody knows.'}])
+        d = self.person_daemon(llm, WIKI_WEB_EDITORS='Eve,Bob')
+        b, r, _ = self.ask_as(d, 'Bob', llm, question='Where is the quokka?', pages=None)
+        self.check_record_as(b, r, {USER: 'Bob'})
+        found = tool_results(llm.chat_requests()[1])[-1]['results']
+        self.assertGreaterEqual(len(found), 2, found)
+        for user in ('Eve', 'Bob'):
+            with self.subTest(user=user):
+                r = d.browser().get(API + '/reports/unanswered', headers={USER: user})
+                self.assertStatus(r, 200)
+                groups = [g for g in r.json['groups'] if g['question'] == 'Where is the quokka?']
+                self.assertEqual(len(groups), 1, r.json)
+                self.assertEqual(groups[0]['searches'],
+                                 [{'query': 'zanzibarquokka', 'results': None, 'count': 1}])
+
     def test_service_mode(self):
         """Today's behaviour, and the fault fixed in every mode: a page the
         service account may not read is a tool result, not a failed query."""
