@@ -498,6 +498,8 @@ void manager_get_counters(Manager *m, ManagerCounters *ret) {
 /* ---- the status ---- */
 
 void manager_status(Manager *m, const SessionKey *session, usec_t now, ManagerStatus *ret) {
+        usec_t running[ADMISSION_SLOTS_MAX]; /* only the first n_running are written and read */
+        size_t n_running = 0;
         ManagerQuery *q;
         int r;
 
@@ -521,7 +523,19 @@ void manager_status(Manager *m, const SessionKey *session, usec_t now, ManagerSt
                 };
         }
 
-        r = wait_tracker_status_range(m->wait_tracker, m->admission, &ret->admission, now, &ret->range);
+        /* The running queries' clocks are theirs (ManagerQuery.since):
+         * every query that holds its slot, oldest claim first. */
+        for (ManagerQuery *i = m->queries; i && n_running < ELEMENTSOF(running); i = i->queries_next)
+                if (i->state != MANAGER_QUERY_STATE_FINISHED)
+                        running[n_running++] = i->since;
+        r = wait_tracker_status_range(
+                m->wait_tracker,
+                m->admission,
+                &ret->admission,
+                running,
+                MIN(n_running, (size_t) ret->admission.slots.running),
+                now,
+                &ret->range);
         if (r < 0)
                 log_warning_errno(r, "The wait range could not be computed: it is null");
         ret->range_known = r > 0;
