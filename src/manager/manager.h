@@ -24,10 +24,12 @@
  * sandbox, the history store, the durable-sync worker, the recent
  * durations of the wait range (the WaitTracker: seeded from the history at
  * start-up, fed with each query that ends), and the one record of every
- * running query (ManagerQuery): id, session, user, slot, phase, step, claim
- * time, whether its cleanup is awaited or confirmed. The admission
- * controller knows slots and tickets only (a ticket holder's name until
- * the claim). The faces keep no copy of that state: they ask the Manager
+ * running query (ManagerQuery): id, session, user, slot, state, phase,
+ * step, claim time, the handle of its run. The admission controller knows
+ * slots and tickets (a ticket holder's name until the claim), the average
+ * of the durations the Manager gives it, and for its wait estimate when
+ * each running slot was claimed. The faces keep no copy of a query's
+ * state: they ask the Manager
  * (manager_get_query(), manager_foreach_query(), manager_status(),
  * manager_get_health()), act through it (manager_join(), manager_leave(),
  * manager_hold_ticket(), manager_set_draining(), manager_remove_ticket(),
@@ -270,7 +272,8 @@ typedef struct ManagerQueryRequest {
  * valid until MANAGER_QUERY_CLEANUP_CONFIRMED has been announced for it).
  * Errors, nothing started: -EBUSY (busy), -ENOSPC (queue_full), -ESHUTDOWN
  * (draining, or the service is stopping), -ENOMEM, -EIO (the record could
- * not be written: internal_error). MANAGER_QUERY_STARTED is announced
+ * not be written: internal_error; the slot it had claimed is given up
+ * through manager_query_end(), nothing announced). MANAGER_QUERY_STARTED is announced
  * before this returns, and before the query's first MANAGER_QUERY_EVENT
  * (the pipeline may report from inside the executor's start). -EIO also
  * when the executor could not start it: the query has started then, and
