@@ -41,7 +41,7 @@ struct QueryExecutor {
 
         /* At start-up with several slots: the model server's own count of
          * them (llama.cpp's GET /props), to warn when it serves fewer. */
-        UpstreamOperation *props;
+        LlmProps *props;
 
         /* The jobs in flight, at most max_jobs (WIKI_WEB_QUEUE_SLOTS). */
         QueryExecution *jobs;
@@ -128,13 +128,12 @@ static bool configured(const Config *c) {
         return c->wiki_api_url && c->llm_url && c->llm_model;
 }
 
-static void query_executor_on_props(UpstreamOperation *op, int error, const UpstreamResponse *r, void *userdata) {
+static void query_executor_on_props(LlmProps *p, int error, unsigned slots, void *userdata) {
         QueryExecutor *x = userdata;
-        unsigned slots;
 
         /* A server that does not say (another kind, an older llama.cpp, a
          * router, an error) is fine: nothing is known. */
-        if (error < 0 || llm_parse_props_total_slots((const uint8_t *) r->body, r->body_size, &slots) < 0) {
+        if (error < 0) {
                 log_debug("The model server does not report its slots (GET /props): not checked.");
                 return;
         }
@@ -157,34 +156,10 @@ static void query_executor_on_props(UpstreamOperation *op, int error, const Upst
  * answer only adds a line to the journal. With one slot any server has
  * enough, so nothing is asked. */
 static int query_executor_check_props(QueryExecutor *x) {
-        _cleanup_free_ char *url = NULL, *auth = NULL;
-        const char *headers[2] = { NULL, NULL };
-        int r;
-
         if (x->max_jobs <= 1)
                 return 0;
-        r = llm_props_url(x->config->llm_url, &url);
-        if (r < 0)
-                return r;
-        if (x->config->llm_api_key) {
-                if (asprintf(&auth, "Authorization: Bearer %s", x->config->llm_api_key) < 0)
-                        return -ENOMEM;
-                headers[0] = auth;
-        }
-        r = upstream_start(
-                x->upstream,
-                &(UpstreamRequest){
-                        .method = "GET",
-                        .url = url,
-                        .headers = headers,
-                        .deadline = usec_add(now(CLOCK_MONOTONIC), 10 * USEC_PER_SEC),
-                },
-                query_executor_on_props,
-                x,
-                &x->props);
-        if (auth)
-                explicit_bzero(auth, strlen(auth));
-        return r;
+        return llm_props_start(
+                x->llm, usec_add(now(CLOCK_MONOTONIC), 10 * USEC_PER_SEC), query_executor_on_props, x, &x->props);
 }
 
 int query_executor_new(sd_event *event, const Config *config, QueryExecutor **ret) {
@@ -237,12 +212,11 @@ int query_executor_new(sd_event *event, const Config *config, QueryExecutor **re
 QueryExecutor *query_executor_free(QueryExecutor *x) {
         if (!x)
                 return NULL;
-        /* Only after the loop has ended: nothing can be in flight in the
-         * sandbox any more that still needs these. */
-        /* The handles are the callers': they only learn that no job runs. */
+        /* Only after the loop has ended, and after every handle (each frees
+         * its run): nothing can be in flight any more that needs these. */
         while (x->jobs)
                 query_execution_detach(x->jobs);
-        upstream_operation_free(x->props);
+        llm_props_free(x->props);
         revision_check_free(x->read_probe);
         llm_client_free(x->llm);
         upstream_free(x->upstream);
