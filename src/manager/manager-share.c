@@ -95,7 +95,10 @@ ManagerShareOpen *manager_share_open_free(ManagerShareOpen *o) {
         return NULL;
 }
 
-/* Every source title of the turns shown, each once; NULL-terminated. */
+/* Every title that reached the model of a turn shown, each once: its
+ * sources and those of the turns it was given as conversation, deleted
+ * or beyond the turns shown as they may be; NULL-terminated. The files
+ * of a turn are served only through this check too. */
 static char **share_titles(const HistoryRecord *turns, size_t n_turns) {
         _cleanup_(strv_freep) char **titles = calloc(1, sizeof(char *));
         size_t n = 0;
@@ -103,7 +106,8 @@ static char **share_titles(const HistoryRecord *turns, size_t n_turns) {
         if (!titles)
                 return NULL;
         for (size_t i = 0; i < n_turns; i++)
-                if (json_array_strings_unique(turns[i].sources_json, "title", &titles, &n) < 0)
+                if (json_array_strings_unique(turns[i].sources_json, "title", &titles, &n) < 0 ||
+                    json_array_strings_unique(turns[i].given_titles_json, NULL, &titles, &n) < 0)
                         return NULL;
         return TAKE_PTR(titles);
 }

@@ -92,17 +92,14 @@ int json_array_strings_unique(const char *json, const char *key, char ***l, size
         size_t k = json_object_is_type(a, json_type_array) ? json_object_array_length(a) : 0;
         int r = 0;
 
-        assert(key);
         assert(l);
         assert(n);
         for (size_t j = 0; j < k && r >= 0; j++) {
-                const char *t = json_object_get_string(
-                        json_object_object_get(json_object_array_get_idx(a, j), key));
+                json_object *e = json_object_array_get_idx(a, j);
+                json_object *v = key ? json_object_object_get(e, key) : e;
 
-                if (t &&
-                    json_object_is_type(
-                            json_object_object_get(json_object_array_get_idx(a, j), key), json_type_string))
-                        r = strv_extend_unique(l, n, t);
+                if (json_object_is_type(v, json_type_string))
+                        r = strv_extend_unique(l, n, json_object_get_string(v));
         }
         json_object_put(a);
         return r;

@@ -26,8 +26,8 @@
  * adds them in one transaction (NULL and '[]' in its records). A new file
  * is made as version 3 (schema_sql), then each later step runs in turn
  * (schema_steps), as it does for an older file. */
-#define SCHEMA_VERSION 5
-#define SCHEMA_VERSION_SQL "PRAGMA user_version = 5"
+#define SCHEMA_VERSION 6
+#define SCHEMA_VERSION_SQL "PRAGMA user_version = 6"
 
 static const char schema_sql[] =
         "CREATE TABLE queries ("
@@ -66,6 +66,15 @@ static const char schema_sql[] =
         "  data BLOB NOT NULL"
         ");"
         "CREATE INDEX artifacts_by_query ON artifacts (query_id, seq);";
+
+/* Version 6: what reached a record's model besides its own sources (API.md
+ * 9 "Share"): the titles of every page the turns given to it as
+ * conversation had read (a JSON array of strings, each once), copied when
+ * a follow-up begins from the record it follows (that record's sources
+ * and its own given titles), so that it holds the whole chain's however
+ * long the chain and whatever is deleted later. Records made before know
+ * none ('[]'). */
+static const char schema_step_6[] = "ALTER TABLE queries ADD COLUMN given_titles TEXT NOT NULL DEFAULT '[]';";
 
 /* Version 5: what the unanswered report needs (API.md 9.1, 9.2). Each
  * record, when it finishes, keeps the searches the model made (a JSON
@@ -117,12 +126,14 @@ static const struct {
 } schema_steps[] = {
         { 4, schema_step_4 },
         { 5, schema_step_5 },
+        { 6, schema_step_6 },
 };
 
 #define RECORD_COLUMNS                                                                                      \
         "seq, id, status, question, answer, sources, error_code, error_message, queue_ms, wiki_ms, "        \
         "model_ms, sandbox_ms, cleanup_ms, total_ms, model, prompt_tokens, completion_tokens, created_at, " \
-        "finished_at, sandbox, citations, rating, reason, comment, rated_at, follow_up, conversation"
+        "finished_at, sandbox, citations, rating, reason, comment, rated_at, follow_up, conversation, "     \
+        "given_titles"
 
 /* The records with their feedback. */
 #define RECORD_FROM "queries LEFT JOIN feedback ON feedback.query_id = queries.id"
@@ -158,8 +169,12 @@ static const char *const statement_sql[_STMT_MAX] = {
         [STMT_COMMIT] = "COMMIT",
         [STMT_ROLLBACK] = "ROLLBACK",
         [STMT_INSERT] =
-                "INSERT INTO queries (id, session, status, question, created_at, follow_up, conversation)"
-                " VALUES (?1, ?2, 'running', ?3, ?4, ?5, coalesce(?6, ?1))",
+                "INSERT INTO queries (id, session, status, question, created_at, follow_up, conversation,"
+                " given_titles)"
+                " VALUES (?1, ?2, 'running', ?3, ?4, ?5, coalesce(?6, ?1), coalesce((SELECT json_group_array(t)"
+                " FROM (SELECT g.value AS t FROM queries f, json_each(f.given_titles) g WHERE f.id = ?5"
+                " UNION SELECT json_extract(v.value, '$.title') FROM queries f, json_each(coalesce(f.sources, '[]')) v"
+                " WHERE f.id = ?5) WHERE t IS NOT NULL AND typeof(t) = 'text'), '[]'))",
         [STMT_FINISH] =
                 "UPDATE queries SET status = ?2, answer = ?3, sources = ?4, error_code = ?5,"
                 " error_message = ?6, queue_ms = ?7, wiki_ms = ?8, model_ms = ?9, sandbox_ms = ?10,"
@@ -823,6 +838,7 @@ void history_record_done(HistoryRecord *r) {
                 r->answer,
                 r->sources_json,
                 r->citations_json,
+                r->given_titles_json,
                 r->error_code,
                 r->error_message,
                 r->model,
@@ -899,6 +915,9 @@ static int record_from_row(History *h, sqlite3_stmt *s, HistoryRecord *ret) {
                 return -ENOMEM;
         ret->citations_json = strdup(column_text(s, 20, "[]"));
         if (!ret->citations_json)
+                return -ENOMEM;
+        ret->given_titles_json = strdup(column_text(s, 27, "[]"));
+        if (!ret->given_titles_json)
                 return -ENOMEM;
         /* The message belongs to the error: none without a code. */
         if (ret->error_code && column_strdup(s, 7, &ret->error_message) < 0)
