@@ -270,13 +270,24 @@ typedef struct Line {
         bool citation;
 } Line;
 
+/* The citations found so far, freed with their strings unless taken. */
+typedef struct Citations {
+        Citation *c;
+        size_t n;
+} Citations;
+
+static void citations_done(Citations *l) {
+        citation_free_many(l->c, l->n);
+        *l = (Citations){ 0 };
+}
+
 int citation_parse_answer(const char *answer, size_t size, char **ret_answer, Citation **ret, size_t *ret_n) {
         _cleanup_free_ char *text = NULL;
         _cleanup_free_ Line *lines = NULL;
-        Citation *cs = NULL;
-        size_t n_lines = 0, n_cs = 0, len;
+        _cleanup_(citations_done) Citations cs = { 0 };
+        size_t n_lines = 0, len;
         bool seen[CITATION_N_MAX + 1] = { 0 };
-        StrBuf out = { 0 };
+        _cleanup_(strbuf_done) StrBuf out = { 0 };
         int r;
 
         assert(answer || size == 0);
@@ -292,11 +303,9 @@ int citation_parse_answer(const char *answer, size_t size, char **ret_answer, Ci
                 if (i == len || text[i] == '\n')
                         n_lines++;
         lines = calloc(n_lines, sizeof(Line));
-        cs = calloc(CITATION_MAX, sizeof(Citation));
-        if (!lines || !cs) {
-                free(cs);
+        cs.c = calloc(CITATION_MAX, sizeof(Citation));
+        if (!lines || !cs.c)
                 return -ENOMEM;
-        }
         for (size_t i = 0, start = 0, k = 0; i <= len; i++)
                 if (i == len || text[i] == '\n') {
                         lines[k++] = (Line){ .s = text + start, .n = i - start };
@@ -306,13 +315,12 @@ int citation_parse_answer(const char *answer, size_t size, char **ret_answer, Ci
         for (size_t i = 0; i < n_lines; i++) {
                 Citation c = { 0 };
 
-                if (n_cs >= CITATION_MAX)
+                if (cs.n >= CITATION_MAX)
                         break;
                 if (!citation_parse_line(lines[i].s, lines[i].n, &c))
                         continue;
                 if (!c.title || !c.quote) {
                         citation_done(&c);
-                        citation_free_many(cs, n_cs);
                         return -ENOMEM;
                 }
                 lines[i].drop = lines[i].citation = true;
@@ -321,7 +329,7 @@ int citation_parse_answer(const char *answer, size_t size, char **ret_answer, Ci
                         continue;
                 }
                 seen[c.n] = true;
-                cs[n_cs++] = c;
+                cs.c[cs.n++] = c;
         }
 
         /* The heading line just above each run of citation lines, and the
@@ -370,34 +378,26 @@ int citation_parse_answer(const char *answer, size_t size, char **ret_answer, Ci
                 if (kept++ > 0) {
                         r = buf_putc(&out, '\n');
                         if (r < 0)
-                                goto fail;
+                                return r;
                 }
                 r = strbuf_put(&out, lines[i].s, lines[i].n);
                 if (r < 0)
-                        goto fail;
+                        return r;
         }
         /* No trailing blank lines. */
         while (out.len > 0 && (out.data[out.len - 1] == '\n' || is_blank(out.data[out.len - 1])))
                 out.data[--out.len] = 0;
 
-        qsort(cs, n_cs, sizeof(Citation), citation_cmp);
+        qsort(cs.c, cs.n, sizeof(Citation), citation_cmp);
         *ret_answer = strbuf_steal(&out);
-        if (!*ret_answer) {
-                r = -ENOMEM;
-                goto fail;
-        }
-        if (n_cs == 0) {
-                free(cs);
-                cs = NULL;
-        }
-        *ret = cs;
-        *ret_n = n_cs;
+        if (!*ret_answer)
+                return -ENOMEM;
+        if (cs.n == 0)
+                cs.c = mfree(cs.c);
+        *ret = TAKE_PTR(cs.c);
+        *ret_n = cs.n;
+        cs.n = 0;
         return 0;
-
-fail:
-        strbuf_done(&out);
-        citation_free_many(cs, n_cs);
-        return r;
 }
 
 /* ---- The normalizer ---- */
@@ -505,6 +505,11 @@ typedef struct Stripper {
         Span *headings;
         size_t n_headings;
 } Stripper;
+
+static void stripper_done(Stripper *st) {
+        strbuf_done(&st->out);
+        st->headings = mfree(st->headings);
+}
 
 static void stripper_truncate(Stripper *st, size_t len) {
         st->out.len = len;
@@ -893,7 +898,7 @@ static int nfc(const char *s, size_t n, StrBuf *out) {
 /* Pass 2 on one span: invisible characters out, whitespace runs to one
  * space, NFC; appended to out with *pending_space carried across spans. */
 static int fold_span(const char *s, size_t n, StrBuf *out, bool *pending_space) {
-        StrBuf folded = { 0 }, normal = { 0 };
+        _cleanup_(strbuf_done) StrBuf folded = { 0 }, normal = { 0 };
         bool space = false;
         int r = 0;
 
@@ -911,21 +916,21 @@ static int fold_span(const char *s, size_t n, StrBuf *out, bool *pending_space) 
                         if (space) {
                                 r = buf_putc(&folded, ' ');
                                 if (r < 0)
-                                        goto finish;
+                                        return r;
                                 space = false;
                         }
                         r = strbuf_put(&folded, s + i, k);
                         if (r < 0)
-                                goto finish;
+                                return r;
                 }
                 i += k;
         }
         if (space && (r = buf_putc(&folded, ' ')) < 0)
-                goto finish;
+                return r;
 
         r = nfc(folded.data ? folded.data : "", folded.len, &normal);
         if (r < 0)
-                goto finish;
+                return r;
         for (size_t i = 0; i < normal.len; i++) {
                 if (normal.data[i] == ' ') {
                         *pending_space = true;
@@ -934,24 +939,21 @@ static int fold_span(const char *s, size_t n, StrBuf *out, bool *pending_space) 
                 if (*pending_space && out->len > 0) {
                         r = buf_putc(out, ' ');
                         if (r < 0)
-                                goto finish;
+                                return r;
                 }
                 *pending_space = false;
                 r = buf_putc(out, normal.data[i]);
                 if (r < 0)
-                        goto finish;
+                        return r;
         }
-finish:
-        strbuf_done(&folded);
-        strbuf_done(&normal);
-        return r;
+        return 0;
 }
 
 int citation_normalize(const char *wikitext, size_t size, CitationText *ret) {
         _cleanup_free_ char *valid = NULL;
-        Stripper st = { 0 };
-        CitationText t = { 0 };
-        StrBuf out = { 0 };
+        _cleanup_(stripper_done) Stripper st = { 0 };
+        _cleanup_(citation_text_done) CitationText t = { 0 };
+        _cleanup_(strbuf_done) StrBuf out = { 0 };
         bool pending = false;
         const char *base;
         size_t pos = 0, len;
@@ -966,78 +968,58 @@ int citation_normalize(const char *wikitext, size_t size, CitationText *ret) {
         st = (Stripper){ .s = valid, .n = len };
         r = stripper_run(&st);
         if (r < 0)
-                goto fail;
+                return r;
 
         if (st.n_headings > 0) {
                 t.offsets = calloc(st.n_headings, sizeof(size_t));
                 t.headings = calloc(st.n_headings, sizeof(char *));
-                if (!t.offsets || !t.headings) {
-                        r = -ENOMEM;
-                        goto fail;
-                }
+                if (!t.offsets || !t.headings)
+                        return -ENOMEM;
         }
         /* An empty output has no buffer: offsets from NULL are undefined. */
         base = st.out.data ? st.out.data : "";
         for (size_t h = 0; h <= st.n_headings; h++) {
                 size_t end = h < st.n_headings ? st.headings[h].start : st.out.len;
-                StrBuf heading = { 0 };
+                _cleanup_(strbuf_done) StrBuf heading = { 0 };
                 bool hp = false;
 
                 r = fold_span(base + pos, end - pos, &out, &pending);
                 if (r < 0)
-                        goto fail;
+                        return r;
                 if (h == st.n_headings)
                         break;
                 r = fold_span(
                         base + st.headings[h].start, st.headings[h].end - st.headings[h].start, &heading, &hp);
-                if (r < 0) {
-                        strbuf_done(&heading);
-                        goto fail;
-                }
+                if (r < 0)
+                        return r;
                 pos = st.headings[h].end;
                 /* A heading a reader does not see (all markup) is none. */
-                if (heading.len == 0) {
-                        strbuf_done(&heading);
+                if (heading.len == 0)
                         continue;
-                }
                 /* The heading starts a new piece of text: the pending space before it. */
                 if (pending && out.len > 0) {
                         r = buf_putc(&out, ' ');
-                        if (r < 0) {
-                                strbuf_done(&heading);
-                                goto fail;
-                        }
+                        if (r < 0)
+                                return r;
                 }
                 t.offsets[t.n_headings] = out.len;
                 t.headings[t.n_headings] = strbuf_steal(&heading);
-                if (!t.headings[t.n_headings]) {
-                        r = -ENOMEM;
-                        goto fail;
-                }
+                if (!t.headings[t.n_headings])
+                        return -ENOMEM;
                 t.n_headings++;
                 r = strbuf_put(&out, t.headings[t.n_headings - 1], strlen(t.headings[t.n_headings - 1]));
                 if (r < 0)
-                        goto fail;
+                        return r;
                 pending = true;
         }
 
         t.text = strbuf_steal(&out);
-        if (!t.text) {
-                r = -ENOMEM;
-                goto fail;
-        }
+        if (!t.text)
+                return -ENOMEM;
         t.size = strlen(t.text);
-        strbuf_done(&st.out);
-        free(st.headings);
         *ret = t;
+        t = (CitationText){ 0 };
         return 0;
-
-fail:
-        strbuf_done(&out);
-        strbuf_done(&st.out);
-        free(st.headings);
-        citation_text_done(&t);
-        return r;
 }
 
 /* ---- Matching ---- */
@@ -1140,7 +1122,7 @@ static int fragment_encode(StrBuf *b, const char *s, size_t n) {
 
 int citation_text_fragment(const char *quote, char **ret) {
         size_t n = strlen(quote), words = 0;
-        StrBuf b = { 0 };
+        _cleanup_(strbuf_done) StrBuf b = { 0 };
         int r;
 
         assert(ret);
@@ -1150,7 +1132,7 @@ int citation_text_fragment(const char *quote, char **ret) {
 
         r = strbuf_put(&b, "#:~:text=", 9);
         if (r < 0)
-                goto fail;
+                return r;
         if (words <= FRAGMENT_WORDS_MAX)
                 r = fragment_encode(&b, quote, n);
         else {
@@ -1171,19 +1153,16 @@ int citation_text_fragment(const char *quote, char **ret) {
                         }
                 r = fragment_encode(&b, quote, start_end);
                 if (r < 0)
-                        goto fail;
+                        return r;
                 r = buf_putc(&b, ',');
                 if (r < 0)
-                        goto fail;
+                        return r;
                 r = fragment_encode(&b, quote + end_start, n - end_start);
         }
         if (r < 0)
-                goto fail;
+                return r;
         *ret = strbuf_steal(&b);
         return *ret ? 0 : -ENOMEM;
-fail:
-        strbuf_done(&b);
-        return r;
 }
 
 int citation_permalink(const char *api_url, uint64_t revision_id, char **ret) {

@@ -618,11 +618,6 @@ int llm_fail_output_budget(LlmError *ret_error, uint64_t output, uint64_t max) {
                 max);
 }
 
-static void *mfree(void *p) {
-        free(p);
-        return NULL;
-}
-
 static bool id_is_usable(const char *id) {
         size_t n = strlen(id);
 
