@@ -27,11 +27,6 @@ static inline usec_t usec_sub_unsigned(usec_t a, usec_t b) {
         return a > b ? a - b : 0;
 }
 
-static inline void *mfree(void *p) {
-        free(p);
-        return NULL;
-}
-
 /* Time spent in a phase: into the query's timings (its record) and into
  * wikiweb_query_phase_seconds_total, as the phase ends (API.md 12.3). */
 static void query_run_add_phase(usec_t *timing, const char *phase, usec_t usec) {
