@@ -49,20 +49,24 @@ struct Api {
         struct ApiReadable *readables;
 };
 
-/* The record as GET /history/{id} returns it, as text (the caller frees
- * it); NULL when it cannot be read. */
-static char *api_record_json(Api *api, const char *id, const SessionKey *session) {
+/* The record as GET /history/{id} returns it, as text in *ret_record, and
+ * the query stream's citations event of it in *ret_citations (the caller
+ * frees both); NULL when it cannot be read. */
+static void api_record_json(
+        Api *api, const char *id, const SessionKey *session, char **ret_record, char **ret_citations) {
         _cleanup_(history_record_freep) HistoryRecord *record = NULL;
         _cleanup_(json_object_putp) json_object *o = NULL;
         int r;
 
+        *ret_record = *ret_citations = NULL;
         r = history_get_record(api->history, id, session, &record);
         if (r < 0) {
                 log_error_errno(r, "Query %s: its record cannot be read", id);
-                return NULL;
+                return;
         }
         o = render_history_record(record);
-        return o ? strdup(render_body(o)) : NULL;
+        *ret_record = o ? strdup(render_body(o)) : NULL;
+        *ret_citations = render_citations_event(record);
 }
 
 /* The query's record is durable: its streams get the record and end
@@ -70,10 +74,11 @@ static char *api_record_json(Api *api, const char *id, const SessionKey *session
 static void api_query_durable(Api *api, ManagerQuery *q, const ManagerOutcome *outcome) {
         const char *id = manager_query_id(q);
         const char *h[] = { "Wikiweb-Query-Id", id, NULL };
-        _cleanup_free_ char *record = api_record_json(api, id, manager_query_session(q));
+        _cleanup_free_ char *record = NULL, *citations = NULL;
         HttpRequest *req = NULL;
 
-        query_streams_finish(api->query_streams, id, record);
+        api_record_json(api, id, manager_query_session(q), &record, &citations);
+        query_streams_finish(api->query_streams, id, citations, record);
 
         for (ApiWaiting *w = api->waiting; w; w = w->waiting_next)
                 if (streq(w->query_id, id)) {
@@ -403,7 +408,8 @@ static bool api_prepare_follow_up(
                 turns[i] = (QueryTurn){
                         .question = conversation->turns[i].question,
                         .answer = conversation->turns[i].answer,
-                        .sources_json = conversation->turns[i].sources_json,
+                        .sources = conversation->turns[i].sources,
+                        .n_sources = conversation->turns[i].n_sources,
                 };
         *ret_turns = turns;
         *ret = (ManagerFollowUp){
@@ -1078,18 +1084,10 @@ static char **api_shared_titles(const ApiConversation *c) {
 
         if (!titles)
                 return NULL;
-        for (size_t i = 0; i < c->n_turns; i++) {
-                _cleanup_(json_object_putp) json_object *a = json_tokener_parse(c->turns[i].sources_json);
-                size_t m = json_object_is_type(a, json_type_array) ? json_object_array_length(a) : 0;
-
-                for (size_t j = 0; j < m; j++) {
-                        const char *t = json_object_get_string(
-                                json_object_object_get(json_object_array_get_idx(a, j), "title"));
-
-                        if (t && strv_extend_unique(&titles, &n, t) < 0)
+        for (size_t i = 0; i < c->n_turns; i++)
+                for (size_t j = 0; j < c->turns[i].n_sources; j++)
+                        if (strv_extend_unique(&titles, &n, c->turns[i].sources[j].title) < 0)
                                 return NULL;
-                }
-        }
         return TAKE_PTR(titles);
 }
 

@@ -21,7 +21,8 @@ struct SourcesCheck {
         HttpRequest *req;
         RevisionCheck *check;
         ManagerReadableCheck *readable; /* person mode: the read check first */
-        json_object *sources;           /* the record's, to answer with */
+        Source *sources;                /* the record's, to answer with */
+        size_t n_sources;
         /* WIKI_WEB_WIKI_READ_AS=person: the titles checked for the person
          * first, and those they may not read now (answered as missing). */
         char **titles;
@@ -50,7 +51,7 @@ static SourcesCheck *sources_check_free(SourcesCheck *c) {
         }
         revision_check_free(c->check);
         manager_readable_check_free(c->readable);
-        json_object_put(c->sources);
+        source_free_many(c->sources, c->n_sources);
         strv_free(c->titles);
         strv_free(c->withheld);
         free(c);
@@ -115,18 +116,15 @@ static bool sources_checks_admit(SourcesChecks *s, const SessionKey *session, us
 /* The record's sources, each with what the wiki says of it now (NULL revs:
  * none checked). */
 static json_object *sources_render(
-        json_object *sources, const MediaWikiRevision *revs, size_t n_revs, char *const *withheld) {
+        const Source *sources, size_t n, const MediaWikiRevision *revs, size_t n_revs, char *const *withheld) {
         static const MediaWikiRevision missing = { .missing = true };
         _cleanup_(json_object_putp) json_object *list = json_object_new_array();
-        size_t n = json_object_array_length(sources);
 
         if (!list)
                 return NULL;
         for (size_t i = 0; i < n; i++) {
-                json_object *src = json_object_array_get_idx(sources, i);
-                const char *title = json_object_get_string(json_object_object_get(src, "title"));
-                json_object *rev_o = json_object_object_get(src, "revision_id");
-                uint64_t rev = rev_o ? (uint64_t) json_object_get_int64(rev_o) : 0;
+                const char *title = sources[i].title;
+                uint64_t rev = sources[i].has_revision_id ? sources[i].revision_id : 0;
                 const MediaWikiRevision *now = NULL;
                 _cleanup_(json_object_putp) json_object *o = json_object_new_object();
 
@@ -139,8 +137,7 @@ static json_object *sources_render(
                                 break;
                         }
                 if (!o || json_add(o, "title", json_string(title)) < 0 ||
-                    json_add(o, "url", json_string(json_object_get_string(json_object_object_get(src, "url")))) <
-                            0 ||
+                    json_add(o, "url", json_string(sources[i].url)) < 0 ||
                     json_add(o, "revision_id", json_object_new_uint64(rev)) < 0)
                         return NULL;
                 /* Not checked (past the first MEDIAWIKI_TITLES_MAX): all null. */
@@ -171,7 +168,8 @@ static json_object *sources_render(
 static HttpHandlerResult sources_reply(
         HttpRequest *req,
         const char *id,
-        json_object *sources,
+        const Source *sources,
+        size_t n_sources,
         const MediaWikiRevision *revs,
         size_t n_revs,
         char *const *withheld) {
@@ -180,7 +178,7 @@ static HttpHandlerResult sources_reply(
 
         if (!o || json_add(o, "id", json_string(id)) < 0 ||
             json_add(o, "checked_at", json_string(format_rfc3339_ms(t, now(CLOCK_REALTIME)))) < 0 ||
-            json_add(o, "sources", sources_render(sources, revs, n_revs, withheld)) < 0)
+            json_add(o, "sources", sources_render(sources, n_sources, revs, n_revs, withheld)) < 0)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         return http_reply(req, 200, render_body(o), NULL);
 }
@@ -193,7 +191,8 @@ static void sources_check_on_done(RevisionCheck *rc, int error, const WikiResult
                 log_info("Sources of %s: the wiki could not be asked: %s", m->id, r->message ? r->message : "");
                 (void) http_reply_error(c->req, r->api_error, r->message, NULL);
         } else
-                (void) sources_reply(c->req, m->id, c->sources, r->revisions, r->n_revisions, c->withheld);
+                (void) sources_reply(
+                        c->req, m->id, c->sources, c->n_sources, r->revisions, r->n_revisions, c->withheld);
         sources_check_free(c);
 }
 
@@ -238,7 +237,7 @@ static void sources_check_on_readable(
                 metrics_count_withheld("sources", (unsigned) w);
         c->readable = manager_readable_check_free(c->readable);
         if (k == 0) {
-                (void) sources_reply(c->req, m->id, c->sources, NULL, 0, c->withheld);
+                (void) sources_reply(c->req, m->id, c->sources, c->n_sources, NULL, 0, c->withheld);
                 sources_check_free(c);
                 return;
         }
@@ -251,8 +250,8 @@ fail:
 }
 
 HttpHandlerResult sources_checks_handle(SourcesChecks *s, HttpRequest *req, const HistoryRecord *record) {
-        _cleanup_(json_object_putp) json_object *sources = NULL;
         _cleanup_(strv_freep) char **titles = NULL;
+        Source *sources = NULL;
         SourcesCheck *c;
         size_t n, n_titles;
         unsigned wait;
@@ -262,16 +261,9 @@ HttpHandlerResult sources_checks_handle(SourcesChecks *s, HttpRequest *req, cons
         assert(req);
         assert(record);
 
-        sources = json_tokener_parse(record->sources_json ? record->sources_json : "[]");
-        if (!json_object_is_type(sources, json_type_array)) {
-                json_object_put(sources);
-                sources = json_object_new_array();
-                if (!sources)
-                        return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-        }
-        n = json_object_array_length(sources);
+        n = record->n_sources;
         if (n == 0)
-                return sources_reply(req, record->id, sources, NULL, 0, NULL);
+                return sources_reply(req, record->id, NULL, 0, NULL, 0, NULL);
 
         if (!sources_checks_admit(s, http_request_session(req), now(CLOCK_MONOTONIC), &wait)) {
                 char retry[16];
@@ -286,8 +278,7 @@ HttpHandlerResult sources_checks_handle(SourcesChecks *s, HttpRequest *req, cons
         if (!titles)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         for (size_t i = 0, k = 0; i < n_titles; i++) {
-                const char *t = json_object_get_string(
-                        json_object_object_get(json_object_array_get_idx(sources, i), "title"));
+                const char *t = record->sources[i].title;
 
                 /* A title the wiki gave this daemon; one it would not take is left unchecked. */
                 if (!t || !mediawiki_title_is_valid(t))
@@ -297,11 +288,13 @@ HttpHandlerResult sources_checks_handle(SourcesChecks *s, HttpRequest *req, cons
                         return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         }
         if (!titles[0])
-                return sources_reply(req, record->id, sources, NULL, 0, NULL);
+                return sources_reply(req, record->id, record->sources, n, NULL, 0, NULL);
 
         c = calloc(1, sizeof *c);
-        if (!c)
+        if (!c || source_copy_many(record->sources, n, &sources) < 0) {
+                free(c);
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        }
         if (manager_reads_as_person(s->manager)) {
                 /* Person mode: first what the asking person may read now. */
                 r = manager_check_readable(
@@ -312,6 +305,7 @@ HttpHandlerResult sources_checks_handle(SourcesChecks *s, HttpRequest *req, cons
                 r = manager_check_revisions(s->manager, titles, sources_check_on_done, c, &c->check);
         if (r < 0) {
                 free(c);
+                source_free_many(sources, n);
                 if (r == -EOPNOTSUPP)
                         return http_reply_error(
                                 req, API_ERROR_EXECUTION_FAILED, "The wiki is not configured", NULL);
@@ -320,6 +314,7 @@ HttpHandlerResult sources_checks_handle(SourcesChecks *s, HttpRequest *req, cons
         c->owner = s;
         c->req = req;
         c->sources = TAKE_PTR(sources);
+        c->n_sources = n;
         LIST_PREPEND(checks, s->checks_head, c);
         s->in_flight++;
         http_request_suspend(req);

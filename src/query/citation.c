@@ -15,15 +15,6 @@
 #include "shared/strbuf.h"
 #include "shared/utf8.h"
 
-static const char *const citation_status_table[_CITATION_STATUS_MAX] = {
-        [CITATION_VERIFIED] = "verified",
-        [CITATION_NOT_FOUND] = "not_found",
-        [CITATION_NOT_READ] = "not_read",
-        [CITATION_TOO_SHORT] = "too_short",
-};
-
-DEFINE_STRING_TABLE_LOOKUP_TO_STRING(citation_status, CitationStatus)
-
 static int buf_putc(StrBuf *b, char c) {
         return strbuf_put(b, &c, 1);
 }
