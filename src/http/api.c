@@ -24,9 +24,12 @@
 #include "shared/time-util.h"
 #include "shared/list.h"
 
-/* A POST /query answered when its record is durable (MANAGER_QUERY_DURABLE). */
+/* A waiter of one query (manager_query_wait()), answered when its record
+ * is durable: the query's streams get the record and end (request NULL),
+ * or a POST /query is answered (request). */
 typedef struct ApiWaiting {
-        char query_id[QUERY_ID_MAX];
+        struct Api *api;
+        ManagerQueryWaiter waiter;
         HttpRequest *request;
         struct ApiWaiting *waiting_prev, *waiting_next;
 } ApiWaiting;
@@ -38,8 +41,8 @@ struct Api {
         QueryStreams *query_streams;   /* the running query's events (11.2, 11.3) */
         SourcesChecks *sources_checks; /* GET /history/{id}/sources (9) */
 
-        /* The requests of the queries in flight: each stays suspended until
-         * its record is durable (even if the client has gone). */
+        /* The waiters of the queries in flight (the requests stay suspended
+         * until its record is durable, even if the client has gone). */
         ApiWaiting *waiting;
 
         /* The requests waiting for a Manager operation: a shared view or
@@ -48,15 +51,17 @@ struct Api {
 };
 
 /* The record as GET /history/{id} returns it, as text in *ret_record, and
- * the query stream's citations event of it in *ret_citations (the caller
- * frees both); NULL when it cannot be read. */
+ * (ret_citations not NULL) the query stream's citations event of it in
+ * *ret_citations (the caller frees both); NULL when it cannot be read. */
 static void api_record_json(
         Api *api, const char *id, const SessionKey *session, char **ret_record, char **ret_citations) {
         _cleanup_(history_record_freep) HistoryRecord *record = NULL;
         _cleanup_(json_object_putp) json_object *o = NULL;
         int r;
 
-        *ret_record = *ret_citations = NULL;
+        *ret_record = NULL;
+        if (ret_citations)
+                *ret_citations = NULL;
         r = history_get_record(api->history, id, session, &record);
         if (r < 0) {
                 log_error_errno(r, "Query %s: its record cannot be read", id);
@@ -64,63 +69,94 @@ static void api_record_json(
         }
         o = render_history_record(record);
         *ret_record = o ? strdup(render_body(o)) : NULL;
-        *ret_citations = render_citations_event(record);
+        if (ret_citations)
+                *ret_citations = render_citations_event(record);
+}
+
+static ApiWaiting *api_waiting_new(Api *api, HttpRequest *request) {
+        ApiWaiting *w = calloc(1, sizeof *w);
+
+        if (!w)
+                return NULL;
+        w->api = api;
+        w->request = request;
+        LIST_PREPEND(waiting, api->waiting, w);
+        return w;
+}
+
+static void api_waiting_free(ApiWaiting *w) {
+        LIST_REMOVE(waiting, w->api->waiting, w);
+        free(w);
 }
 
 /* The query's record is durable: its streams get the record and end
- * (API.md 11.2), and its waiting request is answered. */
-static void api_query_durable(Api *api, ManagerQuery *q, const ManagerOutcome *outcome) {
+ * (API.md 11.2). */
+static void api_on_query_streams_done(ManagerQuery *q, const ManagerOutcome *outcome, void *userdata) {
+        ApiWaiting *w = userdata;
+        Api *api = w->api;
         const char *id = manager_query_id(q);
-        const char *h[] = { "Wikiweb-Query-Id", id, NULL };
         _cleanup_free_ char *record = NULL, *citations = NULL;
-        HttpRequest *req = NULL;
 
+        api_waiting_free(w);
         api_record_json(api, id, manager_query_session(q), &record, &citations);
         query_streams_finish(api->query_streams, id, citations, record);
-
-        for (ApiWaiting *w = api->waiting; w; w = w->waiting_next)
-                if (streq(w->query_id, id)) {
-                        req = w->request;
-                        LIST_REMOVE(waiting, api->waiting, w);
-                        free(w);
-                        break;
-                }
-        if (!req)
-                return;
-        if (outcome->succeeded) {
-                /* The same record the streams got: read and rendered once. */
-                if (!record) {
-                        log_error("Query %s succeeded but its record cannot be read.", id);
-                        http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, h);
-                        return;
-                }
-                http_reply(req, 200, record, h);
-        } else
-                http_reply_error(req, outcome->api_error, outcome->message, h);
 }
 
-/* The Manager's announcements: the query streams, the queue streams and
- * the waiting requests. */
+/* The query's record is durable: its waiting request is answered. */
+static void api_on_query_request_done(ManagerQuery *q, const ManagerOutcome *outcome, void *userdata) {
+        ApiWaiting *w = userdata;
+        Api *api = w->api;
+        HttpRequest *req = w->request;
+        const char *id = manager_query_id(q);
+        const char *h[] = { "Wikiweb-Query-Id", id, NULL };
+        _cleanup_free_ char *record = NULL;
+
+        api_waiting_free(w);
+        if (!outcome->succeeded) {
+                http_reply_error(req, outcome->api_error, outcome->message, h);
+                return;
+        }
+        api_record_json(api, id, manager_query_session(q), &record, NULL);
+        if (!record) {
+                log_error("Query %s succeeded but its record cannot be read.", id);
+                http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, h);
+                return;
+        }
+        http_reply(req, 200, record, h);
+}
+
+/* A query started: its event log begins, and ends with its record. */
+static void api_query_started(Api *api, ManagerQuery *q) {
+        ApiWaiting *w;
+        int r;
+
+        w = api_waiting_new(api, NULL);
+        r = w ? query_streams_begin(
+                        api->query_streams,
+                        manager_query_id(q),
+                        manager_query_session(q),
+                        manager_query_created(q)) :
+                -ENOMEM;
+        if (r < 0) {
+                if (w)
+                        api_waiting_free(w);
+                log_warning_errno(r, "Query %s: no event log, so no stream", manager_query_id(q));
+                return;
+        }
+        manager_query_wait(q, &w->waiter, api_on_query_streams_done, w);
+}
+
+/* The Manager's announcements: the query streams and the queue streams.
+ * A query's end reaches its waiters (above), not this. */
 static void api_on_manager_event(Manager *m, const ManagerEvent *ev, void *userdata) {
         Api *api = userdata;
-        int r;
 
         switch (ev->type) {
         case MANAGER_QUERY_STARTED:
-                r = query_streams_begin(
-                        api->query_streams,
-                        manager_query_id(ev->query),
-                        manager_query_session(ev->query),
-                        manager_query_created(ev->query));
-                if (r < 0)
-                        log_warning_errno(
-                                r, "Query %s: no event log, so no stream", manager_query_id(ev->query));
+                api_query_started(api, ev->query);
                 break;
         case MANAGER_QUERY_EVENT:
                 query_streams_event(api->query_streams, manager_query_id(ev->query), ev->event);
-                break;
-        case MANAGER_QUERY_DURABLE:
-                api_query_durable(api, ev->query, ev->outcome);
                 break;
         case MANAGER_ADMISSION:
                 queue_streams_admission_event(api->queue_streams, ev->admission);
@@ -170,10 +206,9 @@ Api *api_free(Api *api) {
         api->queue_streams = queue_streams_free(api->queue_streams);
         api->query_streams = query_streams_free(api->query_streams);
         api->sources_checks = sources_checks_free(api->sources_checks);
-        while ((w = api->waiting)) {
-                LIST_REMOVE(waiting, api->waiting, w);
-                free(w);
-        }
+        /* Before the Manager, which answers no waiter any more. */
+        while ((w = api->waiting))
+                api_waiting_free(w);
         while (api->pending)
                 api_pending_free(api->pending);
         free(api);
@@ -392,7 +427,7 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
 
         /* Allocated first: once the query has started, nothing may fail
          * before its request is kept. */
-        w = calloc(1, sizeof *w);
+        w = api_waiting_new(api, req);
         if (!w)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
 
@@ -407,7 +442,7 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
                 },
                 &query);
         if (r < 0)
-                free(w);
+                api_waiting_free(w);
         if (r == -EBUSY)
                 return reply_with_retry_after(api, req, API_ERROR_BUSY, NULL, t);
         if (r == -ENOSPC)
@@ -424,15 +459,13 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
                 /* The answer is the stream; the query's end is its record. */
                 r = query_streams_attach(api->query_streams, req, manager_query_id(query), 0, h);
                 if (r >= 0) {
-                        free(w);
+                        api_waiting_free(w);
                         return HTTP_HANDLED;
                 }
                 log_warning_errno(
                         r, "Query %s: no stream for it; answering when it ends", manager_query_id(query));
         }
-        snprintf(w->query_id, sizeof w->query_id, "%s", manager_query_id(query));
-        w->request = req;
-        LIST_PREPEND(waiting, api->waiting, w);
+        manager_query_wait(query, &w->waiter, api_on_query_request_done, w);
         http_request_suspend(req);
         return HTTP_SUSPENDED;
 }
