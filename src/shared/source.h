@@ -2,12 +2,15 @@
 #pragma once
 
 #include <errno.h>
-#include <json-c/json.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "shared/macro.h"
+
+/* json-c's object, declared only: a header that includes this one (the
+ * store's) needs no json-c. */
+struct json_object;
 
 /* The sources and citations of a query record (API.md 9 "sources" and
  * "citations") as one type each, for every reader and writer: the store
@@ -86,10 +89,10 @@ int source_parse_array(const char *text, Source **ret, size_t *ret_n);
 int source_citation_parse_array(const char *text, SourceCitation **ret, size_t *ret_n);
 
 /* The same from a parsed array (borrowed); -EINVAL when it is not one. */
-int source_from_json(json_object *array, Source **ret, size_t *ret_n);
-int source_citation_from_json(json_object *array, SourceCitation **ret, size_t *ret_n);
+int source_from_json(struct json_object *array, Source **ret, size_t *ret_n);
+int source_citation_from_json(struct json_object *array, SourceCitation **ret, size_t *ret_n);
 
 /* The JSON of sources[0..n) / citations[0..n), the stored and shown form
  * above: a new array (the caller puts it), NULL when out of memory. */
-json_object *source_to_json(const Source *sources, size_t n);
-json_object *source_citation_to_json(const SourceCitation *citations, size_t n);
+struct json_object *source_to_json(const Source *sources, size_t n);
+struct json_object *source_citation_to_json(const SourceCitation *citations, size_t n);
