@@ -5,7 +5,6 @@
 #include <stdio.h>
 
 #include "manager/manager-ops.h"
-#include "shared/json-util.h"
 #include "shared/log.h"
 #include "shared/random-util.h"
 #include "shared/sha256.h"
@@ -105,10 +104,14 @@ static char **share_titles(const HistoryRecord *turns, size_t n_turns) {
 
         if (!titles)
                 return NULL;
-        for (size_t i = 0; i < n_turns; i++)
-                if (json_array_strings_unique(turns[i].sources_json, "title", &titles, &n) < 0 ||
-                    json_array_strings_unique(turns[i].given_titles_json, NULL, &titles, &n) < 0)
-                        return NULL;
+        for (size_t i = 0; i < n_turns; i++) {
+                for (size_t j = 0; j < turns[i].n_sources; j++)
+                        if (strv_extend_unique(&titles, &n, turns[i].sources[j].title) < 0)
+                                return NULL;
+                for (size_t j = 0; turns[i].given_titles && turns[i].given_titles[j]; j++)
+                        if (strv_extend_unique(&titles, &n, turns[i].given_titles[j]) < 0)
+                                return NULL;
+        }
         return TAKE_PTR(titles);
 }
 

@@ -8,6 +8,7 @@
 #include "shared/artifact.h"
 #include "shared/ids.h"
 #include "shared/macro.h"
+#include "shared/source.h"
 #include "shared/time-util.h"
 
 /* The authoritative query history of API.md 9, in SQLite: one file,
@@ -135,11 +136,13 @@ typedef struct HistoryRecord {
         char *status; /* "running", "succeeded" or "failed" */
         char *question;
         char *answer;
-        /* The sources as stored: the JSON array text history_finish()
-         * checked ("[]" when there are none). */
-        char *sources_json;
-        /* The citations as stored, likewise checked ("[]" when none). */
-        char *citations_json;
+        /* The sources and the citations (API.md 9), parsed once from what
+         * history_finish() stored (shared/source.h); none when the stored
+         * text is no array (only a file changed behind the store's back). */
+        Source *sources;
+        size_t n_sources;
+        SourceCitation *citations;
+        size_t n_citations;
         HistoryArtifactInfo *artifacts; /* in the order they were kept */
         size_t n_artifacts;
         char *error_code;
@@ -159,10 +162,10 @@ typedef struct HistoryRecord {
         char *follow_up;    /* the record it follows (API.md 7), NULL for a conversation's first */
         char *conversation; /* the id of its conversation's first record, never NULL */
         /* The titles the turns given to its model as conversation had read
-         * (their sources, and theirs before them), a JSON array of strings;
-         * "[]" for a conversation's first record. Kept with the record: a
+         * (their sources, and theirs before them), each once; empty for a
+         * conversation's first record, never NULL. Kept with the record: a
          * turn deleted since still counts (API.md 9 "Share"). */
-        char *given_titles_json;
+        char **given_titles;
 } HistoryRecord;
 
 /* Free what r holds and zero it (r itself is the caller's). */
