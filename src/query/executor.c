@@ -467,6 +467,7 @@ static int wiki_check_new(QueryExecutor *x, RevisionCheckDone done, void *userda
                         .api_url = cfg->wiki_api_url,
                         .username = cfg->wiki_username,
                         .password = cfg->wiki_username ? cfg->wiki_password : NULL,
+                        .user_map = &cfg->wiki_user,
                         .deadline = now(CLOCK_MONOTONIC) + REVISION_CHECK_TIMEOUT_USEC,
                 },
                 &c->wiki);
