@@ -496,6 +496,7 @@ static int load_limits(Config *c, ConfigGetenv g, void *u, char **ret_error) {
 /* The switches, the log level and whose rights the wiki is read with. */
 static int load_switches(Config *c, ConfigGetenv g, void *u, char **ret_error) {
         const char *v;
+        int r;
         uint64_t level;
 
         v = g("WIKI_WEB_COOKIE_SECURE", u);
