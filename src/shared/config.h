@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "shared/netprefix.h"
+#include "shared/wiki-user.h"
 
 /* The daemon's configuration: the WIKI_WEB_* environment variables of
  * API.md, with their defaults and ranges, plus the two secrets read from
@@ -59,6 +60,10 @@ typedef struct Config {
         uint64_t tool_result_max_bytes;
         ConfigReadAs wiki_read_as; /* WIKI_WEB_WIKI_READ_AS, default service */
         bool wiki_read_as_set;     /* given explicitly (the start warns with identity and without it) */
+        /* WIKI_WEB_WIKI_USER_FROM, _STRIP_SUFFIXES, _STRIP_PREFIXES: the
+         * sign-on's name as a wiki account (API.md "Whose name"); the lists
+         * never NULL once loaded */
+        WikiUserMap wiki_user;
 
         /* Sandbox (API.md 8.3, 8.8) */
         char *sandbox_runtime; /* "crun" by default; a name on PATH or an absolute path */

@@ -1126,12 +1126,12 @@ def wikiwebctl_against_daemon(bed):
     check(r.returncode == 1, "an unknown command exits 1")
 
 
-def _id_request(bed, method, path, source, user=None, token=None):
+def _id_request(bed, method, path, source, user=None, token=None, header="X-Remote-User"):
     """A request from the loopback address `source`, with the user header
     when `user` is given: status and the parsed JSON body."""
     headers = {}
     if user is not None:
-        headers["X-Remote-User"] = user
+        headers[header] = user
     if token:
         headers["Cookie"] = f"wikiweb_session={token}"
     conn = http.client.HTTPConnection("127.0.0.1", bed.port, timeout=15, source_address=(source, 0))
@@ -1192,6 +1192,26 @@ def identity_behind_trusted_proxy(bed):
         log(f"# health with WIKI_WEB_WIKI_READ_AS=person: {h}")
         check(h.get("wiki_read_as") == "person" and h.get("wiki_read_check") in ("ok", "failed", "unknown"),
               f"health in person mode: {h}")
+        # API.md "Whose name": the sign-on's own header and the mapping through the unit's
+        # EnvironmentFile=, the prefix's backslash quoted as systemd reads it.
+        bed.ct.write(conf, saved + "WIKI_WEB_TRUSTED_PROXIES=127.0.0.2/32\nWIKI_WEB_WIKI_READ_AS=person\n"
+                     "WIKI_WEB_USER_HEADER=X-Forwarded-Email\nWIKI_WEB_WIKI_USER_STRIP_SUFFIXES=@CORP.EXAMPLE\n"
+                     'WIKI_WEB_WIKI_USER_STRIP_PREFIXES="CORP\\\\"\n')
+        bed.restart_clean()
+        status, st = _id_request(bed, "GET", "/api/v1/queue/status", "127.0.0.2", user="jdoe@CORP.EXAMPLE",
+                                 header="X-Forwarded-Email")
+        check(status == 200 and st["user"] == "jdoe@CORP.EXAMPLE", f"X-Forwarded-Email as the user header: {status} {st}")
+        pid = bed.ct.run(["systemctl", "show", SERVICE, "-p", "MainPID", "--value"]).stdout.strip()
+        environ = bed.ct.run(["cat", f"/proc/{pid}/environ"]).stdout.split("\0")
+        log(f"# the daemon's mapping settings: {[e for e in environ if 'WIKI_USER_' in e]}")
+        check("WIKI_WEB_WIKI_USER_STRIP_PREFIXES=CORP\\" in environ and
+              "WIKI_WEB_WIKI_USER_STRIP_SUFFIXES=@CORP.EXAMPLE" in environ,
+              f"the unit did not pass the strip lists as written: {environ}")
+        bed.ct.write(conf, saved + "WIKI_WEB_WIKI_USER_FROM=mail\n")
+        r = bed.ct.run(["systemctl", "restart", SERVICE], check=False, timeout=60)
+        check(r.returncode != 0, "systemctl restart succeeded with WIKI_WEB_WIKI_USER_FROM=mail")
+        check("WIKI_WEB_WIKI_USER_FROM: invalid value" in bed.journal(),
+              "no journal line names WIKI_WEB_WIKI_USER_FROM")
         bed.ct.write(conf, saved + "WIKI_WEB_WIKI_READ_AS=everyone\n")
         r = bed.ct.run(["systemctl", "restart", SERVICE], check=False, timeout=60)
         check(r.returncode != 0, "systemctl restart succeeded with WIKI_WEB_WIKI_READ_AS=everyone")
