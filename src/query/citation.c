@@ -15,15 +15,6 @@
 #include "shared/strbuf.h"
 #include "shared/utf8.h"
 
-static const char *const citation_status_table[_CITATION_STATUS_MAX] = {
-        [CITATION_VERIFIED] = "verified",
-        [CITATION_NOT_FOUND] = "not_found",
-        [CITATION_NOT_READ] = "not_read",
-        [CITATION_TOO_SHORT] = "too_short",
-};
-
-DEFINE_STRING_TABLE_LOOKUP_TO_STRING(citation_status, CitationStatus)
-
 static int buf_putc(StrBuf *b, char c) {
         return strbuf_put(b, &c, 1);
 }
@@ -1322,26 +1313,22 @@ static const CitationSource *citation_find_source(const CitationSource *pages, s
         return NULL;
 }
 
-static int citation_entry(
-        const Citation *c,
-        const CitationSource *src,
-        const char *api_url,
-        json_object **ret,
-        CitationStatus *ret_status) {
-        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+/* The record's citation c (shared/source.h) of the model's line l,
+ * verified in src (NULL: not read). Returns 0 and fills *ret (zeroed by
+ * the caller; partly filled on failure, for source_citation_free_many()),
+ * -ENOMEM, -EIO. */
+static int citation_entry(const Citation *l, const CitationSource *src, const char *api_url, SourceCitation *ret) {
         _cleanup_(citation_check_done) CitationCheck k = { 0 };
         _cleanup_(citation_text_done) CitationText t = { 0 };
         _cleanup_free_ char *url = NULL, *fragment = NULL;
         int r;
 
-        if (!o)
-                return -ENOMEM;
         if (src && src->text) {
                 r = citation_normalize(src->text, src->size, &t);
                 if (r < 0)
                         return r;
         }
-        r = citation_verify(src ? &t : NULL, c->quote, &k);
+        r = citation_verify(src ? &t : NULL, l->quote, &k);
         if (r < 0)
                 return r;
         /* A page over the query's budget was read but its text not kept: it
@@ -1362,35 +1349,17 @@ static int citation_entry(
                 url = full;
         }
 
-        r = json_add(o, "n", json_object_new_int((int) c->n));
-        if (r < 0)
-                return r;
-        r = json_add(o, "title", json_string(src ? src->title : c->title));
-        if (r < 0)
-                return r;
-        if (src)
-                r = json_add(o, "revision_id", json_object_new_uint64(src->revision_id));
-        else
-                r = json_object_object_add(o, "revision_id", NULL) < 0 ? -ENOMEM : 0;
-        if (r < 0)
-                return r;
-        r = json_add(o, "quote", json_string(c->quote));
-        if (r < 0)
-                return r;
-        r = json_add(o, "status", json_string(citation_status_to_string(k.status)));
-        if (r < 0)
-                return r;
-        r = url ? json_add(o, "url", json_string(url)) :
-                  (json_object_object_add(o, "url", NULL) < 0 ? -ENOMEM : 0);
-        if (r < 0)
-                return r;
-        r = k.section ? json_add(o, "section", json_string(k.section)) :
-                        (json_object_object_add(o, "section", NULL) < 0 ? -ENOMEM : 0);
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(o);
-        *ret_status = k.status;
-        return 0;
+        *ret = (SourceCitation){
+                .n = l->n,
+                .title = strdup(src ? src->title : l->title),
+                .revision_id = src ? src->revision_id : 0,
+                .has_revision_id = src != NULL,
+                .quote = strdup(l->quote),
+                .status = k.status,
+                .url = TAKE_PTR(url),
+                .section = TAKE_PTR(k.section),
+        };
+        return ret->title && ret->quote ? 0 : -ENOMEM;
 }
 
 int citation_answer(
@@ -1401,9 +1370,11 @@ int citation_answer(
         char **ret_answer,
         char **ret_json,
         unsigned counts[_CITATION_STATUS_MAX]) {
-        _cleanup_(json_object_putp) json_object *a = json_object_new_array();
+        _cleanup_(json_object_putp) json_object *a = NULL;
         _cleanup_free_ char *rest = NULL;
+        SourceCitation *entries = NULL;
         Citation *cs = NULL;
+        const char *text;
         size_t n = 0;
         char *json;
         int r;
@@ -1413,33 +1384,34 @@ int citation_answer(
         assert(ret_answer);
         assert(ret_json);
 
-        if (!a)
-                return -ENOMEM;
         r = citation_parse_answer(answer, strlen(answer), &rest, &cs, &n);
         if (r < 0)
                 return r;
-        for (size_t i = 0; i < n; i++) {
-                json_object *o = NULL;
-                CitationStatus status;
-
-                r = citation_entry(
-                        &cs[i], citation_find_source(pages, n_pages, cs[i].title), api_url, &o, &status);
-                if (r < 0) {
+        if (n > 0) {
+                entries = calloc(n, sizeof *entries);
+                if (!entries) {
                         citation_free_many(cs, n);
-                        return r;
+                        return -ENOMEM;
                 }
-                r = json_append(a, o);
+        }
+        for (size_t i = 0; i < n; i++) {
+                r = citation_entry(
+                        &cs[i], citation_find_source(pages, n_pages, cs[i].title), api_url, &entries[i]);
                 if (r < 0) {
                         citation_free_many(cs, n);
+                        source_citation_free_many(entries, n);
                         return r;
                 }
                 if (counts)
-                        counts[status]++;
+                        counts[entries[i].status]++;
         }
         citation_free_many(cs, n);
+        a = source_citation_to_json(entries, n);
+        source_citation_free_many(entries, n);
 
-        json = strdup(
-                json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+        text = a ? json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE) :
+                   NULL;
+        json = text ? strdup(text) : NULL;
         if (!json)
                 return -ENOMEM;
         *ret_answer = TAKE_PTR(rest);
