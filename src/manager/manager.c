@@ -15,6 +15,7 @@
 #include "shared/strv.h"
 #include "query/mediawiki.h"
 #include "query/wiki-client.h"
+#include "store/storage-watch.h"
 #include "store/sync-worker.h"
 
 struct ManagerQuery {
@@ -59,6 +60,7 @@ struct Manager {
         QueryExecutor *executor;
         History *history;
         SyncWorker *sync; /* NULL: the syncs run on the loop */
+        StorageWatch *storage; /* the retries of what could not be written, quick_check */
         Sandbox *sandbox;
         SandboxState sandbox_state; /* as last logged */
 
@@ -94,7 +96,8 @@ static void manager_announce_query(Manager *m, ManagerEventType type, ManagerQue
 }
 
 static bool health_equal(const ManagerHealth *a, const ManagerHealth *b) {
-        if (a->degraded != b->degraded || a->sandbox != b->sandbox || a->draining != b->draining ||
+        if (a->degraded != b->degraded || a->storage != b->storage || a->sandbox != b->sandbox ||
+            a->draining != b->draining ||
             a->state != b->state || a->execution_configured != b->execution_configured)
                 return false;
         for (size_t i = 0; i < ELEMENTSOF(a->missing_settings); i++)
@@ -173,6 +176,35 @@ const char *manager_read_check_health(Manager *m) {
         return query_executor_read_check_health(m->executor);
 }
 
+/* ---- the store ---- */
+
+/* Whether the store can take a new record: 0, or
+ * MANAGER_STORAGE_UNAVAILABLE (manager_storage_cause() says why). */
+static int manager_check_storage(Manager *m) {
+        return history_check_writable(m->history, NULL) < 0 ? MANAGER_STORAGE_UNAVAILABLE : 0;
+}
+
+const char *manager_storage_cause(Manager *m) {
+        HistoryStorage st;
+
+        assert(m);
+        manager_get_storage(m, &st);
+        return st.cause ? st.cause : history_fault_to_string(-ENOBUFS);
+}
+
+void manager_get_storage(Manager *m, HistoryStorage *ret) {
+        assert(m);
+        assert(ret);
+        if (m->storage)
+                storage_watch_get(m->storage, ret);
+        else
+                history_get_storage(m->history, m->config->state_min_free_bytes, ret);
+}
+
+static void manager_on_storage_changed(StorageWatch *w, void *userdata) {
+        manager_check_health(userdata);
+}
+
 /* ---- the queue ---- */
 
 int manager_join(Manager *m, const SessionKey *session, const char *user, usec_t now) {
@@ -181,6 +213,10 @@ int manager_join(Manager *m, const SessionKey *session, const char *user, usec_t
         assert(m);
         assert(session);
 
+        /* No ticket while the store cannot take the query it would run. */
+        r = manager_check_storage(m);
+        if (r < 0)
+                return r;
         r = admission_join(m->admission, session, now);
         if (r < 0 || !user)
                 return r;
@@ -362,6 +398,7 @@ bool manager_query_awaiting_cleanup(const ManagerQuery *q) {
 /* ---- health ---- */
 
 void manager_get_health(Manager *m, ManagerHealth *ret) {
+        HistoryStorage storage;
         SandboxState state;
         bool degraded;
 
@@ -373,9 +410,12 @@ void manager_get_health(Manager *m, ManagerHealth *ret) {
                 if (q->awaiting_cleanup)
                         degraded = true;
 
+        manager_get_storage(m, &storage);
         state = m->sandbox ? sandbox_get_state(m->sandbox) : SANDBOX_UNAVAILABLE;
         *ret = (ManagerHealth){
-                .degraded = degraded,
+                .degraded = degraded || storage.state != HISTORY_STORAGE_OK,
+                .storage = storage.state,
+                .storage_cause = storage.cause,
                 .sandbox = state == SANDBOX_AVAILABLE ? MANAGER_SANDBOX_OK :
                         state == SANDBOX_STARTING     ? MANAGER_SANDBOX_STARTING :
                                                         MANAGER_SANDBOX_UNAVAILABLE,
@@ -539,6 +579,10 @@ static void manager_record_outcome(
         }
 
         r = durable ? history_finish(m->history, q->id, &h) : history_finish_nosync(m->history, q->id, &h);
+        /* Not written but kept by the store, which lands it later: the
+         * record reads as it will be stored meanwhile. */
+        if (r > 0)
+                storage_watch_poke(m->storage);
         if (r == -ENOENT)
                 log_warning("Query %s ended, but its record is gone.", q->id);
         else if (r < 0)
@@ -730,6 +774,10 @@ int manager_start_query(Manager *m, const ManagerQueryRequest *req, ManagerQuery
 
         if (m->stopping)
                 return -ESHUTDOWN;
+        /* Refused before any work while the store cannot take a record. */
+        r = manager_check_storage(m);
+        if (r < 0)
+                return r;
 
         q = calloc(1, sizeof *q);
         if (!q)
@@ -781,9 +829,14 @@ int manager_start_query(Manager *m, const ManagerQueryRequest *req, ManagerQuery
                 req->follow_up ? req->follow_up->conversation : NULL,
                 q->created);
         if (r < 0) {
-                log_error_errno(r, "Failed to record query %s; not running it", q->id);
                 (void) admission_finish(m->admission, q->id, now(CLOCK_MONOTONIC));
                 manager_query_free(q);
+                /* The store said why, once; the asker is told storage_unavailable. */
+                if (history_needs_retry(m->history) || manager_check_storage(m) < 0) {
+                        storage_watch_poke(m->storage);
+                        return MANAGER_STORAGE_UNAVAILABLE;
+                }
+                log_error_errno(r, "Failed to record query %s; not running it", q->id);
                 return -EIO;
         }
 
@@ -1099,6 +1152,16 @@ int manager_new(sd_event *event, const Config *config, Manager **ret) {
         r = sync_worker_new(event, &m->sync);
         if (r < 0)
                 log_warning_errno(r, "No thread for the history's syncs; they run on the event loop");
+        r = storage_watch_new(
+                event,
+                m->history,
+                config->state_min_free_bytes,
+                /* check= */ true,
+                manager_on_storage_changed,
+                m,
+                &m->storage);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the history's retries");
 
         /* The sandbox owns SIGCHLD (the daemon is a subreaper), checks
          * runtime, rootfs and the user manager, and sweeps what a previous
@@ -1137,6 +1200,7 @@ Manager *manager_free(Manager *m) {
                 LIST_REMOVE(queries, m->queries, q);
                 manager_query_free(q);
         }
+        m->storage = storage_watch_free(m->storage);
         m->history = history_free(m->history);
         m->sandbox = sandbox_free(m->sandbox);
         m->admission_timer = admission_timer_free(m->admission_timer);

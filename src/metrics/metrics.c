@@ -412,6 +412,37 @@ int metrics_render(MetricsFormat format, const MetricsGauges *g, char **ret, siz
                 (double) registry.http_connections);
         render_gauge(&w, "wikiweb_event_streams", "Open live event streams.", (double) registry.event_streams);
 
+        if (g->storage) {
+                const MetricsStorage *s = g->storage;
+                static const char *const storage_states[] = { "ok", "degraded", "failed" };
+
+                metrics_family(
+                        &w, "wikiweb_storage", METRIC_GAUGE, NULL, "The history store's state: 1 for the current one.");
+                for (unsigned i = 0; i < ELEMENTSOF(storage_states); i++)
+                        metrics_sample_u64(&w, (const char *const[]){ "state", storage_states[i], NULL }, i == s->state);
+                if (s->free_bytes != UINT64_MAX) {
+                        metrics_family(
+                                &w,
+                                "wikiweb_state_free_bytes",
+                                METRIC_GAUGE,
+                                "bytes",
+                                "Free bytes of the state directory's file system (for unprivileged users).");
+                        metrics_sample_u64(&w, NULL, s->free_bytes);
+                }
+                metrics_family(
+                        &w,
+                        "wikiweb_store_writes_failed",
+                        METRIC_COUNTER,
+                        NULL,
+                        "Writes of the history that failed (no space, read-only, I/O error, damaged).");
+                metrics_sample_u64(&w, NULL, s->writes_failed);
+                render_gauge(
+                        &w,
+                        "wikiweb_store_outcomes_waiting",
+                        "Query outcomes kept in memory until the history can store them.",
+                        (double) s->outcomes_waiting);
+        }
+
         if (g->process) {
                 const MetricsProcess *p = g->process;
 
