@@ -211,7 +211,8 @@ static HttpHandlerResult reply_storage_unavailable(Api *api, HttpRequest *req) {
         const char *h[] = { "Retry-After", "5", NULL };
         _cleanup_free_ char *message = NULL;
 
-        if (asprintf(&message, "The history cannot take a new record: %s", manager_storage_cause(api->manager)) < 0)
+        if (asprintf(&message, "The history cannot take a new record: %s", manager_storage_cause(api->manager)) <
+            0)
                 message = NULL;
         return http_reply_error(req, API_ERROR_STORAGE_UNAVAILABLE, message, h);
 }
@@ -252,7 +253,8 @@ static HttpHandlerResult api_handle_health(Api *api, HttpRequest *req) {
                 o, "execution", json_object_new_string(h.execution_configured ? "ok" : "not_configured"));
         json_object_object_add(o, "missing_settings", missing);
         /* The store (API.md 6): ok, degraded or failed, and why. */
-        json_object_object_add(o, "storage", json_object_new_string(history_storage_state_to_string(h.storage)));
+        json_object_object_add(
+                o, "storage", json_object_new_string(history_storage_state_to_string(h.storage)));
         if (h.storage_cause)
                 json_object_object_add(o, "storage_cause", json_object_new_string(h.storage_cause));
         /* Whose wiki permissions count, and in person mode whether the wiki
@@ -609,6 +611,14 @@ static HttpHandlerResult reply_history_error(Api *api, HttpRequest *req, int r) 
         if (r == -EBUSY)
                 return reply_with_retry_after(
                         api, req, API_ERROR_BUSY, "The query is still running", now(CLOCK_MONOTONIC));
+        /* A write the store could not make (full, read-only, I/O error, damaged). */
+        if (r == -EIO) {
+                HistoryStorage st;
+
+                manager_get_storage(api->manager, &st);
+                if (st.fault < 0)
+                        return reply_storage_unavailable(api, req);
+        }
         return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
 }
 

@@ -59,7 +59,7 @@ struct Manager {
         WaitTracker *wait_tracker; /* the recent durations: the wait range (API.md 5) */
         QueryExecutor *executor;
         History *history;
-        SyncWorker *sync; /* NULL: the syncs run on the loop */
+        SyncWorker *sync;      /* NULL: the syncs run on the loop */
         StorageWatch *storage; /* the retries of what could not be written, quick_check */
         Sandbox *sandbox;
         SandboxState sandbox_state; /* as last logged */
@@ -97,8 +97,8 @@ static void manager_announce_query(Manager *m, ManagerEventType type, ManagerQue
 
 static bool health_equal(const ManagerHealth *a, const ManagerHealth *b) {
         if (a->degraded != b->degraded || a->storage != b->storage || a->sandbox != b->sandbox ||
-            a->draining != b->draining ||
-            a->state != b->state || a->execution_configured != b->execution_configured)
+            a->draining != b->draining || a->state != b->state ||
+            a->execution_configured != b->execution_configured)
                 return false;
         for (size_t i = 0; i < ELEMENTSOF(a->missing_settings); i++)
                 if (a->missing_settings[i] != b->missing_settings[i])

@@ -88,7 +88,7 @@ const char *manager_sandbox_health_to_string(ManagerSandboxHealth h);
 typedef struct ManagerHealth {
         bool degraded; /* a cleanup is not confirmed (a query's, or the sandbox's), or storage is not ok */
         HistoryStorageState storage; /* "storage" */
-        const char *storage_cause;   /* "storage_cause": its words, NULL when ok; valid until the next call */
+        const char *storage_cause; /* "storage_cause": its words, NULL when ok; valid until the next call */
         ManagerSandboxHealth sandbox; /* "sandbox" */
         bool draining;                /* "admission": "draining" */
         AdmissionState state;         /* "state" */

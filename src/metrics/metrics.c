@@ -417,9 +417,14 @@ int metrics_render(MetricsFormat format, const MetricsGauges *g, char **ret, siz
                 static const char *const storage_states[] = { "ok", "degraded", "failed" };
 
                 metrics_family(
-                        &w, "wikiweb_storage", METRIC_GAUGE, NULL, "The history store's state: 1 for the current one.");
+                        &w,
+                        "wikiweb_storage",
+                        METRIC_GAUGE,
+                        NULL,
+                        "The history store's state: 1 for the current one.");
                 for (unsigned i = 0; i < ELEMENTSOF(storage_states); i++)
-                        metrics_sample_u64(&w, (const char *const[]){ "state", storage_states[i], NULL }, i == s->state);
+                        metrics_sample_u64(
+                                &w, (const char *const[]){ "state", storage_states[i], NULL }, i == s->state);
                 if (s->free_bytes != UINT64_MAX) {
                         metrics_family(
                                 &w,

@@ -303,7 +303,7 @@ const char *history_fault_to_string(int fault) {
 
 /* A write failed with fault: counted, and said once when the condition
  * begins (or changes), not for every write while it lasts. */
-static void note_fault(History *h, int fault) {
+static void note_fault(History *h, int fault, const char *what, int code) {
         h->writes_failed++;
         if (fault == -EUCLEAN && !h->damage)
                 h->damage = strdup("SQLite reported the file as malformed");
@@ -317,9 +317,11 @@ static void note_fault(History *h, int fault) {
         }
         h->fault = fault;
         log_error(
-                "History store: %s: %s; new queries are refused until writes land again.",
-                h->path ? h->path : "history.sqlite3",
-                history_fault_to_string(fault));
+                "History store: cannot %s in %s: %s (SQLite: %s); new queries are refused until writes land again.",
+                what,
+                h->path,
+                history_fault_to_string(fault),
+                sqlite3_errstr(code));
 }
 
 /* A write landed: the condition, if any, is over; said once, with what
@@ -351,11 +353,8 @@ static int db_error(History *h, const char *what) {
                 log_error("History store: %s: %s", what, sqlite3_errmsg(h->db));
                 return -EIO;
         }
-        if (fault == h->fault || !h->opened)
-                log_debug("History store: %s: %s", what, history_fault_to_string(fault));
-        else
-                log_error("History store: cannot %s: %s (%s).", what, history_fault_to_string(fault), sqlite3_errstr(code));
-        note_fault(h, fault);
+        log_debug("History store: cannot %s: %s", what, history_fault_to_string(fault));
+        note_fault(h, fault, what, code);
         return -EIO;
 }
 
@@ -469,7 +468,8 @@ static int check_schema(History *h) {
         if (r < 0)
                 return r;
         if (version > 0 && version <= SCHEMA_VERSION) {
-                r = prepare(h, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'queries'", &s);
+                r = prepare(
+                        h, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'queries'", &s);
                 if (r < 0)
                         return r;
                 if (sqlite3_step(s) != SQLITE_ROW)
@@ -585,9 +585,12 @@ static int check_before_open(const char *directory, const char *path, const char
 
         if (access(directory, W_OK) < 0) {
                 if (errno == EROFS)
-                        log_error("History store: the state directory %s is read-only; wikiwebd needs to write its history there.", directory);
+                        log_error(
+                                "History store: the state directory %s is read-only; wikiwebd needs to write its history there.",
+                                directory);
                 else
-                        log_error_errno(errno, "History store: the state directory %s is not writable", directory);
+                        log_error_errno(
+                                errno, "History store: the state directory %s is not writable", directory);
                 return -errno;
         }
         if (stat(path, &st) < 0)
@@ -728,7 +731,8 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
         }
         r = recover(h, &recovered);
         if (r < 0)
-                return history_open_failed(h, r, "marked the records of the last run that were still running as failed");
+                return history_open_failed(
+                        h, r, "marked the records of the last run that were still running as failed");
 
         if (ret_recovered)
                 *ret_recovered = recovered;
@@ -1013,7 +1017,8 @@ static int finish_or_keep(History *h, const char *id, const HistoryOutcome *o, b
                 return r;
         r = pending_add(h, id, o);
         if (r < 0) {
-                log_error_errno(r, "History store: the outcome of query %s could not be kept in memory either", id);
+                log_error_errno(
+                        r, "History store: the outcome of query %s could not be kept in memory either", id);
                 return -EIO;
         }
         return 1;
@@ -1847,8 +1852,8 @@ static int pending_keep(PendingOutcome *p, size_t i, const char **text) {
 static int pending_add(History *h, const char *id, const HistoryOutcome *o) {
         PendingOutcome p = { .o = *o }, *n;
         const char **texts[] = {
-                &p.o.answer,        &p.o.sources_json,  &p.o.citations_json, &p.o.error_code,
-                &p.o.error_message, &p.o.model,         &p.o.sandbox,        &p.o.searches_json,
+                &p.o.answer,        &p.o.sources_json, &p.o.citations_json, &p.o.error_code,
+                &p.o.error_message, &p.o.model,        &p.o.sandbox,        &p.o.searches_json,
         };
         int r = 0;
 
@@ -1929,11 +1934,13 @@ static int pending_apply(History *h, HistoryRecord *rec) {
             replace_text(&rec->answer, o->succeeded ? (o->answer ? o->answer : "") : NULL) < 0 ||
             replace_text(&rec->sources_json, o->sources_json ? o->sources_json : "[]") < 0 ||
             replace_text(&rec->citations_json, o->citations_json ? o->citations_json : "[]") < 0 ||
-            replace_text(&rec->error_code,
-                         o->succeeded ? NULL : (o->error_code ? o->error_code : "internal_error")) < 0 ||
-            replace_text(&rec->error_message,
-                         o->succeeded ? NULL : (o->error_message ? o->error_message : "")) < 0 ||
-            replace_text(&rec->model, o->model ? o->model : "") < 0 || replace_text(&rec->sandbox, o->sandbox) < 0)
+            replace_text(
+                    &rec->error_code,
+                    o->succeeded ? NULL : (o->error_code ? o->error_code : "internal_error")) < 0 ||
+            replace_text(&rec->error_message, o->succeeded ? NULL : (o->error_message ? o->error_message : "")) <
+                    0 ||
+            replace_text(&rec->model, o->model ? o->model : "") < 0 ||
+            replace_text(&rec->sandbox, o->sandbox) < 0)
                 return -ENOMEM;
         rec->timings = o->timings;
         rec->prompt_tokens = o->prompt_tokens;
@@ -1953,10 +1960,11 @@ static void pending_last_chance(History *h) {
 
                 if (pending_land(h, p) >= 0)
                         continue;
-                snprintf(message,
-                         sizeof message,
-                         "The answer could not be stored: %s",
-                         history_fault_to_string(h->fault ? h->fault : -EIO));
+                snprintf(
+                        message,
+                        sizeof message,
+                        "The answer could not be stored: %s",
+                        history_fault_to_string(h->fault ? h->fault : -EIO));
                 failed = (HistoryOutcome){
                         .error_code = "internal_error",
                         .error_message = message,
@@ -1998,34 +2006,39 @@ void history_get_storage(History *h, uint64_t min_free_bytes, HistoryStorage *re
                 .refused = h->refused,
         };
         if (h->damage) {
-                snprintf(h->cause,
-                         sizeof h->cause,
-                         "the history database %s is damaged (%s); see wikiwebd(8), \"When the database is damaged\"",
-                         h->path,
-                         h->damage);
+                snprintf(
+                        h->cause,
+                        sizeof h->cause,
+                        "the history database %s is damaged (%s); see wikiwebd(8), \"When the database is damaged\"",
+                        h->path,
+                        h->damage);
                 ret->state = HISTORY_STORAGE_FAILED;
         } else if (h->fault < 0 && h->n_pending > 0)
-                snprintf(h->cause,
-                         sizeof h->cause,
-                         "%s; %zu %s to be stored",
-                         history_fault_to_string(h->fault),
-                         h->n_pending,
-                         h->n_pending == 1 ? "answer waits" : "answers wait");
+                snprintf(
+                        h->cause,
+                        sizeof h->cause,
+                        "%s; %zu %s to be stored",
+                        history_fault_to_string(h->fault),
+                        h->n_pending,
+                        h->n_pending == 1 ? "answer waits" : "answers wait");
         else if (h->fault < 0)
                 snprintf(h->cause, sizeof h->cause, "%s", history_fault_to_string(h->fault));
         else if (h->n_pending > 0)
-                snprintf(h->cause,
-                         sizeof h->cause,
-                         "%zu %s to be stored",
-                         h->n_pending,
-                         h->n_pending == 1 ? "answer waits" : "answers wait");
+                snprintf(
+                        h->cause,
+                        sizeof h->cause,
+                        "%zu %s to be stored",
+                        h->n_pending,
+                        h->n_pending == 1 ? "answer waits" : "answers wait");
         else if (min_free_bytes > 0 && ret->free_bytes < min_free_bytes)
-                snprintf(h->cause,
-                         sizeof h->cause,
-                         "low space: %" PRIu64 " bytes free on the state directory, under "
-                         "WIKI_WEB_STATE_MIN_FREE_BYTES (%" PRIu64 ")",
-                         ret->free_bytes,
-                         min_free_bytes);
+                snprintf(
+                        h->cause,
+                        sizeof h->cause,
+                        "low space: %" PRIu64
+                        " bytes free on the state directory, under "
+                        "WIKI_WEB_STATE_MIN_FREE_BYTES (%" PRIu64 ")",
+                        ret->free_bytes,
+                        min_free_bytes);
         else
                 return;
         if (ret->state == HISTORY_STORAGE_OK)
@@ -2038,10 +2051,11 @@ int history_check_writable(History *h, const char **ret_cause) {
 
         assert(h);
 
-        fault = h->damage ? -EUCLEAN :
+        fault = h->damage    ? -EUCLEAN :
                 h->fault < 0 ? h->fault :
-                h->n_pending >= HISTORY_PENDING_MAX || h->pending_bytes >= HISTORY_PENDING_BYTES_MAX ? -ENOBUFS :
-                                                                                                    0;
+                h->n_pending >= HISTORY_PENDING_MAX || h->pending_bytes >= HISTORY_PENDING_BYTES_MAX ?
+                               -ENOBUFS :
+                               0;
         if (fault == 0)
                 return 0;
         h->refused++;
