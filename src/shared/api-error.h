@@ -29,9 +29,10 @@ typedef enum ApiError {
         API_ERROR_CLEANUP_FAILED,
         API_ERROR_INTERNAL_ERROR,
         API_ERROR_QUEUE_FULL,
-        API_ERROR_HEADER_TOO_LARGE,    /* extension: 431 */
-        API_ERROR_RATE_LIMITED,        /* extension: 429, too many event streams (API.md 11) */
-        API_ERROR_STORAGE_UNAVAILABLE, /* extension: 503, the store cannot take a new record (API.md 2) */
+        API_ERROR_HEADER_TOO_LARGE, /* extension: 431 */
+        API_ERROR_RATE_LIMITED,     /* extension: 429, too many event streams (API.md 11) */
+        /* extension: 503, the history cannot take a new record (API.md 2) */
+        API_ERROR_STORAGE_UNAVAILABLE,
         _API_ERROR_MAX,
         _API_ERROR_INVALID = -EINVAL,
 } ApiError;
