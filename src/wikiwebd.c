@@ -348,8 +348,8 @@ static int setup_signals(Daemon *d) {
 static int setup_faces(Daemon *d) {
         int r, fd, metrics_fd;
 
-        /* The D-Bus object subscribes before the HTTP API: QueryFinished
-         * goes out before the answer to the query's request. */
+        /* In any order: QueryFinished (an announcement) goes out before
+         * the answer to the query's request (a waiter of the query). */
         r = queue_bus_new(d->event, d->manager, NULL, &d->bus);
         if (r < 0)
                 log_warning_errno(r, "Not publishing the queue on D-Bus");
