@@ -574,7 +574,8 @@ static int history_open_failed(History *h, int error, const char *step) {
                         step);
         else
                 log_error("History store: %s is not usable: %s.", h->path, step);
-        return error;
+        /* The caller's line then says it too ("No space left on device"). */
+        return IN_SET(h->fault, -ENOSPC, -EROFS, -EACCES) ? h->fault : error;
 }
 
 /* Before SQLite opens path: an existing file of 0 bytes (and no WAL with

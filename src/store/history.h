@@ -34,7 +34,8 @@ typedef struct History History;
  * not NULL) is the number of records that were still "running" and are now
  * "failed". Returns 0, -ENOMEM, or -EIO / -ENOTSUP (with a logged reason)
  * when the file cannot be opened, is not a history store, or is of a newer
- * schema. */
+ * schema; -ENOSPC, -EROFS or -EACCES when the state directory is full,
+ * read-only or not writable (logged in those words). */
 int history_open(const char *directory, History **ret, unsigned *ret_recovered);
 History *history_free(History *h);
 DEFINE_TRIVIAL_CLEANUP_FUNC(History *, history_free);
