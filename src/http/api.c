@@ -50,20 +50,27 @@ struct Api {
         struct ApiPending *pending;
 };
 
-/* The record as GET /history/{id} returns it, as text (the caller frees
- * it); NULL when it cannot be read. */
-static char *api_record_json(Api *api, const char *id, const SessionKey *session) {
+/* The record as GET /history/{id} returns it, as text in *ret_record, and
+ * (ret_citations not NULL) the query stream's citations event of it in
+ * *ret_citations (the caller frees both); NULL when it cannot be read. */
+static void api_record_json(
+        Api *api, const char *id, const SessionKey *session, char **ret_record, char **ret_citations) {
         _cleanup_(history_record_freep) HistoryRecord *record = NULL;
         _cleanup_(json_object_putp) json_object *o = NULL;
         int r;
 
+        *ret_record = NULL;
+        if (ret_citations)
+                *ret_citations = NULL;
         r = history_get_record(api->history, id, session, &record);
         if (r < 0) {
                 log_error_errno(r, "Query %s: its record cannot be read", id);
-                return NULL;
+                return;
         }
         o = render_history_record(record);
-        return o ? strdup(render_body(o)) : NULL;
+        *ret_record = o ? strdup(render_body(o)) : NULL;
+        if (ret_citations)
+                *ret_citations = render_citations_event(record);
 }
 
 static ApiWaiting *api_waiting_new(Api *api, HttpRequest *request) {
@@ -88,10 +95,11 @@ static void api_on_query_streams_done(ManagerQuery *q, const ManagerOutcome *out
         ApiWaiting *w = userdata;
         Api *api = w->api;
         const char *id = manager_query_id(q);
-        _cleanup_free_ char *record = api_record_json(api, id, manager_query_session(q));
+        _cleanup_free_ char *record = NULL, *citations = NULL;
 
         api_waiting_free(w);
-        query_streams_finish(api->query_streams, id, record);
+        api_record_json(api, id, manager_query_session(q), &record, &citations);
+        query_streams_finish(api->query_streams, id, citations, record);
 }
 
 /* The query's record is durable: its waiting request is answered. */
@@ -108,7 +116,7 @@ static void api_on_query_request_done(ManagerQuery *q, const ManagerOutcome *out
                 http_reply_error(req, outcome->api_error, outcome->message, h);
                 return;
         }
-        record = api_record_json(api, id, manager_query_session(q));
+        api_record_json(api, id, manager_query_session(q), &record, NULL);
         if (!record) {
                 log_error("Query %s succeeded but its record cannot be read.", id);
                 http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, h);

@@ -18,7 +18,8 @@ struct SourcesCheck {
         SourcesChecks *owner;
         HttpRequest *req;
         ManagerSourcesCheck *check;
-        json_object *sources; /* the record's, to answer with */
+        Source *sources; /* the record's, to answer with */
+        size_t n_sources;
         SourcesCheck *checks_prev, *checks_next;
 };
 
@@ -42,7 +43,7 @@ static SourcesCheck *sources_check_free(SourcesCheck *c) {
                 c->owner->in_flight--;
         }
         manager_sources_check_free(c->check);
-        json_object_put(c->sources);
+        source_free_many(c->sources, c->n_sources);
         free(c);
         return NULL;
 }
@@ -104,17 +105,14 @@ static bool sources_checks_admit(SourcesChecks *s, const SessionKey *session, us
 
 /* The record's sources, each with what the Manager's check says of it now
  * (NULL: none checked). */
-static json_object *sources_render(json_object *sources, const ManagerSources *now) {
+static json_object *sources_render(const Source *sources, size_t n, const ManagerSources *now) {
         _cleanup_(json_object_putp) json_object *list = json_object_new_array();
-        size_t n = json_object_array_length(sources);
 
         if (!list)
                 return NULL;
         for (size_t i = 0; i < n; i++) {
-                json_object *src = json_object_array_get_idx(sources, i);
-                const char *title = json_object_get_string(json_object_object_get(src, "title"));
-                json_object *rev_o = json_object_object_get(src, "revision_id");
-                uint64_t rev = rev_o ? (uint64_t) json_object_get_int64(rev_o) : 0;
+                const char *title = sources[i].title;
+                uint64_t rev = sources[i].has_revision_id ? sources[i].revision_id : 0;
                 const ManagerSourceState *st = NULL;
                 _cleanup_(json_object_putp) json_object *o = json_object_new_object();
 
@@ -124,8 +122,7 @@ static json_object *sources_render(json_object *sources, const ManagerSources *n
                                 break;
                         }
                 if (!o || json_add(o, "title", json_string(title)) < 0 ||
-                    json_add(o, "url", json_string(json_object_get_string(json_object_object_get(src, "url")))) <
-                            0 ||
+                    json_add(o, "url", json_string(sources[i].url)) < 0 ||
                     json_add(o, "revision_id", json_object_new_uint64(rev)) < 0)
                         return NULL;
                 /* Not checked (past the first MANAGER_SOURCES_MAX, or not a title): all null. */
@@ -152,14 +149,14 @@ static json_object *sources_render(json_object *sources, const ManagerSources *n
         return TAKE_PTR(list);
 }
 
-static HttpHandlerResult
-        sources_reply(HttpRequest *req, const char *id, json_object *sources, const ManagerSources *now_) {
+static HttpHandlerResult sources_reply(
+        HttpRequest *req, const char *id, const Source *sources, size_t n, const ManagerSources *now_) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         char t[RFC3339_MS_MAX];
 
         if (!o || json_add(o, "id", json_string(id)) < 0 ||
             json_add(o, "checked_at", json_string(format_rfc3339_ms(t, now(CLOCK_REALTIME)))) < 0 ||
-            json_add(o, "sources", sources_render(sources, now_)) < 0)
+            json_add(o, "sources", sources_render(sources, n, now_)) < 0)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         return http_reply(req, 200, render_body(o), NULL);
 }
@@ -174,13 +171,13 @@ static void sources_check_on_done(
         if (error)
                 (void) http_reply_error(c->req, error->api_error, error->message, NULL);
         else
-                (void) sources_reply(c->req, m->id, c->sources, result);
+                (void) sources_reply(c->req, m->id, c->sources, c->n_sources, result);
         sources_check_free(c);
 }
 
 HttpHandlerResult sources_checks_handle(SourcesChecks *s, HttpRequest *req, const HistoryRecord *record) {
-        _cleanup_(json_object_putp) json_object *sources = NULL;
         _cleanup_(strv_freep) char **titles = NULL;
+        Source *sources = NULL;
         SourcesCheck *c;
         ManagerError e;
         size_t n, n_titles;
@@ -191,16 +188,9 @@ HttpHandlerResult sources_checks_handle(SourcesChecks *s, HttpRequest *req, cons
         assert(req);
         assert(record);
 
-        sources = json_tokener_parse(record->sources_json ? record->sources_json : "[]");
-        if (!json_object_is_type(sources, json_type_array)) {
-                json_object_put(sources);
-                sources = json_object_new_array();
-                if (!sources)
-                        return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-        }
-        n = json_object_array_length(sources);
+        n = record->n_sources;
         if (n == 0)
-                return sources_reply(req, record->id, sources, NULL);
+                return sources_reply(req, record->id, NULL, 0, NULL);
 
         if (!sources_checks_admit(s, http_request_session(req), now(CLOCK_MONOTONIC), &wait)) {
                 char retry[16];
@@ -216,31 +206,28 @@ HttpHandlerResult sources_checks_handle(SourcesChecks *s, HttpRequest *req, cons
         titles = calloc(n_titles + 1, sizeof(char *));
         if (!titles)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-        for (size_t i = 0, k = 0; i < n_titles; i++) {
-                const char *t = json_object_get_string(
-                        json_object_object_get(json_object_array_get_idx(sources, i), "title"));
-
-                if (!t)
-                        continue;
-                titles[k] = strdup(t);
-                if (!titles[k++])
+        for (size_t i = 0; i < n_titles; i++) {
+                titles[i] = strdup(record->sources[i].title);
+                if (!titles[i])
                         return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         }
-        if (!titles[0])
-                return sources_reply(req, record->id, sources, NULL);
 
         c = calloc(1, sizeof *c);
-        if (!c)
+        if (!c || source_copy_many(record->sources, n, &sources) < 0) {
+                free(c);
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        }
         r = manager_check_sources(
                 s->manager, http_request_user(req), titles, sources_check_on_done, c, &c->check, &e);
         if (r < 0) {
                 free(c);
+                source_free_many(sources, n);
                 return http_reply_error(req, e.api_error, e.message, NULL);
         }
         c->owner = s;
         c->req = req;
         c->sources = TAKE_PTR(sources);
+        c->n_sources = n;
         LIST_PREPEND(checks, s->checks_head, c);
         s->in_flight++;
         http_request_suspend(req);

@@ -134,7 +134,8 @@ int manager_prepare_follow_up(
                 p->turns[i] = (QueryTurn){
                         .question = p->records[i].question,
                         .answer = p->records[i].answer,
-                        .sources_json = p->records[i].sources_json,
+                        .sources = p->records[i].sources,
+                        .n_sources = p->records[i].n_sources,
                 };
         p->follow_up = (ManagerFollowUp){
                 .follow_up = last->id,

@@ -103,8 +103,9 @@ static char **share_titles(const HistoryRecord *turns, size_t n_turns) {
         if (!titles)
                 return NULL;
         for (size_t i = 0; i < n_turns; i++)
-                if (json_array_strings_unique(turns[i].sources_json, "title", &titles, &n) < 0)
-                        return NULL;
+                for (size_t j = 0; j < turns[i].n_sources; j++)
+                        if (strv_extend_unique(&titles, &n, turns[i].sources[j].title) < 0)
+                                return NULL;
         return TAKE_PTR(titles);
 }
 

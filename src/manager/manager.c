@@ -83,6 +83,9 @@ struct Manager {
         const char *stop_reason;
         usec_t stop_grace;
         sd_event_source *stop_timer;
+        sd_event_source *stop_post; /* looks for the end of the queries' lives */
+        ManagerStoppedHandler stopped_handler;
+        void *stopped_userdata;
 };
 
 static const char *const manager_sandbox_health_table[_MANAGER_SANDBOX_HEALTH_MAX] = {
@@ -1346,6 +1349,7 @@ Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
         m->stop_timer = sd_event_source_disable_unref(m->stop_timer);
+        m->stop_post = sd_event_source_disable_unref(m->stop_post);
         /* A sync in flight is completed (joined), its callback dropped. */
         m->sync = sync_worker_free(m->sync);
         /* The queries first: each frees its run, which borrows the
@@ -1390,6 +1394,25 @@ static int manager_on_stop_timer(sd_event_source *s, uint64_t usec, void *userda
         return 0;
 }
 
+/* After every loop iteration while stopping: once nothing of a query's
+ * life is in flight, the stop is announced as done, once. */
+static int manager_on_stop_post(sd_event_source *s, void *userdata) {
+        Manager *m = userdata;
+
+        if (manager_busy(m) || sd_event_get_state(m->event) == SD_EVENT_FINISHED)
+                return 0;
+        (void) sd_event_source_set_enabled(m->stop_post, SD_EVENT_OFF);
+        if (m->stopped_handler)
+                m->stopped_handler(m, m->stopped_userdata);
+        return 0;
+}
+
+void manager_set_stopped_handler(Manager *m, ManagerStoppedHandler handler, void *userdata) {
+        assert(m);
+        m->stopped_handler = handler;
+        m->stopped_userdata = userdata;
+}
+
 void manager_stop(Manager *m, usec_t grace_usec, const char *reason) {
         int r;
 
@@ -1402,6 +1425,14 @@ void manager_stop(Manager *m, usec_t grace_usec, const char *reason) {
         m->stop_reason = reason;
         m->stop_grace = grace_usec;
         manager_announce(m, &(ManagerEvent){ .type = MANAGER_STOPPING });
+        r = sd_event_add_post(m->event, &m->stop_post, manager_on_stop_post, m);
+        if (r < 0) {
+                /* Without it nobody hears the end: do not wait for it. */
+                log_error_errno(r, "Failed to watch the end of the running queries; stopping now");
+                if (m->stopped_handler)
+                        m->stopped_handler(m, m->stopped_userdata);
+        } else
+                (void) sd_event_source_set_description(m->stop_post, "manager-stopped");
         if (query_executor_n_running(m->executor) == 0)
                 return;
         /* Let the queries finish, but not past the stop grace: systemd

@@ -368,6 +368,12 @@ void manager_get_counters(Manager *m, ManagerCounters *ret);
  * the running ones may finish until grace_usec has passed, then they are
  * cancelled with reason. Announces MANAGER_STOPPING (once). */
 void manager_stop(Manager *m, usec_t grace_usec, const char *reason);
+/* The one handler that hears when a stop is done as far as the queries
+ * go: manager_stop() was called and nothing of a query's life is in flight
+ * any more (manager_busy() false). Called once, from the loop (after the
+ * iteration in which it became true). */
+typedef void (*ManagerStoppedHandler)(Manager *m, void *userdata);
+void manager_set_stopped_handler(Manager *m, ManagerStoppedHandler handler, void *userdata);
 /* Whether manager_stop() was called. */
 bool manager_is_stopping(const Manager *m);
 /* Whether anything of a query's life is still in flight: a query

@@ -27,11 +27,6 @@ static inline usec_t usec_sub_unsigned(usec_t a, usec_t b) {
         return a > b ? a - b : 0;
 }
 
-static inline void *mfree(void *p) {
-        free(p);
-        return NULL;
-}
-
 /* Time spent in a phase: into the query's timings (its record) and into
  * wikiweb_query_phase_seconds_total, as the phase ends (API.md 12.3). */
 static void query_run_add_phase(usec_t *timing, const char *phase, usec_t usec) {
@@ -1201,32 +1196,21 @@ static void query_run_tool_start_failed(QueryRun *q, const AgentAction *a, int r
                 query_run_fail(q, r, API_ERROR_INTERNAL_ERROR, NULL);
 }
 
+/* The record's sources as history_finish() stores them (shared/source.h). */
 static int query_run_sources_json(QueryRun *q, char **ret) {
-        json_object *a = json_object_new_array();
-        const AgentSource *s;
+        _cleanup_(json_object_putp) json_object *a = NULL;
+        const Source *s;
+        const char *t;
+        char *copy;
         size_t n;
-        char *t;
 
-        if (!a)
-                return -ENOMEM;
         s = agent_sources(q->agent, &n);
-        for (size_t i = 0; i < n; i++) {
-                json_object *o = json_object_new_object();
-
-                if (!o || json_object_array_add(a, o) < 0) {
-                        json_object_put(o);
-                        json_object_put(a);
-                        return -ENOMEM;
-                }
-                json_object_object_add(o, "title", json_object_new_string(s[i].title ? s[i].title : ""));
-                json_object_object_add(o, "url", json_object_new_string(s[i].url ? s[i].url : ""));
-                json_object_object_add(o, "revision_id", json_object_new_uint64(s[i].revision_id));
-        }
-        t = strdup(json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN));
-        json_object_put(a);
-        if (!t)
+        a = source_to_json(s, n);
+        t = a ? json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN) : NULL;
+        copy = t ? strdup(t) : NULL;
+        if (!copy)
                 return -ENOMEM;
-        *ret = t;
+        *ret = copy;
         return 0;
 }
 
