@@ -8,7 +8,6 @@ Needs root (mount); a skip otherwise. The tmpfs is unmounted in teardown,
 also when a test fails."""
 
 import errno
-import json
 import os
 import shutil
 import signal
