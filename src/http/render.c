@@ -492,7 +492,10 @@ static json_object *render_items(const ReportItem *items, size_t n, const char *
                 }
                 if (!render_add_string(e, key, items[i].text))
                         return NULL;
-                if (streq(key, "query") && !render_add_int(e, "results", items[i].results))
+                /* A search's results not known for this reader: null. */
+                if (streq(key, "query") &&
+                    !(items[i].results >= 0 ? render_add_int(e, "results", items[i].results) :
+                                              render_add(e, "results", NULL)))
                         return NULL;
                 if (streq(key, "title") && !render_add_string(e, "url", items[i].url))
                         return NULL;

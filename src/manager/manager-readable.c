@@ -324,6 +324,7 @@ oom:
 /* ---- the unanswered report ---- */
 
 struct ManagerReportCheck {
+        Manager *manager;
         Report *report;
         ManagerReadableCheck *readable;
         ManagerReportDone done;
@@ -355,6 +356,13 @@ static void manager_report_on_readable(
                 metrics_count_withheld("report", (unsigned) MIN(n, (size_t) UINT_MAX));
                 log_info("Unanswered report: pages withheld from the editor reading it: %zu", n);
         }
+        /* A search's result count is what it found for the person who
+         * asked that query: the reader's own cannot be known without
+         * searching again, so it is left out. */
+        if (manager_reads_as_person(c->manager))
+                for (size_t g = 0; g < c->report->n_groups; g++)
+                        for (size_t i = 0; i < c->report->groups[g].n_searches; i++)
+                                c->report->groups[g].searches[i].results = -1;
         c->done(c, NULL, c->report, c->userdata);
 }
 
@@ -382,7 +390,7 @@ int manager_report_unanswered(
         c = calloc(1, sizeof *c);
         if (!c)
                 goto oom;
-        *c = (ManagerReportCheck){ .done = done, .userdata = userdata };
+        *c = (ManagerReportCheck){ .manager = m, .done = done, .userdata = userdata };
         r = report_unanswered(manager_get_history(m), since, &c->report);
         if (r < 0) {
                 *ret_error = (ManagerError){ API_ERROR_INTERNAL_ERROR, NULL };

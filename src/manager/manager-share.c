@@ -5,7 +5,6 @@
 #include <stdio.h>
 
 #include "manager/manager-ops.h"
-#include "shared/json-util.h"
 #include "shared/log.h"
 #include "shared/random-util.h"
 #include "shared/sha256.h"
@@ -95,17 +94,24 @@ ManagerShareOpen *manager_share_open_free(ManagerShareOpen *o) {
         return NULL;
 }
 
-/* Every source title of the turns shown, each once; NULL-terminated. */
+/* Every title that reached the model of a turn shown, each once: its
+ * sources and those of the turns it was given as conversation, deleted
+ * or beyond the turns shown as they may be; NULL-terminated. The files
+ * of a turn are served only through this check too. */
 static char **share_titles(const HistoryRecord *turns, size_t n_turns) {
         _cleanup_(strv_freep) char **titles = calloc(1, sizeof(char *));
         size_t n = 0;
 
         if (!titles)
                 return NULL;
-        for (size_t i = 0; i < n_turns; i++)
+        for (size_t i = 0; i < n_turns; i++) {
                 for (size_t j = 0; j < turns[i].n_sources; j++)
                         if (strv_extend_unique(&titles, &n, turns[i].sources[j].title) < 0)
                                 return NULL;
+                for (size_t j = 0; turns[i].given_titles && turns[i].given_titles[j]; j++)
+                        if (strv_extend_unique(&titles, &n, turns[i].given_titles[j]) < 0)
+                                return NULL;
+        }
         return TAKE_PTR(titles);
 }
 

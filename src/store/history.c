@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include <assert.h>
 /* json-c here only checks the sources a caller hands to history_finish()
- * (is_json_array()); rendering records is src/http/render.c's. */
+ * (is_json_array()) and reads the given titles the store wrote itself;
+ * rendering records is src/http/render.c's. */
 #include <json-c/json.h>
 #include <limits.h>
 #include <fcntl.h>
@@ -16,6 +17,7 @@
 #include "shared/macro.h"
 #include "shared/parse-util.h"
 #include "shared/random-util.h"
+#include "shared/strv.h"
 #include "shared/wording.h"
 #include "store/history-internal.h"
 #include "store/history.h"
@@ -28,8 +30,8 @@
  * adds them in one transaction (NULL and '[]' in its records). A new file
  * is made as version 3 (schema_sql), then each later step runs in turn
  * (schema_steps), as it does for an older file. */
-#define SCHEMA_VERSION 5
-#define SCHEMA_VERSION_SQL "PRAGMA user_version = 5"
+#define SCHEMA_VERSION 6
+#define SCHEMA_VERSION_SQL "PRAGMA user_version = 6"
 
 static const char schema_sql[] =
         "CREATE TABLE queries ("
@@ -68,6 +70,15 @@ static const char schema_sql[] =
         "  data BLOB NOT NULL"
         ");"
         "CREATE INDEX artifacts_by_query ON artifacts (query_id, seq);";
+
+/* Version 6: what reached a record's model besides its own sources (API.md
+ * 9 "Share"): the titles of every page the turns given to it as
+ * conversation had read (a JSON array of strings, each once), copied when
+ * a follow-up begins from the record it follows (that record's sources
+ * and its own given titles), so that it holds the whole chain's however
+ * long the chain and whatever is deleted later. Records made before know
+ * none ('[]'). */
+static const char schema_step_6[] = "ALTER TABLE queries ADD COLUMN given_titles TEXT NOT NULL DEFAULT '[]';";
 
 /* Version 5: what the unanswered report needs (API.md 9.1, 9.2). Each
  * record, when it finishes, keeps the searches the model made (a JSON
@@ -119,12 +130,14 @@ static const struct {
 } schema_steps[] = {
         { 4, schema_step_4 },
         { 5, schema_step_5 },
+        { 6, schema_step_6 },
 };
 
 #define RECORD_COLUMNS                                                                                      \
         "seq, id, status, question, answer, sources, error_code, error_message, queue_ms, wiki_ms, "        \
         "model_ms, sandbox_ms, cleanup_ms, total_ms, model, prompt_tokens, completion_tokens, created_at, " \
-        "finished_at, sandbox, citations, rating, reason, comment, rated_at, follow_up, conversation"
+        "finished_at, sandbox, citations, rating, reason, comment, rated_at, follow_up, conversation, "     \
+        "given_titles"
 
 /* The records with their feedback. */
 #define RECORD_FROM "queries LEFT JOIN feedback ON feedback.query_id = queries.id"
@@ -160,8 +173,12 @@ static const char *const statement_sql[_STMT_MAX] = {
         [STMT_COMMIT] = "COMMIT",
         [STMT_ROLLBACK] = "ROLLBACK",
         [STMT_INSERT] =
-                "INSERT INTO queries (id, session, status, question, created_at, follow_up, conversation)"
-                " VALUES (?1, ?2, 'running', ?3, ?4, ?5, coalesce(?6, ?1))",
+                "INSERT INTO queries (id, session, status, question, created_at, follow_up, conversation,"
+                " given_titles)"
+                " VALUES (?1, ?2, 'running', ?3, ?4, ?5, coalesce(?6, ?1), coalesce((SELECT json_group_array(t)"
+                " FROM (SELECT g.value AS t FROM queries f, json_each(f.given_titles) g WHERE f.id = ?5"
+                " UNION SELECT json_extract(v.value, '$.title') FROM queries f, json_each(coalesce(f.sources, '[]')) v"
+                " WHERE f.id = ?5) WHERE t IS NOT NULL AND typeof(t) = 'text'), '[]'))",
         [STMT_FINISH] =
                 "UPDATE queries SET status = ?2, answer = ?3, sources = ?4, error_code = ?5,"
                 " error_message = ?6, queue_ms = ?7, wiki_ms = ?8, model_ms = ?9, sandbox_ms = ?10,"
@@ -1150,6 +1167,26 @@ static int artifacts_of(History *h, const char *query_id, HistoryRecord *rec) {
         return 0;
 }
 
+/* The given titles (a JSON array of strings, written by the store's own
+ * INSERT) as a strv; anything else reads as none. Returns 0 or -ENOMEM. */
+static int given_titles_parse(const char *json, char ***ret) {
+        _cleanup_(json_object_putp) json_object *a = json_tokener_parse(json);
+        size_t k = json_object_is_type(a, json_type_array) ? json_object_array_length(a) : 0, n = 0;
+        _cleanup_(strv_freep) char **l = calloc(1, sizeof(char *));
+
+        if (!l)
+                return -ENOMEM;
+        for (size_t i = 0; i < k; i++) {
+                json_object *v = json_object_array_get_idx(a, i);
+
+                if (json_object_is_type(v, json_type_string) &&
+                    strv_extend_unique(&l, &n, json_object_get_string(v)) < 0)
+                        return -ENOMEM;
+        }
+        *ret = TAKE_PTR(l);
+        return 0;
+}
+
 /* The sources and citations of the row: written by history_finish() only
  * after checking they are arrays, so text that is not one was changed
  * behind the store's back and reads as none. Returns 0 or -ENOMEM. */
@@ -1169,7 +1206,7 @@ static int record_lists_from_row(sqlite3_stmt *s, HistoryRecord *ret) {
                         column_text(s, 1, ""));
         else if (r < 0)
                 return r;
-        return 0;
+        return given_titles_parse(column_text(s, 27, "[]"), &ret->given_titles);
 }
 
 /* The record at the current row of a statement selecting RECORD_COLUMNS,

@@ -163,6 +163,11 @@ typedef struct HistoryRecord {
         usec_t feedback_at; /* CLOCK_REALTIME, when there is feedback */
         char *follow_up;    /* the record it follows (API.md 7), NULL for a conversation's first */
         char *conversation; /* the id of its conversation's first record, never NULL */
+        /* The titles the turns given to its model as conversation had read
+         * (their sources, and theirs before them), each once; empty for a
+         * conversation's first record, never NULL. Kept with the record: a
+         * turn deleted since still counts (API.md 9 "Share"). */
+        char **given_titles;
 } HistoryRecord;
 
 /* Free what r holds and zero it (r itself is the caller's). */

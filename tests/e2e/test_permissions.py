@@ -291,6 +291,59 @@ class Permissions(PipelineBase):
         w.set_groups('Bob', [])
         self.assertError(b.get(f'{API}/shared/{token}', headers=bob), 'not_found')
 
+    def test_share_outlives_its_first_turn(self):
+        """A share is checked against every title that reached the models
+        of the turns it shows, including the turns given to them as
+        conversation: Bob, in the group, reads a restricted page, follows
+        up with a turn that reads nothing, and shares the follow-up.
+        Alice, outside the group, gets 404 for the view and its export,
+        also after Bob deletes the first turn, for a share made after the
+        deletion, and for a share of a turn more than 100 turns on."""
+        w = wiki()
+        w.set_groups('Bob', ['payroll'])
+        self.addCleanup(w.set_groups, 'Bob', [])
+        llm = self.llm([{'tool_calls': [read('Payroll:Salaries')]}, {'answer': 'It is 98765 kroner.'}])
+        d = self.person_daemon(llm)
+        bob = {USER: 'Bob'}
+        b = d.browser()
+        r = b.post(API + '/query', {'question': 'Where is the salary?'}, headers=bob, timeout=60)
+        first = self.check_record_as(b, r, bob)
+        self.assertEqual([s['title'] for s in first['sources']], ['Payroll:Salaries'])
+
+        def follow(rec_id, answer='It is still 98765 kroner.'):
+            llm.set_script([{'answer': answer}])
+            r = b.post(API + '/query', {'question': 'Say it again?', 'follow_up': rec_id}, headers=bob, timeout=60)
+            self.assertStatus(r, 200)
+            self.assertEqual(r.json['sources'], [])
+            return r.json['id']
+
+        second = follow(first['id'])
+        alice = d.browser()
+
+        def shown_to_alice(token):
+            for path in ('', '/export'):
+                r = alice.get(f'{API}/shared/{token}{path}', headers={USER: 'Alice'})
+                self.assertStatus(r, 404)
+                self.assertError(r, 'not_found')
+                self.assertNotIn(b'98765', r.body)
+
+        token = b.post(f'{API}/history/{second}/share', headers=bob).json['token']
+        shown_to_alice(token)
+        self.assertStatus(b.delete(f'{API}/history/{first["id"]}', headers=bob), 204)
+        shown_to_alice(token)
+        token2 = b.post(f'{API}/history/{second}/share', headers=bob).json['token']
+        shown_to_alice(token2)
+        # Bob, who may read it, still sees the turn.
+        self.assertStatus(b.get(f'{API}/shared/{token2}', headers=bob), 200)
+
+        # A chain longer than the turns read back (100).
+        last = second
+        for _ in range(101):
+            last = follow(last, 'Again.')
+        token3 = b.post(f'{API}/history/{last}/share', headers=bob).json['token']
+        shown_to_alice(token3)
+        self.assertStatus(b.get(f'{API}/shared/{token3}', headers=bob), 200)
+
     def test_unanswered_report(self):
         """The unanswered report (API.md 9.2) shows an editor only the
         pages they may read, as the wiki says when they read the report:
@@ -342,6 +395,32 @@ class Permissions(PipelineBase):
             self.assertNotIn(b'Payroll', r.body)
         finally:
             w.set_switch('readcheck-unloaded', False)
+
+    def test_report_search_counts(self):
+        """A search's result count in the unanswered report is what it
+        found for the person who asked: Bob, in the group, finds the
+        restricted hits too. Neither Eve, an editor outside the group, nor
+        Bob reading the report is shown that count (null): the reader's own
+        is not known without searching again."""
+        w = wiki()
+        w.set_groups('Bob', ['payroll'])
+        self.addCleanup(w.set_groups, 'Bob', [])
+        llm = self.llm([{'tool_calls': [{'name': 'wiki_search',
+                                         'arguments': {'query': 'zanzibarquokka', 'limit': 5}}]},
+                        {'answer': 'Nobody knows.'}])
+        d = self.person_daemon(llm, WIKI_WEB_EDITORS='Eve,Bob')
+        b, r, _ = self.ask_as(d, 'Bob', llm, question='Where is the quokka?', pages=None)
+        self.check_record_as(b, r, {USER: 'Bob'})
+        found = tool_results(llm.chat_requests()[1])[-1]['results']
+        self.assertGreaterEqual(len(found), 2, found)
+        for user in ('Eve', 'Bob'):
+            with self.subTest(user=user):
+                r = d.browser().get(API + '/reports/unanswered', headers={USER: user})
+                self.assertStatus(r, 200)
+                groups = [g for g in r.json['groups'] if g['question'] == 'Where is the quokka?']
+                self.assertEqual(len(groups), 1, r.json)
+                self.assertEqual(groups[0]['searches'],
+                                 [{'query': 'zanzibarquokka', 'results': None, 'count': 1}])
 
     def test_service_mode(self):
         """Today's behaviour, and the fault fixed in every mode: a page the

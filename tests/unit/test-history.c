@@ -312,7 +312,7 @@ TEST(open_creates_file) {
         ASSERT_TRUE(h);
         ASSERT_TRUE(history_free(h) == NULL);
         ASSERT_TRUE(history_free(NULL) == NULL);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 5);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 6);
 
         /* A directory that does not exist. */
         {
@@ -1136,6 +1136,51 @@ static void digest(uint8_t d[static HISTORY_SHARE_DIGEST_SIZE], uint8_t v) {
         memset(d, v, HISTORY_SHARE_DIGEST_SIZE);
 }
 
+/* What reached a follow-up's model: the titles of the turns it was given
+ * (their sources and their own given titles), kept with it when it begins,
+ * however the chain changes after. */
+TEST(given_titles) {
+        _cleanup_(rm_rf_freep) char *dir = make_subdir("given");
+        _cleanup_(history_record_freep) HistoryRecord *r = NULL;
+        const SessionKey k = key(7);
+        History *h = open_store(dir, 0);
+
+        ASSERT_OK(history_begin(h, qid(1), &k, "first", T0));
+        ASSERT_OK(history_finish(
+                h,
+                qid(1),
+                &(HistoryOutcome){ .succeeded = true,
+                                   .answer = "one",
+                                   .sources_json = "[{\"title\":\"A\",\"url\":\"u\",\"revision_id\":1},"
+                                                   "{\"title\":\"B\",\"url\":\"u\",\"revision_id\":2}]",
+                                   .finished_at = T0 }));
+        ASSERT_OK(history_begin_follow_up(h, qid(2), &k, "second", qid(1), qid(1), T0 + 1));
+        ASSERT_OK(history_finish(
+                h,
+                qid(2),
+                &(HistoryOutcome){ .succeeded = true,
+                                   .answer = "two",
+                                   .sources_json = "[{\"title\":\"A\",\"url\":\"u\",\"revision_id\":1},"
+                                                   "{\"title\":\"C\",\"url\":\"u\",\"revision_id\":3}]",
+                                   .finished_at = T0 + 1 }));
+        ASSERT_OK(history_begin_follow_up(h, qid(3), &k, "third", qid(2), qid(1), T0 + 2));
+        finish_answer(h, qid(3), "three");
+
+        ASSERT_OK(history_get_record(h, qid(1), &k, &r));
+        ASSERT_TRUE(r->given_titles && !r->given_titles[0]);
+        r = history_record_free(r);
+        ASSERT_OK(history_get_record(h, qid(2), &k, &r));
+        ASSERT_TRUE(
+                strv_length(r->given_titles) == 2 && streq(r->given_titles[0], "A") &&
+                streq(r->given_titles[1], "B"));
+        r = history_record_free(r);
+        /* The first turn deleted: its titles still count for the third. */
+        ASSERT_OK(history_delete(h, qid(1), &k));
+        ASSERT_OK(history_get_record(h, qid(3), &k, &r));
+        ASSERT_TRUE(strv_length(r->given_titles) == 3 && strv_contains(r->given_titles, "C"));
+        history_free(h);
+}
+
 /* A conversation is its records through their follow_up links, oldest
  * first; a share link is known by its digest, revoked, trimmed to the
  * newest HISTORY_SHARES_MAX, and deleted with its record. */
@@ -1252,7 +1297,7 @@ TEST(migrate_from_version_1) {
         sql_exec(dir, sql);
 
         h = open_store(dir, 1);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 5);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 6);
         done = get_record(h, qid(500), &k);
         ASSERT_EQ_STR(get_str(done, "status"), "succeeded");
         ASSERT_EQ_STR(get_str(done, "answer"), "42");
@@ -1278,7 +1323,7 @@ TEST(migrate_from_version_1) {
 
         /* Opened again: nothing more to do. */
         h = open_store(dir, 0);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 5);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 6);
         history_free(h);
 }
 
@@ -1320,7 +1365,7 @@ TEST(migrate_from_version_2) {
         sql_exec(dir, sql);
 
         h = open_store(dir, 0);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 5);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 6);
         old = get_record(h, qid(600), &k);
         ASSERT_EQ_STR(get_str(old, "sandbox"), "offered");
         ASSERT_EQ_INT(json_object_array_length(get_key(old, "citations")), 0);
@@ -1348,19 +1393,20 @@ TEST(migrate_from_version_2) {
 
         /* Back to version 3 (as a wikiwebd of that version left it: the
          * later columns and tables unknown), and opened again: the steps
-         * to 4 and 5 run, in order. */
+         * to 4, 5 and 6 run, in order. */
         sql_exec(
                 dir,
                 "DROP TABLE shares; DROP INDEX queries_by_follow_up;"
                 "ALTER TABLE queries DROP COLUMN follow_up; ALTER TABLE queries DROP COLUMN conversation;"
                 "DROP TABLE feedback; DROP INDEX queries_by_wording;"
                 "ALTER TABLE queries DROP COLUMN searches; ALTER TABLE queries DROP COLUMN wording_key;"
-                "ALTER TABLE queries DROP COLUMN signals;"
+                "ALTER TABLE queries DROP COLUMN signals; ALTER TABLE queries DROP COLUMN given_titles;"
                 "PRAGMA user_version = 3;");
         h = open_store(dir, 0);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 5);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 6);
         ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM queries WHERE conversation = id"), 2);
         ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM shares"), 0);
+        ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM queries WHERE given_titles = '[]'"), 2);
         history_free(h);
 }
 
