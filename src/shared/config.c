@@ -486,6 +486,11 @@ static int load_limits(Config *c, ConfigGetenv g, void *u, char **ret_error) {
         UINT("WIKI_WEB_ARTIFACT_MAX_FILES", artifact_max_files, 16, 0, 1000);
         UINT("WIKI_WEB_ARTIFACT_MAX_BYTES", artifact_max_bytes, UINT64_C(67108864), 0, UINT64_C(17179869184));
         UINT("WIKI_WEB_STOP_GRACE_SECONDS", stop_grace_seconds, 90, 1, 3600);
+        UINT("WIKI_WEB_STATE_MIN_FREE_BYTES",
+             state_min_free_bytes,
+             UINT64_C(67108864),
+             0,
+             UINT64_C(1125899906842624));
         UINT("WIKI_WEB_HTTP_MAX_CONNECTIONS", http_max_connections, 0, 0, 1000000);
         UINT("WIKI_WEB_HTTP_MAX_CONNECTIONS_PER_IP", http_max_connections_per_ip, 64, 0, 1000000);
         UINT("WIKI_WEB_HTTP_REQUEST_TIMEOUT_SECONDS", http_request_timeout_seconds, 10, 1, 3600);
@@ -705,6 +710,7 @@ void config_dump(const Config *c, FILE *f) {
         fprintf(f, "WIKI_WEB_ARTIFACT_MAX_FILES=%" PRIu64 "\n", c->artifact_max_files);
         fprintf(f, "WIKI_WEB_ARTIFACT_MAX_BYTES=%" PRIu64 "\n", c->artifact_max_bytes);
         fprintf(f, "WIKI_WEB_STATE_DIRECTORY=%s\n", c->state_directory ? c->state_directory : "");
+        fprintf(f, "WIKI_WEB_STATE_MIN_FREE_BYTES=%" PRIu64 "\n", c->state_min_free_bytes);
         fprintf(f, "WIKI_WEB_LOG_LEVEL=%d\n", c->log_level);
         fprintf(f, "WIKI_WEB_STOP_GRACE_SECONDS=%" PRIu64 "\n", c->stop_grace_seconds);
         fprintf(f, "WIKI_WEB_HTTP_MAX_CONNECTIONS=%" PRIu64 "\n", c->http_max_connections);

@@ -79,6 +79,8 @@ typedef struct Config {
         char *state_directory;       /* WIKI_WEB_STATE_DIRECTORY, else $STATE_DIRECTORY, else NULL */
         int log_level;               /* WIKI_WEB_LOG_LEVEL: syslog level 0..7, default 6 (info) */
         uint64_t stop_grace_seconds; /* WIKI_WEB_STOP_GRACE_SECONDS: how long a stop waits for a query */
+        /* WIKI_WEB_STATE_MIN_FREE_BYTES: less free space is storage "degraded"; 0: never */
+        uint64_t state_min_free_bytes;
 
         /* HTTP connections (extensions) */
         uint64_t http_max_connections;         /* WIKI_WEB_HTTP_MAX_CONNECTIONS: 0 = from RLIMIT_NOFILE */

@@ -1464,6 +1464,58 @@ def _quietly(f):
 
 
 @test
+def full_state_directory(bed):
+    """The installed daemon on a full state directory (a 1 MiB tmpfs over
+    /var/lib/wikiweb): queries refused with storage_unavailable, Storage
+    "degraded" with its cause on D-Bus, in `systemctl status` and in
+    `wikiwebctl status`, one journal line at the start and one at the end,
+    and "ok" again once space is freed, without a restart."""
+    bed.restart_clean()
+    svc = os.stat(bed.ct.root("/var/lib/wikiweb"))
+    bed.ct.run(["systemctl", "stop", SERVICE], timeout=60)
+    bed.ct.run(["mount", "-t", "tmpfs", "-o", f"size=1m,mode=0700,uid={svc.st_uid},gid={svc.st_gid}",
+                "tmpfs", "/var/lib/wikiweb"])
+    try:
+        bed.restart_clean()
+        token = bed.session()
+        status, _, body = bed.http("POST", "/api/v1/query", token, {"question": "Apples?"})
+        check(status == 200 and body["status"] == "succeeded", f"query before the fill: {status} {body}")
+        bed.ct.run(["sh", "-c", "dd if=/dev/zero of=/var/lib/wikiweb/ballast bs=4k 2>/dev/null; "
+                    "dd if=/dev/zero of=/var/lib/wikiweb/ballast2 bs=512 2>/dev/null; true"])
+        refused = 0
+        for _ in range(10):
+            status, hdrs, body = bed.http("POST", "/api/v1/query", token, {"question": "Apples?"})
+            check(status in (200, 503), f"a query on a full disk: {status} {body}")
+            if status == 503:
+                check(body["error"]["code"] == "storage_unavailable" and hdrs.get("retry-after")
+                      and "no space left on the state directory" in body["error"]["message"],
+                      f"storage_unavailable: {hdrs} {body}")
+                refused += 1
+        check(refused >= 5, f"only {refused} of 10 refused")
+        wait_until(lambda: bed.prop("Storage") == "degraded", 10, what="Storage degraded")
+        check("no space left" in bed.prop("StorageCause"), "StorageCause")
+        r = bed.ct.run(["systemctl", "status", "--no-pager", SERVICE], check=False)
+        log("# systemctl status on a full disk:\n" + r.stdout)
+        check("storage: degraded (no space left on the state directory" in r.stdout, "systemctl status")
+        if getattr(bed.args, "wikiwebctl", None):
+            r = bed.ct.run([WIKIWEBCTL_IN_CT, "--no-pager", "status"])
+            log("# wikiwebctl status on a full disk:\n" + r.stdout)
+            check(re.search(r"^ +Storage: degraded$", r.stdout, re.M)
+                  and re.search(r"^ +Storage cause: no space left", r.stdout, re.M), "wikiwebctl status")
+        bed.ct.run(["rm", "-f", "/var/lib/wikiweb/ballast", "/var/lib/wikiweb/ballast2"])
+        wait_until(lambda: bed.prop("Storage") == "ok", 45, interval=0.5, what="Storage ok again")
+        status, _, body = bed.http("POST", "/api/v1/query", token, {"question": "Apples?"})
+        check(status == 200, f"query after the space is freed: {status} {body}")
+        j = bed.journal("-n", "200")
+        check(j.count("new queries are refused until writes land again") == 1
+              and j.count("refused meanwhile") == 1, "one line at the start and one at the end:\n" + j)
+    finally:
+        bed.ct.run(["systemctl", "stop", SERVICE], check=False, timeout=60)
+        bed.ct.run(["umount", "-l", "/var/lib/wikiweb"], check=False)
+        bed.restart_clean()
+
+
+@test
 def watchdog_restarts_hung_daemon(bed):
     """A hung event loop stops sending WATCHDOG=1: systemd kills and
     restarts the daemon."""
