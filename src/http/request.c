@@ -9,6 +9,7 @@
 #include "shared/parse-util.h"
 #include "shared/json-util.h"
 #include "shared/macro.h"
+#include "shared/strbuf.h"
 #include "shared/strv.h"
 #include "shared/utf8.h"
 #include "store/report.h"
@@ -30,12 +31,11 @@ _printf_(2, 3) static int failf(char **ret_message, const char *format, ...) {
         if (ret_message) {
                 va_list ap;
                 char *m;
-                int k;
 
                 va_start(ap, format);
-                k = vasprintf(&m, format, ap);
+                m = strdup_vprintf(format, ap);
                 va_end(ap);
-                if (k < 0)
+                if (!m)
                         return -ENOMEM;
                 *ret_message = m;
         }

@@ -6,6 +6,7 @@
 
 #include "shared/json-util.h"
 #include "shared/macro.h"
+#include "shared/strbuf.h"
 #include "shared/utf8.h"
 #include "shared/wiki-page.h"
 #include "query/agent.h"
@@ -509,14 +510,13 @@ void agent_turns(const Agent *a, size_t *ret_kept, size_t *ret_dropped, bool *re
 _printf_(3, 4) static int fail(Agent *a, ApiError error, const char *format, ...) {
         va_list ap;
         char *m;
-        int k;
 
         if (a->state == AGENT_DONE_FAIL || a->state == AGENT_DONE_ANSWER)
                 return 0; /* the first outcome wins */
         va_start(ap, format);
-        k = vasprintf(&m, format, ap);
+        m = strdup_vprintf(format, ap);
         va_end(ap);
-        if (k < 0)
+        if (!m)
                 return -ENOMEM;
         a->error = error;
         a->error_message = m;

@@ -40,7 +40,7 @@ struct QueryExecutor {
 
         /* At start-up with several slots: the model server's own count of
          * them (llama.cpp's GET /props), to warn when it serves fewer. */
-        UpstreamOperation *props;
+        LlmProps *props;
 
         /* The jobs in flight, at most max_jobs (WIKI_WEB_QUEUE_SLOTS). */
         ExecutorJob *jobs;
@@ -117,13 +117,12 @@ static bool configured(const Config *c) {
         return c->wiki_api_url && c->llm_url && c->llm_model;
 }
 
-static void query_executor_on_props(UpstreamOperation *op, int error, const UpstreamResponse *r, void *userdata) {
+static void query_executor_on_props(LlmProps *p, int error, unsigned slots, void *userdata) {
         QueryExecutor *x = userdata;
-        unsigned slots;
 
         /* A server that does not say (another kind, an older llama.cpp, a
          * router, an error) is fine: nothing is known. */
-        if (error < 0 || llm_parse_props_total_slots((const uint8_t *) r->body, r->body_size, &slots) < 0) {
+        if (error < 0) {
                 log_debug("The model server does not report its slots (GET /props): not checked.");
                 return;
         }
@@ -146,34 +145,10 @@ static void query_executor_on_props(UpstreamOperation *op, int error, const Upst
  * answer only adds a line to the journal. With one slot any server has
  * enough, so nothing is asked. */
 static int query_executor_check_props(QueryExecutor *x) {
-        _cleanup_free_ char *url = NULL, *auth = NULL;
-        const char *headers[2] = { NULL, NULL };
-        int r;
-
         if (x->max_jobs <= 1)
                 return 0;
-        r = llm_props_url(x->config->llm_url, &url);
-        if (r < 0)
-                return r;
-        if (x->config->llm_api_key) {
-                if (asprintf(&auth, "Authorization: Bearer %s", x->config->llm_api_key) < 0)
-                        return -ENOMEM;
-                headers[0] = auth;
-        }
-        r = upstream_start(
-                x->upstream,
-                &(UpstreamRequest){
-                        .method = "GET",
-                        .url = url,
-                        .headers = headers,
-                        .deadline = usec_add(now(CLOCK_MONOTONIC), 10 * USEC_PER_SEC),
-                },
-                query_executor_on_props,
-                x,
-                &x->props);
-        if (auth)
-                explicit_bzero(auth, strlen(auth));
-        return r;
+        return llm_props_start(
+                x->llm, usec_add(now(CLOCK_MONOTONIC), 10 * USEC_PER_SEC), query_executor_on_props, x, &x->props);
 }
 
 int query_executor_new(sd_event *event, const Config *config, QueryExecutor **ret) {
@@ -230,7 +205,7 @@ QueryExecutor *query_executor_free(QueryExecutor *x) {
          * sandbox any more that still needs these. */
         while (x->jobs)
                 executor_job_free(x->jobs);
-        upstream_operation_free(x->props);
+        llm_props_free(x->props);
         revision_check_free(x->read_probe);
         llm_client_free(x->llm);
         upstream_free(x->upstream);

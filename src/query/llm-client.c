@@ -13,10 +13,17 @@
 struct LlmClient {
         Upstream *upstream;
         char *chat_url;
+        char *props_url;     /* NULL: the URL has no server root to ask */
         char *authorization; /* "Authorization: Bearer …": wiped on free */
         usec_t idle_timeout;
         /* What the server taught us, for the daemon's life. */
         LlmStreamMode mode;
+};
+
+struct LlmProps {
+        UpstreamOperation *op;
+        LlmPropsDone done;
+        void *userdata;
 };
 
 struct LlmCall {
@@ -53,6 +60,7 @@ usec_t llm_client_idle_timeout(usec_t query_timeout) {
 int llm_client_new(Upstream *u, const LlmClientSettings *s, LlmClient **ret) {
         _cleanup_(llm_client_freep) LlmClient *c = NULL;
         size_t n;
+        int r;
 
         assert(u);
         assert(s);
@@ -73,6 +81,9 @@ int llm_client_new(Upstream *u, const LlmClientSettings *s, LlmClient **ret) {
                 c->chat_url = NULL;
                 return -ENOMEM;
         }
+        r = llm_props_url(s->url, &c->props_url);
+        if (r == -ENOMEM)
+                return r;
         if (s->api_key && asprintf(&c->authorization, "Authorization: Bearer %s", s->api_key) < 0) {
                 c->authorization = NULL;
                 return -ENOMEM;
@@ -89,6 +100,7 @@ LlmClient *llm_client_free(LlmClient *c) {
                 free(c->authorization);
         }
         free(c->chat_url);
+        free(c->props_url);
         free(c);
         return NULL;
 }
@@ -397,4 +409,55 @@ int llm_call_take_reply(LlmCall *call, LlmReply *ret, LlmError *ret_error) {
         *ret_error = call->error;
         call->error = (LlmError){ .message = NULL };
         return -EBADMSG;
+}
+
+static void llm_props_on_upstream_done(
+        UpstreamOperation *op, int error, const UpstreamResponse *r, void *userdata) {
+        LlmProps *p = userdata;
+        unsigned slots = 0;
+
+        if (error >= 0)
+                error = llm_parse_props_total_slots((const uint8_t *) r->body, r->body_size, &slots);
+        p->done(p, error < 0 ? error : 0, error < 0 ? 0 : slots, p->userdata);
+}
+
+int llm_props_start(LlmClient *c, usec_t deadline, LlmPropsDone done, void *userdata, LlmProps **ret) {
+        _cleanup_(llm_props_freep) LlmProps *p = NULL;
+        const char *headers[2] = { c ? c->authorization : NULL, NULL };
+        int r;
+
+        assert(c);
+        assert(done);
+        assert(ret);
+
+        if (!c->props_url)
+                return -EINVAL;
+        p = calloc(1, sizeof *p);
+        if (!p)
+                return -ENOMEM;
+        p->done = done;
+        p->userdata = userdata;
+        r = upstream_start(
+                c->upstream,
+                &(UpstreamRequest){
+                        .method = "GET",
+                        .url = c->props_url,
+                        .headers = headers,
+                        .deadline = deadline,
+                },
+                llm_props_on_upstream_done,
+                p,
+                &p->op);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(p);
+        return 0;
+}
+
+LlmProps *llm_props_free(LlmProps *p) {
+        if (!p)
+                return NULL;
+        upstream_operation_free(p->op);
+        free(p);
+        return NULL;
 }

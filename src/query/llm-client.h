@@ -113,6 +113,23 @@ int llm_call_start(LlmClient *c, const LlmCallRequest *req, LlmCallDone done, vo
 LlmCall *llm_call_free(LlmCall *call);
 DEFINE_TRIVIAL_CLEANUP_FUNC(LlmCall *, llm_call_free);
 
+/* GET /props (llm_props_url()): how many requests the model server serves
+ * at once, where it says it (llama.cpp's total_slots). One LlmProps is one
+ * such exchange, with the client's Authorization; owned by the caller
+ * until llm_props_free(), which cancels it with no callback. done runs
+ * once, from the loop (never inside llm_props_start()), with error 0 and
+ * total_slots (1..LLM_PROPS_SLOTS_MAX), or a negative errno: the
+ * exchange's, or -ENODATA for an answer without the number (another kind
+ * of server: nothing is known). It may free the LlmProps. */
+typedef struct LlmProps LlmProps;
+typedef void (*LlmPropsDone)(LlmProps *p, int error, unsigned total_slots, void *userdata);
+
+/* deadline: CLOCK_MONOTONIC. Returns 0 and the exchange in *ret; -EINVAL
+ * when the URL has no server root to ask, -ENOMEM. */
+int llm_props_start(LlmClient *c, usec_t deadline, LlmPropsDone done, void *userdata, LlmProps **ret);
+LlmProps *llm_props_free(LlmProps *p);
+DEFINE_TRIVIAL_CLEANUP_FUNC(LlmProps *, llm_props_free);
+
 /* After done reported error 0: the reply, as llm_parse_reply() returns
  * it: 0 and *ret (free with llm_reply_done()), or -EBADMSG and *ret_error
  * (free with llm_error_done(); its message is RAW). Once; -ENODATA

@@ -6,6 +6,7 @@
 
 #include "shared/json-util.h"
 #include "shared/macro.h"
+#include "shared/strbuf.h"
 #include "shared/utf8.h"
 #include "query/llm-internal.h"
 #include "query/llm.h"
@@ -319,12 +320,11 @@ int llm_build_request(const LlmRequest *req, LlmRequestBody *ret) {
 int llm_fail(LlmError *ret_error, ApiError code, const char *format, ...) {
         va_list ap;
         char *m;
-        int k;
 
         va_start(ap, format);
-        k = vasprintf(&m, format, ap);
+        m = strdup_vprintf(format, ap);
         va_end(ap);
-        if (k < 0)
+        if (!m)
                 return -ENOMEM;
         *ret_error = (LlmError){ .code = code, .message = m };
         return -EBADMSG;

@@ -13,6 +13,7 @@
 #include "shared/log.h"
 #include "shared/macro.h"
 #include "shared/sanitize.h"
+#include "shared/strbuf.h"
 
 struct Upstream {
         sd_event *event;
@@ -597,20 +598,6 @@ static char *upstream_header_dup(CURL *e, const char *name) {
         return strdup(h->value);
 }
 
-/* A formatted message, or NULL when out of memory (then the API error's
- * default message is used). */
-static char *upstream_message(const char *format, ...) _printf_(1, 2);
-static char *upstream_message(const char *format, ...) {
-        char *m;
-        va_list ap;
-        int r;
-
-        va_start(ap, format);
-        r = vasprintf(&m, format, ap);
-        va_end(ap);
-        return r < 0 ? NULL : m;
-}
-
 /* One hop's transfer ended: error (0 or -EIO) says less than result, which
  * upstream_classify() maps. */
 static void upstream_on_transfer_done(CURL *easy, int error, CURLcode result, void *userdata) {
@@ -677,8 +664,7 @@ static void upstream_on_transfer_done(CURL *easy, int error, CURLcode result, vo
                 }
                 if (op->response.redirects >= UPSTREAM_MAX_REDIRECTS) {
                         o.too_many_redirects = true;
-                        msg = upstream_message(
-                                "Upstream redirected more than %d times", UPSTREAM_MAX_REDIRECTS);
+                        msg = strdup_printf("Upstream redirected more than %d times", UPSTREAM_MAX_REDIRECTS);
                         r = upstream_classify(&o, &api_error);
                         upstream_operation_finish(op, r, api_error, msg);
                         return;
@@ -731,19 +717,19 @@ static void upstream_on_transfer_done(CURL *easy, int error, CURLcode result, vo
         }
         if (o.denied) {
                 op->response.denied_by = "address";
-                msg = upstream_message(
+                msg = strdup_printf(
                         "Connection to %s (%s) denied by policy", op->hop.host, op->denied_address_text);
         } else if (api_error == API_ERROR_UPSTREAM_RESPONSE_TOO_LARGE)
-                msg = upstream_message(
+                msg = strdup_printf(
                         "Upstream response exceeds %" PRIu64 " bytes", op->upstream->max_response_bytes);
         else if (api_error == API_ERROR_QUERY_TIMEOUT)
                 msg = NULL; /* the default message says it */
         else if (op->stopped)
-                msg = upstream_message("Upstream %s: the reply was stopped by its reader", op->hop.host);
+                msg = strdup_printf("Upstream %s: the reply was stopped by its reader", op->hop.host);
         else if (result == CURLE_OK)
-                msg = upstream_message("Upstream %s answered HTTP %ld", op->hop.host, status);
+                msg = strdup_printf("Upstream %s answered HTTP %ld", op->hop.host, status);
         else
-                msg = upstream_message(
+                msg = strdup_printf(
                         "Upstream %s: %s",
                         op->hop.host,
                         op->errbuf[0] ? op->errbuf : curl_easy_strerror(result));
@@ -809,7 +795,7 @@ int upstream_start(
 
                 if (strpbrk(req->content_type, "\r\n"))
                         return -EINVAL;
-                h = upstream_message("Content-Type: %s", req->content_type);
+                h = strdup_printf("Content-Type: %s", req->content_type);
                 if (!h)
                         return -ENOMEM;
                 l = curl_slist_append(op->headers, h);

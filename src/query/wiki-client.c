@@ -5,6 +5,7 @@
 #include "query/wiki-client.h"
 #include "shared/log.h"
 #include "shared/macro.h"
+#include "shared/strbuf.h"
 #include "shared/strv.h"
 
 struct WikiClient {
@@ -160,8 +161,7 @@ static void wiki_finish_error(WikiOperation *op, int error, ApiError api_error, 
         va_list ap;
 
         va_start(ap, format);
-        if (vasprintf(&m, format, ap) < 0)
-                m = NULL;
+        m = strdup_vprintf(format, ap);
         va_end(ap);
         wiki_finish(op, error, api_error, m);
 }

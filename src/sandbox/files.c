@@ -7,6 +7,7 @@
 
 #include "sandbox/files.h"
 #include "shared/log.h"
+#include "shared/io-util.h"
 #include "shared/json-util.h"
 #include "shared/macro.h"
 #include "shared/sha256.h"
@@ -172,18 +173,15 @@ static int hash_fd(int fd, uint64_t size, char ret[static 65]) {
         if (r < 0)
                 return r;
         while (left > 0) {
-                ssize_t k = pread(fd, buf, (size_t) MIN(left, (uint64_t) sizeof buf), (off_t) (size - left));
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return negative_errno();
-                }
-                if (k == 0)
-                        return -EIO;
-                r = sha256_update(&ctx, buf, (size_t) k);
+                size_t k = (size_t) MIN(left, (uint64_t) sizeof buf);
+
+                r = loop_pread_exact(fd, buf, k, size - left);
                 if (r < 0)
                         return r;
-                left -= (uint64_t) k;
+                r = sha256_update(&ctx, buf, k);
+                if (r < 0)
+                        return r;
+                left -= k;
         }
         r = sha256_final(&ctx, d);
         if (r < 0)

@@ -9,6 +9,7 @@
 #include "shared/host.h"
 #include "shared/macro.h"
 #include "shared/parse-util.h"
+#include "shared/strbuf.h"
 #include "shared/strv.h"
 #include "shared/utf8.h"
 
@@ -68,8 +69,7 @@ static int fail(char **ret_error, int r, const char *fmt, ...) {
 
         if (ret_error) {
                 va_start(ap, fmt);
-                if (vasprintf(ret_error, fmt, ap) < 0)
-                        *ret_error = NULL;
+                *ret_error = strdup_vprintf(fmt, ap);
                 va_end(ap);
         }
         return r;
@@ -178,39 +178,25 @@ static int load_list(
         const char *name, bool (*valid)(const char *), char ***ret, ConfigGetenv g, void *u, char **ret_error) {
         _cleanup_(strv_freep) char **l = NULL;
         const char *v = g(name, u);
-        size_t n = 0;
+        int r;
 
         *ret = NULL;
-        l = calloc(LIST_MAX_ITEMS + 1, sizeof(char *));
-        if (!l)
-                return -ENOMEM;
         if (v && strlen(v) > STRING_MAX_BYTES * 4)
                 return fail(ret_error, -EINVAL, "%s: longer than %d bytes", name, STRING_MAX_BYTES * 4);
-        for (const char *p = v; p && *p;) {
-                const char *e = strchrnul(p, ',');
-                const char *s = p, *t = e;
+        r = strv_split_list(v, &l);
+        if (r < 0)
+                return r;
+        for (size_t n = 0; l[n]; n++) {
+                char *item = l[n];
+                size_t k = strlen(item);
 
-                while (s < t && (*s == ' ' || *s == '\t'))
-                        s++;
-                while (t > s && (t[-1] == ' ' || t[-1] == '\t'))
-                        t--;
-                if (t > s) {
-                        _cleanup_free_ char *item = NULL;
-
-                        if (n >= LIST_MAX_ITEMS)
-                                return fail(ret_error, -EINVAL, "%s: more than %d items", name, LIST_MAX_ITEMS);
-                        item = strndup(s, (size_t) (t - s));
-                        if (!item)
-                                return -ENOMEM;
-                        /* Trailing "/" on an origin is a common slip; an origin never has one. */
-                        if (valid == config_origin_is_valid && strlen(item) > 0 &&
-                            item[strlen(item) - 1] == '/')
-                                item[strlen(item) - 1] = 0;
-                        if (!valid(item))
-                                return fail(ret_error, -EINVAL, "%s: invalid item \"%s\"", name, item);
-                        l[n++] = TAKE_PTR(item);
-                }
-                p = *e ? e + 1 : e;
+                if (n >= LIST_MAX_ITEMS)
+                        return fail(ret_error, -EINVAL, "%s: more than %d items", name, LIST_MAX_ITEMS);
+                /* Trailing "/" on an origin is a common slip; an origin never has one. */
+                if (valid == config_origin_is_valid && item[k - 1] == '/')
+                        item[k - 1] = 0;
+                if (!valid(item))
+                        return fail(ret_error, -EINVAL, "%s: invalid item \"%s\"", name, item);
         }
         *ret = TAKE_PTR(l);
         return 0;
@@ -273,6 +259,7 @@ static bool is_printable(const char *s) {
 static int load_trusted_proxies(Config *c, ConfigGetenv g, void *u, char **ret_error) {
         const char *name = "WIKI_WEB_TRUSTED_PROXIES";
         _cleanup_free_ NetPrefix *l = NULL;
+        _cleanup_(strv_freep) char **items = NULL;
         const char *v = g(name, u);
         size_t n = 0;
         int r;
@@ -281,51 +268,40 @@ static int load_trusted_proxies(Config *c, ConfigGetenv g, void *u, char **ret_e
                 return 0;
         if (strlen(v) > STRING_MAX_BYTES)
                 return fail(ret_error, -EINVAL, "%s: longer than %d bytes", name, STRING_MAX_BYTES);
+        r = strv_split_list(v, &items);
+        if (r < 0)
+                return r;
+        if (!items[0])
+                return 0;
         l = calloc(LIST_MAX_ITEMS, sizeof(NetPrefix));
         if (!l)
                 return -ENOMEM;
-        for (const char *p = v; *p;) {
-                const char *e = strchrnul(p, ',');
-                const char *s = p, *t = e;
-
-                while (s < t && (*s == ' ' || *s == '\t'))
-                        s++;
-                while (t > s && (t[-1] == ' ' || t[-1] == '\t'))
-                        t--;
-                if (t > s) {
-                        _cleanup_free_ char *item = strndup(s, (size_t) (t - s));
-
-                        if (!item)
-                                return -ENOMEM;
-                        if (n >= LIST_MAX_ITEMS)
-                                return fail(ret_error, -EINVAL, "%s: more than %d items", name, LIST_MAX_ITEMS);
-                        r = net_prefix_parse(s, (size_t) (t - s), &l[n]);
-                        if (r == -EPERM)
-                                return fail(
-                                        ret_error,
-                                        -EINVAL,
-                                        "%s: \"%s\" is a wildcard, which would trust every peer; list the "
-                                        "proxies' own addresses",
-                                        name,
-                                        is_printable(item) ? item : "(unprintable)");
-                        if (r < 0)
-                                return fail(
-                                        ret_error,
-                                        -EINVAL,
-                                        "%s: invalid item \"%s\", expected an IPv4 or IPv6 address or "
-                                        "ADDRESS/LENGTH without host bits",
-                                        name,
-                                        is_printable(item) && strlen(item) <= NET_PREFIX_STRING_MAX ?
-                                                item :
-                                                "(unprintable or too long)");
-                        n++;
-                }
-                p = *e ? e + 1 : e;
+        for (char **item = items; *item; item++) {
+                if (n >= LIST_MAX_ITEMS)
+                        return fail(ret_error, -EINVAL, "%s: more than %d items", name, LIST_MAX_ITEMS);
+                r = net_prefix_parse(*item, strlen(*item), &l[n]);
+                if (r == -EPERM)
+                        return fail(
+                                ret_error,
+                                -EINVAL,
+                                "%s: \"%s\" is a wildcard, which would trust every peer; list the "
+                                "proxies' own addresses",
+                                name,
+                                is_printable(*item) ? *item : "(unprintable)");
+                if (r < 0)
+                        return fail(
+                                ret_error,
+                                -EINVAL,
+                                "%s: invalid item \"%s\", expected an IPv4 or IPv6 address or "
+                                "ADDRESS/LENGTH without host bits",
+                                name,
+                                is_printable(*item) && strlen(*item) <= NET_PREFIX_STRING_MAX ?
+                                        *item :
+                                        "(unprintable or too long)");
+                n++;
         }
-        if (n > 0) {
-                c->trusted_proxies = TAKE_PTR(l);
-                c->n_trusted_proxies = n;
-        }
+        c->trusted_proxies = TAKE_PTR(l);
+        c->n_trusted_proxies = n;
         return 0;
 }
 
@@ -443,19 +419,9 @@ ConfigReadAs config_read_as_from_string(const char *s) {
         return _CONFIG_READ_AS_INVALID;
 }
 
-int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
-        _cleanup_(config_donep) Config *loading = NULL;
-        const char *v;
-        uint64_t level;
+/* The numbers, each with its default and range. */
+static int load_limits(Config *c, ConfigGetenv g, void *u, char **ret_error) {
         int r;
-
-        assert(c);
-        assert(g);
-
-        if (ret_error)
-                *ret_error = NULL;
-        *c = (Config){ .cookie_secure = true, .web_ui = true, .log_level = 6, .require_user = true };
-        loading = c; /* emptied again on any failure */
 
 #define UINT(name, field, def, min, max)                                        \
         do {                                                                    \
@@ -495,6 +461,13 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
         UINT("WIKI_WEB_HTTP_MAX_CONNECTIONS_PER_IP", http_max_connections_per_ip, 64, 0, 1000000);
         UINT("WIKI_WEB_HTTP_REQUEST_TIMEOUT_SECONDS", http_request_timeout_seconds, 10, 1, 3600);
 #undef UINT
+        return 0;
+}
+
+/* The switches, the log level and whose rights the wiki is read with. */
+static int load_switches(Config *c, ConfigGetenv g, void *u, char **ret_error) {
+        const char *v;
+        uint64_t level;
 
         v = g("WIKI_WEB_COOKIE_SECURE", u);
         if (v && parse_boolean(v, &c->cookie_secure) < 0)
@@ -529,6 +502,14 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
         v = g("WIKI_WEB_REQUIRE_USER", u);
         if (v && parse_boolean(v, &c->require_user) < 0)
                 return fail(ret_error, -EINVAL, "WIKI_WEB_REQUIRE_USER: invalid value, expected true or false");
+        return 0;
+}
+
+/* Who the people are: the proxies trusted to name them, the header that
+ * carries the name, the editors. */
+static int load_identity(Config *c, ConfigGetenv g, void *u, char **ret_error) {
+        const char *v;
+        int r;
 
         r = load_trusted_proxies(c, g, u, ret_error);
         if (r < 0)
@@ -555,6 +536,14 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
                         ret_error,
                         -EINVAL,
                         "WIKI_WEB_EDITORS: needs WIKI_WEB_TRUSTED_PROXIES, without which nobody has a name");
+        return 0;
+}
+
+/* Where the daemon talks to and from: origins, destinations, the upstreams'
+ * URLs, the sandbox's runtime and root, the state directory. */
+static int load_endpoints(Config *c, ConfigGetenv g, void *u, char **ret_error) {
+        const char *v;
+        int r;
 
         r = load_list("WIKI_WEB_ALLOWED_ORIGINS", config_origin_is_valid, &c->allowed_origins, g, u, ret_error);
         if (r < 0)
@@ -603,7 +592,33 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
                                 return -ENOMEM;
                 }
         }
+        return 0;
+}
 
+int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
+        _cleanup_(config_donep) Config *loading = NULL;
+        int r;
+
+        assert(c);
+        assert(g);
+
+        if (ret_error)
+                *ret_error = NULL;
+        *c = (Config){ .cookie_secure = true, .web_ui = true, .log_level = 6, .require_user = true };
+        loading = c; /* emptied again on any failure */
+
+        r = load_limits(c, g, u, ret_error);
+        if (r < 0)
+                return r;
+        r = load_switches(c, g, u, ret_error);
+        if (r < 0)
+                return r;
+        r = load_identity(c, g, u, ret_error);
+        if (r < 0)
+                return r;
+        r = load_endpoints(c, g, u, ret_error);
+        if (r < 0)
+                return r;
         r = load_secret("wiki-password", "WIKI_WEB_WIKI_PASSWORD_FILE", &c->wiki_password, g, u, ret_error);
         if (r < 0)
                 return r;

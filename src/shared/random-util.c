@@ -1,30 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 #include <sys/random.h>
 
+#include "shared/io-util.h"
 #include "shared/macro.h"
 #include "shared/random-util.h"
 
+/* Flags 0: the blocking pool semantics of getrandom(2), which only ever
+ * blocks before the pool is initialised. Reads of up to 256 bytes are never
+ * short once it is, but larger ones may be, and any read may be
+ * interrupted by a signal: loop_read_exact() loops. */
+static ssize_t random_getrandom(void *buf, size_t n, void *userdata) {
+        return getrandom(buf, n, 0);
+}
+
 int random_bytes(void *buf, size_t n) {
-        uint8_t *p = buf;
-
-        /* Flags 0: the blocking pool semantics of getrandom(2), which only
-         * ever blocks before the pool is initialised. Reads of up to 256
-         * bytes are never short once it is, but larger ones may be, and any
-         * read may be interrupted by a signal: loop. */
-        while (n > 0) {
-                ssize_t k = getrandom(p, n, 0);
-
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return negative_errno();
-                }
-                if (k == 0)
-                        return -EIO;
-                p += k;
-                n -= (size_t) k;
-        }
-        return 0;
+        return loop_read_exact(random_getrandom, NULL, buf, n);
 }
 
 int random_id(const char *prefix, char *ret, size_t ret_size) {

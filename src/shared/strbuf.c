@@ -45,19 +45,36 @@ int strbuf_put(StrBuf *b, const char *s, size_t n) {
         return 0;
 }
 
+char *strdup_vprintf(const char *format, va_list ap) {
+        char *s;
+
+        if (vasprintf(&s, format, ap) < 0)
+                return NULL;
+        return s;
+}
+
+char *strdup_printf(const char *format, ...) {
+        va_list ap;
+        char *s;
+
+        va_start(ap, format);
+        s = strdup_vprintf(format, ap);
+        va_end(ap);
+        return s;
+}
+
 int strbuf_printf(StrBuf *b, const char *format, ...) {
         _cleanup_free_ char *s = NULL;
         va_list ap;
-        int k;
 
         va_start(ap, format);
-        k = vasprintf(&s, format, ap);
+        s = strdup_vprintf(format, ap);
         va_end(ap);
-        if (k < 0) {
+        if (!s) {
                 b->failed = true;
                 return -ENOMEM;
         }
-        return strbuf_put(b, s, (size_t) k);
+        return strbuf_put(b, s, strlen(s));
 }
 
 char *strbuf_steal(StrBuf *b) {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
@@ -29,6 +30,12 @@ static inline int strbuf_puts(StrBuf *b, const char *s) {
 
 /* Append a formatted string: 0, or -ENOMEM (sticky, as every put). */
 _printf_(2, 3) int strbuf_printf(StrBuf *b, const char *format, ...);
+
+/* A new formatted string, freed by the caller; NULL when out of memory.
+ * The one vasprintf() of the tree: every "format a message" helper calls
+ * it. */
+_printf_(1, 0) char *strdup_vprintf(const char *format, va_list ap);
+_printf_(1, 2) char *strdup_printf(const char *format, ...);
 
 /* A string literal, its length known at compile time. */
 #define strbuf_put_literal(b, s) strbuf_put((b), "" s "", sizeof(s) - 1)

@@ -61,3 +61,37 @@ int strv_extend_unique(char ***l, size_t *n, const char *s) {
         *l = m;
         return 0;
 }
+
+int strv_split_list(const char *s, char ***ret) {
+        _cleanup_(strv_freep) char **l = NULL;
+        size_t n = 0;
+
+        assert(ret);
+
+        l = calloc(1, sizeof(char *));
+        if (!l)
+                return -ENOMEM;
+        for (const char *p = s; p && *p;) {
+                const char *e = strchrnul(p, ',');
+                const char *b = p, *t = e;
+                char **m;
+
+                while (b < t && (*b == ' ' || *b == '\t'))
+                        b++;
+                while (t > b && (t[-1] == ' ' || t[-1] == '\t'))
+                        t--;
+                if (t > b) {
+                        m = reallocarray(l, n + 2, sizeof(char *));
+                        if (!m)
+                                return -ENOMEM;
+                        l = m;
+                        l[n] = strndup(b, (size_t) (t - b));
+                        if (!l[n])
+                                return -ENOMEM;
+                        l[++n] = NULL;
+                }
+                p = *e ? e + 1 : e;
+        }
+        *ret = TAKE_PTR(l);
+        return 0;
+}

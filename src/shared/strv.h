@@ -28,3 +28,9 @@ bool strv_contains(char *const *l, const char *s);
  * kept up to date (*l may be NULL with *n 0). Returns 0, or -ENOMEM with
  * *l unchanged. */
 int strv_extend_unique(char ***l, size_t *n, const char *s);
+
+/* Split s at commas into a new strv: blanks (spaces, tabs) around each
+ * item are dropped and empty items left out, so "a, b,,c " is "a", "b",
+ * "c". NULL and "" give an empty strv (never NULL). Returns 0, or -ENOMEM
+ * with *ret unchanged. */
+int strv_split_list(const char *s, char ***ret);

@@ -52,4 +52,12 @@ TEST(printf) {
         ASSERT_TRUE(strbuf_steal(&b) == NULL);
 }
 
+TEST(strdup_printf) {
+        _cleanup_free_ char *s = strdup_printf("%s=%d", "slots", 4);
+        _cleanup_free_ char *e = strdup_printf("%s", "");
+
+        ASSERT_EQ_STR(s, "slots=4");
+        ASSERT_EQ_STR(e, "");
+}
+
 DEFINE_TEST_MAIN()

@@ -68,4 +68,20 @@ TEST(strv_extend_unique) {
         ASSERT_TRUE(!l[2]);
 }
 
+TEST(strv_split_list) {
+        _cleanup_(strv_freep) char **l = NULL;
+        _cleanup_(strv_freep) char **empty = NULL;
+        _cleanup_(strv_freep) char **blank = NULL;
+
+        ASSERT_OK(strv_split_list(" a, b c ,,\tc\t,", &l));
+        ASSERT_EQ_INT(strv_length(l), 3);
+        ASSERT_EQ_STR(l[0], "a");
+        ASSERT_EQ_STR(l[1], "b c");
+        ASSERT_EQ_STR(l[2], "c");
+        ASSERT_OK(strv_split_list(NULL, &empty));
+        ASSERT_TRUE(empty && !empty[0]);
+        ASSERT_OK(strv_split_list(" , ,\t", &blank));
+        ASSERT_TRUE(blank && !blank[0]);
+}
+
 DEFINE_TEST_MAIN()
