@@ -1,20 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /* wikiwebd: configuration, event loop wiring, signals; nothing else. */
 
-#include <arpa/inet.h>
 #include <getopt.h>
-#include <netdb.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
 #include "bus/queue-bus.h"
 #include "config-version.h"
 #include "http/api.h"
+#include "http/drain.h"
 #include "http/httpd.h"
+#include "http/listen.h"
 #include "http/metrics-server.h"
 #include "manager/manager.h"
 #include "manager/status-line.h"
@@ -35,9 +33,7 @@ typedef struct Daemon {
         HttpServer *http;
         MetricsServer *metrics; /* only with wikiwebd-metrics.socket */
         QueueBus *bus;
-        usec_t drain_deadline; /* 0 until no query runs while stopping */
-        usec_t exit_wake;      /* when exit_timer fires, while stopping */
-        sd_event_source *exit_timer;
+        HttpDrain *drain; /* once no query runs while stopping */
 } Daemon;
 
 static const char *arg_listen = NULL;
@@ -93,151 +89,26 @@ static int parse_argv(int argc, char *argv[]) {
         return 1;
 }
 
-/* "127.0.0.1:8080", "[::1]:8080", "localhost:8080": a listening TCP socket. */
-static int listen_on(const char *spec) {
-        _cleanup_free_ char *host = NULL;
-        struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
-        struct addrinfo *res = NULL;
-        const char *colon = strrchr(spec, ':');
-        const char *port;
-        int fd, r, one = 1;
-
-        if (!colon || colon == spec || !colon[1])
-                return -EINVAL;
-        port = colon + 1;
-        if (spec[0] == '[' && colon[-1] == ']')
-                host = strndup(spec + 1, (size_t) (colon - spec - 2));
-        else
-                host = strndup(spec, (size_t) (colon - spec));
-        if (!host)
-                return -ENOMEM;
-
-        r = getaddrinfo(host, port, &hints, &res);
-        if (r != 0)
-                return -EADDRNOTAVAIL;
-        fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0) {
-                r = negative_errno();
-                freeaddrinfo(res);
-                return r;
-        }
-        (void) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (bind(fd, res->ai_addr, res->ai_addrlen) < 0 || listen(fd, SOMAXCONN) < 0) {
-                r = negative_errno();
-                freeaddrinfo(res);
-                (void) close(fd);
-                return r;
-        }
-        freeaddrinfo(res);
-        return fd;
-}
-
-/* The sockets from systemd: the API's (named "http", or the only one
- * passed that is not "metrics"), else --listen; and the metrics socket
- * (named "metrics", from wikiwebd-metrics.socket, API.md 12.3) in
- * *ret_metrics_fd, -1 when there is none. Any other is closed. */
-static int acquire_listen_fd(int *ret_metrics_fd) {
-        char **names = NULL;
-        int n, fd = -1, metrics_fd = -1;
-
-        *ret_metrics_fd = -1;
-        n = sd_listen_fds_with_names(true, &names);
-        if (n < 0)
-                return log_error_errno(n, "Failed to read the sockets passed by systemd");
-        for (int i = 0; i < n; i++) {
-                if (metrics_fd < 0 && streq(names[i], "metrics"))
-                        metrics_fd = SD_LISTEN_FDS_START + i;
-                else if (fd < 0 && (n == 1 || streq(names[i], "http")))
-                        fd = SD_LISTEN_FDS_START + i;
-                else
-                        (void) close(SD_LISTEN_FDS_START + i);
-        }
-        if (metrics_fd >= 0 && sd_is_socket(metrics_fd, AF_UNSPEC, SOCK_STREAM, 1) <= 0) {
-                log_warning(
-                        "The metrics socket passed by systemd is not a listening stream socket; no metrics.");
-                (void) close(metrics_fd);
-                metrics_fd = -1;
-        }
-        *ret_metrics_fd = metrics_fd;
-        for (int i = 0; names && i < n; i++)
-                free(names[i]);
-        free(names);
-
-        if (fd >= 0) {
-                if (sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, 1) <= 0)
-                        return log_error_errno(
-                                EINVAL, "The socket passed by systemd is not a listening stream socket.");
-                log_info("Using the listening socket passed by systemd.");
-                return fd;
-        }
-        if (!arg_listen)
-                return log_error_errno(EINVAL, "No socket was passed by systemd and --listen was not given.");
-        fd = listen_on(arg_listen);
-        if (fd < 0)
-                return log_error_errno(fd, "Failed to listen on %s", arg_listen);
-        log_info("Listening on %s.", arg_listen);
-        return fd;
-}
-
 /* How long a stop may wait for requests in flight (a body still arriving,
  * a response still being sent) once no query runs. */
 #define STOP_DRAIN_USEC (10 * USEC_PER_SEC)
 
-static int on_exit_timer(sd_event_source *s, uint64_t usec, void *userdata);
+static void on_drained(HttpDrain *drain, int error, void *userdata) {
+        Daemon *d = userdata;
 
-/* Exit once nothing is in flight: no query's life (manager_busy()) and no
- * request begun but not completed, or when the drain time (counted from the
- * end of the queries) is over. Called after every loop iteration while
- * stopping. */
-static void maybe_exit(Daemon *d) {
-        usec_t t = now(CLOCK_MONOTONIC), wake;
-
-        if (!manager_is_stopping(d->manager) || manager_busy(d->manager))
-                return;
-        if (d->drain_deadline == 0)
-                d->drain_deadline = usec_add(t, STOP_DRAIN_USEC);
-        if (t >= d->drain_deadline) {
-                (void) sd_event_exit(d->event, 0);
-                return;
-        }
-
-        if (http_server_active_count(d->http) > 0)
-                /* Requests in flight: until they end, or the deadline. */
-                wake = d->drain_deadline;
-        else {
-                /* A connection accepted just before the stop whose request
-                 * has not arrived yet: wait a moment for it (seen under
-                 * load: a polling client's request closed unanswered by a
-                 * restart). */
-                usec_t fresh = http_server_fresh_until(d->http);
-
-                if (fresh <= t) {
-                        (void) sd_event_exit(d->event, 0);
-                        return;
-                }
-                wake = MIN(fresh, d->drain_deadline);
-        }
-
-        /* Wake up then even if nothing else happens. */
-        if (d->exit_timer && d->exit_wake == wake)
-                return;
-        d->exit_timer = sd_event_source_disable_unref(d->exit_timer);
-        if (sd_event_add_time(d->event, &d->exit_timer, CLOCK_MONOTONIC, wake, 0, on_exit_timer, d) < 0) {
-                (void) sd_event_exit(d->event, 0);
-                return;
-        }
-        (void) sd_event_source_set_description(d->exit_timer, "stop-drain");
-        d->exit_wake = wake;
+        (void) sd_event_exit(d->event, 0);
 }
 
-static int on_exit_timer(sd_event_source *s, uint64_t usec, void *userdata) {
-        maybe_exit(userdata);
-        return 0;
-}
+/* No query runs any more: answer the requests in flight, then exit. */
+static void on_manager_stopped(Manager *m, void *userdata) {
+        Daemon *d = userdata;
+        int r;
 
-static int on_post(sd_event_source *s, void *userdata) {
-        maybe_exit(userdata);
-        return 0;
+        r = http_drain_start(d->event, d->http, STOP_DRAIN_USEC, on_drained, d, &d->drain);
+        if (r < 0) {
+                log_warning_errno(r, "Failed to wait for the requests in flight; exiting now");
+                (void) sd_event_exit(d->event, 0);
+        }
 }
 
 /* SIGTERM, SIGINT: no new connections and no new query; the running ones
@@ -258,7 +129,6 @@ static int on_stop_signal(sd_event_source *s, const struct signalfd_siginfo *si,
                 d->manager,
                 d->config.stop_grace_seconds * USEC_PER_SEC,
                 "query aborted: the service is stopping");
-        maybe_exit(d);
         return 0;
 }
 
@@ -272,7 +142,7 @@ static int on_fault_signal(sd_event_source *s, const struct signalfd_siginfo *si
 }
 
 static void daemon_done(Daemon *d) {
-        d->exit_timer = sd_event_source_disable_unref(d->exit_timer);
+        d->drain = http_drain_free(d->drain);
         d->metrics = metrics_server_free(d->metrics);
         d->http = http_server_free(d->http);
         d->api = api_free(d->api);
@@ -348,8 +218,8 @@ static int setup_signals(Daemon *d) {
 static int setup_faces(Daemon *d) {
         int r, fd, metrics_fd;
 
-        /* The D-Bus object subscribes before the HTTP API: QueryFinished
-         * goes out before the answer to the query's request. */
+        /* In any order: QueryFinished (an announcement) goes out before
+         * the answer to the query's request (a waiter of the query). */
         r = queue_bus_new(d->event, d->manager, NULL, &d->bus);
         if (r < 0)
                 log_warning_errno(r, "Not publishing the queue on D-Bus");
@@ -358,7 +228,7 @@ static int setup_faces(Daemon *d) {
         if (r < 0)
                 return log_oom();
 
-        fd = acquire_listen_fd(&metrics_fd);
+        fd = http_listen_acquire(arg_listen, &metrics_fd);
         if (fd < 0) {
                 if (metrics_fd >= 0)
                         (void) close(metrics_fd);
@@ -453,9 +323,7 @@ static int run(int argc, char *argv[]) {
         r = setup_faces(&d);
         if (r < 0)
                 return r;
-        r = sd_event_add_post(d.event, NULL, on_post, &d);
-        if (r < 0)
-                return log_error_errno(r, "Failed to add the post source");
+        manager_set_stopped_handler(d.manager, on_manager_stopped, &d);
 
         log_info("wikiwebd %s started (contract revision %d).", PACKAGE_VERSION, CONTRACT_REVISION);
         (void) sd_notify(false, "READY=1");

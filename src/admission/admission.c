@@ -1325,22 +1325,21 @@ bool admission_is_draining(const Admission *a) {
         return a->draining;
 }
 
-int admission_finish(Admission *a, const char *query_id, usec_t now) {
+int admission_finish(Admission *a, unsigned slot, usec_t duration, usec_t now) {
         AdmissionState old_state;
         char id[QUERY_ID_MAX];
-        usec_t duration;
-        uint32_t slot;
         double d;
 
         assert(a);
 
         now = begin(a, now);
 
-        slot = query_id ? slot_of_query(a, query_id) : SLOT_NONE;
-        if (slot == SLOT_NONE)
+        if (slot >= a->settings.slots || a->slots[slot].state != ADMISSION_RUNNING)
                 return -ESRCH;
 
-        duration = now - MIN(now, a->slots[slot].claimed_at);
+        /* The caller's measure (the Manager's, from the claim): the
+         * average is of what the clients' queries took as the Manager
+         * counts them. */
         d = (double) duration / (double) USEC_PER_SEC;
         if (a->average_known)
                 a->average_seconds = 0.2 * d + 0.8 * a->average_seconds;

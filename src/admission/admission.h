@@ -218,10 +218,13 @@ int admission_remove_ticket(Admission *a, const char *ticket_id, usec_t now);
 void admission_set_draining(Admission *a, bool draining);
 bool admission_is_draining(const Admission *a);
 
-/* finish: the running query query_id ended and its cleanup is confirmed.
- * Updates the average with now - claim time, its slot goes idle, promotes.
- * -ESRCH when no slot runs query_id. */
-int admission_finish(Admission *a, const char *query_id, usec_t now);
+/* finish: the query running in slot (admission_claim()'s result) ended
+ * and its cleanup is confirmed, after duration (the caller's measure, from
+ * the claim: the Manager keeps the one clock of a query). Updates the
+ * average with duration, the slot goes idle, promotes (the promoted
+ * ticket's reservation runs from now). -ESRCH when the slot runs no
+ * query. */
+int admission_finish(Admission *a, unsigned slot, usec_t duration, usec_t now);
 
 /* Apply every expiry due at or before now. Returns the number of tickets
  * removed. */

@@ -145,21 +145,14 @@ int wait_tracker_range(WaitTracker *t, uint64_t position, const WaitSlots *slots
         return 1;
 }
 
-typedef struct RunningSince {
-        usec_t since[WAIT_RANGE_SLOTS_MAX];
-        size_t n;
-} RunningSince;
-
-static void collect_running(const char *query_id, unsigned slot, usec_t since, void *userdata) {
-        RunningSince *c = userdata;
-
-        if (c->n < ELEMENTSOF(c->since))
-                c->since[c->n++] = since;
-}
-
 int wait_tracker_status_range(
-        WaitTracker *t, const Admission *a, const AdmissionStatus *st, usec_t now, WaitRange *ret) {
-        RunningSince running; /* since[] is 2 KiB: only its first n are written and read */
+        WaitTracker *t,
+        const Admission *a,
+        const AdmissionStatus *st,
+        const usec_t *running_since,
+        size_t n_running,
+        usec_t now,
+        WaitRange *ret) {
         WaitSlots slots;
         uint64_t position;
 
@@ -168,13 +161,13 @@ int wait_tracker_status_range(
         assert(st);
         assert(ret);
 
-        running.n = 0;
-        admission_foreach_running(a, collect_running, &running);
+        assert(running_since || n_running == 0);
+
         slots = (WaitSlots){
                 .total = st->slots.total,
                 .reserved = st->slots.reserved,
-                .n_running = running.n,
-                .running_since = running.since,
+                .n_running = n_running,
+                .running_since = running_since,
         };
         if (st->has_ticket)
                 position = st->ticket.status == TICKET_RESERVED ? 0 : st->ticket.position;

@@ -45,8 +45,17 @@ int wait_tracker_range(WaitTracker *t, uint64_t position, const WaitSlots *slots
 
 /* The range for the session whose status is st (its ticket's position;
  * without a ticket, the place after everyone waiting, or 0 when a slot is
- * idle), with the slots as the admission machine a has them. 1 and *ret
+ * idle), with the slots as the admission machine a has them and the
+ * running queries claimed at running_since[0..n_running) (monotonic, as
+ * their owner, the Manager, keeps them: ManagerQuery.since). 1 and *ret
  * when known; 0 when fewer than WAIT_RANGE_KNOWN_MIN durations are known
- * (the range is null); negative errno on failure. */
+ * (the range is null); negative errno on failure (-EINVAL: more running
+ * than the slots have). */
 int wait_tracker_status_range(
-        WaitTracker *t, const Admission *a, const AdmissionStatus *st, usec_t now, WaitRange *ret);
+        WaitTracker *t,
+        const Admission *a,
+        const AdmissionStatus *st,
+        const usec_t *running_since,
+        size_t n_running,
+        usec_t now,
+        WaitRange *ret);

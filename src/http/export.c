@@ -1,13 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 #include <assert.h>
 #include <inttypes.h>
-#include <json-c/json.h>
 #include <stdarg.h>
 #include <stdio.h>
 
 #include "http/export.h"
-#include "shared/json-util.h"
 #include "shared/macro.h"
+#include "shared/source.h"
 #include "shared/strbuf.h"
 #include "shared/time-util.h"
 
@@ -73,97 +72,51 @@ static void put_destination(StrBuf *b, const char *u) {
         (void) strbuf_put_literal(b, ">");
 }
 
-static const char *get_string(json_object *o, const char *key) {
-        json_object *v;
-
-        if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-                return NULL;
-        return json_object_get_string(v);
-}
-
-static bool get_int(json_object *o, const char *key, int64_t *ret) {
-        json_object *v;
-
-        if (!json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_int))
-                return false;
-        *ret = json_object_get_int64(v);
-        return true;
-}
-
-static json_object *parse_array(const char *text) {
-        json_object *a = json_tokener_parse(text ? text : "[]");
-
-        if (!json_object_is_type(a, json_type_array)) {
-                json_object_put(a);
-                return NULL;
-        }
-        return a;
-}
-
-static void put_sources(StrBuf *b, const char *sources_json) {
-        _cleanup_(json_object_putp) json_object *a = parse_array(sources_json);
-        size_t n = a ? json_object_array_length(a) : 0;
-        bool any = false;
-
+static void put_sources(StrBuf *b, const Source *sources, size_t n) {
         for (size_t i = 0; i < n; i++) {
-                json_object *s = json_object_array_get_idx(a, i);
-                const char *title = get_string(s, "title"), *url = get_string(s, "url");
-                int64_t rev;
+                const Source *s = &sources[i];
 
-                if (!title)
-                        continue;
-                if (!any)
+                if (i == 0)
                         (void) strbuf_put_literal(b, "\n**Sources**\n\n");
-                any = true;
                 (void) strbuf_put_literal(b, "- ");
-                if (is_web_url(url)) {
+                if (is_web_url(s->url)) {
                         (void) strbuf_put_literal(b, "[");
-                        put_escaped(b, title, true);
+                        put_escaped(b, s->title, true);
                         (void) strbuf_put_literal(b, "](");
-                        put_destination(b, url);
+                        put_destination(b, s->url);
                         (void) strbuf_put_literal(b, ")");
                 } else
-                        put_escaped(b, title, true);
-                if (get_int(s, "revision_id", &rev))
-                        strbuf_printf(b, ", revision %" PRId64, rev);
+                        put_escaped(b, s->title, true);
+                if (s->has_revision_id)
+                        strbuf_printf(b, ", revision %" PRIu64, s->revision_id);
                 (void) strbuf_put_literal(b, "\n");
         }
 }
 
-static void put_citations(StrBuf *b, const char *citations_json) {
-        _cleanup_(json_object_putp) json_object *a = parse_array(citations_json);
-        size_t n = a ? json_object_array_length(a) : 0;
-        bool any = false;
-
+static void put_citations(StrBuf *b, const SourceCitation *citations, size_t n) {
         for (size_t i = 0; i < n; i++) {
-                json_object *c = json_object_array_get_idx(a, i);
-                const char *title = get_string(c, "title"), *quote = get_string(c, "quote"),
-                           *status = get_string(c, "status"), *url = get_string(c, "url");
-                int64_t num = 0, rev;
-                bool verified = status && streq(status, "verified");
+                const SourceCitation *c = &citations[i];
+                bool verified = c->status == CITATION_VERIFIED;
+                const char *status = citation_status_to_string(c->status);
 
-                if (!title || !quote)
-                        continue;
-                if (!any)
+                if (i == 0)
                         (void) strbuf_put_literal(b, "\n**Citations**\n\n");
-                any = true;
-                (void) get_int(c, "n", &num);
-                strbuf_printf(b, "- \\[%" PRId64 "\\] \"", num);
-                put_escaped(b, quote, true);
+                strbuf_printf(b, "- \\[%u\\] \"", c->n);
+                put_escaped(b, c->quote, true);
                 (void) strbuf_put_literal(b, "\", ");
-                if (verified && is_web_url(url)) {
+                if (verified && is_web_url(c->url)) {
                         (void) strbuf_put_literal(b, "[");
-                        put_escaped(b, title, true);
-                        if (get_int(c, "revision_id", &rev))
-                                strbuf_printf(b, ", revision %" PRId64, rev);
+                        put_escaped(b, c->title, true);
+                        if (c->has_revision_id)
+                                strbuf_printf(b, ", revision %" PRIu64, c->revision_id);
                         (void) strbuf_put_literal(b, "](");
-                        put_destination(b, url);
+                        put_destination(b, c->url);
                         (void) strbuf_put_literal(b, "), verified\n");
                 } else if (verified) {
-                        put_escaped(b, title, true);
+                        put_escaped(b, c->title, true);
                         (void) strbuf_put_literal(b, ", verified\n");
                 } else {
-                        put_escaped(b, title, true);
+                        put_escaped(b, c->title, true);
                         (void) strbuf_put_literal(b, ", not verified (");
                         put_escaped(b, status ? status : "unknown", true);
                         (void) strbuf_put_literal(b, ")\n");
@@ -231,8 +184,8 @@ int export_markdown(const HistoryRecord *turns, size_t n, const char *artifact_b
                         put_escaped(&b, r->error_message ? r->error_message : "the query failed", true);
                         (void) strbuf_put_literal(&b, ")\n");
                 }
-                put_citations(&b, r->citations_json);
-                put_sources(&b, r->sources_json);
+                put_citations(&b, r->citations, r->n_citations);
+                put_sources(&b, r->sources, r->n_sources);
                 put_artifacts(&b, r, artifact_base);
         }
 

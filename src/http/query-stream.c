@@ -356,23 +356,8 @@ int query_streams_attach(
         return 0;
 }
 
-/* The `citations` event (API.md 11.2): {"citations": [...]}, the record's
- * own list, so the two never differ. NULL when out of memory or when the
- * record has no list. */
-static char *citations_event_json(const char *record_json) {
-        _cleanup_(json_object_putp) json_object *record = json_tokener_parse(record_json);
-        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
-        json_object *list;
-
-        if (!o || !json_object_object_get_ex(record, "citations", &list) ||
-            !json_object_is_type(list, json_type_array))
-                return NULL;
-        if (json_add(o, "citations", json_object_get(list)) < 0)
-                return NULL;
-        return strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
-}
-
-void query_streams_finish(QueryStreams *q, const char *query_id, const char *record_json) {
+void query_streams_finish(
+        QueryStreams *q, const char *query_id, const char *citations_json, const char *record_json) {
         QueryLog *l;
 
         assert(q);
@@ -382,10 +367,8 @@ void query_streams_finish(QueryStreams *q, const char *query_id, const char *rec
         if (!l)
                 return;
         if (record_json) {
-                _cleanup_free_ char *citations = citations_event_json(record_json);
-
-                if (citations)
-                        query_streams_add(q, l, "citations", citations);
+                if (citations_json)
+                        query_streams_add(q, l, "citations", citations_json);
                 else
                         log_oom();
                 query_streams_add(q, l, "record", record_json);

@@ -45,11 +45,13 @@ int query_streams_begin(QueryStreams *q, const char *query_id, const SessionKey 
 /* One event of the running query query_id (from the executor). */
 void query_streams_event(QueryStreams *q, const char *query_id, const QueryEvent *ev);
 
-/* The query ended and its record is durable: its citations (the record's
- * list) and then record_json (the record as GET /history/{id} returns it;
- * NULL if it could not be read) are the last events of every stream,
- * which then ends; the log is freed. */
-void query_streams_finish(QueryStreams *q, const char *query_id, const char *record_json);
+/* The query ended and its record is durable: citations_json (the
+ * `citations` event of the record, render_citations_event(); NULL when out
+ * of memory) and then record_json (the record as GET /history/{id} returns
+ * it; NULL if it could not be read: neither event is sent) are the last
+ * events of every stream, which then ends; the log is freed. */
+void query_streams_finish(
+        QueryStreams *q, const char *query_id, const char *citations_json, const char *record_json);
 
 /* Answer req with a stream of the running query query_id, if it is running
  * and the session's: the log after last_event_id (0: all of it), then live.

@@ -9,6 +9,7 @@
 #include "http/render.h"
 #include "shared/json-util.h"
 #include "shared/macro.h"
+#include "shared/source.h"
 #include "shared/strbuf.h"
 #include "shared/time-util.h"
 #include "shared/utf8.h"
@@ -59,17 +60,6 @@ static json_object *render_artifact(const HistoryArtifactInfo *a) {
         return TAKE_PTR(o);
 }
 
-/* The stored sources or citations, or [] when they are not an array. */
-static json_object *render_sources(const char *text) {
-        json_object *sources = json_tokener_parse(text ? text : "[]");
-
-        if (!json_object_is_type(sources, json_type_array)) {
-                json_object_put(sources);
-                sources = json_object_new_array();
-        }
-        return sources;
-}
-
 /* A new array of n items, the i-th rendered by render(items, i); NULL when
  * out of memory. */
 static json_object *
@@ -107,13 +97,11 @@ json_object *render_history_record(const HistoryRecord *r) {
             !render_add_string(o, "question", r->question) || !render_add_string(o, "answer", r->answer))
                 return NULL;
 
-        sources = render_sources(r->sources_json);
+        sources = source_to_json(r->sources, r->n_sources);
         if (!sources || !render_add(o, "sources", sources))
                 return NULL;
 
-        /* Stored by history_finish() only after checking it is an array, as
-         * the sources. */
-        citations = render_sources(r->citations_json);
+        citations = source_citation_to_json(r->citations, r->n_citations);
         if (!citations || !render_add(o, "citations", citations))
                 return NULL;
 
@@ -174,6 +162,18 @@ json_object *render_history_record(const HistoryRecord *r) {
                 return NULL;
 
         return TAKE_PTR(o);
+}
+
+char *render_citations_event(const HistoryRecord *r) {
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+        const char *t;
+
+        assert(r);
+
+        if (!o || json_add(o, "citations", source_citation_to_json(r->citations, r->n_citations)) < 0)
+                return NULL;
+        t = render_body(o);
+        return t ? strdup(t) : NULL;
 }
 
 json_object *render_history_page(const HistoryPage *p) {

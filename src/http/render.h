@@ -16,10 +16,14 @@
  *
  * Each returns a new object (the caller puts it), NULL when out of memory. */
 
-/* The query record. Its sources are the stored array text, parsed again;
- * text that is not an array (only a file changed behind the store's back)
- * is rendered as []. */
+/* The query record, its sources and citations written by
+ * shared/source.h. */
 json_object *render_history_record(const HistoryRecord *r);
+
+/* The query stream's `citations` event of the record (API.md 11.2):
+ * {"citations": [...]}, the record's own list, so that the two never
+ * differ. A new string (the caller frees it), NULL when out of memory. */
+char *render_citations_event(const HistoryRecord *r);
 
 /* A listing page: {"items": [...], "next_cursor": "..." or null}. */
 json_object *render_history_page(const HistoryPage *p);

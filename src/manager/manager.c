@@ -4,10 +4,12 @@
 
 #include "admission/admission-timers.h"
 #include "admission/wait-tracker.h"
+#include "manager/manager-ops.h"
 #include "manager/manager.h"
 #include "metrics/metrics.h"
 #include "sandbox/sandbox.h"
 #include "shared/fault.h"
+#include "shared/hashmap.h"
 #include "shared/list.h"
 #include "shared/log.h"
 #include "shared/random-util.h"
@@ -29,10 +31,13 @@ struct ManagerQuery {
         usec_t created; /* realtime, the record's created_at */
         usec_t queued;  /* how long its ticket waited before the claim */
 
-        bool executing;        /* the executor runs it */
-        bool completing;       /* its record is being made durable */
-        bool sync_in_flight;   /* completing: the worker's sync in flight covers its record */
-        bool awaiting_cleanup; /* durable, its cleanup not confirmed yet: the slot stays taken */
+        ManagerQueryState state;   /* changed by manager_query_set_state() only */
+        QueryExecution *execution; /* the executor's run: EXECUTING, until its report is recorded */
+        bool sync_in_flight;       /* COMPLETING: the worker's sync in flight covers its record */
+
+        /* Who waits for its end (manager_query_wait()), in the order they
+         * subscribed: answered by manager_query_finalize(). Borrowed. */
+        ManagerQueryWaiter *waiters, *waiters_tail;
 
         /* The outcome, between the executor's report and the durable record. */
         bool succeeded, cleanup_confirmed;
@@ -62,7 +67,9 @@ struct Manager {
         Sandbox *sandbox;
         SandboxState sandbox_state; /* as last logged */
 
-        ManagerQuery *queries; /* oldest claim first */
+        ManagerQuery *queries;      /* oldest claim first */
+        ManagerQuery *queries_tail; /* the newest claim */
+        StringHashmap *queries_by_id;
         unsigned n_queries;
 
         ManagerSubscriber *subscribers;
@@ -74,6 +81,9 @@ struct Manager {
         const char *stop_reason;
         usec_t stop_grace;
         sd_event_source *stop_timer;
+        sd_event_source *stop_post; /* looks for the end of the queries' lives */
+        ManagerStoppedHandler stopped_handler;
+        void *stopped_userdata;
 };
 
 static const char *const manager_sandbox_health_table[_MANAGER_SANDBOX_HEALTH_MAX] = {
@@ -83,6 +93,16 @@ static const char *const manager_sandbox_health_table[_MANAGER_SANDBOX_HEALTH_MA
 };
 
 DEFINE_STRING_TABLE_LOOKUP_TO_STRING(manager_sandbox_health, ManagerSandboxHealth)
+
+static const char *const manager_query_state_table[_MANAGER_QUERY_STATE_MAX] = {
+        [MANAGER_QUERY_STATE_CLAIMED] = "claimed",
+        [MANAGER_QUERY_STATE_EXECUTING] = "executing",
+        [MANAGER_QUERY_STATE_COMPLETING] = "completing",
+        [MANAGER_QUERY_STATE_AWAITING_CLEANUP] = "awaiting_cleanup",
+        [MANAGER_QUERY_STATE_FINISHED] = "finished",
+};
+
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(manager_query_state, ManagerQueryState)
 
 static void manager_announce(Manager *m, const ManagerEvent *ev) {
         for (size_t i = 0; i < m->n_subscribers; i++)
@@ -157,10 +177,14 @@ const Config *manager_get_config(Manager *m) {
         return m->config;
 }
 
-int manager_check_revisions(
-        Manager *m, char **titles, RevisionCheckDone done, void *userdata, RevisionCheck **ret) {
+sd_event *manager_get_event(Manager *m) {
         assert(m);
-        return query_executor_check_revisions(m->executor, titles, done, userdata, ret);
+        return m->event;
+}
+
+QueryExecutor *manager_get_executor(Manager *m) {
+        assert(m);
+        return m->executor;
 }
 
 bool manager_reads_as_person(const Manager *m) {
@@ -229,34 +253,111 @@ int manager_remove_ticket(Manager *m, const char *ticket_id, usec_t now) {
 static ManagerQuery *manager_query_free(ManagerQuery *q) {
         if (!q)
                 return NULL;
+        query_execution_free(q->execution);
+        /* The waiters are their owners' (never answered now). */
         free(q->message);
         free(q->user);
         free(q);
         return NULL;
 }
 
-static void manager_add_query(Manager *m, ManagerQuery *q) {
-        ManagerQuery *tail = m->queries;
+/* Every change of a query's state, checked against the transitions its
+ * life allows (manager.h, "A query's life"):
+ *   CLAIMED -> EXECUTING (its record written) | FINISHED (it could not be)
+ *   EXECUTING -> COMPLETING (its outcome recorded)
+ *   COMPLETING -> FINISHED (durable, cleanup confirmed) | AWAITING_CLEANUP
+ *   AWAITING_CLEANUP -> FINISHED (the Sandbox confirmed it at last)
+ * Entering AWAITING_CLEANUP changes its phase to "cleanup": announced. */
+static void manager_query_set_state(ManagerQuery *q, ManagerQueryState state) {
+        static const unsigned allowed[_MANAGER_QUERY_STATE_MAX] = {
+                [MANAGER_QUERY_STATE_CLAIMED] = 1u << MANAGER_QUERY_STATE_EXECUTING |
+                        1u << MANAGER_QUERY_STATE_FINISHED,
+                [MANAGER_QUERY_STATE_EXECUTING] = 1u << MANAGER_QUERY_STATE_COMPLETING,
+                [MANAGER_QUERY_STATE_COMPLETING] = 1u << MANAGER_QUERY_STATE_AWAITING_CLEANUP |
+                        1u << MANAGER_QUERY_STATE_FINISHED,
+                [MANAGER_QUERY_STATE_AWAITING_CLEANUP] = 1u << MANAGER_QUERY_STATE_FINISHED,
+        };
 
-        q->queries_next = NULL;
-        if (!tail) {
-                q->queries_prev = NULL;
-                m->queries = q;
-        } else {
-                while (tail->queries_next)
-                        tail = tail->queries_next;
-                tail->queries_next = q;
-                q->queries_prev = tail;
-        }
-        m->n_queries++;
+        assert(q);
+        assert(state >= 0 && state < _MANAGER_QUERY_STATE_MAX);
+        assert(allowed[q->state] & (1u << state));
+
+        log_debug(
+                "Query %s: %s -> %s.",
+                q->id,
+                manager_query_state_to_string(q->state),
+                manager_query_state_to_string(state));
+        q->state = state;
+        if (state == MANAGER_QUERY_STATE_AWAITING_CLEANUP)
+                manager_announce_query(q->manager, MANAGER_QUERY_PHASE, q);
 }
 
-/* The last of every query, as importd's transfer_finalize(), once its slot
- * is given up (manager_query_give_up_slot()): MANAGER_QUERY_CLEANUP_CONFIRMED
- * is announced, and it is freed. */
-static void manager_query_finalize(Manager *m, ManagerQuery *q) {
+/* Listed (newest claim last) and findable by id. 0 or -ENOMEM. */
+static int manager_add_query(Manager *m, ManagerQuery *q) {
+        int r;
+
+        r = string_hashmap_put(m->queries_by_id, q->id, q);
+        if (r < 0)
+                return r;
+        q->queries_next = NULL;
+        q->queries_prev = m->queries_tail;
+        if (m->queries_tail)
+                m->queries_tail->queries_next = q;
+        else
+                m->queries = q;
+        m->queries_tail = q;
+        m->n_queries++;
+        return 0;
+}
+
+static void manager_remove_query(Manager *m, ManagerQuery *q) {
+        (void) string_hashmap_remove(m->queries_by_id, q->id);
+        if (m->queries_tail == q)
+                m->queries_tail = q->queries_prev;
         LIST_REMOVE(queries, m->queries, q);
         m->n_queries--;
+}
+
+void manager_query_wait(ManagerQuery *q, ManagerQueryWaiter *w, ManagerQueryDone done, void *userdata) {
+        assert(q);
+        assert(w);
+        assert(done);
+        assert(IN_SET(q->state, MANAGER_QUERY_STATE_CLAIMED, MANAGER_QUERY_STATE_EXECUTING));
+
+        *w = (ManagerQueryWaiter){ .done = done, .userdata = userdata, .waiters_prev = q->waiters_tail };
+        if (q->waiters_tail)
+                q->waiters_tail->waiters_next = w;
+        else
+                q->waiters = w;
+        q->waiters_tail = w;
+}
+
+/* The end of a query, as importd's transfer_finalize(), once its record is
+ * durable (or could not be made so): MANAGER_QUERY_DURABLE is announced to
+ * every subscriber, then the waiters of this query are answered, each once,
+ * in the order they subscribed, and forgotten. With its cleanup confirmed
+ * the query is released after (manager_query_release()). */
+static void manager_query_finalize(Manager *m, ManagerQuery *q, const ManagerOutcome *outcome) {
+        ManagerQueryWaiter *w;
+
+        manager_announce(m, &(ManagerEvent){ .type = MANAGER_QUERY_DURABLE, .query = q, .outcome = outcome });
+        /* Each out of the list before its call: done may free it. */
+        while ((w = q->waiters)) {
+                q->waiters = w->waiters_next;
+                if (q->waiters)
+                        q->waiters->waiters_prev = NULL;
+                else
+                        q->waiters_tail = NULL;
+                w->waiters_next = NULL;
+                w->done(q, outcome, w->userdata);
+        }
+}
+
+/* The last of every query, once its slot is given up
+ * (manager_query_give_up_slot()): MANAGER_QUERY_CLEANUP_CONFIRMED is
+ * announced, and it is freed. */
+static void manager_query_release(Manager *m, ManagerQuery *q) {
+        manager_remove_query(m, q);
         manager_announce_query(m, MANAGER_QUERY_CLEANUP_CONFIRMED, q);
         manager_query_free(q);
         manager_check_health(m);
@@ -264,18 +365,14 @@ static void manager_query_finalize(Manager *m, ManagerQuery *q) {
 
 ManagerQuery *manager_get_query(Manager *m, const char *query_id) {
         assert(m);
-        if (!query_id)
-                return NULL;
-        for (ManagerQuery *q = m->queries; q; q = q->queries_next)
-                if (streq(q->id, query_id))
-                        return q;
-        return NULL;
+        return string_hashmap_get(m->queries_by_id, query_id);
 }
 
 ManagerQuery *manager_get_query_by_session(Manager *m, const SessionKey *session) {
         assert(m);
         if (!session)
                 return NULL;
+        /* At most one query per slot (ADMISSION_SLOTS_MAX). */
         for (ManagerQuery *q = m->queries; q; q = q->queries_next)
                 if (memcmp(&q->session, session, sizeof *session) == 0)
                         return q;
@@ -327,11 +424,16 @@ const char *manager_query_phase(const ManagerQuery *q) {
         const char *p;
 
         assert(q);
-        if (q->awaiting_cleanup)
-                return query_phase_to_string(QUERY_PHASE_CLEANUP);
-        p = query_phase_to_string(q->phase);
-
+        /* The Manager's own wait for the cleanup is its last phase; before
+         * it the pipeline's reports say. */
+        p = query_phase_to_string(
+                q->state == MANAGER_QUERY_STATE_AWAITING_CLEANUP ? QUERY_PHASE_CLEANUP : q->phase);
         return p ? p : "";
+}
+
+ManagerQueryState manager_query_state(const ManagerQuery *q) {
+        assert(q);
+        return q->state;
 }
 
 unsigned manager_query_step(const ManagerQuery *q) {
@@ -351,12 +453,12 @@ usec_t manager_query_created(const ManagerQuery *q) {
 
 bool manager_query_executing(const ManagerQuery *q) {
         assert(q);
-        return q->executing;
+        return q->state == MANAGER_QUERY_STATE_EXECUTING;
 }
 
 bool manager_query_awaiting_cleanup(const ManagerQuery *q) {
         assert(q);
-        return q->awaiting_cleanup;
+        return q->state == MANAGER_QUERY_STATE_AWAITING_CLEANUP;
 }
 
 /* ---- health ---- */
@@ -370,7 +472,7 @@ void manager_get_health(Manager *m, ManagerHealth *ret) {
 
         degraded = m->sandbox && sandbox_cleanup_pending(m->sandbox);
         for (ManagerQuery *q = m->queries; q && !degraded; q = q->queries_next)
-                if (q->awaiting_cleanup)
+                if (q->state == MANAGER_QUERY_STATE_AWAITING_CLEANUP)
                         degraded = true;
 
         state = m->sandbox ? sandbox_get_state(m->sandbox) : SANDBOX_UNAVAILABLE;
@@ -404,6 +506,8 @@ void manager_get_counters(Manager *m, ManagerCounters *ret) {
 /* ---- the status ---- */
 
 void manager_status(Manager *m, const SessionKey *session, usec_t now, ManagerStatus *ret) {
+        usec_t running[ADMISSION_SLOTS_MAX]; /* only the first n_running are written and read */
+        size_t n_running = 0;
         ManagerQuery *q;
         int r;
 
@@ -418,7 +522,7 @@ void manager_status(Manager *m, const SessionKey *session, usec_t now, ManagerSt
 
         /* Its query is running until its record is durable (API.md 11.4). */
         q = manager_get_query_by_session(m, session);
-        if (q && !q->awaiting_cleanup) {
+        if (q && q->state != MANAGER_QUERY_STATE_AWAITING_CLEANUP) {
                 ret->has_query = true;
                 ret->query = (ManagerStatusQuery){
                         .id = q->id,
@@ -427,7 +531,19 @@ void manager_status(Manager *m, const SessionKey *session, usec_t now, ManagerSt
                 };
         }
 
-        r = wait_tracker_status_range(m->wait_tracker, m->admission, &ret->admission, now, &ret->range);
+        /* The running queries' clocks are theirs (ManagerQuery.since):
+         * every query that holds its slot, oldest claim first. */
+        for (ManagerQuery *i = m->queries; i && n_running < ELEMENTSOF(running); i = i->queries_next)
+                if (i->state != MANAGER_QUERY_STATE_FINISHED)
+                        running[n_running++] = i->since;
+        r = wait_tracker_status_range(
+                m->wait_tracker,
+                m->admission,
+                &ret->admission,
+                running,
+                MIN(n_running, (size_t) ret->admission.slots.running),
+                now,
+                &ret->range);
         if (r < 0)
                 log_warning_errno(r, "The wait range could not be computed: it is null");
         ret->range_known = r > 0;
@@ -476,20 +592,23 @@ static void manager_count_query(const ManagerQuery *q, usec_t duration) {
 }
 
 /* The query's slot is given up at end (monotonic: the end of its
- * execution, or its cleanup confirmed late), its duration from the claim
- * to then counted once for all three that keep it: the admission's average
- * (admission_finish()), the query metrics and the wait range. */
+ * execution, or its cleanup confirmed late), its duration measured once,
+ * on the Manager's clock, from its claim (ManagerQuery.since) to then, and
+ * given to all three that keep it: the admission's average
+ * (admission_finish()), the query metrics and the wait range. The query is
+ * FINISHED then. */
 static void manager_query_give_up_slot(Manager *m, ManagerQuery *q, usec_t end) {
         usec_t duration = end - MIN(end, q->since);
         int r;
 
+        manager_query_set_state(q, MANAGER_QUERY_STATE_FINISHED);
         manager_count_query(q, duration);
         r = wait_tracker_add(m->wait_tracker, (double) duration / USEC_PER_SEC);
         if (r < 0)
                 log_debug_errno(r, "Query %s: its duration is not kept", q->id);
-        r = admission_finish(m->admission, q->id, end);
+        r = admission_finish(m->admission, q->slot, duration, end);
         if (r < 0)
-                log_error_errno(r, "Query %s ended but the controller was not running", q->id);
+                log_error_errno(r, "Query %s ended but its slot was not running it", q->id);
 }
 
 /* Complete the query's record (API.md 9): it was written as "running"
@@ -571,13 +690,13 @@ static char *outcome_message(const QueryOutcome *o) {
 
 /* The record of the query that ended is durable (or could not be made
  * so, error, logged): give up the slot if its cleanup is confirmed, tell
- * the journal and the subscribers. */
+ * the journal, the subscribers and the query's waiters
+ * (manager_query_finalize()). */
 static void manager_record_durable(ManagerQuery *q, int error) {
         Manager *m = q->manager;
         ManagerOutcome outcome;
 
-        assert(q->completing);
-        q->completing = false;
+        assert(q->state == MANAGER_QUERY_STATE_COMPLETING);
         if (error < 0)
                 log_error_errno(error, "Query %s: its record could not be made durable", q->id);
 
@@ -585,8 +704,8 @@ static void manager_record_durable(ManagerQuery *q, int error) {
                 manager_query_give_up_slot(m, q, q->ended);
         else {
                 /* The slot stays taken until cleanup is confirmed (API.md 8.4). */
-                q->awaiting_cleanup = true;
                 log_error("Query %s: cleanup could not be confirmed; the queue stays blocked.", q->id);
+                manager_query_set_state(q, MANAGER_QUERY_STATE_AWAITING_CLEANUP);
         }
 
         manager_log_query_finished(q);
@@ -600,31 +719,42 @@ static void manager_record_durable(ManagerQuery *q, int error) {
                 .duration = q->duration,
                 .cleanup_confirmed = q->cleanup_confirmed,
         };
-        manager_announce(m, &(ManagerEvent){ .type = MANAGER_QUERY_DURABLE, .query = q, .outcome = &outcome });
+        manager_query_finalize(m, q, &outcome);
 
-        if (q->cleanup_confirmed)
-                manager_query_finalize(m, q);
-        else {
-                manager_announce_query(m, MANAGER_QUERY_PHASE, q);
+        if (q->state == MANAGER_QUERY_STATE_FINISHED)
+                manager_query_release(m, q);
+        else
                 manager_check_health(m);
-        }
 }
 
 static void manager_on_record_durable(SyncWorker *w, int error, void *userdata);
+
+/* The queries whose record the sync that ended (error) covered are
+ * durable (freed as their slots are given up). */
+static void manager_records_synced(Manager *m, int error) {
+        ManagerQuery *next;
+
+        for (ManagerQuery *q = m->queries; q; q = next) {
+                next = q->queries_next;
+                if (q->sync_in_flight) {
+                        q->sync_in_flight = false;
+                        manager_record_durable(q, error);
+                }
+        }
+}
 
 /* One sync on the worker for every committed record not yet covered by
  * one (a group commit: with several slots, records committed while a sync
  * is in flight wait for the next, rather than for an fdatasync() on the
  * loop). Without the worker, or if it cannot start, the sync runs here. */
 static void manager_start_sync(Manager *m) {
-        ManagerQuery *next;
         bool any = false;
         int r;
 
         if (m->sync && sync_worker_busy(m->sync))
                 return; /* its end starts the next */
         for (ManagerQuery *q = m->queries; q; q = q->queries_next)
-                if (q->completing && !q->sync_in_flight) {
+                if (q->state == MANAGER_QUERY_STATE_COMPLETING && !q->sync_in_flight) {
                         q->sync_in_flight = true;
                         any = true;
                 }
@@ -634,77 +764,70 @@ static void manager_start_sync(Manager *m) {
                       -EOPNOTSUPP;
         if (r >= 0)
                 return;
-        r = history_sync(m->history);
-        for (ManagerQuery *q = m->queries; q; q = next) {
-                next = q->queries_next;
-                if (q->sync_in_flight) {
-                        q->sync_in_flight = false;
-                        manager_record_durable(q, r);
-                }
-        }
+        manager_records_synced(m, history_sync(m->history));
 }
 
 static void manager_on_record_durable(SyncWorker *w, int error, void *userdata) {
         Manager *m = userdata;
-        ManagerQuery *next;
 
-        /* The ones this sync covered (freed as their slots are given up). */
-        for (ManagerQuery *q = m->queries; q; q = next) {
-                next = q->queries_next;
-                if (q->sync_in_flight) {
-                        q->sync_in_flight = false;
-                        manager_record_durable(q, error);
-                }
-        }
+        manager_records_synced(m, error);
         /* Records committed meanwhile. */
         manager_start_sync(m);
 }
 
-/* Where every query ends, however it ended (the executor's report, a
- * cancel, the stop grace, or an executor that could not start it): its
- * outcome is kept, its record committed now, and the rest waits for the
- * sync that makes it durable (manager_record_durable()), done on the
- * worker's thread (several milliseconds on a disk, during which the loop
- * serves requests) or, without it, here; then manager_query_finalize(). */
+/* Where every query ends after its claim, however it ended (the
+ * executor's report, a cancel, the stop grace, an executor that could not
+ * start it, or a record that could not be written), with the outcome o
+ * (borrowed for the call): the end is timed on the Manager's clock, and
+ * the outcome kept.
+ * A query that ran has its record completed now (manager_record_outcome())
+ * and the rest waits for the sync that makes it durable
+ * (manager_record_durable()), done on the worker's thread (several
+ * milliseconds on a disk, during which the loop serves requests) or,
+ * without it, here; then manager_query_finalize().
+ * A query whose record could not be written (CLAIMED) was never announced:
+ * its slot is given up at once and it is freed, announcing nothing. */
 static void manager_query_end(ManagerQuery *q, int error, const QueryOutcome *o) {
         Manager *m = q->manager;
         usec_t t = now(CLOCK_MONOTONIC);
 
-        assert(q->executing);
-        q->executing = false;
-        q->completing = true;
         q->succeeded = error >= 0;
         q->cleanup_confirmed = o->cleanup_confirmed;
         q->api_error = o->api_error;
         q->ended = t;
-        q->duration = t - q->since;
+        q->duration = t - MIN(t, q->since);
+
+        if (q->state == MANAGER_QUERY_STATE_CLAIMED) {
+                manager_query_give_up_slot(m, q, t);
+                manager_remove_query(m, q);
+                manager_query_free(q);
+                return;
+        }
+
         /* Without memory for it the default message of the code is sent. */
         q->message = q->succeeded ? NULL : outcome_message(o);
-
         manager_record_outcome(m, q, o, q->message, /* durable= */ false);
+        manager_query_set_state(q, MANAGER_QUERY_STATE_COMPLETING);
+        /* The run's outcome is recorded: the run (its query directory) goes. */
+        q->execution = query_execution_free(q->execution);
         manager_start_sync(m);
 }
 
-/* The executor's report, on the loop. */
-static void manager_on_query_done(QueryExecutor *x, int error, const QueryOutcome *o, void *userdata) {
-        Manager *m = userdata;
-        ManagerQuery *q = manager_get_query(m, o->query_id);
+/* The executor's report of q's run, on the loop. */
+static void manager_on_query_done(QueryExecution *e, int error, const QueryOutcome *o, void *userdata) {
+        ManagerQuery *q = userdata;
 
-        if (!q || !q->executing) {
-                log_error("The executor reported query %s, which is not running.", o->query_id);
-                return;
-        }
+        assert(q->execution == e);
+        assert(q->state == MANAGER_QUERY_STATE_EXECUTING);
         manager_query_end(q, error, o);
 }
 
-/* One event of a running query, from the pipeline. */
+/* One event of q's run, from the pipeline. */
 static void manager_on_query_event(const char *query_id, const QueryEvent *ev, void *userdata) {
-        Manager *m = userdata;
-        ManagerQuery *q = manager_get_query(m, query_id);
+        ManagerQuery *q = userdata;
+        Manager *m = q->manager;
         bool phase_changed;
 
-        if (!q)
-                return;
         phase_changed = q->phase != ev->phase;
         q->phase = ev->phase;
         if (ev->type == QUERY_EVENT_STEP)
@@ -735,6 +858,7 @@ int manager_start_query(Manager *m, const ManagerQueryRequest *req, ManagerQuery
         if (!q)
                 return -ENOMEM;
         q->manager = m;
+        q->state = MANAGER_QUERY_STATE_CLAIMED;
         q->session = *session;
         q->phase = QUERY_PHASE_MODEL;
         q->since = t;
@@ -760,8 +884,15 @@ int manager_start_query(Manager *m, const ManagerQueryRequest *req, ManagerQuery
                 }
         }
 
+        /* Held (findable) from its claim on. */
+        r = manager_add_query(m, q);
+        if (r < 0) {
+                manager_query_free(q);
+                return r;
+        }
         r = admission_claim(m->admission, session, q->id, t);
         if (r < 0) {
+                manager_remove_query(m, q);
                 manager_query_free(q);
                 return r;
         }
@@ -771,7 +902,8 @@ int manager_start_query(Manager *m, const ManagerQueryRequest *req, ManagerQuery
         metrics_count_query_phase("queue", q->queued);
 
         /* The history is authoritative: the record exists before execution
-         * starts (API.md 9). Without it the query does not run. */
+         * starts (API.md 9). Without it the query does not run, and ends
+         * as every query after its claim ends. */
         r = history_begin_follow_up(
                 m->history,
                 q->id,
@@ -782,15 +914,21 @@ int manager_start_query(Manager *m, const ManagerQueryRequest *req, ManagerQuery
                 q->created);
         if (r < 0) {
                 log_error_errno(r, "Failed to record query %s; not running it", q->id);
-                (void) admission_finish(m->admission, q->id, now(CLOCK_MONOTONIC));
-                manager_query_free(q);
+                manager_query_end(
+                        q,
+                        r,
+                        &(QueryOutcome){
+                                .query_id = q->id,
+                                .error = r,
+                                .api_error = API_ERROR_INTERNAL_ERROR,
+                                .cleanup_confirmed = true,
+                        });
                 return -EIO;
         }
 
-        /* Listed and announced before the executor starts: the pipeline
-         * reports its first events from inside query_executor_start(). */
-        q->executing = true;
-        manager_add_query(m, q);
+        /* Announced before the executor starts: the pipeline reports its
+         * first events from inside query_executor_start(). */
+        manager_query_set_state(q, MANAGER_QUERY_STATE_EXECUTING);
         manager_announce_query(m, MANAGER_QUERY_STARTED, q);
 
         memcpy(job.id, q->id, sizeof job.id);
@@ -804,7 +942,8 @@ int manager_start_query(Manager *m, const ManagerQueryRequest *req, ManagerQuery
                 job.turns = req->follow_up->turns;
                 job.n_turns = req->follow_up->n_turns;
         }
-        r = query_executor_start(m->executor, &job, manager_on_query_done, m);
+        r = query_executor_start(
+                m->executor, &job, manager_on_query_done, manager_on_query_event, q, &q->execution);
         if (r < 0) {
                 log_error_errno(r, "Failed to start query %s", q->id);
                 /* It ends as every query does: internal_error, nothing to
@@ -834,9 +973,9 @@ int manager_cancel_query(Manager *m, const char *query_id, const char *reason) {
         assert(reason);
 
         q = manager_get_query(m, query_id);
-        if (!q || !q->executing)
+        if (!q || q->state != MANAGER_QUERY_STATE_EXECUTING)
                 return -ESRCH;
-        return query_executor_abort(m->executor, q->id, reason);
+        return query_execution_abort(q->execution, reason);
 }
 
 /* The Sandbox confirmed the cleanup of a query late: its slot is given
@@ -846,15 +985,14 @@ static void manager_on_cleanup_confirmed(Sandbox *s, const char *query_id, void 
         ManagerQuery *q = manager_get_query(m, query_id);
         usec_t t = now(CLOCK_MONOTONIC);
 
-        if (!q || !q->awaiting_cleanup) {
+        if (!q || q->state != MANAGER_QUERY_STATE_AWAITING_CLEANUP) {
                 manager_check_health(m);
                 return;
         }
-        q->awaiting_cleanup = false;
         /* Its duration runs to the confirmed cleanup (API.md 12.3). */
         manager_query_give_up_slot(m, q, t);
         log_notice("Query %s: cleanup confirmed at last; the queue moves on.", query_id);
-        manager_query_finalize(m, q);
+        manager_query_release(m, q);
 }
 
 /* ---- the sandbox ---- */
@@ -1060,6 +1198,10 @@ int manager_new(sd_event *event, const Config *config, Manager **ret) {
         m->event = event;
         m->config = config;
 
+        r = string_hashmap_new(&m->queries_by_id);
+        if (r < 0)
+                return log_oom();
+
         r = open_history(config->state_directory, &m->history);
         if (r < 0)
                 return r;
@@ -1093,7 +1235,6 @@ int manager_new(sd_event *event, const Config *config, Manager **ret) {
                 return r;
         if (!query_executor_is_configured(m->executor))
                 log_warning("Query execution is not configured: every query will fail with execution_failed.");
-        query_executor_set_event_handler(m->executor, manager_on_query_event, m);
 
         /* Without the thread, the sync is done on the loop. */
         r = sync_worker_new(event, &m->sync);
@@ -1130,13 +1271,17 @@ Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
         m->stop_timer = sd_event_source_disable_unref(m->stop_timer);
+        m->stop_post = sd_event_source_disable_unref(m->stop_post);
         /* A sync in flight is completed (joined), its callback dropped. */
         m->sync = sync_worker_free(m->sync);
-        m->executor = query_executor_free(m->executor);
+        /* The queries first: each frees its run, which borrows the
+         * executor's upstream. */
         while ((q = m->queries)) {
-                LIST_REMOVE(queries, m->queries, q);
+                manager_remove_query(m, q);
                 manager_query_free(q);
         }
+        m->queries_by_id = string_hashmap_free(m->queries_by_id);
+        m->executor = query_executor_free(m->executor);
         m->history = history_free(m->history);
         m->sandbox = sandbox_free(m->sandbox);
         m->admission_timer = admission_timer_free(m->admission_timer);
@@ -1156,18 +1301,37 @@ static int manager_on_stop_timer(sd_event_source *s, uint64_t usec, void *userda
         int r;
 
         for (ManagerQuery *q = m->queries; q; q = q->queries_next) {
-                if (!q->executing)
+                if (q->state != MANAGER_QUERY_STATE_EXECUTING)
                         continue;
                 log_warning(
                         "The running query %s did not end within %" PRIu64
                         " s of the stop request: aborting it.",
                         q->id,
                         (uint64_t) (m->stop_grace / USEC_PER_SEC));
-                r = query_executor_abort(m->executor, q->id, m->stop_reason);
+                r = query_execution_abort(q->execution, m->stop_reason);
                 if (r < 0)
                         log_error_errno(r, "Query %s: cannot abort it", q->id);
         }
         return 0;
+}
+
+/* After every loop iteration while stopping: once nothing of a query's
+ * life is in flight, the stop is announced as done, once. */
+static int manager_on_stop_post(sd_event_source *s, void *userdata) {
+        Manager *m = userdata;
+
+        if (manager_busy(m) || sd_event_get_state(m->event) == SD_EVENT_FINISHED)
+                return 0;
+        (void) sd_event_source_set_enabled(m->stop_post, SD_EVENT_OFF);
+        if (m->stopped_handler)
+                m->stopped_handler(m, m->stopped_userdata);
+        return 0;
+}
+
+void manager_set_stopped_handler(Manager *m, ManagerStoppedHandler handler, void *userdata) {
+        assert(m);
+        m->stopped_handler = handler;
+        m->stopped_userdata = userdata;
 }
 
 void manager_stop(Manager *m, usec_t grace_usec, const char *reason) {
@@ -1182,6 +1346,14 @@ void manager_stop(Manager *m, usec_t grace_usec, const char *reason) {
         m->stop_reason = reason;
         m->stop_grace = grace_usec;
         manager_announce(m, &(ManagerEvent){ .type = MANAGER_STOPPING });
+        r = sd_event_add_post(m->event, &m->stop_post, manager_on_stop_post, m);
+        if (r < 0) {
+                /* Without it nobody hears the end: do not wait for it. */
+                log_error_errno(r, "Failed to watch the end of the running queries; stopping now");
+                if (m->stopped_handler)
+                        m->stopped_handler(m, m->stopped_userdata);
+        } else
+                (void) sd_event_source_set_description(m->stop_post, "manager-stopped");
         if (query_executor_n_running(m->executor) == 0)
                 return;
         /* Let the queries finish, but not past the stop grace: systemd
@@ -1205,99 +1377,7 @@ bool manager_is_stopping(const Manager *m) {
 bool manager_busy(const Manager *m) {
         assert(m);
         for (const ManagerQuery *q = m->queries; q; q = q->queries_next)
-                if (q->executing || q->completing)
+                if (IN_SET(q->state, MANAGER_QUERY_STATE_EXECUTING, MANAGER_QUERY_STATE_COMPLETING))
                         return true;
         return false;
-}
-
-/* ---- what a person may read (manager_check_readable()) ---- */
-
-struct ManagerReadableCheck {
-        RevisionCheck *check;   /* person mode: the wiki's answer */
-        sd_event_source *defer; /* service mode: every title readable */
-        size_t n;
-        ManagerReadableDone done;
-        void *userdata;
-};
-
-ManagerReadableCheck *manager_readable_check_free(ManagerReadableCheck *c) {
-        if (!c)
-                return NULL;
-        revision_check_free(c->check);
-        sd_event_source_disable_unref(c->defer);
-        free(c);
-        return NULL;
-}
-
-static void manager_readable_on_check(RevisionCheck *rc, int error, const WikiResult *r, void *userdata) {
-        ManagerReadableCheck *c = userdata;
-
-        metrics_count_read_check(error >= 0);
-        if (error < 0 || r->n_readable != c->n)
-                c->done(c,
-                        error < 0 ? error : -EBADMSG,
-                        error < 0 ? r->api_error : API_ERROR_WIKI_AUTH_FAILED,
-                        r->message,
-                        NULL,
-                        0,
-                        c->userdata);
-        else
-                c->done(c, 0, _API_ERROR_INVALID, NULL, r->readable, r->n_readable, c->userdata);
-}
-
-static int manager_readable_on_defer(sd_event_source *s, void *userdata) {
-        ManagerReadableCheck *c = userdata;
-        _cleanup_free_ bool *all = calloc(c->n, sizeof(bool));
-
-        (void) sd_event_source_set_enabled(s, SD_EVENT_OFF);
-        if (!all) {
-                c->done(c, -ENOMEM, API_ERROR_INTERNAL_ERROR, NULL, NULL, 0, c->userdata);
-                return 0;
-        }
-        for (size_t i = 0; i < c->n; i++)
-                all[i] = true;
-        c->done(c, 0, _API_ERROR_INVALID, NULL, all, c->n, c->userdata);
-        return 0;
-}
-
-int manager_check_readable(
-        Manager *m,
-        const char *user,
-        char **titles,
-        ManagerReadableDone done,
-        void *userdata,
-        ManagerReadableCheck **ret) {
-        _cleanup_(manager_readable_check_freep) ManagerReadableCheck *c = NULL;
-        size_t n = strv_length(titles);
-        int r;
-
-        assert(m);
-        assert(done);
-        assert(ret);
-
-        if (n < 1 || n > MEDIAWIKI_TITLES_MAX)
-                return -EINVAL;
-        for (size_t i = 0; i < n; i++)
-                if (!mediawiki_title_is_valid(titles[i]))
-                        return -EINVAL;
-        if (!m->config->wiki_api_url)
-                return -EOPNOTSUPP;
-        c = calloc(1, sizeof *c);
-        if (!c)
-                return -ENOMEM;
-        c->n = n;
-        c->done = done;
-        c->userdata = userdata;
-        if (query_executor_reads_as_person(m->executor))
-                r = query_executor_check_readable(
-                        m->executor, user, titles, manager_readable_on_check, c, &c->check);
-        else {
-                r = sd_event_add_defer(m->event, &c->defer, manager_readable_on_defer, c);
-                if (r >= 0)
-                        (void) sd_event_source_set_description(c->defer, "manager-readable");
-        }
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(c);
-        return 0;
 }

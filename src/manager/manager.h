@@ -24,48 +24,65 @@
  * sandbox, the history store, the durable-sync worker, the recent
  * durations of the wait range (the WaitTracker: seeded from the history at
  * start-up, fed with each query that ends), and the one record of every
- * running query (ManagerQuery): id, session, user, slot, phase, step, claim
- * time, whether its cleanup is awaited or confirmed. The admission
- * controller knows slots and tickets only (a ticket holder's name until
- * the claim). The faces keep no copy of that state: they ask the Manager
+ * running query (ManagerQuery): id, session, user, slot, state, phase,
+ * step, claim time, the handle of its run. The admission controller knows
+ * slots and tickets (a ticket holder's name until the claim), the average
+ * of the durations the Manager gives it, and for its wait estimate when
+ * each running slot was claimed. The faces keep no copy of a query's
+ * state: they ask the Manager
  * (manager_get_query(), manager_foreach_query(), manager_status(),
  * manager_get_health()), act through it (manager_join(), manager_leave(),
  * manager_hold_ticket(), manager_set_draining(), manager_remove_ticket(),
  * manager_start_query(), manager_cancel_query()) and subscribe to its
  * announcements.
  *
- * A query's life, as the Manager drives it:
- *   manager_start_query(): claim (admission_claim(), which may join
- *   implicitly), the record written "running" (history_begin()), the
- *   executor started. Announces MANAGER_QUERY_STARTED.
- *   While it runs: MANAGER_QUERY_EVENT for each pipeline event (step, text,
- *   tool, tool_result, phase) and MANAGER_QUERY_PHASE when its phase
- *   changes.
- *   It ends in one place, however it ends (the executor's outcome, a
- *   cancel, the stop grace, an executor that could not start it): the
- *   record completed, then made durable (the sync worker). Then, if its
- *   cleanup was confirmed, the slot is given up (admission_finish(): its
- *   MANAGER_ADMISSION events, a promotion, come first), and its duration
- *   from the claim is counted once for the admission's average, the
- *   metrics and the wait range; else the slot stays taken and health goes
- *   degraded (MANAGER_HEALTH_CHANGED follows).
- *   MANAGER_QUERY_DURABLE is announced then (with the outcome's status,
- *   code and sanitized message: the HTTP face answers the waiting request,
- *   the streams send the record and end, D-Bus QueryFinished). Last, once
- *   the slot is given up (at once, or when the Sandbox announces the
- *   cleanup confirmed at last: its duration runs to then),
- *   MANAGER_QUERY_CLEANUP_CONFIRMED is announced: the ManagerQuery is freed
- *   after that announcement.
+ * A query's life, as the Manager drives it, one ManagerQueryState at a
+ * time (manager_query_set_state() makes every transition):
+ *   CLAIMED: manager_start_query() claims a slot (admission_claim(),
+ *   which may join implicitly); from then on the query is held, by id in a
+ *   hashmap and oldest claim first in a list, and its clock runs from the
+ *   claim (ManagerQuery.since). Its record is written "running"
+ *   (history_begin()).
+ *   EXECUTING: the executor runs it; the ManagerQuery holds the run's
+ *   handle (QueryExecution: freeing it cancels). Announces
+ *   MANAGER_QUERY_STARTED; then MANAGER_QUERY_EVENT for each pipeline
+ *   event (step, text, tool, tool_result, phase) and MANAGER_QUERY_PHASE
+ *   when its phase changes.
+ *   Every end after the claim goes through manager_query_end(), however it
+ *   ends (the executor's outcome, a cancel, the stop grace, an executor
+ *   that could not start it, a record that could not be written): the end
+ *   is timed there, once, on the Manager's clock.
+ *   COMPLETING: the record completed (manager_record_outcome()), then made
+ *   durable (the sync worker).
+ *   Then, if its cleanup was confirmed, FINISHED: the slot is given up
+ *   (admission_finish() with the Manager's duration: its MANAGER_ADMISSION
+ *   events, a promotion, come first), and the duration from the claim is
+ *   counted once for the admission's average, the metrics and the wait
+ *   range. Else AWAITING_CLEANUP: the slot stays taken, its phase is
+ *   "cleanup" (MANAGER_QUERY_PHASE) and health goes degraded
+ *   (MANAGER_HEALTH_CHANGED follows).
+ *   manager_query_finalize() then announces MANAGER_QUERY_DURABLE to every
+ *   subscriber (with the outcome's status, code and sanitized message:
+ *   D-Bus QueryFinished, the STATUS= line), and after that answers the
+ *   waiters of that query (manager_query_wait(): the HTTP API's waiting
+ *   request, the query's streams), each once, in the order they
+ *   subscribed to it. Last, once the slot is given up (at once, or when
+ *   the Sandbox announces the cleanup confirmed at last: its duration runs
+ *   to then), MANAGER_QUERY_CLEANUP_CONFIRMED is announced: the
+ *   ManagerQuery is freed after that announcement.
+ *   A query whose record could not be written ends from CLAIMED straight
+ *   to FINISHED: its slot is given up with its (short) duration, counted
+ *   as every other, and it is freed, never announced.
  *
  * Every announcement is made once, synchronously on the event loop (from
  * inside the Manager's operation or event source that caused it), to every
- * subscriber in the order they subscribed, with everything borrowed for
- * the duration of the call. A handler may call the Manager's read
- * functions but must not start, cancel or free anything from inside it.
- * wikiwebd subscribes its faces in this order, so that they hear each
- * announcement in it: the STATUS= line (manager/status-line.h), the D-Bus
- * object (so QueryFinished goes out before the answer to the query's
- * request), the HTTP API and its streams. The metrics face only reads.
+ * subscriber, with everything borrowed for the duration of the call. A
+ * handler may call the Manager's read functions but must not start,
+ * cancel or free anything from inside it. No face depends on the order in
+ * which the faces subscribed: what must follow an announcement (the
+ * answer to a query's request after QueryFinished) is a waiter of that
+ * query, which the Manager answers after the announcement. The metrics
+ * face only reads.
  *
  * Slots: the Manager holds any number of running queries (one per
  * admission slot); the admission controller decides how many there may
@@ -73,6 +90,19 @@
 
 typedef struct Manager Manager;
 typedef struct ManagerQuery ManagerQuery;
+
+/* Where a query is in its life (see above). */
+typedef enum ManagerQueryState {
+        MANAGER_QUERY_STATE_CLAIMED,          /* "claimed": its slot claimed, its record not yet written */
+        MANAGER_QUERY_STATE_EXECUTING,        /* "executing": the executor runs it */
+        MANAGER_QUERY_STATE_COMPLETING,       /* "completing": its record is being made durable */
+        MANAGER_QUERY_STATE_AWAITING_CLEANUP, /* "awaiting_cleanup": durable, the slot taken until cleanup */
+        MANAGER_QUERY_STATE_FINISHED,         /* "finished": its slot given up; freed right after */
+        _MANAGER_QUERY_STATE_MAX,
+        _MANAGER_QUERY_STATE_INVALID = -EINVAL,
+} ManagerQueryState;
+
+const char *manager_query_state_to_string(ManagerQueryState s);
 
 /* Health as GET /api/v1/health and D-Bus Health report it (API.md 6, 10). */
 typedef enum ManagerSandboxHealth {
@@ -197,17 +227,11 @@ bool manager_wait_known(const Manager *m);
  * (D-Bus properties, ListTickets, the metrics gauges, STATUS=); every
  * change to it is a Manager operation above. Borrowed. */
 const Admission *manager_get_admission(const Manager *m);
-/* The history, for reading and deleting records (list, get, delete,
- * artifacts), as machined reads its images. Borrowed. */
+/* The history, for reading records (list, get, artifacts, a
+ * conversation's export), as machined reads its images; every write is a
+ * Manager operation (manager-ops.h). Borrowed. */
 History *manager_get_history(Manager *m);
 const Config *manager_get_config(Manager *m);
-/* The wiki's current revisions of titles (1..50, NULL-terminated,
- * borrowed for the call), for a record's sources (API.md 9): the
- * executor's check, asked through the Manager. Returns as
- * query_executor_check_revisions(); free *ret (revision_check_free()) to
- * cancel. */
-int manager_check_revisions(
-        Manager *m, char **titles, RevisionCheckDone done, void *userdata, RevisionCheck **ret);
 /* Whether the wiki is read as the asking person (WIKI_WEB_WIKI_READ_AS=person). */
 bool manager_reads_as_person(const Manager *m);
 /* Health's "wiki_read_check" in person mode ("ok", "failed", "unknown");
@@ -242,7 +266,8 @@ typedef struct ManagerQueryRequest {
  * valid until MANAGER_QUERY_CLEANUP_CONFIRMED has been announced for it).
  * Errors, nothing started: -EBUSY (busy), -ENOSPC (queue_full), -ESHUTDOWN
  * (draining, or the service is stopping), -ENOMEM, -EIO (the record could
- * not be written: internal_error). MANAGER_QUERY_STARTED is announced
+ * not be written: internal_error; the slot it had claimed is given up
+ * through manager_query_end(), nothing announced). MANAGER_QUERY_STARTED is announced
  * before this returns, and before the query's first MANAGER_QUERY_EVENT
  * (the pipeline may report from inside the executor's start). -EIO also
  * when the executor could not start it: the query has started then, and
@@ -251,43 +276,9 @@ typedef struct ManagerQueryRequest {
  * record is durable. */
 int manager_start_query(Manager *m, const ManagerQueryRequest *req, ManagerQuery **ret);
 
-/* What a person may read on the wiki, for a face that shows wiki content
- * outside a query (API.md "Whose permissions"; the share of a record):
- * whether user (their identity name; NULL: an anonymous reader) may read
- * each of 1..MEDIAWIKI_TITLES_MAX titles, asked of the wiki now (the
- * extension WikiwebReadCheck, one request through the executor, on a wiki
- * client of its own, at most REVISION_CHECK_TIMEOUT_USEC), never cached.
- * With WIKI_WEB_WIKI_READ_AS=service every title is readable (the service
- * account's permissions count), without asking the wiki.
- *
- * done is called once, from the event loop (a defer), never from inside
- * this call, unless the check is freed first (which cancels it): error 0
- * and readable[i] for titles[i] (n of them); or a negative errno, api_error
- * and message (sanitized, names what to fix: wiki_auth_failed when the
- * wiki lacks the extension or the service account the right) and no
- * readable: the caller must then show nothing (fail closed). Everything
- * is borrowed for the call. titles is copied. Returns 0, -EINVAL (no
- * titles, more than 50, an invalid one), -EOPNOTSUPP (no wiki
- * configured), -ENOMEM. The caller owns *ret and frees it before the
- * Manager. */
-typedef struct ManagerReadableCheck ManagerReadableCheck;
-typedef void (*ManagerReadableDone)(
-        ManagerReadableCheck *c,
-        int error,
-        ApiError api_error,
-        const char *message,
-        const bool *readable,
-        size_t n,
-        void *userdata);
-int manager_check_readable(
-        Manager *m,
-        const char *user,
-        char **titles,
-        ManagerReadableDone done,
-        void *userdata,
-        ManagerReadableCheck **ret);
-ManagerReadableCheck *manager_readable_check_free(ManagerReadableCheck *c);
-DEFINE_TRIVIAL_CLEANUP_FUNC(ManagerReadableCheck *, manager_readable_check_free);
+/* The operations on the history and the wiki for a person (delete,
+ * feedback, shares, the follow-up's preparation, the read check, a
+ * record's sources, the unanswered report) are in manager/manager-ops.h. */
 
 /* End a running query now, as its deadline would (an administrator's
  * CancelQuery; the service stopping): it fails with execution_failed and
@@ -296,8 +287,9 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(ManagerReadableCheck *, manager_readable_check_free)
  * durable, or it waits for its cleanup). */
 int manager_cancel_query(Manager *m, const char *query_id, const char *reason);
 
-/* The running query with this id, or the one of this session; NULL when
- * none. A query stays findable until its cleanup is confirmed. */
+/* The running query with this id (a hashmap lookup), or the one of this
+ * session; NULL when none. A query stays findable until its cleanup is
+ * confirmed. */
 ManagerQuery *manager_get_query(Manager *m, const char *query_id);
 ManagerQuery *manager_get_query_by_session(Manager *m, const SessionKey *session);
 
@@ -315,13 +307,34 @@ const SessionKey *manager_query_session(const ManagerQuery *q);
 unsigned manager_query_slot(const ManagerQuery *q);
 /* Who asked it (API.md "Identity"), NULL: anonymous. */
 const char *manager_query_user(const ManagerQuery *q);
-/* "wiki", "model", "sandbox", "cleanup"; "" before the first phase. */
+/* "wiki", "model", "sandbox", "cleanup"; "" before the first phase: the
+ * pipeline's last reported phase, "cleanup" while AWAITING_CLEANUP. */
 const char *manager_query_phase(const ManagerQuery *q);
+ManagerQueryState manager_query_state(const ManagerQuery *q);
 unsigned manager_query_step(const ManagerQuery *q);
-usec_t manager_query_since(const ManagerQuery *q);   /* monotonic, the claim */
-usec_t manager_query_created(const ManagerQuery *q); /* realtime, the record's created_at */
-bool manager_query_executing(const ManagerQuery *q); /* the executor still runs it */
-bool manager_query_awaiting_cleanup(const ManagerQuery *q);
+usec_t manager_query_since(const ManagerQuery *q);          /* monotonic, the claim */
+usec_t manager_query_created(const ManagerQuery *q);        /* realtime, the record's created_at */
+bool manager_query_executing(const ManagerQuery *q);        /* EXECUTING */
+bool manager_query_awaiting_cleanup(const ManagerQuery *q); /* AWAITING_CLEANUP */
+
+/* Waiting for the end of one query (as a D-Bus caller waits on its own
+ * reply, not on a broadcast): done is called once, when its record is
+ * durable, after MANAGER_QUERY_DURABLE has been announced to every
+ * subscriber, with the query and its outcome (borrowed for the call); the
+ * waiters of a query are answered in the order they subscribed to it. w is
+ * the caller's (embedded in whatever waits), borrowed by the query until
+ * done is called; done may free it. A waiter whose query is freed with the
+ * Manager is never called. Only a query that is CLAIMED or EXECUTING may
+ * be waited for (e.g. the one manager_start_query() returned, before the
+ * caller returns to the loop). Cannot fail. */
+typedef void (*ManagerQueryDone)(ManagerQuery *q, const ManagerOutcome *outcome, void *userdata);
+typedef struct ManagerQueryWaiter ManagerQueryWaiter;
+struct ManagerQueryWaiter {
+        ManagerQueryDone done;
+        void *userdata;
+        ManagerQueryWaiter *waiters_prev, *waiters_next; /* the query's, while it waits */
+};
+void manager_query_wait(ManagerQuery *q, ManagerQueryWaiter *w, ManagerQueryDone done, void *userdata);
 
 void manager_get_health(Manager *m, ManagerHealth *ret);
 
@@ -339,6 +352,12 @@ void manager_get_counters(Manager *m, ManagerCounters *ret);
  * the running ones may finish until grace_usec has passed, then they are
  * cancelled with reason. Announces MANAGER_STOPPING (once). */
 void manager_stop(Manager *m, usec_t grace_usec, const char *reason);
+/* The one handler that hears when a stop is done as far as the queries
+ * go: manager_stop() was called and nothing of a query's life is in flight
+ * any more (manager_busy() false). Called once, from the loop (after the
+ * iteration in which it became true). */
+typedef void (*ManagerStoppedHandler)(Manager *m, void *userdata);
+void manager_set_stopped_handler(Manager *m, ManagerStoppedHandler handler, void *userdata);
 /* Whether manager_stop() was called. */
 bool manager_is_stopping(const Manager *m);
 /* Whether anything of a query's life is still in flight: a query

@@ -252,72 +252,69 @@ static void render_gauge(MetricsWriter *w, const char *name, const char *help, d
         metrics_sample_double(w, NULL, v);
 }
 
-int metrics_render(MetricsFormat format, const MetricsGauges *g, char **ret, size_t *ret_size) {
-        MetricsWriter w;
+/* The admission: its state, its slots, the queue. */
+static void render_admission(MetricsWriter *w, const MetricsGauges *g) {
+        render_gauge(w, "wikiweb_up", "Whether wikiwebd is up (always 1 when it answers).", 1);
 
-        assert(g);
-        assert(ret);
-
-        metrics_writer_init(&w, format);
-
-        render_gauge(&w, "wikiweb_up", "Whether wikiwebd is up (always 1 when it answers).", 1);
-
-        metrics_family(&w, "wikiweb_state", METRIC_GAUGE, NULL, "The admission state: 1 for the current one.");
+        metrics_family(w, "wikiweb_state", METRIC_GAUGE, NULL, "The admission state: 1 for the current one.");
         for (size_t i = 0; i < g->n_states; i++)
-                metrics_sample_u64(&w, (const char *const[]){ "state", g->states[i], NULL }, i == g->state);
+                metrics_sample_u64(w, (const char *const[]){ "state", g->states[i], NULL }, i == g->state);
         if (g->slots) {
                 metrics_family(
-                        &w,
+                        w,
                         "wikiweb_slots",
                         METRIC_GAUGE,
                         NULL,
                         "Admission slots in each state (WIKI_WEB_QUEUE_SLOTS in all).");
                 for (size_t i = 0; i < g->n_states; i++)
                         metrics_sample_u64(
-                                &w, (const char *const[]){ "state", g->states[i], NULL }, g->slots[i]);
+                                w, (const char *const[]){ "state", g->states[i], NULL }, g->slots[i]);
         }
         render_gauge(
-                &w,
+                w,
                 "wikiweb_admission_open",
                 "1 while admission is open, 0 while an administrator drains it.",
                 g->admission_open);
         render_gauge(
-                &w,
+                w,
                 "wikiweb_queue_length",
                 "Tickets in the queue, waiting and reserved.",
                 (double) g->queue_length);
         render_gauge(
-                &w,
+                w,
                 "wikiweb_queue_max_length",
                 "The most tickets the queue holds (WIKI_WEB_QUEUE_MAX_LENGTH).",
                 (double) g->queue_max_length);
+}
 
+/* What queries did: tickets, outcomes, durations, phases, tokens, runs. */
+static void render_queries(MetricsWriter *w) {
         metrics_family(
-                &w,
+                w,
                 "wikiweb_tickets_removed",
                 METRIC_COUNTER,
                 NULL,
                 "Tickets removed from the queue, by reason (left, claimed, heartbeat, reservation, admin).");
-        render_vec(&w, &registry.tickets_removed, "reason", NULL);
+        render_vec(w, &registry.tickets_removed, "reason", NULL);
 
         metrics_family(
-                &w,
+                w,
                 "wikiweb_queries",
                 METRIC_COUNTER,
                 NULL,
                 "Queries that ended, by status and, for a failed one, its error code.");
-        render_vec(&w, &registry.queries, "status", "code");
+        render_vec(w, &registry.queries, "status", "code");
 
         metrics_family(
-                &w,
+                w,
                 "wikiweb_query_duration_seconds",
                 METRIC_HISTOGRAM,
                 "seconds",
                 "Time from a query's claim to its confirmed cleanup.");
-        metrics_sample_histogram(&w, NULL, &registry.query_duration);
+        metrics_sample_histogram(w, NULL, &registry.query_duration);
 
         metrics_family(
-                &w,
+                w,
                 "wikiweb_query_phase_seconds",
                 METRIC_COUNTER,
                 "seconds",
@@ -326,127 +323,138 @@ int metrics_render(MetricsFormat format, const MetricsGauges *g, char **ret, siz
                 const CounterEntry *e = &registry.phase_usec.entries[i];
 
                 metrics_sample_double(
-                        &w,
+                        w,
                         (const char *const[]){ "phase", e->value1, NULL },
                         (double) e->count / (double) USEC_PER_SEC);
         }
 
         metrics_family(
-                &w,
+                w,
                 "wikiweb_model_tokens",
                 METRIC_COUNTER,
                 NULL,
                 "Tokens the model reported, by kind (prompt, completion).");
-        render_vec(&w, &registry.tokens, "kind", NULL);
+        render_vec(w, &registry.tokens, "kind", NULL);
 
         metrics_family(
-                &w,
+                w,
                 "wikiweb_sandbox_runs",
                 METRIC_COUNTER,
                 NULL,
                 "run_python runs, by outcome (exited, timeout, failed, cleanup_failed).");
-        render_vec(&w, &registry.sandbox_runs, "outcome", NULL);
+        render_vec(w, &registry.sandbox_runs, "outcome", NULL);
+}
 
+/* What happened to people and pages: identities, citations, ratings,
+ * unanswered queries, read checks, pages withheld. */
+static void render_people(MetricsWriter *w) {
         metrics_family(
-                &w,
+                w,
                 "wikiweb_identity_refused",
                 METRIC_COUNTER,
                 NULL,
                 "Identities refused, by reason (untrusted_peer, invalid, repeated, missing, cookie).");
-        render_vec(&w, &registry.identity_refused, "reason", NULL);
+        render_vec(w, &registry.identity_refused, "reason", NULL);
 
         metrics_family(
-                &w,
+                w,
                 "wikiweb_citations",
                 METRIC_COUNTER,
                 NULL,
                 "Citations of answers, by status (verified, not_found, not_read, too_short).");
-        render_vec(&w, &registry.citations, "status", NULL);
+        render_vec(w, &registry.citations, "status", NULL);
 
         metrics_family(
-                &w,
+                w,
                 "wikiweb_feedback",
                 METRIC_COUNTER,
                 NULL,
                 "Ratings of answers by their askers, by rating (up, down).");
-        render_vec(&w, &registry.feedback, "rating", NULL);
+        render_vec(w, &registry.feedback, "rating", NULL);
 
         metrics_family(
-                &w,
+                w,
                 "wikiweb_unanswered",
                 METRIC_COUNTER,
                 NULL,
                 "Queries the wiki could not answer, by signal (no_sources, unverified, negative_feedback, failed).");
-        render_vec(&w, &registry.unanswered, "signal", NULL);
+        render_vec(w, &registry.unanswered, "signal", NULL);
 
         metrics_family(
-                &w,
+                w,
                 "wikiweb_wiki_read_checks",
                 METRIC_COUNTER,
                 NULL,
                 "Checks of what the asking person may read (WIKI_WEB_WIKI_READ_AS=person), by outcome "
                 "(answered, failed).");
-        render_vec(&w, &registry.read_checks, "outcome", NULL);
+        render_vec(w, &registry.read_checks, "outcome", NULL);
 
         metrics_family(
-                &w,
+                w,
                 "wikiweb_wiki_pages_withheld",
                 METRIC_COUNTER,
                 NULL,
                 "Pages withheld because the asking person may not read them, by where they came from "
                 "(search, read, sources).");
-        render_vec(&w, &registry.withheld, "from", NULL);
+        render_vec(w, &registry.withheld, "from", NULL);
+}
 
+/* The API socket. */
+static void render_http(MetricsWriter *w) {
         metrics_family(
-                &w,
+                w,
                 "wikiweb_http_requests",
                 METRIC_COUNTER,
                 NULL,
                 "Responses sent on the API socket, by HTTP status code.");
-        render_vec(&w, &registry.http_requests, "code", NULL);
+        render_vec(w, &registry.http_requests, "code", NULL);
 
         render_gauge(
-                &w,
+                w,
                 "wikiweb_http_connections",
                 "Open connections on the API socket.",
                 (double) registry.http_connections);
-        render_gauge(&w, "wikiweb_event_streams", "Open live event streams.", (double) registry.event_streams);
+        render_gauge(w, "wikiweb_event_streams", "Open live event streams.", (double) registry.event_streams);
+}
 
-        if (g->process) {
-                const MetricsProcess *p = g->process;
+/* The process_* families every Prometheus client library exports. */
+static void render_process(MetricsWriter *w, const MetricsProcess *p) {
+        metrics_family(
+                w,
+                "process_cpu_seconds",
+                METRIC_COUNTER,
+                "seconds",
+                "Total user and system CPU time spent in seconds.");
+        metrics_sample_double(w, NULL, p->cpu_seconds);
+        metrics_family(
+                w, "process_resident_memory_bytes", METRIC_GAUGE, "bytes", "Resident memory size in bytes.");
+        metrics_sample_u64(w, NULL, p->resident_bytes);
+        metrics_family(
+                w, "process_virtual_memory_bytes", METRIC_GAUGE, "bytes", "Virtual memory size in bytes.");
+        metrics_sample_u64(w, NULL, p->virtual_bytes);
+        render_gauge(w, "process_open_fds", "Number of open file descriptors.", (double) p->open_fds);
+        render_gauge(w, "process_max_fds", "Maximum number of open file descriptors.", (double) p->max_fds);
+        metrics_family(
+                w,
+                "process_start_time_seconds",
+                METRIC_GAUGE,
+                "seconds",
+                "Start time of the process since unix epoch in seconds.");
+        metrics_sample_double(w, NULL, p->start_time_seconds);
+}
 
-                metrics_family(
-                        &w,
-                        "process_cpu_seconds",
-                        METRIC_COUNTER,
-                        "seconds",
-                        "Total user and system CPU time spent in seconds.");
-                metrics_sample_double(&w, NULL, p->cpu_seconds);
-                metrics_family(
-                        &w,
-                        "process_resident_memory_bytes",
-                        METRIC_GAUGE,
-                        "bytes",
-                        "Resident memory size in bytes.");
-                metrics_sample_u64(&w, NULL, p->resident_bytes);
-                metrics_family(
-                        &w,
-                        "process_virtual_memory_bytes",
-                        METRIC_GAUGE,
-                        "bytes",
-                        "Virtual memory size in bytes.");
-                metrics_sample_u64(&w, NULL, p->virtual_bytes);
-                render_gauge(&w, "process_open_fds", "Number of open file descriptors.", (double) p->open_fds);
-                render_gauge(
-                        &w, "process_max_fds", "Maximum number of open file descriptors.", (double) p->max_fds);
-                metrics_family(
-                        &w,
-                        "process_start_time_seconds",
-                        METRIC_GAUGE,
-                        "seconds",
-                        "Start time of the process since unix epoch in seconds.");
-                metrics_sample_double(&w, NULL, p->start_time_seconds);
-        }
+int metrics_render(MetricsFormat format, const MetricsGauges *g, char **ret, size_t *ret_size) {
+        MetricsWriter w;
 
+        assert(g);
+        assert(ret);
+
+        metrics_writer_init(&w, format);
+        render_admission(&w, g);
+        render_queries(&w);
+        render_people(&w);
+        render_http(&w);
+        if (g->process)
+                render_process(&w, g->process);
         return metrics_writer_finish(&w, ret, ret_size);
 }

@@ -53,7 +53,7 @@ struct Agent {
         ApiError error;
         char *error_message;
 
-        AgentSource *sources;
+        Source *sources;
         size_t n_sources;
         uint64_t prompt_tokens, completion_tokens;
 };
@@ -292,11 +292,6 @@ int agent_fit_result(const char *json, size_t max, const char *hint, char **ret,
 
 /* ---- the agent ---- */
 
-static void source_done(AgentSource *s) {
-        free(s->title);
-        free(s->url);
-}
-
 static void rejected_clear(Agent *a) {
         for (size_t i = 0; i < a->n_rejected; i++) {
                 free(a->rejected[i].name);
@@ -341,9 +336,7 @@ Agent *agent_free(Agent *a) {
         llm_request_body_done(&a->request);
         free(a->answer);
         free(a->error_message);
-        for (size_t i = 0; i < a->n_sources; i++)
-                source_done(&a->sources[i]);
-        free(a->sources);
+        source_free_many(a->sources, a->n_sources);
         free(a);
         return NULL;
 }
@@ -531,23 +524,25 @@ int agent_abort(Agent *a, ApiError error, const char *message) {
 
 /* Add a page to the sources unless its title is there already. */
 static int add_source(Agent *a, const WikiPage *p) {
-        AgentSource *n;
+        Source *n;
 
         for (size_t i = 0; i < a->n_sources; i++)
                 if (streq(a->sources[i].title, p->title))
                         return 0;
-        n = reallocarray(a->sources, a->n_sources + 1, sizeof(AgentSource));
+        n = reallocarray(a->sources, a->n_sources + 1, sizeof(Source));
         if (!n)
                 return -ENOMEM;
         a->sources = n;
         n = &a->sources[a->n_sources];
-        *n = (AgentSource){
+        *n = (Source){
                 .title = strdup(p->title),
                 .url = strdup(p->url ? p->url : ""),
                 .revision_id = p->revision_id,
+                .has_revision_id = true,
         };
         if (!n->title || !n->url) {
-                source_done(n);
+                free(n->title);
+                free(n->url);
                 return -ENOMEM;
         }
         a->n_sources++;
@@ -1327,7 +1322,7 @@ int agent_tool_failed(Agent *a, const char *message) {
 
 /* ---- accessors ---- */
 
-const AgentSource *agent_sources(const Agent *a, size_t *ret_n) {
+const Source *agent_sources(const Agent *a, size_t *ret_n) {
         assert(a);
         assert(ret_n);
         *ret_n = a->n_sources;

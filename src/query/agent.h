@@ -12,6 +12,7 @@
 #include "shared/api-error.h"
 #include "shared/artifact.h"
 #include "shared/macro.h"
+#include "shared/source.h"
 #include "shared/wiki-page.h"
 
 /* The model's tool loop, pure part (API.md 8.2, 8.6): which request to send
@@ -214,14 +215,10 @@ int agent_tool_failed(Agent *a, const char *message);
  * Returns 0; -EBUSY after the first step; -ENOMEM. */
 int agent_preload_page(Agent *a, const char *title, const WikiPage *page);
 
-typedef struct AgentSource {
-        char *title;
-        char *url;
-        uint64_t revision_id;
-} AgentSource;
-
-/* Every page read so far, in first-read order, each title once. */
-const AgentSource *agent_sources(const Agent *a, size_t *ret_n);
+/* Every page read so far, in first-read order, each title once: the
+ * record's sources (shared/source.h; url "" when the wiki gave none, the
+ * revision always known). Owned by the agent. */
+const Source *agent_sources(const Agent *a, size_t *ret_n);
 
 /* Usage summed over the replies that had one (saturating). */
 void agent_usage(const Agent *a, uint64_t *ret_prompt_tokens, uint64_t *ret_completion_tokens);

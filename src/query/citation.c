@@ -15,15 +15,6 @@
 #include "shared/strbuf.h"
 #include "shared/utf8.h"
 
-static const char *const citation_status_table[_CITATION_STATUS_MAX] = {
-        [CITATION_VERIFIED] = "verified",
-        [CITATION_NOT_FOUND] = "not_found",
-        [CITATION_NOT_READ] = "not_read",
-        [CITATION_TOO_SHORT] = "too_short",
-};
-
-DEFINE_STRING_TABLE_LOOKUP_TO_STRING(citation_status, CitationStatus)
-
 static int buf_putc(StrBuf *b, char c) {
         return strbuf_put(b, &c, 1);
 }
@@ -270,13 +261,24 @@ typedef struct Line {
         bool citation;
 } Line;
 
+/* The citations found so far, freed with their strings unless taken. */
+typedef struct Citations {
+        Citation *c;
+        size_t n;
+} Citations;
+
+static void citations_done(Citations *l) {
+        citation_free_many(l->c, l->n);
+        *l = (Citations){ 0 };
+}
+
 int citation_parse_answer(const char *answer, size_t size, char **ret_answer, Citation **ret, size_t *ret_n) {
         _cleanup_free_ char *text = NULL;
         _cleanup_free_ Line *lines = NULL;
-        Citation *cs = NULL;
-        size_t n_lines = 0, n_cs = 0, len;
+        _cleanup_(citations_done) Citations cs = { 0 };
+        size_t n_lines = 0, len;
         bool seen[CITATION_N_MAX + 1] = { 0 };
-        StrBuf out = { 0 };
+        _cleanup_(strbuf_done) StrBuf out = { 0 };
         int r;
 
         assert(answer || size == 0);
@@ -292,11 +294,9 @@ int citation_parse_answer(const char *answer, size_t size, char **ret_answer, Ci
                 if (i == len || text[i] == '\n')
                         n_lines++;
         lines = calloc(n_lines, sizeof(Line));
-        cs = calloc(CITATION_MAX, sizeof(Citation));
-        if (!lines || !cs) {
-                free(cs);
+        cs.c = calloc(CITATION_MAX, sizeof(Citation));
+        if (!lines || !cs.c)
                 return -ENOMEM;
-        }
         for (size_t i = 0, start = 0, k = 0; i <= len; i++)
                 if (i == len || text[i] == '\n') {
                         lines[k++] = (Line){ .s = text + start, .n = i - start };
@@ -306,13 +306,12 @@ int citation_parse_answer(const char *answer, size_t size, char **ret_answer, Ci
         for (size_t i = 0; i < n_lines; i++) {
                 Citation c = { 0 };
 
-                if (n_cs >= CITATION_MAX)
+                if (cs.n >= CITATION_MAX)
                         break;
                 if (!citation_parse_line(lines[i].s, lines[i].n, &c))
                         continue;
                 if (!c.title || !c.quote) {
                         citation_done(&c);
-                        citation_free_many(cs, n_cs);
                         return -ENOMEM;
                 }
                 lines[i].drop = lines[i].citation = true;
@@ -321,7 +320,7 @@ int citation_parse_answer(const char *answer, size_t size, char **ret_answer, Ci
                         continue;
                 }
                 seen[c.n] = true;
-                cs[n_cs++] = c;
+                cs.c[cs.n++] = c;
         }
 
         /* The heading line just above each run of citation lines, and the
@@ -370,34 +369,26 @@ int citation_parse_answer(const char *answer, size_t size, char **ret_answer, Ci
                 if (kept++ > 0) {
                         r = buf_putc(&out, '\n');
                         if (r < 0)
-                                goto fail;
+                                return r;
                 }
                 r = strbuf_put(&out, lines[i].s, lines[i].n);
                 if (r < 0)
-                        goto fail;
+                        return r;
         }
         /* No trailing blank lines. */
         while (out.len > 0 && (out.data[out.len - 1] == '\n' || is_blank(out.data[out.len - 1])))
                 out.data[--out.len] = 0;
 
-        qsort(cs, n_cs, sizeof(Citation), citation_cmp);
+        qsort(cs.c, cs.n, sizeof(Citation), citation_cmp);
         *ret_answer = strbuf_steal(&out);
-        if (!*ret_answer) {
-                r = -ENOMEM;
-                goto fail;
-        }
-        if (n_cs == 0) {
-                free(cs);
-                cs = NULL;
-        }
-        *ret = cs;
-        *ret_n = n_cs;
+        if (!*ret_answer)
+                return -ENOMEM;
+        if (cs.n == 0)
+                cs.c = mfree(cs.c);
+        *ret = TAKE_PTR(cs.c);
+        *ret_n = cs.n;
+        cs.n = 0;
         return 0;
-
-fail:
-        strbuf_done(&out);
-        citation_free_many(cs, n_cs);
-        return r;
 }
 
 /* ---- The normalizer ---- */
@@ -504,7 +495,22 @@ typedef struct Stripper {
         StrBuf out;
         Span *headings;
         size_t n_headings;
+
+        /* Where the reading is, and what it is inside of. */
+        size_t i;
+        size_t templates; /* the depth of {{ }} */
+        LinkFrame links[LINK_DEPTH_MAX];
+        size_t n_links;
+        bool line_start, cell_line, in_heading;
+        size_t heading_end, line_end, heading;
+        const char *ref_close; /* the last "</ref" found; NULL: none after it */
+        bool ext;              /* in an external link's label */
 } Stripper;
+
+static void stripper_done(Stripper *st) {
+        strbuf_done(&st->out);
+        st->headings = mfree(st->headings);
+}
 
 static void stripper_truncate(Stripper *st, size_t len) {
         st->out.len = len;
@@ -525,306 +531,387 @@ static bool prefix_ci(const char *s, size_t n, const char *p) {
 /* Pass 1: the markup out, the entities decoded, the headings' spans
  * noted. Each byte is looked at a bounded number of times: every search
  * stops at the next '<', at the line's end, or is made once. */
-static int stripper_run(Stripper *st) {
+/* The stripper's functions below look at the wikitext at st->i. Those
+ * that return int give 1 when they consumed it (and moved st->i on), 0
+ * when it is plain text to copy, or -ENOMEM. */
+
+/* The end of a heading's text: its span closes, the rest of its line
+ * ("== x ==" trailing) is skipped. */
+static int stripper_end_heading(Stripper *st) {
+        /* a hidden link may have taken the heading back out */
+        if (st->heading < st->n_headings)
+                st->headings[st->heading].end = st->out.len;
+        st->in_heading = false;
+        st->i = MAX(st->i, st->line_end);
+        return buf_putc(&st->out, '\n');
+}
+
+/* Inside a template: nothing is kept; nested {{ }} are counted. */
+static void stripper_skip_template(Stripper *st) {
         const char *s = st->s;
-        size_t n = st->n, i = 0, templates = 0, n_links = 0;
-        LinkFrame links[LINK_DEPTH_MAX];
-        bool line_start = true, cell_line = false, in_heading = false;
-        size_t heading_end = 0, line_end = 0, heading = 0;
-        const char *ref_close = s; /* the last "</ref" found; NULL: none after it */
-        int ext = 0;               /* 0: none, 1: in an external link's label */
+        size_t n = st->n, i = st->i;
+
+        if (s[i] == '{' && i + 1 < n && s[i + 1] == '{') {
+                st->templates++;
+                st->i += 2;
+        } else if (s[i] == '}' && i + 1 < n && s[i + 1] == '}') {
+                st->templates--;
+                st->i += 2;
+        } else {
+                if (s[i] == '\n')
+                        st->line_start = true;
+                st->i++;
+        }
+}
+
+/* "== Heading ==" at a line's start: a span of the output opens. */
+static int stripper_heading(Stripper *st) {
+        const char *s = st->s;
+        size_t n = st->n, i = st->i;
+        const char *e = memchr(s + i, '\n', n - i);
+        size_t end = e ? (size_t) (e - s) : n, last = end, lead = 0, trail = 0, level;
+        Span *h;
         int r;
 
-        while (i < n) {
-                char c = s[i];
+        while (last > i && is_blank(s[last - 1]))
+                last--;
+        while (i + lead < last && s[i + lead] == '=' && lead < 6)
+                lead++;
+        while (last - trail > i + lead && s[last - trail - 1] == '=' && trail < 6)
+                trail++;
+        if (lead == 0 || trail == 0 || i + lead >= last - trail)
+                return 0;
+        level = MIN(lead, trail);
 
-                if (in_heading && i >= heading_end) {
-                        /* a hidden link may have taken the heading back out */
-                        if (heading < st->n_headings)
-                                st->headings[heading].end = st->out.len;
-                        in_heading = false;
-                        r = buf_putc(&st->out, '\n');
-                        if (r < 0)
-                                return r;
-                        i = MAX(i, line_end);
-                        continue;
-                }
+        h = reallocarray(st->headings, st->n_headings + 1, sizeof(Span));
+        if (!h)
+                return -ENOMEM;
+        st->headings = h;
+        r = buf_putc(&st->out, '\n');
+        if (r < 0)
+                return r;
+        st->heading = st->n_headings;
+        st->headings[st->n_headings++] = (Span){ st->out.len, st->out.len };
+        st->in_heading = true;
+        st->heading_end = last - level;
+        st->line_end = end;
+        st->i += level;
+        return 1;
+}
 
-                if (templates > 0) {
-                        if (c == '{' && i + 1 < n && s[i + 1] == '{') {
-                                templates++;
-                                i += 2;
-                        } else if (c == '}' && i + 1 < n && s[i + 1] == '}') {
-                                templates--;
-                                i += 2;
-                        } else {
-                                if (c == '\n')
-                                        line_start = true;
-                                i++;
-                        }
-                        continue;
-                }
+/* What only means something at a line's start: a heading, list and
+ * indent marks, a table's start, row and end, a cell, a rule. */
+static int stripper_line_start(Stripper *st) {
+        const char *s = st->s;
+        size_t n = st->n, i = st->i;
+        char c = s[i];
+        int r;
 
-                if (line_start) {
-                        line_start = false;
-                        cell_line = false;
-                        if (c == '=' && !in_heading) {
-                                const char *e = memchr(s + i, '\n', n - i);
-                                size_t end = e ? (size_t) (e - s) : n, last = end, lead = 0, trail = 0;
-
-                                while (last > i && is_blank(s[last - 1]))
-                                        last--;
-                                while (i + lead < last && s[i + lead] == '=' && lead < 6)
-                                        lead++;
-                                while (last - trail > i + lead && s[last - trail - 1] == '=' && trail < 6)
-                                        trail++;
-                                if (lead > 0 && trail > 0 && i + lead < last - trail) {
-                                        size_t level = MIN(lead, trail);
-                                        Span *h;
-
-                                        h = reallocarray(st->headings, st->n_headings + 1, sizeof(Span));
-                                        if (!h)
-                                                return -ENOMEM;
-                                        st->headings = h;
-                                        r = buf_putc(&st->out, '\n');
-                                        if (r < 0)
-                                                return r;
-                                        heading = st->n_headings;
-                                        st->headings[st->n_headings++] = (Span){ st->out.len, st->out.len };
-                                        in_heading = true;
-                                        heading_end = last - level;
-                                        line_end = end;
-                                        i += level;
-                                        continue;
-                                }
-                        }
-                        if (c == '*' || c == '#' || c == ':' || c == ';') {
-                                while (i < n && (s[i] == '*' || s[i] == '#' || s[i] == ':' || s[i] == ';'))
-                                        i++;
-                                continue;
-                        }
-                        if (c == '{' && i + 1 < n && s[i + 1] == '|') {
-                                const char *e = memchr(s + i, '\n', n - i);
-                                i = e ? (size_t) (e - s) : n;
-                                continue;
-                        }
-                        if (c == '|' && i + 1 < n && (s[i + 1] == '-' || s[i + 1] == '}')) {
-                                const char *e = memchr(s + i, '\n', n - i);
-                                i = e ? (size_t) (e - s) : n;
-                                continue;
-                        }
-                        if (c == '|' || c == '!') {
-                                cell_line = true;
-                                i += (c == '|' && i + 1 < n && s[i + 1] == '+') ? 2 : 1;
-                                r = buf_putc(&st->out, ' ');
-                                if (r < 0)
-                                        return r;
-                                continue;
-                        }
-                        if (c == '-' && i + 3 < n && memcmp(s + i, "----", 4) == 0) {
-                                while (i < n && s[i] == '-')
-                                        i++;
-                                continue;
-                        }
-                }
-
-                switch (c) {
-                case '\n':
-                        line_start = true;
-                        ext = 0;
-                        r = buf_putc(&st->out, '\n');
-                        if (r < 0)
-                                return r;
+        st->line_start = false;
+        st->cell_line = false;
+        if (c == '=' && !st->in_heading) {
+                r = stripper_heading(st);
+                if (r != 0)
+                        return r;
+        }
+        if (c == '*' || c == '#' || c == ':' || c == ';') {
+                while (i < n && (s[i] == '*' || s[i] == '#' || s[i] == ':' || s[i] == ';'))
                         i++;
-                        continue;
+                st->i = i;
+                return 1;
+        }
+        if ((c == '{' && i + 1 < n && s[i + 1] == '|') ||
+            (c == '|' && i + 1 < n && (s[i + 1] == '-' || s[i + 1] == '}'))) {
+                const char *e = memchr(s + i, '\n', n - i);
 
-                case '{':
-                        if (i + 1 < n && s[i + 1] == '{') {
-                                templates = 1;
-                                i += 2;
-                                continue;
-                        }
-                        break;
+                st->i = e ? (size_t) (e - s) : n;
+                return 1;
+        }
+        if (c == '|' || c == '!') {
+                st->cell_line = true;
+                st->i += (c == '|' && i + 1 < n && s[i + 1] == '+') ? 2 : 1;
+                r = buf_putc(&st->out, ' ');
+                return r < 0 ? r : 1;
+        }
+        if (c == '-' && i + 3 < n && memcmp(s + i, "----", 4) == 0) {
+                while (i < n && s[i] == '-')
+                        i++;
+                st->i = i;
+                return 1;
+        }
+        return 0;
+}
 
-                case '[':
-                        if (i + 1 < n && s[i + 1] == '[' && n_links < LINK_DEPTH_MAX) {
-                                size_t j = i + 2;
+/* "[[" opens an internal link (hidden for files and categories); "[url"
+ * an external one, whose label is kept. */
+static int stripper_open_link(Stripper *st) {
+        const char *s = st->s;
+        size_t n = st->n, i = st->i;
 
-                                while (j < n && s[j] == ' ')
-                                        j++;
-                                links[n_links++] = (LinkFrame){
-                                        .out_start = st->out.len,
-                                        .hidden = prefix_ci(s + j, n - j, "file:") ||
-                                                prefix_ci(s + j, n - j, "image:") ||
-                                                prefix_ci(s + j, n - j, "category:"),
-                                };
-                                i += 2;
-                                continue;
-                        }
-                        if (ext == 0 &&
-                            (prefix_ci(s + i + 1, n - i - 1, "http://") ||
-                             prefix_ci(s + i + 1, n - i - 1, "https://") ||
-                             prefix_ci(s + i + 1, n - i - 1, "ftp://") ||
-                             prefix_ci(s + i + 1, n - i - 1, "mailto:") ||
-                             prefix_ci(s + i + 1, n - i - 1, "//"))) {
-                                i++;
-                                while (i < n && s[i] != ' ' && s[i] != ']' && s[i] != '\n')
-                                        i++;
-                                if (i < n && s[i] == ' ') {
-                                        ext = 1;
-                                        i++;
-                                } else if (i < n && s[i] == ']')
-                                        i++;
-                                continue;
-                        }
-                        break;
+        if (i + 1 < n && s[i + 1] == '[' && st->n_links < LINK_DEPTH_MAX) {
+                size_t j = i + 2;
 
-                case ']':
-                        if (i + 1 < n && s[i + 1] == ']' && n_links > 0) {
-                                LinkFrame *f = &links[--n_links];
+                while (j < n && s[j] == ' ')
+                        j++;
+                st->links[st->n_links++] = (LinkFrame){
+                        .out_start = st->out.len,
+                        .hidden = prefix_ci(s + j, n - j, "file:") || prefix_ci(s + j, n - j, "image:") ||
+                                prefix_ci(s + j, n - j, "category:"),
+                };
+                st->i += 2;
+                return 1;
+        }
+        if (!st->ext &&
+            (prefix_ci(s + i + 1, n - i - 1, "http://") || prefix_ci(s + i + 1, n - i - 1, "https://") ||
+             prefix_ci(s + i + 1, n - i - 1, "ftp://") || prefix_ci(s + i + 1, n - i - 1, "mailto:") ||
+             prefix_ci(s + i + 1, n - i - 1, "//"))) {
+                i++;
+                while (i < n && s[i] != ' ' && s[i] != ']' && s[i] != '\n')
+                        i++;
+                if (i < n && s[i] == ' ') {
+                        st->ext = true;
+                        i++;
+                } else if (i < n && s[i] == ']')
+                        i++;
+                st->i = i;
+                return 1;
+        }
+        return 0;
+}
 
-                                if (f->hidden)
-                                        stripper_truncate(st, f->out_start);
-                                i += 2;
-                                continue;
-                        }
-                        if (ext == 1) {
-                                ext = 0;
-                                i++;
-                                continue;
-                        }
-                        break;
+/* "]]" closes an internal link, "]" an external one's label. */
+static int stripper_close_link(Stripper *st) {
+        const char *s = st->s;
+        size_t n = st->n, i = st->i;
 
-                case '|':
-                        if (n_links > 0 && !links[n_links - 1].piped) {
-                                links[n_links - 1].piped = true;
-                                stripper_truncate(st, links[n_links - 1].out_start);
-                                i++;
-                                continue;
-                        }
-                        if (cell_line && i + 1 < n && s[i + 1] == '|') {
-                                r = buf_putc(&st->out, ' ');
-                                if (r < 0)
-                                        return r;
-                                i += 2;
-                                continue;
-                        }
-                        break;
+        if (i + 1 < n && s[i + 1] == ']' && st->n_links > 0) {
+                LinkFrame *f = &st->links[--st->n_links];
 
-                case '!':
-                        if (cell_line && i + 1 < n && s[i + 1] == '!') {
-                                r = buf_putc(&st->out, ' ');
-                                if (r < 0)
-                                        return r;
-                                i += 2;
-                                continue;
-                        }
-                        break;
+                if (f->hidden)
+                        stripper_truncate(st, f->out_start);
+                st->i += 2;
+                return 1;
+        }
+        if (st->ext) {
+                st->ext = false;
+                st->i++;
+                return 1;
+        }
+        return 0;
+}
 
-                case '\'':
-                        if (i + 1 < n && s[i + 1] == '\'') {
-                                size_t k = 0;
+/* "|": a link's target ends (its text follows), or "||" between cells. */
+static int stripper_pipe(Stripper *st) {
+        const char *s = st->s;
+        size_t n = st->n, i = st->i;
+        int r;
 
-                                while (i + k < n && s[i + k] == '\'')
-                                        k++;
-                                i += k;
-                                /* '''' is an apostrophe and bold; more than five: the rest are apostrophes */
-                                k = k == 4 ? 1 : k > 5 ? k - 5 : 0;
-                                while (k-- > 0) {
-                                        r = buf_putc(&st->out, '\'');
-                                        if (r < 0)
-                                                return r;
-                                }
-                                continue;
-                        }
-                        break;
-
-                case '_':
-                        if (i + 1 < n && s[i + 1] == '_') {
-                                size_t j = i + 2;
-
-                                while (j < n && j - i < 40 && s[j] >= 'A' && s[j] <= 'Z')
-                                        j++;
-                                if (j > i + 2 && j + 1 < n && s[j] == '_' && s[j + 1] == '_') {
-                                        i = j + 2; /* a magic word: __TOC__ */
-                                        continue;
-                                }
-                        }
-                        break;
-
-                case '&': {
-                        uint32_t cp;
-                        size_t k = entity_at(s + i, n - i, &cp);
-
-                        if (k > 0) {
-                                r = buf_put_cp(&st->out, cp);
-                                if (r < 0)
-                                        return r;
-                                i += k;
-                                continue;
-                        }
-                        break;
-                }
-
-                case '<': {
-                        size_t j;
-                        bool closing;
-
-                        if (prefix_ci(s + i, n - i, "<!--")) {
-                                const char *e = memmem(s + i + 4, n - i - 4, "-->", 3);
-                                i = e ? (size_t) (e - s) + 3 : n;
-                                continue;
-                        }
-                        closing = i + 1 < n && s[i + 1] == '/';
-                        j = i + 1 + closing;
-                        if (j >= n || !is_alpha(s[j]))
-                                break;
-                        while (j < n && s[j] != '>' && s[j] != '<' && s[j] != '\n')
-                                j++;
-                        if (j >= n || s[j] != '>')
-                                break;
-                        /* j is the tag's '>' */
-                        if (!closing && prefix_ci(s + i, n - i, "<ref") &&
-                            (s[i + 4] == ' ' || s[i + 4] == '>' || s[i + 4] == '/')) {
-                                if (s[j - 1] == '/') {
-                                        i = j + 1; /* <ref name="x" /> */
-                                        continue;
-                                }
-                                if (ref_close && ref_close <= s + j)
-                                        ref_close = strcasestr(s + j, "</ref");
-                                if (ref_close) {
-                                        const char *e = memchr(ref_close, '>', (size_t) (s + n - ref_close));
-                                        i = e ? (size_t) (e - s) + 1 : n;
-                                } else
-                                        i = j + 1;
-                                continue;
-                        }
-                        {
-                                size_t name = i + 1 + closing, name_n = 0;
-
-                                while (name + name_n < j && is_alpha(s[name + name_n]))
-                                        name_n++;
-                                if (tag_breaks(s + name, name_n)) {
-                                        r = buf_putc(&st->out, ' ');
-                                        if (r < 0)
-                                                return r;
-                                }
-                        }
-                        i = j + 1;
-                        continue;
-                }
-
-                default:
-                        break;
-                }
-
-                r = buf_putc(&st->out, c);
+        if (st->n_links > 0 && !st->links[st->n_links - 1].piped) {
+                st->links[st->n_links - 1].piped = true;
+                stripper_truncate(st, st->links[st->n_links - 1].out_start);
+                st->i++;
+                return 1;
+        }
+        if (st->cell_line && i + 1 < n && s[i + 1] == '|') {
+                r = buf_putc(&st->out, ' ');
                 if (r < 0)
                         return r;
-                i++;
+                st->i += 2;
+                return 1;
         }
-        if (in_heading && heading < st->n_headings)
-                st->headings[heading].end = st->out.len;
+        return 0;
+}
+
+/* Two quotes and more (italic, bold) go; what is left of a longer run is
+ * kept. */
+static int stripper_quotes(Stripper *st) {
+        const char *s = st->s;
+        size_t n = st->n, i = st->i, k = 0;
+        int r;
+
+        if (i + 1 >= n || s[i + 1] != '\'')
+                return 0;
+        while (i + k < n && s[i + k] == '\'')
+                k++;
+        st->i += k;
+        /* '''' is an apostrophe and bold; more than five: the rest are apostrophes */
+        k = k == 4 ? 1 : k > 5 ? k - 5 : 0;
+        while (k-- > 0) {
+                r = buf_putc(&st->out, '\'');
+                if (r < 0)
+                        return r;
+        }
+        return 1;
+}
+
+/* A magic word: __TOC__. */
+static int stripper_magic_word(Stripper *st) {
+        const char *s = st->s;
+        size_t n = st->n, i = st->i, j = i + 2;
+
+        if (i + 1 >= n || s[i + 1] != '_')
+                return 0;
+        while (j < n && j - i < 40 && s[j] >= 'A' && s[j] <= 'Z')
+                j++;
+        if (j > i + 2 && j + 1 < n && s[j] == '_' && s[j + 1] == '_') {
+                st->i = j + 2;
+                return 1;
+        }
+        return 0;
+}
+
+/* A character reference: &amp;, &#233;, &#xe9;. */
+static int stripper_entity(Stripper *st) {
+        uint32_t cp;
+        size_t k = entity_at(st->s + st->i, st->n - st->i, &cp);
+        int r;
+
+        if (k == 0)
+                return 0;
+        r = buf_put_cp(&st->out, cp);
+        if (r < 0)
+                return r;
+        st->i += k;
+        return 1;
+}
+
+/* A comment, a tag (a space where it breaks the text), or a <ref> with
+ * its content. */
+static int stripper_tag(Stripper *st) {
+        const char *s = st->s;
+        size_t n = st->n, i = st->i, j, name, name_n = 0;
+        bool closing;
+        int r;
+
+        if (prefix_ci(s + i, n - i, "<!--")) {
+                const char *e = memmem(s + i + 4, n - i - 4, "-->", 3);
+
+                st->i = e ? (size_t) (e - s) + 3 : n;
+                return 1;
+        }
+        closing = i + 1 < n && s[i + 1] == '/';
+        j = i + 1 + closing;
+        if (j >= n || !is_alpha(s[j]))
+                return 0;
+        while (j < n && s[j] != '>' && s[j] != '<' && s[j] != '\n')
+                j++;
+        if (j >= n || s[j] != '>')
+                return 0;
+        /* j is the tag's '>' */
+        if (!closing && prefix_ci(s + i, n - i, "<ref") &&
+            (s[i + 4] == ' ' || s[i + 4] == '>' || s[i + 4] == '/')) {
+                if (s[j - 1] == '/') {
+                        st->i = j + 1; /* <ref name="x" /> */
+                        return 1;
+                }
+                if (st->ref_close && st->ref_close <= s + j)
+                        st->ref_close = strcasestr(s + j, "</ref");
+                if (st->ref_close) {
+                        const char *e = memchr(st->ref_close, '>', (size_t) (s + n - st->ref_close));
+
+                        st->i = e ? (size_t) (e - s) + 1 : n;
+                } else
+                        st->i = j + 1;
+                return 1;
+        }
+        name = i + 1 + closing;
+        while (name + name_n < j && is_alpha(s[name + name_n]))
+                name_n++;
+        if (tag_breaks(s + name, name_n)) {
+                r = buf_putc(&st->out, ' ');
+                if (r < 0)
+                        return r;
+        }
+        st->i = j + 1;
+        return 1;
+}
+
+/* The markup at st->i that may appear anywhere in a line. */
+static int stripper_markup(Stripper *st) {
+        const char *s = st->s;
+        size_t n = st->n, i = st->i;
+        int r;
+
+        switch (s[i]) {
+        case '\n':
+                st->line_start = true;
+                st->ext = false;
+                r = buf_putc(&st->out, '\n');
+                if (r < 0)
+                        return r;
+                st->i++;
+                return 1;
+        case '{':
+                if (i + 1 < n && s[i + 1] == '{') {
+                        st->templates = 1;
+                        st->i += 2;
+                        return 1;
+                }
+                return 0;
+        case '[':
+                return stripper_open_link(st);
+        case ']':
+                return stripper_close_link(st);
+        case '|':
+                return stripper_pipe(st);
+        case '!':
+                if (st->cell_line && i + 1 < n && s[i + 1] == '!') {
+                        r = buf_putc(&st->out, ' ');
+                        if (r < 0)
+                                return r;
+                        st->i += 2;
+                        return 1;
+                }
+                return 0;
+        case '\'':
+                return stripper_quotes(st);
+        case '_':
+                return stripper_magic_word(st);
+        case '&':
+                return stripper_entity(st);
+        case '<':
+                return stripper_tag(st);
+        default:
+                return 0;
+        }
+}
+
+static int stripper_run(Stripper *st) {
+        int r;
+
+        st->i = 0;
+        st->line_start = true;
+        st->ref_close = st->s;
+        while (st->i < st->n) {
+                if (st->in_heading && st->i >= st->heading_end) {
+                        r = stripper_end_heading(st);
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
+                if (st->templates > 0) {
+                        stripper_skip_template(st);
+                        continue;
+                }
+                if (st->line_start) {
+                        r = stripper_line_start(st);
+                        if (r < 0)
+                                return r;
+                        if (r > 0)
+                                continue;
+                }
+                r = stripper_markup(st);
+                if (r < 0)
+                        return r;
+                if (r > 0)
+                        continue;
+                r = buf_putc(&st->out, st->s[st->i]);
+                if (r < 0)
+                        return r;
+                st->i++;
+        }
+        if (st->in_heading && st->heading < st->n_headings)
+                st->headings[st->heading].end = st->out.len;
         return 0;
 }
 
@@ -893,7 +980,7 @@ static int nfc(const char *s, size_t n, StrBuf *out) {
 /* Pass 2 on one span: invisible characters out, whitespace runs to one
  * space, NFC; appended to out with *pending_space carried across spans. */
 static int fold_span(const char *s, size_t n, StrBuf *out, bool *pending_space) {
-        StrBuf folded = { 0 }, normal = { 0 };
+        _cleanup_(strbuf_done) StrBuf folded = { 0 }, normal = { 0 };
         bool space = false;
         int r = 0;
 
@@ -911,21 +998,21 @@ static int fold_span(const char *s, size_t n, StrBuf *out, bool *pending_space) 
                         if (space) {
                                 r = buf_putc(&folded, ' ');
                                 if (r < 0)
-                                        goto finish;
+                                        return r;
                                 space = false;
                         }
                         r = strbuf_put(&folded, s + i, k);
                         if (r < 0)
-                                goto finish;
+                                return r;
                 }
                 i += k;
         }
         if (space && (r = buf_putc(&folded, ' ')) < 0)
-                goto finish;
+                return r;
 
         r = nfc(folded.data ? folded.data : "", folded.len, &normal);
         if (r < 0)
-                goto finish;
+                return r;
         for (size_t i = 0; i < normal.len; i++) {
                 if (normal.data[i] == ' ') {
                         *pending_space = true;
@@ -934,24 +1021,21 @@ static int fold_span(const char *s, size_t n, StrBuf *out, bool *pending_space) 
                 if (*pending_space && out->len > 0) {
                         r = buf_putc(out, ' ');
                         if (r < 0)
-                                goto finish;
+                                return r;
                 }
                 *pending_space = false;
                 r = buf_putc(out, normal.data[i]);
                 if (r < 0)
-                        goto finish;
+                        return r;
         }
-finish:
-        strbuf_done(&folded);
-        strbuf_done(&normal);
-        return r;
+        return 0;
 }
 
 int citation_normalize(const char *wikitext, size_t size, CitationText *ret) {
         _cleanup_free_ char *valid = NULL;
-        Stripper st = { 0 };
-        CitationText t = { 0 };
-        StrBuf out = { 0 };
+        _cleanup_(stripper_done) Stripper st = { 0 };
+        _cleanup_(citation_text_done) CitationText t = { 0 };
+        _cleanup_(strbuf_done) StrBuf out = { 0 };
         bool pending = false;
         const char *base;
         size_t pos = 0, len;
@@ -966,78 +1050,58 @@ int citation_normalize(const char *wikitext, size_t size, CitationText *ret) {
         st = (Stripper){ .s = valid, .n = len };
         r = stripper_run(&st);
         if (r < 0)
-                goto fail;
+                return r;
 
         if (st.n_headings > 0) {
                 t.offsets = calloc(st.n_headings, sizeof(size_t));
                 t.headings = calloc(st.n_headings, sizeof(char *));
-                if (!t.offsets || !t.headings) {
-                        r = -ENOMEM;
-                        goto fail;
-                }
+                if (!t.offsets || !t.headings)
+                        return -ENOMEM;
         }
         /* An empty output has no buffer: offsets from NULL are undefined. */
         base = st.out.data ? st.out.data : "";
         for (size_t h = 0; h <= st.n_headings; h++) {
                 size_t end = h < st.n_headings ? st.headings[h].start : st.out.len;
-                StrBuf heading = { 0 };
+                _cleanup_(strbuf_done) StrBuf heading = { 0 };
                 bool hp = false;
 
                 r = fold_span(base + pos, end - pos, &out, &pending);
                 if (r < 0)
-                        goto fail;
+                        return r;
                 if (h == st.n_headings)
                         break;
                 r = fold_span(
                         base + st.headings[h].start, st.headings[h].end - st.headings[h].start, &heading, &hp);
-                if (r < 0) {
-                        strbuf_done(&heading);
-                        goto fail;
-                }
+                if (r < 0)
+                        return r;
                 pos = st.headings[h].end;
                 /* A heading a reader does not see (all markup) is none. */
-                if (heading.len == 0) {
-                        strbuf_done(&heading);
+                if (heading.len == 0)
                         continue;
-                }
                 /* The heading starts a new piece of text: the pending space before it. */
                 if (pending && out.len > 0) {
                         r = buf_putc(&out, ' ');
-                        if (r < 0) {
-                                strbuf_done(&heading);
-                                goto fail;
-                        }
+                        if (r < 0)
+                                return r;
                 }
                 t.offsets[t.n_headings] = out.len;
                 t.headings[t.n_headings] = strbuf_steal(&heading);
-                if (!t.headings[t.n_headings]) {
-                        r = -ENOMEM;
-                        goto fail;
-                }
+                if (!t.headings[t.n_headings])
+                        return -ENOMEM;
                 t.n_headings++;
                 r = strbuf_put(&out, t.headings[t.n_headings - 1], strlen(t.headings[t.n_headings - 1]));
                 if (r < 0)
-                        goto fail;
+                        return r;
                 pending = true;
         }
 
         t.text = strbuf_steal(&out);
-        if (!t.text) {
-                r = -ENOMEM;
-                goto fail;
-        }
+        if (!t.text)
+                return -ENOMEM;
         t.size = strlen(t.text);
-        strbuf_done(&st.out);
-        free(st.headings);
         *ret = t;
+        t = (CitationText){ 0 };
         return 0;
-
-fail:
-        strbuf_done(&out);
-        strbuf_done(&st.out);
-        free(st.headings);
-        citation_text_done(&t);
-        return r;
 }
 
 /* ---- Matching ---- */
@@ -1140,7 +1204,7 @@ static int fragment_encode(StrBuf *b, const char *s, size_t n) {
 
 int citation_text_fragment(const char *quote, char **ret) {
         size_t n = strlen(quote), words = 0;
-        StrBuf b = { 0 };
+        _cleanup_(strbuf_done) StrBuf b = { 0 };
         int r;
 
         assert(ret);
@@ -1150,7 +1214,7 @@ int citation_text_fragment(const char *quote, char **ret) {
 
         r = strbuf_put(&b, "#:~:text=", 9);
         if (r < 0)
-                goto fail;
+                return r;
         if (words <= FRAGMENT_WORDS_MAX)
                 r = fragment_encode(&b, quote, n);
         else {
@@ -1171,19 +1235,16 @@ int citation_text_fragment(const char *quote, char **ret) {
                         }
                 r = fragment_encode(&b, quote, start_end);
                 if (r < 0)
-                        goto fail;
+                        return r;
                 r = buf_putc(&b, ',');
                 if (r < 0)
-                        goto fail;
+                        return r;
                 r = fragment_encode(&b, quote + end_start, n - end_start);
         }
         if (r < 0)
-                goto fail;
+                return r;
         *ret = strbuf_steal(&b);
         return *ret ? 0 : -ENOMEM;
-fail:
-        strbuf_done(&b);
-        return r;
 }
 
 int citation_permalink(const char *api_url, uint64_t revision_id, char **ret) {
@@ -1252,26 +1313,22 @@ static const CitationSource *citation_find_source(const CitationSource *pages, s
         return NULL;
 }
 
-static int citation_entry(
-        const Citation *c,
-        const CitationSource *src,
-        const char *api_url,
-        json_object **ret,
-        CitationStatus *ret_status) {
-        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+/* The record's citation c (shared/source.h) of the model's line l,
+ * verified in src (NULL: not read). Returns 0 and fills *ret (zeroed by
+ * the caller; partly filled on failure, for source_citation_free_many()),
+ * -ENOMEM, -EIO. */
+static int citation_entry(const Citation *l, const CitationSource *src, const char *api_url, SourceCitation *ret) {
         _cleanup_(citation_check_done) CitationCheck k = { 0 };
         _cleanup_(citation_text_done) CitationText t = { 0 };
         _cleanup_free_ char *url = NULL, *fragment = NULL;
         int r;
 
-        if (!o)
-                return -ENOMEM;
         if (src && src->text) {
                 r = citation_normalize(src->text, src->size, &t);
                 if (r < 0)
                         return r;
         }
-        r = citation_verify(src ? &t : NULL, c->quote, &k);
+        r = citation_verify(src ? &t : NULL, l->quote, &k);
         if (r < 0)
                 return r;
         /* A page over the query's budget was read but its text not kept: it
@@ -1292,35 +1349,17 @@ static int citation_entry(
                 url = full;
         }
 
-        r = json_add(o, "n", json_object_new_int((int) c->n));
-        if (r < 0)
-                return r;
-        r = json_add(o, "title", json_string(src ? src->title : c->title));
-        if (r < 0)
-                return r;
-        if (src)
-                r = json_add(o, "revision_id", json_object_new_uint64(src->revision_id));
-        else
-                r = json_object_object_add(o, "revision_id", NULL) < 0 ? -ENOMEM : 0;
-        if (r < 0)
-                return r;
-        r = json_add(o, "quote", json_string(c->quote));
-        if (r < 0)
-                return r;
-        r = json_add(o, "status", json_string(citation_status_to_string(k.status)));
-        if (r < 0)
-                return r;
-        r = url ? json_add(o, "url", json_string(url)) :
-                  (json_object_object_add(o, "url", NULL) < 0 ? -ENOMEM : 0);
-        if (r < 0)
-                return r;
-        r = k.section ? json_add(o, "section", json_string(k.section)) :
-                        (json_object_object_add(o, "section", NULL) < 0 ? -ENOMEM : 0);
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(o);
-        *ret_status = k.status;
-        return 0;
+        *ret = (SourceCitation){
+                .n = l->n,
+                .title = strdup(src ? src->title : l->title),
+                .revision_id = src ? src->revision_id : 0,
+                .has_revision_id = src != NULL,
+                .quote = strdup(l->quote),
+                .status = k.status,
+                .url = TAKE_PTR(url),
+                .section = TAKE_PTR(k.section),
+        };
+        return ret->title && ret->quote ? 0 : -ENOMEM;
 }
 
 int citation_answer(
@@ -1331,9 +1370,11 @@ int citation_answer(
         char **ret_answer,
         char **ret_json,
         unsigned counts[_CITATION_STATUS_MAX]) {
-        _cleanup_(json_object_putp) json_object *a = json_object_new_array();
+        _cleanup_(json_object_putp) json_object *a = NULL;
         _cleanup_free_ char *rest = NULL;
+        SourceCitation *entries = NULL;
         Citation *cs = NULL;
+        const char *text;
         size_t n = 0;
         char *json;
         int r;
@@ -1343,33 +1384,34 @@ int citation_answer(
         assert(ret_answer);
         assert(ret_json);
 
-        if (!a)
-                return -ENOMEM;
         r = citation_parse_answer(answer, strlen(answer), &rest, &cs, &n);
         if (r < 0)
                 return r;
-        for (size_t i = 0; i < n; i++) {
-                json_object *o = NULL;
-                CitationStatus status;
-
-                r = citation_entry(
-                        &cs[i], citation_find_source(pages, n_pages, cs[i].title), api_url, &o, &status);
-                if (r < 0) {
+        if (n > 0) {
+                entries = calloc(n, sizeof *entries);
+                if (!entries) {
                         citation_free_many(cs, n);
-                        return r;
+                        return -ENOMEM;
                 }
-                r = json_append(a, o);
+        }
+        for (size_t i = 0; i < n; i++) {
+                r = citation_entry(
+                        &cs[i], citation_find_source(pages, n_pages, cs[i].title), api_url, &entries[i]);
                 if (r < 0) {
                         citation_free_many(cs, n);
+                        source_citation_free_many(entries, n);
                         return r;
                 }
                 if (counts)
-                        counts[status]++;
+                        counts[entries[i].status]++;
         }
         citation_free_many(cs, n);
+        a = source_citation_to_json(entries, n);
+        source_citation_free_many(entries, n);
 
-        json = strdup(
-                json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+        text = a ? json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE) :
+                   NULL;
+        json = text ? strdup(text) : NULL;
         if (!json)
                 return -ENOMEM;
         *ret_answer = TAKE_PTR(rest);

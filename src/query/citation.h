@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "shared/macro.h"
+#include "shared/source.h"
 
 /* Verified citations (docs/QUERY.md "Citations", API.md 9): pure, bytes in,
  * structs out, no I/O.
@@ -25,17 +26,7 @@
 #define CITATION_QUOTE_MAX 2000     /* bytes of a quote as written; a longer line is not a citation line */
 #define CITATION_QUOTE_MIN_CHARS 12 /* code points of a normalized quote; a shorter one is never verified */
 
-typedef enum CitationStatus {
-        CITATION_VERIFIED,  /* the quote is in the text of that revision as read */
-        CITATION_NOT_FOUND, /* the page was read, the quote is not in it */
-        CITATION_NOT_READ,  /* the page was never read by this query */
-        CITATION_TOO_SHORT, /* under CITATION_QUOTE_MIN_CHARS once normalized: too short to mean anything */
-        _CITATION_STATUS_MAX,
-        _CITATION_STATUS_INVALID = -EINVAL,
-} CitationStatus;
-
-/* "verified", "not_found", "not_read", "too_short"; NULL out of range. */
-const char *citation_status_to_string(CitationStatus s);
+/* CitationStatus, the status of a record's citation, is shared/source.h's. */
 
 typedef struct Citation {
         unsigned n;  /* 1..CITATION_N_MAX */

@@ -1,12 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #include <assert.h>
 #include <inttypes.h>
-#include <json-c/json.h>
 #include <stdarg.h>
 #include <stdio.h>
 
 #include "query/conversation.h"
-#include "shared/json-util.h"
 #include "shared/macro.h"
 #include "shared/strbuf.h"
 #include "shared/strv.h"
@@ -42,35 +40,19 @@ size_t conversation_message_cost(const char *text) {
 
 /* The note after a turn's answer: the pages it read, with the revision
  * read. Appended to sb. */
-static void add_pages_note(StrBuf *sb, const char *sources_json) {
-        _cleanup_(json_object_putp) json_object *a = NULL;
-        size_t n, shown = 0;
-
-        if (!sources_json)
-                return;
-        a = json_tokener_parse(sources_json);
-        if (!a || !json_object_is_type(a, json_type_array))
-                return;
-        n = json_object_array_length(a);
+static void add_pages_note(StrBuf *sb, const Source *sources, size_t n) {
         for (size_t i = 0; i < n; i++) {
-                json_object *o = json_object_array_get_idx(a, i), *t, *rev;
-
-                if (!json_object_is_type(o, json_type_object) ||
-                    !json_object_object_get_ex(o, "title", &t) || !json_object_is_type(t, json_type_string))
-                        continue;
-                if (shown == CONVERSATION_PAGES_MAX) {
+                if (i == CONVERSATION_PAGES_MAX) {
                         strbuf_printf(sb, "; and %zu more", n - i);
                         break;
                 }
                 (void) strbuf_puts(
-                        sb, shown == 0 ? "\n\n[Pages read for this answer, with the revision read: " : "; ");
-                strbuf_printf(sb, "\"%s\"", json_object_get_string(t));
-                if (json_object_object_get_ex(o, "revision_id", &rev) &&
-                    json_object_is_type(rev, json_type_int))
-                        strbuf_printf(sb, " (revision %" PRId64 ")", json_object_get_int64(rev));
-                shown++;
+                        sb, i == 0 ? "\n\n[Pages read for this answer, with the revision read: " : "; ");
+                strbuf_printf(sb, "\"%s\"", sources[i].title);
+                if (sources[i].has_revision_id)
+                        strbuf_printf(sb, " (revision %" PRIu64 ")", sources[i].revision_id);
         }
-        if (shown > 0)
+        if (n > 0)
                 (void) strbuf_puts(sb, ". To quote one of them now, read it again with wiki_read.]");
 }
 
@@ -79,7 +61,7 @@ static int turn_texts(const QueryTurn *t, char **ret_user, char **ret_assistant)
         char *u;
 
         (void) strbuf_puts(&sb, t->answer ? t->answer : "(No answer: this question failed.)");
-        add_pages_note(&sb, t->sources_json);
+        add_pages_note(&sb, t->sources, t->n_sources);
         if (sb.failed)
                 return -ENOMEM;
         u = strdup(t->question ? t->question : "");
@@ -196,7 +178,7 @@ void query_turns_free(QueryTurn *turns, size_t n) {
         for (size_t i = 0; i < n; i++) {
                 free((char *) turns[i].question);
                 free((char *) turns[i].answer);
-                free((char *) turns[i].sources_json);
+                source_free_many((Source *) turns[i].sources, turns[i].n_sources);
         }
         free(turns);
 }
@@ -211,10 +193,16 @@ int query_turns_copy(const QueryTurn *turns, size_t n, QueryTurn **ret) {
         if (!c)
                 return -ENOMEM;
         for (size_t i = 0; i < n; i++) {
+                Source *sources = NULL;
+
                 c[i].question = strdup(turns[i].question ? turns[i].question : "");
                 c[i].answer = turns[i].answer ? strdup(turns[i].answer) : NULL;
-                c[i].sources_json = strdup(turns[i].sources_json ? turns[i].sources_json : "[]");
-                if (!c[i].question || (turns[i].answer && !c[i].answer) || !c[i].sources_json) {
+                if (source_copy_many(turns[i].sources, turns[i].n_sources, &sources) >= 0) {
+                        c[i].sources = sources;
+                        c[i].n_sources = turns[i].n_sources;
+                }
+                if (!c[i].question || (turns[i].answer && !c[i].answer) ||
+                    (turns[i].n_sources > 0 && !c[i].sources)) {
                         query_turns_free(c, n);
                         return -ENOMEM;
                 }

@@ -41,8 +41,7 @@ void conversation_messages_done(ConversationMessages *m);
 size_t conversation_message_cost(const char *text);
 
 /* The messages of turns[0..n) (oldest first; n >= 1) within budget bytes.
- * turns[i].sources_json is the record's sources array (NULL or invalid:
- * no pages). Returns 0 and fills *ret; -EINVAL for n == 0; -ENOMEM. */
+ * turns[i].sources are the pages the turn read. Returns 0 and fills *ret; -EINVAL for n == 0; -ENOMEM. */
 int conversation_build(const QueryTurn *turns, size_t n, size_t budget, ConversationMessages *ret);
 
 /* A deep copy of turns (for a run that makes its agent again later);

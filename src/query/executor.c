@@ -13,18 +13,19 @@
 #include "shared/log.h"
 #include "shared/macro.h"
 
-/* One job in flight: its own QueryRun (with its own deadline), or on the
- * unconfigured path its own defer. */
-typedef struct ExecutorJob ExecutorJob;
-struct ExecutorJob {
-        QueryExecutor *executor;
+/* One job in flight, the caller's handle (executor.h): its own QueryRun
+ * (with its own deadline), or on the unconfigured path its own defer. In
+ * the executor's list while it runs (until its done is called). */
+struct QueryExecution {
+        QueryExecutor *executor; /* NULL once reported */
         char query_id[QUERY_ID_MAX];
-        QueryExecutorDone done;
+        QueryExecutionDone done;
+        QueryEventHandler on_event;
         void *userdata;
         QueryRun *run;
         sd_event_source *defer;   /* the unconfigured path (a timer with the test delay) */
-        const char *abort_reason; /* static string, set by query_executor_abort() */
-        ExecutorJob *jobs_prev, *jobs_next;
+        const char *abort_reason; /* static string, set by query_execution_abort() */
+        QueryExecution *jobs_prev, *jobs_next;
 };
 
 struct QueryExecutor {
@@ -43,41 +44,52 @@ struct QueryExecutor {
         LlmProps *props;
 
         /* The jobs in flight, at most max_jobs (WIKI_WEB_QUEUE_SLOTS). */
-        ExecutorJob *jobs;
+        QueryExecution *jobs;
         unsigned n_jobs;
         unsigned max_jobs;
-        QueryEventHandler on_event;
-        void *event_userdata;
 
         usec_t test_delay;
+        usec_t test_check_timeout; /* 0: REVISION_CHECK_TIMEOUT_USEC */
 
         /* WIKI_WEB_WIKI_READ_AS=person: health's probe of the read check. */
         RevisionCheck *read_probe;
-        int read_probe_state; /* 0 unknown, 1 ok, -1 failed */
-        usec_t read_probe_at; /* when the last one started; monotonic */
+        sd_event_source *read_probe_timer; /* every READ_PROBE_INTERVAL_USEC */
+        int read_probe_state;              /* 0 unknown, 1 ok, -1 failed */
 
         /* The message of a query that cannot run (API.md 9, health): the
          * settings that are missing and where to read on. */
         char unconfigured_message[256];
 };
 
-static void read_probe_start(QueryExecutor *x);
+static int read_probe_arm(QueryExecutor *x);
 
-static ExecutorJob *executor_job_free(ExecutorJob *j) {
-        if (!j)
+/* Out of the executor's list: the job runs no more (reported, or
+ * cancelled). */
+static void query_execution_detach(QueryExecution *e) {
+        if (!e->executor)
+                return;
+        LIST_REMOVE(jobs, e->executor->jobs, e);
+        e->executor->n_jobs--;
+        e->executor = NULL;
+}
+
+QueryExecution *query_execution_free(QueryExecution *e) {
+        if (!e)
                 return NULL;
-        if (j->executor) {
-                LIST_REMOVE(jobs, j->executor->jobs, j);
-                j->executor->n_jobs--;
-        }
-        sd_event_source_disable_unref(j->defer);
-        query_run_free(j->run);
-        free(j);
+        query_execution_detach(e);
+        sd_event_source_disable_unref(e->defer);
+        query_run_free(e->run);
+        free(e);
         return NULL;
 }
 
-static ExecutorJob *executor_find_job(QueryExecutor *x, const char *query_id) {
-        for (ExecutorJob *j = x->jobs; j; j = j->jobs_next)
+bool query_execution_is_running(const QueryExecution *e) {
+        assert(e);
+        return e->executor;
+}
+
+static QueryExecution *executor_find_job(QueryExecutor *x, const char *query_id) {
+        for (QueryExecution *j = x->jobs; j; j = j->jobs_next)
                 if (streq(j->query_id, query_id))
                         return j;
         return NULL;
@@ -192,7 +204,10 @@ int query_executor_new(sd_event *event, const Config *config, QueryExecutor **re
                 r = query_executor_check_props(x);
                 if (r < 0)
                         log_debug_errno(r, "Cannot ask the model server for its slots");
-                read_probe_start(x);
+                r = read_probe_arm(x);
+                if (r < 0)
+                        return log_error_errno(
+                                r, "Query execution: the read check's probe could not be set up");
         }
         *ret = TAKE_PTR(x);
         return 0;
@@ -201,12 +216,13 @@ int query_executor_new(sd_event *event, const Config *config, QueryExecutor **re
 QueryExecutor *query_executor_free(QueryExecutor *x) {
         if (!x)
                 return NULL;
-        /* Only after the loop has ended: nothing can be in flight in the
-         * sandbox any more that still needs these. */
+        /* Only after the loop has ended, and after every handle (each frees
+         * its run): nothing can be in flight any more that needs these. */
         while (x->jobs)
-                executor_job_free(x->jobs);
+                query_execution_detach(x->jobs);
         llm_props_free(x->props);
         revision_check_free(x->read_probe);
+        sd_event_source_disable_unref(x->read_probe_timer);
         llm_client_free(x->llm);
         upstream_free(x->upstream);
         destination_policy_free(x->policy);
@@ -229,34 +245,23 @@ unsigned query_executor_n_running(const QueryExecutor *x) {
         return x->n_jobs;
 }
 
-bool query_executor_is_running(const QueryExecutor *x, const char *query_id) {
-        assert(x);
-        assert(query_id);
-        return executor_find_job((QueryExecutor *) x, query_id);
-}
-
 /* Report the job's end: a job that nothing ran needs no cleanup. The job
- * is gone before done is called, so done may start another. */
-static void query_executor_report(ExecutorJob *j) {
+ * is out of the list before done is called, so done may start another
+ * (and free this one). */
+static void query_executor_report(QueryExecution *j) {
         QueryExecutor *x = j->executor;
-        QueryExecutorDone done = j->done;
-        void *u = j->userdata;
-        const char *abort_reason = j->abort_reason;
-        char id[QUERY_ID_MAX];
-        QueryOutcome o;
-
-        memcpy(id, j->query_id, sizeof id);
-        executor_job_free(j);
-
-        o = (QueryOutcome){
-                .query_id = id,
-                .error = abort_reason ? -ECANCELED : -EOPNOTSUPP,
+        QueryOutcome o = {
+                .query_id = j->query_id,
+                .error = j->abort_reason ? -ECANCELED : -EOPNOTSUPP,
                 .api_error = API_ERROR_EXECUTION_FAILED,
-                .message = abort_reason ? abort_reason : x->unconfigured_message,
+                .message = j->abort_reason ? j->abort_reason : x->unconfigured_message,
                 /* Nothing was started, so there is nothing to clean up. */
                 .cleanup_confirmed = true,
         };
-        done(x, o.error, &o, u);
+
+        j->defer = sd_event_source_disable_unref(j->defer);
+        query_execution_detach(j);
+        j->done(j, o.error, &o, j->userdata);
 }
 
 static int query_executor_on_defer(sd_event_source *s, void *userdata) {
@@ -269,49 +274,41 @@ static int query_executor_on_test_delay(sd_event_source *s, uint64_t usec, void 
         return 0;
 }
 
+/* The run's report. The run stays with the handle (the outcome points
+ * into it) until the caller frees the handle: its query directory goes
+ * with it. A cleanup not yet confirmed goes on in the Sandbox, which
+ * announces it. */
 static void query_executor_on_run_done(QueryRun *q, int error, const QueryOutcome *o, void *userdata) {
-        ExecutorJob *j = userdata;
-        QueryExecutor *x = j->executor;
-        QueryExecutorDone done = j->done;
-        void *u = j->userdata;
+        QueryExecution *j = userdata;
 
         assert(q == j->run);
         /* Out of the list first: done may start another job in its place. */
-        LIST_REMOVE(jobs, x->jobs, j);
-        x->n_jobs--;
-        j->executor = NULL;
-        j->run = NULL;
-        done(x, error, o, u);
-        /* The run ends with its report (the outcome points into it): its
-         * query directory goes with it. A cleanup not yet confirmed goes on
-         * in the Sandbox, which announces it. */
-        query_run_free(q);
-        executor_job_free(j);
+        query_execution_detach(j);
+        j->done(j, error, o, j->userdata);
 }
 
-void query_executor_set_event_handler(QueryExecutor *x, QueryEventHandler handler, void *userdata) {
-        assert(x);
-        x->on_event = handler;
-        x->event_userdata = userdata;
+/* The run's events, to the caller's handler. */
+static void query_executor_on_run_event(const char *query_id, const QueryEvent *ev, void *userdata) {
+        QueryExecution *j = userdata;
+
+        if (j->on_event)
+                j->on_event(query_id, ev, j->userdata);
 }
 
 void query_executor_sandbox_changed(QueryExecutor *x) {
         assert(x);
-        for (ExecutorJob *j = x->jobs; j; j = j->jobs_next)
+        for (QueryExecution *j = x->jobs; j; j = j->jobs_next)
                 if (j->run)
                         query_run_sandbox_changed(j->run);
 }
 
-int query_executor_abort(QueryExecutor *x, const char *query_id, const char *reason) {
-        ExecutorJob *j;
+int query_execution_abort(QueryExecution *j, const char *reason) {
         int r;
 
-        assert(x);
-        assert(query_id);
+        assert(j);
         assert(reason);
 
-        j = executor_find_job(x, query_id);
-        if (!j)
+        if (!j->executor)
                 return -ESRCH;
         if (j->run) {
                 query_run_abort(j->run, -ECANCELED, API_ERROR_EXECUTION_FAILED, reason);
@@ -320,7 +317,7 @@ int query_executor_abort(QueryExecutor *x, const char *query_id, const char *rea
         j->abort_reason = reason;
         /* Still report from the loop, never from inside the caller. */
         j->defer = sd_event_source_disable_unref(j->defer);
-        r = sd_event_add_defer(x->event, &j->defer, query_executor_on_defer, j);
+        r = sd_event_add_defer(j->executor->event, &j->defer, query_executor_on_defer, j);
         if (r < 0)
                 return r;
         (void) sd_event_source_set_description(j->defer, "query-executor-abort");
@@ -332,15 +329,27 @@ void query_executor_set_test_delay(QueryExecutor *x, usec_t delay) {
         assert(x);
         x->test_delay = delay;
 }
+
+void query_executor_set_test_check_timeout(QueryExecutor *x, usec_t timeout) {
+        assert(x);
+        x->test_check_timeout = timeout;
+}
 #endif
 
-int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryExecutorDone done, void *userdata) {
-        _cleanup_free_ ExecutorJob *j = NULL;
+int query_executor_start(
+        QueryExecutor *x,
+        const QueryJob *job,
+        QueryExecutionDone done,
+        QueryEventHandler on_event,
+        void *userdata,
+        QueryExecution **ret) {
+        _cleanup_(query_execution_freep) QueryExecution *j = NULL;
         int r;
 
         assert(x);
         assert(job);
         assert(done);
+        assert(ret);
 
         if (x->n_jobs >= x->max_jobs || executor_find_job(x, job->id))
                 return -EBUSY;
@@ -350,6 +359,7 @@ int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryExecutorDon
                 return -ENOMEM;
         memcpy(j->query_id, job->id, sizeof j->query_id);
         j->done = done;
+        j->on_event = on_event;
         j->userdata = userdata;
 
         if (x->upstream && !TEST_FAULT(x->test_delay > 0)) {
@@ -360,8 +370,8 @@ int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryExecutorDon
                                 .upstream = x->upstream,
                                 .llm = x->llm,
                                 .sandbox = x->sandbox,
-                                .on_event = x->on_event,
-                                .event_userdata = x->event_userdata,
+                                .on_event = query_executor_on_run_event,
+                                .event_userdata = j,
                         },
                         job,
                         query_executor_on_run_done,
@@ -393,7 +403,7 @@ int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryExecutorDon
         j->executor = x;
         LIST_PREPEND(jobs, x->jobs, j);
         x->n_jobs++;
-        TAKE_PTR(j);
+        *ret = TAKE_PTR(j);
         return 0;
 }
 
@@ -442,7 +452,9 @@ static int wiki_check_new(QueryExecutor *x, RevisionCheckDone done, void *userda
                         .api_url = cfg->wiki_api_url,
                         .username = cfg->wiki_username,
                         .password = cfg->wiki_username ? cfg->wiki_password : NULL,
-                        .deadline = now(CLOCK_MONOTONIC) + REVISION_CHECK_TIMEOUT_USEC,
+                        .deadline = now(CLOCK_MONOTONIC) +
+                                (TEST_FAULT(x->test_check_timeout > 0) ? x->test_check_timeout :
+                                                                         REVISION_CHECK_TIMEOUT_USEC),
                 },
                 &c->wiki);
         if (r < 0)
@@ -486,6 +498,47 @@ int query_executor_check_readable(
         return 0;
 }
 
+int query_executor_wiki_search(
+        QueryExecutor *x,
+        const char *query,
+        unsigned limit,
+        RevisionCheckDone done,
+        void *userdata,
+        RevisionCheck **ret) {
+        _cleanup_(revision_check_freep) RevisionCheck *c = NULL;
+        int r;
+
+        r = wiki_check_new(x, done, userdata, &c);
+        if (r < 0)
+                return r;
+        r = wiki_client_search(c->wiki, query, limit, revision_check_on_done, c, &c->op);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+int query_executor_wiki_read(
+        QueryExecutor *x, const char *title, RevisionCheckDone done, void *userdata, RevisionCheck **ret) {
+        _cleanup_(revision_check_freep) RevisionCheck *c = NULL;
+        int r;
+
+        r = wiki_check_new(x, done, userdata, &c);
+        if (r < 0)
+                return r;
+        r = wiki_client_read(c->wiki, title, revision_check_on_done, c, &c->op);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+void revision_check_take_result(RevisionCheck *c, WikiResult *ret) {
+        assert(c);
+        assert(c->op);
+        wiki_operation_take_result(c->op, ret);
+}
+
 #define READ_PROBE_INTERVAL_USEC (60 * USEC_PER_SEC)
 
 static void read_probe_on_done(RevisionCheck *c, int error, const WikiResult *r, void *userdata) {
@@ -508,9 +561,8 @@ static void read_probe_start(QueryExecutor *x) {
         char *titles[] = { (char *) "Main Page", NULL };
         int r;
 
-        if (x->read_probe || x->config->wiki_read_as != CONFIG_READ_AS_PERSON || !x->upstream)
+        if (x->read_probe)
                 return;
-        x->read_probe_at = now(CLOCK_MONOTONIC);
         r = query_executor_check_readable(x, NULL, titles, read_probe_on_done, x, &x->read_probe);
         if (r < 0) {
                 log_warning_errno(r, "Cannot check whether the wiki answers read checks");
@@ -518,19 +570,52 @@ static void read_probe_start(QueryExecutor *x) {
         }
 }
 
+static int read_probe_on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        QueryExecutor *x = userdata;
+        int r;
+
+        read_probe_start(x);
+        r = sd_event_source_set_time_relative(s, READ_PROBE_INTERVAL_USEC);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(s, SD_EVENT_ON);
+        if (r < 0)
+                log_warning_errno(r, "The read check's probe cannot be scheduled again");
+        return 0;
+}
+
+/* WIKI_WEB_WIKI_READ_AS=person: the probe at once, then every
+ * READ_PROBE_INTERVAL_USEC, on the loop; health reads its last result. */
+static int read_probe_arm(QueryExecutor *x) {
+        int r;
+
+        if (x->config->wiki_read_as != CONFIG_READ_AS_PERSON || !x->upstream)
+                return 0;
+        read_probe_start(x);
+        r = sd_event_add_time_relative(
+                x->event,
+                &x->read_probe_timer,
+                CLOCK_MONOTONIC,
+                READ_PROBE_INTERVAL_USEC,
+                0,
+                read_probe_on_timer,
+                x);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_description(x->read_probe_timer, "executor-read-probe");
+        return 0;
+}
+
 bool query_executor_reads_as_person(const QueryExecutor *x) {
         assert(x);
         return x->config->wiki_read_as == CONFIG_READ_AS_PERSON;
 }
 
-const char *query_executor_read_check_health(QueryExecutor *x) {
+const char *query_executor_read_check_health(const QueryExecutor *x) {
         assert(x);
 
         if (x->config->wiki_read_as != CONFIG_READ_AS_PERSON)
                 return NULL;
         if (!x->upstream)
                 return "failed";
-        if (!x->read_probe && now(CLOCK_MONOTONIC) >= usec_add(x->read_probe_at, READ_PROBE_INTERVAL_USEC))
-                read_probe_start(x);
         return x->read_probe_state > 0 ? "ok" : x->read_probe_state < 0 ? "failed" : "unknown";
 }

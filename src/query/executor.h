@@ -24,12 +24,22 @@
 
 typedef struct QueryExecutor QueryExecutor;
 
+/* One started job: the caller's handle (importd's Transfer, an sd-bus
+ * slot). The caller owns it from query_executor_start() and frees it with
+ * query_execution_free(): before the job is reported that cancels it at
+ * once, without any callback (what it had in flight is dropped; use
+ * query_execution_abort() for an end through the cleanup state); after
+ * the report it frees the run (its query directory, and the outcome,
+ * which points into it). Every handle is freed before the executor. */
+typedef struct QueryExecution QueryExecution;
+
 /* Called once per started job, from the event loop, never from inside
- * start(); error is outcome->error. The outcome is borrowed for the
- * duration of the call. After an outcome with cleanup_confirmed = false,
- * the Sandbox announces the query's id when the cleanup is confirmed after
- * all (sandbox.h); the executor is done with the job. */
-typedef void (*QueryExecutorDone)(QueryExecutor *x, int error, const QueryOutcome *outcome, void *userdata);
+ * start(); error is outcome->error. The job runs no more when it is called
+ * (done may start another, and may free e). The outcome is borrowed until
+ * e is freed. After an outcome with cleanup_confirmed = false, the Sandbox
+ * announces the query's id when the cleanup is confirmed after all
+ * (sandbox.h); the executor is done with the job. */
+typedef void (*QueryExecutionDone)(QueryExecution *e, int error, const QueryOutcome *outcome, void *userdata);
 
 /* Borrows event and config. Returns 0, -ENOMEM, -EINVAL (a configured URL
  * the destination policy cannot parse), -EIO (libcurl). */
@@ -44,28 +54,36 @@ void query_executor_set_sandbox(QueryExecutor *x, Sandbox *sandbox);
  * a query waiting for it to start looks again. */
 void query_executor_sandbox_changed(QueryExecutor *x);
 
-/* Where the events of each run go (NULL: nowhere). */
-void query_executor_set_event_handler(QueryExecutor *x, QueryEventHandler handler, void *userdata);
 QueryExecutor *query_executor_free(QueryExecutor *x);
 DEFINE_TRIVIAL_CLEANUP_FUNC(QueryExecutor *, query_executor_free);
 /* Whether wiki and model are configured (false: every query fails with
  * execution_failed). */
 bool query_executor_is_configured(const QueryExecutor *x);
-/* Start the job; done is called exactly once later, for this job. Returns
- * 0, -EBUSY if WIKI_WEB_QUEUE_SLOTS jobs are running already or one with
- * the same id is, -ENOMEM. */
-int query_executor_start(QueryExecutor *x, const QueryJob *job, QueryExecutorDone done, void *userdata);
+/* Start the job; done is called exactly once later, for this job, and
+ * on_event (NULL: none) for each of its pipeline events, both with
+ * userdata. Returns 0 and the handle in *ret; -EBUSY if
+ * WIKI_WEB_QUEUE_SLOTS jobs are running already or one with the same id
+ * is, -ENOMEM. */
+int query_executor_start(
+        QueryExecutor *x,
+        const QueryJob *job,
+        QueryExecutionDone done,
+        QueryEventHandler on_event,
+        void *userdata,
+        QueryExecution **ret);
+QueryExecution *query_execution_free(QueryExecution *e);
+DEFINE_TRIVIAL_CLEANUP_FUNC(QueryExecution *, query_execution_free);
 /* How many jobs are running (whose done has not been called yet). */
 unsigned query_executor_n_running(const QueryExecutor *x);
-/* Whether the job query_id is running. */
-bool query_executor_is_running(const QueryExecutor *x, const char *query_id);
+/* Whether the job still runs (its done has not been called). */
+bool query_execution_is_running(const QueryExecution *e);
 
-/* End the running job query_id now (an administrator's CancelQuery; the
- * service is stopping and cannot wait any longer): its done is called from
- * the event loop with execution_failed and the reason (static, or outliving
- * the job), after cleanup. Returns 0, or -ESRCH when no job with that id
- * runs. */
-int query_executor_abort(QueryExecutor *x, const char *query_id, const char *reason);
+/* End the running job now (an administrator's CancelQuery; the service is
+ * stopping and cannot wait any longer): its done is called from the event
+ * loop with execution_failed and the reason (static, or outliving the
+ * job), after cleanup. Returns 0, or -ESRCH when the job was reported
+ * already. */
+int query_execution_abort(QueryExecution *e, const char *reason);
 
 #if ENABLE_TEST_FAULTS
 /* Test-only (shared/fault.h): make each job take this long before
@@ -73,6 +91,9 @@ int query_executor_abort(QueryExecutor *x, const char *query_id, const char *rea
  * pipeline does not run then, configured or not: each job ends as an
  * unconfigured one ("query execution is not configured"). */
 void query_executor_set_test_delay(QueryExecutor *x, usec_t delay);
+/* Test-only: the bound of the checks and searches outside a query
+ * instead of REVISION_CHECK_TIMEOUT_USEC (0: that). */
+void query_executor_set_test_check_timeout(QueryExecutor *x, usec_t timeout);
 #endif
 
 /* The staleness check of a record's sources (API.md 9, GET
@@ -115,12 +136,30 @@ int query_executor_check_readable(
         void *userdata,
         RevisionCheck **ret);
 
+/* A search (limit 1..MEDIAWIKI_SEARCH_MAX) or a read of one page, as a
+ * query's tools make them but outside any query (the Manager's
+ * manager_wiki_search() and manager_wiki_read(), which filter for the
+ * person), on a wiki client of its own with the service account, bounded
+ * by REVISION_CHECK_TIMEOUT_USEC. Returns as
+ * query_executor_check_revisions(). */
+int query_executor_wiki_search(
+        QueryExecutor *x,
+        const char *query,
+        unsigned limit,
+        RevisionCheckDone done,
+        void *userdata,
+        RevisionCheck **ret);
+int query_executor_wiki_read(
+        QueryExecutor *x, const char *title, RevisionCheckDone done, void *userdata, RevisionCheck **ret);
+/* From inside done: move the result out (wiki_result_done() frees it). */
+void revision_check_take_result(RevisionCheck *c, WikiResult *ret);
+
 /* Whether WIKI_WEB_WIKI_READ_AS=person. */
 bool query_executor_reads_as_person(const QueryExecutor *x);
 
 /* Whether the wiki answered the last read check of the executor's own
  * (health, WIKI_WEB_WIKI_READ_AS=person): "ok", "failed", or "unknown"
- * (none answered yet); NULL in service mode. A check of an anonymous
- * reader on the page "Main Page" is made at start and when this is asked
- * and the last one is older than a minute (the next call shows it). */
-const char *query_executor_read_check_health(QueryExecutor *x);
+ * (none answered yet); NULL in service mode. The check, of an anonymous
+ * reader on the page "Main Page", is made at start and then every minute
+ * on an event loop timer; this only reads its last result. */
+const char *query_executor_read_check_health(const QueryExecutor *x);

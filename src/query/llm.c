@@ -618,11 +618,6 @@ int llm_fail_output_budget(LlmError *ret_error, uint64_t output, uint64_t max) {
                 max);
 }
 
-static void *mfree(void *p) {
-        free(p);
-        return NULL;
-}
-
 static bool id_is_usable(const char *id) {
         size_t n = strlen(id);
 
@@ -693,7 +688,7 @@ int llm_parse_arguments(json_object *args, char **ret, size_t *ret_len) {
 
 static int parse_tool_call(json_object *c, LlmToolCall *ret, size_t *ret_bytes) {
         json_object *f, *name, *args, *id;
-        LlmToolCall call = { .id = NULL };
+        _cleanup_(llm_tool_call_done) LlmToolCall call = { .id = NULL };
         size_t n = 0;
         int r;
 
@@ -711,27 +706,25 @@ static int parse_tool_call(json_object *c, LlmToolCall *ret, size_t *ret_bytes) 
         else
                 r = (call.name = strdup("")) ? 0 : -ENOMEM;
         if (r < 0)
-                goto fail;
+                return r;
 
         if (!args)
                 r = (call.arguments = strdup("{}")) ? 0 : -ENOMEM;
         else
                 r = llm_parse_arguments(args, &call.arguments, &n);
         if (r < 0)
-                goto fail;
+                return r;
 
         if (json_object_is_type(id, json_type_string)) {
                 r = llm_dup_json_string(id, &call.id, NULL);
                 if (r < 0)
-                        goto fail;
+                        return r;
         }
 
         *ret = call;
+        call = (LlmToolCall){ .id = NULL };
         *ret_bytes = n;
         return 0;
-fail:
-        llm_tool_call_done(&call);
-        return r;
 }
 
 static bool id_taken(const LlmToolCall *calls, size_t n, const char *id) {

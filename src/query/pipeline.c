@@ -13,6 +13,7 @@
 #include "query/citation.h"
 #include "query/llm-client.h"
 #include "query/pipeline.h"
+#include "query/read-check.h"
 #include "query/wiki-client.h"
 #include "sandbox/sandbox.h"
 #include "shared/json-util.h"
@@ -24,11 +25,6 @@
 
 static inline usec_t usec_sub_unsigned(usec_t a, usec_t b) {
         return a > b ? a - b : 0;
-}
-
-static inline void *mfree(void *p) {
-        free(p);
-        return NULL;
 }
 
 /* Time spent in a phase: into the query's timings (its record) and into
@@ -831,13 +827,6 @@ static unsigned query_run_filter_pending(QueryRun *q, const bool *readable, size
         return withheld;
 }
 
-/* The message of a query that fails because the check could not be made
- * (API.md "Whose permissions": fail closed). */
-#define QUERY_READ_CHECK_FAILED_MESSAGE                                                                     \
-        "The wiki could not say what this person may read (%s), so nothing of it was used: the wiki needs " \
-        "the MediaWiki extension WikiwebReadCheck and the service account the right wikiweb-readcheck "     \
-        "(or set WIKI_WEB_WIKI_READ_AS=service)"
-
 static void query_run_on_check_done(QueryRun *q, int error, const WikiResult *r) {
         q->checking = false;
         metrics_count_read_check(error >= 0);
@@ -850,14 +839,13 @@ static void query_run_on_check_done(QueryRun *q, int error, const WikiResult *r)
                         LOG_WARNING,
                         "the read check failed: %s; failing closed.",
                         api_error_to_string(r->api_error));
-                if (r->api_error == API_ERROR_WIKI_AUTH_FAILED && r->message)
-                        m = strdup(r->message);
-                else if (asprintf(&m, QUERY_READ_CHECK_FAILED_MESSAGE, api_error_to_string(r->api_error)) < 0)
+                /* Fail closed as every read check does (query/read-check.h). */
+                if (read_check_failure(r->api_error, r->message, &m) < 0)
                         m = NULL;
                 if (q->state != QUERY_RUN_PRELOAD)
                         query_run_emit_tool_result(
                                 q, false, query_run_summary("error", json_string("wiki_auth_failed")));
-                query_run_fail(q, -EACCES, API_ERROR_WIKI_AUTH_FAILED, m ? m : "The wiki's read check failed");
+                query_run_fail(q, -EACCES, READ_CHECK_API_ERROR, m ? m : "The wiki's read check failed");
                 q->state = QUERY_RUN_CLEANUP;
         } else {
                 unsigned withheld = query_run_filter_pending(q, r->readable, r->n_readable);
@@ -1208,32 +1196,21 @@ static void query_run_tool_start_failed(QueryRun *q, const AgentAction *a, int r
                 query_run_fail(q, r, API_ERROR_INTERNAL_ERROR, NULL);
 }
 
+/* The record's sources as history_finish() stores them (shared/source.h). */
 static int query_run_sources_json(QueryRun *q, char **ret) {
-        json_object *a = json_object_new_array();
-        const AgentSource *s;
+        _cleanup_(json_object_putp) json_object *a = NULL;
+        const Source *s;
+        const char *t;
+        char *copy;
         size_t n;
-        char *t;
 
-        if (!a)
-                return -ENOMEM;
         s = agent_sources(q->agent, &n);
-        for (size_t i = 0; i < n; i++) {
-                json_object *o = json_object_new_object();
-
-                if (!o || json_object_array_add(a, o) < 0) {
-                        json_object_put(o);
-                        json_object_put(a);
-                        return -ENOMEM;
-                }
-                json_object_object_add(o, "title", json_object_new_string(s[i].title ? s[i].title : ""));
-                json_object_object_add(o, "url", json_object_new_string(s[i].url ? s[i].url : ""));
-                json_object_object_add(o, "revision_id", json_object_new_uint64(s[i].revision_id));
-        }
-        t = strdup(json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN));
-        json_object_put(a);
-        if (!t)
+        a = source_to_json(s, n);
+        t = a ? json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN) : NULL;
+        copy = t ? strdup(t) : NULL;
+        if (!copy)
                 return -ENOMEM;
-        *ret = t;
+        *ret = copy;
         return 0;
 }
 

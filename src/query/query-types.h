@@ -7,6 +7,7 @@
 #include "shared/api-error.h"
 #include "shared/artifact.h"
 #include "shared/ids.h"
+#include "shared/source.h"
 #include "shared/time-util.h"
 
 /* The types of a query's execution, as the pipeline (query/pipeline.h: a
@@ -17,8 +18,9 @@
  * as its record says. */
 typedef struct QueryTurn {
         const char *question;
-        const char *answer;       /* NULL: the turn failed */
-        const char *sources_json; /* the record's sources, a JSON array */
+        const char *answer;    /* NULL: the turn failed */
+        const Source *sources; /* the record's sources */
+        size_t n_sources;
 } QueryTurn;
 
 typedef struct QueryJob {

@@ -11,6 +11,7 @@
 #include "shared/json-util.h"
 #include "shared/macro.h"
 #include "shared/sha256.h"
+#include "shared/strv.h"
 #include "shared/utf8.h"
 #include "shared/wiki-page.h"
 
@@ -228,9 +229,9 @@ static void log_skip(size_t *count, const char *name, const char *why) {
 }
 
 int sandbox_collect_artifacts(int dir_fd, uint64_t max_files, uint64_t max_bytes, SandboxArtifacts *ret) {
-        SandboxArtifacts a = { 0 };
+        _cleanup_(sandbox_artifacts_done) SandboxArtifacts a = { 0 };
         _cleanup_(closedirp) DIR *d = NULL;
-        char **names = NULL;
+        _cleanup_(strv_freep) char **names = NULL; /* NULL-terminated */
         size_t n_names = 0, cap_names = 0;
         uint64_t used = 0;
         struct dirent *de;
@@ -247,26 +248,20 @@ int sandbox_collect_artifacts(int dir_fd, uint64_t max_files, uint64_t max_bytes
                         continue;
                 if (n_names == cap_names) {
                         size_t nc = cap_names ? cap_names * 2 : 64;
-                        char **nn = reallocarray(names, nc, sizeof *names);
-                        if (!nn) {
-                                r = -ENOMEM;
-                                goto finish;
-                        }
+                        char **nn = reallocarray(names, nc + 1, sizeof *names);
+                        if (!nn)
+                                return -ENOMEM;
                         names = nn;
                         cap_names = nc;
                 }
                 names[n_names] = strdup(de->d_name);
-                if (!names[n_names]) {
-                        r = -ENOMEM;
-                        goto finish;
-                }
-                n_names++;
+                if (!names[n_names])
+                        return -ENOMEM;
+                names[++n_names] = NULL;
                 errno = 0;
         }
-        if (errno != 0) {
-                r = negative_errno();
-                goto finish;
-        }
+        if (errno != 0)
+                return negative_errno();
         if (n_names > 0)
                 qsort(names, n_names, sizeof *names, cmp_strp);
 
@@ -303,10 +298,8 @@ int sandbox_collect_artifacts(int dir_fd, uint64_t max_files, uint64_t max_bytes
                 }
                 if (!a.items) {
                         a.items = calloc((size_t) MIN(max_files, (uint64_t) n_names), sizeof *a.items);
-                        if (!a.items) {
-                                r = -ENOMEM;
-                                goto finish;
-                        }
+                        if (!a.items)
+                                return -ENOMEM;
                 }
                 x = &a.items[a.n];
                 *x = (Artifact){ .fd = -1, .size_bytes = (uint64_t) st.st_size };
@@ -317,7 +310,7 @@ int sandbox_collect_artifacts(int dir_fd, uint64_t max_files, uint64_t max_bytes
                 }
                 r = sandbox_artifact_name(names[i], &x->name);
                 if (r < 0)
-                        goto finish;
+                        return r;
                 x->media_type = sandbox_media_type(x->name);
                 x->fd = TAKE_FD(f);
                 used += x->size_bytes;
@@ -332,16 +325,8 @@ int sandbox_collect_artifacts(int dir_fd, uint64_t max_files, uint64_t max_bytes
                         a.skipped_too_large,
                         a.skipped_too_many,
                         a.skipped_unreadable);
-        r = 0;
-finish:
-        for (size_t i = 0; i < n_names; i++)
-                free(names[i]);
-        free(names);
-        if (r < 0) {
-                sandbox_artifacts_done(&a);
-                return r;
-        }
         *ret = a;
+        a = (SandboxArtifacts){ 0 };
         return 0;
 }
 

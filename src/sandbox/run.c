@@ -642,25 +642,14 @@ static int sandbox_run_start_abandon(SandboxRun *run, int error) {
         return error;
 }
 
-int sandbox_run_start(
-        SandboxQuery *q, const char *code, size_t len, SandboxRunDone done, void *userdata, SandboxRun **ret) {
+/* A new run of query q, its output buffers and its names (the scope, the
+ * runtime's id, the bundle's directory); counts the query's run. */
+static int sandbox_run_new(SandboxQuery *q, SandboxRunDone done, void *userdata, SandboxRun **ret) {
         Sandbox *s = q->sandbox;
         const Config *c = s->config;
-        _cleanup_close_ int code_fd = -1, out_w = -1, err_w = -1, hold_r = -1, status_w = -1, bundle_fd = -1,
-                            next_fd = -1, src_fd = -1;
         _cleanup_(sandbox_run_freep) SandboxRun *run = NULL;
-        char **argv = NULL;
         size_t cap;
         int r;
-
-        assert(q);
-
-        if (!sandbox_is_available(s))
-                return -EAGAIN;
-        if (q->run)
-                return -EBUSY;
-        if (len > SANDBOX_CODE_MAX_BYTES)
-                return -E2BIG;
 
         run = calloc(1, sizeof *run);
         if (!run)
@@ -693,6 +682,17 @@ int sandbox_run_start(
                 return -ENOMEM;
         }
         q->runs++;
+        *ret = TAKE_PTR(run);
+        return 0;
+}
+
+/* The run's OCI bundle: a fresh directory and its config.json. */
+static int sandbox_run_write_bundle(SandboxRun *run) {
+        SandboxQuery *q = run->query;
+        Sandbox *s = run->sandbox;
+        const Config *c = s->config;
+        _cleanup_close_ int bundle_fd = -1;
+        int r;
 
         (void) sandbox_rm_rf(AT_FDCWD, run->bundle);
         if (mkdir(run->bundle, 0700) < 0)
@@ -728,9 +728,17 @@ int sandbox_run_start(
                 if (r < 0)
                         return log_warning_errno(r, "Sandbox run %s: its bundle could not be written", run->id);
         }
-        /* The query's out directory, copied into /out before the code (an
-         * open file description of its own: the init's reading moves its
-         * offset), and the empty directory /out is copied into after it. */
+        return 0;
+}
+
+/* The query's out directory, copied into /out before the code (an open
+ * file description of its own: the init's reading moves its offset), and
+ * the empty directory /out is copied into after it. */
+static int sandbox_run_open_out(SandboxRun *run, int *ret_src_fd, int *ret_next_fd) {
+        SandboxQuery *q = run->query;
+        _cleanup_close_ int src_fd = -1, next_fd = -1;
+        int r;
+
         src_fd = openat(q->dir_fd, SANDBOX_OUT_DIR, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (src_fd < 0)
                 return log_warning_errno(
@@ -746,6 +754,18 @@ int sandbox_run_start(
         if (next_fd < 0)
                 return log_warning_errno(
                         errno, "Sandbox run %s: %s could not be opened", run->id, SANDBOX_OUT_NEXT_DIR);
+        *ret_src_fd = TAKE_FD(src_fd);
+        *ret_next_fd = TAKE_FD(next_fd);
+        return 0;
+}
+
+/* The runtime, forked with the code on stdin and its pipes; it waits on
+ * the hold pipe before it executes. */
+static int sandbox_run_spawn(SandboxRun *run, const char *code, size_t len, int src_fd, int next_fd) {
+        Sandbox *s = run->sandbox;
+        _cleanup_close_ int code_fd = -1, out_w = -1, err_w = -1, hold_r = -1, status_w = -1;
+        char **argv = NULL;
+        int r;
 
         r = make_code_pipe(code, len, &code_fd);
         if (r < 0)
@@ -781,9 +801,16 @@ int sandbox_run_start(
         strv_free(argv);
         if (r < 0)
                 return log_warning_errno(r, "Sandbox run %s: the runtime could not be spawned", run->id);
+        return 0;
+}
 
-        /* From here on a failure closes the hold pipe: the child, which
-         * never executes, then ends. */
+/* The runtime's pid, its output and its scope watched. A failure closes
+ * the hold pipe: the child, which never executes, then ends. */
+static int sandbox_run_watch(SandboxRun *run) {
+        Sandbox *s = run->sandbox;
+        const Config *c = s->config;
+        int r;
+
         r = reaper_watch(s->reaper, run->pid, sandbox_run_on_exit, run, &run->watch);
         if (r < 0)
                 return sandbox_run_start_abandon(
@@ -816,6 +843,40 @@ int sandbox_run_start(
         if (r < 0)
                 return sandbox_run_start_abandon(
                         run, log_warning_errno(r, "Sandbox run %s: its scope could not be started", run->id));
+        return 0;
+}
+
+int sandbox_run_start(
+        SandboxQuery *q, const char *code, size_t len, SandboxRunDone done, void *userdata, SandboxRun **ret) {
+        Sandbox *s = q->sandbox;
+        _cleanup_close_ int src_fd = -1, next_fd = -1;
+        _cleanup_(sandbox_run_freep) SandboxRun *run = NULL;
+        int r;
+
+        assert(q);
+
+        if (!sandbox_is_available(s))
+                return -EAGAIN;
+        if (q->run)
+                return -EBUSY;
+        if (len > SANDBOX_CODE_MAX_BYTES)
+                return -E2BIG;
+
+        r = sandbox_run_new(q, done, userdata, &run);
+        if (r < 0)
+                return r;
+        r = sandbox_run_write_bundle(run);
+        if (r < 0)
+                return r;
+        r = sandbox_run_open_out(run, &src_fd, &next_fd);
+        if (r < 0)
+                return r;
+        r = sandbox_run_spawn(run, code, len, src_fd, next_fd);
+        if (r < 0)
+                return r;
+        r = sandbox_run_watch(run);
+        if (r < 0)
+                return r;
         run->state = SANDBOX_RUN_STARTING;
         run->t_start = now(CLOCK_MONOTONIC);
         q->run = TAKE_PTR(run);

@@ -414,21 +414,12 @@ static const char *const readonly_paths[] = {
         "/proc/asound", "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger", NULL,
 };
 
-int runtime_config_render(const RuntimeSpec *s, char **ret) {
-        _cleanup_(json_object_putp) json_object *c = json_object_new_object();
-        json_object *process, *user, *caps, *rlimits, *root, *mounts, *linux_, *ns, *map, *m, *seccomp = NULL;
-        _cleanup_free_ char *tmp_opt = NULL, *out_opt = NULL, *out_inodes = NULL, *cap_arg = NULL,
-                            *entries_arg = NULL;
-        uint64_t out_size;
-        const char *text;
+/* config.json's "process": the init on stdin's program, no capabilities,
+ * the rlimits. */
+static int runtime_config_process(json_object *c, const RuntimeSpec *s) {
+        _cleanup_free_ char *cap_arg = NULL, *entries_arg = NULL;
+        json_object *process, *user, *caps, *rlimits;
         int r;
-
-        if (!s->rootfs || !s->data_dir)
-                return -EINVAL;
-        if (!c)
-                return -ENOMEM;
-
-        json_object_object_add(c, "ociVersion", json_object_new_string("1.0.2"));
 
         process = json_object_new_object();
         json_object_object_add(c, "process", process);
@@ -438,14 +429,8 @@ int runtime_config_render(const RuntimeSpec *s, char **ret) {
         json_object_object_add(user, "uid", json_object_new_int(0));
         json_object_object_add(user, "gid", json_object_new_int(0));
         /* The program comes on stdin: no code in config.json or argv. */
-        /* tmpfs counts whole pages: the size rounded down to one, so that
-         * nothing written can pass the cap. Under one page, no file at all:
-         * only the root inode fits (size=0 would mean no limit). */
-        out_size = s->out_max_bytes & ~(uint64_t) (RUNTIME_PAGE_SIZE - 1);
         if (asprintf(&cap_arg, "%" PRIu64, s->out_max_bytes) < 0 ||
-            asprintf(&entries_arg, "%" PRIu64, (uint64_t) RUNTIME_OUT_MAX_ENTRIES) < 0 ||
-            asprintf(&out_opt, "size=%" PRIu64, MAX(out_size, (uint64_t) RUNTIME_PAGE_SIZE)) < 0 ||
-            asprintf(&out_inodes, "nr_inodes=%u", out_size > 0 ? RUNTIME_OUT_MAX_ENTRIES + 1 : 1) < 0)
+            asprintf(&entries_arg, "%" PRIu64, (uint64_t) RUNTIME_OUT_MAX_ENTRIES) < 0)
                 return -ENOMEM;
         r = add_strings(
                 process,
@@ -491,14 +476,23 @@ int runtime_config_render(const RuntimeSpec *s, char **ret) {
             add_rlimit(rlimits, "RLIMIT_NOFILE", RUNTIME_NOFILE) < 0 ||
             add_rlimit(rlimits, "RLIMIT_CORE", 0) < 0)
                 return -ENOMEM;
+        return 0;
+}
 
-        root = json_object_new_object();
-        json_object_object_add(c, "root", root);
-        json_object_object_add(root, "path", json_object_new_string(s->rootfs));
-        json_object_object_add(root, "readonly", json_object_new_boolean(true));
-        /* No "hostname": sethostname() is what ProtectHostname= denies the
-         * service, and keeping that costs less than naming the container. */
+/* config.json's "mounts": /proc, /dev, a capped /tmp, /usr and /data read
+ * only, a capped /out. */
+static int runtime_config_mounts(json_object *c, const RuntimeSpec *s) {
+        _cleanup_free_ char *tmp_opt = NULL, *out_opt = NULL, *out_inodes = NULL;
+        json_object *mounts;
+        uint64_t out_size;
 
+        /* tmpfs counts whole pages: the size rounded down to one, so that
+         * nothing written can pass the cap. Under one page, no file at all:
+         * only the root inode fits (size=0 would mean no limit). */
+        out_size = s->out_max_bytes & ~(uint64_t) (RUNTIME_PAGE_SIZE - 1);
+        if (asprintf(&out_opt, "size=%" PRIu64, MAX(out_size, (uint64_t) RUNTIME_PAGE_SIZE)) < 0 ||
+            asprintf(&out_inodes, "nr_inodes=%u", out_size > 0 ? RUNTIME_OUT_MAX_ENTRIES + 1 : 1) < 0)
+                return -ENOMEM;
         mounts = json_object_new_array();
         json_object_object_add(c, "mounts", mounts);
         if (asprintf(&tmp_opt, "size=%" PRIu64, s->tmp_max_bytes) < 0)
@@ -553,6 +547,14 @@ int runtime_config_render(const RuntimeSpec *s, char **ret) {
                     (const char *const[]){
                             "nosuid", "nodev", "noexec", "mode=755", out_opt, out_inodes, NULL }) < 0)
                 return -ENOMEM;
+        return 0;
+}
+
+/* config.json's "linux": one id mapped each way, the namespaces, the
+ * masked and read-only paths, the seccomp filter. */
+static int runtime_config_linux(json_object *c, const RuntimeSpec *s) {
+        json_object *linux_, *ns, *map, *m, *seccomp = NULL;
+        int r;
 
         linux_ = json_object_new_object();
         json_object_object_add(c, "linux", linux_);
@@ -585,6 +587,36 @@ int runtime_config_render(const RuntimeSpec *s, char **ret) {
                         return r;
                 json_object_object_add(linux_, "seccomp", seccomp);
         }
+        return 0;
+}
+
+int runtime_config_render(const RuntimeSpec *s, char **ret) {
+        _cleanup_(json_object_putp) json_object *c = json_object_new_object();
+        json_object *root;
+        const char *text;
+        int r;
+
+        if (!s->rootfs || !s->data_dir)
+                return -EINVAL;
+        if (!c)
+                return -ENOMEM;
+
+        json_object_object_add(c, "ociVersion", json_object_new_string("1.0.2"));
+        r = runtime_config_process(c, s);
+        if (r < 0)
+                return r;
+        root = json_object_new_object();
+        json_object_object_add(c, "root", root);
+        json_object_object_add(root, "path", json_object_new_string(s->rootfs));
+        json_object_object_add(root, "readonly", json_object_new_boolean(true));
+        /* No "hostname": sethostname() is what ProtectHostname= denies the
+         * service, and keeping that costs less than naming the container. */
+        r = runtime_config_mounts(c, s);
+        if (r < 0)
+                return r;
+        r = runtime_config_linux(c, s);
+        if (r < 0)
+                return r;
 
         text = json_object_to_json_string_ext(
                 c, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);

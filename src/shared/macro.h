@@ -70,6 +70,12 @@ static inline int negative_errno(void) {
         return errno > 0 ? -errno : -EIO;
 }
 
+/* Free p and return NULL: "p = mfree(p);" leaves nothing dangling. */
+static inline void *mfree(void *p) {
+        free(p);
+        return NULL;
+}
+
 static inline void freep(void *p) {
         free(*(void **) p);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "shared/macro.h"
+#include "shared/strv.h"
 #include "shared/utf8.h"
 #include "shared/wording.h"
 
@@ -608,14 +609,35 @@ static size_t rare_prefix(Index *counts, const char *const *words, size_t n, Rar
         return MIN(k, n);
 }
 
+/* The groups founded so far: each founder's copy of its key and words. */
+typedef struct Founders {
+        Founder *f;
+        size_t n;
+} Founders;
+
+static void founders_done(Founders *l) {
+        for (size_t g = 0; l->f && g < l->n; g++) {
+                free(l->f[g].copy);
+                free(l->f[g].words);
+        }
+        free(l->f);
+        *l = (Founders){ 0 };
+}
+
+static void index_done(Index *x) {
+        for (size_t i = 0; x->slots && i < x->cap; i++)
+                free(x->slots[i].groups);
+        free(x->slots);
+        *x = (Index){ 0 };
+}
+
 int wording_group(const char *const *keys, size_t n, size_t *ret_group, size_t *ret_n_groups) {
         _cleanup_free_ size_t *candidates = NULL, *seen = NULL;
         _cleanup_free_ const char **words = NULL;
         _cleanup_free_ RareWord *rare = NULL;
-        char **copies = NULL;
-        Founder *founders = NULL;
-        size_t n_founders = 0;
-        Index x = { 0 }, counts = { 0 };
+        _cleanup_(strv_freep) char **copies = NULL; /* keys[0..i), NULL-terminated */
+        _cleanup_(founders_done) Founders founders = { 0 };
+        _cleanup_(index_done) Index x = { 0 }, counts = { 0 };
         int r = 0;
 
         assert(keys || n == 0);
@@ -625,13 +647,12 @@ int wording_group(const char *const *keys, size_t n, size_t *ret_group, size_t *
         words = calloc(WORDS_MAX, sizeof(char *));
         rare = calloc(WORDS_MAX, sizeof(RareWord));
         copies = calloc(n + 1, sizeof(char *));
-        founders = calloc(n + 1, sizeof(Founder));
+        founders.f = calloc(n + 1, sizeof(Founder));
         candidates = calloc(n + 1, sizeof(size_t));
         /* seen[g] == i + 1: group g is a candidate of key i already. */
         seen = calloc(n + 1, sizeof(size_t));
-        if (!words || !rare || !copies || !founders || !candidates || !seen) {
-                r = -ENOMEM;
-                goto finish;
+        if (!words || !rare || !copies || !founders.f || !candidates || !seen) {
+                return -ENOMEM;
         }
 
         /* How many keys have each word: the global order of the prefixes. */
@@ -640,15 +661,14 @@ int wording_group(const char *const *keys, size_t n, size_t *ret_group, size_t *
 
                 copies[i] = strdup(keys[i]);
                 if (!copies[i]) {
-                        r = -ENOMEM;
-                        goto finish;
+                        return -ENOMEM;
                 }
                 nw = split(copies[i], words, WORDS_MAX);
                 for (size_t w = 0; w < nw; w++) {
                         Posting *p;
 
                         if (counts.used * 2 >= counts.cap && (r = index_grow(&counts)) < 0)
-                                goto finish;
+                                return r;
                         p = index_find(&counts, words[w], true);
                         p->frequency++;
                 }
@@ -660,8 +680,7 @@ int wording_group(const char *const *keys, size_t n, size_t *ret_group, size_t *
                 Founder *f;
 
                 if (!copy) {
-                        r = -ENOMEM;
-                        goto finish;
+                        return -ENOMEM;
                 }
                 nw = split(copy, words, WORDS_MAX);
                 np = rare_prefix(&counts, words, nw, rare);
@@ -676,15 +695,15 @@ int wording_group(const char *const *keys, size_t n, size_t *ret_group, size_t *
                 }
                 /* The empty key shares no word: it groups with the empty key. */
                 if (nw == 0)
-                        for (size_t g = 0; g < n_founders; g++)
-                                if (founders[g].n_words == 0) {
+                        for (size_t g = 0; g < founders.n; g++)
+                                if (founders.f[g].n_words == 0) {
                                         candidates[nc++] = g;
                                         break;
                                 }
                 /* The first group in founding order that is similar enough:
                  * the smallest number among those that are. */
                 for (size_t k = 0; k < nc; k++) {
-                        const Founder *c = &founders[candidates[k]];
+                        const Founder *c = &founders.f[candidates[k]];
 
                         if (candidates[k] < group &&
                             jaccard(c->words, c->n_words, words, nw) >= WORDING_SIMILARITY_MIN)
@@ -696,13 +715,12 @@ int wording_group(const char *const *keys, size_t n, size_t *ret_group, size_t *
                 }
 
                 /* A new group, founded by this key. */
-                group = n_founders++;
-                f = &founders[group];
+                group = founders.n++;
+                f = &founders.f[group];
                 f->copy = strdup(keys[i]);
                 f->words = calloc(nw + 1, sizeof(char *));
                 if (!f->copy || !f->words) {
-                        r = -ENOMEM;
-                        goto finish;
+                        return -ENOMEM;
                 }
                 nw = split(f->copy, f->words, nw);
                 f->n_words = nw;
@@ -710,24 +728,10 @@ int wording_group(const char *const *keys, size_t n, size_t *ret_group, size_t *
                 for (size_t w = 0; w < np; w++) {
                         r = index_add(&x, rare[w].word, group);
                         if (r < 0)
-                                goto finish;
+                                return r;
                 }
                 ret_group[i] = group;
         }
-        *ret_n_groups = n_founders;
-
-finish:
-        for (size_t g = 0; founders && g < n_founders; g++) {
-                free(founders[g].copy);
-                free(founders[g].words);
-        }
-        free(founders);
-        for (size_t i = 0; i < x.cap; i++)
-                free(x.slots[i].groups);
-        free(x.slots);
-        free(counts.slots);
-        for (size_t i = 0; copies && i < n; i++)
-                free(copies[i]);
-        free(copies);
-        return r;
+        *ret_n_groups = founders.n;
+        return 0;
 }

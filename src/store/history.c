@@ -663,13 +663,26 @@ static bool streq_ptr(const char *a, const char *b) {
  * failure that says the wiki had no answer (history_error_means_unanswered()).
  * A failure of the model, the network or the service is no signal. */
 unsigned history_outcome_signals(const HistoryOutcome *o) {
-        _cleanup_(json_object_putp) json_object *sources = parse_array(o->sources_json),
-                                                *citations = parse_array(o->citations_json),
-                                                *searches = parse_array(o->searches_json);
-        size_t n_sources = sources ? json_object_array_length(sources) : 0,
-               n_searches = searches ? json_object_array_length(searches) : 0, n_found = 0, n_verified = 0,
-               n_not_found = 0;
+        _cleanup_(json_object_putp) json_object *searches = parse_array(o->searches_json);
+        Source *sources = NULL;
+        SourceCitation *citations = NULL;
+        size_t n_sources = 0, n_citations = 0, n_searches = searches ? json_object_array_length(searches) : 0,
+               n_found = 0, n_verified = 0, n_not_found = 0;
         unsigned signals = 0;
+
+        /* Out of memory reads as none, as text that is not an array. */
+        if (source_parse_array(o->sources_json, &sources, &n_sources) < 0)
+                n_sources = 0;
+        sources = source_free_many(sources, n_sources);
+        if (source_citation_parse_array(o->citations_json, &citations, &n_citations) < 0)
+                n_citations = 0;
+        for (size_t i = 0; i < n_citations; i++) {
+                if (citations[i].status == CITATION_VERIFIED)
+                        n_verified++;
+                else if (citations[i].status == CITATION_NOT_FOUND)
+                        n_not_found++;
+        }
+        citations = source_citation_free_many(citations, n_citations);
 
         for (size_t i = 0; i < n_searches; i++) {
                 json_object *results = json_object_object_get(
@@ -677,15 +690,6 @@ unsigned history_outcome_signals(const HistoryOutcome *o) {
 
                 if (json_object_get_int64(results) > 0)
                         n_found++;
-        }
-        for (size_t i = 0; citations && i < json_object_array_length(citations); i++) {
-                const char *st = json_object_get_string(
-                        json_object_object_get(json_object_array_get_idx(citations, i), "status"));
-
-                if (streq_ptr(st, "verified"))
-                        n_verified++;
-                else if (streq_ptr(st, "not_found"))
-                        n_not_found++;
         }
 
         if (!o->succeeded) {
@@ -816,13 +820,13 @@ void history_record_done(HistoryRecord *r) {
                 free_all(a->id, a->name, a->media_type, a->sha256);
         }
         free(r->artifacts);
+        source_free_many(r->sources, r->n_sources);
+        source_citation_free_many(r->citations, r->n_citations);
         free_all(
                 r->id,
                 r->status,
                 r->question,
                 r->answer,
-                r->sources_json,
-                r->citations_json,
                 r->error_code,
                 r->error_message,
                 r->model,
@@ -878,6 +882,28 @@ static int artifacts_of(History *h, const char *query_id, HistoryRecord *rec) {
         return 0;
 }
 
+/* The sources and citations of the row: written by history_finish() only
+ * after checking they are arrays, so text that is not one was changed
+ * behind the store's back and reads as none. Returns 0 or -ENOMEM. */
+static int record_lists_from_row(sqlite3_stmt *s, HistoryRecord *ret) {
+        int r;
+
+        r = source_parse_array(column_text(s, 5, "[]"), &ret->sources, &ret->n_sources);
+        if (r == -EINVAL)
+                log_warning(
+                        "Record %s: its sources are not a JSON array; shown as none.", column_text(s, 1, ""));
+        else if (r < 0)
+                return r;
+        r = source_citation_parse_array(column_text(s, 20, "[]"), &ret->citations, &ret->n_citations);
+        if (r == -EINVAL)
+                log_warning(
+                        "Record %s: its citations are not a JSON array; shown as none.",
+                        column_text(s, 1, ""));
+        else if (r < 0)
+                return r;
+        return 0;
+}
+
 /* The record at the current row of a statement selecting RECORD_COLUMNS,
  * into *ret (zeroed by the caller; on failure partly filled, for
  * history_record_done()). */
@@ -893,13 +919,9 @@ static int record_from_row(History *h, sqlite3_stmt *s, HistoryRecord *ret) {
         ret->conversation = strdup(column_text(s, 26, column_text(s, 1, "")));
         if (!ret->conversation)
                 return -ENOMEM;
-        /* Written by history_finish() only after checking it is an array. */
-        ret->sources_json = strdup(column_text(s, 5, "[]"));
-        if (!ret->sources_json)
-                return -ENOMEM;
-        ret->citations_json = strdup(column_text(s, 20, "[]"));
-        if (!ret->citations_json)
-                return -ENOMEM;
+        r = record_lists_from_row(s, ret);
+        if (r < 0)
+                return r;
         /* The message belongs to the error: none without a code. */
         if (ret->error_code && column_strdup(s, 7, &ret->error_message) < 0)
                 return -ENOMEM;

@@ -8,6 +8,7 @@
 #include "shared/artifact.h"
 #include "shared/ids.h"
 #include "shared/macro.h"
+#include "shared/source.h"
 #include "shared/time-util.h"
 
 /* The authoritative query history of API.md 9, in SQLite: one file,
@@ -135,11 +136,13 @@ typedef struct HistoryRecord {
         char *status; /* "running", "succeeded" or "failed" */
         char *question;
         char *answer;
-        /* The sources as stored: the JSON array text history_finish()
-         * checked ("[]" when there are none). */
-        char *sources_json;
-        /* The citations as stored, likewise checked ("[]" when none). */
-        char *citations_json;
+        /* The sources and the citations (API.md 9), parsed once from what
+         * history_finish() stored (shared/source.h); none when the stored
+         * text is no array (only a file changed behind the store's back). */
+        Source *sources;
+        size_t n_sources;
+        SourceCitation *citations;
+        size_t n_citations;
         HistoryArtifactInfo *artifacts; /* in the order they were kept */
         size_t n_artifacts;
         char *error_code;

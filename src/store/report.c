@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 #include <assert.h>
-/* json-c reads the searches and sources the store kept (both checked to be
- * arrays when they were written). */
+/* json-c reads the searches the store kept (checked to be an array when
+ * they were written); the sources are read by shared/source.h. */
 #include <json-c/json.h>
 #include <sqlite3.h>
 
 #include "shared/json-util.h"
 #include "shared/log.h"
 #include "shared/parse-util.h"
+#include "shared/source.h"
 #include "shared/strv.h"
 #include "shared/wording.h"
 #include "store/history-internal.h"
@@ -247,8 +248,10 @@ static const char *col_text(sqlite3_stmt *s, int i) {
 /* The searches ([{"query", "results"}]) and pages ([{"title", "url"}]) of
  * one record into the group. */
 static int add_lists(ReportGroup *g, const char *searches, const char *sources) {
-        _cleanup_(json_object_putp) json_object *s = searches ? json_tokener_parse(searches) : NULL,
-                                                *p = sources ? json_tokener_parse(sources) : NULL;
+        _cleanup_(json_object_putp) json_object *s = searches ? json_tokener_parse(searches) : NULL;
+        Source *p = NULL;
+        size_t n_p = 0;
+        int r;
 
         for (size_t i = 0; s && json_object_is_type(s, json_type_array) && i < json_object_array_length(s);
              i++) {
@@ -265,25 +268,28 @@ static int add_lists(ReportGroup *g, const char *searches, const char *sources) 
                 if (it->n++ == 0)
                         it->results = json_object_get_int64(json_object_object_get(e, "results"));
         }
-        for (size_t i = 0; p && json_object_is_type(p, json_type_array) && i < json_object_array_length(p);
-             i++) {
-                json_object *e = json_object_array_get_idx(p, i);
-                const char *t = json_object_get_string(json_object_object_get(e, "title")),
-                           *u = json_object_get_string(json_object_object_get(e, "url"));
-                ReportItem *it;
+        /* Text that is not an array lists no page, as the record shows none. */
+        r = source_parse_array(sources, &p, &n_p);
+        if (r == -ENOMEM)
+                return r;
+        r = 0;
+        for (size_t i = 0; i < n_p; i++) {
+                ReportItem *it = items_get(&g->pages, &g->n_pages, p[i].title);
 
-                if (!t)
-                        continue;
-                it = items_get(&g->pages, &g->n_pages, t);
-                if (!it)
-                        return -ENOMEM;
-                if (it->n++ == 0 && u) {
-                        it->url = strdup(u);
-                        if (!it->url)
-                                return -ENOMEM;
+                if (!it) {
+                        r = -ENOMEM;
+                        break;
+                }
+                if (it->n++ == 0 && p[i].url) {
+                        it->url = strdup(p[i].url);
+                        if (!it->url) {
+                                r = -ENOMEM;
+                                break;
+                        }
                 }
         }
-        return 0;
+        source_free_many(p, n_p);
+        return r;
 }
 
 /* Phase 2: the lists of one group, from its most asked keys. */

@@ -28,13 +28,15 @@ check 'unicode/' 'src/query/citation\.c'
 check 'openssl/' 'src/shared/sha256\.c'
 # json-c at the API edge (src/http/ renders the contract's JSON), in the
 # upstream clients (src/query/) and the sandbox (config.json, the run's
-# outputs), and in the shared helpers (src/shared/json-util.*). The store
+# outputs), in the shared helpers (src/shared/json-util.*) and the one
+# reader and writer of a record's sources and citations
+# (src/shared/source.*). The store
 # returns structs; wikiwebctl's --json output is made in its table module;
 # history.c uses json-c to check that the sources
 # handed to history_finish() are one JSON array (its -EINVAL contract) and
 # to derive the report's signals from them; report.c reads the searches and
 # sources the unanswered report lists.
-check 'json-c/' 'src/http/|src/query/|src/sandbox/|src/shared/json-util\.|src/store/history\.c|src/store/report\.c|src/wikiwebctl/ctl-table\.c'
+check 'json-c/' 'src/http/|src/query/|src/sandbox/|src/shared/json-util\.|src/shared/source\.|src/store/history\.c|src/store/report\.c|src/wikiwebctl/ctl-table\.c'
 
 [ "$status" -eq 0 ] && echo "library-modules: each library is included by its one module only"
 exit "$status"

@@ -299,19 +299,25 @@ static inline int ref_claim(Ref *m, unsigned s, const char *qid, usec_t now) {
         return slot;
 }
 
-static inline int ref_finish(Ref *m, const char *qid, usec_t now) {
+/* The caller's measure of a running slot's query at now: from its claim
+ * (as the Manager measures it). */
+static inline usec_t ref_duration(const Ref *m, unsigned slot, usec_t now) {
+        usec_t t = MAX(m->last_now, now);
+
+        if (slot >= m->settings.slots || m->slots[slot].state != ADMISSION_RUNNING)
+                return 0;
+        return t - m->slots[slot].claimed_at;
+}
+
+static inline int ref_finish(Ref *m, unsigned slot, usec_t duration, usec_t now) {
         AdmissionState before;
-        int slot = -1;
         double d;
 
         now = ref_begin(m, now);
         before = ref_state(m);
-        for (unsigned i = 0; i < m->settings.slots; i++)
-                if (m->slots[i].state == ADMISSION_RUNNING && streq(m->slots[i].query_id, qid))
-                        slot = (int) i;
-        if (slot < 0)
+        if (slot >= m->settings.slots || m->slots[slot].state != ADMISSION_RUNNING)
                 return -ESRCH;
-        d = (double) (now - m->slots[slot].claimed_at) / 1e6;
+        d = (double) duration / 1e6;
         m->avg = m->avg_known ? 0.2 * d + 0.8 * m->avg : d;
         m->avg_known = true;
         m->tally.finished++;
@@ -681,12 +687,10 @@ static inline void admission_model_run(
                 } else if (kind < 14) {
                         /* Finish a running query, or one that is not. */
                         unsigned pick = (unsigned) model_draw(src, u, s->slots + 1, &more);
-                        if (pick < s->slots && m.slots[pick].state == ADMISSION_RUNNING)
-                                (void) snprintf(qid, sizeof(qid), "%s", m.slots[pick].query_id);
-                        else
-                                (void) snprintf(qid, sizeof(qid), "qr_%u", qn + 1);
-                        r = admission_finish(a, qid, now);
-                        rr = ref_finish(&m, qid, now);
+                        usec_t duration = ref_duration(&m, pick, now);
+
+                        r = admission_finish(a, pick, duration, now);
+                        rr = ref_finish(&m, pick, duration, now);
                         ASSERT_EQ_INT(r, rr);
                         st.finished += r == 0;
                         st.finished_missing += r == -ESRCH;

@@ -147,6 +147,32 @@ static void oldest_one(const char *query_id, unsigned slot, usec_t since, void *
 }
 
 /* Borrowed: valid until the next call. */
+typedef struct FinishFind {
+        const char *query_id;
+        unsigned slot;
+        usec_t since;
+        bool found;
+} FinishFind;
+
+static void finish_find(const char *query_id, unsigned slot, usec_t since, void *userdata) {
+        FinishFind *f = userdata;
+
+        if (f->query_id && strcmp(query_id, f->query_id) == 0)
+                *f = (FinishFind){ .query_id = f->query_id, .slot = slot, .since = since, .found = true };
+}
+
+/* The end of query_id at now, measured as the Manager measures it: from its
+ * claim, given to admission_finish() with its slot. -ESRCH when it does
+ * not run. */
+static int finish(Admission *a, const char *query_id, usec_t now) {
+        FinishFind f = { .query_id = query_id };
+
+        admission_foreach_running(a, finish_find, &f);
+        if (!f.found)
+                return -ESRCH;
+        return admission_finish(a, f.slot, now - MIN(now, f.since), now);
+}
+
 static const char *running_query_id(const Admission *a) {
         static Oldest o;
 
@@ -629,7 +655,7 @@ TEST(users) {
         ASSERT_EQ_INT(l.n, 2);
         ASSERT_EQ_STR(l.users[0], "-");
         ASSERT_EQ_STR(l.users[1], "-");
-        ASSERT_OK(admission_finish(a, "qr_1", T0 + SEC(2)));
+        ASSERT_OK(finish(a, "qr_1", T0 + SEC(2)));
 
         /* A ticket that goes takes its name along; the machine is freed
          * with live names (the sanitizer build checks for leaks). */
@@ -695,7 +721,7 @@ TEST(claim) {
 
         /* Finish: 2 is promoted. */
         rec.n = 0;
-        ASSERT_EQ_INT(admission_finish(a, running_query_id(a), T0 + SEC(10)), 0);
+        ASSERT_EQ_INT(finish(a, running_query_id(a), T0 + SEC(10)), 0);
         ASSERT_EQ_INT(rec.n, 3);
         expect_event(&rec, 0, ADMISSION_EVENT_QUERY_FINISHED, NULL);
         ASSERT_EQ_STR(rec.events[0].query_id, "qr_1");
@@ -778,11 +804,11 @@ TEST(drain) {
         ASSERT_TRUE(peek_of(a, 3, T0 + SEC(2)).ticket.heartbeat_deadline == T0 + SEC(32));
 
         /* The running query finishes; 2 is promoted and may claim, 3 may not. */
-        ASSERT_EQ_INT(admission_finish(a, running_query_id(a), T0 + SEC(3)), 0);
+        ASSERT_EQ_INT(finish(a, running_query_id(a), T0 + SEC(3)), 0);
         ASSERT_EQ_INT(admission_get_state(a), ADMISSION_RESERVED);
         ASSERT_EQ_INT(claim(a, 3, "qr_3", T0 + SEC(4)), -ESHUTDOWN);
         ASSERT_EQ_INT(claim(a, 2, "qr_2", T0 + SEC(4)), 0);
-        ASSERT_EQ_INT(admission_finish(a, running_query_id(a), T0 + SEC(5)), 0);
+        ASSERT_EQ_INT(finish(a, running_query_id(a), T0 + SEC(5)), 0);
         ASSERT_EQ_INT(admission_get_state(a), ADMISSION_RESERVED);
         ASSERT_EQ_INT(leave(a, 3, T0 + SEC(6)), 0);
 
@@ -841,9 +867,9 @@ TEST(finish_ema) {
         Admission *a = new_admission(&default_settings, &rec);
         AdmissionStatus st;
 
-        ASSERT_EQ_INT(admission_finish(a, running_query_id(a), T0), -ESRCH);
+        ASSERT_EQ_INT(finish(a, running_query_id(a), T0), -ESRCH);
         ASSERT_EQ_INT(join(a, 1, T0), 1);
-        ASSERT_EQ_INT(admission_finish(a, running_query_id(a), T0), -ESRCH); /* reserved is not running */
+        ASSERT_EQ_INT(finish(a, running_query_id(a), T0), -ESRCH); /* reserved is not running */
         ASSERT_EQ_INT(leave(a, 1, T0), 0);
 
         st = peek_of(a, 1, T0);
@@ -851,7 +877,7 @@ TEST(finish_ema) {
 
         ASSERT_EQ_INT(claim(a, 1, "qr_a", T0), 0);
         rec.n = 0;
-        ASSERT_EQ_INT(admission_finish(a, running_query_id(a), T0 + SEC(10)), 0);
+        ASSERT_EQ_INT(finish(a, running_query_id(a), T0 + SEC(10)), 0);
         ASSERT_EQ_INT(rec.n, 2);
         expect_event(&rec, 0, ADMISSION_EVENT_QUERY_FINISHED, NULL);
         ASSERT_EQ_STR(rec.events[0].query_id, "qr_a");
@@ -863,15 +889,15 @@ TEST(finish_ema) {
         assert_near(st.average_query_seconds, 10.0);
 
         ASSERT_EQ_INT(claim(a, 2, "qr_b", T0 + SEC(100)), 0);
-        ASSERT_EQ_INT(admission_finish(a, running_query_id(a), T0 + SEC(120)), 0);
+        ASSERT_EQ_INT(finish(a, running_query_id(a), T0 + SEC(120)), 0);
         /* 0.2 * 20 + 0.8 * 10 */
         ASSERT_TRUE(admission_average_usec(a) == SEC(12));
         assert_near(peek_of(a, 1, T0 + SEC(120)).average_query_seconds, 12.0);
-        ASSERT_EQ_INT(admission_finish(a, running_query_id(a), T0 + SEC(121)), -ESRCH);
+        ASSERT_EQ_INT(finish(a, running_query_id(a), T0 + SEC(121)), -ESRCH);
 
         /* Sub-second durations are kept exactly. */
         ASSERT_EQ_INT(claim(a, 2, "qr_c", T0 + SEC(200)), 0);
-        ASSERT_EQ_INT(admission_finish(a, running_query_id(a), T0 + SEC(200) + 500 * USEC_PER_MSEC), 0);
+        ASSERT_EQ_INT(finish(a, running_query_id(a), T0 + SEC(200) + 500 * USEC_PER_MSEC), 0);
         assert_near(peek_of(a, 1, T0 + SEC(201)).average_query_seconds, 0.2 * 0.5 + 0.8 * 12.0);
         admission_free(a);
 }
@@ -901,7 +927,7 @@ TEST(estimates) {
         /* Learn avg = 10 s: 1 claims and runs 10 s. */
         ASSERT_EQ_INT(claim(a, 1, "qr_1", T0), 0);
         expect_estimate(peek_of(a, 2, T0 + SEC(3)), false, 0); /* running, unknown */
-        ASSERT_EQ_INT(admission_finish(a, running_query_id(a), T0 + SEC(10)), 0);
+        ASSERT_EQ_INT(finish(a, running_query_id(a), T0 + SEC(10)), 0);
         /* 2 is now reserved. */
         ASSERT_EQ_INT(join(a, 3, T0 + SEC(10)), 1);
         ASSERT_EQ_INT(join(a, 4, T0 + SEC(10)), 1);
@@ -926,7 +952,7 @@ TEST(estimates) {
         /* Back to idle with a known average: a caller without a ticket 0. */
         ASSERT_EQ_INT(leave(a, 3, T0 + SEC(36)), 0);
         ASSERT_EQ_INT(leave(a, 4, T0 + SEC(36)), 0);
-        ASSERT_EQ_INT(admission_finish(a, running_query_id(a), T0 + SEC(40)), 0);
+        ASSERT_EQ_INT(finish(a, running_query_id(a), T0 + SEC(40)), 0);
         ASSERT_EQ_INT(admission_get_state(a), ADMISSION_IDLE);
         expect_estimate(peek_of(a, 9, T0 + SEC(40)), true, 0);
         /* avg = 0.2 * 20 + 0.8 * 10 = 12 */
@@ -949,7 +975,7 @@ TEST(next_deadline) {
         ASSERT_TRUE(admission_next_deadline(a) == T0 + SEC(32)); /* waiting: heartbeat */
         (void) status_of(a, 2, T0 + SEC(5));
         ASSERT_TRUE(admission_next_deadline(a) == T0 + SEC(35));
-        ASSERT_EQ_INT(admission_finish(a, running_query_id(a), T0 + SEC(6)), 0);
+        ASSERT_EQ_INT(finish(a, running_query_id(a), T0 + SEC(6)), 0);
         ASSERT_TRUE(admission_next_deadline(a) == T0 + SEC(16)); /* promoted: reservation */
         admission_free(a);
 }
@@ -1177,7 +1203,7 @@ TEST(slots) {
 
         /* The second slot finishes first: the FIFO head gets slot 1. */
         rec.n = 0;
-        ASSERT_EQ_INT(admission_finish(a, "qr_2", T0 + SEC(30)), 0);
+        ASSERT_EQ_INT(finish(a, "qr_2", T0 + SEC(30)), 0);
         ASSERT_EQ_INT(rec.n, 2);
         expect_event(&rec, 0, ADMISSION_EVENT_QUERY_FINISHED, NULL);
         ASSERT_EQ_STR(rec.events[0].query_id, "qr_2");
@@ -1203,17 +1229,17 @@ TEST(slots) {
 
         /* Session 1 is promoted while its query still runs: its claim is
          * busy, and its reservation runs out unless that query ends. */
-        ASSERT_EQ_INT(admission_finish(a, "qr_3", T0 + SEC(31)), 0);
+        ASSERT_EQ_INT(finish(a, "qr_3", T0 + SEC(31)), 0);
         ASSERT_EQ_INT(status_of(a, 1, T0 + SEC(31)).ticket.status, TICKET_RESERVED);
         ASSERT_EQ_INT(claim(a, 1, "qr_10", T0 + SEC(31)), -EBUSY);
-        ASSERT_EQ_INT(admission_finish(a, "qr_1", T0 + SEC(32)), 0);
+        ASSERT_EQ_INT(finish(a, "qr_1", T0 + SEC(32)), 0);
         ASSERT_EQ_INT(claim(a, 1, "qr_10", T0 + SEC(32)), 2);
         ASSERT_EQ_STR(running_query_id(a), "qr_10");
         ASSERT_EQ_INT(claim(a, 4, "qr_11", T0 + SEC(33)), 1);
 
         /* Unknown ids are not finished. */
-        ASSERT_EQ_INT(admission_finish(a, "qr_1", T0 + SEC(34)), -ESRCH);
-        ASSERT_EQ_INT(admission_finish(a, NULL, T0 + SEC(34)), -ESRCH);
+        ASSERT_EQ_INT(finish(a, "qr_1", T0 + SEC(34)), -ESRCH);
+        ASSERT_EQ_INT(finish(a, NULL, T0 + SEC(34)), -ESRCH);
         admission_free(a);
 }
 

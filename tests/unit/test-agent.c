@@ -263,7 +263,7 @@ TEST(one_tool_then_answer) {
 
 TEST(several_calls_in_order) {
         _cleanup_(agent_freep) Agent *a = new_agent(&defaults, "Fruit?");
-        const AgentSource *src;
+        const Source *src;
         AgentAction act;
         size_t n, base;
 
@@ -761,7 +761,7 @@ TEST(abort) {
 TEST(preload) {
         _cleanup_(agent_freep) Agent *a = new_agent(&defaults, "Compare them");
         const LlmMessage *m;
-        const AgentSource *src;
+        const Source *src;
         AgentAction act;
         json_object *o, *msgs, *am;
         size_t n;

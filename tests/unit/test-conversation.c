@@ -13,9 +13,10 @@
 #include "shared/utf8.h"
 #include "tests.h"
 
-static const char sources[] =
-        "[{\"title\":\"Apple\",\"url\":\"u\",\"revision_id\":12},"
-        "{\"title\":\"Lyon \\\"roastery\\\"\",\"url\":\"u\",\"revision_id\":9}]";
+static const Source sources[] = {
+        { .title = (char *) "Apple", .url = (char *) "u", .revision_id = 12, .has_revision_id = true },
+        { .title = (char *) "Lyon \"roastery\"", .url = (char *) "u", .revision_id = 9, .has_revision_id = true },
+};
 
 static size_t cost_of(const ConversationMessages *m) {
         size_t c = 0;
@@ -27,8 +28,11 @@ static size_t cost_of(const ConversationMessages *m) {
 
 TEST(all_fit) {
         const QueryTurn turns[] = {
-                { .question = "Who roasts in Lyon?", .answer = "Ines Marchetti [1].", .sources_json = sources },
-                { .question = "Failed one?", .answer = NULL, .sources_json = "[]" },
+                { .question = "Who roasts in Lyon?",
+                  .answer = "Ines Marchetti [1].",
+                  .sources = sources,
+                  .n_sources = 2 },
+                { .question = "Failed one?", .answer = NULL },
         };
         _cleanup_(conversation_messages_done) ConversationMessages m = { .texts = NULL };
 
@@ -57,7 +61,7 @@ TEST(oldest_leave_first) {
         for (size_t i = 0; i < 10; i++) {
                 memset(answers[i], 'a' + (char) i, 1000);
                 answers[i][1000] = 0;
-                turns[i] = (QueryTurn){ .question = "q?", .answer = answers[i], .sources_json = NULL };
+                turns[i] = (QueryTurn){ .question = "q?", .answer = answers[i] };
         }
         one = conversation_message_cost("q?") + conversation_message_cost(answers[0]);
 
@@ -89,7 +93,7 @@ TEST(previous_turn_cut) {
         memset(question, '"', 4000); /* each costs 2 */
         question[4000] = 0;
         turns[0] = (QueryTurn){ .question = "old", .answer = "old answer" };
-        turns[1] = (QueryTurn){ .question = question, .answer = answer, .sources_json = sources };
+        turns[1] = (QueryTurn){ .question = question, .answer = answer, .sources = sources, .n_sources = 2 };
 
         for (size_t budget = 0; budget < 20000; budget += 997) {
                 _cleanup_(conversation_messages_done) ConversationMessages m = { .texts = NULL };
@@ -113,33 +117,46 @@ TEST(previous_turn_cut) {
 }
 
 TEST(many_pages) {
-        char json[64 * 40] = "[";
+        char titles[25][8];
+        Source pages[25];
         QueryTurn t;
         _cleanup_(conversation_messages_done) ConversationMessages m = { .texts = NULL };
 
-        for (int i = 0; i < 25; i++)
-                snprintf(
-                        json + strlen(json),
-                        sizeof json - strlen(json),
-                        "%s{\"title\":\"P%d\",\"revision_id\":%d}",
-                        i ? "," : "",
-                        i,
-                        i);
-        strncat(json, "]", sizeof json - strlen(json) - 1);
-        t = (QueryTurn){ .question = "q", .answer = "a", .sources_json = json };
+        for (int i = 0; i < 25; i++) {
+                snprintf(titles[i], sizeof titles[i], "P%d", i);
+                pages[i] = (Source){ .title = titles[i], .revision_id = (uint64_t) i, .has_revision_id = true };
+        }
+        /* A source whose revision is not known is named without one. */
+        pages[1].has_revision_id = false;
+        t = (QueryTurn){ .question = "q", .answer = "a", .sources = pages, .n_sources = 25 };
         ASSERT_OK(conversation_build(&t, 1, 100000, &m));
+        ASSERT_TRUE(strstr(m.texts[1], "\"P0\" (revision 0); \"P1\"; \"P2\" (revision 2)"));
         ASSERT_TRUE(strstr(m.texts[1], "\"P19\" (revision 19); and 5 more"));
         ASSERT_TRUE(!strstr(m.texts[1], "P20"));
 
-        /* Sources that are not an array, or entries without a title: no note. */
+        /* No sources: no note. */
         conversation_messages_done(&m);
-        t.sources_json = "{\"title\":\"x\"}";
+        t.n_sources = 0;
         ASSERT_OK(conversation_build(&t, 1, 100000, &m));
         ASSERT_EQ_STR(m.texts[1], "a");
-        conversation_messages_done(&m);
-        t.sources_json = "[1, {\"revision_id\": 3}, \"x\"]";
-        ASSERT_OK(conversation_build(&t, 1, 100000, &m));
-        ASSERT_EQ_STR(m.texts[1], "a");
+}
+
+/* A deep copy of the turns, their sources included. */
+TEST(turns_copy) {
+        const QueryTurn turns[] = {
+                { .question = "q1", .answer = "a1", .sources = sources, .n_sources = 2 },
+                { .question = "q2", .answer = NULL },
+        };
+        QueryTurn *c = NULL;
+
+        ASSERT_OK(query_turns_copy(turns, 2, &c));
+        ASSERT_EQ_STR(c[0].question, "q1");
+        ASSERT_EQ_INT(c[0].n_sources, 2);
+        ASSERT_TRUE(c[0].sources != sources);
+        ASSERT_EQ_STR(c[0].sources[1].title, "Lyon \"roastery\"");
+        ASSERT_EQ_INT(c[0].sources[1].revision_id, 9);
+        ASSERT_TRUE(c[1].answer == NULL && c[1].sources == NULL && c[1].n_sources == 0);
+        query_turns_free(c, 2);
 }
 
 /* The agent's first request of a follow-up: system, the turns, the new

@@ -7,7 +7,19 @@
 
 #include "http/export.h"
 #include "shared/macro.h"
+#include "shared/source.h"
 #include "tests.h"
+
+/* The record's lists from their stored text, as the store reads them. */
+static void parse_lists(HistoryRecord *r, const char *sources, const char *citations) {
+        ASSERT_OK(source_parse_array(sources, &r->sources, &r->n_sources));
+        ASSERT_OK(source_citation_parse_array(citations, &r->citations, &r->n_citations));
+}
+
+static void free_lists(HistoryRecord *r) {
+        r->sources = source_free_many(r->sources, r->n_sources);
+        r->citations = source_citation_free_many(r->citations, r->n_citations);
+}
 
 TEST(pinned) {
         HistoryArtifactInfo art = {
@@ -23,13 +35,6 @@ TEST(pinned) {
                         .status = (char *) "succeeded",
                         .question = (char *) "Who *roasts*\nin Lyon?",
                         .answer = (char *) "**Ines** roasts [1]. <script>",
-                        .sources_json = (char *) "[{\"title\":\"Lyon\",\"url\":\"https://w.example/wiki/Lyon\","
-                                                 "\"revision_id\":7}]",
-                        .citations_json = (char *) "[{\"n\":1,\"title\":\"Lyon\",\"revision_id\":7,"
-                                                   "\"quote\":\"Ines roasts.\",\"status\":\"verified\","
-                                                   "\"url\":\"https://w.example/index.php?oldid=7#:~:text=Ines%20roasts.\"},"
-                                                   "{\"n\":2,\"title\":\"Paris\",\"revision_id\":null,"
-                                                   "\"quote\":\"x\",\"status\":\"not_read\",\"url\":null}]",
                         .artifacts = &art,
                         .n_artifacts = 1,
                         .created_at = 0,
@@ -39,13 +44,20 @@ TEST(pinned) {
                         .status = (char *) "failed",
                         .question = (char *) "And [then](javascript:x)?",
                         .error_message = (char *) "timed out",
-                        .sources_json = (char *) "[]",
-                        .citations_json = (char *) "[]",
                         .created_at = 1000000,
                 },
         };
         _cleanup_free_ char *md = NULL;
 
+        parse_lists(
+                &turns[0],
+                "[{\"title\":\"Lyon\",\"url\":\"https://w.example/wiki/Lyon\",\"revision_id\":7}]",
+                "[{\"n\":1,\"title\":\"Lyon\",\"revision_id\":7,"
+                "\"quote\":\"Ines roasts.\",\"status\":\"verified\","
+                "\"url\":\"https://w.example/index.php?oldid=7#:~:text=Ines%20roasts.\"},"
+                "{\"n\":2,\"title\":\"Paris\",\"revision_id\":null,"
+                "\"quote\":\"x\",\"status\":\"not_read\",\"url\":null}]");
+        parse_lists(&turns[1], "[]", "[]");
         ASSERT_OK(export_markdown(turns, 2, "/api/v1/shared/sh_x/artifacts/", &md));
         ASSERT_EQ_STR(
                 md,
@@ -71,6 +83,8 @@ TEST(pinned) {
                 "(No answer: timed out)\n");
 
         ASSERT_EQ_INT(export_markdown(turns, 0, NULL, &md), -EINVAL);
+        free_lists(&turns[0]);
+        free_lists(&turns[1]);
 }
 
 /* Links only to http(s), destinations that cannot be broken out of. */
@@ -80,15 +94,15 @@ TEST(hostile_links) {
                 .status = (char *) "succeeded",
                 .question = (char *) "q",
                 .answer = (char *) "a",
-                .sources_json =
-                        (char *) "[{\"title\":\"](x)\",\"url\":\"javascript:alert(1)\"},"
-                                 "{\"title\":\"T\",\"url\":\"https://w.example/a b>c<d\\\\e\\n\"}]",
-                .citations_json =
-                        (char *) "[{\"n\":1,\"title\":\"T\",\"quote\":\"q\",\"status\":\"verified\","
-                                 "\"url\":\"data:text/html,x\"}]",
         };
         _cleanup_free_ char *md = NULL;
 
+        parse_lists(
+                &t,
+                "[{\"title\":\"](x)\",\"url\":\"javascript:alert(1)\"},"
+                "{\"title\":\"T\",\"url\":\"https://w.example/a b>c<d\\\\e\\n\"}]",
+                "[{\"n\":1,\"title\":\"T\",\"quote\":\"q\",\"status\":\"verified\","
+                "\"url\":\"data:text/html,x\"}]");
         ASSERT_OK(export_markdown(&t, 1, NULL, &md));
         ASSERT_TRUE(!strstr(md, "javascript"));
         ASSERT_TRUE(!strstr(md, "data:"));
@@ -96,6 +110,7 @@ TEST(hostile_links) {
         ASSERT_TRUE(strstr(md, "(<https://w.example/a%20b%3Ec%3Cd%5Ce%0A>)"));
         /* Verified, but not a web address: said, not linked. */
         ASSERT_TRUE(strstr(md, "- \\[1\\] \"q\", T, verified\n"));
+        free_lists(&t);
 }
 
 DEFINE_TEST_MAIN()

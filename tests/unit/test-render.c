@@ -22,8 +22,7 @@ static const char expected_failed[] =
         " hoch ist der \\\"Zugspitze\\\"-Gipfel? \xe2\x9b\xb0 'x' \\\\ \\/ ;--\",\"answer\":null,"
         "\"sources\":[{\"title\":\"B\xc3\xa4r \\/ \\\"x\\\"\",\"url\":\"https:\\/\\/de.wikipedia."
         "org\\/wiki\\/B%C3%A4r\",\"revision_id\":9007199254740993},{\"title\":\"Tab\\there\\u0001"
-        "\",\"url\":\"https:\\/\\/x.example\\/a\\/b\",\"revision_id\":1.5e3,\"extra\":[true,false"
-        ",null,0,{}]}],\"citations\":[],\"artifacts\":[{\"id\":\"af_0123456789abcdef0123456789abc"
+        "\",\"url\":\"https:\\/\\/x.example\\/a\\/b\",\"revision_id\":null}],\"citations\":[],\"artifacts\":[{\"id\":\"af_0123456789abcdef0123456789abc"
         "def\",\"name\":\"Gr\xc3\xb6\xc3\x9f"
         "e Tabelle \xe2\x82\xac \\\"1\\\".csv\",\"media_type\""
         ":\"text\\/csv; charset=utf-8\",\"size_bytes\":11,\"sha256\":\"00000000000000000000000000"
@@ -97,8 +96,7 @@ static const char expected_page2[] =
         "\"question\":\"Wie hoch ist der \\\"Zugspitze\\\"-Gipfel? \xe2\x9b\xb0 'x' \\\\ \\/ ;--\""
         ",\"answer\":null,\"sources\":[{\"title\":\"B\xc3\xa4r \\/ \\\"x\\\"\",\"url\":\"https:\\"
         "/\\/de.wikipedia.org\\/wiki\\/B%C3%A4r\",\"revision_id\":9007199254740993},{\"title\":\""
-        "Tab\\there\\u0001\",\"url\":\"https:\\/\\/x.example\\/a\\/b\",\"revision_id\":1.5e3,\"ex"
-        "tra\":[true,false,null,0,{}]}],\"citations\":[],\"artifacts\":[{\"id\":\"af_0123456789ab"
+        "Tab\\there\\u0001\",\"url\":\"https:\\/\\/x.example\\/a\\/b\",\"revision_id\":null}],\"citations\":[],\"artifacts\":[{\"id\":\"af_0123456789ab"
         "cdef0123456789abcdef\",\"name\":\"Gr\xc3\xb6\xc3\x9f"
         "e Tabelle \xe2\x82\xac \\\"1\\\".csv"
         "\",\"media_type\":\"text\\/csv; charset=utf-8\",\"size_bytes\":11,\"sha256\":\"000000000"
@@ -116,6 +114,9 @@ static const char expected_page2[] =
 
 static const char expected_empty[] = "{\"items\":[],\"next_cursor\":null}";
 
+/* As stored, spaced out; the second has a revision id that is no integer
+ * and a key no source has: the record shows the source's own keys only
+ * (shared/source.h), that id as null. */
 static const char sources[] =
         " [ {\"title\" : \"B\\u00e4r / \\\"x\\\"\", \"url\":\"https://de.wikipedia.org/wiki/B%C3%A4r\","
         "\"revision_id\":9007199254740993},\n {\"title\":\"Tab\\there\\u0001\",\"url\":\"https://x.example/a/b\","
@@ -233,12 +234,18 @@ TEST(record_every_field) {
         assert_record(&f, Q1, expected_failed);
 
         /* The struct under it: a failure has no answer, its error, the
-         * sources as stored, the artifacts in order. */
+         * sources as parsed, the artifacts in order. */
         ASSERT_OK(history_get_record(f.h, Q1, &f.k, &rec));
         ASSERT_EQ_STR(rec->status, "failed");
         ASSERT_TRUE(rec->answer == NULL);
         ASSERT_EQ_STR(rec->error_code, "execution_failed");
-        ASSERT_EQ_STR(rec->sources_json, sources);
+        ASSERT_EQ_INT(rec->n_sources, 2);
+        ASSERT_EQ_STR(rec->sources[0].title, "B\xc3\xa4r / \"x\"");
+        ASSERT_EQ_STR(rec->sources[0].url, "https://de.wikipedia.org/wiki/B%C3%A4r");
+        ASSERT_TRUE(rec->sources[0].has_revision_id);
+        ASSERT_EQ_INT(rec->sources[0].revision_id, 9007199254740993LL);
+        ASSERT_TRUE(!rec->sources[1].has_revision_id);
+        ASSERT_EQ_INT(rec->n_citations, 0);
         ASSERT_EQ_INT(rec->n_artifacts, 2);
         ASSERT_EQ_STR(rec->artifacts[0].id, "af_0123456789abcdef0123456789abcdef");
         ASSERT_EQ_INT(rec->artifacts[0].size_bytes, 11);
@@ -262,7 +269,8 @@ TEST(record_succeeded_running_recovered) {
                 ASSERT_OK(history_get_record(f.h, Q4, &f.k, &rec));
                 ASSERT_TRUE(rec->finished_at == USEC_INFINITY);
                 ASSERT_TRUE(rec->error_code == NULL && rec->error_message == NULL && rec->answer == NULL);
-                ASSERT_EQ_STR(rec->sources_json, "[]");
+                ASSERT_TRUE(rec->sources == NULL && rec->n_sources == 0);
+                ASSERT_TRUE(rec->citations == NULL && rec->n_citations == 0);
                 ASSERT_EQ_INT(rec->n_artifacts, 0);
         }
         fixture_done(&f);
@@ -281,38 +289,60 @@ TEST(pages) {
 /* Sources or citations that are not an array (only a file changed behind
  * the store's back) are rendered as []. */
 TEST(sources_not_an_array) {
-        static const char *const bad[] = { "{}", "nope", "", "1" };
+        static const char *const bad[] = { "{}", "nope", "", "1", "[1] x", "[" };
 
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
-                HistoryRecord rec = {
-                        .id = (char *) "qr_x",
-                        .status = (char *) "succeeded",
-                        .question = (char *) "q",
-                        .answer = (char *) "a",
-                        .sources_json = (char *) bad[i],
-                        .citations_json = (char *) bad[ELEMENTSOF(bad) - 1 - i],
-                        .model = (char *) "m",
-                        .created_at = 0,
-                        .finished_at = USEC_INFINITY,
-                        /* The feedback of API.md 9.1, pinned here too. */
-                        .feedback_rating = (char *) "down",
-                        .feedback_reason = (char *) "wrong",
-                        .feedback_comment = (char *) "a \"b\" </x>",
-                        .feedback_at = 1000,
-                };
-                _cleanup_(json_object_putp) json_object *o = render_history_record(&rec);
+                _cleanup_(history_record_freep) HistoryRecord *rec = NULL;
+                _cleanup_(json_object_putp) json_object *o = NULL;
+                _cleanup_free_ char *sql = NULL;
+                Fixture f;
 
+                fixture_setup(&f);
+                f.h = history_free(f.h);
+                ASSERT_TRUE(
+                        asprintf(
+                                &sql,
+                                "UPDATE queries SET sources = '%s', citations = '%s' WHERE id = '" Q2 "'",
+                                bad[i],
+                                bad[ELEMENTSOF(bad) - 1 - i]) >= 0);
+                sql_exec(f.dir, sql);
+                ASSERT_OK(history_open(f.dir, &f.h, NULL));
+                ASSERT_OK(history_get_record(f.h, Q2, &f.k, &rec));
+                ASSERT_TRUE(rec->n_sources == 0 && rec->n_citations == 0);
+                o = render_history_record(rec);
                 ASSERT_TRUE(o);
-                ASSERT_EQ_STR(
-                        render_body(o),
-                        "{\"id\":\"qr_x\",\"status\":\"succeeded\",\"question\":\"q\",\"answer\":\"a\","
-                        "\"sources\":[],\"citations\":[],\"artifacts\":[],\"error\":null,\"timings_ms\":{\"queue\":0,"
-                        "\"wiki\":0,\"model\":0,\"sandbox\":0,\"cleanup\":0,\"total\":0},\"usage\":{"
-                        "\"model\":\"m\",\"prompt_tokens\":0,\"completion_tokens\":0},\"sandbox\":null,\"created_at\":"
-                        "\"1970-01-01T00:00:00.000Z\",\"finished_at\":null,\"feedback\":{\"rating\":\"down\","
-                        "\"reason\":\"wrong\",\"comment\":\"a \\\"b\\\" <\\/x>\",\"rated_at\":"
-                        "\"1970-01-01T00:00:00.001Z\"},\"follow_up\":null,\"conversation\":\"qr_x\"}");
+                ASSERT_TRUE(strstr(render_body(o), "\"sources\":[],\"citations\":[],\"artifacts\":[]"));
+                fixture_done(&f);
         }
+}
+
+/* The feedback of API.md 9.1, pinned. */
+TEST(record_feedback) {
+        HistoryRecord rec = {
+                .id = (char *) "qr_x",
+                .status = (char *) "succeeded",
+                .question = (char *) "q",
+                .answer = (char *) "a",
+                .model = (char *) "m",
+                .created_at = 0,
+                .finished_at = USEC_INFINITY,
+                .feedback_rating = (char *) "down",
+                .feedback_reason = (char *) "wrong",
+                .feedback_comment = (char *) "a \"b\" </x>",
+                .feedback_at = 1000,
+        };
+        _cleanup_(json_object_putp) json_object *o = render_history_record(&rec);
+
+        ASSERT_TRUE(o);
+        ASSERT_EQ_STR(
+                render_body(o),
+                "{\"id\":\"qr_x\",\"status\":\"succeeded\",\"question\":\"q\",\"answer\":\"a\","
+                "\"sources\":[],\"citations\":[],\"artifacts\":[],\"error\":null,\"timings_ms\":{\"queue\":0,"
+                "\"wiki\":0,\"model\":0,\"sandbox\":0,\"cleanup\":0,\"total\":0},\"usage\":{"
+                "\"model\":\"m\",\"prompt_tokens\":0,\"completion_tokens\":0},\"sandbox\":null,\"created_at\":"
+                "\"1970-01-01T00:00:00.000Z\",\"finished_at\":null,\"feedback\":{\"rating\":\"down\","
+                "\"reason\":\"wrong\",\"comment\":\"a \\\"b\\\" <\\/x>\",\"rated_at\":"
+                "\"1970-01-01T00:00:00.001Z\"},\"follow_up\":null,\"conversation\":\"qr_x\"}");
 }
 
 /* The status object of API.md 6, written by hand (render_status_text()):

@@ -6,6 +6,7 @@
 #include "admission/admission.h"
 #include "http/origin.h"
 #include "http/router.h"
+#include "manager/manager.h"
 #include "query/agent.h"
 #include "query/citation.h"
 #include "query/executor.h"
@@ -112,6 +113,25 @@ TEST(admission_names) {
                 "heartbeat",
                 "reservation",
                 "admin");
+}
+
+TEST(manager_names) {
+        CHECK_NAMES(
+                manager_query_state_to_string,
+                _MANAGER_QUERY_STATE_MAX,
+                _MANAGER_QUERY_STATE_INVALID,
+                "claimed",
+                "executing",
+                "completing",
+                "awaiting_cleanup",
+                "finished");
+        CHECK_NAMES(
+                manager_sandbox_health_to_string,
+                _MANAGER_SANDBOX_HEALTH_MAX,
+                _MANAGER_SANDBOX_HEALTH_INVALID,
+                "ok",
+                "starting",
+                "unavailable");
 }
 
 TEST(origin_names) {
