@@ -418,6 +418,28 @@ static int take_uint(json_object *o, const char *key, uint64_t *ret) {
         return 0;
 }
 
+/* A page object that names no page of this wiki: a special page or a
+ * virtual namespace (Special:, -1; Media:, -2), which has no revision and
+ * no text to read ("special": true, a negative "ns"). */
+static bool page_is_special(json_object *page) {
+        json_object *ns = get(page, "ns", json_type_int);
+
+        return json_object_get_boolean(get(page, "special", json_type_boolean)) ||
+                (ns && json_object_get_int64(ns) < 0);
+}
+
+/* A title the wiki read as another wiki's ("wikipedia:X"): query.interwiki
+ * holds it, and no page comes back. Returns its title, or NULL. */
+static const char *query_interwiki_title(json_object *query) {
+        json_object *iw = get(query, "interwiki", json_type_array);
+        const char *title;
+
+        if (!iw || json_object_array_length(iw) != 1)
+                return NULL;
+        title = get_string(json_object_array_get_idx(iw, 0), "title", MEDIAWIKI_TITLE_MAX);
+        return title && *title ? title : NULL;
+}
+
 int mediawiki_parse_page(const char *body, size_t size, WikiPage *ret, MediaWikiError *ret_error) {
         _cleanup_(json_object_putp) json_object *o = NULL;
         _cleanup_(wiki_page_done) WikiPage p = { 0 };
@@ -430,6 +452,17 @@ int mediawiki_parse_page(const char *body, size_t size, WikiPage *ret, MediaWiki
                 return r;
         query = get(o, "query", json_type_object);
         pages = get(query, "pages", json_type_array);
+        /* Another wiki's page: none of this wiki, so "missing" (API.md 8.6). */
+        title = query_interwiki_title(query);
+        if (title && !pages) {
+                r = strdup_checked(title, &p.title);
+                if (r < 0)
+                        return r;
+                p.missing = true;
+                *ret = p;
+                p = (WikiPage){ 0 };
+                return 0;
+        }
         /* One title asked for: exactly one page comes back. */
         if (!pages || json_object_array_length(pages) != 1)
                 return -EBADMSG;
@@ -458,9 +491,11 @@ int mediawiki_parse_page(const char *body, size_t size, WikiPage *ret, MediaWiki
                         return r;
         }
 
-        if (get(page, "missing", json_type_boolean) || get(page, "invalid", json_type_boolean)) {
+        if (get(page, "missing", json_type_boolean) || get(page, "invalid", json_type_boolean) ||
+            page_is_special(page)) {
                 if (!json_object_get_boolean(get(page, "missing", json_type_boolean)) &&
-                    !json_object_get_boolean(get(page, "invalid", json_type_boolean)))
+                    !json_object_get_boolean(get(page, "invalid", json_type_boolean)) &&
+                    !page_is_special(page))
                         return -EBADMSG;
                 p.missing = true;
                 *ret = p;
@@ -537,7 +572,8 @@ int mediawiki_parse_revisions(
                 json_object *page = json_object_array_get_idx(pages, i);
                 const char *title = get_string(page, "title", MEDIAWIKI_TITLE_MAX);
                 bool missing = json_object_get_boolean(get(page, "missing", json_type_boolean)) ||
-                        json_object_get_boolean(get(page, "invalid", json_type_boolean));
+                        json_object_get_boolean(get(page, "invalid", json_type_boolean)) ||
+                        page_is_special(page);
 
                 if (!title || !*title) {
                         r = -EBADMSG;

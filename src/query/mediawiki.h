@@ -94,7 +94,12 @@ int mediawiki_parse_error(const char *body, size_t size, MediaWikiError *ret_err
 int mediawiki_parse_search(
         const char *body, size_t size, MediaWikiSearchHit **ret_hits, size_t *ret_n, MediaWikiError *ret_error);
 void mediawiki_search_hits_free(MediaWikiSearchHit *hits, size_t n);
-/* A page (shared/wiki-page.h): free it with wiki_page_done(). */
+/* A page (shared/wiki-page.h): free it with wiki_page_done(). A title that
+ * names no page of this wiki is a page with missing set, as a missing or
+ * invalid one is: another wiki's (the reply's query.interwiki, no pages),
+ * a special page or a virtual namespace ("special": true or a negative
+ * "ns": Special:AllPages, Special:Export/X, Media:X). A reply that does
+ * not have these shapes either is -EBADMSG. */
 int mediawiki_parse_page(const char *body, size_t size, WikiPage *ret, MediaWikiError *ret_error);
 /* The pages of a prop=info reply, in the wiki's order, at most
  * MEDIAWIKI_TITLES_MAX: free with mediawiki_revisions_free(). */

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "shared/config.h"
+#include "shared/host.h"
 #include "shared/macro.h"
 #include "shared/parse-util.h"
 #include "shared/strbuf.h"
@@ -38,6 +39,7 @@ void config_done(Config *c) {
         if (!c)
                 return;
         c->allowed_origins = strv_free(c->allowed_origins);
+        c->allowed_hosts = strv_free(c->allowed_hosts);
         c->allowed_destinations = strv_free(c->allowed_destinations);
         free(c->wiki_api_url);
         free(c->wiki_username);
@@ -587,6 +589,9 @@ static int load_endpoints(Config *c, ConfigGetenv g, void *u, char **ret_error) 
         r = load_list("WIKI_WEB_ALLOWED_ORIGINS", config_origin_is_valid, &c->allowed_origins, g, u, ret_error);
         if (r < 0)
                 return r;
+        r = load_list("WIKI_WEB_ALLOWED_HOSTS", host_pattern_is_valid, &c->allowed_hosts, g, u, ret_error);
+        if (r < 0)
+                return r;
         r = load_list(
                 "WIKI_WEB_ALLOWED_DESTINATIONS", config_host_is_valid, &c->allowed_destinations, g, u, ret_error);
         if (r < 0)
@@ -680,6 +685,7 @@ void config_dump(const Config *c, FILE *f) {
         fprintf(f, "WIKI_WEB_SESSION_MAX_AGE_SECONDS=%" PRIu64 "\n", c->session_max_age_seconds);
         fprintf(f, "WIKI_WEB_COOKIE_SECURE=%s\n", c->cookie_secure ? "true" : "false");
         dump_list(f, "WIKI_WEB_ALLOWED_ORIGINS", c->allowed_origins);
+        dump_list(f, "WIKI_WEB_ALLOWED_HOSTS", c->allowed_hosts);
         fprintf(f, "WIKI_WEB_UI=%s\n", c->web_ui ? "true" : "false");
         fprintf(f, "WIKI_WEB_QUEUE_RESERVATION_SECONDS=%" PRIu64 "\n", c->queue_reservation_seconds);
         fprintf(f, "WIKI_WEB_QUEUE_HEARTBEAT_SECONDS=%" PRIu64 "\n", c->queue_heartbeat_seconds);

@@ -37,6 +37,7 @@ typedef struct Config {
         uint64_t session_max_age_seconds;
         bool cookie_secure;
         char **allowed_origins; /* NULL-terminated, normalised "scheme://host[:port]" */
+        char **allowed_hosts;   /* WIKI_WEB_ALLOWED_HOSTS: names and "*.name", NULL-terminated */
         bool web_ui;            /* WIKI_WEB_UI: serve the page of API.md 13 at / */
 
         /* Admission (API.md 5) */

@@ -563,6 +563,20 @@ class Permissions(PipelineBase):
         self.assertNotEqual(p.returncode, 0, p)
         self.assertIn('WIKI_WEB_WIKI_READ_AS', p.stderr)
 
+    def test_titles_that_are_no_pages(self):
+        """In person mode too, another wiki's title, special pages and
+        Media: are the missing page's tool result, and the query answers."""
+        odd = ['wikipedia:Payroll 2026', 'Special:AllPages', 'Special:Export/Apple', 'Special:Redirect/page/1',
+               'Media:Foo.png']
+        llm = self.llm([{'tool_calls': [read(t) for t in odd + ['No such page at all']]},
+                        {'answer': 'Nothing.'}])
+        d = self.person_daemon(llm)
+        b, r, headers = self.ask_as(d, 'Alice', llm, question='What is on the special pages?', pages=None)
+        rec = self.check_record_as(b, r, headers)
+        results = tool_results(llm.chat_requests()[1])
+        self.assertEqual(results, [results[-1]] * len(results), results)
+        self.assertEqual(rec['sources'], [])
+
     def test_extension_api(self):
         """The extension's answers, asked directly: a named user, an unknown
         user, no user, and a caller without the right."""

@@ -96,6 +96,45 @@ TEST(page) {
         }
 }
 
+/* Titles that are no page of this wiki, as MediaWiki 1.39 answers them:
+ * each is "missing", with the title the wiki gave. */
+TEST(page_not_of_this_wiki) {
+        static const struct {
+                const char *file, *title;
+        } cases[] = {
+                { "page-interwiki.json", "wikipedia:Payroll 2026" },
+                { "page-special.json", "Special:AllPages" },
+                { "page-special-export.json", "Special:Export/Apple" },
+                { "page-media.json", "Media:Foo.png" },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                size_t size;
+                _cleanup_free_ char *b = load(cases[i].file, &size);
+                WikiPage p = { 0 };
+
+                ASSERT_OK(mediawiki_parse_page(b, size, &p, NULL));
+                ASSERT_TRUE(p.missing);
+                ASSERT_EQ_STR(p.title, cases[i].title);
+                ASSERT_TRUE(!p.content && !p.url && p.revision_id == 0);
+                wiki_page_done(&p);
+        }
+        /* In a revisions reply a special page is missing too. */
+        {
+                static const char b[] =
+                        "{\"query\":{\"pages\":[{\"ns\":-1,\"title\":\"Special:AllPages\",\"special\":true},"
+                        "{\"ns\":0,\"title\":\"A\",\"lastrevid\":7}]}}";
+                MediaWikiRevision *revs = NULL;
+                size_t n;
+
+                ASSERT_OK(mediawiki_parse_revisions(b, sizeof b - 1, &revs, &n, NULL));
+                ASSERT_EQ_INT(n, 2);
+                ASSERT_TRUE(revs[0].missing && !revs[1].missing);
+                ASSERT_EQ_INT(revs[1].revision_id, 7);
+                mediawiki_revisions_free(revs, n);
+        }
+}
+
 TEST(errors) {
         static const struct {
                 const char *file, *code;
@@ -236,6 +275,19 @@ TEST(hostile) {
                 { S("{'query':1}") },
                 { S("{\"query\":{\"pages\":[{\"title\":\"A\",\"missing\":true,}]}}") },
                 { S("{\"query\":{\"pages\":[{\"title\":\"A\",\"missing\":tru}]}}") },
+                /* Shapes near those of a title that is no page here. */
+                { S("{\"query\":{\"interwiki\":[]}}") },
+                { S("{\"query\":{\"interwiki\":[{\"title\":\"\"}]}}") },
+                { S("{\"query\":{\"interwiki\":[{\"iw\":\"w\"}]}}") },
+                { S("{\"query\":{\"interwiki\":[{\"title\":\"w:A\"},{\"title\":\"w:B\"}]}}") },
+                { S("{\"query\":{\"interwiki\":{\"title\":\"w:A\"}}}") },
+                { S("{\"query\":{\"interwiki\":[{\"title\":7}]}}") },
+                { S("{\"query\":{\"pages\":[{\"title\":\"Special:A\",\"special\":\"yes\"}]}}") },
+                { S("{\"query\":{\"pages\":[{\"title\":\"Special:A\",\"special\":false}]}}") },
+                { S("{\"query\":{\"pages\":[{\"title\":\"Special:A\",\"ns\":\"-1\"}]}}") },
+                { S("{\"query\":{\"pages\":[{\"title\":\"A\",\"ns\":0}]}}") },
+                { S("{\"query\":{\"pages\":[{\"ns\":-1,\"special\":true}]}}") },
+                { S("{\"query\":{\"pages\":[{\"title\":\"\",\"special\":true}]}}") },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(bad_pages); i++) {
