@@ -11,6 +11,7 @@
 #include "http/sources-check.h"
 #include "http/queue-stream.h"
 #include "http/stream.h"
+#include "manager/manager-ops.h"
 #include "http/render.h"
 #include "http/request.h"
 #include "metrics/metrics.h"
@@ -18,11 +19,8 @@
 #include "shared/log.h"
 #include "shared/parse-util.h"
 #include "shared/macro.h"
-#include "shared/random-util.h"
 #include "shared/sanitize.h"
-#include "shared/sha256.h"
 #include "shared/strv.h"
-#include "query/mediawiki.h"
 #include "shared/time-util.h"
 #include "shared/list.h"
 
@@ -47,9 +45,9 @@ struct Api {
          * until its record is durable, even if the client has gone). */
         ApiWaiting *waiting;
 
-        /* The shared views waiting for the reader's permissions (API.md 9
-         * "Share"). */
-        struct ApiReadable *readables;
+        /* The requests waiting for a Manager operation: a shared view or
+         * the report, while the reader's permissions are asked. */
+        struct ApiPending *pending;
 };
 
 /* The record as GET /history/{id} returns it, as text (the caller frees
@@ -189,8 +187,8 @@ int api_new(sd_event *event, Manager *manager, Api **ret) {
         return 0;
 }
 
-typedef struct ApiReadable ApiReadable;
-static ApiReadable *api_readable_free(ApiReadable *r);
+typedef struct ApiPending ApiPending;
+static ApiPending *api_pending_free(ApiPending *p);
 
 Api *api_free(Api *api) {
         ApiWaiting *w;
@@ -203,8 +201,8 @@ Api *api_free(Api *api) {
         /* Before the Manager, which answers no waiter any more. */
         while ((w = api->waiting))
                 api_waiting_free(w);
-        while (api->readables)
-                api_readable_free(api->readables);
+        while (api->pending)
+                api_pending_free(api->pending);
         free(api);
         return NULL;
 }
@@ -235,6 +233,13 @@ static HttpHandlerResult reply_with_retry_after(
 
         retry_after(api, http_request_session(req), now_mono, seconds);
         return http_reply_error(req, error, message, h);
+}
+
+/* A Manager operation's refusal; busy with Retry-After (API.md 2). */
+static HttpHandlerResult reply_manager_error(Api *api, HttpRequest *req, const ManagerError *e) {
+        if (e->api_error == API_ERROR_BUSY)
+                return reply_with_retry_after(api, req, e->api_error, e->message, now(CLOCK_MONOTONIC));
+        return http_reply_error(req, e->api_error, e->message, NULL);
 }
 
 /* The status object (API.md 6); a queue call, so a heartbeat too. */
@@ -387,73 +392,12 @@ static void api_conversation_done(ApiConversation *c) {
         *c = (ApiConversation){ .turns = NULL };
 }
 
-/* The conversation up to the record id of session into *ret; false when
- * there is none to give, and then the request is answered (query_not_found
- * for an unknown record or another session's, or internal_error). */
-static bool api_find_conversation(
-        Api *api, HttpRequest *req, const char *id, const SessionKey *session, ApiConversation *ret) {
-        int r;
-
-        r = history_get_conversation(
-                api->history, id, session, HISTORY_CONVERSATION_MAX_TURNS, &ret->turns, &ret->n_turns);
-        if (r == -ENOENT)
-                http_reply_error(req, API_ERROR_QUERY_NOT_FOUND, NULL, NULL);
-        else if (r < 0)
-                http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-        return r >= 0;
-}
-
-/* A follow-up (API.md 7): the conversation of the record followed, which
- * must be the session's own and have ended, as the turns the model is
- * given. Checked before admission: a follow-up refused changes no queue
- * state and runs nothing. false: the request is answered (query_not_found,
- * busy, internal_error). */
-static bool api_prepare_follow_up(
-        Api *api,
-        HttpRequest *req,
-        const char *follow_up,
-        ApiConversation *conversation,
-        QueryTurn **ret_turns,
-        ManagerFollowUp *ret) {
-        const HistoryRecord *last;
-        QueryTurn *turns;
-
-        if (!api_find_conversation(api, req, follow_up, http_request_session(req), conversation))
-                return false;
-        last = &conversation->turns[conversation->n_turns - 1];
-        if (streq(last->status, "running")) {
-                reply_with_retry_after(
-                        api, req, API_ERROR_BUSY, "The query followed is still running", now(CLOCK_MONOTONIC));
-                return false;
-        }
-        turns = calloc(conversation->n_turns, sizeof *turns);
-        if (!turns) {
-                http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-                return false;
-        }
-        for (size_t i = 0; i < conversation->n_turns; i++)
-                turns[i] = (QueryTurn){
-                        .question = conversation->turns[i].question,
-                        .answer = conversation->turns[i].answer,
-                        .sources_json = conversation->turns[i].sources_json,
-                };
-        *ret_turns = turns;
-        *ret = (ManagerFollowUp){
-                .follow_up = last->id,
-                .conversation = last->conversation,
-                .turns = turns,
-                .n_turns = conversation->n_turns,
-        };
-        return true;
-}
-
 static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
         bool stream = api_wants_stream(req);
         _cleanup_free_ char *message = NULL;
         _cleanup_(query_body_done) QueryBody q = { 0 };
-        _cleanup_(api_conversation_done) ApiConversation conversation = { .turns = NULL };
-        _cleanup_free_ QueryTurn *turns = NULL;
-        ManagerFollowUp follow_up;
+        _cleanup_(manager_follow_up_freep) ManagerPreparedFollowUp *follow_up = NULL;
+        ManagerError e;
         usec_t t = now(CLOCK_MONOTONIC);
         ManagerQuery *query;
         ApiWaiting *w;
@@ -467,8 +411,11 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
         /* A stream refused is refused before admission (API.md 11.2). */
         if (stream && !http_stream_allowed(req))
                 return http_reply_error(req, API_ERROR_RATE_LIMITED, NULL, NULL);
-        if (q.follow_up && !api_prepare_follow_up(api, req, q.follow_up, &conversation, &turns, &follow_up))
-                return HTTP_HANDLED;
+        if (q.follow_up &&
+            manager_prepare_follow_up(
+                    api->manager, http_request_session(req), http_request_user(req), q.follow_up, &follow_up, &e) <
+                    0)
+                return reply_manager_error(api, req, &e);
 
         /* Allocated first: once the query has started, nothing may fail
          * before its request is kept. */
@@ -483,7 +430,7 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
                         .user = http_request_user(req),
                         .question = q.question,
                         .pages = q.pages,
-                        .follow_up = q.follow_up ? &follow_up : NULL,
+                        .follow_up = follow_up ? manager_follow_up_get(follow_up) : NULL,
                 },
                 &query);
         if (r < 0)
@@ -609,26 +556,11 @@ static HttpHandlerResult api_handle_history_get(Api *api, HttpRequest *req, cons
         return reply_json_object(req, render_history_record(record));
 }
 
-/* A history_*() call on one of the asker's records failed: -ENOENT is 404
- * (not theirs, or gone), -EBUSY 409 busy with Retry-After (its outcome is
- * still to be written: try after), anything else 500. */
-static HttpHandlerResult reply_history_error(Api *api, HttpRequest *req, int r) {
-        assert(r < 0);
-
-        if (r == -ENOENT)
-                return http_reply_error(req, API_ERROR_QUERY_NOT_FOUND, NULL, NULL);
-        if (r == -EBUSY)
-                return reply_with_retry_after(
-                        api, req, API_ERROR_BUSY, "The query is still running", now(CLOCK_MONOTONIC));
-        return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-}
-
 static HttpHandlerResult api_handle_history_delete(Api *api, HttpRequest *req, const char *id) {
-        int r;
+        ManagerError e;
 
-        r = history_delete(api->history, id, http_request_session(req));
-        if (r < 0)
-                return reply_history_error(api, req, r);
+        if (manager_delete_record(api->manager, http_request_session(req), id, &e) < 0)
+                return reply_manager_error(api, req, &e);
         return http_reply(req, 204, NULL, NULL);
 }
 
@@ -704,170 +636,63 @@ static HttpHandlerResult api_handle_history_feedback(Api *api, HttpRequest *req,
         _cleanup_(history_record_freep) HistoryRecord *record = NULL;
         _cleanup_free_ char *message = NULL;
         const uint8_t *body;
+        ManagerError e;
         size_t size;
-        int r;
 
         body = http_request_body(req, &size);
         if (request_parse_feedback(http_request_content_type(req), body, size, &f, &message) < 0)
                 return http_reply_error(req, API_ERROR_INVALID_INPUT, message, NULL);
 
-        r = history_set_feedback(
-                api->history, id, http_request_session(req), f.rating, f.reason, f.comment, now(CLOCK_REALTIME));
-        if (r < 0) /* -EBUSY: there is no answer to rate yet. */
-                return reply_history_error(api, req, r);
-        metrics_count_feedback(f.rating);
-        if (streq(f.rating, "down"))
-                metrics_count_unanswered("negative_feedback");
+        if (manager_set_feedback(
+                    api->manager, http_request_session(req), id, f.rating, f.reason, f.comment, &e) < 0)
+                return reply_manager_error(api, req, &e);
 
         if (!api_find_record(api, req, id, &record))
                 return HTTP_HANDLED;
         return reply_json_object(req, render_history_record(record));
 }
 
-/* ---- what the person asking may read (API.md "Whose permissions") ---- */
+/* ---- requests waiting for a Manager operation ---- */
 
-/* What answers a request once its titles are checked: readable[i] says
- * whether the person asking may read titles[i]. data is the request's
- * own, freed afterwards. */
-typedef HttpHandlerResult (*ApiReadableDone)(
-        Api *api, HttpRequest *req, void *data, char *const *titles, const bool *readable);
+typedef struct ApiShared ApiShared;
 
-/* A request suspended while manager_check_readable() answers for its
- * titles with the identity of the person asking (WIKI_WEB_WIKI_READ_AS=
- * person asks the wiki; service answers yes at once), asked in batches of
- * at most MEDIAWIKI_TITLES_MAX. With stop_at_unreadable the first title
- * found unreadable ends the asking (those not asked stay unreadable). */
-struct ApiReadable {
+/* A request suspended while the Manager checks what its reader may read:
+ * a shared view (share) or the report (report). */
+struct ApiPending {
         Api *api;
         HttpRequest *req;
-        char **titles;  /* each once, every one a valid title */
-        bool *readable; /* one per title */
-        size_t next;    /* the first not yet asked */
-        bool stop_at_unreadable;
-        ApiReadableDone done;
-        void *data;
-        void (*free_data)(void *data);
-        ManagerReadableCheck *check;
-        ApiReadable *readables_prev, *readables_next;
+        ManagerShareOpen *share;
+        ManagerReportCheck *report;
+        /* The report's */
+        unsigned days;
+        bool csv;
+        /* The shared view's */
+        ApiShared *shared;
+        ApiPending *pending_prev, *pending_next;
 };
 
-static ApiReadable *api_readable_free(ApiReadable *r) {
-        if (!r)
+static ApiShared *api_shared_free(ApiShared *s);
+
+static ApiPending *api_pending_free(ApiPending *p) {
+        if (!p)
                 return NULL;
-        LIST_REMOVE(readables, r->api->readables, r);
-        manager_readable_check_free(r->check);
-        if (r->data)
-                r->free_data(r->data);
-        strv_free(r->titles);
-        free(r->readable);
-        free(r);
+        LIST_REMOVE(pending, p->api->pending, p);
+        manager_share_open_free(p->share);
+        manager_report_check_free(p->report);
+        api_shared_free(p->shared);
+        free(p);
         return NULL;
 }
 
-static int api_readable_ask(ApiReadable *r);
+static ApiPending *api_pending_new(Api *api, HttpRequest *req) {
+        ApiPending *p = calloc(1, sizeof *p);
 
-static void api_readable_on_done(
-        ManagerReadableCheck *c,
-        int error,
-        ApiError api_error,
-        const char *message,
-        const bool *readable,
-        size_t n,
-        void *userdata) {
-        ApiReadable *r = userdata;
-        bool stop = false;
-        int q;
-
-        if (error < 0) {
-                /* Fail closed: the wiki's error, nothing shown. */
-                (void) http_reply_error(r->req, api_error, message, NULL);
-                api_readable_free(r);
-                return;
-        }
-        for (size_t i = 0; i < n && r->titles[r->next]; i++, r->next++) {
-                r->readable[r->next] = readable[i];
-                stop = stop || (r->stop_at_unreadable && !readable[i]);
-        }
-        r->check = manager_readable_check_free(r->check);
-        if (!stop && r->titles[r->next]) {
-                q = api_readable_ask(r);
-                if (q >= 0)
-                        return;
-                (void) http_reply_error(r->req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-                api_readable_free(r);
-                return;
-        }
-        (void) r->done(r->api, r->req, r->data, r->titles, r->readable);
-        api_readable_free(r);
-}
-
-/* The next batch of titles. */
-static int api_readable_ask(ApiReadable *r) {
-        char *batch[MEDIAWIKI_TITLES_MAX + 1] = { NULL };
-
-        for (size_t i = 0; i < MEDIAWIKI_TITLES_MAX && r->titles[r->next + i]; i++)
-                batch[i] = r->titles[r->next + i];
-        return manager_check_readable(
-                r->api->manager, http_request_user(r->req), batch, api_readable_on_done, r, &r->check);
-}
-
-/* Check titles for the person asking, then answer with done(data); the
- * request is suspended meanwhile. A title the wiki would not take is
- * dropped (so never readable). A check that cannot be made is answered
- * with its error (fail closed). Takes titles and data. */
-static HttpHandlerResult api_readable_start(
-        Api *api,
-        HttpRequest *req,
-        char **titles,
-        bool stop_at_unreadable,
-        ApiReadableDone done,
-        void *data,
-        void (*free_data)(void *data)) {
-        ApiReadable *r;
-        size_t n = 0;
-        int q;
-
-        r = calloc(1, sizeof *r);
-        if (!r) {
-                strv_free(titles);
-                free_data(data);
-                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-        }
-        *r = (ApiReadable){ .api = api,
-                            .req = req,
-                            .titles = titles,
-                            .stop_at_unreadable = stop_at_unreadable,
-                            .done = done,
-                            .data = data,
-                            .free_data = free_data };
-        LIST_PREPEND(readables, api->readables, r);
-        for (size_t i = 0; titles[i]; i++)
-                if (mediawiki_title_is_valid(titles[i]))
-                        titles[n++] = titles[i];
-                else
-                        free(titles[i]);
-        titles[n] = NULL;
-        r->readable = calloc(n + 1, sizeof(bool));
-        if (!r->readable) {
-                api_readable_free(r);
-                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-        }
-        if (n == 0) {
-                HttpHandlerResult h = done(api, req, data, titles, r->readable);
-
-                api_readable_free(r);
-                return h;
-        }
-        q = api_readable_ask(r);
-        if (q < 0) {
-                api_readable_free(r);
-                if (q == -EOPNOTSUPP)
-                        return http_reply_error(
-                                req, API_ERROR_EXECUTION_FAILED, "The wiki is not configured", NULL);
-                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-        }
-        http_request_suspend(req);
-        return HTTP_SUSPENDED;
+        if (!p)
+                return NULL;
+        p->api = api;
+        p->req = req;
+        LIST_PREPEND(pending, api->pending, p);
+        return p;
 }
 
 /* Whether the client asks for the report as CSV: ?format=csv. */
@@ -921,47 +746,26 @@ static HttpHandlerResult
                 req, render_report(report, days, manager_get_config(api->manager)->wiki_api_url));
 }
 
-/* A report waiting for what its editor may read. */
-typedef struct ApiReport {
-        Report *report;
-        unsigned days;
-        bool csv;
-} ApiReport;
+static void api_report_on_done(
+        ManagerReportCheck *c, const ManagerError *error, const Report *report, void *userdata) {
+        ApiPending *p = userdata;
 
-static void api_report_free(void *p) {
-        ApiReport *x = p;
-
-        if (!x)
-                return;
-        report_free(x->report);
-        free(x);
-}
-
-/* Only the pages the editor may read stay in the report (API.md "Whose
- * permissions"); how many did not is counted, never which. */
-static HttpHandlerResult api_report_on_readable(
-        Api *api, HttpRequest *req, void *data, char *const *titles, const bool *readable) {
-        ApiReport *x = data;
-        size_t n = report_keep_pages(x->report, titles, readable);
-
-        if (n > 0) {
-                metrics_count_withheld("report", (unsigned) MIN(n, (size_t) UINT_MAX));
-                log_info("Unanswered report: pages withheld from the editor reading it: %zu", n);
-        }
-        return api_reply_report(api, req, x->report, x->days, x->csv);
+        if (error)
+                (void) http_reply_error(p->req, error->api_error, error->message, NULL);
+        else
+                (void) api_reply_report(p->api, p->req, report, p->days, p->csv);
+        api_pending_free(p);
 }
 
 /* GET /reports/unanswered (API.md 9.2): for the wiki's editors only; in
  * person mode with the pages the editor may read. */
 static HttpHandlerResult api_handle_report(Api *api, HttpRequest *req) {
-        _cleanup_(report_freep) Report *report = NULL;
         const char *message = NULL;
-        ApiReport *x;
-        char **titles;
+        ManagerError e;
+        ApiPending *p;
         usec_t t, span;
         unsigned days;
         bool csv;
-        int r;
 
         if (!config_is_editor(manager_get_config(api->manager), http_request_user(req)))
                 return http_reply_error(
@@ -971,24 +775,26 @@ static HttpHandlerResult api_handle_report(Api *api, HttpRequest *req) {
         if (api_report_format(req, &csv) < 0)
                 return http_reply_error(req, API_ERROR_INVALID_INPUT, "format must be json or csv", NULL);
 
+        p = api_pending_new(api, req);
+        if (!p)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        p->days = days;
+        p->csv = csv;
         t = now(CLOCK_REALTIME);
         span = (usec_t) days * 24 * 3600 * USEC_PER_SEC;
-        r = report_unanswered(api->history, t > span ? t - span : 0, &report);
-        if (r < 0) {
-                log_error_errno(r, "The unanswered report could not be made");
-                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        if (manager_report_unanswered(
+                    api->manager,
+                    http_request_user(req),
+                    t > span ? t - span : 0,
+                    api_report_on_done,
+                    p,
+                    &p->report,
+                    &e) < 0) {
+                api_pending_free(p);
+                return http_reply_error(req, e.api_error, e.message, NULL);
         }
-        if (!manager_reads_as_person(api->manager))
-                return api_reply_report(api, req, report, days, csv);
-
-        titles = report_page_titles(report);
-        x = titles ? calloc(1, sizeof *x) : NULL;
-        if (!x) {
-                strv_free(titles);
-                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-        }
-        *x = (ApiReport){ .report = TAKE_PTR(report), .days = days, .csv = csv };
-        return api_readable_start(api, req, titles, false, api_report_on_readable, x, api_report_free);
+        http_request_suspend(req);
+        return HTTP_SUSPENDED;
 }
 
 static HttpHandlerResult api_handle_artifact(Api *api, HttpRequest *req, const char *id) {
@@ -1019,32 +825,32 @@ static HttpHandlerResult
         }
 }
 
+/* GET /history/{id}/export: the session's conversation up to id, read
+ * as the history's listing is. */
 static HttpHandlerResult api_handle_history_export(Api *api, HttpRequest *req, const char *id) {
         _cleanup_(api_conversation_done) ApiConversation c = { .turns = NULL };
+        int r;
 
-        if (!api_find_conversation(api, req, id, http_request_session(req), &c))
-                return HTTP_HANDLED;
+        r = history_get_conversation(
+                api->history, id, http_request_session(req), HISTORY_CONVERSATION_MAX_TURNS, &c.turns, &c.n_turns);
+        if (r == -ENOENT)
+                return http_reply_error(req, API_ERROR_QUERY_NOT_FOUND, NULL, NULL);
+        if (r < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         return api_reply_markdown(req, &c, "/api/v1/artifacts/");
-}
-
-/* The digest a share token is kept as. */
-static int share_digest(const char *token, uint8_t ret[static HISTORY_SHARE_DIGEST_SIZE]) {
-        return sha256(token, strlen(token), ret);
 }
 
 static HttpHandlerResult api_handle_share(Api *api, HttpRequest *req, const char *id) {
         _cleanup_free_ char *message = NULL, *url = NULL;
         _cleanup_(json_object_putp) json_object *o = NULL;
-        uint8_t bytes[SHARE_TOKEN_HEX_DIGITS / 2], digest[HISTORY_SHARE_DIGEST_SIZE];
-        char token[3 + SHARE_TOKEN_HEX_DIGITS + 1] = "sh_";
+        char token[MANAGER_SHARE_TOKEN_MAX];
         const uint8_t *body;
+        ManagerError e;
         size_t size;
-        int r;
 
         if (http_request_method(req) == HTTP_METHOD_DELETE) {
-                r = history_share_revoke(api->history, id, http_request_session(req));
-                if (r < 0)
-                        return reply_history_error(api, req, r);
+                if (manager_share_revoke(api->manager, http_request_session(req), id, &e) < 0)
+                        return reply_manager_error(api, req, &e);
                 return http_reply(req, 204, NULL, NULL);
         }
 
@@ -1052,20 +858,8 @@ static HttpHandlerResult api_handle_share(Api *api, HttpRequest *req, const char
         body = http_request_body(req, &size);
         if (request_parse_join(http_request_content_type(req), body, size, &message) < 0)
                 return http_reply_error(req, API_ERROR_INVALID_INPUT, message, NULL);
-
-        /* 256 random bits; only their digest is kept. */
-        r = random_bytes(bytes, sizeof bytes);
-        if (r < 0)
-                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-        for (size_t i = 0; i < sizeof bytes; i++)
-                snprintf(token + 3 + 2 * i, 3, "%02x", bytes[i]);
-        r = share_digest(token, digest);
-        if (r < 0)
-                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-
-        r = history_share_add(api->history, id, http_request_session(req), digest, now(CLOCK_REALTIME));
-        if (r < 0)
-                return reply_history_error(api, req, r);
+        if (manager_share_create(api->manager, http_request_session(req), id, token, &e) < 0)
+                return reply_manager_error(api, req, &e);
 
         /* The page's address of the shared view: the token in the fragment,
          * which browsers never send, so that it stays out of access logs
@@ -1079,117 +873,65 @@ static HttpHandlerResult api_handle_share(Api *api, HttpRequest *req, const char
 }
 
 /* A request for a shared conversation (API.md 9 "Share"), from the
- * token's lookup to its answer: what the answer needs, kept while the
- * readability check runs. */
-typedef struct ApiShared ApiShared;
+ * token to its answer, while the Manager opens the share. */
 typedef HttpHandlerResult (*ApiSharedHandler)(Api *api, HttpRequest *req, const ApiShared *s);
 
 struct ApiShared {
-        char token[3 + SHARE_TOKEN_HEX_DIGITS + 1];
+        char token[MANAGER_SHARE_TOKEN_MAX];
         char artifact_id[ROUTE_ID_MAX]; /* GET …/artifacts/{id}; "" otherwise */
-        ApiConversation conversation;
-        SessionKey owner; /* whose records they are */
+        ApiConversation conversation;   /* borrowed from the Manager's result */
+        const SessionKey *owner;        /* whose records they are */
         ApiSharedHandler handler;
 };
 
 static ApiShared *api_shared_free(ApiShared *s) {
-        if (!s)
-                return NULL;
-        api_conversation_done(&s->conversation);
         free(s);
         return NULL;
 }
-DEFINE_TRIVIAL_CLEANUP_FUNC(ApiShared *, api_shared_free);
 
-/* Every source title of the conversation, each once; NULL-terminated. */
-static char **api_shared_titles(const ApiConversation *c) {
-        _cleanup_(strv_freep) char **titles = calloc(1, sizeof(char *));
-        size_t n = 0;
+static void api_shared_on_open(
+        ManagerShareOpen *o, const ManagerError *error, const ManagerShared *result, void *userdata) {
+        ApiPending *p = userdata;
+        ApiShared *s = p->shared;
 
-        if (!titles)
-                return NULL;
-        for (size_t i = 0; i < c->n_turns; i++) {
-                _cleanup_(json_object_putp) json_object *a = json_tokener_parse(c->turns[i].sources_json);
-                size_t m = json_object_is_type(a, json_type_array) ? json_object_array_length(a) : 0;
-
-                for (size_t j = 0; j < m; j++) {
-                        const char *t = json_object_get_string(
-                                json_object_object_get(json_object_array_get_idx(a, j), "title"));
-
-                        if (t && strv_extend_unique(&titles, &n, t) < 0)
-                                return NULL;
-                }
+        if (error)
+                (void) http_reply_error(p->req, error->api_error, error->message, NULL);
+        else {
+                s->conversation = (ApiConversation){ .turns = (HistoryRecord *) result->turns,
+                                                     .n_turns = result->n_turns };
+                s->owner = result->owner;
+                (void) s->handler(p->api, p->req, s);
         }
-        return TAKE_PTR(titles);
+        api_pending_free(p);
 }
 
-/* The readability check has answered: every source readable, s's
- * handler answers; else 404, as for a wrong token. */
-static HttpHandlerResult api_shared_on_readable(
-        Api *api, HttpRequest *req, void *data, char *const *titles, const bool *readable) {
-        ApiShared *s = data;
-
-        for (size_t i = 0; titles[i]; i++)
-                if (!readable[i])
-                        return http_reply_error(req, API_ERROR_NOT_FOUND, NULL, NULL);
-        return s->handler(api, req, s);
-}
-
-static void api_shared_free_data(void *p) {
-        api_shared_free(p);
-}
-
-/* Whether the person asking may read every source of the shared
- * conversation (API.md 9 "Share"), then s's handler; a source they may
- * not read: 404, as for a wrong token. Takes s. */
-static HttpHandlerResult api_check_shared_readable(Api *api, HttpRequest *req, ApiShared *s) {
-        char **titles = api_shared_titles(&s->conversation);
-
-        if (!titles) {
-                api_shared_free(s);
-                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-        }
-        return api_readable_start(api, req, titles, true, api_shared_on_readable, s, api_shared_free_data);
-}
-
-/* GET /shared/{token}[/…]: 403 origin_denied for an anonymous request
- * while identity is on (before the token is looked at, so it says nothing
- * of the token), 404 not_found for a token that is wrong or revoked or
- * whose record is gone; else the readability check, then handler. */
+/* GET /shared/{token}[/…]: the Manager opens the share for the reader
+ * (403 origin_denied for an anonymous reader while identity is on; 404
+ * not_found for a token that is wrong, revoked, whose record is gone, or
+ * that shows what the reader may not read), then handler answers. */
 static HttpHandlerResult api_handle_shared_route(
         Api *api, HttpRequest *req, const char *token, const char *artifact_id, ApiSharedHandler handler) {
-        _cleanup_(api_shared_freep) ApiShared *s = NULL;
-        uint8_t digest[HISTORY_SHARE_DIGEST_SIZE];
-        char id[QUERY_ID_MAX];
-        int r;
+        ApiPending *p;
+        ManagerError e;
 
-        if (config_identity_enabled(manager_get_config(api->manager)) && !http_request_user(req))
-                return http_reply_error(
-                        req, API_ERROR_ORIGIN_DENIED, "Sign in to read a shared conversation", NULL);
-
-        s = calloc(1, sizeof *s);
-        if (!s)
+        p = api_pending_new(api, req);
+        if (p)
+                p->shared = calloc(1, sizeof *p->shared);
+        if (!p || !p->shared) {
+                api_pending_free(p);
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-        snprintf(s->token, sizeof s->token, "%s", token);
-        snprintf(s->artifact_id, sizeof s->artifact_id, "%s", artifact_id ? artifact_id : "");
-        s->handler = handler;
-
-        r = share_digest(s->token, digest);
-        if (r >= 0)
-                r = history_share_find(api->history, digest, id, &s->owner);
-        if (r >= 0)
-                r = history_get_conversation(
-                        api->history,
-                        id,
-                        &s->owner,
-                        HISTORY_CONVERSATION_MAX_TURNS,
-                        &s->conversation.turns,
-                        &s->conversation.n_turns);
-        if (r == -ENOENT)
-                return http_reply_error(req, API_ERROR_NOT_FOUND, NULL, NULL);
-        if (r < 0)
-                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-        return api_check_shared_readable(api, req, TAKE_PTR(s));
+        }
+        snprintf(p->shared->token, sizeof p->shared->token, "%s", token);
+        snprintf(p->shared->artifact_id, sizeof p->shared->artifact_id, "%s", artifact_id ? artifact_id : "");
+        p->shared->handler = handler;
+        if (manager_share_open(
+                    api->manager, http_request_user(req), p->shared->token, api_shared_on_open, p, &p->share, &e) <
+            0) {
+                api_pending_free(p);
+                return http_reply_error(req, e.api_error, e.message, NULL);
+        }
+        http_request_suspend(req);
+        return HTTP_SUSPENDED;
 }
 
 /* GET /shared/{token}: the turns, read-only, their files through the share. */
@@ -1254,7 +996,7 @@ static HttpHandlerResult api_reply_shared_artifact(Api *api, HttpRequest *req, c
         for (size_t i = 0; i < c->n_turns; i++)
                 for (size_t j = 0; j < c->turns[i].n_artifacts; j++)
                         if (streq(c->turns[i].artifacts[j].id, s->artifact_id))
-                                return api_serve_artifact(api, req, s->artifact_id, &s->owner);
+                                return api_serve_artifact(api, req, s->artifact_id, s->owner);
         return http_reply_error(req, API_ERROR_ARTIFACT_NOT_FOUND, NULL, NULL);
 }
 

@@ -5,9 +5,7 @@
 
 #include "http/render.h"
 #include "http/sources-check.h"
-#include "metrics/metrics.h"
-#include "query/mediawiki.h"
-#include "query/wiki-client.h"
+#include "manager/manager-ops.h"
 #include "shared/json-util.h"
 #include "shared/list.h"
 #include "shared/log.h"
@@ -19,13 +17,8 @@ typedef struct SourcesCheck SourcesCheck;
 struct SourcesCheck {
         SourcesChecks *owner;
         HttpRequest *req;
-        RevisionCheck *check;
-        ManagerReadableCheck *readable; /* person mode: the read check first */
-        json_object *sources;           /* the record's, to answer with */
-        /* WIKI_WEB_WIKI_READ_AS=person: the titles checked for the person
-         * first, and those they may not read now (answered as missing). */
-        char **titles;
-        char **withheld;
+        ManagerSourcesCheck *check;
+        json_object *sources; /* the record's, to answer with */
         SourcesCheck *checks_prev, *checks_next;
 };
 
@@ -48,11 +41,8 @@ static SourcesCheck *sources_check_free(SourcesCheck *c) {
                 LIST_REMOVE(checks, c->owner->checks_head, c);
                 c->owner->in_flight--;
         }
-        revision_check_free(c->check);
-        manager_readable_check_free(c->readable);
+        manager_sources_check_free(c->check);
         json_object_put(c->sources);
-        strv_free(c->titles);
-        strv_free(c->withheld);
         free(c);
         return NULL;
 }
@@ -112,11 +102,9 @@ static bool sources_checks_admit(SourcesChecks *s, const SessionKey *session, us
         return true;
 }
 
-/* The record's sources, each with what the wiki says of it now (NULL revs:
- * none checked). */
-static json_object *sources_render(
-        json_object *sources, const MediaWikiRevision *revs, size_t n_revs, char *const *withheld) {
-        static const MediaWikiRevision missing = { .missing = true };
+/* The record's sources, each with what the Manager's check says of it now
+ * (NULL: none checked). */
+static json_object *sources_render(json_object *sources, const ManagerSources *now) {
         _cleanup_(json_object_putp) json_object *list = json_object_new_array();
         size_t n = json_object_array_length(sources);
 
@@ -127,15 +115,12 @@ static json_object *sources_render(
                 const char *title = json_object_get_string(json_object_object_get(src, "title"));
                 json_object *rev_o = json_object_object_get(src, "revision_id");
                 uint64_t rev = rev_o ? (uint64_t) json_object_get_int64(rev_o) : 0;
-                const MediaWikiRevision *now = NULL;
+                const ManagerSourceState *st = NULL;
                 _cleanup_(json_object_putp) json_object *o = json_object_new_object();
 
-                /* A page the person may not read now reads as a missing one. */
-                if (title && strv_contains(withheld, title))
-                        now = &missing;
-                for (size_t k = 0; title && !now && k < n_revs; k++)
-                        if (streq(revs[k].title, title)) {
-                                now = &revs[k];
+                for (size_t k = 0; title && now && k < now->n; k++)
+                        if (now->sources[k].checked && streq(now->sources[k].title, title)) {
+                                st = &now->sources[k];
                                 break;
                         }
                 if (!o || json_add(o, "title", json_string(title)) < 0 ||
@@ -143,23 +128,22 @@ static json_object *sources_render(
                             0 ||
                     json_add(o, "revision_id", json_object_new_uint64(rev)) < 0)
                         return NULL;
-                /* Not checked (past the first MEDIAWIKI_TITLES_MAX): all null. */
-                if (!now) {
+                /* Not checked (past the first MANAGER_SOURCES_MAX, or not a title): all null. */
+                if (!st) {
                         if (json_object_object_add(o, "current_revision_id", NULL) < 0 ||
                             json_object_object_add(o, "changed", NULL) < 0 ||
                             json_object_object_add(o, "missing", NULL) < 0)
                                 return NULL;
                 } else {
-                        if ((now->missing ? json_object_object_add(o, "current_revision_id", NULL) :
-                                            json_add(
-                                                    o,
-                                                    "current_revision_id",
-                                                    json_object_new_uint64(now->revision_id))) < 0 ||
+                        if ((st->missing ?
+                                     json_object_object_add(o, "current_revision_id", NULL) :
+                                     json_add(o, "current_revision_id", json_object_new_uint64(st->revision_id))) <
+                                    0 ||
                             json_add(
                                     o,
                                     "changed",
-                                    json_object_new_boolean(now->missing || now->revision_id != rev)) < 0 ||
-                            json_add(o, "missing", json_object_new_boolean(now->missing)) < 0)
+                                    json_object_new_boolean(st->missing || st->revision_id != rev)) < 0 ||
+                            json_add(o, "missing", json_object_new_boolean(st->missing)) < 0)
                                 return NULL;
                 }
                 if (json_object_array_add(list, TAKE_PTR(o)) < 0)
@@ -168,85 +152,29 @@ static json_object *sources_render(
         return TAKE_PTR(list);
 }
 
-static HttpHandlerResult sources_reply(
-        HttpRequest *req,
-        const char *id,
-        json_object *sources,
-        const MediaWikiRevision *revs,
-        size_t n_revs,
-        char *const *withheld) {
+static HttpHandlerResult
+        sources_reply(HttpRequest *req, const char *id, json_object *sources, const ManagerSources *now_) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
         char t[RFC3339_MS_MAX];
 
         if (!o || json_add(o, "id", json_string(id)) < 0 ||
             json_add(o, "checked_at", json_string(format_rfc3339_ms(t, now(CLOCK_REALTIME)))) < 0 ||
-            json_add(o, "sources", sources_render(sources, revs, n_revs, withheld)) < 0)
+            json_add(o, "sources", sources_render(sources, now_)) < 0)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         return http_reply(req, 200, render_body(o), NULL);
 }
 
-static void sources_check_on_done(RevisionCheck *rc, int error, const WikiResult *r, void *userdata) {
+/* The Manager's check came back; one that could not be made fails the
+ * request (fail closed in person mode). */
+static void sources_check_on_done(
+        ManagerSourcesCheck *mc, const ManagerError *error, const ManagerSources *result, void *userdata) {
         SourcesCheck *c = userdata;
         const RouteMatch *m = http_request_route(c->req);
 
-        if (error < 0) {
-                log_info("Sources of %s: the wiki could not be asked: %s", m->id, r->message ? r->message : "");
-                (void) http_reply_error(c->req, r->api_error, r->message, NULL);
-        } else
-                (void) sources_reply(c->req, m->id, c->sources, r->revisions, r->n_revisions, c->withheld);
-        sources_check_free(c);
-}
-
-/* Person mode: the person's read check came back. The titles they may read
- * are asked for their revisions; the others answer as missing. A check
- * that could not be made fails the request (fail closed). */
-static void sources_check_on_readable(
-        ManagerReadableCheck *rc,
-        int error,
-        ApiError api_error,
-        const char *message,
-        const bool *readable_titles,
-        size_t n_readable,
-        void *userdata) {
-        SourcesCheck *c = userdata;
-        const RouteMatch *m = http_request_route(c->req);
-        _cleanup_(strv_freep) char **readable = NULL;
-        size_t n = strv_length(c->titles), k = 0, w = 0;
-        int q;
-
-        /* What the check reports belongs to c->readable: freed only once read. */
-        if (error < 0) {
-                log_info("Sources of %s: the read check failed: %s", m->id, api_error_to_string(api_error));
-                (void) http_reply_error(c->req, API_ERROR_WIKI_AUTH_FAILED, message, NULL);
-                sources_check_free(c);
-                return;
-        }
-        readable = calloc(n + 1, sizeof(char *));
-        c->withheld = calloc(n + 1, sizeof(char *));
-        if (!readable || !c->withheld)
-                goto fail;
-        for (size_t i = 0; i < n; i++) {
-                bool ok = i < n_readable && readable_titles[i];
-                char **l = ok ? readable : c->withheld;
-                size_t *at = ok ? &k : &w;
-
-                l[*at] = strdup(c->titles[i]);
-                if (!l[(*at)++])
-                        goto fail;
-        }
-        if (w > 0)
-                metrics_count_withheld("sources", (unsigned) w);
-        c->readable = manager_readable_check_free(c->readable);
-        if (k == 0) {
-                (void) sources_reply(c->req, m->id, c->sources, NULL, 0, c->withheld);
-                sources_check_free(c);
-                return;
-        }
-        q = manager_check_revisions(c->owner->manager, readable, sources_check_on_done, c, &c->check);
-        if (q >= 0)
-                return;
-fail:
-        (void) http_reply_error(c->req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        if (error)
+                (void) http_reply_error(c->req, error->api_error, error->message, NULL);
+        else
+                (void) sources_reply(c->req, m->id, c->sources, result);
         sources_check_free(c);
 }
 
@@ -254,6 +182,7 @@ HttpHandlerResult sources_checks_handle(SourcesChecks *s, HttpRequest *req, cons
         _cleanup_(json_object_putp) json_object *sources = NULL;
         _cleanup_(strv_freep) char **titles = NULL;
         SourcesCheck *c;
+        ManagerError e;
         size_t n, n_titles;
         unsigned wait;
         int r;
@@ -271,7 +200,7 @@ HttpHandlerResult sources_checks_handle(SourcesChecks *s, HttpRequest *req, cons
         }
         n = json_object_array_length(sources);
         if (n == 0)
-                return sources_reply(req, record->id, sources, NULL, 0, NULL);
+                return sources_reply(req, record->id, sources, NULL);
 
         if (!sources_checks_admit(s, http_request_session(req), now(CLOCK_MONOTONIC), &wait)) {
                 char retry[16];
@@ -281,7 +210,9 @@ HttpHandlerResult sources_checks_handle(SourcesChecks *s, HttpRequest *req, cons
                 return http_reply_error(req, API_ERROR_RATE_LIMITED, "Too many checks of sources", h);
         }
 
-        n_titles = MIN(n, (size_t) MEDIAWIKI_TITLES_MAX);
+        /* The Manager asks for the first MANAGER_SOURCES_MAX; a title the
+         * wiki would not take is left unchecked. */
+        n_titles = MIN(n, (size_t) MANAGER_SOURCES_MAX);
         titles = calloc(n_titles + 1, sizeof(char *));
         if (!titles)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
@@ -289,33 +220,23 @@ HttpHandlerResult sources_checks_handle(SourcesChecks *s, HttpRequest *req, cons
                 const char *t = json_object_get_string(
                         json_object_object_get(json_object_array_get_idx(sources, i), "title"));
 
-                /* A title the wiki gave this daemon; one it would not take is left unchecked. */
-                if (!t || !mediawiki_title_is_valid(t))
+                if (!t)
                         continue;
                 titles[k] = strdup(t);
                 if (!titles[k++])
                         return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
         }
         if (!titles[0])
-                return sources_reply(req, record->id, sources, NULL, 0, NULL);
+                return sources_reply(req, record->id, sources, NULL);
 
         c = calloc(1, sizeof *c);
         if (!c)
                 return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-        if (manager_reads_as_person(s->manager)) {
-                /* Person mode: first what the asking person may read now. */
-                r = manager_check_readable(
-                        s->manager, http_request_user(req), titles, sources_check_on_readable, c, &c->readable);
-                if (r >= 0)
-                        c->titles = TAKE_PTR(titles);
-        } else
-                r = manager_check_revisions(s->manager, titles, sources_check_on_done, c, &c->check);
+        r = manager_check_sources(
+                s->manager, http_request_user(req), titles, sources_check_on_done, c, &c->check, &e);
         if (r < 0) {
                 free(c);
-                if (r == -EOPNOTSUPP)
-                        return http_reply_error(
-                                req, API_ERROR_EXECUTION_FAILED, "The wiki is not configured", NULL);
-                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+                return http_reply_error(req, e.api_error, e.message, NULL);
         }
         c->owner = s;
         c->req = req;

@@ -4,6 +4,7 @@
 
 #include "admission/admission-timers.h"
 #include "admission/wait-tracker.h"
+#include "manager/manager-ops.h"
 #include "manager/manager.h"
 #include "metrics/metrics.h"
 #include "sandbox/sandbox.h"
@@ -173,10 +174,14 @@ const Config *manager_get_config(Manager *m) {
         return m->config;
 }
 
-int manager_check_revisions(
-        Manager *m, char **titles, RevisionCheckDone done, void *userdata, RevisionCheck **ret) {
+sd_event *manager_get_event(Manager *m) {
         assert(m);
-        return query_executor_check_revisions(m->executor, titles, done, userdata, ret);
+        return m->event;
+}
+
+QueryExecutor *manager_get_executor(Manager *m) {
+        assert(m);
+        return m->executor;
 }
 
 bool manager_reads_as_person(const Manager *m) {
@@ -1344,96 +1349,4 @@ bool manager_busy(const Manager *m) {
                 if (IN_SET(q->state, MANAGER_QUERY_STATE_EXECUTING, MANAGER_QUERY_STATE_COMPLETING))
                         return true;
         return false;
-}
-
-/* ---- what a person may read (manager_check_readable()) ---- */
-
-struct ManagerReadableCheck {
-        RevisionCheck *check;   /* person mode: the wiki's answer */
-        sd_event_source *defer; /* service mode: every title readable */
-        size_t n;
-        ManagerReadableDone done;
-        void *userdata;
-};
-
-ManagerReadableCheck *manager_readable_check_free(ManagerReadableCheck *c) {
-        if (!c)
-                return NULL;
-        revision_check_free(c->check);
-        sd_event_source_disable_unref(c->defer);
-        free(c);
-        return NULL;
-}
-
-static void manager_readable_on_check(RevisionCheck *rc, int error, const WikiResult *r, void *userdata) {
-        ManagerReadableCheck *c = userdata;
-
-        metrics_count_read_check(error >= 0);
-        if (error < 0 || r->n_readable != c->n)
-                c->done(c,
-                        error < 0 ? error : -EBADMSG,
-                        error < 0 ? r->api_error : API_ERROR_WIKI_AUTH_FAILED,
-                        r->message,
-                        NULL,
-                        0,
-                        c->userdata);
-        else
-                c->done(c, 0, _API_ERROR_INVALID, NULL, r->readable, r->n_readable, c->userdata);
-}
-
-static int manager_readable_on_defer(sd_event_source *s, void *userdata) {
-        ManagerReadableCheck *c = userdata;
-        _cleanup_free_ bool *all = calloc(c->n, sizeof(bool));
-
-        (void) sd_event_source_set_enabled(s, SD_EVENT_OFF);
-        if (!all) {
-                c->done(c, -ENOMEM, API_ERROR_INTERNAL_ERROR, NULL, NULL, 0, c->userdata);
-                return 0;
-        }
-        for (size_t i = 0; i < c->n; i++)
-                all[i] = true;
-        c->done(c, 0, _API_ERROR_INVALID, NULL, all, c->n, c->userdata);
-        return 0;
-}
-
-int manager_check_readable(
-        Manager *m,
-        const char *user,
-        char **titles,
-        ManagerReadableDone done,
-        void *userdata,
-        ManagerReadableCheck **ret) {
-        _cleanup_(manager_readable_check_freep) ManagerReadableCheck *c = NULL;
-        size_t n = strv_length(titles);
-        int r;
-
-        assert(m);
-        assert(done);
-        assert(ret);
-
-        if (n < 1 || n > MEDIAWIKI_TITLES_MAX)
-                return -EINVAL;
-        for (size_t i = 0; i < n; i++)
-                if (!mediawiki_title_is_valid(titles[i]))
-                        return -EINVAL;
-        if (!m->config->wiki_api_url)
-                return -EOPNOTSUPP;
-        c = calloc(1, sizeof *c);
-        if (!c)
-                return -ENOMEM;
-        c->n = n;
-        c->done = done;
-        c->userdata = userdata;
-        if (query_executor_reads_as_person(m->executor))
-                r = query_executor_check_readable(
-                        m->executor, user, titles, manager_readable_on_check, c, &c->check);
-        else {
-                r = sd_event_add_defer(m->event, &c->defer, manager_readable_on_defer, c);
-                if (r >= 0)
-                        (void) sd_event_source_set_description(c->defer, "manager-readable");
-        }
-        if (r < 0)
-                return r;
-        *ret = TAKE_PTR(c);
-        return 0;
 }

@@ -227,17 +227,11 @@ bool manager_wait_known(const Manager *m);
  * (D-Bus properties, ListTickets, the metrics gauges, STATUS=); every
  * change to it is a Manager operation above. Borrowed. */
 const Admission *manager_get_admission(const Manager *m);
-/* The history, for reading and deleting records (list, get, delete,
- * artifacts), as machined reads its images. Borrowed. */
+/* The history, for reading records (list, get, artifacts, a
+ * conversation's export), as machined reads its images; every write is a
+ * Manager operation (manager-ops.h). Borrowed. */
 History *manager_get_history(Manager *m);
 const Config *manager_get_config(Manager *m);
-/* The wiki's current revisions of titles (1..50, NULL-terminated,
- * borrowed for the call), for a record's sources (API.md 9): the
- * executor's check, asked through the Manager. Returns as
- * query_executor_check_revisions(); free *ret (revision_check_free()) to
- * cancel. */
-int manager_check_revisions(
-        Manager *m, char **titles, RevisionCheckDone done, void *userdata, RevisionCheck **ret);
 /* Whether the wiki is read as the asking person (WIKI_WEB_WIKI_READ_AS=person). */
 bool manager_reads_as_person(const Manager *m);
 /* Health's "wiki_read_check" in person mode ("ok", "failed", "unknown");
@@ -282,43 +276,9 @@ typedef struct ManagerQueryRequest {
  * record is durable. */
 int manager_start_query(Manager *m, const ManagerQueryRequest *req, ManagerQuery **ret);
 
-/* What a person may read on the wiki, for a face that shows wiki content
- * outside a query (API.md "Whose permissions"; the share of a record):
- * whether user (their identity name; NULL: an anonymous reader) may read
- * each of 1..MEDIAWIKI_TITLES_MAX titles, asked of the wiki now (the
- * extension WikiwebReadCheck, one request through the executor, on a wiki
- * client of its own, at most REVISION_CHECK_TIMEOUT_USEC), never cached.
- * With WIKI_WEB_WIKI_READ_AS=service every title is readable (the service
- * account's permissions count), without asking the wiki.
- *
- * done is called once, from the event loop (a defer), never from inside
- * this call, unless the check is freed first (which cancels it): error 0
- * and readable[i] for titles[i] (n of them); or a negative errno, api_error
- * and message (sanitized, names what to fix: wiki_auth_failed when the
- * wiki lacks the extension or the service account the right) and no
- * readable: the caller must then show nothing (fail closed). Everything
- * is borrowed for the call. titles is copied. Returns 0, -EINVAL (no
- * titles, more than 50, an invalid one), -EOPNOTSUPP (no wiki
- * configured), -ENOMEM. The caller owns *ret and frees it before the
- * Manager. */
-typedef struct ManagerReadableCheck ManagerReadableCheck;
-typedef void (*ManagerReadableDone)(
-        ManagerReadableCheck *c,
-        int error,
-        ApiError api_error,
-        const char *message,
-        const bool *readable,
-        size_t n,
-        void *userdata);
-int manager_check_readable(
-        Manager *m,
-        const char *user,
-        char **titles,
-        ManagerReadableDone done,
-        void *userdata,
-        ManagerReadableCheck **ret);
-ManagerReadableCheck *manager_readable_check_free(ManagerReadableCheck *c);
-DEFINE_TRIVIAL_CLEANUP_FUNC(ManagerReadableCheck *, manager_readable_check_free);
+/* The operations on the history and the wiki for a person (delete,
+ * feedback, shares, the follow-up's preparation, the read check, a
+ * record's sources, the unanswered report) are in manager/manager-ops.h. */
 
 /* End a running query now, as its deadline would (an administrator's
  * CancelQuery; the service stopping): it fails with execution_failed and

@@ -49,18 +49,19 @@ struct QueryExecutor {
         unsigned max_jobs;
 
         usec_t test_delay;
+        usec_t test_check_timeout; /* 0: REVISION_CHECK_TIMEOUT_USEC */
 
         /* WIKI_WEB_WIKI_READ_AS=person: health's probe of the read check. */
         RevisionCheck *read_probe;
-        int read_probe_state; /* 0 unknown, 1 ok, -1 failed */
-        usec_t read_probe_at; /* when the last one started; monotonic */
+        sd_event_source *read_probe_timer; /* every READ_PROBE_INTERVAL_USEC */
+        int read_probe_state;              /* 0 unknown, 1 ok, -1 failed */
 
         /* The message of a query that cannot run (API.md 9, health): the
          * settings that are missing and where to read on. */
         char unconfigured_message[256];
 };
 
-static void read_probe_start(QueryExecutor *x);
+static int read_probe_arm(QueryExecutor *x);
 
 /* Out of the executor's list: the job runs no more (reported, or
  * cancelled). */
@@ -203,7 +204,10 @@ int query_executor_new(sd_event *event, const Config *config, QueryExecutor **re
                 r = query_executor_check_props(x);
                 if (r < 0)
                         log_debug_errno(r, "Cannot ask the model server for its slots");
-                read_probe_start(x);
+                r = read_probe_arm(x);
+                if (r < 0)
+                        return log_error_errno(
+                                r, "Query execution: the read check's probe could not be set up");
         }
         *ret = TAKE_PTR(x);
         return 0;
@@ -218,6 +222,7 @@ QueryExecutor *query_executor_free(QueryExecutor *x) {
                 query_execution_detach(x->jobs);
         llm_props_free(x->props);
         revision_check_free(x->read_probe);
+        sd_event_source_disable_unref(x->read_probe_timer);
         llm_client_free(x->llm);
         upstream_free(x->upstream);
         destination_policy_free(x->policy);
@@ -323,6 +328,11 @@ int query_execution_abort(QueryExecution *j, const char *reason) {
 void query_executor_set_test_delay(QueryExecutor *x, usec_t delay) {
         assert(x);
         x->test_delay = delay;
+}
+
+void query_executor_set_test_check_timeout(QueryExecutor *x, usec_t timeout) {
+        assert(x);
+        x->test_check_timeout = timeout;
 }
 #endif
 
@@ -442,7 +452,9 @@ static int wiki_check_new(QueryExecutor *x, RevisionCheckDone done, void *userda
                         .api_url = cfg->wiki_api_url,
                         .username = cfg->wiki_username,
                         .password = cfg->wiki_username ? cfg->wiki_password : NULL,
-                        .deadline = now(CLOCK_MONOTONIC) + REVISION_CHECK_TIMEOUT_USEC,
+                        .deadline = now(CLOCK_MONOTONIC) +
+                                (TEST_FAULT(x->test_check_timeout > 0) ? x->test_check_timeout :
+                                                                         REVISION_CHECK_TIMEOUT_USEC),
                 },
                 &c->wiki);
         if (r < 0)
@@ -486,6 +498,47 @@ int query_executor_check_readable(
         return 0;
 }
 
+int query_executor_wiki_search(
+        QueryExecutor *x,
+        const char *query,
+        unsigned limit,
+        RevisionCheckDone done,
+        void *userdata,
+        RevisionCheck **ret) {
+        _cleanup_(revision_check_freep) RevisionCheck *c = NULL;
+        int r;
+
+        r = wiki_check_new(x, done, userdata, &c);
+        if (r < 0)
+                return r;
+        r = wiki_client_search(c->wiki, query, limit, revision_check_on_done, c, &c->op);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+int query_executor_wiki_read(
+        QueryExecutor *x, const char *title, RevisionCheckDone done, void *userdata, RevisionCheck **ret) {
+        _cleanup_(revision_check_freep) RevisionCheck *c = NULL;
+        int r;
+
+        r = wiki_check_new(x, done, userdata, &c);
+        if (r < 0)
+                return r;
+        r = wiki_client_read(c->wiki, title, revision_check_on_done, c, &c->op);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+void revision_check_take_result(RevisionCheck *c, WikiResult *ret) {
+        assert(c);
+        assert(c->op);
+        wiki_operation_take_result(c->op, ret);
+}
+
 #define READ_PROBE_INTERVAL_USEC (60 * USEC_PER_SEC)
 
 static void read_probe_on_done(RevisionCheck *c, int error, const WikiResult *r, void *userdata) {
@@ -508,9 +561,8 @@ static void read_probe_start(QueryExecutor *x) {
         char *titles[] = { (char *) "Main Page", NULL };
         int r;
 
-        if (x->read_probe || x->config->wiki_read_as != CONFIG_READ_AS_PERSON || !x->upstream)
+        if (x->read_probe)
                 return;
-        x->read_probe_at = now(CLOCK_MONOTONIC);
         r = query_executor_check_readable(x, NULL, titles, read_probe_on_done, x, &x->read_probe);
         if (r < 0) {
                 log_warning_errno(r, "Cannot check whether the wiki answers read checks");
@@ -518,19 +570,52 @@ static void read_probe_start(QueryExecutor *x) {
         }
 }
 
+static int read_probe_on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        QueryExecutor *x = userdata;
+        int r;
+
+        read_probe_start(x);
+        r = sd_event_source_set_time_relative(s, READ_PROBE_INTERVAL_USEC);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(s, SD_EVENT_ON);
+        if (r < 0)
+                log_warning_errno(r, "The read check's probe cannot be scheduled again");
+        return 0;
+}
+
+/* WIKI_WEB_WIKI_READ_AS=person: the probe at once, then every
+ * READ_PROBE_INTERVAL_USEC, on the loop; health reads its last result. */
+static int read_probe_arm(QueryExecutor *x) {
+        int r;
+
+        if (x->config->wiki_read_as != CONFIG_READ_AS_PERSON || !x->upstream)
+                return 0;
+        read_probe_start(x);
+        r = sd_event_add_time_relative(
+                x->event,
+                &x->read_probe_timer,
+                CLOCK_MONOTONIC,
+                READ_PROBE_INTERVAL_USEC,
+                0,
+                read_probe_on_timer,
+                x);
+        if (r < 0)
+                return r;
+        (void) sd_event_source_set_description(x->read_probe_timer, "executor-read-probe");
+        return 0;
+}
+
 bool query_executor_reads_as_person(const QueryExecutor *x) {
         assert(x);
         return x->config->wiki_read_as == CONFIG_READ_AS_PERSON;
 }
 
-const char *query_executor_read_check_health(QueryExecutor *x) {
+const char *query_executor_read_check_health(const QueryExecutor *x) {
         assert(x);
 
         if (x->config->wiki_read_as != CONFIG_READ_AS_PERSON)
                 return NULL;
         if (!x->upstream)
                 return "failed";
-        if (!x->read_probe && now(CLOCK_MONOTONIC) >= usec_add(x->read_probe_at, READ_PROBE_INTERVAL_USEC))
-                read_probe_start(x);
         return x->read_probe_state > 0 ? "ok" : x->read_probe_state < 0 ? "failed" : "unknown";
 }

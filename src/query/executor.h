@@ -91,6 +91,9 @@ int query_execution_abort(QueryExecution *e, const char *reason);
  * pipeline does not run then, configured or not: each job ends as an
  * unconfigured one ("query execution is not configured"). */
 void query_executor_set_test_delay(QueryExecutor *x, usec_t delay);
+/* Test-only: the bound of the checks and searches outside a query
+ * instead of REVISION_CHECK_TIMEOUT_USEC (0: that). */
+void query_executor_set_test_check_timeout(QueryExecutor *x, usec_t timeout);
 #endif
 
 /* The staleness check of a record's sources (API.md 9, GET
@@ -133,12 +136,30 @@ int query_executor_check_readable(
         void *userdata,
         RevisionCheck **ret);
 
+/* A search (limit 1..MEDIAWIKI_SEARCH_MAX) or a read of one page, as a
+ * query's tools make them but outside any query (the Manager's
+ * manager_wiki_search() and manager_wiki_read(), which filter for the
+ * person), on a wiki client of its own with the service account, bounded
+ * by REVISION_CHECK_TIMEOUT_USEC. Returns as
+ * query_executor_check_revisions(). */
+int query_executor_wiki_search(
+        QueryExecutor *x,
+        const char *query,
+        unsigned limit,
+        RevisionCheckDone done,
+        void *userdata,
+        RevisionCheck **ret);
+int query_executor_wiki_read(
+        QueryExecutor *x, const char *title, RevisionCheckDone done, void *userdata, RevisionCheck **ret);
+/* From inside done: move the result out (wiki_result_done() frees it). */
+void revision_check_take_result(RevisionCheck *c, WikiResult *ret);
+
 /* Whether WIKI_WEB_WIKI_READ_AS=person. */
 bool query_executor_reads_as_person(const QueryExecutor *x);
 
 /* Whether the wiki answered the last read check of the executor's own
  * (health, WIKI_WEB_WIKI_READ_AS=person): "ok", "failed", or "unknown"
- * (none answered yet); NULL in service mode. A check of an anonymous
- * reader on the page "Main Page" is made at start and when this is asked
- * and the last one is older than a minute (the next call shows it). */
-const char *query_executor_read_check_health(QueryExecutor *x);
+ * (none answered yet); NULL in service mode. The check, of an anonymous
+ * reader on the page "Main Page", is made at start and then every minute
+ * on an event loop timer; this only reads its last result. */
+const char *query_executor_read_check_health(const QueryExecutor *x);

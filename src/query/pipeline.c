@@ -13,6 +13,7 @@
 #include "query/citation.h"
 #include "query/llm-client.h"
 #include "query/pipeline.h"
+#include "query/read-check.h"
 #include "query/wiki-client.h"
 #include "sandbox/sandbox.h"
 #include "shared/json-util.h"
@@ -831,13 +832,6 @@ static unsigned query_run_filter_pending(QueryRun *q, const bool *readable, size
         return withheld;
 }
 
-/* The message of a query that fails because the check could not be made
- * (API.md "Whose permissions": fail closed). */
-#define QUERY_READ_CHECK_FAILED_MESSAGE                                                                     \
-        "The wiki could not say what this person may read (%s), so nothing of it was used: the wiki needs " \
-        "the MediaWiki extension WikiwebReadCheck and the service account the right wikiweb-readcheck "     \
-        "(or set WIKI_WEB_WIKI_READ_AS=service)"
-
 static void query_run_on_check_done(QueryRun *q, int error, const WikiResult *r) {
         q->checking = false;
         metrics_count_read_check(error >= 0);
@@ -850,14 +844,13 @@ static void query_run_on_check_done(QueryRun *q, int error, const WikiResult *r)
                         LOG_WARNING,
                         "the read check failed: %s; failing closed.",
                         api_error_to_string(r->api_error));
-                if (r->api_error == API_ERROR_WIKI_AUTH_FAILED && r->message)
-                        m = strdup(r->message);
-                else if (asprintf(&m, QUERY_READ_CHECK_FAILED_MESSAGE, api_error_to_string(r->api_error)) < 0)
+                /* Fail closed as every read check does (query/read-check.h). */
+                if (read_check_failure(r->api_error, r->message, &m) < 0)
                         m = NULL;
                 if (q->state != QUERY_RUN_PRELOAD)
                         query_run_emit_tool_result(
                                 q, false, query_run_summary("error", json_string("wiki_auth_failed")));
-                query_run_fail(q, -EACCES, API_ERROR_WIKI_AUTH_FAILED, m ? m : "The wiki's read check failed");
+                query_run_fail(q, -EACCES, READ_CHECK_API_ERROR, m ? m : "The wiki's read check failed");
                 q->state = QUERY_RUN_CLEANUP;
         } else {
                 unsigned withheld = query_run_filter_pending(q, r->readable, r->n_readable);

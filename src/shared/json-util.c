@@ -4,6 +4,7 @@
 #include <limits.h>
 
 #include "shared/json-util.h"
+#include "shared/strv.h"
 #include "shared/utf8.h"
 
 char *json_quote(const char *s) {
@@ -84,4 +85,25 @@ bool json_rest_is_whitespace(const char *s, size_t from, size_t n) {
                 if (s[i] == 0 || !strchr(" \t\r\n", s[i]))
                         return false;
         return true;
+}
+
+int json_array_strings_unique(const char *json, const char *key, char ***l, size_t *n) {
+        json_object *a = json ? json_tokener_parse(json) : NULL;
+        size_t k = json_object_is_type(a, json_type_array) ? json_object_array_length(a) : 0;
+        int r = 0;
+
+        assert(key);
+        assert(l);
+        assert(n);
+        for (size_t j = 0; j < k && r >= 0; j++) {
+                const char *t = json_object_get_string(
+                        json_object_object_get(json_object_array_get_idx(a, j), key));
+
+                if (t &&
+                    json_object_is_type(
+                            json_object_object_get(json_object_array_get_idx(a, j), key), json_type_string))
+                        r = strv_extend_unique(l, n, t);
+        }
+        json_object_put(a);
+        return r;
 }

@@ -43,3 +43,9 @@ int json_append(json_object *array, json_object *value);
  * tab, CR, LF; a NUL is not): what may follow a document that
  * json_tokener_parse_ex() read up to json_tokener_get_parse_end(). */
 bool json_rest_is_whitespace(const char *s, size_t from, size_t n);
+
+/* Append to *l (n entries, NULL-terminated; strv_extend_unique()) the
+ * string member key of each object of the JSON array text json, each
+ * string once: a record's source titles. Text that is not such an array
+ * (NULL included) adds nothing. Returns 0 or -ENOMEM. */
+int json_array_strings_unique(const char *json, const char *key, char ***l, size_t *n);

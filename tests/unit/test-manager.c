@@ -5,16 +5,23 @@
  * execution_failed from the loop, which is enough to see a query's whole
  * life through the Manager's interface: its announcements, once each and
  * in order, the record, busy, cancel, health and the stop. */
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <systemd/sd-event.h>
 
+#include "manager/manager-ops.h"
 #include "manager/manager.h"
 #include "manager/status-line.h"
+#include "query/executor.h"
 #include "sandbox/files.h"
 #include "shared/config.h"
 #include "shared/macro.h"
+#include "shared/strv.h"
 #include "store/history.h"
 #include "tests.h"
 
@@ -301,60 +308,566 @@ TEST(cancel) {
 /* The stop: no new query (-ESHUTDOWN), nothing announced. */
 typedef struct Readable {
         unsigned calls;
-        int error;
+        bool failed;
+        ApiError api_error;
+        char message[512];
         size_t n;
-        bool all;
+        size_t n_readable;
+        bool readable[256];
 } Readable;
 
 static void on_readable(
-        ManagerReadableCheck *c,
-        int error,
-        ApiError api_error,
-        const char *message,
-        const bool *readable,
-        size_t n,
-        void *userdata) {
+        ManagerReadableCheck *c, const ManagerError *error, const ManagerReadable *result, void *userdata) {
         Readable *r = userdata;
 
         r->calls++;
-        r->error = error;
-        r->n = n;
-        r->all = true;
-        for (size_t i = 0; i < n; i++)
-                r->all = r->all && readable[i];
+        r->failed = error != NULL;
+        ASSERT_TRUE(!error != !result);
+        if (error) {
+                r->api_error = error->api_error;
+                snprintf(r->message, sizeof r->message, "%s", error->message ? error->message : "");
+                return;
+        }
+        r->n = result->n;
+        r->n_readable = 0;
+        for (size_t i = 0; i < result->n && i < ELEMENTSOF(r->readable); i++) {
+                r->readable[i] = result->readable[i];
+                r->n_readable += result->readable[i];
+        }
 }
 
-/* manager_check_readable(): the arguments refused at once; in service mode
- * every title readable, from the loop, never inside the call; a check
- * freed before it reports never reports. */
+static void run_until_called(Fixture *f, const unsigned *calls, unsigned n) {
+        usec_t end = usec_add(now(CLOCK_MONOTONIC), 20 * USEC_PER_SEC);
+
+        while (*calls < n && now(CLOCK_MONOTONIC) < end)
+                ASSERT_OK(sd_event_run(f->event, 10 * USEC_PER_MSEC));
+        ASSERT_EQ_INT(*calls, n);
+}
+
+/* manager_check_readable() in service mode: any number of titles, every
+ * valid one readable and an invalid one never, from the loop and never
+ * inside the call; no titles: an empty result; a check freed before it
+ * reports never reports. */
 TEST(check_readable) {
-        char *titles[] = { (char *) "Apple", (char *) "Payroll:Salaries", NULL };
-        char *bad[] = { (char *) "A|B", NULL };
+        char *titles[] = { (char *) "Apple", (char *) "A|B", (char *) "Payroll:Salaries", NULL };
         char *none[] = { NULL };
-        ManagerReadableCheck *c = NULL, *d = NULL;
-        Readable r = { 0 }, q = { 0 };
+        _cleanup_(strv_freep) char **many = NULL;
+        ManagerReadableCheck *c = NULL, *d = NULL, *e = NULL;
+        Readable r = { 0 }, q = { 0 }, z = { 0 }, w = { 0 };
+        ManagerError err;
+        size_t n_many = 0;
         Fixture f;
 
         fixture_start(&f);
-        ASSERT_EQ_INT(manager_check_readable(f.manager, "Alice", titles, on_readable, &r, &c), -EOPNOTSUPP);
-        f.config.wiki_api_url = strdup("http://127.0.0.1:1/api.php");
-        ASSERT_TRUE(f.config.wiki_api_url);
-        ASSERT_EQ_INT(manager_check_readable(f.manager, "Alice", bad, on_readable, &r, &c), -EINVAL);
-        ASSERT_EQ_INT(manager_check_readable(f.manager, "Alice", none, on_readable, &r, &c), -EINVAL);
-        ASSERT_TRUE(!c);
-
-        ASSERT_OK(manager_check_readable(f.manager, "Alice", titles, on_readable, &r, &c));
-        ASSERT_OK(manager_check_readable(f.manager, NULL, titles, on_readable, &q, &d));
+        ASSERT_OK(manager_check_readable(f.manager, "Alice", titles, on_readable, &r, &c, &err));
+        ASSERT_OK(manager_check_readable(f.manager, NULL, titles, on_readable, &q, &d, &err));
+        ASSERT_OK(manager_check_readable(f.manager, NULL, none, on_readable, &z, &e, &err));
         ASSERT_EQ_INT(r.calls, 0);
         d = manager_readable_check_free(d);
-        for (unsigned i = 0; i < 10 && r.calls == 0; i++)
-                ASSERT_OK(sd_event_run(f.event, 10 * USEC_PER_MSEC));
-        ASSERT_EQ_INT(r.calls, 1);
-        ASSERT_EQ_INT(r.error, 0);
-        ASSERT_EQ_INT(r.n, 2);
-        ASSERT_TRUE(r.all);
+        run_until_called(&f, &r.calls, 1);
+        run_until_called(&f, &z.calls, 1);
+        ASSERT_TRUE(!r.failed);
+        ASSERT_EQ_INT(r.n, 3);
+        ASSERT_TRUE(r.readable[0] && !r.readable[1] && r.readable[2]);
+        ASSERT_TRUE(!z.failed);
+        ASSERT_EQ_INT(z.n, 0);
         ASSERT_EQ_INT(q.calls, 0);
         c = manager_readable_check_free(c);
+        e = manager_readable_check_free(e);
+
+        /* More than one batch's worth: all answered, in order. */
+        for (unsigned i = 0; i < 120; i++) {
+                char t[32];
+
+                snprintf(t, sizeof t, "Page %u", i);
+                ASSERT_OK(strv_extend_unique(&many, &n_many, t));
+        }
+        ASSERT_OK(manager_check_readable(f.manager, "Alice", many, on_readable, &w, &c, &err));
+        run_until_called(&f, &w.calls, 1);
+        ASSERT_EQ_INT(w.n, 120);
+        ASSERT_EQ_INT(w.n_readable, 120);
+        c = manager_readable_check_free(c);
+        fixture_stop(&f);
+}
+
+/* ---- the read check against a wiki that fails in each way ---- */
+
+typedef enum FakeMode {
+        FAKE_OK,       /* every title readable, none in a request that names Payroll */
+        FAKE_UNLOADED, /* the extension is missing: unknown action */
+        FAKE_REVOKED,  /* the service account lacks the right */
+        FAKE_SILENT,   /* never answers: the check times out */
+        FAKE_GARBAGE,  /* a reply that does not parse */
+        FAKE_SHORT,    /* one page fewer than asked */
+        _FAKE_MODE_MAX,
+} FakeMode;
+
+/* A wiki on 127.0.0.1 that answers action=wikiwebreadcheck and
+ * prop=info, one request per connection. */
+typedef struct FakeWiki {
+        int fd;
+        uint16_t port;
+        sd_event_source *listen;
+        FakeMode mode;
+        unsigned requests, readchecks;
+        int conns[16];
+        sd_event_source *conn_sources[16];
+} FakeWiki;
+
+/* How many titles a request's titles= names (they are joined by %7C). */
+static size_t fake_count_titles(const char *req) {
+        const char *t = strstr(req, "titles=");
+        size_t n = 1;
+
+        if (!t)
+                return 0;
+        for (const char *p = t; *p && *p != '&' && *p != ' '; p++)
+                if (strncmp(p, "%7C", 3) == 0)
+                        n++;
+        return n;
+}
+
+static void fake_reply(int fd, const char *body) {
+        char head[256];
+        int n = snprintf(
+                head,
+                sizeof head,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                "Connection: close\r\n\r\n",
+                strlen(body));
+
+        ASSERT_TRUE(write(fd, head, (size_t) n) == n);
+        ASSERT_TRUE(write(fd, body, strlen(body)) == (ssize_t) strlen(body));
+}
+
+static int fake_on_conn(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        FakeWiki *w = userdata;
+        char req[65536] = "";
+        ssize_t k = read(fd, req, sizeof req - 1);
+        _cleanup_free_ char *body = NULL;
+        size_t n;
+
+        if (k <= 0 || !strstr(req, "\r\n\r\n"))
+                goto done;
+        req[k] = 0;
+        w->requests++;
+        if (strstr(req, "list=search")) {
+                fake_reply(
+                        fd,
+                        "{\"query\":{\"search\":[{\"title\":\"Payroll:Salaries\",\"snippet\":\"s\"},"
+                        "{\"title\":\"Apple\",\"snippet\":\"a\"},{\"title\":\"Pear\",\"snippet\":\"p\"}]}}");
+                goto done;
+        }
+        if (!strstr(req, "wikiwebreadcheck")) {
+                /* prop=info: every title missing (enough for the sources). */
+                fake_reply(fd, "{\"batchcomplete\":true,\"query\":{\"pages\":[]}}");
+                goto done;
+        }
+        w->readchecks++;
+        n = fake_count_titles(req);
+        ASSERT_TRUE(n >= 1);
+        switch (w->mode) {
+        case FAKE_OK:
+        case FAKE_SHORT: {
+                size_t len = 64 + n * 64;
+                size_t m = w->mode == FAKE_SHORT ? n - 1 : n;
+                const char *t = strstr(req, "titles=") + strlen("titles=");
+                char *b = malloc(len);
+                size_t at = 0;
+
+                ASSERT_TRUE(b);
+                at += (size_t) snprintf(b + at, len - at, "{\"wikiwebreadcheck\":{\"pages\":[");
+                for (size_t i = 0; i < m; i++) {
+                        const char *end = strstr(t, "%7C"), *stop = t + strcspn(t, "& ");
+                        bool payroll;
+
+                        if (!end || end > stop)
+                                end = stop;
+                        payroll = memmem(t, (size_t) (end - t), "Payroll", 7) != NULL;
+                        at += (size_t) snprintf(
+                                b + at,
+                                len - at,
+                                "%s{\"title\":\"T%zu\",\"readable\":%s}",
+                                i ? "," : "",
+                                i,
+                                payroll ? "false" : "true");
+                        t = end + 3;
+                }
+                snprintf(b + at, len - at, "]}}");
+                body = b;
+                fake_reply(fd, body);
+                break;
+        }
+        case FAKE_UNLOADED:
+                fake_reply(
+                        fd,
+                        "{\"error\":{\"code\":\"badvalue\",\"info\":\"Unrecognized value for parameter \\\"action\\\": wikiwebreadcheck.\"}}");
+                break;
+        case FAKE_REVOKED:
+                fake_reply(
+                        fd,
+                        "{\"error\":{\"code\":\"permissiondenied\",\"info\":\"You don't have permission.\"}}");
+                break;
+        case FAKE_SILENT:
+                return 0; /* kept open, never answered */
+        case FAKE_GARBAGE:
+                fake_reply(fd, "<html>Payroll:Salaries is secret</html>");
+                break;
+        default:
+                break;
+        }
+done:
+        for (size_t i = 0; i < ELEMENTSOF(w->conns); i++)
+                if (w->conn_sources[i] == s) {
+                        w->conn_sources[i] = sd_event_source_disable_unref(s);
+                        close(w->conns[i]);
+                        w->conns[i] = -1;
+                }
+        return 0;
+}
+
+static int fake_on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        FakeWiki *w = userdata;
+        int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
+
+        if (c < 0)
+                return 0;
+        for (size_t i = 0; i < ELEMENTSOF(w->conns); i++)
+                if (!w->conn_sources[i]) {
+                        w->conns[i] = c;
+                        ASSERT_OK(sd_event_add_io(
+                                sd_event_source_get_event(s), &w->conn_sources[i], c, EPOLLIN, fake_on_conn, w));
+                        return 0;
+                }
+        close(c);
+        return 0;
+}
+
+static void fake_wiki_start(FakeWiki *w, sd_event *e) {
+        struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        socklen_t len = sizeof a;
+
+        *w = (FakeWiki){ .fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0) };
+        ASSERT_TRUE(w->fd >= 0);
+        ASSERT_OK(bind(w->fd, (struct sockaddr *) &a, sizeof a));
+        ASSERT_OK(listen(w->fd, 16));
+        ASSERT_OK(getsockname(w->fd, (struct sockaddr *) &a, &len));
+        w->port = ntohs(a.sin_port);
+        ASSERT_OK(sd_event_add_io(e, &w->listen, w->fd, EPOLLIN, fake_on_accept, w));
+}
+
+static void fake_wiki_stop(FakeWiki *w) {
+        for (size_t i = 0; i < ELEMENTSOF(w->conns); i++)
+                if (w->conn_sources[i]) {
+                        sd_event_source_disable_unref(w->conn_sources[i]);
+                        close(w->conns[i]);
+                }
+        sd_event_source_disable_unref(w->listen);
+        close(w->fd);
+}
+
+/* A Manager in person mode whose wiki is w (and a model nobody asks). */
+static void fixture_start_person(Fixture *f, FakeWiki *w) {
+        fixture_start(f);
+        fake_wiki_start(w, f->event);
+        f->manager = manager_free(f->manager);
+        ASSERT_TRUE(asprintf(&f->config.wiki_api_url, "http://127.0.0.1:%u/api.php", w->port) > 0);
+        f->config.llm_url = strdup("http://127.0.0.1:1/v1");
+        f->config.llm_model = strdup("test");
+        ASSERT_TRUE(f->config.llm_url && f->config.llm_model);
+        f->config.wiki_read_as = CONFIG_READ_AS_PERSON;
+        strv_free(f->config.editors);
+        f->config.editors = calloc(2, sizeof(char *));
+        ASSERT_TRUE(f->config.editors && (f->config.editors[0] = strdup("Eve")));
+        ASSERT_OK(manager_new(f->event, &f->config, &f->manager));
+        ASSERT_OK(manager_subscribe(f->manager, on_event, &f->log));
+        query_executor_set_test_check_timeout(manager_get_executor(f->manager), 300 * USEC_PER_MSEC);
+}
+
+/* Every caller of the read check sees one outcome of a failed check. */
+typedef struct Caller {
+        unsigned calls;
+        bool failed;
+        ApiError api_error;
+        char message[512];
+} Caller;
+
+static void caller_note(Caller *c, const ManagerError *error) {
+        c->calls++;
+        c->failed = error != NULL;
+        if (error) {
+                c->api_error = error->api_error;
+                snprintf(c->message, sizeof c->message, "%s", error->message ? error->message : "");
+        }
+}
+
+static void on_share(ManagerShareOpen *o, const ManagerError *error, const ManagerShared *result, void *userdata) {
+        caller_note(userdata, error);
+}
+
+static void on_report(ManagerReportCheck *c, const ManagerError *error, const Report *result, void *userdata) {
+        caller_note(userdata, error);
+}
+
+static void on_sources(
+        ManagerSourcesCheck *c, const ManagerError *error, const ManagerSources *result, void *userdata) {
+        caller_note(userdata, error);
+}
+
+/* A finished record of session k with one source: unverified, so in the
+ * unanswered report with its page. */
+static void add_record(Fixture *f, const SessionKey *k, const char *id, const char *title) {
+        _cleanup_free_ char *sources = NULL;
+        History *h = manager_get_history(f->manager);
+
+        ASSERT_TRUE(
+                asprintf(&sources, "[{\"title\":\"%s\",\"url\":\"http://w/x\",\"revision_id\":1}]", title) > 0);
+        ASSERT_OK(history_begin(h, id, k, "Where is the salary?", now(CLOCK_REALTIME)));
+        ASSERT_OK(history_finish(
+                h,
+                id,
+                &(HistoryOutcome){ .succeeded = true,
+                                   .answer = "Somewhere.",
+                                   .sources_json = sources,
+                                   .finished_at = now(CLOCK_REALTIME) }));
+}
+
+/* The one read check through each failure: the share, the report and the
+ * sources check each fail closed with the same
+ * API error and message, and nothing of the wiki's own reply shows. */
+TEST(read_check_fails_closed_alike) {
+        static const FakeMode failures[] = { FAKE_UNLOADED, FAKE_REVOKED, FAKE_SILENT, FAKE_GARBAGE, FAKE_SHORT };
+        static const char *const names[] = {
+                [FAKE_UNLOADED] = "WikiwebReadCheck",    [FAKE_REVOKED] = "wikiweb-readcheck",
+                [FAKE_SILENT] = "WIKI_WEB_WIKI_READ_AS", [FAKE_GARBAGE] = "WIKI_WEB_WIKI_READ_AS",
+                [FAKE_SHORT] = "WIKI_WEB_WIKI_READ_AS",
+        };
+        char *titles[] = { (char *) "Apple", NULL };
+        SessionKey k = session(7);
+        char token[MANAGER_SHARE_TOKEN_MAX];
+        ManagerError e;
+        FakeWiki w;
+        Fixture f;
+
+        fixture_start_person(&f, &w);
+        add_record(&f, &k, "qr_00000000000000000000000000000001", "Apple");
+        ASSERT_OK(manager_share_create(f.manager, &k, "qr_00000000000000000000000000000001", token, &e));
+
+        for (size_t i = 0; i < ELEMENTSOF(failures); i++) {
+                Caller share = { 0 }, report = { 0 }, sources = { 0 };
+                ManagerShareOpen *o = NULL;
+                ManagerReportCheck *r = NULL;
+                ManagerSourcesCheck *c = NULL;
+
+                w.mode = failures[i];
+                ASSERT_OK(manager_share_open(f.manager, "Bob", token, on_share, &share, &o, &e));
+                ASSERT_OK(manager_report_unanswered(f.manager, "Eve", 0, on_report, &report, &r, &e));
+                ASSERT_OK(manager_check_sources(f.manager, "Bob", titles, on_sources, &sources, &c, &e));
+                run_until_called(&f, &share.calls, 1);
+                run_until_called(&f, &report.calls, 1);
+                run_until_called(&f, &sources.calls, 1);
+                ASSERT_TRUE(share.failed && report.failed && sources.failed);
+                ASSERT_EQ_INT(share.api_error, API_ERROR_WIKI_AUTH_FAILED);
+                ASSERT_EQ_INT(report.api_error, API_ERROR_WIKI_AUTH_FAILED);
+                ASSERT_EQ_INT(sources.api_error, API_ERROR_WIKI_AUTH_FAILED);
+                ASSERT_EQ_STR(share.message, report.message);
+                ASSERT_EQ_STR(share.message, sources.message);
+                ASSERT_TRUE(strstr(share.message, names[failures[i]]));
+                ASSERT_TRUE(!strstr(share.message, "Payroll") && !strstr(share.message, "html"));
+                o = manager_share_open_free(o);
+                r = manager_report_check_free(r);
+                c = manager_sources_check_free(c);
+        }
+        fixture_stop(&f);
+        fake_wiki_stop(&w);
+}
+
+static void on_search_titles(
+        ManagerWikiOperation *o, const ManagerError *error, const ManagerWikiHits *result, void *userdata) {
+        Caller *c = userdata;
+
+        caller_note(c, error);
+        for (size_t i = 0; result && i < result->n; i++) {
+                size_t at = strlen(c->message);
+
+                snprintf(c->message + at, sizeof c->message - at, "%s;", result->hits[i].title);
+        }
+}
+
+/* Person mode with a wiki that answers: more than one batch, in order,
+ * the unreadable ones withheld; the share of a record whose source the
+ * reader may not read is not_found, and readable for one who may. */
+TEST(read_check_person) {
+        _cleanup_(strv_freep) char **many = NULL;
+        ManagerReadableCheck *c = NULL;
+        SessionKey k = session(8);
+        char token[MANAGER_SHARE_TOKEN_MAX];
+        Readable r = { 0 };
+        Caller share = { 0 };
+        ManagerShareOpen *o = NULL;
+        ManagerError e;
+        size_t n = 0;
+        FakeWiki w;
+        Fixture f;
+
+        fixture_start_person(&f, &w);
+        for (unsigned i = 0; i < 120; i++) {
+                char t[32];
+
+                snprintf(t, sizeof t, "Page %u", i);
+                ASSERT_OK(strv_extend_unique(&many, &n, t));
+        }
+        ASSERT_OK(strv_extend_unique(&many, &n, "A|B"));
+        /* The health probe's own check at start, first. */
+        for (unsigned i = 0; i < 200 && streq(manager_read_check_health(f.manager), "unknown"); i++)
+                ASSERT_OK(sd_event_run(f.event, 10 * USEC_PER_MSEC));
+        ASSERT_EQ_INT(w.readchecks, 1);
+        ASSERT_EQ_STR(manager_read_check_health(f.manager), "ok");
+        ASSERT_OK(manager_check_readable(f.manager, "Bob", many, on_readable, &r, &c, &e));
+        run_until_called(&f, &r.calls, 1);
+        ASSERT_TRUE(!r.failed);
+        ASSERT_EQ_INT(r.n, 121);
+        ASSERT_EQ_INT(r.n_readable, 120);
+        ASSERT_TRUE(!r.readable[120]);
+        ASSERT_EQ_INT(w.readchecks, 1 + 3); /* 50, 50, 20; the invalid title not asked */
+        c = manager_readable_check_free(c);
+
+        add_record(&f, &k, "qr_00000000000000000000000000000002", "Payroll:Salaries");
+        ASSERT_OK(manager_share_create(f.manager, &k, "qr_00000000000000000000000000000002", token, &e));
+        ASSERT_OK(manager_share_open(f.manager, "Bob", token, on_share, &share, &o, &e));
+        run_until_called(&f, &share.calls, 1);
+        ASSERT_TRUE(share.failed);
+        ASSERT_EQ_INT(share.api_error, API_ERROR_NOT_FOUND);
+        o = manager_share_open_free(o);
+        /* A search for a person: the withheld hit left out, the limit kept. */
+        {
+                ManagerWikiOperation *wo = NULL;
+                Caller found = { 0 };
+
+                ASSERT_OK(manager_wiki_search(
+                        f.manager, "Bob", "salary", 1, on_search_titles, &found, &wo, &e));
+                run_until_called(&f, &found.calls, 1);
+                ASSERT_TRUE(!found.failed);
+                ASSERT_EQ_STR(found.message, "Apple;");
+                wo = manager_wiki_operation_free(wo);
+        }
+        /* A wrong token: the same, without asking the wiki. */
+        ASSERT_EQ_INT(manager_share_open(f.manager, "Bob", "sh_00", on_share, &share, &o, &e), -ENOENT);
+        ASSERT_EQ_INT(e.api_error, API_ERROR_NOT_FOUND);
+        fixture_stop(&f);
+        fake_wiki_stop(&w);
+}
+
+static void on_share_ok(
+        ManagerShareOpen *o, const ManagerError *error, const ManagerShared *result, void *userdata) {
+        Caller *c = userdata;
+
+        caller_note(c, error);
+        if (result)
+                snprintf(
+                        c->message,
+                        sizeof c->message,
+                        "%zu %s",
+                        result->n_turns,
+                        result->turns[result->n_turns - 1].id);
+}
+
+static void on_report_ok(ManagerReportCheck *rc, const ManagerError *error, const Report *result, void *userdata) {
+        Caller *c = userdata;
+
+        caller_note(c, error);
+        if (result)
+                snprintf(c->message, sizeof c->message, "%zu", result->n_groups);
+}
+
+static void on_search(
+        ManagerWikiOperation *o, const ManagerError *error, const ManagerWikiHits *result, void *userdata) {
+        caller_note(userdata, error);
+}
+
+static void on_read(ManagerWikiOperation *o, const ManagerError *error, const WikiPage *result, void *userdata) {
+        caller_note(userdata, error);
+}
+
+/* The history's operations in service mode: delete, feedback, the
+ * follow-up's preparation, shares, the report; each refusal with its API
+ * error; and the wiki's tools refusing what they cannot ask. */
+TEST(history_operations) {
+        const char *a = "qr_00000000000000000000000000000011", *b = "qr_00000000000000000000000000000012";
+        _cleanup_(manager_follow_up_freep) ManagerPreparedFollowUp *p = NULL;
+        char token[MANAGER_SHARE_TOKEN_MAX], token2[MANAGER_SHARE_TOKEN_MAX];
+        SessionKey k = session(9), other = session(10);
+        Caller share = { 0 }, report = { 0 };
+        ManagerShareOpen *o = NULL;
+        ManagerReportCheck *rc = NULL;
+        ManagerWikiOperation *wo = NULL;
+        ManagerError e;
+        Fixture f;
+
+        fixture_start(&f);
+        add_record(&f, &k, a, "Apple");
+        ASSERT_OK(history_begin_follow_up(
+                manager_get_history(f.manager), b, &k, "And then?", a, a, now(CLOCK_REALTIME)));
+
+        /* The follow-up of a running record: busy; of another's: not found. */
+        ASSERT_EQ_INT(manager_prepare_follow_up(f.manager, &k, NULL, b, &p, &e), -EBUSY);
+        ASSERT_EQ_INT(e.api_error, API_ERROR_BUSY);
+        ASSERT_EQ_INT(manager_prepare_follow_up(f.manager, &other, NULL, a, &p, &e), -ENOENT);
+        ASSERT_EQ_INT(e.api_error, API_ERROR_QUERY_NOT_FOUND);
+        ASSERT_OK(manager_prepare_follow_up(f.manager, &k, NULL, a, &p, &e));
+        ASSERT_EQ_STR(manager_follow_up_get(p)->follow_up, a);
+        ASSERT_EQ_INT(manager_follow_up_get(p)->n_turns, 1);
+        ASSERT_EQ_STR(manager_follow_up_get(p)->turns[0].answer, "Somewhere.");
+
+        /* Feedback: not yet on a running one, never on another's. */
+        ASSERT_EQ_INT(manager_set_feedback(f.manager, &k, b, "up", NULL, NULL, &e), -EBUSY);
+        ASSERT_EQ_INT(e.api_error, API_ERROR_BUSY);
+        ASSERT_EQ_INT(manager_set_feedback(f.manager, &other, a, "up", NULL, NULL, &e), -ENOENT);
+        ASSERT_OK(manager_set_feedback(f.manager, &k, a, "down", "wrong", "No.", &e));
+
+        /* Shares: made, opened by anyone (service mode), revoked. */
+        ASSERT_EQ_INT(manager_share_create(f.manager, &other, a, token, &e), -ENOENT);
+        ASSERT_EQ_INT(manager_share_create(f.manager, &k, b, token, &e), -EBUSY);
+        ASSERT_OK(manager_share_create(f.manager, &k, a, token, &e));
+        ASSERT_OK(manager_share_create(f.manager, &k, a, token2, &e));
+        ASSERT_TRUE(strneq(token, "sh_", 3) && strlen(token) == 67 && !streq(token, token2));
+        ASSERT_OK(manager_share_open(f.manager, NULL, token, on_share_ok, &share, &o, &e));
+        ASSERT_EQ_INT(share.calls, 0); /* from the loop, never inside the call */
+        run_until_called(&f, &share.calls, 1);
+        ASSERT_TRUE(!share.failed);
+        ASSERT_EQ_STR(share.message, "1 qr_00000000000000000000000000000011");
+        o = manager_share_open_free(o);
+        ASSERT_EQ_INT(manager_share_revoke(f.manager, &other, a, &e), -ENOENT);
+        ASSERT_OK(manager_share_revoke(f.manager, &k, a, &e));
+        ASSERT_EQ_INT(manager_share_open(f.manager, NULL, token2, on_share_ok, &share, &o, &e), -ENOENT);
+        ASSERT_EQ_INT(e.api_error, API_ERROR_NOT_FOUND);
+
+        /* The report: for editors only; in service mode the whole of it. */
+        ASSERT_EQ_INT(manager_report_unanswered(f.manager, "Eve", 0, on_report_ok, &report, &rc, &e), -EPERM);
+        ASSERT_EQ_INT(e.api_error, API_ERROR_ORIGIN_DENIED);
+        strv_free(f.config.editors);
+        f.config.editors = calloc(2, sizeof(char *));
+        ASSERT_TRUE(f.config.editors && (f.config.editors[0] = strdup("Eve")));
+        ASSERT_OK(manager_report_unanswered(f.manager, "Eve", 0, on_report_ok, &report, &rc, &e));
+        run_until_called(&f, &report.calls, 1);
+        ASSERT_TRUE(!report.failed);
+        ASSERT_EQ_STR(report.message, "1");
+        rc = manager_report_check_free(rc);
+
+        /* Delete: not another's, not a running one; then gone. */
+        ASSERT_EQ_INT(manager_delete_record(f.manager, &other, a, &e), -ENOENT);
+        ASSERT_EQ_INT(manager_delete_record(f.manager, &k, b, &e), -EBUSY);
+        ASSERT_OK(manager_delete_record(f.manager, &k, a, &e));
+        ASSERT_EQ_INT(manager_delete_record(f.manager, &k, a, &e), -ENOENT);
+        ASSERT_EQ_INT(e.api_error, API_ERROR_QUERY_NOT_FOUND);
+
+        /* The wiki's tools: refused arguments, and no wiki to ask. */
+        ASSERT_EQ_INT(manager_wiki_search(f.manager, NULL, "apple", 0, on_search, &share, &wo, &e), -EINVAL);
+        ASSERT_EQ_INT(e.api_error, API_ERROR_INVALID_INPUT);
+        ASSERT_EQ_INT(manager_wiki_read(f.manager, NULL, "A|B", on_read, &share, &wo, &e), -EINVAL);
+        ASSERT_EQ_INT(manager_wiki_read(f.manager, NULL, "Apple", on_read, &share, &wo, &e), -EOPNOTSUPP);
+        ASSERT_EQ_INT(e.api_error, API_ERROR_EXECUTION_FAILED);
+        ASSERT_TRUE(!wo);
         fixture_stop(&f);
 }
 

@@ -1,0 +1,253 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "manager/manager.h"
+#include "shared/api-error.h"
+#include "shared/ids.h"
+#include "shared/macro.h"
+#include "shared/wiki-page.h"
+#include "store/history.h"
+#include "store/report.h"
+
+/* The Manager's operations on the history and the wiki for a person, as
+ * every face does them (the HTTP API today; D-Bus and MCP call the same):
+ * a face parses, calls one of these and formats what it gives back. Who
+ * asks is passed in: the session (whose records) and the user (their
+ * identity name, NULL: anonymous), whose wiki permissions count in person
+ * mode (API.md "Whose permissions").
+ *
+ * A refusal is a ManagerError: the API error and a message that may be
+ * shown (static or sanitized; NULL: the code's default one). A face adds
+ * Retry-After to busy itself (API.md 2).
+ *
+ * Asynchronous operations all have one shape: they return 0 and a handle
+ * (owned by the caller; freeing it cancels, and done is never called
+ * then), or a negative errno with *ret_error filled and nothing started.
+ * done(handle, error, result, userdata) is called once, from the event
+ * loop, never from inside the call that started it: error NULL and the
+ * result, or an error and result NULL. Both are borrowed for the call. The
+ * handle may be freed from inside done. */
+
+typedef struct ManagerError {
+        ApiError api_error;
+        const char *message; /* NULL: the code's default */
+} ManagerError;
+
+/* ---- the history (manager-history.c) ---- */
+
+/* Delete the session's record id (API.md 9): 0; -ENOENT (query_not_found:
+ * not theirs, or gone), -EBUSY (busy: still running), -EIO. */
+int manager_delete_record(Manager *m, const SessionKey *session, const char *id, ManagerError *ret_error);
+
+/* The asker's rating of the session's ended record id (API.md 9.1),
+ * counted in the metrics (a "down" as unanswered too). rating "up" or
+ * "down", reason and comment validated by the face (request.h). Errors as
+ * manager_delete_record() (-EBUSY: no answer to rate yet). */
+int manager_set_feedback(
+        Manager *m,
+        const SessionKey *session,
+        const char *id,
+        const char *rating,
+        const char *reason,
+        const char *comment,
+        ManagerError *ret_error);
+
+/* A follow-up's preparation (API.md 7): the conversation of the record
+ * followed, which must be the session's own and have ended, as the turns
+ * the model is given (at most HISTORY_CONVERSATION_MAX_TURNS). Done before
+ * admission: a follow-up refused changes no queue state. Errors: -ENOENT
+ * (query_not_found), -EBUSY (busy: the record followed still runs),
+ * -ENOMEM, -EIO. Free *ret with manager_follow_up_free(). */
+typedef struct ManagerPreparedFollowUp ManagerPreparedFollowUp;
+int manager_prepare_follow_up(
+        Manager *m,
+        const SessionKey *session,
+        const char *user,
+        const char *follow_up,
+        ManagerPreparedFollowUp **ret,
+        ManagerError *ret_error);
+/* What manager_start_query() is given (ManagerQueryRequest.follow_up);
+ * borrowed from p. */
+const ManagerFollowUp *manager_follow_up_get(const ManagerPreparedFollowUp *p);
+ManagerPreparedFollowUp *manager_follow_up_free(ManagerPreparedFollowUp *p);
+DEFINE_TRIVIAL_CLEANUP_FUNC(ManagerPreparedFollowUp *, manager_follow_up_free);
+
+/* ---- what a person may read (manager-readable.c) ---- */
+
+/* Whether user may read each of titles (any number, NULL-terminated,
+ * copied), asked of the wiki now in person mode (the extension
+ * WikiwebReadCheck, in batches of MEDIAWIKI_TITLES_MAX, one after the
+ * other, each bounded by REVISION_CHECK_TIMEOUT_USEC, on a wiki client of
+ * the executor's), never cached. In service mode every valid title is
+ * readable, answered from a defer. A title the wiki would not take is never
+ * readable, without asking. No titles: an empty result.
+ *
+ * Fails closed, the same for every caller and every cause (the extension
+ * missing, the right revoked, a timeout, a reply that does not parse):
+ * wiki_auth_failed with a message naming what to fix (read_check_failure()
+ * in query/read-check.h, which the pipeline's own check in a query uses
+ * too); the caller shows nothing then. Start
+ * errors: -EOPNOTSUPP (person mode, titles to ask and no wiki configured:
+ * execution_failed), -ENOMEM. */
+typedef struct ManagerReadableCheck ManagerReadableCheck;
+typedef struct ManagerReadable {
+        char *const *titles; /* as asked */
+        const bool *readable;
+        size_t n;
+} ManagerReadable;
+typedef void (*ManagerReadableDone)(
+        ManagerReadableCheck *c, const ManagerError *error, const ManagerReadable *result, void *userdata);
+int manager_check_readable(
+        Manager *m,
+        const char *user,
+        char *const *titles,
+        ManagerReadableDone done,
+        void *userdata,
+        ManagerReadableCheck **ret,
+        ManagerError *ret_error);
+ManagerReadableCheck *manager_readable_check_free(ManagerReadableCheck *c);
+DEFINE_TRIVIAL_CLEANUP_FUNC(ManagerReadableCheck *, manager_readable_check_free);
+
+/* A record's sources with the wiki's current revisions (API.md 9 GET
+ * .../sources), for user: in person mode the titles they may not read now
+ * answer as missing pages (withheld), the others are asked for their
+ * revision; the first MANAGER_SOURCES_MAX titles (one request to the
+ * wiki for the revisions). */
+#define MANAGER_SOURCES_MAX 50
+typedef struct ManagerSourceState {
+        const char *title;
+        bool checked;  /* false: not asked (all null) */
+        bool missing;  /* no such page now, or one the person may not read */
+        bool withheld; /* missing because the person may not read it */
+        uint64_t revision_id;
+} ManagerSourceState;
+typedef struct ManagerSources {
+        const ManagerSourceState *sources; /* one per title asked, in order */
+        size_t n;
+} ManagerSources;
+typedef struct ManagerSourcesCheck ManagerSourcesCheck;
+typedef void (*ManagerSourcesDone)(
+        ManagerSourcesCheck *c, const ManagerError *error, const ManagerSources *result, void *userdata);
+int manager_check_sources(
+        Manager *m,
+        const char *user,
+        char *const *titles,
+        ManagerSourcesDone done,
+        void *userdata,
+        ManagerSourcesCheck **ret,
+        ManagerError *ret_error);
+ManagerSourcesCheck *manager_sources_check_free(ManagerSourcesCheck *c);
+DEFINE_TRIVIAL_CLEANUP_FUNC(ManagerSourcesCheck *, manager_sources_check_free);
+
+/* The unanswered report (API.md 9.2) since (realtime) for user, who must
+ * be one of the wiki's editors (else -EPERM, origin_denied); in person mode
+ * only the pages they may read stay in it (how many did not is counted
+ * and logged, never which). done's result is the report (borrowed). */
+typedef struct ManagerReportCheck ManagerReportCheck;
+typedef void (*ManagerReportDone)(
+        ManagerReportCheck *c, const ManagerError *error, const Report *result, void *userdata);
+int manager_report_unanswered(
+        Manager *m,
+        const char *user,
+        usec_t since,
+        ManagerReportDone done,
+        void *userdata,
+        ManagerReportCheck **ret,
+        ManagerError *ret_error);
+ManagerReportCheck *manager_report_check_free(ManagerReportCheck *c);
+DEFINE_TRIVIAL_CLEANUP_FUNC(ManagerReportCheck *, manager_report_check_free);
+
+/* ---- the wiki for a person (manager-wiki.c) ---- */
+
+/* A search and a read as a query's tools make them (API.md 8.6), outside
+ * any query: with the service account, and in person mode filtered for
+ * user as the tools filter (a page they may not read is left out of a
+ * search and reads as a missing page, exactly as one that does not exist;
+ * how many were withheld is counted in the metrics, never which). A read
+ * check that cannot be made fails closed (manager_check_readable()); the
+ * wiki's own failures are passed on (their API error, sanitized message).
+ * Start errors: -EINVAL (an invalid query, limit or title:
+ * invalid_input), -EOPNOTSUPP (no wiki and model configured:
+ * execution_failed), -ENOMEM. */
+typedef struct ManagerWikiHit {
+        const char *title;
+        const char *snippet; /* plain text */
+} ManagerWikiHit;
+typedef struct ManagerWikiHits {
+        const ManagerWikiHit *hits; /* at most the limit asked for, the wiki's order */
+        size_t n;
+} ManagerWikiHits;
+typedef struct ManagerWikiOperation ManagerWikiOperation;
+typedef void (*ManagerWikiSearchDone)(
+        ManagerWikiOperation *o, const ManagerError *error, const ManagerWikiHits *result, void *userdata);
+typedef void (*ManagerWikiReadDone)(
+        ManagerWikiOperation *o, const ManagerError *error, const WikiPage *result, void *userdata);
+/* limit 1..MANAGER_WIKI_SEARCH_MAX. */
+#define MANAGER_WIKI_SEARCH_MAX 50
+int manager_wiki_search(
+        Manager *m,
+        const char *user,
+        const char *query,
+        unsigned limit,
+        ManagerWikiSearchDone done,
+        void *userdata,
+        ManagerWikiOperation **ret,
+        ManagerError *ret_error);
+int manager_wiki_read(
+        Manager *m,
+        const char *user,
+        const char *title,
+        ManagerWikiReadDone done,
+        void *userdata,
+        ManagerWikiOperation **ret,
+        ManagerError *ret_error);
+ManagerWikiOperation *manager_wiki_operation_free(ManagerWikiOperation *o);
+DEFINE_TRIVIAL_CLEANUP_FUNC(ManagerWikiOperation *, manager_wiki_operation_free);
+
+/* ---- share links (manager-share.c, API.md 9 "Share") ---- */
+
+/* "sh_" and 64 hex digits, and its NUL. */
+#define MANAGER_SHARE_TOKEN_MAX (3 + 64 + 1)
+
+/* A new link to the session's ended record id: 256 random bits, of which
+ * only the digest is kept; the token is given once. Errors as
+ * manager_delete_record(). */
+int manager_share_create(
+        Manager *m,
+        const SessionKey *session,
+        const char *id,
+        char ret_token[static MANAGER_SHARE_TOKEN_MAX],
+        ManagerError *ret_error);
+/* Revoke every link of the session's record id. */
+int manager_share_revoke(Manager *m, const SessionKey *session, const char *id, ManagerError *ret_error);
+
+/* Open a link for user: the conversation it shares, once user may read
+ * every source of every turn shown. A token that is wrong, revoked, whose
+ * record is gone, or shares something user may not read: not_found, the
+ * same in each case. While identity is on, an anonymous reader is refused
+ * at once (-EACCES, origin_denied), before the token is looked at. */
+typedef struct ManagerShared {
+        const HistoryRecord *turns; /* oldest first, the shared record last */
+        size_t n_turns;
+        const SessionKey *owner; /* whose records they are (their artifacts) */
+} ManagerShared;
+typedef struct ManagerShareOpen ManagerShareOpen;
+typedef void (*ManagerShareOpenDone)(
+        ManagerShareOpen *o, const ManagerError *error, const ManagerShared *result, void *userdata);
+int manager_share_open(
+        Manager *m,
+        const char *user,
+        const char *token,
+        ManagerShareOpenDone done,
+        void *userdata,
+        ManagerShareOpen **ret,
+        ManagerError *ret_error);
+ManagerShareOpen *manager_share_open_free(ManagerShareOpen *o);
+DEFINE_TRIVIAL_CLEANUP_FUNC(ManagerShareOpen *, manager_share_open_free);
+
+/* For the operations' own files: the event loop and the executor. */
+sd_event *manager_get_event(Manager *m);
+QueryExecutor *manager_get_executor(Manager *m);
