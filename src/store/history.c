@@ -737,6 +737,11 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
         r = exec(h, "PRAGMA foreign_keys = ON");
         if (r < 0)
                 return history_open_failed(h, r, "turned on foreign keys");
+        /* What is deleted is overwritten with zeros, whatever the library's
+         * build default: a deleted question leaves no copy in the file. */
+        r = exec(h, "PRAGMA secure_delete = ON");
+        if (r < 0)
+                return history_open_failed(h, r, "turned on secure delete");
         if (create == SCHEMA_CREATE) {
                 r = create_schema(h);
                 if (r < 0)
@@ -1484,7 +1489,39 @@ int history_delete(History *h, const char *id, const SessionKey *session) {
         bind_session(s, 2, session);
         if (step_durable(h, s) != SQLITE_DONE)
                 return db_error(h, "delete a record");
-        return sqlite3_changes(h->db) == 1 ? 0 : -ENOENT;
+        if (sqlite3_changes(h->db) != 1)
+                return -ENOENT;
+        /* The record is gone from the tables either way; a checkpoint that
+         * fails is logged, and the next one (or the stop) cuts the log. */
+        (void) history_checkpoint(h);
+        return 0;
+}
+
+int history_checkpoint(History *h) {
+        int log = 0, done = 0;
+
+        assert(h);
+
+        /* TRUNCATE: every frame is copied into the main file (where secure
+         * delete has zeroed what went) and the log is cut to 0 bytes, so no
+         * old copy of a deleted page stays in it. */
+        if (sqlite3_wal_checkpoint_v2(h->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, &log, &done) != SQLITE_OK)
+                return db_error(h, "checkpoint the write-ahead log");
+        return 0;
+}
+
+int history_secure_delete(History *h) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+        int on;
+
+        assert(h);
+
+        if (sqlite3_prepare_v2(h->db, "PRAGMA secure_delete", -1, &s, NULL) != SQLITE_OK)
+                return db_error(h, "read secure_delete");
+        if (sqlite3_step(s) != SQLITE_ROW)
+                return db_error(h, "read secure_delete");
+        on = sqlite3_column_int(s, 0);
+        return on != 0;
 }
 
 void history_artifact_done(HistoryArtifact *a) {

@@ -233,9 +233,18 @@ int history_set_feedback(
         const char *comment,
         usec_t rated_at);
 
-/* Delete the session's record id and its artifacts (and its feedback). Returns 0, -ENOENT
+/* Delete the session's record id and its artifacts (and its feedback and share
+ * links), then checkpoint the write-ahead log (history_checkpoint()): when it
+ * returns, no file of the store holds the record's text. Returns 0, -ENOENT
  * (none of this session), -EBUSY (it is still running), -EIO. */
 int history_delete(History *h, const char *id, const SessionKey *session);
+
+/* Copy the write-ahead log into the main file and truncate it to 0 bytes
+ * (wal_checkpoint(TRUNCATE)). Returns 0 or -EIO. */
+int history_checkpoint(History *h);
+
+/* Whether secure_delete is on for the store's connection: 1, 0, or -EIO. */
+int history_secure_delete(History *h);
 
 typedef struct HistoryArtifact {
         char *name;

@@ -866,6 +866,55 @@ TEST(delete) {
         run_delete(f.h);
 }
 
+/* Whether a file holds the bytes of marker (a missing file holds none). */
+static bool file_holds(const char *dir, const char *name, const char *marker) {
+        _cleanup_free_ char *p = path_in(dir, name);
+        _cleanup_free_ char *data = NULL;
+        size_t size = 0, n = strlen(marker);
+        FILE *f;
+        bool found = false;
+
+        f = fopen(p, "re");
+        if (!f)
+                return false;
+        data = malloc(64 * 1024 * 1024);
+        ASSERT_TRUE(data);
+        size = fread(data, 1, 64 * 1024 * 1024, f);
+        fclose(f);
+        for (size_t i = 0; !found && i + n <= size; i++)
+                found = memcmp(data + i, marker, n) == 0;
+        return found;
+}
+
+static bool store_holds(const char *dir, const char *marker) {
+        return file_holds(dir, "history.sqlite3", marker) || file_holds(dir, "history.sqlite3-wal", marker) ||
+                file_holds(dir, "history.sqlite3-shm", marker);
+}
+
+/* Deleted means gone: secure_delete is on whatever the library's default,
+ * and after a delete neither the main file nor the log holds the text. */
+TEST(delete_leaves_nothing) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("delete-gone");
+        _cleanup_free_ char *wal = path_in(f.dir, "history.sqlite3-wal");
+        const SessionKey k = key(7);
+        HistoryOutcome out = { .succeeded = true, .answer = "answer-marker-4f1c", .finished_at = T0 + 2 };
+        struct stat st;
+
+        ASSERT_EQ_INT(history_secure_delete(f.h), 1);
+        ASSERT_OK(history_begin(f.h, qid(310), &k, "question-marker-9b2e", T0));
+        ASSERT_OK(history_finish(f.h, qid(310), &out));
+        ASSERT_OK(history_set_feedback(f.h, qid(310), &k, "down", NULL, "comment-marker-77aa", T0 + 3));
+        ASSERT_TRUE(store_holds(f.dir, "question-marker-9b2e"));
+        ASSERT_TRUE(store_holds(f.dir, "comment-marker-77aa"));
+
+        ASSERT_OK(history_delete(f.h, qid(310), &k));
+        ASSERT_TRUE(stat(wal, &st) == 0);
+        ASSERT_EQ_INT(st.st_size, 0);
+        ASSERT_TRUE(!store_holds(f.dir, "question-marker-9b2e"));
+        ASSERT_TRUE(!store_holds(f.dir, "answer-marker-4f1c"));
+        ASSERT_TRUE(!store_holds(f.dir, "comment-marker-77aa"));
+}
+
 TEST(recovery) {
         _cleanup_(rm_rf_freep) char *dir = make_subdir("recovery");
         const SessionKey k = key(7);
