@@ -303,6 +303,11 @@ static HttpHandlerResult api_handle_health(Api *api, HttpRequest *req) {
                 o, "storage", json_object_new_string(history_storage_state_to_string(h.storage)));
         if (h.storage_cause)
                 json_object_object_add(o, "storage_cause", json_object_new_string(h.storage_cause));
+        /* Days a record is kept, 0: until deleted (API.md "Every setting"). */
+        json_object_object_add(
+                o,
+                "history_retention_days",
+                json_object_new_int64((int64_t) manager_get_config(api->manager)->history_retention_days));
         /* Whose wiki permissions count, and in person mode whether the wiki
          * answered the last check (API.md "Whose permissions"). */
         json_object_object_add(

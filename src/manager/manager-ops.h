@@ -255,4 +255,10 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(ManagerShareOpen *, manager_share_open_free);
 
 /* For the operations' own files: the event loop and the executor. */
 sd_event *manager_get_event(Manager *m);
+
+/* The history's retention (manager-retention.c): NULL in *ret when
+ * WIKI_WEB_HISTORY_RETENTION_DAYS is 0 (kept until deleted). */
+typedef struct ManagerRetention ManagerRetention;
+int manager_retention_new(Manager *m, ManagerRetention **ret);
+ManagerRetention *manager_retention_free(ManagerRetention *r);
 QueryExecutor *manager_get_executor(Manager *m);

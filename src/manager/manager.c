@@ -83,7 +83,8 @@ struct Manager {
         const char *stop_reason;
         usec_t stop_grace;
         sd_event_source *stop_timer;
-        sd_event_source *stop_post; /* looks for the end of the queries' lives */
+        ManagerRetention *retention; /* NULL: records are kept until deleted */
+        sd_event_source *stop_post;  /* looks for the end of the queries' lives */
         ManagerStoppedHandler stopped_handler;
         void *stopped_userdata;
 };
@@ -1298,6 +1299,10 @@ int manager_new(sd_event *event, const Config *config, Manager **ret) {
         if (r < 0)
                 return log_oom();
 
+        r = manager_retention_new(m, &m->retention);
+        if (r < 0)
+                return r;
+
         r = query_executor_new(event, config, &m->executor);
         if (r < 0)
                 return log_error_errno(r, "Failed to set up the query executor");
@@ -1352,6 +1357,7 @@ Manager *manager_free(Manager *m) {
         if (!m)
                 return NULL;
         m->stop_timer = sd_event_source_disable_unref(m->stop_timer);
+        m->retention = manager_retention_free(m->retention);
         m->stop_post = sd_event_source_disable_unref(m->stop_post);
         /* A sync in flight is completed (joined), its callback dropped. */
         m->sync = sync_worker_free(m->sync);

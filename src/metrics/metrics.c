@@ -41,6 +41,7 @@ static struct {
         CounterVec unanswered;       /* signal */
         CounterVec read_checks;      /* outcome */
         CounterVec withheld;         /* from */
+        CounterVec retention_pruned; /* kind */
         int64_t http_connections;
         int64_t event_streams;
 } registry;
@@ -94,6 +95,7 @@ void metrics_reset(void) {
         static const char *const signals[] = { "no_sources", "unverified", "negative_feedback", "failed", NULL };
         static const char *const check_outcomes[] = { "answered", "failed", NULL };
         static const char *const withheld_from[] = { "search", "read", "sources", "report", NULL };
+        static const char *const pruned_kinds[] = { "records", "artifacts", NULL };
 
         memset(&registry, 0, sizeof registry);
         registry.query_duration.bounds = metrics_query_duration_bounds;
@@ -110,6 +112,7 @@ void metrics_reset(void) {
         vec_seed(&registry.unanswered, signals);
         vec_seed(&registry.read_checks, check_outcomes);
         vec_seed(&registry.withheld, withheld_from);
+        vec_seed(&registry.retention_pruned, pruned_kinds);
         (void) vec_entry(&registry.queries, "succeeded", NULL);
 }
 
@@ -140,6 +143,11 @@ void metrics_count_identity_refused(const char *reason) {
 
 void metrics_count_citations(const char *status, unsigned n) {
         vec_add(&registry.citations, status, NULL, n);
+}
+
+void metrics_count_pruned(unsigned records, unsigned artifacts) {
+        vec_add(&registry.retention_pruned, "records", NULL, records);
+        vec_add(&registry.retention_pruned, "artifacts", NULL, artifacts);
 }
 
 void metrics_count_feedback(const char *rating) {
@@ -397,6 +405,14 @@ static void render_people(MetricsWriter *w) {
                 "Pages withheld because the asking person may not read them, by where they came from "
                 "(search, read, sources).");
         render_vec(w, &registry.withheld, "from", NULL);
+
+        metrics_family(
+                w,
+                "wikiweb_history_pruned",
+                METRIC_COUNTER,
+                NULL,
+                "Records and artifacts removed from the history by its retention, by kind (records, artifacts).");
+        render_vec(w, &registry.retention_pruned, "kind", NULL);
 }
 
 /* The API socket. */

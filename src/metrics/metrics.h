@@ -59,6 +59,8 @@ void metrics_count_read_check(bool answered);
 /* wikiweb_wiki_pages_withheld_total{from}: "search", "read", "sources", "report". */
 void metrics_count_withheld(const char *from, unsigned n);
 /* wikiweb_http_requests_total{code}: each response sent on the API socket. */
+/* wikiweb_history_pruned_total{kind}: what a retention run removed. */
+void metrics_count_pruned(unsigned records, unsigned artifacts);
 /* A rating of an answer (API.md 9.1): "up" or "down". */
 void metrics_count_feedback(const char *rating);
 /* A query with a signal of the unanswered report (API.md 9.2), once per

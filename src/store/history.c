@@ -1497,6 +1497,61 @@ int history_delete(History *h, const char *id, const SessionKey *session) {
         return 0;
 }
 
+int history_prune(History *h, usec_t before, unsigned batch, unsigned *ret_records, unsigned *ret_artifacts) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *count = NULL, *del = NULL;
+        unsigned records = 0, artifacts = 0;
+        int r;
+
+        assert(h);
+        assert(batch > 0);
+        assert(ret_records);
+        assert(ret_artifacts);
+
+        /* The oldest first, so a conversation loses its first turns first;
+         * a running record (its query is still on) is never taken. */
+#define PRUNE_BATCH                                                                                     \
+        "SELECT id FROM queries WHERE created_at < ?1 AND status != 'running' ORDER BY created_at, id " \
+        "LIMIT ?2"
+        r = prepare(h, "SELECT count(*) FROM artifacts WHERE query_id IN (" PRUNE_BATCH ")", &count);
+        if (r < 0)
+                return r;
+        r = prepare(h, "DELETE FROM queries WHERE id IN (" PRUNE_BATCH ")", &del);
+        if (r < 0)
+                return r;
+#undef PRUNE_BATCH
+        sqlite3_bind_int64(count, 1, (sqlite3_int64) before);
+        sqlite3_bind_int(count, 2, (int) batch);
+        sqlite3_bind_int64(del, 1, (sqlite3_int64) before);
+        sqlite3_bind_int(del, 2, (int) batch);
+
+        r = exec_cached(h, STMT_BEGIN);
+        if (r < 0)
+                return r;
+        if (sqlite3_step(count) != SQLITE_ROW) {
+                r = db_error(h, "count the artifacts to prune");
+                goto rollback;
+        }
+        artifacts = (unsigned) sqlite3_column_int64(count, 0);
+        (void) sqlite3_reset(count);
+        /* The artifacts, feedback and share links go with it (ON DELETE CASCADE). */
+        if (step_write(h, del) != SQLITE_DONE) {
+                r = db_error(h, "prune records");
+                goto rollback;
+        }
+        records = (unsigned) sqlite3_changes(h->db);
+        r = exec_cached(h, STMT_COMMIT);
+        if (r < 0)
+                goto rollback;
+
+        *ret_records = records;
+        *ret_artifacts = artifacts;
+        return records == batch;
+
+rollback:
+        (void) exec_cached(h, STMT_ROLLBACK);
+        return r;
+}
+
 int history_checkpoint(History *h) {
         int log = 0, done = 0;
 

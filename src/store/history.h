@@ -239,6 +239,13 @@ int history_set_feedback(
  * (none of this session), -EBUSY (it is still running), -EIO. */
 int history_delete(History *h, const char *id, const SessionKey *session);
 
+/* Delete at most batch of the oldest records asked before `before` (with their
+ * artifacts, feedback and share links), in one transaction; running records
+ * are kept. The counts of records and artifacts deleted in *ret_records and
+ * *ret_artifacts. Returns 1 when a full batch went (there may be more), 0 when
+ * none is left, or -EIO. The caller checkpoints (history_checkpoint()). */
+int history_prune(History *h, usec_t before, unsigned batch, unsigned *ret_records, unsigned *ret_artifacts);
+
 /* Copy the write-ahead log into the main file and truncate it to 0 bytes
  * (wal_checkpoint(TRUNCATE)). Returns 0 or -EIO. */
 int history_checkpoint(History *h);

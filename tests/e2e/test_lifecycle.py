@@ -5,7 +5,11 @@ deleted record leaves its text in no file of the state directory. The
 real wikiwebd, the test MediaWiki and the scripted model."""
 
 import os
+import signal
+import sqlite3
+import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'fixtures'))
@@ -66,6 +70,64 @@ class Lifecycle(PipelineBase):
         # The other record is untouched.
         self.assertTrue(self.holders(d, f'{kept}-answer'))
         self.assertEqual(b.get(f'{API}/history/{other}').json['id'], other)
+
+    def test_retention_removes_the_old_at_start(self):
+        llm = self.llm([])
+        d = self.pipeline_daemon(llm, WIKI_WEB_HISTORY_RETENTION_DAYS='30')
+        b = d.browser()
+        self.assertEqual(b.get(API + '/health').json['history_retention_days'], 30)
+        old = [self.ask_marked(d, llm, b, f'retention-old{i}-3d9a') for i in range(3)]
+        new = [self.ask_marked(d, llm, b, f'retention-new{i}-3d9a') for i in range(2)]
+        self.assertStatus(b.post(f'{API}/history/{old[0]}/feedback',
+                                 {'rating': 'down', 'comment': 'retention-old0-3d9a-comment'}), 200)
+        self.assertTrue(self.holders(d, 'retention-old1-3d9a-answer'))
+
+        # Stopped, the old records are made 40 days old (and a new one 29).
+        d.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(d.proc.wait(10), 0)
+        harness._LIVE.discard(d)
+        db = sqlite3.connect(os.path.join(d.state_directory, 'history.sqlite3'))
+        day = 86400 * 1000000
+        with db:
+            for qid in old:
+                db.execute('UPDATE queries SET created_at = created_at - ? WHERE id = ?', (40 * day, qid))
+            db.execute('UPDATE queries SET created_at = created_at - ? WHERE id = ?', (29 * day, new[0]))
+        db.close()
+        d.start()
+
+        # The log holds both starts: the first run removed nothing.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and d.log().count('History retention (30 days)') < 2:
+            time.sleep(0.1)
+        runs = [line for line in d.log().splitlines() if line.startswith('History retention (30 days)')]
+        self.assertEqual(len(runs), 2, runs)
+        self.assertIn('0 records and 0 artifacts removed in', runs[0])
+        self.assertIn('3 records and 0 artifacts removed in', runs[1])
+        for qid in old:
+            self.assertError(b.get(f'{API}/history/{qid}'), 'query_not_found')
+        for qid in new:
+            self.assertEqual(b.get(f'{API}/history/{qid}').json['id'], qid)
+        for i in range(3):
+            for part in ('question', 'answer'):
+                self.assertEqual(self.holders(d, f'retention-old{i}-3d9a-{part}'), [], (i, part))
+        self.assertEqual(self.holders(d, 'retention-old0-3d9a-comment'), [])
+        self.assertTrue(self.holders(d, 'retention-new0-3d9a-answer'))
+
+    def test_retention_setting(self):
+        for bad in ('-1', '36501', 'x', '1.5'):
+            p = subprocess.run([harness.WIKIWEBD, '--check-config'], capture_output=True, text=True, timeout=10,
+                               env={'PATH': os.environ.get('PATH', '/usr/bin:/bin'),
+                                    'WIKI_WEB_HISTORY_RETENTION_DAYS': bad})
+            self.assertNotEqual(p.returncode, 0, p)
+            self.assertIn('WIKI_WEB_HISTORY_RETENTION_DAYS', p.stderr, p)
+        for good, shown in (('', '0'), ('0', '0'), ('36500', '36500')):
+            env = {'PATH': os.environ.get('PATH', '/usr/bin:/bin')}
+            if good:
+                env['WIKI_WEB_HISTORY_RETENTION_DAYS'] = good
+            p = subprocess.run([harness.WIKIWEBD, '--check-config'], capture_output=True, text=True, timeout=10,
+                               env=env)
+            self.assertEqual(p.returncode, 0, p)
+            self.assertIn(f'WIKI_WEB_HISTORY_RETENTION_DAYS={shown}', p.stdout.splitlines(), p.stdout)
 
 
 if __name__ == '__main__':

@@ -866,6 +866,63 @@ TEST(delete) {
         run_delete(f.h);
 }
 
+/* Retention: the oldest records before the cutoff go in batches, with
+ * their artifacts, feedback and share links; a running one and the newer
+ * ones stay. */
+TEST(prune_in_batches) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("prune");
+        const SessionKey k = key(8);
+        HistoryOutcome out = { .succeeded = true, .answer = "old-answer-e3", .finished_at = T0 + 2 };
+        uint8_t digest[HISTORY_SHARE_DIGEST_SIZE] = { 1 };
+        unsigned records, artifacts, total = 0, total_artifacts = 0, batches = 0;
+        int r;
+
+        for (unsigned i = 0; i < 7; i++) {
+                ASSERT_OK(history_begin(f.h, qid(600 + i), &k, "old-question-e3", T0 + i));
+                ASSERT_OK(history_finish(f.h, qid(600 + i), &out));
+        }
+        ASSERT_OK(history_set_feedback(f.h, qid(600), &k, "down", NULL, "old-comment-e3", T0 + 3));
+        ASSERT_OK(history_share_add(f.h, qid(601), &k, digest, T0 + 3));
+        ASSERT_OK(history_begin(f.h, qid(610), &k, "old but running", T0));
+        ASSERT_OK(history_begin(f.h, qid(611), &k, "new", T0 + 100));
+        ASSERT_OK(history_finish(f.h, qid(611), &out));
+        {
+                _cleanup_free_ char *sql = NULL;
+
+                ASSERT_TRUE(
+                        asprintf(
+                                &sql,
+                                "INSERT INTO artifacts (id, query_id, name, media_type, size_bytes, sha256, data)"
+                                " VALUES ('af_prune1', '%s', 'a.csv', 'text/csv', 1, '%s', X'41')",
+                                qid(602),
+                                "559aead08264d5795d3909718cdd05abd49572e84fe55590eef31a88a08fdffd") >= 0);
+                sql_exec(f.dir, sql);
+        }
+
+        do {
+                r = history_prune(f.h, T0 + 50, 3, &records, &artifacts);
+                ASSERT_TRUE(r >= 0);
+                ASSERT_TRUE(records <= 3);
+                if (batches == 0)
+                        ASSERT_EQ_INT(records, 3);
+                total += records;
+                total_artifacts += artifacts;
+                batches++;
+        } while (r > 0);
+        ASSERT_EQ_INT(total, 7);
+        ASSERT_EQ_INT(total_artifacts, 1);
+        ASSERT_EQ_INT(batches, 3);
+        ASSERT_OK(history_checkpoint(f.h));
+        ASSERT_EQ_INT(sql_int(f.dir, "SELECT count(*) FROM queries"), 2);
+        ASSERT_EQ_INT(sql_int(f.dir, "SELECT count(*) FROM artifacts"), 0);
+        ASSERT_EQ_INT(sql_int(f.dir, "SELECT count(*) FROM feedback"), 0);
+        ASSERT_EQ_INT(sql_int(f.dir, "SELECT count(*) FROM shares"), 0);
+        assert_status(f.h, qid(610), &k, "running");
+        assert_status(f.h, qid(611), &k, "succeeded");
+        ASSERT_EQ_INT(history_prune(f.h, T0 + 50, 3, &records, &artifacts), 0);
+        ASSERT_EQ_INT(records, 0);
+}
+
 /* Whether a file holds the bytes of marker (a missing file holds none). */
 static bool file_holds(const char *dir, const char *name, const char *marker) {
         _cleanup_free_ char *p = path_in(dir, name);
