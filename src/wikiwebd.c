@@ -271,6 +271,13 @@ static int run(int argc, char *argv[]) {
         r = check_memory(&d.config);
         if (r < 0)
                 return r;
+        /* Behind a proxy people use a name, and only a listed name passes
+         * the Host check (API.md 4): said at start and by --check-config. */
+        if (config_identity_enabled(&d.config) && !d.config.allowed_hosts[0])
+                log_warning(
+                        "WIKI_WEB_TRUSTED_PROXIES is set but WIKI_WEB_ALLOWED_HOSTS is empty: only requests "
+                        "naming localhost or one of this machine's addresses in Host are answered. List the "
+                        "names people reach the proxy by, and let the proxy forward Host.");
         if (arg_check_config) {
                 config_dump(&d.config, stdout);
                 return 0;

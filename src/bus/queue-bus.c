@@ -30,7 +30,7 @@ struct QueueBus {
 
         /* Of each property that emits PropertiesChanged, the key of the
          * value last emitted (queue_bus_changing[]). */
-        uint64_t last[13];
+        uint64_t last[15];
 
         PolkitRegistry *polkit;
 };
@@ -74,6 +74,21 @@ static bool queue_bus_degraded(const QueueBus *b) {
 
         manager_get_health(b->manager, &h);
         return h.degraded;
+}
+
+/* Storage and StorageCause: health's "storage" and "storage_cause" ("" when ok). */
+static const char *queue_bus_storage(const QueueBus *b) {
+        ManagerHealth h;
+
+        manager_get_health(b->manager, &h);
+        return history_storage_state_to_string(h.storage);
+}
+
+static const char *queue_bus_storage_cause(const QueueBus *b) {
+        ManagerHealth h;
+
+        manager_get_health(b->manager, &h);
+        return h.storage_cause ? h.storage_cause : "";
 }
 
 static uint64_t queue_bus_counter(const QueueBus *b, const char *property) {
@@ -124,6 +139,8 @@ DEFINE_PROPERTY_GETTER(average, "t", uint64_t, admission_average_usec(queue_bus_
 DEFINE_PROPERTY_GETTER(running_query_id, "s", const char *, running_query_id(b));
 DEFINE_PROPERTY_GETTER(running_phase, "s", const char *, running_query_phase(b));
 DEFINE_PROPERTY_GETTER(health, "s", const char *, queue_bus_degraded(b) ? "degraded" : "ok");
+DEFINE_PROPERTY_GETTER(storage, "s", const char *, queue_bus_storage(b));
+DEFINE_PROPERTY_GETTER(storage_cause, "s", const char *, queue_bus_storage_cause(b));
 DEFINE_PROPERTY_GETTER(counter, "t", uint64_t, queue_bus_counter(b, property));
 
 static uint32_t slot_count(const QueueBus *b, AdmissionState state) {
@@ -482,6 +499,8 @@ static const sd_bus_vtable queue_vtable[] = {
         SD_BUS_PROPERTY(
                 "RunningQueries", "a(ss)", property_get_running_queries, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("Health", "s", property_get_health, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Storage", "s", property_get_storage, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("StorageCause", "s", property_get_storage_cause, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("QueriesStarted", "t", property_get_counter, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("QueriesFailed", "t", property_get_counter, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
         SD_BUS_PROPERTY("TicketsExpired", "t", property_get_counter, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
@@ -581,6 +600,12 @@ static uint64_t key_running_queries(const QueueBus *b) {
 static uint64_t key_health(const QueueBus *b) {
         return queue_bus_degraded(b);
 }
+static uint64_t key_storage(const QueueBus *b) {
+        return hash_string(HASH_START, queue_bus_storage(b));
+}
+static uint64_t key_storage_cause(const QueueBus *b) {
+        return hash_string(HASH_START, queue_bus_storage_cause(b));
+}
 static uint64_t key_queries_started(const QueueBus *b) {
         return queue_bus_counter(b, "QueriesStarted");
 }
@@ -608,6 +633,8 @@ static const struct {
         { "SlotsReserved", key_slots_reserved },
         { "RunningQueries", key_running_queries },
         { "Health", key_health },
+        { "Storage", key_storage },
+        { "StorageCause", key_storage_cause },
         { "QueriesStarted", key_queries_started },
         { "QueriesFailed", key_queries_failed },
         { "TicketsExpired", key_tickets_expired },

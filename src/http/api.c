@@ -243,8 +243,21 @@ static HttpHandlerResult reply_with_retry_after(
         return http_reply_error(req, error, message, h);
 }
 
+/* storage_unavailable (API.md 2): the store's cause in words, and a
+ * Retry-After of the store's first retry. */
+static HttpHandlerResult reply_storage_unavailable(Api *api, HttpRequest *req) {
+        const char *h[] = { "Retry-After", "5", NULL };
+        _cleanup_free_ char *message = NULL;
+
+        if (asprintf(&message, "The history cannot be written: %s", manager_storage_cause(api->manager)) < 0)
+                message = NULL;
+        return http_reply_error(req, API_ERROR_STORAGE_UNAVAILABLE, message, h);
+}
+
 /* A Manager operation's refusal; busy with Retry-After (API.md 2). */
 static HttpHandlerResult reply_manager_error(Api *api, HttpRequest *req, const ManagerError *e) {
+        if (e->api_error == API_ERROR_STORAGE_UNAVAILABLE)
+                return reply_storage_unavailable(api, req);
         if (e->api_error == API_ERROR_BUSY)
                 return reply_with_retry_after(api, req, e->api_error, e->message, now(CLOCK_MONOTONIC));
         return http_reply_error(req, e->api_error, e->message, NULL);
@@ -285,6 +298,11 @@ static HttpHandlerResult api_handle_health(Api *api, HttpRequest *req) {
         json_object_object_add(
                 o, "execution", json_object_new_string(h.execution_configured ? "ok" : "not_configured"));
         json_object_object_add(o, "missing_settings", missing);
+        /* The store (API.md 6): ok, degraded or failed, and why. */
+        json_object_object_add(
+                o, "storage", json_object_new_string(history_storage_state_to_string(h.storage)));
+        if (h.storage_cause)
+                json_object_object_add(o, "storage_cause", json_object_new_string(h.storage_cause));
         /* Whose wiki permissions count, and in person mode whether the wiki
          * answered the last check (API.md "Whose permissions"). */
         json_object_object_add(
@@ -317,6 +335,8 @@ static HttpHandlerResult api_handle_join(Api *api, HttpRequest *req) {
                 return http_reply_error(req, API_ERROR_INVALID_INPUT, message, NULL);
 
         r = manager_join(api->manager, http_request_session(req), http_request_user(req), t);
+        if (r == MANAGER_STORAGE_UNAVAILABLE)
+                return reply_storage_unavailable(api, req);
         if (r == -ENOSPC)
                 return reply_with_retry_after(api, req, API_ERROR_QUEUE_FULL, NULL, t);
         if (r == -ESHUTDOWN)
@@ -429,6 +449,8 @@ static HttpHandlerResult api_query_start(
                 api_waiting_free(w);
         if (r == -EBUSY)
                 return reply_with_retry_after(api, req, API_ERROR_BUSY, NULL, t);
+        if (r == MANAGER_STORAGE_UNAVAILABLE)
+                return reply_storage_unavailable(api, req);
         if (r == -ENOSPC)
                 return reply_with_retry_after(api, req, API_ERROR_QUEUE_FULL, NULL, t);
         if (r == -ESHUTDOWN)

@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <netinet/in.h>
+#include <ifaddrs.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -20,6 +21,7 @@
 #include "shared/log.h"
 #include "shared/macro.h"
 #include "shared/fault.h"
+#include "shared/host.h"
 #include "shared/netprefix.h"
 #include "shared/parse-util.h"
 #include "shared/random-util.h"
@@ -33,6 +35,12 @@ typedef struct HttpConnection HttpConnection;
  * addresses are counted, not logged, until one frees up. */
 #define HTTP_IDENTITY_WARN_SLOTS 64
 #define HTTP_IDENTITY_WARN_INTERVAL_USEC (60 * USEC_PER_SEC)
+
+/* The machine's own addresses, for a Host that names one as a literal
+ * (API.md 4): read at start, and again when a literal that is none of
+ * them arrives, at most once per interval (an address added since). */
+#define HTTP_OWN_ADDRESSES_MAX 64
+#define HTTP_OWN_ADDRESSES_INTERVAL_USEC (10 * USEC_PER_SEC)
 
 typedef struct HttpIdentityWarning {
         NetAddress address;
@@ -79,6 +87,13 @@ struct HttpServer {
         uint8_t session_secret[SESSION_SECRET_BYTES];
         HttpIdentityWarning identity_warned[HTTP_IDENTITY_WARN_SLOTS];
         unsigned identity_suppressed;
+
+        /* The machine's own addresses (http_server_read_own_addresses()). */
+        NetAddress own_addresses[HTTP_OWN_ADDRESSES_MAX];
+        size_t n_own_addresses;
+        usec_t own_addresses_read_at;
+        usec_t host_warned_at; /* a refused Host was last logged; 0: never */
+        unsigned host_suppressed;
 
         /* A test-only fault switch (shared/fault.h) that makes allocations
          * on the reply path fail, so that the out-of-memory answers can be
@@ -925,6 +940,80 @@ static int request_user_session(HttpRequest *req, const CookieScan *cs) {
         return 0;
 }
 
+/* The addresses of the machine's interfaces, up or not (an address is
+ * ours while it is configured). Cheap enough to repeat: one netlink dump. */
+static void http_server_read_own_addresses(HttpServer *s) {
+        struct ifaddrs *list = NULL;
+        size_t n = 0;
+
+        s->own_addresses_read_at = now(CLOCK_MONOTONIC);
+        if (getifaddrs(&list) < 0) {
+                log_warning_errno(errno, "HTTP: failed to read the machine's addresses, keeping the last ones");
+                return;
+        }
+        for (struct ifaddrs *i = list; i && n < HTTP_OWN_ADDRESSES_MAX; i = i->ifa_next) {
+                const struct sockaddr *sa = i->ifa_addr;
+
+                if (!sa || (sa->sa_family != AF_INET && sa->sa_family != AF_INET6))
+                        continue;
+                if (net_address_from_sockaddr(
+                            sa,
+                            sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+                                                        sizeof(struct sockaddr_in),
+                            &s->own_addresses[n]) >= 0)
+                        n++;
+        }
+        freeifaddrs(list);
+        s->n_own_addresses = n;
+}
+
+/* DNS rebinding (API.md 4, "Host"): a request whose Host is not a name of
+ * this daemon is refused before anything else is done with it, on every
+ * path: no session, no ticket, no page. A trusted proxy's request is
+ * checked the same way, on the Host it forwards. Returns true when a
+ * response was queued. */
+static bool request_refuse_host(HttpRequest *req) {
+        HttpServer *s = req->server;
+        const char *host = header(req->connection, MHD_HTTP_HEADER_HOST);
+        HostPolicy p = {
+                .allowed_hosts = s->config->allowed_hosts,
+                .allowed_origins = s->config->allowed_origins,
+                .own = s->own_addresses,
+                .n_own = s->n_own_addresses,
+        };
+        HostVerdict v;
+
+        /* Only HTTP/1.0 may leave Host out (request_refuse_framing()), and
+         * no browser does: such a request has no own origin either. */
+        if (!host)
+                return false;
+        v = host_check(host, &p);
+        if (v == HOST_UNKNOWN_ADDRESS &&
+            now(CLOCK_MONOTONIC) >= s->own_addresses_read_at + HTTP_OWN_ADDRESSES_INTERVAL_USEC) {
+                http_server_read_own_addresses(s);
+                p.n_own = s->n_own_addresses;
+                v = host_check(host, &p);
+        }
+        if (v == HOST_ALLOW)
+                return false;
+
+        /* At most one line a minute: a rebinding page may send many. The
+         * value is not logged (anyone's bytes); its absence is. */
+        if (s->host_warned_at == 0 ||
+            now(CLOCK_MONOTONIC) >= s->host_warned_at + HTTP_IDENTITY_WARN_INTERVAL_USEC) {
+                log_warning(
+                        "HTTP: refused %u request(s) whose Host is no name of this daemon (localhost, "
+                        "its addresses, WIKI_WEB_ALLOWED_HOSTS, the hosts of WIKI_WEB_ALLOWED_ORIGINS).",
+                        s->host_suppressed + 1);
+                s->host_warned_at = now(CLOCK_MONOTONIC);
+                s->host_suppressed = 0;
+        } else
+                s->host_suppressed++;
+        req->bare = true;
+        http_reply_error(req, API_ERROR_ORIGIN_DENIED, "Host not allowed", NULL);
+        return true;
+}
+
 /* Everything decided from the request line and headers alone, before any
  * body byte is read (API.md 7: origin → size → ...). Returns true when a
  * response was queued. */
@@ -945,6 +1034,8 @@ static bool request_begin(HttpRequest *req, const char *url, const char *method,
                         metrics_count_identity_refused("invalid");
                 return true;
         }
+        if (request_refuse_host(req))
+                return true;
 
         req->method = http_method_from_string(method);
         req->is_api = router_path_is_api(url);
@@ -1517,6 +1608,7 @@ int http_server_new(
         if (r < 0)
                 return log_error_errno(r, "Failed to make the secret of user session cookies");
         s->connection_limit = http_connection_limit(config);
+        http_server_read_own_addresses(s);
         log_info(
                 "HTTP: at most %u connections, %" PRIu64 " per client address (0: no limit).",
                 s->connection_limit,

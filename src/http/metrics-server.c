@@ -25,6 +25,7 @@ static int metrics_server_render(MetricsServer *s, MetricsFormat format, char **
         const char *states[_ADMISSION_STATE_MAX];
         const Admission *a = manager_get_admission(s->manager);
         MetricsProcess process;
+        HistoryStorage storage;
         uint64_t slots[_ADMISSION_STATE_MAX];
         AdmissionSlotCounts c;
         MetricsGauges g = {
@@ -45,6 +46,13 @@ static int metrics_server_render(MetricsServer *s, MetricsFormat format, char **
         slots[ADMISSION_RUNNING] = c.running;
         if (metrics_read_process(&process) >= 0)
                 g.process = &process;
+        manager_get_storage(s->manager, &storage);
+        g.storage = &(MetricsStorage){
+                .free_bytes = storage.free_bytes,
+                .writes_failed = storage.writes_failed,
+                .outcomes_waiting = storage.n_pending,
+                .state = (unsigned) storage.state,
+        };
         return metrics_render(format, &g, ret, ret_size);
 }
 

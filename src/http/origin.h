@@ -33,7 +33,8 @@ typedef enum OriginVerdict {
  *     characters, spaces, non-ASCII, a path, query, fragment or userinfo,
  *     more than ORIGIN_MAX_LEN bytes, empty, or "null"): DENY;
  *   - in the allow-list: ALLOW_CORS (even when it is also our own origin);
- *   - equal to our own origin: ALLOW;
+ *   - equal to our own origin: ALLOW (host is one the Host check of
+ *     shared/host.h accepted: the server refuses any other first);
  *   - anything else (including a missing or malformed Host): DENY.
  * Origins compare with the scheme exact and host[:port] ASCII
  * case-insensitive, a default port (":80" for http, ":443" for https)

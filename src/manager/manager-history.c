@@ -12,15 +12,16 @@
 
 /* A history_*() call on one of the asker's records failed: -ENOENT is
  * query_not_found (not theirs, or gone), -EBUSY busy (its outcome is still
- * to be written: try after), anything else internal_error. Returns r. */
-static int manager_history_error(int r, ManagerError *ret_error) {
+ * to be written: try after), a write the store could not make
+ * storage_unavailable, anything else internal_error. Returns r. */
+static int manager_history_error(Manager *m, int r, ManagerError *ret_error) {
         assert(r < 0);
 
         if (r == -ENOENT)
                 *ret_error = (ManagerError){ API_ERROR_QUERY_NOT_FOUND, NULL };
         else if (r == -EBUSY)
                 *ret_error = (ManagerError){ API_ERROR_BUSY, "The query is still running" };
-        else
+        else if (!manager_storage_refusal(m, ret_error))
                 *ret_error = (ManagerError){ API_ERROR_INTERNAL_ERROR, NULL };
         return r;
 }
@@ -35,7 +36,7 @@ int manager_delete_record(Manager *m, const SessionKey *session, const char *id,
 
         r = history_delete(manager_get_history(m), id, session);
         if (r < 0)
-                return manager_history_error(r, ret_error);
+                return manager_history_error(m, r, ret_error);
         return 0;
 }
 
@@ -62,7 +63,7 @@ int manager_set_feedback(
                 return r;
         }
         if (r < 0) /* -EBUSY: there is no answer to rate yet. */
-                return manager_history_error(r, ret_error);
+                return manager_history_error(m, r, ret_error);
         metrics_count_feedback(rating);
         if (streq(rating, "down"))
                 metrics_count_unanswered("negative_feedback");
@@ -215,7 +216,7 @@ int manager_prepare_follow_up(
                 &p->records,
                 &p->n_records);
         if (r < 0)
-                return manager_history_error(r, ret_error);
+                return manager_history_error(m, r, ret_error);
         last = &p->records[p->n_records - 1];
         if (streq(last->status, "running")) {
                 *ret_error = (ManagerError){ API_ERROR_BUSY, "The query followed is still running" };

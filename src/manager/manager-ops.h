@@ -36,6 +36,11 @@ typedef struct ManagerError {
         const char *message; /* NULL: the code's default */
 } ManagerError;
 
+/* While the store cannot write (full, read-only, an I/O error, damaged):
+ * true, and storage_unavailable with the cause in words in *ret_error
+ * (valid until the next call into the Manager). */
+bool manager_storage_refusal(Manager *m, ManagerError *ret_error);
+
 /* ---- the history (manager-history.c) ---- */
 
 /* Delete the session's record id (API.md 9): 0; -ENOENT (query_not_found:

@@ -18,12 +18,12 @@ static int share_digest(const char *token, uint8_t ret[static HISTORY_SHARE_DIGE
         return sha256(token, strlen(token), ret);
 }
 
-static int manager_share_error(int r, ManagerError *ret_error) {
+static int manager_share_error(Manager *m, int r, ManagerError *ret_error) {
         if (r == -ENOENT)
                 *ret_error = (ManagerError){ API_ERROR_QUERY_NOT_FOUND, NULL };
         else if (r == -EBUSY)
                 *ret_error = (ManagerError){ API_ERROR_BUSY, "The query is still running" };
-        else
+        else if (!manager_storage_refusal(m, ret_error))
                 *ret_error = (ManagerError){ API_ERROR_INTERNAL_ERROR, NULL };
         return r;
 }
@@ -57,7 +57,7 @@ int manager_share_create(
         }
         r = history_share_add(manager_get_history(m), id, session, digest, now(CLOCK_REALTIME));
         if (r < 0)
-                return manager_share_error(r, ret_error);
+                return manager_share_error(m, r, ret_error);
         memcpy(ret_token, token, sizeof token);
         return 0;
 }
@@ -72,7 +72,7 @@ int manager_share_revoke(Manager *m, const SessionKey *session, const char *id, 
 
         r = history_share_revoke(manager_get_history(m), id, session);
         if (r < 0)
-                return manager_share_error(r, ret_error);
+                return manager_share_error(m, r, ret_error);
         return 0;
 }
 

@@ -17,6 +17,7 @@
 #include "shared/strv.h"
 #include "query/mediawiki.h"
 #include "query/wiki-client.h"
+#include "store/storage-watch.h"
 #include "store/sync-worker.h"
 
 struct ManagerQuery {
@@ -63,7 +64,8 @@ struct Manager {
         WaitTracker *wait_tracker; /* the recent durations: the wait range (API.md 5) */
         QueryExecutor *executor;
         History *history;
-        SyncWorker *sync; /* NULL: the syncs run on the loop */
+        SyncWorker *sync;      /* NULL: the syncs run on the loop */
+        StorageWatch *storage; /* the retries of what could not be written, quick_check */
         Sandbox *sandbox;
         SandboxState sandbox_state; /* as last logged */
 
@@ -114,8 +116,9 @@ static void manager_announce_query(Manager *m, ManagerEventType type, ManagerQue
 }
 
 static bool health_equal(const ManagerHealth *a, const ManagerHealth *b) {
-        if (a->degraded != b->degraded || a->sandbox != b->sandbox || a->draining != b->draining ||
-            a->state != b->state || a->execution_configured != b->execution_configured)
+        if (a->degraded != b->degraded || a->storage != b->storage || a->sandbox != b->sandbox ||
+            a->draining != b->draining || a->state != b->state ||
+            a->execution_configured != b->execution_configured)
                 return false;
         for (size_t i = 0; i < ELEMENTSOF(a->missing_settings); i++)
                 if (a->missing_settings[i] != b->missing_settings[i])
@@ -197,6 +200,47 @@ const char *manager_read_check_health(Manager *m) {
         return query_executor_read_check_health(m->executor);
 }
 
+/* ---- the store ---- */
+
+/* Whether the store can take a new record: 0, or
+ * MANAGER_STORAGE_UNAVAILABLE (manager_storage_cause() says why). */
+static int manager_check_storage(Manager *m) {
+        return history_check_writable(m->history, NULL) < 0 ? MANAGER_STORAGE_UNAVAILABLE : 0;
+}
+
+const char *manager_storage_cause(Manager *m) {
+        HistoryStorage st;
+
+        assert(m);
+        manager_get_storage(m, &st);
+        return st.cause ? st.cause : history_fault_to_string(-ENOBUFS);
+}
+
+void manager_get_storage(Manager *m, HistoryStorage *ret) {
+        assert(m);
+        assert(ret);
+        if (m->storage)
+                storage_watch_get(m->storage, ret);
+        else
+                history_get_storage(m->history, m->config->state_min_free_bytes, ret);
+}
+
+bool manager_storage_refusal(Manager *m, ManagerError *ret_error) {
+        HistoryStorage st;
+
+        assert(m);
+        assert(ret_error);
+        manager_get_storage(m, &st);
+        if (st.fault == 0)
+                return false;
+        *ret_error = (ManagerError){ API_ERROR_STORAGE_UNAVAILABLE, st.cause };
+        return true;
+}
+
+static void manager_on_storage_changed(StorageWatch *w, void *userdata) {
+        manager_check_health(userdata);
+}
+
 /* ---- the queue ---- */
 
 int manager_join(Manager *m, const SessionKey *session, const char *user, usec_t now) {
@@ -205,6 +249,10 @@ int manager_join(Manager *m, const SessionKey *session, const char *user, usec_t
         assert(m);
         assert(session);
 
+        /* No ticket while the store cannot take the query it would run. */
+        r = manager_check_storage(m);
+        if (r < 0)
+                return r;
         r = admission_join(m->admission, session, now);
         if (r < 0 || !user)
                 return r;
@@ -464,6 +512,7 @@ bool manager_query_awaiting_cleanup(const ManagerQuery *q) {
 /* ---- health ---- */
 
 void manager_get_health(Manager *m, ManagerHealth *ret) {
+        HistoryStorage storage;
         SandboxState state;
         bool degraded;
 
@@ -475,9 +524,12 @@ void manager_get_health(Manager *m, ManagerHealth *ret) {
                 if (q->state == MANAGER_QUERY_STATE_AWAITING_CLEANUP)
                         degraded = true;
 
+        manager_get_storage(m, &storage);
         state = m->sandbox ? sandbox_get_state(m->sandbox) : SANDBOX_UNAVAILABLE;
         *ret = (ManagerHealth){
-                .degraded = degraded,
+                .degraded = degraded || storage.state != HISTORY_STORAGE_OK,
+                .storage = storage.state,
+                .storage_cause = storage.cause,
                 .sandbox = state == SANDBOX_AVAILABLE ? MANAGER_SANDBOX_OK :
                         state == SANDBOX_STARTING     ? MANAGER_SANDBOX_STARTING :
                                                         MANAGER_SANDBOX_UNAVAILABLE,
@@ -658,6 +710,10 @@ static void manager_record_outcome(
         }
 
         r = durable ? history_finish(m->history, q->id, &h) : history_finish_nosync(m->history, q->id, &h);
+        /* Not written but kept by the store, which lands it later: the
+         * record reads as it will be stored meanwhile. */
+        if (r > 0)
+                storage_watch_poke(m->storage);
         if (r == -ENOENT)
                 log_warning("Query %s ended, but its record is gone.", q->id);
         else if (r < 0)
@@ -843,6 +899,7 @@ int manager_start_query(Manager *m, const ManagerQueryRequest *req, ManagerQuery
         QueryJob job = { 0 };
         AdmissionStatus st;
         usec_t t = now(CLOCK_MONOTONIC);
+        bool storage;
         int r;
 
         assert(m);
@@ -853,6 +910,10 @@ int manager_start_query(Manager *m, const ManagerQueryRequest *req, ManagerQuery
 
         if (m->stopping)
                 return -ESHUTDOWN;
+        /* Refused before any work while the store cannot take a record. */
+        r = manager_check_storage(m);
+        if (r < 0)
+                return r;
 
         q = calloc(1, sizeof *q);
         if (!q)
@@ -914,7 +975,12 @@ int manager_start_query(Manager *m, const ManagerQueryRequest *req, ManagerQuery
                 req->follow_up ? req->follow_up->notes : NULL,
                 q->created);
         if (r < 0) {
-                log_error_errno(r, "Failed to record query %s; not running it", q->id);
+                /* The store said why, once: the asker is told storage_unavailable. */
+                storage = manager_check_storage(m) < 0;
+                if (!storage)
+                        log_error_errno(r, "Failed to record query %s; not running it", q->id);
+                else
+                        storage_watch_poke(m->storage);
                 manager_query_end(
                         q,
                         r,
@@ -924,6 +990,8 @@ int manager_start_query(Manager *m, const ManagerQueryRequest *req, ManagerQuery
                                 .api_error = API_ERROR_INTERNAL_ERROR,
                                 .cleanup_confirmed = true,
                         });
+                if (storage)
+                        return MANAGER_STORAGE_UNAVAILABLE;
                 return -EIO;
         }
 
@@ -1241,6 +1309,16 @@ int manager_new(sd_event *event, const Config *config, Manager **ret) {
         r = sync_worker_new(event, &m->sync);
         if (r < 0)
                 log_warning_errno(r, "No thread for the history's syncs; they run on the event loop");
+        r = storage_watch_new(
+                event,
+                m->history,
+                config->state_min_free_bytes,
+                /* check= */ true,
+                manager_on_storage_changed,
+                m,
+                &m->storage);
+        if (r < 0)
+                return log_error_errno(r, "Failed to set up the history's retries");
 
         /* The sandbox owns SIGCHLD (the daemon is a subreaper), checks
          * runtime, rootfs and the user manager, and sweeps what a previous
@@ -1283,6 +1361,7 @@ Manager *manager_free(Manager *m) {
         }
         m->queries_by_id = string_hashmap_free(m->queries_by_id);
         m->executor = query_executor_free(m->executor);
+        m->storage = storage_watch_free(m->storage);
         m->history = history_free(m->history);
         m->sandbox = sandbox_free(m->sandbox);
         m->admission_timer = admission_timer_free(m->admission_timer);

@@ -116,7 +116,9 @@ typedef enum ManagerSandboxHealth {
 const char *manager_sandbox_health_to_string(ManagerSandboxHealth h);
 
 typedef struct ManagerHealth {
-        bool degraded;                /* a cleanup is not confirmed (a query's, or the sandbox's) */
+        bool degraded; /* a cleanup is not confirmed (a query's, or the sandbox's), or storage is not ok */
+        HistoryStorageState storage; /* "storage" */
+        const char *storage_cause; /* "storage_cause": its words, NULL when ok; valid until the next call */
         ManagerSandboxHealth sandbox; /* "sandbox" */
         bool draining;                /* "admission": "draining" */
         AdmissionState state;         /* "state" */
@@ -179,7 +181,8 @@ void manager_unsubscribe(Manager *m, ManagerEventHandler handler, void *userdata
  *
  * manager_join(): join, and keep user (NULL: none) as the ticket holder's
  * name. 1 (a new ticket), 0 (the session had one; its heartbeat
- * refreshed), -ENOSPC, -ESHUTDOWN (draining), -ENOMEM. */
+ * refreshed), -ENOSPC, -ESHUTDOWN (draining), MANAGER_STORAGE_UNAVAILABLE,
+ * -ENOMEM. */
 int manager_join(Manager *m, const SessionKey *session, const char *user, usec_t now);
 /* 0, or -ENOENT (no ticket). */
 int manager_leave(Manager *m, const SessionKey *session, usec_t now);
@@ -266,9 +269,11 @@ typedef struct ManagerQueryRequest {
  * On success returns 0 with the new query in *ret (owned by the Manager;
  * valid until MANAGER_QUERY_CLEANUP_CONFIRMED has been announced for it).
  * Errors, nothing started: -EBUSY (busy), -ENOSPC (queue_full), -ESHUTDOWN
- * (draining, or the service is stopping), -ENOMEM, -EIO (the record could
- * not be written: internal_error; the slot it had claimed is given up
- * through manager_query_end(), nothing announced). MANAGER_QUERY_STARTED is announced
+ * (draining, or the service is stopping), MANAGER_STORAGE_UNAVAILABLE (the
+ * store cannot take the record), -ENOMEM, -EIO (the record could not be
+ * written for another reason: internal_error; for both the slot it had
+ * claimed is given up through manager_query_end(), nothing announced).
+ * MANAGER_QUERY_STARTED is announced
  * before this returns, and before the query's first MANAGER_QUERY_EVENT
  * (the pipeline may report from inside the executor's start). -EIO also
  * when the executor could not start it: the query has started then, and
@@ -338,6 +343,17 @@ struct ManagerQueryWaiter {
 void manager_query_wait(ManagerQuery *q, ManagerQueryWaiter *w, ManagerQueryDone done, void *userdata);
 
 void manager_get_health(Manager *m, ManagerHealth *ret);
+
+/* What manager_start_query() and manager_join() return, before any work,
+ * while the store cannot take a new record (full, read-only, an I/O
+ * error, damaged, or too many outcomes waiting to land): the face answers
+ * storage_unavailable with manager_storage_cause(). */
+#define MANAGER_STORAGE_UNAVAILABLE (-ENOMEDIUM)
+
+/* The store's condition (health's "storage", the metrics). */
+void manager_get_storage(Manager *m, HistoryStorage *ret);
+/* Its cause in words while it is not ok; valid until the next call. */
+const char *manager_storage_cause(Manager *m);
 
 /* Counted since the Manager was set up (D-Bus QueriesStarted,
  * QueriesFailed, TicketsExpired). */

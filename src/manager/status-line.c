@@ -44,6 +44,16 @@ char *status_line_format(Manager *m) {
         strbuf_puts(&b, buf);
         if (h.degraded)
                 strbuf_put_literal(&b, "; health: degraded");
+        /* The store's state and cause (wikiwebd(8), "When the disk fills"). */
+        if (h.storage != HISTORY_STORAGE_OK) {
+                strbuf_put_literal(&b, "; storage: ");
+                strbuf_puts(&b, history_storage_state_to_string(h.storage));
+                if (h.storage_cause) {
+                        strbuf_put_literal(&b, " (");
+                        strbuf_puts(&b, h.storage_cause);
+                        strbuf_put_literal(&b, ")");
+                }
+        }
         return strbuf_steal(&b);
 }
 

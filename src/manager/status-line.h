@@ -9,6 +9,7 @@
  * announcements but a query's events and phases:
  *
  *   [Stopping; ]STATE; waiting: N; running: ID[, ID...]|none; average query: X.Xs|n/a[; health: degraded]
+ *   [; storage: degraded|failed (CAUSE)]
  *
  * naming every running query (manager_foreach_query(), oldest claim
  * first). Borrows the Manager, which must outlive it. */

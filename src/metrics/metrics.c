@@ -417,6 +417,37 @@ static void render_http(MetricsWriter *w) {
         render_gauge(w, "wikiweb_event_streams", "Open live event streams.", (double) registry.event_streams);
 }
 
+/* The history store's (API.md 12.3, 9 "The store under faults"). */
+static void render_storage(MetricsWriter *w, const MetricsStorage *s) {
+        static const char *const storage_states[] = { "ok", "degraded", "failed" };
+
+        metrics_family(
+                w, "wikiweb_storage", METRIC_GAUGE, NULL, "The history store's state: 1 for the current one.");
+        for (unsigned i = 0; i < ELEMENTSOF(storage_states); i++)
+                metrics_sample_u64(w, (const char *const[]){ "state", storage_states[i], NULL }, i == s->state);
+        if (s->free_bytes != UINT64_MAX) {
+                metrics_family(
+                        w,
+                        "wikiweb_state_free_bytes",
+                        METRIC_GAUGE,
+                        "bytes",
+                        "Free bytes of the state directory's file system (for unprivileged users).");
+                metrics_sample_u64(w, NULL, s->free_bytes);
+        }
+        metrics_family(
+                w,
+                "wikiweb_store_writes_failed",
+                METRIC_COUNTER,
+                NULL,
+                "Writes of the history that failed (no space, read-only, I/O error, damaged).");
+        metrics_sample_u64(w, NULL, s->writes_failed);
+        render_gauge(
+                w,
+                "wikiweb_store_outcomes_waiting",
+                "Query outcomes kept in memory until the history can store them.",
+                (double) s->outcomes_waiting);
+}
+
 /* The process_* families every Prometheus client library exports. */
 static void render_process(MetricsWriter *w, const MetricsProcess *p) {
         metrics_family(
@@ -454,6 +485,8 @@ int metrics_render(MetricsFormat format, const MetricsGauges *g, char **ret, siz
         render_queries(&w);
         render_people(&w);
         render_http(&w);
+        if (g->storage)
+                render_storage(&w, g->storage);
         if (g->process)
                 render_process(&w, g->process);
         return metrics_writer_finish(&w, ret, ret_size);

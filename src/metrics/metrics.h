@@ -83,6 +83,14 @@ typedef struct MetricsProcess {
 } MetricsProcess;
 int metrics_read_process(MetricsProcess *ret);
 
+/* The history store's condition (store/history.h HistoryStorage). */
+typedef struct MetricsStorage {
+        uint64_t free_bytes; /* of the state directory's file system; UINT64_MAX: not known (no series) */
+        uint64_t writes_failed;
+        uint64_t outcomes_waiting;
+        unsigned state; /* 0 ok, 1 degraded, 2 failed */
+} MetricsStorage;
+
 /* What the daemon's state says at scrape time, all O(1) to read. */
 typedef struct MetricsGauges {
         const char *const *states; /* every state's name, for wikiweb_state{state} */
@@ -93,6 +101,8 @@ typedef struct MetricsGauges {
         uint64_t queue_length;
         uint64_t queue_max_length;
         const MetricsProcess *process; /* NULL: no process_* series */
+        /* The history store's (NULL: no wikiweb_state_* and wikiweb_store_* series). */
+        const MetricsStorage *storage;
 } MetricsGauges;
 
 /* The exposition of everything, in format. Returns 0 and the text (the

@@ -452,6 +452,7 @@ static int wiki_check_new(QueryExecutor *x, RevisionCheckDone done, void *userda
                         .api_url = cfg->wiki_api_url,
                         .username = cfg->wiki_username,
                         .password = cfg->wiki_username ? cfg->wiki_password : NULL,
+                        .user_map = &cfg->wiki_user,
                         .deadline = now(CLOCK_MONOTONIC) +
                                 (TEST_FAULT(x->test_check_timeout > 0) ? x->test_check_timeout :
                                                                          REVISION_CHECK_TIMEOUT_USEC),

@@ -172,12 +172,13 @@ static int join_titles(const char *const *titles, size_t n, StrBuf *joined) {
 }
 
 int mediawiki_build_readcheck(
-        const char *user, const char *const *titles, size_t n, bool assert_user, char **ret) {
+        const char *user, const char *email, const char *const *titles, size_t n, bool assert_user, char **ret) {
         StrBuf b = { 0 };
         StrBuf joined = { 0 };
         int r;
 
-        if (user && *user && !mediawiki_title_is_valid(user))
+        if ((user && *user && !mediawiki_title_is_valid(user)) ||
+            (email && *email && !mediawiki_title_is_valid(email)) || (user && *user && email && *email))
                 return -EINVAL;
         r = join_titles(titles, n, &joined);
         if (r < 0) {
@@ -185,9 +186,11 @@ int mediawiki_build_readcheck(
                 return r;
         }
         buf_param(&b, "action", "wikiwebreadcheck");
-        /* No user parameter: the extension checks an anonymous reader. */
+        /* No user or email parameter: the extension checks an anonymous reader. */
         if (user && *user)
                 buf_param(&b, "user", user);
+        else if (email && *email)
+                buf_param(&b, "email", email);
         buf_param(&b, "titles", joined.data);
         buf_common(&b, assert_user);
         strbuf_done(&joined);
@@ -415,6 +418,28 @@ static int take_uint(json_object *o, const char *key, uint64_t *ret) {
         return 0;
 }
 
+/* A page object that names no page of this wiki: a special page or a
+ * virtual namespace (Special:, -1; Media:, -2), which has no revision and
+ * no text to read ("special": true, a negative "ns"). */
+static bool page_is_special(json_object *page) {
+        json_object *ns = get(page, "ns", json_type_int);
+
+        return json_object_get_boolean(get(page, "special", json_type_boolean)) ||
+                (ns && json_object_get_int64(ns) < 0);
+}
+
+/* A title the wiki read as another wiki's ("wikipedia:X"): query.interwiki
+ * holds it, and no page comes back. Returns its title, or NULL. */
+static const char *query_interwiki_title(json_object *query) {
+        json_object *iw = get(query, "interwiki", json_type_array);
+        const char *title;
+
+        if (!iw || json_object_array_length(iw) != 1)
+                return NULL;
+        title = get_string(json_object_array_get_idx(iw, 0), "title", MEDIAWIKI_TITLE_MAX);
+        return title && *title ? title : NULL;
+}
+
 int mediawiki_parse_page(const char *body, size_t size, WikiPage *ret, MediaWikiError *ret_error) {
         _cleanup_(json_object_putp) json_object *o = NULL;
         _cleanup_(wiki_page_done) WikiPage p = { 0 };
@@ -427,6 +452,17 @@ int mediawiki_parse_page(const char *body, size_t size, WikiPage *ret, MediaWiki
                 return r;
         query = get(o, "query", json_type_object);
         pages = get(query, "pages", json_type_array);
+        /* Another wiki's page: none of this wiki, so "missing" (API.md 8.6). */
+        title = query_interwiki_title(query);
+        if (title && !pages) {
+                r = strdup_checked(title, &p.title);
+                if (r < 0)
+                        return r;
+                p.missing = true;
+                *ret = p;
+                p = (WikiPage){ 0 };
+                return 0;
+        }
         /* One title asked for: exactly one page comes back. */
         if (!pages || json_object_array_length(pages) != 1)
                 return -EBADMSG;
@@ -455,9 +491,11 @@ int mediawiki_parse_page(const char *body, size_t size, WikiPage *ret, MediaWiki
                         return r;
         }
 
-        if (get(page, "missing", json_type_boolean) || get(page, "invalid", json_type_boolean)) {
+        if (get(page, "missing", json_type_boolean) || get(page, "invalid", json_type_boolean) ||
+            page_is_special(page)) {
                 if (!json_object_get_boolean(get(page, "missing", json_type_boolean)) &&
-                    !json_object_get_boolean(get(page, "invalid", json_type_boolean)))
+                    !json_object_get_boolean(get(page, "invalid", json_type_boolean)) &&
+                    !page_is_special(page))
                         return -EBADMSG;
                 p.missing = true;
                 *ret = p;
@@ -534,7 +572,8 @@ int mediawiki_parse_revisions(
                 json_object *page = json_object_array_get_idx(pages, i);
                 const char *title = get_string(page, "title", MEDIAWIKI_TITLE_MAX);
                 bool missing = json_object_get_boolean(get(page, "missing", json_type_boolean)) ||
-                        json_object_get_boolean(get(page, "invalid", json_type_boolean));
+                        json_object_get_boolean(get(page, "invalid", json_type_boolean)) ||
+                        page_is_special(page);
 
                 if (!title || !*title) {
                         r = -EBADMSG;
@@ -589,6 +628,63 @@ int mediawiki_parse_readcheck(const char *body, size_t size, size_t n, bool **re
                 readable[i] = json_object_get_boolean(v);
         }
         *ret = TAKE_PTR(readable);
+        return 0;
+}
+
+static const char *const mediawiki_accounts_table[_MEDIAWIKI_ACCOUNTS_MAX] = {
+        [MEDIAWIKI_ACCOUNTS_NONE] = "none",
+        [MEDIAWIKI_ACCOUNTS_ONE] = "one",
+        [MEDIAWIKI_ACCOUNTS_SEVERAL] = "several",
+};
+
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(mediawiki_accounts, MediaWikiAccounts)
+
+void mediawiki_reader_done(MediaWikiReader *r) {
+        if (!r)
+                return;
+        free(r->user);
+        *r = (MediaWikiReader){ .accounts = _MEDIAWIKI_ACCOUNTS_INVALID };
+}
+
+int mediawiki_parse_reader(
+        const char *body, size_t size, bool by_email, MediaWikiReader *ret, MediaWikiError *ret_error) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        json_object *rc, *anonymous, *email;
+        MediaWikiAccounts accounts = _MEDIAWIKI_ACCOUNTS_INVALID;
+        const char *user;
+        bool anon;
+        int r;
+
+        assert(ret);
+
+        r = parse_reply(body, size, &o, ret_error);
+        if (r < 0)
+                return r;
+        rc = get(o, "wikiwebreadcheck", json_type_object);
+        anonymous = get(rc, "anonymous", json_type_boolean);
+        user = get_string(rc, "user", MEDIAWIKI_TITLE_MAX);
+        if (!anonymous || !user)
+                return -EBADMSG;
+        anon = json_object_get_boolean(anonymous);
+        if (anon ? *user != 0 : !mediawiki_title_is_valid(user))
+                return -EBADMSG;
+        if (by_email) {
+                const char *a = get_string(rc, "email", 16);
+
+                for (MediaWikiAccounts i = 0; a && i < _MEDIAWIKI_ACCOUNTS_MAX; i++)
+                        if (streq(a, mediawiki_accounts_table[i]))
+                                accounts = i;
+                /* One account exactly when a named one was checked. */
+                if (accounts < 0 || (accounts == MEDIAWIKI_ACCOUNTS_ONE) == anon)
+                        return -EBADMSG;
+        } else if (json_object_object_get_ex(rc, "email", &email))
+                return -EBADMSG; /* an answer to a question not asked */
+        *ret = (MediaWikiReader){ .accounts = accounts };
+        if (!anon) {
+                ret->user = strdup(user);
+                if (!ret->user)
+                        return -ENOMEM;
+        }
         return 0;
 }
 

@@ -3,6 +3,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <errno.h>
 #include <stdint.h>
 
 #include "shared/macro.h"
@@ -72,12 +73,13 @@ int mediawiki_build_read(const char *title, bool assert_user, char **ret);
  * followed (a page that became a redirect has a new revision). */
 int mediawiki_build_revisions(const char *const *titles, size_t n, bool assert_user, char **ret);
 /* action=wikiwebreadcheck (the extension WikiwebReadCheck, API.md "Whose
- * permissions"): whether user (NULL or "": an anonymous reader) may read
- * each of 1..MEDIAWIKI_TITLES_MAX titles, redirects counting as their
- * targets. user: at most MEDIAWIKI_TITLE_MAX bytes of valid UTF-8 without
- * control characters or "|". */
+ * permissions"): whether user, or the one account that holds email
+ * confirmed (at most one of them; both NULL or "": an anonymous reader),
+ * may read each of 1..MEDIAWIKI_TITLES_MAX titles, redirects counting as
+ * their targets. user, email: at most MEDIAWIKI_TITLE_MAX bytes of valid
+ * UTF-8 without control characters or "|". */
 int mediawiki_build_readcheck(
-        const char *user, const char *const *titles, size_t n, bool assert_user, char **ret);
+        const char *user, const char *email, const char *const *titles, size_t n, bool assert_user, char **ret);
 int mediawiki_build_login_token(char **ret);
 /* The POST body of action=login: holds the password; wipe it after use. */
 int mediawiki_build_login(const char *user, const char *password, const char *token, char **ret);
@@ -92,7 +94,12 @@ int mediawiki_parse_error(const char *body, size_t size, MediaWikiError *ret_err
 int mediawiki_parse_search(
         const char *body, size_t size, MediaWikiSearchHit **ret_hits, size_t *ret_n, MediaWikiError *ret_error);
 void mediawiki_search_hits_free(MediaWikiSearchHit *hits, size_t n);
-/* A page (shared/wiki-page.h): free it with wiki_page_done(). */
+/* A page (shared/wiki-page.h): free it with wiki_page_done(). A title that
+ * names no page of this wiki is a page with missing set, as a missing or
+ * invalid one is: another wiki's (the reply's query.interwiki, no pages),
+ * a special page or a virtual namespace ("special": true or a negative
+ * "ns": Special:AllPages, Special:Export/X, Media:X). A reply that does
+ * not have these shapes either is -EBADMSG. */
 int mediawiki_parse_page(const char *body, size_t size, WikiPage *ret, MediaWikiError *ret_error);
 /* The pages of a prop=info reply, in the wiki's order, at most
  * MEDIAWIKI_TITLES_MAX: free with mediawiki_revisions_free(). */
@@ -103,6 +110,33 @@ int mediawiki_parse_revisions(
  * (owned by the caller, free()). Anything else is -EBADMSG: the caller
  * treats every failure as "may not read" (fail closed). */
 int mediawiki_parse_readcheck(const char *body, size_t size, size_t n, bool **ret, MediaWikiError *ret_error);
+
+/* How many accounts hold an address confirmed (the read check by e-mail). */
+typedef enum MediaWikiAccounts {
+        MEDIAWIKI_ACCOUNTS_NONE,
+        MEDIAWIKI_ACCOUNTS_ONE,
+        MEDIAWIKI_ACCOUNTS_SEVERAL,
+        _MEDIAWIKI_ACCOUNTS_MAX,
+        _MEDIAWIKI_ACCOUNTS_INVALID = -EINVAL,
+} MediaWikiAccounts;
+
+/* Whose permissions a read check's reply is (its "user", "anonymous" and,
+ * asked by e-mail, "email"). */
+typedef struct MediaWikiReader {
+        char *user;                 /* the account checked; NULL: an anonymous reader */
+        MediaWikiAccounts accounts; /* by_email only: none, one (user set) or several */
+} MediaWikiReader;
+void mediawiki_reader_done(MediaWikiReader *r);
+
+/* The reader of a read check's reply (the pages are
+ * mediawiki_parse_readcheck()'s): "anonymous" a boolean, "user" a name
+ * (mediawiki_title_is_valid()) exactly when not anonymous, or "" else; asked
+ * by_email, "email" is "none" or "several" (anonymous) or "one" (an
+ * account), else it is absent. Anything else is -EBADMSG. */
+int mediawiki_parse_reader(
+        const char *body, size_t size, bool by_email, MediaWikiReader *ret, MediaWikiError *ret_error);
+const char *mediawiki_accounts_to_string(MediaWikiAccounts a);
+
 int mediawiki_parse_login_token(const char *body, size_t size, char **ret_token, MediaWikiError *ret_error);
 /* ret_reason: the wiki's reason for a failure (raw: sanitize), or NULL. */
 int mediawiki_parse_login(

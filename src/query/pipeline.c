@@ -136,8 +136,9 @@ struct QueryRun {
          * search and read is checked for the person before anything of it
          * is used; the check is the wiki operation in flight then. */
         bool read_as_person;
-        char *user;         /* the person's wiki user name; NULL: anonymous */
+        char *user;         /* the person's identity name; NULL: anonymous */
         bool checking;      /* q->wiki_op is the read check of q->pending */
+        bool reader_logged; /* the journal said whose permissions the first check used */
         WikiResult pending; /* the search or read being checked */
         usec_t wiki_mark;   /* wiki time counted up to here (a check follows its read) */
 
@@ -850,6 +851,15 @@ static void query_run_on_check_done(QueryRun *q, int error, const WikiResult *r)
         } else {
                 unsigned withheld = query_run_filter_pending(q, r->readable, r->n_readable);
                 bool search = q->op_tool == AGENT_TOOL_WIKI_SEARCH && q->state != QUERY_RUN_PRELOAD;
+
+                if (!q->reader_logged) {
+                        /* The account the wiki resolved the sign-on's name to (API.md "Whose name"). */
+                        if (r->reader)
+                                query_run_log(q, LOG_INFO, "read as the wiki account %s.", r->reader);
+                        else
+                                query_run_log(q, LOG_INFO, "read as an anonymous reader of the wiki.");
+                        q->reader_logged = true;
+                }
 
                 if (withheld > 0) {
                         metrics_count_withheld(search ? "search" : "read", withheld);
@@ -1578,6 +1588,7 @@ int query_run_new(
                         .username = c->wiki_username,
                         .password = c->wiki_username ? c->wiki_password : NULL,
                         .deadline = q->deadline,
+                        .user_map = &c->wiki_user,
                 },
                 &q->wiki);
         if (r < 0)

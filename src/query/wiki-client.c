@@ -14,6 +14,7 @@ struct WikiClient {
         char *username;
         char *password;
         usec_t deadline;
+        const WikiUserMap *user_map;
         UpstreamJar *jar;
         bool logged_in;
         unsigned logins;
@@ -38,7 +39,8 @@ typedef enum WikiState {
 struct WikiOperation {
         WikiClient *client;
         WikiKind kind;
-        char *arg;     /* query, title, or the user of WIKI_READCHECK ("": anonymous) */
+        char *arg;     /* query, title, or the wiki user name of WIKI_READCHECK ("": none) */
+        char *email;   /* WIKI_READCHECK by e-mail address; NULL: by name */
         char **titles; /* WIKI_REVISIONS, WIKI_READCHECK */
         unsigned limit;
         WikiDone done;
@@ -59,6 +61,7 @@ void wiki_result_done(WikiResult *r) {
                 return;
         free(r->message);
         free(r->readable);
+        free(r->reader);
         mediawiki_search_hits_free(r->hits, r->n_hits);
         wiki_page_done(&r->page);
         mediawiki_revisions_free(r->revisions, r->n_revisions);
@@ -87,6 +90,7 @@ int wiki_client_new(Upstream *u, const WikiClientSettings *s, WikiClient **ret) 
                 return -ENOMEM;
         c->upstream = u;
         c->deadline = s->deadline;
+        c->user_map = s->user_map;
         c->api_url = strdup(s->api_url);
         if (!c->api_url)
                 return -ENOMEM;
@@ -129,6 +133,7 @@ WikiOperation *wiki_operation_free(WikiOperation *op) {
         if (op->client && op->client->current == op)
                 op->client->current = NULL;
         free(op->arg);
+        free(op->email);
         strv_free(op->titles);
         wiki_result_done(&op->result);
         free(op);
@@ -168,6 +173,7 @@ static void wiki_finish_error(WikiOperation *op, int error, ApiError api_error, 
 
 static void wiki_advance(WikiOperation *op);
 static void wiki_on_upstream(UpstreamOperation *uop, int error, const UpstreamResponse *r, void *userdata);
+static int wiki_parse_readcheck(WikiOperation *op, const UpstreamResponse *r, MediaWikiError *e);
 
 static int wiki_start_get(WikiOperation *op, const char *query) {
         _cleanup_free_ char *url = NULL;
@@ -227,6 +233,7 @@ static void wiki_advance(WikiOperation *op) {
                 else if (op->kind == WIKI_READCHECK)
                         r = mediawiki_build_readcheck(
                                 op->arg,
+                                op->email,
                                 (const char *const *) op->titles,
                                 strv_length(op->titles),
                                 assert_user,
@@ -445,10 +452,9 @@ static void wiki_on_upstream(UpstreamOperation *uop, int error, const UpstreamRe
                         k = mediawiki_parse_revisions(
                                 r->body, r->body_size, &op->result.revisions, &op->result.n_revisions, &e);
                 else if (op->kind == WIKI_READCHECK) {
-                        k = mediawiki_parse_readcheck(
-                                r->body, r->body_size, strv_length(op->titles), &op->result.readable, &e);
-                        if (k >= 0)
-                                op->result.n_readable = strv_length(op->titles);
+                        k = wiki_parse_readcheck(op, r, &e);
+                        if (k > 0)
+                                return; /* finished */
                 } else
                         k = mediawiki_parse_page(r->body, r->body_size, &op->result.page, &e);
                 if (k >= 0) {
@@ -470,10 +476,63 @@ static void wiki_on_upstream(UpstreamOperation *uop, int error, const UpstreamRe
                 wiki_finish(op, k, API_ERROR_UPSTREAM_FAILED, "Wiki reply could not be understood");
 }
 
+/* A read check's reply: its pages and its reader. 1: the operation was
+ * finished here (an address of several accounts); 0; or as the parsers. */
+static int wiki_parse_readcheck(WikiOperation *op, const UpstreamResponse *r, MediaWikiError *e) {
+        _cleanup_(mediawiki_reader_done) MediaWikiReader reader = { 0 };
+        size_t n = strv_length(op->titles);
+        int k;
+
+        k = mediawiki_parse_readcheck(r->body, r->body_size, n, &op->result.readable, e);
+        if (k < 0)
+                return k;
+        op->result.n_readable = n;
+        k = mediawiki_parse_reader(r->body, r->body_size, op->email != NULL, &reader, NULL);
+        if (k == -EBADMSG && op->email)
+                /* An extension that ignored the address: it checked nobody. */
+                k = -EPROTO;
+        if (k < 0) {
+                free(op->result.readable);
+                op->result.readable = NULL;
+                op->result.n_readable = 0;
+                if (k == -EPROTO) {
+                        wiki_finish(
+                                op,
+                                -EACCES,
+                                API_ERROR_WIKI_AUTH_FAILED,
+                                "The wiki cannot say which account holds this person's e-mail address: "
+                                "update the MediaWiki extension WikiwebReadCheck; or set "
+                                "WIKI_WEB_WIKI_USER_FROM=name");
+                        return 1;
+                }
+                return k;
+        }
+        if (reader.accounts == MEDIAWIKI_ACCOUNTS_SEVERAL) {
+                /* Nobody's permissions are known: never name the accounts,
+                 * nor the address (it is the person's). */
+                log_warning(
+                        "wiki: the sign-on's e-mail address names more than one wiki account; failing closed");
+                free(op->result.readable);
+                op->result.readable = NULL;
+                op->result.n_readable = 0;
+                wiki_finish(
+                        op,
+                        -EACCES,
+                        API_ERROR_WIKI_AUTH_FAILED,
+                        "The sign-on's e-mail address names more than one wiki account, so the wiki cannot "
+                        "say whose permissions count: it must be confirmed on one account only "
+                        "(WIKI_WEB_WIKI_USER_FROM=email)");
+                return 1;
+        }
+        op->result.reader = TAKE_PTR(reader.user);
+        return 0;
+}
+
 static int wiki_start(
         WikiClient *c,
         WikiKind kind,
         const char *arg,
+        const char *email,
         char **titles,
         unsigned limit,
         WikiDone done,
@@ -499,6 +558,11 @@ static int wiki_start(
         op->arg = strdup(arg);
         if (!op->arg)
                 return -ENOMEM;
+        if (email) {
+                op->email = strdup(email);
+                if (!op->email)
+                        return -ENOMEM;
+        }
         if (titles) {
                 op->titles = strv_copy(titles);
                 if (!op->titles)
@@ -522,13 +586,13 @@ int wiki_client_search(
         WikiClient *c, const char *query, unsigned limit, WikiDone done, void *userdata, WikiOperation **ret) {
         if (!mediawiki_query_is_valid(query) || limit < 1 || limit > MEDIAWIKI_SEARCH_MAX)
                 return -EINVAL;
-        return wiki_start(c, WIKI_SEARCH, query, NULL, limit, done, userdata, ret);
+        return wiki_start(c, WIKI_SEARCH, query, NULL, NULL, limit, done, userdata, ret);
 }
 
 int wiki_client_read(WikiClient *c, const char *title, WikiDone done, void *userdata, WikiOperation **ret) {
         if (!mediawiki_title_is_valid(title))
                 return -EINVAL;
-        return wiki_start(c, WIKI_READ, title, NULL, 0, done, userdata, ret);
+        return wiki_start(c, WIKI_READ, title, NULL, NULL, 0, done, userdata, ret);
 }
 
 void wiki_operation_take_result(WikiOperation *op, WikiResult *ret) {
@@ -540,15 +604,20 @@ void wiki_operation_take_result(WikiOperation *op, WikiResult *ret) {
 }
 
 int wiki_client_readcheck(
-        WikiClient *c, const char *user, char **titles, WikiDone done, void *userdata, WikiOperation **ret) {
+        WikiClient *c, const char *identity, char **titles, WikiDone done, void *userdata, WikiOperation **ret) {
+        _cleanup_free_ char *name = NULL, *email = NULL;
         size_t n = strv_length(titles);
+        int r;
 
-        if (n < 1 || n > MEDIAWIKI_TITLES_MAX || (user && *user && !mediawiki_title_is_valid(user)))
+        if (n < 1 || n > MEDIAWIKI_TITLES_MAX)
                 return -EINVAL;
         for (size_t i = 0; i < n; i++)
                 if (!mediawiki_title_is_valid(titles[i]))
                         return -EINVAL;
-        return wiki_start(c, WIKI_READCHECK, user ? user : "", titles, 0, done, userdata, ret);
+        r = wiki_user_resolve(c->user_map, identity, &name, &email);
+        if (r < 0)
+                return r;
+        return wiki_start(c, WIKI_READCHECK, name ? name : "", email, titles, 0, done, userdata, ret);
 }
 
 int wiki_client_revisions(WikiClient *c, char **titles, WikiDone done, void *userdata, WikiOperation **ret) {
@@ -559,5 +628,5 @@ int wiki_client_revisions(WikiClient *c, char **titles, WikiDone done, void *use
         for (size_t i = 0; i < n; i++)
                 if (!mediawiki_title_is_valid(titles[i]))
                         return -EINVAL;
-        return wiki_start(c, WIKI_REVISIONS, "", titles, 0, done, userdata, ret);
+        return wiki_start(c, WIKI_REVISIONS, "", NULL, titles, 0, done, userdata, ret);
 }

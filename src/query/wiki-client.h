@@ -10,6 +10,7 @@
 #include "shared/api-error.h"
 #include "shared/macro.h"
 #include "shared/time-util.h"
+#include "shared/wiki-user.h"
 
 /* The MediaWiki client of one query (API.md 8.1): search and read pages
  * through src/query/upstream.c, strictly one request at a time.
@@ -49,6 +50,9 @@ typedef struct WikiClientSettings {
         const char *username; /* "User@AppId", or NULL: anonymous */
         const char *password; /* the bot password; NULL when anonymous */
         usec_t deadline;      /* the query's, CLOCK_MONOTONIC; 0: none */
+        /* How a person's identity names their wiki account for the read
+         * check (borrowed: must outlive the client); NULL: names as they are. */
+        const WikiUserMap *user_map;
 } WikiClientSettings;
 
 /* Returns 0, -EINVAL (a username without a password), -ENOMEM. */
@@ -75,9 +79,11 @@ typedef struct WikiResult {
         /* revisions: the current revision of each title */
         MediaWikiRevision *revisions;
         size_t n_revisions;
-        /* readcheck: readable[i] for the i-th title asked */
+        /* readcheck: readable[i] for the i-th title asked, and the account
+         * whose permissions they are (NULL: an anonymous reader's) */
         bool *readable;
         size_t n_readable;
+        char *reader;
 } WikiResult;
 
 /* Frees what a result owns (a result taken with wiki_operation_take_result()). */
@@ -100,13 +106,18 @@ int wiki_client_read(WikiClient *c, const char *title, WikiDone done, void *user
  * in one request, prop=info. Returns as wiki_client_search(). */
 int wiki_client_revisions(WikiClient *c, char **titles, WikiDone done, void *userdata, WikiOperation **ret);
 
-/* Whether user (NULL: an anonymous reader) may read each of
- * 1..MEDIAWIKI_TITLES_MAX titles (a strv, copied), in one request to the
- * extension WikiwebReadCheck (API.md "Whose permissions"): result.readable.
- * Every failure fails: wiki_auth_failed naming what to fix when the wiki
- * lacks the extension ("badvalue", "unknown_action") or the account the
- * right ("permissiondenied"), else as any request. Returns as
- * wiki_client_search(). */
+/* Whether the person identity names (NULL: an anonymous reader) may read
+ * each of 1..MEDIAWIKI_TITLES_MAX titles (a strv, copied), in one request to
+ * the extension WikiwebReadCheck (API.md "Whose permissions"):
+ * result.readable, and result.reader the account checked. The identity is
+ * mapped by the client's user_map (wiki_user_resolve()) at every call, and
+ * an address is resolved by the wiki in the same request: nothing is kept
+ * from one check to the next. An address that several accounts hold is
+ * wiki_auth_failed (the accounts are never named). Every failure fails:
+ * wiki_auth_failed naming what to fix when the wiki lacks the extension
+ * ("badvalue", "unknown_action"), the account the right
+ * ("permissiondenied") or the extension its e-mail lookup, else as any
+ * request. Returns as wiki_client_search(). */
 int wiki_client_readcheck(
         WikiClient *c, const char *user, char **titles, WikiDone done, void *userdata, WikiOperation **ret);
 

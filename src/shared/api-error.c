@@ -35,6 +35,7 @@ static const struct {
                                          431,
                                          "Request line and header fields exceed the maximum allowed size" },
         [API_ERROR_RATE_LIMITED] = { "rate_limited", 429, "Too many open event streams" },
+        [API_ERROR_STORAGE_UNAVAILABLE] = { "storage_unavailable", 503, "The history cannot take a new record" },
 };
 
 const char *api_error_to_string(ApiError e) {

@@ -31,6 +31,8 @@ typedef enum ApiError {
         API_ERROR_QUEUE_FULL,
         API_ERROR_HEADER_TOO_LARGE, /* extension: 431 */
         API_ERROR_RATE_LIMITED,     /* extension: 429, too many event streams (API.md 11) */
+        /* extension: 503, the history cannot take a new record (API.md 2) */
+        API_ERROR_STORAGE_UNAVAILABLE,
         _API_ERROR_MAX,
         _API_ERROR_INVALID = -EINVAL,
 } ApiError;

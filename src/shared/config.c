@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "shared/config.h"
+#include "shared/host.h"
 #include "shared/macro.h"
 #include "shared/parse-util.h"
 #include "shared/strbuf.h"
@@ -38,6 +39,7 @@ void config_done(Config *c) {
         if (!c)
                 return;
         c->allowed_origins = strv_free(c->allowed_origins);
+        c->allowed_hosts = strv_free(c->allowed_hosts);
         c->allowed_destinations = strv_free(c->allowed_destinations);
         free(c->wiki_api_url);
         free(c->wiki_username);
@@ -50,6 +52,8 @@ void config_done(Config *c) {
         free(c->trusted_proxies);
         strv_free(c->editors);
         free(c->user_header);
+        strv_free(c->wiki_user.strip_suffixes);
+        strv_free(c->wiki_user.strip_prefixes);
         if (c->wiki_password)
                 explicit_bzero(c->wiki_password, strlen(c->wiki_password));
         if (c->llm_api_key)
@@ -248,6 +252,35 @@ static bool is_printable(const char *s) {
                 if ((unsigned char) *s < 0x20 || (unsigned char) *s >= 0x7f)
                         return false;
         return true;
+}
+
+/* The sign-on's name as a wiki account (API.md "Whose name"). The lists
+ * strip a name; an address is the wiki's to match, so they do not go with
+ * WIKI_WEB_WIKI_USER_FROM=email. */
+static int load_wiki_user(WikiUserMap *m, ConfigGetenv g, void *u, char **ret_error) {
+        const char *v = g("WIKI_WEB_WIKI_USER_FROM", u);
+        int r;
+
+        m->from = v ? wiki_user_from_from_string(v) : WIKI_USER_FROM_NAME;
+        if (m->from < 0)
+                return fail(
+                        ret_error, -EINVAL, "WIKI_WEB_WIKI_USER_FROM: invalid value, expected name or email");
+        r = load_list(
+                "WIKI_WEB_WIKI_USER_STRIP_SUFFIXES", wiki_user_suffix_is_valid, &m->strip_suffixes, g, u, ret_error);
+        if (r < 0)
+                return r;
+        r = load_list(
+                "WIKI_WEB_WIKI_USER_STRIP_PREFIXES", wiki_user_prefix_is_valid, &m->strip_prefixes, g, u, ret_error);
+        if (r < 0)
+                return r;
+        if (m->from == WIKI_USER_FROM_EMAIL && (m->strip_suffixes[0] || m->strip_prefixes[0]))
+                return fail(
+                        ret_error,
+                        -EINVAL,
+                        "WIKI_WEB_WIKI_USER_STRIP_%s: strips a name, not an address: not with "
+                        "WIKI_WEB_WIKI_USER_FROM=email",
+                        m->strip_suffixes[0] ? "SUFFIXES" : "PREFIXES");
+        return 0;
 }
 
 /* WIKI_WEB_TRUSTED_PROXIES: comma-separated addresses and prefixes (blanks
@@ -455,6 +488,11 @@ static int load_limits(Config *c, ConfigGetenv g, void *u, char **ret_error) {
         UINT("WIKI_WEB_ARTIFACT_MAX_FILES", artifact_max_files, 16, 0, 1000);
         UINT("WIKI_WEB_ARTIFACT_MAX_BYTES", artifact_max_bytes, UINT64_C(67108864), 0, UINT64_C(17179869184));
         UINT("WIKI_WEB_STOP_GRACE_SECONDS", stop_grace_seconds, 90, 1, 3600);
+        UINT("WIKI_WEB_STATE_MIN_FREE_BYTES",
+             state_min_free_bytes,
+             UINT64_C(67108864),
+             0,
+             UINT64_C(1125899906842624));
         UINT("WIKI_WEB_HTTP_MAX_CONNECTIONS", http_max_connections, 0, 0, 1000000);
         UINT("WIKI_WEB_HTTP_MAX_CONNECTIONS_PER_IP", http_max_connections_per_ip, 64, 0, 1000000);
         UINT("WIKI_WEB_HTTP_REQUEST_TIMEOUT_SECONDS", http_request_timeout_seconds, 10, 1, 3600);
@@ -465,6 +503,7 @@ static int load_limits(Config *c, ConfigGetenv g, void *u, char **ret_error) {
 /* The switches, the log level and whose rights the wiki is read with. */
 static int load_switches(Config *c, ConfigGetenv g, void *u, char **ret_error) {
         const char *v;
+        int r;
         uint64_t level;
 
         v = g("WIKI_WEB_COOKIE_SECURE", u);
@@ -496,6 +535,10 @@ static int load_switches(Config *c, ConfigGetenv g, void *u, char **ret_error) {
                                 "WIKI_WEB_WIKI_READ_AS: invalid value, expected service or person");
                 c->wiki_read_as_set = true;
         }
+
+        r = load_wiki_user(&c->wiki_user, g, u, ret_error);
+        if (r < 0)
+                return r;
 
         v = g("WIKI_WEB_REQUIRE_USER", u);
         if (v && parse_boolean(v, &c->require_user) < 0)
@@ -544,6 +587,9 @@ static int load_endpoints(Config *c, ConfigGetenv g, void *u, char **ret_error) 
         int r;
 
         r = load_list("WIKI_WEB_ALLOWED_ORIGINS", config_origin_is_valid, &c->allowed_origins, g, u, ret_error);
+        if (r < 0)
+                return r;
+        r = load_list("WIKI_WEB_ALLOWED_HOSTS", host_pattern_is_valid, &c->allowed_hosts, g, u, ret_error);
         if (r < 0)
                 return r;
         r = load_list(
@@ -639,6 +685,7 @@ void config_dump(const Config *c, FILE *f) {
         fprintf(f, "WIKI_WEB_SESSION_MAX_AGE_SECONDS=%" PRIu64 "\n", c->session_max_age_seconds);
         fprintf(f, "WIKI_WEB_COOKIE_SECURE=%s\n", c->cookie_secure ? "true" : "false");
         dump_list(f, "WIKI_WEB_ALLOWED_ORIGINS", c->allowed_origins);
+        dump_list(f, "WIKI_WEB_ALLOWED_HOSTS", c->allowed_hosts);
         fprintf(f, "WIKI_WEB_UI=%s\n", c->web_ui ? "true" : "false");
         fprintf(f, "WIKI_WEB_QUEUE_RESERVATION_SECONDS=%" PRIu64 "\n", c->queue_reservation_seconds);
         fprintf(f, "WIKI_WEB_QUEUE_HEARTBEAT_SECONDS=%" PRIu64 "\n", c->queue_heartbeat_seconds);
@@ -657,6 +704,9 @@ void config_dump(const Config *c, FILE *f) {
         dump_list(f, "WIKI_WEB_ALLOWED_DESTINATIONS", c->allowed_destinations);
         fprintf(f, "WIKI_WEB_TOOL_RESULT_MAX_BYTES=%" PRIu64 "\n", c->tool_result_max_bytes);
         fprintf(f, "WIKI_WEB_WIKI_READ_AS=%s\n", config_read_as_to_string(c->wiki_read_as));
+        fprintf(f, "WIKI_WEB_WIKI_USER_FROM=%s\n", wiki_user_from_to_string(c->wiki_user.from));
+        dump_list(f, "WIKI_WEB_WIKI_USER_STRIP_SUFFIXES", c->wiki_user.strip_suffixes);
+        dump_list(f, "WIKI_WEB_WIKI_USER_STRIP_PREFIXES", c->wiki_user.strip_prefixes);
         fprintf(f, "WIKI_WEB_SANDBOX_RUNTIME=%s\n", c->sandbox_runtime ? c->sandbox_runtime : "");
         fprintf(f, "WIKI_WEB_SANDBOX_ROOTFS=%s\n", c->sandbox_rootfs ? c->sandbox_rootfs : "");
         fprintf(f, "WIKI_WEB_SANDBOX_TIMEOUT_SECONDS=%" PRIu64 "\n", c->sandbox_timeout_seconds);
@@ -666,6 +716,7 @@ void config_dump(const Config *c, FILE *f) {
         fprintf(f, "WIKI_WEB_ARTIFACT_MAX_FILES=%" PRIu64 "\n", c->artifact_max_files);
         fprintf(f, "WIKI_WEB_ARTIFACT_MAX_BYTES=%" PRIu64 "\n", c->artifact_max_bytes);
         fprintf(f, "WIKI_WEB_STATE_DIRECTORY=%s\n", c->state_directory ? c->state_directory : "");
+        fprintf(f, "WIKI_WEB_STATE_MIN_FREE_BYTES=%" PRIu64 "\n", c->state_min_free_bytes);
         fprintf(f, "WIKI_WEB_LOG_LEVEL=%d\n", c->log_level);
         fprintf(f, "WIKI_WEB_STOP_GRACE_SECONDS=%" PRIu64 "\n", c->stop_grace_seconds);
         fprintf(f, "WIKI_WEB_HTTP_MAX_CONNECTIONS=%" PRIu64 "\n", c->http_max_connections);

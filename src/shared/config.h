@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "shared/netprefix.h"
+#include "shared/wiki-user.h"
 
 /* The daemon's configuration: the WIKI_WEB_* environment variables of
  * API.md, with their defaults and ranges, plus the two secrets read from
@@ -36,6 +37,7 @@ typedef struct Config {
         uint64_t session_max_age_seconds;
         bool cookie_secure;
         char **allowed_origins; /* NULL-terminated, normalised "scheme://host[:port]" */
+        char **allowed_hosts;   /* WIKI_WEB_ALLOWED_HOSTS: names and "*.name", NULL-terminated */
         bool web_ui;            /* WIKI_WEB_UI: serve the page of API.md 13 at / */
 
         /* Admission (API.md 5) */
@@ -59,6 +61,10 @@ typedef struct Config {
         uint64_t tool_result_max_bytes;
         ConfigReadAs wiki_read_as; /* WIKI_WEB_WIKI_READ_AS, default service */
         bool wiki_read_as_set;     /* given explicitly (the start warns with identity and without it) */
+        /* WIKI_WEB_WIKI_USER_FROM, _STRIP_SUFFIXES, _STRIP_PREFIXES: the
+         * sign-on's name as a wiki account (API.md "Whose name"); the lists
+         * never NULL once loaded */
+        WikiUserMap wiki_user;
 
         /* Sandbox (API.md 8.3, 8.8) */
         char *sandbox_runtime; /* "crun" by default; a name on PATH or an absolute path */
@@ -74,6 +80,8 @@ typedef struct Config {
         char *state_directory;       /* WIKI_WEB_STATE_DIRECTORY, else $STATE_DIRECTORY, else NULL */
         int log_level;               /* WIKI_WEB_LOG_LEVEL: syslog level 0..7, default 6 (info) */
         uint64_t stop_grace_seconds; /* WIKI_WEB_STOP_GRACE_SECONDS: how long a stop waits for a query */
+        /* WIKI_WEB_STATE_MIN_FREE_BYTES: less free space is storage "degraded"; 0: never */
+        uint64_t state_min_free_bytes;
 
         /* HTTP connections (extensions) */
         uint64_t http_max_connections;         /* WIKI_WEB_HTTP_MAX_CONNECTIONS: 0 = from RLIMIT_NOFILE */

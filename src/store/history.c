@@ -8,8 +8,10 @@
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "shared/fault.h"
 #include "shared/json-util.h"
 #include "shared/log.h"
 #include "shared/macro.h"
@@ -221,13 +223,46 @@ static const char *const statement_sql[_STMT_MAX] = {
                 " WHERE s.token_sha256 = ?1",
 };
 
+/* An outcome that could not be written, kept until it lands: the
+ * HistoryOutcome with its strings owned. */
+typedef struct PendingOutcome {
+        char *id;
+        HistoryOutcome o;
+        char *strings[8]; /* what o's strings point to, freed with it */
+        size_t size;      /* its bytes, for HISTORY_PENDING_BYTES_MAX */
+} PendingOutcome;
+
 struct History {
         sqlite3 *db;
         sqlite3_stmt *stmts[_STMT_MAX];
-        char *path;     /* the database file */
-        char *wal_path; /* its write-ahead log */
-        int sync_fd;    /* the file history_sync_fd() returned, or -1 */
+        char *path;      /* the database file */
+        char *wal_path;  /* its write-ahead log */
+        char *directory; /* the state directory */
+        int sync_fd;     /* the file history_sync_fd() returned, or -1 */
+
+        /* The condition (history_get_storage()). */
+        int fault;               /* the last failed write's, 0 once one lands */
+        usec_t fault_since;      /* monotonic */
+        int forced_code;         /* a result code the next db_error() reports instead of SQLite's */
+        char *damage;            /* what was found damaged, NULL while sound */
+        char cause[256];         /* the words of history_get_storage() */
+        uint64_t writes_failed;  /* since open */
+        uint64_t refused;        /* history_check_writable() refusals since open */
+        uint64_t refused_before; /* ... when the fault began */
+        PendingOutcome *pending;
+        size_t n_pending, pending_bytes;
+
+        /* The test fault: the write_fault_n-th write fails, and the count after it. */
+        int write_fault_code;
+        unsigned write_fault_n, write_fault_count;
+
+        int last_code; /* the result code of the last db_error() */
+        bool opened;   /* history_open() is done: faults are said from now on */
 };
+
+static int finish(History *h, const char *id, const HistoryOutcome *o, bool durable);
+static void pending_done(PendingOutcome *p);
+static void pending_last_chance(History *h);
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(sqlite3_stmt *, sqlite3_finalize);
 
@@ -240,11 +275,130 @@ static void stmt_release(sqlite3_stmt *s) {
 }
 DEFINE_TRIVIAL_CLEANUP_FUNC(sqlite3_stmt *, stmt_release);
 
+/* The fault an SQLite result code means for the store: -ENOSPC, -EROFS,
+ * -EACCES, -EIO, -EUCLEAN (damaged), or 0 when it is none of the
+ * storage's (a constraint, a busy lock, a bug). system_errno: the OS's
+ * errno of the failure, 0 when not known. */
+static int fault_of(int code, int system_errno) {
+        switch (code & 0xff) {
+        case SQLITE_FULL:
+                return -ENOSPC;
+        case SQLITE_READONLY:
+                return -EROFS;
+        case SQLITE_CORRUPT:
+        case SQLITE_NOTADB:
+                return -EUCLEAN;
+        case SQLITE_IOERR:
+        case SQLITE_CANTOPEN:
+                /* SQLite says "disk I/O error" also when a file (the -shm)
+                 * cannot grow for lack of space: the OS's errno says which. */
+                if (system_errno == ENOSPC || system_errno == EDQUOT)
+                        return -ENOSPC;
+                if (system_errno == EROFS)
+                        return -EROFS;
+                if (system_errno == EACCES || system_errno == EPERM)
+                        return -EACCES;
+                return -EIO;
+        default:
+                return 0;
+        }
+}
+
+const char *history_fault_to_string(int fault) {
+        switch (fault) {
+        case 0:
+                return "ok";
+        case -ENOSPC:
+                return "no space left on the state directory";
+        case -EROFS:
+                return "the state directory is read-only";
+        case -EACCES:
+                return "the state directory is not writable (permission denied)";
+        case -EIO:
+                return "the state directory's file system reported an I/O error";
+        case -EUCLEAN:
+                return "the history database is damaged";
+        case -ENOBUFS:
+                return "too many answers are waiting to be stored";
+        default:
+                return "the history cannot be written";
+        }
+}
+
+/* A write failed with fault: counted, and said once when the condition
+ * begins (or changes), not for every write while it lasts. */
+static void note_fault(History *h, int fault, const char *what, int code) {
+        h->writes_failed++;
+        if (fault == -EUCLEAN && !h->damage)
+                h->damage = strdup("SQLite reported the file as malformed");
+        if (fault == h->fault || !h->opened) {
+                h->fault = fault;
+                return;
+        }
+        if (h->fault == 0) {
+                h->fault_since = now(CLOCK_MONOTONIC);
+                h->refused_before = h->refused;
+        }
+        h->fault = fault;
+        log_error(
+                "History store: cannot %s in %s: %s (SQLite: %s); new queries are refused until writes land again.",
+                what,
+                h->path,
+                history_fault_to_string(fault),
+                sqlite3_errstr(code));
+}
+
+/* A write landed: the condition, if any, is over; said once, with what
+ * was refused meanwhile. */
+static void note_write_landed(History *h) {
+        if (h->fault == 0)
+                return;
+        log_notice(
+                "History store: writes land again after %" PRIu64 " s (%s before); %" PRIu64
+                " %s refused meanwhile.",
+                (now(CLOCK_MONOTONIC) - h->fault_since) / USEC_PER_SEC,
+                history_fault_to_string(h->fault),
+                h->refused - h->refused_before,
+                h->refused - h->refused_before == 1 ? "request was" : "requests were");
+        h->fault = 0;
+}
+
 /* Log an SQLite failure (its message names no secret: the statements carry
- * only bound parameters) and return -EIO. */
+ * only bound parameters) and return -EIO. A failure of the storage (full,
+ * read-only, I/O error, damaged) is said in words, once per condition
+ * (note_fault()). */
 static int db_error(History *h, const char *what) {
-        log_error("History store: %s: %s", what, sqlite3_errmsg(h->db));
+        int code = h->forced_code ? h->forced_code : sqlite3_extended_errcode(h->db);
+        int fault = fault_of(code, h->forced_code ? 0 : sqlite3_system_errno(h->db));
+
+        h->forced_code = 0;
+        h->last_code = code;
+        if (fault == 0) {
+                log_error("History store: %s: %s", what, sqlite3_errmsg(h->db));
+                return -EIO;
+        }
+        log_debug("History store: cannot %s: %s", what, history_fault_to_string(fault));
+        note_fault(h, fault, what, code);
         return -EIO;
+}
+
+/* sqlite3_step() of a write: the test fault first, and a write that
+ * lands ends a fault. */
+static int step_write(History *h, sqlite3_stmt *s) {
+        int r;
+
+        if (TEST_FAULT(h->write_fault_n > 0) && --h->write_fault_n == 0) {
+                h->forced_code = h->write_fault_code;
+                if (h->write_fault_count > 1) {
+                        h->write_fault_n = 1;
+                        h->write_fault_count--;
+                }
+                return h->write_fault_code;
+        }
+        r = sqlite3_step(s);
+        if (r == SQLITE_DONE)
+                note_write_landed(h);
+        return r;
 }
 
 static int prepare(History *h, const char *sql, sqlite3_stmt **ret) {
@@ -317,6 +471,15 @@ enum {
         SCHEMA_MIGRATE_STEPS, /* version 3 or later, below SCHEMA_VERSION: schema_steps only */
 };
 
+static int another_database(History *h) {
+        log_error(
+                "History store: %s holds another application's SQLite database, not a wikiweb history; "
+                "refusing to touch it. Move it away, or point WIKI_WEB_STATE_DIRECTORY at wikiweb's own "
+                "directory.",
+                h->path);
+        return -ENOTSUP;
+}
+
 /* Decide from the file as it is, before changing anything in it: a schema
  * of a newer wikiwebd, or a database that is not a wikiweb history, is
  * refused and left untouched. Returns SCHEMA_CURRENT, SCHEMA_CREATE,
@@ -328,6 +491,18 @@ static int check_schema(History *h) {
         r = user_version(h, &version);
         if (r < 0)
                 return r;
+        if (version > 0 && version <= SCHEMA_VERSION) {
+                r = prepare(
+                        h, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'queries'", &s);
+                if (r < 0)
+                        return r;
+                if (sqlite3_step(s) != SQLITE_ROW)
+                        return db_error(h, "read the schema");
+                if (sqlite3_column_int(s, 0) != 1)
+                        return another_database(h);
+                (void) sqlite3_finalize(s);
+                s = NULL;
+        }
         if (version == SCHEMA_VERSION)
                 return SCHEMA_CURRENT;
         if (version == 1)
@@ -349,10 +524,8 @@ static int check_schema(History *h) {
                 return r;
         if (sqlite3_step(s) != SQLITE_ROW)
                 return db_error(h, "read the schema");
-        if (sqlite3_column_int(s, 0) != 0) {
-                log_error("History store: the file holds another database, not a wikiweb history; refusing to touch it.");
-                return -ENOTSUP;
-        }
+        if (sqlite3_column_int(s, 0) != 0)
+                return another_database(h);
         return SCHEMA_CREATE;
 }
 
@@ -407,10 +580,59 @@ static int migrate_schema(History *h, int from, int version) {
         return 0;
 }
 
-/* A step of history_open() failed (and said why): which one. Returns error. */
-static int history_open_failed(const char *path, int error, const char *step) {
-        log_error("History store: %s is not usable: %s.", path, step);
-        return error;
+/* A step of history_open() failed (and said why): which one, or, when
+ * the storage failed, that. Returns error. */
+static int history_open_failed(History *h, int error, const char *step) {
+        if (h->fault == -EUCLEAN)
+                log_error(
+                        "History store: %s is damaged (SQLite found it malformed while it %s); wikiwebd does not "
+                        "start on it. Recover it with sqlite3's .recover or restore it from a backup: wikiwebd(8), "
+                        "\"When the database is damaged\".",
+                        h->path,
+                        step);
+        else if (h->fault < 0)
+                log_error(
+                        "History store: %s is not usable: %s (while it %s).",
+                        h->path,
+                        history_fault_to_string(h->fault),
+                        step);
+        else
+                log_error("History store: %s is not usable: %s.", h->path, step);
+        /* The caller's line then says it too ("No space left on device"). */
+        return IN_SET(h->fault, -ENOSPC, -EROFS, -EACCES) ? h->fault : error;
+}
+
+/* Before SQLite opens path: an existing file of 0 bytes (and no WAL with
+ * content) is no history, and an empty one is not made of it; a state
+ * directory that cannot be written is said as it is. */
+static int check_before_open(const char *directory, const char *path, const char *wal_path) {
+        struct stat st, wal;
+
+        if (access(directory, W_OK) < 0) {
+                if (errno == EROFS)
+                        log_error(
+                                "History store: the state directory %s is read-only; wikiwebd needs to write its history there.",
+                                directory);
+                else
+                        log_error_errno(
+                                errno, "History store: the state directory %s is not writable", directory);
+                return -errno;
+        }
+        if (stat(path, &st) < 0)
+                return errno == ENOENT ? 0 : log_error_errno(errno, "History store: cannot stat %s", path);
+        if (!S_ISREG(st.st_mode)) {
+                log_error("History store: %s is not a regular file.", path);
+                return -EIO;
+        }
+        if (st.st_size == 0 && (stat(wal_path, &wal) < 0 || wal.st_size == 0)) {
+                log_error(
+                        "History store: %s exists but is empty (0 bytes): it holds no history, and wikiwebd does "
+                        "not start a new one over it. Restore it from a backup, or, on a fresh install, remove it "
+                        "(wikiwebd(8), \"When the database is damaged\").",
+                        path);
+                return -EIO;
+        }
+        return 0;
 }
 
 /* Records still "running" belong to a daemon that died: they failed. When
@@ -426,14 +648,14 @@ static int recover(History *h, unsigned *ret) {
                 h,
                 "WITH last(t) AS (SELECT max(max(created_at), coalesce(max(finished_at), 0)) FROM queries)"
                 " UPDATE queries SET status = 'failed', error_code = 'execution_failed',"
-                " error_message = 'The service stopped while the query ran',"
+                " error_message = 'The service stopped before the query''s outcome was stored',"
                 " finished_at = max(created_at, (SELECT t FROM last)),"
                 " total_ms = queue_ms + max(0, ((SELECT t FROM last) - created_at) / 1000)"
                 " WHERE status = 'running'",
                 &s);
         if (r < 0)
                 return r;
-        if (sqlite3_step(s) != SQLITE_DONE)
+        if (step_write(h, s) != SQLITE_DONE)
                 return db_error(h, "recover running records");
         *ret = (unsigned) sqlite3_changes(h->db);
         return 0;
@@ -457,13 +679,20 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
         h->sync_fd = -1;
         if (asprintf(&h->wal_path, "%s-wal", path) < 0)
                 return -ENOMEM;
+        h->directory = strdup(directory);
+        if (!h->directory)
+                return -ENOMEM;
+        h->path = TAKE_PTR(path);
+        r = check_before_open(directory, h->path, h->wal_path);
+        if (r < 0)
+                return r;
 
         if (sqlite3_open_v2(
-                    path, &h->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) !=
+                    h->path, &h->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) !=
             SQLITE_OK) {
                 log_error(
                         "History store: cannot open %s: %s",
-                        path,
+                        h->path,
                         h->db ? sqlite3_errmsg(h->db) : "out of memory");
                 return -EIO;
         }
@@ -486,42 +715,53 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
         /* Each step's failure is logged by the step (db_error()), then
          * which step it was. */
         create = check_schema(h);
+        if (create == -EIO && h->last_code == SQLITE_NOTADB) {
+                log_error(
+                        "History store: %s is not an SQLite database: its first bytes are not SQLite's header. "
+                        "It is no wikiweb history, or it is damaged beyond what SQLite can read; move it away "
+                        "and restore the history from a backup (wikiwebd(8), \"When the database is damaged\").",
+                        h->path);
+                return -EIO;
+        }
         if (create >= 0 && user_version(h, &version) < 0)
-                return history_open_failed(path, -EIO, "its schema version could not be read");
+                return history_open_failed(h, -EIO, "read its schema version");
+        if (create == -ENOTSUP)
+                return create;
         if (create < 0)
-                return history_open_failed(path, create, "its schema could not be checked");
+                return history_open_failed(h, create, "checked its schema");
         r = exec(h, "PRAGMA journal_mode = WAL");
         if (r < 0)
-                return history_open_failed(path, r, "WAL mode could not be set");
+                return history_open_failed(h, r, "set WAL mode");
         r = exec(h, "PRAGMA synchronous = NORMAL");
         if (r < 0)
-                return history_open_failed(path, r, "synchronous=NORMAL could not be set");
+                return history_open_failed(h, r, "set synchronous=NORMAL");
         /* 16 MiB of pages kept (SQLite's default is 2 MiB): the unanswered
          * report reads an index of about 8 MiB per 100,000 records, which
          * then stays in memory between reports (docs/PERFORMANCE.md). */
         r = exec(h, "PRAGMA cache_size = -16384");
         if (r < 0)
-                return history_open_failed(path, r, "the cache size could not be set");
+                return history_open_failed(h, r, "set the cache size");
         r = exec(h, "PRAGMA foreign_keys = ON");
         if (r < 0)
-                return history_open_failed(path, r, "foreign keys could not be turned on");
+                return history_open_failed(h, r, "turned on foreign keys");
         if (create == SCHEMA_CREATE) {
                 r = create_schema(h);
                 if (r < 0)
-                        return history_open_failed(path, r, "the schema could not be created");
+                        return history_open_failed(h, r, "created the schema");
         }
         if (create == SCHEMA_MIGRATE_1 || create == SCHEMA_MIGRATE_2 || create == SCHEMA_MIGRATE_STEPS) {
                 r = migrate_schema(h, create, version);
                 if (r < 0)
-                        return history_open_failed(path, r, "the schema could not be updated");
+                        return history_open_failed(h, r, "updated the schema");
         }
         r = recover(h, &recovered);
         if (r < 0)
-                return history_open_failed(path, r, "the records of a dead daemon could not be recovered");
+                return history_open_failed(
+                        h, r, "marked the records of the last run that were still running as failed");
 
         if (ret_recovered)
                 *ret_recovered = recovered;
-        h->path = TAKE_PTR(path);
+        h->opened = true;
         *ret = TAKE_PTR(h);
         return 0;
 }
@@ -529,11 +769,18 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
 History *history_free(History *h) {
         if (!h)
                 return NULL;
+        if (h->db)
+                pending_last_chance(h);
         for (size_t i = 0; i < _STMT_MAX; i++)
                 (void) sqlite3_finalize(h->stmts[i]);
         (void) sqlite3_close_v2(h->db);
         if (h->sync_fd >= 0)
                 (void) close(h->sync_fd);
+        for (size_t i = 0; i < h->n_pending; i++)
+                pending_done(&h->pending[i]);
+        free(h->pending);
+        free(h->damage);
+        free(h->directory);
         free(h->path);
         free(h->wal_path);
         free(h);
@@ -595,9 +842,11 @@ int history_sync(History *h) {
 static int step_durable(History *h, sqlite3_stmt *s) {
         int r;
 
-        r = sqlite3_step(s);
-        if (r == SQLITE_DONE && history_sync(h) < 0)
+        r = step_write(h, s);
+        if (r == SQLITE_DONE && history_sync(h) < 0) {
+                h->forced_code = SQLITE_IOERR_FSYNC;
                 return SQLITE_IOERR;
+        }
         return r;
 }
 
@@ -640,7 +889,7 @@ int history_begin_follow_up(
         /* The array's text lives as long as a. */
         sqlite3_bind_text(s, 7, json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN), -1, SQLITE_STATIC);
 
-        r = sqlite3_step(s);
+        r = step_write(h, s);
         if (r == SQLITE_CONSTRAINT_UNIQUE || r == SQLITE_CONSTRAINT_PRIMARYKEY)
                 return -EEXIST;
         if (r != SQLITE_DONE)
@@ -788,20 +1037,39 @@ static int finish(History *h, const char *id, const HistoryOutcome *o, bool dura
         sqlite3_bind_text(s, 20, key, -1, SQLITE_STATIC);
         sqlite3_bind_int(s, 21, (int) signals);
 
-        r = durable ? step_durable(h, s) : sqlite3_step(s);
+        r = durable ? step_durable(h, s) : step_write(h, s);
         if (r != SQLITE_DONE)
                 return db_error(h, "complete a record");
         return sqlite3_changes(h->db) == 1 ? 0 : -ENOENT;
 }
 
+static int pending_add(History *h, const char *id, const HistoryOutcome *o);
+
+/* finish(), and when the storage failed, the outcome kept in memory to
+ * land later (history_retry()): 1. */
+static int finish_or_keep(History *h, const char *id, const HistoryOutcome *o, bool durable) {
+        int r;
+
+        r = finish(h, id, o, durable);
+        if (r != -EIO || h->fault == 0 || h->fault == -EUCLEAN)
+                return r;
+        r = pending_add(h, id, o);
+        if (r < 0) {
+                log_error_errno(
+                        r, "History store: the outcome of query %s could not be kept in memory either", id);
+                return -EIO;
+        }
+        return 1;
+}
+
 int history_finish(History *h, const char *id, const HistoryOutcome *o) {
         assert(h);
         assert(o);
-        return finish(h, id, o, true);
+        return finish_or_keep(h, id, o, true);
 }
 
 int history_finish_nosync(History *h, const char *id, const HistoryOutcome *o) {
-        return finish(h, id, o, false);
+        return finish_or_keep(h, id, o, false);
 }
 
 /* ---- reading records ---- */
@@ -966,6 +1234,10 @@ static int record_lists_from_row(sqlite3_stmt *s, HistoryRecord *ret) {
 /* The record at the current row of a statement selecting RECORD_COLUMNS,
  * into *ret (zeroed by the caller; on failure partly filled, for
  * history_record_done()). */
+static int pending_apply(History *h, HistoryRecord *rec);
+static PendingOutcome *pending_find(History *h, const char *id);
+static int pending_land(History *h, PendingOutcome *p);
+
 static int record_from_row(History *h, sqlite3_stmt *s, HistoryRecord *ret) {
         int r;
 
@@ -1009,7 +1281,8 @@ static int record_from_row(History *h, sqlite3_stmt *s, HistoryRecord *ret) {
         ret->completion_tokens = column_u64(s, 16);
         ret->created_at = column_time(s, 17);
         ret->finished_at = column_time(s, 18);
-        return 0;
+        /* A record whose outcome waits in memory is shown as it will be stored. */
+        return pending_apply(h, ret);
 }
 
 /* Run which, a SELECT with ?1 the id and ?2 the session, up to its first
@@ -1097,6 +1370,9 @@ static int owned_running(History *h, const char *id, const SessionKey *session) 
                 return r;
         if (r == 0)
                 return -ENOENT;
+        /* Ended, its outcome waiting in memory to land. */
+        if (pending_find(h, id))
+                return 0;
         return sqlite3_column_int(s, 0) ? 1 : 0;
 }
 
@@ -1215,6 +1491,12 @@ int history_delete(History *h, const char *id, const SessionKey *session) {
                 return r;
         if (r > 0)
                 return -EBUSY;
+        /* An outcome waiting lands first (the row is still "running"). */
+        if (r == 0 && pending_find(h, id)) {
+                r = pending_land(h, pending_find(h, id));
+                if (r < 0)
+                        return r;
+        }
 
         /* The artifacts go with it (ON DELETE CASCADE), in one statement. */
         r = statement(h, STMT_DELETE, &s);
@@ -1342,7 +1624,7 @@ int history_add_artifact(
         sqlite3_bind_int64(s, 4, (sqlite3_int64) size);
         sqlite3_bind_text(s, 5, sha256, -1, SQLITE_STATIC);
         sqlite3_bind_text(s, 6, query_id, -1, SQLITE_STATIC);
-        if (sqlite3_step(s) != SQLITE_DONE) {
+        if (step_write(h, s) != SQLITE_DONE) {
                 r = db_error(h, "add an artifact");
                 (void) exec_cached(h, STMT_ROLLBACK);
                 return r;
@@ -1525,7 +1807,7 @@ int history_share_add(
                 sqlite3_bind_blob(s, 1, token_sha256, HISTORY_SHARE_DIGEST_SIZE, SQLITE_STATIC);
                 sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
                 sqlite3_bind_int64(s, 3, (sqlite3_int64) created_at);
-                r = sqlite3_step(s) == SQLITE_DONE ? 0 : db_error(h, "add a share");
+                r = step_write(h, s) == SQLITE_DONE ? 0 : db_error(h, "add a share");
         }
         if (r >= 0)
                 r = statement(h, STMT_SHARE_TRIM, &t);
@@ -1612,3 +1894,381 @@ int history_share_find(
         snprintf(ret_id, QUERY_ID_MAX, "%s", id);
         return 0;
 }
+
+/* ---- the store under faults ---- */
+
+static const char *const history_storage_state_table[_HISTORY_STORAGE_STATE_MAX] = {
+        [HISTORY_STORAGE_OK] = "ok",
+        [HISTORY_STORAGE_DEGRADED] = "degraded",
+        [HISTORY_STORAGE_FAILED] = "failed",
+};
+
+DEFINE_STRING_TABLE_LOOKUP_TO_STRING(history_storage_state, HistoryStorageState)
+
+static void pending_done(PendingOutcome *p) {
+        free(p->id);
+        for (size_t i = 0; i < ELEMENTSOF(p->strings); i++)
+                free(p->strings[i]);
+        *p = (PendingOutcome){ 0 };
+}
+
+static PendingOutcome *pending_find(History *h, const char *id) {
+        for (size_t i = 0; i < h->n_pending; i++)
+                if (streq(h->pending[i].id, id))
+                        return &h->pending[i];
+        return NULL;
+}
+
+/* A copy of text into p->strings[i] (NULL stays NULL), its bytes counted. */
+static int pending_keep(PendingOutcome *p, size_t i, const char **text) {
+        if (!*text)
+                return 0;
+        p->strings[i] = strdup(*text);
+        if (!p->strings[i])
+                return -ENOMEM;
+        p->size += strlen(*text) + 1;
+        *text = p->strings[i];
+        return 0;
+}
+
+static int pending_add(History *h, const char *id, const HistoryOutcome *o) {
+        PendingOutcome p = { .o = *o }, *n;
+        const char **texts[] = {
+                &p.o.answer,        &p.o.sources_json, &p.o.citations_json, &p.o.error_code,
+                &p.o.error_message, &p.o.model,        &p.o.sandbox,        &p.o.searches_json,
+        };
+        int r = 0;
+
+        _Static_assert(ELEMENTSOF(texts) == ELEMENTSOF(p.strings), "one string per text");
+        if (pending_find(h, id))
+                return -EEXIST;
+        p.id = strdup(id);
+        if (!p.id)
+                return -ENOMEM;
+        for (size_t i = 0; i < ELEMENTSOF(texts) && r >= 0; i++)
+                r = pending_keep(&p, i, texts[i]);
+        n = r < 0 ? NULL : reallocarray(h->pending, h->n_pending + 1, sizeof *n);
+        if (!n) {
+                pending_done(&p);
+                return -ENOMEM;
+        }
+        h->pending = n;
+        h->pending[h->n_pending++] = p;
+        h->pending_bytes += p.size;
+        log_warning(
+                "History store: the outcome of query %s is kept in memory until it can be written (%zu waiting).",
+                id,
+                h->n_pending);
+        return 0;
+}
+
+static void pending_remove(History *h, PendingOutcome *p) {
+        size_t i = (size_t) (p - h->pending);
+
+        assert(i < h->n_pending);
+        h->pending_bytes -= MIN(h->pending_bytes, p->size);
+        pending_done(p);
+        memmove(&h->pending[i], &h->pending[i + 1], (h->n_pending - i - 1) * sizeof *p);
+        h->n_pending--;
+}
+
+/* Write p's outcome now, durably. Returns 0 (written, or its record is
+ * gone: either way it waits no more), or -EIO (it waits on). */
+static int pending_land(History *h, PendingOutcome *p) {
+        int r;
+
+        r = finish(h, p->id, &p->o, true);
+        if (r == -EIO)
+                return r;
+        if (r < 0)
+                log_warning_errno(r, "History store: the outcome of query %s is dropped", p->id);
+        else
+                log_info("History store: the outcome of query %s is stored at last.", p->id);
+        pending_remove(h, p);
+        return 0;
+}
+
+/* A copy of text in *slot, replacing what was there. */
+static int replace_text(char **slot, const char *text) {
+        char *c = NULL;
+
+        if (text) {
+                c = strdup(text);
+                if (!c)
+                        return -ENOMEM;
+        }
+        free(*slot);
+        *slot = c;
+        return 0;
+}
+
+/* The record's lists replaced by the outcome's (checked arrays: -EINVAL
+ * cannot happen). */
+static int pending_apply_lists(HistoryRecord *rec, const HistoryOutcome *o) {
+        Source *sources = NULL;
+        SourceCitation *citations = NULL;
+        size_t n_sources = 0, n_citations = 0;
+        int r;
+
+        r = source_parse_array(o->sources_json ? o->sources_json : "[]", &sources, &n_sources);
+        if (r < 0)
+                return r;
+        r = source_citation_parse_array(o->citations_json ? o->citations_json : "[]", &citations, &n_citations);
+        if (r < 0) {
+                source_free_many(sources, n_sources);
+                return r;
+        }
+        source_free_many(rec->sources, rec->n_sources);
+        source_citation_free_many(rec->citations, rec->n_citations);
+        rec->sources = sources;
+        rec->n_sources = n_sources;
+        rec->citations = citations;
+        rec->n_citations = n_citations;
+        return 0;
+}
+
+static int pending_apply(History *h, HistoryRecord *rec) {
+        const PendingOutcome *p;
+        const HistoryOutcome *o;
+
+        if (!rec->status || !streq(rec->status, "running") || !rec->id)
+                return 0;
+        p = pending_find(h, rec->id);
+        if (!p)
+                return 0;
+        o = &p->o;
+        if (replace_text(&rec->status, o->succeeded ? "succeeded" : "failed") < 0 ||
+            replace_text(&rec->answer, o->succeeded ? (o->answer ? o->answer : "") : NULL) < 0 ||
+            pending_apply_lists(rec, o) < 0 ||
+            replace_text(
+                    &rec->error_code,
+                    o->succeeded ? NULL : (o->error_code ? o->error_code : "internal_error")) < 0 ||
+            replace_text(&rec->error_message, o->succeeded ? NULL : (o->error_message ? o->error_message : "")) <
+                    0 ||
+            replace_text(&rec->model, o->model ? o->model : "") < 0 ||
+            replace_text(&rec->sandbox, o->sandbox) < 0)
+                return -ENOMEM;
+        rec->timings = o->timings;
+        rec->prompt_tokens = o->prompt_tokens;
+        rec->completion_tokens = o->completion_tokens;
+        rec->finished_at = o->finished_at;
+        return 0;
+}
+
+/* At history_free(): the outcomes still waiting get one last try, then
+ * their records are marked failed with the true reason, if even that can
+ * be written. What cannot is said: the next start marks them failed. */
+static void pending_last_chance(History *h) {
+        while (h->n_pending > 0) {
+                PendingOutcome *p = &h->pending[0];
+                char message[256];
+                HistoryOutcome failed;
+
+                if (pending_land(h, p) >= 0)
+                        continue;
+                snprintf(
+                        message,
+                        sizeof message,
+                        "The answer could not be stored: %s",
+                        history_fault_to_string(h->fault ? h->fault : -EIO));
+                failed = (HistoryOutcome){
+                        .error_code = "internal_error",
+                        .error_message = message,
+                        .timings = p->o.timings,
+                        .model = p->o.model,
+                        .finished_at = p->o.finished_at,
+                        .sandbox = p->o.sandbox,
+                };
+                if (finish(h, p->id, &failed, true) >= 0)
+                        log_error("History store: query %s is recorded as failed: %s.", p->id, message);
+                else
+                        log_error(
+                                "History store: the outcome of query %s is lost: %s; the next start records it as failed.",
+                                p->id,
+                                history_fault_to_string(h->fault ? h->fault : -EIO));
+                pending_remove(h, p);
+        }
+}
+
+static uint64_t free_bytes_of(const char *directory) {
+        struct statvfs v;
+
+        if (!directory || statvfs(directory, &v) < 0)
+                return UINT64_MAX;
+        return (uint64_t) v.f_bavail * (uint64_t) v.f_frsize;
+}
+
+void history_get_storage(History *h, uint64_t min_free_bytes, HistoryStorage *ret) {
+        assert(h);
+        assert(ret);
+
+        *ret = (HistoryStorage){
+                .state = HISTORY_STORAGE_OK,
+                .fault = h->damage ? -EUCLEAN : h->fault,
+                .damaged = h->damage,
+                .n_pending = h->n_pending,
+                .writes_failed = h->writes_failed,
+                .free_bytes = free_bytes_of(h->directory),
+                .refused = h->refused,
+        };
+        if (h->damage) {
+                snprintf(
+                        h->cause,
+                        sizeof h->cause,
+                        "the history database %s is damaged (%s); see wikiwebd(8), \"When the database is damaged\"",
+                        h->path,
+                        h->damage);
+                ret->state = HISTORY_STORAGE_FAILED;
+        } else if (h->fault < 0 && h->n_pending > 0)
+                snprintf(
+                        h->cause,
+                        sizeof h->cause,
+                        "%s; %zu %s to be stored",
+                        history_fault_to_string(h->fault),
+                        h->n_pending,
+                        h->n_pending == 1 ? "answer waits" : "answers wait");
+        else if (h->fault < 0)
+                snprintf(h->cause, sizeof h->cause, "%s", history_fault_to_string(h->fault));
+        else if (h->n_pending > 0)
+                snprintf(
+                        h->cause,
+                        sizeof h->cause,
+                        "%zu %s to be stored",
+                        h->n_pending,
+                        h->n_pending == 1 ? "answer waits" : "answers wait");
+        else if (min_free_bytes > 0 && ret->free_bytes < min_free_bytes)
+                snprintf(
+                        h->cause,
+                        sizeof h->cause,
+                        "low space: %" PRIu64
+                        " bytes free on the state directory, under "
+                        "WIKI_WEB_STATE_MIN_FREE_BYTES (%" PRIu64 ")",
+                        ret->free_bytes,
+                        min_free_bytes);
+        else
+                return;
+        if (ret->state == HISTORY_STORAGE_OK)
+                ret->state = HISTORY_STORAGE_DEGRADED;
+        ret->cause = h->cause;
+}
+
+int history_check_writable(History *h, const char **ret_cause) {
+        int fault;
+
+        assert(h);
+
+        fault = h->damage    ? -EUCLEAN :
+                h->fault < 0 ? h->fault :
+                h->n_pending >= HISTORY_PENDING_MAX || h->pending_bytes >= HISTORY_PENDING_BYTES_MAX ?
+                               -ENOBUFS :
+                               0;
+        if (fault == 0)
+                return 0;
+        h->refused++;
+        if (ret_cause) {
+                HistoryStorage st;
+
+                history_get_storage(h, 0, &st);
+                *ret_cause = fault == -ENOBUFS ? history_fault_to_string(fault) : st.cause;
+        }
+        return fault;
+}
+
+bool history_needs_retry(History *h) {
+        assert(h);
+        return !h->damage && (h->fault < 0 || h->n_pending > 0);
+}
+
+int history_retry(History *h) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+        int r;
+
+        assert(h);
+
+        if (h->damage)
+                return -EUCLEAN;
+        while (h->n_pending > 0)
+                if (pending_land(h, &h->pending[0]) < 0)
+                        return (int) h->n_pending;
+        if (h->fault == 0)
+                return 0;
+
+        /* Nothing waits: one write of the smallest kind (the schema
+         * version, unchanged: one page in the WAL) says whether writes
+         * land again. */
+        r = prepare(h, SCHEMA_VERSION_SQL, &s);
+        if (r < 0)
+                return h->fault;
+        if (step_write(h, s) != SQLITE_DONE) {
+                (void) db_error(h, "write a probe");
+                return h->fault < 0 ? h->fault : -EIO;
+        }
+        return 0;
+}
+
+const char *history_path(History *h) {
+        assert(h);
+        return h->path;
+}
+
+void history_set_damaged(History *h, const char *problem) {
+        assert(h);
+        assert(problem);
+
+        if (h->damage)
+                return;
+        h->damage = strdup(problem);
+        if (!h->damage)
+                h->damage = strdup("PRAGMA quick_check failed");
+        log_error(
+                "History store: %s is damaged: PRAGMA quick_check says \"%s\". Writes are refused; recover it with "
+                "sqlite3's .recover or restore it from a backup (wikiwebd(8), \"When the database is damaged\").",
+                h->path,
+                problem);
+}
+
+int history_quick_check_path(const char *path, char **ret_problem) {
+        sqlite3 *db = NULL;
+        sqlite3_stmt *s = NULL;
+        char *problem = NULL;
+        int r;
+
+        assert(path);
+        assert(ret_problem);
+
+        if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+                (void) sqlite3_close_v2(db);
+                return -EIO;
+        }
+        (void) sqlite3_busy_timeout(db, 5000);
+        r = sqlite3_prepare_v2(db, "PRAGMA quick_check(1)", -1, &s, NULL);
+        if (r == SQLITE_OK)
+                r = sqlite3_step(s);
+        if (r == SQLITE_ROW) {
+                const char *t = (const char *) sqlite3_column_text(s, 0);
+
+                if (t && !streq(t, "ok")) {
+                        problem = strndup(t, 200);
+                        r = problem ? SQLITE_DONE : SQLITE_NOMEM;
+                } else
+                        r = SQLITE_DONE;
+        } else if ((r & 0xff) == SQLITE_CORRUPT || (r & 0xff) == SQLITE_NOTADB) {
+                problem = strdup(sqlite3_errmsg(db));
+                r = problem ? SQLITE_DONE : SQLITE_NOMEM;
+        }
+        (void) sqlite3_finalize(s);
+        (void) sqlite3_close_v2(db);
+        if (r != SQLITE_DONE)
+                return r == SQLITE_NOMEM ? -ENOMEM : -EIO;
+        *ret_problem = problem;
+        return 0;
+}
+
+#if ENABLE_TEST_FAULTS
+void history_set_test_write_fault(History *h, int code, unsigned n, unsigned count) {
+        assert(h);
+        h->write_fault_code = code;
+        h->write_fault_n = n;
+        h->write_fault_count = MAX(count, 1u);
+}
+#endif

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -34,7 +35,8 @@ typedef struct History History;
  * not NULL) is the number of records that were still "running" and are now
  * "failed". Returns 0, -ENOMEM, or -EIO / -ENOTSUP (with a logged reason)
  * when the file cannot be opened, is not a history store, or is of a newer
- * schema. */
+ * schema; -ENOSPC, -EROFS or -EACCES when the state directory is full,
+ * read-only or not writable (logged in those words). */
 int history_open(const char *directory, History **ret, unsigned *ret_recovered);
 History *history_free(History *h);
 DEFINE_TRIVIAL_CLEANUP_FUNC(History *, history_free);
@@ -267,6 +269,86 @@ int history_get_artifact(History *h, const char *id, const SessionKey *session, 
 #define HISTORY_ARTIFACT_ID_MAX 40
 int history_add_artifact(
         History *h, const char *query_id, const Artifact *a, char ret_id[static HISTORY_ARTIFACT_ID_MAX]);
+
+/* ---- the store under faults (wikiwebd(8) "When the disk fills") ---- */
+
+/* A write the store could not make is said once, in words, and the
+ * store's condition is kept: the negative errno of the last failed write
+ * (cleared by the next write that lands), whether the file was found
+ * damaged, and the outcomes waiting in memory to land (history_finish()). */
+
+/* Outcomes kept in memory at most, and their bytes: past either,
+ * history_check_writable() refuses new records. */
+#define HISTORY_PENDING_MAX 32u
+#define HISTORY_PENDING_BYTES_MAX (32u * 1024u * 1024u)
+
+typedef enum HistoryStorageState {
+        HISTORY_STORAGE_OK,       /* "ok" */
+        HISTORY_STORAGE_DEGRADED, /* "degraded": writes fail, outcomes wait, or space is low */
+        HISTORY_STORAGE_FAILED,   /* "failed": the file is damaged */
+        _HISTORY_STORAGE_STATE_MAX,
+        _HISTORY_STORAGE_STATE_INVALID = -EINVAL,
+} HistoryStorageState;
+
+const char *history_storage_state_to_string(HistoryStorageState s);
+
+typedef struct HistoryStorage {
+        HistoryStorageState state;
+        /* The cause in words when the state is not ok ("no space left on
+         * the state directory", ...), static or the store's: valid until
+         * the next call into the store. */
+        const char *cause;
+        int fault;              /* the last failed write's -ENOSPC, -EROFS, -EACCES, -EIO, -EUCLEAN; 0 */
+        bool damaged;           /* quick_check or SQLite found the file damaged */
+        size_t n_pending;       /* outcomes waiting in memory to land */
+        uint64_t writes_failed; /* since the store was opened */
+        uint64_t free_bytes;    /* of the state directory's file system, UINT64_MAX when not known */
+        uint64_t refused;       /* history_check_writable() refusals since the store was opened */
+} HistoryStorage;
+
+/* The condition now. min_free_bytes: free space below it (and above 0)
+ * is "degraded" (WIKI_WEB_STATE_MIN_FREE_BYTES; 0: never). */
+void history_get_storage(History *h, uint64_t min_free_bytes, HistoryStorage *ret);
+
+/* The words of a fault: "no space left on the state directory", ... */
+const char *history_fault_to_string(int fault);
+
+/* Whether the store can take a new record now: 0, or the fault that
+ * stops it (-ENOSPC, -EROFS, -EACCES, -EIO, -EUCLEAN; -ENOBUFS when the
+ * outcomes waiting are at their bound), with its words in *ret_cause
+ * (static or the store's). A refusal is counted, and said in the journal
+ * only when the condition ends (history_retry()). */
+int history_check_writable(History *h, const char **ret_cause);
+
+/* Land the outcomes waiting in memory (durably), or, with none waiting,
+ * try one small write to learn whether the fault is over. Returns the
+ * number of outcomes still waiting (>= 0), or, when nothing waits and the
+ * probe failed, the fault. */
+int history_retry(History *h);
+
+/* Whether a retry is worth it: a fault or an outcome waiting. */
+bool history_needs_retry(History *h);
+
+/* PRAGMA quick_check of the store's file on a connection of its own,
+ * read-only: made to run on another thread (it reads the whole file) and
+ * touches nothing of the store but its path. Returns 0 and NULL in
+ * *ret_problem when the file is sound, 0 and what SQLite found (a new
+ * string) when it is not, or a negative errno when it could not run. */
+int history_quick_check_path(const char *path, char **ret_problem);
+
+/* The database file's path, owned by the store. */
+const char *history_path(History *h);
+
+/* What the check found: the store is damaged from now on (health
+ * "failed", every write refused). problem: SQLite's words. */
+void history_set_damaged(History *h, const char *problem);
+
+#if ENABLE_TEST_FAULTS
+/* The test fault of the store's unit test: the n-th write from now (1:
+ * the next) and the count - 1 after it fail with code (SQLITE_IOERR or
+ * SQLITE_FULL), as if SQLite had returned it. n 0: off. */
+void history_set_test_write_fault(History *h, int code, unsigned n, unsigned count);
+#endif
 
 /* ---- conversations (API.md 7 and 9) ---- */
 

@@ -155,7 +155,7 @@ static int parse_argv(int argc, char *argv[]) {
 
 /* The value of one property of the GetAll reply, NULL when absent. */
 typedef struct QueueProperties {
-        const char *state, *admission, *running, *phase, *health;
+        const char *state, *admission, *running, *phase, *health, *storage, *storage_cause;
         uint32_t queue_length, max_length, slots, slots_running, slots_reserved;
         char *running_queries; /* "qr_… (phase), …", owned; NULL when absent */
         uint64_t average, reservation, heartbeat, started, failed, expired;
@@ -240,6 +240,8 @@ static int read_properties(sd_bus_message *reply, QueueProperties *p) {
                         { "RunningQueryId", 's', offsetof(QueueProperties, running) },
                         { "RunningQueryPhase", 's', offsetof(QueueProperties, phase) },
                         { "Health", 's', offsetof(QueueProperties, health) },
+                        { "Storage", 's', offsetof(QueueProperties, storage) },
+                        { "StorageCause", 's', offsetof(QueueProperties, storage_cause) },
                         { "QueueLength", 'u', offsetof(QueueProperties, queue_length) },
                         { "MaxLength", 'u', offsetof(QueueProperties, max_length) },
                         { "Slots", 'u', offsetof(QueueProperties, slots) },
@@ -353,6 +355,10 @@ static int verb_status(sd_bus *bus) {
         else
                 r |= table_add_string(t, "n/a");
         r |= table_add_key(t, "Health", "health") | table_add_string(t, p.health);
+        /* The history store, and why it is not ok (wikiwebd(8), "When the disk fills"). */
+        r |= table_add_key(t, "Storage", "storage") | table_add_string(t, p.storage);
+        if (arg_json || (p.storage_cause && *p.storage_cause))
+                r |= table_add_key(t, "Storage cause", "storage_cause") | table_add_string(t, p.storage_cause);
         r |= table_add_key(t, "Queries started", "queries_started") | table_add_uint(t, p.started);
         r |= table_add_key(t, "Queries failed", "queries_failed") | table_add_uint(t, p.failed);
         r |= table_add_key(t, "Tickets expired", "tickets_expired") | table_add_uint(t, p.expired);

@@ -398,6 +398,23 @@
     for (const e of document.querySelectorAll('#history-list time')) e.textContent = whenWords(e.dateTime);
   }, 30000);
 
+  // The hosts of the wiki's pages, from every record's sources seen: links
+  // there look as they always did; any other labelled link shows its host.
+  const wikiHosts = new Set();
+  function noteWikiHosts(rec) {
+    for (const src of Array.isArray(rec && rec.sources) ? rec.sources : []) {
+      const href = src && safeHref(src.url);
+      if (href) wikiHosts.add(new URL(href).host);
+    }
+  }
+  function renderAnswer(text) {
+    return window.WikiwebMarkdown.render(text, {
+      ownHosts: wikiHosts,
+      linkHost: (host) => t('answer.link_host', { host }),
+      linkTitle: (url) => t('answer.link_title', { url }),
+    });
+  }
+
   function safeHref(url) {
     return typeof url === 'string' ? window.WikiwebMarkdown.safeUrl(url) : null;
   }
@@ -721,7 +738,7 @@
         const a = $('answer');
         a.classList.toggle('streaming', this.liveText !== '');
         a.setAttribute('aria-busy', 'true');
-        a.replaceChildren(window.WikiwebMarkdown.render(this.liveText));
+        a.replaceChildren(renderAnswer(this.liveText));
       }, this.liveText ? 60 : 0);
     }
 
@@ -744,7 +761,8 @@
       a.className = 'answer markdown';
       a.removeAttribute('aria-busy');
       a.replaceChildren();
-      if (typeof rec.answer === 'string') a.appendChild(window.WikiwebMarkdown.render(rec.answer));
+      noteWikiHosts(rec);
+      if (typeof rec.answer === 'string') a.appendChild(renderAnswer(rec.answer));
       const citations = (Array.isArray(rec.citations) ? rec.citations : []).filter(
         (c) => c && Number.isInteger(c.n) && c.n > 0);
       linkMarkers(a, new Set(citations.map((c) => c.n)));
@@ -906,7 +924,8 @@
     li.appendChild(el(level, 'turn-question')).appendChild(el('bdi', null, String(rec.question || '')));
     const a = el('div', 'answer markdown');
     a.dir = 'auto';
-    if (typeof rec.answer === 'string') a.appendChild(window.WikiwebMarkdown.render(rec.answer));
+    noteWikiHosts(rec);
+    if (typeof rec.answer === 'string') a.appendChild(renderAnswer(rec.answer));
     else if (rec.status === 'running') a.appendChild(el('p', 'hint', t('answer.still_running')));
     else a.appendChild(el('p', 'failure', t('answer.failed', { reason: failureWords(rec.error) })));
     li.appendChild(a);

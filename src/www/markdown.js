@@ -10,9 +10,10 @@
 // `code` and fenced code blocks, bullet and numbered lists (nested by
 // indentation), pipe tables, block quotes, rules, links [text](https://...)
 // and bare or <angle> http(s) URLs. Images are not loaded: ![alt](src) shows
-// its alt text. Anything else is text.
+// its alt text. A link whose text is not its URL shows its host beside it;
+// a reference definition ("[1]: http://…") is text. Anything else is text.
 //
-// WikiwebMarkdown.render(text) -> DocumentFragment; also safeUrl(), the link
+// WikiwebMarkdown.render(text, options) -> DocumentFragment; also safeUrl(), the link
 // check, and buildTable(), which the page's CSV preview shares.
 'use strict';
 
@@ -37,12 +38,30 @@
     return u.href;
   }
 
+  // What render() was given to say where links go: the wiki's own hosts,
+  // and the words for a host and a title (the page's catalogs).
+  let shown = null;
+  let inLabel = 0; // inside a link's label: no links there
+
+  // A link. One whose text is not its URL ([Payroll policy](http://evil/?d=…))
+  // says where it goes: its destination's host beside the label, and its
+  // URL as the title, unless it points at the wiki itself (its sources'
+  // host), whose links look as they always did.
   function link(href, children) {
     const a = el('a');
     a.href = href;
     a.rel = 'noopener noreferrer nofollow';
     a.target = '_blank';
     for (const c of children) a.appendChild(c);
+    const text = a.textContent.trim();
+    const host = new URL(href).host;
+    const own = shown && shown.ownHosts && shown.ownHosts.has(host);
+    if (!own && text !== href && text !== href.replace(/\/$/, '') && safeUrl(text) !== href) {
+      const h = el('span', 'link-host');
+      h.textContent = shown && shown.linkHost ? shown.linkHost(host) : '(' + host + ')';
+      a.append(' ', h);
+      a.title = shown && shown.linkTitle ? shown.linkTitle(href) : href;
+    }
     return a;
   }
 
@@ -178,7 +197,7 @@
         i = end;
         continue;
       }
-      if ((c === '[' || (c === '!' && s[i + 1] === '[')) && depth < MAX_DEPTH) {
+      if (((c === '[' && !inLabel) || (c === '!' && s[i + 1] === '[')) && depth < MAX_DEPTH) {
         const open = c === '!' ? i + 1 : i;
         const close = closeBracket(s, open);
         const target = close > 0 ? linkTarget(s, close + 1) : null;
@@ -187,7 +206,15 @@
           const href = safeUrl(target[0]);
           if (c === '!')
             text += label; // an image is never loaded: its alt text
-          else if (href) push(link(href, inline(label, depth + 1)));
+          else if (href) {
+            // No link inside a link: a URL in the label is its text.
+            inLabel++;
+            try {
+              push(link(href, inline(label, depth + 1)));
+            } finally {
+              inLabel--;
+            }
+          }
           else {
             // Not a link we make (javascript:, data:, relative...): the
             // label, as text.
@@ -198,7 +225,7 @@
           continue;
         }
       }
-      if (c === '<') {
+      if (c === '<' && !inLabel) {
         const m = /^<(https?:\/\/[^\s<>]+)>/.exec(s.slice(i));
         const href = m && safeUrl(m[1]);
         if (href) {
@@ -209,7 +236,7 @@
       }
       // A bare URL where a word starts (not inside what looks like an
       // attribute value: href="http://...").
-      if ((c === 'h' || c === 'H') && (i === 0 || /[\s(*_~]/.test(s[i - 1]))) {
+      if ((c === 'h' || c === 'H') && !inLabel && (i === 0 || /[\s(*_~]/.test(s[i - 1]))) {
         const m = BARE_URL.exec(s.slice(i));
         if (m) {
           // Trailing punctuation is the sentence's, and a ")" the text's
@@ -271,6 +298,7 @@
 
   // --- Blocks -------------------------------------------------------------
 
+  const REF_DEFINITION = /^ {0,3}\[[^\]]+\]:\s*<?[a-z][a-z0-9+.-]*:/i;
   const FENCE = /^ {0,3}(`{3,}|~{3,})\s*([^`\s]*)[^`]*$/;
   const HEADING = /^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$/;
   const RULE = /^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$/;
@@ -411,6 +439,14 @@
       if (isBlank(line)) {
         endPara();
         i++;
+      } else if (REF_DEFINITION.test(line)) {
+        // A reference definition ("[1]: http://…") makes no link: the
+        // line as it was written, so its URL is seen, not clicked.
+        endPara();
+        const p = el('p', 'ref-definition');
+        p.textContent = line.trim();
+        frag.appendChild(p);
+        i++;
       } else if ((m = FENCE.exec(line))) {
         endPara();
         const fence = m[1];
@@ -484,9 +520,17 @@
     return frag;
   }
 
-  function render(text) {
+  // options: ownHosts, a Set of the hosts whose links show nothing more
+  // (the wiki's); linkHost(host) and linkTitle(url), the words beside a
+  // link and its title. Without them: "(host)" and the URL.
+  function render(text, options) {
     const s = String(text == null ? '' : text).replace(/\r\n?/g, '\n').replace(/\t/g, '    ');
-    return blocks(s.split('\n'), 0);
+    shown = options || null;
+    try {
+      return blocks(s.split('\n'), 0);
+    } finally {
+      shown = null;
+    }
   }
 
   global.WikiwebMarkdown = Object.freeze({ render, safeUrl, buildTable });

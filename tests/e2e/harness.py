@@ -75,6 +75,7 @@ ERRORS = {
     'queue_full': 503,
     'request_header_too_large': 431,  # extension (docs/HTTP.md)
     'rate_limited': 429,  # extension (API.md 11: too many open event streams)
+    'storage_unavailable': 503,  # extension (API.md 2: the history cannot take a new record)
 }
 
 STATUS_KEYS = {'state', 'queue_length', 'max_length', 'ticket', 'estimated_wait_seconds',
@@ -497,7 +498,7 @@ def check_error_envelope(r, code=None):
     tc.assertNotIn('\r', e['message'], ctx)
     if code is not None:
         tc.assertEqual(e['code'], code, ctx)
-    if e['code'] in ('busy', 'queue_full'):
+    if e['code'] in ('busy', 'queue_full', 'storage_unavailable'):
         ra = r.header('Retry-After')
         tc.assertIsNotNone(ra, f'{e["code"]} without Retry-After: {ctx}')
         tc.assertRegex(ra, r'^[0-9]+$', ctx)

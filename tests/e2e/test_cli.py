@@ -76,6 +76,23 @@ class Cli(harness.DaemonTestCase):
                                      'WIKI_WEB_QUEUE_HEARTBEAT_SECONDS': '3600'})
         self.assertEqual(p.returncode, 0, p)
 
+    def test_check_config_warns_without_host_names(self):
+        """Trusted proxies and no WIKI_WEB_ALLOWED_HOSTS: only localhost
+        and the machine's addresses would pass the Host check."""
+        p = run(['--check-config'], {'WIKI_WEB_TRUSTED_PROXIES': '127.0.0.2'})
+        self.assertEqual(p.returncode, 0, p)
+        self.assertIn('WIKI_WEB_ALLOWED_HOSTS is empty', p.stderr)
+        p = run(['--check-config'], {'WIKI_WEB_TRUSTED_PROXIES': '127.0.0.2',
+                                     'WIKI_WEB_ALLOWED_HOSTS': 'wiki.example.com, *.corp.example'})
+        self.assertEqual(p.returncode, 0, p)
+        self.assertNotIn('WIKI_WEB_ALLOWED_HOSTS', p.stderr)
+        self.assertIn('WIKI_WEB_ALLOWED_HOSTS=wiki.example.com,*.corp.example', p.stdout.splitlines())
+        for bad in ('*', '*.*.example', 'wiki.example.com:8080', 'http://wiki.example.com', '192.0.2.1',
+                    'a b', 'w*.example'):
+            p = run(['--check-config'], {'WIKI_WEB_ALLOWED_HOSTS': bad})
+            self.assertNotEqual(p.returncode, 0, (bad, p))
+            self.assertIn('WIKI_WEB_ALLOWED_HOSTS', p.stderr, bad)
+
     def test_check_config_bad_values(self):
         cases = [
             ('WIKI_WEB_QUEUE_MAX_LENGTH', '-1', '1000000'),
@@ -151,7 +168,7 @@ class Cli(harness.DaemonTestCase):
             while time.monotonic() < deadline and d.proc.poll() is None:
                 try:
                     with socket.create_connection(('127.0.0.1', d.port), timeout=2) as s:
-                        s.sendall(b'GET /api/v1/health HTTP/1.1\r\nHost: x\r\n\r\n')
+                        s.sendall(b'GET /api/v1/health HTTP/1.1\r\nHost: localhost\r\n\r\n')
                         got = s.recv(100)
                 except OSError:
                     pass

@@ -123,9 +123,10 @@ class Person:
         self.password = password
         self.cookie = None
 
-    def request(self, method, path, body=None, headers=None):
+    def request(self, method, path, body=None, headers=None, host=None):
         h = [('Authorization', auth(self.user, self.password))] + list((headers or {}).items())
-        lines = [f'{method} {path} HTTP/1.1', f'Host: 127.0.0.1:{self.n.port}', 'Connection: close']
+        host = host or f'127.0.0.1:{self.n.port}'
+        lines = [f'{method} {path} HTTP/1.1', f'Host: {host}', 'Connection: close']
         lines += [f'{k}: {v}' for k, v in h]
         if self.cookie:
             lines.append(f'Cookie: {harness.COOKIE_NAME}={self.cookie}')
@@ -229,6 +230,30 @@ class IdentityBehindNginx(harness.DaemonTestCase):
         r = alice.request('GET', API + '/history')
         self.assertEqual(len(r.json['items']), 1)
         self.assertEqual(len(Person(n, 'bob').request('GET', API + '/history').json['items']), 0)
+
+    def test_rebinding_through_nginx(self):
+        """nginx forwards the client's Host ($host, without its port): a
+        page on a name resolving to the proxy is refused by the daemon,
+        signed in or not, and a listed name works."""
+        d, n = self.front(WIKI_WEB_ALLOWED_HOSTS='wiki.example.com')
+        alice = Person(n, 'alice')
+        evil = f'evil.example.com:{n.port}'
+        for method, path, body in (('POST', API + '/queue/join', None),
+                                   ('POST', API + '/query', '{"question": "What is an apple?"}'),
+                                   ('GET', API + '/history', None),
+                                   ('GET', '/', None)):
+            r = alice.request(method, path, body=body, host=evil,
+                              headers={'Origin': f'http://{evil}'} if method == 'POST' else None)
+            self.assertError(r, 'origin_denied')
+            self.assertEqual(r.json['error']['message'], 'Host not allowed')
+            self.assertEqual(r.set_cookies(), [])
+        self.assertEqual(alice.request('GET', API + '/history').json['items'], [])
+        self.assertStatus(alice.request('GET', API + '/queue/status'), 200)
+        self.assertStatus(alice.request('GET', API + '/queue/status', host=f'wiki.example.com:{n.port}'), 200)
+        r = alice.request('POST', API + '/queue/join', host='WIKI.example.com',
+                          headers={'Origin': 'http://wiki.example.com'})
+        self.assertStatus(r, 201)
+        self.assertIn('Host is no name of this daemon', d.log())
 
 
 if __name__ == '__main__':

@@ -2,6 +2,10 @@
 # SPDX-License-Identifier: MIT
 """API.md section 4: the origin policy and CORS."""
 
+import http.client
+import json
+import subprocess
+
 import harness
 from harness import API
 
@@ -64,7 +68,7 @@ class Origin(harness.DaemonTestCase):
         self.assertUnchanged(d, 'reserved', 1)
 
     def test_same_origin_follows_host_header(self):
-        d = self.daemon()
+        d = self.daemon(WIKI_WEB_ALLOWED_HOSTS='wiki.example,other.example')
         b = d.browser(origin='http://wiki.example')
         r = b.join(headers={'Host': 'wiki.example'})
         self.assertStatus(r, 201)
@@ -160,6 +164,120 @@ class Origin(harness.DaemonTestCase):
                 'Access-Control-Request-Headers': 'content-type'})
             self.assertError(r, 'origin_denied')
             self.assertIsNone(r.header('Access-Control-Allow-Methods'), r)
+
+
+
+def own_address():
+    """A non-loopback address of one of this machine's interfaces, or None."""
+    try:
+        out = subprocess.run(['ip', '-o', 'addr', 'show'], capture_output=True, text=True, timeout=5).stdout
+    except OSError:
+        return None
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) > 3 and parts[2] in ('inet', 'inet6'):
+            a = parts[3].split('/')[0]
+            if not a.startswith('127.') and a != '::1' and not a.startswith('fe80'):
+                return a if parts[2] == 'inet' else f'[{a}]'
+    return None
+
+
+def page(d, path, headers):
+    """GET a file of the web page (its answers are not the API's JSON):
+    (status, the JSON error or None)."""
+    conn = http.client.HTTPConnection('127.0.0.1', d.port, timeout=10)
+    try:
+        conn.putrequest('GET', path, skip_host=True, skip_accept_encoding=True)
+        for k, v in headers.items():
+            conn.putheader(k, v)
+        conn.endheaders()
+        r = conn.getresponse()
+        body = r.read()
+        error = json.loads(body)['error'] if r.getheader('Content-Type', '').startswith('application/json') else None
+        return r.status, error
+    finally:
+        conn.close()
+
+
+class Rebinding(harness.DaemonTestCase):
+    """API.md 4, "Host": a page on a name its owner makes resolve to the
+    daemon's address sends that name in Host, and Origin to match. Every
+    path refuses it before anything is done; the daemon's own names work."""
+
+    EVIL = 'evil.example.com'
+
+    def assertRefused(self, r):
+        self.assertEqual(r.status, 403, r)
+        self.assertError(r, 'origin_denied')
+        self.assertEqual(r.json['error']['message'], 'Host not allowed', r)
+        self.assertEqual(r.set_cookies(), [], 'a refused Host gets no session')
+        self.assertIsNone(r.header('Access-Control-Allow-Origin'))
+        self.assertIsNone(r.header('Wikiweb-Query-Id'))
+
+    def rebound(self, d):
+        host = f'{self.EVIL}:{d.port}'
+        return {'Host': host, 'Origin': f'http://{host}', 'Sec-Fetch-Site': 'same-origin'}
+
+    def test_rebinding_is_refused_everywhere(self):
+        d = self.daemon()
+        holder = d.browser()
+        r = holder.query()
+        self.assertError(r, 'execution_failed')
+        record = r.header('Wikiweb-Query-Id')
+        self.assertStatus(holder.join(), 201)
+        h = self.rebound(d)
+        for name, r in (('join', d.browser().join(headers=h)),
+                        ('query', d.browser().query(headers=h)),
+                        ('history', holder.get(API + '/history', headers=h)),
+                        ('history item', holder.get(API + f'/history/{record}', headers=h)),
+                        ('status', holder.status(headers=h)),
+                        ('leave', holder.leave(headers=h)),
+                        ('health', d.browser().get(API + '/health', headers=h)),
+                        ('mcp', d.browser().post('/mcp', body={}, headers=h)),
+                        ('unknown', d.browser().get('/no/such/path', headers=h)),
+                        ('preflight', d.browser().request('OPTIONS', API + '/queue/join', headers=h))):
+            with self.subTest(name):
+                self.assertRefused(r)
+        for path in ('/', '/app.js', '/style.css'):
+            self.assertEqual(page(d, path, h), (403, {'code': 'origin_denied', 'message': 'Host not allowed'}))
+        self.assertEqual(page(d, '/', {'Host': d.host}), (200, None))
+        # Without Origin (a same-origin GET sends none) just the same.
+        self.assertRefused(holder.get(API + '/history', headers={'Host': self.EVIL}))
+        # Nothing changed: the holder's ticket and record are still there.
+        s = holder.status().json
+        self.assertEqual((s['state'], s['queue_length']), ('reserved', 1))
+        self.assertEqual([i['id'] for i in holder.get(API + '/history').json['items']], [record])
+        self.assertIn('Host is no name of this daemon', d.log())
+
+    def test_hostile_hosts(self):
+        d = self.daemon(WIKI_WEB_ALLOWED_HOSTS='wiki.example.com,*.corp.example')
+        for host in ('127.0.0.1.evil.example', 'localhost.evil.example', 'corp.example', 'a.b.corp.example',
+                     'wiki.example.com.evil.example', '127.1', '0x7f.0.0.1', '2130706433', '192.0.2.1',
+                     f'localhost:{d.port}:1', 'localhost:99999', '[::1%25lo]', 'user@localhost',
+                     'localhost/x', 'l%6fcalhost', '', ' '):
+            with self.subTest(host=host):
+                self.assertRefused(d.browser().get(API + '/queue/status', headers={'Host': host}))
+
+    def test_own_names_still_work(self):
+        d = self.daemon(WIKI_WEB_ALLOWED_HOSTS='wiki.example.com,*.corp.example',
+                        WIKI_WEB_ALLOWED_ORIGINS='https://portal.example.org')
+        hosts = [d.host, f'localhost:{d.port}', 'LocalHost', f'[::1]:{d.port}', '127.0.0.7',
+                 f'0.0.0.0:{d.port}', f'[::ffff:127.0.0.1]:{d.port}', 'wiki.example.com', 'Wiki.Example.Com.:443',
+                 f'a.corp.example:{d.port}', 'portal.example.org']
+        a = own_address()
+        if a:
+            hosts.append(f'{a}:{d.port}')
+        for host in hosts:
+            with self.subTest(host=host):
+                b = d.browser(origin=f'http://{host}')
+                self.assertStatus(b.status(headers={'Host': host}), 200)
+                self.assertStatus(b.join(headers={'Host': host}), 201)
+                self.assertStatus(b.leave(headers={'Host': host}), 204)
+                self.assertEqual(page(d, '/', {'Host': host}), (200, None))
+        # The origin policy's own origin comes from the accepted Host alone.
+        r = d.browser().join(headers={'Host': 'wiki.example.com', 'Origin': f'http://{self.EVIL}'})
+        self.assertError(r, 'origin_denied')
+        self.assertEqual(r.json['error']['message'], 'Origin denied by policy')
 
 
 if __name__ == '__main__':

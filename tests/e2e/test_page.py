@@ -1130,7 +1130,7 @@ class Cutter:
             except OSError:
                 return
             if self.refusing:
-                c.close()
+                c.quit()
                 continue
             u = socket.create_connection(('127.0.0.1', self.target))
             with self.lock:
@@ -1498,8 +1498,21 @@ class Markdown(PageBase):
         ('break', 'a  \nb', '<p>a<br>b</p>'),
         ('escapes', '\\*a\\* \\<b>', '<p>*a* &lt;b&gt;</p>'),
         ('link', '[a *b*](https://x.example/p?q=1&r=2 "t")',
-         '<p><a href="https://x.example/p?q=1&amp;r=2" rel="noopener noreferrer nofollow" target="_blank">'
-         'a <em>b</em></a></p>'),
+         '<p><a href="https://x.example/p?q=1&amp;r=2" rel="noopener noreferrer nofollow" target="_blank" '
+         'title="https://x.example/p?q=1&amp;r=2">a <em>b</em> <span class="link-host">(x.example)</span></a></p>'),
+        ('link whose text is its URL', '[https://x.example/a](https://x.example/a) [http://y.example](http://y.example)',
+         '<p><a href="https://x.example/a" rel="noopener noreferrer nofollow" target="_blank">https://x.example/a</a> '
+         '<a href="http://y.example/" rel="noopener noreferrer nofollow" target="_blank">http://y.example</a></p>'),
+        ('link with a port', '[p](http://x.example:8080/)',
+         '<p><a href="http://x.example:8080/" rel="noopener noreferrer nofollow" target="_blank" '
+         'title="http://x.example:8080/">p <span class="link-host">(x.example:8080)</span></a></p>'),
+        ('link to another name', '[https://bank.example/](https://evil.example/)',
+         '<p><a href="https://evil.example/" rel="noopener noreferrer nofollow" target="_blank" '
+         'title="https://evil.example/">https://bank.example/ <span class="link-host">(evil.example)</span></a></p>'),
+        ('reference definition', 'a\n[1]: http://evil.example/?d=x "t"\n  [x y]: <https://e.example>',
+         '<p>a</p><p class="ref-definition">[1]: http://evil.example/?d=x "t"</p>'
+         '<p class="ref-definition">[x y]: &lt;https://e.example&gt;</p>'),
+        ('no reference definition', '[1]: *a* note', '<p>[1]: <em>a</em> note</p>'),
         ('autolinks', '<http://x.example/> and https://y.example/a_(b).',
          '<p><a href="http://x.example/" rel="noopener noreferrer nofollow" target="_blank">http://x.example/</a>'
          ' and <a href="https://y.example/a_(b)" rel="noopener noreferrer nofollow" target="_blank">'
@@ -1531,8 +1544,8 @@ class Markdown(PageBase):
         # Whatever the input, only the elements and attributes of the subset.
         allowed = c.js("""
             const ok = new Set(['P','EM','STRONG','DEL','CODE','PRE','H3','H4','H5','H6','UL','OL','LI','TABLE',
-              'THEAD','TBODY','TR','TH','TD','DIV','BLOCKQUOTE','HR','BR','A']);
-            const attrs = new Set(['href','rel','target','class','scope','start']);
+              'THEAD','TBODY','TR','TH','TD','DIV','BLOCKQUOTE','HR','BR','A','SPAN']);
+            const attrs = new Set(['href','rel','target','class','scope','start','title']);
             const bad = [];
             let seed = 1;
             const rnd = (n) => (seed = (seed * 1103515245 + 12345) % 2147483648) % n;
@@ -1554,6 +1567,53 @@ class Markdown(PageBase):
         self.assertEqual(allowed, [])
         self.assertIsNone(c.js('return window.__pwned === undefined ? null : 1'))
         c.check_console()
+
+
+LINK_ANSWER = ('See [Payroll policy on the wiki](http://evil.example.com/x?d=S8099-LABEL) and '
+               '[the apple page]({wiki}/index.php/Apple), or https://bare.example/p.\n\n'
+               '[1]: http://evil.example.com/ref?d=S8099-REF\n')
+
+
+class Links(PageBase):
+    """Links that say where they go (docs/WEB.md), in all six languages: a
+    labelled link shows its host beside the label and its URL as its
+    title, in the language's words; a link to the wiki looks as before; a
+    bare URL shows itself; a reference definition is text, no link."""
+
+    LANGS = (('en-US', 'en'), ('de-DE', 'de'), ('fr-FR', 'fr'), ('es-ES', 'es'), ('ja', 'ja'), ('ar', 'ar'))
+
+    def test_links_show_their_host(self):
+        w = wiki()
+        answer = LINK_ANSWER.replace('{wiki}', w.api_url.rsplit('/', 1)[0])
+        steps = []
+        for _ in self.LANGS:
+            steps += CITED_READ + [{'answer': answer}]
+        d = self.page_daemon(steps)
+        for tag, lang in self.LANGS:
+            with self.subTest(lang=tag):
+                with open(os.path.join(I18N, lang + '.json'), encoding='utf-8') as f:
+                    cat = json.load(f)
+                c = Chrome(self, width=800, height=700, lang=tag)
+                c.open(d)
+                c.wait(lambda: c.js('return document.documentElement.lang') == lang, what=f'<html lang="{lang}">')
+                c.ask('Where is the payroll policy?')
+                c.wait_answer()
+                links = c.js("return [...document.querySelectorAll('#answer a[href^=\"http\"]')].map(a => "
+                             "[a.getAttribute('href'), a.textContent, a.title, !!a.querySelector('.link-host')])")
+                wiki_url = answer.split('(')[2].split(')')[0]
+                self.assertEqual(links, [
+                    ['http://evil.example.com/x?d=S8099-LABEL',
+                     'Payroll policy on the wiki ' + cat['answer.link_host'].replace('{host}', 'evil.example.com'),
+                     cat['answer.link_title'].replace('{url}', 'http://evil.example.com/x?d=S8099-LABEL'), True],
+                    [wiki_url, 'the apple page', '', False],
+                    ['https://bare.example/p', 'https://bare.example/p', '', False],
+                ])
+                ref = c.js("const p = document.querySelector('#answer .ref-definition');"
+                           " return p && [p.textContent, p.querySelectorAll('a').length]")
+                self.assertEqual(ref, ['[1]: http://evil.example.com/ref?d=S8099-REF', 0])
+                c.shot('links-' + lang, css='#answer')
+                c.check_console()
+                c.quit()
 
 
 class SignedIn(harness.DaemonTestCase):

@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """API.md "Whose permissions": with WIKI_WEB_WIKI_READ_AS=person a query
-uses only what the asking person may read, as the real MediaWiki 1.39
+uses only what the asking person may read, as the real MediaWiki (1.39, or
+1.43 LTS with WIKIWEB_MEDIAWIKI_VERSION=1.43: meson's e2e-permissions-mw143)
 decides it through the extension WikiwebReadCheck loaded from the tree
-(packaging/mediawiki/), at the moment of use, and fails closed.
+(packaging/mediawiki/), at the moment of use, and fails closed. "Whose
+name": the sign-on's name mapped to the wiki account, by a confirmed
+e-mail address (WIKI_WEB_WIKI_USER_FROM=email) or by stripping a Kerberos
+realm or a Windows domain. On 1.43 the wiki runs with
+$wgDevelopmentWarnings, and any notice the extension caused fails the file.
 
 One wiki for the whole file (tests/fixtures/mediawiki.py, restricted=True:
 the namespace Payroll and the titles under HR/ readable by the group
@@ -81,8 +86,12 @@ class Permissions(PipelineBase):
     def tearDownClass(cls):
         global _WIKI
         if _WIKI:
+            notices = _WIKI.deprecations()
             _WIKI.stop()
             _WIKI = None
+            if notices:
+                raise AssertionError('the extension caused PHP notices on MediaWiki %s:\n%s'
+                                     % (mediawiki.VERSION, '\n'.join(notices[:20])))
 
     def person_daemon(self, llm, **env):
         w = wiki()
@@ -212,6 +221,108 @@ class Permissions(PipelineBase):
                   'Case%2017', 'Case_17'):
             self.assertNotIn(t, log)
         self.assertIn('withheld', log)
+
+    def check_insider(self, d, llm, user):
+        """user asks SCRIPT and gets the group's pages (Bob's, in payroll)."""
+        llm.set_script(SCRIPT)
+        b, r, headers = self.ask_as(d, user, llm)
+        rec = self.check_record_as(b, r, headers)
+        text = json.dumps(llm.chat_requests(), ensure_ascii=False)
+        for m in ('98765', 'quetzalhrcase', 'Confidential case'):
+            self.assertIn(m, text)
+        self.assertNotIn('quetzalvault', text)
+        self.assertEqual([s['title'] for s in rec['sources']],
+                         ['HR/Case 17', 'Apple', 'Payroll:Salaries', 'Quokka notice'])
+        return rec
+
+    def ask_outsider(self, d, llm, user):
+        llm.set_script(SCRIPT)
+        b, r, headers = self.ask_as(d, user, llm)
+        return self.check_outsider(d, llm, b, r, headers)
+
+    def test_sign_on_by_email(self):
+        """WIKI_WEB_WIKI_USER_FROM=email: the one account that holds the
+        address confirmed, the domain in any case; an unconfirmed copy on
+        an account in the group counts for nothing; an address nobody holds
+        is an anonymous reader; one held by two accounts is refused before
+        anything of the wiki reaches the model; an address that moves to
+        another account counts at the next question."""
+        w = wiki()
+        for u in mediawiki.PERSONS:
+            self.addCleanup(w.set_email, u, None)
+            self.addCleanup(w.set_groups, u, [])
+        w.set_groups('Bob', ['payroll'])
+        w.set_groups('Eve', ['payroll'])
+        w.set_email('Bob', 'bob@Corp.Example')
+        w.set_email('Alice', 'alice@corp.example')
+        w.set_email('Eve', 'alice@corp.example', confirmed=False)
+        w.set_email('Carol', 'shared@corp.example')
+        w.set_email('Dave', 'shared@corp.example')
+        llm = self.llm(SCRIPT)
+        d = self.person_daemon(llm, WIKI_WEB_WIKI_USER_FROM='email')
+        self.check_insider(d, llm, 'bob@CORP.example')
+        self.assertIn('read as the wiki account Bob.', d.log())
+        # Eve, in the group, holds Alice's address unconfirmed: Alice's permissions.
+        self.ask_outsider(d, llm, 'alice@corp.example')
+        self.assertIn('read as the wiki account Alice.', d.log())
+        # Nobody's address, and Eve's unconfirmed one alone: anonymous readers.
+        self.ask_outsider(d, llm, 'nobody@corp.example')
+        w.set_email('Alice', None)
+        self.ask_outsider(d, llm, 'alice@corp.example')
+        # Two accounts hold one address: refused, and nothing of the wiki reaches the model.
+        for pages in (['Apple'], None):
+            with self.subTest(pages=pages):
+                llm.set_script([{'tool_calls': [read('Payroll:Salaries')]}, {'answer': 'never'}])
+                b, r, headers = self.ask_as(d, 'shared@corp.example', llm, pages=pages)
+                self.assertStatus(r, 403)
+                self.assertError(r, 'wiki_auth_failed')
+                self.assertIn('more than one wiki account', r.json['error']['message'])
+                reqs = llm.chat_requests()
+                self.assertEqual(len(reqs), 0 if pages else 1)
+                for req in reqs:
+                    self.assertEqual(tool_results(req), [])
+        log = d.log()
+        self.assertIn('more than one wiki account', log)
+        for name in ('Carol', 'Dave'):
+            self.assertNotIn(name, log)
+        # The address moves from Alice to Bob: the next question is Bob's.
+        w.set_email('Alice', 'mover@corp.example')
+        self.ask_outsider(d, llm, 'mover@corp.example')
+        w.set_email('Alice', None)
+        w.set_email('Bob', 'mover@corp.example')
+        self.check_insider(d, llm, 'mover@corp.example')
+        # The mode and the lists in --check-config.
+        env = dict(os.environ, WIKI_WEB_WIKI_USER_FROM='email')
+        p = subprocess.run([harness.WIKIWEBD, '--check-config'], env=env, capture_output=True, text=True,
+                           timeout=30, stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 0, p)
+        self.assertIn('WIKI_WEB_WIKI_USER_FROM=email', p.stdout.splitlines())
+        for bad in (dict(WIKI_WEB_WIKI_USER_FROM='mail'),
+                    dict(WIKI_WEB_WIKI_USER_FROM='email', WIKI_WEB_WIKI_USER_STRIP_SUFFIXES='@corp.example'),
+                    dict(WIKI_WEB_WIKI_USER_STRIP_SUFFIXES='corp.example'),
+                    dict(WIKI_WEB_WIKI_USER_STRIP_PREFIXES='CORP')):
+            p = subprocess.run([harness.WIKIWEBD, '--check-config'], env=dict(os.environ, **bad),
+                               capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+            self.assertNotEqual(p.returncode, 0, (bad, p))
+            self.assertIn(sorted(bad)[-1] if len(bad) > 1 else list(bad)[0], p.stderr)
+
+    def test_sign_on_principal(self):
+        """Kerberos principals and Windows names: the configured realm and
+        domain are stripped (in any case); another realm is not, and a name
+        with "@" is never a wiki account."""
+        w = wiki()
+        w.set_groups('Bob', ['payroll'])
+        self.addCleanup(w.set_groups, 'Bob', [])
+        llm = self.llm(SCRIPT)
+        d = self.person_daemon(llm, WIKI_WEB_WIKI_USER_STRIP_SUFFIXES='@OTHER.TEST, @CORP.EXAMPLE',
+                               WIKI_WEB_WIKI_USER_STRIP_PREFIXES='CORP\\')
+        for user in ('bob@CORP.EXAMPLE', 'CORP\\bob', 'corp\\bob@Corp.Example'):
+            with self.subTest(user=user):
+                self.check_insider(d, llm, user)
+        for user in ('bob@ELSEWHERE.EXAMPLE', 'OTHER\\bob'):
+            with self.subTest(user=user):
+                self.ask_outsider(d, llm, user)
+        self.assertIn('read as an anonymous reader of the wiki.', d.log())
 
     def test_private_wiki(self):
         w = wiki()
@@ -494,6 +605,20 @@ class Permissions(PipelineBase):
         self.assertNotEqual(p.returncode, 0, p)
         self.assertIn('WIKI_WEB_WIKI_READ_AS', p.stderr)
 
+    def test_titles_that_are_no_pages(self):
+        """In person mode too, another wiki's title, special pages and
+        Media: are the missing page's tool result, and the query answers."""
+        odd = ['wikipedia:Payroll 2026', 'Special:AllPages', 'Special:Export/Apple', 'Special:Redirect/page/1',
+               'Media:Foo.png']
+        llm = self.llm([{'tool_calls': [read(t) for t in odd + ['No such page at all']]},
+                        {'answer': 'Nothing.'}])
+        d = self.person_daemon(llm)
+        b, r, headers = self.ask_as(d, 'Alice', llm, question='What is on the special pages?', pages=None)
+        rec = self.check_record_as(b, r, headers)
+        results = tool_results(llm.chat_requests()[1])
+        self.assertEqual(results, [results[-1]] * len(results), results)
+        self.assertEqual(rec['sources'], [])
+
     def test_extension_api(self):
         """The extension's answers, asked directly: a named user, an unknown
         user, no user, and a caller without the right."""
@@ -528,7 +653,32 @@ class Permissions(PipelineBase):
             self.assertEqual([p['readable'] for p in rc['pages']], readable, (user, rc))
             self.assertEqual([p['title'] for p in rc['pages']], titles.split('|'))
             self.assertEqual(rc['anonymous'], user in ('', 'Nobody Registered'))
+            self.assertNotIn('email', rc)
         self.assertEqual(rc['pages'][2]['target'], 'Payroll:Salaries')
+        # By address: one confirmed holder, none, or several (never named).
+        self.addCleanup(w.set_email, 'Carol', None)
+        self.addCleanup(w.set_email, 'Dave', None)
+        self.addCleanup(w.set_email, 'Bob', None)
+        w.set_email('Bob', 'bob@Corp.Example')
+        w.set_email('Carol', 'two@corp.example')
+        w.set_email('Dave', 'two@corp.example')
+        w.set_email('Alice', 'half@corp.example', confirmed=False)
+        self.addCleanup(w.set_email, 'Alice', None)
+        for email, user, accounts, readable in (
+                ('bob@corp.EXAMPLE', 'Bob', 'one', [True, True, True, True, False, False]),
+                ('Bob@corp.example', '', 'none', expect['']),
+                ('half@corp.example', '', 'none', expect['']),
+                ('b_b@corp.example', '', 'none', expect['']),
+                ('two@corp.example', '', 'several', [False] * 6),
+                ('not an address', '', 'none', expect[''])):
+            code, body = api(action='wikiwebreadcheck', email=email, titles=titles)
+            self.assertIsNone(code, body)
+            rc = body['wikiwebreadcheck']
+            self.assertEqual((rc['user'], rc['anonymous'], rc['email']), (user, not user, accounts), email)
+            self.assertEqual([p['readable'] for p in rc['pages']], readable, (email, rc))
+            self.assertNotIn('Carol', json.dumps(body))
+        code, _ = api(action='wikiwebreadcheck', user='Bob', email='bob@corp.example', titles='Apple')
+        self.assertEqual(code, 'invalidparammix')
         code, _ = api(action='wikiwebreadcheck', user='Alice', titles='|'.join('T%d' % i for i in range(51)))
         self.assertEqual(code, 'toomanyvalues')
         w.set_groups('Bob', [])

@@ -237,6 +237,23 @@ class Answered(PipelineBase):
         ua = llm.requests[0]['headers'].get('user-agent', '')
         self.assertRegex(ua, r'^wikiweb/[0-9.]+ libcurl/')
 
+    def test_titles_that_are_no_pages(self):
+        """Another wiki's title, special pages and a virtual namespace are
+        "missing" tool results, as the real wiki answers them, and the
+        query goes on (API.md 8.6)."""
+        odd = ['wikipedia:Payroll 2026', 'Special:AllPages', 'Special:Export/Apple',
+               'Special:Redirect/page/1', 'Media:Foo.png']
+        llm = self.llm([{'tool_calls': [{'name': 'wiki_read', 'arguments': {'title': 'Special:AllPages'}}]},
+                        {'answer': 'Cherry, see [Cherry].'}])
+        d = self.pipeline_daemon(llm)
+        b, r = self.ask(d, pages=['Cherry'] + odd)
+        rec = self.check_record(d, b, r)
+        self.assertEqual(rec['sources'], [expected_source(wiki(), 'Cherry')])
+        msgs = llm.chat_requests()[-1]['messages']
+        tools = [json.loads(m['content']) for m in msgs if m['role'] == 'tool']
+        self.assertEqual(tools[0].get('title'), 'Cherry')
+        self.assertEqual(tools[1:], [{'error': 'missing'}] * (len(odd) + 1), tools)
+
     def test_user_agent_contact(self):
         """WIKI_WEB_USER_AGENT_CONTACT in the User-Agent the model server sees."""
         llm = self.llm([{'answer': 'Cherry, see [Cherry].'}])

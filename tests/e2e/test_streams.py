@@ -282,7 +282,7 @@ class QueueStream(harness.DaemonTestCase):
         # A fourth connection from the same address is refused (closed
         # without an answer) while the three streams are open.
         with socket.create_connection(('127.0.0.1', d.port), timeout=5) as c:
-            c.sendall(b'GET /api/v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
+            c.sendall(b'GET /api/v1/health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n')
             try:
                 data = c.recv(100)
             except ConnectionResetError:

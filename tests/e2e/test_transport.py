@@ -38,7 +38,9 @@ class Transport(harness.DaemonTestCase):
         self.assertStatus(r, 200)
         j = r.json
         self.assertEqual(set(j.keys()), {'status', 'contract_revision', 'version', 'state', 'sandbox', 'admission',
-                                         'execution', 'missing_settings', 'wiki_read_as', 'slots'}, r)
+                                         'execution', 'missing_settings', 'wiki_read_as', 'slots', 'storage'}, r)
+        # The history store (API.md 9, "The store under faults"): storage_cause only when not ok.
+        self.assertEqual(j['storage'], 'ok')
         # The default: the wiki is read with the service's account (API.md
         # "Whose permissions"); wiki_read_check only in person mode.
         self.assertEqual(j['wiki_read_as'], 'service')

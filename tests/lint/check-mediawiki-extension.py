@@ -50,7 +50,8 @@ if manifest.get('requires', {}).get('MediaWiki') != '>= 1.39.0':
 
 needed = ['wikiwebreadcheck-desc', 'right-wikiweb-readcheck', 'action-wikiweb-readcheck',
           'apihelp-wikiwebreadcheck-summary', 'apihelp-wikiwebreadcheck-param-user',
-          'apihelp-wikiwebreadcheck-param-titles', 'apihelp-wikiwebreadcheck-example-simple']
+          'apihelp-wikiwebreadcheck-param-titles', 'apihelp-wikiwebreadcheck-example-simple',
+          'apihelp-wikiwebreadcheck-param-email', 'apihelp-wikiwebreadcheck-example-email']
 for k in needed:
     if k not in en:
         failed.append('en.json lacks ' + k)
@@ -60,7 +61,19 @@ for k in set(en) - {'@metadata'}:
     if k not in qqq:
         failed.append('qqq.json does not document ' + k)
 
+# MediaWiki 1.45 accepts hook handlers only through HookHandlers.
+if 'Hooks' in manifest and any(not isinstance(v, str) and not isinstance(v, dict) for v in manifest['Hooks'].values()):
+    failed.append('extension.json: Hooks must name HookHandlers entries')
+if 'Hooks' in manifest and 'HookHandlers' not in manifest:
+    failed.append('extension.json: Hooks without HookHandlers')
+
 src = open(os.path.join(ext, 'includes', 'ApiReadCheck.php')).read()
+# Read-only, and no raw SQL: the address lookup goes through the query builder.
+for needle in ('->query(', 'DB_PRIMARY', 'DB_MASTER', 'getPermissionErrors', 'newFromRow'):
+    if needle in src:
+        failed.append('ApiReadCheck.php uses ' + needle)
+if 'newSelectQueryBuilder()' not in src or 'user_email_authenticated IS NOT NULL' not in src:
+    failed.append('ApiReadCheck.php does not look addresses up confirmed through the query builder')
 if "checkUserRightsAny( 'wikiweb-readcheck' )" not in src:
     failed.append('ApiReadCheck.php does not demand the right wikiweb-readcheck')
 

@@ -1126,12 +1126,12 @@ def wikiwebctl_against_daemon(bed):
     check(r.returncode == 1, "an unknown command exits 1")
 
 
-def _id_request(bed, method, path, source, user=None, token=None):
+def _id_request(bed, method, path, source, user=None, token=None, header="X-Remote-User"):
     """A request from the loopback address `source`, with the user header
     when `user` is given: status and the parsed JSON body."""
     headers = {}
     if user is not None:
-        headers["X-Remote-User"] = user
+        headers[header] = user
     if token:
         headers["Cookie"] = f"wikiweb_session={token}"
     conn = http.client.HTTPConnection("127.0.0.1", bed.port, timeout=15, source_address=(source, 0))
@@ -1192,6 +1192,26 @@ def identity_behind_trusted_proxy(bed):
         log(f"# health with WIKI_WEB_WIKI_READ_AS=person: {h}")
         check(h.get("wiki_read_as") == "person" and h.get("wiki_read_check") in ("ok", "failed", "unknown"),
               f"health in person mode: {h}")
+        # API.md "Whose name": the sign-on's own header and the mapping through the unit's
+        # EnvironmentFile=, the prefix's backslash quoted as systemd reads it.
+        bed.ct.write(conf, saved + "WIKI_WEB_TRUSTED_PROXIES=127.0.0.2/32\nWIKI_WEB_WIKI_READ_AS=person\n"
+                     "WIKI_WEB_USER_HEADER=X-Forwarded-Email\nWIKI_WEB_WIKI_USER_STRIP_SUFFIXES=@CORP.EXAMPLE\n"
+                     'WIKI_WEB_WIKI_USER_STRIP_PREFIXES="CORP\\\\"\n')
+        bed.restart_clean()
+        status, st = _id_request(bed, "GET", "/api/v1/queue/status", "127.0.0.2", user="jdoe@CORP.EXAMPLE",
+                                 header="X-Forwarded-Email")
+        check(status == 200 and st["user"] == "jdoe@CORP.EXAMPLE", f"X-Forwarded-Email as the user header: {status} {st}")
+        pid = bed.ct.run(["systemctl", "show", SERVICE, "-p", "MainPID", "--value"]).stdout.strip()
+        environ = bed.ct.run(["cat", f"/proc/{pid}/environ"]).stdout.split("\0")
+        log(f"# the daemon's mapping settings: {[e for e in environ if 'WIKI_USER_' in e]}")
+        check("WIKI_WEB_WIKI_USER_STRIP_PREFIXES=CORP\\" in environ and
+              "WIKI_WEB_WIKI_USER_STRIP_SUFFIXES=@CORP.EXAMPLE" in environ,
+              f"the unit did not pass the strip lists as written: {environ}")
+        bed.ct.write(conf, saved + "WIKI_WEB_WIKI_USER_FROM=mail\n")
+        r = bed.ct.run(["systemctl", "restart", SERVICE], check=False, timeout=60)
+        check(r.returncode != 0, "systemctl restart succeeded with WIKI_WEB_WIKI_USER_FROM=mail")
+        check("WIKI_WEB_WIKI_USER_FROM: invalid value" in bed.journal(),
+              "no journal line names WIKI_WEB_WIKI_USER_FROM")
         bed.ct.write(conf, saved + "WIKI_WEB_WIKI_READ_AS=everyone\n")
         r = bed.ct.run(["systemctl", "restart", SERVICE], check=False, timeout=60)
         check(r.returncode != 0, "systemctl restart succeeded with WIKI_WEB_WIKI_READ_AS=everyone")
@@ -1441,6 +1461,58 @@ def _quietly(f):
         f()
     except Exception:  # noqa: BLE001
         pass
+
+
+@test
+def full_state_directory(bed):
+    """The installed daemon on a full state directory (a 1 MiB tmpfs over
+    /var/lib/wikiweb): queries refused with storage_unavailable, Storage
+    "degraded" with its cause on D-Bus, in `systemctl status` and in
+    `wikiwebctl status`, one journal line at the start and one at the end,
+    and "ok" again once space is freed, without a restart."""
+    bed.restart_clean()
+    svc = os.stat(bed.ct.root("/var/lib/wikiweb"))
+    bed.ct.run(["systemctl", "stop", SERVICE], timeout=60)
+    bed.ct.run(["mount", "-t", "tmpfs", "-o", f"size=1m,mode=0700,uid={svc.st_uid},gid={svc.st_gid}",
+                "tmpfs", "/var/lib/wikiweb"])
+    try:
+        bed.restart_clean()
+        token = bed.session()
+        status, _, body = bed.http("POST", "/api/v1/query", token, {"question": "Apples?"})
+        check(status == 200 and body["status"] == "succeeded", f"query before the fill: {status} {body}")
+        bed.ct.run(["sh", "-c", "dd if=/dev/zero of=/var/lib/wikiweb/ballast bs=4k 2>/dev/null; "
+                    "dd if=/dev/zero of=/var/lib/wikiweb/ballast2 bs=512 2>/dev/null; true"])
+        refused = 0
+        for _ in range(10):
+            status, hdrs, body = bed.http("POST", "/api/v1/query", token, {"question": "Apples?"})
+            check(status in (200, 503), f"a query on a full disk: {status} {body}")
+            if status == 503:
+                check(body["error"]["code"] == "storage_unavailable" and hdrs.get("retry-after")
+                      and "no space left on the state directory" in body["error"]["message"],
+                      f"storage_unavailable: {hdrs} {body}")
+                refused += 1
+        check(refused >= 5, f"only {refused} of 10 refused")
+        wait_until(lambda: bed.prop("Storage") == "degraded", 10, what="Storage degraded")
+        check("no space left" in bed.prop("StorageCause"), "StorageCause")
+        r = bed.ct.run(["systemctl", "status", "--no-pager", SERVICE], check=False)
+        log("# systemctl status on a full disk:\n" + r.stdout)
+        check("storage: degraded (no space left on the state directory" in r.stdout, "systemctl status")
+        if getattr(bed.args, "wikiwebctl", None):
+            r = bed.ct.run([WIKIWEBCTL_IN_CT, "--no-pager", "status"])
+            log("# wikiwebctl status on a full disk:\n" + r.stdout)
+            check(re.search(r"^ +Storage: degraded$", r.stdout, re.M)
+                  and re.search(r"^ +Storage cause: no space left", r.stdout, re.M), "wikiwebctl status")
+        bed.ct.run(["rm", "-f", "/var/lib/wikiweb/ballast", "/var/lib/wikiweb/ballast2"])
+        wait_until(lambda: bed.prop("Storage") == "ok", 45, interval=0.5, what="Storage ok again")
+        status, _, body = bed.http("POST", "/api/v1/query", token, {"question": "Apples?"})
+        check(status == 200, f"query after the space is freed: {status} {body}")
+        j = bed.journal("-n", "200")
+        check(j.count("new queries are refused until writes land again") == 1
+              and j.count("refused meanwhile") == 1, "one line at the start and one at the end:\n" + j)
+    finally:
+        bed.ct.run(["systemctl", "stop", SERVICE], check=False, timeout=60)
+        bed.ct.run(["umount", "-l", "/var/lib/wikiweb"], check=False)
+        bed.restart_clean()
 
 
 @test

@@ -264,6 +264,49 @@ TEST(identity) {
         ASSERT_TRUE(config_user_header_is_valid("X-Remote-User"));
         ASSERT_TRUE(config_user_header_is_valid("Remote-User"));
         ASSERT_TRUE(!config_user_header_is_valid("Host"));
+        /* The sign-ons' own names (oauth2-proxy, nginx auth_request, Authelia). */
+        ASSERT_TRUE(config_user_header_is_valid("X-Forwarded-Email"));
+        ASSERT_TRUE(config_user_header_is_valid("X-Forwarded-User"));
+        ASSERT_TRUE(config_user_header_is_valid("X-Auth-Request-Email"));
+        ASSERT_TRUE(config_user_header_is_valid("Remote-Email"));
+        ASSERT_TRUE(!config_user_header_is_valid("x-forwarded-host"));
+        ASSERT_TRUE(!config_user_header_is_valid("X-Forwarded-Proto"));
+}
+
+/* WIKI_WEB_WIKI_USER_FROM, _STRIP_SUFFIXES, _STRIP_PREFIXES (API.md "Whose
+ * name"): name and no lists by default; each bad value refused naming it. */
+TEST(wiki_user) {
+        const char *none[] = { NULL };
+        const char *email[] = { "WIKI_WEB_WIKI_USER_FROM=email", NULL };
+        const char *strip[] = { "WIKI_WEB_WIKI_USER_STRIP_SUFFIXES= @CORP.EXAMPLE , @corp.test",
+                                "WIKI_WEB_WIKI_USER_STRIP_PREFIXES=CORP\\",
+                                NULL };
+        Config c;
+        char *err = NULL;
+
+        ASSERT_OK(load(none, &c, &err));
+        ASSERT_EQ_INT(c.wiki_user.from, WIKI_USER_FROM_NAME);
+        ASSERT_TRUE(c.wiki_user.strip_suffixes && !c.wiki_user.strip_suffixes[0]);
+        ASSERT_TRUE(c.wiki_user.strip_prefixes && !c.wiki_user.strip_prefixes[0]);
+        config_done(&c);
+        ASSERT_OK(load(email, &c, &err));
+        ASSERT_EQ_INT(c.wiki_user.from, WIKI_USER_FROM_EMAIL);
+        config_done(&c);
+        ASSERT_OK(load(strip, &c, &err));
+        ASSERT_EQ_STR(c.wiki_user.strip_suffixes[0], "@CORP.EXAMPLE");
+        ASSERT_EQ_STR(c.wiki_user.strip_suffixes[1], "@corp.test");
+        ASSERT_TRUE(!c.wiki_user.strip_suffixes[2]);
+        ASSERT_EQ_STR(c.wiki_user.strip_prefixes[0], "CORP\\");
+        config_done(&c);
+        expect_bad(
+                "WIKI_WEB_WIKI_USER_FROM=Email",
+                "WIKI_WEB_WIKI_USER_FROM: invalid value, expected name or email");
+        expect_bad("WIKI_WEB_WIKI_USER_FROM=sub", "WIKI_WEB_WIKI_USER_FROM");
+        expect_bad("WIKI_WEB_WIKI_USER_STRIP_SUFFIXES=CORP.EXAMPLE", "WIKI_WEB_WIKI_USER_STRIP_SUFFIXES");
+        expect_bad("WIKI_WEB_WIKI_USER_STRIP_SUFFIXES=@", "WIKI_WEB_WIKI_USER_STRIP_SUFFIXES");
+        expect_bad("WIKI_WEB_WIKI_USER_STRIP_SUFFIXES=@a b", "WIKI_WEB_WIKI_USER_STRIP_SUFFIXES");
+        expect_bad("WIKI_WEB_WIKI_USER_STRIP_PREFIXES=CORP", "WIKI_WEB_WIKI_USER_STRIP_PREFIXES");
+        expect_bad("WIKI_WEB_WIKI_USER_STRIP_PREFIXES=\\", "WIKI_WEB_WIKI_USER_STRIP_PREFIXES");
 }
 
 /* WIKI_WEB_WIKI_READ_AS (API.md "Whose permissions"): service by default

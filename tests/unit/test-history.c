@@ -1713,4 +1713,223 @@ TEST(report_parse_days) {
         ASSERT_EQ_STR(msg, "days must be an integer from 1 to 365");
 }
 
+/* ---- the store under faults ---- */
+
+TEST(refuse_empty_file) {
+        _cleanup_(rm_rf_freep) char *dir = make_subdir("empty-file");
+        _cleanup_free_ char *p = path_in(dir, "history.sqlite3");
+        struct stat st;
+        History *h = NULL;
+
+        /* An existing file of 0 bytes is no history: refused, left as it is. */
+        write_file(p, "", 0);
+        ASSERT_TRUE(history_open(dir, &h, NULL) < 0);
+        ASSERT_TRUE(h == NULL);
+        ASSERT_TRUE(stat(p, &st) == 0 && st.st_size == 0);
+
+        /* Once it is removed, a fresh install creates its database. */
+        ASSERT_TRUE(unlink(p) == 0);
+        h = open_store(dir, 0);
+        history_free(h);
+}
+
+static void begin(History *h, const char *id, const SessionKey *k) {
+        ASSERT_OK(history_begin(h, id, k, "question?", 1000 * USEC_PER_SEC));
+}
+
+static HistoryOutcome answer_outcome(const char *answer) {
+        return (HistoryOutcome){
+                .succeeded = true,
+                .answer = answer,
+                .sources_json = "[{\"title\":\"Main Page\"}]",
+                .model = "m",
+                .timings = { .total_ms = 1234 },
+                .finished_at = 1001 * USEC_PER_SEC,
+        };
+}
+
+/* SQLITE_FULL on the outcome's write: the outcome is kept in memory, the
+ * record reads as it will be stored, new records are refused, and the
+ * retry lands it. */
+TEST(full_outcome_kept_and_landed) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("full-outcome");
+        const SessionKey k = key(1);
+        HistoryOutcome o = answer_outcome("the answer");
+        HistoryStorage st;
+        const char *cause = NULL;
+
+        begin(f.h, qid(1), &k);
+        history_set_test_write_fault(f.h, SQLITE_FULL, 1, 1);
+        ASSERT_EQ_INT(history_finish_nosync(f.h, qid(1), &o), 1);
+
+        /* Shown as it will be stored; not running. */
+        assert_status(f.h, qid(1), &k, "succeeded");
+        {
+                _cleanup_(json_object_putp) json_object *r = get_record(f.h, qid(1), &k);
+
+                ASSERT_EQ_STR(get_str(r, "answer"), "the answer");
+        }
+        ASSERT_EQ_INT(history_is_running(f.h, qid(1), &k), 0);
+
+        history_get_storage(f.h, 0, &st);
+        ASSERT_EQ_INT(st.state, HISTORY_STORAGE_DEGRADED);
+        ASSERT_EQ_INT(st.fault, -ENOSPC);
+        ASSERT_EQ_INT(st.n_pending, 1);
+        ASSERT_EQ_INT(st.writes_failed, 1);
+        ASSERT_TRUE(strstr(st.cause, "no space left on the state directory"));
+        ASSERT_TRUE(strstr(st.cause, "1 answer waits to be stored"));
+        ASSERT_EQ_INT(history_check_writable(f.h, &cause), -ENOSPC);
+        ASSERT_TRUE(strstr(cause, "no space left"));
+        ASSERT_TRUE(history_needs_retry(f.h));
+
+        /* Space again: it lands, durably, and writes are taken again. */
+        ASSERT_EQ_INT(history_retry(f.h), 0);
+        ASSERT_TRUE(!history_needs_retry(f.h));
+        ASSERT_EQ_INT(history_check_writable(f.h, NULL), 0);
+        history_get_storage(f.h, 0, &st);
+        ASSERT_EQ_INT(st.state, HISTORY_STORAGE_OK);
+        ASSERT_TRUE(st.cause == NULL);
+        ASSERT_EQ_INT(st.refused, 1);
+        f.h = history_free(f.h);
+        ASSERT_EQ_INT(
+                sql_int(f.dir,
+                        "SELECT count(*) FROM queries WHERE status = 'succeeded' AND answer = 'the answer'"),
+                1);
+        f.h = open_store(f.dir, 0);
+}
+
+/* SQLITE_IOERR on the n-th write: the new record is refused, the fault
+ * is an I/O error, and with nothing waiting a probe write ends it. */
+TEST(ioerr_on_nth_write) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("ioerr");
+        const SessionKey k = key(1);
+        const char *cause = NULL;
+
+        history_set_test_write_fault(f.h, SQLITE_IOERR, 2, 1);
+        begin(f.h, qid(1), &k);
+        ASSERT_EQ_INT(history_begin(f.h, qid(2), &k, "q", 1000 * USEC_PER_SEC), -EIO);
+        ASSERT_EQ_INT(history_check_writable(f.h, &cause), -EIO);
+        ASSERT_TRUE(strstr(cause, "I/O error"));
+        ASSERT_EQ_INT(history_retry(f.h), 0);
+        ASSERT_EQ_INT(history_check_writable(f.h, NULL), 0);
+        begin(f.h, qid(2), &k);
+}
+
+/* The fault lasts past the stop: the record is lost to the stop, and the
+ * next start marks it failed with a reason that is true. A fault that is
+ * over by the stop: the outcome lands at the stop. */
+TEST(pending_at_stop) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("pending-stop");
+        const SessionKey k = key(1);
+        HistoryOutcome o = answer_outcome("lost to the disk");
+        _cleanup_(json_object_putp) json_object *r = NULL;
+
+        begin(f.h, qid(1), &k);
+        history_set_test_write_fault(f.h, SQLITE_FULL, 1, 100);
+        ASSERT_EQ_INT(history_finish(f.h, qid(1), &o), 1);
+        f.h = history_free(f.h);
+        f.h = open_store(f.dir, 1);
+        r = get_record(f.h, qid(1), &k);
+        ASSERT_EQ_STR(get_str(r, "status"), "failed");
+        ASSERT_EQ_STR(
+                get_str(get_key(r, "error"), "message"),
+                "The service stopped before the query's outcome was stored");
+
+        begin(f.h, qid(2), &k);
+        history_set_test_write_fault(f.h, SQLITE_FULL, 1, 1);
+        o.answer = "landed at the stop";
+        ASSERT_EQ_INT(history_finish(f.h, qid(2), &o), 1);
+        f.h = history_free(f.h);
+        f.h = open_store(f.dir, 0);
+        assert_status(f.h, qid(2), &k, "succeeded");
+}
+
+/* Deleting a record whose outcome waits lands it first, then deletes. */
+TEST(delete_pending) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("delete-pending");
+        const SessionKey k = key(1);
+        HistoryOutcome o = answer_outcome("a");
+
+        begin(f.h, qid(1), &k);
+        history_set_test_write_fault(f.h, SQLITE_FULL, 1, 2);
+        ASSERT_EQ_INT(history_finish(f.h, qid(1), &o), 1);
+        /* Still full: the delete cannot land it. */
+        ASSERT_EQ_INT(history_delete(f.h, qid(1), &k), -EIO);
+        ASSERT_OK(history_delete(f.h, qid(1), &k));
+        ASSERT_EQ_INT(history_get_record(f.h, qid(1), &k, &(HistoryRecord *){ NULL }), -ENOENT);
+        ASSERT_EQ_INT(history_retry(f.h), 0);
+}
+
+/* The bound of the outcomes waiting: past it, new records are refused. */
+TEST(pending_bound) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("pending-bound");
+        const SessionKey k = key(1);
+        HistoryOutcome o = answer_outcome("a");
+
+        for (unsigned i = 1; i <= HISTORY_PENDING_MAX; i++)
+                begin(f.h, qid(i), &k);
+        history_set_test_write_fault(f.h, SQLITE_FULL, 1, HISTORY_PENDING_MAX);
+        for (unsigned i = 1; i <= HISTORY_PENDING_MAX; i++)
+                ASSERT_EQ_INT(history_finish_nosync(f.h, qid(i), &o), 1);
+        ASSERT_EQ_INT(history_retry(f.h), 0);
+        for (unsigned i = 1; i <= HISTORY_PENDING_MAX; i++)
+                assert_status(f.h, qid(i), &k, "succeeded");
+}
+
+/* A damaged page of an index: the start goes on, quick_check finds it,
+ * and the store is "failed" and refuses writes, naming the recovery. */
+TEST(damaged_index_page) {
+        _cleanup_(rm_rf_freep) char *dir = make_subdir("damaged-index");
+        _cleanup_free_ char *p = path_in(dir, "history.sqlite3"), *problem = NULL;
+        const SessionKey k = key(1);
+        long long page, page_size;
+        char junk[512];
+        HistoryStorage st;
+        History *h;
+        int fd;
+
+        h = open_store(dir, 0);
+        for (unsigned i = 1; i <= 50; i++) {
+                begin(h, qid(i), &k);
+                finish_ok(h, qid(i), 1001 * USEC_PER_SEC);
+        }
+        history_free(h);
+        sql_exec(dir, "PRAGMA wal_checkpoint(TRUNCATE)");
+        page = sql_int(dir, "SELECT rootpage FROM sqlite_master WHERE name = 'queries_by_session'");
+        page_size = sql_int(dir, "PRAGMA page_size");
+
+        ASSERT_OK(history_quick_check_path(p, &problem));
+        ASSERT_TRUE(problem == NULL);
+
+        memset(junk, 0x5a, sizeof junk);
+        fd = open(p, O_WRONLY | O_CLOEXEC);
+        ASSERT_TRUE(fd >= 0);
+        ASSERT_TRUE(pwrite(fd, junk, sizeof junk, (off_t) ((page - 1) * page_size)) == (ssize_t) sizeof junk);
+        ASSERT_TRUE(close(fd) == 0);
+
+        h = open_store(dir, 0);
+        ASSERT_OK(history_quick_check_path(p, &problem));
+        ASSERT_TRUE(problem != NULL);
+        history_set_damaged(h, problem);
+        history_get_storage(h, 0, &st);
+        ASSERT_EQ_INT(st.state, HISTORY_STORAGE_FAILED);
+        ASSERT_TRUE(st.damaged);
+        ASSERT_TRUE(strstr(st.cause, "history.sqlite3 is damaged"));
+        ASSERT_TRUE(strstr(st.cause, "When the database is damaged"));
+        ASSERT_EQ_INT(history_check_writable(h, NULL), -EUCLEAN);
+        ASSERT_TRUE(!history_needs_retry(h));
+        history_free(h);
+}
+
+/* Another application's SQLite file with a schema version of ours. */
+TEST(refuse_foreign_with_version) {
+        _cleanup_(rm_rf_freep) char *dir = make_subdir("foreign-version");
+        History *h = NULL;
+
+        sql_exec(dir, "CREATE TABLE notes (id INTEGER PRIMARY KEY, text TEXT); PRAGMA user_version = 3;");
+        ASSERT_EQ_INT(history_open(dir, &h, NULL), -ENOTSUP);
+        ASSERT_TRUE(h == NULL);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 3);
+}
+
 DEFINE_TEST_MAIN()

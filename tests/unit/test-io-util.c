@@ -23,7 +23,8 @@ static ssize_t trickle_read(void *buf, size_t n, void *userdata) {
                 errno = EINTR;
                 return -1;
         }
-        n = MIN(MIN(n, t->left), (size_t) 3);
+        n = MIN(n, t->left);
+        n = MIN(n, (size_t) 3);
         memcpy(buf, t->data, n);
         t->data += n;
         t->left -= n;

@@ -476,7 +476,8 @@ static int fake_on_conn(sd_event_source *s, int fd, uint32_t revents, void *user
                 size_t at = 0;
 
                 ASSERT_TRUE(b);
-                at += (size_t) snprintf(b + at, len - at, "{\"wikiwebreadcheck\":{\"pages\":[");
+                at += (size_t) snprintf(
+                        b + at, len - at, "{\"wikiwebreadcheck\":{\"user\":\"\",\"anonymous\":true,\"pages\":[");
                 for (size_t i = 0; i < m; i++) {
                         const char *end = strstr(t, "%7C"), *stop = t + strcspn(t, "& ");
                         bool payroll;

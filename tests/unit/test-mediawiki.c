@@ -96,6 +96,45 @@ TEST(page) {
         }
 }
 
+/* Titles that are no page of this wiki, as MediaWiki 1.39 answers them:
+ * each is "missing", with the title the wiki gave. */
+TEST(page_not_of_this_wiki) {
+        static const struct {
+                const char *file, *title;
+        } cases[] = {
+                { "page-interwiki.json", "wikipedia:Payroll 2026" },
+                { "page-special.json", "Special:AllPages" },
+                { "page-special-export.json", "Special:Export/Apple" },
+                { "page-media.json", "Media:Foo.png" },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                size_t size;
+                _cleanup_free_ char *b = load(cases[i].file, &size);
+                WikiPage p = { 0 };
+
+                ASSERT_OK(mediawiki_parse_page(b, size, &p, NULL));
+                ASSERT_TRUE(p.missing);
+                ASSERT_EQ_STR(p.title, cases[i].title);
+                ASSERT_TRUE(!p.content && !p.url && p.revision_id == 0);
+                wiki_page_done(&p);
+        }
+        /* In a revisions reply a special page is missing too. */
+        {
+                static const char b[] =
+                        "{\"query\":{\"pages\":[{\"ns\":-1,\"title\":\"Special:AllPages\",\"special\":true},"
+                        "{\"ns\":0,\"title\":\"A\",\"lastrevid\":7}]}}";
+                MediaWikiRevision *revs = NULL;
+                size_t n;
+
+                ASSERT_OK(mediawiki_parse_revisions(b, sizeof b - 1, &revs, &n, NULL));
+                ASSERT_EQ_INT(n, 2);
+                ASSERT_TRUE(revs[0].missing && !revs[1].missing);
+                ASSERT_EQ_INT(revs[1].revision_id, 7);
+                mediawiki_revisions_free(revs, n);
+        }
+}
+
 TEST(errors) {
         static const struct {
                 const char *file, *code;
@@ -236,6 +275,19 @@ TEST(hostile) {
                 { S("{'query':1}") },
                 { S("{\"query\":{\"pages\":[{\"title\":\"A\",\"missing\":true,}]}}") },
                 { S("{\"query\":{\"pages\":[{\"title\":\"A\",\"missing\":tru}]}}") },
+                /* Shapes near those of a title that is no page here. */
+                { S("{\"query\":{\"interwiki\":[]}}") },
+                { S("{\"query\":{\"interwiki\":[{\"title\":\"\"}]}}") },
+                { S("{\"query\":{\"interwiki\":[{\"iw\":\"w\"}]}}") },
+                { S("{\"query\":{\"interwiki\":[{\"title\":\"w:A\"},{\"title\":\"w:B\"}]}}") },
+                { S("{\"query\":{\"interwiki\":{\"title\":\"w:A\"}}}") },
+                { S("{\"query\":{\"interwiki\":[{\"title\":7}]}}") },
+                { S("{\"query\":{\"pages\":[{\"title\":\"Special:A\",\"special\":\"yes\"}]}}") },
+                { S("{\"query\":{\"pages\":[{\"title\":\"Special:A\",\"special\":false}]}}") },
+                { S("{\"query\":{\"pages\":[{\"title\":\"Special:A\",\"ns\":\"-1\"}]}}") },
+                { S("{\"query\":{\"pages\":[{\"title\":\"A\",\"ns\":0}]}}") },
+                { S("{\"query\":{\"pages\":[{\"ns\":-1,\"special\":true}]}}") },
+                { S("{\"query\":{\"pages\":[{\"title\":\"\",\"special\":true}]}}") },
         };
 
         for (size_t i = 0; i < ELEMENTSOF(bad_pages); i++) {
@@ -390,21 +442,22 @@ TEST(readcheck) {
         size_t size;
         char *x = NULL;
 
-        ASSERT_OK(mediawiki_build_readcheck("Alice Ä", titles, 2, true, &q));
+        ASSERT_OK(mediawiki_build_readcheck("Alice Ä", NULL, titles, 2, true, &q));
         ASSERT_EQ_STR(
                 q,
                 "action=wikiwebreadcheck&user=Alice%20%C3%84&titles=Apple%7CPayroll%3ASalaries&format=json"
                 "&formatversion=2&errorformat=bc&maxlag=5&assert=user");
         /* Anonymous: no user parameter at all. */
-        ASSERT_OK(mediawiki_build_readcheck(NULL, titles, 1, false, &anon));
+        ASSERT_OK(mediawiki_build_readcheck(NULL, NULL, titles, 1, false, &anon));
         ASSERT_EQ_STR(
                 anon,
                 "action=wikiwebreadcheck&titles=Apple&format=json&formatversion=2&errorformat=bc&maxlag=5");
-        ASSERT_EQ_INT(mediawiki_build_readcheck("A|B", titles, 1, false, &x), -EINVAL);
-        ASSERT_EQ_INT(mediawiki_build_readcheck("A\nB", titles, 1, false, &x), -EINVAL);
-        ASSERT_EQ_INT(mediawiki_build_readcheck(NULL, titles, 0, false, &x), -EINVAL);
-        ASSERT_EQ_INT(mediawiki_build_readcheck(NULL, (const char *[]){ "A|B" }, 1, false, &x), -EINVAL);
-        ASSERT_EQ_INT(mediawiki_build_readcheck(NULL, titles, MEDIAWIKI_TITLES_MAX + 1, false, &x), -EINVAL);
+        ASSERT_EQ_INT(mediawiki_build_readcheck("A|B", NULL, titles, 1, false, &x), -EINVAL);
+        ASSERT_EQ_INT(mediawiki_build_readcheck("A\nB", NULL, titles, 1, false, &x), -EINVAL);
+        ASSERT_EQ_INT(mediawiki_build_readcheck(NULL, NULL, titles, 0, false, &x), -EINVAL);
+        ASSERT_EQ_INT(mediawiki_build_readcheck(NULL, NULL, (const char *[]){ "A|B" }, 1, false, &x), -EINVAL);
+        ASSERT_EQ_INT(
+                mediawiki_build_readcheck(NULL, NULL, titles, MEDIAWIKI_TITLES_MAX + 1, false, &x), -EINVAL);
         ASSERT_TRUE(!x);
 
         body = load("readcheck.json", &size);
@@ -438,6 +491,113 @@ TEST(readcheck) {
                 ASSERT_EQ_STR(e.code, "permissiondenied");
                 mediawiki_error_done(&e);
         }
+}
+
+/* The read check by e-mail address: its request, and whose permissions a
+ * reply says it used (API.md "Whose name"). */
+TEST(readcheck_reader) {
+        const char *titles[] = { "Apple" };
+        _cleanup_free_ char *q = NULL, *body = NULL;
+        MediaWikiReader reader = { 0 };
+        char *x = NULL;
+        size_t size;
+
+        ASSERT_OK(mediawiki_build_readcheck(NULL, "jdoe@Corp.Example", titles, 1, false, &q));
+        ASSERT_EQ_STR(
+                q,
+                "action=wikiwebreadcheck&email=jdoe%40Corp.Example&titles=Apple&format=json&formatversion=2"
+                "&errorformat=bc&maxlag=5");
+        ASSERT_EQ_INT(mediawiki_build_readcheck("Bob", "b@c", titles, 1, false, &x), -EINVAL);
+        ASSERT_EQ_INT(mediawiki_build_readcheck(NULL, "a|b@c", titles, 1, false, &x), -EINVAL);
+        ASSERT_TRUE(!x);
+
+        /* By name (captured from the fixture wiki). */
+        body = load("readcheck.json", &size);
+        ASSERT_OK(mediawiki_parse_reader(body, size, false, &reader, NULL));
+        ASSERT_EQ_STR(reader.user, "Alice");
+        mediawiki_reader_done(&reader);
+        /* Asked by address, answered without: an extension that ignored it. */
+        ASSERT_EQ_INT(mediawiki_parse_reader(body, size, true, &reader, NULL), -EBADMSG);
+
+        {
+                static const struct {
+                        const char *body;
+                        bool by_email;
+                        int r;
+                        const char *user;
+                        MediaWikiAccounts accounts;
+                } cases[] = {
+                        { "{\"wikiwebreadcheck\":{\"user\":\"Bob\",\"anonymous\":false,\"email\":\"one\",\"pages\":[]}}",
+                          true,
+                          0,
+                          "Bob",
+                          MEDIAWIKI_ACCOUNTS_ONE },
+                        { "{\"wikiwebreadcheck\":{\"user\":\"\",\"anonymous\":true,\"email\":\"none\"}}",
+                          true,
+                          0,
+                          NULL,
+                          MEDIAWIKI_ACCOUNTS_NONE },
+                        { "{\"wikiwebreadcheck\":{\"user\":\"\",\"anonymous\":true,\"email\":\"several\"}}",
+                          true,
+                          0,
+                          NULL,
+                          MEDIAWIKI_ACCOUNTS_SEVERAL },
+                        { "{\"wikiwebreadcheck\":{\"user\":\"\",\"anonymous\":true}}",
+                          false,
+                          0,
+                          NULL,
+                          _MEDIAWIKI_ACCOUNTS_INVALID },
+                        /* Hostile or inconsistent: nothing is believed. */
+                        { "{\"wikiwebreadcheck\":{\"user\":\"Bob\",\"anonymous\":false,\"email\":\"several\"}}",
+                          true,
+                          -EBADMSG },
+                        { "{\"wikiwebreadcheck\":{\"user\":\"\",\"anonymous\":true,\"email\":\"one\"}}",
+                          true,
+                          -EBADMSG },
+                        { "{\"wikiwebreadcheck\":{\"user\":\"Bob\",\"anonymous\":true,\"email\":\"none\"}}",
+                          true,
+                          -EBADMSG },
+                        { "{\"wikiwebreadcheck\":{\"user\":\"\",\"anonymous\":false}}", false, -EBADMSG },
+                        { "{\"wikiwebreadcheck\":{\"user\":\"A|B\",\"anonymous\":false}}", false, -EBADMSG },
+                        { "{\"wikiwebreadcheck\":{\"user\":\"A\\nB\",\"anonymous\":false}}", false, -EBADMSG },
+                        { "{\"wikiwebreadcheck\":{\"user\":\"Bob\",\"anonymous\":false,\"email\":\"one\"}}",
+                          false,
+                          -EBADMSG },
+                        { "{\"wikiwebreadcheck\":{\"user\":\"\",\"anonymous\":true,\"email\":\"None\"}}",
+                          true,
+                          -EBADMSG },
+                        { "{\"wikiwebreadcheck\":{\"user\":\"\",\"anonymous\":true,\"email\":2}}",
+                          true,
+                          -EBADMSG },
+                        { "{\"wikiwebreadcheck\":{\"user\":\"\",\"anonymous\":\"true\",\"email\":\"none\"}}",
+                          true,
+                          -EBADMSG },
+                        { "{\"wikiwebreadcheck\":{\"user\":null,\"anonymous\":true,\"email\":\"none\"}}",
+                          true,
+                          -EBADMSG },
+                        { "{\"wikiwebreadcheck\":{\"anonymous\":true,\"email\":\"none\"}}", true, -EBADMSG },
+                        { "{\"error\":{\"code\":\"badvalue\",\"info\":\"no\"}}", true, -EREMOTEIO },
+                };
+
+                for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                        MediaWikiError e = { 0 };
+
+                        ASSERT_EQ_INT(
+                                mediawiki_parse_reader(
+                                        cases[i].body, strlen(cases[i].body), cases[i].by_email, &reader, &e),
+                                cases[i].r);
+                        if (cases[i].r == 0) {
+                                if (cases[i].user)
+                                        ASSERT_EQ_STR(reader.user, cases[i].user);
+                                else
+                                        ASSERT_TRUE(!reader.user);
+                                ASSERT_EQ_INT(reader.accounts, cases[i].accounts);
+                        }
+                        mediawiki_reader_done(&reader);
+                        mediawiki_error_done(&e);
+                }
+        }
+        ASSERT_EQ_STR(mediawiki_accounts_to_string(MEDIAWIKI_ACCOUNTS_SEVERAL), "several");
 }
 
 /* A staleness check's prop=info (captured from the fixture wiki), its

@@ -61,7 +61,7 @@ static const char expected_running[] =
 static const char expected_recovered[] =
         "{\"id\":\"qr_00000000000000000000000000000003\",\"status\":\"failed\",\"question\":\"sti"
         "ll running\",\"answer\":null,\"sources\":[],\"citations\":[],\"artifacts\":[],\"error\":"
-        "{\"code\":\"execution_failed\",\"message\":\"The service stopped while the query ran\"},"
+        "{\"code\":\"execution_failed\",\"message\":\"The service stopped before the query's outcome was stored\"},"
         "\"timings_ms\":{\"queue\":0,\"wiki\":0,\"model\":0,\"sandbox\":0,\"cleanup\":0,\"total\""
         ":58000},\"usage\":{\"model\":\"\",\"prompt_tokens\":0,\"completion_tokens\":0},\"sandbox"
         "\":null,\"created_at\":\"2025-11-22T10:00:02.123Z\",\"finished_at\":\"2025-11-22T10:01:0"
@@ -76,7 +76,7 @@ static const char expected_page1[] =
         "Z\",\"finished_at\":null,\"feedback\":null,\"follow_up\":null,\"conversation\":\"qr_00000000000000000000000000000004\",\"notes\":[]},{\"id\":\"qr_00000000000000000000000000000003\",\"status\":\"f"
         "ailed\",\"question\":\"still running\",\"answer\":null,\"sources\":[],\"citations\":[],\""
         "artifacts\":[],\"error\":{\"code\":\"execution_failed\",\"message\":\"The service stoppe"
-        "d while the query ran\"},\"timings_ms\":{\"queue\":0,\"wiki\":0,\"model\":0,\"sandbox\":"
+        "d before the query's outcome was stored\"},\"timings_ms\":{\"queue\":0,\"wiki\":0,\"model\":0,\"sandbox\":"
         "0,\"cleanup\":0,\"total\":58000},\"usage\":{\"model\":\"\",\"prompt_tokens\":0,\"complet"
         "ion_tokens\":0},\"sandbox\":null,\"created_at\":\"2025-11-22T10:00:02.123Z\",\"finished_"
         "at\":\"2025-11-22T10:01:00.123Z\",\"feedback\":null,\"follow_up\":null,\"conversation\":\"qr_00000000000000000000000000000003\",\"notes\":[]}],\"next_cursor\":\"3\"}";

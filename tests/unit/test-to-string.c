@@ -55,6 +55,8 @@ static const struct {
           "Request line and header fields exceed the maximum allowed size" },
         /* Extension: one event stream too many (API.md 11). */
         { API_ERROR_RATE_LIMITED, "rate_limited", 429, "Too many open event streams" },
+        /* Extension: the history cannot take a new record (API.md 2). */
+        { API_ERROR_STORAGE_UNAVAILABLE, "storage_unavailable", 503, "The history cannot take a new record" },
 };
 
 TEST(api_error_table) {
