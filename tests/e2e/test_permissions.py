@@ -496,6 +496,17 @@ class Permissions(PipelineBase):
         self.assertClean(llm)
         self.assertIn('2 earlier turns', fourth['notes'][0])
         self.assertEqual(b.get(API + '/history/' + fourth['id'], headers=bob).json['notes'], fourth['notes'])
+        # A check that cannot be made refuses the follow-up before admission.
+        self.addCleanup(w.set_switch, 'readcheck-revoked', False)
+        w.set_switch('readcheck-revoked', True)
+        llm.set_script([{'answer': 'never'}])
+        n = len(b.get(API + '/history', headers=bob).json['items'])
+        r = b.post(API + '/query', {'question': 'Again?', 'follow_up': first['id']}, headers=bob, timeout=60)
+        self.assertStatus(r, 403)
+        self.assertError(r, 'wiki_auth_failed')
+        self.assertIn('WIKI_WEB_WIKI_READ_AS', r.json['error']['message'])
+        self.assertEqual(llm.chat_requests(), [])
+        self.assertEqual(len(b.get(API + '/history', headers=bob).json['items']), n)
 
     def test_unanswered_report(self):
         """The unanswered report (API.md 9.2) shows an editor only the
