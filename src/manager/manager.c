@@ -854,8 +854,11 @@ static void manager_query_end(ManagerQuery *q, int error, const QueryOutcome *o)
         q->duration = t - MIN(t, q->since);
 
         if (q->state == MANAGER_QUERY_STATE_CLAIMED) {
-                manager_query_give_up_slot(m, q, t);
+                /* Out of the list first: the admission's events that
+                 * giving up the slot causes are announced, and no face has
+                 * heard of this query. */
                 manager_remove_query(m, q);
+                manager_query_give_up_slot(m, q, t);
                 manager_query_free(q);
                 return;
         }

@@ -267,6 +267,54 @@ TEST(query_life) {
         fixture_stop(&f);
 }
 
+/* A query's waiters: each answered once, when its record is durable,
+ * after every subscriber has heard MANAGER_QUERY_DURABLE, in the order
+ * they subscribed to it; the query is FINISHED then (its cleanup needed
+ * nothing) and freed after. */
+typedef struct Waiting {
+        ManagerQueryWaiter waiter;
+        Log *log;
+        unsigned *order; /* the next number to take */
+        unsigned took;   /* 0: not answered */
+        bool saw_durable;
+        ManagerQueryState state;
+        ApiError api_error;
+} Waiting;
+
+static void on_query_done(ManagerQuery *q, const ManagerOutcome *o, void *userdata) {
+        Waiting *w = userdata;
+
+        ASSERT_TRUE(w->took == 0);
+        w->took = ++*w->order;
+        w->saw_durable = w->log->n > 0 && w->log->seen[w->log->n - 1].type == MANAGER_QUERY_DURABLE &&
+                streq(w->log->seen[w->log->n - 1].id, manager_query_id(q));
+        w->state = manager_query_state(q);
+        w->api_error = o->api_error;
+}
+
+TEST(query_waiters) {
+        Fixture f;
+        SessionKey a = session(1);
+        ManagerQuery *q = NULL;
+        unsigned order = 0;
+        Waiting first = { .log = &f.log, .order = &order }, second = { .log = &f.log, .order = &order };
+
+        fixture_start(&f);
+        ASSERT_OK(start(&f, &a, "Who waits?", &q));
+        ASSERT_EQ_INT(manager_query_state(q), MANAGER_QUERY_STATE_EXECUTING);
+        manager_query_wait(q, &first.waiter, on_query_done, &first);
+        manager_query_wait(q, &second.waiter, on_query_done, &second);
+
+        run_until(&f, 3);
+        ASSERT_EQ_INT(first.took, 1);
+        ASSERT_EQ_INT(second.took, 2);
+        ASSERT_TRUE(first.saw_durable && second.saw_durable);
+        ASSERT_EQ_INT(first.state, MANAGER_QUERY_STATE_FINISHED);
+        ASSERT_EQ_INT(second.api_error, API_ERROR_EXECUTION_FAILED);
+        ASSERT_EQ_INT(manager_n_queries(f.manager), 0);
+        fixture_stop(&f);
+}
+
 /* An administrator's cancel while the query runs (before the loop has
  * let the executor report): execution_failed with the reason as its
  * message instead of the executor's own, announced once; a second cancel
