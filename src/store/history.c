@@ -2,7 +2,7 @@
 #include <assert.h>
 /* json-c here only checks the sources a caller hands to history_finish()
  * (is_json_array()) and reads the given titles the store wrote itself;
- * rendering records is src/http/render.c's. */
+ * rendering records is src/api/render.c's. */
 #include <json-c/json.h>
 #include <limits.h>
 #include <fcntl.h>
@@ -18,7 +18,7 @@
 #include "shared/parse-util.h"
 #include "shared/random-util.h"
 #include "shared/strv.h"
-#include "shared/wording.h"
+#include "store/wording.h"
 #include "store/history-internal.h"
 #include "store/history.h"
 #include "store/sync-worker.h"
@@ -89,7 +89,7 @@ static const char schema_step_7[] = "ALTER TABLE queries ADD COLUMN notes TEXT N
 /* Version 5: what the unanswered report needs (API.md 9.1, 9.2). Each
  * record, when it finishes, keeps the searches the model made (a JSON
  * array of {"query", "results"}), the key of its question's wording
- * (shared/wording.h) and its signals (HISTORY_SIGNAL_*), so that the
+ * (store/wording.h) and its signals (HISTORY_SIGNAL_*), so that the
  * report reads one covering index instead of the records' JSON. Records
  * finished before keep no key and no signals: they are not in the
  * report. The asker's feedback is a table of its own, one row per record,

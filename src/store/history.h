@@ -131,7 +131,7 @@ typedef struct HistoryArtifactInfo {
         char *sha256;
 } HistoryArtifactInfo;
 
-/* The query record of API.md 9, as stored: src/http/render.c turns it into
+/* The query record of API.md 9, as stored: src/api/render.c turns it into
  * the JSON of the contract. Every string is owned by the record; a NULL
  * string is a JSON null (answer while running or after a failure,
  * error_code when there is no error). */

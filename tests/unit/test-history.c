@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "http/render.h"
+#include "api/render.h"
 #include "shared/json-util.h"
 #include "shared/macro.h"
 #include "shared/sha256.h"
@@ -20,7 +20,7 @@
  * session isolation, paging, the strict argument parser, deletion, crash
  * recovery, artifacts (written directly with SQL, as the sandbox stage
  * will), and refusing files that are not ours. The store returns structs;
- * the checks read them as the API renders them (src/http/render.c). */
+ * the checks read them as the API renders them (src/api/render.c). */
 
 /* 2025-11-22T10:00:00.123456Z: sub-millisecond digits that must be cut. */
 #define T0 ((usec_t) 1763805600123456ULL)

@@ -2,13 +2,13 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
-#include "http/render.h"
+#include "api/render.h"
 #include "shared/json-util.h"
 #include "shared/macro.h"
 #include "store/history.h"
 #include "tests.h"
 
-/* The JSON of API.md 9 (src/http/render.c) from records the store returns,
+/* The JSON of API.md 9 (src/api/render.c) from records the store returns,
  * byte for byte on this data set, field order and escaping included. */
 
 #define T0 ((usec_t) 1763805600123456ULL)

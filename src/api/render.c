@@ -6,7 +6,7 @@
 #include <stdarg.h>
 #include <string.h>
 
-#include "http/render.h"
+#include "api/render.h"
 #include "shared/json-util.h"
 #include "shared/macro.h"
 #include "shared/source.h"

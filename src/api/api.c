@@ -5,15 +5,15 @@
 #include <math.h>
 
 #include "config-version.h"
-#include "http/api.h"
-#include "http/export.h"
-#include "http/query-stream.h"
-#include "http/sources-check.h"
-#include "http/queue-stream.h"
+#include "api/api.h"
+#include "api/export.h"
+#include "api/query-stream.h"
+#include "api/sources-check.h"
+#include "api/queue-stream.h"
 #include "http/stream.h"
 #include "manager/manager-ops.h"
-#include "http/render.h"
-#include "http/request.h"
+#include "api/render.h"
+#include "api/request.h"
 #include "metrics/metrics.h"
 #include "shared/json-util.h"
 #include "shared/log.h"
@@ -550,7 +550,7 @@ static HttpHandlerResult api_handle_history_events(Api *api, HttpRequest *req, c
 }
 
 /* GET /history/{id}/sources (API.md 9): the caller's record's sources with
- * the wiki's current revisions (http/sources-check.h). */
+ * the wiki's current revisions (api/sources-check.h). */
 static HttpHandlerResult api_handle_history_sources(Api *api, HttpRequest *req, const char *id) {
         _cleanup_(history_record_freep) HistoryRecord *record = NULL;
 
