@@ -21,8 +21,10 @@ the scripted model receives is searched for the restricted pages' text.
 
 All traffic goes to loopback addresses only."""
 
+import hashlib
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -429,10 +431,20 @@ class Permissions(PipelineBase):
             return r.json['id']
 
         second = follow(first['id'])
+        # A file of the follow-up (its run_python would write it from the
+        # conversation), put into the store as the sandbox would.
+        data = b'salary\n98765\n'
+        aid = 'af_' + 'c' * 32
+        db = sqlite3.connect(os.path.join(d.state_directory, 'history.sqlite3'))
+        with db:
+            db.execute('INSERT INTO artifacts (id, query_id, name, media_type, size_bytes, sha256, data)'
+                       ' VALUES (?, ?, ?, ?, ?, ?, ?)',
+                       (aid, second, 'salary.csv', 'text/csv', len(data), hashlib.sha256(data).hexdigest(), data))
+        db.close()
         alice = d.browser()
 
         def shown_to_alice(token):
-            for path in ('', '/export'):
+            for path in ('', '/export', '/artifacts/' + aid):
                 r = alice.get(f'{API}/shared/{token}{path}', headers={USER: 'Alice'})
                 self.assertStatus(r, 404)
                 self.assertError(r, 'not_found')
@@ -444,8 +456,11 @@ class Permissions(PipelineBase):
         shown_to_alice(token)
         token2 = b.post(f'{API}/history/{second}/share', headers=bob).json['token']
         shown_to_alice(token2)
-        # Bob, who may read it, still sees the turn.
+        # Bob, who may read it, still sees the turn and its file.
         self.assertStatus(b.get(f'{API}/shared/{token2}', headers=bob), 200)
+        r = b.get(f'{API}/shared/{token2}/artifacts/{aid}', headers=bob)
+        self.assertStatus(r, 200)
+        self.assertEqual(r.body, data)
 
         # A chain longer than the turns read back (100).
         last = second
