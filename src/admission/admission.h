@@ -252,8 +252,9 @@ bool admission_is_running(const Admission *a, const char *query_id);
 void admission_get_slot_counts(const Admission *a, AdmissionSlotCounts *ret);
 
 /* Calls f for each running query, oldest claim first: its id (borrowed,
- * valid during the call), its slot, its monotonic claim time. */
-typedef void (*AdmissionRunningVisitor)(const char *query_id, unsigned slot, usec_t since, void *userdata);
+ * valid during the call) and its slot. The claim times are the Manager's
+ * (ManagerQuery.since): the admission keeps no clock of a query. */
+typedef void (*AdmissionRunningVisitor)(const char *query_id, unsigned slot, void *userdata);
 void admission_foreach_running(const Admission *a, AdmissionRunningVisitor f, void *userdata);
 void admission_get_counters(const Admission *a, AdmissionCounters *ret);
 

@@ -84,6 +84,21 @@ static void record(const AdmissionEvent *ev, void *userdata) {
                 ASSERT_EQ_INT(ev->state, admission_get_state(rec->a));
 }
 
+/* The claim times, as the Manager keeps them (ManagerQuery.since): the
+ * admission keeps none. claim() records them, newest last. */
+static struct {
+        char id[QUERY_ID_MAX];
+        usec_t since;
+} claimed[256];
+static size_t n_claimed;
+
+static usec_t claim_time(const char *query_id) {
+        for (size_t i = n_claimed; i-- > 0;)
+                if (streq(claimed[i].id, query_id))
+                        return claimed[i].since;
+        return USEC_INFINITY;
+}
+
 /* The Manager's average (wait-estimate.h) of the durations finish()
  * measures: a new machine starts it afresh. */
 static WaitAverage average;
@@ -92,6 +107,7 @@ static Admission *new_admission(const AdmissionSettings *s, Recorder *rec) {
         Admission *a = NULL;
 
         average = (WaitAverage){ .known = false };
+        n_claimed = 0;
 
         ASSERT_OK(admission_new(s, &a));
         ASSERT_TRUE(a);
@@ -119,17 +135,16 @@ static void expect_state(Recorder *rec, size_t i, AdmissionState s) {
         ASSERT_EQ_INT(rec->events[i].state, s);
 }
 
-/* The running queries' claim times, oldest first, as the Manager keeps
- * them (ManagerQuery.since). */
+/* The running queries' claim times, oldest first. */
 typedef struct Claims {
         usec_t since[ADMISSION_SLOTS_MAX];
         size_t n;
 } Claims;
 
-static void collect_since(const char *query_id, unsigned slot, usec_t since, void *userdata) {
+static void collect_since(const char *query_id, unsigned slot, void *userdata) {
         Claims *c = userdata;
 
-        c->since[c->n++] = since;
+        c->since[c->n++] = claim_time(query_id);
 }
 
 /* A status as the Manager shows it: the admission's, with the estimate
@@ -167,14 +182,14 @@ typedef struct Oldest {
         bool found;
 } Oldest;
 
-static void oldest_one(const char *query_id, unsigned slot, usec_t since, void *userdata) {
+static void oldest_one(const char *query_id, unsigned slot, void *userdata) {
         Oldest *o = userdata;
 
         if (o->found)
                 return;
         o->found = true;
         snprintf(o->id, sizeof o->id, "%s", query_id);
-        o->since = since;
+        o->since = claim_time(query_id);
 }
 
 /* Borrowed: valid until the next call. */
@@ -185,11 +200,13 @@ typedef struct FinishFind {
         bool found;
 } FinishFind;
 
-static void finish_find(const char *query_id, unsigned slot, usec_t since, void *userdata) {
+static void finish_find(const char *query_id, unsigned slot, void *userdata) {
         FinishFind *f = userdata;
 
         if (f->query_id && strcmp(query_id, f->query_id) == 0)
-                *f = (FinishFind){ .query_id = f->query_id, .slot = slot, .since = since, .found = true };
+                *f = (FinishFind){
+                        .query_id = f->query_id, .slot = slot, .since = claim_time(query_id), .found = true
+                };
 }
 
 /* The end of query_id at now, measured as the Manager measures it: from its
@@ -236,7 +253,14 @@ static int leave(Admission *a, unsigned n, usec_t now) {
 
 static int claim(Admission *a, unsigned n, const char *qid, usec_t now) {
         SessionKey k = key(n);
-        return admission_claim(a, &k, qid, now);
+        int r = admission_claim(a, &k, qid, now);
+
+        if (r >= 0) {
+                ASSERT_TRUE(n_claimed < ELEMENTSOF(claimed));
+                snprintf(claimed[n_claimed].id, sizeof claimed[n_claimed].id, "%s", qid);
+                claimed[n_claimed++].since = now;
+        }
+        return r;
 }
 
 static void assert_near(double a, double b) {
@@ -1196,7 +1220,7 @@ TEST(heartbeat_churn) {
         admission_free(a);
 }
 
-static void count_running(const char *query_id, unsigned slot, usec_t since, void *userdata) {
+static void count_running(const char *query_id, unsigned slot, void *userdata) {
         (*(unsigned *) userdata)++;
 }
 
