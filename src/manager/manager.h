@@ -227,7 +227,7 @@ void manager_status(Manager *m, const SessionKey *session, usec_t now, ManagerSt
 /* The average query time (claim to confirmed cleanup, a moving average
  * of the durations the Manager measured since start-up) in usec, 0 while
  * unknown: the status's average_query_seconds, the D-Bus property
- * AverageQueryTime, the STATUS line. */
+ * AverageQueryUSec, the STATUS line. */
 usec_t manager_average_usec(const Manager *m);
 
 /* Whether the wait range is known: enough recent durations are kept
