@@ -985,6 +985,7 @@ int manager_start_query(Manager *m, const ManagerQueryRequest *req, ManagerQuery
                 req->question,
                 req->follow_up ? req->follow_up->follow_up : NULL,
                 req->follow_up ? req->follow_up->conversation : NULL,
+                req->follow_up ? req->follow_up->notes : NULL,
                 q->created);
         if (r < 0) {
                 /* The store said why, once: the asker is told storage_unavailable. */

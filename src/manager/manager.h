@@ -254,8 +254,9 @@ const char *manager_read_check_health(Manager *m);
 typedef struct ManagerFollowUp {
         const char *follow_up;    /* the record followed */
         const char *conversation; /* the id of its conversation (its first record) */
-        const QueryTurn *turns;   /* the earlier turns, oldest first, the followed record last */
+        const QueryTurn *turns;   /* the earlier turns given to the model, oldest first */
         size_t n_turns;
+        char *const *notes; /* the record's notes (API.md 9), NULL-terminated; NULL: none */
 } ManagerFollowUp;
 
 /* What a query is started with. Borrowed for the call; what the query

@@ -4,8 +4,8 @@
 #include <math.h>
 
 #include "admission/wait-range.h"
-#include "http/queue-stream.h"
-#include "http/render.h"
+#include "api/queue-stream.h"
+#include "api/render.h"
 #include "http/stream.h"
 #include "shared/json-util.h"
 #include "shared/list.h"
