@@ -9,7 +9,7 @@
 
 #include "bus/queue-bus.h"
 #include "config-version.h"
-#include "http/api.h"
+#include "api/api.h"
 #include "http/drain.h"
 #include "http/httpd.h"
 #include "http/listen.h"

@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: MIT */
 #include <assert.h>
-#include <math.h>
 #include <sys/mman.h>
 
 #include "admission/admission.h"
@@ -39,8 +38,8 @@
  *    in its 96 bytes), so the few transitions that free a reserved slot
  *    look it up among the N slots. The earliest reservation deadline is
  *    kept, and recomputed over the slots when a reserved slot is freed.
- *    The running slots are kept in claim order, which is also the order of
- *    their remaining time for the wait estimate.
+ *    The running slots are kept in claim order (the order of the
+ *    Manager's claim times, which the wait estimate takes).
  *  Measured: about 140 bytes per ticket in all, tables included.
  *
  * Cost at scale: at 10^6 tickets the tables span ~130 MB, so an operation
@@ -61,7 +60,6 @@ typedef struct Slot {
         AdmissionState state;
         uint32_t ticket;             /* reserved: the pool index of its ticket */
         usec_t reservation_deadline; /* reserved */
-        usec_t claimed_at;           /* running */
         SessionKey session;          /* running: one query per session */
         char query_id[QUERY_ID_MAX]; /* running */
 } Slot;
@@ -133,9 +131,6 @@ struct Admission {
         uint32_t n_promoted;
         uint64_t idle_mask[ADMISSION_SLOTS_MAX / 64];
         usec_t reservation_deadline; /* the earliest of the reserved slots', or USEC_INFINITY */
-
-        bool average_known;
-        double average_seconds;
 
         AdmissionCounters counters;
 
@@ -277,7 +272,6 @@ int admission_new(const AdmissionSettings *settings, Admission **ret) {
                         .state = ADMISSION_IDLE,
                         .ticket = IDX_NONE,
                         .reservation_deadline = USEC_INFINITY,
-                        .claimed_at = USEC_INFINITY,
                 };
                 a->idle_mask[i / 64] |= UINT64_C(1) << (i % 64);
         }
@@ -404,7 +398,6 @@ static void slot_run(Admission *a, uint32_t i, const SessionKey *session, const 
         s->state = ADMISSION_RUNNING;
         s->session = *session;
         memcpy(s->query_id, query_id, strlen(query_id) + 1);
-        s->claimed_at = now;
         a->idle_mask[i / 64] &= ~(UINT64_C(1) << (i % 64));
         /* Claims come at non-decreasing times: appending keeps the order. */
         a->running[a->n_running++] = i;
@@ -436,7 +429,6 @@ static void slot_release(Admission *a, uint32_t i) {
                 memmove(&a->running[k], &a->running[k + 1], sizeof(uint32_t) * (a->n_running - k - 1));
                 a->n_running--;
                 s->query_id[0] = '\0';
-                s->claimed_at = USEC_INFINITY;
         }
         s->state = ADMISSION_IDLE;
         a->idle_mask[i / 64] |= UINT64_C(1) << (i % 64);
@@ -1094,40 +1086,6 @@ static void fill_view(const Admission *a, uint32_t idx, uint32_t slot, uint64_t 
         v->user = t->user;
 }
 
-/* The estimate for a waiting ticket at position p >= 1 (API.md 5). Each
- * slot is free after f: 0 when idle, avg when reserved (its query has not
- * started), max(0, avg - running time) when running. The waiting tickets
- * take the slots in the order they free up, each for avg; since every f is
- * in [0, avg], that order is round-robin over the f sorted ascending: p
- * starts at f[(p - 1) mod N] + floor((p - 1) / N) * avg. Sorted, the f
- * are the idle slots' zeros, then the running ones oldest claim first,
- * then the reserved ones' avg: no sort needed. */
-static bool estimate_for_position(const Admission *a, uint64_t p, usec_t now, double *ret) {
-        uint64_t n = a->settings.slots, j = (p - 1) % n, q = (p - 1) / n, idle = idle_count(a);
-        double f;
-
-        /* With an idle slot no ticket waits: only a caller without a
-         * ticket gets here, and its claim would start at once. */
-        if (p <= idle) {
-                *ret = 0;
-                return true;
-        }
-        if (!a->average_known)
-                return false;
-
-        if (j < idle)
-                f = 0;
-        else if (j < idle + a->n_running) {
-                usec_t since = a->slots[a->running[j - idle]].claimed_at;
-                double running = (double) (now - MIN(now, since)) / (double) USEC_PER_SEC;
-                f = MAX(0.0, a->average_seconds - running);
-        } else
-                f = a->average_seconds;
-
-        *ret = f + (double) q * a->average_seconds;
-        return true;
-}
-
 static void slot_counts(const Admission *a, AdmissionSlotCounts *ret) {
         *ret = (AdmissionSlotCounts){
                 .total = a->settings.slots,
@@ -1137,36 +1095,26 @@ static void slot_counts(const Admission *a, AdmissionSlotCounts *ret) {
         };
 }
 
-static void fill_status(const Admission *a, uint32_t idx, usec_t now, AdmissionStatus *ret) {
+/* The estimate and the average are not the admission's: they stay
+ * unknown here (the Manager fills them, wait_estimate_status()). */
+static void fill_status(const Admission *a, uint32_t idx, AdmissionStatus *ret) {
         *ret = (AdmissionStatus){
                 .state = controller_state(a),
                 .queue_length = a->n_tickets,
                 .max_length = a->settings.max_length,
                 .has_ticket = idx != IDX_NONE,
-                .average_known = a->average_known,
-                .average_query_seconds = a->average_known ? a->average_seconds : 0,
         };
 
-        if (idx == IDX_NONE) {
+        if (idx == IDX_NONE)
                 ret->ticket.status = _TICKET_STATUS_INVALID;
-                ret->estimate_known = estimate_for_position(
-                        a, waiting_count(a) + 1, now, &ret->estimated_wait_seconds);
-        } else {
+        else {
                 /* The reserved tickets are the first n_reserved in the
                  * FIFO; a waiting one's position is its rank after them. */
                 uint64_t rank = cell_rank(a, a->pool[idx].cell);
                 uint32_t slot = rank <= a->n_reserved ? slot_of_ticket(a, idx) : SLOT_NONE;
 
                 fill_view(a, idx, slot, slot != SLOT_NONE ? 0 : rank - a->n_reserved, &ret->ticket);
-                if (slot != SLOT_NONE) {
-                        ret->estimate_known = true;
-                        ret->estimated_wait_seconds = 0;
-                } else
-                        ret->estimate_known = estimate_for_position(
-                                a, ret->ticket.position, now, &ret->estimated_wait_seconds);
         }
-        if (!ret->estimate_known)
-                ret->estimated_wait_seconds = 0;
         slot_counts(a, &ret->slots);
 }
 
@@ -1182,7 +1130,7 @@ int admission_status(Admission *a, const SessionKey *session, usec_t now, Admiss
         if (idx != IDX_NONE)
                 heartbeat(a, idx, now);
 
-        fill_status(a, idx, now, ret);
+        fill_status(a, idx, ret);
         return 0;
 }
 
@@ -1191,7 +1139,7 @@ void admission_peek(Admission *a, const SessionKey *session, usec_t now, Admissi
         assert(ret);
 
         now = begin(a, now);
-        fill_status(a, session ? hash_find(a, session) : IDX_NONE, now, ret);
+        fill_status(a, session ? hash_find(a, session) : IDX_NONE, ret);
 }
 
 int admission_leave(Admission *a, const SessionKey *session, usec_t now) {
@@ -1328,7 +1276,6 @@ bool admission_is_draining(const Admission *a) {
 int admission_finish(Admission *a, unsigned slot, usec_t duration, usec_t now) {
         AdmissionState old_state;
         char id[QUERY_ID_MAX];
-        double d;
 
         assert(a);
 
@@ -1336,17 +1283,6 @@ int admission_finish(Admission *a, unsigned slot, usec_t duration, usec_t now) {
 
         if (slot >= a->settings.slots || a->slots[slot].state != ADMISSION_RUNNING)
                 return -ESRCH;
-
-        /* The caller's measure (the Manager's, from the claim): the
-         * average is of what the clients' queries took as the Manager
-         * counts them. */
-        d = (double) duration / (double) USEC_PER_SEC;
-        if (a->average_known)
-                a->average_seconds = 0.2 * d + 0.8 * a->average_seconds;
-        else {
-                a->average_seconds = d;
-                a->average_known = true;
-        }
 
         memcpy(id, a->slots[slot].query_id, sizeof(id));
         old_state = controller_state(a);
@@ -1380,13 +1316,6 @@ uint64_t admission_waiting_count(const Admission *a) {
 
 const AdmissionSettings *admission_get_settings(const Admission *a) {
         return &a->settings;
-}
-
-usec_t admission_average_usec(const Admission *a) {
-        if (!a->average_known)
-                return 0;
-        /* A sub-microsecond average would read as "unknown"; round up. */
-        return MAX((usec_t) llround(a->average_seconds * (double) USEC_PER_SEC), (usec_t) 1);
 }
 
 /* *p becomes a copy of user (NULL: none), unless it already is one. */
@@ -1448,7 +1377,7 @@ void admission_foreach_running(const Admission *a, AdmissionRunningVisitor f, vo
         for (uint32_t k = 0; k < a->n_running; k++) {
                 const Slot *s = &a->slots[a->running[k]];
 
-                f(s->query_id, a->running[k], s->claimed_at, userdata);
+                f(s->query_id, a->running[k], userdata);
         }
 }
 

@@ -142,7 +142,10 @@ typedef struct AdmissionStatus {
         uint64_t queue_length; /* all tickets, waiting and reserved */
         uint64_t max_length;
         bool has_ticket;
-        TicketView ticket;   /* valid when has_ticket */
+        TicketView ticket; /* valid when has_ticket */
+        /* Not the admission's: admission_status() and admission_peek()
+         * leave them unknown, the Manager fills them from its average and
+         * its queries' claim times (wait_estimate_status()). */
         bool estimate_known; /* false: estimated_wait_seconds is null */
         double estimated_wait_seconds;
         bool average_known; /* false: average_query_seconds is null */
@@ -220,10 +223,10 @@ bool admission_is_draining(const Admission *a);
 
 /* finish: the query running in slot (admission_claim()'s result) ended
  * and its cleanup is confirmed, after duration (the caller's measure, from
- * the claim: the Manager keeps the one clock of a query). Updates the
- * average with duration, the slot goes idle, promotes (the promoted
- * ticket's reservation runs from now). -ESRCH when the slot runs no
- * query. */
+ * the claim: the Manager keeps the one clock of a query and its average;
+ * the admission only reports duration in QUERY_FINISHED). The slot goes
+ * idle, promotes (the promoted ticket's reservation runs from now).
+ * -ESRCH when the slot runs no query. */
 int admission_finish(Admission *a, unsigned slot, usec_t duration, usec_t now);
 
 /* Apply every expiry due at or before now. Returns the number of tickets
@@ -238,8 +241,6 @@ AdmissionState admission_get_state(const Admission *a);
 uint64_t admission_queue_length(const Admission *a);
 uint64_t admission_waiting_count(const Admission *a);
 const AdmissionSettings *admission_get_settings(const Admission *a);
-/* Average query time in usec, 0 when unknown. */
-usec_t admission_average_usec(const Admission *a);
 /* Who holds S's ticket, by name (API.md "Identity": shown to root on
  * D-Bus, never to clients): a copy of user is kept with the ticket
  * (TicketView.user) until it goes, by a claim too; a running query's user
@@ -251,8 +252,9 @@ bool admission_is_running(const Admission *a, const char *query_id);
 void admission_get_slot_counts(const Admission *a, AdmissionSlotCounts *ret);
 
 /* Calls f for each running query, oldest claim first: its id (borrowed,
- * valid during the call), its slot, its monotonic claim time. */
-typedef void (*AdmissionRunningVisitor)(const char *query_id, unsigned slot, usec_t since, void *userdata);
+ * valid during the call) and its slot. The claim times are the Manager's
+ * (ManagerQuery.since): the admission keeps no clock of a query. */
+typedef void (*AdmissionRunningVisitor)(const char *query_id, unsigned slot, void *userdata);
 void admission_foreach_running(const Admission *a, AdmissionRunningVisitor f, void *userdata);
 void admission_get_counters(const Admission *a, AdmissionCounters *ret);
 

@@ -135,7 +135,7 @@ DEFINE_PROPERTY_GETTER(
 DEFINE_PROPERTY_GETTER(
         reservation, "t", uint64_t, admission_get_settings(queue_bus_admission(b))->reservation_usec);
 DEFINE_PROPERTY_GETTER(heartbeat, "t", uint64_t, admission_get_settings(queue_bus_admission(b))->heartbeat_usec);
-DEFINE_PROPERTY_GETTER(average, "t", uint64_t, admission_average_usec(queue_bus_admission(b)));
+DEFINE_PROPERTY_GETTER(average, "t", uint64_t, manager_average_usec(b->manager));
 DEFINE_PROPERTY_GETTER(running_query_id, "s", const char *, running_query_id(b));
 DEFINE_PROPERTY_GETTER(running_phase, "s", const char *, running_query_phase(b));
 DEFINE_PROPERTY_GETTER(health, "s", const char *, queue_bus_degraded(b) ? "degraded" : "ok");
@@ -577,7 +577,7 @@ static uint64_t key_queue_length(const QueueBus *b) {
         return admission_queue_length(queue_bus_admission(b));
 }
 static uint64_t key_average(const QueueBus *b) {
-        return admission_average_usec(queue_bus_admission(b));
+        return manager_average_usec(b->manager);
 }
 static uint64_t key_running_query_id(const QueueBus *b) {
         return hash_string(HASH_START, running_query_id(b));

@@ -23,7 +23,7 @@
  * CORS preflight, routing (404/405), the size limit (413, decided from
  * Content-Length before the body is read, and while streaming a chunked
  * body), body accumulation, the session cookie, then the endpoint handler
- * (http/api.c). Every response carries the common headers. */
+ * (api/api.c). Every response carries the common headers. */
 
 /* The request line and header fields together, counted as received
  * (libmicrohttpd's MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE: every byte from

@@ -2,10 +2,12 @@
 /* The Manager's writes to a person's history (delete, feedback) and the
  * follow-up's preparation (API.md 7, 9, 9.1). */
 #include <assert.h>
+#include <stdio.h>
 
 #include "manager/manager-ops.h"
 #include "metrics/metrics.h"
 #include "shared/log.h"
+#include "shared/strv.h"
 #include "shared/time-util.h"
 
 /* A history_*() call on one of the asker's records failed: -ENOENT is
@@ -69,24 +71,114 @@ int manager_set_feedback(
 }
 
 struct ManagerPreparedFollowUp {
+        Manager *manager;
         HistoryRecord *records;
         size_t n_records;
         QueryTurn *turns;
+        char **notes;
         ManagerFollowUp follow_up;
+        ManagerReadableCheck *readable;
+        ManagerFollowUpDone done;
+        void *userdata;
 };
 
 ManagerPreparedFollowUp *manager_follow_up_free(ManagerPreparedFollowUp *p) {
         if (!p)
                 return NULL;
+        manager_readable_check_free(p->readable);
         history_conversation_free_records(p->records, p->n_records);
         free(p->turns);
+        strv_free(p->notes);
         free(p);
         return NULL;
 }
 
-const ManagerFollowUp *manager_follow_up_get(const ManagerPreparedFollowUp *p) {
-        assert(p);
-        return &p->follow_up;
+/* Every title that reached the model of each turn, each once: its sources
+ * and the titles it was given as conversation; NULL-terminated. */
+static char **follow_up_titles(const HistoryRecord *records, size_t n) {
+        _cleanup_(strv_freep) char **titles = calloc(1, sizeof(char *));
+        size_t k = 0;
+
+        if (!titles)
+                return NULL;
+        for (size_t i = 0; i < n; i++) {
+                for (size_t j = 0; j < records[i].n_sources; j++)
+                        if (strv_extend_unique(&titles, &k, records[i].sources[j].title) < 0)
+                                return NULL;
+                for (size_t j = 0; records[i].given_titles && records[i].given_titles[j]; j++)
+                        if (strv_extend_unique(&titles, &k, records[i].given_titles[j]) < 0)
+                                return NULL;
+        }
+        return TAKE_PTR(titles);
+}
+
+static bool follow_up_title_readable(const ManagerReadable *result, const char *title) {
+        for (size_t i = 0; i < result->n; i++)
+                if (streq(result->titles[i], title))
+                        return result->readable[i];
+        return false;
+}
+
+/* Whether the person may read every title that reached record r's model. */
+static bool follow_up_turn_readable(const HistoryRecord *r, const ManagerReadable *result) {
+        for (size_t j = 0; j < r->n_sources; j++)
+                if (!follow_up_title_readable(result, r->sources[j].title))
+                        return false;
+        for (size_t j = 0; r->given_titles && r->given_titles[j]; j++)
+                if (!follow_up_title_readable(result, r->given_titles[j]))
+                        return false;
+        return true;
+}
+
+/* The turns the model is given: oldest first, up to the first one whose
+ * titles the person may no longer read; that one and every later one are
+ * left out (a later answer may repeat what it read, also when the record
+ * is older than the titles it was given), and the notes say how many. */
+static void manager_follow_up_on_readable(
+        ManagerReadableCheck *c, const ManagerError *error, const ManagerReadable *result, void *userdata) {
+        ManagerPreparedFollowUp *p = userdata;
+        size_t kept = 0;
+
+        if (error) {
+                p->done(p, error, NULL, p->userdata);
+                return;
+        }
+        while (kept < p->n_records && follow_up_turn_readable(&p->records[kept], result))
+                kept++;
+        for (size_t i = 0; i < kept; i++)
+                p->turns[i] = (QueryTurn){
+                        .question = p->records[i].question,
+                        .answer = p->records[i].answer,
+                        .sources = p->records[i].sources,
+                        .n_sources = p->records[i].n_sources,
+                };
+        if (kept < p->n_records) {
+                size_t n = p->n_records - kept;
+                char *note = NULL;
+
+                log_info(
+                        "Follow-up of %s: %zu earlier turns left out, whose pages the asker may no longer read.",
+                        p->records[p->n_records - 1].id,
+                        n);
+                if (asprintf(
+                            &note,
+                            "%zu earlier %s of this conversation %s left out of what the model was given: "
+                            "%s pages the asker may no longer read.",
+                            n,
+                            n == 1 ? "turn" : "turns",
+                            n == 1 ? "was" : "were",
+                            n == 1 ? "it read" : "they read") < 0 ||
+                    !(p->notes = calloc(2, sizeof(char *)))) {
+                        free(note);
+                        p->done(p, &(ManagerError){ API_ERROR_INTERNAL_ERROR, NULL }, NULL, p->userdata);
+                        return;
+                }
+                p->notes[0] = note;
+        }
+        p->follow_up.turns = p->turns;
+        p->follow_up.n_turns = kept;
+        p->follow_up.notes = p->notes;
+        p->done(p, NULL, &p->follow_up, p->userdata);
 }
 
 int manager_prepare_follow_up(
@@ -94,15 +186,19 @@ int manager_prepare_follow_up(
         const SessionKey *session,
         const char *user,
         const char *follow_up,
+        ManagerFollowUpDone done,
+        void *userdata,
         ManagerPreparedFollowUp **ret,
         ManagerError *ret_error) {
         _cleanup_(manager_follow_up_freep) ManagerPreparedFollowUp *p = NULL;
+        _cleanup_(strv_freep) char **titles = NULL;
         const HistoryRecord *last;
         int r;
 
         assert(m);
         assert(session);
         assert(follow_up);
+        assert(done);
         assert(ret);
         assert(ret_error);
 
@@ -111,6 +207,7 @@ int manager_prepare_follow_up(
                 *ret_error = (ManagerError){ API_ERROR_INTERNAL_ERROR, NULL };
                 return -ENOMEM;
         }
+        *p = (ManagerPreparedFollowUp){ .manager = m, .done = done, .userdata = userdata };
         r = history_get_conversation(
                 manager_get_history(m),
                 follow_up,
@@ -126,23 +223,20 @@ int manager_prepare_follow_up(
                 return -EBUSY;
         }
         p->turns = calloc(p->n_records, sizeof *p->turns);
-        if (!p->turns) {
+        titles = follow_up_titles(p->records, p->n_records);
+        if (!p->turns || !titles) {
                 *ret_error = (ManagerError){ API_ERROR_INTERNAL_ERROR, NULL };
                 return -ENOMEM;
         }
-        for (size_t i = 0; i < p->n_records; i++)
-                p->turns[i] = (QueryTurn){
-                        .question = p->records[i].question,
-                        .answer = p->records[i].answer,
-                        .sources = p->records[i].sources,
-                        .n_sources = p->records[i].n_sources,
-                };
         p->follow_up = (ManagerFollowUp){
                 .follow_up = last->id,
                 .conversation = last->conversation,
-                .turns = p->turns,
-                .n_turns = p->n_records,
         };
+        /* Checked like a read (API.md 7): in person mode, asked of the
+         * wiki now; in service mode answered from a defer. */
+        r = manager_check_readable(m, user, titles, manager_follow_up_on_readable, p, &p->readable, ret_error);
+        if (r < 0)
+                return r;
         *ret = TAKE_PTR(p);
         return 0;
 }

@@ -63,20 +63,29 @@ int manager_set_feedback(
 /* A follow-up's preparation (API.md 7): the conversation of the record
  * followed, which must be the session's own and have ended, as the turns
  * the model is given (at most HISTORY_CONVERSATION_MAX_TURNS). Done before
- * admission: a follow-up refused changes no queue state. Errors: -ENOENT
- * (query_not_found), -EBUSY (busy: the record followed still runs),
- * -ENOMEM, -EIO. Free *ret with manager_follow_up_free(). */
+ * admission: a follow-up refused changes no queue state. Checked like a
+ * read: in person mode the titles that reached each turn's model (its
+ * sources and its given titles) are asked of the wiki for user
+ * (manager_check_readable()); the first turn with one they may no longer
+ * read and every turn after it are left out, and result->notes says so.
+ * A check that cannot be made refuses the follow-up (wiki_auth_failed).
+ * In service mode every turn is kept, answered from a defer. Start
+ * errors: -ENOENT (query_not_found), -EBUSY (busy: the record followed
+ * still runs), -EOPNOTSUPP (execution_failed), -ENOMEM, -EIO. done's
+ * result (a ManagerFollowUp for manager_start_query()) is borrowed from
+ * the handle: valid until it is freed. */
 typedef struct ManagerPreparedFollowUp ManagerPreparedFollowUp;
+typedef void (*ManagerFollowUpDone)(
+        ManagerPreparedFollowUp *p, const ManagerError *error, const ManagerFollowUp *result, void *userdata);
 int manager_prepare_follow_up(
         Manager *m,
         const SessionKey *session,
         const char *user,
         const char *follow_up,
+        ManagerFollowUpDone done,
+        void *userdata,
         ManagerPreparedFollowUp **ret,
         ManagerError *ret_error);
-/* What manager_start_query() is given (ManagerQueryRequest.follow_up);
- * borrowed from p. */
-const ManagerFollowUp *manager_follow_up_get(const ManagerPreparedFollowUp *p);
 ManagerPreparedFollowUp *manager_follow_up_free(ManagerPreparedFollowUp *p);
 DEFINE_TRIVIAL_CLEANUP_FUNC(ManagerPreparedFollowUp *, manager_follow_up_free);
 

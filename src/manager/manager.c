@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include "admission/admission-timers.h"
+#include "admission/wait-estimate.h"
 #include "admission/wait-tracker.h"
 #include "manager/manager-ops.h"
 #include "manager/manager.h"
@@ -62,6 +63,7 @@ struct Manager {
         Admission *admission;
         AdmissionTimer *admission_timer;
         WaitTracker *wait_tracker; /* the recent durations: the wait range (API.md 5) */
+        WaitAverage average;       /* the average query time: the wait estimate (API.md 5) */
         QueryExecutor *executor;
         History *history;
         SyncWorker *sync;      /* NULL: the syncs run on the loop */
@@ -589,6 +591,8 @@ void manager_status(Manager *m, const SessionKey *session, usec_t now, ManagerSt
         for (ManagerQuery *i = m->queries; i && n_running < ELEMENTSOF(running); i = i->queries_next)
                 if (i->state != MANAGER_QUERY_STATE_FINISHED)
                         running[n_running++] = i->since;
+        wait_estimate_status(
+                &ret->admission, &m->average, running, MIN(n_running, (size_t) ret->admission.slots.running), now);
         r = wait_tracker_status_range(
                 m->wait_tracker,
                 m->admission,
@@ -600,6 +604,11 @@ void manager_status(Manager *m, const SessionKey *session, usec_t now, ManagerSt
         if (r < 0)
                 log_warning_errno(r, "The wait range could not be computed: it is null");
         ret->range_known = r > 0;
+}
+
+usec_t manager_average_usec(const Manager *m) {
+        assert(m);
+        return wait_average_usec(&m->average);
 }
 
 bool manager_wait_known(const Manager *m) {
@@ -647,9 +656,9 @@ static void manager_count_query(const ManagerQuery *q, usec_t duration) {
 /* The query's slot is given up at end (monotonic: the end of its
  * execution, or its cleanup confirmed late), its duration measured once,
  * on the Manager's clock, from its claim (ManagerQuery.since) to then, and
- * given to all three that keep it: the admission's average
- * (admission_finish()), the query metrics and the wait range. The query is
- * FINISHED then. */
+ * given to all that keep it: the average of the wait estimate, the
+ * query metrics, the wait range and the admission (admission_finish(),
+ * which frees the slot). The query is FINISHED then. */
 static void manager_query_give_up_slot(Manager *m, ManagerQuery *q, usec_t end) {
         usec_t duration = end - MIN(end, q->since);
         int r;
@@ -659,6 +668,7 @@ static void manager_query_give_up_slot(Manager *m, ManagerQuery *q, usec_t end) 
         r = wait_tracker_add(m->wait_tracker, (double) duration / USEC_PER_SEC);
         if (r < 0)
                 log_debug_errno(r, "Query %s: its duration is not kept", q->id);
+        wait_average_add(&m->average, duration);
         r = admission_finish(m->admission, q->slot, duration, end);
         if (r < 0)
                 log_error_errno(r, "Query %s ended but its slot was not running it", q->id);
@@ -976,6 +986,7 @@ int manager_start_query(Manager *m, const ManagerQueryRequest *req, ManagerQuery
                 req->question,
                 req->follow_up ? req->follow_up->follow_up : NULL,
                 req->follow_up ? req->follow_up->conversation : NULL,
+                req->follow_up ? req->follow_up->notes : NULL,
                 q->created);
         if (r < 0) {
                 /* The store said why, once: the asker is told storage_unavailable. */

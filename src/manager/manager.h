@@ -23,12 +23,14 @@
  * It owns the admission controller and its timer, the executor, the
  * sandbox, the history store, the durable-sync worker, the recent
  * durations of the wait range (the WaitTracker: seeded from the history at
- * start-up, fed with each query that ends), and the one record of every
- * running query (ManagerQuery): id, session, user, slot, state, phase,
- * step, claim time, the handle of its run. The admission controller knows
- * slots and tickets (a ticket holder's name until the claim), the average
- * of the durations the Manager gives it, and for its wait estimate when
- * each running slot was claimed. The faces keep no copy of a query's
+ * start-up, fed with each query that ends), the average query time of the
+ * wait estimate (a WaitAverage, fed with each query that ends; unknown at
+ * start-up), and the one record of every running query (ManagerQuery):
+ * id, session, user, slot, state, phase, step, claim time, the handle of
+ * its run. The admission controller knows slots and tickets (a ticket
+ * holder's name until the claim); manager_status() adds the estimate and
+ * the range to its status (wait_estimate_status(), the WaitTracker), from
+ * the Manager's average, durations and claim times. The faces keep no copy of a query's
  * state: they ask the Manager
  * (manager_get_query(), manager_foreach_query(), manager_status(),
  * manager_get_health()), act through it (manager_join(), manager_leave(),
@@ -57,7 +59,7 @@
  *   Then, if its cleanup was confirmed, FINISHED: the slot is given up
  *   (admission_finish() with the Manager's duration: its MANAGER_ADMISSION
  *   events, a promotion, come first), and the duration from the claim is
- *   counted once for the admission's average, the metrics and the wait
+ *   counted once for the average, the metrics and the wait
  *   range. Else AWAITING_CLEANUP: the slot stays taken, its phase is
  *   "cleanup" (MANAGER_QUERY_PHASE) and health goes degraded
  *   (MANAGER_HEALTH_CHANGED follows).
@@ -222,6 +224,12 @@ typedef struct ManagerStatus {
  * (monotonic), without a heartbeat (manager_heartbeat()). */
 void manager_status(Manager *m, const SessionKey *session, usec_t now, ManagerStatus *ret);
 
+/* The average query time (claim to confirmed cleanup, a moving average
+ * of the durations the Manager measured since start-up) in usec, 0 while
+ * unknown: the status's average_query_seconds, the D-Bus property
+ * AverageQueryUSec, the STATUS line. */
+usec_t manager_average_usec(const Manager *m);
+
 /* Whether the wait range is known: enough recent durations are kept
  * (WAIT_RANGE_KNOWN_MIN). */
 bool manager_wait_known(const Manager *m);
@@ -246,8 +254,9 @@ const char *manager_read_check_health(Manager *m);
 typedef struct ManagerFollowUp {
         const char *follow_up;    /* the record followed */
         const char *conversation; /* the id of its conversation (its first record) */
-        const QueryTurn *turns;   /* the earlier turns, oldest first, the followed record last */
+        const QueryTurn *turns;   /* the earlier turns given to the model, oldest first */
         size_t n_turns;
+        char *const *notes; /* the record's notes (API.md 9), NULL-terminated; NULL: none */
 } ManagerFollowUp;
 
 /* What a query is started with. Borrowed for the call; what the query

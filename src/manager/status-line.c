@@ -20,7 +20,7 @@ static void status_line_put_query(ManagerQuery *q, void *userdata) {
 
 char *status_line_format(Manager *m) {
         const Admission *a = manager_get_admission(m);
-        usec_t avg = admission_average_usec(a);
+        usec_t avg = manager_average_usec(m);
         StrBuf b = { .failed = false };
         ManagerHealth h;
         char buf[64];

@@ -10,7 +10,7 @@
  * to finalize. */
 sqlite3 *history_database(History *h);
 
-/* The wording key (shared/wording.h) of the record id's question: 0 and a
+/* The wording key (store/wording.h) of the record id's question: 0 and a
  * new string in *ret_key (NULL when there is no such record), -ENOMEM,
  * -EIO. */
 int history_question_of(History *h, const char *id, char **ret_key);

@@ -2,7 +2,7 @@
 #include <assert.h>
 /* json-c here only checks the sources a caller hands to history_finish()
  * (is_json_array()) and reads the given titles the store wrote itself;
- * rendering records is src/http/render.c's. */
+ * rendering records is src/api/render.c's. */
 #include <json-c/json.h>
 #include <limits.h>
 #include <fcntl.h>
@@ -18,7 +18,7 @@
 #include "shared/parse-util.h"
 #include "shared/random-util.h"
 #include "shared/strv.h"
-#include "shared/wording.h"
+#include "store/wording.h"
 #include "store/history-internal.h"
 #include "store/history.h"
 #include "store/sync-worker.h"
@@ -30,8 +30,8 @@
  * adds them in one transaction (NULL and '[]' in its records). A new file
  * is made as version 3 (schema_sql), then each later step runs in turn
  * (schema_steps), as it does for an older file. */
-#define SCHEMA_VERSION 6
-#define SCHEMA_VERSION_SQL "PRAGMA user_version = 6"
+#define SCHEMA_VERSION 7
+#define SCHEMA_VERSION_SQL "PRAGMA user_version = 7"
 
 static const char schema_sql[] =
         "CREATE TABLE queries ("
@@ -80,10 +80,16 @@ static const char schema_sql[] =
  * none ('[]'). */
 static const char schema_step_6[] = "ALTER TABLE queries ADD COLUMN given_titles TEXT NOT NULL DEFAULT '[]';";
 
+/* Version 7: what a record says of how it was made (API.md 9 "notes"):
+ * sentences for the asker, a JSON array of strings, written when the
+ * record begins (a follow-up's turns left out because the asker may no
+ * longer read what they read, API.md 7). Records made before have none. */
+static const char schema_step_7[] = "ALTER TABLE queries ADD COLUMN notes TEXT NOT NULL DEFAULT '[]';";
+
 /* Version 5: what the unanswered report needs (API.md 9.1, 9.2). Each
  * record, when it finishes, keeps the searches the model made (a JSON
  * array of {"query", "results"}), the key of its question's wording
- * (shared/wording.h) and its signals (HISTORY_SIGNAL_*), so that the
+ * (store/wording.h) and its signals (HISTORY_SIGNAL_*), so that the
  * report reads one covering index instead of the records' JSON. Records
  * finished before keep no key and no signals: they are not in the
  * report. The asker's feedback is a table of its own, one row per record,
@@ -131,13 +137,14 @@ static const struct {
         { 4, schema_step_4 },
         { 5, schema_step_5 },
         { 6, schema_step_6 },
+        { 7, schema_step_7 },
 };
 
 #define RECORD_COLUMNS                                                                                      \
         "seq, id, status, question, answer, sources, error_code, error_message, queue_ms, wiki_ms, "        \
         "model_ms, sandbox_ms, cleanup_ms, total_ms, model, prompt_tokens, completion_tokens, created_at, " \
         "finished_at, sandbox, citations, rating, reason, comment, rated_at, follow_up, conversation, "     \
-        "given_titles"
+        "given_titles, notes"
 
 /* The records with their feedback. */
 #define RECORD_FROM "queries LEFT JOIN feedback ON feedback.query_id = queries.id"
@@ -174,11 +181,11 @@ static const char *const statement_sql[_STMT_MAX] = {
         [STMT_ROLLBACK] = "ROLLBACK",
         [STMT_INSERT] =
                 "INSERT INTO queries (id, session, status, question, created_at, follow_up, conversation,"
-                " given_titles)"
+                " given_titles, notes)"
                 " VALUES (?1, ?2, 'running', ?3, ?4, ?5, coalesce(?6, ?1), coalesce((SELECT json_group_array(t)"
                 " FROM (SELECT g.value AS t FROM queries f, json_each(f.given_titles) g WHERE f.id = ?5"
                 " UNION SELECT json_extract(v.value, '$.title') FROM queries f, json_each(coalesce(f.sources, '[]')) v"
-                " WHERE f.id = ?5) WHERE t IS NOT NULL AND typeof(t) = 'text'), '[]'))",
+                " WHERE f.id = ?5) WHERE t IS NOT NULL AND typeof(t) = 'text'), '[]'), ?7)",
         [STMT_FINISH] =
                 "UPDATE queries SET status = ?2, answer = ?3, sources = ?4, error_code = ?5,"
                 " error_message = ?6, queue_ms = ?7, wiki_ms = ?8, model_ms = ?9, sandbox_ms = ?10,"
@@ -849,7 +856,7 @@ static int step_durable(History *h, sqlite3_stmt *s) {
 }
 
 int history_begin(History *h, const char *id, const SessionKey *session, const char *question, usec_t created_at) {
-        return history_begin_follow_up(h, id, session, question, NULL, NULL, created_at);
+        return history_begin_follow_up(h, id, session, question, NULL, NULL, NULL, created_at);
 }
 
 int history_begin_follow_up(
@@ -859,8 +866,10 @@ int history_begin_follow_up(
         const char *question,
         const char *follow_up,
         const char *conversation,
+        char *const *notes,
         usec_t created_at) {
         _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
+        _cleanup_(json_object_putp) json_object *a = json_object_new_array();
         int r;
 
         assert(h);
@@ -877,6 +886,13 @@ int history_begin_follow_up(
         sqlite3_bind_int64(s, 4, (sqlite3_int64) created_at);
         sqlite3_bind_text(s, 5, follow_up, -1, SQLITE_STATIC);
         sqlite3_bind_text(s, 6, conversation, -1, SQLITE_STATIC);
+        if (!a)
+                return -ENOMEM;
+        for (size_t i = 0; notes && notes[i]; i++)
+                if (json_append(a, json_string(notes[i])) < 0)
+                        return -ENOMEM;
+        /* The array's text lives as long as a. */
+        sqlite3_bind_text(s, 7, json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN), -1, SQLITE_STATIC);
 
         r = step_write(h, s);
         if (r == SQLITE_CONSTRAINT_UNIQUE || r == SQLITE_CONSTRAINT_PRIMARYKEY)
@@ -1126,6 +1142,8 @@ void history_record_done(HistoryRecord *r) {
                 r->feedback_comment,
                 r->follow_up,
                 r->conversation);
+        strv_free(r->given_titles);
+        strv_free(r->notes);
         *r = (HistoryRecord){ 0 };
 }
 
@@ -1172,8 +1190,9 @@ static int artifacts_of(History *h, const char *query_id, HistoryRecord *rec) {
         return 0;
 }
 
-/* The given titles (a JSON array of strings, written by the store's own
- * INSERT) as a strv; anything else reads as none. Returns 0 or -ENOMEM. */
+/* The given titles or the notes (a JSON array of strings, written by the
+ * store's own INSERT) as a strv; anything else reads as none. Returns 0 or
+ * -ENOMEM. */
 static int given_titles_parse(const char *json, char ***ret) {
         _cleanup_(json_object_putp) json_object *a = json_tokener_parse(json);
         size_t k = json_object_is_type(a, json_type_array) ? json_object_array_length(a) : 0, n = 0;
@@ -1211,7 +1230,10 @@ static int record_lists_from_row(sqlite3_stmt *s, HistoryRecord *ret) {
                         column_text(s, 1, ""));
         else if (r < 0)
                 return r;
-        return given_titles_parse(column_text(s, 27, "[]"), &ret->given_titles);
+        r = given_titles_parse(column_text(s, 27, "[]"), &ret->given_titles);
+        if (r < 0)
+                return r;
+        return given_titles_parse(column_text(s, 28, "[]"), &ret->notes);
 }
 
 /* The record at the current row of a statement selecting RECORD_COLUMNS,

@@ -48,7 +48,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(History *, history_free);
 int history_begin(History *h, const char *id, const SessionKey *session, const char *question, usec_t created_at);
 /* The same, for a follow-up (API.md 7): follow_up is the id of the record
  * this one follows, conversation the id of the conversation's first
- * record (NULL for both: history_begin()). */
+ * record (NULL for both: history_begin()); notes the record's notes
+ * (NULL-terminated, NULL: none). -ENOMEM too. */
 int history_begin_follow_up(
         History *h,
         const char *id,
@@ -56,6 +57,7 @@ int history_begin_follow_up(
         const char *question,
         const char *follow_up,
         const char *conversation,
+        char *const *notes,
         usec_t created_at);
 
 typedef struct HistoryTimings {
@@ -129,7 +131,7 @@ typedef struct HistoryArtifactInfo {
         char *sha256;
 } HistoryArtifactInfo;
 
-/* The query record of API.md 9, as stored: src/http/render.c turns it into
+/* The query record of API.md 9, as stored: src/api/render.c turns it into
  * the JSON of the contract. Every string is owned by the record; a NULL
  * string is a JSON null (answer while running or after a failure,
  * error_code when there is no error). */
@@ -168,6 +170,10 @@ typedef struct HistoryRecord {
          * conversation's first record, never NULL. Kept with the record: a
          * turn deleted since still counts (API.md 9 "Share"). */
         char **given_titles;
+        /* What the record says of how it was made (API.md 9 "notes"),
+         * sentences for the asker; empty when there is nothing to say,
+         * never NULL. */
+        char **notes;
 } HistoryRecord;
 
 /* Free what r holds and zero it (r itself is the caller's). */

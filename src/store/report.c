@@ -10,7 +10,7 @@
 #include "shared/parse-util.h"
 #include "shared/source.h"
 #include "shared/strv.h"
-#include "shared/wording.h"
+#include "store/wording.h"
 #include "store/history-internal.h"
 #include "store/report.h"
 

@@ -10,7 +10,7 @@
 
 /* What the wiki could not answer (API.md 9.2): the records of every
  * session finished since a time that carry a signal (HISTORY_SIGNAL_*, or
- * a "down" rating), grouped by wording (shared/wording.h), most asked
+ * a "down" rating), grouped by wording (store/wording.h), most asked
  * first. Names nobody: no session, user or record id is in it. */
 
 /* Bounds of the report. */

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "http/render.h"
+#include "api/render.h"
 #include "shared/macro.h"
 #include "store/history.h"
 #include "store/report.h"

@@ -20,7 +20,8 @@ import harness
 
 API = harness.API
 RECORD_KEYS = {'id', 'status', 'question', 'answer', 'sources', 'citations', 'artifacts', 'error',
-               'timings_ms', 'usage', 'sandbox', 'created_at', 'finished_at', 'feedback', 'follow_up', 'conversation'}
+               'timings_ms', 'usage', 'sandbox', 'created_at', 'finished_at', 'feedback', 'follow_up', 'conversation',
+               'notes'}
 TIMING_KEYS = {'queue', 'wiki', 'model', 'sandbox', 'cleanup', 'total'}
 
 

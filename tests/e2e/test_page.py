@@ -660,7 +660,8 @@ class Hostile(PageBase):
             links = c.js("return [...document.querySelectorAll('#answer a')]"
                          ".map(a => [a.href, a.rel, a.target, a.textContent])")
             self.assertEqual(links, [
-                [f'http://127.0.0.1:{other.port}/md-link', 'noopener noreferrer nofollow', '_blank', 'elsewhere'],
+                [f'http://127.0.0.1:{other.port}/md-link', 'noopener noreferrer nofollow', '_blank',
+                 f'elsewhere (127.0.0.1:{other.port})'],
                 [f'http://127.0.0.1:{other.port}/css', 'noopener noreferrer nofollow', '_blank',
                  f'http://127.0.0.1:{other.port}/css']])
             text = c.text('#answer')
@@ -1130,7 +1131,7 @@ class Cutter:
             except OSError:
                 return
             if self.refusing:
-                c.quit()
+                c.close()
                 continue
             u = socket.create_connection(('127.0.0.1', self.target))
             with self.lock:

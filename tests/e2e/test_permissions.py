@@ -21,8 +21,10 @@ the scripted model receives is searched for the restricted pages' text.
 
 All traffic goes to loopback addresses only."""
 
+import hashlib
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -429,10 +431,20 @@ class Permissions(PipelineBase):
             return r.json['id']
 
         second = follow(first['id'])
+        # A file of the follow-up (its run_python would write it from the
+        # conversation), put into the store as the sandbox would.
+        data = b'salary\n98765\n'
+        aid = 'af_' + 'c' * 32
+        db = sqlite3.connect(os.path.join(d.state_directory, 'history.sqlite3'))
+        with db:
+            db.execute('INSERT INTO artifacts (id, query_id, name, media_type, size_bytes, sha256, data)'
+                       ' VALUES (?, ?, ?, ?, ?, ?, ?)',
+                       (aid, second, 'salary.csv', 'text/csv', len(data), hashlib.sha256(data).hexdigest(), data))
+        db.close()
         alice = d.browser()
 
         def shown_to_alice(token):
-            for path in ('', '/export'):
+            for path in ('', '/export', '/artifacts/' + aid):
                 r = alice.get(f'{API}/shared/{token}{path}', headers={USER: 'Alice'})
                 self.assertStatus(r, 404)
                 self.assertError(r, 'not_found')
@@ -444,8 +456,11 @@ class Permissions(PipelineBase):
         shown_to_alice(token)
         token2 = b.post(f'{API}/history/{second}/share', headers=bob).json['token']
         shown_to_alice(token2)
-        # Bob, who may read it, still sees the turn.
+        # Bob, who may read it, still sees the turn and its file.
         self.assertStatus(b.get(f'{API}/shared/{token2}', headers=bob), 200)
+        r = b.get(f'{API}/shared/{token2}/artifacts/{aid}', headers=bob)
+        self.assertStatus(r, 200)
+        self.assertEqual(r.body, data)
 
         # A chain longer than the turns read back (100).
         last = second
@@ -454,6 +469,59 @@ class Permissions(PipelineBase):
         token3 = b.post(f'{API}/history/{last}/share', headers=bob).json['token']
         shown_to_alice(token3)
         self.assertStatus(b.get(f'{API}/shared/{token3}', headers=bob), 200)
+
+    def test_follow_up_after_lost_access(self):
+        """A follow-up is checked like a read (API.md 7): Bob, in the
+        group, asks from a restricted page and follows up (the model is
+        given the earlier turn); then he leaves the group and follows up
+        on his own records: the turns that read the page, and the one
+        given it, are left out of what the model receives, and the new
+        record's notes say so, naming no page."""
+        w = wiki()
+        w.set_groups('Bob', ['payroll'])
+        self.addCleanup(w.set_groups, 'Bob', [])
+        llm = self.llm([{'tool_calls': [read('Payroll:Salaries')]}, {'answer': 'It is 98765 kroner.'}])
+        d = self.person_daemon(llm)
+        bob = {USER: 'Bob'}
+        b = d.browser()
+        r = b.post(API + '/query', {'question': 'Where is the salary?'}, headers=bob, timeout=60)
+        first = self.check_record_as(b, r, bob)
+        self.assertEqual(first['notes'], [])
+
+        def follow(rec_id):
+            llm.set_script([{'answer': 'I cannot say.'}])
+            r = b.post(API + '/query', {'question': 'Say it again?', 'follow_up': rec_id}, headers=bob, timeout=60)
+            return self.check_record_as(b, r, bob)
+
+        # Still in the group: the earlier turn is given, nothing noted.
+        second = follow(first['id'])
+        self.assertEqual(second['notes'], [])
+        self.assertIn('98765', json.dumps(llm.chat_requests()))
+
+        w.set_groups('Bob', [])
+        third = follow(first['id'])
+        self.assertClean(llm)
+        self.assertEqual(third['follow_up'], first['id'])
+        self.assertEqual(len(third['notes']), 1, third)
+        self.assertIn('1 earlier turn', third['notes'][0])
+        self.assertIn('left out', third['notes'][0])
+        self.assertNotIn('Payroll', third['notes'][0])
+        # The turn given the restricted one is left out with it.
+        fourth = follow(second['id'])
+        self.assertClean(llm)
+        self.assertIn('2 earlier turns', fourth['notes'][0])
+        self.assertEqual(b.get(API + '/history/' + fourth['id'], headers=bob).json['notes'], fourth['notes'])
+        # A check that cannot be made refuses the follow-up before admission.
+        self.addCleanup(w.set_switch, 'readcheck-revoked', False)
+        w.set_switch('readcheck-revoked', True)
+        llm.set_script([{'answer': 'never'}])
+        n = len(b.get(API + '/history', headers=bob).json['items'])
+        r = b.post(API + '/query', {'question': 'Again?', 'follow_up': first['id']}, headers=bob, timeout=60)
+        self.assertStatus(r, 403)
+        self.assertError(r, 'wiki_auth_failed')
+        self.assertIn('WIKI_WEB_WIKI_READ_AS', r.json['error']['message'])
+        self.assertEqual(llm.chat_requests(), [])
+        self.assertEqual(len(b.get(API + '/history', headers=bob).json['items']), n)
 
     def test_unanswered_report(self):
         """The unanswered report (API.md 9.2) shows an editor only the

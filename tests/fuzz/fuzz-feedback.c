@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http/request.h"
+#include "api/request.h"
 #include "shared/macro.h"
 #include "shared/utf8.h"
-#include "shared/wording.h"
+#include "store/wording.h"
 #include "store/report.h"
 #include "fuzz.h"
 

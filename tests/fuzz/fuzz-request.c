@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "shared/macro.h"
-#include "http/request.h"
+#include "api/request.h"
 #include "fuzz.h"
 
 static const char *const content_types[] = {

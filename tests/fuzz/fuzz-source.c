@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "http/export.h"
+#include "api/export.h"
 #include "shared/json-util.h"
 #include "shared/macro.h"
 #include "shared/source.h"

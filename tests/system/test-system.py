@@ -1475,6 +1475,11 @@ def full_state_directory(bed):
     bed.ct.run(["systemctl", "stop", SERVICE], timeout=60)
     bed.ct.run(["mount", "-t", "tmpfs", "-o", f"size=1m,mode=0700,uid={svc.st_uid},gid={svc.st_gid}",
                 "tmpfs", "/var/lib/wikiweb"])
+    # A 1 MiB directory is always under the default low-space threshold
+    # (64 MiB): without it, only a failed write makes storage degraded.
+    dropin = f"/run/systemd/system/{SERVICE}.d/60-min-free.conf"
+    bed.ct.write(dropin, "[Service]\nEnvironment=WIKI_WEB_STATE_MIN_FREE_BYTES=0\n")
+    bed.ct.run(["systemctl", "daemon-reload"])
     try:
         bed.restart_clean()
         token = bed.session()
@@ -1512,6 +1517,8 @@ def full_state_directory(bed):
     finally:
         bed.ct.run(["systemctl", "stop", SERVICE], check=False, timeout=60)
         bed.ct.run(["umount", "-l", "/var/lib/wikiweb"], check=False)
+        bed.ct.run(["rm", "-f", dropin], check=False)
+        bed.ct.run(["systemctl", "daemon-reload"], check=False)
         bed.restart_clean()
 
 

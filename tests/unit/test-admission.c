@@ -5,6 +5,7 @@
 #include "shared/macro.h"
 #include "tests.h"
 #include "admission-model.h"
+#include "admission/wait-estimate.h"
 
 /* Tests of the admission state machine (API.md 5): first every transition
  * with injected time and a recording event handler, then a long randomized
@@ -83,8 +84,30 @@ static void record(const AdmissionEvent *ev, void *userdata) {
                 ASSERT_EQ_INT(ev->state, admission_get_state(rec->a));
 }
 
+/* The claim times, as the Manager keeps them (ManagerQuery.since): the
+ * admission keeps none. claim() records them, newest last. */
+static struct {
+        char id[QUERY_ID_MAX];
+        usec_t since;
+} claimed[256];
+static size_t n_claimed;
+
+static usec_t claim_time(const char *query_id) {
+        for (size_t i = n_claimed; i-- > 0;)
+                if (streq(claimed[i].id, query_id))
+                        return claimed[i].since;
+        return USEC_INFINITY;
+}
+
+/* The Manager's average (wait-estimate.h) of the durations finish()
+ * measures: a new machine starts it afresh. */
+static WaitAverage average;
+
 static Admission *new_admission(const AdmissionSettings *s, Recorder *rec) {
         Admission *a = NULL;
+
+        average = (WaitAverage){ .known = false };
+        n_claimed = 0;
 
         ASSERT_OK(admission_new(s, &a));
         ASSERT_TRUE(a);
@@ -112,11 +135,33 @@ static void expect_state(Recorder *rec, size_t i, AdmissionState s) {
         ASSERT_EQ_INT(rec->events[i].state, s);
 }
 
+/* The running queries' claim times, oldest first. */
+typedef struct Claims {
+        usec_t since[ADMISSION_SLOTS_MAX];
+        size_t n;
+} Claims;
+
+static void collect_since(const char *query_id, unsigned slot, void *userdata) {
+        Claims *c = userdata;
+
+        c->since[c->n++] = claim_time(query_id);
+}
+
+/* A status as the Manager shows it: the admission's, with the estimate
+ * and the average of wait_estimate_status(). */
+static void add_estimate(const Admission *a, usec_t now, AdmissionStatus *st) {
+        Claims c = { .n = 0 };
+
+        admission_foreach_running(a, collect_since, &c);
+        wait_estimate_status(st, &average, c.since, c.n, now);
+}
+
 static AdmissionStatus status_of(Admission *a, unsigned n, usec_t now) {
         AdmissionStatus st;
         SessionKey k = key(n);
 
         ASSERT_EQ_INT(admission_status(a, &k, now, &st), 0);
+        add_estimate(a, now, &st);
         return st;
 }
 
@@ -125,6 +170,7 @@ static AdmissionStatus peek_of(Admission *a, unsigned n, usec_t now) {
         SessionKey k = key(n);
 
         admission_peek(a, &k, now, &st);
+        add_estimate(a, now, &st);
         return st;
 }
 
@@ -136,14 +182,14 @@ typedef struct Oldest {
         bool found;
 } Oldest;
 
-static void oldest_one(const char *query_id, unsigned slot, usec_t since, void *userdata) {
+static void oldest_one(const char *query_id, unsigned slot, void *userdata) {
         Oldest *o = userdata;
 
         if (o->found)
                 return;
         o->found = true;
         snprintf(o->id, sizeof o->id, "%s", query_id);
-        o->since = since;
+        o->since = claim_time(query_id);
 }
 
 /* Borrowed: valid until the next call. */
@@ -154,11 +200,13 @@ typedef struct FinishFind {
         bool found;
 } FinishFind;
 
-static void finish_find(const char *query_id, unsigned slot, usec_t since, void *userdata) {
+static void finish_find(const char *query_id, unsigned slot, void *userdata) {
         FinishFind *f = userdata;
 
         if (f->query_id && strcmp(query_id, f->query_id) == 0)
-                *f = (FinishFind){ .query_id = f->query_id, .slot = slot, .since = since, .found = true };
+                *f = (FinishFind){
+                        .query_id = f->query_id, .slot = slot, .since = claim_time(query_id), .found = true
+                };
 }
 
 /* The end of query_id at now, measured as the Manager measures it: from its
@@ -166,11 +214,15 @@ static void finish_find(const char *query_id, unsigned slot, usec_t since, void 
  * not run. */
 static int finish(Admission *a, const char *query_id, usec_t now) {
         FinishFind f = { .query_id = query_id };
+        int r;
 
         admission_foreach_running(a, finish_find, &f);
         if (!f.found)
                 return -ESRCH;
-        return admission_finish(a, f.slot, now - MIN(now, f.since), now);
+        r = admission_finish(a, f.slot, now - MIN(now, f.since), now);
+        if (r == 0)
+                wait_average_add(&average, now - MIN(now, f.since));
+        return r;
 }
 
 static const char *running_query_id(const Admission *a) {
@@ -201,7 +253,14 @@ static int leave(Admission *a, unsigned n, usec_t now) {
 
 static int claim(Admission *a, unsigned n, const char *qid, usec_t now) {
         SessionKey k = key(n);
-        return admission_claim(a, &k, qid, now);
+        int r = admission_claim(a, &k, qid, now);
+
+        if (r >= 0) {
+                ASSERT_TRUE(n_claimed < ELEMENTSOF(claimed));
+                snprintf(claimed[n_claimed].id, sizeof claimed[n_claimed].id, "%s", qid);
+                claimed[n_claimed++].since = now;
+        }
+        return r;
 }
 
 static void assert_near(double a, double b) {
@@ -267,7 +326,7 @@ TEST(settings) {
         ASSERT_TRUE(admission_next_deadline(a) == USEC_INFINITY);
         ASSERT_EQ_STR(running_query_id(a), "");
         ASSERT_TRUE(running_since(a) == USEC_INFINITY);
-        ASSERT_TRUE(admission_average_usec(a) == 0);
+        ASSERT_TRUE(wait_average_usec(&average) == 0);
         ASSERT_TRUE(!admission_free(a));
         ASSERT_TRUE(!admission_free(NULL));
 }
@@ -883,7 +942,7 @@ TEST(finish_ema) {
         ASSERT_EQ_STR(rec.events[0].query_id, "qr_a");
         ASSERT_TRUE(rec.events[0].duration_usec == SEC(10));
         expect_state(&rec, 1, ADMISSION_IDLE);
-        ASSERT_TRUE(admission_average_usec(a) == SEC(10));
+        ASSERT_TRUE(wait_average_usec(&average) == SEC(10));
         st = peek_of(a, 1, T0 + SEC(10));
         ASSERT_TRUE(st.average_known);
         assert_near(st.average_query_seconds, 10.0);
@@ -891,7 +950,7 @@ TEST(finish_ema) {
         ASSERT_EQ_INT(claim(a, 2, "qr_b", T0 + SEC(100)), 0);
         ASSERT_EQ_INT(finish(a, running_query_id(a), T0 + SEC(120)), 0);
         /* 0.2 * 20 + 0.8 * 10 */
-        ASSERT_TRUE(admission_average_usec(a) == SEC(12));
+        ASSERT_TRUE(wait_average_usec(&average) == SEC(12));
         assert_near(peek_of(a, 1, T0 + SEC(120)).average_query_seconds, 12.0);
         ASSERT_EQ_INT(finish(a, running_query_id(a), T0 + SEC(121)), -ESRCH);
 
@@ -1161,7 +1220,7 @@ TEST(heartbeat_churn) {
         admission_free(a);
 }
 
-static void count_running(const char *query_id, unsigned slot, usec_t since, void *userdata) {
+static void count_running(const char *query_id, unsigned slot, void *userdata) {
         (*(unsigned *) userdata)++;
 }
 

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* src/http/export.c: a conversation as Markdown, pinned, and hostile text
+/* src/api/export.c: a conversation as Markdown, pinned, and hostile text
  * in questions, titles, quotes and URLs. */
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "http/export.h"
+#include "api/export.h"
 #include "shared/macro.h"
 #include "shared/source.h"
 #include "tests.h"

@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "http/render.h"
+#include "api/render.h"
 #include "shared/json-util.h"
 #include "shared/macro.h"
 #include "shared/sha256.h"
@@ -20,7 +20,7 @@
  * session isolation, paging, the strict argument parser, deletion, crash
  * recovery, artifacts (written directly with SQL, as the sandbox stage
  * will), and refusing files that are not ours. The store returns structs;
- * the checks read them as the API renders them (src/http/render.c). */
+ * the checks read them as the API renders them (src/api/render.c). */
 
 /* 2025-11-22T10:00:00.123456Z: sub-millisecond digits that must be cut. */
 #define T0 ((usec_t) 1763805600123456ULL)
@@ -249,7 +249,7 @@ static void assert_json(json_object *o, const char *expected) {
 static const char *const record_keys[] = {
         "id",          "status",   "question",   "answer",       "sources", "citations",
         "artifacts",   "error",    "timings_ms", "usage",        "sandbox", "created_at",
-        "finished_at", "feedback", "follow_up",  "conversation",
+        "finished_at", "feedback", "follow_up",  "conversation", "notes",
 };
 
 /* RFC 3339 in UTC with exactly three fractional digits. */
@@ -312,7 +312,7 @@ TEST(open_creates_file) {
         ASSERT_TRUE(h);
         ASSERT_TRUE(history_free(h) == NULL);
         ASSERT_TRUE(history_free(NULL) == NULL);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 6);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 7);
 
         /* A directory that does not exist. */
         {
@@ -1260,7 +1260,7 @@ TEST(given_titles) {
                                    .sources_json = "[{\"title\":\"A\",\"url\":\"u\",\"revision_id\":1},"
                                                    "{\"title\":\"B\",\"url\":\"u\",\"revision_id\":2}]",
                                    .finished_at = T0 }));
-        ASSERT_OK(history_begin_follow_up(h, qid(2), &k, "second", qid(1), qid(1), T0 + 1));
+        ASSERT_OK(history_begin_follow_up(h, qid(2), &k, "second", qid(1), qid(1), NULL, T0 + 1));
         ASSERT_OK(history_finish(
                 h,
                 qid(2),
@@ -1269,7 +1269,7 @@ TEST(given_titles) {
                                    .sources_json = "[{\"title\":\"A\",\"url\":\"u\",\"revision_id\":1},"
                                                    "{\"title\":\"C\",\"url\":\"u\",\"revision_id\":3}]",
                                    .finished_at = T0 + 1 }));
-        ASSERT_OK(history_begin_follow_up(h, qid(3), &k, "third", qid(2), qid(1), T0 + 2));
+        ASSERT_OK(history_begin_follow_up(h, qid(3), &k, "third", qid(2), qid(1), NULL, T0 + 2));
         finish_answer(h, qid(3), "three");
 
         ASSERT_OK(history_get_record(h, qid(1), &k, &r));
@@ -1302,9 +1302,9 @@ TEST(conversations_and_shares) {
 
         ASSERT_OK(history_begin(h, qid(1), &k, "first", T0));
         finish_answer(h, qid(1), "one");
-        ASSERT_OK(history_begin_follow_up(h, qid(2), &k, "second", qid(1), qid(1), T0 + 1));
+        ASSERT_OK(history_begin_follow_up(h, qid(2), &k, "second", qid(1), qid(1), NULL, T0 + 1));
         finish_answer(h, qid(2), "two");
-        ASSERT_OK(history_begin_follow_up(h, qid(3), &k, "third", qid(2), qid(1), T0 + 2));
+        ASSERT_OK(history_begin_follow_up(h, qid(3), &k, "third", qid(2), qid(1), NULL, T0 + 2));
 
         ASSERT_OK(history_get_conversation(h, qid(3), &k, 100, &turns, &n));
         ASSERT_EQ_INT(n, 3);
@@ -1403,7 +1403,7 @@ TEST(migrate_from_version_1) {
         sql_exec(dir, sql);
 
         h = open_store(dir, 1);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 6);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 7);
         done = get_record(h, qid(500), &k);
         ASSERT_EQ_STR(get_str(done, "status"), "succeeded");
         ASSERT_EQ_STR(get_str(done, "answer"), "42");
@@ -1429,7 +1429,7 @@ TEST(migrate_from_version_1) {
 
         /* Opened again: nothing more to do. */
         h = open_store(dir, 0);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 6);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 7);
         history_free(h);
 }
 
@@ -1471,7 +1471,7 @@ TEST(migrate_from_version_2) {
         sql_exec(dir, sql);
 
         h = open_store(dir, 0);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 6);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 7);
         old = get_record(h, qid(600), &k);
         ASSERT_EQ_STR(get_str(old, "sandbox"), "offered");
         ASSERT_EQ_INT(json_object_array_length(get_key(old, "citations")), 0);
@@ -1507,9 +1507,10 @@ TEST(migrate_from_version_2) {
                 "DROP TABLE feedback; DROP INDEX queries_by_wording;"
                 "ALTER TABLE queries DROP COLUMN searches; ALTER TABLE queries DROP COLUMN wording_key;"
                 "ALTER TABLE queries DROP COLUMN signals; ALTER TABLE queries DROP COLUMN given_titles;"
+                "ALTER TABLE queries DROP COLUMN notes;"
                 "PRAGMA user_version = 3;");
         h = open_store(dir, 0);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 6);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 7);
         ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM queries WHERE conversation = id"), 2);
         ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM shares"), 0);
         ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM queries WHERE given_titles = '[]'"), 2);

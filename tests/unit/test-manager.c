@@ -663,15 +663,39 @@ static void on_sources(
         caller_note(userdata, error);
 }
 
-/* A finished record of session k with one source: unverified, so in the
- * unanswered report with its page. */
-static void add_record(Fixture *f, const SessionKey *k, const char *id, const char *title) {
+/* The turns a follow-up's model is given: "N FOLLOWED NOTE" ("-": no note). */
+static void on_follow_up(
+        ManagerPreparedFollowUp *p, const ManagerError *error, const ManagerFollowUp *result, void *userdata) {
+        Caller *c = userdata;
+
+        caller_note(c, error);
+        if (result)
+                snprintf(
+                        c->message,
+                        sizeof c->message,
+                        "%zu %s %s",
+                        result->n_turns,
+                        result->follow_up,
+                        result->notes && result->notes[0] ? result->notes[0] : "-");
+}
+
+/* A finished record of session k with one source, following follows (NULL:
+ * nothing) in conversation: unverified, so in the unanswered report with
+ * its page. */
+static void add_turn(
+        Fixture *f,
+        const SessionKey *k,
+        const char *id,
+        const char *follows,
+        const char *conversation,
+        const char *title) {
         _cleanup_free_ char *sources = NULL;
         History *h = manager_get_history(f->manager);
 
         ASSERT_TRUE(
                 asprintf(&sources, "[{\"title\":\"%s\",\"url\":\"http://w/x\",\"revision_id\":1}]", title) > 0);
-        ASSERT_OK(history_begin(h, id, k, "Where is the salary?", now(CLOCK_REALTIME)));
+        ASSERT_OK(history_begin_follow_up(
+                h, id, k, "Where is the salary?", follows, conversation, NULL, now(CLOCK_REALTIME)));
         ASSERT_OK(history_finish(
                 h,
                 id,
@@ -681,8 +705,12 @@ static void add_record(Fixture *f, const SessionKey *k, const char *id, const ch
                                    .finished_at = now(CLOCK_REALTIME) }));
 }
 
-/* The one read check through each failure: the share, the report and the
- * sources check each fail closed with the same
+static void add_record(Fixture *f, const SessionKey *k, const char *id, const char *title) {
+        add_turn(f, k, id, NULL, NULL, title);
+}
+
+/* The one read check through each failure: the share, the report, the
+ * sources check and a follow-up's preparation each fail closed with the same
  * API error and message, and nothing of the wiki's own reply shows. */
 TEST(read_check_fails_closed_alike) {
         static const FakeMode failures[] = { FAKE_UNLOADED, FAKE_REVOKED, FAKE_SILENT, FAKE_GARBAGE, FAKE_SHORT };
@@ -703,19 +731,25 @@ TEST(read_check_fails_closed_alike) {
         ASSERT_OK(manager_share_create(f.manager, &k, "qr_00000000000000000000000000000001", token, &e));
 
         for (size_t i = 0; i < ELEMENTSOF(failures); i++) {
-                Caller share = { 0 }, report = { 0 }, sources = { 0 };
+                Caller share = { 0 }, report = { 0 }, sources = { 0 }, follow = { 0 };
                 ManagerShareOpen *o = NULL;
                 ManagerReportCheck *r = NULL;
                 ManagerSourcesCheck *c = NULL;
+                ManagerPreparedFollowUp *p = NULL;
 
                 w.mode = failures[i];
                 ASSERT_OK(manager_share_open(f.manager, "Bob", token, on_share, &share, &o, &e));
                 ASSERT_OK(manager_report_unanswered(f.manager, "Eve", 0, on_report, &report, &r, &e));
                 ASSERT_OK(manager_check_sources(f.manager, "Bob", titles, on_sources, &sources, &c, &e));
+                ASSERT_OK(manager_prepare_follow_up(
+                        f.manager, &k, "Bob", "qr_00000000000000000000000000000001", on_follow_up, &follow, &p, &e));
                 run_until_called(&f, &share.calls, 1);
                 run_until_called(&f, &report.calls, 1);
                 run_until_called(&f, &sources.calls, 1);
-                ASSERT_TRUE(share.failed && report.failed && sources.failed);
+                run_until_called(&f, &follow.calls, 1);
+                ASSERT_TRUE(share.failed && report.failed && sources.failed && follow.failed);
+                ASSERT_EQ_INT(follow.api_error, API_ERROR_WIKI_AUTH_FAILED);
+                ASSERT_EQ_STR(share.message, follow.message);
                 ASSERT_EQ_INT(share.api_error, API_ERROR_WIKI_AUTH_FAILED);
                 ASSERT_EQ_INT(report.api_error, API_ERROR_WIKI_AUTH_FAILED);
                 ASSERT_EQ_INT(sources.api_error, API_ERROR_WIKI_AUTH_FAILED);
@@ -726,6 +760,7 @@ TEST(read_check_fails_closed_alike) {
                 o = manager_share_open_free(o);
                 r = manager_report_check_free(r);
                 c = manager_sources_check_free(c);
+                p = manager_follow_up_free(p);
         }
         fixture_stop(&f);
         fake_wiki_stop(&w);
@@ -800,6 +835,35 @@ TEST(read_check_person) {
                 ASSERT_EQ_STR(found.message, "Apple;");
                 wo = manager_wiki_operation_free(wo);
         }
+        /* A follow-up is checked like a read: the turn that read what Bob
+         * may not read, and the one after it that was given it, are left
+         * out, and the note says how many (never which). */
+        {
+                const char *a = "qr_00000000000000000000000000000003",
+                           *b = "qr_00000000000000000000000000000004",
+                           *c3 = "qr_00000000000000000000000000000005";
+                ManagerPreparedFollowUp *p = NULL;
+                Caller follow = { 0 };
+
+                add_turn(&f, &k, a, NULL, NULL, "Apple");
+                add_turn(&f, &k, b, a, a, "Payroll:Salaries");
+                add_turn(&f, &k, c3, b, a, "Apple");
+                ASSERT_OK(manager_prepare_follow_up(f.manager, &k, "Bob", c3, on_follow_up, &follow, &p, &e));
+                ASSERT_EQ_INT(follow.calls, 0);
+                run_until_called(&f, &follow.calls, 1);
+                ASSERT_TRUE(!follow.failed);
+                ASSERT_TRUE(
+                        strstr(follow.message, "1 qr_00000000000000000000000000000005 2 earlier turns") ==
+                        follow.message);
+                ASSERT_TRUE(!strstr(follow.message, "Payroll"));
+                p = manager_follow_up_free(p);
+                /* All readable: every turn, no note. */
+                follow = (Caller){ 0 };
+                ASSERT_OK(manager_prepare_follow_up(f.manager, &k, "Bob", a, on_follow_up, &follow, &p, &e));
+                run_until_called(&f, &follow.calls, 1);
+                ASSERT_EQ_STR(follow.message, "1 qr_00000000000000000000000000000003 -");
+                p = manager_follow_up_free(p);
+        }
         /* A wrong token: the same, without asking the wiki. */
         ASSERT_EQ_INT(manager_share_open(f.manager, "Bob", "sh_00", on_share, &share, &o, &e), -ENOENT);
         ASSERT_EQ_INT(e.api_error, API_ERROR_NOT_FOUND);
@@ -846,7 +910,7 @@ TEST(history_operations) {
         _cleanup_(manager_follow_up_freep) ManagerPreparedFollowUp *p = NULL;
         char token[MANAGER_SHARE_TOKEN_MAX], token2[MANAGER_SHARE_TOKEN_MAX];
         SessionKey k = session(9), other = session(10);
-        Caller share = { 0 }, report = { 0 };
+        Caller share = { 0 }, report = { 0 }, follow = { 0 };
         ManagerShareOpen *o = NULL;
         ManagerReportCheck *rc = NULL;
         ManagerWikiOperation *wo = NULL;
@@ -856,17 +920,20 @@ TEST(history_operations) {
         fixture_start(&f);
         add_record(&f, &k, a, "Apple");
         ASSERT_OK(history_begin_follow_up(
-                manager_get_history(f.manager), b, &k, "And then?", a, a, now(CLOCK_REALTIME)));
+                manager_get_history(f.manager), b, &k, "And then?", a, a, NULL, now(CLOCK_REALTIME)));
 
-        /* The follow-up of a running record: busy; of another's: not found. */
-        ASSERT_EQ_INT(manager_prepare_follow_up(f.manager, &k, NULL, b, &p, &e), -EBUSY);
+        /* The follow-up of a running record: busy; of another's: not found;
+         * of its own ended one: every turn (service mode), from a defer. */
+        ASSERT_EQ_INT(manager_prepare_follow_up(f.manager, &k, NULL, b, on_follow_up, &follow, &p, &e), -EBUSY);
         ASSERT_EQ_INT(e.api_error, API_ERROR_BUSY);
-        ASSERT_EQ_INT(manager_prepare_follow_up(f.manager, &other, NULL, a, &p, &e), -ENOENT);
+        ASSERT_EQ_INT(
+                manager_prepare_follow_up(f.manager, &other, NULL, a, on_follow_up, &follow, &p, &e), -ENOENT);
         ASSERT_EQ_INT(e.api_error, API_ERROR_QUERY_NOT_FOUND);
-        ASSERT_OK(manager_prepare_follow_up(f.manager, &k, NULL, a, &p, &e));
-        ASSERT_EQ_STR(manager_follow_up_get(p)->follow_up, a);
-        ASSERT_EQ_INT(manager_follow_up_get(p)->n_turns, 1);
-        ASSERT_EQ_STR(manager_follow_up_get(p)->turns[0].answer, "Somewhere.");
+        ASSERT_OK(manager_prepare_follow_up(f.manager, &k, NULL, a, on_follow_up, &follow, &p, &e));
+        ASSERT_EQ_INT(follow.calls, 0);
+        run_until_called(&f, &follow.calls, 1);
+        ASSERT_TRUE(!follow.failed);
+        ASSERT_EQ_STR(follow.message, "1 qr_00000000000000000000000000000011 -");
 
         /* Feedback: not yet on a running one, never on another's. */
         ASSERT_EQ_INT(manager_set_feedback(f.manager, &k, b, "up", NULL, NULL, &e), -EBUSY);

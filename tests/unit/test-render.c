@@ -2,13 +2,13 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
-#include "http/render.h"
+#include "api/render.h"
 #include "shared/json-util.h"
 #include "shared/macro.h"
 #include "store/history.h"
 #include "tests.h"
 
-/* The JSON of API.md 9 (src/http/render.c) from records the store returns,
+/* The JSON of API.md 9 (src/api/render.c) from records the store returns,
  * byte for byte on this data set, field order and escaping included. */
 
 #define T0 ((usec_t) 1763805600123456ULL)
@@ -35,7 +35,7 @@ static const char expected_failed[] =
         "\x82\xac\"},\"timings_ms\":{\"queue\":12,\"wiki\":3400,\"model\":5600,\"sandbox\":7800,\""
         "cleanup\":90,\"total\":17000},\"usage\":{\"model\":\"gpt-test\\/1\",\"prompt_tokens\":12"
         "34,\"completion_tokens\":9007199254740993},\"sandbox\":\"starting\",\"created_at\":\"202"
-        "5-11-22T10:00:00.123Z\",\"finished_at\":\"2025-11-22T10:00:17.124Z\",\"feedback\":null,\"follow_up\":null,\"conversation\":\"qr_0123456789abcdef0123456789abcdef\"}";
+        "5-11-22T10:00:00.123Z\",\"finished_at\":\"2025-11-22T10:00:17.124Z\",\"feedback\":null,\"follow_up\":null,\"conversation\":\"qr_0123456789abcdef0123456789abcdef\",\"notes\":[]}";
 
 static const char expected_succeeded[] =
         "{\"id\":\"qr_00000000000000000000000000000002\",\"status\":\"succeeded\",\"question\":\""
@@ -48,7 +48,7 @@ static const char expected_succeeded[] =
         "ms\":{\"queue\":0,\"wiki\":1,\"model\":2,\"sandbox\":3,\"cleanup\":4,\"total\":10},\"usa"
         "ge\":{\"model\":\"m\",\"prompt_tokens\":0,\"completion_tokens\":1},\"sandbox\":\"offered"
         "\",\"created_at\":\"2025-11-22T10:00:01.123Z\",\"finished_at\":\"2025-11-22T10:01:00.123"
-        "Z\",\"feedback\":null,\"follow_up\":null,\"conversation\":\"qr_00000000000000000000000000000002\"}";
+        "Z\",\"feedback\":null,\"follow_up\":null,\"conversation\":\"qr_00000000000000000000000000000002\",\"notes\":[]}";
 
 static const char expected_running[] =
         "{\"id\":\"qr_00000000000000000000000000000004\",\"status\":\"running\",\"question\":\"no"
@@ -56,7 +56,7 @@ static const char expected_running[] =
         "\"artifacts\":[],\"error\":null,\"timings_ms\":{\"queue\":0,\"wiki\":0,\"model\":0,\"san"
         "dbox\":0,\"cleanup\":0,\"total\":0},\"usage\":{\"model\":\"\",\"prompt_tokens\":0,\"comp"
         "letion_tokens\":0},\"sandbox\":null,\"created_at\":\"2025-11-22T10:01:10.123Z\",\"finish"
-        "ed_at\":null,\"feedback\":null,\"follow_up\":null,\"conversation\":\"qr_00000000000000000000000000000004\"}";
+        "ed_at\":null,\"feedback\":null,\"follow_up\":null,\"conversation\":\"qr_00000000000000000000000000000004\",\"notes\":[]}";
 
 static const char expected_recovered[] =
         "{\"id\":\"qr_00000000000000000000000000000003\",\"status\":\"failed\",\"question\":\"sti"
@@ -65,7 +65,7 @@ static const char expected_recovered[] =
         "\"timings_ms\":{\"queue\":0,\"wiki\":0,\"model\":0,\"sandbox\":0,\"cleanup\":0,\"total\""
         ":58000},\"usage\":{\"model\":\"\",\"prompt_tokens\":0,\"completion_tokens\":0},\"sandbox"
         "\":null,\"created_at\":\"2025-11-22T10:00:02.123Z\",\"finished_at\":\"2025-11-22T10:01:0"
-        "0.123Z\",\"feedback\":null,\"follow_up\":null,\"conversation\":\"qr_00000000000000000000000000000003\"}";
+        "0.123Z\",\"feedback\":null,\"follow_up\":null,\"conversation\":\"qr_00000000000000000000000000000003\",\"notes\":[]}";
 
 static const char expected_page1[] =
         "{\"items\":[{\"id\":\"qr_00000000000000000000000000000004\",\"status\":\"running\",\"que"
@@ -73,13 +73,13 @@ static const char expected_page1[] =
         "ations\":[],\"artifacts\":[],\"error\":null,\"timings_ms\":{\"queue\":0,\"wiki\":0,\"mod"
         "el\":0,\"sandbox\":0,\"cleanup\":0,\"total\":0},\"usage\":{\"model\":\"\",\"prompt_token"
         "s\":0,\"completion_tokens\":0},\"sandbox\":null,\"created_at\":\"2025-11-22T10:01:10.123"
-        "Z\",\"finished_at\":null,\"feedback\":null,\"follow_up\":null,\"conversation\":\"qr_00000000000000000000000000000004\"},{\"id\":\"qr_00000000000000000000000000000003\",\"status\":\"f"
+        "Z\",\"finished_at\":null,\"feedback\":null,\"follow_up\":null,\"conversation\":\"qr_00000000000000000000000000000004\",\"notes\":[]},{\"id\":\"qr_00000000000000000000000000000003\",\"status\":\"f"
         "ailed\",\"question\":\"still running\",\"answer\":null,\"sources\":[],\"citations\":[],\""
         "artifacts\":[],\"error\":{\"code\":\"execution_failed\",\"message\":\"The service stoppe"
         "d before the query's outcome was stored\"},\"timings_ms\":{\"queue\":0,\"wiki\":0,\"model\":0,\"sandbox\":"
         "0,\"cleanup\":0,\"total\":58000},\"usage\":{\"model\":\"\",\"prompt_tokens\":0,\"complet"
         "ion_tokens\":0},\"sandbox\":null,\"created_at\":\"2025-11-22T10:00:02.123Z\",\"finished_"
-        "at\":\"2025-11-22T10:01:00.123Z\",\"feedback\":null,\"follow_up\":null,\"conversation\":\"qr_00000000000000000000000000000003\"}],\"next_cursor\":\"3\"}";
+        "at\":\"2025-11-22T10:01:00.123Z\",\"feedback\":null,\"follow_up\":null,\"conversation\":\"qr_00000000000000000000000000000003\",\"notes\":[]}],\"next_cursor\":\"3\"}";
 
 static const char expected_page2[] =
         "{\"items\":[{\"id\":\"qr_00000000000000000000000000000002\",\"status\":\"succeeded\",\"q"
@@ -92,7 +92,7 @@ static const char expected_page2[] =
         "ll,\"timings_ms\":{\"queue\":0,\"wiki\":1,\"model\":2,\"sandbox\":3,\"cleanup\":4,\"tota"
         "l\":10},\"usage\":{\"model\":\"m\",\"prompt_tokens\":0,\"completion_tokens\":1},\"sandbo"
         "x\":\"offered\",\"created_at\":\"2025-11-22T10:00:01.123Z\",\"finished_at\":\"2025-11-22"
-        "T10:01:00.123Z\",\"feedback\":null,\"follow_up\":null,\"conversation\":\"qr_00000000000000000000000000000002\"},{\"id\":\"qr_0123456789abcdef0123456789abcdef\",\"status\":\"failed\","
+        "T10:01:00.123Z\",\"feedback\":null,\"follow_up\":null,\"conversation\":\"qr_00000000000000000000000000000002\",\"notes\":[]},{\"id\":\"qr_0123456789abcdef0123456789abcdef\",\"status\":\"failed\","
         "\"question\":\"Wie hoch ist der \\\"Zugspitze\\\"-Gipfel? \xe2\x9b\xb0 'x' \\\\ \\/ ;--\""
         ",\"answer\":null,\"sources\":[{\"title\":\"B\xc3\xa4r \\/ \\\"x\\\"\",\"url\":\"https:\\"
         "/\\/de.wikipedia.org\\/wiki\\/B%C3%A4r\",\"revision_id\":9007199254740993},{\"title\":\""
@@ -110,7 +110,7 @@ static const char expected_page2[] =
         ",\"sandbox\":7800,\"cleanup\":90,\"total\":17000},\"usage\":{\"model\":\"gpt-test\\/1\","
         "\"prompt_tokens\":1234,\"completion_tokens\":9007199254740993},\"sandbox\":\"starting\","
         "\"created_at\":\"2025-11-22T10:00:00.123Z\",\"finished_at\":\"2025-11-22T10:00:17.124Z\""
-        ",\"feedback\":null,\"follow_up\":null,\"conversation\":\"qr_0123456789abcdef0123456789abcdef\"}],\"next_cursor\":null}";
+        ",\"feedback\":null,\"follow_up\":null,\"conversation\":\"qr_0123456789abcdef0123456789abcdef\",\"notes\":[]}],\"next_cursor\":null}";
 
 static const char expected_empty[] = "{\"items\":[],\"next_cursor\":null}";
 
@@ -342,7 +342,7 @@ TEST(record_feedback) {
                 "\"model\":\"m\",\"prompt_tokens\":0,\"completion_tokens\":0},\"sandbox\":null,\"created_at\":"
                 "\"1970-01-01T00:00:00.000Z\",\"finished_at\":null,\"feedback\":{\"rating\":\"down\","
                 "\"reason\":\"wrong\",\"comment\":\"a \\\"b\\\" <\\/x>\",\"rated_at\":"
-                "\"1970-01-01T00:00:00.001Z\"},\"follow_up\":null,\"conversation\":\"qr_x\"}");
+                "\"1970-01-01T00:00:00.001Z\"},\"follow_up\":null,\"conversation\":\"qr_x\",\"notes\":[]}");
 }
 
 /* The status object of API.md 6, written by hand (render_status_text()):

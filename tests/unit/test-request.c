@@ -3,7 +3,7 @@
 #include <stdint.h>
 
 #include "shared/macro.h"
-#include "http/request.h"
+#include "api/request.h"
 #include "tests.h"
 
 #define JSON "application/json"

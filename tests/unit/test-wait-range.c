@@ -149,27 +149,26 @@ static size_t heavy(double *d) {
 typedef struct FinishFind {
         const char *query_id;
         unsigned slot;
-        usec_t since;
         bool found;
 } FinishFind;
 
-static void finish_find(const char *query_id, unsigned slot, usec_t since, void *userdata) {
+static void finish_find(const char *query_id, unsigned slot, void *userdata) {
         FinishFind *f = userdata;
 
         if (f->query_id && strcmp(query_id, f->query_id) == 0)
-                *f = (FinishFind){ .query_id = f->query_id, .slot = slot, .since = since, .found = true };
+                *f = (FinishFind){ .query_id = f->query_id, .slot = slot, .found = true };
 }
 
-/* The end of query_id at now, measured as the Manager measures it: from its
- * claim, given to admission_finish() with its slot. -ESRCH when it does
- * not run. */
-static int finish(Admission *a, const char *query_id, usec_t now) {
+/* The end of query_id, claimed at since, at now, measured as the Manager
+ * measures it: from its claim, given to admission_finish() with its slot.
+ * -ESRCH when it does not run. */
+static int finish(Admission *a, const char *query_id, usec_t since, usec_t now) {
         FinishFind f = { .query_id = query_id };
 
         admission_foreach_running(a, finish_find, &f);
         if (!f.found)
                 return -ESRCH;
-        return admission_finish(a, f.slot, now - MIN(now, f.since), now);
+        return admission_finish(a, f.slot, now - MIN(now, since), now);
 }
 
 TEST(constant_is_exact) {
@@ -369,7 +368,7 @@ TEST(tracker) {
 
         /* s1 finishes: s2 holds the reservation (nothing to wait for), and
          * the reserved slot is busy from now for s3, now first. */
-        ASSERT_OK(finish(a, "qr_1", t0 + 6 * USEC_PER_SEC));
+        ASSERT_OK(finish(a, "qr_1", t0, t0 + 6 * USEC_PER_SEC));
         n_running = 0;
         ASSERT_OK(admission_status(a, &s2, t0 + 6 * USEC_PER_SEC, &st));
         ASSERT_EQ_INT(wait_tracker_status_range(t, a, &st, running, n_running, t0 + 6 * USEC_PER_SEC, &r), 1);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include "shared/macro.h"
-#include "shared/wording.h"
+#include "store/wording.h"
 #include "tests.h"
 
 static void check_key(const char *question, const char *want) {

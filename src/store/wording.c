@@ -8,7 +8,7 @@
 #include "shared/macro.h"
 #include "shared/strv.h"
 #include "shared/utf8.h"
-#include "shared/wording.h"
+#include "store/wording.h"
 
 /* Stop words of English, German, French and Spanish, case-folded, as they
  * are after the separators split them (no apostrophes). Sorted on first

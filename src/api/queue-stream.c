@@ -4,8 +4,8 @@
 #include <math.h>
 
 #include "admission/wait-range.h"
-#include "http/queue-stream.h"
-#include "http/render.h"
+#include "api/queue-stream.h"
+#include "api/render.h"
 #include "http/stream.h"
 #include "shared/json-util.h"
 #include "shared/list.h"
@@ -231,7 +231,7 @@ static void queue_streams_arm_held(QueueStreams *q) {
 static void queue_streams_arm_estimate(QueueStreams *q, usec_t t) {
         ManagerQuery *oldest = manager_oldest_query(q->manager);
         usec_t since = oldest ? manager_query_since(oldest) : USEC_INFINITY;
-        usec_t avg = admission_average_usec(manager_get_admission(q->manager));
+        usec_t avg = manager_average_usec(q->manager);
         bool running = q->streams_head && oldest;
         bool falling = running && avg > 0 && t - MIN(t, since) < avg;
         bool ranged = running && manager_wait_known(q->manager);

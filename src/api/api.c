@@ -5,15 +5,15 @@
 #include <math.h>
 
 #include "config-version.h"
-#include "http/api.h"
-#include "http/export.h"
-#include "http/query-stream.h"
-#include "http/sources-check.h"
-#include "http/queue-stream.h"
+#include "api/api.h"
+#include "api/export.h"
+#include "api/query-stream.h"
+#include "api/sources-check.h"
+#include "api/queue-stream.h"
 #include "http/stream.h"
 #include "manager/manager-ops.h"
-#include "http/render.h"
-#include "http/request.h"
+#include "api/render.h"
+#include "api/request.h"
 #include "metrics/metrics.h"
 #include "shared/json-util.h"
 #include "shared/log.h"
@@ -425,30 +425,14 @@ static void api_conversation_done(ApiConversation *c) {
         *c = (ApiConversation){ .turns = NULL };
 }
 
-static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
-        bool stream = api_wants_stream(req);
-        _cleanup_free_ char *message = NULL;
-        _cleanup_(query_body_done) QueryBody q = { 0 };
-        _cleanup_(manager_follow_up_freep) ManagerPreparedFollowUp *follow_up = NULL;
-        ManagerError e;
-        usec_t t = now(CLOCK_MONOTONIC);
+/* Start the query of q, a follow-up's prepared turns in follow_up (NULL:
+ * none), and answer it when it ends or as its stream. t: when the request
+ * began (CLOCK_MONOTONIC). */
+static HttpHandlerResult api_query_start(
+        Api *api, HttpRequest *req, const QueryBody *q, const ManagerFollowUp *follow_up, bool stream, usec_t t) {
         ManagerQuery *query;
         ApiWaiting *w;
-        const uint8_t *body;
-        size_t size;
         int r;
-
-        body = http_request_body(req, &size);
-        if (request_parse_query(http_request_content_type(req), body, size, &q, &message) < 0)
-                return http_reply_error(req, API_ERROR_INVALID_INPUT, message, NULL);
-        /* A stream refused is refused before admission (API.md 11.2). */
-        if (stream && !http_stream_allowed(req))
-                return http_reply_error(req, API_ERROR_RATE_LIMITED, NULL, NULL);
-        if (q.follow_up &&
-            manager_prepare_follow_up(
-                    api->manager, http_request_session(req), http_request_user(req), q.follow_up, &follow_up, &e) <
-                    0)
-                return reply_manager_error(api, req, &e);
 
         /* Allocated first: once the query has started, nothing may fail
          * before its request is kept. */
@@ -461,9 +445,9 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
                 &(ManagerQueryRequest){
                         .session = http_request_session(req),
                         .user = http_request_user(req),
-                        .question = q.question,
-                        .pages = q.pages,
-                        .follow_up = follow_up ? manager_follow_up_get(follow_up) : NULL,
+                        .question = q->question,
+                        .pages = q->pages,
+                        .follow_up = follow_up,
                 },
                 &query);
         if (r < 0)
@@ -495,6 +479,28 @@ static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
         manager_query_wait(query, &w->waiter, api_on_query_request_done, w);
         http_request_suspend(req);
         return HTTP_SUSPENDED;
+}
+
+static HttpHandlerResult api_query_follow_up(Api *api, HttpRequest *req, QueryBody *q, bool stream, usec_t t);
+
+static HttpHandlerResult api_handle_query(Api *api, HttpRequest *req) {
+        bool stream = api_wants_stream(req);
+        _cleanup_free_ char *message = NULL;
+        _cleanup_(query_body_done) QueryBody q = { 0 };
+        usec_t t = now(CLOCK_MONOTONIC);
+        const uint8_t *body;
+        size_t size;
+
+        body = http_request_body(req, &size);
+        if (request_parse_query(http_request_content_type(req), body, size, &q, &message) < 0)
+                return http_reply_error(req, API_ERROR_INVALID_INPUT, message, NULL);
+        /* A stream refused is refused before admission (API.md 11.2). */
+        if (stream && !http_stream_allowed(req))
+                return http_reply_error(req, API_ERROR_RATE_LIMITED, NULL, NULL);
+        /* A follow-up is prepared first, checked like a read (API.md 7). */
+        if (q.follow_up)
+                return api_query_follow_up(api, req, &q, stream, t);
+        return api_query_start(api, req, &q, NULL, stream, t);
 }
 
 static void api_on_replay_closed(HttpStream *s, HttpStreamEnd why, void *userdata) {
@@ -549,7 +555,7 @@ static HttpHandlerResult api_handle_history_events(Api *api, HttpRequest *req, c
 }
 
 /* GET /history/{id}/sources (API.md 9): the caller's record's sources with
- * the wiki's current revisions (http/sources-check.h). */
+ * the wiki's current revisions (api/sources-check.h). */
 static HttpHandlerResult api_handle_history_sources(Api *api, HttpRequest *req, const char *id) {
         _cleanup_(history_record_freep) HistoryRecord *record = NULL;
 
@@ -692,12 +698,18 @@ static HttpHandlerResult api_handle_history_feedback(Api *api, HttpRequest *req,
 typedef struct ApiShared ApiShared;
 
 /* A request suspended while the Manager checks what its reader may read:
- * a shared view (share) or the report (report). */
+ * a shared view (share), the report (report) or a follow-up's turns
+ * (follow_up). */
 struct ApiPending {
         Api *api;
         HttpRequest *req;
         ManagerShareOpen *share;
         ManagerReportCheck *report;
+        ManagerPreparedFollowUp *follow_up;
+        /* The follow-up's: its query, as asked */
+        QueryBody query;
+        bool stream;
+        usec_t began;
         /* The report's */
         unsigned days;
         bool csv;
@@ -714,6 +726,8 @@ static ApiPending *api_pending_free(ApiPending *p) {
         LIST_REMOVE(pending, p->api->pending, p);
         manager_share_open_free(p->share);
         manager_report_check_free(p->report);
+        manager_follow_up_free(p->follow_up);
+        query_body_done(&p->query);
         api_shared_free(p->shared);
         free(p);
         return NULL;
@@ -728,6 +742,51 @@ static ApiPending *api_pending_new(Api *api, HttpRequest *req) {
         p->req = req;
         LIST_PREPEND(pending, api->pending, p);
         return p;
+}
+
+/* The follow-up's turns are prepared: its query starts with them, or the
+ * preparation's refusal is the answer. */
+static void api_follow_up_on_prepared(
+        ManagerPreparedFollowUp *f, const ManagerError *error, const ManagerFollowUp *result, void *userdata) {
+        ApiPending *p = userdata;
+
+        if (error)
+                (void) reply_manager_error(p->api, p->req, error);
+        else
+                (void) api_query_start(p->api, p->req, &p->query, result, p->stream, p->began);
+        api_pending_free(p);
+}
+
+/* POST /query with follow_up (API.md 7): suspended while the Manager
+ * prepares the turns followed, which in person mode asks the wiki what
+ * the asker may still read. The query body is moved into the pending. */
+static HttpHandlerResult api_query_follow_up(Api *api, HttpRequest *req, QueryBody *q, bool stream, usec_t t) {
+        ManagerError e;
+        ApiPending *p;
+
+        p = api_pending_new(api, req);
+        if (!p)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        p->query = *q;
+        *q = (QueryBody){ 0 };
+        p->stream = stream;
+        p->began = t;
+        if (manager_prepare_follow_up(
+                    api->manager,
+                    http_request_session(req),
+                    http_request_user(req),
+                    p->query.follow_up,
+                    api_follow_up_on_prepared,
+                    p,
+                    &p->follow_up,
+                    &e) < 0) {
+                HttpHandlerResult h = reply_manager_error(api, req, &e);
+
+                api_pending_free(p);
+                return h;
+        }
+        http_request_suspend(req);
+        return HTTP_SUSPENDED;
 }
 
 /* Whether the client asks for the report as CSV: ?format=csv. */

@@ -4,7 +4,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "http/export.h"
+#include "api/export.h"
 #include "shared/macro.h"
 #include "shared/source.h"
 #include "shared/strbuf.h"

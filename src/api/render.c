@@ -6,7 +6,7 @@
 #include <stdarg.h>
 #include <string.h>
 
-#include "http/render.h"
+#include "api/render.h"
 #include "shared/json-util.h"
 #include "shared/macro.h"
 #include "shared/source.h"
@@ -89,7 +89,7 @@ static json_object *render_record_at(const void *items, size_t i) {
 
 json_object *render_history_record(const HistoryRecord *r) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object();
-        json_object *sources, *citations, *artifacts, *error, *timings, *usage;
+        json_object *sources, *citations, *artifacts, *error, *timings, *usage, *notes;
 
         assert(r);
 
@@ -160,6 +160,14 @@ json_object *render_history_record(const HistoryRecord *r) {
         if (!render_add_string(o, "follow_up", r->follow_up) ||
             !render_add_string(o, "conversation", r->conversation ? r->conversation : r->id))
                 return NULL;
+
+        /* What the record says of how it was made (API.md 9 "notes"). */
+        notes = json_object_new_array();
+        if (json_add(o, "notes", notes) < 0)
+                return NULL;
+        for (size_t i = 0; r->notes && r->notes[i]; i++)
+                if (json_append(notes, json_string(r->notes[i])) < 0)
+                        return NULL;
 
         return TAKE_PTR(o);
 }

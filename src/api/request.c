@@ -5,7 +5,7 @@
 #include <stdarg.h>
 #include <strings.h>
 
-#include "http/request.h"
+#include "api/request.h"
 #include "shared/parse-util.h"
 #include "shared/json-util.h"
 #include "shared/macro.h"

@@ -3,7 +3,7 @@
 #include <json-c/json.h>
 #include <stdio.h>
 
-#include "http/query-stream.h"
+#include "api/query-stream.h"
 #include "http/stream.h"
 #include "shared/json-util.h"
 #include "shared/list.h"

@@ -3,8 +3,8 @@
 #include <json-c/json.h>
 #include <stdio.h>
 
-#include "http/render.h"
-#include "http/sources-check.h"
+#include "api/render.h"
+#include "api/sources-check.h"
 #include "manager/manager-ops.h"
 #include "shared/json-util.h"
 #include "shared/list.h"
