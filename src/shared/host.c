@@ -6,6 +6,7 @@
 
 #include "shared/host.h"
 #include "shared/macro.h"
+#include "shared/netprefix.h"
 
 static const uint8_t host_v4_mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
 
@@ -50,31 +51,15 @@ static bool host_is_numeric(const char *s, size_t len) {
         return true;
 }
 
-/* An IPv4 dotted quad, strictly: four decimal numbers 0..255 without
- * leading zeros (inet_pton() refuses the short, octal and hex forms; the
- * leading zeros are checked here, since some libcs take "010" as ten). */
+/* An IPv4 dotted quad, strictly (net_ipv4_is_strict()). */
 static bool host_ipv4_parse(const char *s, size_t len, uint8_t ret[static 4]) {
         char buf[16];
-        unsigned parts = 0;
 
         if (len >= sizeof buf)
                 return false;
         memcpy(buf, s, len);
         buf[len] = '\0';
-        for (const char *p = buf;;) {
-                size_t n = strspn(p, "0123456789");
-
-                if (n == 0 || n > 3 || (n > 1 && p[0] == '0'))
-                        return false;
-                parts++;
-                p += n;
-                if (*p == '\0')
-                        break;
-                if (*p != '.')
-                        return false;
-                p++;
-        }
-        return parts == 4 && inet_pton(AF_INET, buf, ret) == 1;
+        return net_ipv4_is_strict(buf) && inet_pton(AF_INET, buf, ret) == 1;
 }
 
 static bool host_ipv6_parse(const char *s, size_t len, uint8_t ret[static 16]) {

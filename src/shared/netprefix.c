@@ -32,11 +32,7 @@ static bool host_bits_zero(const NetAddress *a, unsigned len) {
         return true;
 }
 
-/* An IPv4 dotted quad, strictly: four decimal numbers 0..255 without
- * leading zeros. inet_pton(AF_INET) already refuses the short and the
- * octal or hex forms that inet_aton() reads; the leading zeros are checked
- * here too, since some libcs take "010" as ten. */
-static bool ipv4_is_strict(const char *s) {
+bool net_ipv4_is_strict(const char *s) {
         unsigned parts = 0;
 
         for (const char *p = s;;) {
@@ -98,7 +94,7 @@ int net_prefix_parse(const char *s, size_t len, NetPrefix *ret) {
                         return -EINVAL;
                 p.address.family = AF_INET6;
         } else {
-                if (!ipv4_is_strict(buf) || inet_pton(AF_INET, buf, p.address.bytes) != 1)
+                if (!net_ipv4_is_strict(buf) || inet_pton(AF_INET, buf, p.address.bytes) != 1)
                         return -EINVAL;
                 p.address.family = AF_INET;
         }

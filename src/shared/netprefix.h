@@ -24,6 +24,12 @@ typedef struct NetPrefix {
         unsigned prefix_len; /* 1..32 (AF_INET), 1..128 (AF_INET6) */
 } NetPrefix;
 
+/* Whether s is an IPv4 dotted quad in its strict shape: four decimal
+ * numbers of 1..3 digits without leading zeros. inet_pton(AF_INET) still
+ * checks each is 0..255; it already refuses the short and the octal or hex
+ * forms that inet_aton() reads, but some libcs take "010" as ten. */
+bool net_ipv4_is_strict(const char *s);
+
 /* The longest entry accepted: a full IPv6 address with an embedded IPv4
  * and "/128". */
 #define NET_PREFIX_STRING_MAX 64

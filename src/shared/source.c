@@ -147,8 +147,16 @@ static size_t source_entries(json_object *array) {
         return MIN(json_object_array_length(array), (size_t) SOURCES_MAX);
 }
 
-int source_from_json(json_object *array, Source **ret, size_t *ret_n) {
-        Source *s = NULL;
+/* Reads one entry e into t: 1 if it is one, 0 if it is skipped (t is left
+ * zero), -ENOMEM with t partly filled (freed with the others). */
+typedef int (*SourceEntryRead)(json_object *e, void *t);
+typedef void (*SourceFreeMany)(void *entries, size_t n);
+
+/* The entries of array read into one allocation of up to SOURCES_MAX
+ * elements of size bytes: NULL and 0 when none is kept. */
+static int source_array_read(
+        json_object *array, size_t size, SourceEntryRead read, SourceFreeMany free_many, void **ret, size_t *ret_n) {
+        char *v = NULL;
         size_t n = 0, m;
 
         assert(ret);
@@ -158,79 +166,101 @@ int source_from_json(json_object *array, Source **ret, size_t *ret_n) {
                 return -EINVAL;
         m = source_entries(array);
         if (m > 0) {
-                s = calloc(m, sizeof *s);
-                if (!s)
+                v = calloc(m, size);
+                if (!v)
                         return -ENOMEM;
         }
         for (size_t i = 0; i < m; i++) {
-                json_object *e = json_object_array_get_idx(array, i);
-                const char *title = source_get_string(e, "title");
-                Source *t = &s[n];
+                int r = read(json_object_array_get_idx(array, i), v + n * size);
 
-                if (!json_object_is_type(e, json_type_object) || !title)
+                if (r == 0)
                         continue;
-                t->has_revision_id = source_get_uint(e, "revision_id", UINT64_MAX, &t->revision_id);
                 n++;
-                if (source_strdup(title, &t->title) < 0 ||
-                    source_strdup(source_get_string(e, "url"), &t->url) < 0) {
-                        source_free_many(s, n);
-                        return -ENOMEM;
+                if (r < 0) {
+                        free_many(v, n);
+                        return r;
                 }
         }
         if (n == 0) {
-                free(s);
-                s = NULL;
+                free(v);
+                v = NULL;
         }
-        *ret = s;
+        *ret = v;
         *ret_n = n;
         return 0;
+}
+
+static int source_entry_read(json_object *e, void *p) {
+        const char *title = source_get_string(e, "title");
+        Source *t = p;
+
+        if (!json_object_is_type(e, json_type_object) || !title)
+                return 0;
+        t->has_revision_id = source_get_uint(e, "revision_id", UINT64_MAX, &t->revision_id);
+        if (source_strdup(title, &t->title) < 0 || source_strdup(source_get_string(e, "url"), &t->url) < 0)
+                return -ENOMEM;
+        return 1;
+}
+
+static void source_free_many_void(void *p, size_t n) {
+        source_free_many(p, n);
+}
+
+int source_from_json(json_object *array, Source **ret, size_t *ret_n) {
+        void *v = NULL;
+        int r;
+
+        assert(ret);
+        r = source_array_read(array, sizeof(Source), source_entry_read, source_free_many_void, &v, ret_n);
+        if (r < 0)
+                return r;
+        *ret = v;
+        return 0;
+}
+
+static int source_citation_entry_read(json_object *e, void *p) {
+        const char *title = source_get_string(e, "title"), *quote = source_get_string(e, "quote");
+        SourceCitation *t = p;
+        uint64_t num = 0;
+
+        if (!json_object_is_type(e, json_type_object) || !title || !quote)
+                return 0;
+        (void) source_get_uint(e, "n", INT_MAX, &num);
+        t->n = (unsigned) num;
+        t->has_revision_id = source_get_uint(e, "revision_id", UINT64_MAX, &t->revision_id);
+        t->status = citation_status_from_string(source_get_string(e, "status"));
+        if (source_strdup(title, &t->title) < 0 || source_strdup(quote, &t->quote) < 0 ||
+            source_strdup(source_get_string(e, "url"), &t->url) < 0 ||
+            source_strdup(source_get_string(e, "section"), &t->section) < 0)
+                return -ENOMEM;
+        return 1;
+}
+
+static void source_citation_free_many_void(void *p, size_t n) {
+        source_citation_free_many(p, n);
 }
 
 int source_citation_from_json(json_object *array, SourceCitation **ret, size_t *ret_n) {
-        SourceCitation *c = NULL;
-        size_t n = 0, m;
+        void *v = NULL;
+        int r;
 
         assert(ret);
-        assert(ret_n);
-
-        if (!json_object_is_type(array, json_type_array))
-                return -EINVAL;
-        m = source_entries(array);
-        if (m > 0) {
-                c = calloc(m, sizeof *c);
-                if (!c)
-                        return -ENOMEM;
-        }
-        for (size_t i = 0; i < m; i++) {
-                json_object *e = json_object_array_get_idx(array, i);
-                const char *title = source_get_string(e, "title"), *quote = source_get_string(e, "quote");
-                SourceCitation *t = &c[n];
-                uint64_t num = 0;
-
-                if (!json_object_is_type(e, json_type_object) || !title || !quote)
-                        continue;
-                (void) source_get_uint(e, "n", INT_MAX, &num);
-                t->n = (unsigned) num;
-                t->has_revision_id = source_get_uint(e, "revision_id", UINT64_MAX, &t->revision_id);
-                t->status = citation_status_from_string(source_get_string(e, "status"));
-                n++;
-                if (source_strdup(title, &t->title) < 0 || source_strdup(quote, &t->quote) < 0 ||
-                    source_strdup(source_get_string(e, "url"), &t->url) < 0 ||
-                    source_strdup(source_get_string(e, "section"), &t->section) < 0) {
-                        source_citation_free_many(c, n);
-                        return -ENOMEM;
-                }
-        }
-        if (n == 0) {
-                free(c);
-                c = NULL;
-        }
-        *ret = c;
-        *ret_n = n;
+        r = source_array_read(
+                array,
+                sizeof(SourceCitation),
+                source_citation_entry_read,
+                source_citation_free_many_void,
+                &v,
+                ret_n);
+        if (r < 0)
+                return r;
+        *ret = v;
         return 0;
 }
 
-int source_parse_array(const char *text, Source **ret, size_t *ret_n) {
+/* text read as source_array_read() reads an array; none for NULL or empty text. */
+static int source_array_parse(
+        const char *text, size_t size, SourceEntryRead read, SourceFreeMany free_many, void **ret, size_t *ret_n) {
         _cleanup_(json_object_putp) json_object *a = NULL;
         int r;
 
@@ -245,25 +275,32 @@ int source_parse_array(const char *text, Source **ret, size_t *ret_n) {
                 *ret_n = 0;
                 return 0;
         }
-        return source_from_json(a, ret, ret_n);
+        return source_array_read(a, size, read, free_many, ret, ret_n);
+}
+
+int source_parse_array(const char *text, Source **ret, size_t *ret_n) {
+        void *v = NULL;
+        int r;
+
+        assert(ret);
+        r = source_array_parse(text, sizeof(Source), source_entry_read, source_free_many_void, &v, ret_n);
+        if (r < 0)
+                return r;
+        *ret = v;
+        return 0;
 }
 
 int source_citation_parse_array(const char *text, SourceCitation **ret, size_t *ret_n) {
-        _cleanup_(json_object_putp) json_object *a = NULL;
+        void *v = NULL;
         int r;
 
         assert(ret);
-        assert(ret_n);
-
-        r = source_parse_text(text, &a);
+        r = source_array_parse(
+                text, sizeof(SourceCitation), source_citation_entry_read, source_citation_free_many_void, &v, ret_n);
         if (r < 0)
                 return r;
-        if (!a) {
-                *ret = NULL;
-                *ret_n = 0;
-                return 0;
-        }
-        return source_citation_from_json(a, ret, ret_n);
+        *ret = v;
+        return 0;
 }
 
 /* ---- writing ---- */
