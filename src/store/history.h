@@ -20,9 +20,14 @@
  * artifacts belong to a session, identified by the SHA-256 of its token
  * (never the token), and are only ever shown to that session.
  *
- * All calls are synchronous, from the event loop: a write is one short
- * transaction (two per query), a read one indexed lookup. The one sync a
- * query needs can be left to another thread (history_finish_nosync()). */
+ * All calls are synchronous. The loop's connection (history_open())
+ * makes a query's two short writes and the reads of one record or page;
+ * what may take longer (deletes, the retention's batches, feedback and
+ * shares with their sync, the report, the outcomes' retries) runs on the
+ * store's worker (store/history-worker.h) on a connection of its own
+ * (history_open_worker()), which shares the store's condition (the
+ * storage's fault, the outcomes waiting) with the loop's. Every call
+ * below may be made on either connection, each from one thread only. */
 
 typedef struct History History;
 
@@ -40,6 +45,18 @@ typedef struct History History;
 int history_open(const char *directory, History **ret, unsigned *ret_recovered);
 History *history_free(History *h);
 DEFINE_TRIVIAL_CLEANUP_FUNC(History *, history_free);
+
+/* A second connection to main's store, for the store's worker thread: the
+ * schema is main's (checked, changed and recovered by history_open()),
+ * the condition (faults, the outcomes waiting) is shared, under a lock.
+ * Freed before main (history_free()); used by one thread at a time.
+ * Returns 0, -ENOMEM, -EIO. */
+int history_open_worker(History *main, History **ret);
+/* Whether h is a worker's connection. */
+bool history_is_worker(const History *h);
+
+/* Whether the outcome of the record id waits in memory to land. */
+bool history_outcome_waits(History *h, const char *id);
 
 /* A new record in state "running". question is stored as given (the
  * request validator has checked it). created_at is CLOCK_REALTIME. Returns
@@ -81,6 +98,11 @@ typedef struct HistoryOutcome {
          * "results": N}, in order; NULL for []. Kept for the unanswered
          * report (API.md 9.2), not shown in the record. */
         const char *searches_json;
+        /* The files the run left (API.md 8.3), borrowed: kept before the
+         * record is completed. When the storage cannot take them, they
+         * wait with the outcome (their files held open) and land with it. */
+        const Artifact *artifacts;
+        size_t n_artifacts;
 } HistoryOutcome;
 
 /* The signals a finished record keeps for the unanswered report (API.md
