@@ -67,6 +67,7 @@ struct Manager {
         QueryExecutor *executor;
         History *history;
         SyncWorker *sync;      /* NULL: the syncs run on the loop */
+        HistoryWorker *worker; /* the store's jobs off the loop (store/history-worker.h) */
         StorageWatch *storage; /* the retries of what could not be written, quick_check */
         Sandbox *sandbox;
         SandboxState sandbox_state; /* as last logged */
@@ -171,6 +172,11 @@ void manager_unsubscribe(Manager *m, ManagerEventHandler handler, void *userdata
 const Admission *manager_get_admission(const Manager *m) {
         assert(m);
         return m->admission;
+}
+
+HistoryWorker *manager_get_history_worker(Manager *m) {
+        assert(m);
+        return m->worker;
 }
 
 History *manager_get_history(Manager *m) {
@@ -702,6 +708,11 @@ static void manager_record_outcome(
                 .finished_at = now(CLOCK_REALTIME),
                 .sandbox = o->sandbox,
                 .searches_json = o->searches_json,
+                /* Files left in /out are kept, also for a failed query (API.md
+                 * 8.3), streamed from the files the pipeline collected; on a
+                 * full disk they wait with the outcome. */
+                .artifacts = o->artifacts,
+                .n_artifacts = o->n_artifacts,
         };
         unsigned signals;
         int r;
@@ -709,16 +720,6 @@ static void manager_record_outcome(
         /* Without memory for the sanitized message there is none to keep. */
         if (o->error < 0 && !message)
                 return;
-
-        /* Files left in /out are kept, also for a failed query (API.md 8.3),
-         * streamed from the files the pipeline collected. */
-        for (size_t i = 0; i < o->n_artifacts; i++) {
-                char id[HISTORY_ARTIFACT_ID_MAX];
-
-                r = history_add_artifact(m->history, q->id, &o->artifacts[i], id);
-                if (r < 0)
-                        log_warning_errno(r, "Query %s: an artifact could not be kept", q->id);
-        }
 
         r = durable ? history_finish(m->history, q->id, &h) : history_finish_nosync(m->history, q->id, &h);
         /* Not written but kept by the store, which lands it later: the
@@ -1310,6 +1311,12 @@ int manager_new(sd_event *event, const Config *config, Manager **ret) {
         if (r < 0)
                 return log_oom();
 
+        /* The store's worker, on a connection of its own: deletes, the
+         * retention, feedback, shares, the report, the retries. */
+        r = history_worker_new(event, m->history, &m->worker);
+        if (r < 0)
+                return log_error_errno(r, "Failed to start the history's worker");
+
         r = manager_retention_new(m, &m->retention);
         if (r < 0)
                 return r;
@@ -1330,6 +1337,7 @@ int manager_new(sd_event *event, const Config *config, Manager **ret) {
         r = storage_watch_new(
                 event,
                 m->history,
+                m->worker,
                 config->state_min_free_bytes,
                 /* check= */ true,
                 manager_on_storage_changed,
@@ -1381,6 +1389,9 @@ Manager *manager_free(Manager *m) {
         m->queries_by_id = string_hashmap_free(m->queries_by_id);
         m->executor = query_executor_free(m->executor);
         m->storage = storage_watch_free(m->storage);
+        /* The job running completes, the queued are dropped; then the
+         * loop's connection gives the outcomes waiting a last chance. */
+        m->worker = history_worker_free(m->worker);
         m->history = history_free(m->history);
         m->sandbox = sandbox_free(m->sandbox);
         m->admission_timer = admission_timer_free(m->admission_timer);

@@ -31,8 +31,8 @@
  * adds them in one transaction (NULL and '[]' in its records). A new file
  * is made as version 3 (schema_sql), then each later step runs in turn
  * (schema_steps), as it does for an older file. */
-#define SCHEMA_VERSION 7
-#define SCHEMA_VERSION_SQL "PRAGMA user_version = 7"
+#define SCHEMA_VERSION 10
+#define SCHEMA_VERSION_SQL "PRAGMA user_version = 10"
 
 static const char schema_sql[] =
         "CREATE TABLE queries ("
@@ -129,16 +129,30 @@ static const char schema_step_4[] =
         ");"
         "CREATE INDEX shares_by_query ON shares (query_id, seq);";
 
+/* Version 10: indexes that make the history's upkeep grow with what it
+ * touches, not with the whole history (docs/PERFORMANCE.md, 10^6
+ * records): the retention's batches find the oldest records by
+ * created_at; the start's recovery finds the records still running in a
+ * partial index that holds only those (a handful), not by a scan; the
+ * unanswered report reads the records finished in its window by
+ * finished_at, and the "down" ratings given in it by rated_at (a rating
+ * is given after its record finished, so one of a record finished in the
+ * window was given in it). */
+static const char schema_step_10[] =
+        "CREATE INDEX queries_by_created ON queries (created_at, id);"
+        "CREATE INDEX queries_running ON queries (id) WHERE status = 'running';"
+        "CREATE INDEX queries_by_finished ON queries (finished_at, wording_key, signals, created_at)"
+        "  WHERE wording_key IS NOT NULL AND signals != 0;"
+        "CREATE INDEX feedback_down ON feedback (rated_at) WHERE rating = 'down';";
+
 /* The steps after version 3, in order: a file of version v runs every
  * step above v, in one transaction with the new version. */
 static const struct {
         int version;
         const char *sql;
 } schema_steps[] = {
-        { 4, schema_step_4 },
-        { 5, schema_step_5 },
-        { 6, schema_step_6 },
-        { 7, schema_step_7 },
+        { 4, schema_step_4 }, { 5, schema_step_5 },   { 6, schema_step_6 },
+        { 7, schema_step_7 }, { 10, schema_step_10 },
 };
 
 #define RECORD_COLUMNS                                                                                      \
@@ -728,8 +742,8 @@ static int connection_settings(History *h) {
 
 /* Records still "running" belong to a daemon that died: they failed. When
  * it died is not known; the last time the store knows it was alive is the
- * newest time written in any record, which is at least the record's own
- * start. finished_at is that time and total_ms counts up to it (the queue
+ * newest time written in the last 1,000 records, which is at least the
+ * record's own start. finished_at is that time and total_ms counts up to it (the queue
  * wait plus what is known of the run): the downtime is not counted. */
 static int recover(History *h, unsigned *ret) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
@@ -737,7 +751,12 @@ static int recover(History *h, unsigned *ret) {
 
         r = prepare(
                 h,
-                "WITH last(t) AS (SELECT max(max(created_at), coalesce(max(finished_at), 0)) FROM queries)"
+                /* The newest time among the last records: a query ends within
+                 * its deadline, so no older record holds a later one. Read
+                 * only when a record is still running (a non-correlated
+                 * subquery is evaluated on first use). */
+                "WITH last(t) AS (SELECT max(max(created_at, coalesce(finished_at, 0)))"
+                " FROM (SELECT created_at, finished_at FROM queries ORDER BY seq DESC LIMIT 1000))"
                 " UPDATE queries SET status = 'failed', error_code = 'execution_failed',"
                 " error_message = 'The service stopped before the query''s outcome was stored',"
                 " finished_at = max(created_at, (SELECT t FROM last)),"

@@ -312,7 +312,7 @@ TEST(open_creates_file) {
         ASSERT_TRUE(h);
         ASSERT_TRUE(history_free(h) == NULL);
         ASSERT_TRUE(history_free(NULL) == NULL);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 7);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 10);
 
         /* A directory that does not exist. */
         {
@@ -1403,7 +1403,7 @@ TEST(migrate_from_version_1) {
         sql_exec(dir, sql);
 
         h = open_store(dir, 1);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 7);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 10);
         done = get_record(h, qid(500), &k);
         ASSERT_EQ_STR(get_str(done, "status"), "succeeded");
         ASSERT_EQ_STR(get_str(done, "answer"), "42");
@@ -1429,7 +1429,7 @@ TEST(migrate_from_version_1) {
 
         /* Opened again: nothing more to do. */
         h = open_store(dir, 0);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 7);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 10);
         history_free(h);
 }
 
@@ -1471,7 +1471,7 @@ TEST(migrate_from_version_2) {
         sql_exec(dir, sql);
 
         h = open_store(dir, 0);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 7);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 10);
         old = get_record(h, qid(600), &k);
         ASSERT_EQ_STR(get_str(old, "sandbox"), "offered");
         ASSERT_EQ_INT(json_object_array_length(get_key(old, "citations")), 0);
@@ -1502,6 +1502,8 @@ TEST(migrate_from_version_2) {
          * to 4, 5 and 6 run, in order. */
         sql_exec(
                 dir,
+                "DROP INDEX queries_by_created; DROP INDEX queries_running; DROP INDEX queries_by_finished;"
+                "DROP INDEX feedback_down;"
                 "DROP TABLE shares; DROP INDEX queries_by_follow_up;"
                 "ALTER TABLE queries DROP COLUMN follow_up; ALTER TABLE queries DROP COLUMN conversation;"
                 "DROP TABLE feedback; DROP INDEX queries_by_wording;"
@@ -1510,7 +1512,7 @@ TEST(migrate_from_version_2) {
                 "ALTER TABLE queries DROP COLUMN notes;"
                 "PRAGMA user_version = 3;");
         h = open_store(dir, 0);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 7);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 10);
         ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM queries WHERE conversation = id"), 2);
         ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM shares"), 0);
         ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM queries WHERE given_titles = '[]'"), 2);
