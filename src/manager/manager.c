@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include <assert.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "admission/admission-timers.h"
 #include "admission/wait-estimate.h"
@@ -15,6 +17,7 @@
 #include "shared/log.h"
 #include "shared/random-util.h"
 #include "shared/sanitize.h"
+#include "shared/sha256.h"
 #include "shared/strv.h"
 #include "query/mediawiki.h"
 #include "query/wiki-client.h"
@@ -90,6 +93,8 @@ struct Manager {
         sd_event_source *stop_post;  /* looks for the end of the queries' lives */
         ManagerStoppedHandler stopped_handler;
         void *stopped_userdata;
+
+        uint64_t test_artifact_bytes; /* WIKI_WEB_TEST_ARTIFACT_BYTES: a file added to every outcome */
 };
 
 static const char *const manager_sandbox_health_table[_MANAGER_SANDBOX_HEALTH_MAX] = {
@@ -680,6 +685,50 @@ static void manager_query_give_up_slot(Manager *m, ManagerQuery *q, usec_t end) 
                 log_error_errno(r, "Query %s ended but its slot was not running it", q->id);
 }
 
+#if ENABLE_TEST_FAULTS
+/* WIKI_WEB_TEST_ARTIFACT_BYTES: a file of that many bytes ('x'), as if
+ * the run had left it in /out (the e2e suite has no sandbox). */
+static int manager_test_artifact(Manager *m, Artifact *ret) {
+        _cleanup_free_ char *data = malloc(m->test_artifact_bytes);
+        uint8_t digest[SHA256_DIGEST_SIZE];
+        _cleanup_close_ int fd = -1;
+        int r;
+
+        if (!data)
+                return -ENOMEM;
+        memset(data, 'x', m->test_artifact_bytes);
+        fd = memfd_create("wikiweb-test-artifact", MFD_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        for (size_t done = 0; done < m->test_artifact_bytes;) {
+                ssize_t k = write(fd, data + done, m->test_artifact_bytes - done);
+
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        return k < 0 ? -errno : -EIO;
+                done += (size_t) k;
+        }
+        r = sha256(data, m->test_artifact_bytes, digest);
+        if (r < 0)
+                return r;
+        *ret = (Artifact){
+                .name = strdup("test.txt"),
+                .media_type = "text/plain",
+                .size_bytes = m->test_artifact_bytes,
+                .fd = TAKE_FD(fd),
+        };
+        if (!ret->name)
+                return -ENOMEM;
+        sha256_to_hex(digest, ret->sha256);
+        return 0;
+}
+#else
+static int manager_test_artifact(Manager *m, Artifact *ret) {
+        return -EOPNOTSUPP;
+}
+#endif
+
 /* Complete the query's record (API.md 9): it was written as "running"
  * before execution started. A failure here is logged; the record then stays
  * "running" until the next start marks it failed. Durable when this
@@ -714,12 +763,23 @@ static void manager_record_outcome(
                 .artifacts = o->artifacts,
                 .n_artifacts = o->n_artifacts,
         };
+        _cleanup_free_ Artifact *with_test = NULL;
+        _cleanup_(artifact_done) Artifact test = { .fd = -1 };
         unsigned signals;
         int r;
 
         /* Without memory for the sanitized message there is none to keep. */
         if (o->error < 0 && !message)
                 return;
+        /* The test fault's file, after the run's own. */
+        if (TEST_FAULT(m->test_artifact_bytes > 0) && manager_test_artifact(m, &test) >= 0 &&
+            (with_test = calloc(o->n_artifacts + 1, sizeof *with_test))) {
+                for (size_t i = 0; i < o->n_artifacts; i++)
+                        with_test[i] = o->artifacts[i];
+                with_test[o->n_artifacts] = test;
+                h.artifacts = with_test;
+                h.n_artifacts = o->n_artifacts + 1;
+        }
 
         r = durable ? history_finish(m->history, q->id, &h) : history_finish_nosync(m->history, q->id, &h);
         /* Not written but kept by the store, which lands it later: the
@@ -1205,6 +1265,13 @@ static int manager_setup_executor_faults(Manager *m) {
         if (r > 0) {
                 log_warning("Test fault: every query takes %" PRIu64 " ms.", n);
                 query_executor_set_test_delay(m->executor, n * USEC_PER_MSEC);
+        }
+        r = fault_uint64("WIKI_WEB_TEST_ARTIFACT_BYTES", 1024 * 1024, &n);
+        if (r < 0)
+                return r;
+        if (r > 0) {
+                log_warning("Test fault: every outcome carries a file of %" PRIu64 " bytes.", n);
+                m->test_artifact_bytes = n;
         }
         return 0;
 }
