@@ -215,7 +215,10 @@ static int compare_slots(const void *a, const void *b) {
 static const char phase1_signals_sql[] =
         "SELECT wording_key, count(*), min(created_at), max(created_at),"
         " sum((signals & 1) != 0), sum((signals & 2) != 0), sum((signals & 4) != 0)"
-        " FROM queries WHERE wording_key IS NOT NULL AND finished_at >= ?1 AND signals != 0"
+        /* The planner would rather read queries_by_wording in key order
+         * (no sort), which is every record's: named, the window's. */
+        " FROM queries INDEXED BY queries_by_finished"
+        " WHERE wording_key IS NOT NULL AND finished_at >= ?1 AND signals != 0"
         " GROUP BY wording_key";
 
 static const char phase1_down_sql[] =
