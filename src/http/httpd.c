@@ -1003,6 +1003,14 @@ static bool request_identify_token(HttpRequest *req, const IdentityScan *auth, c
         }
         req->user = user;
         req->by_token = true;
+        /* The person's key, here on every path a token is taken on (the
+         * API's and /mcp), as for their browser. */
+        r = session_key_from_user(req->user, &req->session);
+        if (r < 0) {
+                log_error_errno(r, "Failed to make the session of a user");
+                http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+                return true;
+        }
         return false;
 }
 
@@ -1236,23 +1244,16 @@ static bool request_begin(HttpRequest *req, const char *url, const char *method,
         /* Several Cookie fields count as one joined with "; " (RFC 9113
          * 8.2.3): the first wikiweb_session pair among them decides. */
         (void) MHD_get_connection_values_n(c, MHD_HEADER_KIND, http_server_scan_cookie, &cs);
-        if (req->by_token) {
-                /* The token's person's key; no cookie for a client that
-                 * sends its credential with every request. */
-                r = session_key_from_user(req->user, &req->session);
-                if (r < 0) {
-                        log_error_errno(r, "Failed to make the session of a user");
-                        http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-                        return true;
-                }
-        } else if (req->user) {
+        /* A token's request has its person's key already, and gets no
+         * cookie: its client sends the credential with every request. */
+        if (req->user && !req->by_token) {
                 r = request_user_session(req, &cs);
                 if (r < 0) {
                         log_error_errno(r, "Failed to make the session of a user");
                         http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
                         return true;
                 }
-        } else if (cs.found <= 0) {
+        } else if (!req->user && cs.found <= 0) {
                 r = session_token_new(req->token);
                 if (r < 0) {
                         log_error_errno(r, "Failed to make a session token");
