@@ -1140,7 +1140,7 @@ static HttpHandlerResult api_handle_tokens_list(Api *api, HttpRequest *req) {
 static HttpHandlerResult api_handle_tokens_create(Api *api, HttpRequest *req) {
         _cleanup_(json_object_putp) json_object *o = NULL;
         _cleanup_(token_body_done) TokenBody b = { .name = NULL };
-        _cleanup_free_ char *message = NULL, *body_text = NULL;
+        _cleanup_free_ char *message = NULL;
         char created[RFC3339_MS_MAX], expires[RFC3339_MS_MAX];
         ManagerTokenCreated t;
         const uint8_t *body;
