@@ -70,6 +70,17 @@ class Tokens(harness.DaemonTestCase):
         r = request(d, 'GET', API + '/history', [('Authorization', 'bearer ' + token)], source=CLIENT)
         self.assertStatus(r, 200)
 
+        # A question asked with the token is the person's: in the history
+        # their browser reads (execution is not configured here, so it
+        # fails, recorded).
+        r = request(d, 'POST', API + '/query', [bearer(token)], source=CLIENT,
+                    body='{"question": "What is an apple?"}')
+        qid = r.header('Wikiweb-Query-Id')
+        self.assertRegex(qid or '', r'^qr_[0-9a-f]{32}$')
+        r = request(d, 'GET', API + '/history', [(USER, 'alice')])
+        self.assertEqual([i['id'] for i in r.json['items']], [qid])
+        self.assertEqual(request(d, 'GET', API + '/history', [(USER, 'bob')]).json['items'], [])
+
         # Listed without the secret; its last use noted.
         r = request(d, 'GET', API + '/tokens', [(USER, 'alice')])
         self.assertStatus(r, 200)
