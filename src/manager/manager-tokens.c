@@ -105,7 +105,11 @@ int manager_token_create(
                 explicit_bzero(&t, sizeof t);
                 return manager_tokens_error(m, r, ret_error);
         }
-        log_info("Access token %s created, valid for %u days.", t.id, expires_in_days);
+        log_info(
+                "Access token %s created, valid for %u %s.",
+                t.id,
+                expires_in_days,
+                expires_in_days == 1 ? "day" : "days");
         *ret = t;
         explicit_bzero(&t, sizeof t);
         return 0;

@@ -251,7 +251,11 @@ int history_token_touch(History *h, const char *id, usec_t at) {
         (void) sqlite3_bind_int64(s, 2, (sqlite3_int64) at);
         (void) sqlite3_bind_int64(
                 s, 3, (sqlite3_int64) (at > HISTORY_TOKEN_TOUCH_USEC ? at - HISTORY_TOKEN_TOUCH_USEC : 0));
-        if (sqlite3_step(s) != SQLITE_DONE)
-                return tokens_error(h, "note a token's use");
+        /* Said at debug level only: it would otherwise be a line per
+         * request while the store cannot write, and it refuses nothing. */
+        if (sqlite3_step(s) != SQLITE_DONE) {
+                log_debug("History store: cannot note a token's use: %s", sqlite3_errmsg(history_database(h)));
+                return -EIO;
+        }
         return 0;
 }
