@@ -87,6 +87,24 @@ static const char schema_step_6[] = "ALTER TABLE queries ADD COLUMN given_titles
  * longer read what they read, API.md 7). Records made before have none. */
 static const char schema_step_7[] = "ALTER TABLE queries ADD COLUMN notes TEXT NOT NULL DEFAULT '[]';";
 
+/* Version 8: personal access tokens (API.md "Access tokens",
+ * store/tokens.h): each by the SHA-256 of its secret (never the secret),
+ * with the key of the person it acts for (user_key, the SessionKey of
+ * their records) and their name, which a request carrying it is given. */
+static const char schema_step_8[] =
+        "CREATE TABLE tokens ("
+        "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+        "  id TEXT NOT NULL UNIQUE,"
+        "  user_key BLOB NOT NULL CHECK (length(user_key) = 32),"
+        "  user TEXT NOT NULL,"
+        "  name TEXT NOT NULL,"
+        "  token_sha256 BLOB NOT NULL UNIQUE CHECK (length(token_sha256) = 32),"
+        "  created_at INTEGER NOT NULL,"
+        "  expires_at INTEGER NOT NULL,"
+        "  last_used_at INTEGER"
+        ");"
+        "CREATE INDEX tokens_by_user ON tokens (user_key, seq);";
+
 /* Version 5: what the unanswered report needs (API.md 9.1, 9.2). Each
  * record, when it finishes, keeps the searches the model made (a JSON
  * array of {"query", "results"}), the key of its question's wording
@@ -151,8 +169,8 @@ static const struct {
         int version;
         const char *sql;
 } schema_steps[] = {
-        { 4, schema_step_4 }, { 5, schema_step_5 },   { 6, schema_step_6 },
-        { 7, schema_step_7 }, { 10, schema_step_10 },
+        { 4, schema_step_4 }, { 5, schema_step_5 }, { 6, schema_step_6 },
+        { 7, schema_step_7 }, { 8, schema_step_8 }, { 10, schema_step_10 },
 };
 
 #define RECORD_COLUMNS                                                                                      \
@@ -2683,7 +2701,14 @@ void history_set_damaged(History *h, const char *problem) {
                 problem);
 }
 
-int history_quick_check_path(const char *path, char **ret_problem) {
+/* SQLite's progress handler: non-zero ends the statement (SQLITE_INTERRUPT). */
+static int quick_check_progress(void *userdata) {
+        const volatile sig_atomic_t *stop = userdata;
+
+        return stop && *stop;
+}
+
+int history_quick_check_path(const char *path, const volatile sig_atomic_t *stop, char **ret_problem) {
         sqlite3 *db = NULL;
         sqlite3_stmt *s = NULL;
         char *problem = NULL;
@@ -2697,6 +2722,8 @@ int history_quick_check_path(const char *path, char **ret_problem) {
                 return -EIO;
         }
         (void) sqlite3_busy_timeout(db, 5000);
+        if (stop)
+                sqlite3_progress_handler(db, 10000, quick_check_progress, (void *) stop);
         r = sqlite3_prepare_v2(db, "PRAGMA quick_check(1)", -1, &s, NULL);
         if (r == SQLITE_OK)
                 r = sqlite3_step(s);
@@ -2714,6 +2741,8 @@ int history_quick_check_path(const char *path, char **ret_problem) {
         }
         (void) sqlite3_finalize(s);
         (void) sqlite3_close_v2(db);
+        if (r == SQLITE_INTERRUPT)
+                return -ECANCELED;
         if (r != SQLITE_DONE)
                 return r == SQLITE_NOMEM ? -ENOMEM : -EIO;
         *ret_problem = problem;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <errno.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -368,11 +369,13 @@ int history_retry(History *h);
 bool history_needs_retry(History *h);
 
 /* PRAGMA quick_check of the store's file on a connection of its own,
- * read-only: made to run on another thread (it reads the whole file) and
- * touches nothing of the store but its path. Returns 0 and NULL in
- * *ret_problem when the file is sound, 0 and what SQLite found (a new
- * string) when it is not, or a negative errno when it could not run. */
-int history_quick_check_path(const char *path, char **ret_problem);
+ * read-only: made to run on another thread (it reads the whole file,
+ * minutes at 10^6 records) and touches nothing of the store but its path.
+ * Returns 0 and NULL in *ret_problem when the file is sound, 0 and what
+ * SQLite found (a new string) when it is not, -ECANCELED once *stop (NULL:
+ * never) was set from another thread, or another negative errno when it
+ * could not run. */
+int history_quick_check_path(const char *path, const volatile sig_atomic_t *stop, char **ret_problem);
 
 /* The database file's path, owned by the store. */
 const char *history_path(History *h);

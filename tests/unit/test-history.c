@@ -1510,6 +1510,7 @@ TEST(migrate_from_version_2) {
                 "ALTER TABLE queries DROP COLUMN searches; ALTER TABLE queries DROP COLUMN wording_key;"
                 "ALTER TABLE queries DROP COLUMN signals; ALTER TABLE queries DROP COLUMN given_titles;"
                 "ALTER TABLE queries DROP COLUMN notes;"
+                "DROP TABLE tokens;"
                 "PRAGMA user_version = 3;");
         h = open_store(dir, 0);
         ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 10);
@@ -2006,7 +2007,7 @@ TEST(damaged_index_page) {
         page = sql_int(dir, "SELECT rootpage FROM sqlite_master WHERE name = 'queries_by_session'");
         page_size = sql_int(dir, "PRAGMA page_size");
 
-        ASSERT_OK(history_quick_check_path(p, &problem));
+        ASSERT_OK(history_quick_check_path(p, NULL, &problem));
         ASSERT_TRUE(problem == NULL);
 
         memset(junk, 0x5a, sizeof junk);
@@ -2016,7 +2017,7 @@ TEST(damaged_index_page) {
         ASSERT_TRUE(close(fd) == 0);
 
         h = open_store(dir, 0);
-        ASSERT_OK(history_quick_check_path(p, &problem));
+        ASSERT_OK(history_quick_check_path(p, NULL, &problem));
         ASSERT_TRUE(problem != NULL);
         history_set_damaged(h, problem);
         history_get_storage(h, 0, &st);
