@@ -2701,14 +2701,55 @@ void history_set_damaged(History *h, const char *problem) {
                 problem);
 }
 
-/* SQLite's progress handler: non-zero ends the statement (SQLITE_INTERRUPT). */
-static int quick_check_progress(void *userdata) {
-        const volatile sig_atomic_t *stop = userdata;
+struct HistoryQuickCheck {
+        pthread_mutex_t lock;
+        sqlite3 *db; /* the check's connection while it is open */
+        bool stop;
+};
 
-        return stop && *stop;
+int history_quick_check_new(HistoryQuickCheck **ret) {
+        HistoryQuickCheck *c = calloc(1, sizeof *c);
+
+        if (!c)
+                return -ENOMEM;
+        pthread_mutex_init(&c->lock, NULL);
+        *ret = c;
+        return 0;
 }
 
-int history_quick_check_path(const char *path, const volatile sig_atomic_t *stop, char **ret_problem) {
+HistoryQuickCheck *history_quick_check_free(HistoryQuickCheck *c) {
+        if (!c)
+                return NULL;
+        pthread_mutex_destroy(&c->lock);
+        free(c);
+        return NULL;
+}
+
+void history_quick_check_stop(HistoryQuickCheck *c) {
+        if (!c)
+                return;
+        pthread_mutex_lock(&c->lock);
+        c->stop = true;
+        /* The integrity check looks at the interrupt flag as it goes. */
+        if (c->db)
+                sqlite3_interrupt(c->db);
+        pthread_mutex_unlock(&c->lock);
+}
+
+/* Publish the check's connection (NULL: closing it); false when stopped already. */
+static bool quick_check_publish(HistoryQuickCheck *c, sqlite3 *db) {
+        bool stopped;
+
+        if (!c)
+                return true;
+        pthread_mutex_lock(&c->lock);
+        c->db = db;
+        stopped = c->stop;
+        pthread_mutex_unlock(&c->lock);
+        return !stopped;
+}
+
+int history_quick_check_path(const char *path, HistoryQuickCheck *c, char **ret_problem) {
         sqlite3 *db = NULL;
         sqlite3_stmt *s = NULL;
         char *problem = NULL;
@@ -2722,8 +2763,10 @@ int history_quick_check_path(const char *path, const volatile sig_atomic_t *stop
                 return -EIO;
         }
         (void) sqlite3_busy_timeout(db, 5000);
-        if (stop)
-                sqlite3_progress_handler(db, 10000, quick_check_progress, (void *) stop);
+        if (!quick_check_publish(c, db)) {
+                (void) sqlite3_close_v2(db);
+                return -ECANCELED;
+        }
         r = sqlite3_prepare_v2(db, "PRAGMA quick_check(1)", -1, &s, NULL);
         if (r == SQLITE_OK)
                 r = sqlite3_step(s);
@@ -2740,6 +2783,7 @@ int history_quick_check_path(const char *path, const volatile sig_atomic_t *stop
                 r = problem ? SQLITE_DONE : SQLITE_NOMEM;
         }
         (void) sqlite3_finalize(s);
+        (void) quick_check_publish(c, NULL);
         (void) sqlite3_close_v2(db);
         if (r == SQLITE_INTERRUPT)
                 return -ECANCELED;

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <errno.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -368,14 +367,20 @@ int history_retry(History *h);
 /* Whether a retry is worth it: a fault or an outcome waiting. */
 bool history_needs_retry(History *h);
 
+/* A quick_check that another thread may stop (history_quick_check_stop():
+ * sqlite3_interrupt() of its connection). */
+typedef struct HistoryQuickCheck HistoryQuickCheck;
+int history_quick_check_new(HistoryQuickCheck **ret);
+HistoryQuickCheck *history_quick_check_free(HistoryQuickCheck *c);
+void history_quick_check_stop(HistoryQuickCheck *c);
+
 /* PRAGMA quick_check of the store's file on a connection of its own,
  * read-only: made to run on another thread (it reads the whole file,
  * minutes at 10^6 records) and touches nothing of the store but its path.
  * Returns 0 and NULL in *ret_problem when the file is sound, 0 and what
- * SQLite found (a new string) when it is not, -ECANCELED once *stop (NULL:
- * never) was set from another thread, or another negative errno when it
- * could not run. */
-int history_quick_check_path(const char *path, const volatile sig_atomic_t *stop, char **ret_problem);
+ * SQLite found (a new string) when it is not, -ECANCELED once c (NULL:
+ * none) was stopped, or another negative errno when it could not run. */
+int history_quick_check_path(const char *path, HistoryQuickCheck *c, char **ret_problem);
 
 /* The database file's path, owned by the store. */
 const char *history_path(History *h);

@@ -41,7 +41,7 @@ struct StorageWatch {
         pthread_mutex_t lock;
         int check_error;
         char *check_problem;
-        volatile sig_atomic_t check_stop; /* set by the free: the check ends at once */
+        HistoryQuickCheck *check; /* stopped by the free: the check ends at once */
 };
 
 static void storage_watch_arm(StorageWatch *w, usec_t delay);
@@ -127,7 +127,7 @@ static void *storage_watch_thread(void *p) {
         uint64_t one = 1;
         int r;
 
-        r = history_quick_check_path(w->check_path, &w->check_stop, &problem);
+        r = history_quick_check_path(w->check_path, w->check, &problem);
         pthread_mutex_lock(&w->lock);
         w->check_error = r;
         w->check_problem = problem;
@@ -175,6 +175,9 @@ static int storage_watch_start_check(StorageWatch *w) {
         w->check_path = strdup(history_path(w->history));
         if (!w->check_path)
                 return -ENOMEM;
+        r = history_quick_check_new(&w->check);
+        if (r < 0)
+                return r;
         w->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (w->efd < 0)
                 return -errno;
@@ -243,9 +246,10 @@ StorageWatch *storage_watch_free(StorageWatch *w) {
                 return NULL;
         /* The check reads the whole file (minutes at 10^6 records): told
          * to stop, it ends within SQLite's next 10,000 steps. */
-        w->check_stop = 1;
+        history_quick_check_stop(w->check);
         if (w->thread_started)
                 (void) pthread_join(w->thread, NULL);
+        w->check = history_quick_check_free(w->check);
         w->retry = history_job_cancel(w->retry);
         w->timer = sd_event_source_disable_unref(w->timer);
         w->check_source = sd_event_source_disable_unref(w->check_source);

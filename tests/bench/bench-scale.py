@@ -155,7 +155,7 @@ def fill(directory, n, person_token):
             session = person if is_person else sessions[i % len(sessions)]
             status = 'running' if i >= n - RUNNING else 'succeeded'
             off = rnd.randrange(0, 800)
-            answer = (f'The {words[0]} {words[1]} works like this [1]. ' + answer_words[off:off + 1000]) \
+            answer = (f'The {words[0]} {words[1]} works like this [1]. ' + answer_words[off:off + 400]) \
                 if status == 'succeeded' else None
             title = f'{words[0].title()} {words[1]} {t}'
             sources = json.dumps([{'title': title, 'revision_id': 1000 + t, 'url':
