@@ -414,12 +414,12 @@ static void on_written(ManagerWrite *w, const ManagerError *error, const Manager
 /* The write started (r), awaited: 0, or its refusal as -ENOENT
  * (query_not_found), -EBUSY (busy) or -EIO, its error in *e. Never from
  * inside the call that started it. */
-static int written(Fixture *f, int r, ManagerWrite *w, Written *c, ManagerError *e) {
+static int written(Fixture *f, int r, ManagerWrite **w, Written *c, ManagerError *e) {
         if (r < 0)
                 return r;
         ASSERT_EQ_INT(c->calls, 0);
         run_until_called(f, &c->calls, 1);
-        manager_write_free(w);
+        *w = manager_write_free(*w);
         if (!c->failed)
                 return 0;
         *e = c->error;
@@ -432,7 +432,7 @@ static int delete_record(Fixture *f, const SessionKey *k, const char *id, Manage
         Written c = { 0 };
         ManagerWrite *w = NULL;
 
-        return written(f, manager_delete_record(f->manager, k, id, on_written, &c, &w, e), w, &c, e);
+        return written(f, manager_delete_record(f->manager, k, id, on_written, &c, &w, e), &w, &c, e);
 }
 
 static int feedback(
@@ -449,7 +449,7 @@ static int feedback(
         return written(
                 f,
                 manager_set_feedback(f->manager, k, id, rating, reason, comment, on_written, &c, &w, e),
-                w,
+                &w,
                 &c,
                 e);
 }
@@ -458,7 +458,7 @@ static int share_revoke(Fixture *f, const SessionKey *k, const char *id, Manager
         Written c = { 0 };
         ManagerWrite *w = NULL;
 
-        return written(f, manager_share_revoke(f->manager, k, id, on_written, &c, &w, e), w, &c, e);
+        return written(f, manager_share_revoke(f->manager, k, id, on_written, &c, &w, e), &w, &c, e);
 }
 
 static int share_create(Fixture *f, const SessionKey *k, const char *id, char *token, ManagerError *e) {
@@ -466,7 +466,7 @@ static int share_create(Fixture *f, const SessionKey *k, const char *id, char *t
         ManagerWrite *w = NULL;
         int r;
 
-        r = written(f, manager_share_create(f->manager, k, id, on_written, &c, &w, e), w, &c, e);
+        r = written(f, manager_share_create(f->manager, k, id, on_written, &c, &w, e), &w, &c, e);
         if (r >= 0)
                 snprintf(token, MANAGER_SHARE_TOKEN_MAX, "%s", c.token);
         return r;
