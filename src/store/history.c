@@ -1574,6 +1574,125 @@ rollback:
         return r;
 }
 
+/* The outcomes waiting in memory of the session's records land first: their
+ * rows are still "running" until then, and the erase takes no running row. */
+static int erase_land_pending(History *h, const SessionKey *session) {
+        for (size_t i = 0; i < h->n_pending;) {
+                int r = owned_running(h, h->pending[i].id, session);
+
+                if (r == -ENOENT) { /* another person's */
+                        i++;
+                        continue;
+                }
+                if (r < 0)
+                        return r;
+                r = pending_land(h, &h->pending[i]); /* removes it: i is the next one now */
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int history_erase_session(
+        History *h, const SessionKey *session, unsigned batch, uint64_t *ret_records, uint64_t *ret_artifacts) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *count = NULL, *del = NULL;
+        uint64_t records = 0, artifacts = 0;
+        int r;
+
+        assert(h);
+        assert(session);
+        assert(batch > 0);
+
+        r = erase_land_pending(h, session);
+        if (r < 0)
+                return r;
+
+                /* By the index queries_by_session, oldest first; a running record
+                 * (its query is still on) is never taken: its outcome would be
+                 * written after. */
+#define ERASE_BATCH "SELECT id FROM queries WHERE session = ?1 AND status != 'running' ORDER BY seq LIMIT ?2"
+        r = prepare(h, "SELECT count(*) FROM artifacts WHERE query_id IN (" ERASE_BATCH ")", &count);
+        if (r < 0)
+                return r;
+        r = prepare(h, "DELETE FROM queries WHERE id IN (" ERASE_BATCH ")", &del);
+        if (r < 0)
+                return r;
+#undef ERASE_BATCH
+        bind_session(count, 1, session);
+        sqlite3_bind_int(count, 2, (int) MIN(batch, (unsigned) INT_MAX));
+        bind_session(del, 1, session);
+        sqlite3_bind_int(del, 2, (int) MIN(batch, (unsigned) INT_MAX));
+
+        for (;;) {
+                unsigned n;
+
+                r = exec_cached(h, STMT_BEGIN);
+                if (r < 0)
+                        return r;
+                if (sqlite3_step(count) != SQLITE_ROW) {
+                        r = db_error(h, "count the artifacts to erase");
+                        (void) exec_cached(h, STMT_ROLLBACK);
+                        return r;
+                }
+                artifacts += (uint64_t) sqlite3_column_int64(count, 0);
+                (void) sqlite3_reset(count);
+                /* The artifacts, feedback and share links go with it (ON DELETE CASCADE). */
+                if (step_write(h, del) != SQLITE_DONE) {
+                        r = db_error(h, "erase records");
+                        (void) sqlite3_reset(del);
+                        (void) exec_cached(h, STMT_ROLLBACK);
+                        return r;
+                }
+                n = (unsigned) sqlite3_changes(h->db);
+                (void) sqlite3_reset(del);
+                r = exec_cached(h, STMT_COMMIT);
+                if (r < 0) {
+                        (void) exec_cached(h, STMT_ROLLBACK);
+                        return r;
+                }
+                records += n;
+                if (n < batch)
+                        break;
+        }
+
+        if (records > 0) {
+                /* Durable, then no copy of what went is left in the log. */
+                r = history_sync(h);
+                if (r < 0)
+                        return r;
+                (void) history_checkpoint(h);
+        }
+        if (ret_records)
+                *ret_records = records;
+        if (ret_artifacts)
+                *ret_artifacts = artifacts;
+        return 0;
+}
+
+/* Whether the session has a record still running (its outcome not yet
+ * written, nor waiting in memory): 1, 0, or -EIO. */
+int history_session_running(History *h, const SessionKey *session) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+        int r;
+
+        assert(h);
+        assert(session);
+
+        r = prepare(h, "SELECT id FROM queries WHERE session = ?1 AND status = 'running'", &s);
+        if (r < 0)
+                return r;
+        bind_session(s, 1, session);
+        for (;;) {
+                r = sqlite3_step(s);
+                if (r == SQLITE_DONE)
+                        return 0;
+                if (r != SQLITE_ROW)
+                        return db_error(h, "look for running records");
+                if (!pending_find(h, column_text(s, 0, "")))
+                        return 1;
+        }
+}
+
 int history_checkpoint(History *h) {
         int log = 0, done = 0;
 

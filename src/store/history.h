@@ -252,6 +252,28 @@ int history_delete(History *h, const char *id, const SessionKey *session);
  * none is left, or -EIO. The caller checkpoints (history_checkpoint()). */
 int history_prune(History *h, usec_t before, unsigned batch, unsigned *ret_records, unsigned *ret_artifacts);
 
+/* Records of one session erased per transaction by history_erase_session(). */
+#define HISTORY_ERASE_BATCH 500u
+
+/* Erase every record of session (a person's, API.md 9 and 12.1), with their
+ * artifacts, feedback and share links: batch records per transaction
+ * (between two, other connections may write), then the deletion is made
+ * durable and the write-ahead log checkpointed (history_checkpoint()), so
+ * that when it returns no file of the store holds their text. A record
+ * still running is kept (the caller ends the person's queries first, or
+ * refuses: history_session_running()); an outcome waiting in memory for
+ * one of them lands first and is erased with it. It touches nothing but h
+ * and its connection: it may run on another thread than the event loop's
+ * on a History of that thread's own. The counts of records and artifacts
+ * erased in *ret_records and *ret_artifacts (each may be NULL). Returns 0
+ * (also when there was nothing), -EIO (logged; what went before the failed
+ * batch stays gone). */
+int history_erase_session(
+        History *h, const SessionKey *session, unsigned batch, uint64_t *ret_records, uint64_t *ret_artifacts);
+
+/* Whether the session has a record whose query still runs: 1, 0, -EIO. */
+int history_session_running(History *h, const SessionKey *session);
+
 /* Copy the write-ahead log into the main file and truncate it to 0 bytes
  * (wal_checkpoint(TRUNCATE)). Returns 0 or -EIO. */
 int history_checkpoint(History *h);

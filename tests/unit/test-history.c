@@ -972,6 +972,83 @@ TEST(delete_leaves_nothing) {
         ASSERT_TRUE(!store_holds(f.dir, "comment-marker-77aa"));
 }
 
+/* A person's erasure: every record of theirs in batches (a follow-up
+ * chain, artifacts, feedback, share links), none of anyone else's; a
+ * running one stays; afterwards no file of the store holds their text and
+ * the log is empty. */
+TEST(erase_session_in_batches) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("erase");
+        _cleanup_free_ char *wal = path_in(f.dir, "history.sqlite3-wal");
+        const SessionKey k = key(9), other = key(10);
+        HistoryOutcome out = { .succeeded = true, .answer = "erase-answer-5d0a", .finished_at = T0 + 2 };
+        HistoryOutcome kept = { .succeeded = true, .answer = "kept-answer-81c3", .finished_at = T0 + 2 };
+        uint8_t digest[HISTORY_SHARE_DIGEST_SIZE] = { 9 }, other_digest[HISTORY_SHARE_DIGEST_SIZE] = { 10 };
+        char id[QUERY_ID_MAX];
+        SessionKey owner;
+        uint64_t records = 99, artifacts = 99;
+        struct stat st;
+
+        ASSERT_EQ_INT(history_secure_delete(f.h), 1);
+        ASSERT_OK(history_begin(f.h, qid(700), &k, "erase-question-5d0a", T0));
+        ASSERT_OK(history_finish(f.h, qid(700), &out));
+        for (unsigned i = 1; i < 8; i++) {
+                ASSERT_OK(history_begin_follow_up(
+                        f.h, qid(700 + i), &k, "erase-question-5d0a", qid(700 + i - 1), qid(700), NULL, T0 + i));
+                ASSERT_OK(history_finish(f.h, qid(700 + i), &out));
+        }
+        ASSERT_OK(history_set_feedback(f.h, qid(701), &k, "down", NULL, "erase-comment-5d0a", T0 + 3));
+        ASSERT_OK(history_share_add(f.h, qid(702), &k, digest, T0 + 3));
+        {
+                _cleanup_free_ char *sql = NULL;
+
+                ASSERT_TRUE(
+                        asprintf(
+                                &sql,
+                                "INSERT INTO artifacts (id, query_id, name, media_type, size_bytes, sha256, data)"
+                                " VALUES ('af_erase1', '%s', 'a.csv', 'text/csv', 17, '%s', "
+                                "CAST('erase-file-5d0a!!' AS BLOB))",
+                                qid(703),
+                                "559aead08264d5795d3909718cdd05abd49572e84fe55590eef31a88a08fdffd") >= 0);
+                sql_exec(f.dir, sql);
+        }
+        ASSERT_OK(history_begin(f.h, qid(720), &other, "kept-question-81c3", T0));
+        ASSERT_OK(history_finish(f.h, qid(720), &kept));
+        ASSERT_OK(history_share_add(f.h, qid(720), &other, other_digest, T0 + 3));
+        ASSERT_OK(history_begin(f.h, qid(730), &k, "still running", T0 + 20));
+        ASSERT_EQ_INT(history_session_running(f.h, &k), 1);
+        ASSERT_EQ_INT(history_session_running(f.h, &other), 0);
+        ASSERT_TRUE(store_holds(f.dir, "erase-question-5d0a"));
+        ASSERT_TRUE(store_holds(f.dir, "erase-file-5d0a"));
+
+        ASSERT_OK(history_erase_session(f.h, &k, 3, &records, &artifacts));
+        ASSERT_EQ_INT(records, 8);
+        ASSERT_EQ_INT(artifacts, 1);
+        ASSERT_TRUE(stat(wal, &st) == 0);
+        ASSERT_EQ_INT(st.st_size, 0);
+        for (const char *m = "erase-question-5d0a\0erase-answer-5d0a\0erase-comment-5d0a\0erase-file-5d0a\0";
+             *m;
+             m += strlen(m) + 1)
+                ASSERT_TRUE(!store_holds(f.dir, m));
+        ASSERT_EQ_INT(sql_int(f.dir, "SELECT count(*) FROM artifacts"), 0);
+        ASSERT_EQ_INT(sql_int(f.dir, "SELECT count(*) FROM feedback"), 0);
+        ASSERT_EQ_INT(sql_int(f.dir, "SELECT count(*) FROM shares"), 1);
+        ASSERT_EQ_INT(history_share_find(f.h, digest, id, &owner), -ENOENT);
+        ASSERT_OK(history_share_find(f.h, other_digest, id, &owner));
+        assert_status(f.h, qid(730), &k, "running");
+        assert_status(f.h, qid(720), &other, "succeeded");
+        ASSERT_TRUE(store_holds(f.dir, "kept-answer-81c3"));
+
+        /* Nothing left but the running one: 0 records, and then none at all. */
+        ASSERT_OK(history_erase_session(f.h, &k, 3, &records, &artifacts));
+        ASSERT_EQ_INT(records, 0);
+        ASSERT_EQ_INT(artifacts, 0);
+        finish_ok(f.h, qid(730), T0 + 30);
+        ASSERT_EQ_INT(history_session_running(f.h, &k), 0);
+        ASSERT_OK(history_erase_session(f.h, &k, HISTORY_ERASE_BATCH, &records, NULL));
+        ASSERT_EQ_INT(records, 1);
+        ASSERT_EQ_INT(sql_int(f.dir, "SELECT count(*) FROM queries"), 1);
+}
+
 TEST(recovery) {
         _cleanup_(rm_rf_freep) char *dir = make_subdir("recovery");
         const SessionKey k = key(7);
