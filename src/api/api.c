@@ -605,6 +605,15 @@ static HttpHandlerResult api_handle_history_delete(Api *api, HttpRequest *req, c
         return http_reply(req, 204, NULL, NULL);
 }
 
+/* DELETE /api/v1/history: every record of the person (API.md 9). */
+static HttpHandlerResult api_handle_history_erase(Api *api, HttpRequest *req) {
+        ManagerError e;
+
+        if (manager_erase_session(api->manager, http_request_session(req), NULL, &e) < 0)
+                return reply_manager_error(api, req, &e);
+        return http_reply(req, 204, NULL, NULL);
+}
+
 /* RFC 8187 ext-value for Content-Disposition: UTF-8'' then every byte
  * outside attr-char percent-encoded. */
 static char *disposition_filename(const char *name) {
@@ -1116,6 +1125,8 @@ HttpHandlerResult api_handle(HttpRequest *req, void *userdata) {
         case ROUTE_QUERY:
                 return api_handle_query(api, req);
         case ROUTE_HISTORY:
+                if (http_request_method(req) == HTTP_METHOD_DELETE)
+                        return api_handle_history_erase(api, req);
                 return api_handle_history_list(api, req);
         case ROUTE_HISTORY_ITEM:
                 if (http_request_method(req) == HTTP_METHOD_DELETE)

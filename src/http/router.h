@@ -80,8 +80,8 @@ bool router_path_is_api(const char *path);
 
 /* Methods per route (OPTIONS is answered as a preflight before routing, so
  * no route lists it):
- *   health, queue/status, history, artifact: GET, HEAD
- *   history item: GET, HEAD, DELETE
+ *   health, queue/status, artifact: GET, HEAD
+ *   history, history item: GET, HEAD, DELETE (DELETE /history: all of the person's)
  *   queue/join, query: POST
  *   queue/ticket: DELETE
  *   queue/events, history item's events: GET (event streams, API.md 11)

@@ -253,7 +253,7 @@ TEST(methods) {
                 { ROUTE_QUEUE_TICKET, "DELETE" },
                 { ROUTE_QUEUE_EVENTS, "GET" },
                 { ROUTE_QUERY, "POST" },
-                { ROUTE_HISTORY, "GET, HEAD" },
+                { ROUTE_HISTORY, "GET, HEAD, DELETE" },
                 { ROUTE_HISTORY_ITEM, "GET, HEAD, DELETE" },
                 { ROUTE_HISTORY_EVENTS, "GET" },
                 { ROUTE_ARTIFACT, "GET, HEAD" },
@@ -317,7 +317,8 @@ TEST(methods) {
 
         /* The spot checks a reader would look for first. */
         ASSERT_TRUE(route_allows_method(ROUTE_HISTORY_ITEM, HTTP_METHOD_DELETE));
-        ASSERT_TRUE(!route_allows_method(ROUTE_HISTORY, HTTP_METHOD_DELETE));
+        ASSERT_TRUE(route_allows_method(ROUTE_HISTORY, HTTP_METHOD_DELETE));
+        ASSERT_TRUE(!route_allows_method(ROUTE_HISTORY, HTTP_METHOD_POST));
         ASSERT_TRUE(!route_allows_method(ROUTE_QUERY, HTTP_METHOD_GET));
         ASSERT_TRUE(!route_allows_method(ROUTE_QUEUE_TICKET, HTTP_METHOD_GET));
         ASSERT_TRUE(route_allows_method(ROUTE_ARTIFACT, HTTP_METHOD_HEAD));
