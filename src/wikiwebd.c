@@ -240,6 +240,8 @@ static int setup_faces(Daemon *d) {
                         (void) close(metrics_fd);
                 return log_error_errno(r, "Failed to start the HTTP server");
         }
+        /* Before the loop: no request is keyed without it. */
+        http_server_set_user_secret(d->http, manager_get_user_secret(d->manager));
         if (metrics_fd >= 0) {
                 r = metrics_server_new(d->event, metrics_fd, d->manager, &d->metrics);
                 if (r < 0)

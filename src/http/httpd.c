@@ -85,6 +85,10 @@ struct HttpServer {
          * the user header from an untrusted peer was last logged, per
          * address: at most once a minute each. */
         uint8_t session_secret[SESSION_SECRET_BYTES];
+        /* The secret of the installation every session key is sealed with
+         * (user_key_seal()): the key the history keeps. Zero until main
+         * sets it (http_server_set_user_secret()). */
+        UserKeySecret user_secret;
         HttpIdentityWarning identity_warned[HTTP_IDENTITY_WARN_SLOTS];
         unsigned identity_suppressed;
 
@@ -1094,6 +1098,14 @@ static bool request_begin(HttpRequest *req, const char *url, const char *method,
                         return true;
                 }
         }
+        /* A token's key and a person's alike: what the history keeps is
+         * keyed with the installation's secret (wikiwebd(8) "Backups"). */
+        r = user_key_seal(&req->server->user_secret, &req->session, &req->session);
+        if (r < 0) {
+                log_error_errno(r, "Failed to seal the session key");
+                http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+                return true;
+        }
 
         if (req->method == HTTP_METHOD_OPTIONS) {
                 reply_preflight(req);
@@ -1577,6 +1589,12 @@ unsigned http_connection_limit(const Config *config) {
         if (config->http_max_connections > 0)
                 limit = MIN(limit, config->http_max_connections);
         return (unsigned) MIN(limit, (uint64_t) 1000000);
+}
+
+void http_server_set_user_secret(HttpServer *s, const UserKeySecret *secret) {
+        assert(s);
+        assert(secret);
+        s->user_secret = *secret;
 }
 
 int http_server_new(

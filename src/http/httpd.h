@@ -11,6 +11,7 @@
 #include "shared/api-error.h"
 #include "shared/config.h"
 #include "shared/macro.h"
+#include "shared/user-key.h"
 
 /* libmicrohttpd inside the sd-event loop, as systemd's journal-remote does:
  * MHD runs with MHD_USE_EPOLL and no threads of its own; its epoll fd is an
@@ -65,6 +66,11 @@ typedef HttpHandlerResult (*HttpHandler)(HttpRequest *req, void *userdata);
 
 /* Start serving on listen_fd (taken over: closed by the server, even on
  * error). The config is borrowed and must outlive the server. */
+/* The secret of the installation (shared/user-key.h) that every request's
+ * session key is sealed with (user_key_seal()) before a handler sees it:
+ * the key the history keeps. Copied. Until it is set, a zero secret. */
+void http_server_set_user_secret(HttpServer *s, const UserKeySecret *secret);
+
 int http_server_new(
         sd_event *event,
         int listen_fd,

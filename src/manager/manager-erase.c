@@ -239,7 +239,10 @@ int manager_erase_user(
         e->by = strdup(by);
         if (!e->user || !e->by)
                 return manager_erase_oom(ret_error);
+        /* The key the HTTP transport gives the person's requests. */
         r = user_key_from_name(user, &e->session);
+        if (r >= 0)
+                r = user_key_seal(manager_get_user_secret(m), &e->session, &e->session);
         if (r < 0)
                 return manager_erase_oom(ret_error);
 

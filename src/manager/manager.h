@@ -12,6 +12,7 @@
 #include "shared/config.h"
 #include "shared/ids.h"
 #include "shared/macro.h"
+#include "shared/user-key.h"
 #include "shared/time-util.h"
 #include "store/history.h"
 
@@ -243,6 +244,9 @@ const Admission *manager_get_admission(const Manager *m);
  * Manager operation (manager-ops.h). Borrowed. */
 History *manager_get_history(Manager *m);
 const Config *manager_get_config(Manager *m);
+/* The secret that seals every session key before it reaches the history
+ * (user_key_seal()): the HTTP transport is given it by main. Borrowed. */
+const UserKeySecret *manager_get_user_secret(const Manager *m);
 /* Whether the wiki is read as the asking person (WIKI_WEB_WIKI_READ_AS=person). */
 bool manager_reads_as_person(const Manager *m);
 /* Health's "wiki_read_check" in person mode ("ok", "failed", "unknown");

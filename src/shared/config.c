@@ -49,6 +49,7 @@ void config_done(Config *c) {
         free(c->sandbox_runtime);
         free(c->sandbox_rootfs);
         free(c->state_directory);
+        free(c->credentials_directory);
         free(c->trusted_proxies);
         strv_free(c->editors);
         free(c->user_header);
@@ -626,6 +627,12 @@ static int load_endpoints(Config *c, ConfigGetenv g, void *u, char **ret_error) 
                 return fail(ret_error, -EINVAL, "WIKI_WEB_WIKI_API_URL: expected an http:// or https:// URL");
         if (c->llm_url && !url_is_valid(c->llm_url))
                 return fail(ret_error, -EINVAL, "WIKI_WEB_LLM_URL: expected an http:// or https:// URL");
+        v = g("CREDENTIALS_DIRECTORY", u);
+        if (v && *v) {
+                c->credentials_directory = strdup(v);
+                if (!c->credentials_directory)
+                        return -ENOMEM;
+        }
         if (!c->state_directory) {
                 /* systemd's StateDirectory= may list several, colon-separated: take the first. */
                 v = g("STATE_DIRECTORY", u);

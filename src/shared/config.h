@@ -79,6 +79,7 @@ typedef struct Config {
 
         /* Daemon (extensions) */
         char *state_directory;       /* WIKI_WEB_STATE_DIRECTORY, else $STATE_DIRECTORY, else NULL */
+        char *credentials_directory; /* $CREDENTIALS_DIRECTORY (systemd's), NULL when unset */
         int log_level;               /* WIKI_WEB_LOG_LEVEL: syslog level 0..7, default 6 (info) */
         uint64_t stop_grace_seconds; /* WIKI_WEB_STOP_GRACE_SECONDS: how long a stop waits for a query */
         /* WIKI_WEB_STATE_MIN_FREE_BYTES: less free space is storage "degraded"; 0: never */

@@ -18,6 +18,7 @@
 #include "shared/parse-util.h"
 #include "shared/random-util.h"
 #include "shared/strv.h"
+#include "shared/user-key.h"
 #include "store/wording.h"
 #include "store/history-internal.h"
 #include "store/history.h"
@@ -30,8 +31,8 @@
  * adds them in one transaction (NULL and '[]' in its records). A new file
  * is made as version 3 (schema_sql), then each later step runs in turn
  * (schema_steps), as it does for an older file. */
-#define SCHEMA_VERSION 7
-#define SCHEMA_VERSION_SQL "PRAGMA user_version = 7"
+#define SCHEMA_VERSION 9
+#define SCHEMA_VERSION_SQL "PRAGMA user_version = 9"
 
 static const char schema_sql[] =
         "CREATE TABLE queries ("
@@ -128,16 +129,25 @@ static const char schema_step_4[] =
         ");"
         "CREATE INDEX shares_by_query ON shares (query_id, seq);";
 
+/* Version 9: who a record belongs to is keyed with the secret of the
+ * installation (shared/user-key.h): the column session was the SHA-256 of
+ * a session token or of "wikiweb-user", a NUL and a person's name, which
+ * anyone holding the file could compute for a name they guess; it is now
+ * HMAC-SHA-256(secret, that), the key the daemon computes from then on.
+ * The old key is all the new one needs, so every record is re-keyed here,
+ * at once, whoever it belongs to (a token's key and a name's are not told
+ * apart, nor need to be): no old key is left in the file. wikiweb_rekey()
+ * is the store's own SQL function (history_open()). */
+static const char schema_step_9[] = "UPDATE queries SET session = wikiweb_rekey(session);";
+
 /* The steps after version 3, in order: a file of version v runs every
  * step above v, in one transaction with the new version. */
 static const struct {
         int version;
         const char *sql;
 } schema_steps[] = {
-        { 4, schema_step_4 },
-        { 5, schema_step_5 },
-        { 6, schema_step_6 },
-        { 7, schema_step_7 },
+        { 4, schema_step_4 }, { 5, schema_step_5 }, { 6, schema_step_6 },
+        { 7, schema_step_7 }, { 9, schema_step_9 },
 };
 
 #define RECORD_COLUMNS                                                                                      \
@@ -234,6 +244,7 @@ typedef struct PendingOutcome {
 
 struct History {
         sqlite3 *db;
+        UserKeySecret user_secret; /* what wikiweb_rekey() keys with */
         sqlite3_stmt *stmts[_STMT_MAX];
         char *path;      /* the database file */
         char *wal_path;  /* its write-ahead log */
@@ -661,7 +672,42 @@ static int recover(History *h, unsigned *ret) {
         return 0;
 }
 
+/* wikiweb_rekey(key): the key of schema step 9, HMAC-SHA-256 of the
+ * secret over the 32 bytes of an old key; NULL for anything else (which
+ * the column's CHECK then refuses). */
+static void history_sql_rekey(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+        History *h = sqlite3_user_data(ctx);
+        SessionKey k;
+
+        if (argc != 1 || sqlite3_value_type(argv[0]) != SQLITE_BLOB ||
+            sqlite3_value_bytes(argv[0]) != (int) sizeof k.bytes) {
+                sqlite3_result_null(ctx);
+                return;
+        }
+        memcpy(k.bytes, sqlite3_value_blob(argv[0]), sizeof k.bytes);
+        if (user_key_seal(&h->user_secret, &k, &k) < 0) {
+                sqlite3_result_error(ctx, "cannot compute the key", -1);
+                return;
+        }
+        sqlite3_result_blob(ctx, k.bytes, sizeof k.bytes, SQLITE_TRANSIENT);
+}
+
 int history_open(const char *directory, History **ret, unsigned *ret_recovered) {
+        UserKeySecret secret;
+        int r;
+
+        assert(directory);
+
+        r = user_key_secret_load(directory, NULL, &secret, NULL);
+        if (r < 0)
+                return r;
+        r = history_open_keyed(directory, &secret, ret, ret_recovered);
+        explicit_bzero(&secret, sizeof secret);
+        return r;
+}
+
+int history_open_keyed(
+        const char *directory, const UserKeySecret *secret, History **ret, unsigned *ret_recovered) {
         _cleanup_(history_freep) History *h = NULL;
         _cleanup_free_ char *path = NULL;
         unsigned recovered = 0;
@@ -677,6 +723,7 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
         if (!h)
                 return -ENOMEM;
         h->sync_fd = -1;
+        h->user_secret = *secret;
         if (asprintf(&h->wal_path, "%s-wal", path) < 0)
                 return -ENOMEM;
         h->directory = strdup(directory);
@@ -697,6 +744,16 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
                 return -EIO;
         }
         (void) sqlite3_extended_result_codes(h->db, 1);
+        if (sqlite3_create_function(
+                    h->db,
+                    "wikiweb_rekey",
+                    1,
+                    SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_DIRECTONLY,
+                    h,
+                    history_sql_rekey,
+                    NULL,
+                    NULL) != SQLITE_OK)
+                return history_open_failed(h, -EIO, "registered its functions");
         /* A busy database (another process holding a lock) is waited for
          * briefly rather than failing the request at once. */
         (void) sqlite3_busy_timeout(h->db, 5000);
@@ -758,6 +815,8 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
                 r = migrate_schema(h, create, version);
                 if (r < 0)
                         return history_open_failed(h, r, "updated the schema");
+                /* The old keys (step 9) and columns are in no file after. */
+                (void) history_checkpoint(h);
         }
         r = recover(h, &recovered);
         if (r < 0)
@@ -788,6 +847,7 @@ History *history_free(History *h) {
         free(h->directory);
         free(h->path);
         free(h->wal_path);
+        explicit_bzero(&h->user_secret, sizeof h->user_secret);
         free(h);
         return NULL;
 }

@@ -11,6 +11,7 @@
 #include "shared/macro.h"
 #include "shared/source.h"
 #include "shared/time-util.h"
+#include "shared/user-key.h"
 
 /* The authoritative query history of API.md 9, in SQLite: one file,
  * history.sqlite3, in the state directory. Each query is written as
@@ -38,6 +39,12 @@ typedef struct History History;
  * schema; -ENOSPC, -EROFS or -EACCES when the state directory is full,
  * read-only or not writable (logged in those words). */
 int history_open(const char *directory, History **ret, unsigned *ret_recovered);
+/* The same with the secret of the installation (shared/user-key.h) given:
+ * history_open() reads it from the state directory's file (making it
+ * there), the daemon passes the one it loaded (a credential, or that
+ * file). The store keys nothing with it but the re-key of schema step 9:
+ * the session keys it is handed are the sealed ones (user_key_seal()). */
+int history_open_keyed(const char *directory, const UserKeySecret *secret, History **ret, unsigned *ret_recovered);
 History *history_free(History *h);
 DEFINE_TRIVIAL_CLEANUP_FUNC(History *, history_free);
 

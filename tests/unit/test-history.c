@@ -12,6 +12,7 @@
 #include "shared/sha256.h"
 #include "store/history.h"
 #include "shared/strv.h"
+#include "shared/user-key.h"
 #include "store/report.h"
 #include "tests.h"
 
@@ -116,6 +117,17 @@ static void write_file(const char *path, const void *data, size_t size) {
         ASSERT_TRUE(f);
         ASSERT_TRUE(fwrite(data, 1, size, f) == size);
         ASSERT_TRUE(fclose(f) == 0);
+}
+
+/* The key the store keeps for k once a file made before the secret was
+ * opened (schema step 9): k sealed with dir's user key. */
+static SessionKey sealed_key(const char *dir, const SessionKey *k) {
+        UserKeySecret secret;
+        SessionKey s;
+
+        ASSERT_OK(user_key_secret_load(dir, NULL, &secret, NULL));
+        ASSERT_OK(user_key_seal(&secret, k, &s));
+        return s;
 }
 
 static History *open_store(const char *dir, unsigned expected_recovered) {
@@ -312,7 +324,7 @@ TEST(open_creates_file) {
         ASSERT_TRUE(h);
         ASSERT_TRUE(history_free(h) == NULL);
         ASSERT_TRUE(history_free(NULL) == NULL);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 7);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 9);
 
         /* A directory that does not exist. */
         {
@@ -1459,6 +1471,7 @@ TEST(migrate_from_version_1) {
         _cleanup_(json_object_putp) json_object *done = NULL, *recovered = NULL, *fresh = NULL;
         _cleanup_free_ char *sql = NULL;
         const SessionKey k = key(9);
+        SessionKey ks;
         char hex[65] = "";
         History *h;
 
@@ -1480,14 +1493,15 @@ TEST(migrate_from_version_1) {
         sql_exec(dir, sql);
 
         h = open_store(dir, 1);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 7);
-        done = get_record(h, qid(500), &k);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 9);
+        ks = sealed_key(dir, &k);
+        done = get_record(h, qid(500), &ks);
         ASSERT_EQ_STR(get_str(done, "status"), "succeeded");
         ASSERT_EQ_STR(get_str(done, "answer"), "42");
         ASSERT_EQ_INT(get_int(get_key(done, "timings_ms"), "wiki"), 7);
         assert_null(done, "sandbox");
         ASSERT_EQ_INT(json_object_array_length(get_key(done, "citations")), 0);
-        recovered = get_record(h, qid(501), &k);
+        recovered = get_record(h, qid(501), &ks);
         ASSERT_EQ_STR(get_str(recovered, "status"), "failed");
         assert_null(recovered, "sandbox");
         /* Each old record is a conversation of its own. */
@@ -1506,7 +1520,7 @@ TEST(migrate_from_version_1) {
 
         /* Opened again: nothing more to do. */
         h = open_store(dir, 0);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 7);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 9);
         history_free(h);
 }
 
@@ -1517,6 +1531,7 @@ TEST(migrate_from_version_2) {
         _cleanup_(json_object_putp) json_object *old = NULL, *fresh = NULL;
         _cleanup_free_ char *sql = NULL, *v2 = NULL;
         const SessionKey k = key(9);
+        SessionKey ks;
         char hex[65] = "";
         const char *end = strstr(schema_v1, "  finished_at INTEGER");
         History *h;
@@ -1548,8 +1563,9 @@ TEST(migrate_from_version_2) {
         sql_exec(dir, sql);
 
         h = open_store(dir, 0);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 7);
-        old = get_record(h, qid(600), &k);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 9);
+        ks = sealed_key(dir, &k);
+        old = get_record(h, qid(600), &ks);
         ASSERT_EQ_STR(get_str(old, "sandbox"), "offered");
         ASSERT_EQ_INT(json_object_array_length(get_key(old, "citations")), 0);
 
@@ -1587,10 +1603,79 @@ TEST(migrate_from_version_2) {
                 "ALTER TABLE queries DROP COLUMN notes;"
                 "PRAGMA user_version = 3;");
         h = open_store(dir, 0);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 7);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 9);
         ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM queries WHERE conversation = id"), 2);
         ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM shares"), 0);
         ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM queries WHERE given_titles = '[]'"), 2);
+        history_free(h);
+}
+
+/* Whether a file of dir holds the n bytes at b. */
+static bool file_holds_bytes(const char *dir, const char *name, const void *b, size_t n) {
+        _cleanup_free_ char *p = path_in(dir, name);
+        _cleanup_free_ char *data = NULL;
+        size_t size = 0;
+        FILE *f = fopen(p, "re");
+
+        if (!f)
+                return false;
+        data = malloc(1 << 22);
+        ASSERT_TRUE(data);
+        size = fread(data, 1, 1 << 22, f);
+        fclose(f);
+        return memmem(data, size, b, n) != NULL;
+}
+
+/* Schema step 9: a file whose records are keyed by the unsalted SHA-256 of
+ * a person's name (version 7) is re-keyed when opened: the person's
+ * records are theirs under the sealed key, the old key is in no file, and
+ * the user key is made beside it (mode 0600). */
+TEST(rekey_from_version_7) {
+        _cleanup_(rm_rf_freep) char *dir = make_subdir("rekey");
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        _cleanup_free_ char *keyfile = path_in(dir, USER_KEY_FILE);
+        SessionKey alice, bob, sealed;
+        HistoryRecord *rec = NULL;
+        struct stat st;
+        History *h;
+
+        ASSERT_OK(user_key_from_name("alice", &alice));
+        ASSERT_OK(user_key_from_name("bob", &bob));
+        /* What a wikiwebd of version 7 left: its records under the old keys. */
+        h = open_store(dir, 0);
+        ASSERT_OK(history_begin(h, qid(900), &alice, "alice's question", T0));
+        finish_ok(h, qid(900), T0 + 1);
+        ASSERT_OK(history_begin(h, qid(901), &bob, "bob's question", T0));
+        finish_ok(h, qid(901), T0 + 1);
+        h = history_free(h);
+        sql_exec(dir, "PRAGMA user_version = 7");
+        ASSERT_TRUE(unlink(keyfile) == 0);
+        ASSERT_TRUE(file_holds_bytes(dir, "history.sqlite3", alice.bytes, sizeof alice.bytes));
+
+        h = open_store(dir, 0);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 9);
+        ASSERT_TRUE(stat(keyfile, &st) == 0);
+        ASSERT_EQ_INT(st.st_mode & 07777, 0600);
+        ASSERT_EQ_INT(st.st_size, USER_KEY_SECRET_BYTES);
+        /* The old key no longer finds them; the sealed one does. */
+        ASSERT_EQ_INT(history_get_record(h, qid(900), &alice, &rec), -ENOENT);
+        sealed = sealed_key(dir, &alice);
+        o = get_record(h, qid(900), &sealed);
+        ASSERT_EQ_STR(get_str(o, "question"), "alice's question");
+        sealed = sealed_key(dir, &bob);
+        ASSERT_EQ_INT(history_get_record(h, qid(900), &sealed, &rec), -ENOENT);
+        for (const char *n = "history.sqlite3\0history.sqlite3-wal\0"; *n; n += strlen(n) + 1) {
+                ASSERT_TRUE(!file_holds_bytes(dir, n, alice.bytes, sizeof alice.bytes));
+                ASSERT_TRUE(!file_holds_bytes(dir, n, bob.bytes, sizeof bob.bytes));
+        }
+        h = history_free(h);
+
+        /* The same key at the next start: nothing is re-keyed twice. */
+        h = open_store(dir, 0);
+        sealed = sealed_key(dir, &alice);
+        json_object_put(TAKE_PTR(o));
+        o = get_record(h, qid(900), &sealed);
+        ASSERT_EQ_STR(get_str(o, "id"), qid(900));
         history_free(h);
 }
 
