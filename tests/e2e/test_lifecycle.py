@@ -5,6 +5,7 @@ a deleted record, a person's erased history and what retention removes
 leave their text in no file of the state directory. The
 real wikiwebd, the test MediaWiki and the scripted model."""
 
+import hashlib
 import os
 import signal
 import sqlite3
@@ -133,6 +134,37 @@ class Lifecycle(PipelineBase):
         for m in ('erase-laptop-91b2', 'erase-phone-91b2'):
             self.assertEqual(self.holders(d, f'{m}-question'), [], m)
         self.assertEqual([i['id'] for i in other.get(API + '/history', headers=bob).json['items']], [kept])
+
+    def test_rekey_of_a_file_keyed_by_name(self):
+        """A history whose records are keyed by the unsalted SHA-256 of the
+        person's name (schema 7) is re-keyed at the next start: the person
+        still has their records, and neither the old key nor anything the
+        name alone gives is in the file; the user key is made, mode 0600."""
+        llm = self.llm([])
+        d = self.pipeline_daemon(llm, WIKI_WEB_TRUSTED_PROXIES='127.0.0.1', WIKI_WEB_REQUIRE_USER='false')
+        alice = {'X-Remote-User': 'alice'}
+        b = d.browser()
+        qid = self.ask_marked(d, llm, b, 'rekey-3c77', headers=alice)
+        d.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(d.proc.wait(10), 0)
+        harness._LIVE.discard(d)
+        old = hashlib.sha256(b'wikiweb-user\0alice').digest()
+        db = sqlite3.connect(os.path.join(d.state_directory, 'history.sqlite3'))
+        with db:
+            db.execute('UPDATE queries SET session = ? WHERE id = ?', (old, qid))
+        db.execute('PRAGMA user_version = 7')
+        db.execute('PRAGMA wal_checkpoint(TRUNCATE)')
+        db.close()
+        os.unlink(os.path.join(d.state_directory, 'user-key'))
+        self.assertTrue(any(old in data for data in state_files(d).values()))
+
+        d.start()
+        self.assertEqual([i['id'] for i in b.get(API + '/history', headers=alice).json['items']], [qid])
+        self.assertFalse([n for n, data in state_files(d).items() if old in data])
+        st = os.stat(os.path.join(d.state_directory, 'user-key'))
+        self.assertEqual(st.st_mode & 0o7777, 0o600)
+        self.assertEqual(st.st_size, 32)
+        self.assertIn('schema version 7 updated to 9', d.log())
 
     def test_retention_removes_the_old_at_start(self):
         llm = self.llm([])
