@@ -112,6 +112,14 @@ static const struct {
                                     SHARE_TOKEN_HEX_DIGITS,
                                     "af_" },
         [ROUTE_REPORTS] = { "reports", "/api/v1/reports", NULL, NULL, M(HTTP_METHOD_GET), "GET" },
+        /* Personal access tokens (API.md "Access tokens"). */
+        [ROUTE_TOKENS] = { "tokens",
+                           "/api/v1/tokens",
+                           NULL,
+                           NULL,
+                           M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD) | M(HTTP_METHOD_POST),
+                           "GET, HEAD, POST" },
+        [ROUTE_TOKEN] = { "token", "/api/v1/tokens/", "tk_", NULL, M(HTTP_METHOD_DELETE), "DELETE" },
 };
 
 const char *route_to_string(Route r) {

@@ -11,6 +11,7 @@
 #include "shared/log.h"
 #include "shared/time-util.h"
 #include "shared/user-key.h"
+#include "store/tokens.h"
 
 /* How often an administrator's erasure looks again whether the person's
  * cancelled queries have ended (their records durable): a cancel reaches
@@ -95,14 +96,17 @@ int manager_erase_session(Manager *m, const SessionKey *session, uint64_t *ret_r
         return 0;
 }
 
-/* The person's personal access tokens go with their history. The tokens
- * store's erase of a user's tokens is called here; it returns how many
- * went. Without a tokens table there are none. */
+/* The person's personal access tokens go with their history. */
 static int manager_erase_user_tokens(Manager *m, const SessionKey *session, uint64_t *ret_tokens) {
+        int r;
+
         assert(m);
         assert(session);
 
-        *ret_tokens = 0;
+        r = history_tokens_delete_user(manager_get_history(m), session);
+        if (r < 0)
+                return r;
+        *ret_tokens = (uint64_t) r;
         return 0;
 }
 
@@ -135,10 +139,18 @@ static void manager_erasure_finish(ManagerErasure *e) {
         ManagerError error;
         int r;
 
-        r = history_erase_session(
-                manager_get_history(m), &e->session, HISTORY_ERASE_BATCH, &result.records, &result.artifacts);
+        /* The tokens first: the erase's checkpoint then takes them out of
+         * the log too. */
+        r = manager_erase_user_tokens(m, &e->session, &result.tokens);
         if (r >= 0)
-                r = manager_erase_user_tokens(m, &e->session, &result.tokens);
+                r = history_erase_session(
+                        manager_get_history(m),
+                        &e->session,
+                        HISTORY_ERASE_BATCH,
+                        &result.records,
+                        &result.artifacts);
+        if (r >= 0 && result.records == 0 && result.tokens > 0)
+                (void) history_checkpoint(manager_get_history(m));
         if (r < 0) {
                 log_error_errno(r, "History: %s could not erase the history of %s", e->by, e->user);
                 (void) manager_erase_error(m, r, &error);
@@ -240,11 +252,11 @@ int manager_erase_user(
         if (!e->user || !e->by)
                 return manager_erase_oom(ret_error);
         /* The key the HTTP transport gives the person's requests. */
-        r = user_key_from_name(user, &e->session);
-        if (r >= 0)
-                r = user_key_seal(manager_get_user_secret(m), &e->session, &e->session);
-        if (r < 0)
-                return manager_erase_oom(ret_error);
+        r = manager_user_key(m, user, &e->session);
+        if (r < 0) {
+                *ret_error = (ManagerError){ API_ERROR_INTERNAL_ERROR, NULL };
+                return r;
+        }
 
         /* What waits goes first, so nothing of theirs is claimed after. */
         (void) manager_leave(m, &e->session, now(CLOCK_MONOTONIC));

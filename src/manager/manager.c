@@ -90,6 +90,7 @@ struct Manager {
         sd_event_source *stop_post;  /* looks for the end of the queries' lives */
         ManagerStoppedHandler stopped_handler;
         void *stopped_userdata;
+        ManagerUserKeyFunction user_key; /* NULL: not set */
 };
 
 static const char *const manager_sandbox_health_table[_MANAGER_SANDBOX_HEALTH_MAX] = {
@@ -182,6 +183,28 @@ History *manager_get_history(Manager *m) {
 const UserKeySecret *manager_get_user_secret(const Manager *m) {
         assert(m);
         return &m->user_secret;
+}
+
+void manager_set_user_key_function(Manager *m, ManagerUserKeyFunction f) {
+        assert(m);
+        m->user_key = f;
+}
+
+int manager_user_key(Manager *m, const char *user, SessionKey *ret) {
+        int r;
+
+        assert(m);
+        assert(user);
+        assert(ret);
+
+        /* The key the HTTP transport gives the person's requests: the
+         * name's (main's function), sealed. */
+        if (!m->user_key)
+                return -EOPNOTSUPP;
+        r = m->user_key(user, ret);
+        if (r < 0)
+                return r;
+        return user_key_seal(&m->user_secret, ret, ret);
 }
 
 const Config *manager_get_config(Manager *m) {

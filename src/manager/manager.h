@@ -243,6 +243,15 @@ const Admission *manager_get_admission(const Manager *m);
  * conversation's export), as machined reads its images; every write is a
  * Manager operation (manager-ops.h). Borrowed. */
 History *manager_get_history(Manager *m);
+/* The key a person's records are kept under, from their identity name:
+ * the transport's session_key_from_user() (which main passes in: the
+ * Manager knows no HTTP), sealed with the user key
+ * (manager_get_user_secret()), as the transport seals every request's.
+ * Until the function is set, operations that need it fail with
+ * -EOPNOTSUPP. */
+typedef int (*ManagerUserKeyFunction)(const char *user, SessionKey *ret);
+void manager_set_user_key_function(Manager *m, ManagerUserKeyFunction f);
+int manager_user_key(Manager *m, const char *user, SessionKey *ret);
 const Config *manager_get_config(Manager *m);
 /* The secret that seals every session key before it reaches the history
  * (user_key_seal()): the HTTP transport is given it by main. Borrowed. */

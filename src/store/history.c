@@ -87,6 +87,24 @@ static const char schema_step_6[] = "ALTER TABLE queries ADD COLUMN given_titles
  * longer read what they read, API.md 7). Records made before have none. */
 static const char schema_step_7[] = "ALTER TABLE queries ADD COLUMN notes TEXT NOT NULL DEFAULT '[]';";
 
+/* Version 8: personal access tokens (API.md "Access tokens",
+ * store/tokens.h): each by the SHA-256 of its secret (never the secret),
+ * with the key of the person it acts for (user_key, the SessionKey of
+ * their records) and their name, which a request carrying it is given. */
+static const char schema_step_8[] =
+        "CREATE TABLE tokens ("
+        "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+        "  id TEXT NOT NULL UNIQUE,"
+        "  user_key BLOB NOT NULL CHECK (length(user_key) = 32),"
+        "  user TEXT NOT NULL,"
+        "  name TEXT NOT NULL,"
+        "  token_sha256 BLOB NOT NULL UNIQUE CHECK (length(token_sha256) = 32),"
+        "  created_at INTEGER NOT NULL,"
+        "  expires_at INTEGER NOT NULL,"
+        "  last_used_at INTEGER"
+        ");"
+        "CREATE INDEX tokens_by_user ON tokens (user_key, seq);";
+
 /* Version 5: what the unanswered report needs (API.md 9.1, 9.2). Each
  * record, when it finishes, keeps the searches the model made (a JSON
  * array of {"query", "results"}), the key of its question's wording
@@ -136,9 +154,12 @@ static const char schema_step_4[] =
  * HMAC-SHA-256(secret, that), the key the daemon computes from then on.
  * The old key is all the new one needs, so every record is re-keyed here,
  * at once, whoever it belongs to (a token's key and a name's are not told
- * apart, nor need to be): no old key is left in the file. wikiweb_rekey()
+ * apart, nor need to be), and so is the owner of every access token: no
+ * old key is left in the file. wikiweb_rekey()
  * is the store's own SQL function (history_open()). */
-static const char schema_step_9[] = "UPDATE queries SET session = wikiweb_rekey(session);";
+static const char schema_step_9[] =
+        "UPDATE queries SET session = wikiweb_rekey(session);"
+        "UPDATE tokens SET user_key = wikiweb_rekey(user_key);";
 
 /* The steps after version 3, in order: a file of version v runs every
  * step above v, in one transaction with the new version. */
@@ -147,7 +168,7 @@ static const struct {
         const char *sql;
 } schema_steps[] = {
         { 4, schema_step_4 }, { 5, schema_step_5 }, { 6, schema_step_6 },
-        { 7, schema_step_7 }, { 9, schema_step_9 },
+        { 7, schema_step_7 }, { 8, schema_step_8 }, { 9, schema_step_9 },
 };
 
 #define RECORD_COLUMNS                                                                                      \

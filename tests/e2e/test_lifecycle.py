@@ -152,6 +152,7 @@ class Lifecycle(PipelineBase):
         db = sqlite3.connect(os.path.join(d.state_directory, 'history.sqlite3'))
         with db:
             db.execute('UPDATE queries SET session = ? WHERE id = ?', (old, qid))
+        db.execute('DROP TABLE tokens')  # as a wikiwebd of schema 7 left it
         db.execute('PRAGMA user_version = 7')
         db.execute('PRAGMA wal_checkpoint(TRUNCATE)')
         db.close()

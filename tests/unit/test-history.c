@@ -1601,6 +1601,7 @@ TEST(migrate_from_version_2) {
                 "ALTER TABLE queries DROP COLUMN searches; ALTER TABLE queries DROP COLUMN wording_key;"
                 "ALTER TABLE queries DROP COLUMN signals; ALTER TABLE queries DROP COLUMN given_titles;"
                 "ALTER TABLE queries DROP COLUMN notes;"
+                "DROP TABLE tokens;"
                 "PRAGMA user_version = 3;");
         h = open_store(dir, 0);
         ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 9);
@@ -1648,7 +1649,7 @@ TEST(rekey_from_version_7) {
         ASSERT_OK(history_begin(h, qid(901), &bob, "bob's question", T0));
         finish_ok(h, qid(901), T0 + 1);
         h = history_free(h);
-        sql_exec(dir, "PRAGMA user_version = 7");
+        sql_exec(dir, "DROP TABLE tokens; PRAGMA user_version = 7");
         ASSERT_TRUE(unlink(keyfile) == 0);
         ASSERT_TRUE(file_holds_bytes(dir, "history.sqlite3", alice.bytes, sizeof alice.bytes));
 
