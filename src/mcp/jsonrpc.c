@@ -30,10 +30,11 @@ static int parse_id(json_object *v, JsonRpcId *ret) {
                 memcpy(id.string, s, n);
                 id.string[n] = '\0';
         } else if (json_object_is_type(v, json_type_int)) {
-                /* json-c saturates what does not fit; errno says so. */
-                errno = 0;
+                /* json-c saturates silently what does not fit int64:
+                 * only integers every client can hold exactly pass (a
+                 * JavaScript number's, +-(2^53 - 1)). */
                 id.number = json_object_get_int64(v);
-                if (errno != 0)
+                if (id.number > JSONRPC_ID_NUMBER_MAX || id.number < -JSONRPC_ID_NUMBER_MAX)
                         return -EINVAL;
         } else
                 return -EINVAL;
@@ -55,7 +56,9 @@ int jsonrpc_parse(const void *data, size_t size, JsonRpcMessage *ret, JsonRpcErr
         _cleanup_(json_object_putp) json_object *root = NULL;
         JsonRpcError e = { 0 };
         JsonRpcMessage m = { 0 };
-        json_object *version = NULL, *id = NULL, *method = NULL, *params = NULL, *result = NULL, *error = NULL;
+        json_object *version = NULL, *id = NULL, *method = NULL, *params = NULL, *error = NULL;
+        bool has_method = false, has_params = false, has_result = false, has_error = false;
+        bool whole = false;
 
         assert(data || size == 0);
         assert(ret);
@@ -69,8 +72,14 @@ int jsonrpc_parse(const void *data, size_t size, JsonRpcMessage *ret, JsonRpcErr
         tok = json_tokener_new_ex(JSONRPC_DEPTH_MAX);
         if (!tok)
                 return -ENOMEM;
-        json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+        json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
         root = json_tokener_parse_ex(tok, data, (int) size);
+        if (!root && json_tokener_get_error(tok) == json_tokener_continue) {
+                /* A literal or number at the very end ("null", "1") waits
+                 * for what follows it: the end of the text is a NUL. */
+                whole = true;
+                root = json_tokener_parse_ex(tok, "", 1);
+        }
         if (!root) {
                 enum json_tokener_error te = json_tokener_get_error(tok);
 
@@ -82,7 +91,7 @@ int jsonrpc_parse(const void *data, size_t size, JsonRpcMessage *ret, JsonRpcErr
                         return refuse(ret_error, &e, JSONRPC_INVALID_REQUEST, "Invalid request: not an object");
                 return refuse(ret_error, &e, JSONRPC_PARSE_ERROR, "Parse error: invalid JSON");
         }
-        if (!json_rest_is_whitespace(data, json_tokener_get_parse_end(tok), size))
+        if (!whole && !json_rest_is_whitespace(data, json_tokener_get_parse_end(tok), size))
                 return refuse(ret_error, &e, JSONRPC_PARSE_ERROR, "Parse error: bytes after the JSON text");
 
         if (json_object_is_type(root, json_type_array))
@@ -104,18 +113,22 @@ int jsonrpc_parse(const void *data, size_t size, JsonRpcMessage *ret, JsonRpcErr
                 e.id = m.id;
         }
 
+        /* A member set to null is there: it is not absent. */
         json_object_object_foreach(root, key, value) {
                 if (streq(key, "jsonrpc"))
                         version = value;
-                else if (streq(key, "method"))
+                else if (streq(key, "method")) {
                         method = value;
-                else if (streq(key, "params"))
+                        has_method = true;
+                } else if (streq(key, "params")) {
                         params = value;
-                else if (streq(key, "result"))
-                        result = value;
-                else if (streq(key, "error"))
+                        has_params = true;
+                } else if (streq(key, "result"))
+                        has_result = true;
+                else if (streq(key, "error")) {
                         error = value;
-                else if (!streq(key, "id"))
+                        has_error = true;
+                } else if (!streq(key, "id"))
                         return refuse(
                                 ret_error, &e, JSONRPC_INVALID_REQUEST, "Invalid request: unknown member");
         }
@@ -125,15 +138,15 @@ int jsonrpc_parse(const void *data, size_t size, JsonRpcMessage *ret, JsonRpcErr
                 return refuse(
                         ret_error, &e, JSONRPC_INVALID_REQUEST, "Invalid request: jsonrpc must be \"2.0\"");
 
-        if (!method) {
+        if (!has_method) {
                 /* A response to a request of ours: an id and exactly one
                  * of result and error. */
-                if (!m.has_id || params || !result == !error ||
-                    (error && !json_object_is_type(error, json_type_object)))
+                if (!m.has_id || has_params || has_result == has_error ||
+                    (has_error && !json_object_is_type(error, json_type_object)))
                         return refuse(ret_error, &e, JSONRPC_INVALID_REQUEST, "Invalid request: no method");
                 m.kind = JSONRPC_KIND_RESPONSE;
         } else {
-                if (result || error)
+                if (has_result || has_error)
                         return refuse(
                                 ret_error,
                                 &e,
@@ -147,7 +160,7 @@ int jsonrpc_parse(const void *data, size_t size, JsonRpcMessage *ret, JsonRpcErr
                                 &e,
                                 JSONRPC_INVALID_REQUEST,
                                 "Invalid request: the method must be 1 to 64 printable ASCII characters");
-                if (params && !json_object_is_type(params, json_type_object) &&
+                if (has_params && !json_object_is_type(params, json_type_object) &&
                     !json_object_is_type(params, json_type_array))
                         return refuse(
                                 ret_error,

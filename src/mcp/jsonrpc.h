@@ -25,9 +25,11 @@
 #define JSONRPC_INVALID_PARAMS (-32602)
 #define JSONRPC_INTERNAL_ERROR (-32603)
 
-/* A string id: 1 to this many bytes of UTF-8, no NUL. An integer id: any
- * JSON integer that fits int64 (no fraction, no exponent). */
+/* A string id: 1 to this many bytes of UTF-8, no NUL. An integer id: a
+ * JSON integer (no fraction, no exponent) of at most JSONRPC_ID_NUMBER_MAX
+ * in magnitude, the integers a JavaScript client holds exactly. */
 #define JSONRPC_ID_MAX 128
+#define JSONRPC_ID_NUMBER_MAX ((INT64_C(1) << 53) - 1)
 /* A method: 1 to this many bytes, printable ASCII without space. */
 #define JSONRPC_METHOD_MAX 64
 /* Nesting of the whole message: the message object is 1, its params 2,
