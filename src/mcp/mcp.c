@@ -531,7 +531,8 @@ static void mcp_on_follow_up(
 }
 
 /* Cancel: leave the queue, or cancel the running query (which then ends
- * as CancelQuery makes it end; its answer is dropped). */
+ * as CancelQuery makes it end). A cancelled request gets no answer: its
+ * stream ends without one. */
 static void mcp_call_cancel(McpCall *c) {
         Mcp *m = c->mcp;
 
@@ -541,10 +542,15 @@ static void mcp_call_cancel(McpCall *c) {
                 c->holds_ticket = false;
                 (void) manager_leave(m->manager, &c->session, now(CLOCK_MONOTONIC));
                 log_info("MCP: a waiting ask_wiki was cancelled; its ticket left the queue.");
-                mcp_call_end_failed(c, API_ERROR_EXECUTION_FAILED, "Cancelled by the MCP client");
+                c->state = MCP_CALL_ENDED;
+                if (c->stream)
+                        http_stream_end(c->stream);
+                mcp_call_free(c);
                 break;
         case MCP_CALL_RUNNING:
                 c->state = MCP_CALL_ENDED;
+                if (c->stream)
+                        http_stream_end(c->stream);
                 (void) manager_cancel_query(m->manager, c->query_id, "Cancelled by the MCP client");
                 break;
         default:
