@@ -15,6 +15,7 @@
 #include "http/httpd.h"
 #include "http/listen.h"
 #include "http/metrics-server.h"
+#include "http/session.h"
 #include "manager/manager.h"
 #include "manager/status-line.h"
 #include "metrics/metrics.h"
@@ -256,6 +257,9 @@ static int setup_faces(Daemon *d) {
                         (void) close(metrics_fd);
                 return log_error_errno(r, "Failed to start the HTTP server");
         }
+        /* Access tokens: checked by the Manager for the transport, on the
+         * API's paths and /mcp. */
+        http_server_set_token_verifier(d->http, api_verify_token, d->api);
         if (metrics_fd >= 0) {
                 r = metrics_server_new(d->event, metrics_fd, d->manager, &d->metrics);
                 if (r < 0)
@@ -330,6 +334,9 @@ static int run(int argc, char *argv[]) {
         r = manager_new(d.event, &d.config, &d.manager);
         if (r < 0)
                 return r;
+        /* A person's records, and their tokens, are kept under the key the
+         * transport gives their name. */
+        manager_set_user_key_function(d.manager, session_key_from_user);
         /* STATUS= hears the Manager first, the D-Bus object second (its
          * QueryFinished goes out before the answer to the query's request),
          * the HTTP API last. */

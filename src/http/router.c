@@ -113,6 +113,14 @@ static const struct {
                                     "af_" },
         [ROUTE_REPORTS] = { "reports", "/api/v1/reports", NULL, NULL, M(HTTP_METHOD_GET), "GET" },
         [ROUTE_MCP] = { "mcp", "/mcp", NULL, NULL, M(HTTP_METHOD_POST), "POST" },
+        /* Personal access tokens (API.md "Access tokens"). */
+        [ROUTE_TOKENS] = { "tokens",
+                           "/api/v1/tokens",
+                           NULL,
+                           NULL,
+                           M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD) | M(HTTP_METHOD_POST),
+                           "GET, HEAD, POST" },
+        [ROUTE_TOKEN] = { "token", "/api/v1/tokens/", "tk_", NULL, M(HTTP_METHOD_DELETE), "DELETE" },
 };
 
 const char *route_to_string(Route r) {

@@ -34,6 +34,8 @@ typedef enum ApiError {
         /* extension: 503, the history cannot take a new record (API.md 2) */
         API_ERROR_STORAGE_UNAVAILABLE,
         API_ERROR_UNAUTHORIZED, /* extension: 401 with WWW-Authenticate (API.md "MCP") */
+        /* extension: 401, a wrong, expired or revoked access token (API.md "Access tokens") */
+        API_ERROR_INVALID_TOKEN,
         _API_ERROR_MAX,
         _API_ERROR_INVALID = -EINVAL,
 } ApiError;

@@ -469,6 +469,8 @@ static int load_limits(Config *c, ConfigGetenv g, void *u, char **ret_error) {
         UINT("WIKI_WEB_QUEUE_SLOTS", queue_slots, 1, 1, 256);
         /* Days a record is kept, counted from when it was asked; 0: until deleted. */
         UINT("WIKI_WEB_HISTORY_RETENTION_DAYS", history_retention_days, 0, 0, 36500);
+        /* The longest life of a personal access token, and its default. */
+        UINT("WIKI_WEB_TOKEN_MAX_DAYS", token_max_days, 90, 1, 3650);
         UINT("WIKI_WEB_QUERY_MAX_STEPS", query_max_steps, 8, 1, 64);
         UINT("WIKI_WEB_MODEL_CONTEXT_TOKENS", model_context_tokens, 32768, 256, 10000000);
         UINT("WIKI_WEB_MODEL_MAX_OUTPUT_BYTES", model_max_output_bytes, 65536, 1024, 16 * 1024 * 1024);
@@ -699,6 +701,7 @@ void config_dump(const Config *c, FILE *f) {
         fprintf(f, "WIKI_WEB_QUEUE_MAX_LENGTH=%" PRIu64 "\n", c->queue_max_length);
         fprintf(f, "WIKI_WEB_QUEUE_SLOTS=%" PRIu64 "\n", c->queue_slots);
         fprintf(f, "WIKI_WEB_HISTORY_RETENTION_DAYS=%" PRIu64 "\n", c->history_retention_days);
+        fprintf(f, "WIKI_WEB_TOKEN_MAX_DAYS=%" PRIu64 "\n", c->token_max_days);
         fprintf(f, "WIKI_WEB_WIKI_API_URL=%s\n", c->wiki_api_url ? c->wiki_api_url : "");
         fprintf(f, "WIKI_WEB_WIKI_USERNAME=%s\n", c->wiki_username ? c->wiki_username : "");
         fprintf(f, "WIKI_WEB_LLM_URL=%s\n", c->llm_url ? c->llm_url : "");

@@ -55,6 +55,7 @@ typedef struct Config {
         char *user_agent_contact; /* NULL when unset: an email address or http(s) URL */
         uint64_t query_max_steps;
         uint64_t history_retention_days; /* 0: kept until deleted */
+        uint64_t token_max_days;         /* a personal access token's longest life, and its default */
         uint64_t model_context_tokens;
         uint64_t model_max_output_bytes;
         uint64_t query_timeout_seconds;

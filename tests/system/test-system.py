@@ -947,11 +947,12 @@ def _admin_user(bed):
 
 @test
 def admin_polkit(bed):
-    """Drain/Resume/CancelQuery/RemoveTicket: an unprivileged user is denied each (AccessDenied, asked of the
+    """Drain/Resume/CancelQuery/RemoveTicket/ListUserTokens/RevokeUserTokens: an unprivileged user is denied each (AccessDenied, asked of the
     real polkitd), root is allowed, and a polkit rule granting a group lets that group's user drain."""
     bed.restart_clean()
     nobody = "65534"
-    for member, args in (("Drain", ()), ("Resume", ()), ("CancelQuery", ("qr_x",)), ("RemoveTicket", ("tk_x",))):
+    for member, args in (("Drain", ()), ("Resume", ()), ("CancelQuery", ("qr_x",)), ("RemoveTicket", ("tk_x",)),
+                         ("ListUserTokens", ("alice",)), ("RevokeUserTokens", ("alice",))):
         rc, out = _busctl_as(bed, nobody, member, *args)
         log(f"# nobody {member}: exit {rc}: {out}")
         check(rc != 0 and re.search(r"Access denied|AccessDenied", out), f"nobody {member}: {out}")
@@ -968,6 +969,10 @@ def admin_polkit(bed):
     check(rc != 0 and "No running query" in out, f"root CancelQuery of nothing: {out}")
     rc, out = _busctl_as(bed, None, "RemoveTicket", "tk_nope")
     check(rc != 0 and "No ticket" in out, f"root RemoveTicket of nothing: {out}")
+    rc, out = _busctl_as(bed, None, "ListUserTokens", "alice")
+    check(rc == 0 and out.strip() == "a(ssttt) 0", f"root ListUserTokens: {out}")
+    rc, out = _busctl_as(bed, None, "RevokeUserTokens", "alice")
+    check(rc == 0 and out.strip() == "u 0", f"root RevokeUserTokens: {out}")
 
     uid = _admin_user(bed)
     rc, out = _busctl_as(bed, uid, "Drain")

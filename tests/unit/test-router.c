@@ -246,6 +246,20 @@ TEST(conversation_routes) {
         ASSERT_EQ_INT(router_match("/api/v1/shared/", &m), -ENOENT);
 }
 
+TEST(tokens) {
+        RouteMatch m;
+
+        ASSERT_OK(router_match("/api/v1/tokens", &m));
+        ASSERT_EQ_INT(m.route, ROUTE_TOKENS);
+        ASSERT_OK(router_match("/api/v1/tokens/tk_0123456789abcdef0123456789abcdef", &m));
+        ASSERT_EQ_INT(m.route, ROUTE_TOKEN);
+        ASSERT_EQ_STR(m.id, "tk_0123456789abcdef0123456789abcdef");
+        ASSERT_EQ_INT(router_match("/api/v1/tokens/", &m), -ENOENT);
+        ASSERT_EQ_INT(router_match("/api/v1/tokens/tk_0123456789ABCDEF0123456789abcdef", &m), -ENOENT);
+        ASSERT_EQ_INT(router_match("/api/v1/tokens/qr_0123456789abcdef0123456789abcdef", &m), -ENOENT);
+        ASSERT_EQ_INT(router_match("/api/v1/tokens/tk_0123456789abcdef0123456789abcdef/", &m), -ENOENT);
+}
+
 TEST(methods) {
         /* The full table: route x method. */
         static const struct {
@@ -272,6 +286,8 @@ TEST(methods) {
                 { ROUTE_SHARED_ARTIFACT, "GET, HEAD" },
                 { ROUTE_REPORTS, "GET" },
                 { ROUTE_MCP, "POST" },
+                { ROUTE_TOKENS, "GET, HEAD, POST" },
+                { ROUTE_TOKEN, "DELETE" },
         };
 
         ASSERT_EQ_INT(ELEMENTSOF(table), _ROUTE_MAX);
