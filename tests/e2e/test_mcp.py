@@ -418,6 +418,18 @@ class Service(McpBase):
         self.assertEqual((s, b), (202, None))
         s, _, b = post_raw(d, {'jsonrpc': '2.0', 'id': 3, 'result': {}}, alice)
         self.assertEqual((s, b), (202, None))
+        # search_wiki and read_page: at most 60 a minute per person (an
+        # empty title fails at once, and counts).
+        for i in range(60):
+            s, _, b = post_raw(d, rpc('tools/call', {'name': 'read_page', 'arguments': {'title': ''}}, id=i),
+                               {USER: 'Dave'})
+            self.assertTrue(b['result']['content'][0]['text'].startswith('invalid_input'), b)
+        s, _, b = post_raw(d, rpc('tools/call', {'name': 'search_wiki', 'arguments': {'query': 'apple'}}),
+                           {USER: 'Dave'})
+        self.assertTrue(b['result']['content'][0]['text'].startswith('rate_limited'), b)
+        s, _, b = post_raw(d, rpc('tools/call', {'name': 'read_page', 'arguments': {'title': 'Apple'}}),
+                           {USER: 'Erin'})
+        self.assertFalse(b['result'].get('isError'), b)
         # At most a few calls in flight per person: rate_limited past them.
         self.llm_server.set_script([{'answer': 'held', 'hold': 'many'}])
         bob, out = self.hold_slot('many')
