@@ -811,7 +811,7 @@ static int mcp_call_new(Mcp *m, HttpRequest *req, const JsonRpcId *id, McpCallKi
         return 0;
 }
 
-/* Only these keys, each of the type given (json_type_null: any). */
+/* Whether o has no key but these (NULL-terminated). */
 static bool mcp_keys_are(json_object *o, const char *const *keys) {
         json_object_object_foreach(o, key, value) {
                 bool known = false;
