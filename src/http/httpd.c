@@ -1087,8 +1087,17 @@ static bool request_identify(HttpRequest *req, const char *url, const IdentitySc
         }
 
         if (cfg->require_user && !request_is_health(req, url)) {
+                /* An assistant cannot follow the sign-on's browser login:
+                 * /mcp says how to authenticate instead (API.md "MCP"). */
+                const char *h[] = { "WWW-Authenticate", "Bearer realm=\"wikiweb\"", NULL };
+                bool mcp = streq(url, "/mcp");
+
                 metrics_count_identity_refused("missing");
-                http_reply_error(req, API_ERROR_ORIGIN_DENIED, "Sign-in required", NULL);
+                http_reply_error(
+                        req,
+                        mcp ? API_ERROR_UNAUTHORIZED : API_ERROR_ORIGIN_DENIED,
+                        "Sign-in required",
+                        mcp ? h : NULL);
                 return true;
         }
         return false;

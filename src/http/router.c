@@ -112,6 +112,7 @@ static const struct {
                                     SHARE_TOKEN_HEX_DIGITS,
                                     "af_" },
         [ROUTE_REPORTS] = { "reports", "/api/v1/reports", NULL, NULL, M(HTTP_METHOD_GET), "GET" },
+        [ROUTE_MCP] = { "mcp", "/mcp", NULL, NULL, M(HTTP_METHOD_POST), "POST" },
         /* Personal access tokens (API.md "Access tokens"). */
         [ROUTE_TOKENS] = { "tokens",
                            "/api/v1/tokens",
@@ -191,6 +192,8 @@ int router_match(const char *path, RouteMatch *ret) {
 }
 
 bool router_path_is_api(const char *path) {
+        if (path && streq(path, "/mcp"))
+                return true;
         if (!path || !strneq(path, "/api/v1", STRLEN("/api/v1")))
                 return false;
         return path[STRLEN("/api/v1")] == '\0' || path[STRLEN("/api/v1")] == '/';

@@ -39,6 +39,7 @@ typedef struct Config {
         char **allowed_origins; /* NULL-terminated, normalised "scheme://host[:port]" */
         char **allowed_hosts;   /* WIKI_WEB_ALLOWED_HOSTS: names and "*.name", NULL-terminated */
         bool web_ui;            /* WIKI_WEB_UI: serve the page of API.md 13 at / */
+        bool mcp;               /* WIKI_WEB_MCP: serve the MCP face at /mcp (API.md "MCP") */
 
         /* Admission (API.md 5) */
         uint64_t queue_reservation_seconds;

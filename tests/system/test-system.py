@@ -2794,6 +2794,47 @@ def admin_cancel_during_run_python(bed):
         bed.http("DELETE", "/api/v1/queue/ticket", b)
 
 
+@test
+def mcp_cancel_during_run_python(bed):
+    """An MCP client (API.md "MCP") that closes its ask_wiki's stream while run_python sleeps: the query is
+    cancelled as CancelQuery cancels it, its scope is gone (cleanup confirmed) and its record says failed
+    "Cancelled by the MCP client". The stream is read raw; its progress names the run."""
+    with _Pipeline(bed) as pl:
+        code = "import time\ntime.sleep(120)\n"
+        pl.llm.set_script([{"tool_calls": [{"name": "run_python", "arguments": {"code": code}}]},
+                           {"answer": "never"}])
+        token = bed.session()
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "ask_wiki", "arguments": {"question": "Sleep?"}, "_meta": {"progressToken": "p"}}}
+        data = json.dumps(call).encode()
+        sock = socket.create_connection(("127.0.0.1", bed.port), timeout=60)
+        raw = b""
+        try:
+            sock.sendall((f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{bed.port}\r\n"
+                          f"Accept: application/json, text/event-stream\r\nCookie: wikiweb_session={token}\r\n"
+                          f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n").encode() + data)
+            while b"running Python in the sandbox" not in raw:
+                got = sock.recv(65536)
+                check(got, f"the stream ended: {raw!r}")
+                raw += got
+            wait_until(lambda: _sb_user_units(bed), 30, interval=0.2, what="the sandbox scope")
+        finally:
+            sock.close()
+        check(b"text/event-stream" in raw and b"notifications/progress" in raw, f"the stream: {raw!r}")
+        rec = {}
+
+        def ended():
+            _, _, page = bed.http("GET", "/api/v1/history", token)
+            rec.update(page["items"][0] if page["items"] else {})
+            return rec.get("status") == "failed"
+        wait_until(ended, 60, interval=0.2, what="the cancelled query's end")
+        check(rec["error"]["code"] == "execution_failed" and rec["error"]["message"] == "Cancelled by the MCP client",
+              f"record {rec}")
+        wait_until(lambda: not _sb_user_units(bed), 30, interval=0.2, what="the scope's removal")
+        _pl_no_scopes(bed)
+        check(bed.prop("Health") == "ok", "not ok after the cancel")
+
+
 def _sse_post(bed, path, token, body, timeout=90):
     """POST body as JSON with Accept: text/event-stream on a connection of
     its own, read raw to the end of the stream: (status, headers with

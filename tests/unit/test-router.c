@@ -194,6 +194,11 @@ TEST(path_is_api) {
         ASSERT_TRUE(!router_path_is_api(""));
         ASSERT_TRUE(!router_path_is_api("/index.html"));
         ASSERT_TRUE(!router_path_is_api(NULL));
+        /* The MCP face gets the same sessions, origin policy and errors. */
+        ASSERT_TRUE(router_path_is_api("/mcp"));
+        ASSERT_TRUE(!router_path_is_api("/mcp/"));
+        ASSERT_TRUE(!router_path_is_api("/mcpx"));
+        ASSERT_TRUE(!router_path_is_api("/MCP"));
 }
 
 #define TOKEN "sh_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -280,6 +285,7 @@ TEST(methods) {
                 { ROUTE_SHARED_EXPORT, "GET" },
                 { ROUTE_SHARED_ARTIFACT, "GET, HEAD" },
                 { ROUTE_REPORTS, "GET" },
+                { ROUTE_MCP, "POST" },
                 { ROUTE_TOKENS, "GET, HEAD, POST" },
                 { ROUTE_TOKEN, "DELETE" },
         };
