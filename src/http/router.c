@@ -112,6 +112,14 @@ static const struct {
                                     SHARE_TOKEN_HEX_DIGITS,
                                     "af_" },
         [ROUTE_REPORTS] = { "reports", "/api/v1/reports", NULL, NULL, M(HTTP_METHOD_GET), "GET" },
+        /* A person's whole history as one ZIP (API.md 9 "Export of a whole
+         * history"): GET only, as a conversation's export. */
+        [ROUTE_HISTORY_ARCHIVE] = { "history-archive",
+                                    "/api/v1/history/export",
+                                    NULL,
+                                    NULL,
+                                    M(HTTP_METHOD_GET),
+                                    "GET" },
 };
 
 const char *route_to_string(Route r) {

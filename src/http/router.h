@@ -48,6 +48,7 @@ typedef enum Route {
         ROUTE_SHARED_EXPORT,     /* /api/v1/shared/sh_<64 hex>/export */
         ROUTE_SHARED_ARTIFACT,   /* /api/v1/shared/sh_<64 hex>/artifacts/af_<32 hex> */
         ROUTE_REPORTS,           /* /api/v1/reports */
+        ROUTE_HISTORY_ARCHIVE,   /* /api/v1/history/export */
         _ROUTE_MAX,
         _ROUTE_INVALID = -EINVAL,
 } Route;
