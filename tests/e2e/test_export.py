@@ -150,9 +150,42 @@ class Export(harness.DaemonTestCase):
                                          not n.endswith('.bin')]))
         self.assertFalse([n for n in names if 'bob' in n.lower()])
 
+        # A record running when the export is asked for is in none of its
+        # parts, and the turn it follows ends its conversation there.
+        db = sqlite3.connect(os.path.join(d.state_directory, 'history.sqlite3'))
+        with db:
+            db.execute("UPDATE queries SET status = 'running', finished_at = NULL WHERE id = ?", (q3,))
+        db.close()
+        z = self.export(alice)
+        self.assertEqual([x['id'] for x in json.loads(z.read('records.json'))], [q4, q2, q1])
+        self.assertEqual(sorted(n for n in z.namelist() if not n.startswith(f'artifacts/{q1}/')
+                                and not n.startswith(f'artifacts/{q4}/')),
+                         sorted(['records.json', f'conversations/{q2}.md', f'conversations/{q4}.md']))
+        self.assertEqual(z.read(f'conversations/{q2}.md'), alice.get(f'{API}/history/{q2}/export').body)
+
         zb = self.export(bob)
         self.assertEqual([x['id'] for x in self.check_export(bob, zb)], [qb])
         self.assertNotIn(q1, zb.read('records.json').decode())
+
+    def test_identity_every_device(self):
+        """With an identity, the person's records from every device; an
+        anonymous session's only its own."""
+        d = self.daemon(WIKI_WEB_TRUSTED_PROXIES='127.0.0.1', WIKI_WEB_REQUIRE_USER='false')
+        laptop, phone, other, anon = d.browser(), d.browser(), d.browser(), d.browser()
+        A, B = {'X-Remote-User': 'alice-from-sales'}, {'X-Remote-User': 'bob'}
+        ids = []
+        for b, h, q in ((laptop, A, 'From the laptop'), (phone, A, 'From the phone'), (other, B, "Bob's"),
+                        (anon, {}, 'Anonymous')):
+            r = b.post(f'{API}/query', {'question': q}, headers=h)
+            self.assertError(r, 'execution_failed')
+            self.wait_state(d, 'idle')
+            ids.append(r.header('Wikiweb-Query-Id'))
+        for b, h, want in ((phone, A, ids[1::-1]), (other, B, [ids[2]]), (anon, {}, [ids[3]])):
+            r = b.get(f'{API}/history/export', headers=h)
+            self.assertStatus(r, 200)
+            z = zipfile.ZipFile(io.BytesIO(r.body))
+            self.assertEqual([x['id'] for x in json.loads(z.read('records.json'))], want)
+            self.assertNotIn(b'alice', b''.join(z.read(n) for n in z.namelist()).lower())
 
     def test_empty_and_methods(self):
         d = self.daemon()
