@@ -116,12 +116,12 @@ int export_zip_new(History *history, const SessionKey *session, usec_t as_of, Ex
 ExportZip *export_zip_free(ExportZip *z) {
         if (!z)
                 return NULL;
-        /* archive_write_free() would close (finish) the archive first: an
-         * export given up needs no end. */
-        if (z->archive) {
-                archive_write_fail(z->archive);
-                archive_write_free(z->archive);
-        }
+        /* archive_write_free() closes the archive first, an entry being
+         * written included: what that writes goes to z->out, unread, and
+         * it ends the compressor's stream, which archive_write_fail()
+         * would leave allocated (libarchive 3.6). */
+        if (z->archive)
+                (void) archive_write_free(z->archive);
         history_page_free(z->page);
         strbuf_done(&z->out);
         free(z->piece);
