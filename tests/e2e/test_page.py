@@ -811,6 +811,8 @@ class WholeHistory(PageBase):
         c.wait(lambda: c.text('#history-erase-status'), what='the busy notice')
         self.assertIn('still being answered', c.text('#history-erase-status'))
         self.assertFalse(c.js("return document.getElementById('erase-dialog').open"))
+        self.assertEqual(c.js('return document.activeElement.id'), 'history-erase')
+        c.shot('history-erase-busy')
         d.llm.release('busy')
         t.join(60)
 
