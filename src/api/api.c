@@ -1132,6 +1132,109 @@ static HttpHandlerResult api_reply_shared_artifact(Api *api, HttpRequest *req, c
         return http_reply_error(req, API_ERROR_ARTIFACT_NOT_FOUND, NULL, NULL);
 }
 
+/* Who may hold access tokens (API.md "Access tokens"): a person a
+ * trusted proxy named. Without trusted proxies there are none; an
+ * anonymous caller is refused; a request that itself carries a token may
+ * list and revoke, never create. Returns true when a refusal was queued. */
+static bool api_tokens_refuse(Api *api, HttpRequest *req, bool create) {
+        if (!config_identity_enabled(manager_get_config(api->manager))) {
+                http_reply_error(
+                        req,
+                        API_ERROR_ORIGIN_DENIED,
+                        "Access tokens need a sign-on: this daemon has no trusted proxies (WIKI_WEB_TRUSTED_PROXIES)",
+                        NULL);
+                return true;
+        }
+        if (!http_request_user(req)) {
+                http_reply_error(req, API_ERROR_ORIGIN_DENIED, "Sign in to manage access tokens", NULL);
+                return true;
+        }
+        if (create && http_request_by_token(req)) {
+                http_reply_error(
+                        req,
+                        API_ERROR_ORIGIN_DENIED,
+                        "A request carrying an access token cannot create tokens: sign in through the sign-on",
+                        NULL);
+                return true;
+        }
+        return false;
+}
+
+static HttpHandlerResult api_handle_tokens_list(Api *api, HttpRequest *req) {
+        HistoryToken *tokens = NULL;
+        json_object *o;
+        ManagerError e;
+        size_t n = 0;
+
+        if (api_tokens_refuse(api, req, false))
+                return HTTP_HANDLED;
+        if (manager_tokens_list(api->manager, http_request_user(req), &tokens, &n, &e) < 0)
+                return reply_manager_error(api, req, &e);
+        o = render_tokens(tokens, n, now(CLOCK_REALTIME), manager_get_config(api->manager)->token_max_days);
+        history_tokens_free(tokens, n);
+        return reply_json_object(req, o);
+}
+
+static HttpHandlerResult api_handle_tokens_create(Api *api, HttpRequest *req) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        _cleanup_(token_body_done) TokenBody b = { .name = NULL };
+        _cleanup_free_ char *message = NULL;
+        char created[RFC3339_MS_MAX], expires[RFC3339_MS_MAX];
+        ManagerTokenCreated t;
+        const uint8_t *body;
+        ManagerError e;
+        size_t size;
+        int r;
+
+        if (api_tokens_refuse(api, req, true))
+                return HTTP_HANDLED;
+        body = http_request_body(req, &size);
+        r = request_parse_token(http_request_content_type(req), body, size, &b, &message);
+        if (r == -ENOMEM)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        if (r < 0)
+                return http_reply_error(req, API_ERROR_INVALID_INPUT, message, NULL);
+        if (manager_token_create(api->manager, http_request_user(req), b.name, b.expires_in_days, &t, &e) < 0)
+                return reply_manager_error(api, req, &e);
+
+        /* The one response that ever holds the token. */
+        o = json_object_new_object();
+        if (!o || json_add(o, "id", json_string(t.id)) < 0 ||
+            json_add(o, "token", json_string(t.token)) < 0 || json_add(o, "name", json_string(b.name)) < 0 ||
+            json_add(o, "created_at", json_string(format_rfc3339_ms(created, t.created_at))) < 0 ||
+            json_add(o, "expires_at", json_string(format_rfc3339_ms(expires, t.expires_at))) < 0) {
+                explicit_bzero(&t, sizeof t);
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        }
+        explicit_bzero(&t, sizeof t);
+        return http_reply(req, 201, render_body(o), (const char *const[]){ "Cache-Control", "no-store", NULL });
+}
+
+static HttpHandlerResult api_handle_tokens(Api *api, HttpRequest *req) {
+        if (http_request_method(req) == HTTP_METHOD_POST)
+                return api_handle_tokens_create(api, req);
+        return api_handle_tokens_list(api, req);
+}
+
+static HttpHandlerResult api_handle_token_revoke(Api *api, HttpRequest *req, const char *id) {
+        ManagerError e;
+
+        if (api_tokens_refuse(api, req, false))
+                return HTTP_HANDLED;
+        if (manager_token_revoke(api->manager, http_request_user(req), id, &e) < 0)
+                return reply_manager_error(api, req, &e);
+        return http_reply(req, 204, NULL, NULL);
+}
+
+int api_verify_token(const char *credential, char **ret_user, void *userdata) {
+        Api *api = userdata;
+
+        assert(credential);
+        assert(ret_user);
+        assert(api);
+        return manager_token_authenticate(api->manager, credential, ret_user);
+}
+
 HttpHandlerResult api_handle(HttpRequest *req, void *userdata) {
         Api *api = userdata;
         const RouteMatch *m;
@@ -1183,6 +1286,10 @@ HttpHandlerResult api_handle(HttpRequest *req, void *userdata) {
                 return api_handle_shared_route(api, req, m->id, NULL, api_reply_shared_export);
         case ROUTE_SHARED_ARTIFACT:
                 return api_handle_shared_route(api, req, m->id, m->id2, api_reply_shared_artifact);
+        case ROUTE_TOKENS:
+                return api_handle_tokens(api, req);
+        case ROUTE_TOKEN:
+                return api_handle_token_revoke(api, req, m->id);
         default:
                 return http_reply_error(req, API_ERROR_NOT_FOUND, NULL, NULL);
         }

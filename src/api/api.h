@@ -23,5 +23,9 @@ int api_new(sd_event *event, Manager *manager, Api **ret);
 Api *api_free(Api *api);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Api *, api_free);
 
+/* The HttpTokenVerifier for http_server_set_token_verifier(); userdata is
+ * the Api: the Manager's manager_token_authenticate(). */
+int api_verify_token(const char *credential, char **ret_user, void *userdata);
+
 /* The HttpHandler for http_server_new(); userdata is the Api. */
 HttpHandlerResult api_handle(HttpRequest *req, void *userdata);

@@ -676,3 +676,28 @@ char *render_report_csv(const Report *r) {
         }
         return strbuf_steal(&b);
 }
+
+json_object *render_tokens(const HistoryToken *tokens, size_t n, usec_t now, uint64_t max_days) {
+        _cleanup_(json_object_putp) json_object *o = json_object_new_object();
+        json_object *list = json_object_new_array();
+
+        if (!o || !list || !render_add(o, "tokens", list) ||
+            !render_add_int(o, "max_days", (int64_t) max_days))
+                return NULL;
+        for (size_t i = 0; i < n; i++) {
+                json_object *t = json_object_new_object();
+
+                if (!t || json_object_array_add(list, t) < 0) {
+                        json_object_put(t);
+                        return NULL;
+                }
+                if (!render_add_string(t, "id", tokens[i].id) ||
+                    !render_add_string(t, "name", tokens[i].name) ||
+                    !render_add_time(t, "created_at", tokens[i].created_at) ||
+                    !render_add_time(t, "expires_at", tokens[i].expires_at) ||
+                    !render_add_time(t, "last_used_at", tokens[i].last_used_at) ||
+                    !render_add(t, "expired", json_object_new_boolean(tokens[i].expires_at <= now)))
+                        return NULL;
+        }
+        return TAKE_PTR(o);
+}

@@ -8,6 +8,7 @@
 #include "manager/manager.h"
 #include "store/history.h"
 #include "store/report.h"
+#include "store/tokens.h"
 
 /* The JSON of API.md 6 and 9 from the structs of the admission machine and
  * the store: they return plain structs (store/history.h), the API edge
@@ -58,3 +59,9 @@ char *render_report_csv(const Report *r);
  * bytes), spaces as underscores, percent-encoded. A new string; NULL
  * without a URL or a title, or when out of memory. */
 char *render_new_page_url(const char *wiki_api_url, const char *title);
+
+/* A person's access tokens (API.md "Access tokens"): {"tokens": [{"id",
+ * "name", "created_at", "expires_at", "last_used_at", "expired"}],
+ * "max_days"}; no secret, no digest. expired is decided at now
+ * (CLOCK_REALTIME). NULL when out of memory. */
+json_object *render_tokens(const HistoryToken *tokens, size_t n, usec_t now, uint64_t max_days);

@@ -779,3 +779,64 @@ int request_parse_feedback(
         b = (FeedbackBody){ .rating = NULL };
         return 0;
 }
+
+void token_body_done(TokenBody *b) {
+        b->name = mfree(b->name);
+}
+
+int request_parse_token(
+        const char *content_type, const uint8_t *body, size_t size, TokenBody *ret, char **ret_message) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        _cleanup_(token_body_done) TokenBody b = { .name = NULL };
+        json_object *name = NULL, *days = NULL;
+        bool has_name = false, has_days = false;
+        const BodyField fields[] = {
+                { "name", &name, &has_name },
+                { "expires_in_days", &days, &has_days },
+        };
+        const char *s;
+        size_t n;
+        int r;
+
+        r = parse_body_fields(content_type, body, size, fields, ELEMENTSOF(fields), &o, ret_message);
+        if (r < 0)
+                return r;
+
+        if (!has_name)
+                return fail(ret_message, "name: is required");
+        if (!json_object_is_type(name, json_type_string))
+                return fail(ret_message, "name: must be a string");
+        s = json_object_get_string(name);
+        n = (size_t) json_object_get_string_len(name);
+        if (memchr(s, '\0', n))
+                return fail(ret_message, "name: must not contain NUL characters");
+        if (!utf8_is_valid(s, n))
+                return fail(ret_message, "name: is not valid Unicode");
+        if (comment_has_control((const uint8_t *) s, n) || memchr(s, '\t', n) || memchr(s, '\n', n) ||
+            memchr(s, '\r', n))
+                return fail(ret_message, "name: must not contain control characters");
+        if (n == 0 || is_ascii_space(s[0]) || is_ascii_space(s[n - 1]))
+                return fail(ret_message, "name: must not be empty or begin or end with a space");
+        if (utf8_count(s, n) > TOKEN_NAME_MAX_CHARS)
+                return fail(ret_message, "name: must be at most 64 characters");
+        b.name = strndup(s, n);
+        if (!b.name)
+                return -ENOMEM;
+
+        if (has_days) {
+                int64_t v;
+
+                /* An integer as JSON writes it: 30, not 30.0 or "30". */
+                if (!json_object_is_type(days, json_type_int))
+                        return fail(ret_message, "expires_in_days: must be an integer");
+                errno = 0;
+                v = json_object_get_int64(days);
+                if (errno != 0 || v < 1 || v > TOKEN_DAYS_MAX)
+                        return fail(ret_message, "expires_in_days: must be an integer from 1 to 3650");
+                b.expires_in_days = (unsigned) v;
+        }
+
+        *ret = b;
+        b = (TokenBody){ .name = NULL };
+        return 0;
+}

@@ -94,3 +94,29 @@ void feedback_body_done(FeedbackBody *b);
  * an allocated message in *ret_message (if not NULL); -ENOMEM. */
 int request_parse_feedback(
         const char *content_type, const uint8_t *body, size_t size, FeedbackBody *ret, char **ret_message);
+
+/* A POST /tokens body (API.md "Access tokens"). */
+#define TOKEN_NAME_MAX_CHARS 64
+#define TOKEN_DAYS_MAX 3650
+
+typedef struct TokenBody {
+        char *name;               /* owned */
+        unsigned expires_in_days; /* 0: not given (the most WIKI_WEB_TOKEN_MAX_DAYS allows) */
+} TokenBody;
+
+/* Free what a TokenBody owns and zero it; safe on a zeroed one. */
+void token_body_done(TokenBody *b);
+
+/* Validate a token body. Accepted is exactly, besides what
+ * request_parse_query() asks of every body (JSON Content-Type, UTF-8,
+ * strict JSON, one object, no duplicate keys):
+ *   - "name" (required): a string of 1 to 64 code points without NUL or
+ *     any control character (tab and line ends included), not beginning
+ *     or ending with ASCII whitespace;
+ *   - "expires_in_days" (optional): a JSON integer from 1 to 3650 (the
+ *     setting WIKI_WEB_TOKEN_MAX_DAYS bounds it further, in the Manager);
+ *   - no other key.
+ * Returns 0 and fills *ret (free with token_body_done()); -EINVAL with an
+ * allocated message in *ret_message (if not NULL); -ENOMEM. */
+int request_parse_token(
+        const char *content_type, const uint8_t *body, size_t size, TokenBody *ret, char **ret_message);

@@ -6,6 +6,7 @@
 
 #include "bus/bus-polkit.h"
 #include "bus/queue-bus.h"
+#include "manager/manager-ops.h"
 #include "manager/manager.h"
 #include "shared/log.h"
 #include "shared/macro.h"
@@ -475,6 +476,79 @@ static int method_remove_ticket(sd_bus_message *m, void *userdata, sd_bus_error 
         return sd_bus_reply_method_return(m, NULL);
 }
 
+/* The person a token method names (API.md "Access tokens"): an identity
+ * name as the trusted proxy gives them, 1 to 256 bytes (sd-bus has made
+ * sure it is UTF-8). Their key is the Manager's to derive. */
+static int check_user_argument(const char *user, sd_bus_error *error) {
+        if (!user || !*user || strlen(user) > 256)
+                return sd_bus_error_set(
+                        error,
+                        SD_BUS_ERROR_INVALID_ARGS,
+                        "The user must be an identity name of 1 to 256 bytes.");
+        return 0;
+}
+
+/* ListUserTokens(s user): the person's access tokens, once polkit allowed
+ * it: id, name, created, expires and last used (0: never), CLOCK_REALTIME
+ * microseconds. No secret, no digest. */
+static int method_list_user_tokens(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        QueueBus *b = userdata;
+        HistoryToken *tokens = NULL;
+        const char *user = NULL;
+        ManagerError e;
+        size_t n = 0;
+        int r;
+
+        r = authorize(b, m, &user, error);
+        AUTHORIZED_OR_RETURN(r);
+        r = check_user_argument(user, error);
+        if (r < 0)
+                return r;
+        if (manager_tokens_list(b->manager, user, &tokens, &n, &e) < 0)
+                return sd_bus_error_set(error, SD_BUS_ERROR_FAILED, "The tokens could not be read.");
+
+        r = sd_bus_message_new_method_return(m, &reply);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', "(ssttt)");
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                r = sd_bus_message_append(
+                        reply,
+                        "(ssttt)",
+                        tokens[i].id,
+                        tokens[i].name,
+                        (uint64_t) tokens[i].created_at,
+                        (uint64_t) tokens[i].expires_at,
+                        (uint64_t) (tokens[i].last_used_at == USEC_INFINITY ? 0 : tokens[i].last_used_at));
+        history_tokens_free(tokens, n);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+/* RevokeUserTokens(s user): every access token of the person, once polkit
+ * allowed it; how many were revoked. */
+static int method_revoke_user_tokens(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        QueueBus *b = userdata;
+        const char *user = NULL;
+        ManagerError e;
+        int r;
+
+        r = authorize(b, m, &user, error);
+        AUTHORIZED_OR_RETURN(r);
+        r = check_user_argument(user, error);
+        if (r < 0)
+                return r;
+        r = manager_tokens_revoke_user(b->manager, user, &e);
+        if (r < 0)
+                return sd_bus_error_set(error, SD_BUS_ERROR_FAILED, "The tokens could not be revoked.");
+        log_notice("An administrator revoked %i access token(s) of a person.", r);
+        return sd_bus_reply_method_return(m, "u", (uint32_t) r);
+}
+
 /* The order here is the order of dbus/org.wikiweb.Queue1.xml. Methods are
  * marked UNPRIVILEGED so sd-bus does not apply its own CAP_SYS_ADMIN check
  * (which needs /proc of the caller; ProtectProc=invisible hides it): the
@@ -543,6 +617,18 @@ static const sd_bus_vtable queue_vtable[] = {
                 SD_BUS_ARGS("s", id),
                 SD_BUS_NO_RESULT,
                 method_remove_ticket,
+                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS(
+                "ListUserTokens",
+                SD_BUS_ARGS("s", user),
+                SD_BUS_RESULT("a(ssttt)", tokens),
+                method_list_user_tokens,
+                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS(
+                "RevokeUserTokens",
+                SD_BUS_ARGS("s", user),
+                SD_BUS_RESULT("u", revoked),
+                method_revoke_user_tokens,
                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_SIGNAL_WITH_ARGS("TicketPromoted", SD_BUS_ARGS("s", id), 0),
         SD_BUS_SIGNAL_WITH_ARGS("TicketRemoved", SD_BUS_ARGS("s", id, "s", reason), 0),

@@ -47,6 +47,25 @@ typedef struct HttpIdentityWarning {
         usec_t at; /* 0: free */
 } HttpIdentityWarning;
 
+/* Refused access tokens (API.md "Access tokens"), per client address (an
+ * IPv6 address by its /64, which one client holds whole): past
+ * HTTP_TOKEN_FAILURES_MAX within HTTP_TOKEN_FAILURE_WINDOW_USEC of the
+ * first, every request of that address carrying a token is rate_limited
+ * until the window ends, a right token too. HTTP_TOKEN_FAILURE_SLOTS
+ * addresses are kept; a new one takes the oldest window's slot. */
+#define HTTP_TOKEN_FAILURES_MAX 10
+#define HTTP_TOKEN_FAILURE_WINDOW_USEC (60 * USEC_PER_SEC)
+#define HTTP_TOKEN_FAILURE_SLOTS 256
+
+typedef struct HttpTokenFailures {
+        NetAddress address;
+        usec_t since; /* the window's first failure; 0: free */
+        unsigned n;
+} HttpTokenFailures;
+
+/* The challenge of a refused token (RFC 6750 3.1). */
+#define HTTP_TOKEN_CHALLENGE "Bearer realm=\"wikiweb\", error=\"invalid_token\""
+
 struct HttpServer {
         sd_event *event;
         const Config *config;
@@ -87,6 +106,12 @@ struct HttpServer {
         uint8_t session_secret[SESSION_SECRET_BYTES];
         HttpIdentityWarning identity_warned[HTTP_IDENTITY_WARN_SLOTS];
         unsigned identity_suppressed;
+
+        /* Access tokens: who checks them (the API face's, set by main;
+         * NULL: no token is valid) and the refusals per address. */
+        HttpTokenVerifier token_verifier;
+        void *token_verifier_userdata;
+        HttpTokenFailures token_failures[HTTP_TOKEN_FAILURE_SLOTS];
 
         /* The machine's own addresses (http_server_read_own_addresses()). */
         NetAddress own_addresses[HTTP_OWN_ADDRESSES_MAX];
@@ -141,7 +166,8 @@ struct HttpRequest {
         char token[SESSION_TOKEN_LEN + 1];
         bool new_session;
         SessionKey session;
-        char *user; /* the identity from a trusted proxy; NULL: anonymous */
+        char *user;    /* the identity from a trusted proxy or a token; NULL: anonymous */
+        bool by_token; /* user is the person of the access token the request carries */
 
         char *content_type;
         uint8_t *body;
@@ -221,6 +247,16 @@ const SessionKey *http_request_session(const HttpRequest *req) {
 
 const char *http_request_user(const HttpRequest *req) {
         return req->user;
+}
+
+bool http_request_by_token(const HttpRequest *req) {
+        return req->by_token;
+}
+
+void http_server_set_token_verifier(HttpServer *s, HttpTokenVerifier verify, void *userdata) {
+        assert(s);
+        s->token_verifier = verify;
+        s->token_verifier_userdata = userdata;
 }
 
 const char *http_request_content_type(const HttpRequest *req) {
@@ -934,19 +970,139 @@ static bool request_is_health(const HttpRequest *req, const char *url) {
                 streq(url, "/api/v1/health");
 }
 
+/* The paths a token may be used on: the API and the MCP endpoint. */
+static bool request_takes_token(const HttpRequest *req, const char *url) {
+        return req->is_api || streq(url, "/mcp") || strneq(url, "/mcp/", STRLEN("/mcp/"));
+}
+
+/* The credential of "Authorization: Bearer <credential>" (the scheme
+ * case-insensitive, RFC 9110 11.1), borrowed from the header's value; NULL
+ * for any other scheme (Basic from a proxy's own sign-on is not ours). */
+static const char *bearer_credential(const IdentityScan *auth) {
+        const char *v = auth->value;
+
+        if (!v || auth->value_size < STRLEN("Bearer ") || strncasecmp(v, "Bearer ", STRLEN("Bearer ")) != 0)
+                return NULL;
+        v += STRLEN("Bearer ");
+        while (*v == ' ')
+                v++;
+        return v;
+}
+
+/* The refusals of tokens from peer's address: its slot, made (the oldest
+ * window's taken over) when create. NULL when there is none. */
+static HttpTokenFailures *token_failures_of(HttpServer *s, const NetAddress *peer, bool create, usec_t t) {
+        HttpTokenFailures *oldest = NULL;
+        NetAddress a = *peer;
+
+        if (a.family == AF_INET6)
+                memset(a.bytes + 8, 0, 8); /* its /64 */
+        for (size_t i = 0; i < HTTP_TOKEN_FAILURE_SLOTS; i++) {
+                HttpTokenFailures *f = &s->token_failures[i];
+
+                if (f->since != 0 && t >= f->since + HTTP_TOKEN_FAILURE_WINDOW_USEC)
+                        *f = (HttpTokenFailures){ .since = 0 }; /* its window is over */
+                if (f->since != 0 && f->address.family == a.family &&
+                    memcmp(f->address.bytes, a.bytes, sizeof a.bytes) == 0)
+                        return f;
+                if (!oldest || f->since < oldest->since)
+                        oldest = f;
+        }
+        if (!create)
+                return NULL;
+        *oldest = (HttpTokenFailures){ .address = a, .since = t };
+        return oldest;
+}
+
+/* Whether peer is past its refusals; then rate_limited with the seconds
+ * left of its window was queued. */
+static bool token_refuse_limited(HttpRequest *req, const NetAddress *peer) {
+        usec_t t = now(CLOCK_MONOTONIC);
+        HttpTokenFailures *f = token_failures_of(req->server, peer, false, t);
+        char seconds[32];
+        const char *h[] = { "Retry-After", seconds, NULL };
+
+        if (!f || f->n < HTTP_TOKEN_FAILURES_MAX)
+                return false;
+        metrics_count_identity_refused("token_rate_limited");
+        snprintf(
+                seconds,
+                sizeof seconds,
+                "%" PRIu64,
+                MAX((f->since + HTTP_TOKEN_FAILURE_WINDOW_USEC - t + USEC_PER_SEC - 1) / USEC_PER_SEC,
+                    (uint64_t) 1));
+        http_reply_error(req, API_ERROR_RATE_LIMITED, "Too many refused access tokens from this address", h);
+        return true;
+}
+
+/* A refused token: counted for its address, 401 with the challenge. */
+static bool token_refuse(HttpRequest *req, const NetAddress *peer) {
+        HttpTokenFailures *f = token_failures_of(req->server, peer, true, now(CLOCK_MONOTONIC));
+        const char *h[] = { "WWW-Authenticate", HTTP_TOKEN_CHALLENGE, NULL };
+
+        f->n++;
+        metrics_count_identity_refused("token");
+        http_reply_error(req, API_ERROR_INVALID_TOKEN, NULL, h);
+        return true;
+}
+
+/* A request carrying "Authorization: Bearer": the token's person in
+ * req->user, or a refusal queued (true). Without trusted proxies there
+ * are no tokens: every one is refused. The token is never logged and
+ * never kept past the verifier's call. */
+static bool request_identify_token(HttpRequest *req, const IdentityScan *auth, const char *credential) {
+        HttpServer *s = req->server;
+        NetAddress peer = { .family = 0 };
+        char *user = NULL;
+        int r;
+
+        /* A peer without an address (a UNIX socket) shares one slot. */
+        (void) request_peer(req, &peer);
+        if (token_refuse_limited(req, &peer))
+                return true;
+        if (auth->n > 1) {
+                metrics_count_identity_refused("repeated");
+                http_reply_error(req, API_ERROR_INVALID_INPUT, "Repeated Authorization header", NULL);
+                return true;
+        }
+        if (!config_identity_enabled(s->config) || !s->token_verifier ||
+            strlen(credential) != auth->value_size - (size_t) (credential - auth->value))
+                return token_refuse(req, &peer);
+        r = s->token_verifier(credential, &user, s->token_verifier_userdata);
+        if (r == -EACCES)
+                return token_refuse(req, &peer);
+        if (r < 0) {
+                log_error_errno(r, "HTTP: failed to check an access token");
+                http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+                return true;
+        }
+        req->user = user;
+        req->by_token = true;
+        /* The person's key, here on every path a token is taken on (the
+         * API's and /mcp), as for their browser. */
+        r = session_key_from_user(req->user, &req->session);
+        if (r < 0) {
+                log_error_errno(r, "Failed to make the session of a user");
+                http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+                return true;
+        }
+        return false;
+}
+
 /* Who is asking (API.md "Identity"), decided from the connection's own
  * peer address and the user header alone, before anything else is done
  * with the request; without trusted proxies nothing happens here. Sets
  * req->user. Returns true when the request was refused (a response was
  * queued); every refusal is counted. */
-static bool request_identify(HttpRequest *req, const char *url, const IdentityScan *is) {
+static bool request_identify(HttpRequest *req, const char *url, const IdentityScan *is, const IdentityScan *auth) {
         HttpServer *s = req->server;
         const Config *cfg = s->config;
+        const char *credential = auth->n > 0 && request_takes_token(req, url) ? bearer_credential(auth) : NULL;
         NetAddress peer;
         bool has_peer, trusted;
 
         if (!config_identity_enabled(cfg))
-                return false;
+                return credential ? request_identify_token(req, auth, credential) : false;
 
         has_peer = request_peer(req, &peer) >= 0;
         trusted = has_peer && net_prefix_list_contains(cfg->trusted_proxies, cfg->n_trusted_proxies, &peer);
@@ -969,12 +1125,29 @@ static bool request_identify(HttpRequest *req, const char *url, const IdentitySc
                 http_reply_error(req, API_ERROR_INVALID_INPUT, "Repeated user header", NULL);
                 return true;
         }
-        if (is->n == 1) {
-                if (!session_user_is_valid(is->value, is->value_size)) {
-                        metrics_count_identity_refused("invalid");
-                        http_reply_error(req, API_ERROR_INVALID_INPUT, "Invalid user header", NULL);
+        if (is->n == 1 && !session_user_is_valid(is->value, is->value_size)) {
+                metrics_count_identity_refused("invalid");
+                http_reply_error(req, API_ERROR_INVALID_INPUT, "Invalid user header", NULL);
+                return true;
+        }
+        if (credential) {
+                /* A token acts for its person from any address; beside a
+                 * trusted proxy's user header it must name the same one. */
+                if (request_identify_token(req, auth, credential))
+                        return true;
+                if (is->n == 1 &&
+                    (strlen(req->user) != is->value_size || memcmp(req->user, is->value, is->value_size) != 0)) {
+                        metrics_count_identity_refused("token");
+                        http_reply_error(
+                                req,
+                                API_ERROR_ORIGIN_DENIED,
+                                "The user header and the access token name different people",
+                                NULL);
                         return true;
                 }
+                return false;
+        }
+        if (is->n == 1) {
                 req->user = strndup(is->value, is->value_size);
                 if (!req->user) {
                         log_oom();
@@ -985,8 +1158,17 @@ static bool request_identify(HttpRequest *req, const char *url, const IdentitySc
         }
 
         if (cfg->require_user && !request_is_health(req, url)) {
+                /* An assistant cannot follow the sign-on's browser login:
+                 * /mcp says how to authenticate instead (API.md "MCP"). */
+                const char *h[] = { "WWW-Authenticate", "Bearer realm=\"wikiweb\"", NULL };
+                bool mcp = streq(url, "/mcp");
+
                 metrics_count_identity_refused("missing");
-                http_reply_error(req, API_ERROR_ORIGIN_DENIED, "Sign-in required", NULL);
+                http_reply_error(
+                        req,
+                        mcp ? API_ERROR_UNAUTHORIZED : API_ERROR_ORIGIN_DENIED,
+                        "Sign-in required",
+                        mcp ? h : NULL);
                 return true;
         }
         return false;
@@ -1096,11 +1278,12 @@ static bool request_begin(HttpRequest *req, const char *url, const char *method,
         struct MHD_Connection *c = req->connection;
         const Config *cfg = req->server->config;
         CookieScan cs = { .token = req->token, .found = -ENOENT };
-        IdentityScan is;
+        IdentityScan is, auth = { .name = MHD_HTTP_HEADER_AUTHORIZATION };
         const char *v;
         int r;
 
         identity_scan(req, &is);
+        (void) MHD_get_connection_values_n(c, MHD_HEADER_KIND, http_server_scan_identity, &auth);
         if (request_refuse_framing(req, method, version)) {
                 /* A user header in a request refused for its framing (a
                  * control character in its value, a line MHD could not
@@ -1115,7 +1298,7 @@ static bool request_begin(HttpRequest *req, const char *url, const char *method,
         req->method = http_method_from_string(method);
         req->is_api = router_path_is_api(url);
 
-        if (request_identify(req, url, &is))
+        if (request_identify(req, url, &is, &auth))
                 return true;
 
         if (!req->is_api) {
@@ -1145,14 +1328,16 @@ static bool request_begin(HttpRequest *req, const char *url, const char *method,
         /* Several Cookie fields count as one joined with "; " (RFC 9113
          * 8.2.3): the first wikiweb_session pair among them decides. */
         (void) MHD_get_connection_values_n(c, MHD_HEADER_KIND, http_server_scan_cookie, &cs);
-        if (req->user) {
+        /* A token's request has its person's key already, and gets no
+         * cookie: its client sends the credential with every request. */
+        if (req->user && !req->by_token) {
                 r = request_user_session(req, &cs);
                 if (r < 0) {
                         log_error_errno(r, "Failed to make the session of a user");
                         http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
                         return true;
                 }
-        } else if (cs.found <= 0) {
+        } else if (!req->user && cs.found <= 0) {
                 r = session_token_new(req->token);
                 if (r < 0) {
                         log_error_errno(r, "Failed to make a session token");

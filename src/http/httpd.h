@@ -103,6 +103,23 @@ const SessionKey *http_request_session(const HttpRequest *req);
  * user, http_request_session() is that user's key, the same for every one
  * of their sessions. */
 const char *http_request_user(const HttpRequest *req);
+/* Whether http_request_user() is the person of the access token the
+ * request carries ("Authorization: Bearer", API.md "Access tokens")
+ * rather than a trusted proxy's user header. */
+bool http_request_by_token(const HttpRequest *req);
+
+/* Access tokens (API.md "Access tokens"): on the API's paths and /mcp, a
+ * request with "Authorization: Bearer <credential>" acts as the person
+ * the verifier names, from any address; a credential it refuses is 401
+ * invalid_token with WWW-Authenticate, never an anonymous session, and
+ * counted per client address (past the limit, 429 rate_limited). The
+ * verifier returns 0 and the person's name in *ret_user (a new string,
+ * taken over), -EACCES for a credential that is no valid token, another
+ * negative errno when it cannot tell (500). credential is borrowed for
+ * the call; it is never logged nor kept. Without trusted proxies, or
+ * without a verifier, every token is refused. */
+typedef int (*HttpTokenVerifier)(const char *credential, char **ret_user, void *userdata);
+void http_server_set_token_verifier(HttpServer *s, HttpTokenVerifier verify, void *userdata);
 const char *http_request_content_type(const HttpRequest *req);
 const uint8_t *http_request_body(const HttpRequest *req, size_t *ret_size);
 /* A query-string argument, NULL if absent. */

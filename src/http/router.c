@@ -112,6 +112,15 @@ static const struct {
                                     SHARE_TOKEN_HEX_DIGITS,
                                     "af_" },
         [ROUTE_REPORTS] = { "reports", "/api/v1/reports", NULL, NULL, M(HTTP_METHOD_GET), "GET" },
+        [ROUTE_MCP] = { "mcp", "/mcp", NULL, NULL, M(HTTP_METHOD_POST), "POST" },
+        /* Personal access tokens (API.md "Access tokens"). */
+        [ROUTE_TOKENS] = { "tokens",
+                           "/api/v1/tokens",
+                           NULL,
+                           NULL,
+                           M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD) | M(HTTP_METHOD_POST),
+                           "GET, HEAD, POST" },
+        [ROUTE_TOKEN] = { "token", "/api/v1/tokens/", "tk_", NULL, M(HTTP_METHOD_DELETE), "DELETE" },
         /* A person's whole history as one ZIP (API.md 9 "Export of a whole
          * history"): GET only, as a conversation's export. */
         [ROUTE_HISTORY_ARCHIVE] = { "history-archive",
@@ -191,6 +200,8 @@ int router_match(const char *path, RouteMatch *ret) {
 }
 
 bool router_path_is_api(const char *path) {
+        if (path && streq(path, "/mcp"))
+                return true;
         if (!path || !strneq(path, "/api/v1", STRLEN("/api/v1")))
                 return false;
         return path[STRLEN("/api/v1")] == '\0' || path[STRLEN("/api/v1")] == '/';

@@ -48,6 +48,9 @@ typedef enum Route {
         ROUTE_SHARED_EXPORT,     /* /api/v1/shared/sh_<64 hex>/export */
         ROUTE_SHARED_ARTIFACT,   /* /api/v1/shared/sh_<64 hex>/artifacts/af_<32 hex> */
         ROUTE_REPORTS,           /* /api/v1/reports */
+        ROUTE_MCP,               /* /mcp: the MCP face (API.md "MCP") */
+        ROUTE_TOKENS,            /* /api/v1/tokens */
+        ROUTE_TOKEN,             /* /api/v1/tokens/tk_<32 hex> */
         ROUTE_HISTORY_ARCHIVE,   /* /api/v1/history/export */
         _ROUTE_MAX,
         _ROUTE_INVALID = -EINVAL,
@@ -70,13 +73,13 @@ typedef struct RouteMatch {
 /* Match a request path (without the query string). Returns 0 and fills
  * *ret, or -ENOENT (not_found) for every other path, and -EINVAL for NULL.
  * Matching is exact: no trailing slash, no case variants, no "//", no dot
- * segments, no percent-decoding. Ids are "qr_" (history) or "af_"
- * (artifacts) followed by exactly 32 lowercase hex digits, share tokens
+ * segments, no percent-decoding. Ids are "qr_" (history), "af_"
+ * (artifacts) or "tk_" (access tokens) followed by exactly 32 lowercase hex digits, share tokens
  * "sh_" and exactly 64. */
 int router_match(const char *path, RouteMatch *ret);
 
-/* True for "/api/v1" and anything starting with "/api/v1/": the paths that
- * get sessions, the origin policy and JSON errors. */
+/* True for "/api/v1", anything starting with "/api/v1/", and "/mcp": the
+ * paths that get sessions, the origin policy and JSON errors. */
 bool router_path_is_api(const char *path);
 
 /* Methods per route (OPTIONS is answered as a preflight before routing, so
@@ -92,7 +95,9 @@ bool router_path_is_api(const char *path);
  *   reports: GET (API.md 9.2: the reports this person may read)
  *   history item's export, shared, shared export: GET
  *   shared artifact: GET, HEAD
- *   history item's share: POST, DELETE */
+ *   history item's share: POST, DELETE
+ *   tokens: GET, HEAD, POST; a token: DELETE ("Access tokens")
+ *   mcp: POST (no server-initiated stream, so GET is 405: API.md "MCP") */
 bool route_allows_method(Route r, HttpMethod m);
 
 /* The Allow header value for a 405 on route r, e.g. "GET, HEAD"; NULL for

@@ -11,6 +11,7 @@
 #include "shared/wiki-page.h"
 #include "store/history.h"
 #include "store/report.h"
+#include "store/tokens.h"
 
 /* The Manager's operations on the history and the wiki for a person, as
  * every face does them (the HTTP API today; D-Bus and MCP call the same):
@@ -261,6 +262,50 @@ int manager_share_open(
         ManagerError *ret_error);
 ManagerShareOpen *manager_share_open_free(ManagerShareOpen *o);
 DEFINE_TRIVIAL_CLEANUP_FUNC(ManagerShareOpen *, manager_share_open_free);
+
+/* ---- personal access tokens (manager-tokens.c, API.md "Access tokens") ---- */
+
+/* "wwp_" and 43 base64url characters (256 random bits), and its NUL. */
+#define MANAGER_TOKEN_PREFIX "wwp_"
+#define MANAGER_TOKEN_SECRET_BYTES 32
+#define MANAGER_TOKEN_MAX (4 + 43 + 1)
+
+/* Who may hold tokens: a person a trusted proxy named (user, never NULL
+ * here; the face refuses an anonymous caller and a caller that itself
+ * came with a token). Their key is the one of their records, from the
+ * function main set (manager_set_user_key_function()). */
+typedef struct ManagerTokenCreated {
+        char id[HISTORY_TOKEN_ID_MAX];
+        char token[MANAGER_TOKEN_MAX]; /* shown once, never kept */
+        usec_t created_at;             /* CLOCK_REALTIME */
+        usec_t expires_at;
+} ManagerTokenCreated;
+
+/* A new token for user named name (validated by the face), valid for
+ * expires_in_days (0: WIKI_WEB_TOKEN_MAX_DAYS). Refusals: -ERANGE
+ * (invalid_input: more days than WIKI_WEB_TOKEN_MAX_DAYS), -E2BIG
+ * (invalid_input: HISTORY_TOKENS_MAX held already), -EIO. */
+int manager_token_create(
+        Manager *m,
+        const char *user,
+        const char *name,
+        unsigned expires_in_days,
+        ManagerTokenCreated *ret,
+        ManagerError *ret_error);
+/* user's tokens, oldest first (no secret, no digest): *ret freed with
+ * history_tokens_free(). */
+int manager_tokens_list(Manager *m, const char *user, HistoryToken **ret, size_t *ret_n, ManagerError *ret_error);
+/* Revoke user's token id: -ENOENT (not_found: not theirs, or gone). */
+int manager_token_revoke(Manager *m, const char *user, const char *id, ManagerError *ret_error);
+/* Revoke every token of user (an admin's): how many (>= 0). */
+int manager_tokens_revoke_user(Manager *m, const char *user, ManagerError *ret_error);
+
+/* Who a request carrying token acts as: 0 and the person's name in
+ * *ret_user (a new string), the token's last use noted. -EACCES for a
+ * token that is malformed, unknown, revoked or expired (the caller
+ * cannot tell which, nor can the client); -ENOMEM, -EIO. Nothing here
+ * logs the token. */
+int manager_token_authenticate(Manager *m, const char *token, char **ret_user);
 
 /* For the operations' own files: the event loop and the executor. */
 sd_event *manager_get_event(Manager *m);

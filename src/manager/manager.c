@@ -89,6 +89,7 @@ struct Manager {
         sd_event_source *stop_post;  /* looks for the end of the queries' lives */
         ManagerStoppedHandler stopped_handler;
         void *stopped_userdata;
+        ManagerUserKeyFunction user_key; /* NULL: not set */
 };
 
 static const char *const manager_sandbox_health_table[_MANAGER_SANDBOX_HEALTH_MAX] = {
@@ -176,6 +177,21 @@ const Admission *manager_get_admission(const Manager *m) {
 History *manager_get_history(Manager *m) {
         assert(m);
         return m->history;
+}
+
+void manager_set_user_key_function(Manager *m, ManagerUserKeyFunction f) {
+        assert(m);
+        m->user_key = f;
+}
+
+int manager_user_key(Manager *m, const char *user, SessionKey *ret) {
+        assert(m);
+        assert(user);
+        assert(ret);
+
+        if (!m->user_key)
+                return -EOPNOTSUPP;
+        return m->user_key(user, ret);
 }
 
 const Config *manager_get_config(Manager *m) {

@@ -242,6 +242,13 @@ const Admission *manager_get_admission(const Manager *m);
  * conversation's export), as machined reads its images; every write is a
  * Manager operation (manager-ops.h). Borrowed. */
 History *manager_get_history(Manager *m);
+/* The key a person's records are kept under, from their identity name
+ * (the transport's session_key_from_user(), which main passes in: the
+ * Manager knows no HTTP). Until it is set, operations that need it fail
+ * with -EOPNOTSUPP. */
+typedef int (*ManagerUserKeyFunction)(const char *user, SessionKey *ret);
+void manager_set_user_key_function(Manager *m, ManagerUserKeyFunction f);
+int manager_user_key(Manager *m, const char *user, SessionKey *ret);
 const Config *manager_get_config(Manager *m);
 /* Whether the wiki is read as the asking person (WIKI_WEB_WIKI_READ_AS=person). */
 bool manager_reads_as_person(const Manager *m);

@@ -88,8 +88,10 @@ void metrics_reset(void) {
         static const char *const phases[] = { "queue", "wiki", "model", "sandbox", "cleanup", NULL };
         static const char *const kinds[] = { "prompt", "completion", NULL };
         static const char *const outcomes[] = { "exited", "timeout", "failed", "cleanup_failed", NULL };
-        static const char *const identity_reasons[] = { "untrusted_peer", "invalid", "repeated",
-                                                        "missing",        "cookie",  NULL };
+        static const char *const identity_reasons[] = {
+                "untrusted_peer", "invalid", "repeated",           "missing",
+                "cookie",         "token",   "token_rate_limited", NULL
+        };
         static const char *const statuses[] = { "verified", "not_found", "not_read", "too_short", NULL };
         static const char *const ratings[] = { "up", "down", NULL };
         static const char *const signals[] = { "no_sources", "unverified", "negative_feedback", "failed", NULL };
@@ -361,7 +363,8 @@ static void render_people(MetricsWriter *w) {
                 "wikiweb_identity_refused",
                 METRIC_COUNTER,
                 NULL,
-                "Identities refused, by reason (untrusted_peer, invalid, repeated, missing, cookie).");
+                "Identities refused, by reason (untrusted_peer, invalid, repeated, missing, cookie, token, "
+                "token_rate_limited).");
         render_vec(w, &registry.identity_refused, "reason", NULL);
 
         metrics_family(

@@ -46,8 +46,11 @@ void metrics_count_sandbox_run(const char *outcome);
  * header from a peer that is not a trusted proxy ("untrusted_peer"), a
  * value that is not a user name ("invalid"), the header sent twice
  * ("repeated"), a request without an identity where one is required
- * ("missing"), a session cookie issued to another user ("cookie"). Never a
- * user name or an address as a label. */
+ * ("missing"), a session cookie issued to another user ("cookie"), an
+ * access token refused ("token": wrong, expired, revoked, or naming
+ * another person than the user header), a request with a token from an
+ * address past its refusals ("token_rate_limited"). Never a user name,
+ * a token or an address as a label. */
 void metrics_count_identity_refused(const char *reason);
 
 /* wikiweb_citations_total{status}: n citations of an answer with that

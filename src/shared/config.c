@@ -469,6 +469,8 @@ static int load_limits(Config *c, ConfigGetenv g, void *u, char **ret_error) {
         UINT("WIKI_WEB_QUEUE_SLOTS", queue_slots, 1, 1, 256);
         /* Days a record is kept, counted from when it was asked; 0: until deleted. */
         UINT("WIKI_WEB_HISTORY_RETENTION_DAYS", history_retention_days, 0, 0, 36500);
+        /* The longest life of a personal access token, and its default. */
+        UINT("WIKI_WEB_TOKEN_MAX_DAYS", token_max_days, 90, 1, 3650);
         UINT("WIKI_WEB_QUERY_MAX_STEPS", query_max_steps, 8, 1, 64);
         UINT("WIKI_WEB_MODEL_CONTEXT_TOKENS", model_context_tokens, 32768, 256, 10000000);
         UINT("WIKI_WEB_MODEL_MAX_OUTPUT_BYTES", model_max_output_bytes, 65536, 1024, 16 * 1024 * 1024);
@@ -516,6 +518,10 @@ static int load_switches(Config *c, ConfigGetenv g, void *u, char **ret_error) {
         v = g("WIKI_WEB_UI", u);
         if (v && parse_boolean(v, &c->web_ui) < 0)
                 return fail(ret_error, -EINVAL, "WIKI_WEB_UI: invalid value, expected true or false");
+
+        v = g("WIKI_WEB_MCP", u);
+        if (v && parse_boolean(v, &c->mcp) < 0)
+                return fail(ret_error, -EINVAL, "WIKI_WEB_MCP: invalid value, expected true or false");
 
         v = g("WIKI_WEB_LOG_LEVEL", u);
         if (v) {
@@ -647,7 +653,7 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
 
         if (ret_error)
                 *ret_error = NULL;
-        *c = (Config){ .cookie_secure = true, .web_ui = true, .log_level = 6, .require_user = true };
+        *c = (Config){ .cookie_secure = true, .web_ui = true, .mcp = true, .log_level = 6, .require_user = true };
         loading = c; /* emptied again on any failure */
 
         r = load_limits(c, g, u, ret_error);
@@ -689,11 +695,13 @@ void config_dump(const Config *c, FILE *f) {
         dump_list(f, "WIKI_WEB_ALLOWED_ORIGINS", c->allowed_origins);
         dump_list(f, "WIKI_WEB_ALLOWED_HOSTS", c->allowed_hosts);
         fprintf(f, "WIKI_WEB_UI=%s\n", c->web_ui ? "true" : "false");
+        fprintf(f, "WIKI_WEB_MCP=%s\n", c->mcp ? "true" : "false");
         fprintf(f, "WIKI_WEB_QUEUE_RESERVATION_SECONDS=%" PRIu64 "\n", c->queue_reservation_seconds);
         fprintf(f, "WIKI_WEB_QUEUE_HEARTBEAT_SECONDS=%" PRIu64 "\n", c->queue_heartbeat_seconds);
         fprintf(f, "WIKI_WEB_QUEUE_MAX_LENGTH=%" PRIu64 "\n", c->queue_max_length);
         fprintf(f, "WIKI_WEB_QUEUE_SLOTS=%" PRIu64 "\n", c->queue_slots);
         fprintf(f, "WIKI_WEB_HISTORY_RETENTION_DAYS=%" PRIu64 "\n", c->history_retention_days);
+        fprintf(f, "WIKI_WEB_TOKEN_MAX_DAYS=%" PRIu64 "\n", c->token_max_days);
         fprintf(f, "WIKI_WEB_WIKI_API_URL=%s\n", c->wiki_api_url ? c->wiki_api_url : "");
         fprintf(f, "WIKI_WEB_WIKI_USERNAME=%s\n", c->wiki_username ? c->wiki_username : "");
         fprintf(f, "WIKI_WEB_LLM_URL=%s\n", c->llm_url ? c->llm_url : "");

@@ -39,6 +39,7 @@ typedef struct Config {
         char **allowed_origins; /* NULL-terminated, normalised "scheme://host[:port]" */
         char **allowed_hosts;   /* WIKI_WEB_ALLOWED_HOSTS: names and "*.name", NULL-terminated */
         bool web_ui;            /* WIKI_WEB_UI: serve the page of API.md 13 at / */
+        bool mcp;               /* WIKI_WEB_MCP: serve the MCP face at /mcp (API.md "MCP") */
 
         /* Admission (API.md 5) */
         uint64_t queue_reservation_seconds;
@@ -54,6 +55,7 @@ typedef struct Config {
         char *user_agent_contact; /* NULL when unset: an email address or http(s) URL */
         uint64_t query_max_steps;
         uint64_t history_retention_days; /* 0: kept until deleted */
+        uint64_t token_max_days;         /* a personal access token's longest life, and its default */
         uint64_t model_context_tokens;
         uint64_t model_max_output_bytes;
         uint64_t query_timeout_seconds;

@@ -30,8 +30,8 @@
  * adds them in one transaction (NULL and '[]' in its records). A new file
  * is made as version 3 (schema_sql), then each later step runs in turn
  * (schema_steps), as it does for an older file. */
-#define SCHEMA_VERSION 7
-#define SCHEMA_VERSION_SQL "PRAGMA user_version = 7"
+#define SCHEMA_VERSION 8
+#define SCHEMA_VERSION_SQL "PRAGMA user_version = 8"
 
 static const char schema_sql[] =
         "CREATE TABLE queries ("
@@ -86,6 +86,24 @@ static const char schema_step_6[] = "ALTER TABLE queries ADD COLUMN given_titles
  * longer read what they read, API.md 7). Records made before have none. */
 static const char schema_step_7[] = "ALTER TABLE queries ADD COLUMN notes TEXT NOT NULL DEFAULT '[]';";
 
+/* Version 8: personal access tokens (API.md "Access tokens",
+ * store/tokens.h): each by the SHA-256 of its secret (never the secret),
+ * with the key of the person it acts for (user_key, the SessionKey of
+ * their records) and their name, which a request carrying it is given. */
+static const char schema_step_8[] =
+        "CREATE TABLE tokens ("
+        "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+        "  id TEXT NOT NULL UNIQUE,"
+        "  user_key BLOB NOT NULL CHECK (length(user_key) = 32),"
+        "  user TEXT NOT NULL,"
+        "  name TEXT NOT NULL,"
+        "  token_sha256 BLOB NOT NULL UNIQUE CHECK (length(token_sha256) = 32),"
+        "  created_at INTEGER NOT NULL,"
+        "  expires_at INTEGER NOT NULL,"
+        "  last_used_at INTEGER"
+        ");"
+        "CREATE INDEX tokens_by_user ON tokens (user_key, seq);";
+
 /* Version 5: what the unanswered report needs (API.md 9.1, 9.2). Each
  * record, when it finishes, keeps the searches the model made (a JSON
  * array of {"query", "results"}), the key of its question's wording
@@ -134,10 +152,8 @@ static const struct {
         int version;
         const char *sql;
 } schema_steps[] = {
-        { 4, schema_step_4 },
-        { 5, schema_step_5 },
-        { 6, schema_step_6 },
-        { 7, schema_step_7 },
+        { 4, schema_step_4 }, { 5, schema_step_5 }, { 6, schema_step_6 },
+        { 7, schema_step_7 }, { 8, schema_step_8 },
 };
 
 #define RECORD_COLUMNS                                                                                      \

@@ -39,7 +39,9 @@ static void help(void) {
                "  cancel ID              Cancel the running query ID\n"
                "  remove-ticket ID       Remove the ticket ID\n"
                "  unanswered [DAYS]      What the wiki could not answer in the last DAYS\n"
-               "                         (default 30), most asked first (root only)\n\n"
+               "                         (default 30), most asked first (root only)\n"
+               "  tokens USER            List the access tokens of the person USER\n"
+               "  revoke-tokens USER     Revoke every access token of the person USER\n\n"
                "Options:\n"
                "  -h --help              Show this help\n"
                "     --version           Show the version\n"
@@ -501,6 +503,67 @@ static int verb_unanswered(sd_bus *bus, const char *days_arg) {
         return table_print(t, stdout, arg_json, arg_legend);
 }
 
+/* ListUserTokens (API.md "Access tokens"): one row per token of user,
+ * no secret; polkit may ask for a password as for the methods that act. */
+static int verb_tokens(sd_bus *bus, const char *user) {
+        static const char *const columns[] = { "id", "name", "created", "expires", "last_used", NULL };
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_(table_freep) Table *t = NULL;
+        uint64_t created, expires, used;
+        const char *id, *name;
+        int r;
+
+        (void) sd_bus_set_allow_interactive_authorization(bus, arg_ask_password && isatty(STDIN_FILENO));
+        r = sd_bus_call_method(bus, NAME, PATH, IFACE, "ListUserTokens", &error, &reply, "s", user);
+        if (r < 0)
+                return bus_error("list the tokens", &error, r);
+
+        t = table_new(columns);
+        if (!t)
+                return -ENOMEM;
+        table_set_noun(t, "token", "tokens");
+        r = sd_bus_message_enter_container(reply, 'a', "(ssttt)");
+        if (r < 0)
+                return bus_error("parse the tokens", NULL, r);
+        while ((r = sd_bus_message_read(reply, "(ssttt)", &id, &name, &created, &expires, &used)) > 0) {
+                /* The name is the person's words: no escape sequence
+                 * reaches the terminal. */
+                _cleanup_free_ char *safe = terminal_safe(name);
+
+                if (!safe || table_add_string(t, id) < 0 ||
+                    table_add_string(t, arg_json ? name : safe) < 0 || table_add_timestamp(t, created) < 0 ||
+                    table_add_timestamp(t, expires) < 0 || table_add_timestamp(t, used) < 0)
+                        return -ENOMEM;
+        }
+        if (r < 0)
+                return bus_error("parse the tokens", NULL, r);
+
+        pager_open();
+        return table_print(t, stdout, arg_json, arg_legend);
+}
+
+/* RevokeUserTokens: says how many were revoked. */
+static int verb_revoke_tokens(sd_bus *bus, const char *user) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        uint32_t n;
+        int r;
+
+        (void) sd_bus_set_allow_interactive_authorization(bus, arg_ask_password && isatty(STDIN_FILENO));
+        r = sd_bus_call_method(bus, NAME, PATH, IFACE, "RevokeUserTokens", &error, &reply, "s", user);
+        if (r < 0)
+                return bus_error("revoke the tokens", &error, r);
+        r = sd_bus_message_read(reply, "u", &n);
+        if (r < 0)
+                return bus_error("parse the reply", NULL, r);
+        if (arg_json)
+                printf("{\"revoked\":%" PRIu32 "}\n", n);
+        else
+                printf("Revoked %" PRIu32 " %s.\n", n, n == 1 ? "token" : "tokens");
+        return 0;
+}
+
 /* Drain, Resume, CancelQuery(id), RemoveTicket(id): polkit may ask for a
  * password on the caller's terminal (its agent), unless --no-ask-password. */
 static int verb_act(sd_bus *bus, const char *member, const char *id, const char *what) {
@@ -552,6 +615,10 @@ static int run(int argc, char *argv[]) {
                 return verb_unanswered(bus, n == 1 ? argv[optind + 1] : NULL);
         if (streq(verb, "remove-ticket") && n == 1)
                 return verb_act(bus, "RemoveTicket", argv[optind + 1], "remove the ticket");
+        if (streq(verb, "tokens") && n == 1)
+                return verb_tokens(bus, argv[optind + 1]);
+        if (streq(verb, "revoke-tokens") && n == 1)
+                return verb_revoke_tokens(bus, argv[optind + 1]);
 
         fprintf(stderr, "Unknown command or wrong number of arguments: %s (see --help)\n", verb);
         return -EINVAL;

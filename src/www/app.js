@@ -118,6 +118,7 @@
     cleanup_failed: 'Container cleanup could not be confirmed',
     internal_error: 'Internal error',
     queue_full: 'The queue is full',
+    invalid_token: 'The access token is wrong, expired or revoked',
   };
   // i18n-exempt-end
 
@@ -1491,6 +1492,101 @@
     },
   };
 
+  // --- Access tokens (API.md "Access tokens") ---------------------------
+
+  const tokens = {
+    // Shown to a person a trusted proxy named: the server says whether
+    // there are tokens here (GET /tokens answers them only).
+    async probe(user) {
+      if (!user) return;
+      if (await this.load()) $('tokens').hidden = false;
+    },
+
+    // The list; false when there are no tokens here.
+    async load() {
+      let res;
+      try {
+        res = (await call('GET', '/tokens')).json;
+      } catch (e) {
+        if (!$('tokens').hidden) $('tokens-status').textContent = t('tokens.failed', { reason: describeError(e) });
+        return false;
+      }
+      const list = res && Array.isArray(res.tokens) ? res.tokens : [];
+      const max = Number(res && res.max_days) || 90;
+      for (const o of $('token-days').options) o.hidden = o.disabled = Number(o.value) > max;
+      if ($('token-days').selectedOptions[0] && $('token-days').selectedOptions[0].disabled) {
+        $('token-days').value = [...$('token-days').options].filter((o) => !o.disabled).pop().value;
+      }
+      $('tokens-status').textContent = list.length ? '' : t('tokens.empty');
+      $('tokens-list').replaceChildren(...list.map((x) => this.item(x)));
+      return true;
+    },
+
+    item(x) {
+      const li = el('li');
+      const name = el('span', 'token-name', String(x.name || ''));
+      name.dir = 'auto';
+      const facts = [
+        t('tokens.created', { time: formatTime(x.created_at) }),
+        t(x.expired ? 'tokens.expired_on' : 'tokens.expires_on', { time: formatTime(x.expires_at) }),
+        x.last_used_at ? t('tokens.last_used', { time: formatTime(x.last_used_at) }) : t('tokens.never_used'),
+      ];
+      const meta = el('p', 'meta' + (x.expired ? ' expired' : ''), facts.join(' · '));
+      const revoke = el('button', 'secondary', t('tokens.revoke'));
+      revoke.type = 'button';
+      revoke.setAttribute('aria-label', t('tokens.revoke_label', { name: String(x.name || '') }));
+      revoke.addEventListener('click', () => this.revoke(x));
+      li.append(name, meta, revoke);
+      return li;
+    },
+
+    async create() {
+      clearErrors();
+      const name = $('token-name').value.trim();
+      if (!name) {
+        $('tokens-status').textContent = t('tokens.name_required');
+        $('token-name').focus();
+        return;
+      }
+      let res;
+      try {
+        res = (await call('POST', '/tokens', { name, expires_in_days: Number($('token-days').value) })).json;
+      } catch (e) {
+        $('tokens-status').textContent = t('tokens.failed', { reason: describeError(e) });
+        return;
+      }
+      if (!res || typeof res.token !== 'string' || !/^wwp_[A-Za-z0-9_-]{43}$/.test(res.token)) return;
+      $('token-value').value = res.token;
+      $('token-new').hidden = false;
+      $('token-name').value = '';
+      await this.load();
+      $('token-value').focus();
+      $('token-value').select();
+      announce(t('tokens.once'));
+    },
+
+    async copy() {
+      try {
+        await navigator.clipboard.writeText($('token-value').value);
+        announce(t('tokens.copied'));
+      } catch (e) {
+        $('token-value').select();
+        announce(t('tokens.copy_by_hand'));
+      }
+    },
+
+    async revoke(x) {
+      try {
+        await call('DELETE', '/tokens/' + encodeURIComponent(String(x.id)));
+      } catch (e) {
+        $('tokens-status').textContent = t('tokens.failed', { reason: describeError(e) });
+        return;
+      }
+      await this.load();
+      announce(t('tokens.revoked', { name: String(x.name || '') }));
+    },
+  };
+
   // --- The editors' report (API.md 9.2) --------------------------------
 
   const report = {
@@ -1860,6 +1956,7 @@
       }
       showUser(st.user);
       report.probe(st.user);
+      tokens.probe(st.user);
       if (!st.ticket && $('status').dataset.state === 'reconnecting') setStatus('', []);
       this.checkSetup();
       const items = await history.load(true);
@@ -1963,6 +2060,7 @@
     if (v && v.done && v.record) new QueryView(v.record.question).showRecord(v.record, { old: v.old });
     history.load(true);
     if (!$('report').hidden) report.load();
+    if (!$('tokens').hidden) tokens.load();
   }
 
   async function start() {
@@ -2017,6 +2115,11 @@
       feedback.submit();
     });
     $('report-days').addEventListener('change', () => report.load());
+    $('tokens-form').addEventListener('submit', (e) => {
+      e.preventDefault();
+      tokens.create();
+    });
+    $('token-copy').addEventListener('click', () => tokens.copy());
     $('history-title').tabIndex = -1;
     turn.restore();
     app.resume();

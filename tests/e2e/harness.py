@@ -76,6 +76,7 @@ ERRORS = {
     'request_header_too_large': 431,  # extension (docs/HTTP.md)
     'rate_limited': 429,  # extension (API.md 11: too many open event streams)
     'storage_unavailable': 503,  # extension (API.md 2: the history cannot take a new record)
+    'invalid_token': 401,  # extension (API.md "Access tokens": a wrong, expired or revoked token)
 }
 
 STATUS_KEYS = {'state', 'queue_length', 'max_length', 'ticket', 'estimated_wait_seconds',

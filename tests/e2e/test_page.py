@@ -1743,7 +1743,53 @@ class SignedIn(harness.DaemonTestCase):
                 what='the first status')
         time.sleep(0.3)
         self.assertTrue(c2.js("return document.getElementById('signed-in').hidden"))
+        self.assertTrue(c2.js("return document.getElementById('tokens').hidden"))
         c2.check_console()
+
+    def test_access_tokens(self):
+        """API.md "Access tokens" on the page: the panel of a signed-in
+        person, a token made and shown once, used, listed and revoked;
+        axe-core in each state."""
+        d = self.daemon(WIKI_WEB_TRUSTED_PROXIES='127.0.0.1', WIKI_WEB_TOKEN_MAX_DAYS='30')
+        c = Chrome(self)
+        c.driver.execute_cdp_cmd('Network.enable', {})
+        c.driver.execute_cdp_cmd('Network.setExtraHTTPHeaders', {'headers': {'X-Remote-User': 'alice'}})
+        c.open(d)
+        c.wait(lambda: c.js("return !document.getElementById('tokens').hidden"), what='the tokens panel')
+        c.wait(lambda: c.text('#tokens-status') == 'You have no access tokens.', what='no tokens yet')
+        # WIKI_WEB_TOKEN_MAX_DAYS=30: no longer life is offered.
+        self.assertEqual(c.js("return [...document.querySelectorAll('#token-days option')]"
+                              ".filter((o) => !o.disabled).map((o) => o.value)"), ['7', '30'])
+        c.axe('no access tokens')
+        c.find('#token-create').click()
+        c.wait(lambda: c.text('#tokens-status') == 'Give the token a name first.', what='a name asked for')
+        c.find('#token-name').send_keys('Claude Desktop')
+        c.find('#token-create').click()
+        c.wait(lambda: c.js("return !document.getElementById('token-new').hidden"), what='the new token')
+        token = c.js("return document.getElementById('token-value').value")
+        d.secrets.add(token)
+        self.assertRegex(token, r'^wwp_[A-Za-z0-9_-]{43}$')
+        c.wait(lambda: len(c.finds('#tokens-list li')) == 1, what='the token listed')
+        self.assertIn('Claude Desktop', c.text('#tokens-list'))
+        self.assertIn('never used', c.text('#tokens-list'))
+        self.assertNotIn(token, c.text('#tokens-list'))
+        c.find('#token-copy').click()
+        c.axe('a new access token shown once')
+        c.shot('access-tokens', css='#tokens')
+        # Used by an assistant: the person, as the list then says.
+        status, _, body = get(d, '/api/v1/queue/status', {'Authorization': 'Bearer ' + token})
+        self.assertEqual((status, json.loads(body)['user']), (200, 'alice'))
+        c.open(d)
+        c.wait(lambda: 'last used' in c.text('#tokens-list'), what='its last use')
+        self.assertTrue(c.js("return document.getElementById('token-new').hidden"), 'shown only once')
+        self.assertNotIn(token, c.js('return document.body.innerHTML'))
+        revoke = c.find('#tokens-list button')
+        self.assertEqual(revoke.get_attribute('aria-label'), 'Revoke the token Claude Desktop')
+        revoke.click()
+        c.wait(lambda: c.text('#tokens-status') == 'You have no access tokens.', what='the token revoked')
+        status, _, _ = get(d, '/api/v1/queue/status', {'Authorization': 'Bearer ' + token})
+        self.assertEqual(status, 401)
+        c.check_console()
 
 
 class Feedback(PageBase):

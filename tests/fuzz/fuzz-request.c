@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* request_parse_query() and request_parse_join() on arbitrary bodies. The
+/* request_parse_query(), request_parse_join() and request_parse_token()
+ * on arbitrary bodies. The
  * first byte picks the Content-Type (mostly JSON, so the body parser is
  * what gets exercised); the rest is the body. Checks the contract, not
  * just the absence of crashes: success means a well-formed QueryBody,
@@ -80,6 +81,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (r == 0) {
                 if (msg)
                         abort();
+        } else if (r == -EINVAL) {
+                if (!msg || !*msg)
+                        abort();
+        } else if (r != -ENOMEM)
+                abort();
+        free(msg);
+        msg = NULL;
+
+        /* An access token's name: 1 to 64 code points, no control
+         * character, no blank at either end; its life 0 (not given) or
+         * 1..3650. */
+        TokenBody tb = { .name = NULL };
+        r = request_parse_token(ct, data, size, &tb, &msg);
+        if (r == 0) {
+                size_t n, l;
+
+                if (msg || !tb.name)
+                        abort();
+                n = utf8_count(tb.name);
+                l = strlen(tb.name);
+                if (n < 1 || n > TOKEN_NAME_MAX_CHARS || strchr(" \t\n\v\f\r", tb.name[0]) ||
+                    strchr(" \t\n\v\f\r", tb.name[l - 1]) || tb.expires_in_days > TOKEN_DAYS_MAX)
+                        abort();
+                for (size_t i = 0; i < l; i++)
+                        if ((uint8_t) tb.name[i] < 0x20 || tb.name[i] == 0x7f)
+                                abort();
+                token_body_done(&tb);
         } else if (r == -EINVAL) {
                 if (!msg || !*msg)
                         abort();

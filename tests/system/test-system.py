@@ -947,11 +947,12 @@ def _admin_user(bed):
 
 @test
 def admin_polkit(bed):
-    """Drain/Resume/CancelQuery/RemoveTicket: an unprivileged user is denied each (AccessDenied, asked of the
+    """Drain/Resume/CancelQuery/RemoveTicket/ListUserTokens/RevokeUserTokens: an unprivileged user is denied each (AccessDenied, asked of the
     real polkitd), root is allowed, and a polkit rule granting a group lets that group's user drain."""
     bed.restart_clean()
     nobody = "65534"
-    for member, args in (("Drain", ()), ("Resume", ()), ("CancelQuery", ("qr_x",)), ("RemoveTicket", ("tk_x",))):
+    for member, args in (("Drain", ()), ("Resume", ()), ("CancelQuery", ("qr_x",)), ("RemoveTicket", ("tk_x",)),
+                         ("ListUserTokens", ("alice",)), ("RevokeUserTokens", ("alice",))):
         rc, out = _busctl_as(bed, nobody, member, *args)
         log(f"# nobody {member}: exit {rc}: {out}")
         check(rc != 0 and re.search(r"Access denied|AccessDenied", out), f"nobody {member}: {out}")
@@ -968,6 +969,10 @@ def admin_polkit(bed):
     check(rc != 0 and "No running query" in out, f"root CancelQuery of nothing: {out}")
     rc, out = _busctl_as(bed, None, "RemoveTicket", "tk_nope")
     check(rc != 0 and "No ticket" in out, f"root RemoveTicket of nothing: {out}")
+    rc, out = _busctl_as(bed, None, "ListUserTokens", "alice")
+    check(rc == 0 and out.strip() == "a(ssttt) 0", f"root ListUserTokens: {out}")
+    rc, out = _busctl_as(bed, None, "RevokeUserTokens", "alice")
+    check(rc == 0 and out.strip() == "u 0", f"root RevokeUserTokens: {out}")
 
     uid = _admin_user(bed)
     rc, out = _busctl_as(bed, uid, "Drain")
@@ -2723,6 +2728,47 @@ def admin_cancel_during_run_python(bed):
         check(st["ticket"]["status"] == "reserved", f"the waiting ticket was not promoted: {st}")
         check(bed.prop("Health") == "ok", "not ok after the cancel")
         bed.http("DELETE", "/api/v1/queue/ticket", b)
+
+
+@test
+def mcp_cancel_during_run_python(bed):
+    """An MCP client (API.md "MCP") that closes its ask_wiki's stream while run_python sleeps: the query is
+    cancelled as CancelQuery cancels it, its scope is gone (cleanup confirmed) and its record says failed
+    "Cancelled by the MCP client". The stream is read raw; its progress names the run."""
+    with _Pipeline(bed) as pl:
+        code = "import time\ntime.sleep(120)\n"
+        pl.llm.set_script([{"tool_calls": [{"name": "run_python", "arguments": {"code": code}}]},
+                           {"answer": "never"}])
+        token = bed.session()
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "ask_wiki", "arguments": {"question": "Sleep?"}, "_meta": {"progressToken": "p"}}}
+        data = json.dumps(call).encode()
+        sock = socket.create_connection(("127.0.0.1", bed.port), timeout=60)
+        raw = b""
+        try:
+            sock.sendall((f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{bed.port}\r\n"
+                          f"Accept: application/json, text/event-stream\r\nCookie: wikiweb_session={token}\r\n"
+                          f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n").encode() + data)
+            while b"running Python in the sandbox" not in raw:
+                got = sock.recv(65536)
+                check(got, f"the stream ended: {raw!r}")
+                raw += got
+            wait_until(lambda: _sb_user_units(bed), 30, interval=0.2, what="the sandbox scope")
+        finally:
+            sock.close()
+        check(b"text/event-stream" in raw and b"notifications/progress" in raw, f"the stream: {raw!r}")
+        rec = {}
+
+        def ended():
+            _, _, page = bed.http("GET", "/api/v1/history", token)
+            rec.update(page["items"][0] if page["items"] else {})
+            return rec.get("status") == "failed"
+        wait_until(ended, 60, interval=0.2, what="the cancelled query's end")
+        check(rec["error"]["code"] == "execution_failed" and rec["error"]["message"] == "Cancelled by the MCP client",
+              f"record {rec}")
+        wait_until(lambda: not _sb_user_units(bed), 30, interval=0.2, what="the scope's removal")
+        _pl_no_scopes(bed)
+        check(bed.prop("Health") == "ok", "not ok after the cancel")
 
 
 def _sse_post(bed, path, token, body, timeout=90):

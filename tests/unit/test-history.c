@@ -312,7 +312,7 @@ TEST(open_creates_file) {
         ASSERT_TRUE(h);
         ASSERT_TRUE(history_free(h) == NULL);
         ASSERT_TRUE(history_free(NULL) == NULL);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 7);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 8);
 
         /* A directory that does not exist. */
         {
@@ -1403,7 +1403,7 @@ TEST(migrate_from_version_1) {
         sql_exec(dir, sql);
 
         h = open_store(dir, 1);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 7);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 8);
         done = get_record(h, qid(500), &k);
         ASSERT_EQ_STR(get_str(done, "status"), "succeeded");
         ASSERT_EQ_STR(get_str(done, "answer"), "42");
@@ -1429,7 +1429,7 @@ TEST(migrate_from_version_1) {
 
         /* Opened again: nothing more to do. */
         h = open_store(dir, 0);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 7);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 8);
         history_free(h);
 }
 
@@ -1471,7 +1471,7 @@ TEST(migrate_from_version_2) {
         sql_exec(dir, sql);
 
         h = open_store(dir, 0);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 7);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 8);
         old = get_record(h, qid(600), &k);
         ASSERT_EQ_STR(get_str(old, "sandbox"), "offered");
         ASSERT_EQ_INT(json_object_array_length(get_key(old, "citations")), 0);
@@ -1508,9 +1508,10 @@ TEST(migrate_from_version_2) {
                 "ALTER TABLE queries DROP COLUMN searches; ALTER TABLE queries DROP COLUMN wording_key;"
                 "ALTER TABLE queries DROP COLUMN signals; ALTER TABLE queries DROP COLUMN given_titles;"
                 "ALTER TABLE queries DROP COLUMN notes;"
+                "DROP TABLE tokens;"
                 "PRAGMA user_version = 3;");
         h = open_store(dir, 0);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 7);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 8);
         ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM queries WHERE conversation = id"), 2);
         ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM shares"), 0);
         ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM queries WHERE given_titles = '[]'"), 2);

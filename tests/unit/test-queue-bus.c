@@ -20,6 +20,7 @@
 
 #include "admission/admission.h"
 #include "bus/queue-bus.h"
+#include "manager/manager-ops.h"
 #include "manager/manager.h"
 #include "sandbox/files.h"
 #include "shared/config.h"
@@ -691,6 +692,40 @@ static void expect_call(Test *t, const char *member, const char *arg, const char
                 ASSERT_TRUE(!sd_bus_message_is_method_error(reply, NULL));
 }
 
+/* A person's key for the token methods: a fake of the transport's. */
+static int fake_user_key(const char *user, SessionKey *ret) {
+        memset(ret->bytes, 0x5a, sizeof ret->bytes);
+        ret->bytes[0] = (uint8_t) user[0];
+        return 0;
+}
+
+/* ListUserTokens and RevokeUserTokens, as root: the person's tokens
+ * without their secret, then all of them revoked. */
+static void run_token_methods(Test *t) {
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL, *revoked = NULL;
+        const char *id, *name;
+        uint64_t created, expires, used;
+        ManagerTokenCreated c;
+        ManagerError e;
+        uint32_t n;
+
+        manager_set_user_key_function(t->manager, fake_user_key);
+        ASSERT_OK(manager_token_create(t->manager, "alice", "laptop", 1, &c, &e));
+        reply = call_method(t, IFACE, "ListUserTokens", "s", "alice");
+        ASSERT_TRUE(!sd_bus_message_is_method_error(reply, NULL));
+        ASSERT_OK(sd_bus_message_enter_container(reply, 'a', "(ssttt)"));
+        ASSERT_EQ_INT(sd_bus_message_read(reply, "(ssttt)", &id, &name, &created, &expires, &used), 1);
+        ASSERT_EQ_STR(id, c.id);
+        ASSERT_EQ_STR(name, "laptop");
+        ASSERT_TRUE(created == c.created_at && expires == c.expires_at && used == 0);
+        ASSERT_EQ_INT(sd_bus_message_read(reply, "(ssttt)", &id, &name, &created, &expires, &used), 0);
+        expect_call(t, "ListUserTokens", "", SD_BUS_ERROR_INVALID_ARGS);
+        revoked = call_method(t, IFACE, "RevokeUserTokens", "s", "alice");
+        ASSERT_OK(sd_bus_message_read(revoked, "u", &n));
+        ASSERT_EQ_INT(n, 1);
+        ASSERT_EQ_INT(manager_token_create(t->manager, "alice", "x", 0, &c, &e), 0);
+}
+
 static void run_admin_methods(Test *t) {
         SessionKey a = key(1), b = key(2), c = key(3);
         usec_t t0 = now(CLOCK_MONOTONIC);
@@ -748,6 +783,7 @@ static void run_admin_methods(Test *t) {
         ASSERT_EQ_STR(rv->arg0, id);
         ASSERT_EQ_STR(rv->arg1, "failed");
         expect_call(t, "CancelQuery", id, QUEUE_BUS_ERROR_NO_SUCH_QUERY);
+        run_token_methods(t);
 }
 
 /* A fake polkit on the private bus, in the same event loop as the daemon:
@@ -878,7 +914,11 @@ static void run_polkit(Test *t) {
         ASSERT_EQ_STR(error, SD_BUS_ERROR_ACCESS_DENIED);
         call_as_nobody(t, "RemoveTicket", "tk_x", false, error, sizeof error);
         ASSERT_EQ_STR(error, SD_BUS_ERROR_ACCESS_DENIED);
-        ASSERT_EQ_INT(pk.calls, 4);
+        call_as_nobody(t, "ListUserTokens", "alice", false, error, sizeof error);
+        ASSERT_EQ_STR(error, SD_BUS_ERROR_ACCESS_DENIED);
+        call_as_nobody(t, "RevokeUserTokens", "alice", false, error, sizeof error);
+        ASSERT_EQ_STR(error, SD_BUS_ERROR_ACCESS_DENIED);
+        ASSERT_EQ_INT(pk.calls, 6);
         expect_s(t, "Admission", "open");
 
         /* polkit would ask: the interactive flag is passed on, and without

@@ -194,6 +194,11 @@ TEST(path_is_api) {
         ASSERT_TRUE(!router_path_is_api(""));
         ASSERT_TRUE(!router_path_is_api("/index.html"));
         ASSERT_TRUE(!router_path_is_api(NULL));
+        /* The MCP face gets the same sessions, origin policy and errors. */
+        ASSERT_TRUE(router_path_is_api("/mcp"));
+        ASSERT_TRUE(!router_path_is_api("/mcp/"));
+        ASSERT_TRUE(!router_path_is_api("/mcpx"));
+        ASSERT_TRUE(!router_path_is_api("/MCP"));
 }
 
 #define TOKEN "sh_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -246,6 +251,20 @@ TEST(conversation_routes) {
         ASSERT_EQ_INT(router_match("/api/v1/shared/", &m), -ENOENT);
 }
 
+TEST(tokens) {
+        RouteMatch m;
+
+        ASSERT_OK(router_match("/api/v1/tokens", &m));
+        ASSERT_EQ_INT(m.route, ROUTE_TOKENS);
+        ASSERT_OK(router_match("/api/v1/tokens/tk_0123456789abcdef0123456789abcdef", &m));
+        ASSERT_EQ_INT(m.route, ROUTE_TOKEN);
+        ASSERT_EQ_STR(m.id, "tk_0123456789abcdef0123456789abcdef");
+        ASSERT_EQ_INT(router_match("/api/v1/tokens/", &m), -ENOENT);
+        ASSERT_EQ_INT(router_match("/api/v1/tokens/tk_0123456789ABCDEF0123456789abcdef", &m), -ENOENT);
+        ASSERT_EQ_INT(router_match("/api/v1/tokens/qr_0123456789abcdef0123456789abcdef", &m), -ENOENT);
+        ASSERT_EQ_INT(router_match("/api/v1/tokens/tk_0123456789abcdef0123456789abcdef/", &m), -ENOENT);
+}
+
 TEST(methods) {
         /* The full table: route x method. */
         static const struct {
@@ -271,6 +290,9 @@ TEST(methods) {
                 { ROUTE_SHARED_EXPORT, "GET" },
                 { ROUTE_SHARED_ARTIFACT, "GET, HEAD" },
                 { ROUTE_REPORTS, "GET" },
+                { ROUTE_MCP, "POST" },
+                { ROUTE_TOKENS, "GET, HEAD, POST" },
+                { ROUTE_TOKEN, "DELETE" },
                 { ROUTE_HISTORY_ARCHIVE, "GET" },
         };
 
