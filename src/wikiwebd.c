@@ -10,6 +10,7 @@
 #include "bus/queue-bus.h"
 #include "config-version.h"
 #include "api/api.h"
+#include "mcp/mcp.h"
 #include "http/drain.h"
 #include "http/httpd.h"
 #include "http/listen.h"
@@ -31,6 +32,7 @@ typedef struct Daemon {
         Manager *manager;
         StatusLine *status_line; /* STATUS= */
         Api *api;
+        Mcp *mcp;
         HttpServer *http;
         MetricsServer *metrics; /* only with wikiwebd-metrics.socket */
         QueueBus *bus;
@@ -146,6 +148,7 @@ static void daemon_done(Daemon *d) {
         d->drain = http_drain_free(d->drain);
         d->metrics = metrics_server_free(d->metrics);
         d->http = http_server_free(d->http);
+        d->mcp = mcp_free(d->mcp);
         d->api = api_free(d->api);
         d->bus = queue_bus_free(d->bus);
         d->status_line = status_line_free(d->status_line);
@@ -213,6 +216,16 @@ static int setup_signals(Daemon *d) {
         return 0;
 }
 
+/* The HTTP faces on one server: /mcp is the MCP face's, the rest the
+ * API's. */
+static HttpHandlerResult daemon_handle(HttpRequest *req, void *userdata) {
+        Daemon *d = userdata;
+
+        if (http_request_route(req)->route == ROUTE_MCP)
+                return mcp_handle(req, d->mcp);
+        return api_handle(req, d->api);
+}
+
 /* The faces: the HTTP API on its socket, the metrics on theirs (an extra:
  * without them the API still serves), the queue on the system bus
  * (without one, a developer's machine, the daemon still serves HTTP). */
@@ -228,6 +241,9 @@ static int setup_faces(Daemon *d) {
         r = api_new(d->event, d->manager, &d->api);
         if (r < 0)
                 return log_oom();
+        r = mcp_new(d->event, d->manager, &d->mcp);
+        if (r < 0)
+                return log_oom();
 
         fd = http_listen_acquire(arg_listen, &metrics_fd);
         if (fd < 0) {
@@ -235,12 +251,14 @@ static int setup_faces(Daemon *d) {
                         (void) close(metrics_fd);
                 return fd;
         }
-        r = http_server_new(d->event, fd, &d->config, api_handle, d->api, &d->http);
+        r = http_server_new(d->event, fd, &d->config, daemon_handle, d, &d->http);
         if (r < 0) {
                 if (metrics_fd >= 0)
                         (void) close(metrics_fd);
                 return log_error_errno(r, "Failed to start the HTTP server");
         }
+        /* Before the loop: no request is keyed without it. */
+        http_server_set_user_secret(d->http, manager_get_user_secret(d->manager));
         /* Access tokens: checked by the Manager for the transport, on the
          * API's paths and /mcp. */
         http_server_set_token_verifier(d->http, api_verify_token, d->api);

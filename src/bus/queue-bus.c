@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <assert.h>
+#include <pwd.h>
 #include <sys/types.h>
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
@@ -8,8 +9,10 @@
 #include "bus/queue-bus.h"
 #include "manager/manager-ops.h"
 #include "manager/manager.h"
+#include "shared/list.h"
 #include "shared/log.h"
 #include "shared/macro.h"
+#include "shared/user-key.h"
 #include "store/report.h"
 
 #define QUEUE_BUS_NAME "org.wikiweb.Queue1"
@@ -17,6 +20,10 @@
 #define QUEUE_BUS_INTERFACE "org.wikiweb.Queue1"
 /* The polkit action of every method that acts (API.md 12.1). */
 #define QUEUE_BUS_POLKIT_ACTION "org.wikiweb.queue.manage"
+/* EraseUser's own: erasing a person is not managing the queue. */
+#define QUEUE_BUS_POLKIT_ERASE_ACTION "org.wikiweb.queue1.erase-user"
+
+typedef struct BusErasure BusErasure;
 
 struct QueueBus {
         sd_event *event;  /* borrowed */
@@ -34,6 +41,7 @@ struct QueueBus {
         uint64_t last[15];
 
         PolkitRegistry *polkit;
+        BusErasure *erasures; /* EraseUser calls under way */
 };
 
 static const Admission *queue_bus_admission(const QueueBus *b) {
@@ -391,7 +399,8 @@ static void schedule_flush(QueueBus *b);
  * call may go on; otherwise the handler returns what it returns mapped by
  * AUTHORIZED_OR_RETURN: an error, or 1 without a reply, as the handler
  * runs again with the same message once polkit has answered. */
-static int authorize(QueueBus *b, sd_bus_message *m, const char **ret_id, sd_bus_error *error) {
+static int authorize_action(
+        QueueBus *b, sd_bus_message *m, const char *action, const char **ret_id, sd_bus_error *error) {
         int r;
 
         if (ret_id) {
@@ -399,8 +408,12 @@ static int authorize(QueueBus *b, sd_bus_message *m, const char **ret_id, sd_bus
                 if (r < 0)
                         return r;
         }
-        r = bus_verify_polkit_async(m, QUEUE_BUS_POLKIT_ACTION, &b->polkit, error);
+        r = bus_verify_polkit_async(m, action, &b->polkit, error);
         return r < 0 ? r : r > 0 ? 1 : 0;
+}
+
+static int authorize(QueueBus *b, sd_bus_message *m, const char **ret_id, sd_bus_error *error) {
+        return authorize_action(b, m, QUEUE_BUS_POLKIT_ACTION, ret_id, error);
 }
 
 #define AUTHORIZED_OR_RETURN(r)                   \
@@ -474,6 +487,98 @@ static int method_remove_ticket(sd_bus_message *m, void *userdata, sd_bus_error 
         if (r < 0)
                 return r;
         return sd_bus_reply_method_return(m, NULL);
+}
+
+/* D-Bus EraseUser (API.md 12.1), once polkit allowed it
+ * (org.wikiweb.queue1.erase-user): the Manager erases the person, and the
+ * call is answered when it is done, with how many records went. */
+struct BusErasure {
+        QueueBus *bus;
+        sd_bus_message *call;
+        ManagerErasure *erasure;
+        BusErasure *erasures_prev, *erasures_next;
+};
+
+static BusErasure *bus_erasure_free(BusErasure *e) {
+        if (!e)
+                return NULL;
+        if (e->bus)
+                LIST_REMOVE(erasures, e->bus->erasures, e);
+        manager_erasure_free(e->erasure);
+        sd_bus_message_unref(e->call);
+        free(e);
+        return NULL;
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(BusErasure *, bus_erasure_free);
+
+static void queue_bus_on_erased(
+        ManagerErasure *erasure, const ManagerError *error, const ManagerErased *result, void *userdata) {
+        BusErasure *e = userdata;
+        int r;
+
+        if (error)
+                r = sd_bus_reply_method_errorf(
+                        e->call,
+                        error->api_error == API_ERROR_BUSY ? QUEUE_BUS_ERROR_BUSY : SD_BUS_ERROR_FAILED,
+                        "%s",
+                        error->message ? error->message :
+                                         "The history could not be erased; the journal says why.");
+        else
+                r = sd_bus_reply_method_return(e->call, "t", result->records);
+        if (r < 0)
+                log_warning_errno(r, "D-Bus: cannot answer EraseUser");
+        bus_erasure_free(e);
+}
+
+/* "uid 1000 (alice)": who called, for the journal line of the erasure. */
+static char *bus_caller_name(sd_bus_message *m) {
+        _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
+        struct passwd pw, *found = NULL;
+        char buf[1024], *s = NULL;
+        uid_t uid;
+
+        if (sd_bus_query_sender_creds(m, SD_BUS_CREDS_EUID, &creds) < 0 ||
+            sd_bus_creds_get_euid(creds, &uid) < 0)
+                return strdup("an unknown caller");
+        if (getpwuid_r(uid, &pw, buf, sizeof buf, &found) != 0 || !found)
+                found = NULL;
+        if (asprintf(&s, "uid %u (%s)", (unsigned) uid, found ? found->pw_name : "no name") < 0)
+                return NULL;
+        return s;
+}
+
+static int method_erase_user(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+        _cleanup_(bus_erasure_freep) BusErasure *e = NULL;
+        _cleanup_free_ char *by = NULL;
+        QueueBus *b = userdata;
+        const char *name = NULL;
+        ManagerError me;
+        int r;
+
+        r = authorize_action(b, m, QUEUE_BUS_POLKIT_ERASE_ACTION, &name, error);
+        AUTHORIZED_OR_RETURN(r);
+
+        /* The identity name as the trusted proxy gives it (API.md "Identity"). */
+        if (!user_name_is_valid(name, strlen(name)))
+                return sd_bus_error_set(
+                        error,
+                        SD_BUS_ERROR_INVALID_ARGS,
+                        "Not a valid identity name: 1 to 256 bytes of UTF-8 without control characters.");
+        by = bus_caller_name(m);
+        e = calloc(1, sizeof *e);
+        if (!by || !e)
+                return -ENOMEM;
+        e->call = sd_bus_message_ref(m);
+        r = manager_erase_user(b->manager, name, by, queue_bus_on_erased, e, &e->erasure, &me);
+        if (r < 0)
+                return sd_bus_error_set(
+                        error,
+                        r == -EINVAL ? SD_BUS_ERROR_INVALID_ARGS : SD_BUS_ERROR_NO_MEMORY,
+                        me.message ? me.message : "The erasure could not be started.");
+        e->bus = b;
+        LIST_PREPEND(erasures, b->erasures, e);
+        TAKE_PTR(e);
+        return 1;
 }
 
 /* The person a token method names (API.md "Access tokens"): an identity
@@ -617,6 +722,12 @@ static const sd_bus_vtable queue_vtable[] = {
                 SD_BUS_ARGS("s", id),
                 SD_BUS_NO_RESULT,
                 method_remove_ticket,
+                SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS(
+                "EraseUser",
+                SD_BUS_ARGS("s", name),
+                SD_BUS_RESULT("t", records),
+                method_erase_user,
                 SD_BUS_VTABLE_UNPRIVILEGED),
         SD_BUS_METHOD_WITH_ARGS(
                 "ListUserTokens",
@@ -889,8 +1000,11 @@ QueueBus *queue_bus_free(QueueBus *b) {
         if (b->flush_source && sd_event_source_get_enabled(b->flush_source, NULL) > 0)
                 (void) queue_bus_flush_properties(b);
         sd_event_source_disable_unref(b->flush_source);
-        /* Checks still waiting for polkit are dropped, unanswered. */
+        /* Checks still waiting for polkit are dropped, unanswered, and so
+         * are erasures under way (nothing erased yet, or all of it). */
         polkit_registry_free(b->polkit);
+        while (b->erasures)
+                bus_erasure_free(b->erasures);
         sd_bus_slot_unref(b->object_slot);
         sd_bus_slot_unref(b->disconnected_slot);
         /* Queued signals (a last QueryFinished on shutdown) go out first;

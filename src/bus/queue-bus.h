@@ -51,6 +51,8 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(QueueBus *, queue_bus_free);
 /* D-Bus errors of the methods that act. */
 #define QUEUE_BUS_ERROR_NO_SUCH_QUERY "org.wikiweb.Error.NoSuchQuery"
 #define QUEUE_BUS_ERROR_NO_SUCH_TICKET "org.wikiweb.Error.NoSuchTicket"
+/* EraseUser: a query of the person did not end in time. */
+#define QUEUE_BUS_ERROR_BUSY "org.wikiweb.Error.Busy"
 
 /* Compare the properties with those last emitted now and emit
  * PropertiesChanged for those that changed (the defer source does this on

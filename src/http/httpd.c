@@ -104,6 +104,10 @@ struct HttpServer {
          * the user header from an untrusted peer was last logged, per
          * address: at most once a minute each. */
         uint8_t session_secret[SESSION_SECRET_BYTES];
+        /* The secret of the installation every session key is sealed with
+         * (user_key_seal()): the key the history keeps. Zero until main
+         * sets it (http_server_set_user_secret()). */
+        UserKeySecret user_secret;
         HttpIdentityWarning identity_warned[HTTP_IDENTITY_WARN_SLOTS];
         unsigned identity_suppressed;
 
@@ -481,6 +485,81 @@ HttpHandlerResult http_reply_bytes(
                 return http_reply_oom(req);
         /* A response without its session cookie or CORS headers would be
          * a wrong answer: the static 500 instead. */
+        if (add_common_headers(req, r) < 0 ||
+            (content_type && add_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) < 0)) {
+                MHD_destroy_response(r);
+                return http_reply_oom(req);
+        }
+        for (const char *const *h = extra_headers; h && h[0] && h[1]; h += 2)
+                if (add_header(r, h[0], h[1]) < 0) {
+                        MHD_destroy_response(r);
+                        return http_reply_oom(req);
+                }
+        return queue_or_store(req, r, status);
+}
+
+/* A body made as it is sent (http_reply_reader()). */
+typedef struct HttpBodyReader {
+        HttpBodyRead read;
+        HttpBodyFree free;
+        void *userdata;
+} HttpBodyReader;
+
+static ssize_t http_body_on_read(void *cls, uint64_t pos, char *buf, size_t max) {
+        HttpBodyReader *b = cls;
+        ssize_t n;
+
+        if (max == 0)
+                return 0;
+        n = b->read(b->userdata, (uint8_t *) buf, max);
+        if (n > 0)
+                return n;
+        if (n == 0)
+                return MHD_CONTENT_READER_END_OF_STREAM;
+        log_warning_errno((int) n, "HTTP: a download failed while it was made; closing its connection");
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+/* MHD is done with the response: sent, or the client went away. */
+static void http_body_on_free(void *cls) {
+        HttpBodyReader *b = cls;
+
+        if (b->free)
+                b->free(b->userdata);
+        free(b);
+}
+
+HttpHandlerResult http_reply_reader(
+        HttpRequest *req,
+        unsigned status,
+        const char *content_type,
+        HttpBodyRead read,
+        HttpBodyFree free_userdata,
+        void *userdata,
+        const char *const *extra_headers) {
+        struct MHD_Response *r = NULL;
+        HttpBodyReader *b;
+
+        assert(req);
+        assert(read);
+
+        b = TEST_FAULT(req->server->test_oom != FAULT_HTTP_OOM_NONE) ? NULL : malloc(sizeof *b);
+        if (b) {
+                *b = (HttpBodyReader){ .read = read, .free = free_userdata, .userdata = userdata };
+                /* Chunked: MHD reads into the connection's memory pool, a
+                 * piece at a time as the socket drains (the block size only
+                 * counts for an HTTP/1.0 client). */
+                r = MHD_create_response_from_callback(
+                        MHD_SIZE_UNKNOWN, HTTP_READER_BLOCK_BYTES, http_body_on_read, b, http_body_on_free);
+                if (!r)
+                        free(b);
+        }
+        if (!r) {
+                if (free_userdata)
+                        free_userdata(userdata);
+                return http_reply_oom(req);
+        }
+        /* From here on, MHD frees b and userdata with the response. */
         if (add_common_headers(req, r) < 0 ||
             (content_type && add_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) < 0)) {
                 MHD_destroy_response(r);
@@ -1083,8 +1162,17 @@ static bool request_identify(HttpRequest *req, const char *url, const IdentitySc
         }
 
         if (cfg->require_user && !request_is_health(req, url)) {
+                /* An assistant cannot follow the sign-on's browser login:
+                 * /mcp says how to authenticate instead (API.md "MCP"). */
+                const char *h[] = { "WWW-Authenticate", "Bearer realm=\"wikiweb\"", NULL };
+                bool mcp = streq(url, "/mcp");
+
                 metrics_count_identity_refused("missing");
-                http_reply_error(req, API_ERROR_ORIGIN_DENIED, "Sign-in required", NULL);
+                http_reply_error(
+                        req,
+                        mcp ? API_ERROR_UNAUTHORIZED : API_ERROR_ORIGIN_DENIED,
+                        "Sign-in required",
+                        mcp ? h : NULL);
                 return true;
         }
         return false;
@@ -1269,6 +1357,14 @@ static bool request_begin(HttpRequest *req, const char *url, const char *method,
                         http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
                         return true;
                 }
+        }
+        /* A token's key and a person's alike: what the history keeps is
+         * keyed with the installation's secret (wikiwebd(8) "Backups"). */
+        r = user_key_seal(&req->server->user_secret, &req->session, &req->session);
+        if (r < 0) {
+                log_error_errno(r, "Failed to seal the session key");
+                http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+                return true;
         }
 
         if (req->method == HTTP_METHOD_OPTIONS) {
@@ -1753,6 +1849,12 @@ unsigned http_connection_limit(const Config *config) {
         if (config->http_max_connections > 0)
                 limit = MIN(limit, config->http_max_connections);
         return (unsigned) MIN(limit, (uint64_t) 1000000);
+}
+
+void http_server_set_user_secret(HttpServer *s, const UserKeySecret *secret) {
+        assert(s);
+        assert(secret);
+        s->user_secret = *secret;
 }
 
 int http_server_new(

@@ -54,8 +54,8 @@ static const struct {
                             "/api/v1/history",
                             NULL,
                             NULL,
-                            M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD),
-                            "GET, HEAD" },
+                            M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD) | M(HTTP_METHOD_DELETE),
+                            "GET, HEAD, DELETE" },
         [ROUTE_HISTORY_ITEM] = { "history-item",
                                  "/api/v1/history/",
                                  "qr_",
@@ -112,6 +112,7 @@ static const struct {
                                     SHARE_TOKEN_HEX_DIGITS,
                                     "af_" },
         [ROUTE_REPORTS] = { "reports", "/api/v1/reports", NULL, NULL, M(HTTP_METHOD_GET), "GET" },
+        [ROUTE_MCP] = { "mcp", "/mcp", NULL, NULL, M(HTTP_METHOD_POST), "POST" },
         /* Personal access tokens (API.md "Access tokens"). */
         [ROUTE_TOKENS] = { "tokens",
                            "/api/v1/tokens",
@@ -120,6 +121,14 @@ static const struct {
                            M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD) | M(HTTP_METHOD_POST),
                            "GET, HEAD, POST" },
         [ROUTE_TOKEN] = { "token", "/api/v1/tokens/", "tk_", NULL, M(HTTP_METHOD_DELETE), "DELETE" },
+        /* A person's whole history as one ZIP (API.md 9 "Export of a whole
+         * history"): GET only, as a conversation's export. */
+        [ROUTE_HISTORY_ARCHIVE] = { "history-archive",
+                                    "/api/v1/history/export",
+                                    NULL,
+                                    NULL,
+                                    M(HTTP_METHOD_GET),
+                                    "GET" },
 };
 
 const char *route_to_string(Route r) {
@@ -191,6 +200,8 @@ int router_match(const char *path, RouteMatch *ret) {
 }
 
 bool router_path_is_api(const char *path) {
+        if (path && streq(path, "/mcp"))
+                return true;
         if (!path || !strneq(path, "/api/v1", STRLEN("/api/v1")))
                 return false;
         return path[STRLEN("/api/v1")] == '\0' || path[STRLEN("/api/v1")] == '/';

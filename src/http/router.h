@@ -48,8 +48,10 @@ typedef enum Route {
         ROUTE_SHARED_EXPORT,     /* /api/v1/shared/sh_<64 hex>/export */
         ROUTE_SHARED_ARTIFACT,   /* /api/v1/shared/sh_<64 hex>/artifacts/af_<32 hex> */
         ROUTE_REPORTS,           /* /api/v1/reports */
+        ROUTE_MCP,               /* /mcp: the MCP face (API.md "MCP") */
         ROUTE_TOKENS,            /* /api/v1/tokens */
         ROUTE_TOKEN,             /* /api/v1/tokens/tk_<32 hex> */
+        ROUTE_HISTORY_ARCHIVE,   /* /api/v1/history/export */
         _ROUTE_MAX,
         _ROUTE_INVALID = -EINVAL,
 } Route;
@@ -76,14 +78,14 @@ typedef struct RouteMatch {
  * "sh_" and exactly 64. */
 int router_match(const char *path, RouteMatch *ret);
 
-/* True for "/api/v1" and anything starting with "/api/v1/": the paths that
- * get sessions, the origin policy and JSON errors. */
+/* True for "/api/v1", anything starting with "/api/v1/", and "/mcp": the
+ * paths that get sessions, the origin policy and JSON errors. */
 bool router_path_is_api(const char *path);
 
 /* Methods per route (OPTIONS is answered as a preflight before routing, so
  * no route lists it):
- *   health, queue/status, history, artifact: GET, HEAD
- *   history item: GET, HEAD, DELETE
+ *   health, queue/status, artifact: GET, HEAD
+ *   history, history item: GET, HEAD, DELETE (DELETE /history: all of the person's)
  *   queue/join, query: POST
  *   queue/ticket: DELETE
  *   queue/events, history item's events: GET (event streams, API.md 11)
@@ -94,7 +96,8 @@ bool router_path_is_api(const char *path);
  *   history item's export, shared, shared export: GET
  *   shared artifact: GET, HEAD
  *   history item's share: POST, DELETE
- *   tokens: GET, HEAD, POST; a token: DELETE ("Access tokens") */
+ *   tokens: GET, HEAD, POST; a token: DELETE ("Access tokens")
+ *   mcp: POST (no server-initiated stream, so GET is 405: API.md "MCP") */
 bool route_allows_method(Route r, HttpMethod m);
 
 /* The Allow header value for a 405 on route r, e.g. "GET, HEAD"; NULL for

@@ -5,6 +5,7 @@
 #include "shared/base64url.h"
 #include "shared/random-util.h"
 #include "shared/sha256.h"
+#include "shared/user-key.h"
 #include "shared/utf8.h"
 #include "http/session.h"
 
@@ -134,23 +135,9 @@ int session_set_cookie_header(const char *token, uint64_t max_age_seconds, bool 
 }
 
 bool session_user_is_valid(const char *s, size_t len) {
-        if (!s || len == 0 || len > SESSION_USER_MAX_BYTES)
-                return false;
-        for (size_t i = 0; i < len;) {
-                size_t n;
-
-                /* C0 and DEL here; C1 and malformed sequences below. */
-                if ((unsigned char) s[i] < 0x20 || s[i] == 0x7f)
-                        return false;
-                n = utf8_decode_no_c1((const uint8_t *) s + i, len - i);
-                if (n == 0)
-                        return false;
-                i += n;
-        }
-        return true;
+        return user_name_is_valid(s, len);
 }
 
-#define SESSION_USER_KEY_DOMAIN "wikiweb-user"
 #define SESSION_USER_COOKIE_DOMAIN "wikiweb-cookie"
 
 /* SHA-256 of the secret (when there is one: it has a fixed length), the
@@ -183,17 +170,7 @@ static int user_digest(
 }
 
 int session_key_from_user(const char *user, SessionKey *ret) {
-        uint8_t d[SHA256_DIGEST_SIZE];
-        int r;
-
-        assert(user);
-        assert(ret);
-
-        r = user_digest(NULL, SESSION_USER_KEY_DOMAIN, sizeof(SESSION_USER_KEY_DOMAIN), user, d);
-        if (r < 0)
-                return r;
-        memcpy(ret->bytes, d, sizeof d);
-        return 0;
+        return user_key_from_name(user, ret);
 }
 
 int session_token_for_user(

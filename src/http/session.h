@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "shared/ids.h"
+#include "shared/user-key.h"
 
 /* Sessions (API.md 3): a cookie holding 43 base64url characters (32 random
  * bytes). The daemon keeps no session table; it only ever stores or keys by
@@ -44,11 +45,11 @@ int session_key_from_token(const char *token, SessionKey *ret);
  * header: 1 to SESSION_USER_MAX_BYTES bytes of valid UTF-8 (shortest form,
  * no surrogates) without a control character (C0, DEL, C1). Anything
  * else is refused, never repaired. */
-#define SESSION_USER_MAX_BYTES 256
+#define SESSION_USER_MAX_BYTES USER_NAME_MAX_BYTES
 bool session_user_is_valid(const char *s, size_t len);
 
-/* The SessionKey of a user: SHA-256 of "wikiweb-user", a NUL and the
- * name. Every session of that user has this key, so the queue, the
+/* The SessionKey of a user (user_key_from_name()): SHA-256 of
+ * "wikiweb-user", a NUL and the name. Every session of that user has this key, so the queue, the
  * running query, the history and the streams are the person's, across
  * browsers and devices. It never equals the key of a token (that is the
  * digest of 43 base64url characters, which contain no NUL). The caller

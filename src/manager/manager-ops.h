@@ -117,6 +117,47 @@ int manager_prepare_follow_up(
 ManagerPreparedFollowUp *manager_follow_up_free(ManagerPreparedFollowUp *p);
 DEFINE_TRIVIAL_CLEANUP_FUNC(ManagerPreparedFollowUp *, manager_follow_up_free);
 
+/* ---- a person's erasure (manager-erase.c) ---- */
+
+/* A person's own erasure (DELETE /api/v1/history): every record of the
+ * session (with an identity, the person's on every device), with
+ * artifacts, feedback and share links, and the write-ahead log
+ * checkpointed before it returns (history_erase_session()). Refused with
+ * busy while one of the session's queries runs, as a record's deletion.
+ * The number of records erased in *ret_records (may be NULL). 0; -EBUSY
+ * (busy), -EIO. */
+int manager_erase_session(Manager *m, const SessionKey *session, uint64_t *ret_records, ManagerError *ret_error);
+
+/* An administrator's erasure of the person named user (D-Bus EraseUser,
+ * API.md 12.1), by (who asked, for the journal: "uid 1000 (alice)"): their
+ * ticket is removed, their running queries cancelled (as CancelQuery) and
+ * waited for until their records are durable, then every record,
+ * artifact, feedback, share link and personal access token of theirs
+ * goes. The journal says once who erased whom and how many, never
+ * content. Start errors: -EINVAL (not a valid identity name:
+ * invalid_input), -ENOMEM. done's result is borrowed for the call; error
+ * busy when a query of theirs had not ended after
+ * MANAGER_ERASE_WAIT_USEC. */
+#define MANAGER_ERASE_WAIT_USEC (60 * USEC_PER_SEC)
+typedef struct ManagerErased {
+        const char *user;
+        uint64_t records, artifacts, tokens;
+        unsigned cancelled; /* queries of theirs that were running */
+} ManagerErased;
+typedef struct ManagerErasure ManagerErasure;
+typedef void (*ManagerEraseDone)(
+        ManagerErasure *e, const ManagerError *error, const ManagerErased *result, void *userdata);
+int manager_erase_user(
+        Manager *m,
+        const char *user,
+        const char *by,
+        ManagerEraseDone done,
+        void *userdata,
+        ManagerErasure **ret,
+        ManagerError *ret_error);
+ManagerErasure *manager_erasure_free(ManagerErasure *e);
+DEFINE_TRIVIAL_CLEANUP_FUNC(ManagerErasure *, manager_erasure_free);
+
 /* ---- what a person may read (manager-readable.c) ---- */
 
 /* Whether user may read each of titles (any number, NULL-terminated,

@@ -69,9 +69,10 @@ struct Manager {
         WaitAverage average;       /* the average query time: the wait estimate (API.md 5) */
         QueryExecutor *executor;
         History *history;
-        SyncWorker *sync;      /* NULL: the syncs run on the loop */
-        HistoryWorker *worker; /* the store's jobs off the loop (store/history-worker.h) */
-        StorageWatch *storage; /* the retries of what could not be written, quick_check */
+        UserKeySecret user_secret; /* keys the history's owner column (shared/user-key.h) */
+        SyncWorker *sync;          /* NULL: the syncs run on the loop */
+        HistoryWorker *worker;     /* the store's jobs off the loop (store/history-worker.h) */
+        StorageWatch *storage;     /* the retries of what could not be written, quick_check */
         Sandbox *sandbox;
         SandboxState sandbox_state; /* as last logged */
 
@@ -190,19 +191,31 @@ History *manager_get_history(Manager *m) {
         return m->history;
 }
 
+const UserKeySecret *manager_get_user_secret(const Manager *m) {
+        assert(m);
+        return &m->user_secret;
+}
+
 void manager_set_user_key_function(Manager *m, ManagerUserKeyFunction f) {
         assert(m);
         m->user_key = f;
 }
 
 int manager_user_key(Manager *m, const char *user, SessionKey *ret) {
+        int r;
+
         assert(m);
         assert(user);
         assert(ret);
 
+        /* The key the HTTP transport gives the person's requests: the
+         * name's (main's function), sealed. */
         if (!m->user_key)
                 return -EOPNOTSUPP;
-        return m->user_key(user, ret);
+        r = m->user_key(user, ret);
+        if (r < 0)
+                return r;
+        return user_key_seal(&m->user_secret, ret, ret);
 }
 
 const Config *manager_get_config(Manager *m) {
@@ -1246,7 +1259,8 @@ static void random_ticket_id(char buf[static TICKET_ID_MAX], void *userdata) {
 
 /* The state directory holds the history, which is authoritative: without
  * one the daemon does not start. */
-static int open_history(const char *path, History **ret) {
+static int open_history(const char *path, const char *credentials, UserKeySecret *secret, History **ret) {
+        const char *source = NULL;
         unsigned recovered = 0;
         int r;
 
@@ -1257,7 +1271,15 @@ static int open_history(const char *path, History **ret) {
         if (mkdir(path, 0750) < 0 && errno != EEXIST)
                 return log_error_errno(errno, "Failed to create the state directory %s", path);
 
-        r = history_open(path, ret, &recovered);
+        r = user_key_secret_load(path, credentials, secret, &source);
+        if (r < 0)
+                return log_error_errno(r, "Failed to load the user key of the history");
+        if (streq(source, "new"))
+                log_notice(
+                        "History: made the user key %s/%s; back it up with the database (wikiwebd(8), \"Backups\").",
+                        path,
+                        USER_KEY_FILE);
+        r = history_open_keyed(path, secret, ret, &recovered);
         if (r < 0)
                 return log_error_errno(r, "Failed to open the history in %s", path);
         if (recovered > 0)
@@ -1369,7 +1391,7 @@ int manager_new(sd_event *event, const Config *config, Manager **ret) {
         if (r < 0)
                 return log_oom();
 
-        r = open_history(config->state_directory, &m->history);
+        r = open_history(config->state_directory, config->credentials_directory, &m->user_secret, &m->history);
         if (r < 0)
                 return r;
 
@@ -1481,6 +1503,7 @@ Manager *manager_free(Manager *m) {
         m->admission = admission_free(m->admission);
         m->wait_tracker = wait_tracker_free(m->wait_tracker);
         free(m->subscribers);
+        explicit_bzero(&m->user_secret, sizeof m->user_secret);
         free(m);
         return NULL;
 }

@@ -12,6 +12,7 @@
 #include "shared/config.h"
 #include "shared/ids.h"
 #include "shared/macro.h"
+#include "shared/user-key.h"
 #include "shared/time-util.h"
 #include "store/history.h"
 
@@ -242,14 +243,19 @@ const Admission *manager_get_admission(const Manager *m);
  * conversation's export), as machined reads its images; every write is a
  * Manager operation (manager-ops.h). Borrowed. */
 History *manager_get_history(Manager *m);
-/* The key a person's records are kept under, from their identity name
- * (the transport's session_key_from_user(), which main passes in: the
- * Manager knows no HTTP). Until it is set, operations that need it fail
- * with -EOPNOTSUPP. */
+/* The key a person's records are kept under, from their identity name:
+ * the transport's session_key_from_user() (which main passes in: the
+ * Manager knows no HTTP), sealed with the user key
+ * (manager_get_user_secret()), as the transport seals every request's.
+ * Until the function is set, operations that need it fail with
+ * -EOPNOTSUPP. */
 typedef int (*ManagerUserKeyFunction)(const char *user, SessionKey *ret);
 void manager_set_user_key_function(Manager *m, ManagerUserKeyFunction f);
 int manager_user_key(Manager *m, const char *user, SessionKey *ret);
 const Config *manager_get_config(Manager *m);
+/* The secret that seals every session key before it reaches the history
+ * (user_key_seal()): the HTTP transport is given it by main. Borrowed. */
+const UserKeySecret *manager_get_user_secret(const Manager *m);
 /* Whether the wiki is read as the asking person (WIKI_WEB_WIKI_READ_AS=person). */
 bool manager_reads_as_person(const Manager *m);
 /* Health's "wiki_read_check" in person mode ("ok", "failed", "unknown");

@@ -36,6 +36,7 @@ static const struct {
                                          "Request line and header fields exceed the maximum allowed size" },
         [API_ERROR_RATE_LIMITED] = { "rate_limited", 429, "Too many open event streams" },
         [API_ERROR_STORAGE_UNAVAILABLE] = { "storage_unavailable", 503, "The history cannot take a new record" },
+        [API_ERROR_UNAUTHORIZED] = { "unauthorized", 401, "Authentication required" },
         [API_ERROR_INVALID_TOKEN] = { "invalid_token", 401, "The access token is wrong, expired or revoked" },
 };
 

@@ -33,6 +33,7 @@ typedef enum ApiError {
         API_ERROR_RATE_LIMITED,     /* extension: 429, too many event streams (API.md 11) */
         /* extension: 503, the history cannot take a new record (API.md 2) */
         API_ERROR_STORAGE_UNAVAILABLE,
+        API_ERROR_UNAUTHORIZED, /* extension: 401 with WWW-Authenticate (API.md "MCP") */
         /* extension: 401, a wrong, expired or revoked access token (API.md "Access tokens") */
         API_ERROR_INVALID_TOKEN,
         _API_ERROR_MAX,

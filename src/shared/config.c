@@ -49,6 +49,7 @@ void config_done(Config *c) {
         free(c->sandbox_runtime);
         free(c->sandbox_rootfs);
         free(c->state_directory);
+        free(c->credentials_directory);
         free(c->trusted_proxies);
         strv_free(c->editors);
         free(c->user_header);
@@ -519,6 +520,10 @@ static int load_switches(Config *c, ConfigGetenv g, void *u, char **ret_error) {
         if (v && parse_boolean(v, &c->web_ui) < 0)
                 return fail(ret_error, -EINVAL, "WIKI_WEB_UI: invalid value, expected true or false");
 
+        v = g("WIKI_WEB_MCP", u);
+        if (v && parse_boolean(v, &c->mcp) < 0)
+                return fail(ret_error, -EINVAL, "WIKI_WEB_MCP: invalid value, expected true or false");
+
         v = g("WIKI_WEB_LOG_LEVEL", u);
         if (v) {
                 if (parse_uint64_range(v, 0, 7, &level) < 0)
@@ -628,6 +633,12 @@ static int load_endpoints(Config *c, ConfigGetenv g, void *u, char **ret_error) 
                 return fail(ret_error, -EINVAL, "WIKI_WEB_WIKI_API_URL: expected an http:// or https:// URL");
         if (c->llm_url && !url_is_valid(c->llm_url))
                 return fail(ret_error, -EINVAL, "WIKI_WEB_LLM_URL: expected an http:// or https:// URL");
+        v = g("CREDENTIALS_DIRECTORY", u);
+        if (v && *v) {
+                c->credentials_directory = strdup(v);
+                if (!c->credentials_directory)
+                        return -ENOMEM;
+        }
         if (!c->state_directory) {
                 /* systemd's StateDirectory= may list several, colon-separated: take the first. */
                 v = g("STATE_DIRECTORY", u);
@@ -649,7 +660,7 @@ int config_load(Config *c, ConfigGetenv g, void *u, char **ret_error) {
 
         if (ret_error)
                 *ret_error = NULL;
-        *c = (Config){ .cookie_secure = true, .web_ui = true, .log_level = 6, .require_user = true };
+        *c = (Config){ .cookie_secure = true, .web_ui = true, .mcp = true, .log_level = 6, .require_user = true };
         loading = c; /* emptied again on any failure */
 
         r = load_limits(c, g, u, ret_error);
@@ -691,6 +702,7 @@ void config_dump(const Config *c, FILE *f) {
         dump_list(f, "WIKI_WEB_ALLOWED_ORIGINS", c->allowed_origins);
         dump_list(f, "WIKI_WEB_ALLOWED_HOSTS", c->allowed_hosts);
         fprintf(f, "WIKI_WEB_UI=%s\n", c->web_ui ? "true" : "false");
+        fprintf(f, "WIKI_WEB_MCP=%s\n", c->mcp ? "true" : "false");
         fprintf(f, "WIKI_WEB_QUEUE_RESERVATION_SECONDS=%" PRIu64 "\n", c->queue_reservation_seconds);
         fprintf(f, "WIKI_WEB_QUEUE_HEARTBEAT_SECONDS=%" PRIu64 "\n", c->queue_heartbeat_seconds);
         fprintf(f, "WIKI_WEB_QUEUE_MAX_LENGTH=%" PRIu64 "\n", c->queue_max_length);

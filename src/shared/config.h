@@ -39,6 +39,7 @@ typedef struct Config {
         char **allowed_origins; /* NULL-terminated, normalised "scheme://host[:port]" */
         char **allowed_hosts;   /* WIKI_WEB_ALLOWED_HOSTS: names and "*.name", NULL-terminated */
         bool web_ui;            /* WIKI_WEB_UI: serve the page of API.md 13 at / */
+        bool mcp;               /* WIKI_WEB_MCP: serve the MCP face at /mcp (API.md "MCP") */
 
         /* Admission (API.md 5) */
         uint64_t queue_reservation_seconds;
@@ -80,6 +81,7 @@ typedef struct Config {
 
         /* Daemon (extensions) */
         char *state_directory;       /* WIKI_WEB_STATE_DIRECTORY, else $STATE_DIRECTORY, else NULL */
+        char *credentials_directory; /* $CREDENTIALS_DIRECTORY (systemd's), NULL when unset */
         int log_level;               /* WIKI_WEB_LOG_LEVEL: syslog level 0..7, default 6 (info) */
         uint64_t stop_grace_seconds; /* WIKI_WEB_STOP_GRACE_SECONDS: how long a stop waits for a query */
         /* WIKI_WEB_STATE_MIN_FREE_BYTES: less free space is storage "degraded"; 0: never */

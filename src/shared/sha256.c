@@ -72,3 +72,21 @@ void sha256_to_hex(const uint8_t d[static SHA256_DIGEST_SIZE], char ret[static 6
         }
         ret[2 * SHA256_DIGEST_SIZE] = '\0';
 }
+
+int hmac_sha256(
+        const void *key, size_t key_len, const void *data, size_t len, uint8_t ret[static SHA256_DIGEST_SIZE]) {
+        uint8_t d[SHA256_DIGEST_SIZE];
+        size_t n = 0;
+
+        assert(key || key_len == 0);
+        assert(data || len == 0);
+
+        /* EVP_Q_mac(): OpenSSL 3's one-shot MAC (HMAC() is kept but
+         * deprecated for its context type). */
+        if (!EVP_Q_mac(NULL, "HMAC", NULL, "SHA256", NULL, key, key_len, data, len, d, sizeof d, &n) ||
+            n != SHA256_DIGEST_SIZE)
+                return -EIO;
+        memcpy(ret, d, sizeof d);
+        explicit_bzero(d, sizeof d);
+        return 0;
+}

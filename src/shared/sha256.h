@@ -6,7 +6,8 @@
 
 /* SHA-256 through libcrypto (OpenSSL 3's EVP interface), which is on every
  * machine already as libcurl's TLS library. Used for session keys (API.md 3)
- * and artifact digests (API.md 9). libcrypto is used by this module only. */
+ * and artifact digests (API.md 9), and the HMAC that keys the history's
+ * column of who a record belongs to (shared/user-key.h). libcrypto is used by this module only. */
 
 #define SHA256_DIGEST_SIZE 32
 
@@ -28,6 +29,11 @@ void sha256_done(Sha256Ctx *ctx);
 /* One-shot digest of len bytes at data (data may be NULL when len is 0).
  * Returns 0, or -ENOMEM / -EIO with ret untouched. */
 int sha256(const void *data, size_t len, uint8_t ret[static SHA256_DIGEST_SIZE]);
+
+/* HMAC-SHA-256 of len bytes at data under key (RFC 2104). Returns 0, or
+ * -EIO with ret untouched. */
+int hmac_sha256(
+        const void *key, size_t key_len, const void *data, size_t len, uint8_t ret[static SHA256_DIGEST_SIZE]);
 
 /* 64 lowercase hex digits and a NUL into ret. */
 void sha256_to_hex(const uint8_t d[static SHA256_DIGEST_SIZE], char ret[static 65]);

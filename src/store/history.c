@@ -19,6 +19,7 @@
 #include "shared/parse-util.h"
 #include "shared/random-util.h"
 #include "shared/strv.h"
+#include "shared/user-key.h"
 #include "store/wording.h"
 #include "store/history-internal.h"
 #include "store/history.h"
@@ -147,6 +148,20 @@ static const char schema_step_4[] =
         ");"
         "CREATE INDEX shares_by_query ON shares (query_id, seq);";
 
+/* Version 9: who a record belongs to is keyed with the secret of the
+ * installation (shared/user-key.h): the column session was the SHA-256 of
+ * a session token or of "wikiweb-user", a NUL and a person's name, which
+ * anyone holding the file could compute for a name they guess; it is now
+ * HMAC-SHA-256(secret, that), the key the daemon computes from then on.
+ * The old key is all the new one needs, so every record is re-keyed here,
+ * at once, whoever it belongs to (a token's key and a name's are not told
+ * apart, nor need to be), and so is the owner of every access token: no
+ * old key is left in the file. wikiweb_rekey()
+ * is the store's own SQL function (history_open()). */
+static const char schema_step_9[] =
+        "UPDATE queries SET session = wikiweb_rekey(session);"
+        "UPDATE tokens SET user_key = wikiweb_rekey(user_key);";
+
 /* Version 10: indexes that make the history's upkeep grow with what it
  * touches, not with the whole history (docs/PERFORMANCE.md, 10^6
  * records): the retention's batches find the oldest records by
@@ -169,8 +184,8 @@ static const struct {
         int version;
         const char *sql;
 } schema_steps[] = {
-        { 4, schema_step_4 }, { 5, schema_step_5 }, { 6, schema_step_6 },
-        { 7, schema_step_7 }, { 8, schema_step_8 }, { 10, schema_step_10 },
+        { 4, schema_step_4 }, { 5, schema_step_5 }, { 6, schema_step_6 },   { 7, schema_step_7 },
+        { 8, schema_step_8 }, { 9, schema_step_9 }, { 10, schema_step_10 },
 };
 
 #define RECORD_COLUMNS                                                                                      \
@@ -205,6 +220,8 @@ typedef enum Statement {
         STMT_SHARE_TRIM,
         STMT_SHARE_REVOKE,
         STMT_SHARE_FIND,
+        STMT_HAS_FOLLOWER,
+        STMT_ARTIFACT_ROWID,
         _STMT_MAX,
 } Statement;
 
@@ -245,6 +262,13 @@ static const char *const statement_sql[_STMT_MAX] = {
                 "INSERT OR REPLACE INTO feedback (query_id, rating, reason, comment, rated_at)"
                 " VALUES (?1, ?2, ?3, ?4, ?5)",
         [STMT_QUESTION] = "SELECT question FROM queries WHERE id = ?1",
+        /* A follow-up of ?1 that had ended by ?3 (queries_by_follow_up). */
+        [STMT_HAS_FOLLOWER] =
+                "SELECT 1 FROM queries WHERE follow_up = ?1 AND session = ?2"
+                " AND status != 'running' AND finished_at <= ?3 LIMIT 1",
+        [STMT_ARTIFACT_ROWID] =
+                "SELECT a.rowid, a.size_bytes FROM artifacts a"
+                " JOIN queries q ON q.id = a.query_id WHERE a.id = ?1 AND q.session = ?2",
         [STMT_SHARE_ADD] = "INSERT INTO shares (token_sha256, query_id, created_at) VALUES (?1, ?2, ?3)",
         /* The oldest links of the record beyond HISTORY_SHARES_MAX go. */
         [STMT_SHARE_TRIM] =
@@ -293,6 +317,7 @@ typedef struct HistoryCondition {
 
 struct History {
         sqlite3 *db;
+        UserKeySecret user_secret; /* what wikiweb_rekey() keys with */
         sqlite3_stmt *stmts[_STMT_MAX];
         char *path;      /* the database file */
         char *wal_path;  /* its write-ahead log */
@@ -789,7 +814,42 @@ static int recover(History *h, unsigned *ret) {
         return 0;
 }
 
+/* wikiweb_rekey(key): the key of schema step 9, HMAC-SHA-256 of the
+ * secret over the 32 bytes of an old key; NULL for anything else (which
+ * the column's CHECK then refuses). */
+static void history_sql_rekey(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+        History *h = sqlite3_user_data(ctx);
+        SessionKey k;
+
+        if (argc != 1 || sqlite3_value_type(argv[0]) != SQLITE_BLOB ||
+            sqlite3_value_bytes(argv[0]) != (int) sizeof k.bytes) {
+                sqlite3_result_null(ctx);
+                return;
+        }
+        memcpy(k.bytes, sqlite3_value_blob(argv[0]), sizeof k.bytes);
+        if (user_key_seal(&h->user_secret, &k, &k) < 0) {
+                sqlite3_result_error(ctx, "cannot compute the key", -1);
+                return;
+        }
+        sqlite3_result_blob(ctx, k.bytes, sizeof k.bytes, SQLITE_TRANSIENT);
+}
+
 int history_open(const char *directory, History **ret, unsigned *ret_recovered) {
+        UserKeySecret secret;
+        int r;
+
+        assert(directory);
+
+        r = user_key_secret_load(directory, NULL, &secret, NULL);
+        if (r < 0)
+                return r;
+        r = history_open_keyed(directory, &secret, ret, ret_recovered);
+        explicit_bzero(&secret, sizeof secret);
+        return r;
+}
+
+int history_open_keyed(
+        const char *directory, const UserKeySecret *secret, History **ret, unsigned *ret_recovered) {
         _cleanup_(history_freep) History *h = NULL;
         _cleanup_free_ char *path = NULL;
         unsigned recovered = 0;
@@ -810,6 +870,7 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
                 return -ENOMEM;
         h->c->n_ref = 1;
         pthread_mutex_init(&h->c->lock, NULL);
+        h->user_secret = *secret;
         if (asprintf(&h->wal_path, "%s-wal", path) < 0)
                 return -ENOMEM;
         h->directory = strdup(directory);
@@ -830,6 +891,16 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
                 return -EIO;
         }
         (void) sqlite3_extended_result_codes(h->db, 1);
+        if (sqlite3_create_function(
+                    h->db,
+                    "wikiweb_rekey",
+                    1,
+                    SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_DIRECTONLY,
+                    h,
+                    history_sql_rekey,
+                    NULL,
+                    NULL) != SQLITE_OK)
+                return history_open_failed(h, -EIO, "registered its functions");
         /* A busy database (another process holding a lock) is waited for
          * briefly rather than failing the request at once. */
         (void) sqlite3_busy_timeout(h->db, 5000);
@@ -877,6 +948,8 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered) 
                 r = migrate_schema(h, create, version);
                 if (r < 0)
                         return history_open_failed(h, r, "updated the schema");
+                /* The old keys (step 9) and columns are in no file after. */
+                (void) history_checkpoint(h);
         }
         r = recover(h, &recovered);
         if (r < 0)
@@ -902,6 +975,7 @@ int history_open_worker(History *main, History **ret) {
                 return -ENOMEM;
         h->sync_fd = -1;
         h->worker = true;
+        h->user_secret = main->user_secret;
         h->path = strdup(main->path);
         h->wal_path = strdup(main->wal_path);
         h->directory = strdup(main->directory);
@@ -971,6 +1045,7 @@ History *history_free(History *h) {
         free(h->directory);
         free(h->path);
         free(h->wal_path);
+        explicit_bzero(&h->user_secret, sizeof h->user_secret);
         free(h);
         return NULL;
 }
@@ -1438,6 +1513,7 @@ static int record_lists_from_row(sqlite3_stmt *s, HistoryRecord *ret) {
  * history_record_done()). */
 static int pending_apply(History *h, HistoryRecord *rec);
 static int pending_land(History *h, const char *id);
+static char **pending_ids(History *h);
 
 static int record_from_row(History *h, sqlite3_stmt *s, HistoryRecord *ret) {
         int r;
@@ -1773,6 +1849,130 @@ rollback:
         return r;
 }
 
+/* The outcomes waiting in memory of the session's records land first: their
+ * rows are still "running" until then, and the erase takes no running row. */
+static int erase_land_pending(History *h, const SessionKey *session) {
+        _cleanup_(strv_freep) char **ids = pending_ids(h);
+
+        if (!ids)
+                return -ENOMEM;
+        for (size_t i = 0; ids[i]; i++) {
+                int r = owned_running(h, ids[i], session);
+
+                if (r == -ENOENT) /* another person's */
+                        continue;
+                if (r < 0)
+                        return r;
+                r = pending_land(h, ids[i]);
+                if (r < 0)
+                        return r;
+                /* Another connection is writing it: the erase waits for that. */
+                if (history_outcome_waits(h, ids[i]))
+                        return -EBUSY;
+        }
+        return 0;
+}
+
+int history_erase_session(
+        History *h, const SessionKey *session, unsigned batch, uint64_t *ret_records, uint64_t *ret_artifacts) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *count = NULL, *del = NULL;
+        uint64_t records = 0, artifacts = 0;
+        int r;
+
+        assert(h);
+        assert(session);
+        assert(batch > 0);
+
+        r = erase_land_pending(h, session);
+        if (r < 0)
+                return r;
+
+                /* By the index queries_by_session, oldest first; a running record
+                 * (its query is still on) is never taken: its outcome would be
+                 * written after. */
+#define ERASE_BATCH "SELECT id FROM queries WHERE session = ?1 AND status != 'running' ORDER BY seq LIMIT ?2"
+        r = prepare(h, "SELECT count(*) FROM artifacts WHERE query_id IN (" ERASE_BATCH ")", &count);
+        if (r < 0)
+                return r;
+        r = prepare(h, "DELETE FROM queries WHERE id IN (" ERASE_BATCH ")", &del);
+        if (r < 0)
+                return r;
+#undef ERASE_BATCH
+        bind_session(count, 1, session);
+        sqlite3_bind_int(count, 2, (int) MIN(batch, (unsigned) INT_MAX));
+        bind_session(del, 1, session);
+        sqlite3_bind_int(del, 2, (int) MIN(batch, (unsigned) INT_MAX));
+
+        for (;;) {
+                unsigned n;
+
+                r = exec_cached(h, STMT_BEGIN);
+                if (r < 0)
+                        return r;
+                if (sqlite3_step(count) != SQLITE_ROW) {
+                        r = db_error(h, "count the artifacts to erase");
+                        (void) exec_cached(h, STMT_ROLLBACK);
+                        return r;
+                }
+                artifacts += (uint64_t) sqlite3_column_int64(count, 0);
+                (void) sqlite3_reset(count);
+                /* The artifacts, feedback and share links go with it (ON DELETE CASCADE). */
+                if (step_write(h, del) != SQLITE_DONE) {
+                        r = db_error(h, "erase records");
+                        (void) sqlite3_reset(del);
+                        (void) exec_cached(h, STMT_ROLLBACK);
+                        return r;
+                }
+                n = (unsigned) sqlite3_changes(h->db);
+                (void) sqlite3_reset(del);
+                r = exec_cached(h, STMT_COMMIT);
+                if (r < 0) {
+                        (void) exec_cached(h, STMT_ROLLBACK);
+                        return r;
+                }
+                records += n;
+                if (n < batch)
+                        break;
+        }
+
+        if (records > 0) {
+                /* Durable, then no copy of what went is left in the log. */
+                r = history_sync(h);
+                if (r < 0)
+                        return r;
+                (void) history_checkpoint(h);
+        }
+        if (ret_records)
+                *ret_records = records;
+        if (ret_artifacts)
+                *ret_artifacts = artifacts;
+        return 0;
+}
+
+/* Whether the session has a record still running (its outcome not yet
+ * written, nor waiting in memory): 1, 0, or -EIO. */
+int history_session_running(History *h, const SessionKey *session) {
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
+        int r;
+
+        assert(h);
+        assert(session);
+
+        r = prepare(h, "SELECT id FROM queries WHERE session = ?1 AND status = 'running'", &s);
+        if (r < 0)
+                return r;
+        bind_session(s, 1, session);
+        for (;;) {
+                r = sqlite3_step(s);
+                if (r == SQLITE_DONE)
+                        return 0;
+                if (r != SQLITE_ROW)
+                        return db_error(h, "look for running records");
+                if (!history_outcome_waits(h, column_text(s, 0, "")))
+                        return 1;
+        }
+}
+
 int history_checkpoint(History *h) {
         int log = 0, done = 0;
 
@@ -1839,6 +2039,81 @@ int history_get_artifact(History *h, const char *id, const SessionKey *session, 
 
         *ret = a;
         return 0;
+}
+
+int history_read_artifact(
+        History *h,
+        const char *id,
+        const SessionKey *session,
+        uint64_t offset,
+        void *buf,
+        size_t size,
+        size_t *ret_n) {
+        _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
+        sqlite3_blob *blob = NULL;
+        sqlite3_int64 rowid;
+        int64_t total;
+        size_t n;
+        int r;
+
+        assert(h);
+        assert(id);
+        assert(session);
+        assert(buf || size == 0);
+        assert(ret_n);
+
+        r = select_owned(h, STMT_ARTIFACT_ROWID, id, session, &s);
+        if (r <= 0)
+                return r == 0 ? -ENOENT : r;
+        rowid = sqlite3_column_int64(s, 0);
+        total = sqlite3_column_int64(s, 1);
+        stmt_release(TAKE_PTR(s));
+
+        if (total < 0 || offset >= (uint64_t) total || size == 0) {
+                *ret_n = 0;
+                return 0;
+        }
+        n = (size_t) MIN((uint64_t) size, (uint64_t) total - offset);
+        n = MIN(n, (size_t) INT_MAX);
+        /* Opened and closed here: a blob left open would hold a read
+         * transaction, and with it every checkpoint, for as long as a
+         * slow reader takes. */
+        if (sqlite3_blob_open(h->db, "main", "artifacts", "data", rowid, 0, &blob) != SQLITE_OK)
+                return db_error(h, "open an artifact's blob");
+        if ((uint64_t) sqlite3_blob_bytes(blob) < offset + n) {
+                (void) sqlite3_blob_close(blob);
+                return -EIO;
+        }
+        if (sqlite3_blob_read(blob, buf, (int) n, (int) offset) != SQLITE_OK) {
+                r = db_error(h, "read an artifact");
+                (void) sqlite3_blob_close(blob);
+                return r;
+        }
+        (void) sqlite3_blob_close(blob);
+        *ret_n = n;
+        return 0;
+}
+
+int history_has_follower(History *h, const char *id, const SessionKey *session, usec_t ended_by) {
+        _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
+        int r;
+
+        assert(h);
+        assert(id);
+        assert(session);
+
+        r = statement(h, STMT_HAS_FOLLOWER, &s);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+        bind_session(s, 2, session);
+        sqlite3_bind_int64(s, 3, (sqlite3_int64) MIN(ended_by, (usec_t) INT64_MAX));
+        r = sqlite3_step(s);
+        if (r == SQLITE_ROW)
+                return 1;
+        if (r == SQLITE_DONE)
+                return 0;
+        return db_error(h, "read a record's follow-ups");
 }
 
 /* The artifact's blob, written from its file; inside the transaction of

@@ -11,6 +11,7 @@
 #include "shared/macro.h"
 #include "shared/source.h"
 #include "shared/time-util.h"
+#include "shared/user-key.h"
 
 /* The authoritative query history of API.md 9, in SQLite: one file,
  * history.sqlite3, in the state directory. Each query is written as
@@ -43,6 +44,12 @@ typedef struct History History;
  * schema; -ENOSPC, -EROFS or -EACCES when the state directory is full,
  * read-only or not writable (logged in those words). */
 int history_open(const char *directory, History **ret, unsigned *ret_recovered);
+/* The same with the secret of the installation (shared/user-key.h) given:
+ * history_open() reads it from the state directory's file (making it
+ * there), the daemon passes the one it loaded (a credential, or that
+ * file). The store keys nothing with it but the re-key of schema step 9:
+ * the session keys it is handed are the sealed ones (user_key_seal()). */
+int history_open_keyed(const char *directory, const UserKeySecret *secret, History **ret, unsigned *ret_recovered);
 History *history_free(History *h);
 DEFINE_TRIVIAL_CLEANUP_FUNC(History *, history_free);
 
@@ -274,6 +281,28 @@ int history_delete(History *h, const char *id, const SessionKey *session);
  * none is left, or -EIO. The caller checkpoints (history_checkpoint()). */
 int history_prune(History *h, usec_t before, unsigned batch, unsigned *ret_records, unsigned *ret_artifacts);
 
+/* Records of one session erased per transaction by history_erase_session(). */
+#define HISTORY_ERASE_BATCH 500u
+
+/* Erase every record of session (a person's, API.md 9 and 12.1), with their
+ * artifacts, feedback and share links: batch records per transaction
+ * (between two, other connections may write), then the deletion is made
+ * durable and the write-ahead log checkpointed (history_checkpoint()), so
+ * that when it returns no file of the store holds their text. A record
+ * still running is kept (the caller ends the person's queries first, or
+ * refuses: history_session_running()); an outcome waiting in memory for
+ * one of them lands first and is erased with it. It touches nothing but h
+ * and its connection: it may run on another thread than the event loop's
+ * on a History of that thread's own. The counts of records and artifacts
+ * erased in *ret_records and *ret_artifacts (each may be NULL). Returns 0
+ * (also when there was nothing), -EIO (logged; what went before the failed
+ * batch stays gone). */
+int history_erase_session(
+        History *h, const SessionKey *session, unsigned batch, uint64_t *ret_records, uint64_t *ret_artifacts);
+
+/* Whether the session has a record whose query still runs: 1, 0, -EIO. */
+int history_session_running(History *h, const SessionKey *session);
+
 /* Copy the write-ahead log into the main file and truncate it to 0 bytes
  * (wal_checkpoint(TRUNCATE)). Returns 0 or -EIO. */
 int history_checkpoint(History *h);
@@ -294,6 +323,20 @@ void history_artifact_done(HistoryArtifact *a);
 /* The artifact id, if its query belongs to session. Returns 0 and *ret
  * filled (free with history_artifact_done()), -ENOENT, -ENOMEM, -EIO. */
 int history_get_artifact(History *h, const char *id, const SessionKey *session, HistoryArtifact *ret);
+
+/* Up to size bytes of the artifact id, if its query belongs to session,
+ * from offset on, into buf: 0 and their number in *ret_n (0 at or past
+ * the end), -ENOENT, -EIO. Reads only those bytes (the blob's pages), so
+ * an artifact of any size is read in bounded memory, a piece at a time;
+ * no read stays open between calls. */
+int history_read_artifact(
+        History *h,
+        const char *id,
+        const SessionKey *session,
+        uint64_t offset,
+        void *buf,
+        size_t size,
+        size_t *ret_n);
 
 /* Keep one artifact of the query id (API.md 9), with the bytes read from
  * a->fd (borrowed; read with pread() from offset 0, exactly a->size_bytes,
@@ -411,6 +454,11 @@ void history_set_test_write_fault(History *h, int code, unsigned n, unsigned cou
 int history_get_conversation(
         History *h, const char *id, const SessionKey *session, size_t max, HistoryRecord **ret, size_t *ret_n);
 void history_conversation_free_records(HistoryRecord *records, size_t n);
+
+/* Whether a record of session follows id (its follow_up) and had ended
+ * (not running, finished_at at most ended_by, CLOCK_REALTIME): 1, 0, -EIO.
+ * A record without one is the last turn of its conversation. */
+int history_has_follower(History *h, const char *id, const SessionKey *session, usec_t ended_by);
 
 /* The links of one record kept at most; a new one beyond that revokes the
  * oldest. */

@@ -38,6 +38,7 @@ static void help(void) {
                "  resume                 Open admission again\n"
                "  cancel ID              Cancel the running query ID\n"
                "  remove-ticket ID       Remove the ticket ID\n"
+               "  erase-user NAME        Erase everything kept of the person NAME\n"
                "  unanswered [DAYS]      What the wiki could not answer in the last DAYS\n"
                "                         (default 30), most asked first (root only)\n"
                "  tokens USER            List the access tokens of the person USER\n"
@@ -580,6 +581,37 @@ static int verb_act(sd_bus *bus, const char *member, const char *id, const char 
         return 0;
 }
 
+/* EraseUser(name): the person's cancelled queries may take a while to end
+ * (the daemon waits up to 60 s for them), so the call may last longer
+ * than sd-bus's default 25 s. */
+#define ERASE_USER_TIMEOUT_USEC (120 * USEC_PER_SEC)
+
+static int verb_erase_user(sd_bus *bus, const char *name) {
+        _cleanup_(sd_bus_error_free) sd_bus_error error = SD_BUS_ERROR_NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *m = NULL, *reply = NULL;
+        uint64_t records;
+        int r;
+
+        (void) sd_bus_set_allow_interactive_authorization(bus, arg_ask_password && isatty(STDIN_FILENO));
+        r = sd_bus_message_new_method_call(bus, &m, NAME, PATH, IFACE, "EraseUser");
+        if (r < 0)
+                return bus_error("create the call", NULL, r);
+        r = sd_bus_message_append(m, "s", name);
+        if (r < 0)
+                return bus_error("create the call", NULL, r);
+        r = sd_bus_call(bus, m, ERASE_USER_TIMEOUT_USEC, &error, &reply);
+        if (r < 0)
+                return bus_error("erase the person", &error, r);
+        r = sd_bus_message_read(reply, "t", &records);
+        if (r < 0)
+                return bus_error("parse the reply", NULL, r);
+        if (arg_json)
+                printf("{\"records\":%" PRIu64 "}\n", records);
+        else
+                printf("%" PRIu64 " %s erased.\n", records, records == 1 ? "record" : "records");
+        return 0;
+}
+
 static int run(int argc, char *argv[]) {
         _cleanup_(sd_bus_flush_close_unrefp) sd_bus *bus = NULL;
         const char *verb;
@@ -615,6 +647,8 @@ static int run(int argc, char *argv[]) {
                 return verb_unanswered(bus, n == 1 ? argv[optind + 1] : NULL);
         if (streq(verb, "remove-ticket") && n == 1)
                 return verb_act(bus, "RemoveTicket", argv[optind + 1], "remove the ticket");
+        if (streq(verb, "erase-user") && n == 1)
+                return verb_erase_user(bus, argv[optind + 1]);
         if (streq(verb, "tokens") && n == 1)
                 return verb_tokens(bus, argv[optind + 1]);
         if (streq(verb, "revoke-tokens") && n == 1)

@@ -26,6 +26,8 @@ check 'sqlite3\.h' 'src/store/'
 # ICU (Unicode NFC, character properties) for the citations only.
 check 'unicode/' 'src/query/citation\.c'
 check 'openssl/' 'src/shared/sha256\.c'
+# libarchive writes the ZIP of a person's whole history, nothing else.
+check 'archive\.h|archive_entry\.h' 'src/api/export-zip\.c'
 # json-c at the API edge (src/http/ renders the contract's JSON), in the
 # upstream clients (src/query/) and the sandbox (config.json, the run's
 # outputs), in the shared helpers (src/shared/json-util.*) and the one
@@ -35,8 +37,9 @@ check 'openssl/' 'src/shared/sha256\.c'
 # history.c uses json-c to check that the sources
 # handed to history_finish() are one JSON array (its -EINVAL contract) and
 # to derive the report's signals from them; report.c reads the searches and
-# sources the unanswered report lists.
-check 'json-c/' 'src/api/|src/http/|src/query/|src/sandbox/|src/shared/json-util\.|src/shared/source\.|src/store/history\.c|src/store/report\.c|src/wikiwebctl/ctl-table\.c'
+# sources the unanswered report lists. The MCP face (src/mcp/) speaks
+# JSON-RPC, its wire format.
+check 'json-c/' 'src/api/|src/mcp/|src/http/|src/query/|src/sandbox/|src/shared/json-util\.|src/shared/source\.|src/store/history\.c|src/store/report\.c|src/wikiwebctl/ctl-table\.c'
 
 [ "$status" -eq 0 ] && echo "library-modules: each library is included by its one module only"
 exit "$status"

@@ -1131,6 +1131,70 @@ def wikiwebctl_against_daemon(bed):
     check(r.returncode == 1, "an unknown command exits 1")
 
 
+@test
+def erase_user_polkit(bed):
+    """wikiwebctl erase-user under polkit: refused for nobody and for a group that may only manage the queue
+    (org.wikiweb.queue.manage), allowed for root; a running query of the person is cancelled, their records
+    go (the count printed), another person's stay, and the journal says who erased whom."""
+    conf = "/etc/wikiweb/wikiweb.conf"
+    ctl = [WIKIWEBCTL_IN_CT, "--no-pager", "--no-ask-password"]
+    with open(bed.ct.root(conf)) as f:
+        saved = f.read()
+    try:
+        bed.ct.write(conf, saved + "WIKI_WEB_TRUSTED_PROXIES=127.0.0.2/32\n")
+        bed.restart_clean()
+        r = bed.ct.run(ctl + ["erase-user", "alice"], user="65534", check=False)
+        check(r.returncode == 1 and "denied" in r.stderr.lower(), f"nobody erases: {r.returncode} {r.stderr}")
+        uid = _admin_user(bed)
+        bed.ct.write(POLKIT_RULE,
+                     "polkit.addRule(function(action, subject) {\n"
+                     "        if (action.id == \"org.wikiweb.queue.manage\" &&\n"
+                     f"            subject.isInGroup(\"{ADMIN_GROUP}\"))\n"
+                     "                return polkit.Result.YES;\n"
+                     "});\n")
+        try:
+            wait_until(lambda: _busctl_as(bed, uid, "Resume")[0] == 0, 10, interval=0.5,
+                       what=f"{ADMIN_USER} may manage the queue")
+            r = bed.ct.run(ctl + ["erase-user", "alice"], user=uid, check=False)
+            check(r.returncode == 1 and "denied" in r.stderr.lower(),
+                  f"{ADMIN_USER} erases with queue.manage only: {r.returncode} {r.stderr}")
+        finally:
+            bed.ct.remove(POLKIT_RULE)
+
+        def ask(user):
+            conn = http.client.HTTPConnection("127.0.0.1", bed.port, timeout=60, source_address=("127.0.0.2", 0))
+            try:
+                conn.request("POST", "/api/v1/query", body=json.dumps({"question": f"Slow {user}?"}),
+                             headers={"X-Remote-User": user, "Content-Type": "application/json"})
+                return conn.getresponse().status
+            finally:
+                conn.close()
+
+        ask("bob")
+        out = {}
+        t = threading.Thread(target=lambda: out.setdefault("alice", ask("alice")))
+        t.start()
+        wait_until(lambda: bed.prop("RunningQueryId"), 10, what="alice's query running")
+        r = bed.ct.run(ctl + ["erase-user", "alice"], timeout=120)
+        t.join(30)
+        log(f"# wikiwebctl erase-user alice: {r.stdout.strip()}")
+        check(r.stdout.strip() == "1 record erased.", f"erase-user output: {r.stdout!r}")
+        status, hist = _id_request(bed, "GET", "/api/v1/history", "127.0.0.2", user="alice")
+        check(status == 200 and hist["items"] == [], f"alice's history after: {status} {hist}")
+        status, hist = _id_request(bed, "GET", "/api/v1/history", "127.0.0.2", user="bob")
+        check(status == 200 and len(hist["items"]) == 1, f"bob's history after: {status} {hist}")
+        journal = bed.journal()
+        check(re.search(r"History: uid 0 \(root\) erased the history of alice: 1 record, 0 artifacts, "
+                        r"0 access tokens; 1 running query cancelled\.", journal),
+              "no journal line of who erased whom")
+        check("Slow alice" not in journal, "the erased question reached the journal")
+        r = bed.ct.run(ctl + ["erase-user", "bad\x01name"], check=False)
+        check(r.returncode == 1 and "valid identity name" in r.stderr, f"a bad name: {r.stderr}")
+    finally:
+        bed.ct.write(conf, saved)
+        bed.restart_clean()
+
+
 def _id_request(bed, method, path, source, user=None, token=None, header="X-Remote-User"):
     """A request from the loopback address `source`, with the user header
     when `user` is given: status and the parsed JSON body."""
@@ -2728,6 +2792,47 @@ def admin_cancel_during_run_python(bed):
         check(st["ticket"]["status"] == "reserved", f"the waiting ticket was not promoted: {st}")
         check(bed.prop("Health") == "ok", "not ok after the cancel")
         bed.http("DELETE", "/api/v1/queue/ticket", b)
+
+
+@test
+def mcp_cancel_during_run_python(bed):
+    """An MCP client (API.md "MCP") that closes its ask_wiki's stream while run_python sleeps: the query is
+    cancelled as CancelQuery cancels it, its scope is gone (cleanup confirmed) and its record says failed
+    "Cancelled by the MCP client". The stream is read raw; its progress names the run."""
+    with _Pipeline(bed) as pl:
+        code = "import time\ntime.sleep(120)\n"
+        pl.llm.set_script([{"tool_calls": [{"name": "run_python", "arguments": {"code": code}}]},
+                           {"answer": "never"}])
+        token = bed.session()
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "ask_wiki", "arguments": {"question": "Sleep?"}, "_meta": {"progressToken": "p"}}}
+        data = json.dumps(call).encode()
+        sock = socket.create_connection(("127.0.0.1", bed.port), timeout=60)
+        raw = b""
+        try:
+            sock.sendall((f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{bed.port}\r\n"
+                          f"Accept: application/json, text/event-stream\r\nCookie: wikiweb_session={token}\r\n"
+                          f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n").encode() + data)
+            while b"running Python in the sandbox" not in raw:
+                got = sock.recv(65536)
+                check(got, f"the stream ended: {raw!r}")
+                raw += got
+            wait_until(lambda: _sb_user_units(bed), 30, interval=0.2, what="the sandbox scope")
+        finally:
+            sock.close()
+        check(b"text/event-stream" in raw and b"notifications/progress" in raw, f"the stream: {raw!r}")
+        rec = {}
+
+        def ended():
+            _, _, page = bed.http("GET", "/api/v1/history", token)
+            rec.update(page["items"][0] if page["items"] else {})
+            return rec.get("status") == "failed"
+        wait_until(ended, 60, interval=0.2, what="the cancelled query's end")
+        check(rec["error"]["code"] == "execution_failed" and rec["error"]["message"] == "Cancelled by the MCP client",
+              f"record {rec}")
+        wait_until(lambda: not _sb_user_units(bed), 30, interval=0.2, what="the scope's removal")
+        _pl_no_scopes(bed)
+        check(bed.prop("Health") == "ok", "not ok after the cancel")
 
 
 def _sse_post(bed, path, token, body, timeout=90):

@@ -12,6 +12,7 @@
 #include "shared/sha256.h"
 #include "store/history.h"
 #include "shared/strv.h"
+#include "shared/user-key.h"
 #include "store/report.h"
 #include "tests.h"
 
@@ -116,6 +117,17 @@ static void write_file(const char *path, const void *data, size_t size) {
         ASSERT_TRUE(f);
         ASSERT_TRUE(fwrite(data, 1, size, f) == size);
         ASSERT_TRUE(fclose(f) == 0);
+}
+
+/* The key the store keeps for k once a file made before the secret was
+ * opened (schema step 9): k sealed with dir's user key. */
+static SessionKey sealed_key(const char *dir, const SessionKey *k) {
+        UserKeySecret secret;
+        SessionKey s;
+
+        ASSERT_OK(user_key_secret_load(dir, NULL, &secret, NULL));
+        ASSERT_OK(user_key_seal(&secret, k, &s));
+        return s;
 }
 
 static History *open_store(const char *dir, unsigned expected_recovered) {
@@ -972,6 +984,83 @@ TEST(delete_leaves_nothing) {
         ASSERT_TRUE(!store_holds(f.dir, "comment-marker-77aa"));
 }
 
+/* A person's erasure: every record of theirs in batches (a follow-up
+ * chain, artifacts, feedback, share links), none of anyone else's; a
+ * running one stays; afterwards no file of the store holds their text and
+ * the log is empty. */
+TEST(erase_session_in_batches) {
+        _cleanup_(fixture_done) Fixture f = fixture_new("erase");
+        _cleanup_free_ char *wal = path_in(f.dir, "history.sqlite3-wal");
+        const SessionKey k = key(9), other = key(10);
+        HistoryOutcome out = { .succeeded = true, .answer = "erase-answer-5d0a", .finished_at = T0 + 2 };
+        HistoryOutcome kept = { .succeeded = true, .answer = "kept-answer-81c3", .finished_at = T0 + 2 };
+        uint8_t digest[HISTORY_SHARE_DIGEST_SIZE] = { 9 }, other_digest[HISTORY_SHARE_DIGEST_SIZE] = { 10 };
+        char id[QUERY_ID_MAX];
+        SessionKey owner;
+        uint64_t records = 99, artifacts = 99;
+        struct stat st;
+
+        ASSERT_EQ_INT(history_secure_delete(f.h), 1);
+        ASSERT_OK(history_begin(f.h, qid(700), &k, "erase-question-5d0a", T0));
+        ASSERT_OK(history_finish(f.h, qid(700), &out));
+        for (unsigned i = 1; i < 8; i++) {
+                ASSERT_OK(history_begin_follow_up(
+                        f.h, qid(700 + i), &k, "erase-question-5d0a", qid(700 + i - 1), qid(700), NULL, T0 + i));
+                ASSERT_OK(history_finish(f.h, qid(700 + i), &out));
+        }
+        ASSERT_OK(history_set_feedback(f.h, qid(701), &k, "down", NULL, "erase-comment-5d0a", T0 + 3));
+        ASSERT_OK(history_share_add(f.h, qid(702), &k, digest, T0 + 3));
+        {
+                _cleanup_free_ char *sql = NULL;
+
+                ASSERT_TRUE(
+                        asprintf(
+                                &sql,
+                                "INSERT INTO artifacts (id, query_id, name, media_type, size_bytes, sha256, data)"
+                                " VALUES ('af_erase1', '%s', 'a.csv', 'text/csv', 17, '%s', "
+                                "CAST('erase-file-5d0a!!' AS BLOB))",
+                                qid(703),
+                                "559aead08264d5795d3909718cdd05abd49572e84fe55590eef31a88a08fdffd") >= 0);
+                sql_exec(f.dir, sql);
+        }
+        ASSERT_OK(history_begin(f.h, qid(720), &other, "kept-question-81c3", T0));
+        ASSERT_OK(history_finish(f.h, qid(720), &kept));
+        ASSERT_OK(history_share_add(f.h, qid(720), &other, other_digest, T0 + 3));
+        ASSERT_OK(history_begin(f.h, qid(730), &k, "still running", T0 + 20));
+        ASSERT_EQ_INT(history_session_running(f.h, &k), 1);
+        ASSERT_EQ_INT(history_session_running(f.h, &other), 0);
+        ASSERT_TRUE(store_holds(f.dir, "erase-question-5d0a"));
+        ASSERT_TRUE(store_holds(f.dir, "erase-file-5d0a"));
+
+        ASSERT_OK(history_erase_session(f.h, &k, 3, &records, &artifacts));
+        ASSERT_EQ_INT(records, 8);
+        ASSERT_EQ_INT(artifacts, 1);
+        ASSERT_TRUE(stat(wal, &st) == 0);
+        ASSERT_EQ_INT(st.st_size, 0);
+        for (const char *m = "erase-question-5d0a\0erase-answer-5d0a\0erase-comment-5d0a\0erase-file-5d0a\0";
+             *m;
+             m += strlen(m) + 1)
+                ASSERT_TRUE(!store_holds(f.dir, m));
+        ASSERT_EQ_INT(sql_int(f.dir, "SELECT count(*) FROM artifacts"), 0);
+        ASSERT_EQ_INT(sql_int(f.dir, "SELECT count(*) FROM feedback"), 0);
+        ASSERT_EQ_INT(sql_int(f.dir, "SELECT count(*) FROM shares"), 1);
+        ASSERT_EQ_INT(history_share_find(f.h, digest, id, &owner), -ENOENT);
+        ASSERT_OK(history_share_find(f.h, other_digest, id, &owner));
+        assert_status(f.h, qid(730), &k, "running");
+        assert_status(f.h, qid(720), &other, "succeeded");
+        ASSERT_TRUE(store_holds(f.dir, "kept-answer-81c3"));
+
+        /* Nothing left but the running one: 0 records, and then none at all. */
+        ASSERT_OK(history_erase_session(f.h, &k, 3, &records, &artifacts));
+        ASSERT_EQ_INT(records, 0);
+        ASSERT_EQ_INT(artifacts, 0);
+        finish_ok(f.h, qid(730), T0 + 30);
+        ASSERT_EQ_INT(history_session_running(f.h, &k), 0);
+        ASSERT_OK(history_erase_session(f.h, &k, HISTORY_ERASE_BATCH, &records, NULL));
+        ASSERT_EQ_INT(records, 1);
+        ASSERT_EQ_INT(sql_int(f.dir, "SELECT count(*) FROM queries"), 1);
+}
+
 TEST(recovery) {
         _cleanup_(rm_rf_freep) char *dir = make_subdir("recovery");
         const SessionKey k = key(7);
@@ -1382,6 +1471,7 @@ TEST(migrate_from_version_1) {
         _cleanup_(json_object_putp) json_object *done = NULL, *recovered = NULL, *fresh = NULL;
         _cleanup_free_ char *sql = NULL;
         const SessionKey k = key(9);
+        SessionKey ks;
         char hex[65] = "";
         History *h;
 
@@ -1404,13 +1494,14 @@ TEST(migrate_from_version_1) {
 
         h = open_store(dir, 1);
         ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 10);
-        done = get_record(h, qid(500), &k);
+        ks = sealed_key(dir, &k);
+        done = get_record(h, qid(500), &ks);
         ASSERT_EQ_STR(get_str(done, "status"), "succeeded");
         ASSERT_EQ_STR(get_str(done, "answer"), "42");
         ASSERT_EQ_INT(get_int(get_key(done, "timings_ms"), "wiki"), 7);
         assert_null(done, "sandbox");
         ASSERT_EQ_INT(json_object_array_length(get_key(done, "citations")), 0);
-        recovered = get_record(h, qid(501), &k);
+        recovered = get_record(h, qid(501), &ks);
         ASSERT_EQ_STR(get_str(recovered, "status"), "failed");
         assert_null(recovered, "sandbox");
         /* Each old record is a conversation of its own. */
@@ -1440,6 +1531,7 @@ TEST(migrate_from_version_2) {
         _cleanup_(json_object_putp) json_object *old = NULL, *fresh = NULL;
         _cleanup_free_ char *sql = NULL, *v2 = NULL;
         const SessionKey k = key(9);
+        SessionKey ks;
         char hex[65] = "";
         const char *end = strstr(schema_v1, "  finished_at INTEGER");
         History *h;
@@ -1472,7 +1564,8 @@ TEST(migrate_from_version_2) {
 
         h = open_store(dir, 0);
         ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 10);
-        old = get_record(h, qid(600), &k);
+        ks = sealed_key(dir, &k);
+        old = get_record(h, qid(600), &ks);
         ASSERT_EQ_STR(get_str(old, "sandbox"), "offered");
         ASSERT_EQ_INT(json_object_array_length(get_key(old, "citations")), 0);
 
@@ -1517,6 +1610,78 @@ TEST(migrate_from_version_2) {
         ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM queries WHERE conversation = id"), 2);
         ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM shares"), 0);
         ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM queries WHERE given_titles = '[]'"), 2);
+        history_free(h);
+}
+
+/* Whether a file of dir holds the n bytes at b. */
+static bool file_holds_bytes(const char *dir, const char *name, const void *b, size_t n) {
+        _cleanup_free_ char *p = path_in(dir, name);
+        _cleanup_free_ char *data = NULL;
+        size_t size = 0;
+        FILE *f = fopen(p, "re");
+
+        if (!f)
+                return false;
+        data = malloc(1 << 22);
+        ASSERT_TRUE(data);
+        size = fread(data, 1, 1 << 22, f);
+        fclose(f);
+        return memmem(data, size, b, n) != NULL;
+}
+
+/* Schema step 9: a file whose records are keyed by the unsalted SHA-256 of
+ * a person's name (version 7) is re-keyed when opened: the person's
+ * records are theirs under the sealed key, the old key is in no file, and
+ * the user key is made beside it (mode 0600). */
+TEST(rekey_from_version_7) {
+        _cleanup_(rm_rf_freep) char *dir = make_subdir("rekey");
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        _cleanup_free_ char *keyfile = path_in(dir, USER_KEY_FILE);
+        SessionKey alice, bob, sealed;
+        HistoryRecord *rec = NULL;
+        struct stat st;
+        History *h;
+
+        ASSERT_OK(user_key_from_name("alice", &alice));
+        ASSERT_OK(user_key_from_name("bob", &bob));
+        /* What a wikiwebd of version 7 left: its records under the old keys. */
+        h = open_store(dir, 0);
+        ASSERT_OK(history_begin(h, qid(900), &alice, "alice's question", T0));
+        finish_ok(h, qid(900), T0 + 1);
+        ASSERT_OK(history_begin(h, qid(901), &bob, "bob's question", T0));
+        finish_ok(h, qid(901), T0 + 1);
+        h = history_free(h);
+        sql_exec(
+                dir,
+                "DROP INDEX queries_by_created; DROP INDEX queries_running; DROP INDEX queries_by_finished;"
+                "DROP INDEX feedback_down; DROP TABLE tokens; PRAGMA user_version = 7");
+        ASSERT_TRUE(unlink(keyfile) == 0);
+        ASSERT_TRUE(file_holds_bytes(dir, "history.sqlite3", alice.bytes, sizeof alice.bytes));
+
+        h = open_store(dir, 0);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 10);
+        ASSERT_TRUE(stat(keyfile, &st) == 0);
+        ASSERT_EQ_INT(st.st_mode & 07777, 0600);
+        ASSERT_EQ_INT(st.st_size, USER_KEY_SECRET_BYTES);
+        /* The old key no longer finds them; the sealed one does. */
+        ASSERT_EQ_INT(history_get_record(h, qid(900), &alice, &rec), -ENOENT);
+        sealed = sealed_key(dir, &alice);
+        o = get_record(h, qid(900), &sealed);
+        ASSERT_EQ_STR(get_str(o, "question"), "alice's question");
+        sealed = sealed_key(dir, &bob);
+        ASSERT_EQ_INT(history_get_record(h, qid(900), &sealed, &rec), -ENOENT);
+        for (const char *n = "history.sqlite3\0history.sqlite3-wal\0"; *n; n += strlen(n) + 1) {
+                ASSERT_TRUE(!file_holds_bytes(dir, n, alice.bytes, sizeof alice.bytes));
+                ASSERT_TRUE(!file_holds_bytes(dir, n, bob.bytes, sizeof bob.bytes));
+        }
+        h = history_free(h);
+
+        /* The same key at the next start: nothing is re-keyed twice. */
+        h = open_store(dir, 0);
+        sealed = sealed_key(dir, &alice);
+        json_object_put(TAKE_PTR(o));
+        o = get_record(h, qid(900), &sealed);
+        ASSERT_EQ_STR(get_str(o, "id"), qid(900));
         history_free(h);
 }
 

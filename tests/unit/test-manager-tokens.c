@@ -205,7 +205,7 @@ TEST(revoke_all_of_a_person) {
         ASSERT_OK(manager_token_authenticate(f.manager, b.token, &user));
         ASSERT_EQ_STR(user, "bob");
         /* The store's own, for the erasure of a person: by their key. */
-        ASSERT_OK(fake_user_key("bob", &k));
+        ASSERT_OK(manager_user_key(f.manager, "bob", &k));
         ASSERT_EQ_INT(history_tokens_delete_user(manager_get_history(f.manager), &k), 1);
         fixture_stop(&f);
 }

@@ -22,6 +22,7 @@
 #include "shared/config.h"
 #include "shared/macro.h"
 #include "shared/strv.h"
+#include "shared/user-key.h"
 #include "store/history.h"
 #include "tests.h"
 
@@ -1213,6 +1214,73 @@ TEST(record_and_status_two_slots) {
         manager_status(f.manager, &c, now(CLOCK_MONOTONIC), &st);
         ASSERT_TRUE(st.range_known);
         ASSERT_TRUE(st.range.p10 <= st.range.p50 && st.range.p50 <= st.range.p90);
+        fixture_stop(&f);
+}
+
+typedef struct Erased {
+        unsigned calls;
+        bool failed;
+        ApiError api_error;
+        ManagerErased result;
+} Erased;
+
+static void on_erased(ManagerErasure *e, const ManagerError *error, const ManagerErased *result, void *userdata) {
+        Erased *x = userdata;
+
+        x->calls++;
+        ASSERT_TRUE(!error != !result);
+        x->failed = error != NULL;
+        if (error)
+                x->api_error = error->api_error;
+        else
+                x->result = *result;
+}
+
+/* A person's erasure: their own (busy while a query of theirs runs, then
+ * every record), and an administrator's (their running query cancelled
+ * and awaited, their records gone, the other person's kept), under the
+ * sealed key of their name; a bad name refused before anything. */
+TEST(erase_user) {
+        _cleanup_(manager_erasure_freep) ManagerErasure *e = NULL;
+        SessionKey alice, bob, plain;
+        ManagerQuery *q = NULL;
+        ManagerError err;
+        Erased x = { 0 };
+        uint64_t n = 99;
+        Fixture f;
+
+        fixture_start(&f);
+        manager_set_user_key_function(f.manager, user_key_from_name);
+        ASSERT_OK(manager_user_key(f.manager, "alice", &alice));
+        ASSERT_OK(manager_user_key(f.manager, "bob", &bob));
+        ASSERT_OK(user_key_from_name("alice", &plain));
+        ASSERT_TRUE(memcmp(&alice, &plain, sizeof plain) != 0);
+        add_record(&f, &alice, "qr_000000000000000000000000000000a1", "Apple");
+        add_record(&f, &alice, "qr_000000000000000000000000000000a2", "Apple");
+        add_record(&f, &bob, "qr_000000000000000000000000000000b1", "Apple");
+
+        ASSERT_OK(start(&f, &alice, "Slow?", &q));
+        ASSERT_EQ_INT(manager_erase_session(f.manager, &alice, &n, &err), -EBUSY);
+        ASSERT_EQ_INT(err.api_error, API_ERROR_BUSY);
+        ASSERT_EQ_INT(
+                manager_erase_user(f.manager, "bad\001name", "uid 0 (root)", on_erased, &x, &e, &err),
+                -EINVAL);
+        ASSERT_EQ_INT(err.api_error, API_ERROR_INVALID_INPUT);
+
+        ASSERT_OK(manager_erase_user(f.manager, "alice", "uid 0 (root)", on_erased, &x, &e, &err));
+        ASSERT_EQ_INT(x.calls, 0); /* never from inside the call */
+        run_until_called(&f, &x.calls, 1);
+        ASSERT_TRUE(!x.failed);
+        ASSERT_EQ_INT(x.result.records, 3);
+        ASSERT_EQ_INT(x.result.cancelled, 1);
+        ASSERT_EQ_STR(x.result.user, "alice");
+        ASSERT_EQ_INT(history_session_running(manager_get_history(f.manager), &alice), 0);
+        expect_record(&f, "qr_000000000000000000000000000000b1", &bob, "succeeded", NULL);
+
+        ASSERT_OK(manager_erase_session(f.manager, &bob, &n, &err));
+        ASSERT_EQ_INT(n, 1);
+        ASSERT_OK(manager_erase_session(f.manager, &bob, &n, &err));
+        ASSERT_EQ_INT(n, 0);
         fixture_stop(&f);
 }
 

@@ -202,6 +202,12 @@ static void fixture_done(Fixture *f) {
                 ASSERT_TRUE(asprintf(&p, "%s/history.sqlite3%s", f->dir, *n) >= 0);
                 ASSERT_TRUE(unlink(p) == 0 || errno == ENOENT);
         }
+        {
+                _cleanup_free_ char *p = NULL;
+
+                ASSERT_TRUE(asprintf(&p, "%s/user-key", f->dir) >= 0);
+                ASSERT_TRUE(unlink(p) == 0 || errno == ENOENT);
+        }
         ASSERT_TRUE(rmdir(f->dir) == 0);
 }
 

@@ -194,6 +194,11 @@ TEST(path_is_api) {
         ASSERT_TRUE(!router_path_is_api(""));
         ASSERT_TRUE(!router_path_is_api("/index.html"));
         ASSERT_TRUE(!router_path_is_api(NULL));
+        /* The MCP face gets the same sessions, origin policy and errors. */
+        ASSERT_TRUE(router_path_is_api("/mcp"));
+        ASSERT_TRUE(!router_path_is_api("/mcp/"));
+        ASSERT_TRUE(!router_path_is_api("/mcpx"));
+        ASSERT_TRUE(!router_path_is_api("/MCP"));
 }
 
 #define TOKEN "sh_0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -207,6 +212,11 @@ TEST(conversation_routes) {
         ASSERT_OK(router_match("/api/v1/history/qr_0123456789abcdef0123456789abcdef/export", &m));
         ASSERT_EQ_INT(m.route, ROUTE_HISTORY_EXPORT);
         ASSERT_EQ_STR(m.id, "qr_0123456789abcdef0123456789abcdef");
+        /* The whole history's export is not a record's. */
+        ASSERT_OK(router_match("/api/v1/history/export", &m));
+        ASSERT_EQ_INT(m.route, ROUTE_HISTORY_ARCHIVE);
+        ASSERT_EQ_STR(m.id, "");
+        ASSERT_EQ_INT(router_match("/api/v1/history/export/", &m), -ENOENT);
         ASSERT_OK(router_match("/api/v1/history/qr_0123456789abcdef0123456789abcdef/share", &m));
         ASSERT_EQ_INT(m.route, ROUTE_HISTORY_SHARE);
         ASSERT_OK(router_match("/api/v1/shared/" TOKEN, &m));
@@ -267,7 +277,7 @@ TEST(methods) {
                 { ROUTE_QUEUE_TICKET, "DELETE" },
                 { ROUTE_QUEUE_EVENTS, "GET" },
                 { ROUTE_QUERY, "POST" },
-                { ROUTE_HISTORY, "GET, HEAD" },
+                { ROUTE_HISTORY, "GET, HEAD, DELETE" },
                 { ROUTE_HISTORY_ITEM, "GET, HEAD, DELETE" },
                 { ROUTE_HISTORY_EVENTS, "GET" },
                 { ROUTE_ARTIFACT, "GET, HEAD" },
@@ -280,8 +290,10 @@ TEST(methods) {
                 { ROUTE_SHARED_EXPORT, "GET" },
                 { ROUTE_SHARED_ARTIFACT, "GET, HEAD" },
                 { ROUTE_REPORTS, "GET" },
+                { ROUTE_MCP, "POST" },
                 { ROUTE_TOKENS, "GET, HEAD, POST" },
                 { ROUTE_TOKEN, "DELETE" },
+                { ROUTE_HISTORY_ARCHIVE, "GET" },
         };
 
         ASSERT_EQ_INT(ELEMENTSOF(table), _ROUTE_MAX);
@@ -333,7 +345,8 @@ TEST(methods) {
 
         /* The spot checks a reader would look for first. */
         ASSERT_TRUE(route_allows_method(ROUTE_HISTORY_ITEM, HTTP_METHOD_DELETE));
-        ASSERT_TRUE(!route_allows_method(ROUTE_HISTORY, HTTP_METHOD_DELETE));
+        ASSERT_TRUE(route_allows_method(ROUTE_HISTORY, HTTP_METHOD_DELETE));
+        ASSERT_TRUE(!route_allows_method(ROUTE_HISTORY, HTTP_METHOD_POST));
         ASSERT_TRUE(!route_allows_method(ROUTE_QUERY, HTTP_METHOD_GET));
         ASSERT_TRUE(!route_allows_method(ROUTE_QUEUE_TICKET, HTTP_METHOD_GET));
         ASSERT_TRUE(route_allows_method(ROUTE_ARTIFACT, HTTP_METHOD_HEAD));
