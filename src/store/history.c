@@ -170,13 +170,14 @@ static const char schema_step_9[] =
  * unanswered report reads the records finished in its window by
  * finished_at, and the "down" ratings given in it by rated_at (a rating
  * is given after its record finished, so one of a record finished in the
- * window was given in it). */
+ * window was given in it). IF NOT EXISTS: a file set back to an older
+ * version by hand keeps them and still opens. */
 static const char schema_step_10[] =
-        "CREATE INDEX queries_by_created ON queries (created_at, id);"
-        "CREATE INDEX queries_running ON queries (id) WHERE status = 'running';"
-        "CREATE INDEX queries_by_finished ON queries (finished_at, wording_key, signals, created_at)"
+        "CREATE INDEX IF NOT EXISTS queries_by_created ON queries (created_at, id);"
+        "CREATE INDEX IF NOT EXISTS queries_running ON queries (id) WHERE status = 'running';"
+        "CREATE INDEX IF NOT EXISTS queries_by_finished ON queries (finished_at, wording_key, signals, created_at)"
         "  WHERE wording_key IS NOT NULL AND signals != 0;"
-        "CREATE INDEX feedback_down ON feedback (rated_at) WHERE rating = 'down';";
+        "CREATE INDEX IF NOT EXISTS feedback_down ON feedback (rated_at) WHERE rating = 'down';";
 
 /* The steps after version 3, in order: a file of version v runs every
  * step above v, in one transaction with the new version. */
