@@ -7,6 +7,7 @@
 #include "config-version.h"
 #include "api/api.h"
 #include "api/export.h"
+#include "api/export-zip.h"
 #include "api/query-stream.h"
 #include "api/sources-check.h"
 #include "api/queue-stream.h"
@@ -943,6 +944,43 @@ static HttpHandlerResult api_handle_history_export(Api *api, HttpRequest *req, c
         return api_reply_markdown(req, &c, "/api/v1/artifacts/");
 }
 
+static ssize_t api_archive_on_read(void *userdata, uint8_t *buf, size_t max) {
+        return export_zip_read(userdata, buf, max);
+}
+
+static void api_archive_on_free(void *userdata) {
+        export_zip_free(userdata);
+}
+
+/* GET /history/export (API.md 9 "Export of a whole history"): every
+ * record of the session's (with an identity, the person's), as GET
+ * /history lists them, in one ZIP made as it is sent. */
+static HttpHandlerResult api_handle_history_archive(Api *api, HttpRequest *req) {
+        _cleanup_(export_zip_freep) ExportZip *z = NULL;
+        char disposition[sizeof "attachment; filename=\"wikiweb-history-YYYY-MM-DD.zip\""];
+        usec_t t = now(CLOCK_REALTIME);
+        char day[RFC3339_MS_MAX];
+        int r;
+
+        r = export_zip_new(api->history, http_request_session(req), t, &z);
+        if (r < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        /* Named after the day (UTC) it was made: safe in a header as it is. */
+        snprintf(
+                disposition,
+                sizeof disposition,
+                "attachment; filename=\"wikiweb-history-%.10s.zip\"",
+                format_rfc3339_ms(day, t));
+        {
+                /* A download, as an artifact is: never a document of ours. */
+                const char *h[] = {
+                        "Content-Disposition", disposition, "Content-Security-Policy", "sandbox", NULL,
+                };
+                return http_reply_reader(
+                        req, 200, "application/zip", api_archive_on_read, api_archive_on_free, TAKE_PTR(z), h);
+        }
+}
+
 static HttpHandlerResult api_handle_share(Api *api, HttpRequest *req, const char *id) {
         _cleanup_free_ char *message = NULL, *url = NULL;
         _cleanup_(json_object_putp) json_object *o = NULL;
@@ -1249,6 +1287,8 @@ HttpHandlerResult api_handle(HttpRequest *req, void *userdata) {
                 return api_handle_reports(api, req);
         case ROUTE_HISTORY_EXPORT:
                 return api_handle_history_export(api, req, m->id);
+        case ROUTE_HISTORY_ARCHIVE:
+                return api_handle_history_archive(api, req);
         case ROUTE_HISTORY_SHARE:
                 return api_handle_share(api, req, m->id);
         case ROUTE_SHARED:

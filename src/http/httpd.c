@@ -498,6 +498,81 @@ HttpHandlerResult http_reply_bytes(
         return queue_or_store(req, r, status);
 }
 
+/* A body made as it is sent (http_reply_reader()). */
+typedef struct HttpBodyReader {
+        HttpBodyRead read;
+        HttpBodyFree free;
+        void *userdata;
+} HttpBodyReader;
+
+static ssize_t http_body_on_read(void *cls, uint64_t pos, char *buf, size_t max) {
+        HttpBodyReader *b = cls;
+        ssize_t n;
+
+        if (max == 0)
+                return 0;
+        n = b->read(b->userdata, (uint8_t *) buf, max);
+        if (n > 0)
+                return n;
+        if (n == 0)
+                return MHD_CONTENT_READER_END_OF_STREAM;
+        log_warning_errno((int) n, "HTTP: a download failed while it was made; closing its connection");
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+/* MHD is done with the response: sent, or the client went away. */
+static void http_body_on_free(void *cls) {
+        HttpBodyReader *b = cls;
+
+        if (b->free)
+                b->free(b->userdata);
+        free(b);
+}
+
+HttpHandlerResult http_reply_reader(
+        HttpRequest *req,
+        unsigned status,
+        const char *content_type,
+        HttpBodyRead read,
+        HttpBodyFree free_userdata,
+        void *userdata,
+        const char *const *extra_headers) {
+        struct MHD_Response *r = NULL;
+        HttpBodyReader *b;
+
+        assert(req);
+        assert(read);
+
+        b = TEST_FAULT(req->server->test_oom != FAULT_HTTP_OOM_NONE) ? NULL : malloc(sizeof *b);
+        if (b) {
+                *b = (HttpBodyReader){ .read = read, .free = free_userdata, .userdata = userdata };
+                /* Chunked: MHD reads into the connection's memory pool, a
+                 * piece at a time as the socket drains (the block size only
+                 * counts for an HTTP/1.0 client). */
+                r = MHD_create_response_from_callback(
+                        MHD_SIZE_UNKNOWN, HTTP_READER_BLOCK_BYTES, http_body_on_read, b, http_body_on_free);
+                if (!r)
+                        free(b);
+        }
+        if (!r) {
+                if (free_userdata)
+                        free_userdata(userdata);
+                return http_reply_oom(req);
+        }
+        /* From here on, MHD frees b and userdata with the response. */
+        if (add_common_headers(req, r) < 0 ||
+            (content_type && add_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) < 0)) {
+                MHD_destroy_response(r);
+                return http_reply_oom(req);
+        }
+        for (const char *const *h = extra_headers; h && h[0] && h[1]; h += 2)
+                if (add_header(r, h[0], h[1]) < 0) {
+                        MHD_destroy_response(r);
+                        return http_reply_oom(req);
+                }
+        return queue_or_store(req, r, status);
+}
+
 int http_request_queue_response(
         HttpRequest *req, struct MHD_Response *r, unsigned status, const char *const *extra_headers) {
         assert(req);

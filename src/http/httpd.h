@@ -2,6 +2,7 @@
 #pragma once
 
 #include <microhttpd.h>
+#include <sys/types.h>
 #include <systemd/sd-event.h>
 
 #include "admission/admission.h"
@@ -146,6 +147,28 @@ HttpHandlerResult http_reply_bytes(
         const char *content_type,
         const void *data,
         size_t size,
+        const char *const *extra_headers);
+
+/* A response whose body is made as it is sent, for a download of any
+ * size in bounded memory (chunked; an HTTP/1.0 client gets it up to the
+ * connection's close). read is called from the loop each time the socket
+ * can take more, for at most max bytes into buf: it returns how many it
+ * wrote (> 0; it should do a bounded amount of work each time, since the
+ * loop waits meanwhile), 0 at the end, or a negative errno, which closes
+ * the connection (the client sees a body cut short, never a false end).
+ * free_userdata (NULL: none) is called once when the response is done
+ * with: sent, failed, the client gone, or the server freed; also when this
+ * fails (out of memory: the static 500). Otherwise as http_reply_bytes(). */
+#define HTTP_READER_BLOCK_BYTES (16 * 1024)
+typedef ssize_t (*HttpBodyRead)(void *userdata, uint8_t *buf, size_t max);
+typedef void (*HttpBodyFree)(void *userdata);
+HttpHandlerResult http_reply_reader(
+        HttpRequest *req,
+        unsigned status,
+        const char *content_type,
+        HttpBodyRead read,
+        HttpBodyFree free_userdata,
+        void *userdata,
         const char *const *extra_headers);
 
 /* The error envelope of API.md 2; message NULL means the default message;

@@ -121,6 +121,14 @@ static const struct {
                            M(HTTP_METHOD_GET) | M(HTTP_METHOD_HEAD) | M(HTTP_METHOD_POST),
                            "GET, HEAD, POST" },
         [ROUTE_TOKEN] = { "token", "/api/v1/tokens/", "tk_", NULL, M(HTTP_METHOD_DELETE), "DELETE" },
+        /* A person's whole history as one ZIP (API.md 9 "Export of a whole
+         * history"): GET only, as a conversation's export. */
+        [ROUTE_HISTORY_ARCHIVE] = { "history-archive",
+                                    "/api/v1/history/export",
+                                    NULL,
+                                    NULL,
+                                    M(HTTP_METHOD_GET),
+                                    "GET" },
 };
 
 const char *route_to_string(Route r) {

@@ -51,6 +51,7 @@ typedef enum Route {
         ROUTE_MCP,               /* /mcp: the MCP face (API.md "MCP") */
         ROUTE_TOKENS,            /* /api/v1/tokens */
         ROUTE_TOKEN,             /* /api/v1/tokens/tk_<32 hex> */
+        ROUTE_HISTORY_ARCHIVE,   /* /api/v1/history/export */
         _ROUTE_MAX,
         _ROUTE_INVALID = -EINVAL,
 } Route;

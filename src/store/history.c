@@ -205,6 +205,8 @@ typedef enum Statement {
         STMT_SHARE_TRIM,
         STMT_SHARE_REVOKE,
         STMT_SHARE_FIND,
+        STMT_HAS_FOLLOWER,
+        STMT_ARTIFACT_ROWID,
         _STMT_MAX,
 } Statement;
 
@@ -245,6 +247,13 @@ static const char *const statement_sql[_STMT_MAX] = {
                 "INSERT OR REPLACE INTO feedback (query_id, rating, reason, comment, rated_at)"
                 " VALUES (?1, ?2, ?3, ?4, ?5)",
         [STMT_QUESTION] = "SELECT question FROM queries WHERE id = ?1",
+        /* A follow-up of ?1 that had ended by ?3 (queries_by_follow_up). */
+        [STMT_HAS_FOLLOWER] =
+                "SELECT 1 FROM queries WHERE follow_up = ?1 AND session = ?2"
+                " AND status != 'running' AND finished_at <= ?3 LIMIT 1",
+        [STMT_ARTIFACT_ROWID] =
+                "SELECT a.rowid, a.size_bytes FROM artifacts a"
+                " JOIN queries q ON q.id = a.query_id WHERE a.id = ?1 AND q.session = ?2",
         [STMT_SHARE_ADD] = "INSERT INTO shares (token_sha256, query_id, created_at) VALUES (?1, ?2, ?3)",
         /* The oldest links of the record beyond HISTORY_SHARES_MAX go. */
         [STMT_SHARE_TRIM] =
@@ -1842,6 +1851,81 @@ int history_get_artifact(History *h, const char *id, const SessionKey *session, 
 
         *ret = a;
         return 0;
+}
+
+int history_read_artifact(
+        History *h,
+        const char *id,
+        const SessionKey *session,
+        uint64_t offset,
+        void *buf,
+        size_t size,
+        size_t *ret_n) {
+        _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
+        sqlite3_blob *blob = NULL;
+        sqlite3_int64 rowid;
+        int64_t total;
+        size_t n;
+        int r;
+
+        assert(h);
+        assert(id);
+        assert(session);
+        assert(buf || size == 0);
+        assert(ret_n);
+
+        r = select_owned(h, STMT_ARTIFACT_ROWID, id, session, &s);
+        if (r <= 0)
+                return r == 0 ? -ENOENT : r;
+        rowid = sqlite3_column_int64(s, 0);
+        total = sqlite3_column_int64(s, 1);
+        stmt_release(TAKE_PTR(s));
+
+        if (total < 0 || offset >= (uint64_t) total || size == 0) {
+                *ret_n = 0;
+                return 0;
+        }
+        n = (size_t) MIN((uint64_t) size, (uint64_t) total - offset);
+        n = MIN(n, (size_t) INT_MAX);
+        /* Opened and closed here: a blob left open would hold a read
+         * transaction, and with it every checkpoint, for as long as a
+         * slow reader takes. */
+        if (sqlite3_blob_open(h->db, "main", "artifacts", "data", rowid, 0, &blob) != SQLITE_OK)
+                return db_error(h, "open an artifact's blob");
+        if ((uint64_t) sqlite3_blob_bytes(blob) < offset + n) {
+                (void) sqlite3_blob_close(blob);
+                return -EIO;
+        }
+        if (sqlite3_blob_read(blob, buf, (int) n, (int) offset) != SQLITE_OK) {
+                r = db_error(h, "read an artifact");
+                (void) sqlite3_blob_close(blob);
+                return r;
+        }
+        (void) sqlite3_blob_close(blob);
+        *ret_n = n;
+        return 0;
+}
+
+int history_has_follower(History *h, const char *id, const SessionKey *session, usec_t ended_by) {
+        _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
+        int r;
+
+        assert(h);
+        assert(id);
+        assert(session);
+
+        r = statement(h, STMT_HAS_FOLLOWER, &s);
+        if (r < 0)
+                return r;
+        sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+        bind_session(s, 2, session);
+        sqlite3_bind_int64(s, 3, (sqlite3_int64) MIN(ended_by, (usec_t) INT64_MAX));
+        r = sqlite3_step(s);
+        if (r == SQLITE_ROW)
+                return 1;
+        if (r == SQLITE_DONE)
+                return 0;
+        return db_error(h, "read a record's follow-ups");
 }
 
 /* The artifact's blob, written from its file; inside the transaction of

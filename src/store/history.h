@@ -302,6 +302,20 @@ void history_artifact_done(HistoryArtifact *a);
  * filled (free with history_artifact_done()), -ENOENT, -ENOMEM, -EIO. */
 int history_get_artifact(History *h, const char *id, const SessionKey *session, HistoryArtifact *ret);
 
+/* Up to size bytes of the artifact id, if its query belongs to session,
+ * from offset on, into buf: 0 and their number in *ret_n (0 at or past
+ * the end), -ENOENT, -EIO. Reads only those bytes (the blob's pages), so
+ * an artifact of any size is read in bounded memory, a piece at a time;
+ * no read stays open between calls. */
+int history_read_artifact(
+        History *h,
+        const char *id,
+        const SessionKey *session,
+        uint64_t offset,
+        void *buf,
+        size_t size,
+        size_t *ret_n);
+
 /* Keep one artifact of the query id (API.md 9), with the bytes read from
  * a->fd (borrowed; read with pread() from offset 0, exactly a->size_bytes,
  * streamed into the blob without holding the file in memory). a->name and
@@ -410,6 +424,11 @@ void history_set_test_write_fault(History *h, int code, unsigned n, unsigned cou
 int history_get_conversation(
         History *h, const char *id, const SessionKey *session, size_t max, HistoryRecord **ret, size_t *ret_n);
 void history_conversation_free_records(HistoryRecord *records, size_t n);
+
+/* Whether a record of session follows id (its follow_up) and had ended
+ * (not running, finished_at at most ended_by, CLOCK_REALTIME): 1, 0, -EIO.
+ * A record without one is the last turn of its conversation. */
+int history_has_follower(History *h, const char *id, const SessionKey *session, usec_t ended_by);
 
 /* The links of one record kept at most; a new one beyond that revokes the
  * oldest. */

@@ -1318,8 +1318,57 @@
       }
       this.cursor = page.next_cursor;
       $('history-more').hidden = !this.cursor;
-      $('history-empty').hidden = list.childNodes.length > 0;
+      this.showEmpty();
       return page.items;
+    },
+
+    // The empty hint, or the whole history's actions.
+    showEmpty() {
+      const any = $('history-list').childNodes.length > 0;
+      $('history-empty').hidden = any;
+      $('history-actions').hidden = !any;
+    },
+
+    // "Delete my history": a dialog first (focus on Cancel, Escape
+    // cancels, the focus back on the button after), then DELETE
+    // /api/v1/history (API.md 9): 204 empties the list; 409 busy while
+    // one of the person's queries runs.
+    confirmErase() {
+      $('history-erase-status').textContent = '';
+      $('erase-dialog').showModal();
+      $('erase-cancel').focus();
+    },
+
+    async erase() {
+      const dialog = $('erase-dialog');
+      const button = $('erase-confirm');
+      clearErrors();
+      button.disabled = true;
+      try {
+        await call('DELETE', '/history');
+      } catch (e) {
+        button.disabled = false;
+        dialog.close();
+        if (e.code === 'busy') {
+          $('history-erase-status').textContent = t('history.erase_busy');
+          $('history-erase').focus();
+        } else showError(e);
+        return;
+      }
+      button.disabled = false;
+      dialog.close();
+      this.generation++;
+      this.cursor = null;
+      this.seen = new Set();
+      $('history-list').replaceChildren();
+      $('history-more').hidden = true;
+      this.showEmpty();
+      if (app.view) {
+        app.view = null;
+        $('query').hidden = true;
+      }
+      $('history-erase-status').textContent = t('history.erased');
+      $('history-title').focus();
     },
 
     item(rec) {
@@ -1365,7 +1414,7 @@
       li.remove();
       if (next) next.querySelector('button.open').focus();
       else $('history-title').focus();
-      $('history-empty').hidden = $('history-list').childNodes.length > 0;
+      this.showEmpty();
       if (app.view && app.view.id === id) {
         app.view = null;
         $('query').hidden = true;
@@ -2048,6 +2097,17 @@
       if ($('notify-sound').checked) turn.prepareSound();
     });
     $('history-more').addEventListener('click', () => history.load(false));
+    // GET /api/v1/history/export (API.md 9): the whole history as one ZIP.
+    $('history-download').href = API + '/history/export';
+    $('history-erase').addEventListener('click', () => history.confirmErase());
+    $('erase-cancel').addEventListener('click', () => $('erase-dialog').close());
+    $('erase-confirm').addEventListener('click', () => history.erase());
+    // Closed by Cancel, Escape or after the deletion: the keyboard goes
+    // back where it was, unless the deletion moved it on.
+    $('erase-dialog').addEventListener('close', () => {
+      if (document.activeElement === document.body || $('erase-dialog').contains(document.activeElement))
+        $('history-erase').focus();
+    });
     $('feedback-up').addEventListener('click', () => feedback.up());
     $('feedback-down').addEventListener('click', () => feedback.down());
     $('feedback-form').addEventListener('submit', (e) => {

@@ -735,6 +735,101 @@ class History(PageBase):
         c.check_console()
 
 
+class WholeHistory(PageBase):
+
+    def test_download_and_delete_history(self):
+        """"Download my history" gets the ZIP of GET /api/v1/history/export;
+        "Delete my history" asks first in a modal dialog (the focus on
+        Cancel, Escape cancels and nothing is sent, the focus back on the
+        button), then sends DELETE /api/v1/history: 409 busy while a query
+        of the person's runs is said so; 204 empties the list. Once the
+        daemon has DELETE /api/v1/history; before, the request and the
+        error shown are checked. axe-core in the dialog."""
+        d = self.page_daemon([{'answer': 'The first answer.'}, {'answer': 'The second answer.'},
+                              {'answer': 'Held.', 'hold': 'busy'}])
+        c = self.chrome(d)
+        c.wait(c.cookie, what='the session cookie')
+        b = d.browser(cookie=c.cookie())
+        ids = [b.query(q).json['id'] for q in ('First question?', 'Second question?')]
+        c.driver.refresh()
+        c.wait(lambda: len(c.finds('#history-list li')) == 2, what='two entries')
+        self.assertTrue(c.find('#history-actions').is_displayed())
+        c.axe('the history with its download and deletion')
+
+        # The download: the browser saves the ZIP under its name.
+        link = c.find('#history-download')
+        self.assertEqual(link.get_attribute('href'), f'http://127.0.0.1:{d.port}/api/v1/history/export')
+        self.assertIsNotNone(link.get_attribute('download'))
+        link.click()
+
+        def saved():
+            names = [n for n in os.listdir(c.downloads) if n.endswith('.zip')]
+            return names[0] if names else None
+        name = c.wait(saved, what='the history downloaded')
+        self.assertRegex(name, r'^wikiweb-history-\d{4}-\d\d-\d\d\.zip$')
+        import zipfile
+        with zipfile.ZipFile(os.path.join(c.downloads, name)) as z:
+            self.assertEqual({r['id'] for r in json.loads(z.read('records.json'))}, set(ids))
+
+        # The confirmation: modal, the focus on Cancel; Escape cancels.
+        n_fetches = len(c.fetches())
+        c.find('#history-erase').click()
+        c.wait(lambda: c.js("return document.getElementById('erase-dialog').open"), what='the dialog')
+        self.assertEqual(c.js('return document.activeElement.id'), 'erase-cancel')
+        self.assertTrue(c.js("return document.getElementById('erase-dialog').matches(':modal')"))
+        c.axe('the deletion asked to be confirmed')
+        c.shot('history-erase-dialog')
+        from selenium.webdriver.common.keys import Keys
+        c.find('#erase-cancel').send_keys(Keys.ESCAPE)
+        c.wait(lambda: not c.js("return document.getElementById('erase-dialog').open"), what='the dialog to close')
+        self.assertEqual(c.js('return document.activeElement.id'), 'history-erase')
+        # Cancel closes it too; neither sends anything.
+        c.find('#history-erase').click()
+        c.find('#erase-cancel').click()
+        self.assertFalse(c.js("return document.getElementById('erase-dialog').open"))
+        self.assertEqual(c.fetches()[n_fetches:], [])
+
+        status, _, _ = get(d, '/api/v1/history', method='DELETE')
+        if status == 405:
+            # Before DELETE /api/v1/history: the request is made, the error said.
+            c.find('#history-erase').click()
+            c.find('#erase-confirm').click()
+            c.wait(lambda: c.text('#errors'), what='the error')
+            self.assertIn(['DELETE', '/api/v1/history'], c.fetches())
+            self.assertEqual(len(c.finds('#history-list li')), 2)
+            c.check_console(allow=['405'])
+            return
+
+        # Busy: a query of the person's runs.
+        t = threading.Thread(target=lambda: b.query('Third question?', timeout=60))
+        t.start()
+        self.addCleanup(t.join, 60)
+        self.addCleanup(d.llm.release, 'busy')
+        c.wait(lambda: b.get('/api/v1/history').json['items'][0]['status'] == 'running', what='a running query')
+        c.find('#history-erase').click()
+        c.find('#erase-confirm').click()
+        c.wait(lambda: c.text('#history-erase-status'), what='the busy notice')
+        self.assertIn('still being answered', c.text('#history-erase-status'))
+        self.assertFalse(c.js("return document.getElementById('erase-dialog').open"))
+        self.assertEqual(c.js('return document.activeElement.id'), 'history-erase')
+        c.shot('history-erase-busy')
+        d.llm.release('busy')
+        t.join(60)
+
+        # Deleted: the list empties, the focus on its heading.
+        c.find('#history-erase').click()
+        c.find('#erase-confirm').click()
+        c.wait(lambda: not c.finds('#history-list li'), what='the list to empty')
+        self.assertTrue(c.find('#history-empty').is_displayed())
+        self.assertFalse(c.find('#history-actions').is_displayed())
+        self.assertEqual(c.js('return document.activeElement.id'), 'history-title')
+        self.assertEqual(c.text('#history-erase-status'), 'Your history has been deleted.')
+        self.assertEqual(b.get('/api/v1/history').json['items'], [])
+        c.axe('the history deleted')
+        c.shot('history-erased')
+        c.check_console(allow=['409'])
+
+
 class Conversations(PageBase):
 
     def test_follow_up_export_share(self):

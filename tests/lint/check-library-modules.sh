@@ -26,6 +26,8 @@ check 'sqlite3\.h' 'src/store/'
 # ICU (Unicode NFC, character properties) for the citations only.
 check 'unicode/' 'src/query/citation\.c'
 check 'openssl/' 'src/shared/sha256\.c'
+# libarchive writes the ZIP of a person's whole history, nothing else.
+check 'archive\.h|archive_entry\.h' 'src/api/export-zip\.c'
 # json-c at the API edge (src/http/ renders the contract's JSON), in the
 # upstream clients (src/query/) and the sandbox (config.json, the run's
 # outputs), in the shared helpers (src/shared/json-util.*) and the one

@@ -212,6 +212,11 @@ TEST(conversation_routes) {
         ASSERT_OK(router_match("/api/v1/history/qr_0123456789abcdef0123456789abcdef/export", &m));
         ASSERT_EQ_INT(m.route, ROUTE_HISTORY_EXPORT);
         ASSERT_EQ_STR(m.id, "qr_0123456789abcdef0123456789abcdef");
+        /* The whole history's export is not a record's. */
+        ASSERT_OK(router_match("/api/v1/history/export", &m));
+        ASSERT_EQ_INT(m.route, ROUTE_HISTORY_ARCHIVE);
+        ASSERT_EQ_STR(m.id, "");
+        ASSERT_EQ_INT(router_match("/api/v1/history/export/", &m), -ENOENT);
         ASSERT_OK(router_match("/api/v1/history/qr_0123456789abcdef0123456789abcdef/share", &m));
         ASSERT_EQ_INT(m.route, ROUTE_HISTORY_SHARE);
         ASSERT_OK(router_match("/api/v1/shared/" TOKEN, &m));
@@ -288,6 +293,7 @@ TEST(methods) {
                 { ROUTE_MCP, "POST" },
                 { ROUTE_TOKENS, "GET, HEAD, POST" },
                 { ROUTE_TOKEN, "DELETE" },
+                { ROUTE_HISTORY_ARCHIVE, "GET" },
         };
 
         ASSERT_EQ_INT(ELEMENTSOF(table), _ROUTE_MAX);
