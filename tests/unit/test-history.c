@@ -1712,7 +1712,7 @@ TEST(rekey_tokens_from_version_8) {
         ASSERT_TRUE(unlink(keyfile) == 0);
 
         h = open_store(dir, 0);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 9);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 10);
         sealed_alice = sealed_key(dir, &alice);
         ASSERT_OK(history_tokens_list(h, &alice, &list, &n));
         ASSERT_EQ_INT(n, 0);
