@@ -598,12 +598,20 @@ static HttpHandlerResult api_handle_history_get(Api *api, HttpRequest *req, cons
         return reply_json_object(req, render_history_record(record));
 }
 
-static HttpHandlerResult api_handle_history_delete(Api *api, HttpRequest *req, const char *id) {
-        ManagerError e;
+/* The writes a request waits for (on the store's worker), each answered
+ * when it is durable. */
+typedef enum ApiWriteKind {
+        API_WRITE_DELETE,       /* DELETE /history/{id}: 204 */
+        API_WRITE_FEEDBACK,     /* POST /history/{id}/feedback: the record */
+        API_WRITE_SHARE,        /* POST /history/{id}/share: 201 with the link */
+        API_WRITE_SHARE_REVOKE, /* DELETE /history/{id}/share: 204 */
+} ApiWriteKind;
 
-        if (manager_delete_record(api->manager, http_request_session(req), id, &e) < 0)
-                return reply_manager_error(api, req, &e);
-        return http_reply(req, 204, NULL, NULL);
+static HttpHandlerResult
+        api_write(Api *api, HttpRequest *req, ApiWriteKind kind, const char *id, const FeedbackBody *f);
+
+static HttpHandlerResult api_handle_history_delete(Api *api, HttpRequest *req, const char *id) {
+        return api_write(api, req, API_WRITE_DELETE, id, NULL);
 }
 
 /* DELETE /api/v1/history: every record of the person (API.md 9). */
@@ -684,23 +692,14 @@ static HttpHandlerResult
  * finished record; the answer is the record, with its feedback. */
 static HttpHandlerResult api_handle_history_feedback(Api *api, HttpRequest *req, const char *id) {
         _cleanup_(feedback_body_done) FeedbackBody f = { .rating = NULL };
-        _cleanup_(history_record_freep) HistoryRecord *record = NULL;
         _cleanup_free_ char *message = NULL;
         const uint8_t *body;
-        ManagerError e;
         size_t size;
 
         body = http_request_body(req, &size);
         if (request_parse_feedback(http_request_content_type(req), body, size, &f, &message) < 0)
                 return http_reply_error(req, API_ERROR_INVALID_INPUT, message, NULL);
-
-        if (manager_set_feedback(
-                    api->manager, http_request_session(req), id, f.rating, f.reason, f.comment, &e) < 0)
-                return reply_manager_error(api, req, &e);
-
-        if (!api_find_record(api, req, id, &record))
-                return HTTP_HANDLED;
-        return reply_json_object(req, render_history_record(record));
+        return api_write(api, req, API_WRITE_FEEDBACK, id, &f);
 }
 
 /* ---- requests waiting for a Manager operation ---- */
@@ -716,6 +715,10 @@ struct ApiPending {
         ManagerShareOpen *share;
         ManagerReportCheck *report;
         ManagerPreparedFollowUp *follow_up;
+        ManagerWrite *write;
+        /* The write's: what, and the record's id */
+        ApiWriteKind write_kind;
+        char id[QUERY_ID_MAX];
         /* The follow-up's: its query, as asked */
         QueryBody query;
         bool stream;
@@ -737,6 +740,7 @@ static ApiPending *api_pending_free(ApiPending *p) {
         manager_share_open_free(p->share);
         manager_report_check_free(p->report);
         manager_follow_up_free(p->follow_up);
+        manager_write_free(p->write);
         query_body_done(&p->query);
         api_shared_free(p->shared);
         free(p);
@@ -752,6 +756,94 @@ static ApiPending *api_pending_new(Api *api, HttpRequest *req) {
         p->req = req;
         LIST_PREPEND(pending, api->pending, p);
         return p;
+}
+
+/* A link made: its token, and the page's address of the shared view: the
+ * token in the fragment, which browsers never send, so that it stays out
+ * of access logs and Referer headers. */
+static HttpHandlerResult api_reply_share(HttpRequest *req, const char *token) {
+        _cleanup_(json_object_putp) json_object *o = NULL;
+        _cleanup_free_ char *url = NULL;
+
+        if (!token || asprintf(&url, "/#/shared/%s", token) < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        o = json_object_new_object();
+        if (!o || json_add(o, "token", json_string(token)) < 0 || json_add(o, "url", json_string(url)) < 0)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        return http_reply(req, 201, render_body(o), NULL);
+}
+
+static void api_write_on_done(
+        ManagerWrite *w, const ManagerError *error, const ManagerWritten *result, void *userdata) {
+        ApiPending *p = userdata;
+        _cleanup_(history_record_freep) HistoryRecord *record = NULL;
+
+        if (error)
+                (void) reply_manager_error(p->api, p->req, error);
+        else
+                switch (p->write_kind) {
+                case API_WRITE_DELETE:
+                case API_WRITE_SHARE_REVOKE:
+                        (void) http_reply(p->req, 204, NULL, NULL);
+                        break;
+                case API_WRITE_FEEDBACK:
+                        if (api_find_record(p->api, p->req, p->id, &record))
+                                (void) reply_json_object(p->req, render_history_record(record));
+                        break;
+                case API_WRITE_SHARE:
+                        (void) api_reply_share(p->req, result->token);
+                        break;
+                }
+        api_pending_free(p);
+}
+
+/* A write of the asker's history: suspended until it is durable. */
+static HttpHandlerResult
+        api_write(Api *api, HttpRequest *req, ApiWriteKind kind, const char *id, const FeedbackBody *f) {
+        const SessionKey *session = http_request_session(req);
+        ManagerError e;
+        ApiPending *p;
+        int r = -EINVAL;
+
+        if (strlen(id) >= sizeof p->id)
+                return http_reply_error(req, API_ERROR_QUERY_NOT_FOUND, NULL, NULL);
+        p = api_pending_new(api, req);
+        if (!p)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        p->write_kind = kind;
+        snprintf(p->id, sizeof p->id, "%s", id);
+        switch (kind) {
+        case API_WRITE_DELETE:
+                r = manager_delete_record(api->manager, session, id, api_write_on_done, p, &p->write, &e);
+                break;
+        case API_WRITE_FEEDBACK:
+                r = manager_set_feedback(
+                        api->manager,
+                        session,
+                        id,
+                        f->rating,
+                        f->reason,
+                        f->comment,
+                        api_write_on_done,
+                        p,
+                        &p->write,
+                        &e);
+                break;
+        case API_WRITE_SHARE:
+                r = manager_share_create(api->manager, session, id, api_write_on_done, p, &p->write, &e);
+                break;
+        case API_WRITE_SHARE_REVOKE:
+                r = manager_share_revoke(api->manager, session, id, api_write_on_done, p, &p->write, &e);
+                break;
+        }
+        if (r < 0) {
+                HttpHandlerResult h = reply_manager_error(api, req, &e);
+
+                api_pending_free(p);
+                return h;
+        }
+        http_request_suspend(req);
+        return HTTP_SUSPENDED;
 }
 
 /* The follow-up's turns are prepared: its query starts with them, or the
@@ -982,35 +1074,18 @@ static HttpHandlerResult api_handle_history_archive(Api *api, HttpRequest *req) 
 }
 
 static HttpHandlerResult api_handle_share(Api *api, HttpRequest *req, const char *id) {
-        _cleanup_free_ char *message = NULL, *url = NULL;
-        _cleanup_(json_object_putp) json_object *o = NULL;
-        char token[MANAGER_SHARE_TOKEN_MAX];
+        _cleanup_free_ char *message = NULL;
         const uint8_t *body;
-        ManagerError e;
         size_t size;
 
-        if (http_request_method(req) == HTTP_METHOD_DELETE) {
-                if (manager_share_revoke(api->manager, http_request_session(req), id, &e) < 0)
-                        return reply_manager_error(api, req, &e);
-                return http_reply(req, 204, NULL, NULL);
-        }
+        if (http_request_method(req) == HTTP_METHOD_DELETE)
+                return api_write(api, req, API_WRITE_SHARE_REVOKE, id, NULL);
 
         /* POST: no body, or {}, as a join. */
         body = http_request_body(req, &size);
         if (request_parse_join(http_request_content_type(req), body, size, &message) < 0)
                 return http_reply_error(req, API_ERROR_INVALID_INPUT, message, NULL);
-        if (manager_share_create(api->manager, http_request_session(req), id, token, &e) < 0)
-                return reply_manager_error(api, req, &e);
-
-        /* The page's address of the shared view: the token in the fragment,
-         * which browsers never send, so that it stays out of access logs
-         * and Referer headers. */
-        if (asprintf(&url, "/#/shared/%s", token) < 0)
-                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-        o = json_object_new_object();
-        if (!o || json_add(o, "token", json_string(token)) < 0 || json_add(o, "url", json_string(url)) < 0)
-                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
-        return http_reply(req, 201, render_body(o), NULL);
+        return api_write(api, req, API_WRITE_SHARE, id, NULL);
 }
 
 /* A request for a shared conversation (API.md 9 "Share"), from the

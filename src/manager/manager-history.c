@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The Manager's writes to a person's history (delete, feedback) and the
- * follow-up's preparation (API.md 7, 9, 9.1). */
+/* The Manager's writes to a person's history (delete, feedback, share
+ * links), each a job on the store's worker, and the follow-up's
+ * preparation (API.md 7, 9, 9.1). */
 #include <assert.h>
 #include <stdio.h>
 
@@ -26,18 +27,173 @@ static int manager_history_error(Manager *m, int r, ManagerError *ret_error) {
         return r;
 }
 
-int manager_delete_record(Manager *m, const SessionKey *session, const char *id, ManagerError *ret_error) {
+/* ---- writes on the store's worker ---- */
+
+typedef enum ManagerWriteKind {
+        MANAGER_WRITE_DELETE,
+        MANAGER_WRITE_FEEDBACK,
+        MANAGER_WRITE_SHARE_ADD,
+        MANAGER_WRITE_SHARE_REVOKE,
+} ManagerWriteKind;
+
+/* What the worker's thread reads: copies, owned by the job. */
+typedef struct ManagerWriteJob {
+        ManagerWriteKind kind;
+        char id[QUERY_ID_MAX];
+        SessionKey session;
+        char *rating, *reason, *comment;
+        uint8_t digest[HISTORY_SHARE_DIGEST_SIZE];
+        usec_t at; /* CLOCK_REALTIME */
+} ManagerWriteJob;
+
+struct ManagerWrite {
+        Manager *manager;
+        HistoryJob *job;
+        ManagerWriteKind kind;
+        bool down; /* a "down" rating */
+        char rating[8];
+        char token[MANAGER_SHARE_TOKEN_MAX];
+        ManagerWriteDone done;
+        void *userdata;
+};
+
+static void manager_write_job_free(void *p) {
+        ManagerWriteJob *j = p;
+
+        if (!j)
+                return;
+        free(j->rating);
+        free(j->reason);
+        free(j->comment);
+        free(j);
+}
+
+/* On the worker's thread: the write, on the worker's connection. */
+static int manager_write_run(History *h, void *data) {
+        ManagerWriteJob *j = data;
+        int r;
+
+        switch (j->kind) {
+        case MANAGER_WRITE_DELETE:
+                return history_delete(h, j->id, &j->session);
+        case MANAGER_WRITE_FEEDBACK:
+                return history_set_feedback(h, j->id, &j->session, j->rating, j->reason, j->comment, j->at);
+        case MANAGER_WRITE_SHARE_ADD:
+                return history_share_add(h, j->id, &j->session, j->digest, j->at);
+        case MANAGER_WRITE_SHARE_REVOKE:
+                r = history_share_revoke(h, j->id, &j->session);
+                return MIN(r, 0);
+        }
+        return -EINVAL;
+}
+
+static void manager_write_on_done(HistoryJob *job, int error, void *data, void *userdata) {
+        ManagerWrite *w = userdata;
+        ManagerError e;
+
+        w->job = NULL;
+        if (error < 0) {
+                (void) manager_history_error(w->manager, error, &e);
+                w->done(w, &e, NULL, w->userdata);
+                return;
+        }
+        if (w->kind == MANAGER_WRITE_FEEDBACK) {
+                metrics_count_feedback(w->rating);
+                if (w->down)
+                        metrics_count_unanswered("negative_feedback");
+        }
+        w->done(w,
+                NULL,
+                &(ManagerWritten){ .token = w->kind == MANAGER_WRITE_SHARE_ADD ? w->token : NULL },
+                w->userdata);
+}
+
+ManagerWrite *manager_write_free(ManagerWrite *w) {
+        if (!w)
+                return NULL;
+        w->job = history_job_cancel(w->job);
+        free(w);
+        return NULL;
+}
+
+/* Start the write j (taken over) for the session's record id. */
+static int manager_write_start(
+        Manager *m,
+        ManagerWriteJob *j,
+        const SessionKey *session,
+        const char *id,
+        ManagerWriteDone done,
+        void *userdata,
+        ManagerWrite **ret,
+        ManagerError *ret_error) {
+        _cleanup_free_ ManagerWrite *w = NULL;
         int r;
 
         assert(m);
         assert(session);
         assert(id);
+        assert(done);
+        assert(ret);
         assert(ret_error);
 
-        r = history_delete(manager_get_history(m), id, session);
-        if (r < 0)
-                return manager_history_error(m, r, ret_error);
+        /* An id longer than any of ours is no record of theirs. */
+        if (strlen(id) >= sizeof j->id) {
+                manager_write_job_free(j);
+                *ret_error = (ManagerError){ API_ERROR_QUERY_NOT_FOUND, NULL };
+                return -ENOENT;
+        }
+        w = calloc(1, sizeof *w);
+        if (!w) {
+                manager_write_job_free(j);
+                *ret_error = (ManagerError){ API_ERROR_INTERNAL_ERROR, NULL };
+                return -ENOMEM;
+        }
+        *w = (ManagerWrite){ .manager = m, .kind = j->kind, .done = done, .userdata = userdata };
+        if (j->rating) {
+                snprintf(w->rating, sizeof w->rating, "%s", j->rating);
+                w->down = streq(j->rating, "down");
+        }
+        snprintf(j->id, sizeof j->id, "%s", id);
+        j->session = *session;
+        r = history_worker_submit(
+                manager_get_history_worker(m),
+                manager_write_run,
+                j,
+                manager_write_job_free,
+                manager_write_on_done,
+                w,
+                &w->job);
+        if (r < 0) {
+                *ret_error = (ManagerError){ API_ERROR_INTERNAL_ERROR, NULL };
+                return r;
+        }
+        *ret = TAKE_PTR(w);
         return 0;
+}
+
+static ManagerWriteJob *manager_write_job_new(ManagerWriteKind kind) {
+        ManagerWriteJob *j = calloc(1, sizeof *j);
+
+        if (j)
+                j->kind = kind;
+        return j;
+}
+
+int manager_delete_record(
+        Manager *m,
+        const SessionKey *session,
+        const char *id,
+        ManagerWriteDone done,
+        void *userdata,
+        ManagerWrite **ret,
+        ManagerError *ret_error) {
+        ManagerWriteJob *j = manager_write_job_new(MANAGER_WRITE_DELETE);
+
+        if (!j) {
+                *ret_error = (ManagerError){ API_ERROR_INTERNAL_ERROR, NULL };
+                return -ENOMEM;
+        }
+        return manager_write_start(m, j, session, id, done, userdata, ret, ret_error);
 }
 
 int manager_set_feedback(
@@ -47,27 +203,55 @@ int manager_set_feedback(
         const char *rating,
         const char *reason,
         const char *comment,
+        ManagerWriteDone done,
+        void *userdata,
+        ManagerWrite **ret,
         ManagerError *ret_error) {
-        int r;
+        ManagerWriteJob *j;
 
-        assert(m);
-        assert(session);
-        assert(id);
         assert(rating);
         assert(ret_error);
 
-        r = history_set_feedback(
-                manager_get_history(m), id, session, rating, reason, comment, now(CLOCK_REALTIME));
-        if (r == -EINVAL) {
+        if (!streq(rating, "up") && !streq(rating, "down")) {
                 *ret_error = (ManagerError){ API_ERROR_INVALID_INPUT, "rating must be up or down" };
-                return r;
+                return -EINVAL;
         }
-        if (r < 0) /* -EBUSY: there is no answer to rate yet. */
-                return manager_history_error(m, r, ret_error);
-        metrics_count_feedback(rating);
-        if (streq(rating, "down"))
-                metrics_count_unanswered("negative_feedback");
-        return 0;
+        j = manager_write_job_new(MANAGER_WRITE_FEEDBACK);
+        if (!j || !(j->rating = strdup(rating)) || (reason && !(j->reason = strdup(reason))) ||
+            (comment && !(j->comment = strdup(comment)))) {
+                manager_write_job_free(j);
+                *ret_error = (ManagerError){ API_ERROR_INTERNAL_ERROR, NULL };
+                return -ENOMEM;
+        }
+        j->at = now(CLOCK_REALTIME);
+        return manager_write_start(m, j, session, id, done, userdata, ret, ret_error);
+}
+
+int manager_write_share(
+        Manager *m,
+        const SessionKey *session,
+        const char *id,
+        const uint8_t *digest,
+        const char *token,
+        ManagerWriteDone done,
+        void *userdata,
+        ManagerWrite **ret,
+        ManagerError *ret_error) {
+        ManagerWriteJob *j = manager_write_job_new(
+                digest ? MANAGER_WRITE_SHARE_ADD : MANAGER_WRITE_SHARE_REVOKE);
+        int r;
+
+        if (!j) {
+                *ret_error = (ManagerError){ API_ERROR_INTERNAL_ERROR, NULL };
+                return -ENOMEM;
+        }
+        if (digest)
+                memcpy(j->digest, digest, sizeof j->digest);
+        j->at = now(CLOCK_REALTIME);
+        r = manager_write_start(m, j, session, id, done, userdata, ret, ret_error);
+        if (r >= 0 && token)
+                snprintf((*ret)->token, sizeof(*ret)->token, "%s", token);
+        return r;
 }
 
 struct ManagerPreparedFollowUp {

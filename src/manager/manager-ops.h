@@ -9,6 +9,7 @@
 #include "shared/ids.h"
 #include "shared/macro.h"
 #include "shared/wiki-page.h"
+#include "store/history-worker.h"
 #include "store/history.h"
 #include "store/report.h"
 #include "store/tokens.h"
@@ -44,14 +45,37 @@ bool manager_storage_refusal(Manager *m, ManagerError *ret_error);
 
 /* ---- the history (manager-history.c) ---- */
 
-/* Delete the session's record id (API.md 9): 0; -ENOENT (query_not_found:
- * not theirs, or gone), -EBUSY (busy: still running), -EIO. */
-int manager_delete_record(Manager *m, const SessionKey *session, const char *id, ManagerError *ret_error);
+/* A write to a person's history, made on the store's worker (the delete
+ * with its checkpoint, a rating, a share link made or revoked, each
+ * durable when done is called): the loop never waits for it. The
+ * operation's shape above; its refusals come to done: query_not_found
+ * (not theirs, or gone), busy (still running), storage_unavailable (the
+ * store cannot write), internal_error. Start errors: -ENOMEM. */
+typedef struct ManagerWrite ManagerWrite;
+typedef struct ManagerWritten {
+        const char *token; /* manager_share_create(): the link's token, given once; NULL otherwise */
+} ManagerWritten;
+typedef void (*ManagerWriteDone)(
+        ManagerWrite *w, const ManagerError *error, const ManagerWritten *result, void *userdata);
+ManagerWrite *manager_write_free(ManagerWrite *w);
+DEFINE_TRIVIAL_CLEANUP_FUNC(ManagerWrite *, manager_write_free);
+
+/* Delete the session's record id (API.md 9), then checkpoint the log:
+ * when done is called, no file of the store holds it. busy while it runs. */
+int manager_delete_record(
+        Manager *m,
+        const SessionKey *session,
+        const char *id,
+        ManagerWriteDone done,
+        void *userdata,
+        ManagerWrite **ret,
+        ManagerError *ret_error);
 
 /* The asker's rating of the session's ended record id (API.md 9.1),
- * counted in the metrics (a "down" as unanswered too). rating "up" or
- * "down", reason and comment validated by the face (request.h). Errors as
- * manager_delete_record() (-EBUSY: no answer to rate yet). */
+ * counted in the metrics once kept (a "down" as unanswered too). rating
+ * "up" or "down" (else -EINVAL, invalid_input, at once), reason and
+ * comment validated by the face (request.h); busy: no answer to rate
+ * yet. */
 int manager_set_feedback(
         Manager *m,
         const SessionKey *session,
@@ -59,6 +83,9 @@ int manager_set_feedback(
         const char *rating,
         const char *reason,
         const char *comment,
+        ManagerWriteDone done,
+        void *userdata,
+        ManagerWrite **ret,
         ManagerError *ret_error);
 
 /* A follow-up's preparation (API.md 7): the conversation of the record
@@ -269,16 +296,38 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(ManagerWikiOperation *, manager_wiki_operation_free)
 #define MANAGER_SHARE_TOKEN_MAX (3 + 64 + 1)
 
 /* A new link to the session's ended record id: 256 random bits, of which
- * only the digest is kept; the token is given once. Errors as
- * manager_delete_record(). */
+ * only the digest is kept; the token is given once, in done's result. A
+ * ManagerWrite (above). */
 int manager_share_create(
         Manager *m,
         const SessionKey *session,
         const char *id,
-        char ret_token[static MANAGER_SHARE_TOKEN_MAX],
+        ManagerWriteDone done,
+        void *userdata,
+        ManagerWrite **ret,
         ManagerError *ret_error);
-/* Revoke every link of the session's record id. */
-int manager_share_revoke(Manager *m, const SessionKey *session, const char *id, ManagerError *ret_error);
+/* Revoke every link of the session's record id. A ManagerWrite. */
+int manager_share_revoke(
+        Manager *m,
+        const SessionKey *session,
+        const char *id,
+        ManagerWriteDone done,
+        void *userdata,
+        ManagerWrite **ret,
+        ManagerError *ret_error);
+
+/* For manager-share.c: a ManagerWrite of a share link. digest NULL:
+ * revoke; token: given to done (copied). */
+int manager_write_share(
+        Manager *m,
+        const SessionKey *session,
+        const char *id,
+        const uint8_t *digest,
+        const char *token,
+        ManagerWriteDone done,
+        void *userdata,
+        ManagerWrite **ret,
+        ManagerError *ret_error);
 
 /* Open a link for user: the conversation it shares, once user may read
  * every source of every turn shown. A token that is wrong, revoked, whose
@@ -348,8 +397,10 @@ int manager_tokens_revoke_user(Manager *m, const char *user, ManagerError *ret_e
  * logs the token. */
 int manager_token_authenticate(Manager *m, const char *token, char **ret_user);
 
-/* For the operations' own files: the event loop and the executor. */
+/* For the operations' own files: the event loop, the store's worker and
+ * the executor. */
 sd_event *manager_get_event(Manager *m);
+HistoryWorker *manager_get_history_worker(Manager *m);
 
 /* The history's retention (manager-retention.c): NULL in *ret when
  * WIKI_WEB_HISTORY_RETENTION_DAYS is 0 (kept until deleted). */

@@ -325,17 +325,42 @@ oom:
 
 struct ManagerReportCheck {
         Manager *manager;
+        char *user;
         Report *report;
+        HistoryJob *job; /* the report's queries, on the store's worker */
         ManagerReadableCheck *readable;
         ManagerReportDone done;
         void *userdata;
 };
 
+/* The report's queries, on the worker's thread. */
+typedef struct ReportJob {
+        usec_t since;
+        Report *report;
+} ReportJob;
+
+static void report_job_free(void *p) {
+        ReportJob *j = p;
+
+        if (!j)
+                return;
+        report_free(j->report);
+        free(j);
+}
+
+static int report_job_run(History *h, void *data) {
+        ReportJob *j = data;
+
+        return report_unanswered(h, j->since, &j->report);
+}
+
 ManagerReportCheck *manager_report_check_free(ManagerReportCheck *c) {
         if (!c)
                 return NULL;
+        c->job = history_job_cancel(c->job);
         manager_readable_check_free(c->readable);
         report_free(c->report);
+        free(c->user);
         free(c);
         return NULL;
 }
@@ -366,6 +391,32 @@ static void manager_report_on_readable(
         c->done(c, NULL, c->report, c->userdata);
 }
 
+/* The report is made (on the worker): then the read check of its pages. */
+static void manager_report_on_made(HistoryJob *job, int error, void *data, void *userdata) {
+        ManagerReportCheck *c = userdata;
+        _cleanup_(strv_freep) char **titles = NULL;
+        ReportJob *j = data;
+        ManagerError e;
+        int r;
+
+        c->job = NULL;
+        if (error < 0) {
+                log_error_errno(error, "The unanswered report could not be made");
+                c->done(c, &(ManagerError){ API_ERROR_INTERNAL_ERROR, NULL }, NULL, c->userdata);
+                return;
+        }
+        c->report = TAKE_PTR(j->report);
+        titles = report_page_titles(c->report);
+        if (!titles) {
+                c->done(c, &(ManagerError){ API_ERROR_INTERNAL_ERROR, NULL }, NULL, c->userdata);
+                return;
+        }
+        r = manager_check_readable(
+                c->manager, c->user, titles, manager_report_on_readable, c, &c->readable, &e);
+        if (r < 0)
+                c->done(c, &e, NULL, c->userdata);
+}
+
 int manager_report_unanswered(
         Manager *m,
         const char *user,
@@ -375,7 +426,7 @@ int manager_report_unanswered(
         ManagerReportCheck **ret,
         ManagerError *ret_error) {
         _cleanup_(manager_report_check_freep) ManagerReportCheck *c = NULL;
-        _cleanup_(strv_freep) char **titles = NULL;
+        ReportJob *j;
         int r;
 
         assert(m);
@@ -391,17 +442,25 @@ int manager_report_unanswered(
         if (!c)
                 goto oom;
         *c = (ManagerReportCheck){ .manager = m, .done = done, .userdata = userdata };
-        r = report_unanswered(manager_get_history(m), since, &c->report);
+        if (user && !(c->user = strdup(user)))
+                goto oom;
+        j = calloc(1, sizeof *j);
+        if (!j)
+                goto oom;
+        j->since = since;
+        /* Its queries read the window's records off the loop. */
+        r = history_worker_submit(
+                manager_get_history_worker(m),
+                report_job_run,
+                j,
+                report_job_free,
+                manager_report_on_made,
+                c,
+                &c->job);
         if (r < 0) {
                 *ret_error = (ManagerError){ API_ERROR_INTERNAL_ERROR, NULL };
-                return log_error_errno(r, "The unanswered report could not be made");
+                return log_error_errno(r, "The unanswered report could not be started");
         }
-        titles = report_page_titles(c->report);
-        if (!titles)
-                goto oom;
-        r = manager_check_readable(m, user, titles, manager_report_on_readable, c, &c->readable, ret_error);
-        if (r < 0)
-                return r;
         *ret = TAKE_PTR(c);
         return 0;
 oom:

@@ -18,21 +18,13 @@ static int share_digest(const char *token, uint8_t ret[static HISTORY_SHARE_DIGE
         return sha256(token, strlen(token), ret);
 }
 
-static int manager_share_error(Manager *m, int r, ManagerError *ret_error) {
-        if (r == -ENOENT)
-                *ret_error = (ManagerError){ API_ERROR_QUERY_NOT_FOUND, NULL };
-        else if (r == -EBUSY)
-                *ret_error = (ManagerError){ API_ERROR_BUSY, "The query is still running" };
-        else if (!manager_storage_refusal(m, ret_error))
-                *ret_error = (ManagerError){ API_ERROR_INTERNAL_ERROR, NULL };
-        return r;
-}
-
 int manager_share_create(
         Manager *m,
         const SessionKey *session,
         const char *id,
-        char ret_token[static MANAGER_SHARE_TOKEN_MAX],
+        ManagerWriteDone done,
+        void *userdata,
+        ManagerWrite **ret,
         ManagerError *ret_error) {
         uint8_t bytes[SHARE_TOKEN_BYTES], digest[HISTORY_SHARE_DIGEST_SIZE];
         char token[MANAGER_SHARE_TOKEN_MAX] = "sh_";
@@ -55,25 +47,18 @@ int manager_share_create(
                 *ret_error = (ManagerError){ API_ERROR_INTERNAL_ERROR, NULL };
                 return r;
         }
-        r = history_share_add(manager_get_history(m), id, session, digest, now(CLOCK_REALTIME));
-        if (r < 0)
-                return manager_share_error(m, r, ret_error);
-        memcpy(ret_token, token, sizeof token);
-        return 0;
+        return manager_write_share(m, session, id, digest, token, done, userdata, ret, ret_error);
 }
 
-int manager_share_revoke(Manager *m, const SessionKey *session, const char *id, ManagerError *ret_error) {
-        int r;
-
-        assert(m);
-        assert(session);
-        assert(id);
-        assert(ret_error);
-
-        r = history_share_revoke(manager_get_history(m), id, session);
-        if (r < 0)
-                return manager_share_error(m, r, ret_error);
-        return 0;
+int manager_share_revoke(
+        Manager *m,
+        const SessionKey *session,
+        const char *id,
+        ManagerWriteDone done,
+        void *userdata,
+        ManagerWrite **ret,
+        ManagerError *ret_error) {
+        return manager_write_share(m, session, id, NULL, NULL, done, userdata, ret, ret_error);
 }
 
 struct ManagerShareOpen {

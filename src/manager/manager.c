@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #include <assert.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "admission/admission-timers.h"
 #include "admission/wait-estimate.h"
@@ -15,6 +17,7 @@
 #include "shared/log.h"
 #include "shared/random-util.h"
 #include "shared/sanitize.h"
+#include "shared/sha256.h"
 #include "shared/strv.h"
 #include "query/mediawiki.h"
 #include "query/wiki-client.h"
@@ -68,6 +71,7 @@ struct Manager {
         History *history;
         UserKeySecret user_secret; /* keys the history's owner column (shared/user-key.h) */
         SyncWorker *sync;          /* NULL: the syncs run on the loop */
+        HistoryWorker *worker;     /* the store's jobs off the loop (store/history-worker.h) */
         StorageWatch *storage;     /* the retries of what could not be written, quick_check */
         Sandbox *sandbox;
         SandboxState sandbox_state; /* as last logged */
@@ -91,6 +95,8 @@ struct Manager {
         ManagerStoppedHandler stopped_handler;
         void *stopped_userdata;
         ManagerUserKeyFunction user_key; /* NULL: not set */
+
+        uint64_t test_artifact_bytes; /* WIKI_WEB_TEST_ARTIFACT_BYTES: a file added to every outcome */
 };
 
 static const char *const manager_sandbox_health_table[_MANAGER_SANDBOX_HEALTH_MAX] = {
@@ -173,6 +179,11 @@ void manager_unsubscribe(Manager *m, ManagerEventHandler handler, void *userdata
 const Admission *manager_get_admission(const Manager *m) {
         assert(m);
         return m->admission;
+}
+
+HistoryWorker *manager_get_history_worker(Manager *m) {
+        assert(m);
+        return m->worker;
 }
 
 History *manager_get_history(Manager *m) {
@@ -703,6 +714,50 @@ static void manager_query_give_up_slot(Manager *m, ManagerQuery *q, usec_t end) 
                 log_error_errno(r, "Query %s ended but its slot was not running it", q->id);
 }
 
+#if ENABLE_TEST_FAULTS
+/* WIKI_WEB_TEST_ARTIFACT_BYTES: a file of that many bytes ('x'), as if
+ * the run had left it in /out (the e2e suite has no sandbox). */
+static int manager_test_artifact(Manager *m, Artifact *ret) {
+        _cleanup_free_ char *data = malloc(m->test_artifact_bytes);
+        uint8_t digest[SHA256_DIGEST_SIZE];
+        _cleanup_close_ int fd = -1;
+        int r;
+
+        if (!data)
+                return -ENOMEM;
+        memset(data, 'x', m->test_artifact_bytes);
+        fd = memfd_create("wikiweb-test-artifact", MFD_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        for (size_t done = 0; done < m->test_artifact_bytes;) {
+                ssize_t k = write(fd, data + done, m->test_artifact_bytes - done);
+
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        return k < 0 ? -errno : -EIO;
+                done += (size_t) k;
+        }
+        r = sha256(data, m->test_artifact_bytes, digest);
+        if (r < 0)
+                return r;
+        *ret = (Artifact){
+                .name = strdup("test.txt"),
+                .media_type = "text/plain",
+                .size_bytes = m->test_artifact_bytes,
+                .fd = TAKE_FD(fd),
+        };
+        if (!ret->name)
+                return -ENOMEM;
+        sha256_to_hex(digest, ret->sha256);
+        return 0;
+}
+#else
+static int manager_test_artifact(Manager *m, Artifact *ret) {
+        return -EOPNOTSUPP;
+}
+#endif
+
 /* Complete the query's record (API.md 9): it was written as "running"
  * before execution started. A failure here is logged; the record then stays
  * "running" until the next start marks it failed. Durable when this
@@ -731,22 +786,28 @@ static void manager_record_outcome(
                 .finished_at = now(CLOCK_REALTIME),
                 .sandbox = o->sandbox,
                 .searches_json = o->searches_json,
+                /* Files left in /out are kept, also for a failed query (API.md
+                 * 8.3), streamed from the files the pipeline collected; on a
+                 * full disk they wait with the outcome. */
+                .artifacts = o->artifacts,
+                .n_artifacts = o->n_artifacts,
         };
+        _cleanup_free_ Artifact *with_test = NULL;
+        _cleanup_(artifact_done) Artifact test = { .fd = -1 };
         unsigned signals;
         int r;
 
         /* Without memory for the sanitized message there is none to keep. */
         if (o->error < 0 && !message)
                 return;
-
-        /* Files left in /out are kept, also for a failed query (API.md 8.3),
-         * streamed from the files the pipeline collected. */
-        for (size_t i = 0; i < o->n_artifacts; i++) {
-                char id[HISTORY_ARTIFACT_ID_MAX];
-
-                r = history_add_artifact(m->history, q->id, &o->artifacts[i], id);
-                if (r < 0)
-                        log_warning_errno(r, "Query %s: an artifact could not be kept", q->id);
+        /* The test fault's file, after the run's own. */
+        if (TEST_FAULT(m->test_artifact_bytes > 0) && manager_test_artifact(m, &test) >= 0 &&
+            (with_test = calloc(o->n_artifacts + 1, sizeof *with_test))) {
+                for (size_t i = 0; i < o->n_artifacts; i++)
+                        with_test[i] = o->artifacts[i];
+                with_test[o->n_artifacts] = test;
+                h.artifacts = with_test;
+                h.n_artifacts = o->n_artifacts + 1;
         }
 
         r = durable ? history_finish(m->history, q->id, &h) : history_finish_nosync(m->history, q->id, &h);
@@ -1243,6 +1304,13 @@ static int manager_setup_executor_faults(Manager *m) {
                 log_warning("Test fault: every query takes %" PRIu64 " ms.", n);
                 query_executor_set_test_delay(m->executor, n * USEC_PER_MSEC);
         }
+        r = fault_uint64("WIKI_WEB_TEST_ARTIFACT_BYTES", 1024 * 1024, &n);
+        if (r < 0)
+                return r;
+        if (r > 0) {
+                log_warning("Test fault: every outcome carries a file of %" PRIu64 " bytes.", n);
+                m->test_artifact_bytes = n;
+        }
         return 0;
 }
 
@@ -1348,6 +1416,12 @@ int manager_new(sd_event *event, const Config *config, Manager **ret) {
         if (r < 0)
                 return log_oom();
 
+        /* The store's worker, on a connection of its own: deletes, the
+         * retention, feedback, shares, the report, the retries. */
+        r = history_worker_new(event, m->history, &m->worker);
+        if (r < 0)
+                return log_error_errno(r, "Failed to start the history's worker");
+
         r = manager_retention_new(m, &m->retention);
         if (r < 0)
                 return r;
@@ -1368,6 +1442,7 @@ int manager_new(sd_event *event, const Config *config, Manager **ret) {
         r = storage_watch_new(
                 event,
                 m->history,
+                m->worker,
                 config->state_min_free_bytes,
                 /* check= */ true,
                 manager_on_storage_changed,
@@ -1419,6 +1494,9 @@ Manager *manager_free(Manager *m) {
         m->queries_by_id = string_hashmap_free(m->queries_by_id);
         m->executor = query_executor_free(m->executor);
         m->storage = storage_watch_free(m->storage);
+        /* The job running completes, the queued are dropped; then the
+         * loop's connection gives the outcomes waiting a last chance. */
+        m->worker = history_worker_free(m->worker);
         m->history = history_free(m->history);
         m->sandbox = sandbox_free(m->sandbox);
         m->admission_timer = admission_timer_free(m->admission_timer);

@@ -5,6 +5,7 @@
  * rendering records is src/api/render.c's. */
 #include <json-c/json.h>
 #include <limits.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -31,8 +32,8 @@
  * adds them in one transaction (NULL and '[]' in its records). A new file
  * is made as version 3 (schema_sql), then each later step runs in turn
  * (schema_steps), as it does for an older file. */
-#define SCHEMA_VERSION 9
-#define SCHEMA_VERSION_SQL "PRAGMA user_version = 9"
+#define SCHEMA_VERSION 10
+#define SCHEMA_VERSION_SQL "PRAGMA user_version = 10"
 
 static const char schema_sql[] =
         "CREATE TABLE queries ("
@@ -161,14 +162,31 @@ static const char schema_step_9[] =
         "UPDATE queries SET session = wikiweb_rekey(session);"
         "UPDATE tokens SET user_key = wikiweb_rekey(user_key);";
 
+/* Version 10: indexes that make the history's upkeep grow with what it
+ * touches, not with the whole history (docs/PERFORMANCE.md, 10^6
+ * records): the retention's batches find the oldest records by
+ * created_at; the start's recovery finds the records still running in a
+ * partial index that holds only those (a handful), not by a scan; the
+ * unanswered report reads the records finished in its window by
+ * finished_at, and the "down" ratings given in it by rated_at (a rating
+ * is given after its record finished, so one of a record finished in the
+ * window was given in it). IF NOT EXISTS: a file set back to an older
+ * version by hand keeps them and still opens. */
+static const char schema_step_10[] =
+        "CREATE INDEX IF NOT EXISTS queries_by_created ON queries (created_at, id);"
+        "CREATE INDEX IF NOT EXISTS queries_running ON queries (id) WHERE status = 'running';"
+        "CREATE INDEX IF NOT EXISTS queries_by_finished ON queries (finished_at, wording_key, signals, created_at)"
+        "  WHERE wording_key IS NOT NULL AND signals != 0;"
+        "CREATE INDEX IF NOT EXISTS feedback_down ON feedback (rated_at) WHERE rating = 'down';";
+
 /* The steps after version 3, in order: a file of version v runs every
  * step above v, in one transaction with the new version. */
 static const struct {
         int version;
         const char *sql;
 } schema_steps[] = {
-        { 4, schema_step_4 }, { 5, schema_step_5 }, { 6, schema_step_6 },
-        { 7, schema_step_7 }, { 8, schema_step_8 }, { 9, schema_step_9 },
+        { 4, schema_step_4 }, { 5, schema_step_5 }, { 6, schema_step_6 },   { 7, schema_step_7 },
+        { 8, schema_step_8 }, { 9, schema_step_9 }, { 10, schema_step_10 },
 };
 
 #define RECORD_COLUMNS                                                                                      \
@@ -264,13 +282,39 @@ static const char *const statement_sql[_STMT_MAX] = {
 };
 
 /* An outcome that could not be written, kept until it lands: the
- * HistoryOutcome with its strings owned. */
+ * HistoryOutcome with its strings owned, and the artifacts not yet kept
+ * (their files held open). */
 typedef struct PendingOutcome {
         char *id;
         HistoryOutcome o;
-        char *strings[8]; /* what o's strings point to, freed with it */
-        size_t size;      /* its bytes, for HISTORY_PENDING_BYTES_MAX */
+        char *strings[8];    /* what o's strings point to, freed with it */
+        Artifact *artifacts; /* not yet kept, owned (o.artifacts points here) */
+        size_t n_artifacts;
+        size_t size;  /* its bytes, for HISTORY_PENDING_BYTES_MAX */
+        bool landing; /* a connection is writing it: nobody else touches it */
 } PendingOutcome;
+
+/* What the store's connections share (the loop's, the worker's:
+ * history_open_worker()): the condition of the storage and the outcomes
+ * waiting. Read and changed under lock, which is never held across a
+ * call into SQLite. */
+typedef struct HistoryCondition {
+        pthread_mutex_t lock;
+        unsigned n_ref;
+
+        int fault;               /* the last failed write's, 0 once one lands */
+        usec_t fault_since;      /* monotonic */
+        char *damage;            /* what was found damaged, NULL while sound */
+        uint64_t writes_failed;  /* since open */
+        uint64_t refused;        /* history_check_writable() refusals since open */
+        uint64_t refused_before; /* ... when the fault began */
+        PendingOutcome **pending;
+        size_t n_pending, pending_bytes;
+
+        /* The test fault: the write_fault_n-th write fails, and the count after it. */
+        int write_fault_code;
+        unsigned write_fault_n, write_fault_count;
+} HistoryCondition;
 
 struct History {
         sqlite3 *db;
@@ -281,27 +325,45 @@ struct History {
         char *directory; /* the state directory */
         int sync_fd;     /* the file history_sync_fd() returned, or -1 */
 
-        /* The condition (history_get_storage()). */
-        int fault;               /* the last failed write's, 0 once one lands */
-        usec_t fault_since;      /* monotonic */
-        int forced_code;         /* a result code the next db_error() reports instead of SQLite's */
-        char *damage;            /* what was found damaged, NULL while sound */
-        char cause[256];         /* the words of history_get_storage() */
-        uint64_t writes_failed;  /* since open */
-        uint64_t refused;        /* history_check_writable() refusals since open */
-        uint64_t refused_before; /* ... when the fault began */
-        PendingOutcome *pending;
-        size_t n_pending, pending_bytes;
-
-        /* The test fault: the write_fault_n-th write fails, and the count after it. */
-        int write_fault_code;
-        unsigned write_fault_n, write_fault_count;
+        HistoryCondition *c; /* shared with the store's other connection */
+        int forced_code;     /* a result code the next db_error() reports instead of SQLite's */
+        char cause[256];     /* the words of history_get_storage() */
 
         int last_code; /* the result code of the last db_error() */
         bool opened;   /* history_open() is done: faults are said from now on */
+        bool worker;   /* the worker's connection (history_open_worker()) */
 };
 
+static void cond_lock(History *h) {
+        pthread_mutex_lock(&h->c->lock);
+}
+
+static void cond_unlock(History *h) {
+        pthread_mutex_unlock(&h->c->lock);
+}
+
+/* The fault of the storage now (0: none), read under lock. */
+static int current_fault(History *h) {
+        int fault;
+
+        cond_lock(h);
+        fault = h->c->fault;
+        cond_unlock(h);
+        return fault;
+}
+
+/* Whether a write that failed with -EIO met the storage's fault (full,
+ * read-only, an I/O error) rather than a damaged file or a bug: what an
+ * outcome waits out in memory. */
+static bool storage_fault(History *h) {
+        int fault = current_fault(h);
+
+        return fault < 0 && fault != -EUCLEAN;
+}
+
 static int finish(History *h, const char *id, const HistoryOutcome *o, bool durable);
+static int add_artifact(
+        History *h, const char *query_id, const Artifact *a, char ret_id[static HISTORY_ARTIFACT_ID_MAX]);
 static void pending_done(PendingOutcome *p);
 static void pending_last_chance(History *h);
 
@@ -369,18 +431,21 @@ const char *history_fault_to_string(int fault) {
 /* A write failed with fault: counted, and said once when the condition
  * begins (or changes), not for every write while it lasts. */
 static void note_fault(History *h, int fault, const char *what, int code) {
-        h->writes_failed++;
-        if (fault == -EUCLEAN && !h->damage)
-                h->damage = strdup("SQLite reported the file as malformed");
-        if (fault == h->fault || !h->opened) {
-                h->fault = fault;
+        bool said;
+
+        cond_lock(h);
+        h->c->writes_failed++;
+        if (fault == -EUCLEAN && !h->c->damage)
+                h->c->damage = strdup("SQLite reported the file as malformed");
+        said = fault == h->c->fault || !h->opened;
+        if (!said && h->c->fault == 0) {
+                h->c->fault_since = now(CLOCK_MONOTONIC);
+                h->c->refused_before = h->c->refused;
+        }
+        h->c->fault = fault;
+        cond_unlock(h);
+        if (said)
                 return;
-        }
-        if (h->fault == 0) {
-                h->fault_since = now(CLOCK_MONOTONIC);
-                h->refused_before = h->refused;
-        }
-        h->fault = fault;
         log_error(
                 "History store: cannot %s in %s: %s (SQLite: %s); new queries are refused until writes land again.",
                 what,
@@ -392,16 +457,25 @@ static void note_fault(History *h, int fault, const char *what, int code) {
 /* A write landed: the condition, if any, is over; said once, with what
  * was refused meanwhile. */
 static void note_write_landed(History *h) {
-        if (h->fault == 0)
+        uint64_t refused;
+        usec_t since;
+        int fault;
+
+        cond_lock(h);
+        fault = h->c->fault;
+        since = h->c->fault_since;
+        refused = h->c->refused - h->c->refused_before;
+        h->c->fault = 0;
+        cond_unlock(h);
+        if (fault == 0)
                 return;
         log_notice(
                 "History store: writes land again after %" PRIu64 " s (%s before); %" PRIu64
                 " %s refused meanwhile.",
-                (now(CLOCK_MONOTONIC) - h->fault_since) / USEC_PER_SEC,
-                history_fault_to_string(h->fault),
-                h->refused - h->refused_before,
-                h->refused - h->refused_before == 1 ? "request was" : "requests were");
-        h->fault = 0;
+                (now(CLOCK_MONOTONIC) - since) / USEC_PER_SEC,
+                history_fault_to_string(fault),
+                refused,
+                refused == 1 ? "request was" : "requests were");
 }
 
 /* Log an SQLite failure (its message names no secret: the statements carry
@@ -428,13 +502,22 @@ static int db_error(History *h, const char *what) {
 static int step_write(History *h, sqlite3_stmt *s) {
         int r;
 
-        if (TEST_FAULT(h->write_fault_n > 0) && --h->write_fault_n == 0) {
-                h->forced_code = h->write_fault_code;
-                if (h->write_fault_count > 1) {
-                        h->write_fault_n = 1;
-                        h->write_fault_count--;
+        if (TEST_FAULT(h->c->write_fault_n > 0)) {
+                int code = 0;
+
+                cond_lock(h);
+                if (h->c->write_fault_n > 0 && --h->c->write_fault_n == 0) {
+                        code = h->c->write_fault_code;
+                        if (h->c->write_fault_count > 1) {
+                                h->c->write_fault_n = 1;
+                                h->c->write_fault_count--;
+                        }
                 }
-                return h->write_fault_code;
+                cond_unlock(h);
+                if (code != 0) {
+                        h->forced_code = code;
+                        return code;
+                }
         }
         r = sqlite3_step(s);
         if (r == SQLITE_DONE)
@@ -624,23 +707,23 @@ static int migrate_schema(History *h, int from, int version) {
 /* A step of history_open() failed (and said why): which one, or, when
  * the storage failed, that. Returns error. */
 static int history_open_failed(History *h, int error, const char *step) {
-        if (h->fault == -EUCLEAN)
+        if (h->c->fault == -EUCLEAN)
                 log_error(
                         "History store: %s is damaged (SQLite found it malformed while it %s); wikiwebd does not "
                         "start on it. Recover it with sqlite3's .recover or restore it from a backup: wikiwebd(8), "
                         "\"When the database is damaged\".",
                         h->path,
                         step);
-        else if (h->fault < 0)
+        else if (h->c->fault < 0)
                 log_error(
                         "History store: %s is not usable: %s (while it %s).",
                         h->path,
-                        history_fault_to_string(h->fault),
+                        history_fault_to_string(h->c->fault),
                         step);
         else
                 log_error("History store: %s is not usable: %s.", h->path, step);
         /* The caller's line then says it too ("No space left on device"). */
-        return IN_SET(h->fault, -ENOSPC, -EROFS, -EACCES) ? h->fault : error;
+        return IN_SET(h->c->fault, -ENOSPC, -EROFS, -EACCES) ? h->c->fault : error;
 }
 
 /* Before SQLite opens path: an existing file of 0 bytes (and no WAL with
@@ -676,10 +759,35 @@ static int check_before_open(const char *directory, const char *path, const char
         return 0;
 }
 
+/* The settings of each connection of the store (history_open(),
+ * history_open_worker()), after WAL mode. */
+static int connection_settings(History *h) {
+        int r;
+
+        r = exec(h, "PRAGMA synchronous = NORMAL");
+        if (r < 0)
+                return history_open_failed(h, r, "set synchronous=NORMAL");
+        /* 16 MiB of pages kept (SQLite's default is 2 MiB): the unanswered
+         * report reads an index of about 8 MiB per 100,000 records, which
+         * then stays in memory between reports (docs/PERFORMANCE.md). */
+        r = exec(h, "PRAGMA cache_size = -16384");
+        if (r < 0)
+                return history_open_failed(h, r, "set the cache size");
+        r = exec(h, "PRAGMA foreign_keys = ON");
+        if (r < 0)
+                return history_open_failed(h, r, "turned on foreign keys");
+        /* What is deleted is overwritten with zeros, whatever the library's
+         * build default: a deleted question leaves no copy in the file. */
+        r = exec(h, "PRAGMA secure_delete = ON");
+        if (r < 0)
+                return history_open_failed(h, r, "turned on secure delete");
+        return 0;
+}
+
 /* Records still "running" belong to a daemon that died: they failed. When
  * it died is not known; the last time the store knows it was alive is the
- * newest time written in any record, which is at least the record's own
- * start. finished_at is that time and total_ms counts up to it (the queue
+ * newest time written in the last 1,000 records, which is at least the
+ * record's own start. finished_at is that time and total_ms counts up to it (the queue
  * wait plus what is known of the run): the downtime is not counted. */
 static int recover(History *h, unsigned *ret) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
@@ -687,7 +795,12 @@ static int recover(History *h, unsigned *ret) {
 
         r = prepare(
                 h,
-                "WITH last(t) AS (SELECT max(max(created_at), coalesce(max(finished_at), 0)) FROM queries)"
+                /* The newest time among the last records: a query ends within
+                 * its deadline, so no older record holds a later one. Read
+                 * only when a record is still running (a non-correlated
+                 * subquery is evaluated on first use). */
+                "WITH last(t) AS (SELECT max(max(created_at, coalesce(finished_at, 0)))"
+                " FROM (SELECT created_at, finished_at FROM queries ORDER BY seq DESC LIMIT 1000))"
                 " UPDATE queries SET status = 'failed', error_code = 'execution_failed',"
                 " error_message = 'The service stopped before the query''s outcome was stored',"
                 " finished_at = max(created_at, (SELECT t FROM last)),"
@@ -753,6 +866,11 @@ int history_open_keyed(
         if (!h)
                 return -ENOMEM;
         h->sync_fd = -1;
+        h->c = calloc(1, sizeof *h->c);
+        if (!h->c)
+                return -ENOMEM;
+        h->c->n_ref = 1;
+        pthread_mutex_init(&h->c->lock, NULL);
         h->user_secret = *secret;
         if (asprintf(&h->wal_path, "%s-wal", path) < 0)
                 return -ENOMEM;
@@ -819,23 +937,9 @@ int history_open_keyed(
         r = exec(h, "PRAGMA journal_mode = WAL");
         if (r < 0)
                 return history_open_failed(h, r, "set WAL mode");
-        r = exec(h, "PRAGMA synchronous = NORMAL");
+        r = connection_settings(h);
         if (r < 0)
-                return history_open_failed(h, r, "set synchronous=NORMAL");
-        /* 16 MiB of pages kept (SQLite's default is 2 MiB): the unanswered
-         * report reads an index of about 8 MiB per 100,000 records, which
-         * then stays in memory between reports (docs/PERFORMANCE.md). */
-        r = exec(h, "PRAGMA cache_size = -16384");
-        if (r < 0)
-                return history_open_failed(h, r, "set the cache size");
-        r = exec(h, "PRAGMA foreign_keys = ON");
-        if (r < 0)
-                return history_open_failed(h, r, "turned on foreign keys");
-        /* What is deleted is overwritten with zeros, whatever the library's
-         * build default: a deleted question leaves no copy in the file. */
-        r = exec(h, "PRAGMA secure_delete = ON");
-        if (r < 0)
-                return history_open_failed(h, r, "turned on secure delete");
+                return r;
         if (create == SCHEMA_CREATE) {
                 r = create_schema(h);
                 if (r < 0)
@@ -860,20 +964,85 @@ int history_open_keyed(
         return 0;
 }
 
+int history_open_worker(History *main, History **ret) {
+        _cleanup_(history_freep) History *h = NULL;
+        int r;
+
+        assert(main);
+        assert(ret);
+
+        h = calloc(1, sizeof *h);
+        if (!h)
+                return -ENOMEM;
+        h->sync_fd = -1;
+        h->worker = true;
+        h->user_secret = main->user_secret;
+        h->path = strdup(main->path);
+        h->wal_path = strdup(main->wal_path);
+        h->directory = strdup(main->directory);
+        if (!h->path || !h->wal_path || !h->directory)
+                return -ENOMEM;
+        /* The same condition: a fault the worker meets is the store's. */
+        cond_lock(main);
+        main->c->n_ref++;
+        h->c = main->c;
+        cond_unlock(main);
+
+        /* The schema is the main connection's to check and change; this
+         * one only opens what is there. */
+        if (sqlite3_open_v2(h->path, &h->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+                log_error(
+                        "History store: cannot open %s for the worker: %s",
+                        h->path,
+                        h->db ? sqlite3_errmsg(h->db) : "out of memory");
+                return -EIO;
+        }
+        (void) sqlite3_extended_result_codes(h->db, 1);
+        /* Off the loop: waiting for the loop's short writes costs nobody. */
+        (void) sqlite3_busy_timeout(h->db, 30000);
+        r = connection_settings(h);
+        if (r < 0)
+                return r;
+        h->opened = true;
+        *ret = TAKE_PTR(h);
+        return 0;
+}
+
+bool history_is_worker(const History *h) {
+        return h && h->worker;
+}
+
+static void condition_unref(HistoryCondition *c) {
+        if (!c)
+                return;
+        pthread_mutex_lock(&c->lock);
+        if (--c->n_ref > 0) {
+                pthread_mutex_unlock(&c->lock);
+                return;
+        }
+        pthread_mutex_unlock(&c->lock);
+        for (size_t i = 0; i < c->n_pending; i++) {
+                pending_done(c->pending[i]);
+                free(c->pending[i]);
+        }
+        free(c->pending);
+        free(c->damage);
+        pthread_mutex_destroy(&c->lock);
+        free(c);
+}
+
 History *history_free(History *h) {
         if (!h)
                 return NULL;
-        if (h->db)
+        /* The loop's connection is the last: the worker's is freed first. */
+        if (h->db && h->c && !h->worker)
                 pending_last_chance(h);
         for (size_t i = 0; i < _STMT_MAX; i++)
                 (void) sqlite3_finalize(h->stmts[i]);
         (void) sqlite3_close_v2(h->db);
         if (h->sync_fd >= 0)
                 (void) close(h->sync_fd);
-        for (size_t i = 0; i < h->n_pending; i++)
-                pending_done(&h->pending[i]);
-        free(h->pending);
-        free(h->damage);
+        condition_unref(h->c);
         free(h->directory);
         free(h->path);
         free(h->wal_path);
@@ -1138,17 +1307,31 @@ static int finish(History *h, const char *id, const HistoryOutcome *o, bool dura
         return sqlite3_changes(h->db) == 1 ? 0 : -ENOENT;
 }
 
-static int pending_add(History *h, const char *id, const HistoryOutcome *o);
+static int pending_add(History *h, const char *id, const HistoryOutcome *o, size_t skip);
 
-/* finish(), and when the storage failed, the outcome kept in memory to
- * land later (history_retry()): 1. */
+/* The outcome's artifacts kept, then finish(); when the storage failed
+ * at either, the outcome kept in memory, with the artifacts not yet kept,
+ * to land later (history_retry()): 1. An artifact refused for itself (too
+ * large, its file unreadable) is left out and logged. */
 static int finish_or_keep(History *h, const char *id, const HistoryOutcome *o, bool durable) {
-        int r;
+        size_t kept = 0;
+        int r = 0;
 
-        r = finish(h, id, o, durable);
-        if (r != -EIO || h->fault == 0 || h->fault == -EUCLEAN)
+        for (; kept < o->n_artifacts; kept++) {
+                char aid[HISTORY_ARTIFACT_ID_MAX];
+
+                r = add_artifact(h, id, &o->artifacts[kept], aid);
+                if (r == -EIO && storage_fault(h))
+                        break;
+                if (r < 0)
+                        log_warning_errno(r, "Query %s: an artifact could not be kept", id);
+                r = 0;
+        }
+        if (r >= 0)
+                r = finish(h, id, o, durable);
+        if (r != -EIO || !storage_fault(h))
                 return r;
-        r = pending_add(h, id, o);
+        r = pending_add(h, id, o, kept);
         if (r < 0) {
                 log_error_errno(
                         r, "History store: the outcome of query %s could not be kept in memory either", id);
@@ -1330,8 +1513,8 @@ static int record_lists_from_row(sqlite3_stmt *s, HistoryRecord *ret) {
  * into *ret (zeroed by the caller; on failure partly filled, for
  * history_record_done()). */
 static int pending_apply(History *h, HistoryRecord *rec);
-static PendingOutcome *pending_find(History *h, const char *id);
-static int pending_land(History *h, PendingOutcome *p);
+static int pending_land(History *h, const char *id);
+static char **pending_ids(History *h);
 
 static int record_from_row(History *h, sqlite3_stmt *s, HistoryRecord *ret) {
         int r;
@@ -1466,7 +1649,7 @@ static int owned_running(History *h, const char *id, const SessionKey *session) 
         if (r == 0)
                 return -ENOENT;
         /* Ended, its outcome waiting in memory to land. */
-        if (pending_find(h, id))
+        if (history_outcome_waits(h, id))
                 return 0;
         return sqlite3_column_int(s, 0) ? 1 : 0;
 }
@@ -1587,10 +1770,13 @@ int history_delete(History *h, const char *id, const SessionKey *session) {
         if (r > 0)
                 return -EBUSY;
         /* An outcome waiting lands first (the row is still "running"). */
-        if (r == 0 && pending_find(h, id)) {
-                r = pending_land(h, pending_find(h, id));
+        if (history_outcome_waits(h, id)) {
+                r = pending_land(h, id);
                 if (r < 0)
                         return r;
+                /* Another connection is writing it: after that. */
+                if (history_outcome_waits(h, id))
+                        return -EBUSY;
         }
 
         /* The artifacts go with it (ON DELETE CASCADE), in one statement. */
@@ -1667,18 +1853,23 @@ rollback:
 /* The outcomes waiting in memory of the session's records land first: their
  * rows are still "running" until then, and the erase takes no running row. */
 static int erase_land_pending(History *h, const SessionKey *session) {
-        for (size_t i = 0; i < h->n_pending;) {
-                int r = owned_running(h, h->pending[i].id, session);
+        _cleanup_(strv_freep) char **ids = pending_ids(h);
 
-                if (r == -ENOENT) { /* another person's */
-                        i++;
+        if (!ids)
+                return -ENOMEM;
+        for (size_t i = 0; ids[i]; i++) {
+                int r = owned_running(h, ids[i], session);
+
+                if (r == -ENOENT) /* another person's */
                         continue;
-                }
                 if (r < 0)
                         return r;
-                r = pending_land(h, &h->pending[i]); /* removes it: i is the next one now */
+                r = pending_land(h, ids[i]);
                 if (r < 0)
                         return r;
+                /* Another connection is writing it: the erase waits for that. */
+                if (history_outcome_waits(h, ids[i]))
+                        return -EBUSY;
         }
         return 0;
 }
@@ -1778,7 +1969,7 @@ int history_session_running(History *h, const SessionKey *session) {
                         return 0;
                 if (r != SQLITE_ROW)
                         return db_error(h, "look for running records");
-                if (!pending_find(h, column_text(s, 0, "")))
+                if (!history_outcome_waits(h, column_text(s, 0, "")))
                         return 1;
         }
 }
@@ -1961,6 +2152,11 @@ static int history_write_artifact_blob(History *h, int fd, uint64_t size) {
 }
 
 int history_add_artifact(
+        History *h, const char *query_id, const Artifact *a, char ret_id[static HISTORY_ARTIFACT_ID_MAX]) {
+        return add_artifact(h, query_id, a, ret_id);
+}
+
+static int add_artifact(
         History *h, const char *query_id, const Artifact *a, char ret_id[static HISTORY_ARTIFACT_ID_MAX]) {
         _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
         char id[HISTORY_ARTIFACT_ID_MAX];
@@ -2285,14 +2481,29 @@ static void pending_done(PendingOutcome *p) {
         free(p->id);
         for (size_t i = 0; i < ELEMENTSOF(p->strings); i++)
                 free(p->strings[i]);
+        for (size_t i = 0; i < p->n_artifacts; i++)
+                artifact_done(&p->artifacts[i]);
+        free(p->artifacts);
         *p = (PendingOutcome){ 0 };
 }
 
+/* Under lock. */
 static PendingOutcome *pending_find(History *h, const char *id) {
-        for (size_t i = 0; i < h->n_pending; i++)
-                if (streq(h->pending[i].id, id))
-                        return &h->pending[i];
+        for (size_t i = 0; i < h->c->n_pending; i++)
+                if (streq(h->c->pending[i]->id, id))
+                        return h->c->pending[i];
         return NULL;
+}
+
+bool history_outcome_waits(History *h, const char *id) {
+        bool found;
+
+        assert(h);
+        assert(id);
+        cond_lock(h);
+        found = pending_find(h, id);
+        cond_unlock(h);
+        return found;
 }
 
 /* A copy of text into p->strings[i] (NULL stays NULL), its bytes counted. */
@@ -2307,61 +2518,163 @@ static int pending_keep(PendingOutcome *p, size_t i, const char **text) {
         return 0;
 }
 
-static int pending_add(History *h, const char *id, const HistoryOutcome *o) {
-        PendingOutcome p = { .o = *o }, *n;
-        const char **texts[] = {
-                &p.o.answer,        &p.o.sources_json, &p.o.citations_json, &p.o.error_code,
-                &p.o.error_message, &p.o.model,        &p.o.sandbox,        &p.o.searches_json,
-        };
-        int r = 0;
+/* Copies of the artifacts not yet kept: their names and a descriptor of
+ * each file (the sandbox may remove the file itself meanwhile; the bytes
+ * stay while it is open). */
+static int pending_keep_artifacts(PendingOutcome *p, const Artifact *artifacts, size_t n) {
+        if (n == 0)
+                return 0;
+        p->artifacts = calloc(n, sizeof *p->artifacts);
+        if (!p->artifacts)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                Artifact *a = &p->artifacts[p->n_artifacts];
 
-        _Static_assert(ELEMENTSOF(texts) == ELEMENTSOF(p.strings), "one string per text");
-        if (pending_find(h, id))
-                return -EEXIST;
-        p.id = strdup(id);
-        if (!p.id)
-                return -ENOMEM;
-        for (size_t i = 0; i < ELEMENTSOF(texts) && r >= 0; i++)
-                r = pending_keep(&p, i, texts[i]);
-        n = r < 0 ? NULL : reallocarray(h->pending, h->n_pending + 1, sizeof *n);
-        if (!n) {
-                pending_done(&p);
-                return -ENOMEM;
+                *a = (Artifact){ .fd = -1 };
+                p->n_artifacts++;
+                a->name = strdup(artifacts[i].name);
+                if (!a->name)
+                        return -ENOMEM;
+                a->media_type = artifacts[i].media_type;
+                a->size_bytes = artifacts[i].size_bytes;
+                memcpy(a->sha256, artifacts[i].sha256, sizeof a->sha256);
+                a->fd = fcntl(artifacts[i].fd, F_DUPFD_CLOEXEC, 3);
+                if (a->fd < 0)
+                        return -errno;
+                p->size += strlen(a->name) + 1;
         }
-        h->pending = n;
-        h->pending[h->n_pending++] = p;
-        h->pending_bytes += p.size;
-        log_warning(
-                "History store: the outcome of query %s is kept in memory until it can be written (%zu waiting).",
-                id,
-                h->n_pending);
         return 0;
 }
 
-static void pending_remove(History *h, PendingOutcome *p) {
-        size_t i = (size_t) (p - h->pending);
+/* Keep the outcome o of id in memory, with the artifacts of it not yet
+ * kept (o->artifacts from skip on). */
+static int pending_add(History *h, const char *id, const HistoryOutcome *o, size_t skip) {
+        _cleanup_free_ PendingOutcome *p = calloc(1, sizeof *p);
+        PendingOutcome **n;
+        const char **texts[8];
+        size_t waiting;
+        int r = 0;
 
-        assert(i < h->n_pending);
-        h->pending_bytes -= MIN(h->pending_bytes, p->size);
-        pending_done(p);
-        memmove(&h->pending[i], &h->pending[i + 1], (h->n_pending - i - 1) * sizeof *p);
-        h->n_pending--;
+        if (!p)
+                return -ENOMEM;
+        p->o = *o;
+        texts[0] = &p->o.answer;
+        texts[1] = &p->o.sources_json;
+        texts[2] = &p->o.citations_json;
+        texts[3] = &p->o.error_code;
+        texts[4] = &p->o.error_message;
+        texts[5] = &p->o.model;
+        texts[6] = &p->o.sandbox;
+        texts[7] = &p->o.searches_json;
+        _Static_assert(ELEMENTSOF(texts) == ELEMENTSOF(p->strings), "one string per text");
+        if (history_outcome_waits(h, id))
+                return -EEXIST;
+        p->id = strdup(id);
+        if (!p->id)
+                return -ENOMEM;
+        for (size_t i = 0; i < ELEMENTSOF(texts) && r >= 0; i++)
+                r = pending_keep(p, i, texts[i]);
+        if (r >= 0 && skip < o->n_artifacts)
+                r = pending_keep_artifacts(p, o->artifacts + skip, o->n_artifacts - skip);
+        p->o.artifacts = p->artifacts;
+        p->o.n_artifacts = p->n_artifacts;
+        cond_lock(h);
+        n = r < 0 ? NULL : reallocarray(h->c->pending, h->c->n_pending + 1, sizeof *n);
+        if (n) {
+                h->c->pending = n;
+                h->c->pending[h->c->n_pending++] = p;
+                h->c->pending_bytes += p->size;
+        }
+        waiting = h->c->n_pending;
+        cond_unlock(h);
+        if (!n) {
+                pending_done(p);
+                return r < 0 ? r : -ENOMEM;
+        }
+        log_warning(
+                "History store: the outcome of query %s is kept in memory until it can be written%s (%zu waiting).",
+                id,
+                p->n_artifacts > 0 ? ", with its files" : "",
+                waiting);
+        TAKE_PTR(p);
+        return 0;
 }
 
-/* Write p's outcome now, durably. Returns 0 (written, or its record is
- * gone: either way it waits no more), or -EIO (it waits on). */
-static int pending_land(History *h, PendingOutcome *p) {
-        int r;
+/* Under lock: p out of the list, and freed. */
+static void pending_remove(History *h, PendingOutcome *p) {
+        size_t i = 0;
 
-        r = finish(h, p->id, &p->o, true);
-        if (r == -EIO)
+        while (i < h->c->n_pending && h->c->pending[i] != p)
+                i++;
+        assert(i < h->c->n_pending);
+        h->c->pending_bytes -= MIN(h->c->pending_bytes, p->size);
+        memmove(&h->c->pending[i], &h->c->pending[i + 1], (h->c->n_pending - i - 1) * sizeof *h->c->pending);
+        h->c->n_pending--;
+        pending_done(p);
+        free(p);
+}
+
+/* Take p (under lock) for this connection to write: NULL when another
+ * is writing it. */
+static PendingOutcome *pending_take(History *h, const char *id) {
+        PendingOutcome *p;
+
+        cond_lock(h);
+        p = pending_find(h, id);
+        if (p && p->landing)
+                p = NULL;
+        if (p)
+                p->landing = true;
+        cond_unlock(h);
+        return p;
+}
+
+/* Write the outcome taken (pending_take()) now, durably: first its
+ * artifacts not yet kept, each dropped from it once it is, then the
+ * record. Returns 0 (written, or its record is gone: either way it waits
+ * no more), or -EIO (it waits on). */
+static int pending_land_taken(History *h, PendingOutcome *p) {
+        int r = 0;
+
+        while (p->n_artifacts > 0) {
+                char aid[HISTORY_ARTIFACT_ID_MAX];
+
+                r = add_artifact(h, p->id, &p->artifacts[0], aid);
+                if (r == -EIO && storage_fault(h))
+                        break;
+                if (r < 0 && r != -ENOENT)
+                        log_warning_errno(r, "Query %s: an artifact could not be kept", p->id);
+                cond_lock(h);
+                artifact_done(&p->artifacts[0]);
+                memmove(&p->artifacts[0], &p->artifacts[1], (p->n_artifacts - 1) * sizeof *p->artifacts);
+                p->n_artifacts--;
+                p->o.n_artifacts = p->n_artifacts;
+                cond_unlock(h);
+        }
+        if (p->n_artifacts == 0)
+                r = finish(h, p->id, &p->o, true);
+        if (r == -EIO) {
+                cond_lock(h);
+                p->landing = false;
+                cond_unlock(h);
                 return r;
+        }
         if (r < 0)
                 log_warning_errno(r, "History store: the outcome of query %s is dropped", p->id);
         else
                 log_info("History store: the outcome of query %s is stored at last.", p->id);
+        cond_lock(h);
         pending_remove(h, p);
+        cond_unlock(h);
         return 0;
+}
+
+/* The outcome of id, if it waits and no other connection is writing it,
+ * written now (pending_land_taken()). */
+static int pending_land(History *h, const char *id) {
+        PendingOutcome *p = pending_take(h, id);
+
+        return p ? pending_land_taken(h, p) : 0;
 }
 
 /* A copy of text in *slot, replacing what was there. */
@@ -2406,12 +2719,15 @@ static int pending_apply_lists(HistoryRecord *rec, const HistoryOutcome *o) {
 static int pending_apply(History *h, HistoryRecord *rec) {
         const PendingOutcome *p;
         const HistoryOutcome *o;
+        int r = 0;
 
         if (!rec->status || !streq(rec->status, "running") || !rec->id)
                 return 0;
+        /* Held while the outcome is copied: a writer frees it only under lock. */
+        cond_lock(h);
         p = pending_find(h, rec->id);
         if (!p)
-                return 0;
+                goto done;
         o = &p->o;
         if (replace_text(&rec->status, o->succeeded ? "succeeded" : "failed") < 0 ||
             replace_text(&rec->answer, o->succeeded ? (o->answer ? o->answer : "") : NULL) < 0 ||
@@ -2422,31 +2738,37 @@ static int pending_apply(History *h, HistoryRecord *rec) {
             replace_text(&rec->error_message, o->succeeded ? NULL : (o->error_message ? o->error_message : "")) <
                     0 ||
             replace_text(&rec->model, o->model ? o->model : "") < 0 ||
-            replace_text(&rec->sandbox, o->sandbox) < 0)
-                return -ENOMEM;
+            replace_text(&rec->sandbox, o->sandbox) < 0) {
+                r = -ENOMEM;
+                goto done;
+        }
         rec->timings = o->timings;
         rec->prompt_tokens = o->prompt_tokens;
         rec->completion_tokens = o->completion_tokens;
         rec->finished_at = o->finished_at;
-        return 0;
+done:
+        cond_unlock(h);
+        return r;
 }
 
-/* At history_free(): the outcomes still waiting get one last try, then
- * their records are marked failed with the true reason, if even that can
- * be written. What cannot is said: the next start marks them failed. */
+/* At history_free() of the loop's connection (the worker's is gone): the
+ * outcomes still waiting get one last try, then their records are marked
+ * failed with the true reason, if even that can be written. What cannot
+ * is said: the next start marks them failed. */
 static void pending_last_chance(History *h) {
-        while (h->n_pending > 0) {
-                PendingOutcome *p = &h->pending[0];
+        while (h->c->n_pending > 0) {
+                PendingOutcome *p = h->c->pending[0];
                 char message[256];
                 HistoryOutcome failed;
 
-                if (pending_land(h, p) >= 0)
+                p->landing = true;
+                if (pending_land_taken(h, p) >= 0)
                         continue;
                 snprintf(
                         message,
                         sizeof message,
                         "The answer could not be stored: %s",
-                        history_fault_to_string(h->fault ? h->fault : -EIO));
+                        history_fault_to_string(current_fault(h) ? current_fault(h) : -EIO));
                 failed = (HistoryOutcome){
                         .error_code = "internal_error",
                         .error_message = message,
@@ -2461,10 +2783,14 @@ static void pending_last_chance(History *h) {
                         log_error(
                                 "History store: the outcome of query %s is lost: %s; the next start records it as failed.",
                                 p->id,
-                                history_fault_to_string(h->fault ? h->fault : -EIO));
+                                history_fault_to_string(current_fault(h) ? current_fault(h) : -EIO));
+                cond_lock(h);
                 pending_remove(h, p);
+                cond_unlock(h);
         }
 }
+
+static void history_get_storage_locked(History *h, uint64_t min_free_bytes, HistoryStorage *ret);
 
 static uint64_t free_bytes_of(const char *directory) {
         struct statvfs v;
@@ -2478,40 +2804,47 @@ void history_get_storage(History *h, uint64_t min_free_bytes, HistoryStorage *re
         assert(h);
         assert(ret);
 
+        cond_lock(h);
+        history_get_storage_locked(h, min_free_bytes, ret);
+        cond_unlock(h);
+}
+
+/* history_get_storage(), under lock. */
+static void history_get_storage_locked(History *h, uint64_t min_free_bytes, HistoryStorage *ret) {
         *ret = (HistoryStorage){
                 .state = HISTORY_STORAGE_OK,
-                .fault = h->damage ? -EUCLEAN : h->fault,
-                .damaged = h->damage,
-                .n_pending = h->n_pending,
-                .writes_failed = h->writes_failed,
+                .fault = h->c->damage ? -EUCLEAN : h->c->fault,
+                .damaged = h->c->damage,
+                .n_pending = h->c->n_pending,
+                .writes_failed = h->c->writes_failed,
                 .free_bytes = free_bytes_of(h->directory),
-                .refused = h->refused,
+                .refused = h->c->refused,
         };
-        if (h->damage) {
+        if (h->c->damage) {
                 snprintf(
                         h->cause,
                         sizeof h->cause,
                         "the history database %s is damaged (%s); see wikiwebd(8), \"When the database is damaged\"",
                         h->path,
-                        h->damage);
+                        h->c->damage);
                 ret->state = HISTORY_STORAGE_FAILED;
-        } else if (h->fault < 0 && h->n_pending > 0)
+        } else if (h->c->fault < 0 && h->c->n_pending > 0)
                 snprintf(
                         h->cause,
                         sizeof h->cause,
                         "%s; %zu %s to be stored",
-                        history_fault_to_string(h->fault),
-                        h->n_pending,
-                        h->n_pending == 1 ? "answer waits" : "answers wait");
-        else if (h->fault < 0)
-                snprintf(h->cause, sizeof h->cause, "%s", history_fault_to_string(h->fault));
-        else if (h->n_pending > 0)
+                        history_fault_to_string(h->c->fault),
+                        h->c->n_pending,
+                        h->c->n_pending == 1 ? "answer waits" : "answers wait");
+        else if (h->c->fault < 0)
+                snprintf(h->cause, sizeof h->cause, "%s", history_fault_to_string(h->c->fault));
+        else if (h->c->n_pending > 0)
                 snprintf(
                         h->cause,
                         sizeof h->cause,
                         "%zu %s to be stored",
-                        h->n_pending,
-                        h->n_pending == 1 ? "answer waits" : "answers wait");
+                        h->c->n_pending,
+                        h->c->n_pending == 1 ? "answer waits" : "answers wait");
         else if (min_free_bytes > 0 && ret->free_bytes < min_free_bytes)
                 snprintf(
                         h->cause,
@@ -2533,40 +2866,77 @@ int history_check_writable(History *h, const char **ret_cause) {
 
         assert(h);
 
-        fault = h->damage    ? -EUCLEAN :
-                h->fault < 0 ? h->fault :
-                h->n_pending >= HISTORY_PENDING_MAX || h->pending_bytes >= HISTORY_PENDING_BYTES_MAX ?
-                               -ENOBUFS :
-                               0;
-        if (fault == 0)
-                return 0;
-        h->refused++;
-        if (ret_cause) {
-                HistoryStorage st;
+        cond_lock(h);
+        fault = h->c->damage    ? -EUCLEAN :
+                h->c->fault < 0 ? h->c->fault :
+                h->c->n_pending >= HISTORY_PENDING_MAX || h->c->pending_bytes >= HISTORY_PENDING_BYTES_MAX ?
+                                  -ENOBUFS :
+                                  0;
+        if (fault != 0) {
+                h->c->refused++;
+                if (ret_cause) {
+                        HistoryStorage st;
 
-                history_get_storage(h, 0, &st);
-                *ret_cause = fault == -ENOBUFS ? history_fault_to_string(fault) : st.cause;
+                        history_get_storage_locked(h, 0, &st);
+                        *ret_cause = fault == -ENOBUFS ? history_fault_to_string(fault) : st.cause;
+                }
         }
+        cond_unlock(h);
         return fault;
 }
 
 bool history_needs_retry(History *h) {
+        bool r;
+
         assert(h);
-        return !h->damage && (h->fault < 0 || h->n_pending > 0);
+        cond_lock(h);
+        r = !h->c->damage && (h->c->fault < 0 || h->c->n_pending > 0);
+        cond_unlock(h);
+        return r;
+}
+
+/* The ids of the outcomes waiting, oldest first (a strv), NULL when out of memory. */
+static char **pending_ids(History *h) {
+        char **ids;
+
+        cond_lock(h);
+        ids = calloc(h->c->n_pending + 1, sizeof(char *));
+        for (size_t i = 0; ids && i < h->c->n_pending; i++)
+                if (!(ids[i] = strdup(h->c->pending[i]->id))) {
+                        ids = strv_free(ids);
+                        break;
+                }
+        cond_unlock(h);
+        return ids;
 }
 
 int history_retry(History *h) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
-        int r;
+        _cleanup_(strv_freep) char **ids = NULL;
+        int fault, r;
+        size_t n;
 
         assert(h);
 
-        if (h->damage)
+        cond_lock(h);
+        fault = h->c->damage ? -EUCLEAN : h->c->fault;
+        n = h->c->n_pending;
+        cond_unlock(h);
+        if (fault == -EUCLEAN)
                 return -EUCLEAN;
-        while (h->n_pending > 0)
-                if (pending_land(h, &h->pending[0]) < 0)
-                        return (int) h->n_pending;
-        if (h->fault == 0)
+        if (n > 0) {
+                ids = pending_ids(h);
+                if (!ids)
+                        return -ENOMEM;
+                for (size_t i = 0; ids[i]; i++)
+                        if (pending_land(h, ids[i]) < 0)
+                                break;
+                cond_lock(h);
+                n = h->c->n_pending;
+                cond_unlock(h);
+                return (int) n;
+        }
+        if (fault == 0)
                 return 0;
 
         /* Nothing waits: one write of the smallest kind (the schema
@@ -2574,10 +2944,10 @@ int history_retry(History *h) {
          * land again. */
         r = prepare(h, SCHEMA_VERSION_SQL, &s);
         if (r < 0)
-                return h->fault;
+                return current_fault(h) < 0 ? current_fault(h) : r;
         if (step_write(h, s) != SQLITE_DONE) {
                 (void) db_error(h, "write a probe");
-                return h->fault < 0 ? h->fault : -EIO;
+                return current_fault(h) < 0 ? current_fault(h) : -EIO;
         }
         return 0;
 }
@@ -2591,11 +2961,15 @@ void history_set_damaged(History *h, const char *problem) {
         assert(h);
         assert(problem);
 
-        if (h->damage)
+        cond_lock(h);
+        if (h->c->damage) {
+                cond_unlock(h);
                 return;
-        h->damage = strdup(problem);
-        if (!h->damage)
-                h->damage = strdup("PRAGMA quick_check failed");
+        }
+        h->c->damage = strdup(problem);
+        if (!h->c->damage)
+                h->c->damage = strdup("PRAGMA quick_check failed");
+        cond_unlock(h);
         log_error(
                 "History store: %s is damaged: PRAGMA quick_check says \"%s\". Writes are refused; recover it with "
                 "sqlite3's .recover or restore it from a backup (wikiwebd(8), \"When the database is damaged\").",
@@ -2603,7 +2977,55 @@ void history_set_damaged(History *h, const char *problem) {
                 problem);
 }
 
-int history_quick_check_path(const char *path, char **ret_problem) {
+struct HistoryQuickCheck {
+        pthread_mutex_t lock;
+        sqlite3 *db; /* the check's connection while it is open */
+        bool stop;
+};
+
+int history_quick_check_new(HistoryQuickCheck **ret) {
+        HistoryQuickCheck *c = calloc(1, sizeof *c);
+
+        if (!c)
+                return -ENOMEM;
+        pthread_mutex_init(&c->lock, NULL);
+        *ret = c;
+        return 0;
+}
+
+HistoryQuickCheck *history_quick_check_free(HistoryQuickCheck *c) {
+        if (!c)
+                return NULL;
+        pthread_mutex_destroy(&c->lock);
+        free(c);
+        return NULL;
+}
+
+void history_quick_check_stop(HistoryQuickCheck *c) {
+        if (!c)
+                return;
+        pthread_mutex_lock(&c->lock);
+        c->stop = true;
+        /* The integrity check looks at the interrupt flag as it goes. */
+        if (c->db)
+                sqlite3_interrupt(c->db);
+        pthread_mutex_unlock(&c->lock);
+}
+
+/* Publish the check's connection (NULL: closing it); false when stopped already. */
+static bool quick_check_publish(HistoryQuickCheck *c, sqlite3 *db) {
+        bool stopped;
+
+        if (!c)
+                return true;
+        pthread_mutex_lock(&c->lock);
+        c->db = db;
+        stopped = c->stop;
+        pthread_mutex_unlock(&c->lock);
+        return !stopped;
+}
+
+int history_quick_check_path(const char *path, HistoryQuickCheck *c, char **ret_problem) {
         sqlite3 *db = NULL;
         sqlite3_stmt *s = NULL;
         char *problem = NULL;
@@ -2617,6 +3039,10 @@ int history_quick_check_path(const char *path, char **ret_problem) {
                 return -EIO;
         }
         (void) sqlite3_busy_timeout(db, 5000);
+        if (!quick_check_publish(c, db)) {
+                (void) sqlite3_close_v2(db);
+                return -ECANCELED;
+        }
         r = sqlite3_prepare_v2(db, "PRAGMA quick_check(1)", -1, &s, NULL);
         if (r == SQLITE_OK)
                 r = sqlite3_step(s);
@@ -2633,7 +3059,10 @@ int history_quick_check_path(const char *path, char **ret_problem) {
                 r = problem ? SQLITE_DONE : SQLITE_NOMEM;
         }
         (void) sqlite3_finalize(s);
+        (void) quick_check_publish(c, NULL);
         (void) sqlite3_close_v2(db);
+        if (r == SQLITE_INTERRUPT)
+                return -ECANCELED;
         if (r != SQLITE_DONE)
                 return r == SQLITE_NOMEM ? -ENOMEM : -EIO;
         *ret_problem = problem;
@@ -2643,8 +3072,10 @@ int history_quick_check_path(const char *path, char **ret_problem) {
 #if ENABLE_TEST_FAULTS
 void history_set_test_write_fault(History *h, int code, unsigned n, unsigned count) {
         assert(h);
-        h->write_fault_code = code;
-        h->write_fault_n = n;
-        h->write_fault_count = MAX(count, 1u);
+        cond_lock(h);
+        h->c->write_fault_code = code;
+        h->c->write_fault_n = n;
+        h->c->write_fault_count = MAX(count, 1u);
+        cond_unlock(h);
 }
 #endif

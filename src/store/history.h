@@ -21,9 +21,14 @@
  * artifacts belong to a session, identified by the SHA-256 of its token
  * (never the token), and are only ever shown to that session.
  *
- * All calls are synchronous, from the event loop: a write is one short
- * transaction (two per query), a read one indexed lookup. The one sync a
- * query needs can be left to another thread (history_finish_nosync()). */
+ * All calls are synchronous. The loop's connection (history_open())
+ * makes a query's two short writes and the reads of one record or page;
+ * what may take longer (deletes, the retention's batches, feedback and
+ * shares with their sync, the report, the outcomes' retries) runs on the
+ * store's worker (store/history-worker.h) on a connection of its own
+ * (history_open_worker()), which shares the store's condition (the
+ * storage's fault, the outcomes waiting) with the loop's. Every call
+ * below may be made on either connection, each from one thread only. */
 
 typedef struct History History;
 
@@ -47,6 +52,18 @@ int history_open(const char *directory, History **ret, unsigned *ret_recovered);
 int history_open_keyed(const char *directory, const UserKeySecret *secret, History **ret, unsigned *ret_recovered);
 History *history_free(History *h);
 DEFINE_TRIVIAL_CLEANUP_FUNC(History *, history_free);
+
+/* A second connection to main's store, for the store's worker thread: the
+ * schema is main's (checked, changed and recovered by history_open()),
+ * the condition (faults, the outcomes waiting) is shared, under a lock.
+ * Freed before main (history_free()); used by one thread at a time.
+ * Returns 0, -ENOMEM, -EIO. */
+int history_open_worker(History *main, History **ret);
+/* Whether h is a worker's connection. */
+bool history_is_worker(const History *h);
+
+/* Whether the outcome of the record id waits in memory to land. */
+bool history_outcome_waits(History *h, const char *id);
 
 /* A new record in state "running". question is stored as given (the
  * request validator has checked it). created_at is CLOCK_REALTIME. Returns
@@ -88,6 +105,11 @@ typedef struct HistoryOutcome {
          * "results": N}, in order; NULL for []. Kept for the unanswered
          * report (API.md 9.2), not shown in the record. */
         const char *searches_json;
+        /* The files the run left (API.md 8.3), borrowed: kept before the
+         * record is completed. When the storage cannot take them, they
+         * wait with the outcome (their files held open) and land with it. */
+        const Artifact *artifacts;
+        size_t n_artifacts;
 } HistoryOutcome;
 
 /* The signals a finished record keeps for the unanswered report (API.md
@@ -388,12 +410,20 @@ int history_retry(History *h);
 /* Whether a retry is worth it: a fault or an outcome waiting. */
 bool history_needs_retry(History *h);
 
+/* A quick_check that another thread may stop (history_quick_check_stop():
+ * sqlite3_interrupt() of its connection). */
+typedef struct HistoryQuickCheck HistoryQuickCheck;
+int history_quick_check_new(HistoryQuickCheck **ret);
+HistoryQuickCheck *history_quick_check_free(HistoryQuickCheck *c);
+void history_quick_check_stop(HistoryQuickCheck *c);
+
 /* PRAGMA quick_check of the store's file on a connection of its own,
- * read-only: made to run on another thread (it reads the whole file) and
- * touches nothing of the store but its path. Returns 0 and NULL in
- * *ret_problem when the file is sound, 0 and what SQLite found (a new
- * string) when it is not, or a negative errno when it could not run. */
-int history_quick_check_path(const char *path, char **ret_problem);
+ * read-only: made to run on another thread (it reads the whole file,
+ * minutes at 10^6 records) and touches nothing of the store but its path.
+ * Returns 0 and NULL in *ret_problem when the file is sound, 0 and what
+ * SQLite found (a new string) when it is not, -ECANCELED once c (NULL:
+ * none) was stopped, or another negative errno when it could not run. */
+int history_quick_check_path(const char *path, HistoryQuickCheck *c, char **ret_problem);
 
 /* The database file's path, owned by the store. */
 const char *history_path(History *h);

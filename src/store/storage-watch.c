@@ -19,7 +19,9 @@
 
 struct StorageWatch {
         sd_event *event;
-        History *history; /* borrowed */
+        History *history;      /* borrowed */
+        HistoryWorker *worker; /* borrowed, NULL: retries on the loop */
+        HistoryJob *retry;     /* the retry on the worker, in flight */
         uint64_t min_free_bytes;
         StorageWatchChanged changed;
         void *userdata;
@@ -39,6 +41,7 @@ struct StorageWatch {
         pthread_mutex_t lock;
         int check_error;
         char *check_problem;
+        HistoryQuickCheck *check; /* stopped by the free: the check ends at once */
 };
 
 static void storage_watch_arm(StorageWatch *w, usec_t delay);
@@ -56,18 +59,47 @@ static void storage_watch_maybe_changed(StorageWatch *w) {
                 w->changed(w, w->userdata);
 }
 
-static int storage_watch_on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
-        StorageWatch *w = userdata;
-
-        if (history_needs_retry(w->history)) {
-                (void) history_retry(w->history);
-                if (history_needs_retry(w->history))
-                        w->backoff = MIN(w->backoff * 2, RETRY_MAX_USEC);
-        }
+/* After a retry (or none): the back-off doubled while it is needed, the
+ * owner told, the timer armed. */
+static void storage_watch_after_retry(StorageWatch *w, bool tried) {
+        if (tried && history_needs_retry(w->history))
+                w->backoff = MIN(w->backoff * 2, RETRY_MAX_USEC);
         storage_watch_maybe_changed(w);
         if (!history_needs_retry(w->history))
                 w->backoff = RETRY_FIRST_USEC;
         storage_watch_arm(w, history_needs_retry(w->history) ? w->backoff : POLL_USEC);
+}
+
+/* On the worker's thread. */
+static int storage_watch_retry_run(History *h, void *data) {
+        return history_retry(h);
+}
+
+static void storage_watch_on_retried(HistoryJob *j, int error, void *data, void *userdata) {
+        StorageWatch *w = userdata;
+
+        w->retry = NULL;
+        storage_watch_after_retry(w, true);
+}
+
+static int storage_watch_on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        StorageWatch *w = userdata;
+
+        if (w->retry)
+                return 0; /* its end arms the timer */
+        if (!history_needs_retry(w->history)) {
+                storage_watch_after_retry(w, false);
+                return 0;
+        }
+        /* The outcomes land on the worker's connection: a sync of the
+         * log for each, which the loop does not wait for. */
+        if (w->worker &&
+            history_worker_submit(
+                    w->worker, storage_watch_retry_run, NULL, NULL, storage_watch_on_retried, w, &w->retry) >=
+                    0)
+                return 0;
+        (void) history_retry(w->history);
+        storage_watch_after_retry(w, true);
         return 0;
 }
 
@@ -85,7 +117,7 @@ void storage_watch_poke(StorageWatch *w) {
         if (!w)
                 return;
         storage_watch_maybe_changed(w);
-        if (history_needs_retry(w->history))
+        if (history_needs_retry(w->history) && !w->retry)
                 storage_watch_arm(w, w->backoff);
 }
 
@@ -95,7 +127,7 @@ static void *storage_watch_thread(void *p) {
         uint64_t one = 1;
         int r;
 
-        r = history_quick_check_path(w->check_path, &problem);
+        r = history_quick_check_path(w->check_path, w->check, &problem);
         pthread_mutex_lock(&w->lock);
         w->check_error = r;
         w->check_problem = problem;
@@ -121,7 +153,9 @@ static int storage_watch_on_checked(sd_event_source *s, int fd, uint32_t revents
         problem = TAKE_PTR(w->check_problem);
         pthread_mutex_unlock(&w->lock);
 
-        if (r < 0)
+        if (r == -ECANCELED)
+                log_debug("History store: PRAGMA quick_check of %s stopped.", w->check_path);
+        else if (r < 0)
                 log_warning_errno(r, "History store: PRAGMA quick_check of %s could not run", w->check_path);
         else if (problem)
                 history_set_damaged(w->history, problem);
@@ -141,6 +175,9 @@ static int storage_watch_start_check(StorageWatch *w) {
         w->check_path = strdup(history_path(w->history));
         if (!w->check_path)
                 return -ENOMEM;
+        r = history_quick_check_new(&w->check);
+        if (r < 0)
+                return r;
         w->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (w->efd < 0)
                 return -errno;
@@ -164,6 +201,7 @@ static int storage_watch_start_check(StorageWatch *w) {
 int storage_watch_new(
         sd_event *event,
         History *history,
+        HistoryWorker *worker,
         uint64_t min_free_bytes,
         bool check,
         StorageWatchChanged changed,
@@ -181,6 +219,7 @@ int storage_watch_new(
                 return -ENOMEM;
         w->event = event;
         w->history = history;
+        w->worker = worker;
         w->min_free_bytes = min_free_bytes;
         w->changed = changed;
         w->userdata = userdata;
@@ -205,9 +244,13 @@ int storage_watch_new(
 StorageWatch *storage_watch_free(StorageWatch *w) {
         if (!w)
                 return NULL;
-        /* The check reads; it is waited for (a few seconds at most on a large file). */
+        /* The check reads the whole file (minutes at 10^6 records): told
+         * to stop, it ends within SQLite's next 10,000 steps. */
+        history_quick_check_stop(w->check);
         if (w->thread_started)
                 (void) pthread_join(w->thread, NULL);
+        w->check = history_quick_check_free(w->check);
+        w->retry = history_job_cancel(w->retry);
         w->timer = sd_event_source_disable_unref(w->timer);
         w->check_source = sd_event_source_disable_unref(w->check_source);
         if (w->efd >= 0)

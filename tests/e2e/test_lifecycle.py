@@ -165,7 +165,7 @@ class Lifecycle(PipelineBase):
         st = os.stat(os.path.join(d.state_directory, 'user-key'))
         self.assertEqual(st.st_mode & 0o7777, 0o600)
         self.assertEqual(st.st_size, 32)
-        self.assertIn('schema version 7 updated to 9', d.log())
+        self.assertIn('schema version 7 updated to 10', d.log())
 
     def test_retention_removes_the_old_at_start(self):
         llm = self.llm([])

@@ -237,6 +237,36 @@ class DiskFills(StorageBase):
         self.assertTrue(any(f'the outcome of query {qid} is stored at last' in line
                             for line in self.journal_lines(d)))
 
+    def test_artifact_waits_with_the_outcome(self):
+        """Full while the model thinks, with a file to keep: the answer is
+        given, the file waits with the outcome (held open, not dropped),
+        and once space is freed both land without a restart."""
+        size = 40000
+        llm = self.llm([{'answer': ANSWER, 'hold': 'answer'}])
+        d = self.storage_daemon(llm, WIKI_WEB_TEST_FAULTS='1', WIKI_WEB_TEST_ARTIFACT_BYTES=str(size))
+        b = d.browser()
+        t, out = self.ask_in_thread(b, {'question': 'What is an apple?'})
+        self.wait_asked(llm)
+        self.fs.fill()
+        llm.release('answer')
+        t.join(60)
+        r = out['r']
+        self.assertStatus(r, 200)
+        self.assertEqual(r.json['answer'], ANSWER)
+        qid = r.json['id']
+        self.assertEqual(self.stored(qid)[0], 'running')
+        self.assertEqual(self.wait_storage(d, 'degraded')['storage'], 'degraded')
+
+        self.fs.free()
+        self.wait_storage(d, 'ok')
+        self.assertEqual(self.stored(qid), ('succeeded', ANSWER))
+        rec = b.get(f'/api/v1/history/{qid}').json
+        self.assertEqual([(a['name'], a['size_bytes']) for a in rec['artifacts']], [('test.txt', size)])
+        got = b.get(rec['artifacts'][0]['download_url'])
+        self.assertStatus(got, 200)
+        self.assertEqual(got.body, b'x' * size)
+        self.assertTrue(any('with its files' in line for line in self.journal_lines(d)))
+
     def test_during_a_follow_up(self):
         """Full during a follow-up: it is answered or refused, never lost."""
         llm = self.llm([{'answer': ANSWER}, {'answer': ANSWER, 'hold': 'second'}])

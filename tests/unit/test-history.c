@@ -324,7 +324,7 @@ TEST(open_creates_file) {
         ASSERT_TRUE(h);
         ASSERT_TRUE(history_free(h) == NULL);
         ASSERT_TRUE(history_free(NULL) == NULL);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 9);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 10);
 
         /* A directory that does not exist. */
         {
@@ -1493,7 +1493,7 @@ TEST(migrate_from_version_1) {
         sql_exec(dir, sql);
 
         h = open_store(dir, 1);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 9);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 10);
         ks = sealed_key(dir, &k);
         done = get_record(h, qid(500), &ks);
         ASSERT_EQ_STR(get_str(done, "status"), "succeeded");
@@ -1520,7 +1520,7 @@ TEST(migrate_from_version_1) {
 
         /* Opened again: nothing more to do. */
         h = open_store(dir, 0);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 9);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 10);
         history_free(h);
 }
 
@@ -1563,7 +1563,7 @@ TEST(migrate_from_version_2) {
         sql_exec(dir, sql);
 
         h = open_store(dir, 0);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 9);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 10);
         ks = sealed_key(dir, &k);
         old = get_record(h, qid(600), &ks);
         ASSERT_EQ_STR(get_str(old, "sandbox"), "offered");
@@ -1595,6 +1595,8 @@ TEST(migrate_from_version_2) {
          * to 4, 5 and 6 run, in order. */
         sql_exec(
                 dir,
+                "DROP INDEX queries_by_created; DROP INDEX queries_running; DROP INDEX queries_by_finished;"
+                "DROP INDEX feedback_down;"
                 "DROP TABLE shares; DROP INDEX queries_by_follow_up;"
                 "ALTER TABLE queries DROP COLUMN follow_up; ALTER TABLE queries DROP COLUMN conversation;"
                 "DROP TABLE feedback; DROP INDEX queries_by_wording;"
@@ -1604,7 +1606,7 @@ TEST(migrate_from_version_2) {
                 "DROP TABLE tokens;"
                 "PRAGMA user_version = 3;");
         h = open_store(dir, 0);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 9);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 10);
         ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM queries WHERE conversation = id"), 2);
         ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM shares"), 0);
         ASSERT_EQ_INT(sql_int(dir, "SELECT count(*) FROM queries WHERE given_titles = '[]'"), 2);
@@ -1649,12 +1651,15 @@ TEST(rekey_from_version_7) {
         ASSERT_OK(history_begin(h, qid(901), &bob, "bob's question", T0));
         finish_ok(h, qid(901), T0 + 1);
         h = history_free(h);
-        sql_exec(dir, "DROP TABLE tokens; PRAGMA user_version = 7");
+        sql_exec(
+                dir,
+                "DROP INDEX queries_by_created; DROP INDEX queries_running; DROP INDEX queries_by_finished;"
+                "DROP INDEX feedback_down; DROP TABLE tokens; PRAGMA user_version = 7");
         ASSERT_TRUE(unlink(keyfile) == 0);
         ASSERT_TRUE(file_holds_bytes(dir, "history.sqlite3", alice.bytes, sizeof alice.bytes));
 
         h = open_store(dir, 0);
-        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 9);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 10);
         ASSERT_TRUE(stat(keyfile, &st) == 0);
         ASSERT_EQ_INT(st.st_mode & 07777, 0600);
         ASSERT_EQ_INT(st.st_size, USER_KEY_SECRET_BYTES);
@@ -2167,7 +2172,7 @@ TEST(damaged_index_page) {
         page = sql_int(dir, "SELECT rootpage FROM sqlite_master WHERE name = 'queries_by_session'");
         page_size = sql_int(dir, "PRAGMA page_size");
 
-        ASSERT_OK(history_quick_check_path(p, &problem));
+        ASSERT_OK(history_quick_check_path(p, NULL, &problem));
         ASSERT_TRUE(problem == NULL);
 
         memset(junk, 0x5a, sizeof junk);
@@ -2177,7 +2182,7 @@ TEST(damaged_index_page) {
         ASSERT_TRUE(close(fd) == 0);
 
         h = open_store(dir, 0);
-        ASSERT_OK(history_quick_check_path(p, &problem));
+        ASSERT_OK(history_quick_check_path(p, NULL, &problem));
         ASSERT_TRUE(problem != NULL);
         history_set_damaged(h, problem);
         history_get_storage(h, 0, &st);

@@ -393,6 +393,86 @@ static void run_until_called(Fixture *f, const unsigned *calls, unsigned n) {
         ASSERT_EQ_INT(*calls, n);
 }
 
+/* A write of the history (on the store's worker), run to its end. */
+typedef struct Written {
+        unsigned calls;
+        ManagerError error;
+        bool failed;
+        char token[MANAGER_SHARE_TOKEN_MAX];
+} Written;
+
+static void on_written(ManagerWrite *w, const ManagerError *error, const ManagerWritten *result, void *userdata) {
+        Written *c = userdata;
+
+        c->calls++;
+        c->failed = error;
+        if (error)
+                c->error = *error;
+        if (result && result->token)
+                snprintf(c->token, sizeof c->token, "%s", result->token);
+}
+
+/* The write started (r), awaited: 0, or its refusal as -ENOENT
+ * (query_not_found), -EBUSY (busy) or -EIO, its error in *e. Never from
+ * inside the call that started it. */
+static int written(Fixture *f, int r, ManagerWrite **w, Written *c, ManagerError *e) {
+        if (r < 0)
+                return r;
+        ASSERT_EQ_INT(c->calls, 0);
+        run_until_called(f, &c->calls, 1);
+        *w = manager_write_free(*w);
+        if (!c->failed)
+                return 0;
+        *e = c->error;
+        return c->error.api_error == API_ERROR_QUERY_NOT_FOUND ? -ENOENT :
+                c->error.api_error == API_ERROR_BUSY           ? -EBUSY :
+                                                                 -EIO;
+}
+
+static int delete_record(Fixture *f, const SessionKey *k, const char *id, ManagerError *e) {
+        Written c = { 0 };
+        ManagerWrite *w = NULL;
+
+        return written(f, manager_delete_record(f->manager, k, id, on_written, &c, &w, e), &w, &c, e);
+}
+
+static int feedback(
+        Fixture *f,
+        const SessionKey *k,
+        const char *id,
+        const char *rating,
+        const char *reason,
+        const char *comment,
+        ManagerError *e) {
+        Written c = { 0 };
+        ManagerWrite *w = NULL;
+
+        return written(
+                f,
+                manager_set_feedback(f->manager, k, id, rating, reason, comment, on_written, &c, &w, e),
+                &w,
+                &c,
+                e);
+}
+
+static int share_revoke(Fixture *f, const SessionKey *k, const char *id, ManagerError *e) {
+        Written c = { 0 };
+        ManagerWrite *w = NULL;
+
+        return written(f, manager_share_revoke(f->manager, k, id, on_written, &c, &w, e), &w, &c, e);
+}
+
+static int share_create(Fixture *f, const SessionKey *k, const char *id, char *token, ManagerError *e) {
+        Written c = { 0 };
+        ManagerWrite *w = NULL;
+        int r;
+
+        r = written(f, manager_share_create(f->manager, k, id, on_written, &c, &w, e), &w, &c, e);
+        if (r >= 0)
+                snprintf(token, MANAGER_SHARE_TOKEN_MAX, "%s", c.token);
+        return r;
+}
+
 /* manager_check_readable() in service mode: any number of titles, every
  * valid one readable and an invalid one never, from the loop and never
  * inside the call; no titles: an empty result; a check freed before it
@@ -729,7 +809,7 @@ TEST(read_check_fails_closed_alike) {
 
         fixture_start_person(&f, &w);
         add_record(&f, &k, "qr_00000000000000000000000000000001", "Apple");
-        ASSERT_OK(manager_share_create(f.manager, &k, "qr_00000000000000000000000000000001", token, &e));
+        ASSERT_OK(share_create(&f, &k, "qr_00000000000000000000000000000001", token, &e));
 
         for (size_t i = 0; i < ELEMENTSOF(failures); i++) {
                 Caller share = { 0 }, report = { 0 }, sources = { 0 }, follow = { 0 };
@@ -818,7 +898,7 @@ TEST(read_check_person) {
         c = manager_readable_check_free(c);
 
         add_record(&f, &k, "qr_00000000000000000000000000000002", "Payroll:Salaries");
-        ASSERT_OK(manager_share_create(f.manager, &k, "qr_00000000000000000000000000000002", token, &e));
+        ASSERT_OK(share_create(&f, &k, "qr_00000000000000000000000000000002", token, &e));
         ASSERT_OK(manager_share_open(f.manager, "Bob", token, on_share, &share, &o, &e));
         run_until_called(&f, &share.calls, 1);
         ASSERT_TRUE(share.failed);
@@ -937,16 +1017,16 @@ TEST(history_operations) {
         ASSERT_EQ_STR(follow.message, "1 qr_00000000000000000000000000000011 -");
 
         /* Feedback: not yet on a running one, never on another's. */
-        ASSERT_EQ_INT(manager_set_feedback(f.manager, &k, b, "up", NULL, NULL, &e), -EBUSY);
+        ASSERT_EQ_INT(feedback(&f, &k, b, "up", NULL, NULL, &e), -EBUSY);
         ASSERT_EQ_INT(e.api_error, API_ERROR_BUSY);
-        ASSERT_EQ_INT(manager_set_feedback(f.manager, &other, a, "up", NULL, NULL, &e), -ENOENT);
-        ASSERT_OK(manager_set_feedback(f.manager, &k, a, "down", "wrong", "No.", &e));
+        ASSERT_EQ_INT(feedback(&f, &other, a, "up", NULL, NULL, &e), -ENOENT);
+        ASSERT_OK(feedback(&f, &k, a, "down", "wrong", "No.", &e));
 
         /* Shares: made, opened by anyone (service mode), revoked. */
-        ASSERT_EQ_INT(manager_share_create(f.manager, &other, a, token, &e), -ENOENT);
-        ASSERT_EQ_INT(manager_share_create(f.manager, &k, b, token, &e), -EBUSY);
-        ASSERT_OK(manager_share_create(f.manager, &k, a, token, &e));
-        ASSERT_OK(manager_share_create(f.manager, &k, a, token2, &e));
+        ASSERT_EQ_INT(share_create(&f, &other, a, token, &e), -ENOENT);
+        ASSERT_EQ_INT(share_create(&f, &k, b, token, &e), -EBUSY);
+        ASSERT_OK(share_create(&f, &k, a, token, &e));
+        ASSERT_OK(share_create(&f, &k, a, token2, &e));
         ASSERT_TRUE(strneq(token, "sh_", 3) && strlen(token) == 67 && !streq(token, token2));
         ASSERT_OK(manager_share_open(f.manager, NULL, token, on_share_ok, &share, &o, &e));
         ASSERT_EQ_INT(share.calls, 0); /* from the loop, never inside the call */
@@ -954,8 +1034,8 @@ TEST(history_operations) {
         ASSERT_TRUE(!share.failed);
         ASSERT_EQ_STR(share.message, "1 qr_00000000000000000000000000000011");
         o = manager_share_open_free(o);
-        ASSERT_EQ_INT(manager_share_revoke(f.manager, &other, a, &e), -ENOENT);
-        ASSERT_OK(manager_share_revoke(f.manager, &k, a, &e));
+        ASSERT_EQ_INT(share_revoke(&f, &other, a, &e), -ENOENT);
+        ASSERT_OK(share_revoke(&f, &k, a, &e));
         ASSERT_EQ_INT(manager_share_open(f.manager, NULL, token2, on_share_ok, &share, &o, &e), -ENOENT);
         ASSERT_EQ_INT(e.api_error, API_ERROR_NOT_FOUND);
 
@@ -972,10 +1052,10 @@ TEST(history_operations) {
         rc = manager_report_check_free(rc);
 
         /* Delete: not another's, not a running one; then gone. */
-        ASSERT_EQ_INT(manager_delete_record(f.manager, &other, a, &e), -ENOENT);
-        ASSERT_EQ_INT(manager_delete_record(f.manager, &k, b, &e), -EBUSY);
-        ASSERT_OK(manager_delete_record(f.manager, &k, a, &e));
-        ASSERT_EQ_INT(manager_delete_record(f.manager, &k, a, &e), -ENOENT);
+        ASSERT_EQ_INT(delete_record(&f, &other, a, &e), -ENOENT);
+        ASSERT_EQ_INT(delete_record(&f, &k, b, &e), -EBUSY);
+        ASSERT_OK(delete_record(&f, &k, a, &e));
+        ASSERT_EQ_INT(delete_record(&f, &k, a, &e), -ENOENT);
         ASSERT_EQ_INT(e.api_error, API_ERROR_QUERY_NOT_FOUND);
 
         /* The wiki's tools: refused arguments, and no wiki to ask. */
