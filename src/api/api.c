@@ -615,13 +615,7 @@ static HttpHandlerResult api_handle_history_delete(Api *api, HttpRequest *req, c
 }
 
 /* DELETE /api/v1/history: every record of the person (API.md 9). */
-static HttpHandlerResult api_handle_history_erase(Api *api, HttpRequest *req) {
-        ManagerError e;
-
-        if (manager_erase_session(api->manager, http_request_session(req), NULL, &e) < 0)
-                return reply_manager_error(api, req, &e);
-        return http_reply(req, 204, NULL, NULL);
-}
+static HttpHandlerResult api_handle_history_erase(Api *api, HttpRequest *req);
 
 /* RFC 8187 ext-value for Content-Disposition: UTF-8'' then every byte
  * outside attr-char percent-encoded. */
@@ -716,6 +710,7 @@ struct ApiPending {
         ManagerReportCheck *report;
         ManagerPreparedFollowUp *follow_up;
         ManagerWrite *write;
+        ManagerErasure *erasure;
         /* The write's: what, and the record's id */
         ApiWriteKind write_kind;
         char id[QUERY_ID_MAX];
@@ -741,6 +736,7 @@ static ApiPending *api_pending_free(ApiPending *p) {
         manager_report_check_free(p->report);
         manager_follow_up_free(p->follow_up);
         manager_write_free(p->write);
+        manager_erasure_free(p->erasure);
         query_body_done(&p->query);
         api_shared_free(p->shared);
         free(p);
@@ -795,6 +791,36 @@ static void api_write_on_done(
                         break;
                 }
         api_pending_free(p);
+}
+
+static void api_erase_on_done(
+        ManagerErasure *erasure, const ManagerError *error, const ManagerErased *result, void *userdata) {
+        ApiPending *p = userdata;
+
+        if (error)
+                (void) reply_manager_error(p->api, p->req, error);
+        else
+                (void) http_reply(p->req, 204, NULL, NULL);
+        api_pending_free(p);
+}
+
+/* DELETE /api/v1/history: every record of the person (API.md 9),
+ * suspended until the erasure is durable and checkpointed. */
+static HttpHandlerResult api_handle_history_erase(Api *api, HttpRequest *req) {
+        ManagerError e;
+        ApiPending *p = api_pending_new(api, req);
+
+        if (!p)
+                return http_reply_error(req, API_ERROR_INTERNAL_ERROR, NULL, NULL);
+        if (manager_erase_session(
+                    api->manager, http_request_session(req), api_erase_on_done, p, &p->erasure, &e) < 0) {
+                HttpHandlerResult h = reply_manager_error(api, req, &e);
+
+                api_pending_free(p);
+                return h;
+        }
+        http_request_suspend(req);
+        return HTTP_SUSPENDED;
 }
 
 /* A write of the asker's history: suspended until it is durable. */

@@ -119,23 +119,16 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(ManagerPreparedFollowUp *, manager_follow_up_free);
 
 /* ---- a person's erasure (manager-erase.c) ---- */
 
-/* A person's own erasure (DELETE /api/v1/history): every record of the
- * session (with an identity, the person's on every device), with
- * artifacts, feedback and share links, and the write-ahead log
- * checkpointed before it returns (history_erase_session()). Refused with
- * busy while one of the session's queries runs, as a record's deletion.
- * The number of records erased in *ret_records (may be NULL). 0; -EBUSY
- * (busy), -EIO. */
-int manager_erase_session(Manager *m, const SessionKey *session, uint64_t *ret_records, ManagerError *ret_error);
-
 /* An administrator's erasure of the person named user (D-Bus EraseUser,
  * API.md 12.1), by (who asked, for the journal: "uid 1000 (alice)"): their
  * ticket is removed, their running queries cancelled (as CancelQuery) and
  * waited for until their records are durable, then every record,
  * artifact, feedback, share link and personal access token of theirs
  * goes. The journal says once who erased whom and how many, never
- * content. Start errors: -EINVAL (not a valid identity name:
- * invalid_input), -ENOMEM. done's result is borrowed for the call; error
+ * content. The records go in batches on the store's worker, then the
+ * sync and the checkpoint (as manager_erase_session()). Start errors:
+ * -EINVAL (not a valid identity name: invalid_input), -EBUSY (an erasure
+ * of theirs is under way: busy), -ENOMEM. done's result is borrowed for the call; error
  * busy when a query of theirs had not ended after
  * MANAGER_ERASE_WAIT_USEC. */
 #define MANAGER_ERASE_WAIT_USEC (60 * USEC_PER_SEC)
@@ -157,6 +150,25 @@ int manager_erase_user(
         ManagerError *ret_error);
 ManagerErasure *manager_erasure_free(ManagerErasure *e);
 DEFINE_TRIVIAL_CLEANUP_FUNC(ManagerErasure *, manager_erasure_free);
+
+/* A person's own erasure (DELETE /api/v1/history): every record of the
+ * session (with an identity, the person's on every device), with
+ * artifacts, feedback and share links, in batches on the store's worker,
+ * then made durable and the write-ahead log checkpointed; done is called
+ * (from the loop) after that, result's user NULL and tokens 0. Refused
+ * with busy while one of the session's queries runs, as a record's
+ * deletion, and while an erasure of the session is under way (either
+ * kind; manager_erase_user() is refused so too). Start errors: -EBUSY
+ * (busy), -ENOMEM, -EIO, -ESHUTDOWN (the worker stops); done's error:
+ * busy (an outcome of theirs was being written), or the store's failure
+ * (what went before it stays gone). */
+int manager_erase_session(
+        Manager *m,
+        const SessionKey *session,
+        ManagerEraseDone done,
+        void *userdata,
+        ManagerErasure **ret,
+        ManagerError *ret_error);
 
 /* ---- what a person may read (manager-readable.c) ---- */
 

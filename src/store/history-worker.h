@@ -11,7 +11,7 @@
  * the order they were submitted, and hands each result back to the event
  * loop (an eventfd), as SyncWorker hands back its fdatasync(). What may
  * take longer than a request should wait runs here: a person's delete
- * and its checkpoint, the retention's batches, feedback and share links
+ * and its checkpoint, the retention's and a person's erasure's batches, feedback and share links
  * with their sync, the unanswered report, the retries of the outcomes
  * waiting. The loop's own connection keeps a query's two short writes and
  * the reads of a record or a page.

@@ -1876,10 +1876,10 @@ static int erase_land_pending(History *h, const SessionKey *session) {
         return 0;
 }
 
-int history_erase_session(
-        History *h, const SessionKey *session, unsigned batch, uint64_t *ret_records, uint64_t *ret_artifacts) {
+int history_erase_session_batch(
+        History *h, const SessionKey *session, unsigned batch, unsigned *ret_records, unsigned *ret_artifacts) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *count = NULL, *del = NULL;
-        uint64_t records = 0, artifacts = 0;
+        unsigned records, artifacts;
         int r;
 
         assert(h);
@@ -1906,37 +1906,52 @@ int history_erase_session(
         bind_session(del, 1, session);
         sqlite3_bind_int(del, 2, (int) MIN(batch, (unsigned) INT_MAX));
 
-        for (;;) {
-                unsigned n;
+        r = exec_cached(h, STMT_BEGIN);
+        if (r < 0)
+                return r;
+        if (sqlite3_step(count) != SQLITE_ROW) {
+                r = db_error(h, "count the artifacts to erase");
+                (void) exec_cached(h, STMT_ROLLBACK);
+                return r;
+        }
+        artifacts = (unsigned) sqlite3_column_int64(count, 0);
+        /* The artifacts, feedback and share links go with it (ON DELETE CASCADE). */
+        if (step_write(h, del) != SQLITE_DONE) {
+                r = db_error(h, "erase records");
+                (void) exec_cached(h, STMT_ROLLBACK);
+                return r;
+        }
+        records = (unsigned) sqlite3_changes(h->db);
+        r = exec_cached(h, STMT_COMMIT);
+        if (r < 0) {
+                (void) exec_cached(h, STMT_ROLLBACK);
+                return r;
+        }
+        if (ret_records)
+                *ret_records = records;
+        if (ret_artifacts)
+                *ret_artifacts = artifacts;
+        return records == batch;
+}
 
-                r = exec_cached(h, STMT_BEGIN);
+int history_erase_session(
+        History *h, const SessionKey *session, unsigned batch, uint64_t *ret_records, uint64_t *ret_artifacts) {
+        uint64_t records = 0, artifacts = 0;
+        int r;
+
+        assert(h);
+        assert(session);
+        assert(batch > 0);
+
+        do {
+                unsigned n = 0, a = 0;
+
+                r = history_erase_session_batch(h, session, batch, &n, &a);
                 if (r < 0)
                         return r;
-                if (sqlite3_step(count) != SQLITE_ROW) {
-                        r = db_error(h, "count the artifacts to erase");
-                        (void) exec_cached(h, STMT_ROLLBACK);
-                        return r;
-                }
-                artifacts += (uint64_t) sqlite3_column_int64(count, 0);
-                (void) sqlite3_reset(count);
-                /* The artifacts, feedback and share links go with it (ON DELETE CASCADE). */
-                if (step_write(h, del) != SQLITE_DONE) {
-                        r = db_error(h, "erase records");
-                        (void) sqlite3_reset(del);
-                        (void) exec_cached(h, STMT_ROLLBACK);
-                        return r;
-                }
-                n = (unsigned) sqlite3_changes(h->db);
-                (void) sqlite3_reset(del);
-                r = exec_cached(h, STMT_COMMIT);
-                if (r < 0) {
-                        (void) exec_cached(h, STMT_ROLLBACK);
-                        return r;
-                }
                 records += n;
-                if (n < batch)
-                        break;
-        }
+                artifacts += a;
+        } while (r > 0);
 
         if (records > 0) {
                 /* Durable, then no copy of what went is left in the log. */

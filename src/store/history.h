@@ -300,6 +300,17 @@ int history_prune(History *h, usec_t before, unsigned batch, unsigned *ret_recor
 int history_erase_session(
         History *h, const SessionKey *session, unsigned batch, uint64_t *ret_records, uint64_t *ret_artifacts);
 
+/* One batch of history_erase_session(), for the store's worker (one job
+ * each): the session's outcomes waiting in memory land first (-EBUSY while
+ * another connection writes one), then at most batch of its records that
+ * are not running go in one transaction. Not made durable nor
+ * checkpointed: after the last batch the caller runs history_sync() and
+ * history_checkpoint(). The counts in *ret_records and *ret_artifacts (each
+ * may be NULL). Returns 1 when a full batch went (there may be more), 0
+ * when none is left, -EBUSY, or -EIO. */
+int history_erase_session_batch(
+        History *h, const SessionKey *session, unsigned batch, unsigned *ret_records, unsigned *ret_artifacts);
+
 /* Whether the session has a record whose query still runs: 1, 0, -EIO. */
 int history_session_running(History *h, const SessionKey *session);
 

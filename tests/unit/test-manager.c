@@ -1239,14 +1239,15 @@ static void on_erased(ManagerErasure *e, const ManagerError *error, const Manage
 /* A person's erasure: their own (busy while a query of theirs runs, then
  * every record), and an administrator's (their running query cancelled
  * and awaited, their records gone, the other person's kept), under the
- * sealed key of their name; a bad name refused before anything. */
+ * sealed key of their name; a bad name refused before anything; a second
+ * erasure of a person while one is under way refused as busy; the
+ * batches on the store's worker, done never from inside the call. */
 TEST(erase_user) {
-        _cleanup_(manager_erasure_freep) ManagerErasure *e = NULL;
+        _cleanup_(manager_erasure_freep) ManagerErasure *e = NULL, *e2 = NULL;
         SessionKey alice, bob, plain;
         ManagerQuery *q = NULL;
         ManagerError err;
-        Erased x = { 0 };
-        uint64_t n = 99;
+        Erased x = { 0 }, y = { 0 };
         Fixture f;
 
         fixture_start(&f);
@@ -1260,7 +1261,7 @@ TEST(erase_user) {
         add_record(&f, &bob, "qr_000000000000000000000000000000b1", "Apple");
 
         ASSERT_OK(start(&f, &alice, "Slow?", &q));
-        ASSERT_EQ_INT(manager_erase_session(f.manager, &alice, &n, &err), -EBUSY);
+        ASSERT_EQ_INT(manager_erase_session(f.manager, &alice, on_erased, &y, &e2, &err), -EBUSY);
         ASSERT_EQ_INT(err.api_error, API_ERROR_BUSY);
         ASSERT_EQ_INT(
                 manager_erase_user(f.manager, "bad\001name", "uid 0 (root)", on_erased, &x, &e, &err),
@@ -1269,6 +1270,11 @@ TEST(erase_user) {
 
         ASSERT_OK(manager_erase_user(f.manager, "alice", "uid 0 (root)", on_erased, &x, &e, &err));
         ASSERT_EQ_INT(x.calls, 0); /* never from inside the call */
+        /* One at a time: the second of either kind is busy. */
+        ASSERT_EQ_INT(manager_erase_user(f.manager, "alice", "uid 0 (root)", on_erased, &y, &e2, &err), -EBUSY);
+        ASSERT_EQ_INT(err.api_error, API_ERROR_BUSY);
+        ASSERT_EQ_INT(manager_erase_session(f.manager, &alice, on_erased, &y, &e2, &err), -EBUSY);
+        ASSERT_EQ_INT(err.api_error, API_ERROR_BUSY);
         run_until_called(&f, &x.calls, 1);
         ASSERT_TRUE(!x.failed);
         ASSERT_EQ_INT(x.result.records, 3);
@@ -1277,10 +1283,21 @@ TEST(erase_user) {
         ASSERT_EQ_INT(history_session_running(manager_get_history(f.manager), &alice), 0);
         expect_record(&f, "qr_000000000000000000000000000000b1", &bob, "succeeded", NULL);
 
-        ASSERT_OK(manager_erase_session(f.manager, &bob, &n, &err));
-        ASSERT_EQ_INT(n, 1);
-        ASSERT_OK(manager_erase_session(f.manager, &bob, &n, &err));
-        ASSERT_EQ_INT(n, 0);
+        ASSERT_EQ_INT(y.calls, 0);
+        e = manager_erasure_free(e);
+
+        ASSERT_OK(manager_erase_session(f.manager, &bob, on_erased, &y, &e, &err));
+        ASSERT_EQ_INT(y.calls, 0);
+        run_until_called(&f, &y.calls, 1);
+        ASSERT_TRUE(!y.failed);
+        ASSERT_EQ_INT(y.result.records, 1);
+        ASSERT_TRUE(!y.result.user);
+        e = manager_erasure_free(e);
+        ASSERT_OK(manager_erase_session(f.manager, &bob, on_erased, &y, &e, &err));
+        run_until_called(&f, &y.calls, 2);
+        ASSERT_TRUE(!y.failed);
+        ASSERT_EQ_INT(y.result.records, 0);
+        e = manager_erasure_free(e);
         fixture_stop(&f);
 }
 
