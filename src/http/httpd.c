@@ -467,6 +467,30 @@ static HttpHandlerResult http_reply_oom(HttpRequest *req) {
         return HTTP_HANDLED;
 }
 
+/* Add the common headers, the Content-Type and the extra headers (name,
+ * value pairs, NULL-terminated) to r and queue it. A response without
+ * its session cookie or CORS headers would be a wrong answer: the static
+ * 500 instead. Takes r. */
+static HttpHandlerResult reply_with_headers(
+        HttpRequest *req,
+        struct MHD_Response *r,
+        unsigned status,
+        const char *content_type,
+        const char *const *extra_headers) {
+        if (add_common_headers(req, r) < 0 ||
+            (content_type && add_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) < 0)) {
+                MHD_destroy_response(r);
+                return http_reply_oom(req);
+        }
+        for (const char *const *h = extra_headers; h && h[0] && h[1]; h += 2)
+                if (add_header(r, h[0], h[1]) < 0) {
+                        MHD_destroy_response(r);
+                        return http_reply_oom(req);
+                }
+        return queue_or_store(req, r, status);
+}
+
+
 HttpHandlerResult http_reply_bytes(
         HttpRequest *req,
         unsigned status,
@@ -483,19 +507,7 @@ HttpHandlerResult http_reply_bytes(
                 MHD_create_response_from_buffer(size, (void *) (size > 0 ? data : ""), MHD_RESPMEM_MUST_COPY);
         if (!r)
                 return http_reply_oom(req);
-        /* A response without its session cookie or CORS headers would be
-         * a wrong answer: the static 500 instead. */
-        if (add_common_headers(req, r) < 0 ||
-            (content_type && add_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) < 0)) {
-                MHD_destroy_response(r);
-                return http_reply_oom(req);
-        }
-        for (const char *const *h = extra_headers; h && h[0] && h[1]; h += 2)
-                if (add_header(r, h[0], h[1]) < 0) {
-                        MHD_destroy_response(r);
-                        return http_reply_oom(req);
-                }
-        return queue_or_store(req, r, status);
+        return reply_with_headers(req, r, status, content_type, extra_headers);
 }
 
 /* A body made as it is sent (http_reply_reader()). */
@@ -560,17 +572,7 @@ HttpHandlerResult http_reply_reader(
                 return http_reply_oom(req);
         }
         /* From here on, MHD frees b and userdata with the response. */
-        if (add_common_headers(req, r) < 0 ||
-            (content_type && add_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) < 0)) {
-                MHD_destroy_response(r);
-                return http_reply_oom(req);
-        }
-        for (const char *const *h = extra_headers; h && h[0] && h[1]; h += 2)
-                if (add_header(r, h[0], h[1]) < 0) {
-                        MHD_destroy_response(r);
-                        return http_reply_oom(req);
-                }
-        return queue_or_store(req, r, status);
+        return reply_with_headers(req, r, status, content_type, extra_headers);
 }
 
 int http_request_queue_response(

@@ -237,7 +237,9 @@ static char *mcp_answer_text(const HistoryRecord *r) {
 
 /* The result of a query that succeeded: the text, a resource_link per
  * artifact, and structuredContent: the record as GET /history/{id} gives
- * it, with record_url, and each artifact's download_url made absolute. */
+ * it, with record_url (the record on the page, /#/history/{id}, or on
+ * the API without the page), and each artifact's download_url made
+ * absolute. */
 static json_object *mcp_ask_result(McpCall *c, const HistoryRecord *r) {
         _cleanup_(json_object_putp) json_object *o = json_object_new_object(),
                                                 *content = json_object_new_array(),
@@ -246,7 +248,10 @@ static json_object *mcp_ask_result(McpCall *c, const HistoryRecord *r) {
         json_object *artifacts = NULL;
 
         record = render_history_record(r);
-        record_path = strdup_printf("/api/v1/history/%s", r->id);
+        /* Without the page (WIKI_WEB_UI=false), the record on the API. */
+        record_path = manager_get_config(c->mcp->manager)->web_ui ?
+                strdup_printf("/#/history/%s", r->id) :
+                strdup_printf("/api/v1/history/%s", r->id);
         record_url = record_path ? mcp_absolute(c, record_path) : NULL;
         if (!o || !content || !text || !record || !words || !record_url)
                 return NULL;

@@ -91,13 +91,15 @@ static const char schema_step_7[] = "ALTER TABLE queries ADD COLUMN notes TEXT N
 /* Version 8: personal access tokens (API.md "Access tokens",
  * store/tokens.h): each by the SHA-256 of its secret (never the secret),
  * with the key of the person it acts for (user_key, the SessionKey of
- * their records) and their name, which a request carrying it is given. */
+ * their records) and their name, which a request carrying it is given,
+ * sealed under the token (user_sealed: the file alone does not say who
+ * holds a token). */
 static const char schema_step_8[] =
         "CREATE TABLE tokens ("
         "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
         "  id TEXT NOT NULL UNIQUE,"
         "  user_key BLOB NOT NULL CHECK (length(user_key) = 32),"
-        "  user TEXT NOT NULL,"
+        "  user_sealed BLOB NOT NULL CHECK (length(user_sealed) = 256),"
         "  name TEXT NOT NULL,"
         "  token_sha256 BLOB NOT NULL UNIQUE CHECK (length(token_sha256) = 32),"
         "  created_at INTEGER NOT NULL,"

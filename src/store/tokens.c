@@ -39,7 +39,7 @@ int history_token_add(
         History *h,
         const char *id,
         const SessionKey *user_key,
-        const char *user,
+        const uint8_t sealed_user[static HISTORY_TOKEN_SEALED_USER_SIZE],
         const char *name,
         const uint8_t digest[static HISTORY_TOKEN_DIGEST_SIZE],
         usec_t created_at,
@@ -50,7 +50,7 @@ int history_token_add(
         assert(h);
         assert(id);
         assert(user_key);
-        assert(user);
+        assert(sealed_user);
         assert(name);
         assert(digest);
 
@@ -59,7 +59,7 @@ int history_token_add(
          * most already. */
         r = tokens_prepare(
                 h,
-                "INSERT INTO tokens (id, user_key, user, name, token_sha256, created_at, expires_at)"
+                "INSERT INTO tokens (id, user_key, user_sealed, name, token_sha256, created_at, expires_at)"
                 " SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7"
                 " WHERE (SELECT count(*) FROM tokens WHERE user_key = ?2) < ?8",
                 &s);
@@ -67,7 +67,7 @@ int history_token_add(
                 return r;
         (void) sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
         bind_key(s, 2, user_key);
-        (void) sqlite3_bind_text(s, 3, user, -1, SQLITE_STATIC);
+        (void) sqlite3_bind_blob(s, 3, sealed_user, HISTORY_TOKEN_SEALED_USER_SIZE, SQLITE_STATIC);
         (void) sqlite3_bind_text(s, 4, name, -1, SQLITE_STATIC);
         (void) sqlite3_bind_blob(s, 5, digest, HISTORY_TOKEN_DIGEST_SIZE, SQLITE_STATIC);
         (void) sqlite3_bind_int64(s, 6, (sqlite3_int64) created_at);
@@ -190,20 +190,24 @@ int history_token_find(
         const uint8_t digest[static HISTORY_TOKEN_DIGEST_SIZE],
         usec_t now,
         char ret_id[static HISTORY_TOKEN_ID_MAX],
-        char **ret_user) {
+        SessionKey *ret_user_key,
+        uint8_t ret_sealed_user[static HISTORY_TOKEN_SEALED_USER_SIZE]) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
-        const void *stored;
-        const char *id, *user;
-        char *copy;
+        const void *stored, *key, *sealed;
+        const char *id;
         int r;
 
         assert(h);
         assert(digest);
         assert(ret_id);
-        assert(ret_user);
+        assert(ret_user_key);
+        assert(ret_sealed_user);
 
         r = tokens_prepare(
-                h, "SELECT token_sha256, id, user, expires_at FROM tokens WHERE token_sha256 = ?1", &s);
+                h,
+                "SELECT token_sha256, id, user_key, user_sealed, expires_at FROM tokens"
+                " WHERE token_sha256 = ?1",
+                &s);
         if (r < 0)
                 return r;
         (void) sqlite3_bind_blob(s, 1, digest, HISTORY_TOKEN_DIGEST_SIZE, SQLITE_STATIC);
@@ -214,22 +218,23 @@ int history_token_find(
                 return tokens_error(h, "find a token");
         stored = sqlite3_column_blob(s, 0);
         id = (const char *) sqlite3_column_text(s, 1);
-        user = (const char *) sqlite3_column_text(s, 2);
+        key = sqlite3_column_blob(s, 2);
+        sealed = sqlite3_column_blob(s, 3);
         if (!stored || sqlite3_column_bytes(s, 0) != HISTORY_TOKEN_DIGEST_SIZE || !id ||
-            strlen(id) >= HISTORY_TOKEN_ID_MAX || !user || !*user)
+            strlen(id) >= HISTORY_TOKEN_ID_MAX || !key ||
+            sqlite3_column_bytes(s, 2) != sizeof ret_user_key->bytes || !sealed ||
+            sqlite3_column_bytes(s, 3) != HISTORY_TOKEN_SEALED_USER_SIZE)
                 return -ENOENT;
         /* The index found it by the digest; compared once more in constant
          * time, so that the answer never rests on a comparison that stops
          * at the first differing byte. */
         if (!tokens_memeq_const_time(stored, digest, HISTORY_TOKEN_DIGEST_SIZE))
                 return -ENOENT;
-        if ((usec_t) sqlite3_column_int64(s, 3) <= now)
+        if ((usec_t) sqlite3_column_int64(s, 4) <= now)
                 return -EKEYEXPIRED;
-        copy = strdup(user);
-        if (!copy)
-                return -ENOMEM;
         snprintf(ret_id, HISTORY_TOKEN_ID_MAX, "%s", id);
-        *ret_user = copy;
+        memcpy(ret_user_key->bytes, key, sizeof ret_user_key->bytes);
+        memcpy(ret_sealed_user, sealed, HISTORY_TOKEN_SEALED_USER_SIZE);
         return 0;
 }
 

@@ -13,13 +13,17 @@
  * tokens"; the table of schema step 8). A token is kept as the SHA-256 of
  * its secret, never the secret, with the key of the person it acts for
  * (user_key: the SessionKey their records are kept under) and their
- * name (the identity a request carrying the token is given). Times are
- * CLOCK_REALTIME microseconds. Calls are synchronous, from the event loop,
- * as the rest of the store's. */
+ * name sealed under the token (user_sealed, manager-tokens.c): the
+ * store neither makes nor reads it, and without the token it is
+ * HISTORY_TOKEN_SEALED_USER_SIZE bytes that say nothing, not even the
+ * name's length. Times are CLOCK_REALTIME microseconds. Calls are
+ * synchronous, from the event loop, as the rest of the store's. */
 
 #define HISTORY_TOKEN_DIGEST_SIZE 32
 /* "tk_", 32 hex digits and the NUL. */
 #define HISTORY_TOKEN_ID_MAX (3 + 32 + 1)
+/* A sealed name: as long as the longest name (USER_NAME_MAX_BYTES). */
+#define HISTORY_TOKEN_SEALED_USER_SIZE 256
 /* Tokens one person may hold at once. */
 #define HISTORY_TOKENS_MAX 50
 
@@ -40,7 +44,7 @@ int history_token_add(
         History *h,
         const char *id,
         const SessionKey *user_key,
-        const char *user,
+        const uint8_t sealed_user[static HISTORY_TOKEN_SEALED_USER_SIZE],
         const char *name,
         const uint8_t digest[static HISTORY_TOKEN_DIGEST_SIZE],
         usec_t created_at,
@@ -60,16 +64,17 @@ int history_token_revoke(History *h, const SessionKey *user_key, const char *id)
  * it returns. */
 int history_tokens_delete_user(History *h, const SessionKey *user_key);
 
-/* The token whose secret has this digest, valid at now: 0 with its
- * person's name in *ret_user (a new string) and its id in ret_id;
- * -ENOENT (no such token: wrong or revoked), -EKEYEXPIRED (expired),
- * -ENOMEM, -EIO. The digest is compared in constant time. */
+/* The token whose secret has this digest, valid at now: 0 with its id
+ * in ret_id, its person's key in *ret_user_key and their sealed name in
+ * ret_sealed_user; -ENOENT (no such token: wrong or revoked),
+ * -EKEYEXPIRED (expired), -EIO. The digest is compared in constant time. */
 int history_token_find(
         History *h,
         const uint8_t digest[static HISTORY_TOKEN_DIGEST_SIZE],
         usec_t now,
         char ret_id[static HISTORY_TOKEN_ID_MAX],
-        char **ret_user);
+        SessionKey *ret_user_key,
+        uint8_t ret_sealed_user[static HISTORY_TOKEN_SEALED_USER_SIZE]);
 
 /* Note that token id was used at at: written when the last use noted is
  * older than HISTORY_TOKEN_TOUCH_USEC (not synced: a last use lost to a

@@ -75,6 +75,20 @@
   };
   const forget = () => store('sessionStorage', RUNNING_KEY, null);
 
+  // A record of the person's own history on the page, at /#/history/<id>
+  // (API.md "MCP": ask_wiki's record_url): the id it names, or null.
+  const routedRecord = () => {
+    const m = /^#\/history\/(qr_[0-9a-f]{32})$/.exec(window.location.hash);
+    return m ? m[1] : null;
+  };
+  // The address bar names the record shown, so that a reload keeps it;
+  // without one, it names the page. No hashchange: nothing is opened again.
+  const routeRecord = (id) => {
+    if (id === routedRecord()) return;
+    const url = id ? '#/history/' + id : window.location.pathname + window.location.search;
+    window.history.replaceState(window.history.state, '', url);
+  };
+
   // --- The API ------------------------------------------------------------
 
   // An error of the API (its code and English message), or one the page
@@ -1419,6 +1433,7 @@
         app.view = null;
         $('query').hidden = true;
       }
+      if (routedRecord() === id) routeRecord(null);
     },
   };
 
@@ -1724,6 +1739,7 @@
       const pending = { question, pages };
       if (followUp) pending.follow_up = followUp;
       savePending(pending);
+      routeRecord(null); // the page shows the new question, not the record named
       try {
         const st = (await call('GET', '/queue/status')).json;
         const t = st.ticket;
@@ -1934,6 +1950,7 @@
         $('query-title').focus();
         return;
       }
+      routeRecord(id);
       const view = new QueryView(rec.question);
       view.id = id;
       if (rec.status === 'running') this.attach(id, view, null);
@@ -1960,7 +1977,9 @@
       if (!st.ticket && $('status').dataset.state === 'reconnecting') setStatus('', []);
       this.checkSetup();
       const items = await history.load(true);
-      let id = (st.running_query && st.running_query.id) || remembered();
+      // A record the address names (/#/history/<id>) is shown first.
+      const routed = routedRecord();
+      let id = routed || (st.running_query && st.running_query.id) || remembered();
       if (!id) {
         const r = items.find((x) => x.status === 'running');
         if (r) id = r.id;
@@ -1971,6 +1990,8 @@
           rec = (await call('GET', '/history/' + id)).json;
         } catch (e) {
           forget();
+          // Not there, or not theirs: the API's not_found, in words.
+          if (id === routed) showError(e);
         }
         if (rec && rec.status === 'running') {
           const view = new QueryView(rec.question);
@@ -1979,7 +2000,13 @@
           await this.attach(id, view, null);
           return;
         }
-        if (rec && remembered() === id) {
+        if (rec && id === routed) {
+          const view = new QueryView(rec.question);
+          view.id = id;
+          view.showRecord(rec, { old: true });
+          forget();
+          $('query-title').focus();
+        } else if (rec && remembered() === id) {
           // It ended while the page was away.
           new QueryView(rec.question).showRecord(rec);
           forget();
@@ -2074,6 +2101,8 @@
     }
     window.addEventListener('hashchange', () => {
       if (shared.token()) window.location.reload();
+      const id = routedRecord();
+      if (id && !(app.view && app.view.id === id)) app.open(id);
     });
     $('follow-form').addEventListener('submit', (e) => {
       e.preventDefault();

@@ -241,7 +241,8 @@ class Service(McpBase):
         self.assertEqual(rec['answer'], 'Apples are fruit [1].')
         self.assertEqual([s['title'] for s in rec['sources']], ['Apple'])
         self.assertEqual(rec['citations'][0]['status'], 'verified')
-        self.assertTrue(rec['record_url'].endswith('/api/v1/history/' + rec['id']))
+        # The record on the page (its route /#/history/<id>).
+        self.assertRegex(rec['record_url'], r'^https?://[^/]+/#/history/' + rec['id'] + '$')
         self.assertIn('Apples are fruit', r['content'][0]['text'])
         self.assertIn('Sources:', r['content'][0]['text'])
         # The same person's history has it, as any query.
@@ -354,7 +355,39 @@ class Service(McpBase):
             time.sleep(0.1)
         self.assertIn('Cancelled by the MCP client', items[0]['error']['message'])
         self.llm_server.release('alice')
-        self.assertIsNone(self.d.browser().get(f'{API}/queue/status', headers={USER: 'Alice'}).json['running_query'])
+        # The record is failed first; the container's cleanup then ends the run.
+        while self.d.browser().get(f'{API}/queue/status', headers={USER: 'Alice'}).json['running_query']:
+            self.assertLess(time.monotonic(), deadline, 'the cancelled query kept running')
+            time.sleep(0.05)
+
+    def test_one_person_one_place(self):
+        """Alice's place, taken on the API, is the one her ask_wiki waits
+        in: one ticket, as two devices of hers share one."""
+        c = self.client(self.d, 'Alice')
+        self.llm_server.set_script([{'answer': 'Bob is answered.', 'hold': 'slot'},
+                                    {'answer': 'Alice is answered.'}])
+        bob, out = self.hold_slot()
+        joined = self.d.browser().post(f'{API}/queue/join', {}, headers={USER: 'Alice'})
+        self.assertStatus(joined, 201)
+        ticket = joined.json['ticket']['id']
+        c.call('a', 'ask_wiki', {'question': 'Where do I stand?'}, progress=True)
+        self.assertRegex(c.progress('a', 20)['message'], r'^1st in the queue')
+        st = self.d.browser().get(f'{API}/queue/status', headers={USER: 'Alice'}).json
+        self.assertEqual(st['ticket']['id'], ticket)
+        self.assertEqual(st['queue_length'], 1)
+        again = self.d.browser().post(f'{API}/queue/join', {}, headers={USER: 'Alice'})
+        self.assertStatus(again, 200)
+        self.assertEqual(again.json['ticket']['id'], ticket)
+        self.llm_server.release('slot')
+        bob.join(60)
+        self.assertStatus(out['r'], 200)
+        r = c.outcome('a')
+        self.assertEqual(r['event'], 'result', r)
+        self.assertEqual(r['result']['structuredContent']['answer'], 'Alice is answered.')
+        # Her turn was that one ticket's: it is used, and no other waits.
+        st = self.d.browser().get(f'{API}/queue/status', headers={USER: 'Alice'}).json
+        self.assertIsNone(st['ticket'])
+        self.assertEqual(st['queue_length'], 0)
 
     def test_hostile(self):
         """Each limit, with the JSON-RPC error or HTTP status it is."""

@@ -693,9 +693,12 @@ class History(PageBase):
 
     def test_history_more_open_delete(self):
         """Newest first, ten at a time and more on demand; an earlier record
-        opens; a deleted one is gone from the page and the API."""
+        opens, and its address (/#/history/<id>, ask_wiki's record_url)
+        opens it again, also after a reload; one not there or another
+        person's says not found; a deleted one is gone from the page and
+        the API."""
         n = 13
-        d = self.page_daemon([{'answer': f'Answer number {i}.'} for i in range(n)])
+        d = self.page_daemon([{'answer': f'Answer number {i}.'} for i in range(n + 1)])
         c = self.chrome(d)
         # The page made the session: ask through the API with its cookie.
         c.wait(c.cookie, what='the session cookie')
@@ -720,6 +723,38 @@ class History(PageBase):
         c.wait(lambda: c.text('#answer') == 'Answer number 0.', what='the oldest record')
         self.assertEqual(c.text('#query-question'), 'Question number 0?')
         self.assertEqual(c.js('return document.activeElement.id'), 'query-title')
+        page = f'http://127.0.0.1:{d.port}/'
+        self.assertEqual(c.driver.current_url, f'{page}#/history/{ids[0]}')
+
+        # The record's address, opened directly: the record, the keyboard
+        # on its title; a reload keeps it.
+        c.driver.get(f'{page}#/history/{ids[2]}')
+        c.wait(lambda: c.text('#answer') == 'Answer number 2.', what='the record at its address')
+        c.driver.refresh()
+        c.wait(lambda: c.text('#answer') == 'Answer number 2.', what='the record after a reload')
+        self.assertEqual(c.text('#query-question'), 'Question number 2?')
+        self.assertEqual(c.js('return document.activeElement.id'), 'query-title')
+        self.assertEqual(c.driver.current_url, f'{page}#/history/{ids[2]}')
+        c.shot('history-record')
+        c.axe('a record at its address')
+
+        # Another person's record, and one that never was: not found.
+        other = d.browser().query('Whose question is this?')
+        self.assertStatus(other, 200)
+        with open(os.path.join(I18N, 'en.json'), encoding='utf-8') as f:
+            en = json.load(f)
+        for absent in (other.json['id'], 'qr_' + '0' * 32):
+            c.driver.get(f'{page}#/history/{absent}')
+            c.driver.refresh()
+            c.wait(lambda: c.text('#errors'), what='not found')
+            self.assertIn(en['error.query_not_found'], c.text('#errors'))
+            self.assertFalse(c.find('#query').is_displayed())
+        c.shot('history-record-not-found')
+        c.axe('a record not found')
+        c.driver.get(f'{page}#/history/{ids[0]}')
+        c.wait(lambda: c.text('#answer') == 'Answer number 0.', what='the oldest record again')
+        c.find('#history-more').click()
+        c.wait(lambda: len(c.finds('#history-list li')) == n, what='all entries again')
 
         # Delete it (the one shown) and another.
         c.find(f'#history-list li[data-id="{ids[0]}"] button.delete').click()
@@ -732,7 +767,8 @@ class History(PageBase):
         for gone in (ids[0], ids[5]):
             self.assertError(b.get(f'/api/v1/history/{gone}'), 'query_not_found')
         self.assertEqual(len(b.get('/api/v1/history?limit=100').json['items']), n - 2)
-        c.check_console()
+        self.assertEqual(c.driver.current_url, page)
+        c.check_console(allow=[r'404'])
 
 
 class WholeHistory(PageBase):

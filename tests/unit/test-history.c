@@ -14,6 +14,7 @@
 #include "shared/strv.h"
 #include "shared/user-key.h"
 #include "store/report.h"
+#include "store/tokens.h"
 #include "tests.h"
 
 /* Tests of the SQLite query history (API.md 9) against a real file in a
@@ -1682,6 +1683,48 @@ TEST(rekey_from_version_7) {
         json_object_put(TAKE_PTR(o));
         o = get_record(h, qid(900), &sealed);
         ASSERT_EQ_STR(get_str(o, "id"), qid(900));
+        history_free(h);
+}
+
+/* Schema step 9 on a file of version 8: an access token's owner is
+ * re-keyed with the records, and its sealed name is left as it was (the
+ * store never reads it). */
+TEST(rekey_tokens_from_version_8) {
+        _cleanup_(rm_rf_freep) char *dir = make_subdir("rekey-tokens");
+        _cleanup_free_ char *keyfile = path_in(dir, USER_KEY_FILE);
+        uint8_t digest[HISTORY_TOKEN_DIGEST_SIZE], sealed[HISTORY_TOKEN_SEALED_USER_SIZE],
+                found[HISTORY_TOKEN_SEALED_USER_SIZE];
+        char id[HISTORY_TOKEN_ID_MAX];
+        HistoryToken *list = NULL;
+        SessionKey alice, key, sealed_alice;
+        size_t n;
+        History *h;
+
+        ASSERT_OK(user_key_from_name("alice", &alice));
+        memset(digest, 0x5a, sizeof digest);
+        for (size_t i = 0; i < sizeof sealed; i++)
+                sealed[i] = (uint8_t) i;
+        h = open_store(dir, 0);
+        ASSERT_OK(history_token_add(
+                h, "tk_00000000000000000000000000000001", &alice, sealed, "laptop", digest, T0, UINT64_MAX / 2));
+        h = history_free(h);
+        sql_exec(dir, "PRAGMA user_version = 8");
+        ASSERT_TRUE(unlink(keyfile) == 0);
+
+        h = open_store(dir, 0);
+        ASSERT_EQ_INT(sql_int(dir, "PRAGMA user_version"), 10);
+        sealed_alice = sealed_key(dir, &alice);
+        ASSERT_OK(history_tokens_list(h, &alice, &list, &n));
+        ASSERT_EQ_INT(n, 0);
+        history_tokens_free(list, n);
+        ASSERT_OK(history_tokens_list(h, &sealed_alice, &list, &n));
+        ASSERT_EQ_INT(n, 1);
+        ASSERT_EQ_STR(list[0].name, "laptop");
+        history_tokens_free(list, n);
+        ASSERT_OK(history_token_find(h, digest, T0, id, &key, found));
+        ASSERT_EQ_STR(id, "tk_00000000000000000000000000000001");
+        ASSERT_TRUE(memcmp(key.bytes, sealed_alice.bytes, sizeof key.bytes) == 0);
+        ASSERT_TRUE(memcmp(found, sealed, sizeof sealed) == 0);
         history_free(h);
 }
 

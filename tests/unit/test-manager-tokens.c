@@ -2,8 +2,9 @@
 /* Personal access tokens through the Manager (manager-tokens.c) on its
  * real store (store/tokens.c) in a temporary state directory, with a fake
  * key of a person (the transport's session_key_from_user() is main's to
- * pass in): made, listed, used, expired, revoked, revoked all, and the
- * refusals. */
+ * pass in): made, listed, used, expired, revoked, revoked all, the
+ * refusals, and the person's name sealed under the token in the file. */
+#include <dirent.h>
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -71,22 +72,40 @@ static ManagerTokenCreated create(Fixture *f, const char *user, const char *name
         return t;
 }
 
-/* Whether the file holds s anywhere (the database and its WAL). */
-static bool store_holds(Fixture *f, const char *s) {
-        const char *names[] = { "history.sqlite3", "history.sqlite3-wal" };
+/* Whether a file of the state directory (the database, its WAL and
+ * shared memory, the user key) holds the n bytes at b. */
+static bool store_holds_bytes(Fixture *f, const void *b, size_t n) {
+        DIR *d = opendir(f->dir);
+        struct dirent *de;
+        bool found = false;
 
-        for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+        ASSERT_TRUE(d);
+        while (!found && (de = readdir(d))) {
                 _cleanup_free_ char *p = NULL, *data = NULL;
-                size_t n;
+                size_t size;
 
-                ASSERT_TRUE(asprintf(&p, "%s/%s", f->dir, names[i]) > 0);
-                if (access(p, F_OK) < 0)
+                if (de->d_type != DT_REG)
                         continue;
-                data = test_read_file(p, &n);
-                if (memmem(data, n, s, strlen(s)))
-                        return true;
+                ASSERT_TRUE(asprintf(&p, "%s/%s", f->dir, de->d_name) > 0);
+                data = test_read_file(p, &size);
+                found = memmem(data, size, b, n) != NULL;
         }
-        return false;
+        ASSERT_TRUE(closedir(d) == 0);
+        return found;
+}
+
+static bool store_holds(Fixture *f, const char *s) {
+        return store_holds_bytes(f, s, strlen(s));
+}
+
+static void sql(Fixture *f, const char *statement) {
+        _cleanup_free_ char *p = NULL;
+        sqlite3 *db;
+
+        ASSERT_TRUE(asprintf(&p, "%s/history.sqlite3", f->dir) > 0);
+        ASSERT_TRUE(sqlite3_open(p, &db) == SQLITE_OK);
+        ASSERT_TRUE(sqlite3_exec(db, statement, NULL, NULL, NULL) == SQLITE_OK);
+        ASSERT_TRUE(sqlite3_close(db) == SQLITE_OK);
 }
 
 TEST(create_use_list_revoke) {
@@ -139,8 +158,6 @@ TEST(refused_tokens) {
         _cleanup_free_ char *user = NULL;
         ManagerTokenCreated t;
         char bad[MANAGER_TOKEN_MAX + 1];
-        sqlite3 *db;
-        _cleanup_free_ char *p = NULL;
         Fixture f;
 
         fixture_start(&f, true);
@@ -162,10 +179,7 @@ TEST(refused_tokens) {
         ASSERT_TRUE(!user);
 
         /* Expired: the store's clock is the realtime one. */
-        ASSERT_TRUE(asprintf(&p, "%s/history.sqlite3", f.dir) > 0);
-        ASSERT_TRUE(sqlite3_open(p, &db) == SQLITE_OK);
-        ASSERT_TRUE(sqlite3_exec(db, "UPDATE tokens SET expires_at = 1", NULL, NULL, NULL) == SQLITE_OK);
-        sqlite3_close(db);
+        sql(&f, "UPDATE tokens SET expires_at = 1");
         ASSERT_EQ_INT(manager_token_authenticate(f.manager, t.token, &user), -EACCES);
         fixture_stop(&f);
 }
@@ -218,6 +232,76 @@ TEST(no_user_key) {
         fixture_start(&f, false);
         ASSERT_EQ_INT(manager_token_create(f.manager, "alice", "x", 1, &t, &e), -EOPNOTSUPP);
         ASSERT_EQ_INT(e.api_error, API_ERROR_INTERNAL_ERROR);
+        fixture_stop(&f);
+}
+
+/* The person's name is in no file of the state directory: the table
+ * holds it sealed under the token, which it does not hold. The token
+ * still acts as them, a name of the most bytes too; the sealed name
+ * changed, another token's, or beside another person's key, acts as
+ * nobody. */
+TEST(name_sealed_under_the_token) {
+        const char *person = "Zebulon Quackenbush";
+        char longest[USER_NAME_MAX_BYTES + 1];
+        _cleanup_free_ char *user = NULL;
+        ManagerTokenCreated t, t2, t3, t4, t5;
+        SessionKey k;
+        Fixture f;
+
+        fixture_start(&f, true);
+        t = create(&f, person, "laptop", 1);
+        t2 = create(&f, "bob", "phone", 1);
+        memset(longest, 'n', USER_NAME_MAX_BYTES);
+        longest[USER_NAME_MAX_BYTES] = 0;
+        t3 = create(&f, longest, "x", 1);
+        t4 = create(&f, "bob", "tablet", 1);
+        t5 = create(&f, "bob", "desk", 1);
+        /* The files as they are, and after a checkpoint into the database. */
+        ASSERT_TRUE(!store_holds(&f, person));
+        ASSERT_TRUE(!store_holds(&f, "Zebulon"));
+        ASSERT_TRUE(!store_holds(&f, "nnnnnnnnnnnnnnnn"));
+        ASSERT_TRUE(store_holds(&f, "laptop"));
+        sql(&f, "PRAGMA wal_checkpoint(TRUNCATE)");
+        ASSERT_TRUE(!store_holds(&f, person));
+        ASSERT_TRUE(!store_holds(&f, "nnnnnnnnnnnnnnnn"));
+        ASSERT_OK(manager_user_key(f.manager, person, &k));
+        ASSERT_TRUE(store_holds_bytes(&f, k.bytes, sizeof k.bytes));
+
+        ASSERT_OK(manager_token_authenticate(f.manager, t.token, &user));
+        ASSERT_EQ_STR(user, person);
+        user = mfree(user);
+        ASSERT_OK(manager_token_authenticate(f.manager, t3.token, &user));
+        ASSERT_EQ_STR(user, longest);
+        user = mfree(user);
+        ASSERT_OK(manager_token_authenticate(f.manager, t4.token, &user));
+        ASSERT_EQ_STR(user, "bob");
+        user = mfree(user);
+
+        /* A byte of the sealed name changed, in the name or in its
+         * padding; another token's sealed name: no name of theirs comes
+         * out. */
+        sql(&f,
+            "UPDATE tokens SET user_sealed = CAST(CASE WHEN substr(user_sealed, 1, 1) = x'00'"
+            " THEN x'01' ELSE x'00' END || substr(user_sealed, 2) AS BLOB) WHERE name = 'phone'");
+        ASSERT_EQ_INT(manager_token_authenticate(f.manager, t2.token, &user), -EACCES);
+        sql(&f,
+            "UPDATE tokens SET user_sealed = CAST(substr(user_sealed, 1, 199) || CASE WHEN"
+            " substr(user_sealed, 200, 1) = x'00' THEN x'01' ELSE x'00' END || substr(user_sealed, 201)"
+            " AS BLOB) WHERE name = 'tablet'");
+        ASSERT_EQ_INT(manager_token_authenticate(f.manager, t4.token, &user), -EACCES);
+        sql(&f,
+            "UPDATE tokens SET user_sealed = (SELECT user_sealed FROM tokens WHERE name = 'x')"
+            " WHERE name = 'desk'");
+        ASSERT_EQ_INT(manager_token_authenticate(f.manager, t5.token, &user), -EACCES);
+        ASSERT_TRUE(!user);
+        /* A valid name sealed under the token, but beside another's key. */
+        sql(&f,
+            "UPDATE tokens SET user_key = (SELECT user_key FROM tokens WHERE name = 'x')"
+            " WHERE name = 'laptop'");
+        ASSERT_EQ_INT(manager_token_authenticate(f.manager, t.token, &user), -EACCES);
+        ASSERT_TRUE(!user);
+        ASSERT_OK(manager_token_authenticate(f.manager, t3.token, &user));
+        ASSERT_EQ_STR(user, longest);
         fixture_stop(&f);
 }
 
