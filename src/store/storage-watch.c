@@ -5,11 +5,15 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "shared/log.h"
 #include "shared/macro.h"
 #include "store/storage-watch.h"
+
+/* The quick_check thread's nice value (the loop's is the service's). */
+#define CHECK_NICE 10
 
 /* The back-off of the retries: from the first to the last, doubling. */
 #define RETRY_FIRST_USEC (1 * USEC_PER_SEC)
@@ -127,6 +131,10 @@ static void *storage_watch_thread(void *p) {
         uint64_t one = 1;
         int r;
 
+        /* Below the loop, as the store's worker: the check reads the whole
+         * file, and on a machine with few CPUs the loop's requests win the
+         * CPU from it (Linux: the calling thread only). */
+        (void) setpriority(PRIO_PROCESS, 0, CHECK_NICE);
         r = history_quick_check_path(w->check_path, w->check, &problem);
         pthread_mutex_lock(&w->lock);
         w->check_error = r;

@@ -10,7 +10,7 @@
 /* The store's condition on the event loop: the retries of what could not
  * be written (history_retry() on the store's worker, with back-off from
  * 1 s to 30 s while a fault lasts or an outcome waits), a look at the free space every 30 s,
- * and, once after start, PRAGMA quick_check on a thread of its own, which
+ * and, once after start, PRAGMA quick_check on a thread of its own (at nice 10), which
  * start-up does not wait for. changed() is called when the storage state
  * or the number of outcomes waiting changed (health follows). */
 
