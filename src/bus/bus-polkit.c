@@ -166,15 +166,29 @@ static int polkit_query_verdict(PolkitQuery *q, sd_bus_error *error) {
         return sd_bus_error_setf(error, SD_BUS_ERROR_ACCESS_DENIED, "Access denied by polkit (%s).", q->action);
 }
 
-int bus_sender_is_root(sd_bus_message *m) {
+int bus_sender_euid(sd_bus_message *m, uid_t *ret_euid) {
         _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
         uid_t euid;
         int r;
+
+        assert(m);
+        assert(ret_euid);
 
         r = sd_bus_query_sender_creds(m, SD_BUS_CREDS_EUID, &creds);
         if (r < 0)
                 return r;
         r = sd_bus_creds_get_euid(creds, &euid);
+        if (r < 0)
+                return r;
+        *ret_euid = euid;
+        return 0;
+}
+
+int bus_sender_is_root(sd_bus_message *m) {
+        uid_t euid;
+        int r;
+
+        r = bus_sender_euid(m, &euid);
         if (r < 0)
                 return r;
         return euid == 0;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 
+#include <sys/types.h>
 #include <systemd/sd-bus.h>
 
 #include "shared/macro.h"
@@ -34,6 +35,10 @@ typedef struct PolkitRegistry PolkitRegistry;
 
 int bus_verify_polkit_async(
         sd_bus_message *call, const char *action, PolkitRegistry **registry, sd_bus_error *error);
+
+/* The effective uid of the sender of m (the one place its credentials are
+ * read): 0 with ret_euid set, a negative errno when they cannot be had. */
+int bus_sender_euid(sd_bus_message *m, uid_t *ret_euid);
 
 /* 1 when the sender of m has effective uid 0, 0 when not, a negative errno
  * when its credentials cannot be had. */

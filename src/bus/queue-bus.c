@@ -416,6 +416,37 @@ static int authorize(QueueBus *b, sd_bus_message *m, const char **ret_id, sd_bus
         return authorize_action(b, m, QUEUE_BUS_POLKIT_ACTION, ret_id, error);
 }
 
+/* The person a method names (EraseUser, ListUserTokens, RevokeUserTokens):
+ * an identity name as the trusted proxy gives it (API.md "Identity"), 1 to
+ * 256 bytes of UTF-8 without control characters. Their key is the
+ * Manager's to derive. */
+static int check_user_argument(const char *user, sd_bus_error *error) {
+        if (!user || !user_name_is_valid(user, strlen(user)))
+                return sd_bus_error_set(
+                        error,
+                        SD_BUS_ERROR_INVALID_ARGS,
+                        "Not a valid identity name: 1 to 256 bytes of UTF-8 without control characters.");
+        return 0;
+}
+
+/* authorize_action() for a method whose one argument names a person: 1
+ * once polkit allowed it and the name is valid, as authorize_action()
+ * otherwise. */
+static int authorize_person(
+        QueueBus *b, sd_bus_message *m, const char *action, const char **ret_name, sd_bus_error *error) {
+        int r;
+
+        assert(ret_name);
+
+        r = authorize_action(b, m, action, ret_name, error);
+        if (r <= 0)
+                return r;
+        r = check_user_argument(*ret_name, error);
+        if (r < 0)
+                return r;
+        return 1;
+}
+
 #define AUTHORIZED_OR_RETURN(r)                   \
         do {                                      \
                 if ((r) <= 0)                     \
@@ -532,13 +563,11 @@ static void queue_bus_on_erased(
 
 /* "uid 1000 (alice)": who called, for the journal line of the erasure. */
 static char *bus_caller_name(sd_bus_message *m) {
-        _cleanup_(sd_bus_creds_unrefp) sd_bus_creds *creds = NULL;
         struct passwd pw, *found = NULL;
         char buf[1024], *s = NULL;
         uid_t uid;
 
-        if (sd_bus_query_sender_creds(m, SD_BUS_CREDS_EUID, &creds) < 0 ||
-            sd_bus_creds_get_euid(creds, &uid) < 0)
+        if (bus_sender_euid(m, &uid) < 0)
                 return strdup("an unknown caller");
         if (getpwuid_r(uid, &pw, buf, sizeof buf, &found) != 0 || !found)
                 found = NULL;
@@ -555,15 +584,8 @@ static int method_erase_user(sd_bus_message *m, void *userdata, sd_bus_error *er
         ManagerError me;
         int r;
 
-        r = authorize_action(b, m, QUEUE_BUS_POLKIT_ERASE_ACTION, &name, error);
+        r = authorize_person(b, m, QUEUE_BUS_POLKIT_ERASE_ACTION, &name, error);
         AUTHORIZED_OR_RETURN(r);
-
-        /* The identity name as the trusted proxy gives it (API.md "Identity"). */
-        if (!user_name_is_valid(name, strlen(name)))
-                return sd_bus_error_set(
-                        error,
-                        SD_BUS_ERROR_INVALID_ARGS,
-                        "Not a valid identity name: 1 to 256 bytes of UTF-8 without control characters.");
         by = bus_caller_name(m);
         e = calloc(1, sizeof *e);
         if (!by || !e)
@@ -581,18 +603,6 @@ static int method_erase_user(sd_bus_message *m, void *userdata, sd_bus_error *er
         return 1;
 }
 
-/* The person a token method names (API.md "Access tokens"): an identity
- * name as the trusted proxy gives them, 1 to 256 bytes (sd-bus has made
- * sure it is UTF-8). Their key is the Manager's to derive. */
-static int check_user_argument(const char *user, sd_bus_error *error) {
-        if (!user || !*user || strlen(user) > 256)
-                return sd_bus_error_set(
-                        error,
-                        SD_BUS_ERROR_INVALID_ARGS,
-                        "The user must be an identity name of 1 to 256 bytes.");
-        return 0;
-}
-
 /* ListUserTokens(s user): the person's access tokens, once polkit allowed
  * it: id, name, created, expires and last used (0: never), CLOCK_REALTIME
  * microseconds. No secret, no digest. */
@@ -605,11 +615,8 @@ static int method_list_user_tokens(sd_bus_message *m, void *userdata, sd_bus_err
         size_t n = 0;
         int r;
 
-        r = authorize(b, m, &user, error);
+        r = authorize_person(b, m, QUEUE_BUS_POLKIT_ACTION, &user, error);
         AUTHORIZED_OR_RETURN(r);
-        r = check_user_argument(user, error);
-        if (r < 0)
-                return r;
         if (manager_tokens_list(b->manager, user, &tokens, &n, &e) < 0)
                 return sd_bus_error_set(error, SD_BUS_ERROR_FAILED, "The tokens could not be read.");
 
@@ -642,11 +649,8 @@ static int method_revoke_user_tokens(sd_bus_message *m, void *userdata, sd_bus_e
         ManagerError e;
         int r;
 
-        r = authorize(b, m, &user, error);
+        r = authorize_person(b, m, QUEUE_BUS_POLKIT_ACTION, &user, error);
         AUTHORIZED_OR_RETURN(r);
-        r = check_user_argument(user, error);
-        if (r < 0)
-                return r;
         r = manager_tokens_revoke_user(b->manager, user, &e);
         if (r < 0)
                 return sd_bus_error_set(error, SD_BUS_ERROR_FAILED, "The tokens could not be revoked.");

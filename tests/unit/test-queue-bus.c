@@ -700,7 +700,8 @@ static int fake_user_key(const char *user, SessionKey *ret) {
 }
 
 /* ListUserTokens and RevokeUserTokens, as root: the person's tokens
- * without their secret, then all of them revoked. */
+ * without their secret, then all of them revoked; a name that is not an
+ * identity name refused by them and EraseUser alike. */
 static void run_token_methods(Test *t) {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL, *revoked = NULL;
         const char *id, *name;
@@ -719,7 +720,14 @@ static void run_token_methods(Test *t) {
         ASSERT_EQ_STR(name, "laptop");
         ASSERT_TRUE(created == c.created_at && expires == c.expires_at && used == 0);
         ASSERT_EQ_INT(sd_bus_message_read(reply, "(ssttt)", &id, &name, &created, &expires, &used), 0);
-        expect_call(t, "ListUserTokens", "", SD_BUS_ERROR_INVALID_ARGS);
+        /* One rule for the name every person method takes: an identity name. */
+        for (size_t i = 0; i < 2; i++) {
+                const char *bad = i == 0 ? "" : "bad\001name";
+
+                expect_call(t, "ListUserTokens", bad, SD_BUS_ERROR_INVALID_ARGS);
+                expect_call(t, "RevokeUserTokens", bad, SD_BUS_ERROR_INVALID_ARGS);
+                expect_call(t, "EraseUser", bad, SD_BUS_ERROR_INVALID_ARGS);
+        }
         revoked = call_method(t, IFACE, "RevokeUserTokens", "s", "alice");
         ASSERT_OK(sd_bus_message_read(revoked, "u", &n));
         ASSERT_EQ_INT(n, 1);
