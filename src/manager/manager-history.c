@@ -116,10 +116,22 @@ ManagerWrite *manager_write_free(ManagerWrite *w) {
         return NULL;
 }
 
-/* Start the write j (taken over) for the session's record id. */
+/* What a write is to do: its kind and what it is given (borrowed; copied
+ * for the worker's thread by manager_write_start()). */
+typedef struct ManagerWriteArgs {
+        ManagerWriteKind kind;
+        const char *rating, *reason, *comment; /* MANAGER_WRITE_FEEDBACK */
+        const uint8_t *digest;                 /* MANAGER_WRITE_SHARE_ADD */
+        const char *token;                     /* MANAGER_WRITE_SHARE_ADD: given to done */
+} ManagerWriteArgs;
+
+/* The one way a write reaches the store's worker: a copy of a for the
+ * worker's thread, submitted for the session's record id, with done
+ * called from manager_write_on_done(). The operation's shape of
+ * manager-ops.h. */
 static int manager_write_start(
         Manager *m,
-        ManagerWriteJob *j,
+        const ManagerWriteArgs *a,
         const SessionKey *session,
         const char *id,
         ManagerWriteDone done,
@@ -127,9 +139,11 @@ static int manager_write_start(
         ManagerWrite **ret,
         ManagerError *ret_error) {
         _cleanup_free_ ManagerWrite *w = NULL;
+        ManagerWriteJob *j;
         int r;
 
         assert(m);
+        assert(a);
         assert(session);
         assert(id);
         assert(done);
@@ -138,23 +152,31 @@ static int manager_write_start(
 
         /* An id longer than any of ours is no record of theirs. */
         if (strlen(id) >= sizeof j->id) {
-                manager_write_job_free(j);
                 *ret_error = (ManagerError){ API_ERROR_QUERY_NOT_FOUND, NULL };
                 return -ENOENT;
         }
         w = calloc(1, sizeof *w);
-        if (!w) {
+        j = calloc(1, sizeof *j);
+        if (!w || !j || (a->rating && !(j->rating = strdup(a->rating))) ||
+            (a->reason && !(j->reason = strdup(a->reason))) ||
+            (a->comment && !(j->comment = strdup(a->comment)))) {
                 manager_write_job_free(j);
                 *ret_error = (ManagerError){ API_ERROR_INTERNAL_ERROR, NULL };
                 return -ENOMEM;
         }
-        *w = (ManagerWrite){ .manager = m, .kind = j->kind, .done = done, .userdata = userdata };
-        if (j->rating) {
-                snprintf(w->rating, sizeof w->rating, "%s", j->rating);
-                w->down = streq(j->rating, "down");
+        *w = (ManagerWrite){ .manager = m, .kind = a->kind, .done = done, .userdata = userdata };
+        if (a->rating) {
+                snprintf(w->rating, sizeof w->rating, "%s", a->rating);
+                w->down = streq(a->rating, "down");
         }
+        if (a->token)
+                snprintf(w->token, sizeof w->token, "%s", a->token);
+        j->kind = a->kind;
         snprintf(j->id, sizeof j->id, "%s", id);
         j->session = *session;
+        if (a->digest)
+                memcpy(j->digest, a->digest, sizeof j->digest);
+        j->at = now(CLOCK_REALTIME);
         r = history_worker_submit(
                 manager_get_history_worker(m),
                 manager_write_run,
@@ -171,14 +193,6 @@ static int manager_write_start(
         return 0;
 }
 
-static ManagerWriteJob *manager_write_job_new(ManagerWriteKind kind) {
-        ManagerWriteJob *j = calloc(1, sizeof *j);
-
-        if (j)
-                j->kind = kind;
-        return j;
-}
-
 int manager_delete_record(
         Manager *m,
         const SessionKey *session,
@@ -187,13 +201,8 @@ int manager_delete_record(
         void *userdata,
         ManagerWrite **ret,
         ManagerError *ret_error) {
-        ManagerWriteJob *j = manager_write_job_new(MANAGER_WRITE_DELETE);
-
-        if (!j) {
-                *ret_error = (ManagerError){ API_ERROR_INTERNAL_ERROR, NULL };
-                return -ENOMEM;
-        }
-        return manager_write_start(m, j, session, id, done, userdata, ret, ret_error);
+        return manager_write_start(
+                m, &(ManagerWriteArgs){ .kind = MANAGER_WRITE_DELETE }, session, id, done, userdata, ret, ret_error);
 }
 
 int manager_set_feedback(
@@ -207,8 +216,6 @@ int manager_set_feedback(
         void *userdata,
         ManagerWrite **ret,
         ManagerError *ret_error) {
-        ManagerWriteJob *j;
-
         assert(rating);
         assert(ret_error);
 
@@ -216,15 +223,16 @@ int manager_set_feedback(
                 *ret_error = (ManagerError){ API_ERROR_INVALID_INPUT, "rating must be up or down" };
                 return -EINVAL;
         }
-        j = manager_write_job_new(MANAGER_WRITE_FEEDBACK);
-        if (!j || !(j->rating = strdup(rating)) || (reason && !(j->reason = strdup(reason))) ||
-            (comment && !(j->comment = strdup(comment)))) {
-                manager_write_job_free(j);
-                *ret_error = (ManagerError){ API_ERROR_INTERNAL_ERROR, NULL };
-                return -ENOMEM;
-        }
-        j->at = now(CLOCK_REALTIME);
-        return manager_write_start(m, j, session, id, done, userdata, ret, ret_error);
+        return manager_write_start(
+                m,
+                &(ManagerWriteArgs){
+                        .kind = MANAGER_WRITE_FEEDBACK, .rating = rating, .reason = reason, .comment = comment },
+                session,
+                id,
+                done,
+                userdata,
+                ret,
+                ret_error);
 }
 
 int manager_write_share(
@@ -237,21 +245,19 @@ int manager_write_share(
         void *userdata,
         ManagerWrite **ret,
         ManagerError *ret_error) {
-        ManagerWriteJob *j = manager_write_job_new(
-                digest ? MANAGER_WRITE_SHARE_ADD : MANAGER_WRITE_SHARE_REVOKE);
-        int r;
-
-        if (!j) {
-                *ret_error = (ManagerError){ API_ERROR_INTERNAL_ERROR, NULL };
-                return -ENOMEM;
-        }
-        if (digest)
-                memcpy(j->digest, digest, sizeof j->digest);
-        j->at = now(CLOCK_REALTIME);
-        r = manager_write_start(m, j, session, id, done, userdata, ret, ret_error);
-        if (r >= 0 && token)
-                snprintf((*ret)->token, sizeof(*ret)->token, "%s", token);
-        return r;
+        return manager_write_start(
+                m,
+                &(ManagerWriteArgs){
+                        .kind = digest ? MANAGER_WRITE_SHARE_ADD : MANAGER_WRITE_SHARE_REVOKE,
+                        .digest = digest,
+                        .token = token,
+                },
+                session,
+                id,
+                done,
+                userdata,
+                ret,
+                ret_error);
 }
 
 struct ManagerPreparedFollowUp {
@@ -277,9 +283,7 @@ ManagerPreparedFollowUp *manager_follow_up_free(ManagerPreparedFollowUp *p) {
         return NULL;
 }
 
-/* Every title that reached the model of each turn, each once: its sources
- * and the titles it was given as conversation; NULL-terminated. */
-static char **follow_up_titles(const HistoryRecord *records, size_t n) {
+char **manager_records_titles(const HistoryRecord *records, size_t n) {
         _cleanup_(strv_freep) char **titles = calloc(1, sizeof(char *));
         size_t k = 0;
 
@@ -407,7 +411,7 @@ int manager_prepare_follow_up(
                 return -EBUSY;
         }
         p->turns = calloc(p->n_records, sizeof *p->turns);
-        titles = follow_up_titles(p->records, p->n_records);
+        titles = manager_records_titles(p->records, p->n_records);
         if (!p->turns || !titles) {
                 *ret_error = (ManagerError){ API_ERROR_INTERNAL_ERROR, NULL };
                 return -ENOMEM;

@@ -341,6 +341,12 @@ int manager_write_share(
         ManagerWrite **ret,
         ManagerError *ret_error);
 
+/* For manager-history.c and manager-share.c: every title that reached the
+ * model of records[0..n) (each record's sources and the titles it was
+ * given as conversation), each once, in order; NULL-terminated, the
+ * caller's to strv_free(). NULL: out of memory. */
+char **manager_records_titles(const HistoryRecord *records, size_t n);
+
 /* Open a link for user: the conversation it shares, once user may read
  * every source of every turn shown. A token that is wrong, revoked, whose
  * record is gone, or shares something user may not read: not_found, the

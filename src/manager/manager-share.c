@@ -79,27 +79,6 @@ ManagerShareOpen *manager_share_open_free(ManagerShareOpen *o) {
         return NULL;
 }
 
-/* Every title that reached the model of a turn shown, each once: its
- * sources and those of the turns it was given as conversation, deleted
- * or beyond the turns shown as they may be; NULL-terminated. The files
- * of a turn are served only through this check too. */
-static char **share_titles(const HistoryRecord *turns, size_t n_turns) {
-        _cleanup_(strv_freep) char **titles = calloc(1, sizeof(char *));
-        size_t n = 0;
-
-        if (!titles)
-                return NULL;
-        for (size_t i = 0; i < n_turns; i++) {
-                for (size_t j = 0; j < turns[i].n_sources; j++)
-                        if (strv_extend_unique(&titles, &n, turns[i].sources[j].title) < 0)
-                                return NULL;
-                for (size_t j = 0; turns[i].given_titles && turns[i].given_titles[j]; j++)
-                        if (strv_extend_unique(&titles, &n, turns[i].given_titles[j]) < 0)
-                                return NULL;
-        }
-        return TAKE_PTR(titles);
-}
-
 /* Every source readable: the conversation; else not_found, as for a wrong
  * token. */
 static void manager_share_on_readable(
@@ -172,7 +151,10 @@ int manager_share_open(
                 *ret_error = (ManagerError){ API_ERROR_INTERNAL_ERROR, NULL };
                 return r;
         }
-        titles = share_titles(o->turns, o->n_turns);
+        /* Every title that reached the model of a turn shown, also from
+         * turns it was given that are deleted or beyond those shown. The
+         * files of a turn are served only through this check too. */
+        titles = manager_records_titles(o->turns, o->n_turns);
         if (!titles) {
                 *ret_error = (ManagerError){ API_ERROR_INTERNAL_ERROR, NULL };
                 return -ENOMEM;
