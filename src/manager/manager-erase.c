@@ -10,29 +10,46 @@
 #include "manager/manager-ops.h"
 #include "shared/list.h"
 #include "shared/log.h"
+#include "shared/strv.h"
 #include "shared/time-util.h"
 #include "shared/user-key.h"
 #include "store/tokens.h"
 
-/* How often an administrator's erasure looks again whether the person's
- * cancelled queries have ended (their records durable): a cancel reaches
- * the record in milliseconds, the sandbox's stop in at most its grace. */
-#define MANAGER_ERASE_POLL_USEC (20 * USEC_PER_MSEC)
-
 #define CANCELLED_FOR_ERASURE "Cancelled: the person's history is being erased"
+
+struct ManagerErasure {
+        Manager *manager;
+        char *user; /* NULL: the person's own erasure */
+        char *by;
+        SessionKey session;
+        /* An administrator's, while the person's queries are awaited: */
+        sd_event_source *look;  /* defer: look at their queries again, from the loop */
+        sd_event_source *timer; /* MANAGER_ERASE_WAIT_USEC after the start: busy */
+        bool subscribed;        /* to the Manager's announcements */
+        char **cancelled;       /* the ids of the queries of theirs it cancelled, each once */
+        size_t n_cancelled;
+        HistoryJob *job; /* the batch or the checkpoint in flight */
+        ManagerErased result;
+        ManagerEraseDone done;
+        void *userdata;
+        ManagerErasure *erasures_prev, *erasures_next;
+};
 
 /* Whether a query of session still has its record to write: claimed,
  * executing or completing (a query awaiting its cleanup is durable). With
- * cancel, the executing ones are cancelled on the way. Returns how many. */
+ * an administrator's erasure, the executing ones are cancelled on the way,
+ * each once (a cancelled query executes until its run has stopped),
+ * counted in its result. Returns how many. */
 typedef struct EraseScan {
         Manager *manager;
         const SessionKey *session;
-        bool cancel;
-        unsigned busy, cancelled;
+        ManagerErasure *erasure; /* NULL: nothing cancelled */
+        unsigned busy;
 } EraseScan;
 
 static void erase_scan_query(ManagerQuery *q, void *userdata) {
         EraseScan *s = userdata;
+        ManagerErasure *e;
 
         if (memcmp(manager_query_session(q), s->session, sizeof *s->session) != 0)
                 return;
@@ -42,16 +59,21 @@ static void erase_scan_query(ManagerQuery *q, void *userdata) {
                     MANAGER_QUERY_STATE_COMPLETING))
                 return;
         s->busy++;
-        if (s->cancel && manager_query_executing(q) &&
-            manager_cancel_query(s->manager, manager_query_id(q), CANCELLED_FOR_ERASURE) >= 0)
-                s->cancelled++;
+        e = s->erasure;
+        if (!e || !manager_query_executing(q) || strv_contains(e->cancelled, manager_query_id(q)) ||
+            manager_cancel_query(s->manager, manager_query_id(q), CANCELLED_FOR_ERASURE) < 0)
+                return;
+        e->result.cancelled++;
+        /* Without memory for its id, a later look cancels it again (the
+         * first reason stays) and counts it twice. */
+        (void) strv_extend_unique(&e->cancelled, &e->n_cancelled, manager_query_id(q));
 }
 
-static EraseScan erase_scan(Manager *m, const SessionKey *session, bool cancel) {
-        EraseScan s = { .manager = m, .session = session, .cancel = cancel };
+static unsigned erase_scan(Manager *m, const SessionKey *session, ManagerErasure *erasure) {
+        EraseScan s = { .manager = m, .session = session, .erasure = erasure };
 
         manager_foreach_query(m, erase_scan_query, &s);
-        return s;
+        return s.busy;
 }
 
 /* The store's failure as the face's error. */
@@ -77,19 +99,6 @@ static int manager_erase_user_tokens(Manager *m, const SessionKey *session, uint
         return 0;
 }
 
-struct ManagerErasure {
-        Manager *manager;
-        char *user; /* NULL: the person's own erasure */
-        char *by;
-        SessionKey session;
-        sd_event_source *timer; /* the look again, then the erase, from the loop */
-        usec_t deadline;        /* monotonic: busy after it */
-        HistoryJob *job;        /* the batch or the checkpoint in flight */
-        ManagerErased result;
-        ManagerEraseDone done;
-        void *userdata;
-        ManagerErasure *erasures_prev, *erasures_next;
-};
 
 /* The erasures under way, of every Manager (the tests run several). */
 static ManagerErasure *erasures = NULL;
@@ -101,12 +110,25 @@ static bool manager_erasure_running(Manager *m, const SessionKey *session) {
         return false;
 }
 
+static void manager_erasure_on_event(Manager *m, const ManagerEvent *ev, void *userdata);
+
+/* The wait for the person's queries is over: no more looking. */
+static void manager_erasure_stop_waiting(ManagerErasure *e) {
+        if (e->subscribed) {
+                manager_unsubscribe(e->manager, manager_erasure_on_event, e);
+                e->subscribed = false;
+        }
+        e->look = sd_event_source_disable_unref(e->look);
+        e->timer = sd_event_source_disable_unref(e->timer);
+}
+
 ManagerErasure *manager_erasure_free(ManagerErasure *e) {
         if (!e)
                 return NULL;
         LIST_REMOVE(erasures, erasures, e);
         e->job = history_job_cancel(e->job);
-        sd_event_source_disable_unref(e->timer);
+        manager_erasure_stop_waiting(e);
+        strv_free(e->cancelled);
         free(e->user);
         free(e->by);
         free(e);
@@ -268,7 +290,7 @@ int manager_erase_session(
         /* Busy while a query of theirs runs: its outcome is still to be
          * written (API.md 9, as DELETE /history/{id}); busy too while an
          * erasure of theirs is under way. */
-        if (manager_erasure_running(m, session) || erase_scan(m, session, false).busy > 0)
+        if (manager_erasure_running(m, session) || erase_scan(m, session, NULL) > 0)
                 return manager_erase_error(m, -EBUSY, ret_error);
         r = history_session_running(manager_get_history(m), session);
         if (r < 0)
@@ -286,41 +308,66 @@ int manager_erase_session(
         return 0;
 }
 
-static int manager_erasure_on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+/* Look at the person's queries: a query that claimed meanwhile is
+ * cancelled too. None with its record still to write: the wait is over,
+ * the erase goes on. Else, at the deadline, busy; before it, the next
+ * announcement of one of their queries looks again. */
+static void manager_erasure_look(ManagerErasure *e, bool deadline) {
+        if (erase_scan(e->manager, &e->session, e) == 0) {
+                manager_erasure_stop_waiting(e);
+                manager_erasure_finish(e);
+                return;
+        }
+        if (!deadline)
+                return;
+        manager_erasure_stop_waiting(e);
+        log_warning(
+                "History: %s could not erase the history of %s: a query of theirs has not ended.",
+                e->by,
+                e->user);
+        e->done(e,
+                &(ManagerError){ API_ERROR_BUSY, "A query of this person has not ended yet" },
+                NULL,
+                e->userdata);
+}
+
+static int manager_erasure_on_look(sd_event_source *s, void *userdata) {
         ManagerErasure *e = userdata;
-        EraseScan scan;
-        int r;
 
         assert(e);
 
         if (sd_event_get_state(manager_get_event(e->manager)) == SD_EVENT_FINISHED)
                 return 0;
-        /* A query that claimed meanwhile is cancelled too. */
-        scan = erase_scan(e->manager, &e->session, true);
-        e->result.cancelled += scan.cancelled;
-        if (scan.busy == 0) {
-                manager_erasure_finish(e);
-                return 0;
-        }
-        if (now(CLOCK_MONOTONIC) >= e->deadline) {
-                log_warning(
-                        "History: %s could not erase the history of %s: a query of theirs has not ended.",
-                        e->by,
-                        e->user);
-                e->done(e,
-                        &(ManagerError){ API_ERROR_BUSY, "A query of this person has not ended yet" },
-                        NULL,
-                        e->userdata);
-                return 0;
-        }
-        r = sd_event_source_set_time_relative(s, MANAGER_ERASE_POLL_USEC);
-        if (r >= 0)
-                r = sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
-        if (r < 0) {
-                log_error_errno(r, "History: cannot wait for the queries of %s to end", e->user);
-                e->done(e, &(ManagerError){ API_ERROR_INTERNAL_ERROR, NULL }, NULL, e->userdata);
-        }
+        manager_erasure_look(e, /* deadline= */ false);
         return 0;
+}
+
+static int manager_erasure_on_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        ManagerErasure *e = userdata;
+
+        assert(e);
+
+        if (sd_event_get_state(manager_get_event(e->manager)) == SD_EVENT_FINISHED)
+                return 0;
+        manager_erasure_look(e, /* deadline= */ true);
+        return 0;
+}
+
+/* A query of the person started (it is to be cancelled too), or its
+ * record is durable (MANAGER_QUERY_DURABLE: it has nothing more to
+ * write): they are looked at again, from the loop, as a handler starts
+ * and cancels nothing. */
+static void manager_erasure_on_event(Manager *m, const ManagerEvent *ev, void *userdata) {
+        ManagerErasure *e = userdata;
+        int r;
+
+        if (!IN_SET(ev->type, MANAGER_QUERY_STARTED, MANAGER_QUERY_DURABLE) ||
+            memcmp(manager_query_session(ev->query), &e->session, sizeof e->session) != 0)
+                return;
+        r = sd_event_source_set_enabled(e->look, SD_EVENT_ONESHOT);
+        if (r < 0)
+                /* The deadline looks again. */
+                log_warning_errno(r, "History: cannot look again at the queries of %s", e->user);
 }
 
 static int manager_erase_oom(ManagerError *ret_error) {
@@ -338,7 +385,6 @@ int manager_erase_user(
         ManagerError *ret_error) {
         _cleanup_(manager_erasure_freep) ManagerErasure *e = NULL;
         SessionKey session;
-        EraseScan scan;
         int r;
 
         assert(m);
@@ -371,23 +417,34 @@ int manager_erase_user(
         if (!e->user || !e->by)
                 return manager_erase_oom(ret_error);
 
-        /* What waits goes first, so nothing of theirs is claimed after. */
-        (void) manager_leave(m, &e->session, now(CLOCK_MONOTONIC));
-        scan = erase_scan(m, &e->session, true);
-        e->result.cancelled = scan.cancelled;
-        e->deadline = now(CLOCK_MONOTONIC) + MANAGER_ERASE_WAIT_USEC;
-        /* From the loop, even with nothing to wait for (manager-ops.h). */
+        /* Their queries are looked at from the loop (done is never called
+         * from inside this call, manager-ops.h), and again each time one of
+         * them is announced, until none has its record still to write, for
+         * at most MANAGER_ERASE_WAIT_USEC. Subscribed before the cancels
+         * below, so that no end of theirs goes unheard. */
+        r = sd_event_add_defer(manager_get_event(m), &e->look, manager_erasure_on_look, e);
+        if (r < 0)
+                return manager_erase_oom(ret_error);
+        (void) sd_event_source_set_description(e->look, "manager-erasure-look");
         r = sd_event_add_time_relative(
                 manager_get_event(m),
                 &e->timer,
                 CLOCK_MONOTONIC,
-                scan.busy > 0 ? MANAGER_ERASE_POLL_USEC : 0,
+                MANAGER_ERASE_WAIT_USEC,
                 0,
                 manager_erasure_on_timer,
                 e);
         if (r < 0)
                 return manager_erase_oom(ret_error);
-        (void) sd_event_source_set_description(e->timer, "manager-erasure");
+        (void) sd_event_source_set_description(e->timer, "manager-erasure-deadline");
+        r = manager_subscribe(m, manager_erasure_on_event, e);
+        if (r < 0)
+                return manager_erase_oom(ret_error);
+        e->subscribed = true;
+
+        /* What waits goes first, so nothing of theirs is claimed after. */
+        (void) manager_leave(m, &e->session, now(CLOCK_MONOTONIC));
+        (void) erase_scan(m, &e->session, e);
         *ret = TAKE_PTR(e);
         return 0;
 }

@@ -1301,4 +1301,42 @@ TEST(erase_user) {
         fixture_stop(&f);
 }
 
+/* An administrator's erasure freed while it waits for the person's
+ * query (its caller gone): the query's end is announced after, to no
+ * erasure (ASan would see one freed), and nothing is erased. */
+TEST(erase_user_freed_while_waiting) {
+        _cleanup_(manager_erasure_freep) ManagerErasure *e = NULL;
+        char id[QUERY_ID_MAX];
+        SessionKey alice;
+        ManagerQuery *q = NULL;
+        ManagerError err;
+        Erased x = { 0 };
+        size_t seen;
+        Fixture f;
+
+        fixture_start(&f);
+        manager_set_user_key_function(f.manager, user_key_from_name);
+        ASSERT_OK(manager_user_key(f.manager, "alice", &alice));
+        add_record(&f, &alice, "qr_000000000000000000000000000000a1", "Apple");
+
+        ASSERT_OK(start(&f, &alice, "Slow?", &q));
+        snprintf(id, sizeof id, "%s", manager_query_id(q));
+        ASSERT_OK(manager_erase_user(f.manager, "alice", "uid 0 (root)", on_erased, &x, &e, &err));
+        e = manager_erasure_free(e);
+        seen = f.log.n;
+        run_until(&f, seen + 2); /* its record durable, its slot given up */
+        ASSERT_EQ_INT(x.calls, 0);
+        expect_record(&f, id, &alice, "failed", "execution_failed");
+        expect_record(&f, "qr_000000000000000000000000000000a1", &alice, "succeeded", NULL);
+
+        /* And the next erasure of the person is not refused as under way. */
+        ASSERT_OK(manager_erase_user(f.manager, "alice", "uid 0 (root)", on_erased, &x, &e, &err));
+        run_until_called(&f, &x.calls, 1);
+        ASSERT_TRUE(!x.failed);
+        ASSERT_EQ_INT(x.result.records, 2);
+        ASSERT_EQ_INT(x.result.cancelled, 0);
+        e = manager_erasure_free(e);
+        fixture_stop(&f);
+}
+
 DEFINE_TEST_MAIN()
