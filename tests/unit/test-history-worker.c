@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The store's worker (store/history-worker.h) on real SQLite files: jobs
  * run in order on the worker's own connection and come back on the loop,
- * never inside the submit; a job cancelled does not call back; the
+ * never inside the submit; a job cancelled does not call back; a worker
+ * without a connection runs its queue at stop; the
  * retention's batches; a prune interrupted by a stop and resumed by the
  * next start; the test fault (SQLITE_FULL, SQLITE_IOERR) met by the
  * worker's connection is the store's condition; an outcome and its
@@ -226,6 +227,32 @@ TEST(cancel_and_stop) {
         f.w = history_worker_free(f.w);
         ASSERT_TRUE(freed[0] && freed[1] && freed[2] && freed[3]);
         ASSERT_EQ_INT(r.calls, 3);
+        ASSERT_OK(history_worker_new(f.event, f.h, &f.w));
+        fixture_stop(&f);
+}
+
+/* A worker without a connection (SyncWorker's): its jobs get none, and
+ * its stop runs what is queued, calling nothing back. */
+TEST(unconnected_worker_runs_its_queue_at_stop) {
+        bool freed[3] = { false };
+        Results r = { 0 };
+        Fixture f;
+
+        fixture_start(&f);
+        the_results = &r;
+        f.w = history_worker_free(f.w);
+        ASSERT_OK(history_worker_new_unconnected(f.event, "test-unconnected", &f.w));
+        ASSERT_OK(submit(&f, &r, 0, NULL, NULL));
+        run_until(&f, &r.calls, 1);
+        ASSERT_TRUE(!r.worker[0]);
+
+        for (unsigned i = 0; i < 3; i++)
+                ASSERT_OK(submit(&f, &r, 0, &freed[i], NULL));
+        f.w = history_worker_free(f.w);
+        ASSERT_EQ_INT(r.next, 4);
+        ASSERT_TRUE(freed[0] && freed[1] && freed[2]);
+        ASSERT_OK(sd_event_run(f.event, 20 * USEC_PER_MSEC));
+        ASSERT_EQ_INT(r.calls, 1);
         ASSERT_OK(history_worker_new(f.event, f.h, &f.w));
         fixture_stop(&f);
 }
