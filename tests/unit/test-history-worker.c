@@ -7,12 +7,12 @@
  * next start; the test fault (SQLITE_FULL, SQLITE_IOERR) met by the
  * worker's connection is the store's condition; an outcome and its
  * artifacts kept on a full disk land from the worker. */
-#include <dirent.h>
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "history-fixture.h"
 #include "shared/macro.h"
 #include "store/history-worker.h"
 #include "store/history.h"
@@ -20,39 +20,6 @@
 
 #define T0 ((usec_t) 1763805600000000ULL)
 #define DAY (86400 * USEC_PER_SEC)
-
-static SessionKey key(uint8_t n) {
-        SessionKey k;
-
-        memset(k.bytes, n, sizeof(k.bytes));
-        return k;
-}
-
-static const char *qid(unsigned n) {
-        static char buf[8][40];
-        static unsigned i;
-        char *b = buf[i++ % ELEMENTSOF(buf)];
-
-        (void) snprintf(b, sizeof(buf[0]), "qr_%032x", n);
-        return b;
-}
-
-static void rm_rf(const char *dir) {
-        DIR *d = opendir(dir);
-        struct dirent *de;
-
-        ASSERT_TRUE(d);
-        while ((de = readdir(d))) {
-                _cleanup_free_ char *p = NULL;
-
-                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-                        continue;
-                ASSERT_TRUE(asprintf(&p, "%s/%s", dir, de->d_name) >= 0);
-                ASSERT_TRUE(unlink(p) == 0);
-        }
-        closedir(d);
-        ASSERT_TRUE(rmdir(dir) == 0);
-}
 
 typedef struct Fixture {
         char *dir;
@@ -62,7 +29,7 @@ typedef struct Fixture {
 } Fixture;
 
 static void fixture_open(Fixture *f) {
-        ASSERT_OK(history_open(f->dir, &f->h, NULL));
+        f->h = open_store(f->dir, 0);
         ASSERT_OK(history_worker_new(f->event, f->h, &f->w));
 }
 
@@ -72,9 +39,7 @@ static void fixture_close(Fixture *f) {
 }
 
 static void fixture_start(Fixture *f) {
-        *f = (Fixture){ 0 };
-        ASSERT_TRUE(asprintf(&f->dir, "/tmp/test-history-worker-XXXXXX") >= 0);
-        ASSERT_TRUE(mkdtemp(f->dir));
+        *f = (Fixture){ .dir = make_subdir("worker") };
         ASSERT_OK(sd_event_new(&f->event));
         fixture_open(f);
 }
@@ -82,17 +47,7 @@ static void fixture_start(Fixture *f) {
 static void fixture_stop(Fixture *f) {
         fixture_close(f);
         f->event = sd_event_unref(f->event);
-        rm_rf(f->dir);
-        free(f->dir);
-}
-
-/* A finished record of session k, asked at created_at. */
-static void add_record(Fixture *f, unsigned n, const SessionKey *k, usec_t created_at) {
-        ASSERT_OK(history_begin(f->h, qid(n), k, "What is an apple?", created_at));
-        ASSERT_OK(history_finish_nosync(
-                f->h,
-                qid(n),
-                &(HistoryOutcome){ .succeeded = true, .answer = "A fruit.", .finished_at = created_at + 1 }));
+        rm_rf_freep(&f->dir);
 }
 
 static bool exists(Fixture *f, unsigned n, const SessionKey *k) {
@@ -317,10 +272,10 @@ TEST(prune_in_batches) {
 
         fixture_start(&f);
         for (unsigned i = 0; i < 250; i++)
-                add_record(&f, i, &k, T0 + i);
+                add_record(f.h, i, &k, T0 + i, NULL);
         ASSERT_OK(history_begin(f.h, qid(1000), &k, "Still running?", T0));
         for (unsigned i = 0; i < 3; i++)
-                add_record(&f, 2000 + i, &k, T0 + 400 * DAY);
+                add_record(f.h, 2000 + i, &k, T0 + 400 * DAY, NULL);
         run = (PruneRun){ .f = &f, .before = T0 + 365 * DAY };
         prune_next(&run);
         run_until(&f, &run.calls, 1);
@@ -341,7 +296,7 @@ TEST(prune_interrupted_and_resumed) {
 
         fixture_start(&f);
         for (unsigned i = 0; i < 250; i++)
-                add_record(&f, i, &k, T0 + i);
+                add_record(f.h, i, &k, T0 + i, NULL);
         run = (PruneRun){ .f = &f, .before = T0 + DAY, .stop_after = 1 };
         prune_next(&run);
         /* The second batch queued behind it, dropped by the stop. */
@@ -423,7 +378,7 @@ TEST(fault_on_worker) {
         for (unsigned i = 0; i < ELEMENTSOF(faults); i++) {
                 const char *cause = NULL;
 
-                add_record(&f, 10 + i, &k, T0);
+                add_record(f.h, 10 + i, &k, T0, NULL);
                 history_set_test_write_fault(f.h, faults[i].code, 1, 1);
                 ASSERT_EQ_INT(delete_on_worker(&f, 10 + i, &k), -EIO);
                 history_get_storage(f.h, 0, &st);
