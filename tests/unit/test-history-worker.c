@@ -6,7 +6,8 @@
  * retention's batches; a prune interrupted by a stop and resumed by the
  * next start; the test fault (SQLITE_FULL, SQLITE_IOERR) met by the
  * worker's connection is the store's condition; an outcome and its
- * artifacts kept on a full disk land from the worker. */
+ * artifacts kept on a full disk land from the worker; a person's erasure
+ * on the worker takes their outcome waiting and keeps another's. */
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -478,6 +479,191 @@ TEST(delete_lands_waiting_outcome_first) {
         ASSERT_OK(delete_on_worker(&f, 1, &k));
         ASSERT_TRUE(!history_outcome_waits(f.h, qid(1)));
         ASSERT_TRUE(!exists(&f, 1, &k));
+        fixture_stop(&f);
+}
+
+/* ---- a person's erasure beside an outcome waiting ---- */
+
+typedef struct Erase {
+        SessionKey session;
+        bool checkpoint; /* the sync and checkpoint after the last batch */
+        unsigned records;
+} Erase;
+
+static int erase_run(History *h, void *data) {
+        Erase *e = data;
+
+        if (e->checkpoint) {
+                int r = history_sync(h);
+
+                return r < 0 ? r : history_checkpoint(h);
+        }
+        /* Two a batch: several batches for a handful of records. */
+        return history_erase_session_batch(h, &e->session, 2, &e->records, NULL);
+}
+
+typedef struct EraseResult {
+        unsigned calls;
+        int error;
+        unsigned records;
+} EraseResult;
+
+static void erase_done(HistoryJob *job, int error, void *data, void *userdata) {
+        EraseResult *r = userdata;
+        Erase *e = data;
+
+        r->error = error;
+        r->records = e->records;
+        r->calls++;
+}
+
+/* One job of an erasure of session k on the worker: a batch (its count in
+ * *ret_records, may be NULL) or the checkpoint. Returns its result. */
+static int erase_job_on_worker(Fixture *f, const SessionKey *k, bool checkpoint, unsigned *ret_records) {
+        Erase *e = calloc(1, sizeof *e);
+        EraseResult r = { 0 };
+
+        ASSERT_TRUE(e);
+        e->session = *k;
+        e->checkpoint = checkpoint;
+        ASSERT_OK(history_worker_submit(f->w, erase_run, e, free, erase_done, &r, NULL));
+        run_until(f, &r.calls, 1);
+        if (ret_records)
+                *ret_records = r.records;
+        return r.error;
+}
+
+/* A whole erasure of session k, as the Manager runs it: batches on the
+ * worker until none is left, then the checkpoint. Returns the records
+ * erased. */
+static unsigned erase_on_worker(Fixture *f, const SessionKey *k) {
+        unsigned total = 0, n, batches = 0;
+        int r;
+
+        do {
+                r = erase_job_on_worker(f, k, false, &n);
+                ASSERT_OK(r);
+                ASSERT_TRUE(n <= 2);
+                total += n;
+                ASSERT_TRUE(++batches < 100);
+        } while (r > 0);
+        ASSERT_OK(erase_job_on_worker(f, k, true, NULL));
+        return total;
+}
+
+/* Record n of session k finished while the disk is full: its outcome
+ * waits in memory. */
+static void finish_on_full_disk(Fixture *f, unsigned n, const SessionKey *k, const char *answer) {
+        ASSERT_OK(history_begin(f->h, qid(n), k, "Kept in memory?", T0 + n));
+        history_set_test_write_fault(f->h, SQLITE_FULL, 1, 1);
+        ASSERT_EQ_INT(
+                history_finish_nosync(
+                        f->h,
+                        qid(n),
+                        &(HistoryOutcome){ .succeeded = true, .answer = answer, .finished_at = T0 + n + 1 }),
+                1);
+        ASSERT_TRUE(history_outcome_waits(f->h, qid(n)));
+}
+
+static void assert_answer(Fixture *f, unsigned n, const SessionKey *k, const char *answer) {
+        _cleanup_(history_record_freep) HistoryRecord *rec = NULL;
+
+        ASSERT_OK(history_get_record(f->h, qid(n), k, &rec));
+        ASSERT_EQ_STR(rec->status, "succeeded");
+        ASSERT_EQ_STR(rec->answer, answer);
+}
+
+/* An outcome kept on a full disk is landed by the worker's retry; the
+ * person's erasure on the worker then takes it with the rest, and one
+ * that waits again when the erasure starts is landed by it first and
+ * erased too. Another person's records stay, and nothing comes back at
+ * the next start. */
+TEST(waiting_outcome_landed_then_erased) {
+        SessionKey k = key(6), other = key(7);
+        HistoryStorage st;
+        Fixture f;
+
+        fixture_start(&f);
+        for (unsigned i = 1; i <= 3; i++)
+                add_record(f.h, i, &k, T0 + i, NULL);
+        add_record(f.h, 100, &other, T0, NULL);
+
+        finish_on_full_disk(&f, 4, &k, "Landed by the worker.");
+        history_get_storage(f.h, 0, &st);
+        ASSERT_EQ_INT(st.n_pending, 1);
+        ASSERT_EQ_INT(st.state, HISTORY_STORAGE_DEGRADED);
+        ASSERT_EQ_INT(retry_on_worker(&f), 0);
+        ASSERT_TRUE(!history_outcome_waits(f.h, qid(4)));
+        history_get_storage(f.h, 0, &st);
+        ASSERT_EQ_INT(st.n_pending, 0);
+        ASSERT_EQ_INT(st.state, HISTORY_STORAGE_OK);
+        assert_answer(&f, 4, &k, "Landed by the worker.");
+
+        /* And one more waits when the erasure starts. */
+        finish_on_full_disk(&f, 5, &k, "Landed by the erasure.");
+        ASSERT_EQ_INT(erase_on_worker(&f, &k), 5);
+        ASSERT_TRUE(!history_outcome_waits(f.h, qid(5)));
+        history_get_storage(f.h, 0, &st);
+        ASSERT_EQ_INT(st.n_pending, 0);
+        for (unsigned i = 1; i <= 5; i++)
+                ASSERT_TRUE(!exists(&f, i, &k));
+        ASSERT_TRUE(exists(&f, 100, &other));
+
+        /* Nothing to recover, nothing back. */
+        fixture_close(&f);
+        fixture_open(&f);
+        for (unsigned i = 1; i <= 5; i++)
+                ASSERT_TRUE(!exists(&f, i, &k));
+        ASSERT_TRUE(exists(&f, 100, &other));
+        fixture_stop(&f);
+}
+
+/* A person's erasure on the worker while another person's outcome waits
+ * in memory, one of its batches failing on the full disk: the erasure
+ * resumes and takes all of the person's records, the other's outcome
+ * still waits, whole, and lands at the retry, to be read back after the
+ * next start. */
+TEST(erasure_keeps_anothers_waiting_outcome) {
+        SessionKey k = key(8), other = key(9);
+        HistoryStorage st;
+        unsigned n = 99;
+        Fixture f;
+
+        fixture_start(&f);
+        for (unsigned i = 1; i <= 5; i++)
+                add_record(f.h, i, &k, T0 + i, NULL);
+        finish_on_full_disk(&f, 100, &other, "Still waiting.");
+
+        /* The disk is still full at the first batch: it goes as a whole
+         * or not at all. */
+        history_set_test_write_fault(f.h, SQLITE_FULL, 1, 1);
+        ASSERT_EQ_INT(erase_job_on_worker(&f, &k, false, &n), -EIO);
+        for (unsigned i = 1; i <= 5; i++)
+                ASSERT_TRUE(exists(&f, i, &k));
+        ASSERT_TRUE(history_outcome_waits(f.h, qid(100)));
+
+        ASSERT_EQ_INT(erase_on_worker(&f, &k), 5);
+        for (unsigned i = 1; i <= 5; i++)
+                ASSERT_TRUE(!exists(&f, i, &k));
+        /* Not the erasure's to land, nor to drop. */
+        ASSERT_TRUE(history_outcome_waits(f.h, qid(100)));
+        history_get_storage(f.h, 0, &st);
+        ASSERT_EQ_INT(st.n_pending, 1);
+        assert_answer(&f, 100, &other, "Still waiting.");
+
+        ASSERT_EQ_INT(retry_on_worker(&f), 0);
+        ASSERT_TRUE(!history_outcome_waits(f.h, qid(100)));
+        history_get_storage(f.h, 0, &st);
+        ASSERT_EQ_INT(st.n_pending, 0);
+        ASSERT_EQ_INT(st.state, HISTORY_STORAGE_OK);
+
+        /* Stored, not recovered as interrupted (open_store() checks that
+         * none was running). */
+        fixture_close(&f);
+        fixture_open(&f);
+        assert_answer(&f, 100, &other, "Still waiting.");
+        for (unsigned i = 1; i <= 5; i++)
+                ASSERT_TRUE(!exists(&f, i, &k));
         fixture_stop(&f);
 }
 
