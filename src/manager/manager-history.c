@@ -216,6 +216,8 @@ int manager_set_feedback(
         void *userdata,
         ManagerWrite **ret,
         ManagerError *ret_error) {
+        ManagerWriteArgs a;
+
         assert(rating);
         assert(ret_error);
 
@@ -223,16 +225,10 @@ int manager_set_feedback(
                 *ret_error = (ManagerError){ API_ERROR_INVALID_INPUT, "rating must be up or down" };
                 return -EINVAL;
         }
-        return manager_write_start(
-                m,
-                &(ManagerWriteArgs){
-                        .kind = MANAGER_WRITE_FEEDBACK, .rating = rating, .reason = reason, .comment = comment },
-                session,
-                id,
-                done,
-                userdata,
-                ret,
-                ret_error);
+        a = (ManagerWriteArgs){
+                .kind = MANAGER_WRITE_FEEDBACK, .rating = rating, .reason = reason, .comment = comment
+        };
+        return manager_write_start(m, &a, session, id, done, userdata, ret, ret_error);
 }
 
 int manager_write_share(
@@ -245,19 +241,13 @@ int manager_write_share(
         void *userdata,
         ManagerWrite **ret,
         ManagerError *ret_error) {
-        return manager_write_start(
-                m,
-                &(ManagerWriteArgs){
-                        .kind = digest ? MANAGER_WRITE_SHARE_ADD : MANAGER_WRITE_SHARE_REVOKE,
-                        .digest = digest,
-                        .token = token,
-                },
-                session,
-                id,
-                done,
-                userdata,
-                ret,
-                ret_error);
+        ManagerWriteArgs a = {
+                .kind = digest ? MANAGER_WRITE_SHARE_ADD : MANAGER_WRITE_SHARE_REVOKE,
+                .digest = digest,
+                .token = token,
+        };
+
+        return manager_write_start(m, &a, session, id, done, userdata, ret, ret_error);
 }
 
 struct ManagerPreparedFollowUp {
