@@ -130,7 +130,9 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(ManagerPreparedFollowUp *, manager_follow_up_free);
  * -EINVAL (not a valid identity name: invalid_input), -EBUSY (an erasure
  * of theirs is under way: busy), -ENOMEM. done's result is borrowed for the call; error
  * busy when a query of theirs had not ended after
- * MANAGER_ERASE_WAIT_USEC. */
+ * MANAGER_ERASE_WAIT_USEC. Their queries are awaited on the Manager's
+ * announcements (a subscription while it waits): the handle is freed
+ * before the Manager, and not from inside an announcement. */
 #define MANAGER_ERASE_WAIT_USEC (60 * USEC_PER_SEC)
 typedef struct ManagerErased {
         const char *user;
