@@ -13,7 +13,7 @@
 #include "shared/macro.h"
 #include "store/history-worker.h"
 
-/* The worker thread's nice value (the loop's is the service's). */
+/* The store's worker thread's nice value (the loop's is the service's). */
 #define WORKER_NICE 10
 
 typedef enum HistoryJobState {
@@ -37,11 +37,13 @@ struct HistoryJob {
 };
 
 struct HistoryWorker {
-        History *history; /* the worker's own connection, used by the thread only */
+        History *history; /* the worker's own connection, used by the thread only; or NULL */
         sd_event_source *done_source;
         int efd;
         pthread_t thread;
         bool thread_started;
+        int nice;          /* the thread's nice value, set by the thread; 0: the loop's */
+        bool finish_queue; /* at stop, the jobs queued run instead of being dropped */
 
         pthread_mutex_t lock;
         pthread_cond_t cond;
@@ -85,9 +87,11 @@ static void job_unlink(HistoryJob **head, HistoryJob **tail, HistoryJob *j) {
 static void *history_worker_thread(void *p) {
         HistoryWorker *w = p;
 
-        /* Below the loop: on a machine with few CPUs the loop's requests
-         * win the CPU from a batch (Linux: the calling thread only). */
-        (void) setpriority(PRIO_PROCESS, 0, WORKER_NICE);
+        /* The store's worker is below the loop: on a machine with few
+         * CPUs the loop's requests win the CPU from a batch (Linux: the
+         * calling thread only). */
+        if (w->nice != 0)
+                (void) setpriority(PRIO_PROCESS, 0, w->nice);
 
         pthread_mutex_lock(&w->lock);
         for (;;) {
@@ -97,7 +101,7 @@ static void *history_worker_thread(void *p) {
 
                 while (!w->queue && !w->quit)
                         pthread_cond_wait(&w->cond, &w->lock);
-                if (w->quit)
+                if (w->quit && !(w->finish_queue && w->queue))
                         break;
                 j = w->queue;
                 job_unlink(&w->queue, &w->queue_tail, j);
@@ -147,32 +151,39 @@ static int history_worker_on_done(sd_event_source *s, int fd, uint32_t revents, 
         return 0;
 }
 
-int history_worker_new(sd_event *event, History *main, HistoryWorker **ret) {
+/* The one constructor: main (borrowed) gives the thread a connection of
+ * its own, NULL none; description names the eventfd's event source. */
+static int worker_new(
+        sd_event *event, History *main, const char *description, int nice, bool finish_queue, HistoryWorker **ret) {
         _cleanup_(history_worker_freep) HistoryWorker *w = NULL;
         sigset_t all, saved;
         int r;
 
         assert(event);
-        assert(main);
+        assert(description);
         assert(ret);
 
         w = calloc(1, sizeof *w);
         if (!w)
                 return -ENOMEM;
         w->efd = -1;
+        w->nice = nice;
+        w->finish_queue = finish_queue;
         pthread_mutex_init(&w->lock, NULL);
         pthread_cond_init(&w->cond, NULL);
 
-        r = history_open_worker(main, &w->history);
-        if (r < 0)
-                return r;
+        if (main) {
+                r = history_open_worker(main, &w->history);
+                if (r < 0)
+                        return r;
+        }
         w->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (w->efd < 0)
                 return -errno;
         r = sd_event_add_io(event, &w->done_source, w->efd, EPOLLIN, history_worker_on_done, w);
         if (r < 0)
                 return r;
-        (void) sd_event_source_set_description(w->done_source, "history-worker-done");
+        (void) sd_event_source_set_description(w->done_source, description);
 
         /* The thread takes no signal: they are the loop's (signalfd). */
         (void) sigfillset(&all);
@@ -187,6 +198,15 @@ int history_worker_new(sd_event *event, History *main, HistoryWorker **ret) {
 
         *ret = TAKE_PTR(w);
         return 0;
+}
+
+int history_worker_new(sd_event *event, History *main, HistoryWorker **ret) {
+        assert(main);
+        return worker_new(event, main, "history-worker-done", WORKER_NICE, /* finish_queue= */ false, ret);
+}
+
+int history_worker_new_unconnected(sd_event *event, const char *description, HistoryWorker **ret) {
+        return worker_new(event, NULL, description, /* nice= */ 0, /* finish_queue= */ true, ret);
 }
 
 /* Free every job of a list (their done is not called). */
@@ -209,7 +229,8 @@ HistoryWorker *history_worker_free(HistoryWorker *w) {
                 pthread_mutex_unlock(&w->lock);
                 (void) pthread_join(w->thread, NULL);
         }
-        /* The thread is gone: nothing else touches the lists. */
+        /* The thread is gone: nothing else touches the lists (the queue
+         * is empty here when the jobs queued were to run). */
         job_list_destroy(&w->queue, &w->queue_tail);
         job_list_destroy(&w->finished, &w->finished_tail);
         w->done_source = sd_event_source_disable_unref(w->done_source);

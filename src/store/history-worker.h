@@ -9,7 +9,9 @@
 /* The store's worker: one thread with a connection of its own to the
  * history (history_open_worker()) that runs jobs one after the other, in
  * the order they were submitted, and hands each result back to the event
- * loop (an eventfd), as SyncWorker hands back its fdatasync(). What may
+ * loop (an eventfd). The store's one thread mechanism: SyncWorker is a
+ * second worker of this kind, without a connection, whose jobs are the
+ * fdatasync() of a query's record (history_worker_new_unconnected()). What may
  * take longer than a request should wait runs here: a person's delete
  * and its checkpoint, the retention's and a person's erasure's batches, feedback and share links
  * with their sync, the unanswered report, the retries of the outcomes
@@ -43,9 +45,19 @@ typedef void (*HistoryJobDone)(HistoryJob *j, int error, void *data, void *userd
  * no eventfd, no thread). */
 int history_worker_new(sd_event *event, History *main, HistoryWorker **ret);
 
+/* A worker without a connection (run() is given h = NULL) for jobs that
+ * need none, kept apart from the store's worker so that they never wait
+ * behind its batches: SyncWorker's fdatasync(). Its thread keeps the
+ * loop's nice value (a sync holds a query's slot until it is done), and
+ * at stop the jobs still queued run before the thread ends, done not
+ * called (what was committed is durable once the worker is freed).
+ * description names the event source of the hand-back. Returns 0, or a
+ * negative errno (no eventfd, no thread). */
+int history_worker_new_unconnected(sd_event *event, const char *description, HistoryWorker **ret);
+
 /* Stop the thread: the job running is completed (a batch commits or
- * rolls back as a whole), the jobs queued are dropped; no callback is
- * called, each data freed. */
+ * rolls back as a whole), the jobs queued are dropped (an unconnected
+ * worker's run first); no callback is called, each data freed. */
 HistoryWorker *history_worker_free(HistoryWorker *w);
 DEFINE_TRIVIAL_CLEANUP_FUNC(HistoryWorker *, history_worker_free);
 

@@ -12,9 +12,12 @@
  * during which a status request would otherwise wait (bench-pipeline).
  * systemd's journal-file offline thread is the precedent.
  *
- * One sync at a time; the thread only ever calls fdatasync() and close()
- * on a duplicate of the descriptor it is given, it touches nothing else.
- * The thread blocks every signal (the loop handles them). */
+ * One sync at a time, as a job of the store's thread mechanism
+ * (store/history-worker.h) on a worker of its own, without a connection
+ * and at the loop's nice value, so that a sync never waits behind the
+ * store worker's batches. The thread only ever calls fdatasync() and
+ * close() on a duplicate of the descriptor it is given, it touches
+ * nothing else. The thread blocks every signal (the loop handles them). */
 
 typedef struct SyncWorker SyncWorker;
 

@@ -5,13 +5,13 @@
 
 #include <archive.h>
 #include <archive_entry.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "api/export-zip.h"
+#include "history-fixture.h"
 #include "shared/artifact.h"
 #include "shared/macro.h"
 #include "shared/sha256.h"
@@ -19,22 +19,6 @@
 #include "tests.h"
 
 #define T0 (UINT64_C(1700000000) * USEC_PER_SEC)
-
-static SessionKey key(uint8_t n) {
-        SessionKey k;
-
-        memset(k.bytes, n, sizeof(k.bytes));
-        return k;
-}
-
-static const char *qid(unsigned n) {
-        static char buf[8][40];
-        static unsigned i;
-        char *b = buf[i++ % ELEMENTSOF(buf)];
-
-        (void) snprintf(b, sizeof(buf[0]), "qr_%032x", n);
-        return b;
-}
 
 TEST(safe_name) {
         static const struct {
@@ -58,22 +42,6 @@ TEST(safe_name) {
         }
 }
 
-/* A finished record of session k asked at T0 + n seconds. */
-static void add_record(History *h, unsigned n, const SessionKey *k, const char *follow_up) {
-        HistoryOutcome o = {
-                .succeeded = true,
-                .answer = "An answer.",
-                .finished_at = T0 + (n + 1) * USEC_PER_SEC,
-        };
-
-        if (follow_up)
-                ASSERT_OK(history_begin_follow_up(
-                        h, qid(n), k, "A question?", follow_up, follow_up, NULL, T0 + n * USEC_PER_SEC));
-        else
-                ASSERT_OK(history_begin(h, qid(n), k, "A question?", T0 + n * USEC_PER_SEC));
-        ASSERT_OK(history_finish(h, qid(n), &o));
-}
-
 static void add_artifact(
         History *h, const char *dir, unsigned n, const char *name, const void *data, size_t size) {
         _cleanup_free_ char *path = NULL;
@@ -93,24 +61,6 @@ static void add_artifact(
         ASSERT_OK(history_add_artifact(h, qid(n), &a, id));
         artifact_done(&a);
         ASSERT_TRUE(unlink(path) == 0);
-}
-
-/* dir and the files in it. */
-static void rm_dir(const char *dir) {
-        DIR *d = opendir(dir);
-        struct dirent *de;
-
-        ASSERT_TRUE(d);
-        while ((de = readdir(d))) {
-                _cleanup_free_ char *p = NULL;
-
-                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-                        continue;
-                ASSERT_TRUE(asprintf(&p, "%s/%s", dir, de->d_name) >= 0);
-                ASSERT_TRUE(unlink(p) == 0);
-        }
-        closedir(d);
-        ASSERT_TRUE(rmdir(dir) == 0);
 }
 
 /* The whole archive, read max bytes at a time. */
@@ -157,16 +107,13 @@ static char *list_zip(const StrBuf *zip, const char *want, StrBuf *ret_data) {
 }
 
 TEST(archive) {
-        char dir[] = "/tmp/test-export-zip-XXXXXX";
-        _cleanup_(history_freep) History *h = NULL;
+        _cleanup_(history_fixture_done) HistoryFixture f = history_fixture_new("export-zip");
+        History *h = f.h;
         _cleanup_(strbuf_done) StrBuf zip = { 0 }, data = { 0 }, again = { 0 };
         _cleanup_free_ char *names = NULL;
         const SessionKey mine = key(1), other = key(2);
         static uint8_t big[200000];
         ExportZip *z = NULL;
-
-        ASSERT_TRUE(mkdtemp(dir));
-        ASSERT_OK(history_open(dir, &h, NULL));
 
         /* Empty: a valid ZIP of an empty records.json. */
         ASSERT_OK(export_zip_new(h, &mine, T0, &z));
@@ -179,14 +126,14 @@ TEST(archive) {
         /* Three records of mine (2 follows 1), one of another's. */
         for (size_t i = 0; i < sizeof big; i++)
                 big[i] = (uint8_t) (i * 7919 >> 3);
-        add_record(h, 1, &mine, NULL);
-        add_record(h, 2, &mine, qid(1));
-        add_record(h, 3, &mine, NULL);
-        add_record(h, 4, &other, NULL);
-        add_artifact(h, dir, 1, "t.csv", "a,b\n", 4);
-        add_artifact(h, dir, 1, "t.csv", "c,d\n", 4);
-        add_artifact(h, dir, 3, "big.bin", big, sizeof big);
-        add_artifact(h, dir, 4, "theirs.txt", "no", 2);
+        add_record(h, 1, &mine, T0 + 1 * USEC_PER_SEC, NULL);
+        add_record(h, 2, &mine, T0 + 2 * USEC_PER_SEC, qid(1));
+        add_record(h, 3, &mine, T0 + 3 * USEC_PER_SEC, NULL);
+        add_record(h, 4, &other, T0 + 4 * USEC_PER_SEC, NULL);
+        add_artifact(h, f.dir, 1, "t.csv", "a,b\n", 4);
+        add_artifact(h, f.dir, 1, "t.csv", "c,d\n", 4);
+        add_artifact(h, f.dir, 3, "big.bin", big, sizeof big);
+        add_artifact(h, f.dir, 4, "theirs.txt", "no", 2);
 
         /* Read 7 bytes at a time: the pieces do not depend on the reads. */
         strbuf_done(&zip);
@@ -228,9 +175,6 @@ TEST(archive) {
                 ASSERT_TRUE(export_zip_read(z, buf, sizeof buf) > 0);
                 z = export_zip_free(z);
         }
-
-        h = history_free(h);
-        rm_dir(dir);
 }
 
 DEFINE_TEST_MAIN()

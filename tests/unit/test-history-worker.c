@@ -1,17 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /* The store's worker (store/history-worker.h) on real SQLite files: jobs
  * run in order on the worker's own connection and come back on the loop,
- * never inside the submit; a job cancelled does not call back; the
+ * never inside the submit; a job cancelled does not call back; a worker
+ * without a connection runs its queue at stop; the
  * retention's batches; a prune interrupted by a stop and resumed by the
  * next start; the test fault (SQLITE_FULL, SQLITE_IOERR) met by the
  * worker's connection is the store's condition; an outcome and its
- * artifacts kept on a full disk land from the worker. */
-#include <dirent.h>
+ * artifacts kept on a full disk land from the worker; a person's erasure
+ * on the worker takes their outcome waiting and keeps another's. */
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "history-fixture.h"
 #include "shared/macro.h"
 #include "store/history-worker.h"
 #include "store/history.h"
@@ -19,39 +21,6 @@
 
 #define T0 ((usec_t) 1763805600000000ULL)
 #define DAY (86400 * USEC_PER_SEC)
-
-static SessionKey key(uint8_t n) {
-        SessionKey k;
-
-        memset(k.bytes, n, sizeof(k.bytes));
-        return k;
-}
-
-static const char *qid(unsigned n) {
-        static char buf[8][40];
-        static unsigned i;
-        char *b = buf[i++ % ELEMENTSOF(buf)];
-
-        (void) snprintf(b, sizeof(buf[0]), "qr_%032x", n);
-        return b;
-}
-
-static void rm_rf(const char *dir) {
-        DIR *d = opendir(dir);
-        struct dirent *de;
-
-        ASSERT_TRUE(d);
-        while ((de = readdir(d))) {
-                _cleanup_free_ char *p = NULL;
-
-                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-                        continue;
-                ASSERT_TRUE(asprintf(&p, "%s/%s", dir, de->d_name) >= 0);
-                ASSERT_TRUE(unlink(p) == 0);
-        }
-        closedir(d);
-        ASSERT_TRUE(rmdir(dir) == 0);
-}
 
 typedef struct Fixture {
         char *dir;
@@ -61,7 +30,7 @@ typedef struct Fixture {
 } Fixture;
 
 static void fixture_open(Fixture *f) {
-        ASSERT_OK(history_open(f->dir, &f->h, NULL));
+        f->h = open_store(f->dir, 0);
         ASSERT_OK(history_worker_new(f->event, f->h, &f->w));
 }
 
@@ -71,9 +40,7 @@ static void fixture_close(Fixture *f) {
 }
 
 static void fixture_start(Fixture *f) {
-        *f = (Fixture){ 0 };
-        ASSERT_TRUE(asprintf(&f->dir, "/tmp/test-history-worker-XXXXXX") >= 0);
-        ASSERT_TRUE(mkdtemp(f->dir));
+        *f = (Fixture){ .dir = make_subdir("worker") };
         ASSERT_OK(sd_event_new(&f->event));
         fixture_open(f);
 }
@@ -81,17 +48,7 @@ static void fixture_start(Fixture *f) {
 static void fixture_stop(Fixture *f) {
         fixture_close(f);
         f->event = sd_event_unref(f->event);
-        rm_rf(f->dir);
-        free(f->dir);
-}
-
-/* A finished record of session k, asked at created_at. */
-static void add_record(Fixture *f, unsigned n, const SessionKey *k, usec_t created_at) {
-        ASSERT_OK(history_begin(f->h, qid(n), k, "What is an apple?", created_at));
-        ASSERT_OK(history_finish_nosync(
-                f->h,
-                qid(n),
-                &(HistoryOutcome){ .succeeded = true, .answer = "A fruit.", .finished_at = created_at + 1 }));
+        rm_rf_freep(&f->dir);
 }
 
 static bool exists(Fixture *f, unsigned n, const SessionKey *k) {
@@ -230,6 +187,32 @@ TEST(cancel_and_stop) {
         fixture_stop(&f);
 }
 
+/* A worker without a connection (SyncWorker's): its jobs get none, and
+ * its stop runs what is queued, calling nothing back. */
+TEST(unconnected_worker_runs_its_queue_at_stop) {
+        bool freed[3] = { false };
+        Results r = { 0 };
+        Fixture f;
+
+        fixture_start(&f);
+        the_results = &r;
+        f.w = history_worker_free(f.w);
+        ASSERT_OK(history_worker_new_unconnected(f.event, "test-unconnected", &f.w));
+        ASSERT_OK(submit(&f, &r, 0, NULL, NULL));
+        run_until(&f, &r.calls, 1);
+        ASSERT_TRUE(!r.worker[0]);
+
+        for (unsigned i = 0; i < 3; i++)
+                ASSERT_OK(submit(&f, &r, 0, &freed[i], NULL));
+        f.w = history_worker_free(f.w);
+        ASSERT_EQ_INT(r.next, 4);
+        ASSERT_TRUE(freed[0] && freed[1] && freed[2]);
+        ASSERT_OK(sd_event_run(f.event, 20 * USEC_PER_MSEC));
+        ASSERT_EQ_INT(r.calls, 1);
+        ASSERT_OK(history_worker_new(f.event, f.h, &f.w));
+        fixture_stop(&f);
+}
+
 /* ---- the retention's batches ---- */
 
 typedef struct Prune {
@@ -290,10 +273,10 @@ TEST(prune_in_batches) {
 
         fixture_start(&f);
         for (unsigned i = 0; i < 250; i++)
-                add_record(&f, i, &k, T0 + i);
+                add_record(f.h, i, &k, T0 + i, NULL);
         ASSERT_OK(history_begin(f.h, qid(1000), &k, "Still running?", T0));
         for (unsigned i = 0; i < 3; i++)
-                add_record(&f, 2000 + i, &k, T0 + 400 * DAY);
+                add_record(f.h, 2000 + i, &k, T0 + 400 * DAY, NULL);
         run = (PruneRun){ .f = &f, .before = T0 + 365 * DAY };
         prune_next(&run);
         run_until(&f, &run.calls, 1);
@@ -314,7 +297,7 @@ TEST(prune_interrupted_and_resumed) {
 
         fixture_start(&f);
         for (unsigned i = 0; i < 250; i++)
-                add_record(&f, i, &k, T0 + i);
+                add_record(f.h, i, &k, T0 + i, NULL);
         run = (PruneRun){ .f = &f, .before = T0 + DAY, .stop_after = 1 };
         prune_next(&run);
         /* The second batch queued behind it, dropped by the stop. */
@@ -396,7 +379,7 @@ TEST(fault_on_worker) {
         for (unsigned i = 0; i < ELEMENTSOF(faults); i++) {
                 const char *cause = NULL;
 
-                add_record(&f, 10 + i, &k, T0);
+                add_record(f.h, 10 + i, &k, T0, NULL);
                 history_set_test_write_fault(f.h, faults[i].code, 1, 1);
                 ASSERT_EQ_INT(delete_on_worker(&f, 10 + i, &k), -EIO);
                 history_get_storage(f.h, 0, &st);
@@ -496,6 +479,191 @@ TEST(delete_lands_waiting_outcome_first) {
         ASSERT_OK(delete_on_worker(&f, 1, &k));
         ASSERT_TRUE(!history_outcome_waits(f.h, qid(1)));
         ASSERT_TRUE(!exists(&f, 1, &k));
+        fixture_stop(&f);
+}
+
+/* ---- a person's erasure beside an outcome waiting ---- */
+
+typedef struct Erase {
+        SessionKey session;
+        bool checkpoint; /* the sync and checkpoint after the last batch */
+        unsigned records;
+} Erase;
+
+static int erase_run(History *h, void *data) {
+        Erase *e = data;
+
+        if (e->checkpoint) {
+                int r = history_sync(h);
+
+                return r < 0 ? r : history_checkpoint(h);
+        }
+        /* Two a batch: several batches for a handful of records. */
+        return history_erase_session_batch(h, &e->session, 2, &e->records, NULL);
+}
+
+typedef struct EraseResult {
+        unsigned calls;
+        int error;
+        unsigned records;
+} EraseResult;
+
+static void erase_done(HistoryJob *job, int error, void *data, void *userdata) {
+        EraseResult *r = userdata;
+        Erase *e = data;
+
+        r->error = error;
+        r->records = e->records;
+        r->calls++;
+}
+
+/* One job of an erasure of session k on the worker: a batch (its count in
+ * *ret_records, may be NULL) or the checkpoint. Returns its result. */
+static int erase_job_on_worker(Fixture *f, const SessionKey *k, bool checkpoint, unsigned *ret_records) {
+        Erase *e = calloc(1, sizeof *e);
+        EraseResult r = { 0 };
+
+        ASSERT_TRUE(e);
+        e->session = *k;
+        e->checkpoint = checkpoint;
+        ASSERT_OK(history_worker_submit(f->w, erase_run, e, free, erase_done, &r, NULL));
+        run_until(f, &r.calls, 1);
+        if (ret_records)
+                *ret_records = r.records;
+        return r.error;
+}
+
+/* A whole erasure of session k, as the Manager runs it: batches on the
+ * worker until none is left, then the checkpoint. Returns the records
+ * erased. */
+static unsigned erase_on_worker(Fixture *f, const SessionKey *k) {
+        unsigned total = 0, n, batches = 0;
+        int r;
+
+        do {
+                r = erase_job_on_worker(f, k, false, &n);
+                ASSERT_OK(r);
+                ASSERT_TRUE(n <= 2);
+                total += n;
+                ASSERT_TRUE(++batches < 100);
+        } while (r > 0);
+        ASSERT_OK(erase_job_on_worker(f, k, true, NULL));
+        return total;
+}
+
+/* Record n of session k finished while the disk is full: its outcome
+ * waits in memory. */
+static void finish_on_full_disk(Fixture *f, unsigned n, const SessionKey *k, const char *answer) {
+        ASSERT_OK(history_begin(f->h, qid(n), k, "Kept in memory?", T0 + n));
+        history_set_test_write_fault(f->h, SQLITE_FULL, 1, 1);
+        ASSERT_EQ_INT(
+                history_finish_nosync(
+                        f->h,
+                        qid(n),
+                        &(HistoryOutcome){ .succeeded = true, .answer = answer, .finished_at = T0 + n + 1 }),
+                1);
+        ASSERT_TRUE(history_outcome_waits(f->h, qid(n)));
+}
+
+static void assert_answer(Fixture *f, unsigned n, const SessionKey *k, const char *answer) {
+        _cleanup_(history_record_freep) HistoryRecord *rec = NULL;
+
+        ASSERT_OK(history_get_record(f->h, qid(n), k, &rec));
+        ASSERT_EQ_STR(rec->status, "succeeded");
+        ASSERT_EQ_STR(rec->answer, answer);
+}
+
+/* An outcome kept on a full disk is landed by the worker's retry; the
+ * person's erasure on the worker then takes it with the rest, and one
+ * that waits again when the erasure starts is landed by it first and
+ * erased too. Another person's records stay, and nothing comes back at
+ * the next start. */
+TEST(waiting_outcome_landed_then_erased) {
+        SessionKey k = key(6), other = key(7);
+        HistoryStorage st;
+        Fixture f;
+
+        fixture_start(&f);
+        for (unsigned i = 1; i <= 3; i++)
+                add_record(f.h, i, &k, T0 + i, NULL);
+        add_record(f.h, 100, &other, T0, NULL);
+
+        finish_on_full_disk(&f, 4, &k, "Landed by the worker.");
+        history_get_storage(f.h, 0, &st);
+        ASSERT_EQ_INT(st.n_pending, 1);
+        ASSERT_EQ_INT(st.state, HISTORY_STORAGE_DEGRADED);
+        ASSERT_EQ_INT(retry_on_worker(&f), 0);
+        ASSERT_TRUE(!history_outcome_waits(f.h, qid(4)));
+        history_get_storage(f.h, 0, &st);
+        ASSERT_EQ_INT(st.n_pending, 0);
+        ASSERT_EQ_INT(st.state, HISTORY_STORAGE_OK);
+        assert_answer(&f, 4, &k, "Landed by the worker.");
+
+        /* And one more waits when the erasure starts. */
+        finish_on_full_disk(&f, 5, &k, "Landed by the erasure.");
+        ASSERT_EQ_INT(erase_on_worker(&f, &k), 5);
+        ASSERT_TRUE(!history_outcome_waits(f.h, qid(5)));
+        history_get_storage(f.h, 0, &st);
+        ASSERT_EQ_INT(st.n_pending, 0);
+        for (unsigned i = 1; i <= 5; i++)
+                ASSERT_TRUE(!exists(&f, i, &k));
+        ASSERT_TRUE(exists(&f, 100, &other));
+
+        /* Nothing to recover, nothing back. */
+        fixture_close(&f);
+        fixture_open(&f);
+        for (unsigned i = 1; i <= 5; i++)
+                ASSERT_TRUE(!exists(&f, i, &k));
+        ASSERT_TRUE(exists(&f, 100, &other));
+        fixture_stop(&f);
+}
+
+/* A person's erasure on the worker while another person's outcome waits
+ * in memory, one of its batches failing on the full disk: the erasure
+ * resumes and takes all of the person's records, the other's outcome
+ * still waits, whole, and lands at the retry, to be read back after the
+ * next start. */
+TEST(erasure_keeps_anothers_waiting_outcome) {
+        SessionKey k = key(8), other = key(9);
+        HistoryStorage st;
+        unsigned n = 99;
+        Fixture f;
+
+        fixture_start(&f);
+        for (unsigned i = 1; i <= 5; i++)
+                add_record(f.h, i, &k, T0 + i, NULL);
+        finish_on_full_disk(&f, 100, &other, "Still waiting.");
+
+        /* The disk is still full at the first batch: it goes as a whole
+         * or not at all. */
+        history_set_test_write_fault(f.h, SQLITE_FULL, 1, 1);
+        ASSERT_EQ_INT(erase_job_on_worker(&f, &k, false, &n), -EIO);
+        for (unsigned i = 1; i <= 5; i++)
+                ASSERT_TRUE(exists(&f, i, &k));
+        ASSERT_TRUE(history_outcome_waits(f.h, qid(100)));
+
+        ASSERT_EQ_INT(erase_on_worker(&f, &k), 5);
+        for (unsigned i = 1; i <= 5; i++)
+                ASSERT_TRUE(!exists(&f, i, &k));
+        /* Not the erasure's to land, nor to drop. */
+        ASSERT_TRUE(history_outcome_waits(f.h, qid(100)));
+        history_get_storage(f.h, 0, &st);
+        ASSERT_EQ_INT(st.n_pending, 1);
+        assert_answer(&f, 100, &other, "Still waiting.");
+
+        ASSERT_EQ_INT(retry_on_worker(&f), 0);
+        ASSERT_TRUE(!history_outcome_waits(f.h, qid(100)));
+        history_get_storage(f.h, 0, &st);
+        ASSERT_EQ_INT(st.n_pending, 0);
+        ASSERT_EQ_INT(st.state, HISTORY_STORAGE_OK);
+
+        /* Stored, not recovered as interrupted (open_store() checks that
+         * none was running). */
+        fixture_close(&f);
+        fixture_open(&f);
+        assert_answer(&f, 100, &other, "Still waiting.");
+        for (unsigned i = 1; i <= 5; i++)
+                ASSERT_TRUE(!exists(&f, i, &k));
         fixture_stop(&f);
 }
 

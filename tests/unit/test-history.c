@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "api/render.h"
+#include "history-fixture.h"
 #include "shared/json-util.h"
 #include "shared/macro.h"
 #include "shared/sha256.h"
@@ -29,89 +30,6 @@
 
 /* ---- helpers ---- */
 
-static SessionKey key(uint8_t n) {
-        SessionKey k;
-
-        memset(k.bytes, n, sizeof(k.bytes));
-        return k;
-}
-
-static const char *qid(unsigned n) {
-        static char buf[8][40];
-        static unsigned i;
-        char *b = buf[i++ % ELEMENTSOF(buf)];
-
-        (void) snprintf(b, sizeof(buf[0]), "qr_%032x", n);
-        return b;
-}
-
-static char *path_in(const char *dir, const char *name) {
-        char *p;
-
-        ASSERT_TRUE(asprintf(&p, "%s/%s", dir, name) >= 0);
-        return p;
-}
-
-/* Remove dir and the files in it, recursing into subdirectories. */
-static void rm_rf(const char *dir) {
-        DIR *d = opendir(dir);
-        struct dirent *de;
-
-        ASSERT_TRUE(d);
-        while ((de = readdir(d))) {
-                _cleanup_free_ char *p = NULL;
-                struct stat st;
-
-                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-                        continue;
-                p = path_in(dir, de->d_name);
-                ASSERT_TRUE(lstat(p, &st) == 0);
-                if (S_ISDIR(st.st_mode))
-                        rm_rf(p);
-                else
-                        ASSERT_TRUE(unlink(p) == 0);
-        }
-        closedir(d);
-        ASSERT_TRUE(rmdir(dir) == 0);
-}
-
-/* A fresh directory of its own for one case: /tmp/test-history-NAME-XXXXXX.
- * Declared _cleanup_(rm_rf_freep), it goes with everything in it. */
-static char *make_subdir(const char *name) {
-        char *p;
-
-        ASSERT_TRUE(asprintf(&p, "/tmp/test-history-%s-XXXXXX", name) >= 0);
-        ASSERT_TRUE(mkdtemp(p));
-        return p;
-}
-
-static void rm_rf_freep(char **dir) {
-        if (!*dir)
-                return;
-        rm_rf(*dir);
-        free(*dir);
-}
-
-/* A case on a store of its own, open in a fresh directory. */
-typedef struct Fixture {
-        char *dir;
-        History *h;
-} Fixture;
-
-static History *open_store(const char *dir, unsigned expected_recovered);
-
-static Fixture fixture_new(const char *name) {
-        Fixture f = { .dir = make_subdir(name) };
-
-        f.h = open_store(f.dir, 0);
-        return f;
-}
-
-static void fixture_done(Fixture *f) {
-        f->h = history_free(f->h);
-        rm_rf_freep(&f->dir);
-}
-
 static void write_file(const char *path, const void *data, size_t size) {
         FILE *f = fopen(path, "wbe");
 
@@ -129,16 +47,6 @@ static SessionKey sealed_key(const char *dir, const SessionKey *k) {
         ASSERT_OK(user_key_secret_load(dir, NULL, &secret, NULL));
         ASSERT_OK(user_key_seal(&secret, k, &s));
         return s;
-}
-
-static History *open_store(const char *dir, unsigned expected_recovered) {
-        History *h = NULL;
-        unsigned recovered = 12345;
-
-        ASSERT_OK(history_open(dir, &h, &recovered));
-        ASSERT_TRUE(h);
-        ASSERT_EQ_INT(recovered, expected_recovered);
-        return h;
 }
 
 /* Run SQL directly on the store file (the daemon's store must be closed). */
@@ -372,7 +280,7 @@ static void run_running_record(History *h) {
 }
 
 TEST(running_record) {
-        _cleanup_(fixture_done) Fixture f = fixture_new("running-record");
+        _cleanup_(history_fixture_done) HistoryFixture f = history_fixture_new("running-record");
 
         run_running_record(f.h);
 }
@@ -415,7 +323,7 @@ static void run_finish_failed(History *h) {
 }
 
 TEST(finish_failed) {
-        _cleanup_(fixture_done) Fixture f = fixture_new("finish-failed");
+        _cleanup_(history_fixture_done) HistoryFixture f = history_fixture_new("finish-failed");
 
         run_finish_failed(f.h);
 }
@@ -485,7 +393,7 @@ static void run_finish_succeeded(History *h) {
 
 /* qid(2) completed first: completing it again is refused too. */
 TEST(finish_succeeded) {
-        _cleanup_(fixture_done) Fixture f = fixture_new("finish-succeeded");
+        _cleanup_(history_fixture_done) HistoryFixture f = history_fixture_new("finish-succeeded");
 
         run_finish_failed(f.h);
         run_finish_succeeded(f.h);
@@ -513,7 +421,7 @@ static void run_finish_saturates(History *h) {
 }
 
 TEST(finish_saturates) {
-        _cleanup_(fixture_done) Fixture f = fixture_new("finish-saturates");
+        _cleanup_(history_fixture_done) HistoryFixture f = history_fixture_new("finish-saturates");
 
         run_finish_saturates(f.h);
 }
@@ -572,7 +480,7 @@ static void run_finish_rejects_bad_sources(History *h) {
 }
 
 TEST(finish_rejects_bad_sources) {
-        _cleanup_(fixture_done) Fixture f = fixture_new("finish-rejects-bad-sources");
+        _cleanup_(history_fixture_done) HistoryFixture f = history_fixture_new("finish-rejects-bad-sources");
 
         run_finish_rejects_bad_sources(f.h);
 }
@@ -590,7 +498,7 @@ static void run_begin_duplicate(History *h) {
 
 /* qid(1) running, qid(2) failed, qid(3) succeeded first. */
 TEST(begin_duplicate) {
-        _cleanup_(fixture_done) Fixture f = fixture_new("begin-duplicate");
+        _cleanup_(history_fixture_done) HistoryFixture f = history_fixture_new("begin-duplicate");
 
         run_running_record(f.h);
         run_finish_failed(f.h);
@@ -622,7 +530,7 @@ static void run_other_session(History *h) {
 
 /* The records qid(1)..qid(5) of the cases above first, in their state. */
 TEST(other_session) {
-        _cleanup_(fixture_done) Fixture f = fixture_new("other-session");
+        _cleanup_(history_fixture_done) HistoryFixture f = history_fixture_new("other-session");
 
         run_running_record(f.h);
         run_finish_failed(f.h);
@@ -758,7 +666,7 @@ static void run_list(History *h) {
 }
 
 TEST(list) {
-        _cleanup_(fixture_done) Fixture f = fixture_new("list");
+        _cleanup_(history_fixture_done) HistoryFixture f = history_fixture_new("list");
 
         run_list(f.h);
 }
@@ -874,7 +782,7 @@ static void run_delete(History *h) {
 }
 
 TEST(delete) {
-        _cleanup_(fixture_done) Fixture f = fixture_new("delete");
+        _cleanup_(history_fixture_done) HistoryFixture f = history_fixture_new("delete");
 
         run_delete(f.h);
 }
@@ -883,7 +791,7 @@ TEST(delete) {
  * their artifacts, feedback and share links; a running one and the newer
  * ones stay. */
 TEST(prune_in_batches) {
-        _cleanup_(fixture_done) Fixture f = fixture_new("prune");
+        _cleanup_(history_fixture_done) HistoryFixture f = history_fixture_new("prune");
         const SessionKey k = key(8);
         HistoryOutcome out = { .succeeded = true, .answer = "old-answer-e3", .finished_at = T0 + 2 };
         uint8_t digest[HISTORY_SHARE_DIGEST_SIZE] = { 1 };
@@ -964,7 +872,7 @@ static bool store_holds(const char *dir, const char *marker) {
 /* Deleted means gone: secure_delete is on whatever the library's default,
  * and after a delete neither the main file nor the log holds the text. */
 TEST(delete_leaves_nothing) {
-        _cleanup_(fixture_done) Fixture f = fixture_new("delete-gone");
+        _cleanup_(history_fixture_done) HistoryFixture f = history_fixture_new("delete-gone");
         _cleanup_free_ char *wal = path_in(f.dir, "history.sqlite3-wal");
         const SessionKey k = key(7);
         HistoryOutcome out = { .succeeded = true, .answer = "answer-marker-4f1c", .finished_at = T0 + 2 };
@@ -990,7 +898,7 @@ TEST(delete_leaves_nothing) {
  * running one stays; afterwards no file of the store holds their text and
  * the log is empty. */
 TEST(erase_session_in_batches) {
-        _cleanup_(fixture_done) Fixture f = fixture_new("erase");
+        _cleanup_(history_fixture_done) HistoryFixture f = history_fixture_new("erase");
         _cleanup_free_ char *wal = path_in(f.dir, "history.sqlite3-wal");
         const SessionKey k = key(9), other = key(10);
         HistoryOutcome out = { .succeeded = true, .answer = "erase-answer-5d0a", .finished_at = T0 + 2 };
@@ -1770,7 +1678,7 @@ static void assert_no_reader(const char *dir) {
 }
 
 TEST(statements_reused_and_reset) {
-        _cleanup_(fixture_done) Fixture f = fixture_new("statements-reset");
+        _cleanup_(history_fixture_done) HistoryFixture f = history_fixture_new("statements-reset");
         const SessionKey k = key(21), other = key(22);
         HistoryArtifact a = { 0 };
 
@@ -1823,7 +1731,7 @@ TEST(statements_reused_and_reset) {
  * descriptor is the WAL's, kept while the file is the same one; a record
  * completed without it is committed (another connection reads it). */
 TEST(sync_fd_is_the_wal) {
-        _cleanup_(fixture_done) Fixture f = fixture_new("sync-fd");
+        _cleanup_(history_fixture_done) HistoryFixture f = history_fixture_new("sync-fd");
         _cleanup_free_ char *wal = path_in(f.dir, "history.sqlite3-wal");
         const SessionKey k = key(23);
         HistoryOutcome out = { .succeeded = true, .answer = "a", .finished_at = T0 + 2 };
@@ -1845,7 +1753,7 @@ TEST(sync_fd_is_the_wal) {
 /* The wait range's seed: claim to outcome (total less queue) of the most
  * recent finished records, newest first; running ones are left out. */
 TEST(recent_durations) {
-        _cleanup_(fixture_done) Fixture f = fixture_new("recent-durations");
+        _cleanup_(history_fixture_done) HistoryFixture f = history_fixture_new("recent-durations");
         const SessionKey k = key(1);
         double d[8];
         size_t n = 99;
@@ -1904,7 +1812,7 @@ static void finish_with(
 #define SEARCH(q, n) "[{\"query\":\"" q "\",\"results\":" #n "}]"
 
 TEST(signals_feedback_report) {
-        _cleanup_(fixture_done) Fixture f = fixture_new("report");
+        _cleanup_(history_fixture_done) HistoryFixture f = history_fixture_new("report");
         _cleanup_(report_freep) Report *rep = NULL;
         _cleanup_(json_object_putp) json_object *o = NULL;
         const SessionKey a = key(1), b = key(2);
@@ -2069,7 +1977,7 @@ static HistoryOutcome answer_outcome(const char *answer) {
  * record reads as it will be stored, new records are refused, and the
  * retry lands it. */
 TEST(full_outcome_kept_and_landed) {
-        _cleanup_(fixture_done) Fixture f = fixture_new("full-outcome");
+        _cleanup_(history_fixture_done) HistoryFixture f = history_fixture_new("full-outcome");
         const SessionKey k = key(1);
         HistoryOutcome o = answer_outcome("the answer");
         HistoryStorage st;
@@ -2118,7 +2026,7 @@ TEST(full_outcome_kept_and_landed) {
 /* SQLITE_IOERR on the n-th write: the new record is refused, the fault
  * is an I/O error, and with nothing waiting a probe write ends it. */
 TEST(ioerr_on_nth_write) {
-        _cleanup_(fixture_done) Fixture f = fixture_new("ioerr");
+        _cleanup_(history_fixture_done) HistoryFixture f = history_fixture_new("ioerr");
         const SessionKey k = key(1);
         const char *cause = NULL;
 
@@ -2136,7 +2044,7 @@ TEST(ioerr_on_nth_write) {
  * next start marks it failed with a reason that is true. A fault that is
  * over by the stop: the outcome lands at the stop. */
 TEST(pending_at_stop) {
-        _cleanup_(fixture_done) Fixture f = fixture_new("pending-stop");
+        _cleanup_(history_fixture_done) HistoryFixture f = history_fixture_new("pending-stop");
         const SessionKey k = key(1);
         HistoryOutcome o = answer_outcome("lost to the disk");
         _cleanup_(json_object_putp) json_object *r = NULL;
@@ -2163,7 +2071,7 @@ TEST(pending_at_stop) {
 
 /* Deleting a record whose outcome waits lands it first, then deletes. */
 TEST(delete_pending) {
-        _cleanup_(fixture_done) Fixture f = fixture_new("delete-pending");
+        _cleanup_(history_fixture_done) HistoryFixture f = history_fixture_new("delete-pending");
         const SessionKey k = key(1);
         HistoryOutcome o = answer_outcome("a");
 
@@ -2179,7 +2087,7 @@ TEST(delete_pending) {
 
 /* The bound of the outcomes waiting: past it, new records are refused. */
 TEST(pending_bound) {
-        _cleanup_(fixture_done) Fixture f = fixture_new("pending-bound");
+        _cleanup_(history_fixture_done) HistoryFixture f = history_fixture_new("pending-bound");
         const SessionKey k = key(1);
         HistoryOutcome o = answer_outcome("a");
 
