@@ -225,6 +225,8 @@ def plans(path):
     since = int(time.time() * 1000000) - 30 * DAY_US
     statements = {
         'recover (start)': ("UPDATE queries SET status = 'failed' WHERE status = 'running'", ()),
+        'a person\'s running records (erasure)': ("SELECT id FROM queries INDEXED BY queries_running"
+                                                    " WHERE status = 'running' AND session = ?", (b'x' * 32,)),
         'retention batch': ("SELECT id FROM queries WHERE created_at < ? AND status != 'running'"
                             " ORDER BY created_at, id LIMIT 100", (since,)),
         'report, signals': ("SELECT wording_key, count(*), min(created_at), max(created_at),"
