@@ -427,4 +427,10 @@ HistoryWorker *manager_get_history_worker(Manager *m);
 typedef struct ManagerRetention ManagerRetention;
 int manager_retention_new(Manager *m, ManagerRetention **ret);
 ManagerRetention *manager_retention_free(ManagerRetention *r);
+#if ENABLE_TEST_FAULTS
+/* Test-only (shared/fault.h): the runs after the first at start are this
+ * far apart (from the end of one to the start of the next) instead of an
+ * hour. interval > 0. */
+void manager_retention_set_test_interval(ManagerRetention *r, usec_t interval);
+#endif
 QueryExecutor *manager_get_executor(Manager *m);

@@ -28,6 +28,7 @@ struct ManagerRetention {
         Manager *manager;
         sd_event_source *timer;
         usec_t days;
+        usec_t interval; /* between the end of a run and the next */
         HistoryJob *job; /* the batch or the checkpoint in flight */
         /* The run under way: its cutoff, start and counts. */
         bool running;
@@ -84,7 +85,7 @@ static void retention_end(ManagerRetention *r) {
                 r->artifacts == 1 ? "artifact" : "artifacts",
                 (uint64_t) (took / USEC_PER_MSEC));
         r->running = false;
-        (void) retention_arm(r, RETENTION_INTERVAL_USEC);
+        (void) retention_arm(r, r->interval);
 }
 
 /* A batch ended: the next one (behind whatever else was submitted
@@ -137,7 +138,7 @@ static int retention_on_timer(sd_event_source *s, uint64_t usec, void *userdata)
         if (k < 0) {
                 log_warning_errno(k, "History retention could not start; it is tried again in an hour.");
                 r->running = false;
-                return retention_arm(r, RETENTION_INTERVAL_USEC);
+                return retention_arm(r, r->interval);
         }
         return 0;
 }
@@ -159,6 +160,7 @@ int manager_retention_new(Manager *m, ManagerRetention **ret) {
                 return log_oom();
         r->manager = m;
         r->days = c->history_retention_days;
+        r->interval = RETENTION_INTERVAL_USEC;
         /* The first run at once: at start. */
         k = sd_event_add_time_relative(
                 manager_get_event(m), &r->timer, CLOCK_MONOTONIC, 0, USEC_PER_SEC, retention_on_timer, r);
@@ -168,6 +170,15 @@ int manager_retention_new(Manager *m, ManagerRetention **ret) {
         *ret = TAKE_PTR(r);
         return 0;
 }
+
+#if ENABLE_TEST_FAULTS
+void manager_retention_set_test_interval(ManagerRetention *r, usec_t interval) {
+        assert(r);
+        assert(interval > 0);
+
+        r->interval = interval;
+}
+#endif
 
 ManagerRetention *manager_retention_free(ManagerRetention *r) {
         if (!r)

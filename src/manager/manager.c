@@ -1314,6 +1314,22 @@ static int manager_setup_executor_faults(Manager *m) {
         return 0;
 }
 
+/* The test-only fault switch (shared/fault.h) of the history's retention.
+ * 0 leaves the hour. */
+static int manager_setup_retention_faults(Manager *m) {
+        uint64_t n;
+        int r;
+
+        r = fault_uint64("WIKI_WEB_TEST_RETENTION_INTERVAL_MS", 3600000, &n);
+        if (r < 0)
+                return r;
+        if (r > 0 && n > 0 && m->retention) {
+                log_warning("Test fault: the history's retention runs every %" PRIu64 " ms.", n);
+                manager_retention_set_test_interval(m->retention, n * USEC_PER_MSEC);
+        }
+        return 0;
+}
+
 /* The test-only fault switches (shared/fault.h) of the sandbox. */
 static int manager_setup_sandbox_faults(Manager *m) {
         uint64_t n;
@@ -1342,6 +1358,10 @@ static int manager_setup_sandbox_faults(Manager *m) {
 #else
 /* A build without the test faults (shared/fault.h): nothing to set. */
 static int manager_setup_executor_faults(Manager *m) {
+        return 0;
+}
+
+static int manager_setup_retention_faults(Manager *m) {
         return 0;
 }
 
@@ -1423,6 +1443,9 @@ int manager_new(sd_event *event, const Config *config, Manager **ret) {
                 return log_error_errno(r, "Failed to start the history's worker");
 
         r = manager_retention_new(m, &m->retention);
+        if (r < 0)
+                return r;
+        r = manager_setup_retention_faults(m);
         if (r < 0)
                 return r;
 

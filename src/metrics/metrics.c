@@ -13,6 +13,9 @@
 
 const double metrics_query_duration_bounds[] = { 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600 };
 const size_t metrics_query_duration_n_bounds = ELEMENTSOF(metrics_query_duration_bounds);
+/* The event loop's busy time per iteration: its target is under 20 ms
+ * (docs/PERFORMANCE.md), so the buckets are dense around it. */
+static const double loop_busy_bounds[] = { 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5, 1, 5 };
 
 /* A counter with one or two labels: one entry per label value (pair),
  * found by a linear search over at most METRICS_VEC_MAX short strings. */
@@ -31,17 +34,19 @@ static struct {
         CounterVec tickets_removed; /* reason */
         CounterVec queries;         /* status, code */
         MetricsHistogram query_duration;
-        CounterVec phase_usec;       /* phase; microseconds, shown as seconds */
-        CounterVec tokens;           /* kind */
-        CounterVec sandbox_runs;     /* outcome */
-        CounterVec http_requests;    /* code */
-        CounterVec identity_refused; /* reason */
-        CounterVec citations;        /* status */
-        CounterVec feedback;         /* rating */
-        CounterVec unanswered;       /* signal */
-        CounterVec read_checks;      /* outcome */
-        CounterVec withheld;         /* from */
-        CounterVec retention_pruned; /* kind */
+        MetricsHistogram loop_busy;     /* wall clock */
+        MetricsHistogram loop_busy_cpu; /* the loop thread's CPU time */
+        CounterVec phase_usec;          /* phase; microseconds, shown as seconds */
+        CounterVec tokens;              /* kind */
+        CounterVec sandbox_runs;        /* outcome */
+        CounterVec http_requests;       /* code */
+        CounterVec identity_refused;    /* reason */
+        CounterVec citations;           /* status */
+        CounterVec feedback;            /* rating */
+        CounterVec unanswered;          /* signal */
+        CounterVec read_checks;         /* outcome */
+        CounterVec withheld;            /* from */
+        CounterVec retention_pruned;    /* kind */
         int64_t http_connections;
         int64_t event_streams;
 } registry;
@@ -102,6 +107,10 @@ void metrics_reset(void) {
         memset(&registry, 0, sizeof registry);
         registry.query_duration.bounds = metrics_query_duration_bounds;
         registry.query_duration.n_bounds = metrics_query_duration_n_bounds;
+        registry.loop_busy = registry.loop_busy_cpu = (MetricsHistogram){
+                .bounds = loop_busy_bounds,
+                .n_bounds = ELEMENTSOF(loop_busy_bounds),
+        };
         /* Every series that is known in advance exists from the start, at
          * 0, so that rate() and increase() see its first event. */
         vec_seed(&registry.tickets_removed, reasons);
@@ -125,6 +134,11 @@ void metrics_count_ticket_removed(const char *reason) {
 void metrics_count_query(bool succeeded, const char *code, usec_t duration_usec) {
         vec_add(&registry.queries, succeeded ? "succeeded" : "failed", succeeded ? NULL : code, 1);
         metrics_histogram_observe(&registry.query_duration, (double) duration_usec / (double) USEC_PER_SEC);
+}
+
+void metrics_observe_loop_busy(usec_t wall_usec, usec_t cpu_usec) {
+        metrics_histogram_observe(&registry.loop_busy, (double) wall_usec / (double) USEC_PER_SEC);
+        metrics_histogram_observe(&registry.loop_busy_cpu, (double) cpu_usec / (double) USEC_PER_SEC);
 }
 
 void metrics_count_query_phase(const char *phase, usec_t usec) {
@@ -467,6 +481,24 @@ static void render_storage(MetricsWriter *w, const MetricsStorage *s) {
                 (double) s->outcomes_waiting);
 }
 
+/* The event loop's own time per iteration (docs/PERFORMANCE.md). */
+static void render_loop(MetricsWriter *w) {
+        metrics_family(
+                w,
+                "wikiweb_event_loop_busy_seconds",
+                METRIC_HISTOGRAM,
+                "seconds",
+                "Time the event loop took for one iteration's events, from its wake-up to its next wait.");
+        metrics_sample_histogram(w, NULL, &registry.loop_busy);
+        metrics_family(
+                w,
+                "wikiweb_event_loop_busy_cpu_seconds",
+                METRIC_HISTOGRAM,
+                "seconds",
+                "CPU time the event loop's thread used in one iteration.");
+        metrics_sample_histogram(w, NULL, &registry.loop_busy_cpu);
+}
+
 /* The process_* families every Prometheus client library exports. */
 static void render_process(MetricsWriter *w, const MetricsProcess *p) {
         metrics_family(
@@ -504,6 +536,7 @@ int metrics_render(MetricsFormat format, const MetricsGauges *g, char **ret, siz
         render_queries(&w);
         render_people(&w);
         render_http(&w);
+        render_loop(&w);
         if (g->storage)
                 render_storage(&w, g->storage);
         if (g->process)

@@ -36,6 +36,10 @@ void metrics_count_ticket_removed(const char *reason);
 void metrics_count_query(bool succeeded, const char *code, usec_t duration_usec);
 /* wikiweb_query_phase_seconds_total{phase}: "queue", "wiki", "model",
  * "sandbox", "cleanup". */
+/* wikiweb_event_loop_busy_seconds and _cpu_seconds: one iteration of the
+ * event loop, from its wake-up to its next wait, in wall-clock and in the
+ * loop thread's CPU time. */
+void metrics_observe_loop_busy(usec_t wall_usec, usec_t cpu_usec);
 void metrics_count_query_phase(const char *phase, usec_t usec);
 /* wikiweb_model_tokens_total{kind}: "prompt", "completion". */
 void metrics_count_model_tokens(const char *kind, uint64_t n);

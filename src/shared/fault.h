@@ -18,6 +18,9 @@
  *   WIKI_WEB_TEST_SANDBOX_STARTING_MS=N     the sandbox is "starting" for
  *                                           N ms after the start, whatever
  *                                           it really is (0..3600000)
+ *   WIKI_WEB_TEST_RETENTION_INTERVAL_MS=N   the history's retention runs N ms
+ *                                           apart instead of an hour
+ *                                           (0..3600000; 0: the hour)
  *   WIKI_WEB_TEST_HTTP_OOM=reply|all|request
  *                                           allocations on the reply path
  *                                           fail (see httpd.c)

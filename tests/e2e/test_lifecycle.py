@@ -11,6 +11,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -20,6 +21,9 @@ import harness  # noqa: E402
 from harness import API  # noqa: E402
 import test_pipeline  # noqa: E402
 from test_pipeline import PipelineBase  # noqa: E402
+
+
+DAY_USEC = 86400 * 1000000
 
 
 def state_files(d):
@@ -208,6 +212,120 @@ class Lifecycle(PipelineBase):
                 self.assertEqual(self.holders(d, f'retention-old{i}-3d9a-{part}'), [], (i, part))
         self.assertEqual(self.holders(d, 'retention-old0-3d9a-comment'), [])
         self.assertTrue(self.holders(d, 'retention-new0-3d9a-answer'))
+
+    def retention_runs(self, d):
+        """The journal lines of the retention's runs so far."""
+        return [line for line in d.log().splitlines() if line.startswith('History retention (30 days): ')]
+
+    def wait_retention_removal(self, d, after, timeout=30):
+        """The first run after the first `after` runs that removed
+        something (the runs before it removed nothing)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            runs = self.retention_runs(d)[after:]
+            removed = [line for line in runs if ': 0 records and 0 artifacts removed in ' not in line]
+            if removed:
+                return removed[0]
+            time.sleep(0.05)
+        raise AssertionError(f'no retention run removed anything: {self.retention_runs(d)[after:]}')
+
+    def test_retention_while_running(self):
+        """Records aged in the database while the daemon runs, a running
+        query among them: the next hourly run (made 3 s here) removes the
+        finished ones with their artifact, feedback and share link, leaves
+        the running one and the new ones; the running one then finishes
+        into the history, and the run after removes it too. Nothing of
+        what went is in a file of the state directory."""
+        llm = self.llm([])
+        d = self.pipeline_daemon(llm, WIKI_WEB_HISTORY_RETENTION_DAYS='30', WIKI_WEB_TEST_FAULTS='1',
+                                 WIKI_WEB_TEST_RETENTION_INTERVAL_MS='3000')
+        self.assertIn("Test fault: the history's retention runs every 3000 ms.", d.log())
+        b, other = d.browser(), d.browser()
+        art, shared, new = (self.ask_marked(d, llm, b, f'retention-{m}-8b4e') for m in ('art', 'shared', 'new'))
+        data = b'retention-file-8b4e\n' * 512  # 10 KiB: overflow pages of their own
+        aid = 'af_%032x' % 0x8b4e
+        db = sqlite3.connect(os.path.join(d.state_directory, 'history.sqlite3'), timeout=10)
+        with db:
+            db.execute('INSERT INTO artifacts (id, query_id, name, media_type, size_bytes, sha256, data)'
+                       ' VALUES (?, ?, ?, ?, ?, ?, ?)',
+                       (aid, art, 'kg.txt', 'text/plain', len(data), hashlib.sha256(data).hexdigest(), data))
+        db.close()
+        self.assertEqual(b.get(f'{API}/artifacts/{aid}').body, data)
+        self.assertStatus(b.post(f'{API}/history/{shared}/feedback',
+                                 {'rating': 'down', 'comment': 'retention-shared-8b4e-comment'}), 200)
+        r = b.post(f'{API}/history/{shared}/share')
+        self.assertStatus(r, 201)
+        token = r.json['token']
+        r = b.post(f'{API}/history/{new}/share')
+        self.assertStatus(r, 201)
+        new_token = r.json['token']
+        self.assertStatus(other.get(f'{API}/shared/{token}'), 200)
+
+        # A query that runs until the model is let go.
+        llm.set_script([{'answer': 'The answer is retention-running-8b4e-answer.', 'hold': 'running'}])
+        out = {}
+        t = threading.Thread(target=lambda: out.update(r=b.post(API + '/query', {
+            'question': 'What is retention-running-8b4e-question?'}, timeout=60)), daemon=True)
+        t.start()
+        self.addCleanup(llm.release_all)
+        deadline = time.monotonic() + 20
+        while True:
+            items = [i for i in b.get(API + '/history').json['items'] if 'retention-running-8b4e' in i['question']]
+            if items and items[0]['status'] == 'running':
+                running = items[0]['id']
+                break
+            self.assertLess(time.monotonic(), deadline, 'the query did not start')
+            time.sleep(0.05)
+        for m in ('art', 'shared', 'running'):
+            self.assertTrue(self.holders(d, f'retention-{m}-8b4e-question'), m)
+        self.assertTrue(self.holders(d, 'retention-file-8b4e'))
+        self.assertTrue(self.holders(d, 'retention-shared-8b4e-comment'))
+
+        # 40 days old, the running one too, while the daemon runs.
+        before = len(self.retention_runs(d))
+        db = sqlite3.connect(os.path.join(d.state_directory, 'history.sqlite3'), timeout=10)
+        with db:
+            for qid in (art, shared, running):
+                db.execute('UPDATE queries SET created_at = created_at - ? WHERE id = ?', (40 * DAY_USEC, qid))
+        db.close()
+        run = self.wait_retention_removal(d, before)
+        self.assertIn(': 2 records and 1 artifact removed in ', run)
+        after = len(self.retention_runs(d))
+
+        # The running one is untouched, and finishes into the history.
+        self.assertEqual(b.get(f'{API}/history/{running}').json['status'], 'running')
+        llm.release('running')
+        t.join(60)
+        self.assertStatus(out['r'], 200)
+        self.assertEqual(out['r'].header('Wikiweb-Query-Id'), running)
+        rec = b.get(f'{API}/history/{running}')
+        self.assertEqual(rec.status, 200, f'a run came first: {self.retention_runs(d)[after - 1:]}')
+        self.assertEqual(rec.json['status'], 'succeeded')
+        self.assertIn('retention-running-8b4e-answer', rec.json['answer'])
+        self.assertTrue(self.holders(d, 'retention-running-8b4e-answer'))
+
+        # What went: the records, the artifact, the share link, their text.
+        for qid in (art, shared):
+            self.assertError(b.get(f'{API}/history/{qid}'), 'query_not_found')
+        self.assertError(b.get(f'{API}/artifacts/{aid}'), 'artifact_not_found')
+        self.assertError(other.get(f'{API}/shared/{token}'), 'not_found')
+        for m in ('art', 'shared'):
+            for part in ('question', 'answer'):
+                self.assertEqual(self.holders(d, f'retention-{m}-8b4e-{part}'), [], (m, part))
+        self.assertEqual(self.holders(d, 'retention-file-8b4e'), [])
+        self.assertEqual(self.holders(d, 'retention-shared-8b4e-comment'), [])
+        # What stays: the new record and its link.
+        self.assertEqual(b.get(f'{API}/history/{new}').json['id'], new)
+        self.assertStatus(other.get(f'{API}/shared/{new_token}'), 200)
+
+        # Finished and 40 days old, the run after removes it.
+        run = self.wait_retention_removal(d, after)
+        self.assertIn(': 1 record and 0 artifacts removed in ', run)
+        self.assertError(b.get(f'{API}/history/{running}'), 'query_not_found')
+        for part in ('question', 'answer'):
+            self.assertEqual(self.holders(d, f'retention-running-8b4e-{part}'), [], part)
+        self.assertEqual([i['id'] for i in b.get(API + '/history').json['items']], [new])
+        self.assertTrue(self.holders(d, 'retention-new-8b4e-answer'))
 
     def test_retention_setting(self):
         for bad in ('-1', '36501', 'x', '1.5'):

@@ -285,6 +285,32 @@ TEST(registry) {
         ASSERT_TRUE(!strstr(prom, "# UNIT") && !strstr(prom, "# EOF"));
 }
 
+TEST(event_loop_busy) {
+        _cleanup_free_ char *text = NULL;
+
+        metrics_reset();
+        /* Two short iterations, and one that held the loop 30 ms of which
+         * 4 ms were its own CPU time. */
+        metrics_observe_loop_busy(300, 250);
+        metrics_observe_loop_busy(1500, 900);
+        metrics_observe_loop_busy(30 * USEC_PER_MSEC, 4 * USEC_PER_MSEC);
+        text = render(METRICS_FORMAT_OPENMETRICS);
+        expect_contains(text, "# TYPE wikiweb_event_loop_busy_seconds histogram\n");
+        expect_contains(
+                text,
+                "wikiweb_event_loop_busy_seconds_bucket{le=\"0.001\"} 1\n"
+                "wikiweb_event_loop_busy_seconds_bucket{le=\"0.002\"} 2\n");
+        expect_contains(
+                text,
+                "wikiweb_event_loop_busy_seconds_bucket{le=\"0.02\"} 2\n"
+                "wikiweb_event_loop_busy_seconds_bucket{le=\"0.05\"} 3\n");
+        expect_contains(text, "wikiweb_event_loop_busy_seconds_count 3\n");
+        expect_contains(
+                text,
+                "wikiweb_event_loop_busy_cpu_seconds_bucket{le=\"0.002\"} 2\n"
+                "wikiweb_event_loop_busy_cpu_seconds_bucket{le=\"0.005\"} 3\n");
+}
+
 TEST(vec_overflow) {
         _cleanup_free_ char *text = NULL;
 
