@@ -162,6 +162,40 @@ class EraseUser(PipelineBase):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn('valid identity name', r.stderr)
 
+    def test_erase_user_while_their_query_runs(self):
+        """EraseUser while the person's own query runs (the model holds its
+        answer): it is cancelled, and the reply comes once its record is
+        durable, counting it, never at the 60 s bound."""
+        bus = self.bus()
+        llm = self.llm([])
+        self.addCleanup(llm.release_all)
+        d = self.pipeline_daemon(llm, DBUS_SYSTEM_BUS_ADDRESS=bus, WIKI_WEB_TRUSTED_PROXIES='127.0.0.1',
+                                 WIKI_WEB_REQUIRE_USER='false')
+        b = d.browser()
+        llm.set_script([{'answer': 'The answer is eraseuser-run-7c1d-answer.', 'hold': 'alice'}])
+        out = {}
+        running = threading.Thread(target=lambda: out.setdefault('alice', b.post(
+            API + '/query', {'question': 'What is eraseuser-run-7c1d-question?'}, timeout=60, headers=ALICE)))
+        running.start()
+        self.wait_state(d, 'running')
+        started = time.monotonic()
+        r = self.erase(bus, 'alice')
+        took = time.monotonic() - started
+        running.join(30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), 't 1')
+        self.assertLess(took, 30)
+        print(f'# EraseUser answered {took:.3f} s after its call', file=sys.stderr)
+        # Her query was answered as cancelled, before or with the erasure's reply.
+        self.assertFalse(running.is_alive())
+        self.assertError(out['alice'], 'execution_failed')
+        self.assertEqual(b.get(API + '/history', headers=ALICE).json['items'], [])
+        line = [x for x in d.log().splitlines() if 'erased the history of alice' in x]
+        self.assertEqual(len(line), 1, line)
+        self.assertIn('1 record, 0 artifacts, 0 access tokens; 1 running query cancelled.', line[0])
+        for part in ('question', 'answer'):
+            self.assertEqual(self.holders(d, f'eraseuser-run-7c1d-{part}'), [], part)
+
 
 if __name__ == '__main__':
     harness.main()
