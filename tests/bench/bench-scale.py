@@ -321,35 +321,9 @@ def busy_between(a, b):
 
 def private_bus(tmp):
     """A dbus-daemon of this run's own (as the e2e suite's); its address."""
-    conf = os.path.join(tmp, 'bus.conf')
-    path = os.path.join(tmp, 'bus')
-    with open(conf, 'w') as f:
-        f.write(BUS_CONFIG.format(path=path))
-    p = subprocess.Popen(['dbus-daemon', f'--config-file={conf}', '--nofork', '--nopidfile'],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    address, p = harness.private_bus(tmp)
     LIVE.append(p)
-    deadline = time.monotonic() + 10
-    while not os.path.exists(path):
-        if time.monotonic() > deadline:
-            sys.exit('dbus-daemon did not start')
-        time.sleep(0.02)
-    return 'unix:path=' + path
-
-
-BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
- <type>session</type>
- <listen>unix:path={path}</listen>
- <auth>EXTERNAL</auth>
- <policy context="default">
-  <allow user="*"/>
-  <allow own="*"/>
-  <allow send_destination="*"/>
-  <allow receive_sender="*"/>
- </policy>
-</busconfig>
-"""
+    return address
 
 
 def stop_daemon(d):

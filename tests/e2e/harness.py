@@ -109,6 +109,42 @@ def free_port(host='127.0.0.1'):
         return s.getsockname()[1]
 
 
+# A dbus-daemon of a test's own: anyone may own and call anything on it.
+BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+ <type>session</type>
+ <listen>unix:path={path}</listen>
+ <auth>EXTERNAL</auth>
+ <policy context="default">
+  <allow user="*"/>
+  <allow own="*"/>
+  <allow send_destination="*" eavesdrop="true"/>
+  <allow eavesdrop="true"/>
+  <allow receive_sender="*"/>
+ </policy>
+</busconfig>
+"""
+
+
+def private_bus(directory, timeout=10.0):
+    """A dbus-daemon listening in directory: its address and process (the
+    caller stops it)."""
+    conf, path = os.path.join(directory, 'bus.conf'), os.path.join(directory, 'bus')
+    with open(conf, 'w') as f:
+        f.write(BUS_CONFIG.format(path=path))
+    p = subprocess.Popen(['dbus-daemon', f'--config-file={conf}', '--nofork', '--nopidfile'],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        if time.monotonic() > deadline or p.poll() is not None:
+            p.kill()
+            p.wait()
+            raise AssertionError('dbus-daemon did not start')
+        time.sleep(0.02)
+    return 'unix:path=' + path, p
+
+
 def parse_time(s):
     """RFC 3339 UTC with milliseconds ("2026-11-22T10:00:00.000Z") -> epoch seconds."""
     m = TIME_RE.match(s)

@@ -23,17 +23,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'
 
 import harness  # noqa: E402
 from harness import API  # noqa: E402
-import test_lifecycle  # noqa: E402
 from test_identity import request  # noqa: E402
-from test_pipeline import PipelineBase  # noqa: E402
-from test_slots import BUS_CONFIG  # noqa: E402
+from test_lifecycle import LifecycleBase  # noqa: E402
+import test_pipeline  # noqa: E402
 
 ALICE = {'X-Remote-User': 'alice'}
 BOB = {'X-Remote-User': 'bob'}
 ARTIFACT_BYTES = 3000
 
 
-class EraseUser(PipelineBase):
+class EraseUser(LifecycleBase):
 
     def bus(self):
         """A private dbus-daemon; its address."""
@@ -41,39 +40,28 @@ class EraseUser(PipelineBase):
             harness.skip_or_fail('dbus-daemon or busctl is missing')
         d = tempfile.mkdtemp(prefix='wikiweb-erase-bus-')
         self.addCleanup(shutil.rmtree, d, True)
-        conf, path = os.path.join(d, 'bus.conf'), os.path.join(d, 'bus')
-        with open(conf, 'w') as f:
-            f.write(BUS_CONFIG.format(path=path))
-        p = subprocess.Popen(['dbus-daemon', f'--config-file={conf}', '--nofork', '--nopidfile'],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        address, p = harness.private_bus(d)
 
         def stop():
             p.terminate()
             p.wait(10)
         self.addCleanup(stop)
-        deadline = time.monotonic() + 10
-        while not os.path.exists(path):
-            self.assertLess(time.monotonic(), deadline, 'dbus-daemon did not start')
-            time.sleep(0.02)
-        return 'unix:path=' + path
+        return address
 
     def erase(self, bus, name):
         return subprocess.run(['busctl', f'--address={bus}', '--timeout=60', 'call', 'org.wikiweb.Queue1',
                                '/org/wikiweb/Queue1', 'org.wikiweb.Queue1', 'EraseUser', 's', name],
                               capture_output=True, text=True, timeout=90)
 
-    def ask(self, d, llm, b, marker, headers, follow_up=None):
-        llm.set_script([{'answer': f'The answer is {marker}-answer.'}])
-        body = {'question': f'What is {marker}-question?'}
-        if follow_up:
-            body['follow_up'] = follow_up
-        r = b.post(API + '/query', body, timeout=60, headers=headers)
-        self.assertStatus(r, 200)
-        self.wait_state(d, 'idle')
-        return r.json['id']
-
-    def holders(self, d, marker):
-        return sorted(n for n, data in test_lifecycle.state_files(d).items() if marker.encode() in data)
+    def ask_held(self, llm, b, marker, headers, hold):
+        """A query the model holds (release(hold) lets it answer): its
+        thread, and out['r'] its response once it ends."""
+        llm.set_script([{'answer': f'The answer is {marker}-answer.', 'hold': hold}])
+        out = {}
+        t = threading.Thread(target=lambda: out.setdefault('r', b.post(
+            API + '/query', {'question': f'What is {marker}-question?'}, timeout=60, headers=headers)))
+        t.start()
+        return t, out
 
     def test_erase_user_over_dbus(self):
         bus = self.bus()
@@ -82,8 +70,8 @@ class EraseUser(PipelineBase):
                                  WIKI_WEB_REQUIRE_USER='false', WIKI_WEB_TEST_FAULTS='1',
                                  WIKI_WEB_TEST_ARTIFACT_BYTES=str(ARTIFACT_BYTES))
         laptop, phone, other = d.browser(), d.browser(), d.browser()
-        q1 = self.ask(d, llm, laptop, 'eraseuser-a1-5b3e', ALICE)
-        q2 = self.ask(d, llm, phone, 'eraseuser-a2-5b3e', ALICE, follow_up=q1)
+        q1 = self.ask_marked(d, llm, laptop, 'eraseuser-a1-5b3e', headers=ALICE)
+        q2 = self.ask_marked(d, llm, phone, 'eraseuser-a2-5b3e', follow_up=q1, headers=ALICE)
         self.assertStatus(laptop.post(f'{API}/history/{q1}/feedback',
                                       {'rating': 'down', 'comment': 'eraseuser-a1-5b3e-comment'}, headers=ALICE), 200)
         r = phone.post(f'{API}/history/{q2}/share', headers=ALICE)
@@ -97,17 +85,13 @@ class EraseUser(PipelineBase):
         self.assertStatus(request(d, 'GET', API + '/history', bearer, source='127.0.0.3'), 200)
         artifact = laptop.get(f'{API}/history/{q1}', headers=ALICE).json['artifacts'][0]['download_url']
         self.assertStatus(laptop.get(artifact, headers=ALICE), 200)
-        kept = self.ask(d, llm, other, 'eraseuser-b1-5b3e', BOB)
+        kept = self.ask_marked(d, llm, other, 'eraseuser-b1-5b3e', headers=BOB)
         self.assertStatus(other.get(f'{API}/shared/{share}', headers=BOB), 200)
         for part in ('question', 'answer', 'comment'):
             self.assertTrue(self.holders(d, f'eraseuser-a1-5b3e-{part}'), part)
 
         # Bob's query runs (the model holds its answer); Alice waits behind it.
-        llm.set_script([{'answer': 'The answer is eraseuser-b2-5b3e-answer.', 'hold': 'bob'}])
-        out = {}
-        running = threading.Thread(target=lambda: out.setdefault('bob', other.post(
-            API + '/query', {'question': 'What is eraseuser-b2-5b3e-question?'}, timeout=60, headers=BOB)))
-        running.start()
+        running, out = self.ask_held(llm, other, 'eraseuser-b2-5b3e', BOB, 'bob')
         self.wait_state(d, 'running')
         self.assertStatus(laptop.join(headers=ALICE), 201)
         self.assertEqual(laptop.status(headers=ALICE).json['ticket']['status'], 'waiting')
@@ -122,7 +106,7 @@ class EraseUser(PipelineBase):
         # Bob's run goes on and ends as it would have.
         llm.release('bob')
         running.join(60)
-        self.assertStatus(out['bob'], 200)
+        self.assertStatus(out['r'], 200)
 
         self.assertEqual(phone.get(API + '/history', headers=ALICE).json['items'], [])
         for qid in (q1, q2):
@@ -172,11 +156,7 @@ class EraseUser(PipelineBase):
         d = self.pipeline_daemon(llm, DBUS_SYSTEM_BUS_ADDRESS=bus, WIKI_WEB_TRUSTED_PROXIES='127.0.0.1',
                                  WIKI_WEB_REQUIRE_USER='false')
         b = d.browser()
-        llm.set_script([{'answer': 'The answer is eraseuser-run-7c1d-answer.', 'hold': 'alice'}])
-        out = {}
-        running = threading.Thread(target=lambda: out.setdefault('alice', b.post(
-            API + '/query', {'question': 'What is eraseuser-run-7c1d-question?'}, timeout=60, headers=ALICE)))
-        running.start()
+        running, out = self.ask_held(llm, b, 'eraseuser-run-7c1d', ALICE, 'alice')
         self.wait_state(d, 'running')
         started = time.monotonic()
         r = self.erase(bus, 'alice')
@@ -188,7 +168,7 @@ class EraseUser(PipelineBase):
         print(f'# EraseUser answered {took:.3f} s after its call', file=sys.stderr)
         # Her query was answered as cancelled, before or with the erasure's reply.
         self.assertFalse(running.is_alive())
-        self.assertError(out['alice'], 'execution_failed')
+        self.assertError(out['r'], 'execution_failed')
         self.assertEqual(b.get(API + '/history', headers=ALICE).json['items'], [])
         line = [x for x in d.log().splitlines() if 'erased the history of alice' in x]
         self.assertEqual(len(line), 1, line)
@@ -198,4 +178,4 @@ class EraseUser(PipelineBase):
 
 
 if __name__ == '__main__':
-    harness.main()
+    test_pipeline.main()

@@ -38,7 +38,9 @@ def state_files(d):
     return out
 
 
-class Lifecycle(PipelineBase):
+class LifecycleBase(PipelineBase):
+    """Queries whose question and answer carry a marker, and where on
+    disk a marker is."""
 
     def ask_marked(self, d, llm, b, marker, follow_up=None, headers=None):
         llm.set_script([{'answer': f'The answer is {marker}-answer.'}])
@@ -55,6 +57,9 @@ class Lifecycle(PipelineBase):
     def holders(self, d, marker):
         """The files of the state directory that hold marker."""
         return sorted(n for n, data in state_files(d).items() if marker.encode() in data)
+
+
+class Lifecycle(LifecycleBase):
 
     def test_delete_leaves_nothing_on_disk(self):
         llm = self.llm([])

@@ -136,21 +136,6 @@ class Overlap(fake_llm.FakeLLM):
                 self.active -= 1
 
 
-BUS_CONFIG = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
- <type>session</type>
- <listen>unix:path={path}</listen>
- <auth>EXTERNAL</auth>
- <policy context="default">
-  <allow user="*"/>
-  <allow own="*"/>
-  <allow send_destination="*" eavesdrop="true"/>
-  <allow eavesdrop="true"/>
-  <allow receive_sender="*"/>
- </policy>
-</busconfig>
-"""
 
 
 class ThreeSlots(harness.DaemonTestCase):
@@ -164,23 +149,13 @@ class ThreeSlots(harness.DaemonTestCase):
         """A private dbus-daemon; its address."""
         if not shutil.which('dbus-daemon') or not shutil.which('busctl'):
             harness.skip_or_fail('dbus-daemon or busctl is missing')
-        d = self.tmp_dir()
-        conf = os.path.join(d, 'bus.conf')
-        path = os.path.join(d, 'bus')
-        with open(conf, 'w') as f:
-            f.write(BUS_CONFIG.format(path=path))
-        p = subprocess.Popen(['dbus-daemon', f'--config-file={conf}', '--nofork', '--nopidfile'],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        address, p = harness.private_bus(self.tmp_dir())
 
         def stop():
             p.terminate()
             p.wait(10)
         self.addCleanup(stop)
-        deadline = time.monotonic() + 10
-        while not os.path.exists(path):
-            self.assertLess(time.monotonic(), deadline, 'dbus-daemon did not start')
-            time.sleep(0.02)
-        return 'unix:path=' + path
+        return address
 
     def busctl(self, address, *args):
         return subprocess.run(['busctl', f'--address={address}', *args], capture_output=True, text=True,
