@@ -14,6 +14,12 @@
 #include "shared/log.h"
 #include "shared/strv.h"
 
+/* A start of any of the three that runs out of memory: internal_error. */
+static int manager_readable_oom(ManagerError *ret_error) {
+        *ret_error = (ManagerError){ API_ERROR_INTERNAL_ERROR, NULL };
+        return -ENOMEM;
+}
+
 /* ---- the read check ---- */
 
 struct ManagerReadableCheck {
@@ -133,13 +139,13 @@ int manager_check_readable(
 
         c = calloc(1, sizeof *c);
         if (!c)
-                goto oom;
+                return manager_readable_oom(ret_error);
         *c = (ManagerReadableCheck){ .manager = m, .done = done, .userdata = userdata };
         c->titles = strv_copy((char **) titles);
         c->readable = calloc(n + 1, sizeof(bool));
         c->ask = calloc(n + 1, sizeof(size_t));
         if (!c->titles || !c->readable || !c->ask || (user && !(c->user = strdup(user))))
-                goto oom;
+                return manager_readable_oom(ret_error);
         /* A title the wiki would not take is never readable, in either mode. */
         for (size_t i = 0; i < n; i++)
                 if (mediawiki_title_is_valid(c->titles[i])) {
@@ -158,7 +164,7 @@ int manager_check_readable(
                         (void) sd_event_source_set_description(c->defer, "manager-readable");
         }
         if (r == -ENOMEM)
-                goto oom;
+                return manager_readable_oom(ret_error);
         if (r == -EOPNOTSUPP) {
                 *ret_error = (ManagerError){ API_ERROR_EXECUTION_FAILED, "The wiki is not configured" };
                 return r;
@@ -169,9 +175,6 @@ int manager_check_readable(
         }
         *ret = TAKE_PTR(c);
         return 0;
-oom:
-        *ret_error = (ManagerError){ API_ERROR_INTERNAL_ERROR, NULL };
-        return -ENOMEM;
 }
 
 /* ---- a record's sources ---- */
@@ -298,16 +301,16 @@ int manager_check_sources(
         }
         c = calloc(1, sizeof *c);
         if (!c)
-                goto oom;
+                return manager_readable_oom(ret_error);
         *c = (ManagerSourcesCheck){ .manager = m, .done = done, .userdata = userdata };
         c->titles = calloc(n + 1, sizeof(char *));
         c->state = calloc(n + 1, sizeof(ManagerSourceState));
         if (!c->titles || !c->state)
-                goto oom;
+                return manager_readable_oom(ret_error);
         for (size_t i = 0; i < n; i++) {
                 c->titles[i] = strdup(titles[i]);
                 if (!c->titles[i])
-                        goto oom;
+                        return manager_readable_oom(ret_error);
                 c->state[i].title = c->titles[i];
         }
         /* Service mode: a defer's "all readable", so the same path in both. */
@@ -316,9 +319,6 @@ int manager_check_sources(
                 return r;
         *ret = TAKE_PTR(c);
         return 0;
-oom:
-        *ret_error = (ManagerError){ API_ERROR_INTERNAL_ERROR, NULL };
-        return -ENOMEM;
 }
 
 /* ---- the unanswered report ---- */
@@ -440,13 +440,13 @@ int manager_report_unanswered(
         }
         c = calloc(1, sizeof *c);
         if (!c)
-                goto oom;
+                return manager_readable_oom(ret_error);
         *c = (ManagerReportCheck){ .manager = m, .done = done, .userdata = userdata };
         if (user && !(c->user = strdup(user)))
-                goto oom;
+                return manager_readable_oom(ret_error);
         j = calloc(1, sizeof *j);
         if (!j)
-                goto oom;
+                return manager_readable_oom(ret_error);
         j->since = since;
         /* Its queries read the window's records off the loop. */
         r = history_worker_submit(
@@ -463,7 +463,4 @@ int manager_report_unanswered(
         }
         *ret = TAKE_PTR(c);
         return 0;
-oom:
-        *ret_error = (ManagerError){ API_ERROR_INTERNAL_ERROR, NULL };
-        return -ENOMEM;
 }
