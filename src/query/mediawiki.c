@@ -350,11 +350,24 @@ static int strdup_checked(const char *s, char **ret) {
         return *ret ? 0 : -ENOMEM;
 }
 
+/* The hits of a reply being parsed: n allocated, filled in order; released
+ * together by search_hits_done() unless handed over. */
+typedef struct SearchHits {
+        MediaWikiSearchHit *items;
+        size_t n;
+} SearchHits;
+
+static void search_hits_done(SearchHits *h) {
+        if (h->items)
+                mediawiki_search_hits_free(h->items, h->n);
+        *h = (SearchHits){ 0 };
+}
+
 int mediawiki_parse_search(
         const char *body, size_t size, MediaWikiSearchHit **ret_hits, size_t *ret_n, MediaWikiError *ret_error) {
         _cleanup_(json_object_putp) json_object *o = NULL;
+        _cleanup_(search_hits_done) SearchHits hits = { 0 };
         json_object *query, *list;
-        MediaWikiSearchHit *hits = NULL;
         size_t n;
         int r;
 
@@ -369,38 +382,32 @@ int mediawiki_parse_search(
         if (n > 500)
                 return -EBADMSG;
         if (n > 0) {
-                hits = calloc(n, sizeof *hits);
-                if (!hits)
+                hits.items = calloc(n, sizeof *hits.items);
+                if (!hits.items)
                         return -ENOMEM;
+                hits.n = n;
         }
         for (size_t i = 0; i < n; i++) {
                 json_object *h = json_object_array_get_idx(list, i);
                 const char *title = get_string(h, "title", MEDIAWIKI_TITLE_MAX);
                 const char *snippet = get_string(h, "snippet", 64 * 1024);
 
-                if (!title || !*title) {
-                        r = -EBADMSG;
-                        goto fail;
-                }
+                if (!title || !*title)
+                        return -EBADMSG;
                 json_object *sv = NULL;
                 if (json_object_is_type(h, json_type_object) &&
-                    json_object_object_get_ex(h, "snippet", &sv) && sv && !snippet) {
-                        r = -EBADMSG; /* present, not null, and not a good string */
-                        goto fail;
-                }
-                r = strdup_checked(title, &hits[i].title);
+                    json_object_object_get_ex(h, "snippet", &sv) && sv && !snippet)
+                        return -EBADMSG; /* present, not null, and not a good string */
+                r = strdup_checked(title, &hits.items[i].title);
                 if (r < 0)
-                        goto fail;
-                r = mediawiki_snippet_to_text(snippet ? snippet : "", &hits[i].snippet);
+                        return r;
+                r = mediawiki_snippet_to_text(snippet ? snippet : "", &hits.items[i].snippet);
                 if (r < 0)
-                        goto fail;
+                        return r;
         }
-        *ret_hits = hits;
+        *ret_hits = TAKE_PTR(hits.items);
         *ret_n = n;
         return 0;
-fail:
-        mediawiki_search_hits_free(hits, n);
-        return r;
 }
 
 static int take_uint(json_object *o, const char *key, uint64_t *ret) {
@@ -546,10 +553,22 @@ void mediawiki_revisions_free(MediaWikiRevision *r, size_t n) {
         free(r);
 }
 
+/* The revisions of a reply being parsed: n allocated, filled in order;
+ * released together by revisions_done() unless handed over. */
+typedef struct Revisions {
+        MediaWikiRevision *items;
+        size_t n;
+} Revisions;
+
+static void revisions_done(Revisions *r) {
+        mediawiki_revisions_free(r->items, r->n);
+        *r = (Revisions){ 0 };
+}
+
 int mediawiki_parse_revisions(
         const char *body, size_t size, MediaWikiRevision **ret, size_t *ret_n, MediaWikiError *ret_error) {
         _cleanup_(json_object_putp) json_object *o = NULL;
-        MediaWikiRevision *revs = NULL;
+        _cleanup_(revisions_done) Revisions revs = { 0 };
         json_object *pages;
         size_t n;
         int r;
@@ -564,9 +583,10 @@ int mediawiki_parse_revisions(
         if (n > MEDIAWIKI_TITLES_MAX)
                 return -EBADMSG;
         if (n > 0) {
-                revs = calloc(n, sizeof *revs);
-                if (!revs)
+                revs.items = calloc(n, sizeof *revs.items);
+                if (!revs.items)
                         return -ENOMEM;
+                revs.n = n;
         }
         for (size_t i = 0; i < n; i++) {
                 json_object *page = json_object_array_get_idx(pages, i);
@@ -575,26 +595,21 @@ int mediawiki_parse_revisions(
                         json_object_get_boolean(get(page, "invalid", json_type_boolean)) ||
                         page_is_special(page);
 
-                if (!title || !*title) {
-                        r = -EBADMSG;
-                        goto fail;
-                }
-                revs[i].missing = missing;
+                if (!title || !*title)
+                        return -EBADMSG;
+                revs.items[i].missing = missing;
                 if (!missing) {
-                        r = take_uint(page, "lastrevid", &revs[i].revision_id);
+                        r = take_uint(page, "lastrevid", &revs.items[i].revision_id);
                         if (r < 0)
-                                goto fail;
+                                return r;
                 }
-                r = strdup_checked(title, &revs[i].title);
+                r = strdup_checked(title, &revs.items[i].title);
                 if (r < 0)
-                        goto fail;
+                        return r;
         }
-        *ret = revs;
+        *ret = TAKE_PTR(revs.items);
         *ret_n = n;
         return 0;
-fail:
-        mediawiki_revisions_free(revs, n);
-        return r;
 }
 
 int mediawiki_parse_readcheck(const char *body, size_t size, size_t n, bool **ret, MediaWikiError *ret_error) {

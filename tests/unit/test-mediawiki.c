@@ -333,6 +333,8 @@ TEST(hostile) {
                 { S("{\"query\":{\"search\":[{\"title\":\"A\",\"snippet\":5}]}}") },
                 { S("{\"query\":{\"search\":[5]}}") },
                 { S("{\"query\":{\"search\":[{\"title\":\"A\\u0000\"}]}}") },
+                /* A bad hit after a good one: the good one is released too. */
+                { S("{\"query\":{\"search\":[{\"title\":\"A\",\"snippet\":\"<b>x</b>\"},{\"snippet\":\"y\"}]}}") },
         };
         for (size_t i = 0; i < ELEMENTSOF(bad_search); i++) {
                 MediaWikiSearchHit *hits = NULL;
@@ -639,6 +641,13 @@ TEST(revisions) {
                 mediawiki_parse_revisions(
                         S("{\"query\":{\"pages\":[{\"title\":\"A\",\"lastrevid\":-1}]}}"), &revs, &n, &e),
                 -EBADMSG);
+        ASSERT_EQ_INT(
+                mediawiki_parse_revisions(
+                        S("{\"query\":{\"pages\":[{\"title\":\"A\",\"lastrevid\":3},{\"title\":\"B\"}]}}"),
+                        &revs,
+                        &n,
+                        &e),
+                -EBADMSG); /* a bad page after a good one: the good one is released too */
         ASSERT_EQ_INT(mediawiki_parse_revisions(S("{\"query\":{}}"), &revs, &n, &e), -EBADMSG);
         ASSERT_EQ_INT(
                 mediawiki_parse_revisions(
