@@ -369,8 +369,6 @@ static int add_artifact(
 static void pending_done(PendingOutcome *p);
 static void pending_last_chance(History *h);
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(sqlite3_stmt *, sqlite3_finalize);
-
 /* Give a cached statement back: reset (which also ends the read
  * transaction a SELECT left open at a row) with its bindings cleared (they
  * point into the caller's strings, SQLITE_STATIC). */

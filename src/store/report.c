@@ -246,8 +246,6 @@ static int compare_comments(const void *a, const void *b) {
         return strcmp(x->text, y->text);
 }
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(sqlite3_stmt *, sqlite3_finalize);
-
 static const char *col_text(sqlite3_stmt *s, int i) {
         return (const char *) sqlite3_column_text(s, i);
 }
