@@ -3,7 +3,12 @@
 
 #include <sqlite3.h>
 
+#include "shared/macro.h"
 #include "store/history.h"
+
+/* _cleanup_(sqlite3_finalizep): a statement of the store's own, finalized
+ * at the end of its scope. */
+DEFINE_TRIVIAL_CLEANUP_FUNC(sqlite3_stmt *, sqlite3_finalize);
 
 /* For the store's own modules (report.c): the connection of h, borrowed,
  * valid until history_free(). Statements prepared on it are the caller's

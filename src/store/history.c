@@ -369,8 +369,6 @@ static int add_artifact(
 static void pending_done(PendingOutcome *p);
 static void pending_last_chance(History *h);
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(sqlite3_stmt *, sqlite3_finalize);
-
 /* Give a cached statement back: reset (which also ends the read
  * transaction a SELECT left open at a row) with its bindings cleared (they
  * point into the caller's strings, SQLITE_STATIC). */
@@ -565,6 +563,14 @@ static int exec_cached(History *h, Statement which) {
         return 0;
 }
 
+/* A transaction guard: _cleanup_(transaction_rollbackp) History *tx, set
+ * to h once the transaction began, rolls it back on every return until it
+ * is set to NULL after the commit (a failed COMMIT is rolled back too). */
+static void transaction_rollback(History *h) {
+        (void) exec_cached(h, STMT_ROLLBACK);
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(History *, transaction_rollback);
+
 static int exec(History *h, const char *sql) {
         if (sqlite3_exec(h->db, sql, NULL, NULL, NULL) != SQLITE_OK)
                 return db_error(h, sql);
@@ -656,26 +662,31 @@ static int check_schema(History *h) {
 }
 
 /* Run sql (a file at version from), then every step of schema_steps above
- * version from, and set the schema version, in one transaction. */
+ * version from, then set the schema version: false at the first that
+ * fails, its error left on the connection for db_error(). */
+static bool schema_statements_run(History *h, const char *sql, int from) {
+        if (sql && sqlite3_exec(h->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+                return false;
+        for (size_t i = 0; i < ELEMENTSOF(schema_steps); i++)
+                if (schema_steps[i].version > from &&
+                    sqlite3_exec(h->db, schema_steps[i].sql, NULL, NULL, NULL) != SQLITE_OK)
+                        return false;
+        return sqlite3_exec(h->db, SCHEMA_VERSION_SQL, NULL, NULL, NULL) == SQLITE_OK;
+}
+
+/* schema_statements_run() in one transaction, rolled back if one fails. */
 static int change_schema(History *h, const char *sql, int from, const char *what) {
         int r;
 
         r = exec(h, "BEGIN IMMEDIATE");
         if (r < 0)
                 return r;
-        if (sql && sqlite3_exec(h->db, sql, NULL, NULL, NULL) != SQLITE_OK)
-                goto fail;
-        for (size_t i = 0; i < ELEMENTSOF(schema_steps); i++)
-                if (schema_steps[i].version > from &&
-                    sqlite3_exec(h->db, schema_steps[i].sql, NULL, NULL, NULL) != SQLITE_OK)
-                        goto fail;
-        if (sqlite3_exec(h->db, SCHEMA_VERSION_SQL, NULL, NULL, NULL) != SQLITE_OK)
-                goto fail;
+        if (!schema_statements_run(h, sql, from)) {
+                r = db_error(h, what);
+                (void) sqlite3_exec(h->db, "ROLLBACK", NULL, NULL, NULL);
+                return r;
+        }
         return exec(h, "COMMIT");
-fail:
-        r = db_error(h, what);
-        (void) sqlite3_exec(h->db, "ROLLBACK", NULL, NULL, NULL);
-        return r;
 }
 
 static int create_schema(History *h) {
@@ -1799,6 +1810,7 @@ int history_delete(History *h, const char *id, const SessionKey *session) {
 
 int history_prune(History *h, usec_t before, unsigned batch, unsigned *ret_records, unsigned *ret_artifacts) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *count = NULL, *del = NULL;
+        _cleanup_(transaction_rollbackp) History *tx = NULL;
         unsigned records = 0, artifacts = 0;
         int r;
 
@@ -1827,29 +1839,23 @@ int history_prune(History *h, usec_t before, unsigned batch, unsigned *ret_recor
         r = exec_cached(h, STMT_BEGIN);
         if (r < 0)
                 return r;
-        if (sqlite3_step(count) != SQLITE_ROW) {
-                r = db_error(h, "count the artifacts to prune");
-                goto rollback;
-        }
+        tx = h; /* from here every return rolls back, until the commit */
+        if (sqlite3_step(count) != SQLITE_ROW)
+                return db_error(h, "count the artifacts to prune");
         artifacts = (unsigned) sqlite3_column_int64(count, 0);
         (void) sqlite3_reset(count);
         /* The artifacts, feedback and share links go with it (ON DELETE CASCADE). */
-        if (step_write(h, del) != SQLITE_DONE) {
-                r = db_error(h, "prune records");
-                goto rollback;
-        }
+        if (step_write(h, del) != SQLITE_DONE)
+                return db_error(h, "prune records");
         records = (unsigned) sqlite3_changes(h->db);
         r = exec_cached(h, STMT_COMMIT);
         if (r < 0)
-                goto rollback;
+                return r;
+        tx = NULL;
 
         *ret_records = records;
         *ret_artifacts = artifacts;
         return records == batch;
-
-rollback:
-        (void) exec_cached(h, STMT_ROLLBACK);
-        return r;
 }
 
 /* The outcomes waiting in memory of the session's records land first: their
@@ -2317,10 +2323,19 @@ void history_conversation_free_records(HistoryRecord *records, size_t n) {
         free(records);
 }
 
+/* The turns of a conversation read so far: records[n] of max allocated. */
+typedef struct ConversationTurns {
+        HistoryRecord *records;
+        size_t n;
+} ConversationTurns;
+
+static void conversation_turns_done(ConversationTurns *t) {
+        history_conversation_free_records(t->records, t->n);
+}
+
 int history_get_conversation(
         History *h, const char *id, const SessionKey *session, size_t max, HistoryRecord **ret, size_t *ret_n) {
-        HistoryRecord *turns = NULL;
-        size_t n = 0;
+        _cleanup_(conversation_turns_done) ConversationTurns turns = { 0 };
         char next[QUERY_ID_MAX];
         int r;
 
@@ -2332,47 +2347,45 @@ int history_get_conversation(
 
         if (max < 1)
                 return -EINVAL;
-        turns = calloc(max, sizeof *turns);
-        if (!turns)
+        turns.records = calloc(max, sizeof *turns.records);
+        if (!turns.records)
                 return -ENOMEM;
 
         /* Newest first, following the links back; a turn that was deleted
          * ends the chain there. */
         snprintf(next, sizeof next, "%s", id);
-        while (n < max) {
+        while (turns.n < max) {
                 _cleanup_(stmt_releasep) sqlite3_stmt *s = NULL;
+                HistoryRecord *turn;
 
                 r = select_owned(h, STMT_GET_RECORD, next, session, &s);
                 if (r < 0)
-                        goto fail;
+                        return r;
                 if (r == 0) {
-                        if (n == 0) {
-                                r = -ENOENT;
-                                goto fail;
-                        }
+                        if (turns.n == 0)
+                                return -ENOENT;
                         break;
                 }
-                r = record_from_row(h, s, &turns[n++]);
+                /* Counted first: a record half read is freed with the turns. */
+                turn = &turns.records[turns.n++];
+                r = record_from_row(h, s, turn);
                 if (r < 0)
-                        goto fail;
-                if (!turns[n - 1].follow_up || strlen(turns[n - 1].follow_up) >= sizeof next)
+                        return r;
+                if (!turn->follow_up || strlen(turn->follow_up) >= sizeof next)
                         break;
-                snprintf(next, sizeof next, "%s", turns[n - 1].follow_up);
+                snprintf(next, sizeof next, "%s", turn->follow_up);
         }
 
         /* Oldest first. */
-        for (size_t i = 0; i < n / 2; i++) {
-                HistoryRecord t = turns[i];
-                turns[i] = turns[n - 1 - i];
-                turns[n - 1 - i] = t;
+        for (size_t i = 0; i < turns.n / 2; i++) {
+                HistoryRecord t = turns.records[i];
+                turns.records[i] = turns.records[turns.n - 1 - i];
+                turns.records[turns.n - 1 - i] = t;
         }
-        *ret = turns;
-        *ret_n = n;
+        *ret = turns.records;
+        *ret_n = turns.n;
+        turns = (ConversationTurns){ 0 };
         return 0;
-
-fail:
-        history_conversation_free_records(turns, n);
-        return r;
 }
 
 int history_share_add(
@@ -2740,18 +2753,14 @@ static int pending_apply_lists(HistoryRecord *rec, const HistoryOutcome *o) {
         return 0;
 }
 
-static int pending_apply(History *h, HistoryRecord *rec) {
+/* pending_apply() under the lock. */
+static int pending_apply_locked(History *h, HistoryRecord *rec) {
         const PendingOutcome *p;
         const HistoryOutcome *o;
-        int r = 0;
 
-        if (!rec->status || !streq(rec->status, "running") || !rec->id)
-                return 0;
-        /* Held while the outcome is copied: a writer frees it only under lock. */
-        cond_lock(h);
         p = pending_find(h, rec->id);
         if (!p)
-                goto done;
+                return 0;
         o = &p->o;
         if (replace_text(&rec->status, o->succeeded ? "succeeded" : "failed") < 0 ||
             replace_text(&rec->answer, o->succeeded ? (o->answer ? o->answer : "") : NULL) < 0 ||
@@ -2762,15 +2771,23 @@ static int pending_apply(History *h, HistoryRecord *rec) {
             replace_text(&rec->error_message, o->succeeded ? NULL : (o->error_message ? o->error_message : "")) <
                     0 ||
             replace_text(&rec->model, o->model ? o->model : "") < 0 ||
-            replace_text(&rec->sandbox, o->sandbox) < 0) {
-                r = -ENOMEM;
-                goto done;
-        }
+            replace_text(&rec->sandbox, o->sandbox) < 0)
+                return -ENOMEM;
         rec->timings = o->timings;
         rec->prompt_tokens = o->prompt_tokens;
         rec->completion_tokens = o->completion_tokens;
         rec->finished_at = o->finished_at;
-done:
+        return 0;
+}
+
+static int pending_apply(History *h, HistoryRecord *rec) {
+        int r;
+
+        if (!rec->status || !streq(rec->status, "running") || !rec->id)
+                return 0;
+        /* Held while the outcome is copied: a writer frees it only under lock. */
+        cond_lock(h);
+        r = pending_apply_locked(h, rec);
         cond_unlock(h);
         return r;
 }

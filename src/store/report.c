@@ -406,22 +406,51 @@ static KeyRow *key_rows_add(KeyRow **rows, size_t *n, const char *key) {
         return &l[(*n)++];
 }
 
+/* The key rows of phase 1, with their count. */
+typedef struct KeyRows {
+        KeyRow *rows;
+        size_t n;
+} KeyRows;
+
+static void key_rows_done(KeyRows *k) {
+        for (size_t i = 0; i < k->n; i++)
+                free(k->rows[i].key);
+        free(k->rows);
+}
+
+/* The group slots, with their count (n is known before they are allocated). */
+typedef struct GroupSlots {
+        GroupSlot *slots;
+        size_t n;
+} GroupSlots;
+
+static void group_slots_done(GroupSlots *s) {
+        for (size_t i = 0; s->slots && i < s->n; i++) {
+                group_done(&s->slots[i].g);
+                free(s->slots[i].keys);
+        }
+        free(s->slots);
+}
+
+static int read_error(sqlite3 *db) {
+        log_error("Unanswered report: %s", sqlite3_errmsg(db));
+        return -EIO;
+}
+
 /* Phase 1: rows[] of every key with its counts. */
 static int read_keys(sqlite3 *db, usec_t since, KeyRow **rows, size_t *n_rows) {
-        sqlite3_stmt *s = NULL;
+        _cleanup_(sqlite3_finalizep) sqlite3_stmt *s = NULL;
         size_t n_signals;
         int r;
 
         if (sqlite3_prepare_v2(db, phase1_signals_sql, -1, &s, NULL) != SQLITE_OK)
-                goto fail;
+                return read_error(db);
         sqlite3_bind_int64(s, 1, (sqlite3_int64) MIN(since, (usec_t) INT64_MAX));
         while ((r = sqlite3_step(s)) == SQLITE_ROW) {
                 KeyRow *k = key_rows_add(rows, n_rows, col_text(s, 0) ? col_text(s, 0) : "");
 
-                if (!k) {
-                        sqlite3_finalize(s);
+                if (!k)
                         return -ENOMEM;
-                }
                 k->count = (uint64_t) sqlite3_column_int64(s, 1);
                 k->first = (usec_t) sqlite3_column_int64(s, 2);
                 k->last = (usec_t) sqlite3_column_int64(s, 3);
@@ -432,7 +461,7 @@ static int read_keys(sqlite3 *db, usec_t since, KeyRow **rows, size_t *n_rows) {
         sqlite3_finalize(s);
         s = NULL;
         if (r != SQLITE_DONE)
-                goto fail;
+                return read_error(db);
 
         /* In key order already (the index's), but SQLite's collation is
          * memcmp() and so is strcmp() on UTF-8: sorted once more, cheap. */
@@ -440,17 +469,15 @@ static int read_keys(sqlite3 *db, usec_t since, KeyRow **rows, size_t *n_rows) {
         n_signals = *n_rows;
 
         if (sqlite3_prepare_v2(db, phase1_down_sql, -1, &s, NULL) != SQLITE_OK)
-                goto fail;
+                return read_error(db);
         sqlite3_bind_int64(s, 1, (sqlite3_int64) MIN(since, (usec_t) INT64_MAX));
         while ((r = sqlite3_step(s)) == SQLITE_ROW) {
                 KeyRow probe = { .key = (char *) (col_text(s, 0) ? col_text(s, 0) : "") }, *k;
                 uint64_t without = (uint64_t) sqlite3_column_int64(s, 2);
 
                 k = bsearch(&probe, *rows, n_signals, sizeof(KeyRow), compare_key_text);
-                if (!k && !(k = key_rows_add(rows, n_rows, probe.key))) {
-                        sqlite3_finalize(s);
+                if (!k && !(k = key_rows_add(rows, n_rows, probe.key)))
                         return -ENOMEM;
-                }
                 k->negative += (uint64_t) sqlite3_column_int64(s, 1);
                 if (without > 0) {
                         k->count += without;
@@ -459,27 +486,19 @@ static int read_keys(sqlite3 *db, usec_t since, KeyRow **rows, size_t *n_rows) {
                 }
         }
         sqlite3_finalize(s);
+        s = NULL;
         if (r != SQLITE_DONE)
-                goto fail;
+                return read_error(db);
         return 0;
-fail:
-        log_error("Unanswered report: %s", sqlite3_errmsg(db));
-        return -EIO;
-}
-
-static void key_rows_free(KeyRow *rows, size_t n) {
-        for (size_t i = 0; i < n; i++)
-                free(rows[i].key);
-        free(rows);
 }
 
 int report_unanswered(History *h, usec_t since, Report **ret) {
         _cleanup_(report_freep) Report *report = NULL;
+        _cleanup_(key_rows_done) KeyRows rows = { 0 };
+        _cleanup_(group_slots_done) GroupSlots slots = { 0 };
+        _cleanup_free_ const char **keys = NULL;
+        _cleanup_free_ size_t *group_of = NULL;
         sqlite3 *db = history_database(h);
-        KeyRow *rows = NULL;
-        size_t n_rows = 0, n_slots = 0, *group_of = NULL;
-        const char **keys = NULL;
-        GroupSlot *slots = NULL;
         int r;
 
         assert(h);
@@ -491,77 +510,58 @@ int report_unanswered(History *h, usec_t since, Report **ret) {
         report->since = since;
 
         /* Phase 1: each wording key with its counts. */
-        r = read_keys(db, since, &rows, &n_rows);
+        r = read_keys(db, since, &rows.rows, &rows.n);
         if (r < 0)
-                goto finish;
+                return r;
 
         /* Most asked keys found the groups. */
-        qsort_safe(rows, n_rows, sizeof(KeyRow), compare_key_rows);
-        keys = calloc(n_rows + 1, sizeof(char *));
-        group_of = calloc(n_rows + 1, sizeof(size_t));
-        if (!keys || !group_of) {
-                r = -ENOMEM;
-                goto finish;
-        }
-        for (size_t i = 0; i < n_rows; i++)
-                keys[i] = rows[i].key;
-        r = wording_group(keys, n_rows, group_of, &n_slots);
+        qsort_safe(rows.rows, rows.n, sizeof(KeyRow), compare_key_rows);
+        keys = calloc(rows.n + 1, sizeof(char *));
+        group_of = calloc(rows.n + 1, sizeof(size_t));
+        if (!keys || !group_of)
+                return -ENOMEM;
+        for (size_t i = 0; i < rows.n; i++)
+                keys[i] = rows.rows[i].key;
+        r = wording_group(keys, rows.n, group_of, &slots.n);
         if (r < 0)
-                goto finish;
-        slots = calloc(n_slots + 1, sizeof(GroupSlot));
-        if (!slots) {
-                r = -ENOMEM;
-                goto finish;
-        }
-        for (size_t i = 0; i < n_slots; i++)
-                slots[i] = (GroupSlot){ .founded = i, .g = { .first_asked = USEC_INFINITY } };
-        for (size_t i = 0; i < n_rows; i++) {
-                GroupSlot *sl = &slots[group_of[i]];
+                return r;
+        slots.slots = calloc(slots.n + 1, sizeof(GroupSlot));
+        if (!slots.slots)
+                return -ENOMEM;
+        for (size_t i = 0; i < slots.n; i++)
+                slots.slots[i] = (GroupSlot){ .founded = i, .g = { .first_asked = USEC_INFINITY } };
+        for (size_t i = 0; i < rows.n; i++) {
+                GroupSlot *sl = &slots.slots[group_of[i]];
                 ReportGroup *g = &sl->g;
                 size_t *k = reallocarray(sl->keys, sl->n_keys + 1, sizeof(size_t));
 
-                if (!k) {
-                        r = -ENOMEM;
-                        goto finish;
-                }
+                if (!k)
+                        return -ENOMEM;
                 sl->keys = k;
                 sl->keys[sl->n_keys++] = i;
-                g->count += rows[i].count;
-                g->no_sources += rows[i].no_sources;
-                g->unverified += rows[i].unverified;
-                g->failed += rows[i].failed;
-                g->negative_feedback += rows[i].negative;
-                g->first_asked = MIN(g->first_asked, rows[i].first);
-                g->last_asked = MAX(g->last_asked, rows[i].last);
-                report->n_records += rows[i].count;
+                g->count += rows.rows[i].count;
+                g->no_sources += rows.rows[i].no_sources;
+                g->unverified += rows.rows[i].unverified;
+                g->failed += rows.rows[i].failed;
+                g->negative_feedback += rows.rows[i].negative;
+                g->first_asked = MIN(g->first_asked, rows.rows[i].first);
+                g->last_asked = MAX(g->last_asked, rows.rows[i].last);
+                report->n_records += rows.rows[i].count;
         }
-        qsort_safe(slots, n_slots, sizeof(GroupSlot), compare_slots);
+        qsort_safe(slots.slots, slots.n, sizeof(GroupSlot), compare_slots);
 
         /* Phase 2: the lists of the groups shown. */
-        report->groups = calloc(MIN(n_slots, (size_t) REPORT_GROUPS_MAX) + 1, sizeof(ReportGroup));
-        if (!report->groups) {
-                r = -ENOMEM;
-                goto finish;
-        }
-        for (size_t i = 0; i < n_slots && i < REPORT_GROUPS_MAX; i++) {
-                r = fill_group(db, since, &slots[i], rows);
+        report->groups = calloc(MIN(slots.n, (size_t) REPORT_GROUPS_MAX) + 1, sizeof(ReportGroup));
+        if (!report->groups)
+                return -ENOMEM;
+        for (size_t i = 0; i < slots.n && i < REPORT_GROUPS_MAX; i++) {
+                r = fill_group(db, since, &slots.slots[i], rows.rows);
                 /* Counted first: a group half filled is freed with the report. */
-                report->groups[report->n_groups++] = slots[i].g;
-                slots[i].g = (ReportGroup){ 0 };
+                report->groups[report->n_groups++] = slots.slots[i].g;
+                slots.slots[i].g = (ReportGroup){ 0 };
                 if (r < 0)
-                        goto finish;
+                        return r;
         }
         *ret = TAKE_PTR(report);
-        r = 0;
-
-finish:
-        for (size_t i = 0; slots && i < n_slots; i++) {
-                group_done(&slots[i].g);
-                free(slots[i].keys);
-        }
-        free(slots);
-        free(keys);
-        free(group_of);
-        key_rows_free(rows, n_rows);
-        return r;
+        return 0;
 }

@@ -10,8 +10,6 @@
 #include "store/history-internal.h"
 #include "store/tokens.h"
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(sqlite3_stmt *, sqlite3_finalize);
-
 static int tokens_error(History *h, const char *what) {
         /* The statements carry only bound parameters: the message names
          * no secret and no person. */

@@ -844,6 +844,27 @@ TEST(prune_in_batches) {
         ASSERT_EQ_INT(records, 0);
 }
 
+/* A prune whose delete fails is rolled back: every record stays, and the
+ * next prune (a new transaction) takes them. */
+TEST(prune_failure_rolled_back) {
+        _cleanup_(history_fixture_done) HistoryFixture f = history_fixture_new("prune-fail");
+        const SessionKey k = key(8);
+        HistoryOutcome out = { .succeeded = true, .answer = "old", .finished_at = T0 + 2 };
+        unsigned records = 99, artifacts = 99;
+
+        for (unsigned i = 0; i < 2; i++) {
+                ASSERT_OK(history_begin(f.h, qid(620 + i), &k, "old", T0 + i));
+                ASSERT_OK(history_finish(f.h, qid(620 + i), &out));
+        }
+        history_set_test_write_fault(f.h, SQLITE_FULL, 1, 1);
+        ASSERT_EQ_INT(history_prune(f.h, T0 + 50, 10, &records, &artifacts), -EIO);
+        ASSERT_EQ_INT(records, 99);
+        ASSERT_EQ_INT(sql_int(f.dir, "SELECT count(*) FROM queries"), 2);
+        ASSERT_EQ_INT(history_prune(f.h, T0 + 50, 10, &records, &artifacts), 0);
+        ASSERT_EQ_INT(records, 2);
+        ASSERT_EQ_INT(sql_int(f.dir, "SELECT count(*) FROM queries"), 0);
+}
+
 /* Whether a file holds the bytes of marker (a missing file holds none). */
 static bool file_holds(const char *dir, const char *name, const char *marker) {
         _cleanup_free_ char *p = path_in(dir, name);
