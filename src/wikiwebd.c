@@ -191,7 +191,6 @@ static int check_destinations(const Config *c) {
         return 0;
 }
 
-/* SIGTERM and SIGINT stop; with the test faults SIGUSR2 hangs. */
 /* sd_event_loop(), with the time each iteration keeps the loop from
  * waiting measured (wikiweb_event_loop_busy_seconds): from the wake-up
  * through the dispatch of what woke it, and the next iteration's prepare
@@ -223,6 +222,7 @@ static int event_loop_run(sd_event *e) {
         return r < 0 ? r : code;
 }
 
+/* SIGTERM and SIGINT stop; with the test faults SIGUSR2 hangs. */
 static int setup_signals(Daemon *d) {
         sigset_t mask;
         int r;
