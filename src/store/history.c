@@ -1808,10 +1808,48 @@ int history_delete(History *h, const char *id, const SessionKey *session) {
         return 0;
 }
 
+/* One batch of the records del deletes (the artifacts, feedback and
+ * share links go with them, ON DELETE CASCADE), in one transaction:
+ * count, which selects the same batch, counts its artifacts first;
+ * count_what and del_what name the steps in the journal. Returns 1 when
+ * the batch was full (more may be left), 0 when not, with the counts
+ * set; or the store's error, rolled back. */
+static int delete_batch(
+        History *h,
+        sqlite3_stmt *count,
+        sqlite3_stmt *del,
+        const char *count_what,
+        const char *del_what,
+        unsigned batch,
+        unsigned *ret_records,
+        unsigned *ret_artifacts) {
+        _cleanup_(transaction_rollbackp) History *tx = NULL;
+        unsigned records, artifacts;
+        int r;
+
+        r = exec_cached(h, STMT_BEGIN);
+        if (r < 0)
+                return r;
+        tx = h; /* from here every return rolls back, until the commit */
+        if (sqlite3_step(count) != SQLITE_ROW)
+                return db_error(h, count_what);
+        artifacts = (unsigned) sqlite3_column_int64(count, 0);
+        (void) sqlite3_reset(count);
+        if (step_write(h, del) != SQLITE_DONE)
+                return db_error(h, del_what);
+        records = (unsigned) sqlite3_changes(h->db);
+        r = exec_cached(h, STMT_COMMIT);
+        if (r < 0)
+                return r;
+        tx = NULL;
+
+        *ret_records = records;
+        *ret_artifacts = artifacts;
+        return records == batch;
+}
+
 int history_prune(History *h, usec_t before, unsigned batch, unsigned *ret_records, unsigned *ret_artifacts) {
         _cleanup_(sqlite3_finalizep) sqlite3_stmt *count = NULL, *del = NULL;
-        _cleanup_(transaction_rollbackp) History *tx = NULL;
-        unsigned records = 0, artifacts = 0;
         int r;
 
         assert(h);
@@ -1835,27 +1873,8 @@ int history_prune(History *h, usec_t before, unsigned batch, unsigned *ret_recor
         sqlite3_bind_int(count, 2, (int) batch);
         sqlite3_bind_int64(del, 1, (sqlite3_int64) before);
         sqlite3_bind_int(del, 2, (int) batch);
-
-        r = exec_cached(h, STMT_BEGIN);
-        if (r < 0)
-                return r;
-        tx = h; /* from here every return rolls back, until the commit */
-        if (sqlite3_step(count) != SQLITE_ROW)
-                return db_error(h, "count the artifacts to prune");
-        artifacts = (unsigned) sqlite3_column_int64(count, 0);
-        (void) sqlite3_reset(count);
-        /* The artifacts, feedback and share links go with it (ON DELETE CASCADE). */
-        if (step_write(h, del) != SQLITE_DONE)
-                return db_error(h, "prune records");
-        records = (unsigned) sqlite3_changes(h->db);
-        r = exec_cached(h, STMT_COMMIT);
-        if (r < 0)
-                return r;
-        tx = NULL;
-
-        *ret_records = records;
-        *ret_artifacts = artifacts;
-        return records == batch;
+        return delete_batch(
+                h, count, del, "count the artifacts to prune", "prune records", batch, ret_records, ret_artifacts);
 }
 
 /* The outcomes waiting in memory of the session's records land first: their
@@ -1911,33 +1930,15 @@ int history_erase_session_batch(
         sqlite3_bind_int(count, 2, (int) MIN(batch, (unsigned) INT_MAX));
         bind_session(del, 1, session);
         sqlite3_bind_int(del, 2, (int) MIN(batch, (unsigned) INT_MAX));
-
-        r = exec_cached(h, STMT_BEGIN);
+        r = delete_batch(
+                h, count, del, "count the artifacts to erase", "erase records", batch, &records, &artifacts);
         if (r < 0)
                 return r;
-        if (sqlite3_step(count) != SQLITE_ROW) {
-                r = db_error(h, "count the artifacts to erase");
-                (void) exec_cached(h, STMT_ROLLBACK);
-                return r;
-        }
-        artifacts = (unsigned) sqlite3_column_int64(count, 0);
-        /* The artifacts, feedback and share links go with it (ON DELETE CASCADE). */
-        if (step_write(h, del) != SQLITE_DONE) {
-                r = db_error(h, "erase records");
-                (void) exec_cached(h, STMT_ROLLBACK);
-                return r;
-        }
-        records = (unsigned) sqlite3_changes(h->db);
-        r = exec_cached(h, STMT_COMMIT);
-        if (r < 0) {
-                (void) exec_cached(h, STMT_ROLLBACK);
-                return r;
-        }
         if (ret_records)
                 *ret_records = records;
         if (ret_artifacts)
                 *ret_artifacts = artifacts;
-        return records == batch;
+        return r;
 }
 
 int history_erase_session(
